@@ -1,0 +1,112 @@
+# dstream: one Makefile for everything (build, test, run, install, bench, fuzz).
+#
+#   make            build build/dstream-fcgi and build/dstream
+#   make run        build and run nginx + the pool on a local database (./var)
+#   make test       unit + HTTP (bats) + conformance suites, one summary line
+#   make check      banned functions and other static checks
+#   make SANITIZER=address test   (or undefined, thread)
+
+CC      ?= cc
+OPT     ?= -O2
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
+STD     := -std=gnu11
+CFLAGS  += $(STD) $(WARN) $(OPT) -g -MMD -MP -D_GNU_SOURCE -pthread
+LDLIBS  := -lsqlite3 -lpthread
+B       := build
+
+ifneq ($(SANITIZER),)
+CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SANITIZER)
+B       := build-$(SANITIZER)
+endif
+
+LIB_SRC  := $(wildcard lib/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(B)/lib/migrations.o
+FCGI_SRC := $(wildcard fcgi/*.c)
+FCGI_OBJ := $(FCGI_SRC:%.c=$(B)/%.o)
+CLI_SRC  := $(wildcard cli/*.c)
+CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+SQL      := $(sort $(wildcard sql/*.sql))
+
+Q := @
+ifeq ($(V),1)
+Q :=
+endif
+
+all: $(B)/dstream-fcgi $(B)/dstream
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC   $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/lib/migrations.c: $(SQL) tools/sql2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tools/sql2c.sh $(SQL) > $@
+
+$(B)/lib/migrations.o: $(B)/lib/migrations.c
+	@echo "  CC   $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/libdstream.a: $(LIB_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/dstream-fcgi: $(FCGI_OBJ) $(B)/libdstream.a
+	@echo "  LINK $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(FCGI_OBJ) $(B)/libdstream.a -lfcgi $(LDLIBS)
+
+$(B)/dstream: $(CLI_OBJ) $(B)/libdstream.a
+	@echo "  LINK $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libdstream.a $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h
+	@mkdir -p $(dir $@)
+	@echo "  CC   $<"
+	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
+
+# ---- dependencies ---------------------------------------------------------------
+DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 \
+        libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl nodejs npm
+deps:
+	@missing=$$(for p in $(DEBS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \
+	    { [ $$p = nginx-light ] && command -v nginx >/dev/null; } || \
+	    { [ $$p = nodejs ] && command -v node >/dev/null; } || \
+	    { [ $$p = npm ] && command -v npm >/dev/null; } || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "deps: installing $$missing"; \
+	    if [ "$$(id -u)" != 0 ]; then echo "deps: run as root or install: $$missing" >&2; exit 1; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# ---- running --------------------------------------------------------------------
+run: deps all
+	@deploy/dstream-stack run
+
+# ---- tests ----------------------------------------------------------------------
+unit: $(UNIT_BIN)
+	@tests/run-unit.sh $(UNIT_BIN)
+
+http: all
+	@B=$(B) tests/run-http.sh
+
+conformance: all
+	@B=$(B) tests/conformance/run.sh
+
+test: deps all $(UNIT_BIN)
+	@B=$(B) tests/run-all.sh $(UNIT_BIN)
+
+check:
+	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strncat|strtok|atoi|atol|gets|sscanf)\s*\(' \
+	    -r --include='*.c' --include='*.h' lib fcgi cli | grep -v snprintf || \
+	    { echo "check: banned functions above" >&2; exit 1; }
+	@echo "check: ok"
+
+clean:
+	rm -rf build build-* var/run
+
+.PHONY: all deps run unit http conformance test check clean
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,129 @@
+/* dstream: the command-line tool.
+ *
+ *   dstream migrate [--db PATH]            create or upgrade the database
+ *   dstream append [--db PATH] STREAM      append stdin as one message
+ *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/buf.h"
+#include "../lib/db.h"
+#include "../lib/log.h"
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: dstream [--db PATH] COMMAND ...\n"
+                    "  migrate              create or upgrade the database\n"
+                    "  append STREAM        append standard input as one message\n"
+                    "  free-port [HOST]     print a free TCP port on HOST (127.0.0.1)\n"
+                    "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
+}
+
+static int cmd_free_port(int argc, char **argv)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    if (inet_pton(AF_INET, argc > 0 ? argv[0] : "127.0.0.1", &a.sin_addr) != 1) {
+        fprintf(stderr, "dstream: bad IPv4 address\n");
+        return 2;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+        perror("dstream: free-port");
+        return 1;
+    }
+    printf("%d\n", ntohs(a.sin_port));
+    close(fd);
+    return 0;
+}
+
+static int cmd_append(log_t *log, int argc, char **argv)
+{
+    char err[256];
+    if (argc != 1) {
+        usage();
+        return 2;
+    }
+    log_conn_t *c = log_conn_open(log, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "dstream: %s\n", err);
+        return 1;
+    }
+    buf_t b;
+    buf_init(&b, 64 << 20);
+    char tmp[65536];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(tmp, 1, sizeof tmp, stdin)) > 0)
+        if (buf_append(&b, tmp, n)) {
+            fprintf(stderr, "dstream: input too large\n");
+            rc = 1;
+            goto out;
+        }
+    log_msg m = {b.p ? b.p : "", b.len};
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    ar.path = argv[0];
+    ar.msgs = &m;
+    ar.nmsgs = 1;
+    int lrc = log_append(c, &ar);
+    if (lrc) {
+        fprintf(stderr, "dstream: append to %s: %s\n", argv[0], log_strerror(lrc));
+        rc = 1;
+        goto out;
+    }
+    char off[OFFSET_LEN + 1];
+    offset_format(ar.info.tail, off);
+    printf("%s\n", off);
+out:
+    buf_free(&b);
+    log_conn_close(c);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *db = getenv("DSTREAM_DB");
+    if (!db || !*db) db = "dstream.db";
+    int i = 1;
+    if (i + 1 < argc && strcmp(argv[i], "--db") == 0) {
+        db = argv[i + 1];
+        i += 2;
+    }
+    if (i >= argc) {
+        usage();
+        return 2;
+    }
+    const char *cmd = argv[i++];
+    if (strcmp(cmd, "free-port") == 0) return cmd_free_port(argc - i, argv + i);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
+        usage();
+        return 0;
+    }
+    char err[512];
+    log_t *log = log_open(db, NULL, err, sizeof err);
+    if (!log) {
+        fprintf(stderr, "dstream: %s\n", err);
+        return 1;
+    }
+    int rc;
+    if (strcmp(cmd, "migrate") == 0) {
+        printf("schema version %d\n", db_schema_version());
+        rc = 0;
+    } else if (strcmp(cmd, "append") == 0) {
+        rc = cmd_append(log, argc - i, argv + i);
+    } else {
+        usage();
+        rc = 2;
+    }
+    log_close(log);
+    return rc;
+}

@@ -1,0 +1,23 @@
+/* /v1/health: is the database reachable from this responder. */
+#include <string.h>
+
+#include "router.h"
+
+void health_handle(req_t *r)
+{
+    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
+        res_header(r, "Allow", "GET, HEAD");
+        res_error(r, 405, "method_not_allowed", "use GET");
+        return;
+    }
+    log_info info;
+    int rc = log_head(r->log, "\x01health-probe", &info);
+    if (rc != LOG_OK && rc != LOG_ENOTFOUND) {
+        res_error(r, 503, "unavailable", "database: %s", log_strerror(rc));
+        return;
+    }
+    static const char body[] = "{\"status\":\"ok\"}";
+    res_header(r, "Content-Type", "application/json");
+    res_header(r, "Cache-Control", "no-store");
+    res_write(r, body, strcmp(r->method, "HEAD") ? sizeof body - 1 : 0);
+}

@@ -1,0 +1,122 @@
+/* dstream-fcgi: the HTTP side of dstream, as a FastCGI responder pool or a CGI program.
+ *
+ * Settings come from the environment (documented in README.md) and may be overridden
+ * by options. Under a CGI server (GATEWAY_INTERFACE set) it answers one request and
+ * exits; otherwise it listens (--listen, or fd 0 when spawned by spawn-fcgi). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "../lib/log.h"
+#include "pool.h"
+
+static long long env_num(const char *name, long long def, long long min, long long max)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < min || n > max) {
+        fprintf(stderr, "dstream-fcgi: %s=%s is not a number in [%lld, %lld]\n", name, v, min,
+                max);
+        exit(2);
+    }
+    return n;
+}
+
+static const char *env_str(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : def;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: dstream-fcgi [--db PATH] [--listen SOCKET|HOST:PORT] [--procs N] "
+            "[--threads N]\n"
+            "Environment: DSTREAM_DB, DSTREAM_LISTEN, DSTREAM_PROCS, DSTREAM_THREADS,\n"
+            "  DSTREAM_BODY_MAX, DSTREAM_READ_MAX, DSTREAM_LONGPOLL_MS, DSTREAM_HEARTBEAT_MS,\n"
+            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG. See README.md.\n");
+}
+
+static int stdin_is_socket(void)
+{
+    struct stat st;
+    return fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int main(int argc, char **argv)
+{
+    cfg_t cfg;
+    pool_opts po;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.db_path = env_str("DSTREAM_DB", "dstream.db");
+    cfg.body_max = (size_t)env_num("DSTREAM_BODY_MAX", 64 << 20, 1, 1LL << 32);
+    cfg.read_max = (size_t)env_num("DSTREAM_READ_MAX", 1 << 20, 1, 1LL << 32);
+    cfg.longpoll_ms = (int)env_num("DSTREAM_LONGPOLL_MS", 30000, 10, 3600000);
+    cfg.heartbeat_ms = (int)env_num("DSTREAM_HEARTBEAT_MS", 15000, 10, 3600000);
+    cfg.sse_max_ms = (int)env_num("DSTREAM_SSE_MAX_MS", 60000, 100, 86400000);
+    cfg.path_max = (size_t)env_num("DSTREAM_PATH_MAX", 1024, 1, LOG_PATH_MAX);
+    po.listen = env_str("DSTREAM_LISTEN", NULL);
+    po.procs = (int)env_num("DSTREAM_PROCS", 2, 1, 256);
+    po.threads = (int)env_num("DSTREAM_THREADS", 64, 1, 16384);
+    po.backlog = (int)env_num("DSTREAM_BACKLOG", 1024, 1, 65535);
+    po.stack_kb = (size_t)env_num("DSTREAM_STACK_KB", 256, 64, 65536);
+    po.grace_ms = (int)env_num("DSTREAM_GRACE_MS", 5000, 0, 600000);
+    const char *sync = env_str("DSTREAM_SYNC", "full");
+
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'},     {"listen", required_argument, NULL, 'l'},
+        {"procs", required_argument, NULL, 'p'},  {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "d:l:p:t:h", opts, NULL)) != -1) {
+        char *end;
+        long n;
+        switch (ch) {
+        case 'd': cfg.db_path = optarg; break;
+        case 'l': po.listen = optarg; break;
+        case 'p':
+        case 't':
+            n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 16384) {
+                usage();
+                return 2;
+            }
+            if (ch == 'p') po.procs = (int)n;
+            else po.threads = (int)n;
+            break;
+        default: usage(); return ch == 'h' ? 0 : 2;
+        }
+    }
+
+    log_opts lo = {strcmp(sync, "normal") != 0, 5000};
+    char err[512];
+    log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
+    if (!log) {
+        fprintf(stderr, "dstream-fcgi: %s\n", err);
+        if (getenv("GATEWAY_INTERFACE")) {
+            printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
+                   "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
+            return 0;
+        }
+        return 1;
+    }
+    int status;
+    if (getenv("GATEWAY_INTERFACE") && !po.listen && !stdin_is_socket())
+        status = cgi_run(&cfg, log);
+    else if (!po.listen && !stdin_is_socket()) {
+        fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a socket\n");
+        usage();
+        status = 2;
+    } else
+        status = pool_run(&po, &cfg, log);
+    log_close(log);
+    return status;
+}

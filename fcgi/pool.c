@@ -1,0 +1,256 @@
+/* pool: the FastCGI process and thread pool.
+ *
+ * The parent opens the listening socket (or inherits it as fd 0 from spawn-fcgi),
+ * forks `procs` children and restarts any that die. Each child runs `threads`
+ * threads that each loop on FCGX_Accept_r with their own request and their own
+ * SQLite connection. There is no accept mutex: the kernel hands each connection
+ * to one accept() caller, and with fastcgi_keep_conn a mutex held across a
+ * long-lived response would stall every other thread (DESIGN.md, pitfalls).
+ *
+ * Stopping: SIGTERM/SIGINT are blocked in every thread and taken by sigwait in
+ * the child's main thread, which raises the stop flag (long responses check it
+ * and end), waits up to grace_ms for requests in flight, and exits. */
+#include "pool.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "router.h"
+
+static atomic_int stopping;
+static atomic_int in_flight;
+
+int pool_stopping(void)
+{
+    return atomic_load(&stopping);
+}
+
+/* ---- FastCGI backend --------------------------------------------------------------- */
+
+static const char *fcgi_param(req_t *r, const char *name)
+{
+    FCGX_Request *fr = r->ctx;
+    return FCGX_GetParam(name, fr->envp);
+}
+
+static ssize_t fcgi_read(req_t *r, void *buf, size_t n)
+{
+    FCGX_Request *fr = r->ctx;
+    int got = FCGX_GetStr(buf, (int)(n > 1 << 30 ? 1 << 30 : n), fr->in);
+    return got < 0 ? -1 : got;
+}
+
+static int fcgi_write(req_t *r, const void *p, size_t n)
+{
+    FCGX_Request *fr = r->ctx;
+    while (n > 0) {
+        int chunk = n > 1 << 20 ? 1 << 20 : (int)n;
+        if (FCGX_PutStr(p, chunk, fr->out) != chunk) return -1;
+        p = (const char *)p + chunk;
+        n -= (size_t)chunk;
+    }
+    return 0;
+}
+
+static int fcgi_flush(req_t *r)
+{
+    FCGX_Request *fr = r->ctx;
+    /* FCGX_PutStr buffers; only the flush reports a vanished client. */
+    return FCGX_FFlush(fr->out) == 0 && !FCGX_GetError(fr->out) ? 0 : -1;
+}
+
+static int fcgi_fd(req_t *r)
+{
+    FCGX_Request *fr = r->ctx;
+    return fr->ipcFd;
+}
+
+static const req_backend fcgi_backend = {fcgi_param, fcgi_read, fcgi_write, fcgi_flush,
+                                         fcgi_fd};
+
+static void serve(req_t *r)
+{
+    route(r);
+    res_end(r);
+}
+
+typedef struct worker {
+    int listen_fd;
+    const cfg_t *cfg;
+    log_t *log;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    FCGX_Request fr;
+    char err[256];
+    log_conn_t *conn = log_conn_open(w->log, err, sizeof err);
+    if (!conn) {
+        fprintf(stderr, "dstream-fcgi: %s\n", err);
+        return NULL;
+    }
+    FCGX_InitRequest(&fr, w->listen_fd, 0);
+    while (!atomic_load(&stopping)) {
+        if (FCGX_Accept_r(&fr) < 0) {
+            if (atomic_load(&stopping)) break;
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        atomic_fetch_add(&in_flight, 1);
+        req_t r;
+        memset(&r, 0, sizeof r);
+        r.cfg = w->cfg;
+        r.log = conn;
+        if (req_begin(&r, &fcgi_backend, &fr) < 0) {
+            res_common_headers(&r);
+            res_error(&r, 400, "bad_request", "malformed request path");
+        } else {
+            serve(&r);
+        }
+        req_end(&r);
+        FCGX_Finish_r(&fr);
+        atomic_fetch_sub(&in_flight, 1);
+    }
+    log_conn_close(conn);
+    return NULL;
+}
+
+static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    worker w = {fd, cfg, log};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, po->stack_kb * 1024);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < po->threads; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, worker_main, &w)) {
+            fprintf(stderr, "dstream-fcgi: thread %d: %s\n", i, strerror(errno));
+            break;
+        }
+    }
+    pthread_attr_destroy(&attr);
+
+    int sig;
+    sigwait(&set, &sig);
+    atomic_store(&stopping, 1);
+    for (int waited = 0; atomic_load(&in_flight) > 0 && waited < po->grace_ms; waited += 10) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    _exit(0);
+}
+
+static volatile sig_atomic_t parent_stop;
+
+static void on_parent_signal(int sig)
+{
+    (void)sig;
+    parent_stop = 1;
+}
+
+int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
+{
+    int fd = 0;
+    if (FCGX_Init() != 0) {
+        fprintf(stderr, "dstream-fcgi: FCGX_Init failed\n");
+        return 1;
+    }
+    if (po->listen) {
+        if (po->listen[0] == '/' || po->listen[0] == '.') unlink(po->listen);
+        fd = FCGX_OpenSocket(po->listen, po->backlog);
+        if (fd < 0) {
+            fprintf(stderr, "dstream-fcgi: cannot listen on %s\n", po->listen);
+            return 1;
+        }
+    }
+
+    pid_t *kids = calloc((size_t)po->procs, sizeof *kids);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_parent_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    fprintf(stderr, "dstream-fcgi: %d processes x %d threads on %s\n", po->procs, po->threads,
+            po->listen ? po->listen : "fd 0");
+    while (!parent_stop) {
+        for (int i = 0; i < po->procs && !parent_stop; i++) {
+            if (kids[i] > 0) continue;
+            pid_t pid = fork();
+            if (pid == 0) {
+                free(kids);
+                return child_main(po, cfg, log, fd);
+            }
+            if (pid < 0) {
+                fprintf(stderr, "dstream-fcgi: fork: %s\n", strerror(errno));
+                break;
+            }
+            kids[i] = pid;
+        }
+        int status;
+        pid_t dead = waitpid(-1, &status, 0);
+        if (dead < 0) continue;   /* EINTR from a signal */
+        for (int i = 0; i < po->procs; i++) {
+            if (kids[i] != dead) continue;
+            kids[i] = 0;
+            if (!parent_stop)
+                fprintf(stderr, "dstream-fcgi: worker %d exited (status %d), restarting\n",
+                        (int)dead, status);
+        }
+        if (!parent_stop) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);   /* no hot restart loop */
+        }
+    }
+    for (int i = 0; i < po->procs; i++)
+        if (kids[i] > 0) kill(kids[i], SIGTERM);
+    for (int i = 0; i < po->procs; i++)
+        if (kids[i] > 0) waitpid(kids[i], NULL, 0);
+    free(kids);
+    if (po->listen && po->listen[0] == '/') unlink(po->listen);
+    return 0;
+}
+
+int cgi_run(const cfg_t *cfg, log_t *log)
+{
+    char err[256];
+    log_conn_t *conn = log_conn_open(log, err, sizeof err);
+    req_t r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    r.log = conn;
+    if (!conn) {
+        printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
+               "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
+        return 0;
+    }
+    if (req_begin(&r, &req_cgi_backend, NULL) < 0) {
+        res_common_headers(&r);
+        res_error(&r, 400, "bad_request", "malformed request path");
+    } else {
+        serve(&r);
+    }
+    res_flush(&r);
+    req_end(&r);
+    log_conn_close(conn);
+    return 0;
+}

@@ -1,0 +1,86 @@
+/* req: the small request/response interface every HTTP resource is written against.
+ *
+ * A resource reads the method, path, query, headers and body of a req_t and answers
+ * with res_*; it never sees libfcgi. Two backends implement the transport: FastCGI
+ * (FCGX_Request, many per process) and CGI (environment + stdin/stdout, one request
+ * and exit). Response headers are collected until the first body byte or flush. */
+#ifndef DSTREAM_REQ_H
+#define DSTREAM_REQ_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../lib/buf.h"
+#include "../lib/log.h"
+
+typedef struct req req_t;
+
+typedef struct req_backend {
+    const char *(*param)(req_t *r, const char *name);  /* CGI variable or NULL */
+    ssize_t (*read)(req_t *r, void *buf, size_t n);    /* body; 0 at end */
+    int (*write)(req_t *r, const void *p, size_t n);   /* 0 or -1 */
+    int (*flush)(req_t *r);                            /* 0, or -1: client gone */
+    int (*fd)(req_t *r);                               /* connection fd or -1 */
+} req_backend;
+
+typedef struct cfg {
+    const char *db_path;
+    size_t body_max;            /* DSTREAM_BODY_MAX: largest request body */
+    size_t read_max;            /* DSTREAM_READ_MAX: bytes per catch-up response */
+    int longpoll_ms;            /* DSTREAM_LONGPOLL_MS */
+    int heartbeat_ms;           /* DSTREAM_HEARTBEAT_MS */
+    int sse_max_ms;             /* DSTREAM_SSE_MAX_MS: an SSE response is ended after */
+    size_t path_max;            /* DSTREAM_PATH_MAX */
+} cfg_t;
+
+struct req {
+    const req_backend *be;
+    void *ctx;                  /* backend state */
+    const cfg_t *cfg;
+    log_conn_t *log;
+    void *app;                  /* per-thread application state (the waiter) */
+
+    const char *method;
+    char path[2048];            /* decoded path, no query */
+    const char *query;          /* raw query string, "" if none */
+
+    int status;
+    buf_t head;                 /* response headers being collected */
+    int head_sent;
+    int gone;                   /* the client went away */
+    size_t sent;                /* body bytes written */
+};
+
+/* Prepare r for a new request on backend be. Returns 0, or -1 if the request
+ * line is unusable (the caller answers 400). */
+int req_begin(req_t *r, const req_backend *be, void *ctx);
+/* Release what the request holds. */
+void req_end(req_t *r);
+
+/* A request header by its HTTP name ("Content-Type", "Stream-Seq"); NULL if absent. */
+const char *req_header(req_t *r, const char *name);
+/* Query parameter name, percent-decoded into out. Returns its length, or -1 if absent,
+ * -2 if it does not fit or is malformed. */
+int req_query(req_t *r, const char *name, char *out, size_t cap);
+/* Read the whole body into b (whose max is the limit). Returns 0, BUF_ETOOBIG, or -1. */
+int req_body(req_t *r, buf_t *b);
+
+void res_status(req_t *r, int status);
+/* Add a response header; value is copied. */
+void res_header(req_t *r, const char *name, const char *value);
+void res_headerf(req_t *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Write body bytes (sending the headers first if needed). 0 or -1 if gone. */
+int res_write(req_t *r, const void *p, size_t n);
+/* Push what was written to the client. 0, or -1 if the client is gone. */
+int res_flush(req_t *r);
+/* Finish the headers with no body. */
+int res_end(req_t *r);
+/* A JSON error {"error":{"code","message"}} with status. */
+void res_error(req_t *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The FastCGI and CGI backends. */
+extern const req_backend req_cgi_backend;
+
+#endif

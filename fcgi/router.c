@@ -1,0 +1,31 @@
+#include "router.h"
+
+#include <string.h>
+
+#define STREAM_PREFIX "/v1/stream/"
+
+void res_common_headers(req_t *r)
+{
+    res_header(r, "X-Content-Type-Options", "nosniff");
+    res_header(r, "Cross-Origin-Resource-Policy", "cross-origin");
+    res_header(r, "Access-Control-Allow-Origin", "*");
+    res_header(r, "Access-Control-Expose-Headers",
+               "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
+               "Stream-TTL, Stream-Expires-At, ETag, Location, Content-Type, "
+               "Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, "
+               "Stream-SSE-Data-Encoding");
+}
+
+void route(req_t *r)
+{
+    res_common_headers(r);
+    if (strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) == 0) {
+        stream_handle(r, r->path + sizeof STREAM_PREFIX - 1);
+        return;
+    }
+    if (strcmp(r->path, "/v1/health") == 0) {
+        health_handle(r);
+        return;
+    }
+    res_error(r, 404, "not_found", "no resource at %s", r->path);
+}

@@ -1,0 +1,16 @@
+/* router: which resource answers a request. One file per resource in fcgi/. */
+#ifndef DSTREAM_ROUTER_H
+#define DSTREAM_ROUTER_H
+
+#include "req.h"
+
+void route(req_t *r);
+
+/* Resources. */
+void stream_handle(req_t *r, const char *path);   /* /v1/stream/{path} */
+void health_handle(req_t *r);                     /* /v1/health */
+
+/* Headers every response carries (security, CORS). */
+void res_common_headers(req_t *r);
+
+#endif

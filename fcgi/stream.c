@@ -1,0 +1,534 @@
+/* /v1/stream/{path}: the Durable Streams protocol.
+ *
+ * This file maps HTTP onto lib/log: it parses and validates headers, picks the
+ * status for each LOG_E* result, and frames reads. Live reads share the catch-up
+ * read and differ only in how they wait and frame (live.c). */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/db.h"
+#include "../lib/json.h"
+#include "../lib/timefmt.h"
+#include "router.h"
+#include "stream.h"
+
+#define MSGS_MAX 100000      /* messages in one JSON append */
+
+static int header_true(req_t *r, const char *name)
+{
+    const char *v = req_header(r, name);
+    return v && strcasecmp(v, "true") == 0;
+}
+
+void stream_put_offset(req_t *r, const char *name, offset_t o)
+{
+    char s[OFFSET_LEN + 1];
+    offset_format(o, s);
+    res_header(r, name, s);
+}
+
+/* Map a log error to a response. */
+void stream_fail(req_t *r, int rc)
+{
+    switch (rc) {
+    case LOG_ENOTFOUND: res_error(r, 404, "not_found", "stream not found"); break;
+    case LOG_EGONE: res_error(r, 410, "gone", "stream was deleted"); break;
+    case LOG_ECONFLICT: res_error(r, 409, "conflict", "%s", log_strerror(rc)); break;
+    case LOG_ECLOSED:
+        res_header(r, "Stream-Closed", "true");
+        res_error(r, 409, "stream_closed", "stream is closed");
+        break;
+    case LOG_ECTYPE: res_error(r, 409, "content_type_mismatch", "%s", log_strerror(rc)); break;
+    case LOG_ESEQ: res_error(r, 409, "sequence_conflict", "%s", log_strerror(rc)); break;
+    case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", log_strerror(rc)); break;
+    case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", log_strerror(rc)); break;
+    case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
+    case LOG_EBUSY:
+        res_header(r, "Retry-After", "1");
+        res_error(r, 503, "busy", "%s", log_strerror(rc));
+        break;
+    default: res_error(r, 500, "internal", "%s", log_strerror(rc)); break;
+    }
+}
+
+/* Stream metadata headers shared by HEAD, GET and write responses. */
+static void meta_headers(req_t *r, const log_info *info)
+{
+    char ts[40];
+    res_header(r, "Content-Type", info->content_type);
+    if (info->ttl_s >= 0) res_headerf(r, "Stream-TTL", "%" PRId64, info->ttl_s);
+    if (info->expires_ms >= 0) {
+        timefmt_format(info->expires_ms, ts, sizeof ts);
+        res_header(r, "Stream-Expires-At", ts);
+    }
+}
+
+/* ---- parsing helpers ------------------------------------------------------------ */
+
+static int parse_uint(const char *s, int64_t max, int64_t *out)
+{
+    if (!s || !*s) return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
+    if (strlen(s) > 1 && s[0] == '0') return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < 0 || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+typedef struct msgs {
+    log_msg *v;
+    size_t n, cap;
+} msgs_t;
+
+static int msgs_push(void *ud, const char *p, size_t len)
+{
+    msgs_t *m = ud;
+    if (m->n == m->cap) {
+        if (m->cap >= MSGS_MAX) return -100;
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        log_msg *v = realloc(m->v, cap * sizeof *v);
+        if (!v) return -100;
+        m->v = v;
+        m->cap = cap;
+    }
+    m->v[m->n].data = p;
+    m->v[m->n].len = len;
+    m->n++;
+    return 0;
+}
+
+/* Split a body into messages for a stream of content type ct. Returns 0, or
+ * answers the request and returns -1. allow_empty_array: PUT accepts "[]". */
+static int split_body(req_t *r, const char *ct, buf_t *body, msgs_t *m, int allow_empty_array)
+{
+    if (!log_ctype_equal(ct, "application/json")) {
+        if (body->len) msgs_push(m, body->p, body->len);
+        return 0;
+    }
+    if (body->len == 0) return 0;
+    int is_array = 0;
+    size_t errpos = 0;
+    int rc = json_messages(body->p, body->len, &is_array, msgs_push, m, &errpos);
+    if (rc == -100) {
+        res_error(r, 413, "too_many_messages", "more than %d messages in one append", MSGS_MAX);
+        return -1;
+    }
+    if (rc) {
+        res_error(r, 400, "invalid_json", "body is not valid JSON (byte %zu)", errpos);
+        return -1;
+    }
+    if (is_array && m->n == 0 && !allow_empty_array) {
+        res_error(r, 400, "empty_array", "an empty JSON array appends nothing");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_body(req_t *r, buf_t *body)
+{
+    buf_init(body, r->cfg->body_max);
+    int rc = req_body(r, body);
+    if (rc == BUF_ETOOBIG) {
+        res_error(r, 413, "body_too_large", "request body exceeds %zu bytes", r->cfg->body_max);
+        return -1;
+    }
+    if (rc) {
+        res_error(r, 400, "bad_body", "could not read the request body");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- PUT: create ------------------------------------------------------------------ */
+
+static int parse_fork(req_t *r, log_create_req *cr, char *src, size_t cap)
+{
+    const char *from = req_header(r, "Stream-Forked-From");
+    const char *off = req_header(r, "Stream-Fork-Offset");
+    if (!from) {
+        if (off) {
+            res_error(r, 400, "bad_fork", "Stream-Fork-Offset needs Stream-Forked-From");
+            return -1;
+        }
+        return 0;
+    }
+    /* Accept "/v1/stream/a/b", a full URL ending so, or a bare stream path. */
+    const char *p = strstr(from, "/v1/stream/");
+    p = p ? p + strlen("/v1/stream/") : from;
+    if (*p == '/') p++;
+    const char *q = strchr(p, '?');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+    if (n == 0 || n >= cap) {
+        res_error(r, 400, "bad_fork", "Stream-Forked-From does not name a stream");
+        return -1;
+    }
+    memcpy(src, p, n);
+    src[n] = '\0';
+    cr->fork_from = src;
+    if (off) {
+        offset_kind k;
+        if (offset_parse(off, strlen(off), &k, &cr->fork_offset) || k == OFFSET_NOW) {
+            res_error(r, 400, "bad_offset", "Stream-Fork-Offset is not a valid offset");
+            return -1;
+        }
+        cr->fork_has_offset = 1;
+        if (k == OFFSET_START) cr->fork_offset = (offset_t){0, 0};
+    }
+    return 0;
+}
+
+static void do_put(req_t *r, const char *path)
+{
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    char src[LOG_PATH_MAX];
+    buf_t body;
+    msgs_t m = {0};
+    const char *ct = req_header(r, "Content-Type");
+    const char *ttl = req_header(r, "Stream-TTL");
+    const char *exp = req_header(r, "Stream-Expires-At");
+
+    cr.path = path;
+    cr.content_type = ct && *ct ? ct : "application/octet-stream";
+    cr.ttl_s = cr.expires_ms = -1;
+    cr.closed = header_true(r, "Stream-Closed");
+    if (ttl && exp) {
+        res_error(r, 400, "bad_ttl", "Stream-TTL and Stream-Expires-At are exclusive");
+        return;
+    }
+    if (ttl && parse_uint(ttl, 10LL * 365 * 86400 * 100, &cr.ttl_s)) {
+        res_error(r, 400, "bad_ttl", "Stream-TTL must be a non-negative integer of seconds");
+        return;
+    }
+    if (exp && timefmt_parse(exp, &cr.expires_ms)) {
+        res_error(r, 400, "bad_expires_at", "Stream-Expires-At must be an RFC 3339 timestamp");
+        return;
+    }
+    if (parse_fork(r, &cr, src, sizeof src)) return;
+    if (read_body(r, &body)) return;
+    if (split_body(r, cr.content_type, &body, &m, 1)) goto out;
+    cr.msgs = m.v;
+    cr.nmsgs = m.n;
+    int rc = log_create(r->log, &cr);
+    if (rc) {
+        if (rc == LOG_ERANGE) res_error(r, 400, "bad_fork_offset", "fork offset is beyond the source's tail");
+        else stream_fail(r, rc);
+        goto out;
+    }
+    res_status(r, cr.created ? 201 : 200);
+    meta_headers(r, &cr.info);
+    stream_put_offset(r, "Stream-Next-Offset", cr.info.tail);
+    if (cr.info.closed) res_header(r, "Stream-Closed", "true");
+    if (cr.created) {
+        const char *scheme = r->be->param(r, "REQUEST_SCHEME");
+        const char *host = r->be->param(r, "HTTP_HOST");
+        if (host) res_headerf(r, "Location", "%s://%s/v1/stream/%s", scheme ? scheme : "http", host, path);
+        else res_headerf(r, "Location", "/v1/stream/%s", path);
+    }
+    res_header(r, "Content-Length", "0");
+    res_end(r);
+out:
+    free(m.v);
+    buf_free(&body);
+}
+
+/* ---- POST: append and close ----------------------------------------------------------- */
+
+static int parse_producer(req_t *r, log_append_req *ar)
+{
+    const char *id = req_header(r, "Producer-Id");
+    const char *ep = req_header(r, "Producer-Epoch");
+    const char *sq = req_header(r, "Producer-Seq");
+    if (!id && !ep && !sq) return 0;
+    if (!id || !ep || !sq) {
+        res_error(r, 400, "bad_producer",
+                  "Producer-Id, Producer-Epoch and Producer-Seq must be sent together");
+        return -1;
+    }
+    if (!*id || strlen(id) >= LOG_PRODUCER_MAX) {
+        res_error(r, 400, "bad_producer", "Producer-Id must be 1 to %d bytes", LOG_PRODUCER_MAX - 1);
+        return -1;
+    }
+    if (parse_uint(ep, INT64_MAX / 2, &ar->epoch) || parse_uint(sq, INT64_MAX / 2, &ar->seq)) {
+        res_error(r, 400, "bad_producer", "Producer-Epoch and Producer-Seq must be non-negative integers");
+        return -1;
+    }
+    ar->producer = id;
+    return 0;
+}
+
+static void do_post(req_t *r, const char *path)
+{
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    buf_t body;
+    msgs_t m = {0};
+    log_info info;
+    int rc;
+
+    ar.path = path;
+    ar.close = header_true(r, "Stream-Closed");
+    ar.content_type = req_header(r, "Content-Type");
+    ar.stream_seq = req_header(r, "Stream-Seq");
+    if (ar.stream_seq && (!*ar.stream_seq || strlen(ar.stream_seq) >= LOG_STREAM_SEQ_MAX)) {
+        res_error(r, 400, "bad_stream_seq", "Stream-Seq must be 1 to %d bytes", LOG_STREAM_SEQ_MAX - 1);
+        return;
+    }
+    if (parse_producer(r, &ar)) return;
+    if (read_body(r, &body)) return;
+
+    /* The stream's content type decides how the body splits; the append itself
+     * re-checks everything inside its transaction. */
+    if ((rc = log_head(r->log, path, &info))) {
+        stream_fail(r, rc);
+        goto out;
+    }
+    if (body.len == 0 && !ar.close) {
+        res_error(r, 400, "empty_body", "an append needs a body (or Stream-Closed: true)");
+        goto out;
+    }
+    if (body.len && !ar.content_type) {
+        res_error(r, 400, "missing_content_type", "an append needs a Content-Type");
+        goto out;
+    }
+    if (body.len && !log_ctype_equal(ar.content_type, info.content_type)) {
+        stream_fail(r, LOG_ECTYPE);
+        goto out;
+    }
+    if (split_body(r, info.content_type, &body, &m, 0)) goto out;
+    ar.msgs = m.v;
+    ar.nmsgs = m.n;
+    rc = log_append(r->log, &ar);
+    if (ar.producer && (rc == 0 || rc == LOG_EFENCED || rc == LOG_EGAP || rc == LOG_EBADSEQ)) {
+        res_headerf(r, "Producer-Epoch", "%" PRId64, rc == LOG_EFENCED ? ar.producer_epoch : ar.epoch);
+    }
+    switch (rc) {
+    case 0: break;
+    case LOG_EFENCED:
+        res_error(r, 403, "stale_epoch", "producer epoch %" PRId64 " is older than %" PRId64,
+                  ar.epoch, ar.producer_epoch);
+        goto out;
+    case LOG_EGAP:
+        res_headerf(r, "Producer-Expected-Seq", "%" PRId64, ar.expected_seq);
+        res_headerf(r, "Producer-Received-Seq", "%" PRId64, ar.seq);
+        res_error(r, 409, "sequence_gap", "expected producer sequence %" PRId64 ", got %" PRId64,
+                  ar.expected_seq, ar.seq);
+        goto out;
+    case LOG_EBADSEQ:
+        res_error(r, 400, "bad_producer_seq", "%s", log_strerror(rc));
+        goto out;
+    case LOG_ECLOSED:
+        stream_put_offset(r, "Stream-Next-Offset", ar.info.tail);
+        stream_fail(r, rc);
+        goto out;
+    default:
+        stream_fail(r, rc);
+        goto out;
+    }
+    if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.seq : ar.seq);
+    res_status(r, ar.producer && !ar.duplicate ? 200 : 204);
+    stream_put_offset(r, "Stream-Next-Offset", ar.info.tail);
+    if (ar.info.closed) res_header(r, "Stream-Closed", "true");
+    res_end(r);
+out:
+    free(m.v);
+    buf_free(&body);
+}
+
+/* ---- GET: catch-up (live reads in live.c) ----------------------------------------------- */
+
+int stream_parse_offset(req_t *r, offset_kind *kind, offset_t *from)
+{
+    char v[64];
+    int n = req_query(r, "offset", v, sizeof v);
+    if (n == -1) {
+        *kind = OFFSET_START;
+        from->seq = from->pos = 0;
+        return 0;
+    }
+    if (n < 0 || offset_parse(v, (size_t)n, kind, from)) {
+        res_error(r, 400, "bad_offset", "offset must be -1, now, or an offset the server returned");
+        return -1;
+    }
+    return 0;
+}
+
+static void etag_of(const log_read_req *rr, offset_t from, char *out, size_t cap)
+{
+    snprintf(out, cap, "\"%" PRId64 "-%" PRId64 "-%" PRIu64 "-%" PRIu64 "%s\"", rr->info.id,
+             rr->info.created_ms, from.seq, rr->next.seq, rr->info.closed && rr->up_to_date ? "-c" : "");
+}
+
+typedef struct json_frame {
+    buf_t *out;
+    int first;
+    int json;
+} json_frame;
+
+static int frame_any(void *ud, const void *data, size_t len, offset_t at)
+{
+    json_frame *f = ud;
+    (void)at;
+    if (f->json) {
+        if (buf_puts(f->out, f->first ? "[" : ",")) return -100;
+    }
+    f->first = 0;
+    return buf_append(f->out, data, len) ? -100 : 0;
+}
+
+/* Catch-up read: everything from offset up to read_max bytes. */
+static void do_get(req_t *r, const char *path, int head_only)
+{
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    char etag[160];
+    buf_t out;
+    log_info info;
+    int rc;
+
+    if (head_only) {
+        if ((rc = log_head(r->log, path, &info))) {
+            stream_fail(r, rc);
+            return;
+        }
+        meta_headers(r, &info);
+        stream_put_offset(r, "Stream-Next-Offset", info.tail);
+        if (info.closed) res_header(r, "Stream-Closed", "true");
+        res_header(r, "Cache-Control", "no-store");
+        res_end(r);
+        return;
+    }
+
+    char live[32];
+    int ln = req_query(r, "live", live, sizeof live);
+    if (ln >= 0 && strcmp(live, "long-poll") != 0 && strcmp(live, "sse") != 0) {
+        res_error(r, 400, "bad_live", "live must be long-poll or sse");
+        return;
+    }
+    rr.path = path;
+    if (stream_parse_offset(r, &rr.kind, &rr.from)) return;
+    if (ln >= 0) {
+        stream_live(r, path, &rr, strcmp(live, "sse") == 0);
+        return;
+    }
+    rr.max_bytes = r->cfg->read_max;
+    buf_init(&out, r->cfg->read_max + (1 << 20));
+    /* The stream's framing is not known before the read; peek at it first. */
+    if ((rc = log_head(r->log, path, &info))) {
+        stream_fail(r, rc);
+        goto out;
+    }
+    json_frame f = {&out, 1, info.json};
+    rc = log_read(r->log, &rr, frame_any, &f);
+    if (rc) {
+        stream_fail(r, rc == -100 ? LOG_EIO : rc);
+        goto out;
+    }
+    if (rr.info.json != info.json) {     /* re-created in between: read again */
+        buf_reset(&out);
+        f = (json_frame){&out, 1, rr.info.json};
+        rr.count = rr.bytes = 0;
+        if ((rc = log_read(r->log, &rr, frame_any, &f))) {
+            stream_fail(r, rc);
+            goto out;
+        }
+    }
+    if (rr.info.json) buf_puts(&out, f.first ? "[]" : "]");
+    if (rr.info.ttl_s >= 0) log_touch(r->log, rr.info.id);
+
+    offset_t from = rr.kind == OFFSET_AT ? rr.from : rr.kind == OFFSET_NOW ? rr.info.tail : (offset_t){0, 0};
+    etag_of(&rr, from, etag, sizeof etag);
+    meta_headers(r, &rr.info);
+    stream_put_offset(r, "Stream-Next-Offset", rr.next);
+    if (rr.up_to_date) res_header(r, "Stream-Up-To-Date", "true");
+    if (rr.up_to_date && rr.info.closed) res_header(r, "Stream-Closed", "true");
+    res_header(r, "ETag", etag);
+    if (rr.kind == OFFSET_NOW || rr.up_to_date)
+        res_header(r, "Cache-Control", "no-store");
+    else
+        res_header(r, "Cache-Control", "public, max-age=60, stale-while-revalidate=300");
+    const char *inm = req_header(r, "If-None-Match");
+    if (inm && strcmp(inm, etag) == 0) {
+        res_status(r, 304);
+        res_end(r);
+        goto out;
+    }
+    res_headerf(r, "Content-Length", "%zu", out.len);
+    res_write(r, out.p ? out.p : "", out.len);
+out:
+    buf_free(&out);
+}
+
+/* ---- DELETE, OPTIONS ----------------------------------------------------------------------- */
+
+static void do_delete(req_t *r, const char *path)
+{
+    int rc = log_delete(r->log, path);
+    if (rc) {
+        stream_fail(r, rc);
+        return;
+    }
+    res_status(r, 204);
+    res_end(r);
+}
+
+static void do_options(req_t *r)
+{
+    res_status(r, 204);
+    res_header(r, "Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, DELETE, OPTIONS");
+    const char *req_h = req_header(r, "Access-Control-Request-Headers");
+    res_header(r, "Access-Control-Allow-Headers",
+               req_h ? req_h
+                     : "Content-Type, Stream-Seq, Stream-TTL, Stream-Expires-At, Stream-Closed, "
+                       "Stream-Forked-From, Stream-Fork-Offset, Producer-Id, Producer-Epoch, "
+                       "Producer-Seq, If-None-Match, Last-Event-ID");
+    res_header(r, "Access-Control-Max-Age", "86400");
+    res_end(r);
+}
+
+static int valid_path(req_t *r, const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0) {
+        res_error(r, 400, "bad_path", "a stream path is needed after /v1/stream/");
+        return 0;
+    }
+    if (n > r->cfg->path_max) {
+        res_error(r, 414, "path_too_long", "stream path exceeds %zu bytes", r->cfg->path_max);
+        return 0;
+    }
+    for (const char *p = path; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            res_error(r, 400, "bad_path", "stream path has control characters");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void stream_handle(req_t *r, const char *path)
+{
+    const char *m = r->method;
+    if (strcmp(m, "OPTIONS") == 0) {
+        do_options(r);
+        return;
+    }
+    if (!valid_path(r, path)) return;
+    if (strcmp(m, "GET") == 0) do_get(r, path, 0);
+    else if (strcmp(m, "HEAD") == 0) do_get(r, path, 1);
+    else if (strcmp(m, "PUT") == 0) do_put(r, path);
+    else if (strcmp(m, "POST") == 0) do_post(r, path);
+    else if (strcmp(m, "DELETE") == 0) do_delete(r, path);
+    else {
+        res_header(r, "Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS");
+        res_error(r, 405, "method_not_allowed", "%s is not supported on streams", m);
+    }
+}

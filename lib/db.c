@@ -1,0 +1,117 @@
+#include "db.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Generated from sql/NNN_*.sql by the Makefile (lib/migrations.c). */
+struct db_migration {
+    int version;
+    const char *name;
+    const char *sql;
+};
+extern const struct db_migration db_migrations[];
+extern const int db_nmigrations;
+
+void db_opts_default(db_opts *o)
+{
+    o->synchronous_full = 1;
+    o->busy_timeout_ms = 5000;
+    o->migrate = 1;
+}
+
+long long db_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int db_schema_version(void)
+{
+    return db_nmigrations ? db_migrations[db_nmigrations - 1].version : 0;
+}
+
+static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    snprintf(err, errlen, "%s", msg ? msg : sqlite3_errmsg(db));
+    sqlite3_free(msg);
+    return -1;
+}
+
+int db_migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    int version = 0;
+    sqlite3_stmt *st = NULL;
+    if (exec(db, "BEGIN IMMEDIATE", err, errlen)) return -1;
+    if (exec(db, "CREATE TABLE IF NOT EXISTS schema_version ("
+                 " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)",
+             err, errlen))
+        goto fail;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(max(version), 0) FROM schema_version", -1, &st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+        goto fail;
+    }
+    version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (version > db_schema_version()) {
+        snprintf(err, errlen, "database schema %d is newer than this binary (%d)", version,
+                 db_schema_version());
+        goto fail;
+    }
+    for (int i = 0; i < db_nmigrations; i++) {
+        const struct db_migration *m = &db_migrations[i];
+        if (m->version <= version) continue;
+        if (exec(db, m->sql, err, errlen)) goto fail;
+        if (sqlite3_prepare_v2(db, "INSERT INTO schema_version VALUES (?, ?, ?)", -1, &st,
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+            goto fail;
+        }
+        sqlite3_bind_int(st, 1, m->version);
+        sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, db_now_ms());
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+            goto fail;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        version = m->version;
+    }
+    if (exec(db, "COMMIT", err, errlen)) goto fail;
+    return version;
+fail:
+    sqlite3_finalize(st);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    char sql[128];
+    *out = NULL;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        goto fail;
+    }
+    sqlite3_busy_timeout(db, o->busy_timeout_ms);
+    snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", o->synchronous_full ? "FULL" : "NORMAL");
+    /* journal_mode returns a row; sqlite3_exec ignores it. */
+    if (exec(db, "PRAGMA journal_mode=WAL", err, errlen) || exec(db, sql, err, errlen) ||
+        exec(db, "PRAGMA foreign_keys=OFF", err, errlen))
+        goto fail;
+    if (o->migrate && db_migrate(db, err, errlen) < 0) goto fail;
+    *out = db;
+    return 0;
+fail:
+    sqlite3_close_v2(db);
+    return -1;
+}

@@ -1,0 +1,34 @@
+/* db: opening the SQLite database the way every dstream process must.
+ *
+ * WAL mode, a busy timeout, foreign keys off (the log keeps its own invariants),
+ * synchronous=FULL unless told otherwise, and the numbered migrations of sql/
+ * applied in order inside one write transaction and recorded in schema_version. */
+#ifndef DSTREAM_DB_H
+#define DSTREAM_DB_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+typedef struct db_opts {
+    int synchronous_full;    /* 1: FULL (acknowledged = durable), 0: NORMAL */
+    int busy_timeout_ms;
+    int migrate;             /* apply pending migrations at open */
+} db_opts;
+
+/* Defaults: FULL, 5000 ms, migrate. */
+void db_opts_default(db_opts *o);
+
+/* Open (creating if needed) the database at path. Returns 0 and *out, or -1 with a
+ * message in err. The caller owns *out (sqlite3_close_v2). */
+int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t errlen);
+
+/* Apply pending migrations. Returns the schema version reached, or -1 with err. */
+int db_migrate(sqlite3 *db, char *err, size_t errlen);
+
+/* The highest migration compiled into this binary. */
+int db_schema_version(void);
+
+/* Milliseconds since the epoch (CLOCK_REALTIME). */
+long long db_now_ms(void);
+
+#endif

@@ -1,0 +1,756 @@
+/* log: durable append-only streams in SQLite.
+ *
+ * Storage. A stream is a row of `streams`; its messages are rows of `messages`
+ * keyed by (stream, seq). A message's offset is (seq, pos): how many messages and
+ * bytes come before it. The stream row keeps the tail (tail_seq, tail_pos), the
+ * closed flag, the last Stream-Seq and TTL data, so an append never scans. A fork
+ * stores only its own messages: seq < fork_seq are read from its parent, which
+ * reads seq < its own fork_seq from its parent, and so on. A deleted stream that
+ * forks still read is only marked deleted (its path is free again); the last fork
+ * to go takes such ancestors with it.
+ *
+ * Group commit. With synchronous=FULL a commit costs an fsync, and an fsync costs
+ * far more than the SQL of an append. So writers do not commit one by one: each
+ * write is an operation (a function plus its arguments) placed on the process's
+ * queue. When no commit is in flight, the thread that finds its own operation
+ * queued becomes the leader: it takes the whole queue, opens one BEGIN IMMEDIATE
+ * transaction on its own connection, runs every operation inside a SAVEPOINT of
+ * its own (so one failing operation rolls back alone), commits once and wakes the
+ * others. Operations that arrive meanwhile wait for the next leader, which is how
+ * groups form under load without any timer: an idle system commits at once, a busy
+ * one amortises each fsync over everyone who arrived while the last one ran. An
+ * operation is answered only after the COMMIT that holds it has succeeded; if that
+ * COMMIT fails every operation in the group fails. Other processes serialise with
+ * us through SQLite's own write lock and busy timeout.
+ *
+ * Reads run on the calling thread's connection inside BEGIN/COMMIT so that the
+ * stream row and its messages come from one snapshot, and never wait inside it. */
+#include "log.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+
+enum {
+    S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
+    S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
+    S_EXPIRED, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
+    S_BEGIN_READ, S_COUNT
+};
+
+#define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
+                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted"
+
+static const char *const sql_text[S_COUNT] = {
+    [S_GET] = "SELECT " INFO_COLS " FROM streams WHERE path = ? AND deleted = 0",
+    [S_GET_ID] = "SELECT " INFO_COLS " FROM streams WHERE id = ?",
+    [S_INSERT_STREAM] =
+        "INSERT INTO streams (path, content_type, json, created_ms, access_ms, ttl_s,"
+        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
+    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, data) VALUES (?, ?, ?, ?)",
+    [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
+                      " stream_seq = ?, access_ms = ? WHERE id = ?",
+    [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
+               " ORDER BY seq",
+    [S_PROD_GET] = "SELECT epoch, seq FROM producers WHERE stream = ? AND producer = ?",
+    [S_PROD_PUT] = "INSERT OR REPLACE INTO producers (stream, producer, epoch, seq)"
+                   " VALUES (?, ?, ?, ?)",
+    [S_DEL_MSGS] = "DELETE FROM messages WHERE stream = ?",
+    [S_DEL_PRODS] = "DELETE FROM producers WHERE stream = ?",
+    [S_DEL_STREAM] = "DELETE FROM streams WHERE id = ?",
+    [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
+    [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1 WHERE id = ?",
+    [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
+    [S_EXPIRED] = "SELECT path FROM streams WHERE deleted = 0 AND"
+                  " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
+                  "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_SAVEPOINT] = "SAVEPOINT op",
+    [S_RELEASE] = "RELEASE op",
+    [S_ROLLBACK_TO] = "ROLLBACK TO op",
+    [S_BEGIN_READ] = "BEGIN",
+};
+
+typedef struct log_op {
+    int (*fn)(log_conn_t *c, void *arg);
+    void *arg;
+    int rc;
+    int done;
+    struct log_op *next;
+} log_op;
+
+struct log {
+    char *path;
+    log_opts opts;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    log_op *head, *tail;
+    int leading;               /* a leader is committing a group */
+    uint64_t groups, ops;
+};
+
+struct log_conn {
+    log_t *log;
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+};
+
+const char *log_strerror(int rc)
+{
+    switch (rc) {
+    case LOG_OK: return "ok";
+    case LOG_ENOTFOUND: return "stream not found";
+    case LOG_ECONFLICT: return "stream exists with a different configuration";
+    case LOG_ECLOSED: return "stream is closed";
+    case LOG_ECTYPE: return "content type does not match the stream's";
+    case LOG_ESEQ: return "Stream-Seq must be greater than the last one";
+    case LOG_EFENCED: return "producer epoch is stale";
+    case LOG_EGAP: return "producer sequence gap";
+    case LOG_EBADSEQ: return "a new producer epoch must start at sequence 0";
+    case LOG_EGONE: return "stream was deleted";
+    case LOG_EINVAL: return "invalid request";
+    case LOG_EEMPTY: return "nothing to append";
+    case LOG_ERANGE: return "offset is beyond the end of the stream";
+    case LOG_EBUSY: return "database is busy";
+    default: return "database error";
+    }
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen)
+{
+    db_opts dopts;
+    sqlite3 *db;
+    db_opts_default(&dopts);
+    if (opts) {
+        dopts.synchronous_full = opts->synchronous_full;
+        dopts.busy_timeout_ms = opts->busy_timeout_ms;
+    }
+    /* Create and migrate once here, so that later connections only open. */
+    if (db_open(path, &dopts, &db, err, errlen)) return NULL;
+    sqlite3_close_v2(db);
+    log_t *l = calloc(1, sizeof *l);
+    if (!l || !(l->path = strdup(path))) {
+        free(l);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->opts.synchronous_full = dopts.synchronous_full;
+    l->opts.busy_timeout_ms = dopts.busy_timeout_ms;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    return l;
+}
+
+void log_close(log_t *l)
+{
+    if (!l) return;
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l->path);
+    free(l);
+}
+
+void log_stats(log_t *l, uint64_t *groups, uint64_t *ops)
+{
+    pthread_mutex_lock(&l->mu);
+    *groups = l->groups;
+    *ops = l->ops;
+    pthread_mutex_unlock(&l->mu);
+}
+
+log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen)
+{
+    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
+    log_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->log = l;
+    if (db_open(l->path, &o, &c->db, err, errlen)) goto fail;
+    for (int i = 0; i < S_COUNT; i++) {
+        if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i],
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "prepare %d: %s", i, sqlite3_errmsg(c->db));
+            goto fail;
+        }
+    }
+    return c;
+fail:
+    log_conn_close(c);
+    return NULL;
+}
+
+void log_conn_close(log_conn_t *c)
+{
+    if (!c) return;
+    for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->st[i]);
+    sqlite3_close_v2(c->db);
+    free(c);
+}
+
+/* ---- statement helpers ------------------------------------------------------ */
+
+static sqlite3_stmt *stmt(log_conn_t *c, int which)
+{
+    sqlite3_stmt *s = c->st[which];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static int dberr(log_conn_t *c, int src)
+{
+    int e = src ? src : sqlite3_errcode(c->db);
+    return (e & 0xff) == SQLITE_BUSY || (e & 0xff) == SQLITE_LOCKED ? LOG_EBUSY : LOG_EIO;
+}
+
+/* Run a statement that returns no rows. */
+static int run(log_conn_t *c, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : dberr(c, rc);
+}
+
+static int run_simple(log_conn_t *c, int which)
+{
+    return run(c, stmt(c, which));
+}
+
+static int64_t col_opt(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, i);
+}
+
+static void copy_text(char *dst, size_t cap, sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+/* Fill info from a row of INFO_COLS; *deleted gets the soft-delete flag. */
+static void row_info(sqlite3_stmt *s, log_info *info, int *deleted)
+{
+    memset(info, 0, sizeof *info);
+    info->id = sqlite3_column_int64(s, 0);
+    copy_text(info->content_type, sizeof info->content_type, s, 1);
+    info->json = sqlite3_column_int(s, 2);
+    info->created_ms = sqlite3_column_int64(s, 3);
+    info->access_ms = sqlite3_column_int64(s, 4);
+    info->ttl_s = col_opt(s, 5);
+    info->expires_ms = col_opt(s, 6);
+    info->closed = sqlite3_column_int(s, 7);
+    info->tail.seq = (uint64_t)sqlite3_column_int64(s, 8);
+    info->tail.pos = (uint64_t)sqlite3_column_int64(s, 9);
+    copy_text(info->stream_seq, sizeof info->stream_seq, s, 10);
+    info->parent = col_opt(s, 11);
+    if (info->parent < 0) info->parent = 0;
+    info->fork.seq = (uint64_t)sqlite3_column_int64(s, 12);
+    info->fork.pos = (uint64_t)sqlite3_column_int64(s, 13);
+    info->forks = sqlite3_column_int64(s, 14);
+    if (deleted) *deleted = sqlite3_column_int(s, 15);
+}
+
+int log_expired(const log_info *info, int64_t now_ms)
+{
+    if (info->ttl_s >= 0 && now_ms >= info->access_ms + info->ttl_s * 1000) return 1;
+    if (info->expires_ms >= 0 && now_ms >= info->expires_ms) return 1;
+    return 0;
+}
+
+/* Look up a live stream by path. Returns 1 found, 0 missing (or expired), <0 error. */
+static int get_by_path(log_conn_t *c, const char *path, log_info *info, int *expired)
+{
+    sqlite3_stmt *s = stmt(c, S_GET);
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (expired) *expired = 0;
+    if (rc == SQLITE_DONE) { sqlite3_reset(s); return 0; }
+    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
+    row_info(s, info, NULL);
+    sqlite3_reset(s);
+    if (log_expired(info, db_now_ms())) {
+        if (expired) *expired = 1;
+        return 0;
+    }
+    return 1;
+}
+
+static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
+{
+    sqlite3_stmt *s = stmt(c, S_GET_ID);
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) { sqlite3_reset(s); return 0; }
+    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
+    row_info(s, info, deleted);
+    sqlite3_reset(s);
+    return 1;
+}
+
+/* ---- group commit ------------------------------------------------------------ */
+
+static int begin_immediate(log_conn_t *c)
+{
+    return run_simple(c, S_BEGIN);
+}
+
+/* Run one group: everything queued when the leader took over. */
+static void lead(log_conn_t *c, log_op *group)
+{
+    int rc = begin_immediate(c);
+    if (rc == 0) {
+        for (log_op *op = group; op; op = op->next) {
+            if ((rc = run_simple(c, S_SAVEPOINT))) break;
+            op->rc = op->fn(c, op->arg);
+            if (op->rc < 0) run_simple(c, S_ROLLBACK_TO);
+            if ((rc = run_simple(c, S_RELEASE))) break;
+        }
+        if (rc == 0) rc = run_simple(c, S_COMMIT);
+        if (rc) run_simple(c, S_ROLLBACK);
+    }
+    if (rc)
+        for (log_op *op = group; op; op = op->next) op->rc = rc;
+}
+
+/* Queue fn(arg) for the next group commit and wait until it has committed (or
+ * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO when the group failed. */
+static int log_write(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
+{
+    log_t *l = c->log;
+    log_op op = {fn, arg, 0, 0, NULL};
+    pthread_mutex_lock(&l->mu);
+    if (l->tail) l->tail->next = &op;
+    else l->head = &op;
+    l->tail = &op;
+    while (!op.done) {
+        if (l->leading) {
+            pthread_cond_wait(&l->cv, &l->mu);
+            continue;
+        }
+        log_op *group = l->head;
+        size_t n = 0;
+        l->head = l->tail = NULL;
+        l->leading = 1;
+        pthread_mutex_unlock(&l->mu);
+        lead(c, group);
+        pthread_mutex_lock(&l->mu);
+        for (log_op *o = group, *next; o; o = next) {
+            next = o->next;     /* o may be gone once done is set */
+            o->done = 1;
+            n++;
+        }
+        l->groups++;
+        l->ops += n;
+        l->leading = 0;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return op.rc;
+}
+
+/* ---- helpers used inside write transactions -------------------------------- */
+
+static int delete_rows(log_conn_t *c, int64_t id)
+{
+    int rc;
+    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM};
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        sqlite3_stmt *s = stmt(c, which[i]);
+        sqlite3_bind_int64(s, 1, id);
+        if ((rc = run(c, s))) return rc;
+    }
+    return 0;
+}
+
+static int forks_add(log_conn_t *c, int64_t id, int delta)
+{
+    sqlite3_stmt *s = stmt(c, S_FORKS_ADD);
+    sqlite3_bind_int(s, 1, delta);
+    sqlite3_bind_int64(s, 2, id);
+    return run(c, s);
+}
+
+/* Remove stream id for good, then any soft-deleted ancestors it was the last
+ * reader of. */
+static int purge(log_conn_t *c, int64_t id)
+{
+    for (;;) {
+        log_info info;
+        int deleted = 0;
+        int rc = get_by_id(c, id, &info, &deleted);
+        if (rc <= 0) return rc;
+        if ((rc = delete_rows(c, id))) return rc;
+        if (!info.parent) return 0;
+        if ((rc = forks_add(c, info.parent, -1))) return rc;
+        log_info p;
+        if ((rc = get_by_id(c, info.parent, &p, &deleted)) < 0) return rc;
+        if (rc == 0 || !deleted || p.forks > 0) return 0;
+        id = info.parent;
+    }
+}
+
+/* Delete a stream: soft when forks still read it. */
+static int remove_stream(log_conn_t *c, const log_info *info)
+{
+    if (info->forks > 0) {
+        sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
+        sqlite3_bind_int64(s, 1, info->id);
+        return run(c, s);
+    }
+    return purge(c, info->id);
+}
+
+static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *s = stmt(c, S_INSERT_MSG);
+        sqlite3_bind_int64(s, 1, info->id);
+        sqlite3_bind_int64(s, 2, (int64_t)info->tail.seq);
+        sqlite3_bind_int64(s, 3, (int64_t)info->tail.pos);
+        sqlite3_bind_blob(s, 4, msgs[i].data, (int)msgs[i].len, SQLITE_STATIC);
+        int rc = run(c, s);
+        if (rc) return rc;
+        info->tail.seq++;
+        info->tail.pos += msgs[i].len;
+    }
+    return 0;
+}
+
+static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
+{
+    sqlite3_stmt *s = stmt(c, S_UPDATE_TAIL);
+    sqlite3_bind_int64(s, 1, (int64_t)info->tail.seq);
+    sqlite3_bind_int64(s, 2, (int64_t)info->tail.pos);
+    sqlite3_bind_int(s, 3, info->closed);
+    if (info->stream_seq[0]) sqlite3_bind_text(s, 4, info->stream_seq, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now);
+    sqlite3_bind_int64(s, 6, info->id);
+    return run(c, s);
+}
+
+int log_ctype_equal(const char *a, const char *b)
+{
+    size_t la = strcspn(a, ";"), lb = strcspn(b, ";");
+    while (la && isspace((unsigned char)a[la - 1])) la--;
+    while (lb && isspace((unsigned char)b[lb - 1])) lb--;
+    while (la && isspace((unsigned char)*a)) a++, la--;
+    while (lb && isspace((unsigned char)*b)) b++, lb--;
+    return la == lb && strncasecmp(a, b, la) == 0;
+}
+
+static int is_json_ctype(const char *ct)
+{
+    return log_ctype_equal(ct, "application/json");
+}
+
+/* ---- create ------------------------------------------------------------------- */
+
+static int same_config(const log_create_req *r, const log_info *info)
+{
+    if (!log_ctype_equal(r->content_type, info->content_type)) return 0;
+    if (r->ttl_s != info->ttl_s) return 0;
+    if (r->expires_ms != info->expires_ms) return 0;
+    if (!!r->closed != !!info->closed) return 0;
+    return 1;
+}
+
+static int op_create(log_conn_t *c, void *arg)
+{
+    log_create_req *r = arg;
+    log_info cur, src;
+    int expired, rc;
+    int64_t now = db_now_ms();
+
+    if ((rc = get_by_path(c, r->path, &cur, &expired)) < 0) return rc;
+    if (rc == 1) {
+        if (!same_config(r, &cur)) return LOG_ECONFLICT;
+        r->created = 0;
+        r->info = cur;
+        return 0;
+    }
+    if (expired && (rc = remove_stream(c, &cur))) return rc;
+
+    int64_t parent = 0;
+    offset_t fork = {0, 0};
+    if (r->fork_from) {
+        if ((rc = get_by_path(c, r->fork_from, &src, NULL)) < 0) return rc;
+        if (rc == 0) return LOG_ENOTFOUND;
+        parent = src.id;
+        fork = r->fork_has_offset ? r->fork_offset : src.tail;
+        if (fork.seq > src.tail.seq) return LOG_ERANGE;
+        if ((rc = forks_add(c, parent, 1))) return rc;
+    }
+
+    sqlite3_stmt *s = stmt(c, S_INSERT_STREAM);
+    sqlite3_bind_text(s, 1, r->path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, r->content_type, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, is_json_ctype(r->content_type));
+    sqlite3_bind_int64(s, 4, now);
+    sqlite3_bind_int64(s, 5, now);
+    if (r->ttl_s >= 0) sqlite3_bind_int64(s, 6, r->ttl_s);
+    if (r->expires_ms >= 0) sqlite3_bind_int64(s, 7, r->expires_ms);
+    sqlite3_bind_int64(s, 8, (int64_t)fork.seq);
+    sqlite3_bind_int64(s, 9, (int64_t)fork.pos);
+    if (parent) sqlite3_bind_int64(s, 10, parent);
+    sqlite3_bind_int64(s, 11, (int64_t)fork.seq);
+    sqlite3_bind_int64(s, 12, (int64_t)fork.pos);
+    if ((rc = run(c, s))) return rc;
+
+    if ((rc = get_by_path(c, r->path, &r->info, NULL)) < 0) return rc;
+    if (rc == 0) return LOG_EIO;
+    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) return rc;
+    r->info.closed = r->closed;
+    if ((rc = update_tail(c, &r->info, now))) return rc;
+    r->created = 1;
+    return 0;
+}
+
+int log_create(log_conn_t *c, log_create_req *r)
+{
+    return log_write(c, op_create, r);
+}
+
+/* ---- append ------------------------------------------------------------------- */
+
+static int op_append(log_conn_t *c, void *arg)
+{
+    log_append_req *r = arg;
+    log_info *info = &r->info;
+    int rc;
+    int64_t now = db_now_ms();
+    int64_t pepoch = -1, pseq = -1;
+
+    r->duplicate = 0;
+    if ((rc = get_by_path(c, r->path, info, NULL)) < 0) return rc;
+    if (rc == 0) return LOG_ENOTFOUND;
+    r->appended = info->tail;
+
+    if (r->producer) {
+        sqlite3_stmt *s = stmt(c, S_PROD_GET);
+        sqlite3_bind_int64(s, 1, info->id);
+        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            pepoch = sqlite3_column_int64(s, 0);
+            pseq = sqlite3_column_int64(s, 1);
+        } else if (rc != SQLITE_DONE) {
+            sqlite3_reset(s);
+            return dberr(c, rc);
+        }
+        sqlite3_reset(s);
+        r->producer_epoch = pepoch;
+        r->last_seq = pseq;
+        if (pepoch >= 0 && r->epoch < pepoch) return LOG_EFENCED;
+        if (pepoch >= 0 && r->epoch == pepoch) {
+            if (r->seq <= pseq) {   /* a retry of something already appended */
+                r->duplicate = 1;
+                return 0;
+            }
+            if (r->seq != pseq + 1) {
+                r->expected_seq = pseq + 1;
+                return LOG_EGAP;
+            }
+        } else if (r->seq != 0) {   /* a new producer or a new epoch */
+            if (pepoch < 0) {
+                r->expected_seq = 0;
+                return LOG_EGAP;
+            }
+            return LOG_EBADSEQ;
+        }
+    }
+
+    if (info->closed) return LOG_ECLOSED;
+    if (r->nmsgs && r->content_type && !log_ctype_equal(r->content_type, info->content_type))
+        return LOG_ECTYPE;
+    if (r->stream_seq) {
+        if (info->stream_seq[0] && strcmp(r->stream_seq, info->stream_seq) <= 0)
+            return LOG_ESEQ;
+        snprintf(info->stream_seq, sizeof info->stream_seq, "%s", r->stream_seq);
+    }
+    if ((rc = insert_msgs(c, info, r->msgs, r->nmsgs))) return rc;
+    if (r->close) info->closed = 1;
+    if ((rc = update_tail(c, info, now))) return rc;
+    info->access_ms = now;
+
+    if (r->producer) {
+        sqlite3_stmt *s = stmt(c, S_PROD_PUT);
+        sqlite3_bind_int64(s, 1, info->id);
+        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, r->epoch);
+        sqlite3_bind_int64(s, 4, r->seq);
+        if ((rc = run(c, s))) return rc;
+        r->producer_epoch = r->epoch;
+        r->last_seq = r->seq;
+    }
+    return 0;
+}
+
+int log_append(log_conn_t *c, log_append_req *r)
+{
+    return log_write(c, op_append, r);
+}
+
+/* ---- delete, touch, sweep ------------------------------------------------------ */
+
+static int op_delete(log_conn_t *c, void *arg)
+{
+    log_info info;
+    int expired;
+    int rc = get_by_path(c, arg, &info, &expired);
+    if (rc < 0) return rc;
+    if (rc == 0) {
+        if (expired) remove_stream(c, &info);
+        return expired ? 0 : LOG_ENOTFOUND;
+    }
+    return remove_stream(c, &info);
+}
+
+int log_delete(log_conn_t *c, const char *path)
+{
+    /* Deleting an expired stream removes it but answers as if it was not there. */
+    struct { const char *p; } a = {path};
+    int rc = log_write(c, op_delete, (void *)a.p);
+    return rc;
+}
+
+typedef struct touch_arg {
+    int64_t id;
+} touch_arg;
+
+static int op_touch(log_conn_t *c, void *arg)
+{
+    sqlite3_stmt *s = stmt(c, S_TOUCH);
+    sqlite3_bind_int64(s, 1, db_now_ms());
+    sqlite3_bind_int64(s, 2, ((touch_arg *)arg)->id);
+    return run(c, s);
+}
+
+int log_touch(log_conn_t *c, int64_t id)
+{
+    touch_arg a = {id};
+    return log_write(c, op_touch, &a);
+}
+
+static int op_sweep(log_conn_t *c, void *arg)
+{
+    int *count = arg;
+    char paths[100][LOG_PATH_MAX];
+    int n = 0, rc;
+    sqlite3_stmt *s = stmt(c, S_EXPIRED);
+    sqlite3_bind_int64(s, 1, db_now_ms());
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) copy_text(paths[n++], LOG_PATH_MAX, s, 0);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
+    for (int i = 0; i < n; i++) {
+        log_info info;
+        int expired;
+        if ((rc = get_by_path(c, paths[i], &info, &expired)) < 0) return rc;
+        if (expired && (rc = remove_stream(c, &info))) return rc;
+    }
+    *count = n;
+    return 0;
+}
+
+int log_sweep(log_conn_t *c)
+{
+    int n = 0;
+    int rc = log_write(c, op_sweep, &n);
+    return rc < 0 ? rc : n;
+}
+
+/* ---- reads ---------------------------------------------------------------------- */
+
+int log_head(log_conn_t *c, const char *path, log_info *info)
+{
+    int rc = get_by_path(c, path, info, NULL);
+    return rc < 0 ? rc : rc == 0 ? LOG_ENOTFOUND : 0;
+}
+
+#define CHAIN_MAX 64
+
+/* Deliver messages [from, to) of the stream whose ancestry is chain[0..n) (leaf
+ * first), each stream supplying the part of the range it owns. */
+static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint64_t to,
+                      log_read_req *r, log_msg_fn fn, void *ud)
+{
+    for (int k = n - 1; k >= 0; k--) {
+        uint64_t lo = chain[k].fork.seq;                  /* owned: [lo, hi) */
+        uint64_t hi = k > 0 ? chain[k - 1].fork.seq : to;
+        if (lo < from) lo = from;
+        if (hi > to) hi = to;
+        if (lo >= hi) continue;
+        sqlite3_stmt *s = stmt(c, S_READ);
+        sqlite3_bind_int64(s, 1, chain[k].id);
+        sqlite3_bind_int64(s, 2, (int64_t)lo);
+        sqlite3_bind_int64(s, 3, (int64_t)hi);
+        int rc;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            offset_t at = {(uint64_t)sqlite3_column_int64(s, 0),
+                           (uint64_t)sqlite3_column_int64(s, 1)};
+            const void *data = sqlite3_column_blob(s, 2);
+            size_t len = (size_t)sqlite3_column_bytes(s, 2);
+            int stop = fn(ud, data ? data : "", len, at);
+            if (stop) { sqlite3_reset(s); return stop; }
+            r->count++;
+            r->bytes += len;
+            r->next.seq = at.seq + 1;
+            r->next.pos = at.pos + len;
+            if (r->bytes >= r->max_bytes) { sqlite3_reset(s); return 1; }
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE) return dberr(c, rc);
+    }
+    return 0;
+}
+
+int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
+{
+    log_info chain[CHAIN_MAX];
+    int n = 1, rc;
+
+    r->count = r->bytes = 0;
+    r->up_to_date = 0;
+    if ((rc = run_simple(c, S_BEGIN_READ))) return rc;
+    if ((rc = get_by_path(c, r->path, &chain[0], NULL)) <= 0) {
+        rc = rc < 0 ? rc : LOG_ENOTFOUND;
+        goto out;
+    }
+    r->info = chain[0];
+    offset_t from = r->kind == OFFSET_AT ? r->from : (offset_t){0, 0};
+    if (r->kind == OFFSET_NOW) from = r->info.tail;
+    if (from.seq > r->info.tail.seq) {
+        rc = LOG_ERANGE;
+        goto out;
+    }
+    r->next = from;
+    if (r->kind == OFFSET_AT && from.seq < r->info.tail.seq) {
+        /* Let the stored message decide pos: a client's pos is not trusted. */
+    }
+    while (chain[n - 1].parent && n < CHAIN_MAX) {
+        int deleted;
+        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) goto out;
+        if (rc == 0) break;
+        n++;
+    }
+    rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
+    if (rc == 1) rc = 0;
+    if (rc == 0 && r->count == 0 && r->kind != OFFSET_AT) r->next = r->info.tail;
+    if (rc == 0 && r->kind == OFFSET_START && r->count == 0) r->next = r->info.tail;
+    r->up_to_date = r->next.seq == r->info.tail.seq;
+    if (r->up_to_date) r->next = r->info.tail;
+out:
+    run_simple(c, S_COMMIT);
+    return rc;
+}

@@ -1,0 +1,165 @@
+/* log: durable append-only streams in SQLite.
+ *
+ * A log_t is one process's view of the database; a log_conn_t is one thread's
+ * connection to it (SQLite connections are not shared between threads). Reads run
+ * on the calling thread's connection in a short read transaction. Writes are
+ * queued and committed in groups: see the essay at the top of log.c.
+ *
+ * Every function returns 0 (or a positive success variant) or a negative LOG_E*
+ * code that the HTTP layer maps to a status. */
+#ifndef DSTREAM_LOG_H
+#define DSTREAM_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offset.h"
+
+#define LOG_PATH_MAX      1024
+#define LOG_CTYPE_MAX     256
+#define LOG_STREAM_SEQ_MAX 256
+#define LOG_PRODUCER_MAX  256
+
+enum {
+    LOG_OK = 0,
+    LOG_ENOTFOUND = -1,    /* no such stream (or it expired) */
+    LOG_ECONFLICT = -2,    /* exists with another configuration */
+    LOG_ECLOSED = -3,      /* append to a closed stream */
+    LOG_ECTYPE = -4,       /* content type differs from the stream's */
+    LOG_ESEQ = -5,         /* Stream-Seq not greater than the last one */
+    LOG_EFENCED = -6,      /* producer epoch older than the stream's */
+    LOG_EGAP = -7,         /* producer sequence skips ahead */
+    LOG_EBADSEQ = -8,      /* producer sequence invalid for a new epoch */
+    LOG_EGONE = -9,        /* soft-deleted: still read by forks */
+    LOG_EINVAL = -10,      /* malformed request data (bad JSON, bad offset) */
+    LOG_EEMPTY = -11,      /* nothing to append */
+    LOG_ERANGE = -12,      /* offset beyond the stream's tail */
+    LOG_EBUSY = -13,       /* database locked past the busy timeout */
+    LOG_EIO = -14          /* database error */
+};
+
+typedef struct log log_t;
+typedef struct log_conn log_conn_t;
+
+typedef struct log_opts {
+    int synchronous_full;      /* 1 (default): acknowledged means fsynced */
+    int busy_timeout_ms;       /* default 5000 */
+} log_opts;
+
+typedef struct log_info {
+    int64_t id;
+    char content_type[LOG_CTYPE_MAX];
+    int json;                  /* application/json: message framing */
+    int closed;
+    int64_t created_ms;
+    int64_t access_ms;
+    int64_t ttl_s;             /* -1: none */
+    int64_t expires_ms;        /* -1: none */
+    offset_t tail;             /* the next offset to be written */
+    char stream_seq[LOG_STREAM_SEQ_MAX];
+    int64_t parent;            /* 0: not a fork */
+    offset_t fork;             /* where the fork branched off */
+    int64_t forks;
+} log_info;
+
+typedef struct log_msg {
+    const void *data;
+    size_t len;
+} log_msg;
+
+typedef struct log_create_req {
+    const char *path;
+    const char *content_type;  /* already defaulted by the caller */
+    int64_t ttl_s;             /* -1: none */
+    int64_t expires_ms;        /* -1: none */
+    int closed;
+    const log_msg *msgs;       /* initial data */
+    size_t nmsgs;
+    const char *fork_from;     /* path of the source, or NULL */
+    int fork_has_offset;
+    offset_t fork_offset;      /* when fork_has_offset */
+    /* out */
+    int created;               /* 1: new stream, 0: identical one existed */
+    log_info info;
+} log_create_req;
+
+typedef struct log_append_req {
+    const char *path;
+    const char *content_type;  /* the request's; NULL: not given */
+    const log_msg *msgs;
+    size_t nmsgs;
+    int close;
+    const char *stream_seq;    /* NULL: not given */
+    const char *producer;      /* NULL: not an idempotent producer */
+    int64_t epoch;
+    int64_t seq;
+    /* out */
+    int duplicate;             /* producer retry of something already appended */
+    int64_t producer_epoch;    /* the stream's epoch for the producer */
+    int64_t expected_seq;      /* on LOG_EGAP */
+    int64_t last_seq;          /* the producer's last accepted seq */
+    offset_t appended;         /* where this append starts */
+    log_info info;             /* after the append */
+} log_append_req;
+
+/* One message of a read. Return non-zero to stop the read with that value. */
+typedef int (*log_msg_fn)(void *ud, const void *data, size_t len, offset_t at);
+
+typedef struct log_read_req {
+    const char *path;
+    offset_kind kind;
+    offset_t from;
+    size_t max_bytes;          /* stop after the message that reaches it (>= 1 message) */
+    /* out */
+    offset_t next;             /* offset after the last message delivered */
+    size_t count;
+    size_t bytes;
+    int up_to_date;            /* next == tail */
+    log_info info;
+} log_read_req;
+
+/* Open the database at path (creating and migrating it) for this process.
+ * Returns NULL with a message in err. Free with log_close after every conn. */
+log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen);
+void log_close(log_t *l);
+
+/* A connection for the calling thread. Returns NULL with err. */
+log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen);
+void log_conn_close(log_conn_t *c);
+
+/* Create a stream, or accept an identical re-create. LOG_ECONFLICT if a stream
+ * with another configuration exists; LOG_ENOTFOUND/LOG_EGONE/LOG_ERANGE for a
+ * fork whose source or offset is bad. */
+int log_create(log_conn_t *c, log_create_req *r);
+
+/* Append messages and/or close. See LOG_E* for the failures. */
+int log_append(log_conn_t *c, log_append_req *r);
+
+/* Read from r->from, calling fn for each message in order. */
+int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
+
+/* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
+int log_head(log_conn_t *c, const char *path, log_info *info);
+
+/* Extend a sliding TTL after a read (a write of its own). */
+int log_touch(log_conn_t *c, int64_t id);
+
+/* Delete a stream. A stream that forks still read is soft-deleted. */
+int log_delete(log_conn_t *c, const char *path);
+
+/* Delete every expired stream. Returns how many, or LOG_E*. */
+int log_sweep(log_conn_t *c);
+
+/* 1 if two content types name the same media type (case and parameters aside). */
+int log_ctype_equal(const char *a, const char *b);
+
+/* 1 if info's stream has expired at now_ms. */
+int log_expired(const log_info *info, int64_t now_ms);
+
+/* Human-readable name of a LOG_E* code. */
+const char *log_strerror(int rc);
+
+/* Statistics since log_open: write groups committed and operations in them. */
+void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);
+
+#endif

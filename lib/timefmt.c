@@ -1,0 +1,95 @@
+#include "timefmt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int num(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), after Howard Hinnant. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int dm[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+    return dm[m - 1];
+}
+
+int timefmt_parse(const char *s, int64_t *ms)
+{
+    int Y, M, D, h, mi, sec, frac = 0;
+    size_t n = strlen(s);
+    if (n < 20 || num(s, 4, &Y) || s[4] != '-' || num(s + 5, 2, &M) || s[7] != '-' ||
+        num(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        num(s + 11, 2, &h) || s[13] != ':' || num(s + 14, 2, &mi) || s[16] != ':' ||
+        num(s + 17, 2, &sec))
+        return -1;
+    if (M < 1 || M > 12 || D < 1 || D > days_in_month(Y, M) || h > 23 || mi > 59 || sec > 60)
+        return -1;
+    const char *p = s + 19;
+    if (*p == '.') {
+        int digits = 0;
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            if (digits < 3) frac = frac * 10 + (*p - '0');
+            digits++;
+            p++;
+        }
+        if (digits == 0) return -1;
+        for (int i = digits; i < 3; i++) frac *= 10;
+    }
+    int tz = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int th, tm;
+        if (num(p + 1, 2, &th) || p[3] != ':' || num(p + 4, 2, &tm) || th > 23 || tm > 59)
+            return -1;
+        tz = (th * 60 + tm) * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        return -1;
+    }
+    if (*p) return -1;
+    int64_t secs = days_from_civil(Y, M, D) * 86400 + h * 3600 + mi * 60 + (sec > 59 ? 59 : sec);
+    *ms = (secs - tz * 60) * 1000 + frac;
+    return 0;
+}
+
+void timefmt_format(int64_t ms, char *out, size_t cap)
+{
+    int64_t secs = ms / 1000, rem = ms % 1000;
+    if (rem < 0) { rem += 1000; secs--; }
+    int64_t days = secs / 86400, sod = secs % 86400;
+    if (sod < 0) { sod += 86400; days--; }
+    /* civil_from_days */
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    if (m <= 2) y++;
+    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)y, (int)m, (int)d,
+             (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (int)rem);
+}
