@@ -108,21 +108,23 @@ int req_query(req_t *r, const char *name, char *out, size_t cap)
 {
     size_t nl = strlen(name);
     const char *p = r->query;
+    int found = -1;
     while (*p) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
         size_t klen = eq ? (size_t)(eq - p) : len;
         if (klen == nl && memcmp(p, name, nl) == 0) {
+            if (found != -1) return -3;     /* given twice: ambiguous */
             const char *v = eq ? eq + 1 : p + len;
             size_t vlen = eq ? len - klen - 1 : 0;
             int rc = pct_decode(v, vlen, out, cap, 1);
-            return rc < 0 ? -2 : rc;
+            found = rc < 0 ? -2 : rc;
         }
         p += len;
         if (*p == '&') p++;
     }
-    return -1;
+    return found;
 }
 
 int req_body(req_t *r, buf_t *b)

@@ -60,7 +60,7 @@ void req_end(req_t *r);
 /* A request header by its HTTP name ("Content-Type", "Stream-Seq"); NULL if absent. */
 const char *req_header(req_t *r, const char *name);
 /* Query parameter name, percent-decoded into out. Returns its length, or -1 if absent,
- * -2 if it does not fit or is malformed. */
+ * -2 if it does not fit or is malformed, -3 if it is given more than once. */
 int req_query(req_t *r, const char *name, char *out, size_t cap);
 /* Read the whole body into b (whose max is the limit). Returns 0, BUF_ETOOBIG, or -1. */
 int req_body(req_t *r, buf_t *b);

@@ -17,6 +17,7 @@
 #include "stream.h"
 
 #define MSGS_MAX 100000      /* messages in one JSON append */
+#define PRODUCER_NUM_MAX 9007199254740991LL   /* 2^53 - 1 */
 
 static int header_true(req_t *r, const char *name)
 {
@@ -47,6 +48,7 @@ void stream_fail(req_t *r, int rc)
     case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", log_strerror(rc)); break;
     case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", log_strerror(rc)); break;
     case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
+    case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", log_strerror(rc)); break;
     case LOG_EBUSY:
         res_header(r, "Retry-After", "1");
         res_error(r, 503, "busy", "%s", log_strerror(rc));
@@ -153,12 +155,21 @@ static int parse_fork(req_t *r, log_create_req *cr, char *src, size_t cap)
 {
     const char *from = req_header(r, "Stream-Forked-From");
     const char *off = req_header(r, "Stream-Fork-Offset");
+    const char *sub = req_header(r, "Stream-Fork-Sub-Offset");
     if (!from) {
-        if (off) {
-            res_error(r, 400, "bad_fork", "Stream-Fork-Offset needs Stream-Forked-From");
+        if (off || sub) {
+            res_error(r, 400, "bad_fork", "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From");
             return -1;
         }
         return 0;
+    }
+    if (sub && parse_uint(sub, INT64_MAX / 2, &cr->fork_sub)) {
+        res_error(r, 400, "bad_fork", "Stream-Fork-Sub-Offset must be a non-negative integer");
+        return -1;
+    }
+    if (cr->fork_sub > 0 && !off) {
+        res_error(r, 400, "bad_fork", "Stream-Fork-Sub-Offset needs Stream-Fork-Offset");
+        return -1;
     }
     /* Accept "/v1/stream/a/b", a full URL ending so, or a bare stream path. */
     const char *p = strstr(from, "/v1/stream/");
@@ -197,7 +208,7 @@ static void do_put(req_t *r, const char *path)
     const char *exp = req_header(r, "Stream-Expires-At");
 
     cr.path = path;
-    cr.content_type = ct && *ct ? ct : "application/octet-stream";
+    cr.content_type = ct && *ct ? ct : NULL;
     cr.ttl_s = cr.expires_ms = -1;
     cr.closed = header_true(r, "Stream-Closed");
     if (ttl && exp) {
@@ -214,12 +225,18 @@ static void do_put(req_t *r, const char *path)
     }
     if (parse_fork(r, &cr, src, sizeof src)) return;
     if (read_body(r, &body)) return;
-    if (split_body(r, cr.content_type, &body, &m, 1)) goto out;
+    /* How the body splits depends on the type the stream will have. */
+    const char *type = cr.content_type ? cr.content_type : "application/octet-stream";
+    log_info srcinfo;
+    if (!cr.content_type && cr.fork_from && log_head(r->log, cr.fork_from, &srcinfo) == 0)
+        type = srcinfo.content_type;
+    if (split_body(r, type, &body, &m, 1)) goto out;
     cr.msgs = m.v;
     cr.nmsgs = m.n;
     int rc = log_create(r->log, &cr);
     if (rc) {
-        if (rc == LOG_ERANGE) res_error(r, 400, "bad_fork_offset", "fork offset is beyond the source's tail");
+        if (rc == LOG_ERANGE)
+            res_error(r, 400, "bad_fork_offset", "the fork offset (and sub-offset) must lie within the source");
         else stream_fail(r, rc);
         goto out;
     }
@@ -257,7 +274,8 @@ static int parse_producer(req_t *r, log_append_req *ar)
         res_error(r, 400, "bad_producer", "Producer-Id must be 1 to %d bytes", LOG_PRODUCER_MAX - 1);
         return -1;
     }
-    if (parse_uint(ep, INT64_MAX / 2, &ar->epoch) || parse_uint(sq, INT64_MAX / 2, &ar->seq)) {
+    /* Integers a JavaScript client can represent exactly: at most 2^53 - 1. */
+    if (parse_uint(ep, PRODUCER_NUM_MAX, &ar->epoch) || parse_uint(sq, PRODUCER_NUM_MAX, &ar->seq)) {
         res_error(r, 400, "bad_producer", "Producer-Epoch and Producer-Seq must be non-negative integers");
         return -1;
     }
@@ -285,25 +303,25 @@ static void do_post(req_t *r, const char *path)
     if (parse_producer(r, &ar)) return;
     if (read_body(r, &body)) return;
 
-    /* The stream's content type decides how the body splits; the append itself
-     * re-checks everything inside its transaction. */
-    if ((rc = log_head(r->log, path, &info))) {
-        stream_fail(r, rc);
-        goto out;
-    }
     if (body.len == 0 && !ar.close) {
         res_error(r, 400, "empty_body", "an append needs a body (or Stream-Closed: true)");
         goto out;
     }
-    if (body.len && !ar.content_type) {
+    if (body.len && (!ar.content_type || !*ar.content_type)) {
         res_error(r, 400, "missing_content_type", "an append needs a Content-Type");
         goto out;
     }
-    if (body.len && !log_ctype_equal(ar.content_type, info.content_type)) {
-        stream_fail(r, LOG_ECTYPE);
+    /* The stream's type decides how the body splits. A mismatched type is not
+     * split: the append refuses it, after the checks that come first. */
+    if ((rc = log_head(r->log, path, &info))) {
+        stream_fail(r, rc);
         goto out;
     }
-    if (split_body(r, info.content_type, &body, &m, 0)) goto out;
+    if (body.len && log_ctype_equal(ar.content_type, info.content_type)) {
+        if (split_body(r, info.content_type, &body, &m, 0)) goto out;
+    } else if (body.len) {
+        msgs_push(&m, body.p, body.len);
+    }
     ar.msgs = m.v;
     ar.nmsgs = m.n;
     rc = log_append(r->log, &ar);
@@ -333,8 +351,9 @@ static void do_post(req_t *r, const char *path)
         stream_fail(r, rc);
         goto out;
     }
-    if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.seq : ar.seq);
-    res_status(r, ar.producer && !ar.duplicate ? 200 : 204);
+    /* A duplicate reports the highest sequence accepted, not the one it repeated. */
+    if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.last_seq : ar.seq);
+    res_status(r, ar.producer && !ar.duplicate && ar.nmsgs > 0 ? 200 : 204);
     stream_put_offset(r, "Stream-Next-Offset", ar.info.tail);
     if (ar.info.closed) res_header(r, "Stream-Closed", "true");
     res_end(r);
@@ -508,6 +527,15 @@ static int valid_path(req_t *r, const char *path)
     for (const char *p = path; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f) {
             res_error(r, 400, "bad_path", "stream path has control characters");
+            return 0;
+        }
+    }
+    /* "." and ".." segments would name one stream by several URLs (and nginx
+     * normalises them away before routing): refuse them. */
+    for (const char *seg = path; seg; seg = strchr(seg, '/') ? strchr(seg, '/') + 1 : NULL) {
+        size_t len = strcspn(seg, "/");
+        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) {
+            res_error(r, 400, "bad_path", "stream path has a . or .. segment");
             return 0;
         }
     }

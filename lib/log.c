@@ -39,21 +39,21 @@
 enum {
     S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
     S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
-    S_EXPIRED, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
+    S_EXPIRED, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_BEGIN_READ, S_COUNT
 };
 
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
-                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted"
+                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
 
 static const char *const sql_text[S_COUNT] = {
-    [S_GET] = "SELECT " INFO_COLS " FROM streams WHERE path = ? AND deleted = 0",
+    [S_GET] = "SELECT " INFO_COLS " FROM streams WHERE path = ?",
     [S_GET_ID] = "SELECT " INFO_COLS " FROM streams WHERE id = ?",
     [S_INSERT_STREAM] =
         "INSERT INTO streams (path, content_type, json, created_ms, access_ms, ttl_s,"
-        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
-    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, data) VALUES (?, ?, ?, ?)",
+        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
+    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data) VALUES (?, ?, ?, ?, ?)",
     [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
                       " stream_seq = ?, access_ms = ? WHERE id = ?",
     [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
@@ -67,9 +67,13 @@ static const char *const sql_text[S_COUNT] = {
     [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
     [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1 WHERE id = ?",
     [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
-    [S_EXPIRED] = "SELECT path FROM streams WHERE deleted = 0 AND"
+    [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
                   " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
                   "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
+    [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
+    [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
+    [S_REC_COUNT] = "SELECT count(*) FROM messages WHERE stream = ? AND rec = ?",
+    [S_REC_MSGS] = "SELECT data FROM messages WHERE stream = ? AND rec = ? ORDER BY seq LIMIT ?",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -120,6 +124,7 @@ const char *log_strerror(int rc)
     case LOG_EEMPTY: return "nothing to append";
     case LOG_ERANGE: return "offset is beyond the end of the stream";
     case LOG_EBUSY: return "database is busy";
+    case LOG_ESRCGONE: return "fork source was deleted";
     default: return "database error";
     }
 }
@@ -260,6 +265,7 @@ static void row_info(sqlite3_stmt *s, log_info *info, int *deleted)
     info->fork.pos = (uint64_t)sqlite3_column_int64(s, 13);
     info->forks = sqlite3_column_int64(s, 14);
     if (deleted) *deleted = sqlite3_column_int(s, 15);
+    info->fork_sub = sqlite3_column_int64(s, 16);
 }
 
 int log_expired(const log_info *info, int64_t now_ms)
@@ -269,22 +275,28 @@ int log_expired(const log_info *info, int64_t now_ms)
     return 0;
 }
 
-/* Look up a live stream by path. Returns 1 found, 0 missing (or expired), <0 error. */
-static int get_by_path(log_conn_t *c, const char *path, log_info *info, int *expired)
+/* Look up a stream by path. Returns one of the FOUND_* states, or <0 on error;
+ * info is filled for every state but FOUND_NONE. */
+enum { FOUND_NONE, FOUND_LIVE, FOUND_EXPIRED, FOUND_GONE };
+
+static int lookup(log_conn_t *c, const char *path, log_info *info)
 {
     sqlite3_stmt *s = stmt(c, S_GET);
+    int deleted = 0;
     sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
-    if (expired) *expired = 0;
-    if (rc == SQLITE_DONE) { sqlite3_reset(s); return 0; }
+    if (rc == SQLITE_DONE) { sqlite3_reset(s); return FOUND_NONE; }
     if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    row_info(s, info, NULL);
+    row_info(s, info, &deleted);
     sqlite3_reset(s);
-    if (log_expired(info, db_now_ms())) {
-        if (expired) *expired = 1;
-        return 0;
-    }
-    return 1;
+    if (deleted) return FOUND_GONE;
+    return log_expired(info, db_now_ms()) ? FOUND_EXPIRED : FOUND_LIVE;
+}
+
+/* The LOG_E* code a reader or writer gets for a lookup state. */
+static int state_error(int found)
+{
+    return found == FOUND_GONE ? LOG_EGONE : found < 0 ? found : LOG_ENOTFOUND;
 }
 
 static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
@@ -387,39 +399,70 @@ static int forks_add(log_conn_t *c, int64_t id, int delta)
 static int purge(log_conn_t *c, int64_t id)
 {
     for (;;) {
-        log_info info;
+        log_info info, p;
         int deleted = 0;
         int rc = get_by_id(c, id, &info, &deleted);
         if (rc <= 0) return rc;
         if ((rc = delete_rows(c, id))) return rc;
         if (!info.parent) return 0;
         if ((rc = forks_add(c, info.parent, -1))) return rc;
-        log_info p;
         if ((rc = get_by_id(c, info.parent, &p, &deleted)) < 0) return rc;
         if (rc == 0 || !deleted || p.forks > 0) return 0;
         id = info.parent;
     }
 }
 
-/* Delete a stream: soft when forks still read it. */
+static int remove_stream(log_conn_t *c, const log_info *info);
+
+/* Remove the expired forks of a stream, so that they no longer hold it. */
+static int reap_expired_children(log_conn_t *c, int64_t id)
+{
+    int64_t kids[64];
+    int n = 0, rc;
+    sqlite3_stmt *s = stmt(c, S_CHILDREN);
+    sqlite3_bind_int64(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 64) kids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
+    int64_t now = db_now_ms();
+    for (int i = 0; i < n; i++) {
+        log_info k;
+        int deleted;
+        if ((rc = get_by_id(c, kids[i], &k, &deleted)) < 0) return rc;
+        if (rc == 1 && !deleted && log_expired(&k, now) && (rc = remove_stream(c, &k))) return rc;
+    }
+    return 0;
+}
+
+/* Delete a stream: only marked deleted while live forks still read it. */
 static int remove_stream(log_conn_t *c, const log_info *info)
 {
+    int rc;
     if (info->forks > 0) {
-        sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
-        sqlite3_bind_int64(s, 1, info->id);
-        return run(c, s);
+        log_info now;
+        int deleted;
+        if ((rc = reap_expired_children(c, info->id))) return rc;
+        if ((rc = get_by_id(c, info->id, &now, &deleted)) <= 0) return rc;
+        if (now.forks > 0) {
+            sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
+            sqlite3_bind_int64(s, 1, info->id);
+            return run(c, s);
+        }
     }
     return purge(c, info->id);
 }
 
+/* Append msgs as one record (one request body) at the tail of info. */
 static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n)
 {
+    uint64_t rec = info->tail.seq;
     for (size_t i = 0; i < n; i++) {
         sqlite3_stmt *s = stmt(c, S_INSERT_MSG);
         sqlite3_bind_int64(s, 1, info->id);
         sqlite3_bind_int64(s, 2, (int64_t)info->tail.seq);
         sqlite3_bind_int64(s, 3, (int64_t)info->tail.pos);
-        sqlite3_bind_blob(s, 4, msgs[i].data, (int)msgs[i].len, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (int64_t)rec);
+        sqlite3_bind_blob(s, 5, msgs[i].data, (int)msgs[i].len, SQLITE_STATIC);
         int rc = run(c, s);
         if (rc) return rc;
         info->tail.seq++;
@@ -450,71 +493,221 @@ int log_ctype_equal(const char *a, const char *b)
     return la == lb && strncasecmp(a, b, la) == 0;
 }
 
-static int is_json_ctype(const char *ct)
+int log_ctype_json(const char *ct)
 {
     return log_ctype_equal(ct, "application/json");
 }
 
+/* ---- forks: the chain of streams a read walks ---------------------------------- */
+
+#define CHAIN_MAX 64
+
+/* chain[0] is the stream itself, chain[k+1] the parent of chain[k]. Returns the
+ * chain's length, or <0 on error. */
+static int load_chain(log_conn_t *c, log_info *chain, int n)
+{
+    while (chain[n - 1].parent && n < CHAIN_MAX) {
+        int deleted, rc;
+        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) return rc;
+        if (rc == 0) break;
+        n++;
+    }
+    return n;
+}
+
+/* The stream of the chain that stores message seq. */
+static const log_info *owner(const log_info *chain, int n, uint64_t seq)
+{
+    for (int k = 0; k < n; k++)
+        if (seq >= chain[k].fork.seq || k == n - 1) return &chain[k];
+    return &chain[n - 1];
+}
+
+/* The messages that a fork at anchor with sub-offset sub copies into itself: the
+ * first sub bytes (or, for JSON, messages) of the record that starts at anchor.
+ * Fills *prefix (owned by the caller, free each data) and returns 0, or LOG_ERANGE. */
+static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anchor,
+                       int64_t sub, int json, log_msg **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    if (sub == 0) return 0;
+    if (anchor.seq >= chain[0].tail.seq) return LOG_ERANGE;
+    const log_info *o = owner(chain, n, anchor.seq);
+    sqlite3_stmt *s = stmt(c, S_MSG_AT);
+    sqlite3_bind_int64(s, 1, o->id);
+    sqlite3_bind_int64(s, 2, (int64_t)anchor.seq);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) { sqlite3_reset(s); return rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc); }
+    int64_t rec = sqlite3_column_int64(s, 1);
+    size_t len = (size_t)sqlite3_column_bytes(s, 2);
+    const void *data = sqlite3_column_blob(s, 2);
+    if ((uint64_t)rec != anchor.seq) { sqlite3_reset(s); return LOG_ERANGE; }
+    if (!json) {
+        if ((uint64_t)sub > len) { sqlite3_reset(s); return LOG_ERANGE; }
+        log_msg *m = calloc(1, sizeof *m);
+        void *copy = malloc((size_t)sub);
+        if (!m || !copy) abort();
+        memcpy(copy, data, (size_t)sub);
+        m->data = copy;
+        m->len = (size_t)sub;
+        sqlite3_reset(s);
+        *out = m;
+        *nout = 1;
+        return 0;
+    }
+    sqlite3_reset(s);
+    s = stmt(c, S_REC_COUNT);
+    sqlite3_bind_int64(s, 1, o->id);
+    sqlite3_bind_int64(s, 2, rec);
+    if ((rc = sqlite3_step(s)) != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
+    int64_t count = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (sub > count) return LOG_ERANGE;
+    log_msg *m = calloc((size_t)sub, sizeof *m);
+    if (!m) abort();
+    s = stmt(c, S_REC_MSGS);
+    sqlite3_bind_int64(s, 1, o->id);
+    sqlite3_bind_int64(s, 2, rec);
+    sqlite3_bind_int64(s, 3, sub);
+    size_t k = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && k < (size_t)sub) {
+        size_t l = (size_t)sqlite3_column_bytes(s, 0);
+        void *copy = malloc(l ? l : 1);
+        if (!copy) abort();
+        if (l) memcpy(copy, sqlite3_column_blob(s, 0), l);
+        m[k].data = copy;
+        m[k].len = l;
+        k++;
+    }
+    sqlite3_reset(s);
+    *out = m;
+    *nout = k;
+    return 0;
+}
+
+/* The exact position of message seq in a chain (client offsets carry a pos that is
+ * not trusted). */
+static int position_of(log_conn_t *c, const log_info *chain, int n, uint64_t seq, offset_t *at)
+{
+    if (seq >= chain[0].tail.seq) {
+        *at = chain[0].tail;
+        return 0;
+    }
+    const log_info *o = owner(chain, n, seq);
+    sqlite3_stmt *s = stmt(c, S_MSG_AT);
+    sqlite3_bind_int64(s, 1, o->id);
+    sqlite3_bind_int64(s, 2, (int64_t)seq);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        at->seq = seq;
+        at->pos = (uint64_t)sqlite3_column_int64(s, 0);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc);
+}
+
 /* ---- create ------------------------------------------------------------------- */
 
-static int same_config(const log_create_req *r, const log_info *info)
+static int same_config(const log_create_req *r, const log_info *info, const log_info *src)
 {
-    if (!log_ctype_equal(r->content_type, info->content_type)) return 0;
-    if (r->ttl_s != info->ttl_s) return 0;
-    if (r->expires_ms != info->expires_ms) return 0;
+    if (r->content_type && !log_ctype_equal(r->content_type, info->content_type)) return 0;
+    if (!r->fork_from || r->ttl_s >= 0 || r->expires_ms >= 0) {
+        if (r->ttl_s != info->ttl_s) return 0;
+        if (r->expires_ms != info->expires_ms) return 0;
+    }
     if (!!r->closed != !!info->closed) return 0;
+    if (!r->fork_from) return info->parent == 0;
+    if (!src || info->parent != src->id) return 0;
+    if (r->fork_has_offset && r->fork_offset.seq != info->fork.seq) return 0;
+    if (r->fork_sub != info->fork_sub) return 0;
     return 1;
+}
+
+static void free_msgs(log_msg *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free((void *)m[i].data);
+    free(m);
 }
 
 static int op_create(log_conn_t *c, void *arg)
 {
     log_create_req *r = arg;
-    log_info cur, src;
-    int expired, rc;
+    log_info cur, chain[CHAIN_MAX];
+    int found, rc, n = 0;
     int64_t now = db_now_ms();
+    log_msg *prefix = NULL;
+    size_t nprefix = 0;
+    const char *ct = r->content_type;
+    int64_t ttl = r->ttl_s, expires = r->expires_ms;
+    offset_t fork = {0, 0};
 
-    if ((rc = get_by_path(c, r->path, &cur, &expired)) < 0) return rc;
-    if (rc == 1) {
-        if (!same_config(r, &cur)) return LOG_ECONFLICT;
+    if (r->fork_from) {
+        if ((found = lookup(c, r->fork_from, &chain[0])) < 0) return found;
+        if (found == FOUND_GONE) return LOG_ESRCGONE;
+        n = found == FOUND_LIVE;
+    }
+    if ((found = lookup(c, r->path, &cur)) < 0) return found;
+    if (found == FOUND_LIVE) {
+        if (!same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
         r->created = 0;
         r->info = cur;
         return 0;
     }
-    if (expired && (rc = remove_stream(c, &cur))) return rc;
-
-    int64_t parent = 0;
-    offset_t fork = {0, 0};
-    if (r->fork_from) {
-        if ((rc = get_by_path(c, r->fork_from, &src, NULL)) < 0) return rc;
-        if (rc == 0) return LOG_ENOTFOUND;
-        parent = src.id;
-        fork = r->fork_has_offset ? r->fork_offset : src.tail;
-        if (fork.seq > src.tail.seq) return LOG_ERANGE;
-        if ((rc = forks_add(c, parent, 1))) return rc;
+    if (found == FOUND_GONE) return LOG_ECONFLICT;
+    if (found == FOUND_EXPIRED) {
+        if ((rc = remove_stream(c, &cur))) return rc;
+        if ((found = lookup(c, r->path, &cur)) < 0) return found;
+        if (found != FOUND_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
     }
+
+    if (r->fork_from) {
+        if (!n) return LOG_ENOTFOUND;
+        if (ct && !log_ctype_equal(ct, chain[0].content_type)) return LOG_ECTYPE;
+        ct = chain[0].content_type;
+        if (ttl < 0 && expires < 0) {
+            ttl = chain[0].ttl_s;
+            expires = chain[0].expires_ms;
+        }
+        if ((n = load_chain(c, chain, 1)) < 0) return n;
+        if (r->fork_has_offset) {
+            if (r->fork_offset.seq > chain[0].tail.seq) return LOG_ERANGE;
+            if ((rc = position_of(c, chain, n, r->fork_offset.seq, &fork))) return rc;
+        } else {
+            fork = chain[0].tail;
+        }
+        if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix)))
+            return rc;
+        if ((rc = forks_add(c, chain[0].id, 1))) goto out;
+    }
+    if (!ct) ct = "application/octet-stream";
 
     sqlite3_stmt *s = stmt(c, S_INSERT_STREAM);
     sqlite3_bind_text(s, 1, r->path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, r->content_type, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, is_json_ctype(r->content_type));
+    sqlite3_bind_text(s, 2, ct, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 3, log_ctype_json(ct));
     sqlite3_bind_int64(s, 4, now);
     sqlite3_bind_int64(s, 5, now);
-    if (r->ttl_s >= 0) sqlite3_bind_int64(s, 6, r->ttl_s);
-    if (r->expires_ms >= 0) sqlite3_bind_int64(s, 7, r->expires_ms);
+    if (ttl >= 0) sqlite3_bind_int64(s, 6, ttl);
+    if (expires >= 0) sqlite3_bind_int64(s, 7, expires);
     sqlite3_bind_int64(s, 8, (int64_t)fork.seq);
     sqlite3_bind_int64(s, 9, (int64_t)fork.pos);
-    if (parent) sqlite3_bind_int64(s, 10, parent);
+    if (r->fork_from) sqlite3_bind_int64(s, 10, chain[0].id);
     sqlite3_bind_int64(s, 11, (int64_t)fork.seq);
     sqlite3_bind_int64(s, 12, (int64_t)fork.pos);
-    if ((rc = run(c, s))) return rc;
+    sqlite3_bind_int64(s, 13, r->fork_sub);
+    if ((rc = run(c, s))) goto out;
 
-    if ((rc = get_by_path(c, r->path, &r->info, NULL)) < 0) return rc;
-    if (rc == 0) return LOG_EIO;
-    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) return rc;
+    if ((found = lookup(c, r->path, &r->info)) < 0) { rc = found; goto out; }
+    if (found != FOUND_LIVE) { rc = LOG_EIO; goto out; }
+    if ((rc = insert_msgs(c, &r->info, prefix, nprefix))) goto out;
+    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) goto out;
     r->info.closed = r->closed;
-    if ((rc = update_tail(c, &r->info, now))) return rc;
+    if ((rc = update_tail(c, &r->info, now))) goto out;
     r->created = 1;
-    return 0;
+out:
+    free_msgs(prefix, nprefix);
+    return rc;
 }
 
 int log_create(log_conn_t *c, log_create_req *r)
@@ -528,15 +721,16 @@ static int op_append(log_conn_t *c, void *arg)
 {
     log_append_req *r = arg;
     log_info *info = &r->info;
-    int rc;
+    int rc, found;
     int64_t now = db_now_ms();
     int64_t pepoch = -1, pseq = -1;
 
     r->duplicate = 0;
-    if ((rc = get_by_path(c, r->path, info, NULL)) < 0) return rc;
-    if (rc == 0) return LOG_ENOTFOUND;
+    if ((found = lookup(c, r->path, info)) != FOUND_LIVE) return state_error(found);
     r->appended = info->tail;
 
+    /* Producer checks come first: a retry of an accepted request is answered as a
+     * duplicate whatever happened since (a close, a Stream-Seq). */
     if (r->producer) {
         sqlite3_stmt *s = stmt(c, S_PROD_GET);
         sqlite3_bind_int64(s, 1, info->id);
@@ -554,7 +748,7 @@ static int op_append(log_conn_t *c, void *arg)
         r->last_seq = pseq;
         if (pepoch >= 0 && r->epoch < pepoch) return LOG_EFENCED;
         if (pepoch >= 0 && r->epoch == pepoch) {
-            if (r->seq <= pseq) {   /* a retry of something already appended */
+            if (r->seq <= pseq) {
                 r->duplicate = 1;
                 return 0;
             }
@@ -562,16 +756,20 @@ static int op_append(log_conn_t *c, void *arg)
                 r->expected_seq = pseq + 1;
                 return LOG_EGAP;
             }
-        } else if (r->seq != 0) {   /* a new producer or a new epoch */
-            if (pepoch < 0) {
+        } else if (r->seq != 0) {
+            if (pepoch < 0) {           /* a new producer starts at 0 */
                 r->expected_seq = 0;
                 return LOG_EGAP;
             }
-            return LOG_EBADSEQ;
+            return LOG_EBADSEQ;         /* a new epoch starts at 0 */
         }
     }
 
-    if (info->closed) return LOG_ECLOSED;
+    if (info->closed) {
+        /* Closing again is harmless; anything else is refused. */
+        if (r->close && r->nmsgs == 0 && !r->producer) return 0;
+        return LOG_ECLOSED;
+    }
     if (r->nmsgs && r->content_type && !log_ctype_equal(r->content_type, info->content_type))
         return LOG_ECTYPE;
     if (r->stream_seq) {
@@ -607,59 +805,49 @@ int log_append(log_conn_t *c, log_append_req *r)
 static int op_delete(log_conn_t *c, void *arg)
 {
     log_info info;
-    int expired;
-    int rc = get_by_path(c, arg, &info, &expired);
-    if (rc < 0) return rc;
-    if (rc == 0) {
-        if (expired) remove_stream(c, &info);
-        return expired ? 0 : LOG_ENOTFOUND;
-    }
-    return remove_stream(c, &info);
+    int found = lookup(c, arg, &info), rc;
+    if (found == FOUND_LIVE) return remove_stream(c, &info);
+    if (found == FOUND_EXPIRED && (rc = remove_stream(c, &info))) return rc;
+    return state_error(found);
 }
 
 int log_delete(log_conn_t *c, const char *path)
 {
-    /* Deleting an expired stream removes it but answers as if it was not there. */
-    struct { const char *p; } a = {path};
-    int rc = log_write(c, op_delete, (void *)a.p);
-    return rc;
+    return log_write(c, op_delete, (void *)path);
 }
-
-typedef struct touch_arg {
-    int64_t id;
-} touch_arg;
 
 static int op_touch(log_conn_t *c, void *arg)
 {
     sqlite3_stmt *s = stmt(c, S_TOUCH);
     sqlite3_bind_int64(s, 1, db_now_ms());
-    sqlite3_bind_int64(s, 2, ((touch_arg *)arg)->id);
+    sqlite3_bind_int64(s, 2, *(int64_t *)arg);
     return run(c, s);
 }
 
 int log_touch(log_conn_t *c, int64_t id)
 {
-    touch_arg a = {id};
-    return log_write(c, op_touch, &a);
+    return log_write(c, op_touch, &id);
 }
 
 static int op_sweep(log_conn_t *c, void *arg)
 {
     int *count = arg;
-    char paths[100][LOG_PATH_MAX];
+    int64_t ids[100];
     int n = 0, rc;
     sqlite3_stmt *s = stmt(c, S_EXPIRED);
     sqlite3_bind_int64(s, 1, db_now_ms());
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) copy_text(paths[n++], LOG_PATH_MAX, s, 0);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) ids[n++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
+    *count = 0;
     for (int i = 0; i < n; i++) {
         log_info info;
-        int expired;
-        if ((rc = get_by_path(c, paths[i], &info, &expired)) < 0) return rc;
-        if (expired && (rc = remove_stream(c, &info))) return rc;
+        int deleted;
+        if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
+        if (rc == 0 || deleted) continue;
+        if ((rc = remove_stream(c, &info))) return rc;
+        (*count)++;
     }
-    *count = n;
     return 0;
 }
 
@@ -674,11 +862,9 @@ int log_sweep(log_conn_t *c)
 
 int log_head(log_conn_t *c, const char *path, log_info *info)
 {
-    int rc = get_by_path(c, path, info, NULL);
-    return rc < 0 ? rc : rc == 0 ? LOG_ENOTFOUND : 0;
+    int found = lookup(c, path, info);
+    return found == FOUND_LIVE ? 0 : state_error(found);
 }
-
-#define CHAIN_MAX 64
 
 /* Deliver messages [from, to) of the stream whose ancestry is chain[0..n) (leaf
  * first), each stream supplying the part of the range it owns. */
@@ -686,7 +872,7 @@ static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint
                       log_read_req *r, log_msg_fn fn, void *ud)
 {
     for (int k = n - 1; k >= 0; k--) {
-        uint64_t lo = chain[k].fork.seq;                  /* owned: [lo, hi) */
+        uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;   /* owned: [lo, hi) */
         uint64_t hi = k > 0 ? chain[k - 1].fork.seq : to;
         if (lo < from) lo = from;
         if (hi > to) hi = to;
@@ -718,13 +904,13 @@ static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
     log_info chain[CHAIN_MAX];
-    int n = 1, rc;
+    int n, rc, found;
 
     r->count = r->bytes = 0;
     r->up_to_date = 0;
     if ((rc = run_simple(c, S_BEGIN_READ))) return rc;
-    if ((rc = get_by_path(c, r->path, &chain[0], NULL)) <= 0) {
-        rc = rc < 0 ? rc : LOG_ENOTFOUND;
+    if ((found = lookup(c, r->path, &chain[0])) != FOUND_LIVE) {
+        rc = state_error(found);
         goto out;
     }
     r->info = chain[0];
@@ -734,22 +920,15 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
         rc = LOG_ERANGE;
         goto out;
     }
-    r->next = from;
-    if (r->kind == OFFSET_AT && from.seq < r->info.tail.seq) {
-        /* Let the stored message decide pos: a client's pos is not trusted. */
+    if ((n = load_chain(c, chain, 1)) < 0) {
+        rc = n;
+        goto out;
     }
-    while (chain[n - 1].parent && n < CHAIN_MAX) {
-        int deleted;
-        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) goto out;
-        if (rc == 0) break;
-        n++;
-    }
+    /* A client's offset names a message; its byte position is recomputed. */
+    if ((rc = position_of(c, chain, n, from.seq, &r->next))) goto out;
     rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
     if (rc == 1) rc = 0;
-    if (rc == 0 && r->count == 0 && r->kind != OFFSET_AT) r->next = r->info.tail;
-    if (rc == 0 && r->kind == OFFSET_START && r->count == 0) r->next = r->info.tail;
     r->up_to_date = r->next.seq == r->info.tail.seq;
-    if (r->up_to_date) r->next = r->info.tail;
 out:
     run_simple(c, S_COMMIT);
     return rc;

@@ -35,7 +35,8 @@ enum {
     LOG_EEMPTY = -11,      /* nothing to append */
     LOG_ERANGE = -12,      /* offset beyond the stream's tail */
     LOG_EBUSY = -13,       /* database locked past the busy timeout */
-    LOG_EIO = -14          /* database error */
+    LOG_EIO = -14,         /* database error */
+    LOG_ESRCGONE = -15     /* fork source is soft-deleted */
 };
 
 typedef struct log log_t;
@@ -59,6 +60,7 @@ typedef struct log_info {
     char stream_seq[LOG_STREAM_SEQ_MAX];
     int64_t parent;            /* 0: not a fork */
     offset_t fork;             /* where the fork branched off */
+    int64_t fork_sub;          /* the Stream-Fork-Sub-Offset it was created with */
     int64_t forks;
 } log_info;
 
@@ -69,7 +71,7 @@ typedef struct log_msg {
 
 typedef struct log_create_req {
     const char *path;
-    const char *content_type;  /* already defaulted by the caller */
+    const char *content_type;  /* NULL: the source's (fork) or application/octet-stream */
     int64_t ttl_s;             /* -1: none */
     int64_t expires_ms;        /* -1: none */
     int closed;
@@ -78,6 +80,7 @@ typedef struct log_create_req {
     const char *fork_from;     /* path of the source, or NULL */
     int fork_has_offset;
     offset_t fork_offset;      /* when fork_has_offset */
+    int64_t fork_sub;          /* bytes (or JSON messages) of the record at the offset */
     /* out */
     int created;               /* 1: new stream, 0: identical one existed */
     log_info info;
@@ -152,6 +155,9 @@ int log_sweep(log_conn_t *c);
 
 /* 1 if two content types name the same media type (case and parameters aside). */
 int log_ctype_equal(const char *a, const char *b);
+
+/* 1 if ct is application/json (JSON mode). */
+int log_ctype_json(const char *ct);
 
 /* 1 if info's stream has expired at now_ms. */
 int log_expired(const log_info *info, int64_t now_ms);

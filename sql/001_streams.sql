@@ -20,15 +20,19 @@ CREATE TABLE streams (
   parent        INTEGER REFERENCES streams(id),
   fork_seq      INTEGER NOT NULL DEFAULT 0,
   fork_pos      INTEGER NOT NULL DEFAULT 0,
+  fork_sub      INTEGER NOT NULL DEFAULT 0, -- Stream-Fork-Sub-Offset it was created with
   deleted       INTEGER NOT NULL DEFAULT 0, -- soft-deleted: kept while forks read it
   forks         INTEGER NOT NULL DEFAULT 0  -- live forks that inherit from this stream
 );
-CREATE UNIQUE INDEX streams_live_path ON streams(path) WHERE deleted = 0;
+-- A soft-deleted stream keeps its path: re-creating it is refused until it is gone.
+CREATE UNIQUE INDEX streams_path ON streams(path);
+CREATE INDEX streams_parent ON streams(parent) WHERE parent IS NOT NULL;
 
 CREATE TABLE messages (
   stream  INTEGER NOT NULL,
   seq     INTEGER NOT NULL,
   pos     INTEGER NOT NULL,
+  rec     INTEGER NOT NULL,   -- seq of the first message of its append (one request body)
   data    BLOB    NOT NULL,
   PRIMARY KEY (stream, seq)
 ) WITHOUT ROWID;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Run the Durable Streams conformance suite (pinned in package.json) against a fresh
+# nginx + dstream-fcgi stack on a free loopback port. Prints its summary last:
+#   conformance: N passed, N failed
+# CONFORMANCE_SKIP: a regex of test names to leave out (set by the Makefile).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$here"
+
+if [ ! -d node_modules/@durable-streams/server-conformance-tests ] ||
+   [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "conformance: installing the suite (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1 ||
+        { cat npm.log; echo "conformance: 0 passed, 1 failed"; exit 1; }
+fi
+
+dir=$(mktemp -d /tmp/dstream-conf.XXXXXX)
+cleanup() { "$root/deploy/dstream-stack" stop "$dir" >/dev/null 2>&1; rm -rf "$dir"; }
+trap cleanup EXIT
+# Long-polls answer 204 well inside the suite's 5 s per-test limit.
+export DSTREAM_LONGPOLL_MS=${DSTREAM_LONGPOLL_MS:-1500}
+url=$("$root/deploy/dstream-stack" start "$dir") ||
+    { echo "conformance: 0 passed, 1 failed"; exit 1; }
+echo "conformance: stack at $url"
+
+args=(run --reporter=default --reporter=json --outputFile.json="$dir/results.json")
+if [ -n "${CONFORMANCE_SKIP:-}" ]; then
+    args+=(--testNamePattern "^(?!.*(${CONFORMANCE_SKIP})).*\$")
+    echo "conformance: leaving out tests matching: $CONFORMANCE_SKIP"
+fi
+DSTREAM_URL=$url npx vitest "${args[@]}"
+status=$?
+if [ ! -f "$dir/results.json" ]; then
+    echo "conformance: 0 passed, 1 failed"
+    exit 1
+fi
+node -e '
+const r = require(process.argv[1]);
+console.log(`conformance: ${r.numPassedTests} passed, ${r.numFailedTests} failed` +
+            (r.numPendingTests ? `, ${r.numPendingTests} skipped` : ""));
+' "$dir/results.json"
+exit $status

@@ -1,0 +1,252 @@
+# Shared helpers for the HTTP suites: start the real stack (nginx + dstream-fcgi pool)
+# once per file in a private temp directory, and talk to it with curl.
+#
+# In a .bats file:
+#
+#     load helpers
+#     setup_file()    { ds_stack_start DSTREAM_READ_MAX=1000; }
+#     teardown_file() { ds_stack_stop; }
+#
+#     @test "..." {
+#         s=$(ds_stream)                       # /v1/stream/<unique name>
+#         req PUT "$s" -H 'Content-Type: text/plain'
+#         assert_status 201
+#         assert_header Stream-Next-Offset      # present
+#         assert_header Content-Type text/plain # exact value
+#     }
+#
+# req stores the status in $status_code, the headers of the final response in
+# $DS_HDRS (a file), the body in $DS_BODY (a file, byte-exact) and in $body (a shell
+# string: NUL bytes and trailing newlines do not survive, compare files for binary).
+# Header lookups are case-insensitive. Nothing here sleeps as a wait: ds_poll retries
+# a command until it succeeds or a deadline passes.
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+bats_require_minimum_version 1.5.0  # run --separate-stderr
+
+DS_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+DS_B=${B:-build}
+DS_BIN=$DS_ROOT/$DS_B
+DS_STACK=$DS_ROOT/deploy/dstream-stack
+
+# ---- the stack ----------------------------------------------------------------------
+
+# ds_stack_start [NAME=VALUE ...]: make a temp dir, start nginx + pool in it with the
+# given settings (plus DSTREAM_DB=$DS_DIR/dstream.db), export DS_DIR, DS_DB, DS_URL and
+# DS_SETTINGS (the settings, for ds_stack_restart).
+ds_stack_start() {
+    [ -x "$DS_BIN/dstream-fcgi" ] || { echo "build first: make (B=$DS_B)" >&2; return 1; }
+    DS_DIR=$(mktemp -d -t dstream-http.XXXXXX)
+    DS_DB=$DS_DIR/dstream.db
+    DS_SETTINGS="$*"
+    export DS_DIR DS_DB DS_SETTINGS
+    _ds_stack_up
+}
+
+_ds_stack_up() {
+    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
+    if ! env $DS_SETTINGS DSTREAM_DB="$DS_DB" B="$DS_B" "$DS_STACK" start "$DS_DIR" \
+        >"$DS_DIR/start.out" 2>&1; then
+        echo "dstream-stack start failed:" >&2
+        cat "$DS_DIR/start.out" >&2
+        return 1
+    fi
+    DS_URL=$(cat "$DS_DIR/url")
+    export DS_URL
+}
+
+# ds_stack_stop: stop what ds_stack_start started and remove its directory.
+ds_stack_stop() {
+    [ -n "${DS_DIR:-}" ] && [ -d "$DS_DIR" ] || return 0
+    "$DS_STACK" stop "$DS_DIR" >/dev/null 2>&1 || true
+    rm -rf "$DS_DIR"
+}
+
+# ds_stack_restart: stop nginx and the pool, start them again on the same directory
+# and database with the same settings. DS_URL may change (a new free port).
+ds_stack_restart() {
+    "$DS_STACK" stop "$DS_DIR" >/dev/null 2>&1
+    _ds_stack_up
+}
+
+# ---- names --------------------------------------------------------------------------
+
+# ds_name [PREFIX]: a stream name no other test (or earlier run) uses.
+ds_name() {
+    printf '%s-%s-%s-%s%s\n' "${1:-s}" "${BATS_TEST_NUMBER:-0}" "$$" "$RANDOM" "$RANDOM"
+}
+
+# ds_stream [PREFIX]: the request path of a fresh stream, /v1/stream/<unique name>.
+ds_stream() { printf '/v1/stream/%s\n' "$(ds_name "$@")"; }
+
+# ---- requests -----------------------------------------------------------------------
+
+# req METHOD PATH [curl args...]: PATH is relative to $DS_URL (or a full URL).
+req() {
+    local method=$1 path=$2 url
+    shift 2
+    case $path in
+    http://* | https://*) url=$path ;;
+    *) url=$DS_URL$path ;;
+    esac
+    DS_HDRS=$BATS_TEST_TMPDIR/resp.headers
+    DS_BODY=$BATS_TEST_TMPDIR/resp.body
+    : >"$DS_HDRS"
+    : >"$DS_BODY"
+    local args=(-sS --max-time "${DS_CURL_MAX_TIME:-10}" -D "$DS_HDRS" -w '%{http_code}')
+    # curl -I writes the headers where the body would go, and a HEAD response has no
+    # body curl could read anyway: $DS_BODY stays empty for HEAD.
+    if [ "$method" = HEAD ]; then args+=(-I -o /dev/null); else args+=(-X "$method" -o "$DS_BODY"); fi
+    status_code=$(curl "${args[@]}" "$@" "$url" 2>"$BATS_TEST_TMPDIR/curl.err") || true
+    [ -n "$status_code" ] || status_code=000
+    body=$(tr -d '\0' <"$DS_BODY")
+    export status_code body DS_HDRS DS_BODY
+}
+
+# header NAME: the value of NAME in the last response (the final response block when
+# curl saw a 100 Continue first), without the trailing CR; status 1 when absent.
+header() {
+    awk -v name="$1" '
+        BEGIN { want = tolower(name) }
+        /^HTTP\// { found = 0; val = "" }
+        {
+            sub(/\r$/, "")
+            i = index($0, ":")
+            if (i > 0 && tolower(substr($0, 1, i - 1)) == want) {
+                v = substr($0, i + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v)
+                val = v; found = 1
+            }
+        }
+        END { if (found) print val; exit !found }' "$DS_HDRS"
+}
+
+# ---- assertions ---------------------------------------------------------------------
+
+# assert_status CODE: the last response had status CODE.
+assert_status() {
+    [ "$status_code" = "$1" ] && return 0
+    batslib_print_kv_single_or_multi 8 expected "$1" actual "$status_code" headers "$(cat "$DS_HDRS")" \
+        body "$(head -c 600 "$DS_BODY" | tr -d '\0')" |
+        batslib_decorate "unexpected HTTP status" | fail
+}
+
+# assert_status_4xx: the last response was a client error (never 5xx, never 2xx).
+assert_status_4xx() {
+    case $status_code in 4??) return 0 ;; esac
+    batslib_print_kv_single_or_multi 8 expected 4xx actual "$status_code" \
+        body "$(head -c 600 "$DS_BODY" | tr -d '\0')" |
+        batslib_decorate "expected a 4xx status" | fail
+}
+
+# assert_header NAME [VALUE]: NAME is present (and equals VALUE exactly).
+assert_header() {
+    local v
+    if ! v=$(header "$1"); then
+        batslib_print_kv_single_or_multi 8 header "$1" headers "$(cat "$DS_HDRS")" |
+            batslib_decorate "header missing" | fail
+        return
+    fi
+    [ $# -lt 2 ] || [ "$v" = "$2" ] && return 0
+    batslib_print_kv_single_or_multi 8 header "$1" expected "$2" actual "$v" |
+        batslib_decorate "header has the wrong value" | fail
+}
+
+# assert_header_ci NAME VALUE: NAME equals VALUE, compared case-insensitively.
+assert_header_ci() {
+    local v
+    v=$(header "$1") || { assert_header "$1"; return; }
+    [ "${v,,}" = "${2,,}" ] && return 0
+    batslib_print_kv_single_or_multi 8 header "$1" expected "$2" actual "$v" |
+        batslib_decorate "header has the wrong value" | fail
+}
+
+# assert_header_matches NAME REGEX: NAME is present and matches the ERE.
+assert_header_matches() {
+    local v
+    v=$(header "$1") || { assert_header "$1"; return; }
+    [[ $v =~ $2 ]] && return 0
+    batslib_print_kv_single_or_multi 8 header "$1" regex "$2" actual "$v" |
+        batslib_decorate "header does not match" | fail
+}
+
+# refute_header NAME: NAME is absent from the last response.
+refute_header() {
+    local v
+    v=$(header "$1") || return 0
+    batslib_print_kv_single_or_multi 8 header "$1" value "$v" |
+        batslib_decorate "header should be absent" | fail
+}
+
+# assert_body TEXT: the body (as a string) is exactly TEXT.
+assert_body() {
+    [ "$body" = "$1" ] && return 0
+    batslib_print_kv_single_or_multi 8 expected "$1" actual "$body" |
+        batslib_decorate "unexpected body" | fail
+}
+
+# assert_body_file FILE: the body is byte-for-byte FILE.
+assert_body_file() {
+    cmp -s "$1" "$DS_BODY" && return 0
+    batslib_print_kv_single_or_multi 8 expected "$(od -c "$1" | head -5)" actual "$(od -c "$DS_BODY" | head -5)" |
+        batslib_decorate "body differs from $1" | fail
+}
+
+# assert_body_json JQ_FILTER: the body is JSON and the jq filter (with -e) holds.
+assert_body_json() {
+    jq -e "$1" "$DS_BODY" >/dev/null 2>&1 && return 0
+    batslib_print_kv_single_or_multi 8 filter "$1" body "$(head -c 600 "$DS_BODY" | tr -d '\0')" |
+        batslib_decorate "body is not JSON satisfying the filter" | fail
+}
+
+# assert_json_error [CODE]: the body is {"error":{"code":"...","message":"..."}}
+# (with that code when given).
+assert_json_error() {
+    assert_body_json '(.error.code | type == "string" and length > 0) and (.error.message | type == "string")' || return
+    [ $# -eq 0 ] || assert_body_json ".error.code == \"$1\""
+}
+
+# ---- waiting ------------------------------------------------------------------------
+
+# ds_poll SECONDS COMMAND...: run COMMAND every 50 ms until it succeeds (0) or SECONDS
+# have passed (1). This is a poll with a deadline, not a sleep used as a wait.
+ds_poll() {
+    local secs=$1 deadline
+    shift
+    deadline=$(($(date +%s%N) + secs * 1000000000))
+    while :; do
+        "$@" && return 0
+        [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+# ds_head_is PATH STATUS: HEAD PATH answers STATUS (for ds_poll).
+ds_head_is() {
+    req HEAD "$1"
+    [ "$status_code" = "$2" ]
+}
+
+# ---- small conveniences -------------------------------------------------------------
+
+# ds_create PATH [CONTENT_TYPE] [curl args...]: PUT PATH and require 201.
+ds_create() {
+    local path=$1 ct=${2:-text/plain}
+    shift 2 || shift $#
+    req PUT "$path" -H "Content-Type: $ct" "$@"
+    assert_status 201
+}
+
+# ds_append PATH CONTENT_TYPE DATA [curl args...]: POST DATA and require 204.
+ds_append() {
+    local path=$1 ct=$2 data=$3
+    shift 3
+    req POST "$path" -H "Content-Type: $ct" --data-binary "$data" "$@"
+    assert_status 204
+}
+
+# ds_read_all PATH: GET ?offset=-1 and require 200 (body in $body / $DS_BODY).
+ds_read_all() {
+    req GET "$1?offset=-1"
+    assert_status 200
+}
