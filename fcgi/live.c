@@ -1,10 +1,216 @@
-/* Live reads: long-poll and SSE. */
+/* Live reads: long-poll and SSE.
+ *
+ * Both run the same loop: read a batch from the current offset; if there is
+ * nothing new, register on the stream with the process's watcher (lib/wake), read
+ * once more (a commit may have landed in between), then poll() on the waiter's
+ * eventfd and on the FastCGI connection. No read transaction is held while
+ * waiting. A peer hang-up on the connection (nginx closes it when the client
+ * leaves) ends the request at once, freeing the thread. They differ in framing:
+ * long-poll answers once (200 with data, 204 on timeout or closure); SSE writes a
+ * data event and a control event per batch, comments as heartbeats, and ends on
+ * closure, on its lifetime limit or when the process stops. */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/sse.h"
+#include "../lib/wake.h"
+#include "pool.h"
+#include "router.h"
 #include "stream.h"
 
-void stream_live(req_t *r, const char *path, log_read_req *rr, int sse)
+static int64_t mono_ms(void)
 {
-    (void)path;
-    (void)rr;
-    (void)sse;
-    res_error(r, 501, "not_implemented", "live reads are not implemented yet");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+enum { WAIT_WOKEN, WAIT_TIMEOUT, WAIT_GONE };
+
+/* Wait up to ms for a wake-up on the watched stream or the client leaving. */
+static int wait_for(req_t *r, int ms)
+{
+    struct pollfd pf[2];
+    int n = 0;
+    if (r->waiter) pf[n++] = (struct pollfd){wake_waiter_fd(r->waiter), POLLIN, 0};
+    int cfd = r->be->fd(r);
+    if (cfd >= 0) pf[n++] = (struct pollfd){cfd, POLLRDHUP, 0};
+    if (n == 0) return WAIT_TIMEOUT;
+    int rc = poll(pf, (nfds_t)n, ms < 0 ? 0 : ms);
+    if (rc <= 0) return WAIT_TIMEOUT;
+    if (cfd >= 0 && (pf[n - 1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return WAIT_GONE;
+    if (r->waiter) wake_clear(r->waiter);
+    return WAIT_WOKEN;
+}
+
+static void cursor_for(req_t *r, char *out, size_t cap)
+{
+    char client[32];
+    int n = req_query(r, "cursor", client, sizeof client);
+    sse_cursor(wall_ms(), n > 0 ? client : NULL, out, cap);
+}
+
+/* ---- long-poll ------------------------------------------------------------------- */
+
+static void long_poll(req_t *r, log_read_req *rr, buf_t *out)
+{
+    int64_t deadline = mono_ms() + r->cfg->longpoll_ms;
+    int watching = 0, touched = 0, rc;
+    char cursor[32];
+    for (;;) {
+        if ((rc = stream_read_batch(r, rr, out))) {
+            if (!r->gone) stream_fail(r, rc);
+            return;
+        }
+        if (!touched) {
+            stream_touch(r, &rr->info);
+            touched = 1;
+        }
+        int closed_at_tail = rr->info.closed && rr->up_to_date;
+        if (rr->count > 0 || closed_at_tail) {
+            cursor_for(r, cursor, sizeof cursor);
+            res_status(r, rr->count > 0 ? 200 : 204);
+            stream_meta_headers(r, &rr->info);
+            stream_put_offset(r, "Stream-Next-Offset", rr->next);
+            if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
+            if (closed_at_tail) res_header(r, "Stream-Closed", "true");
+            else res_header(r, "Stream-Cursor", cursor);
+            res_header(r, "Cache-Control", "no-store");
+            if (rr->count > 0) {
+                res_headerf(r, "Content-Length", "%zu", out->len);
+                res_write(r, out->p, out->len);
+            } else {
+                res_end(r);
+            }
+            return;
+        }
+        rr->kind = OFFSET_AT;
+        rr->from = rr->next;
+        if (!watching) {
+            if (r->waiter) wake_watch(r->waiter, rr->info.id);
+            watching = 1;
+            continue;   /* re-read: a commit may have come before the watch */
+        }
+        int left = (int)(deadline - mono_ms());
+        int w = left > 0 && !pool_stopping() ? wait_for(r, left) : WAIT_TIMEOUT;
+        if (w == WAIT_GONE) return;
+        if (w == WAIT_TIMEOUT && (left <= 0 || pool_stopping() || mono_ms() >= deadline)) {
+            cursor_for(r, cursor, sizeof cursor);
+            res_status(r, 204);
+            stream_put_offset(r, "Stream-Next-Offset", rr->next);
+            res_header(r, "Stream-Up-To-Date", "true");
+            res_header(r, "Stream-Cursor", cursor);
+            res_header(r, "Cache-Control", "no-store");
+            res_end(r);
+            return;
+        }
+    }
+}
+
+/* ---- SSE ----------------------------------------------------------------------- */
+
+static int is_text(const log_info *info)
+{
+    return info->json || strncasecmp(info->content_type, "text/", 5) == 0;
+}
+
+static int sse_control(buf_t *ev, req_t *r, const log_read_req *rr, int closed)
+{
+    char off[OFFSET_LEN + 1], cursor[32], json[256];
+    offset_format(rr->next, off);
+    int n;
+    if (closed) {
+        n = snprintf(json, sizeof json, "{\"streamNextOffset\":\"%s\",\"upToDate\":true,\"streamClosed\":true}", off);
+    } else {
+        cursor_for(r, cursor, sizeof cursor);
+        n = snprintf(json, sizeof json, "{\"streamNextOffset\":\"%s\",\"streamCursor\":\"%s\"%s}", off,
+                     cursor, rr->up_to_date ? ",\"upToDate\":true" : "");
+    }
+    return sse_event(ev, "control", NULL, json, (size_t)n);
+}
+
+static void sse(req_t *r, log_read_req *rr, buf_t *out)
+{
+    buf_t ev;
+    int rc, watching = 0, first = 1;
+    int64_t end = mono_ms() + r->cfg->sse_max_ms;
+
+    if ((rc = stream_read_batch(r, rr, out))) {
+        stream_fail(r, rc);
+        return;
+    }
+    stream_touch(r, &rr->info);
+    int text = is_text(&rr->info);
+    res_header(r, "Content-Type", "text/event-stream");
+    res_header(r, "Cache-Control", "no-cache");
+    res_header(r, "X-Accel-Buffering", "no");
+    if (!text) res_header(r, "Stream-SSE-Data-Encoding", "base64");
+    buf_init(&ev, 0);
+    for (;;) {
+        int closed = rr->info.closed && rr->up_to_date;
+        buf_reset(&ev);
+        if (rr->count > 0) {
+            rc = text ? sse_event(&ev, "data", NULL, out->p, out->len)
+                      : sse_event_base64(&ev, "data", out->p, out->len);
+            if (rc == 0) rc = sse_control(&ev, r, rr, closed);
+        } else if (first || closed) {
+            rc = sse_control(&ev, r, rr, closed);
+        }
+        first = 0;
+        if (ev.len && (res_write(r, ev.p, ev.len) || res_flush(r))) break;
+        if (closed) break;
+        rr->kind = OFFSET_AT;
+        rr->from = rr->next;
+        if (!rr->up_to_date) goto read;     /* more is there already */
+        if (!watching) {
+            if (r->waiter) wake_watch(r->waiter, rr->info.id);
+            watching = 1;
+            goto read;
+        }
+        for (;;) {
+            int64_t now = mono_ms();
+            if (now >= end || pool_stopping()) goto done;
+            int ms = r->cfg->heartbeat_ms;
+            if (now + ms > end) ms = (int)(end - now);
+            int w = wait_for(r, ms);
+            if (w == WAIT_GONE) goto done;
+            if (w == WAIT_WOKEN) break;
+            if (pool_stopping() || mono_ms() >= end) goto done;
+            buf_reset(&ev);
+            sse_comment(&ev, "keep-alive");
+            if (res_write(r, ev.p, ev.len) || res_flush(r)) goto done;
+            /* A stream deleted under us ends the response. */
+            log_info info;
+            if (log_head(r->log, rr->path, &info) || info.id != rr->info.id) goto done;
+        }
+    read:
+        if ((rc = stream_read_batch(r, rr, out))) break;
+    }
+done:
+    res_flush(r);
+    buf_free(&ev);
+}
+
+void stream_live(req_t *r, log_read_req *rr, int use_sse)
+{
+    buf_t out;
+    buf_init(&out, r->cfg->read_max + (1 << 20));
+    /* Finish reading the request so that the connection carries nothing more
+     * until the client leaves: then a hang-up is all poll() can see. */
+    char tmp[4096];
+    while (r->be->read(r, tmp, sizeof tmp) > 0) {}
+    if (use_sse) sse(r, rr, &out);
+    else long_poll(r, rr, &out);
+    if (r->waiter) wake_unwatch(r->waiter);
+    buf_free(&out);
 }

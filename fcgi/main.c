@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "../lib/log.h"
@@ -94,6 +95,14 @@ int main(int argc, char **argv)
             break;
         default: usage(); return ch == 'h' ? 0 : 2;
         }
+    }
+
+    /* Each thread holds a SQLite connection (3 descriptors), an eventfd and its
+     * FastCGI connection: raise the soft limit on descriptors to the hard one. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/wake.h"
 #include "router.h"
 
 static atomic_int stopping;
@@ -88,6 +89,7 @@ typedef struct worker {
     int listen_fd;
     const cfg_t *cfg;
     log_t *log;
+    wake_t *wake;
 } worker;
 
 static void *worker_main(void *arg)
@@ -100,6 +102,7 @@ static void *worker_main(void *arg)
         fprintf(stderr, "dstream-fcgi: %s\n", err);
         return NULL;
     }
+    wake_waiter_t *waiter = w->wake ? wake_waiter_new(w->wake) : NULL;
     FCGX_InitRequest(&fr, w->listen_fd, 0);
     while (!atomic_load(&stopping)) {
         if (FCGX_Accept_r(&fr) < 0) {
@@ -113,6 +116,7 @@ static void *worker_main(void *arg)
         memset(&r, 0, sizeof r);
         r.cfg = w->cfg;
         r.log = conn;
+        r.waiter = waiter;
         if (req_begin(&r, &fcgi_backend, &fr) < 0) {
             res_common_headers(&r);
             res_error(&r, 400, "bad_request", "malformed request path");
@@ -123,6 +127,7 @@ static void *worker_main(void *arg)
         FCGX_Finish_r(&fr);
         atomic_fetch_sub(&in_flight, 1);
     }
+    wake_waiter_free(waiter);
     log_conn_close(conn);
     return NULL;
 }
@@ -136,7 +141,10 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    worker w = {fd, cfg, log};
+    char err[256];
+    wake_t *wake = wake_start(log, cfg->db_path, err, sizeof err);
+    if (!wake) fprintf(stderr, "dstream-fcgi: no live wake-ups: %s\n", err);
+    worker w = {fd, cfg, log, wake};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, po->stack_kb * 1024);
@@ -153,6 +161,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     int sig;
     sigwait(&set, &sig);
     atomic_store(&stopping, 1);
+    if (wake) wake_all(wake);
     for (int waited = 0; atomic_load(&in_flight) > 0 && waited < po->grace_ms; waited += 10) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

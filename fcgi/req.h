@@ -38,7 +38,7 @@ struct req {
     void *ctx;                  /* backend state */
     const cfg_t *cfg;
     log_conn_t *log;
-    void *app;                  /* per-thread application state (the waiter) */
+    struct wake_waiter *waiter; /* this thread's live-read waiter, or NULL (CGI) */
 
     const char *method;
     char path[2048];            /* decoded path, no query */

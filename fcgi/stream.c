@@ -58,7 +58,7 @@ void stream_fail(req_t *r, int rc)
 }
 
 /* Stream metadata headers shared by HEAD, GET and write responses. */
-static void meta_headers(req_t *r, const log_info *info)
+void stream_meta_headers(req_t *r, const log_info *info)
 {
     char ts[40];
     res_header(r, "Content-Type", info->content_type);
@@ -215,8 +215,8 @@ static void do_put(req_t *r, const char *path)
         res_error(r, 400, "bad_ttl", "Stream-TTL and Stream-Expires-At are exclusive");
         return;
     }
-    if (ttl && parse_uint(ttl, 10LL * 365 * 86400 * 100, &cr.ttl_s)) {
-        res_error(r, 400, "bad_ttl", "Stream-TTL must be a non-negative integer of seconds");
+    if (ttl && (parse_uint(ttl, 100LL * 365 * 86400, &cr.ttl_s) || cr.ttl_s == 0)) {
+        res_error(r, 400, "bad_ttl", "Stream-TTL must be a positive integer of seconds");
         return;
     }
     if (exp && timefmt_parse(exp, &cr.expires_ms)) {
@@ -241,7 +241,7 @@ static void do_put(req_t *r, const char *path)
         goto out;
     }
     res_status(r, cr.created ? 201 : 200);
-    meta_headers(r, &cr.info);
+    stream_meta_headers(r, &cr.info);
     stream_put_offset(r, "Stream-Next-Offset", cr.info.tail);
     if (cr.info.closed) res_header(r, "Stream-Closed", "true");
     if (cr.created) {
@@ -373,11 +373,44 @@ int stream_parse_offset(req_t *r, offset_kind *kind, offset_t *from)
         from->seq = from->pos = 0;
         return 0;
     }
-    if (n < 0 || offset_parse(v, (size_t)n, kind, from)) {
+    if (n < 0 || n == 0 || offset_parse(v, (size_t)n, kind, from)) {
         res_error(r, 400, "bad_offset", "offset must be -1, now, or an offset the server returned");
         return -1;
     }
     return 0;
+}
+
+typedef struct batch {
+    buf_t *out;
+    const log_read_req *rr;
+    int first;
+} batch_t;
+
+static int batch_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    batch_t *f = ud;
+    (void)at;
+    /* log_read fills rr->info before the first message. */
+    if (f->rr->info.json && buf_puts(f->out, f->first ? "[" : ",")) return -100;
+    f->first = 0;
+    return buf_append(f->out, data, len) ? -100 : 0;
+}
+
+int stream_read_batch(req_t *r, log_read_req *rr, buf_t *out)
+{
+    batch_t f = {out, rr, 1};
+    buf_reset(out);
+    rr->max_bytes = r->cfg->read_max;
+    int rc = log_read(r->log, rr, batch_msg, &f);
+    if (rc == -100) return LOG_EIO;
+    if (rc) return rc;
+    if (rr->info.json && buf_puts(out, f.first ? "[]" : "]")) return LOG_EIO;
+    return 0;
+}
+
+void stream_touch(req_t *r, const log_info *info)
+{
+    if (info->ttl_s >= 0) log_touch(r->log, info->id);
 }
 
 static void etag_of(const log_read_req *rr, offset_t from, char *out, size_t cap)
@@ -386,90 +419,60 @@ static void etag_of(const log_read_req *rr, offset_t from, char *out, size_t cap
              rr->info.created_ms, from.seq, rr->next.seq, rr->info.closed && rr->up_to_date ? "-c" : "");
 }
 
-typedef struct json_frame {
-    buf_t *out;
-    int first;
-    int json;
-} json_frame;
-
-static int frame_any(void *ud, const void *data, size_t len, offset_t at)
+static void do_head(req_t *r, const char *path)
 {
-    json_frame *f = ud;
-    (void)at;
-    if (f->json) {
-        if (buf_puts(f->out, f->first ? "[" : ",")) return -100;
+    log_info info;
+    int rc = log_head(r->log, path, &info);
+    if (rc) {
+        stream_fail(r, rc);
+        return;
     }
-    f->first = 0;
-    return buf_append(f->out, data, len) ? -100 : 0;
+    stream_meta_headers(r, &info);
+    stream_put_offset(r, "Stream-Next-Offset", info.tail);
+    if (info.closed) res_header(r, "Stream-Closed", "true");
+    res_header(r, "Cache-Control", "no-store");
+    res_end(r);
 }
 
-/* Catch-up read: everything from offset up to read_max bytes. */
-static void do_get(req_t *r, const char *path, int head_only)
+/* GET: catch-up, or a live read (live.c). */
+static void do_get(req_t *r, const char *path)
 {
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
-    char etag[160];
+    char etag[160], live[32];
     buf_t out;
-    log_info info;
     int rc;
 
-    if (head_only) {
-        if ((rc = log_head(r->log, path, &info))) {
-            stream_fail(r, rc);
-            return;
-        }
-        meta_headers(r, &info);
-        stream_put_offset(r, "Stream-Next-Offset", info.tail);
-        if (info.closed) res_header(r, "Stream-Closed", "true");
-        res_header(r, "Cache-Control", "no-store");
-        res_end(r);
-        return;
-    }
-
-    char live[32];
     int ln = req_query(r, "live", live, sizeof live);
-    if (ln >= 0 && strcmp(live, "long-poll") != 0 && strcmp(live, "sse") != 0) {
+    if (ln == -2 || ln == -3 || (ln >= 0 && strcmp(live, "long-poll") != 0 && strcmp(live, "sse") != 0)) {
         res_error(r, 400, "bad_live", "live must be long-poll or sse");
         return;
     }
     rr.path = path;
     if (stream_parse_offset(r, &rr.kind, &rr.from)) return;
     if (ln >= 0) {
-        stream_live(r, path, &rr, strcmp(live, "sse") == 0);
+        char tmp[64];
+        if (req_query(r, "offset", tmp, sizeof tmp) < 0) {
+            res_error(r, 400, "missing_offset", "live reads need an offset (-1, now or a returned offset)");
+            return;
+        }
+        stream_live(r, &rr, strcmp(live, "sse") == 0);
         return;
     }
-    rr.max_bytes = r->cfg->read_max;
     buf_init(&out, r->cfg->read_max + (1 << 20));
-    /* The stream's framing is not known before the read; peek at it first. */
-    if ((rc = log_head(r->log, path, &info))) {
+    if ((rc = stream_read_batch(r, &rr, &out))) {
         stream_fail(r, rc);
         goto out;
     }
-    json_frame f = {&out, 1, info.json};
-    rc = log_read(r->log, &rr, frame_any, &f);
-    if (rc) {
-        stream_fail(r, rc == -100 ? LOG_EIO : rc);
-        goto out;
-    }
-    if (rr.info.json != info.json) {     /* re-created in between: read again */
-        buf_reset(&out);
-        f = (json_frame){&out, 1, rr.info.json};
-        rr.count = rr.bytes = 0;
-        if ((rc = log_read(r->log, &rr, frame_any, &f))) {
-            stream_fail(r, rc);
-            goto out;
-        }
-    }
-    if (rr.info.json) buf_puts(&out, f.first ? "[]" : "]");
-    if (rr.info.ttl_s >= 0) log_touch(r->log, rr.info.id);
-
+    stream_touch(r, &rr.info);
     offset_t from = rr.kind == OFFSET_AT ? rr.from : rr.kind == OFFSET_NOW ? rr.info.tail : (offset_t){0, 0};
     etag_of(&rr, from, etag, sizeof etag);
-    meta_headers(r, &rr.info);
+    stream_meta_headers(r, &rr.info);
     stream_put_offset(r, "Stream-Next-Offset", rr.next);
     if (rr.up_to_date) res_header(r, "Stream-Up-To-Date", "true");
     if (rr.up_to_date && rr.info.closed) res_header(r, "Stream-Closed", "true");
     res_header(r, "ETag", etag);
+    /* A range that reached the tail can still grow; a full page never changes. */
     if (rr.kind == OFFSET_NOW || rr.up_to_date)
         res_header(r, "Cache-Control", "no-store");
     else
@@ -550,8 +553,8 @@ void stream_handle(req_t *r, const char *path)
         return;
     }
     if (!valid_path(r, path)) return;
-    if (strcmp(m, "GET") == 0) do_get(r, path, 0);
-    else if (strcmp(m, "HEAD") == 0) do_get(r, path, 1);
+    if (strcmp(m, "GET") == 0) do_get(r, path);
+    else if (strcmp(m, "HEAD") == 0) do_head(r, path);
     else if (strcmp(m, "PUT") == 0) do_put(r, path);
     else if (strcmp(m, "POST") == 0) do_post(r, path);
     else if (strcmp(m, "DELETE") == 0) do_delete(r, path);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int json_escape(buf_t *b, const char *s, size_t len);
+
 void buf_init(buf_t *b, size_t max)
 {
     b->p = NULL;
@@ -77,6 +79,17 @@ int buf_printf(buf_t *b, const char *fmt, ...)
 }
 
 int buf_json_escape(buf_t *b, const char *s, size_t len)
+{
+    size_t mark = b->len;
+    int rc = json_escape(b, s, len);
+    if (rc) {       /* all or nothing */
+        b->len = mark;
+        if (b->p) b->p[mark] = '\0';
+    }
+    return rc;
+}
+
+static int json_escape(buf_t *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     size_t start = 0;

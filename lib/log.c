@@ -39,7 +39,7 @@
 enum {
     S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
     S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
-    S_EXPIRED, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
+    S_EXPIRED, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_BEGIN_READ, S_COUNT
 };
 
@@ -55,7 +55,8 @@ static const char *const sql_text[S_COUNT] = {
         " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
     [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data) VALUES (?, ?, ?, ?, ?)",
     [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
-                      " stream_seq = ?, access_ms = ? WHERE id = ?",
+                      " stream_seq = ?, access_ms = ?,"
+                      " rev = (SELECT coalesce(max(rev), 0) + 1 FROM streams) WHERE id = ?",
     [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
                " ORDER BY seq",
     [S_PROD_GET] = "SELECT epoch, seq FROM producers WHERE stream = ? AND producer = ?",
@@ -65,11 +66,14 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEL_PRODS] = "DELETE FROM producers WHERE stream = ?",
     [S_DEL_STREAM] = "DELETE FROM streams WHERE id = ?",
     [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
-    [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1 WHERE id = ?",
+    [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1,"
+                      " rev = (SELECT coalesce(max(rev), 0) + 1 FROM streams) WHERE id = ?",
     [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
     [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
                   " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
                   "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
+    [S_CHANGES] = "SELECT id, rev FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
+    [S_MAXREV] = "SELECT coalesce(max(rev), 0) FROM streams",
     [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
     [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
     [S_REC_COUNT] = "SELECT count(*) FROM messages WHERE stream = ? AND rec = ?",
@@ -98,6 +102,8 @@ struct log {
     pthread_cond_t cv;
     log_op *head, *tail;
     int leading;               /* a leader is committing a group */
+    void (*on_commit)(void *); /* called after every successful group commit */
+    void *on_commit_ud;
     uint64_t groups, ops;
 };
 
@@ -163,6 +169,12 @@ void log_close(log_t *l)
     pthread_cond_destroy(&l->cv);
     free(l->path);
     free(l);
+}
+
+void log_on_commit(log_t *l, void (*fn)(void *), void *ud)
+{
+    l->on_commit = fn;
+    l->on_commit_ud = ud;
 }
 
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops)
@@ -332,6 +344,7 @@ static void lead(log_conn_t *c, log_op *group)
         if (rc == 0) rc = run_simple(c, S_COMMIT);
         if (rc) run_simple(c, S_ROLLBACK);
     }
+    if (rc == 0 && c->log->on_commit) c->log->on_commit(c->log->on_commit_ud);
     if (rc)
         for (log_op *op = group; op; op = op->next) op->rc = rc;
 }
@@ -699,7 +712,8 @@ static int op_create(log_conn_t *c, void *arg)
     if ((rc = run(c, s))) goto out;
 
     if ((found = lookup(c, r->path, &r->info)) < 0) { rc = found; goto out; }
-    if (found != FOUND_LIVE) { rc = LOG_EIO; goto out; }
+    /* An Expires-At already past creates a stream that is expired at once. */
+    if (found != FOUND_LIVE && found != FOUND_EXPIRED) { rc = LOG_EIO; goto out; }
     if ((rc = insert_msgs(c, &r->info, prefix, nprefix))) goto out;
     if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) goto out;
     r->info.closed = r->closed;
@@ -802,18 +816,29 @@ int log_append(log_conn_t *c, log_append_req *r)
 
 /* ---- delete, touch, sweep ------------------------------------------------------ */
 
+typedef struct delete_arg {
+    const char *path;
+    int found;
+} delete_arg;
+
 static int op_delete(log_conn_t *c, void *arg)
 {
+    delete_arg *d = arg;
     log_info info;
-    int found = lookup(c, arg, &info), rc;
-    if (found == FOUND_LIVE) return remove_stream(c, &info);
-    if (found == FOUND_EXPIRED && (rc = remove_stream(c, &info))) return rc;
-    return state_error(found);
+    d->found = lookup(c, d->path, &info);
+    if (d->found < 0) return d->found;
+    /* An expired stream is removed too, but answered as missing: the removal
+     * must commit, so the error is returned outside the operation. */
+    if (d->found == FOUND_LIVE || d->found == FOUND_EXPIRED) return remove_stream(c, &info);
+    return 0;
 }
 
 int log_delete(log_conn_t *c, const char *path)
 {
-    return log_write(c, op_delete, (void *)path);
+    delete_arg d = {path, FOUND_NONE};
+    int rc = log_write(c, op_delete, &d);
+    if (rc) return rc;
+    return d.found == FOUND_LIVE ? 0 : state_error(d.found);
 }
 
 static int op_touch(log_conn_t *c, void *arg)
@@ -932,4 +957,31 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 out:
     run_simple(c, S_COMMIT);
     return rc;
+}
+
+int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t), void *ud)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if (*rev < 0) {
+        s = stmt(c, S_MAXREV);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW ? 0 : dberr(c, rc);
+    }
+    int n = 0;
+    do {
+        s = stmt(c, S_CHANGES);
+        sqlite3_bind_int64(s, 1, *rev);
+        n = 0;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            fn(ud, sqlite3_column_int64(s, 0));
+            *rev = sqlite3_column_int64(s, 1);
+            n++;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE) return dberr(c, rc);
+    } while (n == 1000);
+    return 0;
 }

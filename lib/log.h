@@ -165,6 +165,15 @@ int log_expired(const log_info *info, int64_t now_ms);
 /* Human-readable name of a LOG_E* code. */
 const char *log_strerror(int rc);
 
+/* Call fn(ud) after every group commit of this process (lib/wake uses it to
+ * notice local commits without waiting for the file watch). Set before threads run. */
+void log_on_commit(log_t *l, void (*fn)(void *), void *ud);
+
+/* Report every stream changed (appended, closed, deleted) since *rev, calling
+ * fn(ud, stream id), and advance *rev. With *rev < 0 only sets *rev to the
+ * current revision. Returns 0 or LOG_E*. */
+int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t), void *ud);
+
 /* Statistics since log_open: write groups committed and operations in them. */
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);
 

@@ -70,6 +70,10 @@ int timefmt_parse(const char *s, int64_t *ms)
     if (*p) return -1;
     int64_t secs = days_from_civil(Y, M, D) * 86400 + h * 3600 + mi * 60 + (sec > 59 ? 59 : sec);
     *ms = (secs - tz * 60) * 1000 + frac;
+    /* Keep to instants timefmt_format can write back: years 0000 to 9999. */
+    if (*ms < days_from_civil(0, 1, 1) * 86400000LL ||
+        *ms >= days_from_civil(10000, 1, 1) * 86400000LL)
+        return -1;
     return 0;
 }
 

@@ -22,10 +22,12 @@ CREATE TABLE streams (
   fork_pos      INTEGER NOT NULL DEFAULT 0,
   fork_sub      INTEGER NOT NULL DEFAULT 0, -- Stream-Fork-Sub-Offset it was created with
   deleted       INTEGER NOT NULL DEFAULT 0, -- soft-deleted: kept while forks read it
-  forks         INTEGER NOT NULL DEFAULT 0  -- live forks that inherit from this stream
+  forks         INTEGER NOT NULL DEFAULT 0, -- live forks that inherit from this stream
+  rev           INTEGER NOT NULL DEFAULT 0  -- database-wide change counter (lib/wake)
 );
 -- A soft-deleted stream keeps its path: re-creating it is refused until it is gone.
 CREATE UNIQUE INDEX streams_path ON streams(path);
+CREATE INDEX streams_rev ON streams(rev);
 CREATE INDEX streams_parent ON streams(parent) WHERE parent IS NOT NULL;
 
 CREATE TABLE messages (

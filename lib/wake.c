@@ -1,0 +1,294 @@
+/* wake: noticing commits made by any process.
+ *
+ * Live readers (long-poll, SSE) must learn that their stream advanced, whichever
+ * process wrote it: another responder, the runner, the CLI. SQLite offers no
+ * cross-process notification, and a reader must not hold a read transaction while
+ * it waits (the WAL could not be checkpointed). So each process runs one watcher
+ * thread, and waiting threads block in poll() on an eventfd of their own.
+ *
+ * Detecting a commit. Every write to the database appends frames to the -wal file,
+ * so an inotify watch (IN_MODIFY) on it fires on any process's commit at no cost
+ * while idle. The event comes when the frames are written, which is before the
+ * commit is visible (the fsync and the wal-index update come after), so after an
+ * event the watcher polls a cheap `PRAGMA data_version` every WAKE_HOT_US for
+ * WAKE_HOT_MS until it has seen the change. Commits of this process also poke the
+ * watcher directly (log_on_commit), skipping the file system. A slow fallback poll
+ * covers file systems without inotify and a -wal file that was recreated.
+ *
+ * Finding the streams that changed. Every change to a stream row stamps it with
+ * a database-wide revision (streams.rev, indexed); the watcher asks for rows with
+ * rev above the last it saw and wakes the waiters registered on those ids, which
+ * live in a hash table keyed by stream id. A waiter then re-reads the log itself. */
+#include "wake.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db.h"
+
+#define WAKE_BUCKETS 4096
+#define WAKE_HOT_MS 50          /* keep polling this long after a file event */
+#define WAKE_HOT_US 250         /* how often while hot */
+#define WAKE_IDLE_MS 1000       /* fallback poll when nothing happens */
+
+struct wake_waiter {
+    wake_t *w;
+    int efd;
+    int64_t id;                 /* 0: not watching */
+    wake_waiter_t *prev, *next; /* in bucket id % WAKE_BUCKETS */
+};
+
+struct wake {
+    log_t *log;
+    log_conn_t *conn;
+    sqlite3 *probe;             /* for PRAGMA data_version */
+    char wal[1100];
+    int ifd, wd, pokefd;
+    int stop;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    wake_waiter_t *buckets[WAKE_BUCKETS];
+    int64_t rev;
+    int64_t data_version;
+    wake_stats st;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void poke(int fd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one);
+    (void)n;    /* EAGAIN: already pending, which is all we need */
+}
+
+static void on_local_commit(void *ud)
+{
+    poke(((wake_t *)ud)->pokefd);
+}
+
+static void wake_id(void *ud, int64_t id)
+{
+    wake_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    for (wake_waiter_t *wt = w->buckets[(uint64_t)id % WAKE_BUCKETS]; wt; wt = wt->next) {
+        if (wt->id != id) continue;
+        poke(wt->efd);
+        w->st.wakeups++;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int64_t data_version(wake_t *w)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(w->probe, "PRAGMA data_version", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* Look for changes; returns 1 if the database moved. */
+static int check(wake_t *w)
+{
+    int64_t v = data_version(w);
+    if (v == w->data_version && v >= 0) return 0;
+    w->data_version = v;
+    w->st.checks++;
+    log_changes(w->conn, &w->rev, wake_id, w);
+    return 1;
+}
+
+static void add_watch(wake_t *w)
+{
+    if (w->ifd < 0) return;
+    if (w->wd >= 0) inotify_rm_watch(w->ifd, w->wd);
+    w->wd = inotify_add_watch(w->ifd, w->wal, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF);
+}
+
+static void *watch_main(void *arg)
+{
+    wake_t *w = arg;
+    int64_t hot_until = 0;
+    char evbuf[4096] __attribute__((aligned(8)));
+    for (;;) {
+        struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
+        int64_t now = now_us();
+        int timeout = hot_until > now ? 0 : WAKE_IDLE_MS;
+        int n = poll(pf, w->ifd >= 0 ? 2 : 1, timeout);
+        if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
+        if (n > 0 && (pf[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(w->pokefd, &v, sizeof v);
+            (void)r;
+            hot_until = now_us() + WAKE_HOT_MS * 1000;
+        }
+        if (n > 0 && w->ifd >= 0 && (pf[1].revents & POLLIN)) {
+            ssize_t len = read(w->ifd, evbuf, sizeof evbuf);
+            for (ssize_t off = 0; off < len;) {
+                struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
+                if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) w->wd = -1;
+                off += (ssize_t)sizeof *ev + ev->len;
+            }
+            w->st.events++;
+            hot_until = now_us() + WAKE_HOT_MS * 1000;
+        }
+        if (n == 0 && hot_until <= now && w->wd < 0) add_watch(w);
+        check(w);
+        if (hot_until > now_us()) {
+            struct timespec ts = {0, WAKE_HOT_US * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen)
+{
+    wake_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    w->log = log;
+    w->ifd = w->wd = w->pokefd = -1;
+    w->rev = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    snprintf(w->wal, sizeof w->wal, "%s-wal", db_path);
+    if (!(w->conn = log_conn_open(log, err, errlen))) goto fail;
+    db_opts o;
+    db_opts_default(&o);
+    o.migrate = 0;
+    if (db_open(db_path, &o, &w->probe, err, errlen)) goto fail;
+    if (log_changes(w->conn, &w->rev, wake_id, w)) {
+        snprintf(err, errlen, "cannot read the stream revision");
+        goto fail;
+    }
+    w->data_version = data_version(w);
+    if ((w->pokefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    add_watch(w);
+    log_on_commit(log, on_local_commit, w);
+    if (pthread_create(&w->thread, NULL, watch_main, w)) {
+        snprintf(err, errlen, "pthread_create: %s", strerror(errno));
+        goto fail;
+    }
+    return w;
+fail:
+    log_on_commit(log, NULL, NULL);
+    if (w->ifd >= 0) close(w->ifd);
+    if (w->pokefd >= 0) close(w->pokefd);
+    sqlite3_close_v2(w->probe);
+    log_conn_close(w->conn);
+    free(w);
+    return NULL;
+}
+
+void wake_stop(wake_t *w)
+{
+    if (!w) return;
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
+    poke(w->pokefd);
+    pthread_join(w->thread, NULL);
+    log_on_commit(w->log, NULL, NULL);
+    if (w->ifd >= 0) close(w->ifd);
+    close(w->pokefd);
+    sqlite3_close_v2(w->probe);
+    log_conn_close(w->conn);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+wake_waiter_t *wake_waiter_new(wake_t *w)
+{
+    wake_waiter_t *wt = calloc(1, sizeof *wt);
+    if (!wt) return NULL;
+    wt->w = w;
+    if ((wt->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        free(wt);
+        return NULL;
+    }
+    return wt;
+}
+
+void wake_waiter_free(wake_waiter_t *wt)
+{
+    if (!wt) return;
+    wake_unwatch(wt);
+    close(wt->efd);
+    free(wt);
+}
+
+int wake_waiter_fd(const wake_waiter_t *wt)
+{
+    return wt->efd;
+}
+
+void wake_clear(wake_waiter_t *wt)
+{
+    uint64_t v;
+    ssize_t n = read(wt->efd, &v, sizeof v);
+    (void)n;
+}
+
+void wake_watch(wake_waiter_t *wt, int64_t id)
+{
+    wake_t *w = wt->w;
+    wake_unwatch(wt);
+    wake_clear(wt);
+    pthread_mutex_lock(&w->mu);
+    wake_waiter_t **head = &w->buckets[(uint64_t)id % WAKE_BUCKETS];
+    wt->id = id;
+    wt->prev = NULL;
+    wt->next = *head;
+    if (*head) (*head)->prev = wt;
+    *head = wt;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void wake_unwatch(wake_waiter_t *wt)
+{
+    wake_t *w = wt->w;
+    if (!wt->id) return;
+    pthread_mutex_lock(&w->mu);
+    if (wt->prev) wt->prev->next = wt->next;
+    else w->buckets[(uint64_t)wt->id % WAKE_BUCKETS] = wt->next;
+    if (wt->next) wt->next->prev = wt->prev;
+    wt->prev = wt->next = NULL;
+    wt->id = 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void wake_all(wake_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < WAKE_BUCKETS; i++)
+        for (wake_waiter_t *wt = w->buckets[i]; wt; wt = wt->next) poke(wt->efd);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void wake_get_stats(wake_t *w, wake_stats *st)
+{
+    pthread_mutex_lock(&w->mu);
+    *st = w->st;
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,43 @@
+/* wake: one watcher per process that notices commits from any process and wakes
+ * exactly the threads waiting on the streams that changed. See wake.c. */
+#ifndef DSTREAM_WAKE_H
+#define DSTREAM_WAKE_H
+
+#include <stdint.h>
+
+#include "log.h"
+
+typedef struct wake wake_t;
+typedef struct wake_waiter wake_waiter_t;
+
+typedef struct wake_stats {
+    uint64_t events;     /* file-watch events received */
+    uint64_t checks;     /* change queries run */
+    uint64_t wakeups;    /* waiters woken */
+} wake_stats;
+
+/* Start the watcher thread for the database at db_path, read through a connection
+ * of log. Returns NULL with err. */
+wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen);
+/* Stop the thread and free the watcher (after every waiter is freed). */
+void wake_stop(wake_t *w);
+
+/* A thread's waiter: an eventfd that becomes readable when a watched stream changes.
+ * Returns NULL on failure (out of file descriptors). */
+wake_waiter_t *wake_waiter_new(wake_t *w);
+void wake_waiter_free(wake_waiter_t *wt);
+/* The descriptor to poll() for POLLIN. */
+int wake_waiter_fd(const wake_waiter_t *wt);
+/* Watch stream id (one at a time per waiter); clears any pending wake-up. Call
+ * before re-reading the stream, so that no commit falls between read and wait. */
+void wake_watch(wake_waiter_t *wt, int64_t id);
+/* Stop watching. */
+void wake_unwatch(wake_waiter_t *wt);
+/* Consume a pending wake-up. */
+void wake_clear(wake_waiter_t *wt);
+/* Wake every waiter (shutdown: long responses should end). */
+void wake_all(wake_t *w);
+
+void wake_get_stats(wake_t *w, wake_stats *st);
+
+#endif

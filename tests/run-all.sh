@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Run every suite (unit, HTTP, conformance) and print one total.
+#
+#   B=build tests/run-all.sh build/tests/test_buf build/tests/test_json ...
+#
+# The arguments are the unit test binaries. Each suite runs even when one before
+# it failed; its output is echoed and its last line ("<suite>: N passed, N failed")
+# is collected. The run ends with each suite's summary and then exactly one line
+# "N passed, N failed" totalled over the three; the exit status is 0 only if every
+# suite succeeded and nothing failed.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+export B=${B:-build}
+
+total_passed=0
+total_failed=0
+status=0
+summaries=()
+
+# run_suite NAME COMMAND...: run a suite, keep its summary line, add its counts.
+run_suite() {
+    local name=$1
+    shift
+    local out rc line p f
+    out=$(mktemp)
+    "$@" 2>&1 | tee "$out"
+    rc=${PIPESTATUS[0]}
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1)
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        line="$name: 0 passed, 1 failed (no summary line, exit status $rc)"
+        p=0
+        f=1
+    else
+        p=${line#"$name: "}
+        p=${p%% passed*}
+        f=${line#*passed, }
+        f=${f%% failed*}
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+            line="$line (but exit status $rc: counted as one failure)"
+            f=1
+        fi
+    fi
+    [ "$rc" -eq 0 ] || status=1
+    summaries+=("$line")
+    total_passed=$((total_passed + p))
+    total_failed=$((total_failed + f))
+}
+
+run_suite unit "$here/run-unit.sh" "$@"
+run_suite http "$here/run-http.sh"
+run_suite conformance "$here/conformance/run.sh"
+
+echo
+for s in "${summaries[@]}"; do echo "$s"; done
+echo "$total_passed passed, $total_failed failed"
+[ "$status" -eq 0 ] && [ "$total_failed" -eq 0 ]

@@ -1,0 +1,202 @@
+/* Unit tests for lib/db.c: opening, pragmas, and migrations recorded once. */
+#include "db.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+
+static char dir[256];
+static char path[300];
+
+/* The single integer a query returns, or -999 on error. */
+static long long query_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long long v = -999;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The single text a query returns into out (empty on error). */
+static void query_text(sqlite3 *db, const char *sql, char *out, size_t cap)
+{
+    sqlite3_stmt *st = NULL;
+    out[0] = '\0';
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
+static int has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static void test_defaults(void)
+{
+    db_opts o;
+    memset(&o, 0xff, sizeof o);
+    db_opts_default(&o);
+    CHECK_EQ_INT(o.synchronous_full, 1);
+    CHECK_EQ_INT(o.busy_timeout_ms, 5000);
+    CHECK_EQ_INT(o.migrate, 1);
+    CHECK(db_schema_version() >= 1);
+    long long now = db_now_ms();
+    CHECK(now > 1577836800000LL);        /* after 2020 */
+    CHECK(db_now_ms() >= now);
+}
+
+static void test_open_creates_schema(void)
+{
+    db_opts o;
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    db_opts_default(&o);
+    if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) {
+        fprintf(stderr, "  db_open: %s\n", err);
+        return;
+    }
+    CHECK(db != NULL);
+    CHECK(access(path, F_OK) == 0);
+
+    char mode[32];
+    query_text(db, "PRAGMA journal_mode", mode, sizeof mode);
+    CHECK_EQ_STR(mode, "wal");
+    CHECK_EQ_INT(query_int(db, "PRAGMA synchronous"), 2);        /* FULL */
+    CHECK_EQ_INT(query_int(db, "PRAGMA foreign_keys"), 0);
+    CHECK_EQ_INT(query_int(db, "PRAGMA busy_timeout"), 5000);
+
+    CHECK(has_table(db, "schema_version"));
+    CHECK(has_table(db, "streams"));
+    CHECK(has_table(db, "messages"));
+    CHECK(has_table(db, "producers"));
+
+    /* Every migration is recorded once, numbered up to the binary's version. */
+    int version = db_schema_version();
+    CHECK_EQ_INT(query_int(db, "SELECT max(version) FROM schema_version"), version);
+    CHECK_EQ_INT(query_int(db, "SELECT min(version) FROM schema_version"), 1);
+    CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM schema_version"),
+                 query_int(db, "SELECT count(DISTINCT version) FROM schema_version"));
+    CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM schema_version"
+                               " WHERE name = '' OR applied_ms <= 0"),
+                 0);
+    char name[64];
+    query_text(db, "SELECT name FROM schema_version WHERE version = 1", name, sizeof name);
+    CHECK(strncmp(name, "001_", 4) == 0);
+    sqlite3_close_v2(db);
+}
+
+static void test_reopen_idempotent(void)
+{
+    db_opts o;
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    db_opts_default(&o);
+    if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) return;
+    long long rows = query_int(db, "SELECT count(*) FROM schema_version");
+    long long applied = query_int(db, "SELECT sum(applied_ms) FROM schema_version");
+    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO streams (path, content_type, created_ms,"
+                                  " access_ms) VALUES ('/keep', 'text/plain', 1, 1)",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close_v2(db);
+
+    /* Open again (twice): no migration runs again, no data is lost. */
+    for (int i = 0; i < 2; i++) {
+        if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) {
+            fprintf(stderr, "  re-open: %s\n", err);
+            return;
+        }
+        CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM schema_version"), rows);
+        CHECK_EQ_INT(query_int(db, "SELECT sum(applied_ms) FROM schema_version"), applied);
+        CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM streams WHERE path = '/keep'"), 1);
+        /* db_migrate on an up-to-date database is a no-op that reports the version. */
+        CHECK_EQ_INT(db_migrate(db, err, sizeof err), db_schema_version());
+        CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM schema_version"), rows);
+        sqlite3_close_v2(db);
+    }
+}
+
+static void test_options(void)
+{
+    char p2[300];
+    snprintf(p2, sizeof p2, "%s/nomigrate.db", dir);
+    db_opts o = {0, 1234, 0};
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    if (!CHECK_EQ_INT(db_open(p2, &o, &db, err, sizeof err), 0)) return;
+    CHECK_EQ_INT(query_int(db, "PRAGMA synchronous"), 1);        /* NORMAL */
+    CHECK_EQ_INT(query_int(db, "PRAGMA busy_timeout"), 1234);
+    CHECK(!has_table(db, "schema_version"));
+    CHECK(!has_table(db, "streams"));
+    /* Migrating by hand gets the same schema. */
+    CHECK_EQ_INT(db_migrate(db, err, sizeof err), db_schema_version());
+    CHECK(has_table(db, "streams"));
+    CHECK_EQ_INT(query_int(db, "SELECT max(version) FROM schema_version"), db_schema_version());
+    sqlite3_close_v2(db);
+}
+
+static void test_newer_schema_refused(void)
+{
+    char p3[300];
+    snprintf(p3, sizeof p3, "%s/newer.db", dir);
+    db_opts o;
+    sqlite3 *db = NULL;
+    char err[256] = "";
+    db_opts_default(&o);
+    if (!CHECK_EQ_INT(db_open(p3, &o, &db, err, sizeof err), 0)) return;
+    char sql[160];
+    snprintf(sql, sizeof sql, "INSERT INTO schema_version VALUES (%d, 'future', 1)",
+             db_schema_version() + 1);
+    CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    err[0] = '\0';
+    CHECK_EQ_INT(db_migrate(db, err, sizeof err), -1);
+    CHECK(strstr(err, "newer") != NULL);
+    /* The failed migration left no transaction open. */
+    CHECK(sqlite3_get_autocommit(db) != 0);
+    sqlite3_close_v2(db);
+
+    db = (sqlite3 *)&o;
+    err[0] = '\0';
+    CHECK_EQ_INT(db_open(p3, &o, &db, err, sizeof err), -1);
+    CHECK(db == NULL);
+    CHECK(err[0] != '\0');
+}
+
+static void test_open_fails(void)
+{
+    db_opts o;
+    sqlite3 *db = (sqlite3 *)&o;
+    char err[256] = "";
+    char bad[300];
+    db_opts_default(&o);
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.db", dir);
+    CHECK_EQ_INT(db_open(bad, &o, &db, err, sizeof err), -1);
+    CHECK(db == NULL);
+    CHECK(strstr(err, bad) != NULL);
+}
+
+int main(void)
+{
+    if (test_mkdtemp(dir, sizeof dir, "test-db")) return 1;
+    snprintf(path, sizeof path, "%s/test.db", dir);
+    test_defaults();
+    test_open_creates_schema();
+    test_reopen_idempotent();
+    test_options();
+    test_newer_schema_refused();
+    test_open_fails();
+    test_rmtree(dir);
+    return TEST_MAIN_END();
+}

@@ -1,0 +1,812 @@
+/* Unit tests for lib/log.c through its public API, on a database in a temporary
+ * directory: create, append, read, close, Stream-Seq, idempotent producers,
+ * delete, expiry, and group commit under concurrent writers. */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db.h"
+#include "test.h"
+
+static char dir[256];
+static log_t *lg;
+static log_conn_t *conn;
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static int create(const char *path, const char *ctype, int64_t ttl_s, int64_t expires_ms,
+                  int closed, log_create_req *out)
+{
+    log_create_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.content_type = ctype;
+    r.ttl_s = ttl_s;
+    r.expires_ms = expires_ms;
+    r.closed = closed;
+    int rc = log_create(conn, &r);
+    if (out) *out = r;
+    return rc;
+}
+
+static int create_plain(const char *path)
+{
+    return create(path, "text/plain", -1, -1, 0, NULL);
+}
+
+/* Append the NUL-terminated strings of msgs[0..n) as one request. */
+static int append_n(const char *path, const char *const *msgs, size_t n, log_append_req *out)
+{
+    log_msg m[16];
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    for (size_t i = 0; i < n && i < 16; i++) m[i] = (log_msg){msgs[i], strlen(msgs[i])};
+    r.path = path;
+    r.content_type = "text/plain";
+    r.msgs = m;
+    r.nmsgs = n;
+    if (out) {
+        /* Carry the caller's request options (close, seq, producer) over. */
+        r.close = out->close;
+        r.stream_seq = out->stream_seq;
+        r.producer = out->producer;
+        r.epoch = out->epoch;
+        r.seq = out->seq;
+        if (out->content_type) r.content_type = out->content_type;
+    }
+    int rc = log_append(conn, &r);
+    r.msgs = NULL;
+    if (out) *out = r;
+    return rc;
+}
+
+static int append1(const char *path, const char *msg)
+{
+    return append_n(path, &msg, 1, NULL);
+}
+
+enum { MAXMSG = 2048 };
+
+typedef struct got {
+    size_t n;
+    char *data[MAXMSG];
+    size_t len[MAXMSG];
+    offset_t at[MAXMSG];
+} got;
+
+static void got_free(got *g)
+{
+    for (size_t i = 0; i < g->n && i < MAXMSG; i++) free(g->data[i]);
+    g->n = 0;
+}
+
+static int collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    got *g = ud;
+    if (g->n < MAXMSG) {
+        g->data[g->n] = malloc(len + 1);
+        memcpy(g->data[g->n], data, len);
+        g->data[g->n][len] = '\0';
+        g->len[g->n] = len;
+        g->at[g->n] = at;
+    }
+    g->n++;
+    return 0;
+}
+
+static int read_from(const char *path, offset_kind kind, offset_t from, size_t max_bytes, got *g,
+                     log_read_req *out)
+{
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = kind;
+    r.from = from;
+    r.max_bytes = max_bytes;
+    int rc = log_read(conn, &r, collect, g);
+    if (out) *out = r;
+    return rc;
+}
+
+static int read_all(const char *path, got *g, log_read_req *out)
+{
+    return read_from(path, OFFSET_START, (offset_t){0, 0}, (size_t)-1, g, out);
+}
+
+#define CHECK_OFFSET(o, s, p) \
+    do { \
+        CHECK_EQ_UINT((o).seq, (s)); \
+        CHECK_EQ_UINT((o).pos, (p)); \
+    } while (0)
+
+/* ---- create ------------------------------------------------------------------------ */
+
+static void test_create(void)
+{
+    log_create_req r;
+    CHECK_EQ_INT(create("/c/one", "text/plain", -1, -1, 0, &r), 0);
+    CHECK_EQ_INT(r.created, 1);
+    CHECK(r.info.id > 0);
+    CHECK_EQ_STR(r.info.content_type, "text/plain");
+    CHECK_EQ_INT(r.info.json, 0);
+    CHECK_EQ_INT(r.info.closed, 0);
+    CHECK_EQ_INT(r.info.ttl_s, -1);
+    CHECK_EQ_INT(r.info.expires_ms, -1);
+    CHECK_OFFSET(r.info.tail, 0, 0);
+    CHECK_EQ_INT(r.info.parent, 0);
+    int64_t id = r.info.id;
+
+    /* The same again is accepted and changes nothing. */
+    CHECK_EQ_INT(create("/c/one", "text/plain", -1, -1, 0, &r), 0);
+    CHECK_EQ_INT(r.created, 0);
+    CHECK_EQ_INT(r.info.id, id);
+    /* Media types compare without case and parameters. */
+    CHECK_EQ_INT(create("/c/one", "Text/Plain; charset=utf-8", -1, -1, 0, &r), 0);
+    CHECK_EQ_INT(r.created, 0);
+
+    /* Any other configuration conflicts. */
+    CHECK_EQ_INT(create("/c/one", "application/json", -1, -1, 0, NULL), LOG_ECONFLICT);
+    CHECK_EQ_INT(create("/c/one", "text/plain", 60, -1, 0, NULL), LOG_ECONFLICT);
+    CHECK_EQ_INT(create("/c/one", "text/plain", -1, db_now_ms() + 3600000, 0, NULL),
+                 LOG_ECONFLICT);
+    CHECK_EQ_INT(create("/c/one", "text/plain", -1, -1, 1, NULL), LOG_ECONFLICT);
+
+    /* A conflict did not disturb the stream. */
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, "/c/one", &info), 0);
+    CHECK_EQ_INT(info.id, id);
+    CHECK_EQ_STR(info.content_type, "text/plain");
+
+    /* JSON mode follows the content type; TTL and expiry are kept. */
+    CHECK_EQ_INT(create("/c/json", "application/json; charset=utf-8", 3600, -1, 0, &r), 0);
+    CHECK_EQ_INT(r.info.json, 1);
+    CHECK_EQ_INT(r.info.ttl_s, 3600);
+    int64_t exp = db_now_ms() + 86400000;
+    CHECK_EQ_INT(create("/c/exp", "text/plain", -1, exp, 0, &r), 0);
+    CHECK_EQ_INT(r.info.expires_ms, exp);
+    CHECK_EQ_INT(log_head(conn, "/c/exp", &info), 0);
+    CHECK_EQ_INT(info.expires_ms, exp);
+
+    /* Initial data. */
+    log_msg m[2] = {{"hello", 5}, {"world!", 6}};
+    memset(&r, 0, sizeof r);
+    r.path = "/c/data";
+    r.content_type = "text/plain";
+    r.ttl_s = r.expires_ms = -1;
+    r.msgs = m;
+    r.nmsgs = 2;
+    CHECK_EQ_INT(log_create(conn, &r), 0);
+    CHECK_EQ_INT(r.created, 1);
+    CHECK_OFFSET(r.info.tail, 2, 11);
+    got g = {0};
+    CHECK_EQ_INT(read_all("/c/data", &g, NULL), 0);
+    if (CHECK_EQ_UINT(g.n, 2)) {
+        CHECK_EQ_STR(g.data[0], "hello");
+        CHECK_EQ_STR(g.data[1], "world!");
+    }
+    got_free(&g);
+
+    /* Created closed. */
+    CHECK_EQ_INT(create("/c/closed", "text/plain", -1, -1, 1, &r), 0);
+    CHECK_EQ_INT(r.info.closed, 1);
+    CHECK_EQ_INT(append1("/c/closed", "x"), LOG_ECLOSED);
+
+    /* Paths are distinct streams. */
+    CHECK_EQ_INT(create("/c/one/", "application/json", -1, -1, 0, &r), 0);
+    CHECK_EQ_INT(r.created, 1);
+    CHECK(r.info.id != id);
+}
+
+/* ---- append and read -------------------------------------------------------------- */
+
+static void test_append_read(void)
+{
+    const char *p = "/a/s";
+    log_append_req ar;
+    CHECK_EQ_INT(create_plain(p), 0);
+
+    static const char *const first[] = {"a", "bb", "ccc"};
+    memset(&ar, 0, sizeof ar);
+    CHECK_EQ_INT(append_n(p, first, 3, &ar), 0);
+    CHECK_OFFSET(ar.appended, 0, 0);
+    CHECK_OFFSET(ar.info.tail, 3, 6);
+    CHECK_EQ_INT(ar.duplicate, 0);
+
+    static const char *const second[] = {"dddd"};
+    memset(&ar, 0, sizeof ar);
+    CHECK_EQ_INT(append_n(p, second, 1, &ar), 0);
+    CHECK_OFFSET(ar.appended, 3, 6);
+    CHECK_OFFSET(ar.info.tail, 4, 10);
+
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_OFFSET(info.tail, 4, 10);
+
+    /* From the start: everything, with the offsets each message starts at. */
+    got g = {0};
+    log_read_req rr;
+    CHECK_EQ_INT(read_all(p, &g, &rr), 0);
+    static const char *const all[] = {"a", "bb", "ccc", "dddd"};
+    static const offset_t at[] = {{0, 0}, {1, 1}, {2, 3}, {3, 6}};
+    if (CHECK_EQ_UINT(g.n, 4)) {
+        for (int i = 0; i < 4; i++) {
+            CHECK_EQ_STR(g.data[i], all[i]);
+            CHECK_OFFSET(g.at[i], at[i].seq, at[i].pos);
+        }
+    }
+    CHECK_EQ_UINT(rr.count, 4);
+    CHECK_EQ_UINT(rr.bytes, 10);
+    CHECK_OFFSET(rr.next, 4, 10);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+    CHECK_OFFSET(rr.info.tail, 4, 10);
+    got_free(&g);
+
+    /* From the middle: the message the offset names and the rest. */
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){2, 3}, (size_t)-1, &g, &rr), 0);
+    if (CHECK_EQ_UINT(g.n, 2)) {
+        CHECK_EQ_STR(g.data[0], "ccc");
+        CHECK_OFFSET(g.at[0], 2, 3);
+        CHECK_EQ_STR(g.data[1], "dddd");
+    }
+    CHECK_OFFSET(rr.next, 4, 10);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+    got_free(&g);
+
+    /* A next offset read back resumes exactly where the last read stopped. */
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){1, 1}, 1, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 1);
+    CHECK_OFFSET(rr.next, 2, 3);
+    CHECK_EQ_INT(rr.up_to_date, 0);
+    got_free(&g);
+
+    /* At the tail, and "now": nothing, up to date. */
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){4, 10}, (size_t)-1, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 0);
+    CHECK_EQ_UINT(rr.count, 0);
+    CHECK_OFFSET(rr.next, 4, 10);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+    CHECK_EQ_INT(read_from(p, OFFSET_NOW, (offset_t){0, 0}, (size_t)-1, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 0);
+    CHECK_OFFSET(rr.next, 4, 10);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+
+    /* Beyond the tail. */
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){5, 10}, (size_t)-1, &g, NULL), LOG_ERANGE);
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){OFFSET_MAX, 0}, (size_t)-1, &g, NULL),
+                 LOG_ERANGE);
+    CHECK_EQ_UINT(g.n, 0);
+
+    /* An empty stream reads as nothing, up to date at 0. */
+    CHECK_EQ_INT(create_plain("/a/empty"), 0);
+    CHECK_EQ_INT(read_all("/a/empty", &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 0);
+    CHECK_OFFSET(rr.next, 0, 0);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+
+    /* Missing streams. */
+    CHECK_EQ_INT(read_all("/a/missing", &g, NULL), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1("/a/missing", "x"), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_head(conn, "/a/missing", &info), LOG_ENOTFOUND);
+
+    /* Bytes are stored as given: NULs, high bytes, an empty message. */
+    CHECK_EQ_INT(create("/a/bin", "application/octet-stream", -1, -1, 0, NULL), 0);
+    log_msg bin[2] = {{"\0\xff\x01", 3}, {"", 0}};
+    memset(&ar, 0, sizeof ar);
+    ar.path = "/a/bin";
+    ar.msgs = bin;
+    ar.nmsgs = 2;
+    CHECK_EQ_INT(log_append(conn, &ar), 0);
+    CHECK_OFFSET(ar.info.tail, 2, 3);
+    CHECK_EQ_INT(read_all("/a/bin", &g, NULL), 0);
+    if (CHECK_EQ_UINT(g.n, 2)) {
+        CHECK_MEM(g.data[0], g.len[0], "\0\xff\x01", 3);
+        CHECK_EQ_UINT(g.len[1], 0);
+    }
+    got_free(&g);
+
+    /* A content type other than the stream's is refused; parameters do not count. */
+    memset(&ar, 0, sizeof ar);
+    ar.content_type = "application/json";
+    CHECK_EQ_INT(append_n(p, second, 1, &ar), LOG_ECTYPE);
+    memset(&ar, 0, sizeof ar);
+    ar.content_type = "TEXT/PLAIN;charset=utf-8";
+    CHECK_EQ_INT(append_n(p, second, 1, &ar), 0);
+    CHECK_OFFSET(ar.appended, 4, 10);
+}
+
+/* A callback's non-zero result stops the read. */
+static int stop_after_two(void *ud, const void *data, size_t len, offset_t at)
+{
+    int *n = ud;
+    return ++*n == 2 ? 42 : 0;
+}
+
+static void test_paging(void)
+{
+    const char *p = "/p/s";
+    CHECK_EQ_INT(create_plain(p), 0);
+    for (int i = 0; i < 10; i++) {
+        char m[16];
+        snprintf(m, sizeof m, "message-%02d", i);      /* 10 bytes each */
+        CHECK_EQ_INT(append1(p, m), 0);
+    }
+
+    /* A page ends with the message that reaches max_bytes. */
+    got g = {0};
+    log_read_req rr;
+    CHECK_EQ_INT(read_from(p, OFFSET_START, (offset_t){0, 0}, 25, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 3);
+    CHECK_EQ_UINT(rr.count, 3);
+    CHECK_EQ_UINT(rr.bytes, 30);
+    CHECK_OFFSET(rr.next, 3, 30);
+    CHECK_EQ_INT(rr.up_to_date, 0);
+    got_free(&g);
+    CHECK_EQ_INT(read_from(p, OFFSET_START, (offset_t){0, 0}, 30, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 3);
+    got_free(&g);
+    /* At least one message, however small the limit. */
+    CHECK_EQ_INT(read_from(p, OFFSET_START, (offset_t){0, 0}, 1, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 1);
+    CHECK_OFFSET(rr.next, 1, 10);
+    got_free(&g);
+
+    /* Following next page by page reads everything once, in order. */
+    for (size_t max = 1; max <= 40; max += 13) {
+        offset_t from = {0, 0};
+        int pages = 0, in_order = 1;
+        size_t total = 0;
+        for (;;) {
+            got pg = {0};
+            if (read_from(p, OFFSET_AT, from, max, &pg, &rr) != 0 || ++pages > 20) {
+                in_order = 0;
+                got_free(&pg);
+                break;
+            }
+            for (size_t i = 0; i < pg.n; i++) {
+                char want[16];
+                snprintf(want, sizeof want, "message-%02zu", total + i);
+                if (strcmp(pg.data[i], want) != 0 || pg.at[i].seq != total + i ||
+                    pg.at[i].pos != (total + i) * 10)
+                    in_order = 0;
+            }
+            total += pg.n;
+            got_free(&pg);
+            from = rr.next;
+            if (rr.up_to_date) break;
+        }
+        CHECK(in_order);
+        CHECK_EQ_UINT(total, 10);
+        CHECK_OFFSET(from, 10, 100);
+    }
+
+    /* A callback can stop the read early; its value is returned. */
+    int n = 0;
+    memset(&rr, 0, sizeof rr);
+    rr.path = p;
+    rr.kind = OFFSET_START;
+    rr.max_bytes = (size_t)-1;
+    CHECK_EQ_INT(log_read(conn, &rr, stop_after_two, &n), 42);
+    CHECK_EQ_INT(n, 2);
+}
+
+/* ---- close, Stream-Seq --------------------------------------------------------------- */
+
+static void test_close(void)
+{
+    const char *p = "/cl/s";
+    log_append_req ar;
+    CHECK_EQ_INT(create_plain(p), 0);
+    CHECK_EQ_INT(append1(p, "one"), 0);
+
+    /* Append and close in one request. */
+    static const char *const last[] = {"two"};
+    memset(&ar, 0, sizeof ar);
+    ar.close = 1;
+    CHECK_EQ_INT(append_n(p, last, 1, &ar), 0);
+    CHECK_EQ_INT(ar.info.closed, 1);
+    CHECK_OFFSET(ar.info.tail, 2, 6);
+
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_EQ_INT(info.closed, 1);
+    CHECK_EQ_INT(append1(p, "three"), LOG_ECLOSED);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_OFFSET(info.tail, 2, 6);
+
+    /* A closed stream still reads. */
+    got g = {0};
+    log_read_req rr;
+    CHECK_EQ_INT(read_all(p, &g, &rr), 0);
+    CHECK_EQ_UINT(g.n, 2);
+    CHECK_EQ_INT(rr.info.closed, 1);
+    CHECK_EQ_INT(rr.up_to_date, 1);
+    got_free(&g);
+
+    /* Close with no data. */
+    CHECK_EQ_INT(create_plain("/cl/t"), 0);
+    memset(&ar, 0, sizeof ar);
+    ar.close = 1;
+    CHECK_EQ_INT(append_n("/cl/t", NULL, 0, &ar), 0);
+    CHECK_EQ_INT(ar.info.closed, 1);
+    CHECK_OFFSET(ar.info.tail, 0, 0);
+    CHECK_EQ_INT(append1("/cl/t", "late"), LOG_ECLOSED);
+}
+
+static void test_stream_seq(void)
+{
+    const char *p = "/seq/s";
+    log_append_req ar;
+    CHECK_EQ_INT(create_plain(p), 0);
+    static const char *const one[] = {"x"};
+    static const struct {
+        const char *seq;
+        int rc;
+    } steps[] = {
+        {"001", 0}, {"002", 0}, {"002", LOG_ESEQ}, {"001", LOG_ESEQ},
+        {"010", 0}, {"009", LOG_ESEQ}, {"010", LOG_ESEQ}, {"0100", 0},
+    };
+    uint64_t tail = 0;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        memset(&ar, 0, sizeof ar);
+        ar.stream_seq = steps[i].seq;
+        int rc = append_n(p, one, 1, &ar);
+        if (!CHECK_EQ_INT(rc, steps[i].rc)) fprintf(stderr, "  Stream-Seq %s\n", steps[i].seq);
+        if (rc == 0) tail++;
+    }
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, tail);         /* refused appends wrote nothing */
+    CHECK_EQ_STR(info.stream_seq, "0100");
+    /* Appends without a Stream-Seq are not ordered by it. */
+    CHECK_EQ_INT(append1(p, "free"), 0);
+}
+
+/* ---- idempotent producers ------------------------------------------------------------ */
+
+static int produce(const char *path, const char *producer, int64_t epoch, int64_t seq,
+                   const char *msg, log_append_req *ar)
+{
+    memset(ar, 0, sizeof *ar);
+    ar->producer = producer;
+    ar->epoch = epoch;
+    ar->seq = seq;
+    return append_n(path, &msg, 1, ar);
+}
+
+static void test_producer(void)
+{
+    const char *p = "/prod/s";
+    log_append_req ar;
+    log_info info;
+    CHECK_EQ_INT(create_plain(p), 0);
+
+    /* A new producer starts at seq 0. */
+    CHECK_EQ_INT(produce(p, "w1", 0, 0, "m0", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    CHECK_EQ_INT(ar.producer_epoch, 0);
+    CHECK_EQ_INT(ar.last_seq, 0);
+    CHECK_OFFSET(ar.appended, 0, 0);
+    CHECK_EQ_INT(produce(p, "w1", 0, 1, "m1", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    CHECK_EQ_INT(ar.last_seq, 1);
+
+    /* A retry is a duplicate and appends nothing. */
+    CHECK_EQ_INT(produce(p, "w1", 0, 1, "m1", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 1);
+    CHECK_EQ_INT(produce(p, "w1", 0, 0, "m0", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 1);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_OFFSET(info.tail, 2, 4);
+
+    /* A gap is refused with the seq that was expected. */
+    CHECK_EQ_INT(produce(p, "w1", 0, 3, "m3", &ar), LOG_EGAP);
+    CHECK_EQ_INT(ar.expected_seq, 2);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    CHECK_EQ_INT(produce(p, "w1", 0, 2, "m2", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+
+    /* A new epoch starts again at 0 and fences the old one. */
+    CHECK_EQ_INT(produce(p, "w1", 1, 0, "e1m0", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    CHECK_EQ_INT(ar.producer_epoch, 1);
+    CHECK_EQ_INT(produce(p, "w1", 0, 3, "zombie", &ar), LOG_EFENCED);
+    CHECK_EQ_INT(ar.producer_epoch, 1);
+    CHECK_EQ_INT(produce(p, "w1", 0, 0, "zombie", &ar), LOG_EFENCED);
+    /* A later epoch must begin at seq 0. */
+    CHECK_EQ_INT(produce(p, "w1", 2, 1, "bad", &ar), LOG_EBADSEQ);
+    CHECK_EQ_INT(produce(p, "w1", 1, 1, "e1m1", &ar), 0);
+
+    /* Producers are independent of each other. */
+    CHECK_EQ_INT(produce(p, "w2", 0, 0, "other", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    int rc = produce(p, "w3", 0, 5, "skip", &ar);
+    CHECK(rc == LOG_EGAP || rc == LOG_EBADSEQ);
+
+    /* Only the accepted appends are in the stream, in order. */
+    got g = {0};
+    CHECK_EQ_INT(read_all(p, &g, NULL), 0);
+    static const char *const want[] = {"m0", "m1", "m2", "e1m0", "e1m1", "other"};
+    if (CHECK_EQ_UINT(g.n, 6))
+        for (int i = 0; i < 6; i++) CHECK_EQ_STR(g.data[i], want[i]);
+    got_free(&g);
+
+    /* Producer state belongs to its stream. */
+    CHECK_EQ_INT(create_plain("/prod/t"), 0);
+    CHECK_EQ_INT(produce("/prod/t", "w1", 0, 0, "fresh", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+}
+
+/* ---- delete, expiry -------------------------------------------------------------------- */
+
+static void test_delete(void)
+{
+    const char *p = "/d/s";
+    log_create_req cr;
+    log_append_req ar;
+    log_info info;
+    got g = {0};
+    CHECK_EQ_INT(create_plain(p), 0);
+    CHECK_EQ_INT(append1(p, "old"), 0);
+    CHECK_EQ_INT(produce(p, "w", 0, 0, "old2", &ar), 0);
+
+    CHECK_EQ_INT(log_delete(conn, p), 0);
+    CHECK_EQ_INT(log_head(conn, p, &info), LOG_ENOTFOUND);
+    CHECK_EQ_INT(read_all(p, &g, NULL), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1(p, "x"), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_delete(conn, p), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_delete(conn, "/d/never"), LOG_ENOTFOUND);
+
+    /* The path can be created anew, with another configuration, empty. */
+    CHECK_EQ_INT(create(p, "application/json", -1, -1, 0, &cr), 0);
+    CHECK_EQ_INT(cr.created, 1);
+    CHECK_OFFSET(cr.info.tail, 0, 0);
+    CHECK_EQ_INT(read_all(p, &g, NULL), 0);
+    CHECK_EQ_UINT(g.n, 0);
+    /* Old producer state went with the old stream. */
+    CHECK_EQ_INT(produce(p, "w", 0, 0, "{}", &ar), LOG_ECTYPE);
+    memset(&ar, 0, sizeof ar);
+    ar.content_type = "application/json";
+    ar.producer = "w";
+    CHECK_EQ_INT(append_n(p, (const char *const[]){"{}"}, 1, &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+    CHECK_EQ_INT(read_all(p, &g, NULL), 0);
+    if (CHECK_EQ_UINT(g.n, 1)) CHECK_EQ_STR(g.data[0], "{}");
+    got_free(&g);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_expiry(void)
+{
+    /* The rule itself, at its edges. */
+    log_info info;
+    memset(&info, 0, sizeof info);
+    info.access_ms = 1000;
+    info.ttl_s = 10;
+    info.expires_ms = -1;
+    CHECK_EQ_INT(log_expired(&info, 10999), 0);
+    CHECK_EQ_INT(log_expired(&info, 11000), 1);
+    info.ttl_s = -1;
+    info.expires_ms = 5000;
+    CHECK_EQ_INT(log_expired(&info, 4999), 0);
+    CHECK_EQ_INT(log_expired(&info, 5000), 1);
+    info.expires_ms = -1;
+    CHECK_EQ_INT(log_expired(&info, INT64_MAX / 2), 0);
+
+    /* A stream whose expiry passes disappears for every operation. */
+    const char *p = "/e/s";
+    int64_t exp = db_now_ms() + 300;
+    log_create_req cr;
+    CHECK_EQ_INT(create(p, "text/plain", -1, exp, 0, &cr), 0);
+    CHECK_EQ_INT(append1(p, "soon gone"), 0);
+    CHECK_EQ_INT(create("/e/t", "text/plain", -1, exp, 0, NULL), 0);
+    CHECK_EQ_INT(create("/e/u", "text/plain", -1, exp, 0, NULL), 0);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    int64_t deadline = db_now_ms() + 5000;
+    while (db_now_ms() <= exp && db_now_ms() < deadline) sleep_ms(20);
+    got g = {0};
+    CHECK_EQ_INT(log_head(conn, p, &info), LOG_ENOTFOUND);
+    CHECK_EQ_INT(read_all(p, &g, NULL), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1(p, "late"), LOG_ENOTFOUND);
+    CHECK_EQ_UINT(g.n, 0);
+    /* Deleting an expired stream answers as if it were not there. */
+    CHECK_EQ_INT(log_delete(conn, "/e/t"), LOG_ENOTFOUND);
+    /* Its path is free for a new stream, which starts empty. */
+    CHECK_EQ_INT(create(p, "text/plain", -1, -1, 0, &cr), 0);
+    CHECK_EQ_INT(cr.created, 1);
+    CHECK_OFFSET(cr.info.tail, 0, 0);
+    CHECK_EQ_INT(read_all(p, &g, NULL), 0);
+    CHECK_EQ_UINT(g.n, 0);
+    /* The sweep removes what is left (/e/u, and /e/t if delete did not). */
+    int swept = log_sweep(conn);
+    CHECK(swept >= 1 && swept <= 2);
+    CHECK_EQ_INT(log_sweep(conn), 0);
+    CHECK_EQ_INT(log_head(conn, "/e/u", &info), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+
+    /* An expiry already in the past: the create may be refused as invalid or
+     * accepted, but either way there is no stream to find (and no EIO). */
+    int rc = create("/e/past", "text/plain", -1, db_now_ms() - 1000, 0, &cr);
+    if (!CHECK(rc == 0 || rc == LOG_EINVAL))
+        fprintf(stderr, "  create with a past Stream-Expires-At: %d (%s)\n", rc,
+                log_strerror(rc));
+    CHECK_EQ_INT(log_head(conn, "/e/past", &info), LOG_ENOTFOUND);
+    /* Likewise a TTL of 0 seconds. */
+    rc = create("/e/ttl0", "text/plain", 0, -1, 0, &cr);
+    if (!CHECK(rc == 0 || rc == LOG_EINVAL))
+        fprintf(stderr, "  create with Stream-TTL 0: %d (%s)\n", rc, log_strerror(rc));
+}
+
+/* ---- misc ------------------------------------------------------------------------------ */
+
+static void test_ctype_and_errors(void)
+{
+    CHECK(log_ctype_equal("text/plain", "text/plain"));
+    CHECK(log_ctype_equal("text/plain", "TEXT/Plain"));
+    CHECK(log_ctype_equal("text/plain; charset=utf-8", "text/plain"));
+    CHECK(log_ctype_equal(" text/plain ;x=y", "text/plain"));
+    CHECK(!log_ctype_equal("text/plain", "text/plainx"));
+    CHECK(!log_ctype_equal("text/plain", "text/html"));
+    CHECK(!log_ctype_equal("application/json", "application/json-seq"));
+    CHECK(!log_ctype_equal("", "text/plain"));
+    static const int codes[] = {
+        LOG_OK, LOG_ENOTFOUND, LOG_ECONFLICT, LOG_ECLOSED, LOG_ECTYPE, LOG_ESEQ,
+        LOG_EFENCED, LOG_EGAP, LOG_EBADSEQ, LOG_EGONE, LOG_EINVAL, LOG_EEMPTY, LOG_ERANGE,
+        LOG_EBUSY, LOG_EIO,
+    };
+    int distinct = 1;
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(log_strerror(codes[i]), log_strerror(codes[j])) == 0) distinct = 0;
+    CHECK(distinct);
+    CHECK(log_strerror(-1000) != NULL);
+}
+
+/* ---- group commit ------------------------------------------------------------------------ */
+
+enum { WRITERS = 8, PER_WRITER = 200 };
+
+typedef struct writer {
+    log_t *log;
+    int id;
+    int failures;
+    char err[256];
+} writer;
+
+static void *write_many(void *arg)
+{
+    writer *w = arg;
+    log_conn_t *c = log_conn_open(w->log, w->err, sizeof w->err);
+    if (!c) {
+        w->failures = PER_WRITER;
+        return NULL;
+    }
+    for (int j = 0; j < PER_WRITER; j++) {
+        char m[32];
+        int n = snprintf(m, sizeof m, "w%d-%03d%.*s", w->id, j, j % 5, "xxxxx");
+        log_msg msg = {m, (size_t)n};
+        log_append_req r;
+        memset(&r, 0, sizeof r);
+        r.path = "/g/s";
+        r.msgs = &msg;
+        r.nmsgs = 1;
+        if (log_append(c, &r) != 0) w->failures++;
+    }
+    log_conn_close(c);
+    return NULL;
+}
+
+static void test_group_commit(void)
+{
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/group.db", dir);
+    log_opts o = {1, 10000};
+    log_t *l = log_open(path, &o, err, sizeof err);
+    if (!CHECK(l != NULL)) {
+        fprintf(stderr, "  log_open: %s\n", err);
+        return;
+    }
+    log_conn_t *c = log_conn_open(l, err, sizeof err);
+    if (!CHECK(c != NULL)) {
+        log_close(l);
+        return;
+    }
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/g/s";
+    cr.content_type = "text/plain";
+    cr.ttl_s = cr.expires_ms = -1;
+    CHECK_EQ_INT(log_create(c, &cr), 0);
+
+    writer w[WRITERS];
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (writer){l, i, 0, ""};
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, write_many, &w[i]), 0);
+    }
+    int failures = 0;
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(t[i], NULL);
+        failures += w[i].failures;
+        if (w[i].err[0]) fprintf(stderr, "  writer %d: %s\n", i, w[i].err);
+    }
+    CHECK_EQ_INT(failures, 0);
+
+    /* All there, offsets strictly increasing and consistent with the sizes, and
+     * each writer's messages in the order it wrote them. */
+    got *g = calloc(1, sizeof *g);
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = "/g/s";
+    rr.kind = OFFSET_START;
+    rr.max_bytes = (size_t)-1;
+    CHECK_EQ_INT(log_read(c, &rr, collect, g), 0);
+    CHECK_EQ_UINT(g->n, WRITERS * PER_WRITER);
+    CHECK_EQ_UINT(rr.info.tail.seq, WRITERS * PER_WRITER);
+    int next[WRITERS] = {0};
+    int offsets_ok = 1, order_ok = 1;
+    uint64_t pos = 0;
+    for (size_t i = 0; i < g->n && i < MAXMSG; i++) {
+        if (g->at[i].seq != i || g->at[i].pos != pos) offsets_ok = 0;
+        pos += g->len[i];
+        int wid, j;
+        char *end;
+        if (g->data[i][0] != 'w') { order_ok = 0; continue; }
+        wid = (int)strtol(g->data[i] + 1, &end, 10);
+        if (*end != '-' || wid < 0 || wid >= WRITERS) { order_ok = 0; continue; }
+        j = (int)strtol(end + 1, NULL, 10);
+        if (j != next[wid]) order_ok = 0;
+        next[wid] = j + 1;
+    }
+    CHECK(offsets_ok);
+    CHECK(order_ok);
+    CHECK_EQ_UINT(rr.info.tail.pos, pos);
+    for (int i = 0; i < WRITERS; i++) CHECK_EQ_INT(next[i], PER_WRITER);
+    got_free(g);
+    free(g);
+
+    uint64_t groups = 0, ops = 0;
+    log_stats(l, &groups, &ops);
+    CHECK_EQ_UINT(ops, WRITERS * PER_WRITER + 1);      /* the appends and the create */
+    CHECK(groups >= 1);
+    CHECK(groups <= ops);
+    printf("# group commit: %" PRIu64 " operations in %" PRIu64 " groups\n", ops, groups);
+
+    log_conn_close(c);
+    log_close(l);
+}
+
+int main(void)
+{
+    char path[300], err[256];
+    if (test_mkdtemp(dir, sizeof dir, "test-log")) return 1;
+    snprintf(path, sizeof path, "%s/log.db", dir);
+    log_opts o = {0, 5000};
+    lg = log_open(path, &o, err, sizeof err);
+    conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+    if (!CHECK(conn != NULL)) {
+        fprintf(stderr, "  %s\n", err);
+    } else {
+        test_create();
+        test_append_read();
+        test_paging();
+        test_close();
+        test_stream_seq();
+        test_producer();
+        test_delete();
+        test_expiry();
+        test_ctype_and_errors();
+    }
+    log_conn_close(conn);
+    log_close(lg);
+    test_group_commit();
+    test_rmtree(dir);
+    return TEST_MAIN_END();
+}
