@@ -98,6 +98,9 @@ conformance: all
 test: deps all $(UNIT_BIN)
 	@B=$(B) tests/run-all.sh $(UNIT_BIN)
 
+fuzz:
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
 check:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strncat|strtok|atoi|atol|gets|sscanf)\s*\(' \
 	    -r --include='*.c' --include='*.h' lib fcgi cli | grep -v snprintf || \
@@ -107,6 +110,6 @@ check:
 clean:
 	rm -rf build build-* var/run
 
-.PHONY: all deps run unit http conformance test check clean
+.PHONY: all deps run unit http conformance test check fuzz clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
