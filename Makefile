@@ -66,6 +66,11 @@ $(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h
 	@echo "  CC   $<"
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
 
+$(B)/bench/%: bench/%.c $(B)/libdstream.a
+	@mkdir -p $(dir $@)
+	@echo "  CC   $<"
+	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
+
 # ---- dependencies ---------------------------------------------------------------
 DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 \
         libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl nodejs npm
@@ -98,7 +103,12 @@ conformance: all
 test: deps all $(UNIT_BIN)
 	@B=$(B) tests/run-all.sh $(UNIT_BIN)
 
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+bench: deps all $(BENCH_BIN)
+	@B=$(B) bench/run.sh
+
 fuzz:
+	@command -v clang >/dev/null || { apt-get update -qq && apt-get install -y -qq clang >/dev/null; }
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 check:
@@ -110,6 +120,6 @@ check:
 clean:
 	rm -rf build build-* var/run
 
-.PHONY: all deps run unit http conformance test check fuzz clean
+.PHONY: all deps run unit http conformance test check bench fuzz clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -64,6 +64,8 @@ int main(int argc, char **argv)
     cfg.heartbeat_ms = (int)env_num("DSTREAM_HEARTBEAT_MS", 15000, 10, 3600000);
     cfg.sse_max_ms = (int)env_num("DSTREAM_SSE_MAX_MS", 60000, 100, 86400000);
     cfg.path_max = (size_t)env_num("DSTREAM_PATH_MAX", 1024, 1, LOG_PATH_MAX);
+    cfg.wake_inotify = strcmp(env_str("DSTREAM_WAKE", "inotify"), "poll") != 0;
+    cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
     po.listen = env_str("DSTREAM_LISTEN", NULL);
     po.procs = (int)env_num("DSTREAM_PROCS", 2, 1, 256);
     po.threads = (int)env_num("DSTREAM_THREADS", 64, 1, 16384);

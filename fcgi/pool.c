@@ -142,7 +142,8 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     signal(SIGPIPE, SIG_IGN);
 
     char err[256];
-    wake_t *wake = wake_start(log, cfg->db_path, err, sizeof err);
+    wake_opts wo = {cfg->wake_inotify, cfg->wake_poll_us};
+    wake_t *wake = wake_start(log, cfg->db_path, &wo, err, sizeof err);
     if (!wake) fprintf(stderr, "dstream-fcgi: no live wake-ups: %s\n", err);
     worker w = {fd, cfg, log, wake};
     pthread_attr_t attr;

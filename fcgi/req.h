@@ -31,6 +31,8 @@ typedef struct cfg {
     int heartbeat_ms;           /* DSTREAM_HEARTBEAT_MS */
     int sse_max_ms;             /* DSTREAM_SSE_MAX_MS: an SSE response is ended after */
     size_t path_max;            /* DSTREAM_PATH_MAX */
+    int wake_inotify;           /* DSTREAM_WAKE: inotify (1) or poll (0) */
+    int wake_poll_us;           /* DSTREAM_WAKE_POLL_US */
 } cfg_t;
 
 struct req {

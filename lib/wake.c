@@ -54,6 +54,7 @@ struct wake {
     char wal[1100];
     int ifd, wd, pokefd;
     int stop;
+    wake_opts opts;
     pthread_t thread;
     pthread_mutex_t mu;
     wake_waiter_t *buckets[WAKE_BUCKETS];
@@ -131,6 +132,12 @@ static void *watch_main(void *arg)
         struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
         int64_t now = now_us();
         int timeout = hot_until > now ? 0 : WAKE_IDLE_MS;
+        if (!w->opts.inotify) {
+            /* Polling mode: no file watch, a fixed interval. */
+            struct timespec ts = {w->opts.poll_us / 1000000, (w->opts.poll_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+            timeout = 0;
+        }
         int n = poll(pf, w->ifd >= 0 ? 2 : 1, timeout);
         if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
         if (n > 0 && (pf[0].revents & POLLIN)) {
@@ -159,7 +166,8 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen)
+wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char *err,
+                   size_t errlen)
 {
     wake_t *w = calloc(1, sizeof *w);
     if (!w) {
@@ -167,6 +175,8 @@ wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen)
         return NULL;
     }
     w->log = log;
+    w->opts.inotify = opts ? opts->inotify : 1;
+    w->opts.poll_us = opts && opts->poll_us > 0 ? opts->poll_us : 1000;
     w->ifd = w->wd = w->pokefd = -1;
     w->rev = -1;
     pthread_mutex_init(&w->mu, NULL);
@@ -185,8 +195,10 @@ wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen)
         snprintf(err, errlen, "eventfd: %s", strerror(errno));
         goto fail;
     }
-    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    add_watch(w);
+    if (w->opts.inotify) {
+        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        add_watch(w);
+    }
     log_on_commit(log, on_local_commit, w);
     if (pthread_create(&w->thread, NULL, watch_main, w)) {
         snprintf(err, errlen, "pthread_create: %s", strerror(errno));

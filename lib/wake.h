@@ -16,9 +16,15 @@ typedef struct wake_stats {
     uint64_t wakeups;    /* waiters woken */
 } wake_stats;
 
+typedef struct wake_opts {
+    int inotify;         /* 1 (default): watch the -wal file; 0: poll only */
+    int poll_us;         /* poll interval without inotify (default 1000) */
+} wake_opts;
+
 /* Start the watcher thread for the database at db_path, read through a connection
- * of log. Returns NULL with err. */
-wake_t *wake_start(log_t *log, const char *db_path, char *err, size_t errlen);
+ * of log. opts may be NULL for the defaults. Returns NULL with err. */
+wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char *err,
+                   size_t errlen);
 /* Stop the thread and free the watcher (after every waiter is freed). */
 void wake_stop(wake_t *w);
 
