@@ -11,7 +11,7 @@ OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 STD     := -std=gnu11
 CFLAGS  += $(STD) $(WARN) $(OPT) -g -MMD -MP -D_GNU_SOURCE -pthread
-LDLIBS  := -lsqlite3 -lpthread
+LDLIBS  := -ljansson -lsqlite3 -lpthread
 B       := build
 
 ifneq ($(SANITIZER),)

@@ -1,0 +1,40 @@
+/* agent: agent definitions (what a chat session or a workflow step talks to).
+ *
+ * Document (object):
+ *   name          string, [A-Za-z0-9_.-]{1,64}
+ *   provider      "anthropic" | "openai"
+ *   model         string, 1..128 bytes
+ *   system        string, optional, at most 100000 bytes (system prompt)
+ *   parameters    object, optional: temperature (number 0..2), top_p (0..1),
+ *                 max_tokens (int 1..1000000), stop (array of up to 8 strings)
+ *   tools         array, optional, up to 64: {name, description, inputSchema (object)}
+ *   mcpServers    array, optional, up to 16: {name, command (array of strings, >= 1),
+ *                 env (object of strings, optional)}
+ *   skills        array, optional, up to 64: {name, instructions (string, may contain
+ *                 {{param}} placeholders), params (array of names, optional)}
+ *   limits        object, optional: maxTokens (int >0), maxTurns (int >0),
+ *                 costBudgetUsd (number >0)
+ *   endpoint      string, optional: base URL of the provider (default per provider)
+ * Unknown top-level keys are mistakes. */
+#ifndef DSTREAM_AGENT_H
+#define DSTREAM_AGENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "buf.h"
+
+/* Validate an agent document. Returns 0, or -1 with every mistake named in err,
+ * one per line, each prefixed by its JSON path ("limits.maxTurns: must be ..."). */
+int agent_validate(const json_t *doc, char *err, size_t errcap);
+
+/* Render skill `name` of agent doc with params (object of strings): replaces each
+ * {{param}} with its value. Appends to out. Returns 0, or -1 with err (no such
+ * skill, missing or undeclared parameter). */
+int agent_render_skill(const json_t *doc, const char *name, const json_t *params, buf_t *out,
+                       char *err, size_t errcap);
+
+/* 1 if s is a valid agent or workflow name. */
+int agent_valid_name(const char *s);
+
+#endif

@@ -1,0 +1,136 @@
+/* workflow: declarative workflow documents and the pure decision core.
+ *
+ * No I/O here: the runner asks workflow_next() what to do given the document and
+ * the session's reduced view, performs it, appends the events, and asks again.
+ * The document format is described in docs/workflows.md; this header is the
+ * contract. All JSON is jansson (json_t); ownership is stated per function.
+ *
+ * Document (top level object):
+ *   name          string, [A-Za-z0-9_.-]{1,64}
+ *   description   string, optional
+ *   initialState  object, optional (default {})
+ *   initialPhase  string, optional (default: the first phase)
+ *   phases        array (1..64) of phase objects:
+ *     name        string, unique, [A-Za-z0-9_.-]{1,64}
+ *     terminal    bool, optional: the workflow completes after this phase's steps
+ *     steps       array (0..64) of step objects, by "kind":
+ *       "agent":  agent (string, an agent name), prompt (template string),
+ *                 outputSchema (object, optional: the output must be a JSON value
+ *                 of this JSON-Schema subset: type, properties, required, items,
+ *                 enum), update (object, optional: state paths -> value templates,
+ *                 where "$output" is the agent's output)
+ *       "tool":   server (string), tool (string), arguments (object; string values
+ *                 are templates), update (optional, "$output" = the tool result)
+ *       "update": set (object: state paths -> JSON values; string values are
+ *                 templates; "$input" is the session input)
+ *       "human":  id (string, unique in the workflow), input ("approval" |
+ *                 "choice" | "text"), prompt (template), options (array of strings,
+ *                 required for choice, 2..20), timeoutMs (int >0, optional),
+ *                 onTimeout (optional: {"response": <value>} used when the
+ *                 checkpoint expires; without it expiry fails the workflow),
+ *                 update (optional, "$response" = the answer)
+ *       Every step may have "name" (string) for display.
+ *     transitions array (0..16), evaluated in order after the steps, of
+ *                 {when: condition (optional: always), to: phase name}.
+ *                 A non-terminal phase must have at least one transition, and a
+ *                 phase whose transitions all fail fails the workflow.
+ *
+ * State paths are dotted ("review.approved"); they address nested objects,
+ * created on write. Templates: "{{path}}" where path starts with "state." or
+ * "input." (the session input); a string value is inserted as is, any other value
+ * as compact JSON; a missing path is an error. Conditions: a small expression
+ * language over the same paths: literals (numbers, "strings", true, false, null),
+ * paths, == != < <= > >=, && || !, parentheses. A bare path is true when it is
+ * present and not false/null/0/"". Comparisons between different types are false
+ * (except != which is true); < <= > >= compare numbers or strings. */
+#ifndef DSTREAM_WORKFLOW_H
+#define DSTREAM_WORKFLOW_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "buf.h"
+
+#define WORKFLOW_ERR_MAX 512
+
+typedef enum {
+    STEP_AGENT,
+    STEP_TOOL,
+    STEP_UPDATE,
+    STEP_HUMAN
+} step_kind;
+
+/* Validate a workflow document. Returns 0, or -1 with every mistake found named in
+ * err (one per line, each starting with a JSON path like "phases[1].steps[0].agent:"),
+ * truncated to errcap bytes. */
+int workflow_validate(const json_t *doc, char *err, size_t errcap);
+
+/* Render template tpl with {{path}} references resolved against state and input
+ * (either may be NULL). Appends to out. Returns 0, or -1 with a message in err
+ * (unknown path, unterminated "{{", bad path syntax, output over out's ceiling). */
+int workflow_render(const char *tpl, const json_t *state, const json_t *input, buf_t *out,
+                    char *err, size_t errcap);
+
+/* Evaluate condition expr. Returns 1 true, 0 false, -1 syntax error (err set).
+ * Missing paths evaluate to null; they are not errors. */
+int workflow_eval(const char *expr, const json_t *state, const json_t *input, char *err,
+                  size_t errcap);
+
+/* Check a condition's syntax without evaluating it. 0 or -1 with err. */
+int workflow_check_condition(const char *expr, char *err, size_t errcap);
+
+/* Set a dotted path in obj (an object) to value (reference stolen), creating
+ * intermediate objects. Returns 0, or -1 if a non-object is in the way or the path
+ * is malformed (value is then released). */
+int workflow_set_path(json_t *obj, const char *path, json_t *value);
+
+/* Get a dotted path ("a.b.c") from obj; borrowed reference or NULL. */
+json_t *workflow_get_path(const json_t *obj, const char *path);
+
+/* Apply a step's "update" (or an "update" step's "set") object to state: each key
+ * is a state path, each value is a JSON value where the strings "$output",
+ * "$response" and "$input" are replaced by the given values (any may be NULL) and
+ * other strings are templates. Returns 0 or -1 with err; state is only modified on
+ * success. */
+int workflow_apply_update(json_t *state, const json_t *update, const json_t *output,
+                          const json_t *response, const json_t *input, char *err,
+                          size_t errcap);
+
+/* Validate value against the JSON-Schema subset (type, properties, required, items,
+ * enum). Returns 0 or -1 with the first mismatch in err. */
+int workflow_check_schema(const json_t *schema, const json_t *value, char *err, size_t errcap);
+
+/* Where a session stands in its workflow (from the reducer, lib/session). */
+typedef struct workflow_pos {
+    int started;            /* workflow:started seen */
+    int finished;           /* completed, failed or cancelled */
+    const char *phase;      /* current phase, NULL before the first phase:entered */
+    int step;               /* steps of the current phase completed */
+    int step_open;          /* a step:started without its step:completed */
+} workflow_pos;
+
+typedef enum {
+    NEXT_START,             /* append workflow:started and enter the initial phase */
+    NEXT_ENTER_PHASE,       /* enter phase `phase` (phase:entered) */
+    NEXT_STEP,              /* run step `step` of `phase` (a json object in `def`) */
+    NEXT_TRANSITION,        /* phase:exited towards `phase` */
+    NEXT_COMPLETE,          /* workflow:completed */
+    NEXT_FAIL,              /* workflow:failed with `error` */
+    NEXT_WAIT,              /* nothing to do: a step is in flight or the session is over */
+} next_kind;
+
+typedef struct workflow_next_t {
+    next_kind kind;
+    const char *phase;      /* borrowed from the document */
+    int step;
+    const json_t *def;      /* the step object, borrowed */
+    step_kind step_kind;
+    char error[WORKFLOW_ERR_MAX];
+} workflow_next_t;
+
+/* Decide the next action of a valid workflow document doc for a session at pos
+ * with the given state and input. Pure: reads only its arguments. */
+void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *state,
+                   const json_t *input, workflow_next_t *out);
+
+#endif
