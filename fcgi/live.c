@@ -159,11 +159,13 @@ static void sse(req_t *r, log_read_req *rr, buf_t *out)
     for (;;) {
         int closed = rr->info.closed && rr->up_to_date;
         buf_reset(&ev);
-        if (rr->count > 0) {
+        if (rr->count > 0 && r->events) {
+            rc = buf_append(&ev, out->p, out->len);    /* already one event per message */
+        } else if (rr->count > 0) {
             rc = text ? sse_event(&ev, "data", NULL, out->p, out->len)
                       : sse_event_base64(&ev, "data", out->p, out->len);
             if (rc == 0) rc = sse_control(&ev, r, rr, closed);
-        } else if (first || closed) {
+        } else if ((first || closed) && !r->events) {
             rc = sse_control(&ev, r, rr, closed);
         }
         first = 0;
@@ -203,6 +205,7 @@ done:
 
 void stream_live(req_t *r, log_read_req *rr, int use_sse)
 {
+    r->sse = use_sse;
     buf_t out;
     buf_init(&out, r->cfg->read_max + (1 << 20));
     /* Finish reading the request so that the connection carries nothing more

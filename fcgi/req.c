@@ -272,3 +272,68 @@ static int cgi_fd(req_t *r)
 }
 
 const req_backend req_cgi_backend = {cgi_param, cgi_read, cgi_write, cgi_flush, cgi_fd};
+
+/* ---- JSON helpers ----------------------------------------------------------------------- */
+
+#define JSON_BODY_MAX (4 << 20)
+
+json_t *req_json_object(req_t *r)
+{
+    const char *ct = req_header(r, "Content-Type");
+    if (!ct || !log_ctype_json(ct)) {
+        res_error(r, 415, "unsupported_media_type", "send the body as application/json");
+        return NULL;
+    }
+    buf_t b;
+    size_t max = r->cfg->body_max < JSON_BODY_MAX ? r->cfg->body_max : JSON_BODY_MAX;
+    buf_init(&b, max);
+    int rc = req_body(r, &b);
+    if (rc == BUF_ETOOBIG) {
+        buf_free(&b);
+        res_error(r, 413, "body_too_large", "request body exceeds %zu bytes", max);
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = rc ? NULL : json_loadb(b.p ? b.p : "", b.len, JSON_REJECT_DUPLICATES, &e);
+    buf_free(&b);
+    if (!j) {
+        res_error(r, 400, "invalid_json", "body is not valid JSON%s%s", rc ? "" : ": ", rc ? "" : e.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        res_error(r, 400, "invalid_json", "body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+void res_json(req_t *r, int status, const json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    size_t n = s ? strlen(s) : 0;
+    res_status(r, status);
+    res_header(r, "Content-Type", "application/json");
+    res_header(r, "Cache-Control", "no-store");
+    res_headerf(r, "Content-Length", "%zu", n);
+    res_write(r, s ? s : "", n);
+    free(s);
+}
+
+void res_invalid(req_t *r, const char *code, const char *lines)
+{
+    json_t *details = json_array();
+    const char *p = lines;
+    while (*p) {
+        size_t n = strcspn(p, "\n");
+        if (n) json_array_append_new(details, json_stringn(p, n));
+        p += n;
+        if (*p) p++;
+    }
+    json_t *err = json_pack("{s:{s:s, s:s, s:o}}", "error", "code", code, "message",
+                            json_array_size(details) ? json_string_value(json_array_get(details, 0))
+                                                     : "invalid document",
+                            "details", details);
+    res_json(r, 400, err);
+    json_decref(err);
+}

@@ -41,6 +41,8 @@ struct req {
     const cfg_t *cfg;
     log_conn_t *log;
     struct wake_waiter *waiter; /* this thread's live-read waiter, or NULL (CGI) */
+    int events;                 /* session event framing (offsets injected, SSE by type) */
+    int sse;                    /* the response is an SSE stream */
 
     const char *method;
     char path[2048];            /* decoded path, no query */
@@ -85,4 +87,16 @@ void res_error(req_t *r, int status, const char *code, const char *fmt, ...)
 /* The FastCGI and CGI backends. */
 extern const req_backend req_cgi_backend;
 
+
+
+/* ---- JSON helpers (jansson) ---------------------------------------------------- */
+#include <jansson.h>
+
+/* Parse the request body as a JSON object (Content-Type must be JSON). Returns the
+ * object (new reference), or NULL after answering 400/413/415. */
+json_t *req_json_object(req_t *r);
+/* Answer status with j as a compact JSON body (j is borrowed). */
+void res_json(req_t *r, int status, const json_t *j);
+/* A 400 with code and the validator's lines (one mistake per line) as details. */
+void res_invalid(req_t *r, const char *code, const char *lines);
 #endif

@@ -27,5 +27,24 @@ void route(req_t *r)
         health_handle(r);
         return;
     }
+    /* Collection or one item: "/v1/agents" or "/v1/agents/{name}". */
+    static const struct {
+        const char *prefix;
+        void (*fn)(req_t *, const char *);
+    } coll[] = {{"/v1/agents", agents_handle},
+                {"/v1/workflows", workflows_handle},
+                {"/v1/sessions", sessions_handle}};
+    for (size_t i = 0; i < sizeof coll / sizeof coll[0]; i++) {
+        size_t n = strlen(coll[i].prefix);
+        if (strncmp(r->path, coll[i].prefix, n) != 0) continue;
+        if (r->path[n] == '\0' || (r->path[n] == '/' && r->path[n + 1] == '\0')) {
+            coll[i].fn(r, NULL);
+            return;
+        }
+        if (r->path[n] == '/') {
+            coll[i].fn(r, r->path + n + 1);
+            return;
+        }
+    }
     res_error(r, 404, "not_found", "no resource at %s", r->path);
 }

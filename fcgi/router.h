@@ -9,6 +9,9 @@ void route(req_t *r);
 /* Resources. */
 void stream_handle(req_t *r, const char *path);   /* /v1/stream/{path} */
 void health_handle(req_t *r);                     /* /v1/health */
+void agents_handle(req_t *r, const char *name);    /* /v1/agents[/{name}] */
+void workflows_handle(req_t *r, const char *name); /* /v1/workflows[/{name}] */
+void sessions_handle(req_t *r, const char *rest);  /* /v1/sessions[/{id}[/...]] */
 
 /* Headers every response carries (security, CORS). */
 void res_common_headers(req_t *r);

@@ -12,6 +12,7 @@
 
 #include "../lib/db.h"
 #include "../lib/json.h"
+#include "../lib/sse.h"
 #include "../lib/timefmt.h"
 #include "router.h"
 #include "stream.h"
@@ -381,30 +382,73 @@ int stream_parse_offset(req_t *r, offset_kind *kind, offset_t *from)
 }
 
 typedef struct batch {
+    req_t *r;
     buf_t *out;
     const log_read_req *rr;
     int first;
 } batch_t;
 
+/* A stored session envelope with its offset added: {"offset":"...", ...rest}. */
+static int put_envelope(buf_t *out, const char *data, size_t len, offset_t at)
+{
+    char off[OFFSET_LEN + 1];
+    offset_format(at, off);
+    if (len < 2 || data[0] != '{') return buf_append(out, data, len);
+    int rc = buf_printf(out, "{\"offset\":\"%s\"%s", off, data[1] == '}' ? "" : ",");
+    return rc ? rc : buf_append(out, data + 1, len - 1);
+}
+
+/* The "type" of a stored envelope (session_event_encode writes it first). */
+static size_t envelope_type(const char *data, size_t len, const char **type)
+{
+    static const char pre[] = "{\"type\":\"";
+    if (len > sizeof pre && memcmp(data, pre, sizeof pre - 1) == 0) {
+        const char *t = data + sizeof pre - 1;
+        const char *q = memchr(t, '"', len - (sizeof pre - 1));
+        if (q && q - t < 64) {
+            *type = t;
+            return (size_t)(q - t);
+        }
+    }
+    *type = "event";
+    return 5;
+}
+
 static int batch_msg(void *ud, const void *data, size_t len, offset_t at)
 {
     batch_t *f = ud;
-    (void)at;
     /* log_read fills rr->info before the first message. */
+    if (f->r->events && f->r->sse) {
+        /* One SSE event per session event, named by type; id resumes after it. */
+        const char *type;
+        size_t tl = envelope_type(data, len, &type);
+        offset_t next = {at.seq + 1, at.pos + len};
+        char id[OFFSET_LEN + 1], name[72];
+        offset_format(next, id);
+        snprintf(name, sizeof name, "%.*s", (int)tl, type);
+        buf_t ev;
+        buf_init(&ev, 0);
+        int rc = put_envelope(&ev, data, len, at);
+        if (!rc) rc = sse_event(f->out, name, id, ev.p, ev.len);
+        buf_free(&ev);
+        f->first = 0;
+        return rc ? -100 : 0;
+    }
     if (f->rr->info.json && buf_puts(f->out, f->first ? "[" : ",")) return -100;
     f->first = 0;
+    if (f->r->events) return put_envelope(f->out, data, len, at) ? -100 : 0;
     return buf_append(f->out, data, len) ? -100 : 0;
 }
 
 int stream_read_batch(req_t *r, log_read_req *rr, buf_t *out)
 {
-    batch_t f = {out, rr, 1};
+    batch_t f = {r, out, rr, 1};
     buf_reset(out);
     rr->max_bytes = r->cfg->read_max;
     int rc = log_read(r->log, rr, batch_msg, &f);
     if (rc == -100) return LOG_EIO;
     if (rc) return rc;
-    if (rr->info.json && buf_puts(out, f.first ? "[]" : "]")) return LOG_EIO;
+    if (rr->info.json && !(r->events && r->sse) && buf_puts(out, f.first ? "[]" : "]")) return LOG_EIO;
     return 0;
 }
 
@@ -553,6 +597,12 @@ void stream_handle(req_t *r, const char *path)
         return;
     }
     if (!valid_path(r, path)) return;
+    /* Session streams are written only through /v1/sessions, which keeps their
+     * status and snapshots in step (lib/sstore). */
+    if (strncmp(path, "sessions/", 9) == 0 && strcmp(m, "GET") && strcmp(m, "HEAD")) {
+        res_error(r, 403, "read_only", "session streams are written through /v1/sessions");
+        return;
+    }
     if (strcmp(m, "GET") == 0) do_get(r, path);
     else if (strcmp(m, "HEAD") == 0) do_head(r, path);
     else if (strcmp(m, "PUT") == 0) do_put(r, path);

@@ -729,6 +729,11 @@ int log_create(log_conn_t *c, log_create_req *r)
     return log_write(c, op_create, r);
 }
 
+int log_tx_create(log_conn_t *c, log_create_req *r)
+{
+    return op_create(c, r);
+}
+
 /* ---- append ------------------------------------------------------------------- */
 
 static int op_append(log_conn_t *c, void *arg)
@@ -814,6 +819,21 @@ int log_append(log_conn_t *c, log_append_req *r)
     return log_write(c, op_append, r);
 }
 
+int log_tx_append(log_conn_t *c, log_append_req *r)
+{
+    return op_append(c, r);
+}
+
+int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
+{
+    return log_write(c, fn, arg);
+}
+
+sqlite3 *log_db(log_conn_t *c)
+{
+    return c->db;
+}
+
 /* ---- delete, touch, sweep ------------------------------------------------------ */
 
 typedef struct delete_arg {
@@ -837,6 +857,14 @@ int log_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, FOUND_NONE};
     int rc = log_write(c, op_delete, &d);
+    if (rc) return rc;
+    return d.found == FOUND_LIVE ? 0 : state_error(d.found);
+}
+
+int log_tx_delete(log_conn_t *c, const char *path)
+{
+    delete_arg d = {path, FOUND_NONE};
+    int rc = op_delete(c, &d);
     if (rc) return rc;
     return d.found == FOUND_LIVE ? 0 : state_error(d.found);
 }
@@ -933,7 +961,9 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 
     r->count = r->bytes = 0;
     r->up_to_date = 0;
-    if ((rc = run_simple(c, S_BEGIN_READ))) return rc;
+    /* Inside log_transact the read sees the transaction's own writes. */
+    int own_tx = sqlite3_get_autocommit(c->db);
+    if (own_tx && (rc = run_simple(c, S_BEGIN_READ))) return rc;
     if ((found = lookup(c, r->path, &chain[0])) != FOUND_LIVE) {
         rc = state_error(found);
         goto out;
@@ -955,7 +985,7 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
     if (rc == 1) rc = 0;
     r->up_to_date = r->next.seq == r->info.tail.seq;
 out:
-    run_simple(c, S_COMMIT);
+    if (own_tx) run_simple(c, S_COMMIT);
     return rc;
 }
 

@@ -138,6 +138,19 @@ int log_create(log_conn_t *c, log_create_req *r);
 /* Append messages and/or close. See LOG_E* for the failures. */
 int log_append(log_conn_t *c, log_append_req *r);
 
+/* Run fn(c, arg) inside the next group-commit transaction (SAVEPOINT of its own;
+ * a negative return rolls back only fn's writes) and wait until it committed.
+ * fn may call the log_tx_* functions and run its own prepared statements on
+ * log_db(c). Returns fn's result, or LOG_EBUSY/LOG_EIO if the commit failed. */
+int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg);
+/* log_create, log_append and log_delete for use inside log_transact. */
+int log_tx_create(log_conn_t *c, log_create_req *r);
+int log_tx_append(log_conn_t *c, log_append_req *r);
+int log_tx_delete(log_conn_t *c, const char *path);
+/* The connection's database handle (for modules that keep tables of their own). */
+struct sqlite3;
+struct sqlite3 *log_db(log_conn_t *c);
+
 /* Read from r->from, calling fn for each message in order. */
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
 

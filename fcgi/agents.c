@@ -1,0 +1,104 @@
+/* /v1/agents and /v1/agents/{name}: stored agent definitions (lib/agent, lib/defs). */
+#include <string.h>
+
+#include "../lib/agent.h"
+#include "../lib/defs.h"
+#include "router.h"
+#include "stream.h"
+
+#define ERR_MAX 8192
+
+/* Validate doc (with name forced to `name` when given). Answers 400 on mistakes. */
+static int validate(req_t *r, json_t *doc, const char *name)
+{
+    char err[ERR_MAX];
+    if (name) {
+        json_t *n = json_object_get(doc, "name");
+        if (n && (!json_is_string(n) || strcmp(json_string_value(n), name) != 0)) {
+            res_error(r, 400, "name_mismatch", "the body's name differs from the URL's");
+            return -1;
+        }
+        json_object_set_new(doc, "name", json_string(name));
+    }
+    if (agent_validate(doc, err, sizeof err)) {
+        res_invalid(r, "invalid_agent", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void put(req_t *r, const char *name, int create_only)
+{
+    json_t *doc = req_json_object(r);
+    if (!doc) return;
+    if (validate(r, doc, name)) goto out;
+    name = json_string_value(json_object_get(doc, "name"));
+    char *text = json_dumps(doc, JSON_COMPACT);
+    int created = 0;
+    int rc = defs_agent_put(r->log, name, text, create_only, &created);
+    free(text);
+    if (rc == LOG_ECONFLICT) {
+        res_error(r, 409, "agent_exists", "agent %s exists (PUT /v1/agents/%s replaces it)", name, name);
+        goto out;
+    }
+    if (rc) {
+        stream_fail(r, rc);
+        goto out;
+    }
+    if (created) res_headerf(r, "Location", "/v1/agents/%s", name);
+    res_json(r, created ? 201 : 200, doc);
+out:
+    json_decref(doc);
+}
+
+void agents_handle(req_t *r, const char *name)
+{
+    const char *m = r->method;
+    int rc;
+    if (!name) {
+        if (!strcmp(m, "GET")) {
+            json_t *arr = json_array();
+            if ((rc = defs_agent_list(r->log, arr))) stream_fail(r, rc);
+            else {
+                json_t *o = json_pack("{s:o}", "agents", arr);
+                res_json(r, 200, o);
+                json_decref(o);
+                return;
+            }
+            json_decref(arr);
+        } else if (!strcmp(m, "POST")) {
+            put(r, NULL, 1);
+        } else {
+            res_header(r, "Allow", "GET, POST");
+            res_error(r, 405, "method_not_allowed", "use GET or POST");
+        }
+        return;
+    }
+    if (!agent_valid_name(name)) {
+        res_error(r, 400, "bad_name", "agent names are 1 to 64 of [A-Za-z0-9_.-]");
+        return;
+    }
+    if (!strcmp(m, "GET")) {
+        json_t *doc = defs_agent_get(r->log, name, &rc);
+        if (!doc) {
+            if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no agent %s", name);
+            else stream_fail(r, rc);
+            return;
+        }
+        res_json(r, 200, doc);
+        json_decref(doc);
+    } else if (!strcmp(m, "PUT")) {
+        put(r, name, 0);
+    } else if (!strcmp(m, "DELETE")) {
+        rc = defs_agent_delete(r->log, name);
+        if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no agent %s", name);
+        else if (rc) stream_fail(r, rc);
+        else {
+            res_status(r, 204);
+            res_end(r);
+        }
+    } else {
+        res_header(r, "Allow", "GET, PUT, DELETE");
+        res_error(r, 405, "method_not_allowed", "use GET, PUT or DELETE");
+    }
+}

@@ -1,0 +1,563 @@
+/* /v1/sessions: agent and workflow sessions (lib/session, lib/sstore).
+ *
+ * Every command here appends an event through sstore_command, whose decide
+ * function sees the session's view inside the write transaction: checks such as
+ * "is this input pending" cannot race with another command or the runner. The
+ * runner notices the commands through the log and acts on them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/agent.h"
+#include "../lib/defs.h"
+#include "../lib/sstore.h"
+#include "../lib/workflow.h"
+#include "router.h"
+#include "stream.h"
+
+#define CONTENT_MAX (1 << 20)   /* a user message */
+#define LIST_MAX 100
+
+enum {
+    E_FINISHED = SSTORE_EREFUSED - 1,   /* the session is over */
+    E_NOT_REQUESTED = SSTORE_EREFUSED - 2,
+    E_ANSWERED = SSTORE_EREFUSED - 3,
+    E_BAD_RESPONSE = SSTORE_EREFUSED - 4,
+    E_CANCELLING = SSTORE_EREFUSED - 5,
+};
+
+static void trace_of(req_t *r, session_trace *t)
+{
+    const char *tp = req_header(r, "traceparent");
+    if (!tp || session_trace_from_header(tp, t)) session_trace_new(t);
+}
+
+static void fail(req_t *r, int rc)
+{
+    switch (rc) {
+    case LOG_ENOTFOUND: res_error(r, 404, "not_found", "no such session"); break;
+    case E_FINISHED: res_error(r, 409, "session_finished", "the session has finished"); break;
+    case E_NOT_REQUESTED:
+        res_error(r, 409, "input_not_requested", "no input with that interactionId was requested");
+        break;
+    case E_ANSWERED: res_error(r, 409, "input_answered", "that input has already been answered"); break;
+    case E_BAD_RESPONSE: res_error(r, 400, "bad_response", "the response does not fit the input's kind"); break;
+    case E_CANCELLING: res_error(r, 409, "cancel_requested", "the session is being cancelled"); break;
+    default: stream_fail(r, rc);
+    }
+}
+
+static void accepted(req_t *r, const char *id, offset_t at)
+{
+    char off[OFFSET_LEN + 1];
+    offset_format(at, off);
+    json_t *o = json_pack("{s:s, s:s}", "id", id, "offset", off);
+    res_json(r, 202, o);
+    json_decref(o);
+}
+
+static json_t *session_json(const sstore_row *row, const session_view *v, offset_t pos)
+{
+    char off[OFFSET_LEN + 1], url[160];
+    offset_format(pos, off);
+    json_t *j = session_view_to_json(v);
+    json_object_set_new(j, "id", json_string(row->id));
+    json_object_set_new(j, "agent", row->agent[0] ? json_string(row->agent) : json_null());
+    json_object_set_new(j, "workflow", row->workflow[0] ? json_string(row->workflow) : json_null());
+    if (row->workflow[0]) json_object_set_new(j, "workflowVersion", json_integer(row->wf_version));
+    json_object_set_new(j, "parent", row->parent[0] ? json_string(row->parent) : json_null());
+    if (row->parent[0]) json_object_set_new(j, "forkOffset", json_string(row->fork_offset));
+    json_object_set_new(j, "position", json_string(off));
+    snprintf(url, sizeof url, "/v1/stream/%s", row->stream);
+    json_object_set_new(j, "stream", json_string(url));
+    snprintf(url, sizeof url, "/v1/sessions/%s/events", row->id);
+    json_object_set_new(j, "events", json_string(url));
+    json_object_set_new(j, "createdMs", json_integer(row->created_ms));
+    return j;
+}
+
+/* ---- create, list ------------------------------------------------------------------------ */
+
+static void create(req_t *r)
+{
+    json_t *body = req_json_object(r);
+    if (!body) return;
+    json_t *agent = json_object_get(body, "agent"), *wf = json_object_get(body, "workflow");
+    json_t *input = json_object_get(body, "input"), *doc = NULL, *created = NULL;
+    json_t *idj = json_object_get(body, "id");
+    char id[SSTORE_ID_MAX];
+    int rc, version = 0;
+    if ((agent != NULL) == (wf != NULL) || (agent && !json_is_string(agent)) || (wf && !json_is_string(wf))) {
+        res_error(r, 400, "bad_session", "give exactly one of \"agent\" or \"workflow\" (a name)");
+        goto out;
+    }
+    if (idj && (!json_is_string(idj) || !sstore_valid_id(json_string_value(idj)))) {
+        res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
+        goto out;
+    }
+    if (idj) snprintf(id, sizeof id, "%s", json_string_value(idj));
+    else sstore_new_id(id, sizeof id);
+    const char *name = json_string_value(agent ? agent : wf);
+    if (agent) doc = defs_agent_get(r->log, name, &rc);
+    else doc = defs_workflow_get(r->log, name, 0, &version, &rc);
+    if (!doc) {
+        if (rc == LOG_ENOTFOUND) res_error(r, 422, agent ? "unknown_agent" : "unknown_workflow", "no %s named %s", agent ? "agent" : "workflow", name);
+        else stream_fail(r, rc);
+        goto out;
+    }
+    created = json_object();
+    json_object_set(created, agent ? "agent" : "workflow", agent ? agent : wf);
+    if (wf) {
+        json_object_set_new(created, "version", json_integer(version));
+        json_t *init = json_object_get(doc, "initialState");
+        json_object_set_new(created, "initialState", init ? json_deep_copy(init) : json_object());
+    }
+    json_object_set(created, "input", input ? input : json_object());
+    session_trace tr;
+    trace_of(r, &tr);
+    sstore_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.id = id;
+    cr.agent = agent ? name : NULL;
+    cr.workflow = wf ? name : NULL;
+    cr.wf_version = version;
+    cr.created = created;
+    cr.trace = &tr;
+    if ((rc = sstore_create(r->log, &cr))) {
+        if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
+        else stream_fail(r, rc);
+        goto out;
+    }
+    sstore_row row;
+    session_view v;
+    offset_t pos = {0, 0};
+    session_view_init(&v);
+    if ((rc = sstore_get(r->log, id, &row)) || (rc = sstore_view(r->log, id, 0, pos, &v, &pos))) {
+        session_view_free(&v);
+        stream_fail(r, rc);
+        goto out;
+    }
+    res_headerf(r, "Location", "/v1/sessions/%s", id);
+    json_t *j = session_json(&row, &v, pos);
+    res_json(r, 201, j);
+    json_decref(j);
+    session_view_free(&v);
+out:
+    json_decref(created);
+    json_decref(doc);
+    json_decref(body);
+}
+
+static void list(req_t *r)
+{
+    char status[32], cursor[128], lim[16];
+    int n = req_query(r, "status", status, sizeof status);
+    if (n == 0 || n < -1 || (n > 0 && session_status_parse(status) < 0)) {
+        res_error(r, 400, "bad_status", "status must be pending, running, awaiting_input, completed, failed or cancelled");
+        return;
+    }
+    int cn = req_query(r, "cursor", cursor, sizeof cursor);
+    if (cn < -1) {
+        res_error(r, 400, "bad_cursor", "malformed cursor");
+        return;
+    }
+    long limit = 50;
+    int ln = req_query(r, "limit", lim, sizeof lim);
+    if (ln >= 0) {
+        char *end;
+        limit = strtol(lim, &end, 10);
+        if (ln == 0 || *end || limit < 1 || limit > LIST_MAX) {
+            res_error(r, 400, "bad_limit", "limit must be 1 to %d", LIST_MAX);
+            return;
+        }
+    } else if (ln < -1) {
+        res_error(r, 400, "bad_limit", "limit must be 1 to %d", LIST_MAX);
+        return;
+    }
+    json_t *arr = json_array();
+    char next[160];
+    int rc = sstore_list(r->log, n > 0 ? status : NULL, cn > 0 ? cursor : "", (int)limit, arr, next, sizeof next);
+    if (rc) {
+        json_decref(arr);
+        if (rc == LOG_EINVAL) res_error(r, 400, "bad_cursor", "malformed cursor");
+        else stream_fail(r, rc);
+        return;
+    }
+    json_t *o = json_pack("{s:o, s:o}", "sessions", arr, "nextCursor", next[0] ? json_string(next) : json_null());
+    res_json(r, 200, o);
+    json_decref(o);
+}
+
+/* ---- one session ------------------------------------------------------------------------- */
+
+static int parse_at(req_t *r, const char *v, int n, offset_t *at)
+{
+    offset_kind k;
+    if (n <= 0 || offset_parse(v, (size_t)n, &k, at) || k == OFFSET_NOW) {
+        res_error(r, 400, "bad_offset", "at must be -1 or an offset the server returned");
+        return -1;
+    }
+    if (k == OFFSET_START) at->seq = at->pos = 0;
+    return 0;
+}
+
+static void get(req_t *r, const char *id, int state_only)
+{
+    sstore_row row;
+    session_view v;
+    offset_t at = {0, 0}, pos;
+    char q[64];
+    int has_at = 0, rc;
+    if (state_only) {
+        int n = req_query(r, "at", q, sizeof q);
+        if (n != -1) {
+            if (parse_at(r, q, n, &at)) return;
+            has_at = 1;
+        }
+    }
+    if ((rc = sstore_get(r->log, id, &row))) {
+        fail(r, rc);
+        return;
+    }
+    session_view_init(&v);
+    rc = sstore_view(r->log, id, has_at, at, &v, &pos);
+    if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "at is beyond the session's last event");
+    else if (rc) fail(r, rc);
+    else {
+        json_t *j = session_json(&row, &v, pos);
+        if (has_at) json_object_set_new(j, "at", json_string(q));
+        res_json(r, 200, j);
+        json_decref(j);
+    }
+    session_view_free(&v);
+}
+
+static void events(req_t *r, const char *id)
+{
+    sstore_row row;
+    int rc;
+    if ((rc = sstore_get(r->log, id, &row))) {
+        fail(r, rc);
+        return;
+    }
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = row.stream;
+    char live[32], off[64];
+    int ln = req_query(r, "live", live, sizeof live);
+    if (ln == -2 || ln == -3 || (ln >= 0 && strcmp(live, "long-poll") && strcmp(live, "sse"))) {
+        res_error(r, 400, "bad_live", "live must be long-poll or sse");
+        return;
+    }
+    /* A browser EventSource resumes with Last-Event-ID: the offset after its last event. */
+    const char *last = req_header(r, "Last-Event-ID");
+    if (req_query(r, "offset", off, sizeof off) == -1 && last && *last) {
+        offset_kind k;
+        if (offset_parse(last, strlen(last), &k, &rr.from) || k != OFFSET_AT) {
+            res_error(r, 400, "bad_offset", "Last-Event-ID is not an offset the server returned");
+            return;
+        }
+        rr.kind = OFFSET_AT;
+    } else if (stream_parse_offset(r, &rr.kind, &rr.from)) {
+        return;
+    }
+    r->events = 1;
+    if (ln >= 0) {
+        stream_live(r, &rr, strcmp(live, "sse") == 0);
+        return;
+    }
+    buf_t out;
+    buf_init(&out, r->cfg->read_max + (1 << 20));
+    if ((rc = stream_read_batch(r, &rr, &out))) stream_fail(r, rc);
+    else {
+        res_header(r, "Content-Type", "application/json");
+        stream_put_offset(r, "Stream-Next-Offset", rr.next);
+        if (rr.up_to_date) res_header(r, "Stream-Up-To-Date", "true");
+        res_header(r, "Cache-Control", "no-store");
+        res_headerf(r, "Content-Length", "%zu", out.len);
+        res_write(r, out.p, out.len);
+    }
+    buf_free(&out);
+}
+
+/* ---- commands ----------------------------------------------------------------------------- */
+
+typedef struct message_cmd {
+    json_t *payload;
+} message_cmd;
+
+static int decide_message(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    message_cmd *m = ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    ev[0].type = "message:user";
+    ev[0].payload = m->payload;
+    ev[0].actor = "user";
+    *n = 1;
+    return 0;
+}
+
+static void message(req_t *r, const char *id)
+{
+    json_t *body = req_json_object(r);
+    if (!body) return;
+    json_t *content = json_object_get(body, "content");
+    json_t *modej = json_object_get(body, "mode");
+    const char *mode = modej ? json_string_value(modej) : "interrupt";
+    offset_t at;
+    int rc;
+    if (!json_is_string(content) || json_string_length(content) == 0 ||
+        json_string_length(content) > CONTENT_MAX) {
+        res_error(r, 400, "bad_content", "content must be a non-empty string of at most %d bytes", CONTENT_MAX);
+        goto out;
+    }
+    if (!mode || (strcmp(mode, "interrupt") && strcmp(mode, "queue") && strcmp(mode, "background"))) {
+        res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
+        goto out;
+    }
+    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode)};
+    session_trace tr;
+    trace_of(r, &tr);
+    rc = sstore_command(r->log, id, &tr, decide_message, &m, &at);
+    json_decref(m.payload);
+    if (rc) fail(r, rc);
+    else accepted(r, id, at);
+out:
+    json_decref(body);
+}
+
+typedef struct input_cmd {
+    const char *interaction;
+    json_t *response;
+    const json_t *workflow;     /* the session's workflow document, or NULL */
+    json_t *payload;
+} input_cmd;
+
+/* The human step with this id in the workflow, or NULL. */
+static const json_t *human_step(const json_t *doc, const char *id)
+{
+    size_t i, j;
+    json_t *ph, *st;
+    json_array_foreach(json_object_get(doc, "phases"), i, ph) {
+        json_array_foreach(json_object_get(ph, "steps"), j, st) {
+            const char *kind = json_string_value(json_object_get(st, "kind"));
+            const char *sid = json_string_value(json_object_get(st, "id"));
+            if (kind && sid && !strcmp(kind, "human") && !strcmp(sid, id)) return st;
+        }
+    }
+    return NULL;
+}
+
+/* Does response fit an input of this kind ("approval", "choice", "text")? */
+static int fits(const char *kind, const json_t *options, const json_t *response)
+{
+    if (!kind) return 1;
+    if (!strcmp(kind, "approval")) return json_is_boolean(response);
+    if (!strcmp(kind, "text")) return json_is_string(response);
+    if (!strcmp(kind, "choice")) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(options, i, o) if (json_equal(o, response)) return 1;
+        return 0;
+    }
+    return 1;
+}
+
+static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    input_cmd *c = ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    const char *pid = v->pending ? json_string_value(json_object_get(v->pending, "interactionId")) : NULL;
+    if (pid && !strcmp(pid, c->interaction)) {
+        const char *kind = json_string_value(json_object_get(v->pending, "input"));
+        if (!fits(kind, json_object_get(v->pending, "options"), c->response)) return E_BAD_RESPONSE;
+        const char *off = json_string_value(json_object_get(v->pending, "offset"));
+        if (off) snprintf(ev[0].caused_by, sizeof ev[0].caused_by, "%s", off);
+    } else {
+        /* Not asked yet: kept for when the runner reaches that checkpoint. */
+        const json_t *st = c->workflow ? human_step(c->workflow, c->interaction) : NULL;
+        if (!st) return E_NOT_REQUESTED;
+        if (json_object_get(v->early, c->interaction)) return E_ANSWERED;
+        if (!fits(json_string_value(json_object_get(st, "input")), json_object_get(st, "options"), c->response))
+            return E_BAD_RESPONSE;
+    }
+    c->payload = json_pack("{s:s, s:O}", "interactionId", c->interaction, "response", c->response);
+    ev[0].type = "input:received";
+    ev[0].payload = c->payload;
+    ev[0].actor = "user";
+    *n = 1;
+    return 0;
+}
+
+static void input(req_t *r, const char *id)
+{
+    json_t *body = req_json_object(r), *doc = NULL;
+    if (!body) return;
+    json_t *iid = json_object_get(body, "interactionId");
+    json_t *resp = json_object_get(body, "response");
+    sstore_row row;
+    offset_t at;
+    int rc, got;
+    if (!json_is_string(iid) || json_string_length(iid) == 0 || json_string_length(iid) > 128 || !resp) {
+        res_error(r, 400, "bad_input", "give interactionId (a string) and response");
+        goto out;
+    }
+    if ((rc = sstore_get(r->log, id, &row))) {
+        fail(r, rc);
+        goto out;
+    }
+    if (row.workflow[0]) doc = defs_workflow_get(r->log, row.workflow, row.wf_version, &got, &rc);
+    input_cmd c = {json_string_value(iid), resp, doc, NULL};
+    session_trace tr;
+    trace_of(r, &tr);
+    rc = sstore_command(r->log, id, &tr, decide_input, &c, &at);
+    json_decref(c.payload);
+    if (rc) fail(r, rc);
+    else accepted(r, id, at);
+out:
+    json_decref(doc);
+    json_decref(body);
+}
+
+static int decide_cancel(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    (void)ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) {  /* already asked: nothing new to write */
+        *n = 0;
+        return 0;
+    }
+    ev[0].type = "cancel:requested";
+    ev[0].actor = "user";
+    *n = 1;
+    return 0;
+}
+
+static void cancel(req_t *r, const char *id)
+{
+    session_trace tr;
+    offset_t at;
+    trace_of(r, &tr);
+    int rc = sstore_command(r->log, id, &tr, decide_cancel, NULL, &at);
+    if (rc) fail(r, rc);
+    else accepted(r, id, at);
+}
+
+static void fork_session(req_t *r, const char *id)
+{
+    json_t *body = req_json_object(r);
+    if (!body) return;
+    json_t *atj = json_object_get(body, "at"), *idj = json_object_get(body, "id");
+    char nid[SSTORE_ID_MAX];
+    sstore_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    int rc;
+    if (atj) {
+        if (!json_is_string(atj)) {
+            res_error(r, 400, "bad_offset", "at must be an offset string");
+            goto out;
+        }
+        if (parse_at(r, json_string_value(atj), (int)json_string_length(atj), &cr.at)) goto out;
+        cr.has_at = 1;
+    }
+    if (idj && (!json_is_string(idj) || !sstore_valid_id(json_string_value(idj)))) {
+        res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
+        goto out;
+    }
+    if (idj) snprintf(nid, sizeof nid, "%s", json_string_value(idj));
+    else sstore_new_id(nid, sizeof nid);
+    session_trace tr;
+    trace_of(r, &tr);
+    cr.id = nid;
+    cr.parent = id;
+    cr.trace = &tr;
+    rc = sstore_create(r->log, &cr);
+    if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "at is beyond the session's last event");
+    else if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", nid);
+    else if (rc) fail(r, rc);
+    else {
+        sstore_row row;
+        session_view v;
+        offset_t pos = {0, 0};
+        session_view_init(&v);
+        if ((rc = sstore_get(r->log, nid, &row)) || (rc = sstore_view(r->log, nid, 0, pos, &v, &pos)))
+            stream_fail(r, rc);
+        else {
+            res_headerf(r, "Location", "/v1/sessions/%s", nid);
+            json_t *j = session_json(&row, &v, pos);
+            res_json(r, 201, j);
+            json_decref(j);
+        }
+        session_view_free(&v);
+    }
+out:
+    json_decref(body);
+}
+
+void sessions_handle(req_t *r, const char *rest)
+{
+    const char *m = r->method;
+    if (!rest) {
+        if (!strcmp(m, "GET")) list(r);
+        else if (!strcmp(m, "POST")) create(r);
+        else {
+            res_header(r, "Allow", "GET, POST");
+            res_error(r, 405, "method_not_allowed", "use GET or POST");
+        }
+        return;
+    }
+    char id[SSTORE_ID_MAX];
+    size_t n = strcspn(rest, "/");
+    const char *sub = rest[n] ? rest + n + 1 : "";
+    if (n == 0 || n >= sizeof id) {
+        res_error(r, 404, "not_found", "no such session");
+        return;
+    }
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    if (!sstore_valid_id(id)) {
+        res_error(r, 404, "not_found", "no such session");
+        return;
+    }
+    static const struct {
+        const char *sub, *method;
+        void (*fn)(req_t *, const char *);
+    } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
+                  {"cancel", "POST", cancel},    {"fork", "POST", fork_session},
+                  {"events", "GET", events}};
+    if (!*sub) {
+        if (!strcmp(m, "GET")) get(r, id, 0);
+        else if (!strcmp(m, "DELETE")) {
+            int rc = sstore_delete(r->log, id);
+            if (rc) fail(r, rc);
+            else {
+                res_status(r, 204);
+                res_end(r);
+            }
+        } else {
+            res_header(r, "Allow", "GET, DELETE");
+            res_error(r, 405, "method_not_allowed", "use GET or DELETE");
+        }
+        return;
+    }
+    if (!strcmp(sub, "state")) {
+        if (strcmp(m, "GET")) {
+            res_header(r, "Allow", "GET");
+            res_error(r, 405, "method_not_allowed", "use GET");
+        } else {
+            get(r, id, 1);
+        }
+        return;
+    }
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(sub, routes[i].sub)) continue;
+        if (strcmp(m, routes[i].method)) {
+            res_header(r, "Allow", routes[i].method);
+            res_error(r, 405, "method_not_allowed", "use %s", routes[i].method);
+            return;
+        }
+        routes[i].fn(r, id);
+        return;
+    }
+    res_error(r, 404, "not_found", "no resource %s under a session", sub);
+}

@@ -1,0 +1,441 @@
+/* session: typed session events and the pure reducer.
+ *
+ * The reducer folds one event at a time into a session_view. It never fails on an
+ * event type it does not know (old binaries reading newer logs) and never looks
+ * anything up: everything it needs is in the events, which is why session:created
+ * carries the workflow's initial state and version. Once a session is finished
+ * (workflow completed, failed, cancelled) its status no longer moves. */
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "timefmt.h"
+
+const char *const session_event_types[] = {
+    "session:created",       "session:forked",          "session:cancelled",
+    "workflow:started",      "workflow:completed",      "workflow:failed",
+    "phase:entered",         "phase:exited",            "step:started",
+    "step:completed",        "agent:started",           "agent:completed",
+    "provider:request_started", "provider:request_ended", "provider:request_cancelled",
+    "provider:request_retried", "text:delta",           "thinking:delta",
+    "tool:called",           "tool:result",             "state:updated",
+    "input:requested",       "input:received",          "input:expired",
+    "message:user",          "cancel:requested",        NULL};
+
+int session_known_type(const char *type)
+{
+    for (int i = 0; session_event_types[i]; i++)
+        if (strcmp(type, session_event_types[i]) == 0) return 1;
+    return 0;
+}
+
+static const char *const status_names[] = {"pending", "running", "awaiting_input",
+                                           "completed", "failed", "cancelled"};
+
+const char *session_status_name(session_status s)
+{
+    return (unsigned)s < sizeof status_names / sizeof status_names[0] ? status_names[s] : "unknown";
+}
+
+int session_status_parse(const char *s)
+{
+    for (size_t i = 0; i < sizeof status_names / sizeof status_names[0]; i++)
+        if (strcmp(s, status_names[i]) == 0) return (int)i;
+    return -1;
+}
+
+/* ---- trace context ---------------------------------------------------------------- */
+
+static void random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[32];
+    if (getrandom(b, nbytes, 0) != (ssize_t)nbytes) {
+        /* getrandom on Linux does not fail for small sizes once seeded. */
+        for (size_t i = 0; i < nbytes; i++) b[i] = (unsigned char)(i * 37 + 11);
+    }
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+}
+
+static int is_hex(const char *s, size_t n)
+{
+    int nonzero = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+        if (c != '0') nonzero = 1;
+    }
+    return nonzero;
+}
+
+int session_trace_from_header(const char *h, session_trace *t)
+{
+    /* version "00", '-', 32 hex trace id, '-', 16 hex parent id, '-', 2 hex flags */
+    if (!h || strlen(h) < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-') return -1;
+    if (!(h[0] >= '0' && h[0] <= '9') || h[0] == 'f' || !is_hex(h + 3, 32) ||
+        !is_hex(h + 36, 16))
+        return -1;
+    if (strncmp(h, "00", 2) == 0 && strlen(h) != 55) return -1;
+    memcpy(t->trace_id, h + 3, 32);
+    t->trace_id[32] = '\0';
+    memcpy(t->parent_span_id, h + 36, 16);
+    t->parent_span_id[16] = '\0';
+    random_hex(t->span_id, 8);
+    return 0;
+}
+
+void session_trace_new(session_trace *t)
+{
+    random_hex(t->trace_id, 16);
+    random_hex(t->span_id, 8);
+    t->parent_span_id[0] = '\0';
+}
+
+void session_trace_child(const session_trace *parent, session_trace *t)
+{
+    memcpy(t->trace_id, parent->trace_id, sizeof t->trace_id);
+    memcpy(t->parent_span_id, parent->span_id, sizeof t->parent_span_id);
+    random_hex(t->span_id, 8);
+}
+
+/* ---- envelopes ------------------------------------------------------------------------ */
+
+int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
+                         const char *caused_by, const session_trace *trace, int64_t now_ms)
+{
+    char ts[40];
+    timefmt_format(now_ms, ts, sizeof ts);
+    json_t *ev = json_object();
+    json_object_set_new(ev, "type", json_string(type));
+    json_object_set(ev, "payload", payload ? (json_t *)payload : json_object());
+    if (!payload) json_decref(json_object_get(ev, "payload"));
+    json_object_set_new(ev, "createdAt", json_string(ts));
+    json_object_set_new(ev, "actor", json_string(actor));
+    json_object_set_new(ev, "causedBy", caused_by ? json_string(caused_by) : json_null());
+    json_t *tr = json_object();
+    json_object_set_new(tr, "traceId", json_string(trace->trace_id));
+    json_object_set_new(tr, "spanId", json_string(trace->span_id));
+    json_object_set_new(tr, "parentSpanId",
+                        trace->parent_span_id[0] ? json_string(trace->parent_span_id) : json_null());
+    json_object_set_new(ev, "trace", tr);
+    char *s = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (!s) return BUF_ENOMEM;
+    int rc = buf_puts(out, s);
+    free(s);
+    return rc;
+}
+
+/* ---- the reducer ------------------------------------------------------------------------ */
+
+void session_view_init(session_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->status = SESSION_PENDING;
+    v->state = json_object();
+    v->messages = json_array();
+    v->early = json_object();
+    v->queued = json_array();
+}
+
+void session_view_free(session_view *v)
+{
+    json_decref(v->created);
+    json_decref(v->state);
+    json_decref(v->messages);
+    json_decref(v->pending);
+    json_decref(v->early);
+    json_decref(v->queued);
+    memset(v, 0, sizeof *v);
+}
+
+int session_view_finished(const session_view *v)
+{
+    return v->status == SESSION_FAILED || v->status == SESSION_CANCELLED ||
+           (v->status == SESSION_COMPLETED && v->is_workflow);
+}
+
+static void set_status(session_view *v, session_status s)
+{
+    if (!session_view_finished(v)) v->status = s;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static json_t *assistant_for(session_view *v, const char *request)
+{
+    for (size_t i = json_array_size(v->messages); i-- > 0;) {
+        json_t *m = json_array_get(v->messages, i);
+        if (strcmp(str(m, "requestId"), request) == 0) return m;
+    }
+    return NULL;
+}
+
+static void append_text(json_t *msg, const char *key, const char *text)
+{
+    const char *cur = str(msg, key);
+    size_t a = strlen(cur), b = strlen(text);
+    char *s = malloc(a + b + 1);
+    if (!s) abort();
+    memcpy(s, cur, a);
+    memcpy(s + a, text, b + 1);
+    json_object_set_new(msg, key, json_string(s));
+    free(s);
+}
+
+static int64_t int_of(const json_t *o, const char *k)
+{
+    json_t *x = json_object_get(o, k);
+    return json_is_integer(x) ? json_integer_value(x) : 0;
+}
+
+/* A user message answered now: queued ones wait for the reply in flight. */
+static void user_message(session_view *v, const json_t *p, const char *offset)
+{
+    const char *mode = str(p, "mode");
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string("user"));
+    json_object_set(m, "content", json_object_get(p, "content"));
+    if (offset) json_object_set_new(m, "offset", json_string(offset));
+    if (strcmp(mode, "background") == 0) {
+        json_object_set_new(m, "background", json_true());
+        json_array_append_new(v->messages, m);
+        return;
+    }
+    if (strcmp(mode, "queue") == 0 && (v->request[0] || json_array_size(v->queued))) {
+        json_array_append_new(v->queued, m);
+        return;
+    }
+    json_array_append_new(v->messages, m);
+    if (!v->is_workflow && !v->request[0]) set_status(v, SESSION_PENDING);
+}
+
+int session_reduce(session_view *v, const json_t *ev, const char *offset)
+{
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *p = json_object_get(ev, "payload");
+    if (!type || (p && !json_is_object(p))) return -1;
+    json_t *empty = NULL;
+    if (!p) p = empty = json_object();
+    v->events++;
+
+    if (!strcmp(type, "session:created")) {
+        json_decref(v->created);
+        v->created = json_deep_copy(p);
+        v->input = json_object_get(v->created, "input");
+        v->is_workflow = json_object_get(p, "workflow") != NULL;
+        json_t *init = json_object_get(p, "initialState");
+        if (json_is_object(init)) {
+            json_decref(v->state);
+            v->state = json_deep_copy(init);
+        }
+        v->status = SESSION_PENDING;
+    } else if (!strcmp(type, "workflow:started")) {
+        v->started = 1;
+        set_status(v, SESSION_RUNNING);
+    } else if (!strcmp(type, "phase:entered")) {
+        snprintf(v->phase, sizeof v->phase, "%s", str(p, "phase"));
+        v->step = 0;
+        v->step_open = 0;
+    } else if (!strcmp(type, "step:started")) {
+        v->step_open = 1;
+        if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
+    } else if (!strcmp(type, "step:completed")) {
+        v->step_open = 0;
+        v->step++;
+    } else if (!strcmp(type, "state:updated")) {
+        json_t *full = json_object_get(p, "state");
+        if (json_is_object(full)) {
+            json_decref(v->state);
+            v->state = json_deep_copy(full);
+        }
+        const char *path;
+        json_t *val;
+        json_object_foreach(json_object_get(p, "set"), path, val)
+            workflow_set_path(v->state, path, json_deep_copy(val));
+    } else if (!strcmp(type, "provider:request_started")) {
+        v->started = 1;
+        snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
+        set_status(v, SESSION_RUNNING);
+        if (!v->is_workflow) {
+            if (json_array_size(v->queued)) {     /* its turn has come */
+                json_array_append(v->messages, json_array_get(v->queued, 0));
+                json_array_remove(v->queued, 0);
+            }
+            json_t *m = json_object();
+            json_object_set_new(m, "role", json_string("assistant"));
+            json_object_set_new(m, "content", json_string(""));
+            json_object_set_new(m, "requestId", json_string(v->request));
+            json_array_append_new(v->messages, m);
+        }
+    } else if (!strcmp(type, "text:delta") || !strcmp(type, "thinking:delta")) {
+        json_t *m = assistant_for(v, str(p, "requestId"));
+        if (m) append_text(m, type[0] == 't' && type[1] == 'e' ? "content" : "thinking", str(p, "text"));
+    } else if (!strcmp(type, "tool:called")) {
+        json_t *m = assistant_for(v, str(p, "requestId"));
+        if (m) {
+            json_t *calls = json_object_get(m, "toolCalls");
+            if (!calls) json_object_set_new(m, "toolCalls", calls = json_array());
+            json_t *c = json_object();
+            json_object_set(c, "callId", json_object_get(p, "callId"));
+            json_object_set(c, "name", json_object_get(p, "name"));
+            json_object_set(c, "arguments", json_object_get(p, "arguments"));
+            json_array_append_new(calls, c);
+        }
+    } else if (!strcmp(type, "tool:result")) {
+        if (!v->is_workflow) {
+            json_t *m = json_object();
+            json_object_set_new(m, "role", json_string("tool"));
+            json_object_set(m, "callId", json_object_get(p, "callId"));
+            json_object_set(m, "content", json_object_get(p, "result"));
+            json_array_append_new(v->messages, m);
+        }
+    } else if (!strcmp(type, "provider:request_ended")) {
+        json_t *u = json_object_get(p, "usage");
+        v->input_tokens += int_of(u, "inputTokens");
+        v->output_tokens += int_of(u, "outputTokens");
+        v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
+        v->request[0] = '\0';
+        if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
+    } else if (!strcmp(type, "provider:request_cancelled")) {
+        json_t *m = assistant_for(v, str(p, "requestId"));
+        if (m) {
+            json_object_set_new(m, "interrupted", json_true());
+            json_object_set(m, "reason", json_object_get(p, "reason"));
+        }
+        v->request[0] = '\0';
+    } else if (!strcmp(type, "input:requested")) {
+        json_decref(v->pending);
+        v->pending = json_deep_copy(p);
+        if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
+        set_status(v, SESSION_AWAITING_INPUT);
+    } else if (!strcmp(type, "input:received")) {
+        const char *id = str(p, "interactionId");
+        if (v->pending && strcmp(str(v->pending, "interactionId"), id) == 0) {
+            json_decref(v->pending);
+            v->pending = NULL;
+            json_object_del(v->early, id);
+            set_status(v, SESSION_RUNNING);
+        } else {
+            json_object_set(v->early, id, json_object_get(p, "response"));
+        }
+    } else if (!strcmp(type, "input:expired")) {
+        if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
+            json_decref(v->pending);
+            v->pending = NULL;
+            set_status(v, SESSION_RUNNING);
+        }
+    } else if (!strcmp(type, "message:user")) {
+        user_message(v, p, offset);
+    } else if (!strcmp(type, "cancel:requested")) {
+        v->cancel_requested = 1;
+    } else if (!strcmp(type, "session:cancelled")) {
+        set_status(v, SESSION_CANCELLED);
+        v->request[0] = '\0';
+    } else if (!strcmp(type, "workflow:completed")) {
+        set_status(v, SESSION_COMPLETED);
+    } else if (!strcmp(type, "workflow:failed")) {
+        snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
+        set_status(v, SESSION_FAILED);
+    }
+    json_decref(empty);
+    return 0;
+}
+
+/* ---- (de)serialisation ------------------------------------------------------------------ */
+
+json_t *session_view_to_json(const session_view *v)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "status", json_string(session_status_name(v->status)));
+    json_object_set_new(j, "workflow", json_boolean(v->is_workflow));
+    json_object_set_new(j, "phase", v->phase[0] ? json_string(v->phase) : json_null());
+    json_object_set_new(j, "step", json_integer(v->step));
+    json_object_set_new(j, "stepOpen", json_boolean(v->step_open));
+    json_object_set_new(j, "started", json_boolean(v->started));
+    json_object_set_new(j, "request", v->request[0] ? json_string(v->request) : json_null());
+    json_object_set_new(j, "cancelRequested", json_boolean(v->cancel_requested));
+    json_t *u = json_object();
+    json_object_set_new(u, "inputTokens", json_integer(v->input_tokens));
+    json_object_set_new(u, "outputTokens", json_integer(v->output_tokens));
+    json_object_set_new(j, "usage", u);
+    json_object_set_new(j, "costUsd", json_real(v->cost_usd));
+    json_object_set_new(j, "events", json_integer((json_int_t)v->events));
+    json_object_set_new(j, "error", v->error[0] ? json_string(v->error) : json_null());
+    json_object_set(j, "created", v->created ? v->created : json_null());
+    json_object_set(j, "state", v->state);
+    json_object_set(j, "messages", v->messages);
+    json_object_set(j, "pendingInput", v->pending ? v->pending : json_null());
+    json_object_set(j, "earlyAnswers", v->early);
+    json_object_set(j, "queued", v->queued);
+    return j;
+}
+
+static void copy_str(char *dst, size_t cap, const json_t *j, const char *k)
+{
+    snprintf(dst, cap, "%s", str(j, k));
+}
+
+int session_view_from_json(session_view *v, const json_t *j)
+{
+    int st = session_status_parse(str(j, "status"));
+    if (!json_is_object(j) || st < 0 || !json_is_object(json_object_get(j, "state")) ||
+        !json_is_array(json_object_get(j, "messages")))
+        return -1;
+    v->status = (session_status)st;
+    v->is_workflow = json_is_true(json_object_get(j, "workflow"));
+    copy_str(v->phase, sizeof v->phase, j, "phase");
+    v->step = (int)int_of(j, "step");
+    v->step_open = json_is_true(json_object_get(j, "stepOpen"));
+    v->started = json_is_true(json_object_get(j, "started"));
+    copy_str(v->request, sizeof v->request, j, "request");
+    v->cancel_requested = json_is_true(json_object_get(j, "cancelRequested"));
+    json_t *u = json_object_get(j, "usage");
+    v->input_tokens = int_of(u, "inputTokens");
+    v->output_tokens = int_of(u, "outputTokens");
+    v->cost_usd = json_number_value(json_object_get(j, "costUsd"));
+    v->events = (uint64_t)int_of(j, "events");
+    copy_str(v->error, sizeof v->error, j, "error");
+    json_t *c = json_object_get(j, "created");
+    if (json_is_object(c)) {
+        v->created = json_deep_copy(c);
+        v->input = json_object_get(v->created, "input");
+    }
+    json_decref(v->state);
+    v->state = json_deep_copy(json_object_get(j, "state"));
+    json_decref(v->messages);
+    v->messages = json_deep_copy(json_object_get(j, "messages"));
+    json_t *pi = json_object_get(j, "pendingInput");
+    if (json_is_object(pi)) v->pending = json_deep_copy(pi);
+    json_t *e = json_object_get(j, "earlyAnswers");
+    if (json_is_object(e)) {
+        json_decref(v->early);
+        v->early = json_deep_copy(e);
+    }
+    json_t *q = json_object_get(j, "queued");
+    if (json_is_array(q)) {
+        json_decref(v->queued);
+        v->queued = json_deep_copy(q);
+    }
+    return 0;
+}
+
+void session_view_pos(const session_view *v, workflow_pos *pos)
+{
+    pos->started = v->started;
+    pos->finished = session_view_finished(v);
+    pos->phase = v->phase[0] ? v->phase : NULL;
+    pos->step = v->step;
+    pos->step_open = v->step_open;
+}

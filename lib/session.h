@@ -1,0 +1,99 @@
+/* session: typed session events and the pure reducer, state = reduce(events).
+ *
+ * A session is a JSON-mode stream of envelopes (docs/events.md):
+ *   {"type": "agent:completed", "payload": {...}, "createdAt": "RFC 3339",
+ *    "actor": "user" | "runner" | "system", "causedBy": "<offset>" | null,
+ *    "trace": {"traceId", "spanId", "parentSpanId"}}
+ * The stored envelope has no "offset": an event's offset is its position in the
+ * stream, added when it is served. No I/O in this module. */
+#ifndef DSTREAM_SESSION_H
+#define DSTREAM_SESSION_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "workflow.h"
+
+typedef enum {
+    SESSION_PENDING,
+    SESSION_RUNNING,
+    SESSION_AWAITING_INPUT,
+    SESSION_COMPLETED,
+    SESSION_FAILED,
+    SESSION_CANCELLED
+} session_status;
+
+/* The catalogue: every event type dstream writes (docs/events.md). */
+extern const char *const session_event_types[];
+
+/* 1 if type is in the catalogue. */
+int session_known_type(const char *type);
+
+const char *session_status_name(session_status s);
+/* Parse a status name; -1 if unknown. */
+int session_status_parse(const char *s);
+
+typedef struct session_trace {
+    char trace_id[33];
+    char span_id[17];
+    char parent_span_id[17];    /* "" when this span has no parent */
+} session_trace;
+
+/* Parse a W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>") into a new span whose
+ * parent is the header's span. Returns 0, or -1 if the header is malformed. */
+int session_trace_from_header(const char *traceparent, session_trace *t);
+/* A new trace with a new root span. */
+void session_trace_new(session_trace *t);
+/* A child span of parent, in the same trace. */
+void session_trace_child(const session_trace *parent, session_trace *t);
+
+/* Serialize an envelope into out (compact JSON). payload is borrowed (NULL: {}),
+ * caused_by may be NULL. Returns 0 or a BUF_E* code. */
+int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
+                         const char *caused_by, const session_trace *trace, int64_t now_ms);
+
+/* The reduced view of a session after some prefix of its events. */
+typedef struct session_view {
+    session_status status;
+    int is_workflow;            /* created with a workflow (else with an agent) */
+    json_t *created;            /* session:created payload (agent/workflow, version, input) */
+    json_t *input;              /* the session input (borrowed from created) */
+    json_t *state;              /* workflow state object (owned) */
+    json_t *messages;           /* chat history: [{role, content, [interrupted]}] (owned) */
+    json_t *pending;            /* the open human input request (payload + offset) or NULL */
+    json_t *early;              /* answers received before they were requested: {id: response} */
+    json_t *queued;             /* user messages in queue mode waiting for the reply: [offset] */
+    char phase[72];             /* current workflow phase, "" before the first */
+    int step;                   /* steps completed in the phase */
+    int step_open;              /* a step started and not completed */
+    int started;                /* workflow:started (or a chat request) seen */
+    char request[72];           /* provider request in flight, "" if none */
+    int cancel_requested;
+    int64_t input_tokens, output_tokens;
+    double cost_usd;
+    uint64_t events;            /* events reduced */
+    char error[256];            /* why it failed */
+} session_view;
+
+void session_view_init(session_view *v);
+void session_view_free(session_view *v);
+
+/* Apply one event (a parsed envelope; offset, the event's own offset string, may be
+ * NULL) to v. Unknown types are ignored (forward compatibility). Returns 0, or -1
+ * if the envelope is malformed (no string "type", payload not an object). */
+int session_reduce(session_view *v, const json_t *event, const char *offset);
+
+/* The view as JSON (snapshots and GET responses). New reference. */
+json_t *session_view_to_json(const session_view *v);
+/* Load a view saved by session_view_to_json. Returns 0 or -1. v must be freshly
+ * initialised; on failure it is left initialised and empty. */
+int session_view_from_json(session_view *v, const json_t *j);
+
+/* The workflow position for workflow_next. Strings are borrowed from v. */
+void session_view_pos(const session_view *v, workflow_pos *pos);
+
+/* 1 if the session can take no more commands (completed workflow, failed, cancelled). */
+int session_view_finished(const session_view *v);
+
+#endif

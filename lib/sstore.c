@@ -1,0 +1,447 @@
+/* sstore: the session store.
+ *
+ * Why everything goes through here: a session's status (for listing) and its
+ * snapshots are derived from its events, so they must change in the same
+ * transaction as the events. A command runs inside log_transact: it computes the
+ * view as of the tail (nearest snapshot plus at most SSTORE_SNAPSHOT_EVERY events),
+ * lets the caller decide what to append from that view (so checks like "is there
+ * an input pending" cannot race), appends, folds the new events into the view,
+ * writes a snapshot at every multiple of SSTORE_SNAPSHOT_EVERY, and updates the
+ * row. The raw stream API refuses writes under "sessions/" (fcgi/stream.c), so no
+ * event can bypass this. A fork gets a snapshot at its fork point, so computing
+ * its state never walks into its parent's snapshots. */
+#include "sstore.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "db.h"
+
+static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
+{
+    return sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+}
+
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
+}
+
+int sstore_valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n >= SSTORE_ID_MAX) return 0;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+void sstore_new_id(char *out, size_t cap)
+{
+    static const char alpha[] = "0123456789abcdefghijklmnopqrstuv";
+    unsigned char b[20];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) memset(b, 7, sizeof b);
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof b && n + 1 < cap; i++) out[n++] = alpha[b[i] & 31];
+    out[n] = '\0';
+}
+
+static void stream_of(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "sessions/%s", id);
+}
+
+/* ---- replay ------------------------------------------------------------------------- */
+
+typedef struct replay {
+    session_view *v;
+    uint64_t stop;          /* first seq not to reduce */
+    int bad;
+} replay;
+
+static int replay_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    replay *rp = ud;
+    char off[OFFSET_LEN + 1];
+    if (at.seq >= rp->stop) return 2;
+    json_t *ev = json_loadb(data, len, 0, NULL);
+    offset_format(at, off);
+    if (!ev || session_reduce(rp->v, ev, off)) rp->bad++;
+    json_decref(ev);
+    return 0;
+}
+
+/* Load the newest snapshot at or before seq `upto` into v; *from gets its seq. */
+static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_view *v,
+                         offset_t *from)
+{
+    sqlite3_stmt *st;
+    from->seq = from->pos = 0;
+    if (prep(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
+                " ORDER BY seq DESC LIMIT 1", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)upto);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        json_t *j = json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL);
+        session_view tmp;
+        session_view_init(&tmp);
+        if (j && session_view_from_json(&tmp, j) == 0) {
+            session_view_free(v);
+            *v = tmp;
+            from->seq = (uint64_t)sqlite3_column_int64(st, 0);
+            from->pos = (uint64_t)sqlite3_column_int64(st, 1);
+        } else {
+            session_view_free(&tmp);
+        }
+        json_decref(j);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+}
+
+static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const session_view *v)
+{
+    sqlite3_stmt *st;
+    json_t *j = session_view_to_json(v);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) return LOG_EIO;
+    if (prep(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)",
+             &st)) {
+        free(s);
+        return LOG_EIO;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)at.seq);
+    sqlite3_bind_int64(st, 3, (int64_t)at.pos);
+    sqlite3_bind_text(st, 4, s, -1, free);
+    return step_done(st);
+}
+
+int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
+                offset_t *pos)
+{
+    char path[SSTORE_ID_MAX + 16];
+    log_info info;
+    offset_t from;
+    int rc;
+    stream_of(id, path, sizeof path);
+    if ((rc = log_head(c, path, &info))) return rc;
+    uint64_t upto = has_at ? at.seq : info.tail.seq;
+    if (upto > info.tail.seq) return LOG_ERANGE;
+    if ((rc = load_snapshot(c, id, upto, v, &from))) return rc;
+    replay rp = {v, upto, 0};
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = path;
+    rr.kind = OFFSET_AT;
+    rr.from = from;
+    rr.max_bytes = (size_t)-1;
+    rc = from.seq < upto ? log_read(c, &rr, replay_msg, &rp) : 0;
+    if (rc == 2) rc = 0;
+    if (rc) return rc;
+    if (pos) {
+        *pos = from.seq < upto ? rr.next : from;
+        if (rr.next.seq > upto) pos->seq = upto;
+        if (!has_at) *pos = info.tail;
+    }
+    return 0;
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+static void col(char *dst, size_t cap, sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+#define ROW_COLS "id, stream, agent, workflow, wf_version, parent, fork_offset, status, " \
+                 "created_ms, updated_ms"
+
+static void row_of(sqlite3_stmt *st, sstore_row *row)
+{
+    col(row->id, sizeof row->id, st, 0);
+    col(row->stream, sizeof row->stream, st, 1);
+    col(row->agent, sizeof row->agent, st, 2);
+    col(row->workflow, sizeof row->workflow, st, 3);
+    row->wf_version = sqlite3_column_int(st, 4);
+    col(row->parent, sizeof row->parent, st, 5);
+    col(row->fork_offset, sizeof row->fork_offset, st, 6);
+    col(row->status, sizeof row->status, st, 7);
+    row->created_ms = sqlite3_column_int64(st, 8);
+    row->updated_ms = sqlite3_column_int64(st, 9);
+}
+
+int sstore_get(log_conn_t *c, const char *id, sstore_row *row)
+{
+    sqlite3_stmt *st;
+    if (prep(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) row_of(st, row);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
+}
+
+static json_t *row_json(const sstore_row *row)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_string(row->id));
+    json_object_set_new(j, "status", json_string(row->status));
+    json_object_set_new(j, "agent", row->agent[0] ? json_string(row->agent) : json_null());
+    json_object_set_new(j, "workflow", row->workflow[0] ? json_string(row->workflow) : json_null());
+    if (row->workflow[0]) json_object_set_new(j, "workflowVersion", json_integer(row->wf_version));
+    json_object_set_new(j, "parent", row->parent[0] ? json_string(row->parent) : json_null());
+    json_object_set_new(j, "createdMs", json_integer(row->created_ms));
+    json_object_set_new(j, "updatedMs", json_integer(row->updated_ms));
+    return j;
+}
+
+int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
+                char *next, size_t nextcap)
+{
+    sqlite3_stmt *st;
+    /* Cursor: "<created_ms>.<id>" of the last row of the previous page. */
+    long long cms = INT64_MAX;
+    char cid[SSTORE_ID_MAX] = "";
+    if (cursor && *cursor) {
+        char *end;
+        cms = strtoll(cursor, &end, 10);
+        if (*end != '.' || !sstore_valid_id(end + 1)) return LOG_EINVAL;
+        snprintf(cid, sizeof cid, "%s", end + 1);
+    }
+    if (prep(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
+                " AND (?1 IS NULL OR status = ?1)"
+                " AND (created_ms < ?2 OR (created_ms = ?2 AND id < ?3))"
+                " ORDER BY created_ms DESC, id DESC LIMIT ?4", &st))
+        return LOG_EIO;
+    if (status) sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, cms);
+    sqlite3_bind_text(st, 3, cursor && *cursor ? cid : "\x7f", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 4, limit + 1);
+    int rc, n = 0;
+    sstore_row row;
+    next[0] = '\0';
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == limit) {
+            snprintf(next, nextcap, "%lld.%s", (long long)row.created_ms, row.id);
+            break;
+        }
+        row_of(st, &row);
+        json_array_append_new(arr, row_json(&row));
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+}
+
+static int set_status(log_conn_t *c, const char *id, const session_view *v)
+{
+    sqlite3_stmt *st;
+    if (prep(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, session_status_name(v->status), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, db_now_ms());
+    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+    return step_done(st);
+}
+
+/* ---- appending events ------------------------------------------------------------------- */
+
+/* Append events as one record, fold them into v (which describes the tail) and keep
+ * snapshots at every multiple of SSTORE_SNAPSHOT_EVERY. */
+static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, size_t n,
+                         const session_trace *trace, session_view *v, offset_t *first)
+{
+    char path[SSTORE_ID_MAX + 16];
+    buf_t bufs[SSTORE_EVENTS_MAX];
+    log_msg msgs[SSTORE_EVENTS_MAX];
+    int64_t now = db_now_ms();
+    int rc = 0;
+    stream_of(id, path, sizeof path);
+    if (n > SSTORE_EVENTS_MAX) return LOG_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        session_trace t;
+        session_trace_child(trace, &t);
+        buf_init(&bufs[i], 0);
+        if (session_event_encode(&bufs[i], ev[i].type, ev[i].payload, ev[i].actor,
+                                 ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now))
+            rc = LOG_EIO;
+        msgs[i].data = bufs[i].p;
+        msgs[i].len = bufs[i].len;
+    }
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    ar.path = path;
+    ar.content_type = "application/json";
+    ar.msgs = msgs;
+    ar.nmsgs = n;
+    if (rc == 0) rc = log_tx_append(c, &ar);
+    if (rc == 0 && first) *first = ar.appended;
+    /* Fold each new event, snapshotting on the boundaries it crosses. */
+    offset_t at = ar.appended;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *j = json_loadb(msgs[i].data, msgs[i].len, 0, NULL);
+        char off[OFFSET_LEN + 1];
+        offset_format(at, off);
+        session_reduce(v, j, off);
+        json_decref(j);
+        at.seq++;
+        at.pos += msgs[i].len;
+        if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
+    }
+    for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
+    if (rc == 0) rc = set_status(c, id, v);
+    return rc;
+}
+
+typedef struct command_arg {
+    const char *id;
+    const session_trace *trace;
+    sstore_decide_fn decide;
+    void *ud;
+    offset_t *first;
+} command_arg;
+
+static int op_command(log_conn_t *c, void *arg)
+{
+    command_arg *a = arg;
+    session_view v;
+    sstore_event ev[SSTORE_EVENTS_MAX];
+    size_t n = 0;
+    offset_t none = {0, 0};
+    sstore_row row;
+    int rc;
+    if ((rc = sstore_get(c, a->id, &row))) return rc;
+    session_view_init(&v);
+    memset(ev, 0, sizeof ev);
+    if ((rc = sstore_view(c, a->id, 0, none, &v, NULL))) goto out;
+    if ((rc = a->decide(a->ud, &v, ev, &n))) goto out;
+    rc = append_events(c, a->id, ev, n, a->trace, &v, a->first);
+out:
+    session_view_free(&v);
+    return rc;
+}
+
+int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
+                   sstore_decide_fn decide, void *ud, offset_t *first)
+{
+    command_arg a = {id, trace, decide, ud, first};
+    return log_transact(c, op_command, &a);
+}
+
+/* ---- create, fork, delete --------------------------------------------------------------- */
+
+static int op_create(log_conn_t *c, void *arg)
+{
+    sstore_create_req *r = arg;
+    char path[SSTORE_ID_MAX + 16], ppath[SSTORE_ID_MAX + 16], off[OFFSET_LEN + 1] = "";
+    sqlite3_stmt *st;
+    session_view v;
+    sstore_row prow;
+    int rc;
+
+    stream_of(r->id, path, sizeof path);
+    session_view_init(&v);
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = path;
+    cr.content_type = "application/json";
+    cr.ttl_s = cr.expires_ms = -1;
+    if (r->parent) {
+        if ((rc = sstore_get(c, r->parent, &prow))) goto out;
+        stream_of(r->parent, ppath, sizeof ppath);
+        cr.fork_from = ppath;
+        cr.fork_has_offset = r->has_at;
+        cr.fork_offset = r->at;
+        cr.content_type = NULL;
+    }
+    if ((rc = log_tx_create(c, &cr))) goto out;
+    if (!cr.created) {
+        rc = LOG_ECONFLICT;
+        goto out;
+    }
+    if (r->parent) {
+        /* The fork's state starts as its parent's at the fork point. */
+        offset_format(cr.info.fork, off);
+        if ((rc = sstore_view(c, r->parent, 1, cr.info.fork, &v, NULL))) goto out;
+        if ((rc = save_snapshot(c, r->id, cr.info.fork, &v))) goto out;
+    }
+    if (prep(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
+                " fork_offset, status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             &st)) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    int64_t now = db_now_ms();
+    const char *agent = r->parent ? (prow.agent[0] ? prow.agent : NULL) : r->agent;
+    const char *wf = r->parent ? (prow.workflow[0] ? prow.workflow : NULL) : r->workflow;
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    if (agent) sqlite3_bind_text(st, 3, agent, -1, SQLITE_TRANSIENT);
+    if (wf) sqlite3_bind_text(st, 4, wf, -1, SQLITE_TRANSIENT);
+    if (wf) sqlite3_bind_int(st, 5, r->parent ? prow.wf_version : r->wf_version);
+    if (r->parent) sqlite3_bind_text(st, 6, r->parent, -1, SQLITE_STATIC);
+    if (r->parent) sqlite3_bind_text(st, 7, off, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, session_status_name(v.status), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, now);
+    sqlite3_bind_int64(st, 10, now);
+    if ((rc = step_done(st))) goto out;
+
+    sstore_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.actor = "user";
+    if (r->parent) {
+        ev.type = "session:forked";
+        ev.payload = json_pack("{s:s, s:s}", "from", r->parent, "at", off);
+    } else {
+        ev.type = "session:created";
+        ev.payload = json_incref(r->created);
+    }
+    rc = append_events(c, r->id, &ev, 1, r->trace, &v, NULL);
+    json_decref(ev.payload);
+    r->tail = cr.info.tail;
+    r->tail.seq++;
+out:
+    session_view_free(&v);
+    return rc;
+}
+
+int sstore_create(log_conn_t *c, sstore_create_req *r)
+{
+    return log_transact(c, op_create, r);
+}
+
+static int op_delete(log_conn_t *c, void *arg)
+{
+    const char *id = arg;
+    char path[SSTORE_ID_MAX + 16];
+    sqlite3_stmt *st;
+    sstore_row row;
+    int rc;
+    if ((rc = sstore_get(c, id, &row))) return rc;
+    stream_of(id, path, sizeof path);
+    rc = log_tx_delete(c, path);
+    if (rc && rc != LOG_ENOTFOUND) return rc;
+    if (prep(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    sqlite3_bind_int64(st, 1, db_now_ms());
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    if ((rc = step_done(st))) return rc;
+    if (prep(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    return step_done(st);
+}
+
+int sstore_delete(log_conn_t *c, const char *id)
+{
+    return log_transact(c, op_delete, (void *)id);
+}

@@ -1,0 +1,95 @@
+/* sstore: the session store. Sessions are JSON-mode streams "sessions/{id}" plus a
+ * row in `sessions`; every event appended to a session goes through here so that
+ * the row's status and the snapshots stay in step with the log (see sstore.c). */
+#ifndef DSTREAM_SSTORE_H
+#define DSTREAM_SSTORE_H
+
+#include <jansson.h>
+
+#include "log.h"
+#include "session.h"
+
+#define SSTORE_ID_MAX 64
+#define SSTORE_SNAPSHOT_EVERY 64   /* state never replays more events than this */
+#define SSTORE_EVENTS_MAX 16       /* events one command may append */
+
+enum {
+    SSTORE_EREFUSED = -100         /* a command's check refused it (see its code) */
+};
+
+typedef struct sstore_row {
+    char id[SSTORE_ID_MAX];
+    char stream[SSTORE_ID_MAX + 16];
+    char agent[72];
+    char workflow[72];
+    int wf_version;
+    char parent[SSTORE_ID_MAX];
+    char fork_offset[OFFSET_LEN + 1];
+    char status[24];
+    int64_t created_ms, updated_ms;
+} sstore_row;
+
+typedef struct sstore_event {
+    const char *type;
+    json_t *payload;          /* owned by the caller */
+    const char *actor;
+    char caused_by[OFFSET_LEN + 1];   /* "" for none */
+} sstore_event;
+
+/* A command: decide, from the current view, which events to append. Fill ev[0..*n)
+ * (at most SSTORE_EVENTS_MAX) and return 0, or return a negative code of your own
+ * (<= SSTORE_EREFUSED) to refuse; nothing is then written. */
+typedef int (*sstore_decide_fn)(void *ud, const session_view *v, sstore_event *ev, size_t *n);
+
+typedef struct sstore_create_req {
+    const char *id;
+    const char *agent;        /* or NULL */
+    const char *workflow;     /* or NULL */
+    int wf_version;
+    json_t *created;          /* session:created payload (borrowed) */
+    const session_trace *trace;
+    /* for forks */
+    const char *parent;       /* session id, or NULL */
+    int has_at;
+    offset_t at;              /* fork position in the parent's stream */
+    /* out */
+    offset_t tail;
+} sstore_create_req;
+
+/* Create a session (its stream, row and first event) in one transaction. A fork
+ * shares the parent's history before `at` and starts with session:forked.
+ * Returns 0, LOG_ECONFLICT (id taken), LOG_ENOTFOUND (parent), LOG_ERANGE, LOG_E*. */
+int sstore_create(log_conn_t *c, sstore_create_req *r);
+
+/* Run a command on session id atomically: the view as of the tail is computed
+ * inside the write transaction, decide() picks the events, they are appended with
+ * trace, and status and snapshots are updated. *first gets the offset of the first
+ * appended event. Returns 0, LOG_ENOTFOUND, decide's refusal, or LOG_E*. */
+int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
+                   sstore_decide_fn decide, void *ud, offset_t *first);
+
+/* The view of session id after every event before `at` (or all, if !has_at). v must
+ * be initialised; *pos gets the position it describes. Replays at most
+ * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. */
+int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
+                offset_t *pos);
+
+/* The row of session id. LOG_ENOTFOUND if there is none (or it was deleted). */
+int sstore_get(log_conn_t *c, const char *id, sstore_row *row);
+
+/* Sessions by creation (newest first), optionally of one status, after cursor (a
+ * value returned as *next; "" for the start). Appends row objects to arr. *next
+ * gets the cursor of the next page or "" at the end. */
+int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
+                char *next, size_t nextcap);
+
+/* Delete session id: its row and its stream (soft while forks read it). */
+int sstore_delete(log_conn_t *c, const char *id);
+
+/* 1 if id is a valid session id ([A-Za-z0-9_-]{1,63}). */
+int sstore_valid_id(const char *id);
+
+/* A new random session id into out (at least 25 bytes). */
+void sstore_new_id(char *out, size_t cap);
+
+#endif

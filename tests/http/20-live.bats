@@ -1,0 +1,384 @@
+#!/usr/bin/env bats
+# Live reads through nginx + the pool: SSE is not buffered anywhere on the way, a
+# client that leaves frees its responder thread, a commit by another process wakes
+# live readers, 1,000 long-polls on one stream all get one append, nginx refuses
+# what the pool cannot hold at once, and the long-poll and SSE end-of-stream rules.
+#
+# The file's stack has the default pool (2 x 512, nginx max_conns 1024) and a long
+# long-poll timeout, so that no reader times out while a test waits on it. Tests
+# that need a small pool or a short timeout start their own stack (own_stack) and
+# teardown stops it.
+#
+# Small pools: an HTTP request that has finished leaves nginx's upstream keep-alive
+# connection open, and a responder keeps waiting on it for the next request. So
+# where a test counts threads, streams are created in CGI mode on the database
+# (cgi_create) and appended to with the CLI, and the only requests through nginx
+# are the live reads being counted.
+
+load helpers
+
+setup_file() { ds_stack_start DSTREAM_LONGPOLL_MS=30000; }
+teardown_file() { ds_stack_stop; }
+
+TOOLS=$BATS_TEST_DIRNAME/tools
+
+setup() {
+    MAIN_DIR=$DS_DIR
+    BG_PIDS=()
+    T=$BATS_TEST_TMPDIR
+}
+
+# End the clients this test started (by PID), then its own stack if it has one.
+teardown() {
+    local pid
+    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [ "${DS_DIR:-}" != "$MAIN_DIR" ]; then ds_stack_stop; fi
+}
+
+# own_stack NAME=VALUE...: a stack with these settings for this test only.
+own_stack() { ds_stack_start "$@"; }
+
+# spawn OUT COMMAND...: run COMMAND in the background with stdout and stderr to OUT
+# (fd 3 closed, or bats would wait for it); its PID is in $LAST_PID and teardown
+# ends it.
+spawn() {
+    local out=$1
+    shift
+    "$@" >"$out" 2>&1 3>&- &
+    LAST_PID=$!
+    BG_PIDS+=("$LAST_PID")
+}
+
+# sse_open OUT PATH_AND_QUERY: an SSE client (curl -N, so that curl writes each
+# event as it arrives) writing the event stream to OUT.
+sse_open() { spawn "$1" curl -sS -N --max-time 120 "$DS_URL$2"; }
+
+# sse_connected FILE: the first event (always a control event) has arrived.
+sse_connected() { grep -q '^event: control$' "$1"; }
+
+# sse_events FILE: the complete events in FILE, one a line: "NAME<TAB>DATA", with
+# the data lines joined by \n; comments (heartbeats) are left out.
+sse_events() {
+    awk 'BEGIN { RS = ""; FS = "\n" }
+        {
+            name = "message"; data = ""; n = 0; any = 0
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^event:/) { name = substr($i, 7); sub(/^ /, "", name); any = 1 }
+                else if ($i ~ /^data:/) { d = substr($i, 6); sub(/^ /, "", d); data = (n++ ? data "\\n" : "") d; any = 1 }
+            }
+            if (any) print name "\t" data
+        }' "$1"
+}
+
+# not_running PID: the process has exited (for ds_poll).
+not_running() { ! kill -0 "$1" 2>/dev/null; }
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# pool_conns: connections the pool has accepted and holds (one thread each).
+pool_conns() { "$TOOLS/pool-conns.sh" "$DS_DIR/fcgi.sock"; }
+pool_conns_is() { [ "$(pool_conns)" -eq "$1" ]; }
+
+# cgi_create NAME [CONTENT_TYPE]: create stream NAME by running dstream-fcgi in CGI
+# mode on the stack's database (nothing goes through nginx); prints its tail offset.
+cgi_create() {
+    local out=$T/cgi-create.out
+    env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=PUT \
+        REQUEST_URI="/v1/stream/$1" SERVER_PROTOCOL=HTTP/1.1 CONTENT_TYPE="${2:-text/plain}" \
+        CONTENT_LENGTH=0 DSTREAM_DB="$DS_DB" "$DS_BIN/dstream-fcgi" </dev/null >"$out" 2>&1
+    grep -q '^Status: 201' "$out" || { echo "CGI PUT failed: $(cat "$out")" >&2; return 1; }
+    tr -d '\r' <"$out" | awk -F': ' 'tolower($1) == "stream-next-offset" { print $2; f = 1 } END { exit !f }'
+}
+
+# cli_append NAME TEXT: append TEXT to stream NAME with the CLI (another process, not
+# the pool); prints the new tail offset.
+cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
+
+# ---- SSE is unbuffered --------------------------------------------------------------
+
+@test "SSE: an event reaches the client before the next message is even written" {
+    s=$(ds_stream sse)
+    ds_create "$s" text/plain
+    out=$T/sse.out
+    sse_open "$out" "$s?offset=now&live=sse"
+    ds_poll 5 sse_connected "$out" || fail "no first control event within 5 s: $(cat "$out")"
+
+    a=alpha-$RANDOM$RANDOM
+    b=bravo-$RANDOM$RANDOM
+    ds_append "$s" text/plain "$a"
+    off_a=$(header Stream-Next-Offset)
+    # B is not written until A's event has been read from the client's socket: if
+    # nginx or the pool held A back, this times out.
+    ds_poll 5 grep -qx "data:$a" "$out" || fail "A's event did not arrive within 5 s (buffered?): $(cat "$out")"
+    ds_append "$s" text/plain "$b"
+    off_b=$(header Stream-Next-Offset)
+    ds_poll 5 grep -qx "data:$b" "$out" || fail "B's event did not arrive within 5 s: $(cat "$out")"
+    ds_poll 5 grep -q "\"streamNextOffset\":\"$off_b\"" "$out" || fail "no control event after B: $(cat "$out")"
+
+    # control, data A, control at A's offset, data B, control at B's offset
+    sse_events "$out" >"$T/events"
+    run cut -f1 "$T/events"
+    assert_output "$(printf 'control\ndata\ncontrol\ndata\ncontrol')"
+    [ "$(sed -n 2p "$T/events" | cut -f2)" = "$a" ] || fail "second event: $(sed -n 2p "$T/events")"
+    [ "$(sed -n 4p "$T/events" | cut -f2)" = "$b" ] || fail "fourth event: $(sed -n 4p "$T/events")"
+    sed -n 3p "$T/events" | cut -f2 | jq -e --arg o "$off_a" \
+        '.streamNextOffset == $o and .upToDate == true and (.streamCursor | test("^[0-9]+$"))' >/dev/null ||
+        fail "control after A: $(sed -n 3p "$T/events")"
+    sed -n 5p "$T/events" | cut -f2 | jq -e --arg o "$off_b" '.streamNextOffset == $o and .upToDate == true' >/dev/null ||
+        fail "control after B: $(sed -n 5p "$T/events")"
+}
+
+# ---- disconnected clients -----------------------------------------------------------
+
+@test "SSE clients that disconnect free their threads: a full pool serves 4 new readers" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=4 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000 \
+        DSTREAM_LONGPOLL_MS=30000
+    name=$(ds_name gone)
+    s=/v1/stream/$name
+    tail=$(cgi_create "$name")
+
+    pids=()
+    for i in 1 2 3 4; do
+        sse_open "$T/sse.$i" "$s?offset=now&live=sse"
+        pids+=("$LAST_PID")
+    done
+    for i in 1 2 3 4; do
+        ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
+    done
+    [ "$(pool_conns)" -eq 4 ] || fail "expected the 4 readers to hold the 4 threads, the pool holds $(pool_conns)"
+
+    # No heartbeat is due for a minute: only noticing the hang-up can free them.
+    kill "${pids[@]}"
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    ds_poll 3 pool_conns_is 0 || fail "3 s after the clients left the pool still holds $(pool_conns) connections"
+
+    # All 4 threads at once: 4 long-polls at the tail must all be taken by the pool
+    # (a thread still held by a gone client would leave one in nginx's queue or 503).
+    for i in 1 2 3 4; do
+        spawn "$T/lp.$i" curl -sS --max-time 20 -o "$T/lp.$i.body" -w '%{http_code}' \
+            "$DS_URL$s?offset=$tail&live=long-poll"
+        pids[i - 1]=$LAST_PID
+    done
+    ds_poll 3 pool_conns_is 4 || fail "only $(pool_conns) of 4 new long-polls reached a responder within 3 s"
+    msg=after-$RANDOM
+    cli_append "$name" "$msg" >/dev/null
+    for i in 1 2 3 4; do
+        wait "${pids[i - 1]}" || true
+        [ "$(cat "$T/lp.$i")" = 200 ] || fail "long-poll $i: status '$(cat "$T/lp.$i")', want 200"
+        [ "$(cat "$T/lp.$i.body")" = "$msg" ] || fail "long-poll $i: body '$(cat "$T/lp.$i.body")', want '$msg'"
+    done
+}
+
+# ---- wake-ups from another process --------------------------------------------------
+
+@test "a long-poll waiting at the tail is answered by an append from the CLI, long before its timeout" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=4 DSTREAM_LONGPOLL_MS=20000
+    name=$(ds_name cliwake)
+    s=/v1/stream/$name
+    tail=$(cgi_create "$name")
+    DS_HDRS=$T/lp.headers
+    spawn "$T/lp.status" curl -sS --max-time 30 -D "$DS_HDRS" -o "$T/lp.body" -w '%{http_code}' \
+        "$DS_URL$s?offset=$tail&live=long-poll"
+    lp=$LAST_PID
+    # The only connection to the pool is this long-poll: once it is held, the reader
+    # is in the server (and not answered: there is nothing to answer with).
+    ds_poll 5 pool_conns_is 1 || fail "the long-poll did not reach a responder within 5 s"
+    kill -0 "$lp" 2>/dev/null || fail "the long-poll answered before anything was appended: $(cat "$T/lp.status")"
+
+    t0=$(now_ms)
+    msg=from-cli-$RANDOM
+    off=$(cli_append "$name" "$msg")
+    ds_poll 10 not_running "$lp" || fail "no answer 10 s after the CLI append (timeout is 20 s)"
+    elapsed=$(($(now_ms) - t0))
+    wait "$lp" || true
+    status_code=$(cat "$T/lp.status")
+    DS_BODY=$T/lp.body
+    body=$(cat "$DS_BODY")
+    assert_status 200
+    assert_body "$msg"
+    assert_header Stream-Next-Offset "$off"
+    assert_header Stream-Up-To-Date true
+    echo "# long-poll answered ${elapsed} ms after the CLI append" >&3
+}
+
+@test "an SSE reader at the tail gets an event for an append from the CLI" {
+    name=$(ds_name cliwake)
+    s=/v1/stream/$name
+    ds_create "$s" text/plain
+    out=$T/sse.out
+    sse_open "$out" "$s?offset=now&live=sse"
+    ds_poll 5 sse_connected "$out" || fail "no first control event within 5 s: $(cat "$out")"
+
+    msg=from-cli-$RANDOM
+    off=$(cli_append "$name" "$msg")
+    ds_poll 10 grep -qx "data:$msg" "$out" || fail "no data event 10 s after the CLI append: $(cat "$out")"
+    ds_poll 5 grep -q "\"streamNextOffset\":\"$off\"" "$out" || fail "no control event with the CLI's offset $off: $(cat "$out")"
+}
+
+# ---- the pool's limit ---------------------------------------------------------------
+
+@test "beyond the pool nginx answers 502/503 with a JSON error at once instead of queueing" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000
+    name=$(ds_name full)
+    s=/v1/stream/$name
+    cgi_create "$name" >/dev/null
+    for i in 1 2; do sse_open "$T/sse.$i" "$s?offset=now&live=sse"; done
+    for i in 1 2; do
+        ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
+    done
+    [ "$(pool_conns)" -eq 2 ] || fail "expected the 2 readers to hold the 2 threads, the pool holds $(pool_conns)"
+
+    # Each further live request, whichever nginx worker takes it, must be refused.
+    bad=()
+    for live in long-poll sse long-poll sse; do
+        t0=$(now_ms)
+        DS_CURL_MAX_TIME=6 req GET "$s?offset=now&live=$live"
+        ms=$(($(now_ms) - t0))
+        echo "# live=$live beyond the pool: $status_code after $ms ms" >&3
+        if [[ $status_code != 50[23] ]] || [ "$ms" -ge 2000 ] ||
+            ! jq -e '.error.code | type == "string"' "$DS_BODY" >/dev/null 2>&1; then
+            bad+=("live=$live: status $status_code after $ms ms, body '$(head -c 200 "$DS_BODY")'")
+        fi
+    done
+    [ ${#bad[@]} -eq 0 ] || fail "$(printf '%s\n' "expected 502/503 with a JSON error within 2 s:" "${bad[@]}")"
+}
+
+# ---- long-poll and SSE semantics ----------------------------------------------------
+
+@test "long-poll with nothing new: 204 after DSTREAM_LONGPOLL_MS with Stream-Cursor and the same offset" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=4 DSTREAM_LONGPOLL_MS=500
+    s=$(ds_stream lpto)
+    ds_create "$s" text/plain
+    ds_append "$s" text/plain 'x'
+    tail=$(header Stream-Next-Offset)
+
+    t0=$(now_ms)
+    req GET "$s?offset=$tail&live=long-poll"
+    ms=$(($(now_ms) - t0))
+    assert_status 204
+    assert_body ''
+    assert_header Stream-Next-Offset "$tail"
+    assert_header Stream-Up-To-Date true
+    assert_header_matches Stream-Cursor '^[0-9]+$'
+    refute_header Stream-Closed
+    [ "$ms" -ge 450 ] || fail "204 after $ms ms, before the 500 ms timeout"
+    [ "$ms" -lt 5000 ] || fail "204 only after $ms ms (timeout 500 ms)"
+
+    # offset=now waits the same way
+    req GET "$s?offset=now&live=long-poll"
+    assert_status 204
+    assert_header Stream-Next-Offset "$tail"
+    cursor=$(header Stream-Cursor)
+
+    # a client that echoes the cursor gets a strictly greater one (no cache loops)
+    req GET "$s?offset=$tail&live=long-poll&cursor=$cursor"
+    assert_status 204
+    next=$(header Stream-Cursor)
+    [ "$next" -gt "$cursor" ] || fail "echoed cursor $cursor, got $next back"
+}
+
+@test "long-poll on a closed stream: 204 with Stream-Closed at once at the tail, 200 with the rest before it" {
+    s=$(ds_stream lpclosed)
+    ds_create "$s" text/plain
+    ds_append "$s" text/plain 'last words'
+    req POST "$s" -H 'Stream-Closed: true'
+    assert_status 204
+    tail=$(header Stream-Next-Offset)
+
+    # the long-poll timeout of this stack is 30 s: "at once" is well under it
+    t0=$(now_ms)
+    req GET "$s?offset=$tail&live=long-poll"
+    ms=$(($(now_ms) - t0))
+    assert_status 204
+    assert_header Stream-Closed true
+    assert_header Stream-Next-Offset "$tail"
+    assert_body ''
+    [ "$ms" -lt 2000 ] || fail "a long-poll at the tail of a closed stream took $ms ms"
+
+    req GET "$s?offset=-1&live=long-poll"
+    assert_status 200
+    assert_body 'last words'
+    assert_header Stream-Closed true
+    assert_header Stream-Next-Offset "$tail"
+}
+
+@test "a long-poll waiting at the tail is answered 204 with Stream-Closed when the stream is closed" {
+    s=$(ds_stream lpclose)
+    ds_create "$s" text/plain
+    tail=$(header Stream-Next-Offset)
+    DS_HDRS=$T/lp.headers
+    spawn "$T/lp.status" curl -sS --max-time 30 -D "$DS_HDRS" -o "$T/lp.body" -w '%{http_code}' \
+        "$DS_URL$s?offset=$tail&live=long-poll"
+    lp=$LAST_PID
+    req POST "$s" -H 'Stream-Closed: true'
+    assert_status 204
+    ds_poll 10 not_running "$lp" || fail "the long-poll was not answered 10 s after the close (timeout 30 s)"
+    wait "$lp" || true
+    DS_HDRS=$T/lp.headers
+    [ "$(cat "$T/lp.status")" = 204 ] || fail "status $(cat "$T/lp.status"), want 204: $(cat "$T/lp.body")"
+    assert_header Stream-Closed true
+    [ ! -s "$T/lp.body" ] || fail "a 204 with a body: $(cat "$T/lp.body")"
+}
+
+@test "SSE on a closed stream: the data, a control event with streamClosed, and the response ends" {
+    s=$(ds_stream sseclosed)
+    ds_create "$s" text/plain
+    ds_append "$s" text/plain 'the end'
+    req POST "$s" -H 'Stream-Closed: true'
+    tail=$(header Stream-Next-Offset)
+
+    # curl exits 0 only if the server ended the response (28 is its own time limit)
+    run curl -sS -N --max-time 10 -o "$T/all.out" "$DS_URL$s?offset=-1&live=sse"
+    assert_success
+    sse_events "$T/all.out" >"$T/events"
+    run cut -f1 "$T/events"
+    assert_output "$(printf 'data\ncontrol')"
+    [ "$(sed -n 1p "$T/events" | cut -f2)" = 'the end' ] || fail "data event: $(sed -n 1p "$T/events")"
+    sed -n 2p "$T/events" | cut -f2 | jq -e --arg o "$tail" '.streamClosed == true and .streamNextOffset == $o' >/dev/null ||
+        fail "control event: $(sed -n 2p "$T/events")"
+
+    # at the tail: just the closing control event
+    run curl -sS -N --max-time 10 -o "$T/tail.out" "$DS_URL$s?offset=$tail&live=sse"
+    assert_success
+    sse_events "$T/tail.out" >"$T/events"
+    [ "$(wc -l <"$T/events")" -eq 1 ] || fail "expected one event: $(cat "$T/tail.out")"
+    cut -f2 "$T/events" | jq -e --arg o "$tail" '.streamClosed == true and .streamNextOffset == $o' >/dev/null ||
+        fail "control event: $(cat "$T/events")"
+}
+
+@test "an open SSE reader gets a control event with streamClosed when the stream is closed, and the response ends" {
+    s=$(ds_stream sseclose)
+    ds_create "$s" text/plain
+    out=$T/sse.out
+    sse_open "$out" "$s?offset=now&live=sse"
+    sse=$LAST_PID
+    ds_poll 5 sse_connected "$out" || fail "no first control event within 5 s: $(cat "$out")"
+    req POST "$s" -H 'Content-Type: text/plain' -H 'Stream-Closed: true' --data-binary 'bye'
+    assert_status 204
+    tail=$(header Stream-Next-Offset)
+    ds_poll 10 not_running "$sse" || fail "the SSE response did not end within 10 s of the close: $(cat "$out")"
+    wait "$sse" || fail "curl failed: $(cat "$out")"
+    sse_events "$out" >"$T/events"
+    tail -n 1 "$T/events" | cut -f2 | jq -e --arg o "$tail" '.streamClosed == true and .streamNextOffset == $o' >/dev/null ||
+        fail "last event: $(tail -n 1 "$T/events")"
+    grep -q $'^data\tbye$' "$T/events" || fail "no data event for the final append: $(cat "$out")"
+}
+
+# ---- fan-out ------------------------------------------------------------------------
+
+@test "1,000 concurrent long-poll readers of one stream all receive one append" {
+    s=$(ds_stream fanout)
+    ds_create "$s" text/plain
+    tail=$(header Stream-Next-Offset)
+    # Readers at the tail offset (not offset=now): one that reaches the pool only
+    # after the append still gets it, so the count does not depend on timing. The
+    # script appends once the pool holds 1,000 connections.
+    run --separate-stderr timeout 90 node "$TOOLS/fanout.mjs" --url "$DS_URL" --path "$s" \
+        --offset "$tail" --n 1000 --message "one for all $RANDOM" --settle-ms 300 \
+        --ready-cmd "[ \"\$('$TOOLS/pool-conns.sh' '$DS_DIR/fcgi.sock')\" -ge 1000 ]" --timeout-ms 60000
+    printf '# %s\n' "${lines[@]}" >&3
+    [ -z "$stderr" ] || echo "# stderr: $stderr" >&3
+    assert_success
+    assert_output --partial 'fanout: PASS n=1000'
+}
