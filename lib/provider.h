@@ -1,0 +1,95 @@
+/* provider: LLM provider wire formats, normalized.
+ *
+ * Two streaming APIs: Anthropic Messages (POST {base}/v1/messages, "stream": true,
+ * SSE events message_start, content_block_start/delta/stop, message_delta,
+ * message_stop, ping, error) and OpenAI-compatible Chat Completions (POST
+ * {base}/v1/chat/completions, "stream": true, "stream_options":
+ * {"include_usage": true}, SSE "data: {chunk}" lines ending with "data: [DONE]").
+ * Both become the same provider_event sequence. No I/O: the runner feeds bytes as
+ * libcurl delivers them, in whatever chunks they come. */
+#ifndef DSTREAM_PROVIDER_H
+#define DSTREAM_PROVIDER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+#define PROVIDER_LINE_MAX (1 << 20)     /* longest SSE line accepted */
+#define PROVIDER_TOOL_ARGS_MAX (1 << 20) /* largest assembled tool-call arguments */
+
+typedef enum { PROVIDER_ANTHROPIC, PROVIDER_OPENAI } provider_kind;
+
+typedef enum {
+    PEV_TEXT,       /* text: a piece of the reply */
+    PEV_THINKING,   /* text: a piece of the model's thinking */
+    PEV_TOOL_CALL,  /* id, name, args: one complete tool call (arguments assembled
+                       from their deltas when the block/call ends; args is JSON text,
+                       "{}" when the model sent none) */
+    PEV_USAGE,      /* input_tokens, output_tokens: totals so far (the last one wins) */
+    PEV_STOP,       /* stop_reason: "end_turn", "tool_use", "max_tokens", "stop", ... */
+    PEV_ERROR,      /* error_type, text: an error reported inside a 200 stream */
+    PEV_DONE        /* the stream ended normally (message_stop / [DONE]) */
+} pev_kind;
+
+typedef struct provider_event {
+    pev_kind kind;
+    const char *text;       /* PEV_TEXT, PEV_THINKING, PEV_ERROR message */
+    size_t len;
+    const char *id, *name, *args;   /* PEV_TOOL_CALL */
+    int64_t input_tokens, output_tokens;
+    const char *stop_reason;
+    const char *error_type; /* e.g. "overloaded_error" */
+} provider_event;
+
+/* Return non-zero to stop parsing (provider_feed returns that value). */
+typedef int (*provider_event_fn)(void *ud, const provider_event *ev);
+
+typedef struct provider_parser provider_parser;
+
+/* A parser for one response stream. Returns NULL on out of memory. */
+provider_parser *provider_parser_new(provider_kind kind, provider_event_fn fn, void *ud);
+void provider_parser_free(provider_parser *p);
+
+/* Feed len bytes of the response body, split anywhere (even inside a UTF-8
+ * sequence, a line ending or "\r\n"). Calls fn for each complete event. Returns 0,
+ * fn's non-zero value, or -1 on a protocol error (a line over PROVIDER_LINE_MAX,
+ * data that is not JSON where JSON is required, arguments over the limit). */
+int provider_feed(provider_parser *p, const char *data, size_t len);
+
+/* Tell the parser the body ended. Returns 0 if the stream had ended properly
+ * (PEV_DONE was delivered), -1 if it was cut off. */
+int provider_finish(provider_parser *p);
+
+/* "anthropic" / "openai" -> kind; -1 if unknown. */
+int provider_kind_parse(const char *s);
+
+/* The request body for an agent (lib/agent.h document) and a chat history (array of
+ * {role: "user"|"assistant"|"tool", content, [toolCalls], [callId]} as in
+ * lib/session's view; entries marked background are sent as user messages,
+ * interrupted replies are sent with what they had). New reference. */
+json_t *provider_request_body(provider_kind kind, const json_t *agent, const json_t *messages);
+
+/* The URL for kind at base (e.g. "https://api.anthropic.com"; NULL: the default). */
+void provider_request_url(provider_kind kind, const char *base, char *out, size_t cap);
+
+/* The request headers (besides Content-Type) as "Name: value" lines in out, one per
+ * line, with the key. The key is never written anywhere else by this module. */
+int provider_request_headers(provider_kind kind, const char *key, buf_t *out);
+
+/* 1 if an HTTP status should be retried: 408, 409, 429, 5xx, 529. */
+int provider_retryable(long status);
+
+/* Delay before retry attempt (1, 2, ...): the Retry-After header if given (seconds or
+ * an HTTP date, relative to now_ms), else base_ms * 2^(attempt-1) with up to 25%
+ * jitter, capped at max_ms. */
+int64_t provider_retry_delay_ms(int attempt, const char *retry_after, int64_t now_ms,
+                                int64_t base_ms, int64_t max_ms);
+
+/* Cost in USD from a pricing table {"model": {"input": usd_per_mtok, "output": ...},
+ * "*": {...}}; 0 when the model has no price. */
+double provider_cost(const json_t *pricing, const char *model, int64_t input_tokens,
+                     int64_t output_tokens);
+
+#endif
