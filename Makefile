@@ -24,6 +24,8 @@ LIB_SRC  := $(wildcard lib/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(B)/lib/migrations.o
 FCGI_SRC := $(wildcard fcgi/*.c)
 FCGI_OBJ := $(FCGI_SRC:%.c=$(B)/%.o)
+RUN_SRC  := $(wildcard runner/*.c)
+RUN_OBJ  := $(RUN_SRC:%.c=$(B)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -35,7 +37,7 @@ ifeq ($(V),1)
 Q :=
 endif
 
-all: $(B)/dstream-fcgi $(B)/dstream
+all: $(B)/dstream-fcgi $(B)/dstream-runner $(B)/dstream
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -56,6 +58,10 @@ $(B)/libdstream.a: $(LIB_OBJ)
 $(B)/dstream-fcgi: $(FCGI_OBJ) $(B)/libdstream.a
 	@echo "  LINK $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(FCGI_OBJ) $(B)/libdstream.a -lfcgi $(LDLIBS)
+
+$(B)/dstream-runner: $(RUN_OBJ) $(B)/libdstream.a
+	@echo "  LINK $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(RUN_OBJ) $(B)/libdstream.a -lcurl $(LDLIBS)
 
 $(B)/dstream: $(CLI_OBJ) $(B)/libdstream.a
 	@echo "  LINK $@"

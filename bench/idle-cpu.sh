@@ -102,7 +102,8 @@ start_readers() {
     deadline=$((SECONDS + 30))
     while :; do
         local ready
-        ready=$(grep -l '^event: *control' "$dir"/readers/* 2>/dev/null | wc -l)
+        # (curl creates its output file only when the first bytes arrive)
+        ready=$({ grep -l '^event: *control' "$dir"/readers/* 2>/dev/null || true; } | wc -l)
         [ "$ready" -ge "$n" ] && break
         if [ $SECONDS -ge $deadline ]; then
             echo "idle-cpu: only $ready of $n readers connected" >&2

@@ -368,6 +368,7 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
     input_cmd *c = ud;
     if (session_view_finished(v)) return E_FINISHED;
     const char *pid = v->pending ? json_string_value(json_object_get(v->pending, "interactionId")) : NULL;
+    if (json_object_get(v->early, c->interaction)) return E_ANSWERED;
     if (pid && !strcmp(pid, c->interaction)) {
         const char *kind = json_string_value(json_object_get(v->pending, "input"));
         if (!fits(kind, json_object_get(v->pending, "options"), c->response)) return E_BAD_RESPONSE;
@@ -377,7 +378,6 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
         /* Not asked yet: kept for when the runner reaches that checkpoint. */
         const json_t *st = c->workflow ? human_step(c->workflow, c->interaction) : NULL;
         if (!st) return E_NOT_REQUESTED;
-        if (json_object_get(v->early, c->interaction)) return E_ANSWERED;
         if (!fits(json_string_value(json_object_get(st, "input")), json_object_get(st, "options"), c->response))
             return E_BAD_RESPONSE;
     }

@@ -72,7 +72,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
                   " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
                   "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
-    [S_CHANGES] = "SELECT id, rev FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
+    [S_CHANGES] = "SELECT id, rev, path FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
     [S_MAXREV] = "SELECT coalesce(max(rev), 0) FROM streams",
     [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
     [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
@@ -989,7 +989,7 @@ out:
     return rc;
 }
 
-int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t), void *ud)
+int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t, const char *), void *ud)
 {
     int rc;
     sqlite3_stmt *s;
@@ -1006,7 +1006,7 @@ int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t), void *
         sqlite3_bind_int64(s, 1, *rev);
         n = 0;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            fn(ud, sqlite3_column_int64(s, 0));
+            fn(ud, sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 2));
             *rev = sqlite3_column_int64(s, 1);
             n++;
         }

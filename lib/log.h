@@ -183,9 +183,9 @@ const char *log_strerror(int rc);
 void log_on_commit(log_t *l, void (*fn)(void *), void *ud);
 
 /* Report every stream changed (appended, closed, deleted) since *rev, calling
- * fn(ud, stream id), and advance *rev. With *rev < 0 only sets *rev to the
+ * fn(ud, stream id, path), and advance *rev. With *rev < 0 only sets *rev to the
  * current revision. Returns 0 or LOG_E*. */
-int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t), void *ud);
+int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t, const char *), void *ud);
 
 /* Statistics since log_open: write groups committed and operations in them. */
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);

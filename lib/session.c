@@ -254,6 +254,9 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     } else if (!strcmp(type, "step:completed")) {
         v->step_open = 0;
         v->step++;
+        /* A human step consumed its answer: a later visit asks again. */
+        const char *iid = str(p, "interactionId");
+        if (*iid) json_object_del(v->early, iid);
     } else if (!strcmp(type, "state:updated")) {
         json_t *full = json_object_get(p, "state");
         if (json_is_object(full)) {
@@ -307,6 +310,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         v->output_tokens += int_of(u, "outputTokens");
         v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
         v->request[0] = '\0';
+        v->restarts = 0;
         if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
     } else if (!strcmp(type, "provider:request_cancelled")) {
         json_t *m = assistant_for(v, str(p, "requestId"));
@@ -314,21 +318,25 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_object_set_new(m, "interrupted", json_true());
             json_object_set(m, "reason", json_object_get(p, "reason"));
         }
+        if (!strcmp(str(p, "reason"), "restart")) v->restarts++;
         v->request[0] = '\0';
     } else if (!strcmp(type, "input:requested")) {
-        json_decref(v->pending);
-        v->pending = json_deep_copy(p);
-        if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
-        set_status(v, SESSION_AWAITING_INPUT);
+        /* Answered before it was asked: nothing to wait for. */
+        if (!json_object_get(v->early, str(p, "interactionId"))) {
+            json_decref(v->pending);
+            v->pending = json_deep_copy(p);
+            if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
+            set_status(v, SESSION_AWAITING_INPUT);
+        }
     } else if (!strcmp(type, "input:received")) {
+        /* Every answer is kept in `early` (answers by interactionId) until the
+         * step that asked for it completes. */
         const char *id = str(p, "interactionId");
+        json_object_set(v->early, id, json_object_get(p, "response"));
         if (v->pending && strcmp(str(v->pending, "interactionId"), id) == 0) {
             json_decref(v->pending);
             v->pending = NULL;
-            json_object_del(v->early, id);
             set_status(v, SESSION_RUNNING);
-        } else {
-            json_object_set(v->early, id, json_object_get(p, "response"));
         }
     } else if (!strcmp(type, "input:expired")) {
         if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
@@ -366,12 +374,13 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(j, "started", json_boolean(v->started));
     json_object_set_new(j, "request", v->request[0] ? json_string(v->request) : json_null());
     json_object_set_new(j, "cancelRequested", json_boolean(v->cancel_requested));
+    json_object_set_new(j, "restarts", json_integer(v->restarts));
     json_t *u = json_object();
     json_object_set_new(u, "inputTokens", json_integer(v->input_tokens));
     json_object_set_new(u, "outputTokens", json_integer(v->output_tokens));
     json_object_set_new(j, "usage", u);
     json_object_set_new(j, "costUsd", json_real(v->cost_usd));
-    json_object_set_new(j, "events", json_integer((json_int_t)v->events));
+    json_object_set_new(j, "eventCount", json_integer((json_int_t)v->events));
     json_object_set_new(j, "error", v->error[0] ? json_string(v->error) : json_null());
     json_object_set(j, "created", v->created ? v->created : json_null());
     json_object_set(j, "state", v->state);
@@ -401,11 +410,12 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->started = json_is_true(json_object_get(j, "started"));
     copy_str(v->request, sizeof v->request, j, "request");
     v->cancel_requested = json_is_true(json_object_get(j, "cancelRequested"));
+    v->restarts = (int)int_of(j, "restarts");
     json_t *u = json_object_get(j, "usage");
     v->input_tokens = int_of(u, "inputTokens");
     v->output_tokens = int_of(u, "outputTokens");
     v->cost_usd = json_number_value(json_object_get(j, "costUsd"));
-    v->events = (uint64_t)int_of(j, "events");
+    v->events = (uint64_t)int_of(j, "eventCount");
     copy_str(v->error, sizeof v->error, j, "error");
     json_t *c = json_object_get(j, "created");
     if (json_is_object(c)) {
@@ -438,4 +448,32 @@ void session_view_pos(const session_view *v, workflow_pos *pos)
     pos->phase = v->phase[0] ? v->phase : NULL;
     pos->step = v->step;
     pos->step_open = v->step_open;
+}
+
+/* The last message, if it is a user message that expects a reply. */
+static int last_is_open_user(const session_view *v)
+{
+    size_t n = json_array_size(v->messages);
+    /* Replies cut off by a restart or a failure answer nothing. */
+    while (n > 0) {
+        json_t *m = json_array_get(v->messages, n - 1);
+        const char *reason = str(m, "reason");
+        if (strcmp(str(m, "role"), "assistant") || (strcmp(reason, "restart") && strcmp(reason, "failed")))
+            break;
+        n--;
+    }
+    if (n == 0) return 0;
+    json_t *m = json_array_get(v->messages, n - 1);
+    return !strcmp(str(m, "role"), "user") && !json_is_true(json_object_get(m, "background"));
+}
+
+int session_view_needs_reply(const session_view *v)
+{
+    if (v->is_workflow || v->request[0] || session_view_finished(v)) return 0;
+    return json_array_size(v->queued) > 0 || last_is_open_user(v);
+}
+
+int session_view_interrupted(const session_view *v)
+{
+    return !v->is_workflow && v->request[0] && last_is_open_user(v);
 }

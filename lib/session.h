@@ -70,6 +70,7 @@ typedef struct session_view {
     int started;                /* workflow:started (or a chat request) seen */
     char request[72];           /* provider request in flight, "" if none */
     int cancel_requested;
+    int restarts;               /* requests cut off by restarts since the last reply */
     int64_t input_tokens, output_tokens;
     double cost_usd;
     uint64_t events;            /* events reduced */
@@ -92,6 +93,14 @@ int session_view_from_json(session_view *v, const json_t *j);
 
 /* The workflow position for workflow_next. Strings are borrowed from v. */
 void session_view_pos(const session_view *v, workflow_pos *pos);
+
+/* Chat sessions: 1 if a user message is waiting for a reply and no request is in
+ * flight (the runner should start one). */
+int session_view_needs_reply(const session_view *v);
+
+/* Chat sessions: 1 if a user message (mode interrupt) arrived after the reply in
+ * flight began (the runner should cut that request and answer the message). */
+int session_view_interrupted(const session_view *v);
 
 /* 1 if the session can take no more commands (completed workflow, failed, cancelled). */
 int session_view_finished(const session_view *v);

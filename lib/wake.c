@@ -36,6 +36,7 @@
 #include "db.h"
 
 #define WAKE_BUCKETS 4096
+#define WAKE_ANY (-1)           /* waiter id of wake_watch_any */
 #define WAKE_HOT_MS 50          /* keep polling this long after a file event */
 #define WAKE_HOT_US 250         /* how often while hot */
 #define WAKE_IDLE_MS 1000       /* fallback poll when nothing happens */
@@ -58,6 +59,8 @@ struct wake {
     pthread_t thread;
     pthread_mutex_t mu;
     wake_waiter_t *buckets[WAKE_BUCKETS];
+    wake_waiter_t *any;         /* waiters on every change (wake_watch_any) */
+    int changed;                /* the last check found changes */
     int64_t rev;
     int64_t data_version;
     wake_stats st;
@@ -82,9 +85,11 @@ static void on_local_commit(void *ud)
     poke(((wake_t *)ud)->pokefd);
 }
 
-static void wake_id(void *ud, int64_t id)
+static void wake_id(void *ud, int64_t id, const char *path)
 {
     wake_t *w = ud;
+    (void)path;
+    w->changed = 1;
     pthread_mutex_lock(&w->mu);
     for (wake_waiter_t *wt = w->buckets[(uint64_t)id % WAKE_BUCKETS]; wt; wt = wt->next) {
         if (wt->id != id) continue;
@@ -112,7 +117,13 @@ static int check(wake_t *w)
     if (v == w->data_version && v >= 0) return 0;
     w->data_version = v;
     w->st.checks++;
+    w->changed = 0;
     log_changes(w->conn, &w->rev, wake_id, w);
+    if (w->changed) {
+        pthread_mutex_lock(&w->mu);
+        for (wake_waiter_t *wt = w->any; wt; wt = wt->next) poke(wt->efd);
+        pthread_mutex_unlock(&w->mu);
+    }
     return 1;
 }
 
@@ -277,12 +288,27 @@ void wake_watch(wake_waiter_t *wt, int64_t id)
     pthread_mutex_unlock(&w->mu);
 }
 
+void wake_watch_any(wake_waiter_t *wt)
+{
+    wake_t *w = wt->w;
+    wake_unwatch(wt);
+    wake_clear(wt);
+    pthread_mutex_lock(&w->mu);
+    wt->id = WAKE_ANY;
+    wt->prev = NULL;
+    wt->next = w->any;
+    if (w->any) w->any->prev = wt;
+    w->any = wt;
+    pthread_mutex_unlock(&w->mu);
+}
+
 void wake_unwatch(wake_waiter_t *wt)
 {
     wake_t *w = wt->w;
     if (!wt->id) return;
     pthread_mutex_lock(&w->mu);
     if (wt->prev) wt->prev->next = wt->next;
+    else if (wt->id == WAKE_ANY) w->any = wt->next;
     else w->buckets[(uint64_t)wt->id % WAKE_BUCKETS] = wt->next;
     if (wt->next) wt->next->prev = wt->prev;
     wt->prev = wt->next = NULL;

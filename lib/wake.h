@@ -37,6 +37,8 @@ int wake_waiter_fd(const wake_waiter_t *wt);
 /* Watch stream id (one at a time per waiter); clears any pending wake-up. Call
  * before re-reading the stream, so that no commit falls between read and wait. */
 void wake_watch(wake_waiter_t *wt, int64_t id);
+/* Watch every stream: woken after any commit that changed one (the runner). */
+void wake_watch_any(wake_waiter_t *wt);
 /* Stop watching. */
 void wake_unwatch(wake_waiter_t *wt);
 /* Consume a pending wake-up. */

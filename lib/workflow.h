@@ -96,6 +96,12 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
                           const json_t *response, const json_t *input, char *err,
                           size_t errcap);
 
+/* Render every string inside value (recursively; object keys untouched) as a
+ * template against state and input, e.g. a tool step's "arguments". Returns 0 with
+ * a new value in *out (the caller owns it), or -1 with err and *out NULL. */
+int workflow_render_json(const json_t *value, const json_t *state, const json_t *input,
+                         json_t **out, char *err, size_t errcap);
+
 /* Validate value against the JSON-Schema subset (type, properties, required, items,
  * enum). Returns 0 or -1 with the first mismatch in err. */
 int workflow_check_schema(const json_t *schema, const json_t *value, char *err, size_t errcap);

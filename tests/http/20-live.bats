@@ -9,11 +9,11 @@
 # that need a small pool or a short timeout start their own stack (own_stack) and
 # teardown stops it.
 #
-# Small pools: an HTTP request that has finished leaves nginx's upstream keep-alive
-# connection open, and a responder keeps waiting on it for the next request. So
-# where a test counts threads, streams are created in CGI mode on the database
-# (cgi_create) and appended to with the CLI, and the only requests through nginx
-# are the live reads being counted.
+# Where a test needs to know that its readers are in the server and waiting (not
+# still on their way), it counts the pool's threads blocked in poll()
+# (tools/pool-waiters.sh). In the small pools, streams are created in CGI mode on
+# the database (cgi_create) and appended to with the CLI, so that the live reads
+# are the only requests that go through nginx to the pool.
 
 load helpers
 
@@ -76,9 +76,10 @@ not_running() { ! kill -0 "$1" 2>/dev/null; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# pool_conns: connections the pool has accepted and holds (one thread each).
-pool_conns() { "$TOOLS/pool-conns.sh" "$DS_DIR/fcgi.sock"; }
-pool_conns_is() { [ "$(pool_conns)" -eq "$1" ]; }
+# pool_waiters: responder threads of this test's stack holding a waiting live reader.
+pool_waiters() { "$TOOLS/pool-waiters.sh" "$DS_DIR"; }
+pool_waiters_atleast() { [ "$(pool_waiters)" -ge "$1" ]; }
+pool_waiters_none() { [ "$(pool_waiters)" -le 0 ]; }
 
 # cgi_create NAME [CONTENT_TYPE]: create stream NAME by running dstream-fcgi in CGI
 # mode on the stack's database (nothing goes through nginx); prints its tail offset.
@@ -146,21 +147,21 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     for i in 1 2 3 4; do
         ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
     done
-    [ "$(pool_conns)" -eq 4 ] || fail "expected the 4 readers to hold the 4 threads, the pool holds $(pool_conns)"
+    ds_poll 5 pool_waiters_atleast 4 || fail "expected 4 threads holding readers, there are $(pool_waiters)"
 
     # No heartbeat is due for a minute: only noticing the hang-up can free them.
     kill "${pids[@]}"
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    ds_poll 3 pool_conns_is 0 || fail "3 s after the clients left the pool still holds $(pool_conns) connections"
+    ds_poll 3 pool_waiters_none || fail "3 s after the clients left, $(pool_waiters) threads still hold readers"
 
-    # All 4 threads at once: 4 long-polls at the tail must all be taken by the pool
-    # (a thread still held by a gone client would leave one in nginx's queue or 503).
+    # All 4 threads at once: 4 long-polls at the tail must all be waiting in the pool
+    # (a thread still held by a gone client would leave one in a queue or get a 503).
     for i in 1 2 3 4; do
         spawn "$T/lp.$i" curl -sS --max-time 20 -o "$T/lp.$i.body" -w '%{http_code}' \
             "$DS_URL$s?offset=$tail&live=long-poll"
         pids[i - 1]=$LAST_PID
     done
-    ds_poll 3 pool_conns_is 4 || fail "only $(pool_conns) of 4 new long-polls reached a responder within 3 s"
+    ds_poll 3 pool_waiters_atleast 4 || fail "only $(pool_waiters) of 4 new long-polls waiting in the pool within 3 s"
     msg=after-$RANDOM
     cli_append "$name" "$msg" >/dev/null
     for i in 1 2 3 4; do
@@ -181,9 +182,9 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     spawn "$T/lp.status" curl -sS --max-time 30 -D "$DS_HDRS" -o "$T/lp.body" -w '%{http_code}' \
         "$DS_URL$s?offset=$tail&live=long-poll"
     lp=$LAST_PID
-    # The only connection to the pool is this long-poll: once it is held, the reader
-    # is in the server (and not answered: there is nothing to answer with).
-    ds_poll 5 pool_conns_is 1 || fail "the long-poll did not reach a responder within 5 s"
+    # Append only once the long-poll waits in the server, so that it is the wake-up,
+    # not the first read, that finds the message.
+    ds_poll 5 pool_waiters_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
     kill -0 "$lp" 2>/dev/null || fail "the long-poll answered before anything was appended: $(cat "$T/lp.status")"
 
     t0=$(now_ms)
@@ -227,7 +228,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     for i in 1 2; do
         ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
     done
-    [ "$(pool_conns)" -eq 2 ] || fail "expected the 2 readers to hold the 2 threads, the pool holds $(pool_conns)"
+    ds_poll 5 pool_waiters_atleast 2 || fail "expected 2 threads holding readers, there are $(pool_waiters)"
 
     # Each further live request, whichever nginx worker takes it, must be refused.
     bad=()
@@ -371,12 +372,11 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     s=$(ds_stream fanout)
     ds_create "$s" text/plain
     tail=$(header Stream-Next-Offset)
-    # Readers at the tail offset (not offset=now): one that reaches the pool only
-    # after the append still gets it, so the count does not depend on timing. The
-    # script appends once the pool holds 1,000 connections.
+    # The script appends once 1,000 threads of the pool wait. Readers ask for the
+    # tail offset (not offset=now), so that the count does not depend on timing.
     run --separate-stderr timeout 90 node "$TOOLS/fanout.mjs" --url "$DS_URL" --path "$s" \
         --offset "$tail" --n 1000 --message "one for all $RANDOM" --settle-ms 300 \
-        --ready-cmd "[ \"\$('$TOOLS/pool-conns.sh' '$DS_DIR/fcgi.sock')\" -ge 1000 ]" --timeout-ms 60000
+        --ready-cmd "[ \"\$('$TOOLS/pool-waiters.sh' '$DS_DIR')\" -ge 1000 ]" --timeout-ms 60000
     printf '# %s\n' "${lines[@]}" >&3
     [ -z "$stderr" ] || echo "# stderr: $stderr" >&3
     assert_success

@@ -1,0 +1,669 @@
+/* driver: what the runner does for one session, decided from its log.
+ *
+ * The runner keeps no state that matters across a restart: each time a session
+ * changes (or a timer fires) drive() recomputes the session's view from the log
+ * and compares it with what this process has in flight. Every decision ends in
+ * events appended through sstore, so a crash at any point leaves a log from which
+ * the next drive() resumes: a request the log says is in flight but this process
+ * does not have was cut off by a restart; it gets provider:request_cancelled
+ * (reason restart) and is retried once. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/db.h"
+#include "../lib/defs.h"
+#include "../lib/lease.h"
+#include "../lib/timefmt.h"
+#include "../lib/workflow.h"
+#include "runner.h"
+
+void runner_log(const char *fmt, ...)
+{
+    char ts[40], msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    timefmt_format(db_now_ms(), ts, sizeof ts);
+    fprintf(stderr, "%s dstream-runner: %s\n", ts, msg);
+}
+
+sess_t *runner_session(runner_t *R, const char *id)
+{
+    for (sess_t *s = R->sessions; s; s = s->next)
+        if (!strcmp(s->id, id)) return s;
+    sess_t *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    snprintf(s->id, sizeof s->id, "%s", id);
+    s->next = R->sessions;
+    R->sessions = s;
+    return s;
+}
+
+void runner_forget(runner_t *R, sess_t *s)
+{
+    for (sess_t **pp = &R->sessions; *pp; pp = &(*pp)->next) {
+        if (*pp != s) continue;
+        *pp = s->next;
+        break;
+    }
+    if (s->rq) request_free(R, s->rq);
+    if (s->held) lease_release(R->conn, s->id, R->owner);
+    json_decref(s->agent);
+    json_decref(s->workflow);
+    free(s);
+}
+
+/* ---- appending -------------------------------------------------------------------------- */
+
+typedef struct append_arg {
+    sstore_event *ev;
+    size_t n;
+} append_arg;
+
+static int decide_append(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    append_arg *a = ud;
+    (void)v;
+    memcpy(ev, a->ev, a->n * sizeof *ev);
+    *n = a->n;
+    return 0;
+}
+
+int runner_append(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
+{
+    session_trace tr;
+    append_arg a = {ev, n};
+    session_trace_new(&tr);
+    int rc = sstore_command(R->conn, s->id, &tr, decide_append, &a, NULL);
+    if (rc) runner_log("session %s: cannot append %s: %s", s->id, ev[0].type, log_strerror(rc));
+    return rc;
+}
+
+static sstore_event event(const char *type, json_t *payload)
+{
+    sstore_event e;
+    memset(&e, 0, sizeof e);
+    e.type = type;
+    e.payload = payload;
+    e.actor = "runner";
+    return e;
+}
+
+static int emit(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
+{
+    int rc = runner_append(R, s, ev, n);
+    for (size_t i = 0; i < n; i++) json_decref(ev[i].payload);
+    return rc;
+}
+
+static int emit1(runner_t *R, sess_t *s, const char *type, json_t *payload)
+{
+    sstore_event e = event(type, payload);
+    return emit(R, s, &e, 1);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static void new_request_id(char *out, size_t cap)
+{
+    char r[16];
+    sstore_new_id(r, sizeof r);
+    snprintf(out, cap, "req_%.12s", r);
+}
+
+/* The history to send: replies cut off by a restart or a failure are left out. */
+static json_t *history(const session_view *v)
+{
+    json_t *out = json_array(), *m;
+    size_t i;
+    json_array_foreach(v->messages, i, m) {
+        const char *reason = json_string_value(json_object_get(m, "reason"));
+        if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
+        if (json_object_get(m, "requestId") && !strcmp(json_string_value(json_object_get(m, "role")), "assistant") &&
+            !json_is_true(json_object_get(m, "interrupted")) && i + 1 == json_array_size(v->messages))
+            continue;   /* the placeholder of a reply in flight */
+        json_array_append(out, m);
+    }
+    return out;
+}
+
+static int start(runner_t *R, sess_t *s, const json_t *agent, json_t *messages, const char *id,
+                 int attempt, int step_agent, int announce)
+{
+    rq_t *q = request_start(R, s, agent, messages, id, attempt, step_agent);
+    json_decref(messages);
+    if (!q) {
+        runner_log("session %s: cannot start a request (provider %s)", s->id,
+                   json_string_value(json_object_get(agent, "provider")));
+        return -1;
+    }
+    if (announce)
+        emit1(R, s, "provider:request_started",
+              json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider",
+                        q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "model", q->model,
+                        "attempt", attempt));
+    runner_log("session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
+    return 0;
+}
+
+/* Cut the request in flight (ours) with reason, as an event. */
+static void cut(runner_t *R, sess_t *s, const char *reason)
+{
+    rq_t *q = s->rq;
+    if (!q) return;
+    request_flush(R, q);
+    emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", q->id, "reason", reason));
+    runner_log("session %s: request %s cancelled (%s)", s->id, q->id, reason);
+    request_free(R, q);
+}
+
+/* ---- chat sessions ------------------------------------------------------------------------ */
+
+static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
+{
+    int rc;
+    if (s->agent) return s->agent;
+    s->agent = defs_agent_get(R->conn, name, &rc);
+    return s->agent;
+}
+
+static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
+{
+    const char *name = json_string_value(json_object_get(v->created, "agent"));
+    json_t *agent = name ? load_agent(R, s, name) : NULL;
+    if (!agent) {
+        runner_log("session %s: agent %s is gone", s->id, name ? name : "?");
+        return;
+    }
+    if (s->rq && session_view_interrupted(v)) {
+        cut(R, s, "interrupted");
+        return;     /* the append re-drives and starts the answer */
+    }
+    if (v->request[0] && !s->rq && !s->timer_ms) {
+        /* In flight in the log, not here: cut off by a restart. Retried once. */
+        emit1(R, s, "provider:request_cancelled",
+              json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
+        runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
+        return;
+    }
+    if (!s->rq && !s->timer_ms && session_view_needs_reply(v)) {
+        if (v->restarts > 1) {
+            runner_log("session %s: giving up after %d restarts", s->id, v->restarts);
+            return;
+        }
+        char id[72];
+        new_request_id(id, sizeof id);
+        start(R, s, agent, history(v), id, 1, 0, 1);
+    }
+}
+
+/* ---- workflow sessions ---------------------------------------------------------------------- */
+
+static json_t *load_workflow(runner_t *R, sess_t *s, const session_view *v)
+{
+    int rc, got;
+    if (s->workflow) return s->workflow;
+    const char *name = json_string_value(json_object_get(v->created, "workflow"));
+    int version = (int)json_integer_value(json_object_get(v->created, "version"));
+    if (name) s->workflow = defs_workflow_get(R->conn, name, version, &got, &rc);
+    return s->workflow;
+}
+
+static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    runner_log("session %s: workflow failed: %s", s->id, msg);
+    emit1(R, s, "workflow:failed", json_pack("{s:s}", "error", msg));
+}
+
+static const json_t *current_step(const json_t *doc, const char *phase, int step)
+{
+    size_t i;
+    json_t *ph;
+    json_array_foreach(json_object_get(doc, "phases"), i, ph) {
+        if (!strcmp(json_string_value(json_object_get(ph, "name")), phase))
+            return json_array_get(json_object_get(ph, "steps"), (size_t)step);
+    }
+    return NULL;
+}
+
+static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
+                                int announce_step, const char *rid, int attempt, int announce);
+
+static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
+                             int announce_step)
+{
+    char id[72];
+    new_request_id(id, sizeof id);
+    start_agent_step_as(R, s, v, step, announce_step, id, 1, 1);
+}
+
+static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
+                                int announce_step, const char *rid, int attempt, int announce)
+{
+    char err[512];
+    const char *name = json_string_value(json_object_get(step, "agent"));
+    int rc;
+    json_t *agent = defs_agent_get(R->conn, name, &rc);
+    if (!agent) {
+        fail_workflow(R, s, "agent %s does not exist", name);
+        return;
+    }
+    buf_t prompt;
+    buf_init(&prompt, 1 << 20);
+    if (workflow_render(json_string_value(json_object_get(step, "prompt")), v->state, v->input,
+                        &prompt, err, sizeof err)) {
+        buf_free(&prompt);
+        json_decref(agent);
+        fail_workflow(R, s, "step %s[%d] prompt: %s", v->phase, v->step, err);
+        return;
+    }
+    json_t *schema = json_object_get(step, "outputSchema");
+    if (schema) buf_puts(&prompt, "\n\nAnswer with only a JSON value, no other text.");
+    json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
+    buf_free(&prompt);
+    if (announce_step)
+        emit1(R, s, "agent:started", json_pack("{s:s, s:O, s:i}", "agent", name, "model",
+                                               json_object_get(agent, "model"), "step", v->step));
+    json_decref(s->agent);
+    s->agent = agent;
+    if (start(R, s, agent, messages, rid, attempt, 1, announce)) fail_workflow(R, s, "cannot call provider");
+}
+
+static void human_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
+{
+    const char *id = json_string_value(json_object_get(step, "id"));
+    json_t *answer = json_object_get(v->early, id);
+    char err[512];
+    if (answer) {
+        /* Answered (now or before it was asked): apply and complete the step. */
+        json_t *state = json_deep_copy(v->state);
+        if (workflow_apply_update(state, json_object_get(step, "update"), NULL, answer, v->input, err,
+                                  sizeof err)) {
+            json_decref(state);
+            fail_workflow(R, s, "checkpoint %s update: %s", id, err);
+            return;
+        }
+        sstore_event ev[2] = {event("state:updated", json_pack("{s:o}", "state", state)),
+                              event("step:completed", json_pack("{s:s, s:i, s:s}", "phase", v->phase,
+                                                                "step", v->step, "interactionId", id))};
+        emit(R, s, ev, 2);
+        return;
+    }
+    if (!v->pending) return;
+    const char *exp = json_string_value(json_object_get(v->pending, "expiresAt"));
+    int64_t at;
+    if (!exp || timefmt_parse(exp, &at)) return;
+    if (db_now_ms() < at) {
+        s->timer_ms = at;
+        return;
+    }
+    json_t *on = json_object_get(json_object_get(step, "onTimeout"), "response");
+    if (!on) {
+        sstore_event ev[2] = {event("input:expired", json_pack("{s:s}", "interactionId", id)),
+                              event("workflow:failed", json_pack("{s:s}", "error", "checkpoint expired"))};
+        emit(R, s, ev, 2);
+        runner_log("session %s: checkpoint %s expired", s->id, id);
+        return;
+    }
+    sstore_event ev[2] = {event("input:expired", json_pack("{s:s}", "interactionId", id)),
+                          event("input:received", json_pack("{s:s, s:O}", "interactionId", id, "response", on))};
+    ev[1].actor = "system";
+    emit(R, s, ev, 2);
+}
+
+static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
+{
+    char err[512];
+    json_t *doc = load_workflow(R, s, v);
+    if (!doc) {
+        fail_workflow(R, s, "its workflow version is gone");
+        return;
+    }
+    workflow_pos pos;
+    workflow_next_t nx;
+    session_view_pos(v, &pos);
+    workflow_next(doc, &pos, v->state, v->input, &nx);
+    switch (nx.kind) {
+    case NEXT_START: {
+        const char *first = json_string_value(json_object_get(doc, "initialPhase"));
+        if (!first) first = json_string_value(json_object_get(json_array_get(json_object_get(doc, "phases"), 0), "name"));
+        sstore_event ev[2] = {
+            event("workflow:started", json_pack("{s:O, s:O}", "workflow", json_object_get(v->created, "workflow"),
+                                                "version", json_object_get(v->created, "version"))),
+            event("phase:entered", json_pack("{s:s}", "phase", first))};
+        emit(R, s, ev, 2);
+        runner_log("session %s: workflow started", s->id);
+        break;
+    }
+    case NEXT_ENTER_PHASE: emit1(R, s, "phase:entered", json_pack("{s:s}", "phase", nx.phase)); break;
+    case NEXT_TRANSITION: {
+        sstore_event ev[2] = {event("phase:exited", json_pack("{s:s, s:s}", "phase", v->phase, "to", nx.phase)),
+                              event("phase:entered", json_pack("{s:s}", "phase", nx.phase))};
+        emit(R, s, ev, 2);
+        break;
+    }
+    case NEXT_COMPLETE:
+        emit1(R, s, "workflow:completed", json_pack("{s:O}", "state", v->state));
+        runner_log("session %s: workflow completed", s->id);
+        break;
+    case NEXT_FAIL: fail_workflow(R, s, "%s", nx.error); break;
+    case NEXT_STEP: {
+        const char *kind = json_string_value(json_object_get(nx.def, "kind"));
+        json_t *started = json_pack("{s:s, s:i, s:s}", "phase", nx.phase, "step", nx.step, "kind", kind);
+        json_t *name = json_object_get(nx.def, "name");
+        if (name) json_object_set(started, "name", name);
+        if (nx.step_kind == STEP_UPDATE) {
+            json_t *state = json_deep_copy(v->state);
+            if (workflow_apply_update(state, json_object_get(nx.def, "set"), NULL, NULL, v->input, err, sizeof err)) {
+                json_decref(state);
+                json_decref(started);
+                fail_workflow(R, s, "update step: %s", err);
+                break;
+            }
+            sstore_event ev[3] = {event("step:started", started),
+                                  event("state:updated", json_pack("{s:o}", "state", state)),
+                                  event("step:completed", json_pack("{s:s, s:i}", "phase", nx.phase, "step", nx.step))};
+            emit(R, s, ev, 3);
+        } else if (nx.step_kind == STEP_HUMAN) {
+            buf_t prompt;
+            buf_init(&prompt, 1 << 20);
+            if (workflow_render(json_string_value(json_object_get(nx.def, "prompt")), v->state, v->input,
+                                &prompt, err, sizeof err)) {
+                buf_free(&prompt);
+                json_decref(started);
+                fail_workflow(R, s, "checkpoint prompt: %s", err);
+                break;
+            }
+            json_t *req = json_pack("{s:O, s:O, s:s}", "interactionId", json_object_get(nx.def, "id"),
+                                    "input", json_object_get(nx.def, "input"), "prompt", prompt.p ? prompt.p : "");
+            buf_free(&prompt);
+            json_t *opts = json_object_get(nx.def, "options");
+            if (opts) json_object_set(req, "options", opts);
+            json_t *tmo = json_object_get(nx.def, "timeoutMs");
+            if (json_is_integer(tmo)) {
+                char ts[40];
+                timefmt_format(db_now_ms() + json_integer_value(tmo), ts, sizeof ts);
+                json_object_set_new(req, "expiresAt", json_string(ts));
+            }
+            sstore_event ev[2] = {event("step:started", started), event("input:requested", req)};
+            emit(R, s, ev, 2);
+        } else if (nx.step_kind == STEP_AGENT) {
+            emit1(R, s, "step:started", started);
+            /* The agent call starts on the next drive, from the step now open. */
+        } else {
+            json_decref(started);
+            fail_workflow(R, s, "tool steps need an MCP server, which this runner does not have");
+        }
+        break;
+    }
+    case NEXT_WAIT: {
+        if (!pos.step_open || !v->phase[0]) break;
+        const json_t *step = current_step(doc, v->phase, v->step);
+        const char *kind = json_string_value(json_object_get(step, "kind"));
+        if (!kind) break;
+        if (!strcmp(kind, "human")) {
+            human_step(R, s, v, step);
+        } else if (!strcmp(kind, "agent") && !s->rq && !s->timer_ms) {
+            if (v->request[0]) {
+                emit1(R, s, "provider:request_cancelled",
+                      json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
+                runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
+            } else if (v->restarts > 1) {
+                fail_workflow(R, s, "the agent step was cut off by %d restarts", v->restarts);
+            } else {
+                start_agent_step(R, s, v, step, v->restarts == 0);
+            }
+        }
+        break;
+    }
+    }
+}
+
+/* ---- the entry point ---------------------------------------------------------------------- */
+
+void runner_drive(runner_t *R, sess_t *s)
+{
+    s->dirty = 0;
+    if (R->stopping) return;
+    int64_t now = db_now_ms();
+    if (!s->held || now >= s->lease_renew_ms) {
+        int held = lease_acquire(R->conn, s->id, R->owner, R->lease_ms);
+        if (held != 1) {
+            if (s->held) runner_log("session %s: lease lost", s->id);
+            s->held = 0;
+            if (s->rq) request_free(R, s->rq);
+            return;
+        }
+        s->held = 1;
+        s->lease_renew_ms = now + R->lease_ms / 3;
+    }
+    session_view v;
+    offset_t none = {0, 0};
+    session_view_init(&v);
+    int rc = sstore_view(R->conn, s->id, 0, none, &v, NULL);
+    if (rc) {
+        session_view_free(&v);
+        if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) runner_forget(R, s);
+        return;
+    }
+    if (session_view_finished(&v)) {
+        session_view_free(&v);
+        runner_forget(R, s);
+        return;
+    }
+    if (v.cancel_requested) {
+        sstore_event ev[2];
+        size_t n = 0;
+        if (s->rq) {
+            request_flush(R, s->rq);
+            request_free(R, s->rq);
+        }
+        if (v.request[0])
+            ev[n++] = event("provider:request_cancelled",
+                            json_pack("{s:s, s:s}", "requestId", v.request, "reason", "cancelled"));
+        ev[n++] = event("session:cancelled", json_pack("{s:s}", "reason", "cancel requested"));
+        s->timer_ms = 0;
+        emit(R, s, ev, n);
+        runner_log("session %s: cancelled", s->id);
+    } else if (v.is_workflow) {
+        drive_workflow(R, s, &v);
+    } else {
+        drive_chat(R, s, &v);
+    }
+    session_view_free(&v);
+}
+
+/* ---- a request ended ------------------------------------------------------------------------- */
+
+static void schedule_retry(runner_t *R, sess_t *s, rq_t *q, long status)
+{
+    int64_t delay = provider_retry_delay_ms(q->attempt, q->retry_after[0] ? q->retry_after : NULL,
+                                            db_now_ms(), R->retry_base_ms, R->retry_max_ms);
+    char id[72];
+    snprintf(id, sizeof id, "%s", q->id);
+    if (q->emitted) {
+        /* Part of a reply went out under this id: close it, retry under a new one. */
+        emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s, s:s}", "requestId", q->id,
+                                                            "reason", "failed", "error", q->error));
+        new_request_id(id, sizeof id);
+    }
+    emit1(R, s, "provider:request_retried", json_pack("{s:s, s:i, s:i, s:I}", "requestId", id, "attempt",
+                                                      q->attempt + 1, "status", (int)status, "delayMs",
+                                                      (json_int_t)delay));
+    runner_log("session %s: request %s: %s%ld, retry %d in %lld ms", s->id, q->id,
+               status ? "status " : "", status, q->attempt + 1, (long long)delay);
+    s->retry_attempt = q->attempt + 1;
+    snprintf(s->retry_id, sizeof s->retry_id, "%s%s", q->emitted ? "+" : "", id);
+    s->timer_ms = db_now_ms() + delay;
+    request_free(R, q);
+}
+
+/* Strip a ```json fence a model may wrap its JSON in. */
+static void unfence(const char **p, size_t *len)
+{
+    const char *s = *p, *e = s + *len;
+    while (s < e && strchr(" \t\r\n", *s)) s++;
+    while (e > s && strchr(" \t\r\n", e[-1])) e--;
+    if (e - s >= 6 && !strncmp(s, "```", 3) && !strncmp(e - 3, "```", 3)) {
+        const char *nl = memchr(s, '\n', (size_t)(e - s));
+        if (nl && nl < e - 3) {
+            s = nl + 1;
+            e -= 3;
+        }
+    }
+    *p = s;
+    *len = (size_t)(e - s);
+}
+
+/* A workflow agent step's reply: its output (text, or JSON checked against the
+ * step's outputSchema), the state update and the step's completion, appended to
+ * ev. Returns 1, or 0 after appending workflow:failed to ev instead. */
+static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double cost, sstore_event *ev,
+                       size_t *n)
+{
+    session_view v;
+    offset_t none = {0, 0};
+    char err[512] = "";
+    json_t *output = NULL, *state = NULL;
+    int ok = 0;
+    session_view_init(&v);
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL)) goto out;
+    const json_t *step = s->workflow && v.phase[0] ? current_step(s->workflow, v.phase, v.step) : NULL;
+    if (!step) goto out;
+    json_t *schema = json_object_get(step, "outputSchema");
+    if (schema) {
+        const char *t = q->full.p ? q->full.p : "";
+        size_t len = q->full.len;
+        unfence(&t, &len);
+        output = json_loadb(t, len, JSON_DECODE_ANY, NULL);
+        if (!output) snprintf(err, sizeof err, "the agent's reply is not JSON");
+        else if (workflow_check_schema(schema, output, err, sizeof err)) {
+            char tmp[512];
+            snprintf(tmp, sizeof tmp, "the agent's reply does not match outputSchema: %s", err);
+            snprintf(err, sizeof err, "%s", tmp);
+        }
+    } else {
+        output = json_stringn(q->full.p ? q->full.p : "", q->full.len);
+    }
+    if (!err[0]) {
+        state = json_deep_copy(v.state);
+        if (workflow_apply_update(state, json_object_get(step, "update"), output, NULL, v.input, err, sizeof err)) {
+            char tmp[512];
+            snprintf(tmp, sizeof tmp, "step update: %s", err);
+            snprintf(err, sizeof err, "%s", tmp);
+        }
+    }
+    if (err[0]) {
+        runner_log("session %s: workflow failed: %s", s->id, err);
+        ev[(*n)++] = event("workflow:failed", json_pack("{s:s}", "error", err));
+        goto out;
+    }
+    ev[(*n)++] = event("agent:completed",
+                       json_pack("{s:O, s:O, s:I, s:O, s:f}", "agent", json_object_get(step, "agent"),
+                                 "output", output, "durationMs", (json_int_t)(db_now_ms() - q->started_ms),
+                                 "usage", usage, "costUsd", cost));
+    ev[(*n)++] = event("state:updated", json_pack("{s:O}", "state", state));
+    ev[(*n)++] = event("step:completed", json_pack("{s:s, s:i}", "phase", v.phase, "step", v.step));
+    ok = 1;
+out:
+    json_decref(output);
+    json_decref(state);
+    session_view_free(&v);
+    return ok;
+}
+
+void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
+{
+    sess_t *s = q->s;
+    long status = q->status;
+    if (!status) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
+    request_flush(R, q);
+    int complete = result == CURLE_OK && status == 200 && !q->stream_error &&
+                   provider_finish(q->parser) == 0;
+    if (!complete) {
+        if (result != CURLE_OK) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
+        else if (status != 200) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
+        else if (!q->error[0]) snprintf(q->error, sizeof q->error, "stream cut off");
+        int retry = q->attempt < RUNNER_MAX_ATTEMPTS &&
+                    (result != CURLE_OK || status == 200 || provider_retryable(status));
+        if (retry) {
+            schedule_retry(R, s, q, result == CURLE_OK ? status : 0);
+            return;
+        }
+        emit1(R, s, "provider:request_cancelled",
+              json_pack("{s:s, s:s, s:s}", "requestId", q->id, "reason", "failed", "error", q->error));
+        runner_log("session %s: request %s failed: %s", s->id, q->id, q->error);
+        int wf = q->step_agent;
+        char error[256];
+        snprintf(error, sizeof error, "%s", q->error);
+        request_free(R, q);
+        if (wf) fail_workflow(R, s, "provider request failed: %s", error);
+        return;
+    }
+    double cost = provider_cost(R->pricing, q->model, q->in_tok, q->out_tok);
+    json_t *usage = json_pack("{s:I, s:I}", "inputTokens", (json_int_t)q->in_tok, "outputTokens", (json_int_t)q->out_tok);
+    sstore_event ev[3 + 2 * 8];
+    size_t n = 0;
+    size_t i;
+    json_t *call;
+    /* Tool calls: this runner has no tool executor (MCP); the model is told so. */
+    json_array_foreach(q->tool_calls, i, call) {
+        if (n + 3 > sizeof ev / sizeof ev[0] - 2) break;
+        json_t *called = json_deep_copy(call);
+        json_object_set_new(called, "requestId", json_string(q->id));
+        ev[n++] = event("tool:called", called);
+        ev[n++] = event("tool:result", json_pack("{s:O, s:s, s:b}", "callId", json_object_get(call, "callId"),
+                                                  "result", "no tool executor is configured", "isError", 1));
+    }
+    ev[n++] = event("provider:request_ended",
+                    json_pack("{s:s, s:s, s:O, s:f}", "requestId", q->id, "stopReason", q->stop, "usage", usage, "costUsd", cost));
+    runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
+               (long long)q->in_tok, (long long)q->out_tok, cost);
+    if (q->step_agent && !step_output(R, s, q, usage, cost, ev, &n)) {
+        json_decref(usage);
+        emit(R, s, ev, n);
+        request_free(R, q);
+        return;
+    }
+    json_decref(usage);
+    emit(R, s, ev, n);
+    int more = json_array_size(q->tool_calls) > 0 && q->turns + 1 < RUNNER_MAX_TURNS && !q->step_agent;
+    int turns = q->turns;
+    request_free(R, q);
+    if (more) {
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && s->agent) {
+            char id[72];
+            new_request_id(id, sizeof id);
+            if (start(R, s, s->agent, history(&v), id, 1, 0, 1) == 0 && s->rq) s->rq->turns = turns + 1;
+        }
+        session_view_free(&v);
+    }
+}
+
+void runner_retry(runner_t *R, sess_t *s, const session_view *v, const char *id, int attempt, int fresh)
+{
+    if (v->is_workflow) {
+        const json_t *step = s->workflow && v->phase[0] ? current_step(s->workflow, v->phase, v->step) : NULL;
+        if (step) start_agent_step_as(R, s, v, step, 0, id, attempt, fresh);
+        return;
+    }
+    if (s->agent) start(R, s, s->agent, history(v), id, attempt, 0, fresh);
+}
+
+void runner_shutdown(runner_t *R)
+{
+    for (sess_t *s = R->sessions; s; s = s->next)
+        if (s->rq) cut(R, s, "restart");
+}

@@ -1,0 +1,267 @@
+/* dstream-runner: the daemon that executes sessions.
+ *
+ * One process, one thread, one loop: curl_multi_poll() waits on every provider
+ * transfer, on the commit watcher's eventfd (lib/wake: any session changed, in
+ * any process) and on a signal pipe, with a timeout from the nearest timer
+ * (retries, checkpoint expiry, lease renewal). Settings come from the
+ * environment (README.md, "Runner"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../lib/db.h"
+#include "../lib/wake.h"
+#include "runner.h"
+
+static int sigpipe_fds[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    char c = (char)sig;
+    ssize_t n = write(sigpipe_fds[1], &c, 1);
+    (void)n;
+}
+
+/* systemd's notification protocol, without libsystemd: one datagram to
+ * $NOTIFY_SOCKET ("@" means the abstract namespace). */
+static void sd_notify_msg(const char *msg)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!path || !*path || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) return;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path));
+    if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+    sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
+    close(fd);
+}
+
+static long long env_num(const char *name, long long def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < 0) {
+        fprintf(stderr, "dstream-runner: %s=%s is not a non-negative number\n", name, v);
+        exit(2);
+    }
+    return n;
+}
+
+/* Provider keys: the environment, or a credentials file readable by its owner
+ * only ({"anthropic": "...", "openai": "..."}). */
+static int load_keys(runner_t *R)
+{
+    const char *a = getenv("ANTHROPIC_API_KEY"), *o = getenv("OPENAI_API_KEY");
+    if (a) snprintf(R->anthropic_key, sizeof R->anthropic_key, "%s", a);
+    if (o) snprintf(R->openai_key, sizeof R->openai_key, "%s", o);
+    const char *path = getenv("DSTREAM_CREDENTIALS");
+    if (!path || !*path) return 0;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st)) {
+        fprintf(stderr, "dstream-runner: cannot read credentials %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        fprintf(stderr, "dstream-runner: credentials %s must not be readable by others (chmod 600)\n", path);
+        close(fd);
+        return -1;
+    }
+    json_error_t e;
+    json_t *j = json_loadfd(fd, 0, &e);
+    close(fd);
+    if (!json_is_object(j)) {
+        fprintf(stderr, "dstream-runner: credentials %s: not a JSON object\n", path);
+        json_decref(j);
+        return -1;
+    }
+    const char *ka = json_string_value(json_object_get(j, "anthropic"));
+    const char *ko = json_string_value(json_object_get(j, "openai"));
+    if (ka && !R->anthropic_key[0]) snprintf(R->anthropic_key, sizeof R->anthropic_key, "%s", ka);
+    if (ko && !R->openai_key[0]) snprintf(R->openai_key, sizeof R->openai_key, "%s", ko);
+    json_decref(j);
+    return 0;
+}
+
+static void on_change(void *ud, int64_t id, const char *path)
+{
+    runner_t *R = ud;
+    (void)id;
+    if (!path || strncmp(path, "sessions/", 9) != 0) return;
+    const char *sid = path + 9;
+    if (!sstore_valid_id(sid)) return;
+    runner_session(R, sid)->dirty = 1;
+}
+
+/* Sessions with work left, at start (crash recovery) and now and then. */
+static void scan(runner_t *R)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(log_db(R->conn),
+                           "SELECT id FROM sessions WHERE deleted = 0 AND status IN"
+                           " ('pending', 'running', 'awaiting_input')", -1, &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW)
+        runner_session(R, (const char *)sqlite3_column_text(st, 0))->dirty = 1;
+    sqlite3_finalize(st);
+}
+
+int main(int argc, char **argv)
+{
+    runner_t R;
+    char err[512], host[128] = "runner";
+    memset(&R, 0, sizeof R);
+    const char *db = getenv("DSTREAM_DB");
+    if (!db || !*db) db = "dstream.db";
+    if (argc > 2 && !strcmp(argv[1], "--db")) db = argv[2];
+    else if (argc > 1) {
+        fprintf(stderr, "usage: dstream-runner [--db PATH]   (settings: README.md, Runner)\n");
+        return 2;
+    }
+    gethostname(host, sizeof host - 1);
+    R.owner = getenv("DSTREAM_RUNNER_ID") && *getenv("DSTREAM_RUNNER_ID") ? getenv("DSTREAM_RUNNER_ID") : host;
+    R.lease_ms = env_num("DSTREAM_LEASE_MS", 15000);
+    R.retry_base_ms = env_num("DSTREAM_RETRY_BASE_MS", 500);
+    R.retry_max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
+    R.provider_url = getenv("DSTREAM_PROVIDER_URL");
+    if (R.provider_url && !*R.provider_url) R.provider_url = NULL;
+    const char *pricing = getenv("DSTREAM_PRICING");
+    if (pricing && *pricing) {
+        json_error_t e;
+        R.pricing = json_load_file(pricing, 0, &e);
+        if (!json_is_object(R.pricing)) {
+            fprintf(stderr, "dstream-runner: pricing %s: %s\n", pricing, e.text);
+            return 2;
+        }
+    }
+    if (load_keys(&R)) return 2;
+
+    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
+    if (!(R.log = log_open(db, &lo, err, sizeof err)) || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
+        fprintf(stderr, "dstream-runner: %s\n", err);
+        return 1;
+    }
+    wake_t *wake = wake_start(R.log, db, NULL, err, sizeof err);
+    wake_waiter_t *waiter = wake ? wake_waiter_new(wake) : NULL;
+    if (!waiter) {
+        fprintf(stderr, "dstream-runner: commit watcher: %s\n", err);
+        return 1;
+    }
+    wake_watch_any(waiter);
+    int64_t rev = -1;
+    log_changes(R.conn, &rev, on_change, &R);
+
+    if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    R.multi = curl_multi_init();
+    int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0, next_scan = 0;
+    runner_log("started (owner %s, database %s%s)", R.owner, db, R.provider_url ? ", provider URL overridden" : "");
+    sd_notify_msg("READY=1\nSTATUS=running sessions");
+
+    while (!R.stopping) {
+        int64_t now = db_now_ms();
+        if (now >= next_scan) {     /* recovery at start, then a slow safety net */
+            scan(&R);
+            next_scan = now + 30000;
+        }
+        if (watchdog_us && now >= next_watchdog) {
+            sd_notify_msg("WATCHDOG=1");
+            next_watchdog = now + watchdog_us / 2000;
+        }
+        for (sess_t *s = R.sessions, *next; s; s = next) {
+            next = s->next;
+            if (s->timer_ms && now >= s->timer_ms) {
+                s->timer_ms = 0;
+                if (s->retry_attempt) {
+                    /* A scheduled retry: same request id unless a new one was chosen. */
+                    session_view v;
+                    offset_t none = {0, 0};
+                    int attempt = s->retry_attempt;
+                    int fresh = s->retry_id[0] == '+';
+                    char id[72];
+                    snprintf(id, sizeof id, "%s", s->retry_id + fresh);
+                    s->retry_attempt = 0;
+                    session_view_init(&v);
+                    if (sstore_view(R.conn, s->id, 0, none, &v, NULL) == 0 && !session_view_finished(&v) &&
+                        !v.cancel_requested)
+                        runner_retry(&R, s, &v, id, attempt, fresh);
+                    session_view_free(&v);
+                }
+                s->dirty = 1;
+            }
+            if (s->dirty) runner_drive(&R, s);
+        }
+        int timeout = 1000;
+        now = db_now_ms();
+        for (sess_t *s = R.sessions; s; s = s->next) {
+            if (s->timer_ms && s->timer_ms - now < timeout) timeout = (int)(s->timer_ms - now);
+            if (s->held && s->lease_renew_ms - now < timeout) timeout = (int)(s->lease_renew_ms - now);
+        }
+        if (timeout < 0) timeout = 0;
+        struct curl_waitfd extra[2] = {{wake_waiter_fd(waiter), CURL_WAIT_POLLIN, 0},
+                                       {sigpipe_fds[0], CURL_WAIT_POLLIN, 0}};
+        int numfds = 0;
+        curl_multi_poll(R.multi, extra, 2, timeout, &numfds);
+        if (extra[1].revents) {
+            char buf[16];
+            while (read(sigpipe_fds[0], buf, sizeof buf) > 0) {}
+            R.stopping = 1;
+        }
+        if (extra[0].revents) {
+            wake_clear(waiter);
+            log_changes(R.conn, &rev, on_change, &R);
+        }
+        int running;
+        curl_multi_perform(R.multi, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(R.multi, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            rq_t *q = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
+            if (q) runner_request_finished(&R, q, msg->data.result);
+        }
+        for (sess_t *s = R.sessions; s; s = s->next)
+            if (s->rq) request_flush(&R, s->rq);
+        /* Renew leases of sessions with work in flight. */
+        now = db_now_ms();
+        for (sess_t *s = R.sessions; s; s = s->next)
+            if (s->held && now >= s->lease_renew_ms) s->dirty = 1;
+    }
+
+    runner_log("stopping: cutting requests in flight");
+    sd_notify_msg("STOPPING=1");
+    runner_shutdown(&R);
+    while (R.sessions) runner_forget(&R, R.sessions);
+    curl_multi_cleanup(R.multi);
+    curl_global_cleanup();
+    wake_waiter_free(waiter);
+    wake_stop(wake);
+    log_conn_close(R.conn);
+    log_close(R.log);
+    json_decref(R.pricing);
+    runner_log("stopped");
+    return 0;
+}
