@@ -27,7 +27,6 @@
 #include "json.h"
 
 #define PROVIDER_DATA_MAX PROVIDER_LINE_MAX /* one event's data, all its lines */
-#define PROVIDER_EVENT_MAX 256              /* an "event:" name */
 #define PROVIDER_TOOLS_OPEN_MAX 64          /* tool calls in progress at once */
 #define PROVIDER_TOOL_ID_MAX 4096           /* a tool call's id or name */
 #define PROVIDER_DEFAULT_MAX_TOKENS 4096    /* Anthropic requires max_tokens */
@@ -217,7 +216,8 @@ static int anthropic_block_start(provider_parser *p, int64_t index, const json_t
 
     /* A block index reused without a stop starts over. */
     tool_slot *t = slot_find(p, index);
-    if (t) slot_close(p, (size_t)(t - p->tools)), t = NULL;
+    int rc = t ? slot_close(p, (size_t)(t - p->tools)) : 0;
+    if (rc) return rc;
     if (!(t = slot_open(p, index))) return -1;
     if (slot_set(&t->id, json_object_get(cb, "id")) ||
         slot_set(&t->name, json_object_get(cb, "name")))
@@ -437,7 +437,7 @@ provider_parser *provider_parser_new(provider_kind kind, provider_event_fn fn, v
     p->fn = fn;
     p->ud = ud;
     buf_init(&p->line, PROVIDER_LINE_MAX);
-    buf_init(&p->event, PROVIDER_EVENT_MAX);
+    buf_init(&p->event, PROVIDER_LINE_MAX);
     buf_init(&p->data, PROVIDER_DATA_MAX);
     p->first_line = 1;
     return p;
@@ -711,7 +711,7 @@ static json_t *openai_messages(const json_t *agent, const json_t *hist)
     json_t *m, *c;
     json_t *sys = json_object_get(agent, "system");
     if (json_string_length(sys))
-        json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", sys));
+        json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content", json_deep_copy(sys)));
     json_array_foreach(hist, i, m) {
         const char *role = role_of(m);
         if (!strcmp(role, "user")) {
@@ -751,7 +751,7 @@ static json_t *tools_for(provider_kind kind, const json_t *agent)
         json_t *desc = json_object_get(t, "description");
         json_t *schema = json_object_get(t, "inputSchema");
         if (!json_is_string(name)) continue;
-        json_t *f = json_pack("{s:O}", "name", name);
+        json_t *f = json_pack("{s:o}", "name", json_deep_copy(name));
         if (json_is_string(desc)) json_object_set_new(f, "description", json_deep_copy(desc));
         json_object_set_new(f, kind == PROVIDER_ANTHROPIC ? "input_schema" : "parameters",
                             json_is_object(schema) ? json_deep_copy(schema)
