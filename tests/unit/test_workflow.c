@@ -1,0 +1,1532 @@
+/* Unit tests for lib/workflow.c: paths, templates, the condition language, the
+ * schema subset, updates, the validator (every rule, several mistakes at once) and
+ * workflow_next walking workflows, including the example of docs/workflows.md. */
+#include "workflow.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+/* Parse JSON written with ' for " (so that tests stay readable); \' gives an
+ * escaped quote. Aborts on a typo in a test: nothing after it would mean much. */
+static json_t *J(const char *text)
+{
+    char *s = strdup(text);
+    for (char *p = s; *p; p++)
+        if (*p == '\'') *p = '"';
+    json_error_t je;
+    json_t *j = json_loads(s, JSON_DECODE_ANY, &je);
+    if (!j) {
+        fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, s);
+        abort();
+    }
+    free(s);
+    return j;
+}
+
+/* Does some line of err start with want? */
+static int has_line(const char *err, const char *want)
+{
+    size_t n = strlen(want);
+    for (const char *p = err; p && *p;) {
+        if (strncmp(p, want, n) == 0) return 1;
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    return 0;
+}
+
+static int count_lines(const char *err)
+{
+    if (!*err) return 0;
+    int n = 1;
+    for (; *err; err++) n += *err == '\n';
+    return n;
+}
+
+/* ---- paths ------------------------------------------------------------------------- */
+
+static void test_paths(void)
+{
+    json_t *o = J("{'a': {'b': {'c': 1}}, 's': 'x', 'n': null}");
+    CHECK(json_integer_value(workflow_get_path(o, "a.b.c")) == 1);
+    CHECK(json_is_object(workflow_get_path(o, "a.b")));
+    CHECK(json_is_null(workflow_get_path(o, "n")));
+    CHECK(workflow_get_path(o, "a.x") == NULL);
+    CHECK(workflow_get_path(o, "s.x") == NULL);     /* through a string */
+    CHECK(workflow_get_path(o, "a.b.c.d") == NULL); /* through a number */
+    CHECK(workflow_get_path(o, "") == NULL);
+    CHECK(workflow_get_path(o, "a..b") == NULL);
+    CHECK(workflow_get_path(o, ".a") == NULL);
+    CHECK(workflow_get_path(o, "a.") == NULL);
+    CHECK(workflow_get_path(o, "a b") == NULL);
+    CHECK(workflow_get_path(o, NULL) == NULL);
+    CHECK(workflow_get_path(NULL, "a") == NULL);
+    json_t *arr = J("[1]");
+    CHECK(workflow_get_path(arr, "0") == NULL);
+    json_decref(arr);
+
+    /* Intermediates are created; existing siblings stay. */
+    CHECK_EQ_INT(workflow_set_path(o, "a.x.y", json_integer(5)), 0);
+    CHECK(json_integer_value(workflow_get_path(o, "a.x.y")) == 5);
+    CHECK(json_integer_value(workflow_get_path(o, "a.b.c")) == 1);
+    CHECK_EQ_INT(workflow_set_path(o, "a.b", json_string("replaced")), 0);
+    CHECK_EQ_STR(json_string_value(workflow_get_path(o, "a.b")), "replaced");
+    CHECK_EQ_INT(workflow_set_path(o, "top", json_true()), 0);
+    CHECK(json_is_true(json_object_get(o, "top")));
+    CHECK_EQ_INT(workflow_set_path(o, "with-dash_and_9", json_null()), 0);
+
+    /* Failures release the value (LeakSanitizer would notice) and change nothing. */
+    char *before = json_dumps(o, JSON_SORT_KEYS);
+    CHECK_EQ_INT(workflow_set_path(o, "s.x", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "a.b.deeper", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "a..b", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "a.", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "a.$x", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, NULL, json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(o, "x", NULL), -1);
+    char *after = json_dumps(o, JSON_SORT_KEYS);
+    CHECK_EQ_STR(after, before);
+    free(before);
+    free(after);
+
+    json_t *notobj = json_array();
+    CHECK_EQ_INT(workflow_set_path(notobj, "a", json_integer(1)), -1);
+    CHECK_EQ_INT(workflow_set_path(NULL, "a", json_integer(1)), -1);
+    json_decref(notobj);
+
+    /* The path bound: 256 bytes is fine, 257 is not. */
+    char longp[300];
+    memset(longp, 'k', sizeof longp);
+    longp[256] = '\0';
+    CHECK_EQ_INT(workflow_set_path(o, longp, json_integer(1)), 0);
+    CHECK(workflow_get_path(o, longp) != NULL);
+    longp[256] = 'k';
+    longp[257] = '\0';
+    CHECK_EQ_INT(workflow_set_path(o, longp, json_integer(1)), -1);
+    CHECK(workflow_get_path(o, longp) == NULL);
+    json_decref(o);
+}
+
+/* ---- templates ----------------------------------------------------------------------- */
+
+static json_t *tstate, *tinput;
+
+/* Render tpl against tstate/tinput; returns the rc and leaves text or err in *res. */
+static int render(const char *tpl, char *res, size_t cap)
+{
+    buf_t b;
+    char err[256] = "";
+    buf_init(&b, 0);
+    int rc = workflow_render(tpl, tstate, tinput, &b, err, sizeof err);
+    snprintf(res, cap, "%s", rc ? err : (b.p ? b.p : ""));
+    buf_free(&b);
+    return rc;
+}
+
+#define RENDERS(tpl, want) do { \
+        char r_[512]; \
+        if (CHECK_EQ_INT(render((tpl), r_, sizeof r_), 0)) CHECK_EQ_STR(r_, (want)); \
+        else fprintf(stderr, "  error: %s\n", r_); \
+    } while (0)
+#define RENDER_FAILS(tpl, msg) do { \
+        char r_[512]; \
+        CHECK_EQ_INT(render((tpl), r_, sizeof r_), -1); \
+        if (!CHECK(strstr(r_, (msg)) != NULL)) fprintf(stderr, "  got: %s\n", r_); \
+    } while (0)
+
+static void test_render(void)
+{
+    tstate = J("{'name': 'Ada', 'n': 42, 'neg': -7, 'x': 1.5, 'tenth': 0.1, 'big': 1e300,"
+               " 'yes': true, 'no': false, 'nil': null, 'empty': '',"
+               " 'obj': {'a': 1, 'b': [1, 'two', {'c': null}]}, 'arr': [1, 2],"
+               " 'quote': 'say \\'hi\\'', 'utf': 'caf\u00e9 \u2603'}");
+    tinput = J("{'topic': 'SQLite', 'deep': {'er': 'yes'}}");
+
+    RENDERS("", "");
+    RENDERS("plain text, no references", "plain text, no references");
+    RENDERS("Hello {{state.name}}!", "Hello Ada!");
+    RENDERS("{{state.name}}", "Ada");
+    RENDERS("{{ state.name }} and {{\tinput.topic\t}}", "Ada and SQLite");
+    RENDERS("{{input.deep.er}}", "yes");
+    RENDERS("{{state.name}}{{state.name}}", "AdaAda");
+    /* Strings go in as they are: no quotes, no escaping. */
+    RENDERS("{{state.quote}}", "say \"hi\"");
+    RENDERS("{{state.utf}}", "caf\xc3\xa9 \xe2\x98\x83");
+    RENDERS("[{{state.empty}}]", "[]");
+    /* Everything else as compact JSON. */
+    RENDERS("{{state.n}}", "42");
+    RENDERS("{{state.neg}}", "-7");
+    RENDERS("{{state.x}}", "1.5");
+    RENDERS("{{state.tenth}}", "0.1");
+    RENDERS("{{state.big}}", "1.0000000000000001e+300");
+    RENDERS("{{state.yes}}/{{state.no}}/{{state.nil}}", "true/false/null");
+    RENDERS("{{state.obj}}", "{\"a\":1,\"b\":[1,\"two\",{\"c\":null}]}");
+    RENDERS("{{state.arr}}", "[1,2]");
+    RENDERS("{{input}}", "{\"topic\":\"SQLite\",\"deep\":{\"er\":\"yes\"}}");
+    /* A stray "}}" or a lone brace is just text. */
+    RENDERS("a }} b { c } {d}", "a }} b { c } {d}");
+    RENDERS("{{state.name}}}", "Ada}");
+
+    RENDER_FAILS("Hello {{state.name", "unterminated \"{{\" at column 7");
+    RENDER_FAILS("{{", "unterminated");
+    RENDER_FAILS("ok {{state.name}} then {{ oops", "unterminated \"{{\" at column 24");
+    RENDER_FAILS("{{state.missing}}", "unknown path state.missing");
+    RENDER_FAILS("{{state.name.first}}", "unknown path state.name.first");
+    RENDER_FAILS("{{input.nope}}", "unknown path input.nope");
+    RENDER_FAILS("{{foo.bar}}", "unknown root in {{foo.bar}}");
+    RENDER_FAILS("{{name}}", "unknown root in {{name}}");
+    RENDER_FAILS("{{states.name}}", "unknown root");
+    RENDER_FAILS("{{}}", "bad path {{}}");
+    RENDER_FAILS("{{   }}", "bad path");
+    RENDER_FAILS("{{state..name}}", "bad path {{state..name}}");
+    RENDER_FAILS("{{state.}}", "bad path");
+    RENDER_FAILS("{{.state}}", "bad path");
+    RENDER_FAILS("{{state.na me}}", "bad path");
+    RENDER_FAILS("{{{state.name}}}", "bad path");
+    RENDER_FAILS("{{state.a\nb}}", "bad path");
+    RENDER_FAILS(NULL, "no template");
+
+    /* A very long bad path is quoted, cut, never overflowed. */
+    char longtpl[2100];
+    memset(longtpl, 'x', sizeof longtpl);
+    memcpy(longtpl, "{{", 2);
+    memcpy(longtpl + 2095, "}}", 2);
+    longtpl[2097] = '\0';
+    RENDER_FAILS(longtpl, "...");
+
+    /* With no state or input every path is unknown. */
+    buf_t b;
+    char err[256];
+    buf_init(&b, 0);
+    CHECK_EQ_INT(workflow_render("{{state.a}}", NULL, NULL, &b, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_render("{{input}}", NULL, NULL, &b, err, sizeof err), -1);
+    CHECK(strstr(err, "unknown path input") != NULL);
+    CHECK_EQ_INT(workflow_render("no refs", NULL, NULL, &b, err, sizeof err), 0);
+    CHECK_EQ_STR(b.p, "no refs");
+    /* Rendering appends; a failure leaves what was there before. */
+    CHECK_EQ_INT(workflow_render(" {{state.name}}", tstate, NULL, &b, err, sizeof err), 0);
+    CHECK_EQ_STR(b.p, "no refs Ada");
+    CHECK_EQ_INT(workflow_render(" more {{state.nope}}", tstate, NULL, &b, err, sizeof err), -1);
+    CHECK_EQ_STR(b.p, "no refs Ada");
+    CHECK_EQ_UINT(b.len, 11);
+    /* err may be NULL. */
+    CHECK_EQ_INT(workflow_render("{{", tstate, NULL, &b, NULL, 0), -1);
+    CHECK_EQ_INT(workflow_render("x", tstate, NULL, NULL, err, sizeof err), -1);
+    buf_free(&b);
+
+    /* The buffer's ceiling: over it is an error and the buffer is unchanged. */
+    buf_init(&b, 8);
+    CHECK_EQ_INT(workflow_render("{{state.name}}", tstate, NULL, &b, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_render("{{state.obj}}", tstate, NULL, &b, err, sizeof err), -1);
+    CHECK(strstr(err, "over 8 bytes") != NULL);
+    CHECK_EQ_STR(b.p, "Ada");
+    CHECK_EQ_INT(workflow_render("123456789", tstate, NULL, &b, err, sizeof err), -1);
+    CHECK_EQ_STR(b.p, "Ada");
+    buf_free(&b);
+
+    json_decref(tstate);
+    json_decref(tinput);
+}
+
+/* ---- conditions ------------------------------------------------------------------------- */
+
+static json_t *cstate, *cinput;
+
+static void eval_is(const char *expr, int want, int line)
+{
+    char err[256] = "";
+    int rc = workflow_eval(expr, cstate, cinput, err, sizeof err);
+    if (rc == want) {
+        test_note(1, __FILE__, line, NULL);
+    } else {
+        test_failed++;
+        fprintf(stderr, "%s:%d: FAIL: workflow_eval(%s) == %d, want %d (%s)\n", __FILE__, line,
+                expr, rc, want, err);
+    }
+    /* The syntax check agrees with evaluation about what is an error. */
+    int crc = workflow_check_condition(expr, err, sizeof err);
+    test_note(crc == (want < 0 ? -1 : 0), __FILE__, line, "workflow_check_condition agrees");
+}
+#define TRUE_(e) eval_is((e), 1, __LINE__)
+#define FALSE_(e) eval_is((e), 0, __LINE__)
+
+static void bad_cond(const char *expr, const char *msg, int line)
+{
+    char err[256] = "";
+    int rc = workflow_eval(expr, cstate, cinput, err, sizeof err);
+    test_note(rc == -1, __FILE__, line, "workflow_eval fails");
+    if (!test_note(strstr(err, msg) != NULL, __FILE__, line, "error message"))
+        fprintf(stderr, "  expr %.80s: got \"%s\", want \"%s\"\n", expr, err, msg);
+    char err2[256] = "";
+    test_note(workflow_check_condition(expr, err2, sizeof err2) == -1, __FILE__, line,
+              "workflow_check_condition fails");
+    test_note(strcmp(err, err2) == 0, __FILE__, line, "same message from both");
+}
+#define BAD(e, msg) bad_cond((e), (msg), __LINE__)
+
+static void test_conditions(void)
+{
+    cstate = J("{'n': 3, 'zero': 0, 'real': 2.5, 'realzero': 0.0, 'one_real': 1.0,"
+               " 's': 'abc', 'empty': '', 'yes': true, 'no': false, 'nil': null,"
+               " 'obj': {'k': [1, 2]}, 'obj2': {'k': [1, 2]}, 'eobj': {}, 'earr': [],"
+               " 'big': 9007199254740993, 'big2': 9007199254740992,"
+               " 'review': {'score': 8, 'approved': true, 'tags': ['a']}}");
+    cinput = J("{'lang': 'en', 'count': 10}");
+
+    /* Literals and truthiness of bare values. */
+    TRUE_("true");
+    FALSE_("false");
+    FALSE_("null");
+    TRUE_("1");
+    FALSE_("0");
+    FALSE_("0.0");
+    TRUE_("-1");
+    TRUE_("0.5");
+    TRUE_("\"x\"");
+    FALSE_("\"\"");
+    TRUE_("state.n");
+    FALSE_("state.zero");
+    FALSE_("state.realzero");
+    TRUE_("state.s");
+    FALSE_("state.empty");
+    TRUE_("state.yes");
+    FALSE_("state.no");
+    FALSE_("state.nil");
+    FALSE_("state.missing");
+    FALSE_("state.missing.deeper");
+    FALSE_("state.s.deeper");
+    TRUE_("state.eobj");     /* present and not in the false list */
+    TRUE_("state.earr");
+    TRUE_("state");
+    TRUE_("input");
+    TRUE_("input.lang");
+    TRUE_("  \t\n state.n \r\n ");
+
+    /* Equality within a type. */
+    TRUE_("state.n == 3");
+    TRUE_("3 == state.n");
+    FALSE_("state.n == 4");
+    TRUE_("state.n != 4");
+    TRUE_("state.one_real == 1");        /* integer and real are both numbers */
+    TRUE_("state.real == 2.5");
+    TRUE_("state.real == 25e-1");
+    TRUE_("state.s == \"abc\"");
+    FALSE_("state.s == \"abcd\"");
+    TRUE_("state.s != \"ab\"");
+    TRUE_("state.yes == true");
+    TRUE_("state.no == false");
+    TRUE_("state.nil == null");
+    TRUE_("state.missing == null");      /* missing is null */
+    TRUE_("null == null");
+    TRUE_("state.obj == state.obj2");    /* containers by content */
+    FALSE_("state.obj == state.review");
+    TRUE_("state.eobj != state.earr");
+    TRUE_("state.big != state.big2");    /* exact beyond 2^53 */
+    TRUE_("state.big > state.big2");
+    TRUE_("state.big == 9007199254740993");
+    TRUE_("99999999999999999999 > 1");   /* overflows a long long: read as a double */
+    TRUE_("\"a\\\"b\" == \"a\\\"b\"");
+    TRUE_("\"line\\n\" != \"line\"");
+    TRUE_("\"\\\\\" == \"\\\\\"");
+    TRUE_("\"a\\/b\" == \"a/b\"");
+    TRUE_("\"\\t\\r\" != \"\"");
+
+    /* Type mixing: == false, != true, ordering false. */
+    FALSE_("state.n == \"3\"");
+    TRUE_("state.n != \"3\"");
+    FALSE_("state.yes == 1");
+    TRUE_("state.yes != 1");
+    FALSE_("state.nil == 0");
+    FALSE_("state.nil == false");
+    FALSE_("state.empty == null");
+    FALSE_("state.zero == false");
+    TRUE_("state.zero != false");
+    FALSE_("state.obj == \"{}\"");
+    FALSE_("state.n < \"4\"");
+    FALSE_("state.n > \"4\"");
+    FALSE_("state.n <= \"3\"");
+    FALSE_("state.n >= \"3\"");
+    FALSE_("state.yes > false");
+    FALSE_("state.yes >= state.yes");    /* booleans do not order */
+    FALSE_("null <= null");
+    FALSE_("state.missing < 1");
+    FALSE_("state.missing > 1");
+    FALSE_("state.obj < state.obj2");
+
+    /* Ordering of numbers and strings. */
+    TRUE_("state.n < 4");
+    FALSE_("state.n < 3");
+    TRUE_("state.n <= 3");
+    TRUE_("state.n > 2.99");
+    TRUE_("state.n >= 3");
+    FALSE_("state.n > 3");
+    TRUE_("-1 < 0");
+    TRUE_("-1.5e1 < -1");
+    TRUE_("state.real < state.n");
+    TRUE_("input.count >= 10");
+    TRUE_("\"abc\" < \"abd\"");
+    TRUE_("\"ab\" < \"abc\"");
+    TRUE_("\"B\" < \"a\"");              /* byte order */
+    TRUE_("state.s >= \"abc\"");
+    FALSE_("state.s > \"abc\"");
+    TRUE_("\"\" < \"a\"");
+
+    /* Logic, precedence, parentheses. */
+    TRUE_("state.yes && state.n");
+    FALSE_("state.yes && state.no");
+    TRUE_("state.no || state.yes");
+    FALSE_("state.no || state.nil");
+    TRUE_("!state.no");
+    FALSE_("!state.yes");
+    TRUE_("!!state.yes");
+    TRUE_("!state.missing");
+    TRUE_("!0");
+    TRUE_("!\"\"");
+    TRUE_("true || false && false");     /* && binds tighter */
+    FALSE_("(true || false) && false");
+    TRUE_("!state.no == true");          /* (!no) == true */
+    FALSE_("!(state.n == 3)");
+    TRUE_("!(state.n == 4)");
+    TRUE_("state.review.score >= 7 && state.review.approved == true");
+    TRUE_("(state.review.score > 9) || (input.lang == \"en\" && !state.review.missing)");
+    TRUE_("((((state.yes))))");
+    TRUE_("(state.n == 3) == true");     /* chaining through parentheses is fine */
+    TRUE_("state.n==3&&state.s!=\"x\"||false");
+    TRUE_("state.a-b == null");          /* '-' is part of a name, there is no subtraction */
+    FALSE_("state.n<-1");
+
+    /* Short-circuit: the right side is not evaluated but is still checked. */
+    FALSE_("false && state.anything.at.all");
+    TRUE_("true || state.anything");
+    BAD("false && (", "expected a value at end of condition");
+    BAD("true || foo", "unknown name 'foo'");
+
+    /* Unbalanced parentheses. */
+    BAD("(state.n == 3", "missing ')' for the '(' at column 1");
+    BAD("((state.n)", "missing ')' for the '(' at column 1");
+    BAD("state.n == 3)", "unexpected ')' at column 13");
+    BAD(")", "unexpected ')' at column 1");
+    BAD("()", "unexpected ')' at column 2");
+    BAD("(state.n))", "unexpected ')' at column 10");
+
+    /* Dangling operators. */
+    BAD("state.n &&", "expected a value at end of condition");
+    BAD("&& state.n", "unexpected '&' at column 1");
+    BAD("state.n ||", "expected a value at end");
+    BAD("|| true", "unexpected '|'");
+    BAD("state.n ==", "expected a value at end");
+    BAD("== 3", "unexpected '=' at column 1");
+    BAD("!", "expected a value at end");
+    BAD("!!", "expected a value at end");
+    BAD("state.n <", "expected a value at end");
+    BAD("< 3", "unexpected '<'");
+    BAD("true && && true", "unexpected '&' at column 9");
+    BAD("state.n == == 3", "unexpected '=' at column 12");
+    BAD("state.n !", "unexpected '!' at column 9");
+
+    /* Unknown tokens and names. */
+    BAD("state.n = 3", "'=' at column 9: compare with ==");
+    BAD("state.n & true", "unexpected '&' at column 9");
+    BAD("state.n | true", "unexpected '|'");
+    BAD("state.n @ 3", "unexpected '@' at column 9");
+    BAD("'abc' == state.s", "unexpected ''' at column 1");
+    BAD("state.n ~", "unexpected '~'");
+    BAD("state.n\x01", "unexpected byte 0x01 at column 8");
+    BAD("state.n \xc3\xa9", "unexpected byte 0xc3");
+    BAD("foo", "unknown name 'foo' at column 1 (paths start with state. or input.)");
+    BAD("foo.bar == 1", "unknown name 'foo.bar'");
+    BAD("True", "unknown name 'True'");
+    BAD("NULL", "unknown name");
+    BAD("state..n", "bad path 'state..n' at column 1");
+    BAD("state.", "bad path");
+    BAD("state.n.", "bad path");
+    BAD("len(state.s)", "unknown name 'len'");
+    BAD("state.n 3", "unexpected '3' at column 9");
+    BAD("3 3", "unexpected '3'");
+    BAD("\"a\" \"b\"", "unexpected '\"' at column 5");
+    BAD("state.n == 3 true", "unexpected 't' at column 14");
+
+    /* Literal syntax. */
+    BAD("-", "expected a digit after '-' at column 1");
+    BAD("- 1", "expected a digit after '-'");
+    BAD("1.", "expected a digit after '.'");
+    BAD("1.e5", "expected a digit after '.'");
+    BAD("1e", "expected an exponent");
+    BAD("1e+", "expected an exponent");
+    BAD("1e999 > 0", "number out of range at column 1");
+    BAD("123456789012345678901234567890123456789012345678901234567890123456789", "number too long");
+    BAD("1.5.2", "unexpected '.' at column 4");
+    BAD("\"abc", "unterminated string at column 1");
+    BAD("state.s == \"abc", "unterminated string at column 12");
+    BAD("\"abc\\", "unterminated string");
+    BAD("\"\\q\"", "unknown escape at column 3");
+    BAD("\"\\u0041\"", "unknown escape");
+    FALSE_("1e-400");                    /* underflow is zero, not an error */
+    TRUE_("1E2 == 100");
+    TRUE_("007 == 7");
+
+    /* Comparisons do not chain. */
+    BAD("1 < 2 < 3", "comparisons do not chain (column 7): use parentheses");
+    BAD("state.n == 3 == true", "comparisons do not chain");
+    BAD("1 < 2 = 3", "'=' at column 7");
+
+    /* Empty, NULL, err NULL. */
+    BAD("", "empty condition");
+    BAD("   \t\n", "empty condition");
+    char err[64];
+    CHECK_EQ_INT(workflow_eval(NULL, cstate, cinput, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "no condition");
+    CHECK_EQ_INT(workflow_check_condition(NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_eval("(", cstate, cinput, NULL, 0), -1);
+    CHECK_EQ_INT(workflow_eval("true", NULL, NULL, NULL, 0), 1);
+    CHECK_EQ_INT(workflow_eval("state.x == null && input == null", NULL, NULL, NULL, 0), 1);
+    /* A tiny err buffer is truncated, not overflowed. */
+    char tiny[8];
+    memset(tiny, 'z', sizeof tiny);
+    CHECK_EQ_INT(workflow_eval("@", cstate, cinput, tiny, sizeof tiny), -1);
+    CHECK_EQ_UINT(strlen(tiny), 7);
+
+    /* Length: 4096 bytes are fine, 4097 are not. */
+    char *e = malloc(8192);
+    memset(e, ' ', 8192);
+    memcpy(e, "true", 4);
+    e[4096] = '\0';
+    TRUE_(e);
+    e[4096] = ' ';
+    e[4097] = '\0';
+    BAD(e, "condition longer than 4096 bytes");
+    /* A long but flat expression: "true && true && ..." within the bound. */
+    size_t n = 0;
+    while (n + 8 < 4096) {
+        memcpy(e + n, "true && ", 8);
+        n += 8;
+    }
+    memcpy(e + n, "true", 4);
+    e[n + 4] = '\0';
+    TRUE_(e);
+    /* Many string literals: their unescaped bytes never outgrow the input. */
+    n = 0;
+    while (n + 12 < 4096) {
+        memcpy(e + n, "\"ab\"!=\"\"&& ", 11);
+        n += 11;
+    }
+    memcpy(e + n, "true", 4);
+    e[n + 4] = '\0';
+    TRUE_(e);
+
+    /* Depth: 64 levels of parentheses or '!' are fine, 65 are not. */
+    n = 0;
+    for (int i = 0; i < 64; i++) e[n++] = '(';
+    memcpy(e + n, "true", 4);
+    n += 4;
+    for (int i = 0; i < 64; i++) e[n++] = ')';
+    e[n] = '\0';
+    TRUE_(e);
+    n = 0;
+    for (int i = 0; i < 65; i++) e[n++] = '(';
+    memcpy(e + n, "true", 4);
+    n += 4;
+    for (int i = 0; i < 65; i++) e[n++] = ')';
+    e[n] = '\0';
+    BAD(e, "nested deeper than 64 at column 65");
+    memset(e, '!', 64);
+    memcpy(e + 64, "false", 6);
+    FALSE_(e);                           /* an even number of '!' */
+    memset(e, '!', 65);
+    memcpy(e + 65, "false", 6);
+    BAD(e, "nested deeper than 64");
+    /* Deep but unclosed, and the whole length of it: the depth bound answers. */
+    memset(e, '(', 4096);
+    e[4096] = '\0';
+    BAD(e, "nested deeper than 64");
+    memset(e, '!', 4096);
+    BAD(e, "nested deeper than 64");
+    /* Depth is counted per nesting, not in total: many siblings are fine. */
+    n = 0;
+    for (int i = 0; i < 100; i++) {
+        memcpy(e + n, "(true) && ", 10);
+        n += 10;
+    }
+    memcpy(e + n, "true", 5);
+    TRUE_(e);
+    free(e);
+
+    json_decref(cstate);
+    json_decref(cinput);
+}
+
+/* ---- schemas ---------------------------------------------------------------------------- */
+
+static void schema_is(const char *schema, const char *value, const char *want_err, int line)
+{
+    json_t *s = J(schema), *v = J(value);
+    char err[256] = "";
+    int rc = workflow_check_schema(s, v, err, sizeof err);
+    if (!want_err) {
+        if (!test_note(rc == 0, __FILE__, line, "value matches the schema"))
+            fprintf(stderr, "  %s against %s: %s\n", value, schema, err);
+    } else {
+        test_note(rc == -1, __FILE__, line, "value does not match the schema");
+        if (!test_note(strcmp(err, want_err) == 0, __FILE__, line, "schema error message"))
+            fprintf(stderr, "  got \"%s\", want \"%s\"\n", err, want_err);
+    }
+    json_decref(s);
+    json_decref(v);
+}
+#define MATCHES(s, v) schema_is((s), (v), NULL, __LINE__)
+#define MISMATCH(s, v, e) schema_is((s), (v), (e), __LINE__)
+
+static void test_schema(void)
+{
+    MATCHES("{}", "1");
+    MATCHES("{}", "{'anything': [1]}");
+    MATCHES("{'type': 'object'}", "{}");
+    MATCHES("{'type': 'array'}", "[]");
+    MATCHES("{'type': 'string'}", "''");
+    MATCHES("{'type': 'number'}", "1");
+    MATCHES("{'type': 'number'}", "1.5");
+    MATCHES("{'type': 'integer'}", "7");
+    MATCHES("{'type': 'integer'}", "7.0");      /* JSON Schema: 7.0 is an integer */
+    MATCHES("{'type': 'integer'}", "1e300");
+    MATCHES("{'type': 'boolean'}", "false");
+    MATCHES("{'type': 'null'}", "null");
+    MATCHES("{'type': ['string', 'null']}", "null");
+    MATCHES("{'type': 'string', 'description': 'ignored', 'title': 't'}", "'x'");
+    MISMATCH("{'type': 'object'}", "[]", "$: expected object, got array");
+    MISMATCH("{'type': 'array'}", "{}", "$: expected array, got object");
+    MISMATCH("{'type': 'string'}", "1", "$: expected string, got integer");
+    MISMATCH("{'type': 'number'}", "'1'", "$: expected number, got string");
+    MISMATCH("{'type': 'integer'}", "1.5", "$: expected integer, got number");
+    MISMATCH("{'type': 'boolean'}", "0", "$: expected boolean, got integer");
+    MISMATCH("{'type': 'null'}", "false", "$: expected null, got boolean");
+    MISMATCH("{'type': ['string', 'null']}", "3", "$: integer is not one of the allowed types");
+    MISMATCH("{'type': 'strin'}", "'x'", "$: expected strin, got string");
+
+    MATCHES("{'enum': ['a', 'b', 1]}", "'b'");
+    MATCHES("{'enum': ['a', 'b', 1]}", "1.0");  /* numbers by value */
+    MATCHES("{'enum': [{'k': 1}]}", "{'k': 1}");
+    MISMATCH("{'enum': ['a', 'b']}", "'c'", "$: not one of the allowed values");
+    MISMATCH("{'enum': ['1']}", "1", "$: not one of the allowed values");
+
+    const char *review = "{'type': 'object', 'required': ['score', 'notes'],"
+                         " 'properties': {'score': {'type': 'integer'},"
+                         "  'notes': {'type': 'string'},"
+                         "  'tags': {'type': 'array', 'items': {'type': 'string', 'enum': ['a', 'b']}},"
+                         "  'meta': {'type': 'object', 'properties': {'x': {'type': 'null'}}}}}";
+    MATCHES(review, "{'score': 8, 'notes': 'ok'}");
+    MATCHES(review, "{'score': 8, 'notes': 'ok', 'tags': ['a', 'b'], 'extra': 1}");
+    MISMATCH(review, "{'notes': 'ok'}", "$: missing required property \"score\"");
+    MISMATCH(review, "{'score': '8', 'notes': 'ok'}", "score: expected integer, got string");
+    MISMATCH(review, "{'score': 8, 'notes': 'ok', 'tags': ['a', 3]}",
+             "tags[1]: expected string, got integer");
+    MISMATCH(review, "{'score': 8, 'notes': 'ok', 'tags': ['a', 'c']}",
+             "tags[1]: not one of the allowed values");
+    MISMATCH(review, "{'score': 8, 'notes': 'ok', 'meta': {'x': 1}}",
+             "meta.x: expected null, got integer");
+    MISMATCH(review, "'just text'", "$: expected object, got string");
+    /* properties, required and items apply to their own kind only. */
+    MATCHES("{'required': ['a'], 'properties': {'a': {'type': 'string'}}}", "5");
+    MATCHES("{'items': {'type': 'string'}}", "{'a': 1}");
+    MISMATCH("{'items': {'items': {'type': 'integer'}}}", "[[1], [2, 'x']]",
+             "[1][1]: expected integer, got string");
+
+    char err[64];
+    json_t *s = J("{'type': 'object'}");
+    CHECK_EQ_INT(workflow_check_schema(s, NULL, err, sizeof err), -1);
+    json_t *notschema = J("[1]"), *one = J("1");
+    CHECK_EQ_INT(workflow_check_schema(notschema, one, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "$: the schema is not an object");
+    CHECK_EQ_INT(workflow_check_schema(s, one, NULL, 0), -1);
+    json_decref(s);
+    json_decref(notschema);
+    json_decref(one);
+}
+
+/* ---- updates ---------------------------------------------------------------------------- */
+
+static void test_apply_update(void)
+{
+    char err[256];
+    json_t *state = J("{'name': 'Ada', 'n': 1, 'review': {'score': 3}, 's': 'str'}");
+    json_t *output = J("{'score': 9, 'notes': 'good'}");
+    json_t *response = J("true");
+    json_t *input = J("{'topic': 'SQLite'}");
+
+    json_t *upd = J("{'draft': '$output', 'approved': '$response', 'in': '$input',"
+                    " 'review.score': 9, 'review.by': 'editor',"
+                    " 'greeting': 'hi {{state.name}} on {{input.topic}}',"
+                    " 'n': 'was {{state.n}}', 'lit': {'nested': ['$output', '{{state.name}}', 2, null]},"
+                    " 'new.deep.path': false, 'dollar': '$5 and $outputs'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, err, sizeof err), 0);
+    CHECK(json_equal(json_object_get(state, "draft"), output));
+    CHECK(json_object_get(state, "draft") != output);   /* a copy, not the caller's */
+    CHECK(json_is_true(json_object_get(state, "approved")));
+    CHECK(json_equal(json_object_get(state, "in"), input));
+    CHECK(json_integer_value(workflow_get_path(state, "review.score")) == 9);
+    CHECK_EQ_STR(json_string_value(workflow_get_path(state, "review.by")), "editor");
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "greeting")), "hi Ada on SQLite");
+    /* Templates read the state from before the update. */
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "n")), "was 1");
+    json_t *want = J("{'nested': [{'score': 9, 'notes': 'good'}, 'Ada', 2, null]}");
+    CHECK(json_equal(json_object_get(state, "lit"), want));
+    json_decref(want);
+    CHECK(json_is_false(workflow_get_path(state, "new.deep.path")));
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "dollar")), "$5 and $outputs");
+    json_decref(upd);
+
+    /* A missing value is null. */
+    upd = J("{'a': '$output', 'b': '$response', 'c': '$input'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), 0);
+    CHECK(json_is_null(json_object_get(state, "a")));
+    CHECK(json_is_null(json_object_get(state, "b")));
+    CHECK(json_is_null(json_object_get(state, "c")));
+    json_decref(upd);
+
+    /* Scalars and arrays as outputs. */
+    json_t *text = json_string("plain words");
+    upd = J("{'draft': '$output', 'quoted': 'draft: {{state.draft}}'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, text, NULL, NULL, err, sizeof err), 0);
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "draft")), "plain words");
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "quoted")),
+                 "draft: {\"score\":9,\"notes\":\"good\"}");
+    json_decref(text);
+    json_decref(upd);
+
+    /* Failures leave the state exactly as it was, even after earlier keys. */
+    char *before = json_dumps(state, JSON_SORT_KEYS);
+    const char *bad[][2] = {
+        {"{'ok': 1, 's.x': 2}", "s.x: a value that is not an object is in the way"},
+        {"{'ok': 1, 'a..b': 2}", "a..b: not a state path"},
+        {"{'ok': 1, '': 2}", ": not a state path"},
+        {"{'ok': 1, 'msg': 'hi {{state.nope}}'}", "msg: unknown path state.nope"},
+        {"{'ok': 1, 'msg': {'deep': ['{{state.name']}}", "msg: unterminated"},
+        {"{'ok': 1, 'msg': '{{bogus}}'}", "msg: unknown root"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        upd = J(bad[i][0]);
+        err[0] = '\0';
+        CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, err, sizeof err),
+                     -1);
+        if (!CHECK(strstr(err, bad[i][1]) != NULL)) fprintf(stderr, "  got \"%s\"\n", err);
+        char *after = json_dumps(state, JSON_SORT_KEYS);
+        CHECK_EQ_STR(after, before);
+        free(after);
+        json_decref(upd);
+    }
+    free(before);
+
+    /* Nothing to do, or nothing to do it on. */
+    CHECK_EQ_INT(workflow_apply_update(state, NULL, NULL, NULL, NULL, err, sizeof err), 0);
+    upd = J("{}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), 0);
+    json_t *arr = J("[]");
+    CHECK_EQ_INT(workflow_apply_update(arr, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "state is not an object");
+    CHECK_EQ_INT(workflow_apply_update(NULL, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(state, arr, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "update is not an object");
+    json_decref(arr);
+    json_decref(upd);
+
+    /* A value nested too deeply is refused rather than recursed into. */
+    json_t *deep = json_string("x");
+    for (int i = 0; i < 70; i++) {
+        json_t *a = json_array();
+        json_array_append_new(a, deep);
+        deep = a;
+    }
+    upd = json_object();
+    json_object_set_new(upd, "deep", deep);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK(strstr(err, "nested deeper than 64") != NULL);
+    json_decref(upd);
+
+    /* workflow_render_json: templates everywhere, no specials. */
+    json_t *args = J("{'title': '{{input.topic}}', 'n': 3, 'list': ['{{state.name}}', '$output'],"
+                     " 'o': {'k': '{{state.review}}'}}"), *res = NULL;
+    CHECK_EQ_INT(workflow_render_json(args, state, input, &res, err, sizeof err), 0);
+    want = J("{'title': 'SQLite', 'n': 3, 'list': ['Ada', '$output'],"
+             " 'o': {'k': '{\\'score\\':9,\\'by\\':\\'editor\\'}'}}");
+    if (!CHECK(json_equal(res, want))) {
+        char *d = json_dumps(res, 0);
+        fprintf(stderr, "  got %s\n", d);
+        free(d);
+    }
+    json_decref(want);
+    json_decref(res);
+    json_decref(args);
+    args = J("{'t': '{{state.none}}'}");
+    CHECK_EQ_INT(workflow_render_json(args, state, input, &res, err, sizeof err), -1);
+    CHECK(res == NULL);
+    CHECK(strstr(err, "unknown path state.none") != NULL);
+    CHECK_EQ_INT(workflow_render_json(NULL, state, input, &res, err, sizeof err), -1);
+    json_decref(args);
+
+    json_decref(state);
+    json_decref(output);
+    json_decref(response);
+    json_decref(input);
+}
+
+/* ---- validation -------------------------------------------------------------------------- */
+
+#define TERM "{'name': 'end', 'terminal': true}"
+
+/* Validate doc (quote-converted) and require a line starting with want. */
+static void invalid(const char *doc, const char *want, int line)
+{
+    json_t *j = J(doc);
+    char err[2048] = "";
+    int rc = workflow_validate(j, err, sizeof err);
+    test_note(rc == -1, __FILE__, line, "workflow_validate rejects");
+    if (!test_note(has_line(err, want), __FILE__, line, "names the mistake"))
+        fprintf(stderr, "  want a line starting \"%s\" in:\n%s\n", want, err);
+    json_decref(j);
+}
+#define INVALID(doc, want) invalid((doc), (want), __LINE__)
+
+static void valid(const char *doc, int line)
+{
+    json_t *j = J(doc);
+    char err[2048] = "";
+    if (!test_note(workflow_validate(j, err, sizeof err) == 0, __FILE__, line, "workflow_validate accepts"))
+        fprintf(stderr, "  %s\n", err);
+    test_note(err[0] == '\0', __FILE__, line, "no message when valid");
+    json_decref(j);
+}
+#define VALID(doc) valid((doc), __LINE__)
+
+/* A one-phase workflow around a step given as text. */
+static void step_invalid(const char *step, const char *want, int line)
+{
+    char doc[4096];
+    snprintf(doc, sizeof doc, "{'name': 'w', 'phases': [{'name': 'p', 'terminal': true, 'steps': [%s]}]}",
+             step);
+    invalid(doc, want, line);
+}
+#define STEP_INVALID(step, want) step_invalid((step), (want), __LINE__)
+
+static void step_valid(const char *step, int line)
+{
+    char doc[4096];
+    snprintf(doc, sizeof doc, "{'name': 'w', 'phases': [{'name': 'p', 'terminal': true, 'steps': [%s]}]}",
+             step);
+    valid(doc, line);
+}
+#define STEP_VALID(step) step_valid((step), __LINE__)
+
+#define S0 "phases[0].steps[0]"
+
+static void test_validate_document(void)
+{
+    VALID("{'name': 'w', 'phases': [" TERM "]}");
+    VALID("{'name': 'a.b-c_9', 'description': 'd', 'initialState': {'x': {'y': [1]}},"
+          " 'initialPhase': 'end', 'phases': [{'name': 'start', 'transitions': [{'to': 'end'}]}, " TERM "]}");
+    VALID("{'name': 'w', 'phases': [{'name': 'end', 'terminal': true, 'steps': [], 'transitions': []}]}");
+    VALID("{'name': 'w', 'phases': [{'name': 'p', 'terminal': false, 'steps': [],"
+          " 'transitions': [{'when': 'state.x', 'to': 'end'}, {'to': 'p2'}]},"
+          " {'name': 'p2', 'steps': [{'kind': 'update', 'set': {'x': true}}], 'transitions': [{'to': 'p'}]},"
+          " " TERM "]}");
+
+    INVALID("[]", "$: a workflow must be a JSON object");
+    INVALID("'text'", "$: a workflow must be a JSON object");
+    INVALID("{'phases': [" TERM "]}", "name: missing");
+    INVALID("{'name': 5, 'phases': [" TERM "]}", "name: must be a string");
+    INVALID("{'name': '', 'phases': [" TERM "]}", "name: must be 1 to 64 of A-Z a-z 0-9 _ . -");
+    INVALID("{'name': 'a b', 'phases': [" TERM "]}", "name: must be 1 to 64");
+    INVALID("{'name': 'a/b', 'phases': [" TERM "]}", "name: must be 1 to 64");
+    INVALID("{'name': 'x123456789x123456789x123456789x123456789x123456789x123456789xyzab',"
+            " 'phases': [" TERM "]}", "name: must be 1 to 64");
+    VALID("{'name': 'x123456789x123456789x123456789x123456789x123456789x123456789xyz',"
+          " 'phases': [" TERM "]}");
+    INVALID("{'name': 'w', 'phases': [" TERM "], 'phase': []}", "phase: unknown key");
+    INVALID("{'name': 'w', 'phases': [" TERM "], 'description': 1}", "description: must be a string");
+    INVALID("{'name': 'w', 'phases': [" TERM "], 'initialState': []}", "initialState: must be an object");
+    INVALID("{'name': 'w', 'phases': [" TERM "], 'initialPhase': 1}", "initialPhase: must be a string");
+    INVALID("{'name': 'w', 'phases': [" TERM "], 'initialPhase': 'zz'}",
+            "initialPhase: no phase named \"zz\"");
+    INVALID("{'name': 'w'}", "phases: missing");
+    INVALID("{'name': 'w', 'phases': []}", "phases: must be an array of 1 to 64 phases");
+    INVALID("{'name': 'w', 'phases': {}}", "phases: must be an array of 1 to 64 phases");
+
+    /* 64 phases are fine, 65 are not. */
+    json_t *doc = J("{'name': 'w', 'phases': []}");
+    json_t *phases = json_object_get(doc, "phases");
+    for (int i = 0; i < 64; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        json_array_append_new(phases, json_pack("{s:s, s:b}", "name", name, "terminal", 1));
+    }
+    char err[1024];
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), 0);
+    json_array_append_new(phases, json_pack("{s:s, s:b}", "name", "p64", "terminal", 1));
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
+    CHECK(has_line(err, "phases: must be an array of 1 to 64 phases"));
+    json_decref(doc);
+}
+
+static void test_validate_phases(void)
+{
+    INVALID("{'name': 'w', 'phases': ['p']}", "phases[0]: a phase must be an object");
+    INVALID("{'name': 'w', 'phases': [" TERM ", 3]}", "phases[1]: a phase must be an object");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'terminal': true, 'step': []}]}",
+            "phases[0].step: unknown key");
+    INVALID("{'name': 'w', 'phases': [{'terminal': true}]}", "phases[0].name: missing");
+    INVALID("{'name': 'w', 'phases': [{'name': 'a b', 'terminal': true}]}",
+            "phases[0].name: must be 1 to 64");
+    INVALID("{'name': 'w', 'phases': [" TERM ", " TERM "]}",
+            "phases[1].name: duplicate phase name \"end\" (also phases[0])");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'terminal': 'yes'}]}",
+            "phases[0].terminal: must be true or false");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'terminal': true, 'steps': {}}]}",
+            "phases[0].steps: must be an array of at most 64 steps");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'terminal': true, 'transitions': {}}]}",
+            "phases[0].transitions: must be an array of at most 16 transitions");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e'}]}",
+            "phases[0].transitions: a phase that is not terminal needs at least one transition");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'transitions': []}]}",
+            "phases[0].transitions: a phase that is not terminal needs at least one transition");
+    INVALID("{'name': 'w', 'phases': [{'name': 'e', 'terminal': true, 'transitions': [{'to': 'e'}]}]}",
+            "phases[0].transitions: a terminal phase ends the workflow: it has no transitions");
+
+    /* The bounds on steps and transitions. */
+    json_t *doc = J("{'name': 'w', 'phases': [{'name': 'e', 'steps': [], 'transitions': []}, " TERM "]}");
+    json_t *ph = json_array_get(json_object_get(doc, "phases"), 0);
+    json_t *steps = json_object_get(ph, "steps"), *trans = json_object_get(ph, "transitions");
+    for (int i = 0; i < 64; i++) json_array_append_new(steps, J("{'kind': 'update', 'set': {}}"));
+    for (int i = 0; i < 16; i++) json_array_append_new(trans, J("{'to': 'end'}"));
+    char err[2048];
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), 0);
+    json_array_append_new(steps, J("{'kind': 'update', 'set': {}}"));
+    json_array_append_new(trans, J("{'to': 'end'}"));
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
+    CHECK(has_line(err, "phases[0].steps: must be an array of at most 64 steps"));
+    CHECK(has_line(err, "phases[0].transitions: must be an array of at most 16 transitions"));
+    json_decref(doc);
+
+    /* Transitions. */
+    const char *w = "{'name': 'w', 'phases': [{'name': 'p', 'transitions': [%s]}, " TERM "]}";
+    char buf[1024];
+#define TRANS_INVALID(t, want) do { snprintf(buf, sizeof buf, w, t); INVALID(buf, want); } while (0)
+#define TRANS_VALID(t) do { snprintf(buf, sizeof buf, w, t); VALID(buf); } while (0)
+    TRANS_VALID("{'to': 'end'}");
+    TRANS_VALID("{'when': 'state.ok == true', 'to': 'end'}, {'to': 'p'}");
+    TRANS_INVALID("'end'", "phases[0].transitions[0]: a transition must be an object");
+    TRANS_INVALID("{'to': 'end', 'if': 'x'}", "phases[0].transitions[0].if: unknown key");
+    TRANS_INVALID("{'when': 'true'}", "phases[0].transitions[0].to: missing");
+    TRANS_INVALID("{'to': 3}", "phases[0].transitions[0].to: must be a string");
+    TRANS_INVALID("{'to': 'nowhere'}", "phases[0].transitions[0].to: no phase named \"nowhere\"");
+    TRANS_INVALID("{'to': 'end'}, {'to': 'nope'}", "phases[0].transitions[1].to: no phase named");
+    TRANS_INVALID("{'when': true, 'to': 'end'}", "phases[0].transitions[0].when: must be a string");
+    TRANS_INVALID("{'when': 'state.x ==', 'to': 'end'}",
+                  "phases[0].transitions[0].when: expected a value at end of condition");
+    TRANS_INVALID("{'when': '(state.x', 'to': 'end'}", "phases[0].transitions[0].when: missing ')'");
+    TRANS_INVALID("{'when': 'x.y', 'to': 'end'}", "phases[0].transitions[0].when: unknown name 'x.y'");
+    TRANS_INVALID("{'when': '', 'to': 'end'}", "phases[0].transitions[0].when: empty condition");
+#undef TRANS_INVALID
+#undef TRANS_VALID
+
+    /* A cycle of phases without steps whose first transitions are unconditional
+     * would spin: named once, at its first phase. */
+    json_t *j = J("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'b'}]},"
+                  " {'name': 'b', 'transitions': [{'to': 'a'}]}, " TERM "]}");
+    CHECK_EQ_INT(workflow_validate(j, err, sizeof err), -1);
+    CHECK(has_line(err, "phases[0]: loops for ever through phases without steps"));
+    CHECK_EQ_INT(count_lines(err), 1);
+    json_decref(j);
+    INVALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'a'}]}, " TERM "]}",
+            "phases[0]: loops for ever");
+    INVALID("{'name': 'w', 'phases': [" TERM ", {'name': 'x', 'transitions': [{'to': 'y'}]},"
+            " {'name': 'y', 'transitions': [{'to': 'z'}]}, {'name': 'z', 'transitions': [{'to': 'y'}]}]}",
+            "phases[2]: loops for ever");
+    /* ...but a condition, a step or a terminal phase on the way breaks the loop. */
+    VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'when': 'state.x', 'to': 'b'}, {'to': 'end'}]},"
+          " {'name': 'b', 'transitions': [{'to': 'a'}]}, " TERM "]}");
+    VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'b'}]},"
+          " {'name': 'b', 'steps': [{'kind': 'update', 'set': {}}], 'transitions': [{'to': 'a'}]}]}");
+    VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'end'}]}, " TERM "]}");
+}
+
+static void test_validate_steps(void)
+{
+    STEP_INVALID("'agent'", S0 ": a step must be an object");
+    STEP_INVALID("{'agent': 'a', 'prompt': 'p'}", S0 ".kind: missing");
+    STEP_INVALID("{'kind': 'llm'}", S0 ".kind: must be \"agent\", \"tool\", \"update\" or \"human\"");
+    STEP_INVALID("{'kind': 3}", S0 ".kind: must be a string");
+    STEP_INVALID("{'kind': 'update', 'set': {}, 'name': 4}", S0 ".name: must be a string");
+    STEP_VALID("{'kind': 'update', 'set': {}, 'name': 'Display name with spaces'}");
+
+    /* agent */
+    STEP_VALID("{'kind': 'agent', 'agent': 'writer', 'prompt': 'Write about {{input.topic}}'}");
+    STEP_VALID("{'kind': 'agent', 'agent': 'writer', 'prompt': 'p', 'update': {'a.b': '$output', 'c': '$input'},"
+               " 'outputSchema': {'type': ['object', 'null'], 'description': 'd', 'title': 't', '$schema': 's',"
+               "  'properties': {'x': {'type': 'array', 'items': {'enum': [1, 'a']}}}, 'required': ['x']}}");
+    STEP_INVALID("{'kind': 'agent', 'prompt': 'p'}", S0 ".agent: missing");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a b', 'prompt': 'p'}", S0 ".agent: must be 1 to 64");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a'}", S0 ".prompt: missing");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': ['p']}", S0 ".prompt: must be a string");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'x {{state.y'}",
+                 S0 ".prompt: unterminated \"{{\" at column 3");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': '{{foo.bar}}'}", S0 ".prompt: unknown root");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': '{{state..x}}'}", S0 ".prompt: bad path");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'options': []}", S0 ".options: unknown key");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': 'object'}",
+                 S0 ".outputSchema: a schema must be an object");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'type': 'strng'}}",
+                 S0 ".outputSchema.type: must be one of object, array");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'type': []}}",
+                 S0 ".outputSchema.type: must be one of");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'type': ['string', 1]}}",
+                 S0 ".outputSchema.type: must be one of");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'type': 'integer', 'minimum': 0}}",
+                 S0 ".outputSchema.minimum: unsupported schema keyword");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'properties': []}}",
+                 S0 ".outputSchema.properties: must be an object of schemas");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'properties': {'x': {'type': 'int'}}}}",
+                 S0 ".outputSchema.properties.x.type: must be one of");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'properties': {'x': 1}}}",
+                 S0 ".outputSchema.properties.x: a schema must be an object");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'required': 'x'}}",
+                 S0 ".outputSchema.required: must be an array of property names");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'required': [1]}}",
+                 S0 ".outputSchema.required: must be an array of property names");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'items': [{}]}}",
+                 S0 ".outputSchema.items: a schema must be an object");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'items': {'additionalItems': 1}}}",
+                 S0 ".outputSchema.items.additionalItems: unsupported");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'outputSchema': {'enum': []}}",
+                 S0 ".outputSchema.enum: must be a non-empty array");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'update': []}",
+                 S0 ".update: must be an object of state paths");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'update': {'a..b': 1}}",
+                 S0 ".update.a..b: not a state path");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'update': {'state.x': 1, 'a b': 2}}",
+                 S0 ".update.a b: not a state path");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'update': {'x': '$response'}}",
+                 S0 ".update.x: \"$response\" exists only in human steps");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': 'p', 'update': {'x': {'y': ['{{nope}}']}}}",
+                 S0 ".update.x.y[0]: unknown root");
+
+    /* tool */
+    STEP_VALID("{'kind': 'tool', 'server': 'cms', 'tool': 'create_post'}");
+    STEP_VALID("{'kind': 'tool', 'server': 'cms', 'tool': 'create post', 'arguments': {'t': '{{input.x}}',"
+               " 'n': [1, {'z': '$output'}]}, 'update': {'r': '$output'}}");
+    STEP_INVALID("{'kind': 'tool', 'tool': 't'}", S0 ".server: missing");
+    STEP_INVALID("{'kind': 'tool', 'server': '', 'tool': 't'}", S0 ".server: must be 1 to 64");
+    STEP_INVALID("{'kind': 'tool', 'server': 's'}", S0 ".tool: missing");
+    STEP_INVALID("{'kind': 'tool', 'server': 's', 'tool': ''}", S0 ".tool: must be 1 to 128 bytes");
+    STEP_INVALID("{'kind': 'tool', 'server': 's', 'tool': 't', 'arguments': 'x'}", S0 ".arguments: must be an object");
+    STEP_INVALID("{'kind': 'tool', 'server': 's', 'tool': 't', 'arguments': {'a': ['ok', '{{state.']}}",
+                 S0 ".arguments.a[1]: unterminated");
+    STEP_INVALID("{'kind': 'tool', 'server': 's', 'tool': 't', 'update': {'x': '$response'}}",
+                 S0 ".update.x: \"$response\" exists only in human steps");
+    STEP_INVALID("{'kind': 'tool', 'server': 's', 'tool': 't', 'prompt': 'p'}", S0 ".prompt: unknown key");
+
+    /* update */
+    STEP_VALID("{'kind': 'update', 'set': {'a': '$input', 'b.c': [1, '{{state.x}}'], 'd': null}}");
+    STEP_INVALID("{'kind': 'update'}", S0 ".set: missing");
+    STEP_INVALID("{'kind': 'update', 'set': 'x'}", S0 ".set: must be an object of state paths");
+    STEP_INVALID("{'kind': 'update', 'set': {'x': '$output'}}",
+                 S0 ".set.x: \"$output\" exists only in agent and tool steps");
+    STEP_INVALID("{'kind': 'update', 'set': {'x': '$response'}}", S0 ".set.x: \"$response\" exists only");
+    STEP_INVALID("{'kind': 'update', 'set': {}, 'update': {}}", S0 ".update: unknown key");
+}
+
+static void test_validate_human(void)
+{
+    STEP_VALID("{'kind': 'human', 'id': 'ok', 'input': 'approval', 'prompt': 'Ship {{state.v}}?'}");
+    STEP_VALID("{'kind': 'human', 'id': 'ok', 'input': 'approval', 'prompt': 'p', 'timeoutMs': 1000,"
+               " 'onTimeout': {'response': false}, 'update': {'approved': '$response', 'i': '$input'}}");
+    STEP_VALID("{'kind': 'human', 'id': 'c', 'input': 'choice', 'prompt': 'p', 'options': ['a', 'b'],"
+               " 'timeoutMs': 5, 'onTimeout': {'response': 'b'}}");
+    STEP_VALID("{'kind': 'human', 'id': 't', 'input': 'text', 'prompt': 'p', 'timeoutMs': 5,"
+               " 'onTimeout': {'response': ''}}");
+    STEP_INVALID("{'kind': 'human', 'input': 'text', 'prompt': 'p'}", S0 ".id: missing");
+    STEP_INVALID("{'kind': 'human', 'id': 7, 'input': 'text', 'prompt': 'p'}", S0 ".id: must be a string");
+    STEP_INVALID("{'kind': 'human', 'id': 'has space', 'input': 'text', 'prompt': 'p'}", S0 ".id: must be 1 to 64");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'prompt': 'p'}", S0 ".input: missing");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'yesno', 'prompt': 'p'}",
+                 S0 ".input: must be \"approval\", \"choice\" or \"text\"");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text'}", S0 ".prompt: missing");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': '{{input'}", S0 ".prompt: unterminated");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'approval', 'prompt': 'p', 'options': ['a', 'b']}",
+                 S0 ".options: only allowed with input \"choice\"");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p'}",
+                 S0 ".options: missing (required for input \"choice\")");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': ['a']}",
+                 S0 ".options: must be an array of 2 to 20 strings");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': 'a,b'}",
+                 S0 ".options: must be an array of 2 to 20 strings");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': ['a', 1]}",
+                 S0 ".options[1]: must be a non-empty string");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': ['a', '']}",
+                 S0 ".options[1]: must be a non-empty string");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': ['a', 'b', 'a']}",
+                 S0 ".options[2]: duplicate option (also options[0])");
+    STEP_VALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': "
+               "['1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17','18','19','20']}");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': "
+                 "['1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17','18','19','20','21']}",
+                 S0 ".options: must be an array of 2 to 20 strings");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 0}",
+                 S0 ".timeoutMs: must be an integer > 0");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': -5}",
+                 S0 ".timeoutMs: must be an integer > 0");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 1.5}",
+                 S0 ".timeoutMs: must be an integer > 0");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': '1000'}",
+                 S0 ".timeoutMs: must be an integer > 0");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 9, 'onTimeout': 'no'}",
+                 S0 ".onTimeout: must be an object {\"response\": value}");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 9, 'onTimeout': {}}",
+                 S0 ".onTimeout.response: missing");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 9,"
+                 " 'onTimeout': {'response': 'r', 'fail': true}}", S0 ".onTimeout.fail: unknown key");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'onTimeout': {'response': 'r'}}",
+                 S0 ".onTimeout: needs timeoutMs");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'choice', 'prompt': 'p', 'options': ['a', 'b'],"
+                 " 'timeoutMs': 9, 'onTimeout': {'response': 'c'}}", S0 ".onTimeout.response: must be one of the options");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'approval', 'prompt': 'p', 'timeoutMs': 9,"
+                 " 'onTimeout': {'response': 'no'}}", S0 ".onTimeout.response: must be true or false");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'timeoutMs': 9,"
+                 " 'onTimeout': {'response': 3}}", S0 ".onTimeout.response: must be a string");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'update': {'o': '$output'}}",
+                 S0 ".update.o: \"$output\" exists only in agent and tool steps");
+    STEP_INVALID("{'kind': 'human', 'id': 'x', 'input': 'text', 'prompt': 'p', 'agent': 'a'}", S0 ".agent: unknown key");
+
+    /* Ids are unique across the whole workflow. */
+    INVALID("{'name': 'w', 'phases': ["
+            "{'name': 'a', 'steps': [{'kind': 'human', 'id': 'ok', 'input': 'text', 'prompt': 'p'}],"
+            " 'transitions': [{'to': 'b'}]},"
+            "{'name': 'b', 'terminal': true, 'steps': [{'kind': 'update', 'set': {}},"
+            " {'kind': 'human', 'id': 'ok', 'input': 'approval', 'prompt': 'q'}]}]}",
+            "phases[1].steps[1].id: duplicate id \"ok\" (also phases[0].steps[0].id)");
+}
+
+static void test_validate_many(void)
+{
+    /* Five mistakes in five places: all named, one per line, in document order. */
+    json_t *doc = J("{'name': 'bad name', 'extra': 1, 'phases': ["
+                    "{'name': 'a', 'steps': [{'kind': 'agent', 'prompt': 'hi {{state.x'}],"
+                    " 'transitions': [{'when': 'state.x ==', 'to': 'b'}, {'to': 'zz'}]},"
+                    "{'name': 'b', 'terminal': true}]}");
+    char err[2048];
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
+    CHECK(has_line(err, "extra: unknown key"));
+    CHECK(has_line(err, "name: must be 1 to 64"));
+    CHECK(has_line(err, "phases[0].steps[0].agent: missing"));
+    CHECK(has_line(err, "phases[0].steps[0].prompt: unterminated \"{{\" at column 4"));
+    CHECK(has_line(err, "phases[0].transitions[0].when: expected a value at end of condition"));
+    CHECK(has_line(err, "phases[0].transitions[1].to: no phase named \"zz\""));
+    CHECK_EQ_INT(count_lines(err), 6);
+    CHECK(err[strlen(err) - 1] != '\n');
+
+    /* A small buffer: cut, NUL-terminated, still -1. */
+    char small[40];
+    memset(small, 'q', sizeof small);
+    CHECK_EQ_INT(workflow_validate(doc, small, sizeof small), -1);
+    CHECK(strlen(small) <= sizeof small - 1);
+    CHECK(strncmp(small, "extra: unknown key", 18) == 0);
+    char one[1] = {'q'};
+    CHECK_EQ_INT(workflow_validate(doc, one, sizeof one), -1);
+    CHECK_EQ_INT(one[0], '\0');
+    /* No buffer at all. */
+    CHECK_EQ_INT(workflow_validate(doc, NULL, 0), -1);
+    CHECK_EQ_INT(workflow_validate(NULL, NULL, 0), -1);
+    json_decref(doc);
+
+    /* Keys with control bytes are shown without breaking the line format. */
+    doc = J("{'name': 'w', 'phases': [" TERM "], 'a\\nb': 1}");
+    CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "a?b: unknown key");
+    json_decref(doc);
+}
+
+/* ---- workflow_next ------------------------------------------------------------------------ */
+
+/* The reducer's part, reduced to what workflow_next reads. */
+typedef struct sim {
+    workflow_pos pos;
+    char phase[72];
+    json_t *state;
+} sim;
+
+static void sim_enter(sim *s, const char *phase)
+{
+    snprintf(s->phase, sizeof s->phase, "%s", phase);
+    s->pos.phase = s->phase;
+    s->pos.step = 0;
+    s->pos.step_open = 0;
+}
+
+static void test_next_walk(void)
+{
+    /* plan -> build -> check; check loops back to build until state.done, then
+     * goes to ship, which is terminal. */
+    json_t *doc = J("{'name': 'w', 'initialState': {'tries': 0}, 'phases': ["
+                    "{'name': 'plan', 'steps': [{'kind': 'agent', 'agent': 'planner', 'prompt': 'plan {{input.goal}}'}],"
+                    " 'transitions': [{'to': 'build'}]},"
+                    "{'name': 'build', 'steps': ["
+                    "  {'kind': 'tool', 'server': 's', 'tool': 'make'},"
+                    "  {'kind': 'human', 'id': 'look', 'input': 'approval', 'prompt': 'ok?'}],"
+                    " 'transitions': [{'when': 'state.done == true', 'to': 'ship'}, {'when': 'state.tries < 5', 'to': 'build'}]},"
+                    "{'name': 'ship', 'terminal': true, 'steps': [{'kind': 'update', 'set': {'shipped': true}}]}]}");
+    json_t *input = J("{'goal': 'a thing'}");
+    char err[1024];
+    if (!CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), 0)) {
+        fprintf(stderr, "%s\n", err);
+        return;
+    }
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.state = J("{'tries': 0}");
+    workflow_next_t n;
+
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_START);
+    CHECK_EQ_STR(n.phase, "plan");
+    s.pos.started = 1;
+
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_ENTER_PHASE);
+    CHECK_EQ_STR(n.phase, "plan");
+    sim_enter(&s, n.phase);
+
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_STEP);
+    CHECK_EQ_STR(n.phase, "plan");
+    CHECK_EQ_INT(n.step, 0);
+    CHECK_EQ_INT(n.step_kind, STEP_AGENT);
+    CHECK_EQ_STR(json_string_value(json_object_get(n.def, "agent")), "planner");
+    /* Borrowed from the document, not copied. */
+    CHECK(n.def == json_array_get(json_object_get(json_array_get(json_object_get(doc, "phases"), 0), "steps"), 0));
+
+    s.pos.step_open = 1;
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+    s.pos.step_open = 0;
+    s.pos.step = 1;
+
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_TRANSITION);
+    CHECK_EQ_STR(n.phase, "build");
+    sim_enter(&s, n.phase);
+
+    /* Three rounds of build: tool, human, then back to build. */
+    for (int round = 1; round <= 3; round++) {
+        workflow_next(doc, &s.pos, s.state, input, &n);
+        CHECK_EQ_INT(n.kind, NEXT_STEP);
+        CHECK_EQ_INT(n.step, 0);
+        CHECK_EQ_INT(n.step_kind, STEP_TOOL);
+        s.pos.step = 1;
+        workflow_next(doc, &s.pos, s.state, input, &n);
+        CHECK_EQ_INT(n.kind, NEXT_STEP);
+        CHECK_EQ_INT(n.step, 1);
+        CHECK_EQ_INT(n.step_kind, STEP_HUMAN);
+        CHECK_EQ_STR(json_string_value(json_object_get(n.def, "id")), "look");
+        s.pos.step_open = 1;
+        workflow_next(doc, &s.pos, s.state, input, &n);
+        CHECK_EQ_INT(n.kind, NEXT_WAIT);
+        s.pos.step_open = 0;
+        s.pos.step = 2;
+        json_object_set_new(s.state, "tries", json_integer(round));
+        if (round == 3) json_object_set_new(s.state, "done", json_true());
+        workflow_next(doc, &s.pos, s.state, input, &n);
+        CHECK_EQ_INT(n.kind, NEXT_TRANSITION);
+        CHECK_EQ_STR(n.phase, round == 3 ? "ship" : "build");
+        sim_enter(&s, n.phase);
+    }
+
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_STEP);
+    CHECK_EQ_STR(n.phase, "ship");
+    CHECK_EQ_INT(n.step_kind, STEP_UPDATE);
+    s.pos.step = 1;
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_COMPLETE);
+    CHECK_EQ_STR(n.phase, "ship");
+    s.pos.finished = 1;
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+
+    /* Back in build with done false and tries exhausted: no transition matches. */
+    json_object_set_new(s.state, "done", json_false());
+    json_object_set_new(s.state, "tries", json_integer(5));
+    memset(&s.pos, 0, sizeof s.pos);
+    s.pos.started = 1;
+    sim_enter(&s, "build");
+    s.pos.step = 2;
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    CHECK_EQ_STR(n.error, "no transition from phase build matched");
+    /* Past the last step counts as done too. */
+    s.pos.step = 7;
+    workflow_next(doc, &s.pos, s.state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+
+    json_decref(s.state);
+    json_decref(input);
+    json_decref(doc);
+}
+
+static void test_next_edges(void)
+{
+    workflow_next_t n;
+    workflow_pos pos;
+    json_t *doc = J("{'name': 'w', 'initialPhase': 'second', 'phases': ["
+                    "{'name': 'first', 'terminal': true},"
+                    "{'name': 'second', 'transitions': [{'when': 'state.go', 'to': 'first'},"
+                    " {'when': 'input.mode == \\'fast\\'', 'to': 'first'}, {'to': 'third'}]},"
+                    "{'name': 'third', 'transitions': [{'when': 'false', 'to': 'first'}]}]}");
+    json_t *state = J("{}"), *input = J("{'mode': 'fast'}");
+
+    /* Finished wins over everything, even before a start. */
+    memset(&pos, 0, sizeof pos);
+    pos.finished = 1;
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+    pos.started = 1;
+    pos.phase = "nonsense";
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+    workflow_next(doc, NULL, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+
+    /* initialPhase decides where to start. */
+    memset(&pos, 0, sizeof pos);
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_START);
+    CHECK_EQ_STR(n.phase, "second");
+    pos.started = 1;
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_ENTER_PHASE);
+    CHECK_EQ_STR(n.phase, "second");
+
+    /* Transitions in order: state.go missing, input.mode matches. */
+    pos.phase = "second";
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_TRANSITION);
+    CHECK_EQ_STR(n.phase, "first");
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_INT(n.kind, NEXT_TRANSITION);
+    CHECK_EQ_STR(n.phase, "third");
+    json_object_set_new(state, "go", json_true());
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_STR(n.phase, "first");
+
+    /* A phase with no steps that is terminal completes at once. */
+    pos.phase = "first";
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_COMPLETE);
+
+    /* Only a false transition: fail, naming the phase. */
+    pos.phase = "third";
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    CHECK_EQ_STR(n.error, "no transition from phase third matched");
+
+    /* A phase the document does not have (a session on another version). */
+    pos.phase = "gone";
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    CHECK(strstr(n.error, "phase \"gone\" is not in the workflow") != NULL);
+    pos.step_open = 1;
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    pos.step_open = 0;
+
+    pos.phase = "second";
+    pos.step = -1;
+    workflow_next(doc, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    CHECK(strstr(n.error, "invalid position") != NULL);
+    json_decref(doc);
+
+    /* Documents that never passed validation fail cleanly instead of crashing. */
+    const char *broken[][2] = {
+        {"{}", "the workflow has no phases"},
+        {"{'phases': []}", "the workflow has no phases"},
+        {"{'phases': [{'name': 'a'}], 'initialPhase': 'b'}", "the initial phase is not in the workflow"},
+        {"{'phases': [{}]}", "the initial phase is not in the workflow"},
+        {"{'phases': [{'name': 'a', 'transitions': [{'when': 'state.x ==', 'to': 'a'}]}]}",
+         "phases[0].transitions[0].when: expected a value at end of condition"},
+        {"{'phases': [{'name': 'a', 'transitions': [{'when': 3, 'to': 'a'}]}]}",
+         "phases[0].transitions[0].when: no condition"},
+        {"{'phases': [{'name': 'a', 'transitions': [{'to': 'b'}]}]}",
+         "phases[0].transitions[0].to: not a phase of the workflow"},
+        {"{'phases': [{'name': 'a', 'steps': [{'kind': 'magic'}]}]}", "phases[0].steps[0]: unknown step kind"},
+        {"{'phases': [{'name': 'a'}]}", "no transition from phase a matched"},
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+        doc = J(broken[i][0]);
+        memset(&pos, 0, sizeof pos);
+        pos.started = 1;
+        workflow_next(doc, &pos, state, input, &n);
+        if (n.kind == NEXT_ENTER_PHASE) {
+            pos.phase = n.phase;
+            workflow_next(doc, &pos, state, input, &n);
+        }
+        CHECK_EQ_INT(n.kind, NEXT_FAIL);
+        if (!CHECK(strstr(n.error, broken[i][1]) != NULL))
+            fprintf(stderr, "  %s: got \"%s\"\n", broken[i][0], n.error);
+        json_decref(doc);
+    }
+    workflow_next(NULL, &pos, state, input, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+
+    json_decref(state);
+    json_decref(input);
+}
+
+/* ---- the documented example --------------------------------------------------------------- */
+
+/* The first ```json block of a Markdown file, parsed; NULL after saying why. */
+static json_t *first_json_block(const char *file)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open (tests run from the repository root)\n", file);
+        return NULL;
+    }
+    static char text[1 << 17];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *start = strstr(text, "```json\n");
+    if (!start) return NULL;
+    start += 8;
+    char *end = strstr(start, "\n```");
+    if (!end) return NULL;
+    json_error_t je;
+    json_t *j = json_loadb(start, (size_t)(end - start), 0, &je);
+    if (!j) fprintf(stderr, "%s: line %d of the block: %s\n", file, je.line, je.text);
+    return j;
+}
+
+static void test_docs_example(void)
+{
+    json_t *doc = first_json_block("docs/workflows.md");
+    if (!CHECK(doc != NULL)) return;
+    char err[2048] = "";
+    if (!CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), 0)) fprintf(stderr, "%s\n", err);
+
+    /* It has what the docs promise: two agent steps, an approval checkpoint with a
+     * timeout, a conditional transition and a terminal phase. */
+    int agents = 0, approvals = 0, conditions = 0, terminals = 0;
+    size_t i, j;
+    json_t *ph, *x;
+    json_array_foreach(json_object_get(doc, "phases"), i, ph) {
+        terminals += json_is_true(json_object_get(ph, "terminal"));
+        json_array_foreach(json_object_get(ph, "steps"), j, x) {
+            const char *k = json_string_value(json_object_get(x, "kind"));
+            agents += strcmp(k, "agent") == 0;
+            approvals += strcmp(k, "human") == 0 && json_object_get(x, "timeoutMs") &&
+                         strcmp(json_string_value(json_object_get(x, "input")), "approval") == 0;
+        }
+        json_array_foreach(json_object_get(ph, "transitions"), j, x)
+            conditions += json_object_get(x, "when") != NULL;
+    }
+    CHECK(agents >= 2);
+    CHECK(approvals >= 1);
+    CHECK(conditions >= 1);
+    CHECK(terminals >= 1);
+
+    /* Walk it as the docs tell it: a weak draft goes round through revise, a good
+     * one to approval, an approval to publish. */
+    json_t *input = J("{'topic': 'SQLite WAL mode', 'audience': 'backend developers'}");
+    json_t *state = json_deep_copy(json_object_get(doc, "initialState"));
+    json_t *reviews[] = {J("{'score': 5, 'notes': 'too long'}"), J("{'score': 8, 'notes': 'good'}")};
+    int nreview = 0;
+    sim s;
+    memset(&s, 0, sizeof s);
+    workflow_next_t n;
+    const char *trail[32];
+    int ntrail = 0, guard = 0;
+    for (;;) {
+        if (!CHECK(++guard < 100)) break;
+        workflow_next(doc, &s.pos, state, input, &n);
+        if (n.kind == NEXT_START) {
+            s.pos.started = 1;
+        } else if (n.kind == NEXT_ENTER_PHASE || n.kind == NEXT_TRANSITION) {
+            sim_enter(&s, n.phase);
+            if (ntrail < 32) trail[ntrail++] = n.phase;
+        } else if (n.kind == NEXT_STEP) {
+            const json_t *out = NULL, *resp = NULL;
+            json_t *made = NULL;
+            buf_t b;
+            buf_init(&b, 1 << 16);
+            const char *prompt = json_string_value(json_object_get(n.def, "prompt"));
+            /* Every prompt renders against the state the session has by then. */
+            if (prompt && !CHECK_EQ_INT(workflow_render(prompt, state, input, &b, err, sizeof err), 0))
+                fprintf(stderr, "  %s\n", err);
+            buf_free(&b);
+            if (n.step_kind == STEP_AGENT && json_object_get(n.def, "outputSchema")) {
+                out = reviews[nreview < 1 ? nreview++ : 1];
+                CHECK_EQ_INT(workflow_check_schema(json_object_get(n.def, "outputSchema"), out, err,
+                                                   sizeof err), 0);
+            } else if (n.step_kind == STEP_AGENT) {
+                out = made = json_string("A post.");
+            } else if (n.step_kind == STEP_TOOL) {
+                json_t *args = NULL;
+                CHECK_EQ_INT(workflow_render_json(json_object_get(n.def, "arguments"), state, input,
+                                                  &args, err, sizeof err), 0);
+                CHECK_EQ_STR(json_string_value(json_object_get(args, "title")), "SQLite WAL mode");
+                json_decref(args);
+                out = made = J("{'url': 'https://example.com/p/1'}");
+            } else if (n.step_kind == STEP_HUMAN) {
+                resp = json_true();
+            }
+            const json_t *upd = json_object_get(n.def, n.step_kind == STEP_UPDATE ? "set" : "update");
+            if (!CHECK_EQ_INT(workflow_apply_update(state, upd, out, resp, input, err, sizeof err), 0))
+                fprintf(stderr, "  %s\n", err);
+            json_decref(made);
+            s.pos.step++;
+        } else {
+            break;
+        }
+    }
+    CHECK_EQ_INT(n.kind, NEXT_COMPLETE);
+    const char *want[] = {"draft", "revise", "draft", "approve", "publish"};
+    CHECK_EQ_INT(ntrail, 5);
+    for (int k = 0; k < 5 && k < ntrail; k++) CHECK_EQ_STR(trail[k], want[k]);
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "feedback")),
+                 "Revise your previous draft. Editor's notes: too long");
+    CHECK(json_is_true(json_object_get(state, "approved")));
+    CHECK_EQ_STR(json_string_value(workflow_get_path(state, "published.url")), "https://example.com/p/1");
+
+    /* The sample validation messages in the docs are real ones. */
+    json_t *bad = J("{'name': 'w', 'phases': [" TERM ", {'name': 'p', 'steps': [{'kind': 'agent', 'prompt': 'x'}],"
+                    " 'transitions': [{'when': 'state.x ==', 'to': 'end'}]}, {'name': 'q'}]}");
+    CHECK_EQ_INT(workflow_validate(bad, err, sizeof err), -1);
+    CHECK(has_line(err, "phases[1].steps[0].agent: missing"));
+    CHECK(has_line(err, "phases[1].transitions[0].when: expected a value at end of condition"));
+    CHECK(has_line(err, "phases[2].transitions: a phase that is not terminal needs at least one transition"));
+    json_decref(bad);
+
+    json_decref(reviews[0]);
+    json_decref(reviews[1]);
+    json_decref(state);
+    json_decref(input);
+    json_decref(doc);
+}
+
+int main(void)
+{
+    test_paths();
+    test_render();
+    test_conditions();
+    test_schema();
+    test_apply_update();
+    test_validate_document();
+    test_validate_phases();
+    test_validate_steps();
+    test_validate_human();
+    test_validate_many();
+    test_next_walk();
+    test_next_edges();
+    test_docs_example();
+    return TEST_MAIN_END();
+}
