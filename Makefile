@@ -117,15 +117,18 @@ fuzz:
 	@command -v clang >/dev/null || { apt-get update -qq && apt-get install -y -qq clang >/dev/null; }
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+install: all
+	@B=$(B) deploy/install.sh
+
 check:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strncat|strtok|atoi|atol|gets|sscanf)\s*\(' \
-	    -r --include='*.c' --include='*.h' lib fcgi cli | grep -v snprintf || \
+	    -r --include='*.c' --include='*.h' lib fcgi cli runner | grep -v snprintf || \
 	    { echo "check: banned functions above" >&2; exit 1; }
 	@echo "check: ok"
 
 clean:
 	rm -rf build build-* var/run
 
-.PHONY: all deps run unit http conformance test check bench fuzz clean
+.PHONY: all deps run unit http conformance test check bench fuzz install clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
