@@ -60,6 +60,7 @@ struct provider_parser {
 
 /* ---- events and tool-call slots ------------------------------------------------ */
 
+/* A parser without a callback still parses and checks: the fuzzer relies on it. */
 static int emit(provider_parser *p, provider_event *ev)
 {
     return p->fn ? p->fn(p->ud, ev) : 0;
@@ -84,6 +85,7 @@ static int emit_usage(provider_parser *p)
 static int emit_done(provider_parser *p)
 {
     provider_event ev = {.kind = PEV_DONE};
+    /* Set first: a callback that stops the parser here still saw a whole stream. */
     p->done = 1;
     return emit(p, &ev);
 }
@@ -97,6 +99,7 @@ static void slot_free(tool_slot *t)
     t->input = NULL;
 }
 
+/* A linear search: there are at most PROVIDER_TOOLS_OPEN_MAX slots, usually one. */
 static tool_slot *slot_find(provider_parser *p, int64_t index)
 {
     for (size_t i = 0; i < p->ntools; i++)
@@ -110,6 +113,7 @@ static tool_slot *slot_open(provider_parser *p, int64_t index)
     tool_slot *t = slot_find(p, index);
     if (t) return t;
     if (p->ntools == PROVIDER_TOOLS_OPEN_MAX) return NULL;
+    /* Slots live in the parser; nothing is allocated until an argument arrives. */
     t = &p->tools[p->ntools++];
     t->index = index;
     buf_init(&t->id, PROVIDER_TOOL_ID_MAX);
@@ -156,6 +160,7 @@ static int slot_close(provider_parser *p, size_t i)
 out:
     free(dumped);
     slot_free(t);
+    /* Keep the rest in the order they opened, which is the order they go out in. */
     memmove(&p->tools[i], &p->tools[i + 1], (p->ntools - i - 1) * sizeof p->tools[0]);
     p->ntools--;
     return rc;
@@ -169,6 +174,8 @@ static int slots_flush(provider_parser *p)
     return rc;
 }
 
+/* A token count; *found is set if there was one. A negative count from a confused
+ * server counts as none rather than reducing a total. */
 static int64_t tokens(const json_t *o, const char *key, int *found)
 {
     json_t *v = json_object_get(o, key);
@@ -194,6 +201,8 @@ static int anthropic_usage(provider_parser *p, const json_t *u)
     return in || out ? emit_usage(p) : 0;
 }
 
+/* An error inside a 200 stream (overloaded_error, api_error): reported, not fatal
+ * to the parser; the server closes the stream after it. */
 static int anthropic_error(provider_parser *p, const json_t *d)
 {
     json_t *e = json_object_get(d, "error");
@@ -222,6 +231,8 @@ static int anthropic_block_start(provider_parser *p, int64_t index, const json_t
     if (slot_set(&t->id, json_object_get(cb, "id")) ||
         slot_set(&t->name, json_object_get(cb, "name")))
         return -1;
+    /* The API opens with "input": {} and streams the rest; a proxy that sends the
+     * whole input here instead is honoured when no fragment follows. */
     json_t *input = json_object_get(cb, "input");
     if (json_is_object(input) && json_object_size(input)) t->input = json_deep_copy(input);
     return 0;
@@ -236,6 +247,8 @@ static int anthropic_block_delta(provider_parser *p, int64_t index, const json_t
         return emit_text(p, PEV_THINKING, json_object_get(delta, "thinking"));
     if (strcmp(type, "input_json_delta") != 0) return 0;  /* signature_delta, citations */
 
+    /* Fragments are kept as raw text: they only become JSON all together. A
+     * fragment for a block that is not a tool call is ignored like any stray. */
     json_t *part = json_object_get(delta, "partial_json");
     tool_slot *t = slot_find(p, index);
     if (!t || !json_is_string(part)) return 0;
@@ -262,7 +275,8 @@ static int anthropic_event(provider_parser *p, const char *name, const json_t *d
     }
     if (!strcmp(type, "message_delta")) {
         int rc = anthropic_usage(p, json_object_get(d, "usage"));
-        const char *stop = json_string_value(json_object_get(json_object_get(d, "delta"), "stop_reason"));
+        json_t *delta = json_object_get(d, "delta");
+        const char *stop = json_string_value(json_object_get(delta, "stop_reason"));
         if (rc || !stop) return rc;
         provider_event ev = {.kind = PEV_STOP, .stop_reason = stop};
         return emit(p, &ev);
@@ -278,6 +292,8 @@ static int anthropic_event(provider_parser *p, const char *name, const json_t *d
 
 /* ---- OpenAI Chat Completions --------------------------------------------------- */
 
+/* e is the error object, or a bare message string; "type" is OpenAI's, "code"
+ * what some compatible servers send instead. */
 static int openai_error(provider_parser *p, const json_t *e)
 {
     const char *type = json_string_value(json_object_get(e, "type"));
@@ -341,6 +357,8 @@ static int openai_choice(provider_parser *p, const json_t *c)
     json_t *tc;
     json_array_foreach(calls, i, tc)
         if ((rc = openai_tool_delta(p, tc))) return rc;
+    /* The calls are complete once the choice finishes; they go out before the
+     * stop so that a consumer sees every call before it learns why the turn ended. */
     const char *finish = json_string_value(json_object_get(c, "finish_reason"));
     if (!finish) return 0;
     if ((rc = slots_flush(p))) return rc;
@@ -351,8 +369,11 @@ static int openai_choice(provider_parser *p, const json_t *c)
 static int openai_event(provider_parser *p, const json_t *d)
 {
     int rc;
+    /* OpenAI puts an error under "error"; vLLM sends {"object": "error", ...}. */
     json_t *err = json_object_get(d, "error");
     if (err && !json_is_null(err)) return openai_error(p, err);
+    const char *object = json_string_value(json_object_get(d, "object"));
+    if (object && !strcmp(object, "error")) return openai_error(p, d);
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(d, "choices"), i, c) {
@@ -361,6 +382,8 @@ static int openai_event(provider_parser *p, const json_t *d)
         if (ix && json_integer_value(ix) != 0) continue;
         if ((rc = openai_choice(p, c))) return rc;
     }
+    /* With include_usage every chunk has "usage": null but the last one; some
+     * servers fill it in on every chunk, which is harmless: the last one wins. */
     json_t *u = json_object_get(d, "usage");
     if (!json_is_object(u)) return 0;
     int found = 0;
@@ -412,6 +435,8 @@ static int sse_line(provider_parser *p, const char *s, size_t n)
     }
     if (n == 0) return dispatch(p);
     if (s[0] == ':') return 0;  /* a comment: keep-alive */
+    /* "field: value", the one space after the colon optional; a line without a
+     * colon is a field with an empty value (WHATWG HTML, "server-sent events"). */
     const char *colon = memchr(s, ':', n);
     size_t flen = colon ? (size_t)(colon - s) : n;
     const char *v = colon ? colon + 1 : s + n;
@@ -422,6 +447,7 @@ static int sse_line(provider_parser *p, const char *s, size_t n)
         return buf_append(&p->event, v, vlen) ? -1 : 0;
     }
     if (flen == 4 && !memcmp(s, "data", 4)) {
+        /* Several data lines make one payload, joined with newlines. */
         if (p->has_data && buf_append(&p->data, "\n", 1)) return -1;
         p->has_data = 1;
         return buf_append(&p->data, v, vlen) ? -1 : 0;
@@ -470,6 +496,7 @@ int provider_feed(provider_parser *p, const char *data, size_t len)
                 continue;
             }
         }
+        /* Copy up to the next line ending; a line cut by the feed waits in p->line. */
         size_t j = i;
         while (j < len && data[j] != '\n' && data[j] != '\r') j++;
         if (j > i && buf_append(&p->line, data + i, j - i)) {
@@ -667,7 +694,8 @@ static void anthropic_tidy(json_t *msgs)
         json_array_extend(sorted, rest);
         json_decref(rest);
         json_t *only = json_array_get(sorted, 0);
-        if (json_array_size(sorted) == 1 && !strcmp(json_string_value(json_object_get(only, "type")), "text"))
+        const char *type = json_string_value(json_object_get(only, "type"));
+        if (json_array_size(sorted) == 1 && !strcmp(type, "text"))
             json_object_set(m, "content", json_object_get(only, "text"));
         else
             json_object_set(m, "content", sorted);
@@ -711,16 +739,19 @@ static json_t *openai_messages(const json_t *agent, const json_t *hist)
     json_t *m, *c;
     json_t *sys = json_object_get(agent, "system");
     if (json_string_length(sys))
-        json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content", json_deep_copy(sys)));
+        json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content",
+                                              json_deep_copy(sys)));
     json_array_foreach(hist, i, m) {
         const char *role = role_of(m);
         if (!strcmp(role, "user")) {
-            json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", content_text(m)));
+            json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content",
+                                                  content_text(m)));
         } else if (!strcmp(role, "assistant")) {
             json_t *calls = json_object_get(m, "toolCalls");
             /* content may be null only when the message carries tool calls. */
-            json_t *o = json_pack("{s:s,s:o}", "role", "assistant", "content",
-                                  content_empty(m) && json_array_size(calls) ? json_null() : content_text(m));
+            json_t *text = content_empty(m) && json_array_size(calls) ? json_null()
+                                                                      : content_text(m);
+            json_t *o = json_pack("{s:s,s:o}", "role", "assistant", "content", text);
             if (json_array_size(calls)) {
                 json_t *tc = json_array();
                 json_array_foreach(calls, k, c) {
@@ -767,7 +798,8 @@ json_t *provider_request_body(provider_kind kind, const json_t *agent, const jso
     if (!json_is_object(agent)) return NULL;
     json_t *params = json_object_get(agent, "parameters");
     json_t *model = json_object_get(agent, "model");
-    json_t *body = json_pack("{s:s}", "model", json_is_string(model) ? json_string_value(model) : "");
+    json_t *body = json_pack("{s:s}", "model",
+                             json_is_string(model) ? json_string_value(model) : "");
     if (!body) abort();
 
     /* max_tokens: the agent's parameter, else its limit; Anthropic needs one. */
@@ -785,8 +817,9 @@ json_t *provider_request_body(provider_kind kind, const json_t *agent, const jso
     /* Normalize a private copy: the caller's history is left untouched. */
     json_t *hist = json_is_array(messages) ? json_deep_copy(messages) : json_array();
     json_t *norm = history_normalize(hist);
-    json_object_set_new(body, "messages", kind == PROVIDER_ANTHROPIC ? anthropic_messages(norm)
-                                                                     : openai_messages(agent, norm));
+    json_object_set_new(body, "messages",
+                        kind == PROVIDER_ANTHROPIC ? anthropic_messages(norm)
+                                                   : openai_messages(agent, norm));
     json_decref(norm);
     json_decref(hist);
 
@@ -828,8 +861,10 @@ int provider_request_headers(provider_kind kind, const char *key, buf_t *out)
     for (const char *k = key; k && *k; k++)
         if ((unsigned char)*k < 0x20 || *k == 0x7f) return -1;
     if (key && *key)
-        rc = buf_printf(out, kind == PROVIDER_ANTHROPIC ? "x-api-key: %s\n" : "Authorization: Bearer %s\n", key);
-    if (!rc && kind == PROVIDER_ANTHROPIC) rc = buf_puts(out, "anthropic-version: " ANTHROPIC_VERSION "\n");
+        rc = buf_printf(out, kind == PROVIDER_ANTHROPIC ? "x-api-key: %s\n"
+                                                         : "Authorization: Bearer %s\n", key);
+    if (!rc && kind == PROVIDER_ANTHROPIC)
+        rc = buf_puts(out, "anthropic-version: " ANTHROPIC_VERSION "\n");
     if (!rc) rc = buf_puts(out, "Accept: text/event-stream\n");
     if (rc) {
         out->len = mark;
