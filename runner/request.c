@@ -25,7 +25,7 @@ static int on_event(void *ud, const provider_event *ev)
     case PEV_TOOL_CALL: {
         json_t *args = json_loads(ev->args ? ev->args : "{}", 0, NULL);
         /* Some OpenAI-compatible servers send no call id: make one up. */
-        char made[48];
+        char made[96];
         snprintf(made, sizeof made, "call_%s_%zu", q->id, json_array_size(q->tool_calls));
         json_array_append_new(q->tool_calls,
                               json_pack("{s:s, s:s, s:o}", "callId", ev->id && *ev->id ? ev->id : made,
