@@ -26,6 +26,8 @@
 #define AGENT_JPATH 256      /* bytes of a JSON path in a message */
 #define AGENT_SHOW 48        /* bytes of user text quoted in a message */
 
+/* Checked byte by byte with an early stop, so a long hostile string costs at
+ * most 65 steps. */
 int agent_valid_name(const char *s)
 {
     if (!s) return 0;
@@ -36,6 +38,8 @@ int agent_valid_name(const char *s)
                  c == '_' || c == '.' || c == '-';
         if (!ok || n >= AGENT_NAME_MAX) return 0;
     }
+    /* "." and ".." could not be addressed as /v1/agents/{name}. */
+    if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.')) return 0;
     return n > 0;
 }
 
@@ -62,6 +66,7 @@ static int valid_env_name(const char *s)
 static void seterr(char *err, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Callers may pass no error buffer; a message is then simply dropped. */
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || cap == 0) return;
@@ -102,6 +107,8 @@ typedef struct errlist {
 static void mistake(errlist *e, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Add one mistake. Once the buffer is full later ones are only counted, so the
+ * document is still reported invalid. */
 static void mistake(errlist *e, const char *path, const char *fmt, ...)
 {
     char msg[AGENT_MSG];
@@ -117,6 +124,7 @@ static void mistake(errlist *e, const char *path, const char *fmt, ...)
     e->len += (size_t)k < e->cap - e->len ? (size_t)k : e->cap - e->len - 1;
 }
 
+/* base.key for messages, with key quoted safely and the whole cut to fit. */
 static void pkey(char *out, const char *base, const char *key)
 {
     char q[AGENT_SHOW + 4];
@@ -125,6 +133,7 @@ static void pkey(char *out, const char *base, const char *key)
         out[AGENT_JPATH - 1] = '\0';
 }
 
+/* base.key[i] for messages. */
 static void pidx(char *out, const char *base, const char *key, size_t i)
 {
     if (snprintf(out, AGENT_JPATH, "%s%s%s[%zu]", base, base[0] ? "." : "", key, i) >=
@@ -139,6 +148,7 @@ static int in_list(const char *s, const char *const *list)
     return 0;
 }
 
+/* Name every key of obj that known does not list. */
 static void unknown_keys(errlist *e, const char *base, const json_t *obj,
                          const char *const *known)
 {
@@ -171,6 +181,8 @@ static const json_t *get_string(errlist *e, const char *base, const json_t *obj,
     return v;
 }
 
+/* A required name; returns it only when valid, so callers check uniqueness
+ * of names that are otherwise right. */
 static const char *check_name(errlist *e, const char *base, const json_t *obj, const char *key)
 {
     char path[AGENT_JPATH];
@@ -281,6 +293,8 @@ static int check_placeholder(void *ud, const char *name, size_t n)
 
 /* ---- validation ----------------------------------------------------------------------- */
 
+/* Sampling parameters, with the ranges both providers accept; the runner maps
+ * them onto each provider's request. */
 static void check_parameters(errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"temperature", "top_p", "max_tokens", "stop", NULL};
@@ -312,6 +326,8 @@ static void check_parameters(errlist *e, const json_t *doc)
     }
 }
 
+/* Tools declared to the model. Names must be unique: the model calls a tool by
+ * name, and two alike could not be told apart. */
 static void check_tools(errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "description", "inputSchema", NULL};
@@ -340,6 +356,8 @@ static void check_tools(errlist *e, const json_t *doc)
     }
 }
 
+/* MCP servers: a command line run without a shell (argv as given) and extra
+ * environment. Everything here ends up in execve, hence the NUL checks. */
 static void check_servers(errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "command", "env", NULL};
@@ -381,6 +399,8 @@ static void check_servers(errlist *e, const json_t *doc)
     }
 }
 
+/* Skills: instructions whose placeholders must all be declared params, so that
+ * rendering can only fail on what the caller passes, never on the document. */
 static void check_skills(errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "instructions", "params", NULL};
@@ -421,6 +441,7 @@ static void check_skills(errlist *e, const json_t *doc)
     }
 }
 
+/* Spending limits; zero would stop a session before it starts, so all are > 0. */
 static void check_limits(errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", NULL};
@@ -503,6 +524,7 @@ typedef struct skill_render {
     size_t errcap;
 } skill_render;
 
+/* Append literal text; buf's code is kept to tell "too big" from "no memory". */
 static int render_lit(void *ud, const char *p, size_t n)
 {
     skill_render *r = ud;
@@ -510,6 +532,8 @@ static int render_lit(void *ud, const char *p, size_t n)
     return r->rc ? -2 : 0;
 }
 
+/* Append a parameter's value. An undeclared placeholder only reaches here in a
+ * document that skipped validation. */
 static int render_placeholder(void *ud, const char *name, size_t n)
 {
     skill_render *r = ud;
@@ -536,6 +560,7 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
         seterr(err, errcap, "no skill name or output buffer");
         return -1;
     }
+    /* First by name, like the validator's uniqueness rule expects. */
     json_array_foreach(json_object_get(doc, "skills"), i, s) {
         const json_t *n = json_object_get(s, "name");
         if (json_is_string(n) && strcmp(json_string_value(n), name) == 0) {

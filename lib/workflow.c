@@ -81,6 +81,8 @@ static const char *show(char *dst, size_t cap, const char *s, size_t n)
 
 /* ---- paths ------------------------------------------------------------------- */
 
+/* Path segments leave out '.', which separates them, and everything a condition
+ * or a template would need quoted: a path reads the same in all three places. */
 static int is_seg_char(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -107,6 +109,10 @@ static int path_ok(const char *s, size_t n)
     return !after_dot;
 }
 
+/* Paths descend through objects only. The state is documented as nested objects;
+ * an index syntax for arrays would be one more language for users to learn and for
+ * the validator to check. Takes a length because references inside templates and
+ * conditions are not NUL-terminated. */
 static json_t *get_pathn(const json_t *obj, const char *s, size_t n)
 {
     if (!path_ok(s, n)) return NULL;
@@ -181,6 +187,8 @@ static int ref_split(const char *s, size_t n, int *root, const char **rest, size
     return path_ok(*rest, *restn) ? 0 : -1;
 }
 
+/* The value a split reference names; a NULL root (no state, no input) has
+ * nothing under it, so every path is missing rather than an error. */
 static const json_t *ref_get(int root, const char *rest, size_t restn, const json_t *state,
                              const json_t *input)
 {
@@ -191,6 +199,7 @@ static const json_t *ref_get(int root, const char *rest, size_t restn, const jso
 
 /* ---- templates ----------------------------------------------------------------- */
 
+/* buf_append, with its codes turned into the message a user will read. */
 static int out_append(buf_t *out, const void *p, size_t n, char *err, size_t errcap)
 {
     int rc = buf_append(out, p, n);
@@ -230,6 +239,8 @@ static int template_run(const char *tpl, const json_t *state, const json_t *inpu
         return -1;
     }
     const char *p = tpl;
+    /* One pass: copy the text up to the next "{{", resolve the reference, go on
+     * after its "}}". Linear in the template whatever it holds. */
     for (;;) {
         const char *open = strstr(p, "{{");
         size_t lit = open ? (size_t)(open - p) : strlen(p);
@@ -322,6 +333,8 @@ typedef struct cond {
 
 static int c_or(cond *c, int ev, val *v);
 
+/* Every parse function clears its result first, so a value parsed but not
+ * evaluated (the skipped side of && and ||) is a defined null, never garbage. */
 static void val_null(val *v)
 {
     memset(v, 0, sizeof *v);
@@ -377,12 +390,15 @@ static int truthy(const val *v)
     }
 }
 
+/* Two integers compare exactly; anything else through doubles. JSON has no NaN,
+ * so this ordering is total. */
 static int num_cmp(const val *a, const val *b)
 {
     if (a->is_int && b->is_int) return (a->i > b->i) - (a->i < b->i);
     return (a->d > b->d) - (a->d < b->d);
 }
 
+/* Byte order, like strcmp, but over lengths: jansson strings may contain NULs. */
 static int str_cmp(const val *a, const val *b)
 {
     size_t n = a->n < b->n ? a->n : b->n;
@@ -443,6 +459,7 @@ static int c_unexpected(cond *c)
     return cerr(c, "unexpected byte 0x%02x at column %zu", ch, c->i + 1);
 }
 
+/* JSON's whitespace, so that a condition written across lines still parses. */
 static void c_ws(cond *c)
 {
     while (c->i < c->len) {
@@ -457,6 +474,8 @@ static int is_digit(char ch)
     return ch >= '0' && ch <= '9';
 }
 
+/* A "string" literal. The escapes are JSON's without \u: enough for quotes,
+ * backslashes and newlines, and no literal can produce invalid UTF-8 or a NUL. */
 static int c_string(cond *c, val *v)
 {
     size_t start = c->i++;
@@ -569,6 +588,9 @@ static int c_word(cond *c, int ev, val *v)
     return 0;
 }
 
+/* One value: a parenthesized expression or a literal or a path. The depth
+ * counts '(' and '!' together, since both recurse and the recursion is what the
+ * bound protects. */
 static int c_primary(cond *c, int ev, val *v)
 {
     val_null(v);
@@ -631,6 +653,9 @@ static int c_op(cond *c, cmp_op *op)
     return 0;
 }
 
+/* An operand, optionally compared with one more. The result of a comparison is
+ * a boolean; without an operator the operand itself is passed up, so that a
+ * bare path keeps its value for the truthiness rule. */
 static int c_cmp(cond *c, int ev, val *v)
 {
     val l, r;
@@ -643,6 +668,7 @@ static int c_cmp(cond *c, int ev, val *v)
     }
     if (c_unary(c, ev, &r)) return -1;
     /* "a < b < c" means something else in every language that allows it. */
+    c_ws(c);
     size_t at = c->i;
     if (c_op(c, &again)) return -1;
     if (again != OP_NONE)
@@ -689,6 +715,7 @@ static int cond_run(const char *expr, const json_t *state, const json_t *input, 
         seterr(err, errcap, "no condition");
         return -1;
     }
+    /* strnlen: a huge input costs no more than a legal one before it is refused. */
     size_t len = strnlen(expr, WF_COND_MAX + 1);
     if (len > WF_COND_MAX) {
         seterr(err, errcap, "condition longer than %d bytes", WF_COND_MAX);
@@ -729,6 +756,8 @@ int workflow_check_condition(const char *expr, char *err, size_t errcap)
 
 /* ---- JSON-Schema subset ---------------------------------------------------------- */
 
+/* The type names JSON Schema defines; "integer" is the one that is not a
+ * jansson type of its own. */
 static const char *const schema_types[] = {
     "object", "array", "string", "number", "integer", "boolean", "null", NULL
 };
@@ -755,6 +784,8 @@ static int is_integral(const json_t *v)
     return (double)(long long)d == d;
 }
 
+/* An unknown type name matches nothing: at runtime that reports the mismatch
+ * instead of letting every value through (the validator rejects such schemas). */
 static int type_matches(const char *t, const json_t *v)
 {
     if (strcmp(t, "object") == 0) return json_is_object(v);
@@ -767,6 +798,7 @@ static int type_matches(const char *t, const json_t *v)
     return 0;
 }
 
+/* What a value is, in the words of the schema, for "expected X, got Y". */
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -813,6 +845,10 @@ static size_t vpath_idx(char *path, size_t len, size_t i)
     return (size_t)k < WF_JPATH - len ? len + (size_t)k : WF_JPATH - 1;
 }
 
+/* Check v against schema; path[0..plen) names v in messages and is extended in
+ * place for children (and cut back after each), so the walk needs no allocation.
+ * Only the first mismatch is reported: the runner shows it to the model or the
+ * user, for whom one concrete problem is more useful than a list. */
 static int schema_check(const json_t *schema, const json_t *v, char *path, size_t plen,
                         int depth, char *err, size_t errcap)
 {
@@ -916,6 +952,8 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
                      int depth, char *err, size_t errcap)
 {
     json_t *res = NULL;
+    /* Values come from stored documents; the bound keeps recursion shallow
+     * whatever a client built. */
     if (depth > WF_VALUE_DEPTH) {
         seterr(err, errcap, "value nested deeper than %d", WF_VALUE_DEPTH);
         return NULL;
@@ -943,6 +981,8 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         buf_free(&b);
         return res;
     }
+    /* Containers are rebuilt, never shared with the document: the state must not
+     * alias the workflow definition that the runner keeps using. */
     if (json_is_object(v)) {
         res = json_object();
         const char *key;
@@ -996,10 +1036,12 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
         return -1;
     }
     const char *key;
+    size_t klen;
     const json_t *v;
-    json_object_foreach((json_t *)update, key, v) {
-        const char *k = show(q, sizeof q, key, strlen(key));
-        if (!path_ok(key, strnlen(key, WF_PATH_MAX + 1))) {
+    /* By the key's real length: one with a NUL inside is not the path before it. */
+    json_object_keylen_foreach((json_t *)update, key, klen, v) {
+        const char *k = show(q, sizeof q, key, klen);
+        if (!path_ok(key, klen)) {
             seterr(err, errcap, "%s: not a state path", k);
             goto out;
         }
@@ -1013,6 +1055,7 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
             goto out;
         }
     }
+    /* Swap the contents, not the object: the caller's reference stays valid. */
     json_object_clear(state);
     if (json_object_update(state, copy)) {
         seterr(err, errcap, "out of memory");
@@ -1055,6 +1098,8 @@ typedef struct vctx {
 static void mistake(errlist *e, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Add one mistake. Once the buffer is full later mistakes are only counted:
+ * the caller still learns that the document is invalid. */
 static void mistake(errlist *e, const char *path, const char *fmt, ...)
 {
     char msg[WORKFLOW_ERR_MAX];
@@ -1087,6 +1132,8 @@ static void pidx(char *out, const char *base, const char *key, size_t i)
         out[WF_JPATH - 1] = '\0';
 }
 
+/* Name every key of obj not in known. A misspelt optional key ("initalPhase")
+ * would otherwise be ignored without a word, which is worse than a 400. */
 static void unknown_keys(errlist *e, const char *base, const json_t *obj,
                          const char *const *known)
 {
@@ -1119,6 +1166,7 @@ static const char *get_string(errlist *e, const char *base, const json_t *obj, c
     return json_string_value(v);
 }
 
+/* Names share agent_valid_name's alphabet: they appear in URLs and event payloads. */
 static void check_name(errlist *e, const char *base, const json_t *obj, const char *key,
                        int required)
 {
@@ -1128,6 +1176,8 @@ static void check_name(errlist *e, const char *base, const json_t *obj, const ch
     if (s && !agent_valid_name(s)) mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
 }
 
+/* Syntax only: no state exists when a workflow is stored, so unknown paths can
+ * only be found when the step runs. */
 static void check_template(errlist *e, const char *path, const char *tpl)
 {
     char msg[WORKFLOW_ERR_MAX];
@@ -1186,6 +1236,8 @@ static void check_value(errlist *e, const char *path, const json_t *v, unsigned 
     }
 }
 
+/* obj.key as an update: an object of state paths to values, whose specials
+ * are limited to flags (what the step kind can supply). */
 static void check_update(errlist *e, const char *base, const json_t *obj, const char *key,
                          int required, unsigned flags)
 {
@@ -1201,15 +1253,19 @@ static void check_update(errlist *e, const char *base, const json_t *obj, const 
         return;
     }
     const char *k;
+    size_t klen;
     const json_t *v;
-    json_object_foreach((json_t *)upd, k, v) {
+    json_object_keylen_foreach((json_t *)upd, k, klen, v) {
         pkey(sub, path, k);
-        if (!path_ok(k, strnlen(k, WF_PATH_MAX + 1)))
+        if (!path_ok(k, klen))
             mistake(e, sub, "not a state path (dot-separated names of A-Z a-z 0-9 _ -)");
         check_value(e, sub, v, flags | SUB_ON, 0);
     }
 }
 
+/* An outputSchema, checked against the subset workflow_check_schema implements:
+ * a keyword we would not enforce is a mistake, so that no constraint a user
+ * wrote is silently skipped. */
 static void check_schema_doc(errlist *e, const char *path, const json_t *s, int depth)
 {
     char sub[WF_JPATH];
@@ -1286,6 +1342,7 @@ static const char *const update_keys[] = {"kind", "name", "set", NULL};
 static const char *const human_keys[] = {"kind", "name", "id", "input", "prompt", "options",
                                          "timeoutMs", "onTimeout", "update", NULL};
 
+/* The step kinds by their document names; -1 for anything else. */
 static int kind_of(const char *s, step_kind *k)
 {
     if (!s) return -1;
@@ -1297,6 +1354,9 @@ static int kind_of(const char *s, step_kind *k)
     return 0;
 }
 
+/* A human checkpoint. Its rules tie fields together (options with choice,
+ * onTimeout with timeoutMs, the default answer with the input kind), so it is
+ * checked as a whole rather than field by field. */
 static void check_human(vctx *v, const char *base, const json_t *st)
 {
     errlist *e = v->e;
@@ -1391,6 +1451,7 @@ static void check_human(vctx *v, const char *base, const json_t *st)
     check_update(e, base, st, "update", 0, SUB_RESPONSE | SUB_INPUT);
 }
 
+/* One step: its kind decides which keys it may have and what they mean. */
 static void check_step(vctx *v, const char *base, const json_t *st)
 {
     errlist *e = v->e;
@@ -1444,6 +1505,8 @@ static void check_step(vctx *v, const char *base, const json_t *st)
     }
 }
 
+/* A transition: its target must exist and its condition must parse, so that
+ * a stored workflow cannot fail on a typo only when a session gets that far. */
 static void check_transition(vctx *v, const char *base, const json_t *t)
 {
     static const char *const keys[] = {"when", "to", NULL};
@@ -1463,6 +1526,8 @@ static void check_transition(vctx *v, const char *base, const json_t *t)
         mistake(e, path, "no phase named \"%s\"", show(q, sizeof q, to, strlen(to)));
 }
 
+/* Phase pi: its own fields, then its steps and transitions, then the rules
+ * that relate them (terminal phases end, the others must lead somewhere). */
 static void check_phase(vctx *v, size_t pi, const json_t *ph)
 {
     static const char *const keys[] = {"name", "terminal", "steps", "transitions", NULL};
@@ -1515,6 +1580,7 @@ static void check_phase(vctx *v, size_t pi, const json_t *ph)
         mistake(e, path, "a phase that is not terminal needs at least one transition");
 }
 
+/* A non-terminal phase that runs no step (and so cannot change the state). */
 static int phase_stepless(const json_t *ph)
 {
     return json_is_object(ph) && json_array_size(json_object_get(ph, "steps")) == 0 &&
@@ -1562,6 +1628,7 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
         mistake(&e, "$", "a workflow must be a JSON object");
         return -1;
     }
+    /* Human ids are unique across phases, so they are collected document-wide. */
     v.ids = json_object();
     if (!v.ids) {
         mistake(&e, "$", "out of memory");
@@ -1588,6 +1655,7 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
         check_loops(&v);
     }
 
+    /* Checked last, when the phases (and so the names it may refer to) are known. */
     const char *ip = get_string(&e, "", doc, "initialPhase", 0);
     if (ip && v.phases && find_phase(v.phases, ip) < 0)
         mistake(&e, "initialPhase", "no phase named \"%s\"", show(q, sizeof q, ip, strlen(ip)));
@@ -1600,6 +1668,7 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
 static void next_fail(workflow_next_t *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Decide NEXT_FAIL with a message; the runner puts it in workflow:failed. */
 static void next_fail(workflow_next_t *out, const char *fmt, ...)
 {
     va_list ap;
@@ -1623,6 +1692,8 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
         next_fail(out, "the workflow has no phases");
         return;
     }
+    /* Before the first phase:entered the answer is the initial phase, whether
+     * the runner still has to start the workflow or only to enter it. */
     if (!pos->started || !pos->phase) {
         const json_t *ip = json_object_get(doc, "initialPhase");
         const char *first = json_string_value(ip ? ip : json_object_get(json_array_get(phases, 0),
@@ -1636,6 +1707,8 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
         return;
     }
 
+    /* Checked before step_open: a session whose phase the document does not
+     * know (a stored event from a different version) cannot go on at all. */
     long pi = find_phase(phases, pos->phase);
     if (pi < 0) {
         next_fail(out, "phase \"%s\" is not in the workflow",
@@ -1652,6 +1725,7 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
         next_fail(out, "invalid position: step %d", pos->step);
         return;
     }
+    /* The reducer counts completed steps, so that count is the next index. */
     if ((size_t)pos->step < nsteps) {
         const json_t *st = json_array_get(steps, (size_t)pos->step);
         if (kind_of(json_string_value(json_object_get(st, "kind")), &out->step_kind)) {
@@ -1663,6 +1737,7 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
         out->def = st;
         return;
     }
+    /* A terminal phase completes even if a transition slipped past validation. */
     if (json_is_true(json_object_get(ph, "terminal"))) {
         out->kind = NEXT_COMPLETE;
         return;
