@@ -34,7 +34,7 @@ int agent_validate(const json_t *doc, char *err, size_t errcap);
 int agent_render_skill(const json_t *doc, const char *name, const json_t *params, buf_t *out,
                        char *err, size_t errcap);
 
-/* 1 if s is a valid agent or workflow name. */
+/* 1 if s is a valid agent or workflow name: [A-Za-z0-9_.-]{1,64}, but not "." or "..". */
 int agent_valid_name(const char *s);
 
 #endif

@@ -49,9 +49,10 @@ static void test_names(void)
     CHECK(agent_valid_name("a.b-c_D9"));
     CHECK(agent_valid_name("0"));
     CHECK(agent_valid_name("-"));
-    /* The header's pattern, exactly: dots alone are names too. */
-    CHECK(agent_valid_name("."));
-    CHECK(agent_valid_name(".."));
+    /* "." and ".." cannot be addressed in a URL path segment. */
+    CHECK(!agent_valid_name("."));
+    CHECK(!agent_valid_name(".."));
+    CHECK(agent_valid_name("..."));
     char s[80];
     memset(s, 'x', sizeof s);
     s[64] = '\0';
