@@ -12,8 +12,9 @@
 # Where a test needs to know that its readers are in the server and waiting (not
 # still on their way), it counts the pool's threads blocked in poll()
 # (tools/pool-waiters.sh). In the small pools, streams are created in CGI mode on
-# the database (cgi_create) and appended to with the CLI, so that the live reads
-# are the only requests that go through nginx to the pool.
+# the database (cgi_create) and appended to with the CLI, so that besides the
+# stack's readiness probe the live reads are the only requests that go through
+# nginx to the pool.
 
 load helpers
 
@@ -137,7 +138,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
         DSTREAM_LONGPOLL_MS=30000
     name=$(ds_name gone)
     s=/v1/stream/$name
-    tail=$(cgi_create "$name")
+    cgi_create "$name" >/dev/null
 
     pids=()
     for i in 1 2 3 4; do
@@ -158,7 +159,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     # (a thread still held by a gone client would leave one in a queue or get a 503).
     for i in 1 2 3 4; do
         spawn "$T/lp.$i" curl -sS --max-time 20 -o "$T/lp.$i.body" -w '%{http_code}' \
-            "$DS_URL$s?offset=$tail&live=long-poll"
+            "$DS_URL$s?offset=now&live=long-poll"
         pids[i - 1]=$LAST_PID
     done
     ds_poll 3 pool_waiters_atleast 4 || fail "only $(pool_waiters) of 4 new long-polls waiting in the pool within 3 s"
@@ -234,7 +235,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     bad=()
     for live in long-poll sse long-poll sse; do
         t0=$(now_ms)
-        DS_CURL_MAX_TIME=6 req GET "$s?offset=now&live=$live"
+        DS_CURL_MAX_TIME=3 req GET "$s?offset=now&live=$live"
         ms=$(($(now_ms) - t0))
         echo "# live=$live beyond the pool: $status_code after $ms ms" >&3
         if [[ $status_code != 50[23] ]] || [ "$ms" -ge 2000 ] ||
@@ -312,6 +313,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     spawn "$T/lp.status" curl -sS --max-time 30 -D "$DS_HDRS" -o "$T/lp.body" -w '%{http_code}' \
         "$DS_URL$s?offset=$tail&live=long-poll"
     lp=$LAST_PID
+    ds_poll 5 pool_waiters_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
     req POST "$s" -H 'Stream-Closed: true'
     assert_status 204
     ds_poll 10 not_running "$lp" || fail "the long-poll was not answered 10 s after the close (timeout 30 s)"
