@@ -79,7 +79,7 @@ $(B)/bench/%: bench/%.c $(B)/libdstream.a
 
 # ---- dependencies ---------------------------------------------------------------
 DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 \
-        libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl nodejs npm
+        libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl jq nodejs npm
 deps:
 	@missing=$$(for p in $(DEBS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \

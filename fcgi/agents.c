@@ -33,7 +33,7 @@ static void put(req_t *r, const char *name, int create_only)
     if (!doc) return;
     if (validate(r, doc, name)) goto out;
     name = json_string_value(json_object_get(doc, "name"));
-    char *text = json_dumps(doc, JSON_COMPACT);
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
     int created = 0;
     int rc = defs_agent_put(r->log, name, text, create_only, &created);
     free(text);

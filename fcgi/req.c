@@ -310,7 +310,7 @@ json_t *req_json_object(req_t *r)
 
 void res_json(req_t *r, int status, const json_t *j)
 {
-    char *s = json_dumps(j, JSON_COMPACT);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
     size_t n = s ? strlen(s) : 0;
     res_status(r, status);
     res_header(r, "Content-Type", "application/json");

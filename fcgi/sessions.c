@@ -290,6 +290,7 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
 {
     message_cmd *m = ud;
     if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) return E_CANCELLING;
     ev[0].type = "message:user";
     ev[0].payload = m->payload;
     ev[0].actor = "user";
@@ -367,6 +368,7 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
 {
     input_cmd *c = ud;
     if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) return E_CANCELLING;
     const char *pid = v->pending ? json_string_value(json_object_get(v->pending, "interactionId")) : NULL;
     if (json_object_get(v->early, c->interaction)) return E_ANSWERED;
     if (pid && !strcmp(pid, c->interaction)) {

@@ -29,7 +29,7 @@ static void add(req_t *r, const char *name)
         goto out;
     }
     name = json_string_value(json_object_get(doc, "name"));
-    char *text = json_dumps(doc, JSON_COMPACT);
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
     int version = 0;
     int rc = defs_workflow_add(r->log, name, text, &version);
     free(text);

@@ -75,11 +75,19 @@ static int is_hex(const char *s, size_t n)
     return nonzero;
 }
 
+static int is_hex_any(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
 int session_trace_from_header(const char *h, session_trace *t)
 {
     /* version "00", '-', 32 hex trace id, '-', 16 hex parent id, '-', 2 hex flags */
     if (!h || strlen(h) < 55 || h[2] != '-' || h[35] != '-' || h[52] != '-') return -1;
-    if (!(h[0] >= '0' && h[0] <= '9') || h[0] == 'f' || !is_hex(h + 3, 32) ||
+    /* Version and flags: two lowercase hex digits each; version ff is invalid. */
+    if (!is_hex_any(h, 2) || !strncmp(h, "ff", 2) || !is_hex_any(h + 53, 2) || !is_hex(h + 3, 32) ||
         !is_hex(h + 36, 16))
         return -1;
     if (strncmp(h, "00", 2) == 0 && strlen(h) != 55) return -1;

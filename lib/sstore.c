@@ -270,8 +270,10 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     stream_of(id, path, sizeof path);
     if (n > SSTORE_EVENTS_MAX) return LOG_EINVAL;
     for (size_t i = 0; i < n; i++) {
+        /* Each event is a span of its own under the request's parent span. */
         session_trace t;
         session_trace_child(trace, &t);
+        memcpy(t.parent_span_id, trace->parent_span_id, sizeof t.parent_span_id);
         buf_init(&bufs[i], 0);
         if (session_event_encode(&bufs[i], ev[i].type, ev[i].payload, ev[i].actor,
                                  ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now))
@@ -365,6 +367,14 @@ static int op_create(log_conn_t *c, void *arg)
         cr.fork_offset = r->at;
         cr.content_type = NULL;
     }
+    /* A deleted session's id is free again (its stream is gone or, while forks
+     * read it, still refused below by the stream's own conflict). */
+    if (prep(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    if ((rc = step_done(st))) goto out;
     if ((rc = log_tx_create(c, &cr))) goto out;
     if (!cr.created) {
         rc = LOG_ECONFLICT;
@@ -409,8 +419,8 @@ static int op_create(log_conn_t *c, void *arg)
     }
     rc = append_events(c, r->id, &ev, 1, r->trace, &v, NULL);
     json_decref(ev.payload);
-    r->tail = cr.info.tail;
-    r->tail.seq++;
+    log_info tail;
+    if (rc == 0 && (rc = log_head(c, path, &tail)) == 0) r->tail = tail.tail;
 out:
     session_view_free(&v);
     return rc;

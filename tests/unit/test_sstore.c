@@ -1,0 +1,825 @@
+/* Unit tests for lib/sstore.c on a database in a temporary directory: create (and
+ * an id that is taken), commands (refused ones write nothing), the view at every
+ * offset of a long history equal to a full replay computed here by folding
+ * session_reduce over the stream, snapshots that bound the replay, forks at past
+ * offsets, listing with a status filter and cursor paging, and delete. */
+#include "sstore.h"
+
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static char dir[256];
+static log_t *lg;
+static log_conn_t *conn;
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static json_t *parse(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
+    if (!j) {
+        fprintf(stderr, "bad test JSON %s: %s\n", text, e.text);
+        abort();
+    }
+    return j;
+}
+
+/* Create session id running workflow wf (or, with wf NULL, talking to agent "writer"). */
+static int create(const char *id, const char *wf, sstore_create_req *out)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = id;
+    r.trace = &t;
+    if (wf) {
+        r.workflow = wf;
+        r.wf_version = 3;
+        r.created = json_pack("{s:s, s:i, s:{s:i}, s:{s:s}}", "workflow", wf, "version", 3,
+                              "initialState", "n", 0, "input", "topic", "WAL");
+    } else {
+        r.agent = "writer";
+        r.created = json_pack("{s:s, s:{}}", "agent", "writer", "input");
+    }
+    int rc = sstore_create(conn, &r);
+    json_decref(r.created);
+    r.created = NULL;
+    if (out) *out = r;
+    return rc;
+}
+
+static int fork_at(const char *id, const char *parent, int has_at, offset_t at)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = id;
+    r.trace = &t;
+    r.parent = parent;
+    r.has_at = has_at;
+    r.at = at;
+    return sstore_create(conn, &r);
+}
+
+/* A command's events: types and payload texts, or a refusal. */
+typedef struct cmd {
+    size_t n;
+    const char *type[SSTORE_EVENTS_MAX];
+    json_t *payload[SSTORE_EVENTS_MAX];
+    int refuse;                 /* return this code instead */
+    int called;
+    uint64_t seen_events;       /* the view decide was given */
+    char seen_status[24];
+} cmd;
+
+static void cmd_add(cmd *c, const char *type, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    c->type[c->n] = type;
+    c->payload[c->n] = parse(text);
+    c->n++;
+}
+
+static void cmd_free(cmd *c)
+{
+    for (size_t i = 0; i < c->n; i++) json_decref(c->payload[i]);
+    c->n = 0;
+}
+
+static int decide(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    cmd *c = ud;
+    c->called++;
+    c->seen_events = v->events;
+    snprintf(c->seen_status, sizeof c->seen_status, "%s", session_status_name(v->status));
+    if (c->refuse) return c->refuse;
+    for (size_t i = 0; i < c->n; i++) {
+        ev[i].type = c->type[i];
+        ev[i].payload = c->payload[i];
+        ev[i].actor = "runner";
+    }
+    *n = c->n;
+    return 0;
+}
+
+static int run(const char *id, cmd *c, offset_t *first)
+{
+    session_trace t;
+    session_trace_new(&t);
+    int rc = sstore_command(conn, id, &t, decide, c, first);
+    cmd_free(c);
+    return rc;
+}
+
+/* Append one event to session id; 0 or the error. */
+static int append1(const char *id, const char *type, const char *payload)
+{
+    cmd c;
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, type, "%s", payload);
+    return run(id, &c, NULL);
+}
+
+/* A session's stream as read back: the parsed envelopes, the offset of each
+ * (where it starts) and the tail (offs[n]). */
+typedef struct hist {
+    size_t n;
+    json_t *ev[1024];
+    offset_t off[1025];
+} hist;
+
+static int hist_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    hist *h = ud;
+    if (h->n >= 1024) return 1;
+    h->ev[h->n] = json_loadb(data, len, 0, NULL);
+    h->off[h->n] = at;
+    h->n++;
+    return 0;
+}
+
+static int hist_read(const char *id, hist *h)
+{
+    char path[128];
+    snprintf(path, sizeof path, "sessions/%s", id);
+    memset(h, 0, sizeof *h);
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = OFFSET_START;
+    r.max_bytes = (size_t)-1;
+    int rc = log_read(conn, &r, hist_msg, h);
+    h->off[h->n] = r.next;
+    return rc;
+}
+
+static void hist_free(hist *h)
+{
+    for (size_t i = 0; i < h->n; i++) json_decref(h->ev[i]);
+    h->n = 0;
+}
+
+/* The view after the first k events of h, folded here (a full replay). */
+static json_t *fold(const hist *h, size_t k)
+{
+    session_view v;
+    session_view_init(&v);
+    for (size_t i = 0; i < k; i++) {
+        char off[OFFSET_LEN + 1];
+        offset_format(h->off[i], off);
+        if (session_reduce(&v, h->ev[i], off)) CHECK(!"stored event refused by the reducer");
+    }
+    json_t *j = session_view_to_json(&v);
+    session_view_free(&v);
+    return j;
+}
+
+/* sstore's view of id at `at` (has_at) or at its tail, as JSON; NULL on error
+ * (*rc gets it). */
+static json_t *view_at(const char *id, int has_at, offset_t at, offset_t *pos, int *rcp)
+{
+    session_view v;
+    offset_t p = {0, 0};
+    session_view_init(&v);
+    int rc = sstore_view(conn, id, has_at, at, &v, &p);
+    json_t *j = rc ? NULL : session_view_to_json(&v);
+    session_view_free(&v);
+    if (pos) *pos = p;
+    if (rcp) *rcp = rc;
+    return j;
+}
+
+static int same_json(json_t *a, json_t *b, const char *what, size_t k)
+{
+    if (a && b && json_equal(a, b)) return 1;
+    char *sa = a ? json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *sb = b ? json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    fprintf(stderr, "  %s at %zu:\n    got  %s\n    want %s\n", what, k, sa ? sa : "(null)",
+            sb ? sb : "(null)");
+    free(sa);
+    free(sb);
+    return 0;
+}
+
+/* Every view of id, at every offset, equals the full replay; so does the tail. */
+static void check_all_views(const char *id, const char *what)
+{
+    hist h;
+    if (!CHECK_EQ_INT(hist_read(id, &h), 0)) return;
+    int bad = 0;
+    for (size_t k = 0; k <= h.n && bad < 3; k++) {
+        offset_t pos;
+        int rc;
+        json_t *got = view_at(id, 1, h.off[k], &pos, &rc);
+        json_t *want = fold(&h, k);
+        if (!CHECK_EQ_INT(rc, 0) || !CHECK(same_json(got, want, what, k))) bad++;
+        if (!CHECK(pos.seq == h.off[k].seq && pos.pos == h.off[k].pos)) {
+            fprintf(stderr, "  %s: position at %zu is %ju_%ju, want %ju_%ju\n", what, k,
+                    (uintmax_t)pos.seq, (uintmax_t)pos.pos, (uintmax_t)h.off[k].seq,
+                    (uintmax_t)h.off[k].pos);
+            bad++;
+        }
+        json_decref(got);
+        json_decref(want);
+    }
+    offset_t pos, none = {0, 0};
+    json_t *got = view_at(id, 0, none, &pos, NULL);
+    json_t *want = fold(&h, h.n);
+    CHECK(same_json(got, want, what, h.n));
+    CHECK(pos.seq == h.off[h.n].seq && pos.pos == h.off[h.n].pos);
+    /* The listed status is the derived one. */
+    sstore_row row;
+    if (CHECK_EQ_INT(sstore_get(conn, id, &row), 0))
+        CHECK_EQ_STR(row.status, json_string_value(json_object_get(want, "status")));
+    json_decref(got);
+    json_decref(want);
+    hist_free(&h);
+}
+
+static int64_t sql_int(const char *sql, const char *arg)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(log_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Append a long, varied history to session id in commands of 1 to 5 events
+ * (so that some commands cross a snapshot boundary). Returns the events added. */
+static size_t grow(const char *id, size_t want, int chat)
+{
+    size_t added = 0;
+    int i = 0, batch = 1;
+    while (added < want) {
+        cmd c;
+        memset(&c, 0, sizeof c);
+        for (int b = 0; b < batch && added < want; b++, i++, added++) {
+            switch (i % 11) {
+            case 0: cmd_add(&c, "phase:entered", "{\"phase\": \"p%d\"}", i); break;
+            case 1: cmd_add(&c, "step:started", "{\"phase\": \"p\", \"step\": 0, \"kind\": \"update\"}"); break;
+            case 2: cmd_add(&c, "state:updated", "{\"set\": {\"n\": %d, \"hist.i%d\": %d}}", i, i, i); break;
+            case 3:
+                if (chat) cmd_add(&c, "message:user", "{\"content\": \"q%d\", \"mode\": \"%s\"}", i,
+                                  i % 3 ? "queue" : "interrupt");
+                else cmd_add(&c, "provider:request_started", "{\"requestId\": \"r%d\"}", i);
+                break;
+            case 4:
+                if (chat) cmd_add(&c, "provider:request_started", "{\"requestId\": \"r%d\"}", i - 1);
+                else cmd_add(&c, "text:delta", "{\"requestId\": \"r%d\", \"text\": \"t%d\"}", i - 1, i);
+                break;
+            case 5:
+                cmd_add(&c, chat ? "text:delta" : "thinking:delta", "{\"requestId\": \"r%d\", \"text\": \"x%d\"}", i - 2, i);
+                break;
+            case 6:
+                cmd_add(&c, "provider:request_ended",
+                        "{\"requestId\": \"r%d\", \"usage\": {\"inputTokens\": %d, \"outputTokens\": 1}, \"costUsd\": 0.1}",
+                        i - 3, i);
+                break;
+            case 7: cmd_add(&c, "input:requested", "{\"interactionId\": \"h%d\", \"input\": \"text\", \"prompt\": \"?\"}", i); break;
+            case 8: cmd_add(&c, "input:received", "{\"interactionId\": \"h%d\", \"response\": %d}", i - 1, i); break;
+            case 9: cmd_add(&c, "step:completed", "{\"phase\": \"p\", \"step\": 0, \"interactionId\": \"h%d\"}", i - 2); break;
+            default: cmd_add(&c, "message:user", "{\"content\": \"m%d\", \"mode\": \"background\"}", i); break;
+            }
+        }
+        if (!CHECK_EQ_INT(run(id, &c, NULL), 0)) return added;
+        batch = batch % 5 + 1;
+    }
+    return added;
+}
+
+/* ---- create ------------------------------------------------------------------------ */
+
+static void test_create(void)
+{
+    sstore_create_req r;
+    sstore_row row;
+    CHECK_EQ_INT(create("c1", "blog-post", &r), 0);
+    CHECK_EQ_UINT(r.tail.seq, 1);
+    CHECK(r.tail.pos > 0);
+    if (CHECK_EQ_INT(sstore_get(conn, "c1", &row), 0)) {
+        CHECK_EQ_STR(row.id, "c1");
+        CHECK_EQ_STR(row.stream, "sessions/c1");
+        CHECK_EQ_STR(row.workflow, "blog-post");
+        CHECK_EQ_STR(row.agent, "");
+        CHECK_EQ_INT(row.wf_version, 3);
+        CHECK_EQ_STR(row.parent, "");
+        CHECK_EQ_STR(row.status, "pending");
+        CHECK(row.created_ms > 0);
+    }
+    hist h;
+    if (CHECK_EQ_INT(hist_read("c1", &h), 0) && CHECK_EQ_UINT(h.n, 1)) {
+        json_t *e = h.ev[0];
+        CHECK_EQ_STR(json_string_value(json_object_get(e, "type")), "session:created");
+        CHECK_EQ_STR(json_string_value(json_object_get(e, "actor")), "user");
+        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(e, "payload"), "workflow")), "blog-post");
+        CHECK(h.off[1].seq == r.tail.seq && h.off[1].pos == r.tail.pos);
+    }
+    hist_free(&h);
+    session_view v;
+    session_view_init(&v);
+    offset_t none = {0, 0}, pos;
+    if (CHECK_EQ_INT(sstore_view(conn, "c1", 0, none, &v, &pos), 0)) {
+        CHECK(v.is_workflow);
+        CHECK_EQ_INT(json_integer_value(json_object_get(v.state, "n")), 0);
+        CHECK_EQ_UINT(v.events, 1);
+    }
+    session_view_free(&v);
+
+    /* The id is taken: refused, and the first session is untouched. */
+    CHECK_EQ_INT(create("c1", NULL, NULL), LOG_ECONFLICT);
+    CHECK_EQ_INT(create("c1", "blog-post", NULL), LOG_ECONFLICT);
+    if (CHECK_EQ_INT(sstore_get(conn, "c1", &row), 0)) CHECK_EQ_STR(row.workflow, "blog-post");
+    if (CHECK_EQ_INT(hist_read("c1", &h), 0)) CHECK_EQ_UINT(h.n, 1);
+    hist_free(&h);
+
+    CHECK_EQ_INT(create("chat1", NULL, NULL), 0);
+    if (CHECK_EQ_INT(sstore_get(conn, "chat1", &row), 0)) {
+        CHECK_EQ_STR(row.agent, "writer");
+        CHECK_EQ_STR(row.workflow, "");
+    }
+    CHECK_EQ_INT(sstore_get(conn, "nobody", &row), LOG_ENOTFOUND);
+
+    CHECK(sstore_valid_id("a-B_9"));
+    CHECK(!sstore_valid_id(""));
+    CHECK(!sstore_valid_id("a/b"));
+    CHECK(!sstore_valid_id("a.b"));
+    char longid[80];
+    memset(longid, 'x', 64);
+    longid[64] = '\0';
+    CHECK(!sstore_valid_id(longid));
+    longid[63] = '\0';
+    CHECK(sstore_valid_id(longid));
+    char id1[32], id2[32];
+    sstore_new_id(id1, sizeof id1);
+    sstore_new_id(id2, sizeof id2);
+    CHECK(sstore_valid_id(id1));
+    CHECK(strlen(id1) >= 16);
+    CHECK(strcmp(id1, id2) != 0);
+}
+
+/* ---- commands ------------------------------------------------------------------------ */
+
+static void test_command(void)
+{
+    cmd c;
+    offset_t first, none = {0, 0};
+    sstore_row before, after;
+    hist h;
+    CHECK_EQ_INT(create("cmd1", "blog-post", NULL), 0);
+
+    /* Several events in one command; *first is where they start. */
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "workflow:started", "{\"workflow\": \"blog-post\", \"version\": 3}");
+    cmd_add(&c, "phase:entered", "{\"phase\": \"draft\"}");
+    cmd_add(&c, "step:started", "{\"phase\": \"draft\", \"step\": 0, \"kind\": \"human\"}");
+    cmd_add(&c, "input:requested", "{\"interactionId\": \"ok\", \"input\": \"approval\", \"prompt\": \"?\"}");
+    CHECK_EQ_INT(run("cmd1", &c, &first), 0);
+    CHECK_EQ_INT(c.called, 1);
+    CHECK_EQ_UINT(c.seen_events, 1);   /* decided on the view as of the tail */
+    CHECK_EQ_STR(c.seen_status, "pending");
+    CHECK_EQ_UINT(first.seq, 1);
+    if (CHECK_EQ_INT(hist_read("cmd1", &h), 0) && CHECK_EQ_UINT(h.n, 5)) {
+        CHECK(h.off[1].pos == first.pos);
+        CHECK_EQ_STR(json_string_value(json_object_get(h.ev[4], "type")), "input:requested");
+        CHECK_EQ_STR(json_string_value(json_object_get(h.ev[4], "actor")), "runner");
+        /* One trace per command: every event is a child span of it. */
+        json_t *t1 = json_object_get(h.ev[1], "trace"), *t4 = json_object_get(h.ev[4], "trace");
+        CHECK(json_equal(json_object_get(t1, "traceId"), json_object_get(t4, "traceId")));
+        CHECK(json_equal(json_object_get(t1, "parentSpanId"), json_object_get(t4, "parentSpanId")));
+        CHECK(!json_equal(json_object_get(t1, "spanId"), json_object_get(t4, "spanId")));
+    }
+    hist_free(&h);
+    if (CHECK_EQ_INT(sstore_get(conn, "cmd1", &before), 0)) CHECK_EQ_STR(before.status, "awaiting_input");
+
+    /* A refused command writes nothing and returns decide's code. */
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "input:received", "{\"interactionId\": \"ok\", \"response\": true}");
+    c.refuse = SSTORE_EREFUSED - 7;
+    CHECK_EQ_INT(run("cmd1", &c, &first), SSTORE_EREFUSED - 7);
+    CHECK_EQ_STR(c.seen_status, "awaiting_input");
+    if (CHECK_EQ_INT(hist_read("cmd1", &h), 0)) CHECK_EQ_UINT(h.n, 5);
+    hist_free(&h);
+    if (CHECK_EQ_INT(sstore_get(conn, "cmd1", &after), 0)) {
+        CHECK_EQ_STR(after.status, "awaiting_input");
+        CHECK_EQ_INT(after.updated_ms, before.updated_ms);
+    }
+    session_view v;
+    session_view_init(&v);
+    if (CHECK_EQ_INT(sstore_view(conn, "cmd1", 0, none, &v, NULL), 0)) {
+        CHECK_EQ_UINT(v.events, 5);
+        CHECK(v.pending != NULL);
+    }
+    session_view_free(&v);
+
+    /* Nothing to append is not an error and writes nothing. */
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(run("cmd1", &c, &first), 0);
+    if (CHECK_EQ_INT(hist_read("cmd1", &h), 0)) CHECK_EQ_UINT(h.n, 5);
+    hist_free(&h);
+
+    /* The status row follows the events. */
+    CHECK_EQ_INT(append1("cmd1", "input:received", "{\"interactionId\": \"ok\", \"response\": true}"), 0);
+    if (CHECK_EQ_INT(sstore_get(conn, "cmd1", &after), 0)) CHECK_EQ_STR(after.status, "running");
+    CHECK_EQ_INT(append1("cmd1", "workflow:completed", "{\"state\": {}}"), 0);
+    if (CHECK_EQ_INT(sstore_get(conn, "cmd1", &after), 0)) CHECK_EQ_STR(after.status, "completed");
+
+    /* Unknown session: decide is never asked. */
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "cancel:requested", "{}");
+    CHECK_EQ_INT(run("nosuch", &c, &first), LOG_ENOTFOUND);
+    CHECK_EQ_INT(c.called, 0);
+}
+
+/* ---- views at offsets, snapshots ------------------------------------------------------------ */
+
+static void test_views_and_snapshots(void)
+{
+    CHECK_EQ_INT(create("long", "blog-post", NULL), 0);
+    CHECK_EQ_INT(append1("long", "workflow:started", "{\"workflow\": \"blog-post\", \"version\": 3}"), 0);
+    size_t n = 2 + grow("long", 148, 0);   /* 150 events: snapshots at 64 and 128 */
+    hist h;
+    if (!CHECK_EQ_INT(hist_read("long", &h), 0)) return;
+    CHECK_EQ_UINT(h.n, n);
+
+    /* The state changes with the position. */
+    offset_t none = {0, 0};
+    json_t *a = view_at("long", 1, h.off[3], NULL, NULL);
+    json_t *b = view_at("long", 1, h.off[40], NULL, NULL);
+    json_t *c = view_at("long", 0, none, NULL, NULL);
+    if (CHECK(a && b && c)) {
+        CHECK(!json_equal(json_object_get(a, "state"), json_object_get(b, "state")));
+        CHECK(!json_equal(json_object_get(b, "state"), json_object_get(c, "state")));
+        CHECK_EQ_INT(json_integer_value(json_object_get(a, "eventCount")), 3);
+        CHECK_EQ_INT(json_integer_value(json_object_get(b, "eventCount")), 40);
+        CHECK_EQ_INT(json_integer_value(json_object_get(c, "eventCount")), (json_int_t)n);
+        CHECK(json_integer_value(json_object_get(json_object_get(b, "usage"), "inputTokens")) <
+              json_integer_value(json_object_get(json_object_get(c, "usage"), "inputTokens")));
+    }
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+
+    /* Every position equals a full replay. */
+    check_all_views("long", "long");
+
+    /* Past the tail is a range error. */
+    offset_t past = h.off[n];
+    past.seq++;
+    int rc;
+    CHECK(view_at("long", 1, past, NULL, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_ERANGE);
+    CHECK(view_at("nosuch", 1, h.off[1], NULL, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_ENOTFOUND);
+
+    /* One snapshot per SSTORE_SNAPSHOT_EVERY events, at the boundaries. */
+    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ?", "long"),
+                 (int64_t)(n / SSTORE_SNAPSHOT_EVERY));
+    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ? AND seq % 64 != 0", "long"), 0);
+    CHECK_EQ_INT(sql_int("SELECT max(seq) FROM snapshots WHERE session = ?", "long"), 128);
+
+    /* Replay starts at the nearest snapshot: mark the one at 64 and the views from
+     * 64 to 127 show the mark, those before 64 and from 128 on do not. */
+    sqlite3_stmt *st;
+    char *saved = NULL;
+    if (CHECK(sqlite3_prepare_v2(log_db(conn), "SELECT view FROM snapshots WHERE session = 'long' AND seq = 64",
+                                 -1, &st, NULL) == SQLITE_OK)) {
+        if (CHECK(sqlite3_step(st) == SQLITE_ROW)) saved = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    if (saved) {
+        json_t *snap = parse(saved);
+        json_object_set_new(json_object_get(snap, "state"), "marked", json_true());
+        char *marked = json_dumps(snap, JSON_COMPACT);
+        json_decref(snap);
+        CHECK(sqlite3_prepare_v2(log_db(conn), "UPDATE snapshots SET view = ? WHERE session = 'long' AND seq = 64",
+                                 -1, &st, NULL) == SQLITE_OK);
+        sqlite3_bind_text(st, 1, marked, -1, SQLITE_STATIC);
+        CHECK(sqlite3_step(st) == SQLITE_DONE);
+        sqlite3_finalize(st);
+        static const size_t at[] = {1, 63, 64, 65, 100, 127, 128, 129, 149};
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            json_t *v = view_at("long", 1, h.off[at[i]], NULL, NULL);
+            int has = json_object_get(json_object_get(v, "state"), "marked") != NULL;
+            if (!CHECK_EQ_INT(has, at[i] >= 64 && at[i] < 128)) fprintf(stderr, "  at %zu\n", at[i]);
+            json_decref(v);
+        }
+        json_t *v = view_at("long", 0, none, NULL, NULL);   /* the tail: from 128 */
+        CHECK(json_object_get(json_object_get(v, "state"), "marked") == NULL);
+        json_decref(v);
+        CHECK(sqlite3_prepare_v2(log_db(conn), "UPDATE snapshots SET view = ? WHERE session = 'long' AND seq = 64",
+                                 -1, &st, NULL) == SQLITE_OK);
+        sqlite3_bind_text(st, 1, saved, -1, SQLITE_STATIC);
+        CHECK(sqlite3_step(st) == SQLITE_DONE);
+        sqlite3_finalize(st);
+        free(marked);
+        free(saved);
+    }
+    check_all_views("long", "long after restoring the snapshot");
+    hist_free(&h);
+
+    /* A chat history: queued, interrupted, assembled replies. */
+    CHECK_EQ_INT(create("longchat", NULL, NULL), 0);
+    grow("longchat", 140, 1);
+    check_all_views("longchat", "longchat");
+}
+
+/* ---- forks ----------------------------------------------------------------------------------- */
+
+static void check_fork(const char *fid, const char *parent, size_t k)
+{
+    hist ph, fh;
+    if (!CHECK_EQ_INT(hist_read(parent, &ph), 0)) return;
+    if (!CHECK(k <= ph.n)) return;
+    int has_at = k < ph.n;
+    CHECK_EQ_INT(fork_at(fid, parent, has_at, ph.off[k]), 0);
+    char at[OFFSET_LEN + 1];
+    offset_format(ph.off[k], at);
+
+    sstore_row row, prow;
+    if (CHECK_EQ_INT(sstore_get(conn, fid, &row), 0) && CHECK_EQ_INT(sstore_get(conn, parent, &prow), 0)) {
+        CHECK_EQ_STR(row.parent, parent);
+        CHECK_EQ_STR(row.fork_offset, at);
+        CHECK_EQ_STR(row.workflow, prow.workflow);
+        CHECK_EQ_STR(row.agent, prow.agent);
+        CHECK_EQ_INT(row.wf_version, prow.wf_version);
+        char stream[96];
+        snprintf(stream, sizeof stream, "sessions/%s", fid);
+        CHECK_EQ_STR(row.stream, stream);
+    }
+    /* The fork's stream: the parent's events before `at`, then session:forked. */
+    if (CHECK_EQ_INT(hist_read(fid, &fh), 0) && CHECK_EQ_UINT(fh.n, k + 1)) {
+        for (size_t i = 0; i < k; i++) {
+            if (!CHECK(json_equal(fh.ev[i], ph.ev[i]) && fh.off[i].seq == ph.off[i].seq &&
+                       fh.off[i].pos == ph.off[i].pos)) {
+                fprintf(stderr, "  %s: event %zu differs from %s's\n", fid, i, parent);
+                break;
+            }
+        }
+        json_t *last = fh.ev[k];
+        CHECK_EQ_STR(json_string_value(json_object_get(last, "type")), "session:forked");
+        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(last, "payload"), "from")), parent);
+        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(last, "payload"), "at")), at);
+        CHECK(fh.off[k].seq == ph.off[k].seq && fh.off[k].pos == ph.off[k].pos);
+
+        /* Its view at its tail is the parent's at `at` plus the fork event. */
+        session_view v;
+        session_view_init(&v);
+        offset_t none = {0, 0};
+        if (CHECK_EQ_INT(sstore_view(conn, parent, 1, ph.off[k], &v, NULL), 0)) {
+            char off[OFFSET_LEN + 1];
+            offset_format(fh.off[k], off);
+            CHECK_EQ_INT(session_reduce(&v, last, off), 0);
+            json_t *want = session_view_to_json(&v);
+            json_t *got = view_at(fid, 0, none, NULL, NULL);
+            CHECK(same_json(got, want, fid, k + 1));
+            json_decref(got);
+            json_decref(want);
+        }
+        session_view_free(&v);
+        /* Before the fork point it is the parent. */
+        for (size_t j = 0; j <= k; j += (k / 7 + 1)) {
+            json_t *got = view_at(fid, 1, fh.off[j], NULL, NULL);
+            json_t *want = view_at(parent, 1, ph.off[j], NULL, NULL);
+            CHECK(same_json(got, want, fid, j));
+            json_decref(got);
+            json_decref(want);
+        }
+    }
+    hist_free(&fh);
+    hist_free(&ph);
+    check_all_views(fid, fid);
+}
+
+static void test_fork(void)
+{
+    hist ph;
+    offset_t none = {0, 0};
+    if (!CHECK_EQ_INT(hist_read("long", &ph), 0)) return;
+    json_t *parent_before = view_at("long", 0, none, NULL, NULL);
+
+    check_fork("f5", "long", 5);
+    check_fork("f64", "long", 64);
+    check_fork("f100", "long", 100);
+    check_fork("f140", "long", 140);
+    check_fork("ftail", "long", ph.n);     /* no `at`: the whole history */
+    check_fork("f0", "long", 0);           /* at the very start: only session:forked */
+    check_fork("chatf", "longchat", 77);
+
+    /* A fork grows on its own (past its own snapshot boundaries); the parent does not move. */
+    grow("f100", 90, 0);
+    check_all_views("f100", "f100 grown");
+    grow("f5", 70, 0);
+    check_all_views("f5", "f5 grown");
+    json_t *parent_after = view_at("long", 0, none, NULL, NULL);
+    CHECK(same_json(parent_after, parent_before, "long after forks", 0));
+    hist h;
+    if (CHECK_EQ_INT(hist_read("long", &h), 0)) CHECK_EQ_UINT(h.n, ph.n);
+    hist_free(&h);
+    /* A fork of a fork. */
+    check_fork("ff", "f100", 120);
+
+    /* Mistakes. */
+    offset_t past = ph.off[ph.n];
+    past.seq++;
+    CHECK_EQ_INT(fork_at("fx", "long", 1, past), LOG_ERANGE);
+    CHECK_EQ_INT(fork_at("fx", "nosuch", 1, ph.off[1]), LOG_ENOTFOUND);
+    CHECK_EQ_INT(fork_at("f5", "long", 1, ph.off[1]), LOG_ECONFLICT);
+    CHECK_EQ_INT(fork_at("c1", "long", 1, ph.off[1]), LOG_ECONFLICT);
+    sstore_row row;
+    CHECK_EQ_INT(sstore_get(conn, "fx", &row), LOG_ENOTFOUND);
+    json_decref(parent_before);
+    json_decref(parent_after);
+    hist_free(&ph);
+}
+
+/* ---- list ------------------------------------------------------------------------------------ */
+
+/* Every session of the given status (NULL: all), walked in pages of `limit`. */
+static json_t *list_all(const char *status, int limit, int *pages)
+{
+    json_t *all = json_array();
+    char cursor[160] = "", next[160];
+    *pages = 0;
+    for (;;) {
+        json_t *page = json_array();
+        int rc = sstore_list(conn, status, cursor, limit, page, next, sizeof next);
+        if (!CHECK_EQ_INT(rc, 0)) {
+            json_decref(page);
+            break;
+        }
+        (*pages)++;
+        CHECK(json_array_size(page) <= (size_t)limit);
+        if (next[0]) CHECK_EQ_UINT(json_array_size(page), (size_t)limit);
+        json_array_extend(all, page);
+        json_decref(page);
+        if (!next[0] || *pages > 1000) break;
+        snprintf(cursor, sizeof cursor, "%s", next);
+    }
+    return all;
+}
+
+static size_t count_prefix(const json_t *arr, const char *prefix)
+{
+    size_t i, n = 0;
+    json_t *r;
+    json_array_foreach(arr, i, r) {
+        if (!strncmp(json_string_value(json_object_get(r, "id")), prefix, strlen(prefix))) n++;
+    }
+    return n;
+}
+
+static void test_list(void)
+{
+    static const struct {
+        const char *id, *type, *payload, *status;
+    } s[] = {
+        {"L-pending", NULL, NULL, "pending"},
+        {"L-running", "workflow:started", "{}", "running"},
+        {"L-awaiting", "input:requested", "{\"interactionId\": \"h\"}", "awaiting_input"},
+        {"L-completed", "workflow:completed", "{}", "completed"},
+        {"L-failed", "workflow:failed", "{\"error\": \"x\"}", "failed"},
+        {"L-cancelled", "session:cancelled", "{}", "cancelled"},
+        {"L-pending2", NULL, NULL, "pending"},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        CHECK_EQ_INT(create(s[i].id, "w", NULL), 0);
+        if (s[i].type) CHECK_EQ_INT(append1(s[i].id, s[i].type, s[i].payload), 0);
+    }
+    int pages;
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        json_t *got = list_all(s[i].status, 100, &pages);
+        size_t j, want = 0;
+        json_t *r;
+        for (j = 0; j < sizeof s / sizeof s[0]; j++) want += !strcmp(s[j].status, s[i].status);
+        if (!CHECK_EQ_UINT(count_prefix(got, "L-"), want)) fprintf(stderr, "  status %s\n", s[i].status);
+        json_array_foreach(got, j, r) CHECK_EQ_STR(json_string_value(json_object_get(r, "status")), s[i].status);
+        json_decref(got);
+    }
+
+    /* Paging: every session once, newest first, whatever the page size. */
+    json_t *whole = list_all(NULL, 100, &pages);
+    size_t total = json_array_size(whole);
+    CHECK(total >= 7 + 2);
+    for (int limit = 1; limit <= 4; limit++) {
+        json_t *got = list_all(NULL, limit, &pages);
+        CHECK_EQ_UINT(json_array_size(got), total);
+        CHECK_EQ_INT(pages, (int)((total + (size_t)limit - 1) / (size_t)limit));
+        CHECK(json_equal(got, whole));
+        json_decref(got);
+    }
+    size_t i;
+    json_t *r, *prev = NULL;
+    json_array_foreach(whole, i, r) {
+        if (prev) {
+            json_int_t a = json_integer_value(json_object_get(prev, "createdMs"));
+            json_int_t b = json_integer_value(json_object_get(r, "createdMs"));
+            const char *ia = json_string_value(json_object_get(prev, "id"));
+            const char *ib = json_string_value(json_object_get(r, "id"));
+            if (!CHECK(a > b || (a == b && strcmp(ia, ib) > 0))) fprintf(stderr, "  order: %s before %s\n", ia, ib);
+        }
+        prev = r;
+    }
+    json_t *pend = list_all("pending", 1, &pages);
+    CHECK_EQ_UINT(count_prefix(pend, "L-pending"), 2);
+    json_decref(pend);
+    json_decref(whole);
+
+    /* A row's fields. */
+    json_t *one = list_all("failed", 100, &pages);
+    json_array_foreach(one, i, r) {
+        if (strcmp(json_string_value(json_object_get(r, "id")), "L-failed")) continue;
+        CHECK_EQ_STR(json_string_value(json_object_get(r, "workflow")), "w");
+        CHECK(json_is_null(json_object_get(r, "agent")));
+        CHECK(json_is_null(json_object_get(r, "parent")));
+        CHECK_EQ_INT(json_integer_value(json_object_get(r, "workflowVersion")), 3);
+    }
+    json_decref(one);
+
+    char next[160];
+    json_t *arr = json_array();
+    CHECK_EQ_INT(sstore_list(conn, NULL, "garbage", 10, arr, next, sizeof next), LOG_EINVAL);
+    CHECK_EQ_INT(sstore_list(conn, NULL, "123.bad id", 10, arr, next, sizeof next), LOG_EINVAL);
+    CHECK_EQ_INT(sstore_list(conn, NULL, "123", 10, arr, next, sizeof next), LOG_EINVAL);
+    CHECK_EQ_UINT(json_array_size(arr), 0);
+    json_decref(arr);
+}
+
+/* ---- delete ---------------------------------------------------------------------------------- */
+
+static void test_delete(void)
+{
+    sstore_row row;
+    offset_t none = {0, 0};
+    int pages, rc;
+    CHECK_EQ_INT(create("del1", "w", NULL), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "del1"), 0);
+    CHECK_EQ_INT(sstore_get(conn, "del1", &row), LOG_ENOTFOUND);
+    CHECK_EQ_INT(sstore_delete(conn, "del1"), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1("del1", "cancel:requested", "{}"), LOG_ENOTFOUND);
+    json_t *all = list_all(NULL, 100, &pages);
+    CHECK_EQ_UINT(count_prefix(all, "del1"), 0);
+    json_decref(all);
+    CHECK(view_at("del1", 0, none, NULL, &rc) == NULL);
+    CHECK(rc != 0);
+    CHECK_EQ_INT(sstore_delete(conn, "nosuch"), LOG_ENOTFOUND);
+
+    /* The id of a deleted session can be used again (or is refused as taken), but
+     * never fails as a database error. */
+    rc = create("del1", NULL, NULL);
+    if (!CHECK(rc == 0 || rc == LOG_ECONFLICT)) fprintf(stderr, "  re-create after delete: %d (%s)\n", rc, log_strerror(rc));
+
+    /* A parent deleted under its forks: its snapshots go, the forks still read. */
+    json_t *f100 = view_at("f100", 0, none, NULL, NULL);
+    json_t *f140 = view_at("f140", 0, none, NULL, NULL);
+    CHECK_EQ_INT(sstore_delete(conn, "long"), 0);
+    CHECK_EQ_INT(sstore_get(conn, "long", &row), LOG_ENOTFOUND);
+    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ?", "long"), 0);
+    json_t *g100 = view_at("f100", 0, none, NULL, NULL);
+    json_t *g140 = view_at("f140", 0, none, NULL, NULL);
+    CHECK(same_json(g100, f100, "f100 after its parent was deleted", 0));
+    CHECK(same_json(g140, f140, "f140 after its parent was deleted", 0));
+    check_all_views("f140", "f140 after its parent was deleted");
+    CHECK_EQ_INT(append1("f140", "cancel:requested", "{}"), 0);
+    json_decref(f100);
+    json_decref(f140);
+    json_decref(g100);
+    json_decref(g140);
+}
+
+int main(void)
+{
+    char path[300], err[256];
+    if (test_mkdtemp(dir, sizeof dir, "test-sstore")) return 1;
+    snprintf(path, sizeof path, "%s/sstore.db", dir);
+    log_opts o = {0, 5000};
+    lg = log_open(path, &o, err, sizeof err);
+    conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+    if (!CHECK(conn != NULL)) {
+        fprintf(stderr, "  %s\n", err);
+    } else {
+        test_create();
+        test_command();
+        test_views_and_snapshots();
+        test_fork();
+        test_list();
+        test_delete();
+    }
+    log_conn_close(conn);
+    log_close(lg);
+    test_rmtree(dir);
+    return TEST_MAIN_END();
+}
