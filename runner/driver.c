@@ -115,19 +115,21 @@ static void new_request_id(char *out, size_t cap)
     snprintf(out, cap, "req_%.12s", r);
 }
 
-/* The history to send: replies cut off by a restart or a failure are left out. */
+/* The history to send: replies cut off by a restart or a failure are left out,
+ * and so is the reply in flight (a retry of it); the first queued message, whose
+ * turn it is, goes last. */
 static json_t *history(const session_view *v)
 {
     json_t *out = json_array(), *m;
     size_t i;
     json_array_foreach(v->messages, i, m) {
         const char *reason = json_string_value(json_object_get(m, "reason"));
+        const char *rid = json_string_value(json_object_get(m, "requestId"));
         if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
-        if (json_object_get(m, "requestId") && !strcmp(json_string_value(json_object_get(m, "role")), "assistant") &&
-            !json_is_true(json_object_get(m, "interrupted")) && i + 1 == json_array_size(v->messages))
-            continue;   /* the placeholder of a reply in flight */
+        if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
         json_array_append(out, m);
     }
+    if (!v->request[0] && json_array_size(v->queued)) json_array_append(out, json_array_get(v->queued, 0));
     return out;
 }
 
