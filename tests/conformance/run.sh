@@ -8,6 +8,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$here"
 
+# vitest 4 needs Node 20 or newer; Debian 12's own nodejs is 18. Then take Node 20
+# from the npm registry (the "node" package ships the binary) for this suite only.
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 20 ]; then
+    if [ ! -x .node20/node_modules/.bin/node ]; then
+        echo "conformance: Node $major is too old for vitest; installing Node 20 from npm"
+        npm install --no-save --no-audit --no-fund --prefix .node20 node@20 >npm-node.log 2>&1 ||
+            { cat npm-node.log; echo "conformance: 0 passed, 1 failed"; exit 1; }
+    fi
+    export PATH="$here/.node20/node_modules/.bin:$PATH"
+fi
+
 if [ ! -d node_modules/@durable-streams/server-conformance-tests ] ||
    [ package-lock.json -nt node_modules/.package-lock.json ]; then
     echo "conformance: installing the suite (npm ci)"
