@@ -18,6 +18,9 @@ ifneq ($(SANITIZER),)
 CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SANITIZER)
 B       := build-$(SANITIZER)
+# A finding stops the process, so the test that caused it fails.
+export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS := abort_on_error=0:detect_leaks=1
 endif
 
 LIB_SRC  := $(wildcard lib/*.c)
