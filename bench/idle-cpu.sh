@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # idle-cpu: CPU used by idle dstream-fcgi workers for each wake-up mechanism.
 #
-#   bench/idle-cpu.sh            (env: B=build dir [build], IDLE_S [10], READERS [100])
+#   bench/idle-cpu.sh    (env: B=build dir [build], IDLE_S [10], READERS [100],
+#                         DSTREAM_RUNNER [0: the runner is not started])
 #
 # For each mechanism (inotify; poll every 1000 us; poll every 100 us) it starts the
 # real stack (deploy/dstream-stack) in a temporary directory, lets it sit idle for
@@ -123,7 +124,10 @@ stop_readers() {
 run_one() {
     local label=$1 mode=$2 poll_us=$3 url
     dir=$(mktemp -d "${TMPDIR:-/tmp}/dstream-idle.XXXXXX")
-    url=$(DSTREAM_WAKE=$mode DSTREAM_WAKE_POLL_US=$poll_us "$stack" start "$dir")
+    # Only the pool: the runner (started by default in newer stacks) has a watcher of
+    # its own and would be measured separately.
+    url=$(DSTREAM_RUNNER=${DSTREAM_RUNNER:-0} DSTREAM_WAKE=$mode DSTREAM_WAKE_POLL_US=$poll_us \
+        "$stack" start "$dir")
     sleep "$SETTLE_S"                   # let start-up work finish
     measure "$label" 0
     start_readers "$url" "$READERS"

@@ -6,7 +6,8 @@
 #
 # Environment: B (build directory, default build), RUNS (repetitions of each
 # latency measurement, default 3), WAKE_COUNT (messages per run, 500),
-# WAKE_INTERVAL_MS (5), IDLE_S and READERS (see idle-cpu.sh).
+# WAKE_INTERVAL_MS (5), WAKE_RATES (sparser runs, "interval_ms:count ..."), IDLE_S
+# and READERS (see idle-cpu.sh).
 #
 # One function per benchmark (bench_*); main calls them in order. A benchmark
 # prints its own section: a heading, the command, a table.
@@ -19,6 +20,7 @@ bin=$here/$B
 RUNS=${RUNS:-3}
 WAKE_COUNT=${WAKE_COUNT:-500}
 WAKE_INTERVAL_MS=${WAKE_INTERVAL_MS:-5}
+WAKE_RATES=${WAKE_RATES:-"20:250 100:50 500:10"}    # interval_ms:count
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/dstream-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -122,6 +124,41 @@ bench_wake_latency() {
     echo
 }
 
+bench_wake_by_rate() {
+    need "$bin/bench/wake-latency"
+    local spec interval count m label mode poll_us args out
+    echo "## Watcher CPU and latency by write rate"
+    echo
+    echo "The same program with sparser writes (one run each, about 5 s): how the waiting"
+    echo "process's CPU (reader CPU, % of one core) and the commit-to-wake latency (us) depend"
+    echo "on how often commits arrive."
+    echo
+    echo '```'
+    for spec in $WAKE_RATES; do
+        IFS=: read -r interval count <<<"$spec"
+        echo "$B/bench/wake-latency DB --mode inotify|poll [--poll-us N] --count $count --interval-ms $interval"
+    done
+    echo '```'
+    echo
+    echo "| wake | interval ms | commit-to-wake p50 | p90 | p99 | reader CPU % |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    for m in "${MECHANISMS[@]}"; do
+        IFS='|' read -r label mode poll_us <<<"$m"
+        for spec in $WAKE_RATES; do
+            IFS=: read -r interval count <<<"$spec"
+            args=(--mode "$mode" --count "$count" --interval-ms "$interval")
+            [ "$mode" = poll ] && args+=(--poll-us "$poll_us")
+            out="$work/rate-${label// /_}-$interval.txt"
+            "$bin/bench/wake-latency" "$work/rate-${label// /_}-$interval.db" "${args[@]}" \
+                >"$out" 2>"$out.err" || echo "run.sh: wake-latency $label $interval ms failed" >&2
+            printf '| %s | %s | %s | %s | %s | %s |\n' "$label" "$interval" \
+                "$(values commit_to_wake_us p50 "$out")" "$(values commit_to_wake_us p90 "$out")" \
+                "$(values commit_to_wake_us p99 "$out")" "$(values mode reader_cpu_pct "$out")"
+        done
+    done
+    echo
+}
+
 bench_idle_cpu() {
     echo "## CPU of an idle worker"
     echo
@@ -148,7 +185,9 @@ main() {
     echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
     bench_wake_latency
+    bench_wake_by_rate
     bench_idle_cpu
+    echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 main "$@"

@@ -101,7 +101,7 @@ static void parse_args(int argc, char **argv, options *o)
             else if (!strcmp(v, "poll")) o->inotify = 0;
             else usage();
         } else if (!strcmp(a, "--poll-us")) {
-            o->poll_us = (int)parse_num(v, 1, 10000000);
+            o->poll_us = (int)parse_num(v, 1, 1000000);    /* <= 1 s keeps the run bounded */
         } else if (!strcmp(a, "--count")) {
             o->count = parse_num(v, 1, 10000000);
         } else if (!strcmp(a, "--interval-ms")) {
@@ -237,6 +237,7 @@ static void print_dist(const char *name, int64_t *v, long n)
 
 int main(int argc, char **argv)
 {
+    int64_t t_prog = now_ns();
     options o;
     parse_args(argc, argv, &o);
     char path[128], err[256];
@@ -317,7 +318,8 @@ int main(int argc, char **argv)
     rr.max_bytes = (size_t)-1;
 
     int64_t t_start = now_ns(), cpu_start = cpu_ns();
-    int64_t deadline = t_start + (int64_t)(o.count * o.interval_ms + 10000) * 1000000;
+    /* Everything, set-up included, ends within count * interval + 10 s. */
+    int64_t deadline = t_prog + (int64_t)(o.count * o.interval_ms + 10000) * 1000000;
     if (write_all(go[1], "g", 1)) {
         fprintf(stderr, "wake-latency: writer did not start\n");
         goto out;

@@ -10,8 +10,9 @@
  * so an inotify watch (IN_MODIFY) on it fires on any process's commit at no cost
  * while idle. The event comes when the frames are written, which is before the
  * commit is visible (the fsync and the wal-index update come after), so after an
- * event the watcher polls a cheap `PRAGMA data_version` every WAKE_HOT_US for
- * WAKE_HOT_MS until it has seen the change. Commits of this process also poke the
+ * event the watcher polls a cheap `PRAGMA data_version` for WAKE_HOT_MS, every
+ * WAKE_HOT_US at first and less often later (bench/RESULTS.md has the figures).
+ * A process where nobody waits does not check at all. Commits of this process also poke the
  * watcher directly (log_on_commit), skipping the file system. A slow fallback poll
  * covers file systems without inotify and a -wal file that was recreated.
  *
@@ -38,7 +39,7 @@
 #define WAKE_BUCKETS 4096
 #define WAKE_ANY (-1)           /* waiter id of wake_watch_any */
 #define WAKE_HOT_MS 50          /* keep polling this long after a file event */
-#define WAKE_HOT_US 250         /* how often while hot */
+#define WAKE_HOT_US 100         /* how often while hot, first 2 ms (then slower) */
 #define WAKE_IDLE_MS 1000       /* fallback poll when nothing happens */
 
 struct wake_waiter {
@@ -61,6 +62,8 @@ struct wake {
     wake_waiter_t *buckets[WAKE_BUCKETS];
     wake_waiter_t *any;         /* waiters on every change (wake_watch_any) */
     int changed;                /* the last check found changes */
+    int nwaiting;               /* waiters registered (atomic) */
+    sqlite3_stmt *dv;           /* PRAGMA data_version, kept prepared */
     int64_t rev;
     int64_t data_version;
     wake_stats st;
@@ -101,12 +104,12 @@ static void wake_id(void *ud, int64_t id, const char *path)
 
 static int64_t data_version(wake_t *w)
 {
-    sqlite3_stmt *s = NULL;
     int64_t v = -1;
-    if (sqlite3_prepare_v2(w->probe, "PRAGMA data_version", -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    if (!w->dv && sqlite3_prepare_v3(w->probe, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT,
+                                     &w->dv, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(w->dv) == SQLITE_ROW) v = sqlite3_column_int64(w->dv, 0);
+    sqlite3_reset(w->dv);
     return v;
 }
 
@@ -134,15 +137,31 @@ static void add_watch(wake_t *w)
     w->wd = inotify_add_watch(w->ifd, w->wal, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF);
 }
 
+/* How long to wait before the next check, elapsed_us after the last file event:
+ * fast while the commit is most likely to land (its fsync), slower after. */
+static int64_t hot_interval_us(int64_t elapsed_us)
+{
+    if (elapsed_us < 2000) return WAKE_HOT_US;
+    if (elapsed_us < 10000) return 500;
+    return 2000;
+}
+
 static void *watch_main(void *arg)
 {
     wake_t *w = arg;
-    int64_t hot_until = 0;
+    int64_t hot_since = -1;     /* time of the last file event, -1: not hot */
     char evbuf[4096] __attribute__((aligned(8)));
     for (;;) {
         struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
         int64_t now = now_us();
-        int timeout = hot_until > now ? 0 : WAKE_IDLE_MS;
+        int timeout = WAKE_IDLE_MS;
+        if (hot_since >= 0 && now - hot_since >= WAKE_HOT_MS * 1000) hot_since = -1;
+        if (hot_since >= 0) {
+            int64_t due = hot_interval_us(now - hot_since);
+            struct timespec ts = {0, (long)due * 1000};
+            nanosleep(&ts, NULL);
+            timeout = 0;
+        }
         if (!w->opts.inotify) {
             /* Polling mode: no file watch, a fixed interval. */
             struct timespec ts = {w->opts.poll_us / 1000000, (w->opts.poll_us % 1000000) * 1000};
@@ -152,10 +171,10 @@ static void *watch_main(void *arg)
         int n = poll(pf, w->ifd >= 0 ? 2 : 1, timeout);
         if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
         if (n > 0 && (pf[0].revents & POLLIN)) {
+            /* A commit of this process: already visible, one check finds it. */
             uint64_t v;
             ssize_t r = read(w->pokefd, &v, sizeof v);
             (void)r;
-            hot_until = now_us() + WAKE_HOT_MS * 1000;
         }
         if (n > 0 && w->ifd >= 0 && (pf[1].revents & POLLIN)) {
             ssize_t len = read(w->ifd, evbuf, sizeof evbuf);
@@ -165,14 +184,15 @@ static void *watch_main(void *arg)
                 off += (ssize_t)sizeof *ev + ev->len;
             }
             w->st.events++;
-            hot_until = now_us() + WAKE_HOT_MS * 1000;
+            hot_since = now_us();
         }
-        if (n == 0 && hot_until <= now && w->wd < 0) add_watch(w);
+        if (n == 0 && hot_since < 0 && w->wd < 0) add_watch(w);
+        /* Nobody waits in this process: nothing to look for. */
+        if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
+            hot_since = -1;
+            continue;
+        }
         check(w);
-        if (hot_until > now_us()) {
-            struct timespec ts = {0, WAKE_HOT_US * 1000};
-            nanosleep(&ts, NULL);
-        }
     }
     return NULL;
 }
@@ -220,6 +240,7 @@ fail:
     log_on_commit(log, NULL, NULL);
     if (w->ifd >= 0) close(w->ifd);
     if (w->pokefd >= 0) close(w->pokefd);
+    sqlite3_finalize(w->dv);
     sqlite3_close_v2(w->probe);
     log_conn_close(w->conn);
     free(w);
@@ -235,6 +256,7 @@ void wake_stop(wake_t *w)
     log_on_commit(w->log, NULL, NULL);
     if (w->ifd >= 0) close(w->ifd);
     close(w->pokefd);
+    sqlite3_finalize(w->dv);
     sqlite3_close_v2(w->probe);
     log_conn_close(w->conn);
     pthread_mutex_destroy(&w->mu);
@@ -281,6 +303,7 @@ void wake_watch(wake_waiter_t *wt, int64_t id)
     pthread_mutex_lock(&w->mu);
     wake_waiter_t **head = &w->buckets[(uint64_t)id % WAKE_BUCKETS];
     wt->id = id;
+    __atomic_add_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
     wt->prev = NULL;
     wt->next = *head;
     if (*head) (*head)->prev = wt;
@@ -295,6 +318,7 @@ void wake_watch_any(wake_waiter_t *wt)
     wake_clear(wt);
     pthread_mutex_lock(&w->mu);
     wt->id = WAKE_ANY;
+    __atomic_add_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
     wt->prev = NULL;
     wt->next = w->any;
     if (w->any) w->any->prev = wt;
@@ -313,6 +337,7 @@ void wake_unwatch(wake_waiter_t *wt)
     if (wt->next) wt->next->prev = wt->prev;
     wt->prev = wt->next = NULL;
     wt->id = 0;
+    __atomic_sub_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);
 }
 
