@@ -165,6 +165,20 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
 
 /* ---- chat sessions ------------------------------------------------------------------------ */
 
+/* The agent's limits.costBudgetUsd, if set, is spent by the session's requests so far. */
+static int over_budget(const json_t *agent, const session_view *v)
+{
+    json_t *b = json_object_get(json_object_get(agent, "limits"), "costBudgetUsd");
+    return json_is_number(b) && v->cost_usd >= json_number_value(b);
+}
+
+/* Tool-call turns allowed in one reply: limits.maxTurns, else RUNNER_MAX_TURNS. */
+static int max_turns(const json_t *agent)
+{
+    json_t *t = json_object_get(json_object_get(agent, "limits"), "maxTurns");
+    return json_is_integer(t) && json_integer_value(t) > 0 ? (int)json_integer_value(t) : RUNNER_MAX_TURNS;
+}
+
 static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
 {
     int rc;
@@ -193,6 +207,11 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
         return;
     }
     if (!s->rq && !s->timer_ms && session_view_needs_reply(v)) {
+        if (over_budget(agent, v)) {
+            runner_log("session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
+            emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cost budget reached"));
+            return;
+        }
         if (v->restarts > 1) {
             runner_log("session %s: giving up after %d restarts", s->id, v->restarts);
             return;
@@ -257,6 +276,11 @@ static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, c
     json_t *agent = defs_agent_get(R->conn, name, &rc);
     if (!agent) {
         fail_workflow(R, s, "agent %s does not exist", name);
+        return;
+    }
+    if (over_budget(agent, v)) {
+        json_decref(agent);
+        fail_workflow(R, s, "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
         return;
     }
     buf_t prompt;
@@ -638,7 +662,8 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     }
     json_decref(usage);
     emit(R, s, ev, n);
-    int more = json_array_size(q->tool_calls) > 0 && q->turns + 1 < RUNNER_MAX_TURNS && !q->step_agent;
+    int more = json_array_size(q->tool_calls) > 0 && !q->step_agent && s->agent &&
+               q->turns + 1 < max_turns(s->agent);
     int turns = q->turns;
     request_free(R, q);
     if (more) {
