@@ -432,3 +432,21 @@ retry_after() {
         [ "$status" = 1 ] || { echo "the key ${key:0:12}... was found in: $output" >&2; return 1; }
     done
 }
+
+@test "cost budget: once an agent's limits.costBudgetUsd is spent, the next message ends the session" {
+    local name id
+    name=$(ds_name agent)
+    # The pricing makes 20 in / 5 out tokens cost more than this budget.
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary \
+        "$(jq -nc --arg n "$name" '{name: $n, provider: "anthropic", model: "claude-test-model", limits: {costBudgetUsd: 0.0000001}}')"
+    [ "$status_code" = 201 ]
+    id=$(rn_session "{\"agent\": \"$name\"}")
+    rn_script "$(quick_reply "First answer.")"
+    rn_say "$id" "First question."
+    rn_wait "$id" '.status == "completed" and .request == null and .costUsd > 0'
+    rn_say "$id" "Second question."
+    rn_wait "$id" '.status == "cancelled"'
+    [ "$(rn_request_count)" = 1 ]
+    rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '[.[] | select(.type == "session:cancelled")][0].payload.reason == "cost budget reached"'
+}
