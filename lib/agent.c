@@ -7,9 +7,9 @@
  * Free-form maps (a server's env, a tool's inputSchema) are left to their owners. */
 #include "agent.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "jcheck.h"
 
 /* Limits of the document format (see agent.h). */
 #define AGENT_NAME_MAX 64
@@ -22,9 +22,7 @@
 #define AGENT_PARAMS_MAX 64
 #define AGENT_MAX_TOKENS 1000000
 #define AGENT_ENDPOINT_MAX 2048
-#define AGENT_MSG 512        /* bytes of one mistake */
 #define AGENT_JPATH 256      /* bytes of a JSON path in a message */
-#define AGENT_SHOW 48        /* bytes of user text quoted in a message */
 
 /* Checked byte by byte with an early stop, so a long hostile string costs at
  * most 65 steps. */
@@ -63,133 +61,18 @@ static int valid_env_name(const char *s)
     return 1;
 }
 
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Callers may pass no error buffer; a message is then simply dropped. */
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
-
-/* Quote at most AGENT_SHOW bytes of user text; control bytes become '?' so that
- * every mistake stays on its own line. */
-static const char *show(char *dst, size_t cap, const char *s, size_t n)
-{
-    size_t k = 0, lim = n < AGENT_SHOW ? n : AGENT_SHOW;
-    if (cap < AGENT_SHOW + 4) return "";
-    for (; k < lim; k++) {
-        unsigned char c = (unsigned char)s[k];
-        dst[k] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    if (lim < n) {
-        memcpy(dst + k, "...", 3);
-        k += 3;
-    }
-    dst[k] = '\0';
-    return dst;
-}
-
 /* ---- mistakes ----------------------------------------------------------------------- */
-
-/* Lines "path: message" in the caller's buffer, cut at its capacity; n counts
- * every mistake, shown or not. */
-typedef struct errlist {
-    char *p;
-    size_t cap, len;
-    int n;
-} errlist;
-
-static void mistake(errlist *e, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Add one mistake. Once the buffer is full later ones are only counted, so the
- * document is still reported invalid. */
-static void mistake(errlist *e, const char *path, const char *fmt, ...)
-{
-    char msg[AGENT_MSG];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    e->n++;
-    if (!e->p || e->len + 1 >= e->cap) return;
-    int k = snprintf(e->p + e->len, e->cap - e->len, "%s%s: %s", e->len ? "\n" : "",
-                     path[0] ? path : "$", msg);
-    if (k < 0) return;
-    e->len += (size_t)k < e->cap - e->len ? (size_t)k : e->cap - e->len - 1;
-}
-
-/* base.key for messages, with key quoted safely and the whole cut to fit. */
-static void pkey(char *out, const char *base, const char *key)
-{
-    char q[AGENT_SHOW + 4];
-    if (snprintf(out, AGENT_JPATH, "%s%s%s", base, base[0] ? "." : "",
-                 show(q, sizeof q, key, strlen(key))) >= AGENT_JPATH)
-        out[AGENT_JPATH - 1] = '\0';
-}
-
-/* base.key[i] for messages. */
-static void pidx(char *out, const char *base, const char *key, size_t i)
-{
-    if (snprintf(out, AGENT_JPATH, "%s%s%s[%zu]", base, base[0] ? "." : "", key, i) >=
-        AGENT_JPATH)
-        out[AGENT_JPATH - 1] = '\0';
-}
-
-static int in_list(const char *s, const char *const *list)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (strcmp(s, list[i]) == 0) return 1;
-    return 0;
-}
-
-/* Name every key of obj that known does not list. */
-static void unknown_keys(errlist *e, const char *base, const json_t *obj,
-                         const char *const *known)
-{
-    const char *key;
-    const json_t *v;
-    char path[AGENT_JPATH];
-    json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known)) continue;
-        pkey(path, base, key);
-        mistake(e, path, "unknown key");
-    }
-}
-
-/* obj.key as a string, or NULL after naming the mistake (required and missing,
- * or not a string). */
-static const json_t *get_string(errlist *e, const char *base, const json_t *obj,
-                                const char *key, int required)
-{
-    char path[AGENT_JPATH];
-    const json_t *v = json_object_get(obj, key);
-    pkey(path, base, key);
-    if (!v) {
-        if (required) mistake(e, path, "missing");
-        return NULL;
-    }
-    if (!json_is_string(v)) {
-        mistake(e, path, "must be a string");
-        return NULL;
-    }
-    return v;
-}
 
 /* A required name; returns it only when valid, so callers check uniqueness
  * of names that are otherwise right. */
-static const char *check_name(errlist *e, const char *base, const json_t *obj, const char *key)
+static const char *check_name(jcheck_errlist *e, const char *base, const json_t *obj,
+                              const char *key)
 {
     char path[AGENT_JPATH];
-    const json_t *v = get_string(e, base, obj, key, 1);
-    pkey(path, base, key);
+    const json_t *v = jcheck_string(e, base, obj, key, 1);
+    jcheck_key(path, sizeof path, base, key);
     if (v && !agent_valid_name(json_string_value(v))) {
-        mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
+        jcheck_mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
         return NULL;
     }
     return json_string_value(v);
@@ -197,30 +80,30 @@ static const char *check_name(errlist *e, const char *base, const json_t *obj, c
 
 /* An object's array field: absent is fine (NULL), anything but an array of at
  * most max elements is a mistake. */
-static const json_t *get_array(errlist *e, const char *base, const json_t *obj, const char *key,
-                               size_t max)
+static const json_t *get_array(jcheck_errlist *e, const char *base, const json_t *obj,
+                               const char *key, size_t max)
 {
     char path[AGENT_JPATH];
     const json_t *v = json_object_get(obj, key);
-    pkey(path, base, key);
+    jcheck_key(path, sizeof path, base, key);
     if (!v) return NULL;
     if (!json_is_array(v) || json_array_size(v) > max) {
-        mistake(e, path, "must be an array of at most %zu", max);
+        jcheck_mistake(e, path, "must be an array of at most %zu", max);
         return NULL;
     }
     return v;
 }
 
 /* Report a name already used by an earlier element of arr (by its "name"). */
-static void check_unique(errlist *e, const char *path, const json_t *arr, size_t i,
+static void check_unique(jcheck_errlist *e, const char *path, const json_t *arr, size_t i,
                          const char *name)
 {
-    char q[AGENT_SHOW + 4];
+    char q[JCHECK_QUOTE];
     for (size_t j = 0; j < i; j++) {
         const json_t *n = json_object_get(json_array_get(arr, j), "name");
         if (json_is_string(n) && strcmp(json_string_value(n), name) == 0) {
-            mistake(e, path, "duplicate name \"%s\" (also [%zu])",
-                    show(q, sizeof q, name, strlen(name)), j);
+            jcheck_mistake(e, path, "duplicate name \"%s\" (also [%zu])",
+                           jcheck_show(q, sizeof q, name, strlen(name)), j);
             return;
         }
     }
@@ -275,7 +158,7 @@ static int declared(const json_t *decl, const char *name, size_t n)
 }
 
 typedef struct skill_check {
-    errlist *e;
+    jcheck_errlist *e;
     const char *path;
     const json_t *params;
 } skill_check;
@@ -284,10 +167,10 @@ typedef struct skill_check {
 static int check_placeholder(void *ud, const char *name, size_t n)
 {
     skill_check *sc = ud;
-    char q[AGENT_SHOW + 4];
+    char q[JCHECK_QUOTE];
     if (!declared(sc->params, name, n))
-        mistake(sc->e, sc->path, "uses {{%s}}, which params does not declare",
-                show(q, sizeof q, name, n));
+        jcheck_mistake(sc->e, sc->path, "uses {{%s}}, which params does not declare",
+                       jcheck_show(q, sizeof q, name, n));
     return 0;
 }
 
@@ -295,40 +178,41 @@ static int check_placeholder(void *ud, const char *name, size_t n)
 
 /* Sampling parameters, with the ranges both providers accept; the runner maps
  * them onto each provider's request. */
-static void check_parameters(errlist *e, const json_t *doc)
+static void check_parameters(jcheck_errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"temperature", "top_p", "max_tokens", "stop", NULL};
     const json_t *p = json_object_get(doc, "parameters");
     char path[AGENT_JPATH];
     if (!p) return;
     if (!json_is_object(p)) {
-        mistake(e, "parameters", "must be an object");
+        jcheck_mistake(e, "parameters", "must be an object");
         return;
     }
-    unknown_keys(e, "parameters", p, keys);
+    jcheck_unknown_keys(e, "parameters", p, keys);
     const json_t *t = json_object_get(p, "temperature");
     if (t && (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 2))
-        mistake(e, "parameters.temperature", "must be a number from 0 to 2");
+        jcheck_mistake(e, "parameters.temperature", "must be a number from 0 to 2");
     t = json_object_get(p, "top_p");
     if (t && (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 1))
-        mistake(e, "parameters.top_p", "must be a number from 0 to 1");
+        jcheck_mistake(e, "parameters.top_p", "must be a number from 0 to 1");
     t = json_object_get(p, "max_tokens");
     if (t && (!json_is_integer(t) || json_integer_value(t) < 1 ||
               json_integer_value(t) > AGENT_MAX_TOKENS))
-        mistake(e, "parameters.max_tokens", "must be an integer from 1 to %d", AGENT_MAX_TOKENS);
+        jcheck_mistake(e, "parameters.max_tokens", "must be an integer from 1 to %d",
+                       AGENT_MAX_TOKENS);
     const json_t *stop = get_array(e, "parameters", p, "stop", AGENT_STOP_MAX);
     size_t i;
     const json_t *s;
     json_array_foreach(stop, i, s) {
-        pidx(path, "parameters", "stop", i);
+        jcheck_index(path, sizeof path, "parameters", "stop", i);
         if (!json_is_string(s) || json_string_length(s) == 0)
-            mistake(e, path, "must be a non-empty string");
+            jcheck_mistake(e, path, "must be a non-empty string");
     }
 }
 
 /* Tools declared to the model. Names must be unique: the model calls a tool by
  * name, and two alike could not be told apart. */
-static void check_tools(errlist *e, const json_t *doc)
+static void check_tools(jcheck_errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "description", "inputSchema", NULL};
     const json_t *tools = get_array(e, "", doc, "tools", AGENT_TOOLS_MAX);
@@ -336,29 +220,29 @@ static void check_tools(errlist *e, const json_t *doc)
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
-        pidx(base, "", "tools", i);
+        jcheck_index(base, sizeof base, "", "tools", i);
         if (!json_is_object(t)) {
-            mistake(e, base, "a tool must be an object");
+            jcheck_mistake(e, base, "a tool must be an object");
             continue;
         }
-        unknown_keys(e, base, t, keys);
-        const json_t *name = get_string(e, base, t, "name", 1);
-        pkey(path, base, "name");
+        jcheck_unknown_keys(e, base, t, keys);
+        const json_t *name = jcheck_string(e, base, t, "name", 1);
+        jcheck_key(path, sizeof path, base, "name");
         if (name && !valid_tool_name(json_string_value(name)))
-            mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ -");
+            jcheck_mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ -");
         else if (name)
             check_unique(e, path, tools, i, json_string_value(name));
-        get_string(e, base, t, "description", 0);
+        jcheck_string(e, base, t, "description", 0);
         const json_t *is = json_object_get(t, "inputSchema");
-        pkey(path, base, "inputSchema");
-        if (!is) mistake(e, path, "missing");
-        else if (!json_is_object(is)) mistake(e, path, "must be an object (a JSON Schema)");
+        jcheck_key(path, sizeof path, base, "inputSchema");
+        if (!is) jcheck_mistake(e, path, "missing");
+        else if (!json_is_object(is)) jcheck_mistake(e, path, "must be an object (a JSON Schema)");
     }
 }
 
 /* MCP servers: a command line run without a shell (argv as given) and extra
  * environment. Everything here ends up in execve, hence the NUL checks. */
-static void check_servers(errlist *e, const json_t *doc)
+static void check_servers(jcheck_errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "command", "env", NULL};
     const json_t *servers = get_array(e, "", doc, "mcpServers", AGENT_SERVERS_MAX);
@@ -366,42 +250,45 @@ static void check_servers(errlist *e, const json_t *doc)
     size_t i, j;
     const json_t *s, *x;
     json_array_foreach(servers, i, s) {
-        pidx(base, "", "mcpServers", i);
+        jcheck_index(base, sizeof base, "", "mcpServers", i);
         if (!json_is_object(s)) {
-            mistake(e, base, "a server must be an object");
+            jcheck_mistake(e, base, "a server must be an object");
             continue;
         }
-        unknown_keys(e, base, s, keys);
+        jcheck_unknown_keys(e, base, s, keys);
         const char *name = check_name(e, base, s, "name");
-        pkey(path, base, "name");
+        jcheck_key(path, sizeof path, base, "name");
         if (name) check_unique(e, path, servers, i, name);
 
         const json_t *cmd = json_object_get(s, "command");
-        pkey(path, base, "command");
-        if (!cmd) mistake(e, path, "missing");
+        jcheck_key(path, sizeof path, base, "command");
+        if (!cmd) jcheck_mistake(e, path, "missing");
         else if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-            mistake(e, path, "must be an array of strings: the program and its arguments");
+            jcheck_mistake(e, path, "must be an array of strings: the program and its arguments");
         json_array_foreach(cmd, j, x) {
-            pidx(sub, base, "command", j);
-            if (!json_is_string(x) || has_nul(x)) mistake(e, sub, "must be a string without NUL");
-            else if (j == 0 && json_string_length(x) == 0) mistake(e, sub, "empty program");
+            jcheck_index(sub, sizeof sub, base, "command", j);
+            if (!json_is_string(x) || has_nul(x))
+                jcheck_mistake(e, sub, "must be a string without NUL");
+            else if (j == 0 && json_string_length(x) == 0)
+                jcheck_mistake(e, sub, "empty program");
         }
 
         const json_t *env = json_object_get(s, "env");
-        pkey(path, base, "env");
-        if (env && !json_is_object(env)) mistake(e, path, "must be an object of strings");
+        jcheck_key(path, sizeof path, base, "env");
+        if (env && !json_is_object(env)) jcheck_mistake(e, path, "must be an object of strings");
         const char *k;
         json_object_foreach((json_t *)env, k, x) {
-            pkey(sub, path, k);
-            if (!valid_env_name(k)) mistake(e, sub, "not a variable name");
-            if (!json_is_string(x) || has_nul(x)) mistake(e, sub, "must be a string without NUL");
+            jcheck_key(sub, sizeof sub, path, k);
+            if (!valid_env_name(k)) jcheck_mistake(e, sub, "not a variable name");
+            if (!json_is_string(x) || has_nul(x))
+                jcheck_mistake(e, sub, "must be a string without NUL");
         }
     }
 }
 
 /* Skills: instructions whose placeholders must all be declared params, so that
  * rendering can only fail on what the caller passes, never on the document. */
-static void check_skills(errlist *e, const json_t *doc)
+static void check_skills(jcheck_errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"name", "instructions", "params", NULL};
     const json_t *skills = get_array(e, "", doc, "skills", AGENT_SKILLS_MAX);
@@ -409,65 +296,65 @@ static void check_skills(errlist *e, const json_t *doc)
     size_t i, j;
     const json_t *s, *x;
     json_array_foreach(skills, i, s) {
-        pidx(base, "", "skills", i);
+        jcheck_index(base, sizeof base, "", "skills", i);
         if (!json_is_object(s)) {
-            mistake(e, base, "a skill must be an object");
+            jcheck_mistake(e, base, "a skill must be an object");
             continue;
         }
-        unknown_keys(e, base, s, keys);
+        jcheck_unknown_keys(e, base, s, keys);
         const char *name = check_name(e, base, s, "name");
-        pkey(path, base, "name");
+        jcheck_key(path, sizeof path, base, "name");
         if (name) check_unique(e, path, skills, i, name);
 
         const json_t *params = get_array(e, base, s, "params", AGENT_PARAMS_MAX);
         json_array_foreach(params, j, x) {
-            pidx(sub, base, "params", j);
+            jcheck_index(sub, sizeof sub, base, "params", j);
             if (!json_is_string(x) || !agent_valid_name(json_string_value(x))) {
-                mistake(e, sub, "must be a name of 1 to 64 of A-Z a-z 0-9 _ . -");
+                jcheck_mistake(e, sub, "must be a name of 1 to 64 of A-Z a-z 0-9 _ . -");
                 continue;
             }
             for (size_t k = 0; k < j; k++)
                 if (json_equal(x, json_array_get(params, k)))
-                    mistake(e, sub, "duplicate parameter (also params[%zu])", k);
+                    jcheck_mistake(e, sub, "duplicate parameter (also params[%zu])", k);
         }
 
-        const json_t *ins = get_string(e, base, s, "instructions", 1);
-        pkey(path, base, "instructions");
+        const json_t *ins = jcheck_string(e, base, s, "instructions", 1);
+        jcheck_key(path, sizeof path, base, "instructions");
         if (!ins) continue;
         skill_check sc = {e, path, params};
         size_t col = 0;
         if (placeholders(json_string_value(ins), check_placeholder, &sc, NULL, &col) == -1)
-            mistake(e, path, "unterminated \"{{\" at column %zu", col);
+            jcheck_mistake(e, path, "unterminated \"{{\" at column %zu", col);
     }
 }
 
 /* Spending limits; zero would stop a session before it starts, so all are > 0. */
-static void check_limits(errlist *e, const json_t *doc)
+static void check_limits(jcheck_errlist *e, const json_t *doc)
 {
     static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", NULL};
     const json_t *l = json_object_get(doc, "limits");
     if (!l) return;
     if (!json_is_object(l)) {
-        mistake(e, "limits", "must be an object");
+        jcheck_mistake(e, "limits", "must be an object");
         return;
     }
-    unknown_keys(e, "limits", l, keys);
+    jcheck_unknown_keys(e, "limits", l, keys);
     const json_t *v = json_object_get(l, "maxTokens");
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
-        mistake(e, "limits.maxTokens", "must be an integer > 0");
+        jcheck_mistake(e, "limits.maxTokens", "must be an integer > 0");
     v = json_object_get(l, "maxTurns");
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
-        mistake(e, "limits.maxTurns", "must be an integer > 0");
+        jcheck_mistake(e, "limits.maxTurns", "must be an integer > 0");
     v = json_object_get(l, "costBudgetUsd");
     if (v && (!json_is_number(v) || json_number_value(v) <= 0))
-        mistake(e, "limits.costBudgetUsd", "must be a number > 0");
+        jcheck_mistake(e, "limits.costBudgetUsd", "must be a number > 0");
 }
 
 /* http(s)://something, printable, no spaces: enough to catch a pasted model name
  * or a missing scheme; the runner's HTTP client is the final judge. */
-static void check_endpoint(errlist *e, const json_t *doc)
+static void check_endpoint(jcheck_errlist *e, const json_t *doc)
 {
-    const json_t *v = get_string(e, "", doc, "endpoint", 0);
+    const json_t *v = jcheck_string(e, "", doc, "endpoint", 0);
     if (!v) return;
     const char *s = json_string_value(v);
     size_t n = json_string_length(v), skip = 0;
@@ -476,7 +363,7 @@ static void check_endpoint(errlist *e, const json_t *doc)
     int ok = skip && n > skip && n <= AGENT_ENDPOINT_MAX;
     for (size_t i = 0; ok && i < n; i++)
         if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f) ok = 0;
-    if (!ok) mistake(e, "endpoint", "must be an http:// or https:// URL without spaces");
+    if (!ok) jcheck_mistake(e, "endpoint", "must be an http:// or https:// URL without spaces");
 }
 
 int agent_validate(const json_t *doc, char *err, size_t errcap)
@@ -484,25 +371,25 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
     static const char *const keys[] = {"name", "provider", "model", "system", "parameters",
                                        "tools", "mcpServers", "skills", "limits", "endpoint",
                                        NULL};
-    errlist e = {err, errcap, 0, 0};
-    if (err && errcap) err[0] = '\0';
+    jcheck_errlist e;
+    jcheck_init(&e, err, errcap, AGENT_JPATH);
     if (!json_is_object(doc)) {
-        mistake(&e, "$", "an agent must be a JSON object");
+        jcheck_mistake(&e, "$", "an agent must be a JSON object");
         return -1;
     }
-    unknown_keys(&e, "", doc, keys);
+    jcheck_unknown_keys(&e, "", doc, keys);
     check_name(&e, "", doc, "name");
 
-    const json_t *v = get_string(&e, "", doc, "provider", 1);
+    const json_t *v = jcheck_string(&e, "", doc, "provider", 1);
     if (v && strcmp(json_string_value(v), "anthropic") != 0 &&
         strcmp(json_string_value(v), "openai") != 0)
-        mistake(&e, "provider", "must be \"anthropic\" or \"openai\"");
-    v = get_string(&e, "", doc, "model", 1);
+        jcheck_mistake(&e, "provider", "must be \"anthropic\" or \"openai\"");
+    v = jcheck_string(&e, "", doc, "model", 1);
     if (v && (json_string_length(v) == 0 || json_string_length(v) > AGENT_MODEL_MAX))
-        mistake(&e, "model", "must be 1 to %d bytes", AGENT_MODEL_MAX);
-    v = get_string(&e, "", doc, "system", 0);
+        jcheck_mistake(&e, "model", "must be 1 to %d bytes", AGENT_MODEL_MAX);
+    v = jcheck_string(&e, "", doc, "system", 0);
     if (v && json_string_length(v) > AGENT_SYSTEM_MAX)
-        mistake(&e, "system", "longer than %d bytes", AGENT_SYSTEM_MAX);
+        jcheck_mistake(&e, "system", "longer than %d bytes", AGENT_SYSTEM_MAX);
 
     check_parameters(&e, doc);
     check_tools(&e, doc);
@@ -537,12 +424,12 @@ static int render_lit(void *ud, const char *p, size_t n)
 static int render_placeholder(void *ud, const char *name, size_t n)
 {
     skill_render *r = ud;
-    char q[AGENT_SHOW + 4];
+    char q[JCHECK_QUOTE];
     const json_t *v = NULL;
     if (declared(r->decl, name, n)) v = json_object_getn(r->params, name, n);
     if (!v) {
-        seterr(r->err, r->errcap, "undeclared parameter {{%s}} in the instructions",
-               show(q, sizeof q, name, n));
+        jcheck_seterr(r->err, r->errcap, "undeclared parameter {{%s}} in the instructions",
+                      jcheck_show(q, sizeof q, name, n));
         return -3;
     }
     /* A value is inserted as it is: a "{{x}}" inside it stays text, so values
@@ -553,11 +440,11 @@ static int render_placeholder(void *ud, const char *name, size_t n)
 int agent_render_skill(const json_t *doc, const char *name, const json_t *params, buf_t *out,
                        char *err, size_t errcap)
 {
-    char q[AGENT_SHOW + 4];
+    char q[JCHECK_QUOTE];
     const json_t *skill = NULL, *s;
     size_t i;
     if (!name || !out) {
-        seterr(err, errcap, "no skill name or output buffer");
+        jcheck_seterr(err, errcap, "no skill name or output buffer");
         return -1;
     }
     /* First by name, like the validator's uniqueness rule expects. */
@@ -569,16 +456,18 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
         }
     }
     if (!skill) {
-        seterr(err, errcap, "no skill named \"%s\"", show(q, sizeof q, name, strlen(name)));
+        jcheck_seterr(err, errcap, "no skill named \"%s\"",
+                      jcheck_show(q, sizeof q, name, strlen(name)));
         return -1;
     }
     const char *ins = json_string_value(json_object_get(skill, "instructions"));
     if (!ins) {
-        seterr(err, errcap, "skill \"%s\" has no instructions", show(q, sizeof q, name, strlen(name)));
+        jcheck_seterr(err, errcap, "skill \"%s\" has no instructions",
+                      jcheck_show(q, sizeof q, name, strlen(name)));
         return -1;
     }
     if (params && !json_is_object(params)) {
-        seterr(err, errcap, "params must be an object of strings");
+        jcheck_seterr(err, errcap, "params must be an object of strings");
         return -1;
     }
     /* The declared params are the skill's signature: every one must be given,
@@ -588,19 +477,20 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
     const json_t *v;
     json_object_foreach((json_t *)params, key, v) {
         if (!declared(decl, key, strlen(key))) {
-            seterr(err, errcap, "undeclared parameter \"%s\"", show(q, sizeof q, key, strlen(key)));
+            jcheck_seterr(err, errcap, "undeclared parameter \"%s\"",
+                          jcheck_show(q, sizeof q, key, strlen(key)));
             return -1;
         }
         if (!json_is_string(v)) {
-            seterr(err, errcap, "parameter \"%s\" must be a string",
-                   show(q, sizeof q, key, strlen(key)));
+            jcheck_seterr(err, errcap, "parameter \"%s\" must be a string",
+                          jcheck_show(q, sizeof q, key, strlen(key)));
             return -1;
         }
     }
     json_array_foreach(decl, i, v) {
         if (json_is_string(v) && !json_object_get(params, json_string_value(v))) {
-            seterr(err, errcap, "missing parameter \"%s\"",
-                   show(q, sizeof q, json_string_value(v), json_string_length(v)));
+            jcheck_seterr(err, errcap, "missing parameter \"%s\"",
+                          jcheck_show(q, sizeof q, json_string_value(v), json_string_length(v)));
             return -1;
         }
     }
@@ -608,9 +498,12 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
     size_t mark = out->len, col = 0;
     skill_render r = {params, decl, out, 0, err, errcap};
     int rc = placeholders(ins, render_placeholder, &r, render_lit, &col);
-    if (rc == -1) seterr(err, errcap, "unterminated \"{{\" at column %zu of the instructions", col);
-    else if (rc == -2 && r.rc == BUF_ETOOBIG) seterr(err, errcap, "rendered skill over %zu bytes", out->max);
-    else if (rc == -2) seterr(err, errcap, "out of memory");
+    if (rc == -1)
+        jcheck_seterr(err, errcap, "unterminated \"{{\" at column %zu of the instructions", col);
+    else if (rc == -2 && r.rc == BUF_ETOOBIG)
+        jcheck_seterr(err, errcap, "rendered skill over %zu bytes", out->max);
+    else if (rc == -2)
+        jcheck_seterr(err, errcap, "out of memory");
     if (rc) {
         /* All or nothing, like every append to a buf. */
         out->len = mark;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "jcheck.h"
 
 /* Limits. Beyond them an input is a mistake rather than a resource problem; they
  * bound the parser's work, the recursion depth and the size of error messages. */
@@ -37,7 +38,6 @@
 #define WF_OPTIONS_MAX 20
 #define WF_TOOL_MAX 128            /* bytes in a tool name */
 #define WF_JPATH 512               /* bytes of a JSON path in a message */
-#define WF_SHOW 48                 /* bytes of user text quoted in a message */
 
 /* Which of "$output", "$response" and "$input" a value may use. SUB_ON says the
  * three are special at all: in tool arguments they are plain template text. */
@@ -47,37 +47,6 @@
 #define SUB_ON 8u
 
 enum { ROOT_STATE, ROOT_INPUT };
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
-
-/* Copy at most WF_SHOW bytes of s into dst for quoting in a message: control
- * bytes become '?' so that one bad key cannot break the one-mistake-per-line
- * format, and a cut is marked with "...". Returns dst. */
-static const char *show(char *dst, size_t cap, const char *s, size_t n)
-{
-    size_t k = 0, lim = n < WF_SHOW ? n : WF_SHOW;
-    if (cap < WF_SHOW + 4) return "";
-    for (; k < lim; k++) {
-        unsigned char c = (unsigned char)s[k];
-        dst[k] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    if (lim < n) {
-        memcpy(dst + k, "...", 3);
-        k += 3;
-    }
-    dst[k] = '\0';
-    return dst;
-}
 
 /* ---- paths ------------------------------------------------------------------- */
 
@@ -203,8 +172,8 @@ static const json_t *ref_get(int root, const char *rest, size_t restn, const jso
 static int out_append(buf_t *out, const void *p, size_t n, char *err, size_t errcap)
 {
     int rc = buf_append(out, p, n);
-    if (rc == BUF_ETOOBIG) seterr(err, errcap, "rendered text over %zu bytes", out->max);
-    else if (rc) seterr(err, errcap, "out of memory");
+    if (rc == BUF_ETOOBIG) jcheck_seterr(err, errcap, "rendered text over %zu bytes", out->max);
+    else if (rc) jcheck_seterr(err, errcap, "out of memory");
     return rc ? -1 : 0;
 }
 
@@ -217,7 +186,7 @@ static int render_value(const json_t *v, buf_t *out, char *err, size_t errcap)
         return out_append(out, json_string_value(v), json_string_length(v), err, errcap);
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
     if (!s) {
-        seterr(err, errcap, "cannot encode a value as JSON");
+        jcheck_seterr(err, errcap, "cannot encode a value as JSON");
         return -1;
     }
     int rc = out_append(out, s, strlen(s), err, errcap);
@@ -231,11 +200,11 @@ static int render_value(const json_t *v, buf_t *out, char *err, size_t errcap)
 static int template_run(const char *tpl, const json_t *state, const json_t *input, buf_t *out,
                         char *err, size_t errcap)
 {
-    char q[WF_SHOW + 4];
+    char q[JCHECK_QUOTE];
     size_t mark = out ? out->len : 0;
     int rc = -1;
     if (!tpl) {
-        seterr(err, errcap, "no template");
+        jcheck_seterr(err, errcap, "no template");
         return -1;
     }
     const char *p = tpl;
@@ -249,7 +218,7 @@ static int template_run(const char *tpl, const json_t *state, const json_t *inpu
         const char *close = strstr(open + 2, "}}");
         size_t col = (size_t)(open - tpl) + 1;
         if (!close) {
-            seterr(err, errcap, "unterminated \"{{\" at column %zu", col);
+            jcheck_seterr(err, errcap, "unterminated \"{{\" at column %zu", col);
             goto out;
         }
         /* "{{ state.x }}" reads as well as "{{state.x}}"; allow the spaces. */
@@ -262,18 +231,22 @@ static int template_run(const char *tpl, const json_t *state, const json_t *inpu
         size_t restn;
         int sr = ref_split(a, n, &root, &rest, &restn);
         if (sr == -2) {
-            seterr(err, errcap, "unknown root in {{%s}} at column %zu (paths start with state. or input.)",
-                   show(q, sizeof q, a, n), col);
+            jcheck_seterr(err, errcap,
+                          "unknown root in {{%s}} at column %zu (paths start with state. or "
+                          "input.)",
+                          jcheck_show(q, sizeof q, a, n), col);
             goto out;
         }
         if (sr) {
-            seterr(err, errcap, "bad path {{%s}} at column %zu", show(q, sizeof q, a, n), col);
+            jcheck_seterr(err, errcap, "bad path {{%s}} at column %zu",
+                          jcheck_show(q, sizeof q, a, n), col);
             goto out;
         }
         if (out) {
             const json_t *v = ref_get(root, rest, restn, state, input);
             if (!v) {
-                seterr(err, errcap, "unknown path %s at column %zu", show(q, sizeof q, a, n), col);
+                jcheck_seterr(err, errcap, "unknown path %s at column %zu",
+                              jcheck_show(q, sizeof q, a, n), col);
                 goto out;
             }
             if (render_value(v, out, err, errcap)) goto out;
@@ -293,7 +266,7 @@ int workflow_render(const char *tpl, const json_t *state, const json_t *input, b
                     char *err, size_t errcap)
 {
     if (!out) {
-        seterr(err, errcap, "no output buffer");
+        jcheck_seterr(err, errcap, "no output buffer");
         return -1;
     }
     return template_run(tpl, state, input, out, err, errcap);
@@ -569,7 +542,7 @@ static int c_word(cond *c, int ev, val *v)
         c->i++;
     const char *w = c->s + start;
     size_t n = c->i - start;
-    char q[WF_SHOW + 4];
+    char q[JCHECK_QUOTE];
     if (n == 4 && memcmp(w, "true", 4) == 0) { val_bool(v, 1); return 0; }
     if (n == 5 && memcmp(w, "false", 5) == 0) { val_bool(v, 0); return 0; }
     if (n == 4 && memcmp(w, "null", 4) == 0) { val_null(v); return 0; }
@@ -579,8 +552,9 @@ static int c_word(cond *c, int ev, val *v)
     int sr = ref_split(w, n, &root, &rest, &restn);
     if (sr == -2)
         return cerr(c, "unknown name '%s' at column %zu (paths start with state. or input.)",
-                    show(q, sizeof q, w, n), start + 1);
-    if (sr) return cerr(c, "bad path '%s' at column %zu", show(q, sizeof q, w, n), start + 1);
+                    jcheck_show(q, sizeof q, w, n), start + 1);
+    if (sr)
+        return cerr(c, "bad path '%s' at column %zu", jcheck_show(q, sizeof q, w, n), start + 1);
     /* A missing path is null, not an error: conditions often ask whether a step
      * has written something yet. */
     if (ev) val_json(v, ref_get(root, rest, restn, c->state, c->input));
@@ -712,13 +686,13 @@ static int cond_run(const char *expr, const json_t *state, const json_t *input, 
                     char *err, size_t errcap)
 {
     if (!expr) {
-        seterr(err, errcap, "no condition");
+        jcheck_seterr(err, errcap, "no condition");
         return -1;
     }
     /* strnlen: a huge input costs no more than a legal one before it is refused. */
     size_t len = strnlen(expr, WF_COND_MAX + 1);
     if (len > WF_COND_MAX) {
-        seterr(err, errcap, "condition longer than %d bytes", WF_COND_MAX);
+        jcheck_seterr(err, errcap, "condition longer than %d bytes", WF_COND_MAX);
         return -1;
     }
     cond c;
@@ -733,7 +707,7 @@ static int cond_run(const char *expr, const json_t *state, const json_t *input, 
     c.errcap = errcap;
     c_ws(&c);
     if (c.i >= c.len) {
-        seterr(err, errcap, "empty condition");
+        jcheck_seterr(err, errcap, "empty condition");
         return -1;
     }
     val v;
@@ -766,13 +740,6 @@ static const char *const schema_types[] = {
 static const char *const schema_notes[] = {
     "description", "title", "$schema", "$id", "default", "examples", NULL
 };
-
-static int in_list(const char *s, const char *const *list)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (strcmp(s, list[i]) == 0) return 1;
-    return 0;
-}
 
 /* JSON Schema counts 1.0 as an integer; jansson parses it as a real. */
 static int is_integral(const json_t *v)
@@ -830,9 +797,9 @@ static int enum_equal(const json_t *a, const json_t *b)
 static size_t vpath_key(char *path, size_t len, const char *key)
 {
     if (len >= WF_JPATH - 1) return len;
-    char q[WF_SHOW + 4];
+    char q[JCHECK_QUOTE];
     int k = snprintf(path + len, WF_JPATH - len, "%s%s", len ? "." : "",
-                     show(q, sizeof q, key, strlen(key)));
+                     jcheck_show(q, sizeof q, key, strlen(key)));
     if (k < 0) return len;
     return (size_t)k < WF_JPATH - len ? len + (size_t)k : WF_JPATH - 1;
 }
@@ -854,18 +821,18 @@ static int schema_check(const json_t *schema, const json_t *v, char *path, size_
 {
     const char *at = plen ? path : "$";
     if (depth > WF_VALUE_DEPTH) {
-        seterr(err, errcap, "%s: schema nested deeper than %d", at, WF_VALUE_DEPTH);
+        jcheck_seterr(err, errcap, "%s: schema nested deeper than %d", at, WF_VALUE_DEPTH);
         return -1;
     }
     if (!json_is_object(schema)) {
-        seterr(err, errcap, "%s: the schema is not an object", at);
+        jcheck_seterr(err, errcap, "%s: the schema is not an object", at);
         return -1;
     }
     const json_t *type = json_object_get(schema, "type");
     if (json_is_string(type)) {
         if (!type_matches(json_string_value(type), v)) {
-            seterr(err, errcap, "%s: expected %s, got %s", at, json_string_value(type),
-                   type_name(v));
+            jcheck_seterr(err, errcap, "%s: expected %s, got %s", at, json_string_value(type),
+                          type_name(v));
             return -1;
         }
     } else if (json_is_array(type)) {
@@ -875,7 +842,7 @@ static int schema_check(const json_t *schema, const json_t *v, char *path, size_
         json_array_foreach(type, i, t)
             if (json_is_string(t) && type_matches(json_string_value(t), v)) any = 1;
         if (!any) {
-            seterr(err, errcap, "%s: %s is not one of the allowed types", at, type_name(v));
+            jcheck_seterr(err, errcap, "%s: %s is not one of the allowed types", at, type_name(v));
             return -1;
         }
     }
@@ -887,7 +854,7 @@ static int schema_check(const json_t *schema, const json_t *v, char *path, size_
         json_array_foreach(en, i, e)
             if (enum_equal(e, v)) any = 1;
         if (!any) {
-            seterr(err, errcap, "%s: not one of the allowed values", at);
+            jcheck_seterr(err, errcap, "%s: not one of the allowed values", at);
             return -1;
         }
     }
@@ -899,9 +866,10 @@ static int schema_check(const json_t *schema, const json_t *v, char *path, size_
         const json_t *r;
         json_array_foreach(req, i, r) {
             if (json_is_string(r) && !json_object_get(v, json_string_value(r))) {
-                char q[WF_SHOW + 4];
-                seterr(err, errcap, "%s: missing required property \"%s\"", at,
-                       show(q, sizeof q, json_string_value(r), json_string_length(r)));
+                char q[JCHECK_QUOTE];
+                jcheck_seterr(err, errcap, "%s: missing required property \"%s\"", at,
+                              jcheck_show(q, sizeof q, json_string_value(r),
+                                          json_string_length(r)));
                 return -1;
             }
         }
@@ -936,7 +904,7 @@ int workflow_check_schema(const json_t *schema, const json_t *value, char *err, 
     char path[WF_JPATH];
     path[0] = '\0';
     if (!value) {
-        seterr(err, errcap, "$: no value");
+        jcheck_seterr(err, errcap, "$: no value");
         return -1;
     }
     return schema_check(schema, value, path, 0, 0, err, errcap);
@@ -955,7 +923,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
     /* Values come from stored documents; the bound keeps recursion shallow
      * whatever a client built. */
     if (depth > WF_VALUE_DEPTH) {
-        seterr(err, errcap, "value nested deeper than %d", WF_VALUE_DEPTH);
+        jcheck_seterr(err, errcap, "value nested deeper than %d", WF_VALUE_DEPTH);
         return NULL;
     }
     if (json_is_string(v)) {
@@ -969,14 +937,14 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         }
         if (special) {
             res = sub ? json_deep_copy(sub) : json_null();
-            if (!res) seterr(err, errcap, "out of memory");
+            if (!res) jcheck_seterr(err, errcap, "out of memory");
             return res;
         }
         buf_t b;
         buf_init(&b, WF_RENDER_MAX);
         if (template_run(s, state, input, &b, err, errcap) == 0) {
             res = json_stringn(b.p ? b.p : "", b.len);
-            if (!res) seterr(err, errcap, "rendered text is not valid UTF-8");
+            if (!res) jcheck_seterr(err, errcap, "rendered text is not valid UTF-8");
         }
         buf_free(&b);
         return res;
@@ -1004,7 +972,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         return res;
     }
     res = json_deep_copy(v);
-    if (!res) seterr(err, errcap, "out of memory");
+    if (!res) jcheck_seterr(err, errcap, "out of memory");
     return res;
 fail:
     json_decref(res);
@@ -1017,14 +985,14 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
 {
     int rc = -1;
     json_t *copy = NULL;
-    char msg[WORKFLOW_ERR_MAX], q[WF_SHOW + 4];
+    char msg[WORKFLOW_ERR_MAX], q[JCHECK_QUOTE];
     if (!json_is_object(state)) {
-        seterr(err, errcap, "state is not an object");
+        jcheck_seterr(err, errcap, "state is not an object");
         return -1;
     }
     if (!update) return 0;
     if (!json_is_object(update)) {
-        seterr(err, errcap, "update is not an object");
+        jcheck_seterr(err, errcap, "update is not an object");
         return -1;
     }
     /* Work on a copy and swap it in at the end, so that a failure in the third
@@ -1032,7 +1000,7 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
      * before the update, whatever the order of the keys. */
     copy = json_deep_copy(state);
     if (!copy) {
-        seterr(err, errcap, "out of memory");
+        jcheck_seterr(err, errcap, "out of memory");
         return -1;
     }
     const char *key;
@@ -1040,25 +1008,25 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
     const json_t *v;
     /* By the key's real length: one with a NUL inside is not the path before it. */
     json_object_keylen_foreach((json_t *)update, key, klen, v) {
-        const char *k = show(q, sizeof q, key, klen);
+        const char *k = jcheck_show(q, sizeof q, key, klen);
         if (!path_ok(key, klen)) {
-            seterr(err, errcap, "%s: not a state path", k);
+            jcheck_seterr(err, errcap, "%s: not a state path", k);
             goto out;
         }
         json_t *nv = subst(v, SUB_ON, output, response, input, state, 0, msg, sizeof msg);
         if (!nv) {
-            seterr(err, errcap, "%s: %s", k, msg);
+            jcheck_seterr(err, errcap, "%s: %s", k, msg);
             goto out;
         }
         if (workflow_set_path(copy, key, nv)) {
-            seterr(err, errcap, "%s: a value that is not an object is in the way", k);
+            jcheck_seterr(err, errcap, "%s: a value that is not an object is in the way", k);
             goto out;
         }
     }
     /* Swap the contents, not the object: the caller's reference stays valid. */
     json_object_clear(state);
     if (json_object_update(state, copy)) {
-        seterr(err, errcap, "out of memory");
+        jcheck_seterr(err, errcap, "out of memory");
         goto out;
     }
     rc = 0;
@@ -1072,7 +1040,7 @@ int workflow_render_json(const json_t *value, const json_t *state, const json_t 
 {
     *out = NULL;
     if (!value) {
-        seterr(err, errcap, "no value");
+        jcheck_seterr(err, errcap, "no value");
         return -1;
     }
     *out = subst(value, 0, NULL, NULL, input, state, 0, err, errcap);
@@ -1081,126 +1049,54 @@ int workflow_render_json(const json_t *value, const json_t *state, const json_t 
 
 /* ---- validation -------------------------------------------------------------------- */
 
-/* The mistakes found so far: lines "path: message" in the caller's buffer, cut at
- * its capacity; n counts them all, shown or not. */
-typedef struct errlist {
-    char *p;
-    size_t cap, len;
-    int n;
-} errlist;
-
 typedef struct vctx {
-    errlist *e;
+    jcheck_errlist *e;
     const json_t *phases;   /* the phases array, when it is one */
     json_t *ids;            /* human step ids seen: id -> where */
 } vctx;
 
-static void mistake(errlist *e, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Add one mistake. Once the buffer is full later mistakes are only counted:
- * the caller still learns that the document is invalid. */
-static void mistake(errlist *e, const char *path, const char *fmt, ...)
+/* The string at obj.key, or NULL after naming the mistake (see jcheck_string). */
+static const char *get_string(jcheck_errlist *e, const char *base, const json_t *obj,
+                              const char *key, int required)
 {
-    char msg[WORKFLOW_ERR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    e->n++;
-    if (!e->p || e->len + 1 >= e->cap) return;
-    int k = snprintf(e->p + e->len, e->cap - e->len, "%s%s: %s", e->len ? "\n" : "",
-                     path[0] ? path : "$", msg);
-    if (k < 0) return;
-    e->len += (size_t)k < e->cap - e->len ? (size_t)k : e->cap - e->len - 1;
-}
-
-/* base.key (key alone at the root), key quoted safely. */
-static void pkey(char *out, const char *base, const char *key)
-{
-    char q[WF_SHOW + 4];
-    if (snprintf(out, WF_JPATH, "%s%s%s", base, base[0] ? "." : "",
-                 show(q, sizeof q, key, strlen(key))) >= WF_JPATH)
-        out[WF_JPATH - 1] = '\0';
-}
-
-/* base.key[i], or base[i] when key is empty (an element of base itself). */
-static void pidx(char *out, const char *base, const char *key, size_t i)
-{
-    if (snprintf(out, WF_JPATH, "%s%s%s[%zu]", base, base[0] && key[0] ? "." : "", key, i) >=
-        WF_JPATH)
-        out[WF_JPATH - 1] = '\0';
-}
-
-/* Name every key of obj not in known. A misspelt optional key ("initalPhase")
- * would otherwise be ignored without a word, which is worse than a 400. */
-static void unknown_keys(errlist *e, const char *base, const json_t *obj,
-                         const char *const *known)
-{
-    const char *key;
-    const json_t *v;
-    char path[WF_JPATH];
-    json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known)) continue;
-        pkey(path, base, key);
-        mistake(e, path, "unknown key");
-    }
-}
-
-/* The string at obj.key, or NULL after naming the mistake (required and
- * missing, or not a string). */
-static const char *get_string(errlist *e, const char *base, const json_t *obj, const char *key,
-                              int required)
-{
-    char path[WF_JPATH];
-    const json_t *v = json_object_get(obj, key);
-    pkey(path, base, key);
-    if (!v) {
-        if (required) mistake(e, path, "missing");
-        return NULL;
-    }
-    if (!json_is_string(v)) {
-        mistake(e, path, "must be a string");
-        return NULL;
-    }
-    return json_string_value(v);
+    return json_string_value(jcheck_string(e, base, obj, key, required));
 }
 
 /* Names share agent_valid_name's alphabet: they appear in URLs and event payloads. */
-static void check_name(errlist *e, const char *base, const json_t *obj, const char *key,
+static void check_name(jcheck_errlist *e, const char *base, const json_t *obj, const char *key,
                        int required)
 {
     char path[WF_JPATH];
     const char *s = get_string(e, base, obj, key, required);
-    pkey(path, base, key);
-    if (s && !agent_valid_name(s)) mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
+    jcheck_key(path, sizeof path, base, key);
+    if (s && !agent_valid_name(s)) jcheck_mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
 }
 
 /* Syntax only: no state exists when a workflow is stored, so unknown paths can
  * only be found when the step runs. */
-static void check_template(errlist *e, const char *path, const char *tpl)
+static void check_template(jcheck_errlist *e, const char *path, const char *tpl)
 {
     char msg[WORKFLOW_ERR_MAX];
-    if (template_run(tpl, NULL, NULL, NULL, msg, sizeof msg)) mistake(e, path, "%s", msg);
+    if (template_run(tpl, NULL, NULL, NULL, msg, sizeof msg)) jcheck_mistake(e, path, "%s", msg);
 }
 
-static void check_template_field(errlist *e, const char *base, const json_t *obj,
+static void check_template_field(jcheck_errlist *e, const char *base, const json_t *obj,
                                  const char *key, int required)
 {
     char path[WF_JPATH];
     const char *s = get_string(e, base, obj, key, required);
-    pkey(path, base, key);
+    jcheck_key(path, sizeof path, base, key);
     if (s) check_template(e, path, s);
 }
 
 /* The strings of an update value or of tool arguments: specials where flags
  * allow them, templates otherwise. */
-static void check_value(errlist *e, const char *path, const json_t *v, unsigned flags,
+static void check_value(jcheck_errlist *e, const char *path, const json_t *v, unsigned flags,
                         int depth)
 {
     char sub[WF_JPATH];
     if (depth > WF_VALUE_DEPTH) {
-        mistake(e, path, "nested deeper than %d", WF_VALUE_DEPTH);
+        jcheck_mistake(e, path, "nested deeper than %d", WF_VALUE_DEPTH);
         return;
     }
     if (json_is_string(v)) {
@@ -1208,12 +1104,12 @@ static void check_value(errlist *e, const char *path, const json_t *v, unsigned 
         if (flags & SUB_ON) {
             if (strcmp(s, "$output") == 0) {
                 if (!(flags & SUB_OUTPUT))
-                    mistake(e, path, "\"$output\" exists only in agent and tool steps");
+                    jcheck_mistake(e, path, "\"$output\" exists only in agent and tool steps");
                 return;
             }
             if (strcmp(s, "$response") == 0) {
                 if (!(flags & SUB_RESPONSE))
-                    mistake(e, path, "\"$response\" exists only in human steps");
+                    jcheck_mistake(e, path, "\"$response\" exists only in human steps");
                 return;
             }
             if (strcmp(s, "$input") == 0) return;
@@ -1223,14 +1119,14 @@ static void check_value(errlist *e, const char *path, const json_t *v, unsigned 
         const char *key;
         const json_t *x;
         json_object_foreach((json_t *)v, key, x) {
-            pkey(sub, path, key);
+            jcheck_key(sub, sizeof sub, path, key);
             check_value(e, sub, x, flags, depth + 1);
         }
     } else if (json_is_array(v)) {
         size_t i;
         const json_t *x;
         json_array_foreach(v, i, x) {
-            pidx(sub, path, "", i);
+            jcheck_index(sub, sizeof sub, path, "", i);
             check_value(e, sub, x, flags, depth + 1);
         }
     }
@@ -1238,27 +1134,27 @@ static void check_value(errlist *e, const char *path, const json_t *v, unsigned 
 
 /* obj.key as an update: an object of state paths to values, whose specials
  * are limited to flags (what the step kind can supply). */
-static void check_update(errlist *e, const char *base, const json_t *obj, const char *key,
+static void check_update(jcheck_errlist *e, const char *base, const json_t *obj, const char *key,
                          int required, unsigned flags)
 {
     char path[WF_JPATH], sub[WF_JPATH];
     const json_t *upd = json_object_get(obj, key);
-    pkey(path, base, key);
+    jcheck_key(path, sizeof path, base, key);
     if (!upd) {
-        if (required) mistake(e, path, "missing");
+        if (required) jcheck_mistake(e, path, "missing");
         return;
     }
     if (!json_is_object(upd)) {
-        mistake(e, path, "must be an object of state paths");
+        jcheck_mistake(e, path, "must be an object of state paths");
         return;
     }
     const char *k;
     size_t klen;
     const json_t *v;
     json_object_keylen_foreach((json_t *)upd, k, klen, v) {
-        pkey(sub, path, k);
+        jcheck_key(sub, sizeof sub, path, k);
         if (!path_ok(k, klen))
-            mistake(e, sub, "not a state path (dot-separated names of A-Z a-z 0-9 _ -)");
+            jcheck_mistake(e, sub, "not a state path (dot-separated names of A-Z a-z 0-9 _ -)");
         check_value(e, sub, v, flags | SUB_ON, 0);
     }
 }
@@ -1266,41 +1162,42 @@ static void check_update(errlist *e, const char *base, const json_t *obj, const 
 /* An outputSchema, checked against the subset workflow_check_schema implements:
  * a keyword we would not enforce is a mistake, so that no constraint a user
  * wrote is silently skipped. */
-static void check_schema_doc(errlist *e, const char *path, const json_t *s, int depth)
+static void check_schema_doc(jcheck_errlist *e, const char *path, const json_t *s, int depth)
 {
     char sub[WF_JPATH];
     if (depth > WF_VALUE_DEPTH) {
-        mistake(e, path, "nested deeper than %d", WF_VALUE_DEPTH);
+        jcheck_mistake(e, path, "nested deeper than %d", WF_VALUE_DEPTH);
         return;
     }
     if (!json_is_object(s)) {
-        mistake(e, path, "a schema must be an object");
+        jcheck_mistake(e, path, "a schema must be an object");
         return;
     }
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)s, key, v) {
-        pkey(sub, path, key);
+        jcheck_key(sub, sizeof sub, path, key);
         if (strcmp(key, "type") == 0) {
             size_t i;
             const json_t *t;
-            if (json_is_string(v) && in_list(json_string_value(v), schema_types)) continue;
+            if (json_is_string(v) && jcheck_in_list(json_string_value(v), schema_types)) continue;
             int ok = json_is_array(v) && json_array_size(v) > 0;
             json_array_foreach(v, i, t)
-                if (!json_is_string(t) || !in_list(json_string_value(t), schema_types)) ok = 0;
+                if (!json_is_string(t) || !jcheck_in_list(json_string_value(t), schema_types))
+                    ok = 0;
             if (!ok)
-                mistake(e, sub, "must be one of object, array, string, number, integer, "
-                                "boolean, null (or an array of them)");
+                jcheck_mistake(e, sub, "must be one of object, array, string, number, integer, "
+                                       "boolean, null (or an array of them)");
         } else if (strcmp(key, "properties") == 0) {
             if (!json_is_object(v)) {
-                mistake(e, sub, "must be an object of schemas");
+                jcheck_mistake(e, sub, "must be an object of schemas");
                 continue;
             }
             const char *pk;
             const json_t *pv;
             char psub[WF_JPATH];
             json_object_foreach((json_t *)v, pk, pv) {
-                pkey(psub, sub, pk);
+                jcheck_key(psub, sizeof psub, sub, pk);
                 check_schema_doc(e, psub, pv, depth + 1);
             }
         } else if (strcmp(key, "required") == 0) {
@@ -1309,15 +1206,15 @@ static void check_schema_doc(errlist *e, const char *path, const json_t *s, int 
             int ok = json_is_array(v);
             json_array_foreach(v, i, r)
                 if (!json_is_string(r)) ok = 0;
-            if (!ok) mistake(e, sub, "must be an array of property names");
+            if (!ok) jcheck_mistake(e, sub, "must be an array of property names");
         } else if (strcmp(key, "items") == 0) {
             check_schema_doc(e, sub, v, depth + 1);
         } else if (strcmp(key, "enum") == 0) {
             if (!json_is_array(v) || json_array_size(v) == 0)
-                mistake(e, sub, "must be a non-empty array");
-        } else if (!in_list(key, schema_notes)) {
-            mistake(e, sub, "unsupported schema keyword (supported: type, properties, "
-                            "required, items, enum)");
+                jcheck_mistake(e, sub, "must be a non-empty array");
+        } else if (!jcheck_in_list(key, schema_notes)) {
+            jcheck_mistake(e, sub, "unsupported schema keyword (supported: type, properties, "
+                                   "required, items, enum)");
         }
     }
 }
@@ -1359,94 +1256,95 @@ static int kind_of(const char *s, step_kind *k)
  * checked as a whole rather than field by field. */
 static void check_human(vctx *v, const char *base, const json_t *st)
 {
-    errlist *e = v->e;
-    char path[WF_JPATH], sub[WF_JPATH], q[WF_SHOW + 4];
-    unknown_keys(e, base, st, human_keys);
+    jcheck_errlist *e = v->e;
+    char path[WF_JPATH], sub[WF_JPATH], q[JCHECK_QUOTE];
+    jcheck_unknown_keys(e, base, st, human_keys);
 
     const char *id = get_string(e, base, st, "id", 1);
-    pkey(path, base, "id");
+    jcheck_key(path, sizeof path, base, "id");
     if (id && !agent_valid_name(id)) {
-        mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
+        jcheck_mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ . -");
     } else if (id) {
         /* Answers name the checkpoint by id, so two alike could not be told apart. */
         const json_t *seen = json_object_get(v->ids, id);
         if (seen)
-            mistake(e, path, "duplicate id \"%s\" (also %s)", show(q, sizeof q, id, strlen(id)),
-                    json_string_value(seen));
+            jcheck_mistake(e, path, "duplicate id \"%s\" (also %s)",
+                           jcheck_show(q, sizeof q, id, strlen(id)), json_string_value(seen));
         else
             json_object_set_new(v->ids, id, json_string(path));
     }
 
     const char *input = get_string(e, base, st, "input", 1);
     int choice = input && strcmp(input, "choice") == 0;
-    pkey(path, base, "input");
+    jcheck_key(path, sizeof path, base, "input");
     if (input && !choice && strcmp(input, "approval") != 0 && strcmp(input, "text") != 0)
-        mistake(e, path, "must be \"approval\", \"choice\" or \"text\"");
+        jcheck_mistake(e, path, "must be \"approval\", \"choice\" or \"text\"");
 
     check_template_field(e, base, st, "prompt", 1);
 
     const json_t *opts = json_object_get(st, "options");
     int opts_ok = 0;
-    pkey(path, base, "options");
+    jcheck_key(path, sizeof path, base, "options");
     if (opts && input && !choice) {
-        mistake(e, path, "only allowed with input \"choice\"");
+        jcheck_mistake(e, path, "only allowed with input \"choice\"");
     } else if (!opts && choice) {
-        mistake(e, path, "missing (required for input \"choice\")");
+        jcheck_mistake(e, path, "missing (required for input \"choice\")");
     } else if (opts) {
         size_t n = json_array_size(opts), i, j;
         const json_t *o;
         opts_ok = 1;
         if (!json_is_array(opts) || n < WF_OPTIONS_MIN || n > WF_OPTIONS_MAX) {
-            mistake(e, path, "must be an array of %d to %d strings", WF_OPTIONS_MIN,
-                    WF_OPTIONS_MAX);
+            jcheck_mistake(e, path, "must be an array of %d to %d strings", WF_OPTIONS_MIN,
+                           WF_OPTIONS_MAX);
             opts_ok = 0;
         }
         json_array_foreach(opts, i, o) {
-            pidx(sub, base, "options", i);
+            jcheck_index(sub, sizeof sub, base, "options", i);
             if (!json_is_string(o) || json_string_length(o) == 0) {
-                mistake(e, sub, "must be a non-empty string");
+                jcheck_mistake(e, sub, "must be a non-empty string");
                 opts_ok = 0;
                 continue;
             }
             for (j = 0; j < i; j++)
                 if (json_equal(o, json_array_get(opts, j))) break;
-            if (j < i) mistake(e, sub, "duplicate option (also options[%zu])", j);
+            if (j < i) jcheck_mistake(e, sub, "duplicate option (also options[%zu])", j);
         }
     }
 
     const json_t *tmo = json_object_get(st, "timeoutMs");
-    pkey(path, base, "timeoutMs");
+    jcheck_key(path, sizeof path, base, "timeoutMs");
     if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) <= 0))
-        mistake(e, path, "must be an integer > 0");
+        jcheck_mistake(e, path, "must be an integer > 0");
 
     const json_t *ot = json_object_get(st, "onTimeout");
-    pkey(path, base, "onTimeout");
+    jcheck_key(path, sizeof path, base, "onTimeout");
     if (ot) {
         static const char *const ot_keys[] = {"response", NULL};
         if (!json_is_object(ot)) {
-            mistake(e, path, "must be an object {\"response\": value}");
+            jcheck_mistake(e, path, "must be an object {\"response\": value}");
         } else {
-            unknown_keys(e, path, ot, ot_keys);
+            jcheck_unknown_keys(e, path, ot, ot_keys);
             const json_t *resp = json_object_get(ot, "response");
-            pkey(sub, path, "response");
+            jcheck_key(sub, sizeof sub, path, "response");
             /* The default answer must fit the input as a real answer must
              * (POST /v1/sessions/{id}/input applies the same rule). */
             if (!resp) {
-                mistake(e, sub, "missing");
+                jcheck_mistake(e, sub, "missing");
             } else if (choice && opts_ok) {
                 size_t i;
                 const json_t *o;
                 int any = 0;
                 json_array_foreach(opts, i, o)
                     if (json_equal(o, resp)) any = 1;
-                if (!any) mistake(e, sub, "must be one of the options");
+                if (!any) jcheck_mistake(e, sub, "must be one of the options");
             } else if (input && strcmp(input, "approval") == 0 && !json_is_boolean(resp)) {
-                mistake(e, sub, "must be true or false for input \"approval\"");
+                jcheck_mistake(e, sub, "must be true or false for input \"approval\"");
             } else if (input && strcmp(input, "text") == 0 && !json_is_string(resp)) {
-                mistake(e, sub, "must be a string for input \"text\"");
+                jcheck_mistake(e, sub, "must be a string for input \"text\"");
             }
         }
-        if (!tmo) mistake(e, path, "needs timeoutMs (without it the checkpoint never expires)");
+        if (!tmo)
+            jcheck_mistake(e, path, "needs timeoutMs (without it the checkpoint never expires)");
     }
     check_update(e, base, st, "update", 0, SUB_RESPONSE | SUB_INPUT);
 }
@@ -1454,49 +1352,49 @@ static void check_human(vctx *v, const char *base, const json_t *st)
 /* One step: its kind decides which keys it may have and what they mean. */
 static void check_step(vctx *v, const char *base, const json_t *st)
 {
-    errlist *e = v->e;
+    jcheck_errlist *e = v->e;
     char path[WF_JPATH];
     if (!json_is_object(st)) {
-        mistake(e, base, "a step must be an object");
+        jcheck_mistake(e, base, "a step must be an object");
         return;
     }
     get_string(e, base, st, "name", 0);
     const char *kind = get_string(e, base, st, "kind", 1);
     step_kind k;
-    pkey(path, base, "kind");
+    jcheck_key(path, sizeof path, base, "kind");
     /* Without a known kind the allowed keys are unknown too: say only that. */
     if (!kind) return;
     if (kind_of(kind, &k)) {
-        mistake(e, path, "must be \"agent\", \"tool\", \"update\" or \"human\"");
+        jcheck_mistake(e, path, "must be \"agent\", \"tool\", \"update\" or \"human\"");
         return;
     }
     switch (k) {
     case STEP_AGENT: {
-        unknown_keys(e, base, st, agent_keys);
+        jcheck_unknown_keys(e, base, st, agent_keys);
         check_name(e, base, st, "agent", 1);
         check_template_field(e, base, st, "prompt", 1);
         const json_t *os = json_object_get(st, "outputSchema");
-        pkey(path, base, "outputSchema");
+        jcheck_key(path, sizeof path, base, "outputSchema");
         if (os) check_schema_doc(e, path, os, 0);
         check_update(e, base, st, "update", 0, SUB_OUTPUT | SUB_INPUT);
         break;
     }
     case STEP_TOOL: {
-        unknown_keys(e, base, st, tool_keys);
+        jcheck_unknown_keys(e, base, st, tool_keys);
         check_name(e, base, st, "server", 1);
         const char *tool = get_string(e, base, st, "tool", 1);
-        pkey(path, base, "tool");
+        jcheck_key(path, sizeof path, base, "tool");
         if (tool && (tool[0] == '\0' || strlen(tool) > WF_TOOL_MAX))
-            mistake(e, path, "must be 1 to %d bytes", WF_TOOL_MAX);
+            jcheck_mistake(e, path, "must be 1 to %d bytes", WF_TOOL_MAX);
         const json_t *args = json_object_get(st, "arguments");
-        pkey(path, base, "arguments");
-        if (args && !json_is_object(args)) mistake(e, path, "must be an object");
+        jcheck_key(path, sizeof path, base, "arguments");
+        if (args && !json_is_object(args)) jcheck_mistake(e, path, "must be an object");
         else if (args) check_value(e, path, args, 0, 0);
         check_update(e, base, st, "update", 0, SUB_OUTPUT | SUB_INPUT);
         break;
     }
     case STEP_UPDATE:
-        unknown_keys(e, base, st, update_keys);
+        jcheck_unknown_keys(e, base, st, update_keys);
         check_update(e, base, st, "set", 1, SUB_INPUT);
         break;
     case STEP_HUMAN:
@@ -1510,20 +1408,20 @@ static void check_step(vctx *v, const char *base, const json_t *st)
 static void check_transition(vctx *v, const char *base, const json_t *t)
 {
     static const char *const keys[] = {"when", "to", NULL};
-    errlist *e = v->e;
-    char path[WF_JPATH], msg[WORKFLOW_ERR_MAX], q[WF_SHOW + 4];
+    jcheck_errlist *e = v->e;
+    char path[WF_JPATH], msg[WORKFLOW_ERR_MAX], q[JCHECK_QUOTE];
     if (!json_is_object(t)) {
-        mistake(e, base, "a transition must be an object {\"when\", \"to\"}");
+        jcheck_mistake(e, base, "a transition must be an object {\"when\", \"to\"}");
         return;
     }
-    unknown_keys(e, base, t, keys);
+    jcheck_unknown_keys(e, base, t, keys);
     const char *when = get_string(e, base, t, "when", 0);
-    pkey(path, base, "when");
-    if (when && workflow_check_condition(when, msg, sizeof msg)) mistake(e, path, "%s", msg);
+    jcheck_key(path, sizeof path, base, "when");
+    if (when && workflow_check_condition(when, msg, sizeof msg)) jcheck_mistake(e, path, "%s", msg);
     const char *to = get_string(e, base, t, "to", 1);
-    pkey(path, base, "to");
+    jcheck_key(path, sizeof path, base, "to");
     if (to && v->phases && find_phase(v->phases, to) < 0)
-        mistake(e, path, "no phase named \"%s\"", show(q, sizeof q, to, strlen(to)));
+        jcheck_mistake(e, path, "no phase named \"%s\"", jcheck_show(q, sizeof q, to, strlen(to)));
 }
 
 /* Phase pi: its own fields, then its steps and transitions, then the rules
@@ -1531,53 +1429,53 @@ static void check_transition(vctx *v, const char *base, const json_t *t)
 static void check_phase(vctx *v, size_t pi, const json_t *ph)
 {
     static const char *const keys[] = {"name", "terminal", "steps", "transitions", NULL};
-    errlist *e = v->e;
-    char base[WF_JPATH], path[WF_JPATH], sub[WF_JPATH], q[WF_SHOW + 4];
-    pidx(base, "", "phases", pi);
+    jcheck_errlist *e = v->e;
+    char base[WF_JPATH], path[WF_JPATH], sub[WF_JPATH], q[JCHECK_QUOTE];
+    jcheck_index(base, sizeof base, "", "phases", pi);
     if (!json_is_object(ph)) {
-        mistake(e, base, "a phase must be an object");
+        jcheck_mistake(e, base, "a phase must be an object");
         return;
     }
-    unknown_keys(e, base, ph, keys);
+    jcheck_unknown_keys(e, base, ph, keys);
     check_name(e, base, ph, "name", 1);
     const char *name = json_string_value(json_object_get(ph, "name"));
     long first = name ? find_phase(v->phases, name) : -1;
-    pkey(path, base, "name");
+    jcheck_key(path, sizeof path, base, "name");
     if (name && first >= 0 && (size_t)first < pi)
-        mistake(e, path, "duplicate phase name \"%s\" (also phases[%ld])",
-                show(q, sizeof q, name, strlen(name)), first);
+        jcheck_mistake(e, path, "duplicate phase name \"%s\" (also phases[%ld])",
+                       jcheck_show(q, sizeof q, name, strlen(name)), first);
 
     const json_t *term = json_object_get(ph, "terminal");
-    pkey(path, base, "terminal");
-    if (term && !json_is_boolean(term)) mistake(e, path, "must be true or false");
+    jcheck_key(path, sizeof path, base, "terminal");
+    if (term && !json_is_boolean(term)) jcheck_mistake(e, path, "must be true or false");
     int terminal = json_is_true(term);
 
     /* steps and transitions may be left out: an absent list is an empty one. */
     const json_t *steps = json_object_get(ph, "steps");
-    pkey(path, base, "steps");
+    jcheck_key(path, sizeof path, base, "steps");
     if (steps && (!json_is_array(steps) || json_array_size(steps) > WF_STEPS_MAX)) {
-        mistake(e, path, "must be an array of at most %d steps", WF_STEPS_MAX);
+        jcheck_mistake(e, path, "must be an array of at most %d steps", WF_STEPS_MAX);
     }
     size_t i;
     const json_t *x;
     json_array_foreach(steps, i, x) {
-        pidx(sub, base, "steps", i);
+        jcheck_index(sub, sizeof sub, base, "steps", i);
         check_step(v, sub, x);
     }
 
     const json_t *trans = json_object_get(ph, "transitions");
-    pkey(path, base, "transitions");
+    jcheck_key(path, sizeof path, base, "transitions");
     if (trans && (!json_is_array(trans) || json_array_size(trans) > WF_TRANSITIONS_MAX))
-        mistake(e, path, "must be an array of at most %d transitions", WF_TRANSITIONS_MAX);
+        jcheck_mistake(e, path, "must be an array of at most %d transitions", WF_TRANSITIONS_MAX);
     json_array_foreach(trans, i, x) {
-        pidx(sub, base, "transitions", i);
+        jcheck_index(sub, sizeof sub, base, "transitions", i);
         check_transition(v, sub, x);
     }
     size_t nt = json_array_size(trans);
     if (terminal && nt > 0)
-        mistake(e, path, "a terminal phase ends the workflow: it has no transitions");
+        jcheck_mistake(e, path, "a terminal phase ends the workflow: it has no transitions");
     if (!terminal && nt == 0 && (!trans || json_is_array(trans)))
-        mistake(e, path, "a phase that is not terminal needs at least one transition");
+        jcheck_mistake(e, path, "a phase that is not terminal needs at least one transition");
 }
 
 /* A non-terminal phase that runs no step (and so cannot change the state). */
@@ -1607,9 +1505,9 @@ static void check_loops(vctx *v)
             cur = (size_t)next;
             if (cur < lowest) lowest = cur;
             if (cur == i) {
-                pidx(path, "", "phases", i);
+                jcheck_index(path, sizeof path, "", "phases", i);
                 if (lowest == i)
-                    mistake(v->e, path, "loops for ever through phases without steps");
+                    jcheck_mistake(v->e, path, "loops for ever through phases without steps");
                 break;
             }
         }
@@ -1620,32 +1518,32 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
 {
     static const char *const keys[] = {"name", "description", "initialState", "initialPhase",
                                        "phases", NULL};
-    errlist e = {err, errcap, 0, 0};
+    jcheck_errlist e;
     vctx v = {&e, NULL, NULL};
-    char q[WF_SHOW + 4];
-    if (err && errcap) err[0] = '\0';
+    char q[JCHECK_QUOTE];
+    jcheck_init(&e, err, errcap, WF_JPATH);
     if (!json_is_object(doc)) {
-        mistake(&e, "$", "a workflow must be a JSON object");
+        jcheck_mistake(&e, "$", "a workflow must be a JSON object");
         return -1;
     }
     /* Human ids are unique across phases, so they are collected document-wide. */
     v.ids = json_object();
     if (!v.ids) {
-        mistake(&e, "$", "out of memory");
+        jcheck_mistake(&e, "$", "out of memory");
         return -1;
     }
-    unknown_keys(&e, "", doc, keys);
+    jcheck_unknown_keys(&e, "", doc, keys);
     check_name(&e, "", doc, "name", 1);
     get_string(&e, "", doc, "description", 0);
     const json_t *is = json_object_get(doc, "initialState");
-    if (is && !json_is_object(is)) mistake(&e, "initialState", "must be an object");
+    if (is && !json_is_object(is)) jcheck_mistake(&e, "initialState", "must be an object");
 
     const json_t *phases = json_object_get(doc, "phases");
     if (!phases) {
-        mistake(&e, "phases", "missing");
+        jcheck_mistake(&e, "phases", "missing");
     } else if (!json_is_array(phases) || json_array_size(phases) == 0 ||
                json_array_size(phases) > WF_PHASES_MAX) {
-        mistake(&e, "phases", "must be an array of 1 to %d phases", WF_PHASES_MAX);
+        jcheck_mistake(&e, "phases", "must be an array of 1 to %d phases", WF_PHASES_MAX);
     }
     if (json_is_array(phases)) {
         v.phases = phases;
@@ -1658,7 +1556,8 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
     /* Checked last, when the phases (and so the names it may refer to) are known. */
     const char *ip = get_string(&e, "", doc, "initialPhase", 0);
     if (ip && v.phases && find_phase(v.phases, ip) < 0)
-        mistake(&e, "initialPhase", "no phase named \"%s\"", show(q, sizeof q, ip, strlen(ip)));
+        jcheck_mistake(&e, "initialPhase", "no phase named \"%s\"",
+                       jcheck_show(q, sizeof q, ip, strlen(ip)));
     json_decref(v.ids);
     return e.n ? -1 : 0;
 }
@@ -1681,7 +1580,7 @@ static void next_fail(workflow_next_t *out, const char *fmt, ...)
 void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *state,
                    const json_t *input, workflow_next_t *out)
 {
-    char q[WF_SHOW + 4], msg[WORKFLOW_ERR_MAX];
+    char q[JCHECK_QUOTE], msg[WORKFLOW_ERR_MAX];
     memset(out, 0, sizeof *out);
     out->kind = NEXT_WAIT;
     /* A finished session has nothing left to do, whatever else pos says. */
@@ -1712,7 +1611,7 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
     long pi = find_phase(phases, pos->phase);
     if (pi < 0) {
         next_fail(out, "phase \"%s\" is not in the workflow",
-                  show(q, sizeof q, pos->phase, strlen(pos->phase)));
+                  jcheck_show(q, sizeof q, pos->phase, strlen(pos->phase)));
         return;
     }
     const json_t *ph = json_array_get(phases, (size_t)pi);
@@ -1767,5 +1666,5 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
         return;
     }
     next_fail(out, "no transition from phase %s matched",
-              show(q, sizeof q, out->phase, strlen(out->phase)));
+              jcheck_show(q, sizeof q, out->phase, strlen(out->phase)));
 }
