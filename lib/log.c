@@ -995,10 +995,12 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
         rc = n;
         goto out;
     }
-    /* A client's offset names a message; its byte position is recomputed. */
-    if ((rc = position_of(c, chain, n, from.seq, &r->next))) goto out;
+    /* A client's offset names a message; its byte position is recomputed: by the
+     * first message read, or (nothing read) by a look-up. */
+    r->next = from;
     rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
     if (rc == 1) rc = 0;
+    if (rc == 0 && r->count == 0) rc = position_of(c, chain, n, from.seq, &r->next);
     r->up_to_date = r->next.seq == r->info.tail.seq;
 out:
     if (own_tx) run_simple(c, S_COMMIT);
