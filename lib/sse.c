@@ -6,7 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int event_lines(buf_t *b, const char *name, const char *id, const void *data, size_t len);
+
 int sse_event(buf_t *b, const char *name, const char *id, const void *data, size_t len)
+{
+    size_t mark = b->len;
+    int rc = event_lines(b, name, id, data, len);
+    if (rc) {       /* all or nothing: no half event may reach a client */
+        b->len = mark;
+        if (b->p) b->p[mark] = '\0';
+    }
+    return rc;
+}
+
+static int event_lines(buf_t *b, const char *name, const char *id, const void *data, size_t len)
 {
     const char *p = data, *end = p + len;
     int rc = 0;
@@ -15,7 +28,10 @@ int sse_event(buf_t *b, const char *name, const char *id, const void *data, size
     for (;;) {
         const char *q = p;
         while (q < end && *q != '\r' && *q != '\n') q++;
-        if ((rc = buf_puts(b, "data:")) || (rc = buf_append(b, p, (size_t)(q - p))) ||
+        /* Clients drop one space after "data:", so a line that starts with a
+         * space gets one more; others get none (the protocol's "data:" form). */
+        if ((rc = buf_puts(b, q > p && *p == ' ' ? "data: " : "data:")) ||
+            (rc = buf_append(b, p, (size_t)(q - p))) ||
             (rc = buf_puts(b, "\n")))
             return rc;
         if (q >= end) break;
@@ -57,10 +73,14 @@ int sse_base64(buf_t *b, const void *data, size_t len)
 
 int sse_event_base64(buf_t *b, const char *name, const void *data, size_t len)
 {
-    int rc;
-    if (name && (rc = buf_printf(b, "event: %s\n", name))) return rc;
-    if ((rc = buf_puts(b, "data:")) || (rc = sse_base64(b, data, len))) return rc;
-    return buf_puts(b, "\n\n");
+    size_t mark = b->len;
+    int rc = 0;
+    if ((name && (rc = buf_printf(b, "event: %s\n", name))) || (rc = buf_puts(b, "data:")) ||
+        (rc = sse_base64(b, data, len)) || (rc = buf_puts(b, "\n\n"))) {
+        b->len = mark;
+        if (b->p) b->p[mark] = '\0';
+    }
+    return rc;
 }
 
 int sse_comment(buf_t *b, const char *text)

@@ -119,12 +119,15 @@ static int check(wake_t *w)
     int64_t v = data_version(w);
     if (v == w->data_version && v >= 0) return 0;
     w->data_version = v;
-    w->st.checks++;
+    __atomic_add_fetch(&w->st.checks, 1, __ATOMIC_RELAXED);
     w->changed = 0;
     log_changes(w->conn, &w->rev, wake_id, w);
     if (w->changed) {
         pthread_mutex_lock(&w->mu);
-        for (wake_waiter_t *wt = w->any; wt; wt = wt->next) poke(wt->efd);
+        for (wake_waiter_t *wt = w->any; wt; wt = wt->next) {
+            poke(wt->efd);
+            w->st.wakeups++;
+        }
         pthread_mutex_unlock(&w->mu);
     }
     return 1;
@@ -183,7 +186,7 @@ static void *watch_main(void *arg)
                 if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) w->wd = -1;
                 off += (ssize_t)sizeof *ev + ev->len;
             }
-            w->st.events++;
+            __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
             hot_since = now_us();
         }
         if (n == 0 && hot_since < 0 && w->wd < 0) add_watch(w);
@@ -346,6 +349,7 @@ void wake_all(wake_t *w)
     pthread_mutex_lock(&w->mu);
     for (int i = 0; i < WAKE_BUCKETS; i++)
         for (wake_waiter_t *wt = w->buckets[i]; wt; wt = wt->next) poke(wt->efd);
+    for (wake_waiter_t *wt = w->any; wt; wt = wt->next) poke(wt->efd);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -353,5 +357,7 @@ void wake_get_stats(wake_t *w, wake_stats *st)
 {
     pthread_mutex_lock(&w->mu);
     *st = w->st;
+    st->events = __atomic_load_n(&w->st.events, __ATOMIC_RELAXED);
+    st->checks = __atomic_load_n(&w->st.checks, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);
 }
