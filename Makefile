@@ -114,6 +114,7 @@ test: deps all $(UNIT_BIN)
 
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 bench: deps all $(BENCH_BIN)
+	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	@B=$(B) bench/run.sh
 
 fuzz:

@@ -175,6 +175,18 @@ bench_idle_cpu() {
     echo
 }
 
+# dstream side by side with the reference server and a bare FastCGI responder
+# behind the same nginx (bench/compare.sh: installs wrk and the peer if missing).
+bench_compare() {
+    echo "## dstream, the Durable Streams reference server and the FastCGI ceiling"
+    echo
+    echo '```'
+    echo "B=$B bench/compare.sh"
+    echo '```'
+    echo
+    "$here/bench/compare.sh"
+}
+
 main() {
     need "$bin/dstream-fcgi"
     echo "# Benchmark run $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -187,6 +199,7 @@ main() {
     bench_wake_latency
     bench_wake_by_rate
     bench_idle_cpu
+    bench_compare
     echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
