@@ -110,7 +110,11 @@ static int msgs_push(void *ud, const char *p, size_t len)
 
 /* Split a body into messages for a stream of content type ct. Returns 0, or
  * answers the request and returns -1. allow_empty_array: PUT accepts "[]". */
-static int split_body(req_t *r, const char *ct, buf_t *body, msgs_t *m, int allow_empty_array)
+enum { SPLIT_INVALID = -1, SPLIT_EMPTY = -2, SPLIT_TOO_MANY = -3 };
+
+/* Split a body into messages for content type ct: one message, or for JSON each
+ * element of a top-level array. Returns 0 or a SPLIT_* code (nothing answered). */
+static int split_msgs(const char *ct, buf_t *body, msgs_t *m, int allow_empty_array, size_t *errpos)
 {
     if (!log_ctype_equal(ct, "application/json")) {
         if (body->len) msgs_push(m, body->p, body->len);
@@ -118,21 +122,30 @@ static int split_body(req_t *r, const char *ct, buf_t *body, msgs_t *m, int allo
     }
     if (body->len == 0) return 0;
     int is_array = 0;
-    size_t errpos = 0;
-    int rc = json_messages(body->p, body->len, &is_array, msgs_push, m, &errpos);
-    if (rc == -100) {
-        res_error(r, 413, "too_many_messages", "more than %d messages in one append", MSGS_MAX);
-        return -1;
-    }
-    if (rc) {
-        res_error(r, 400, "invalid_json", "body is not valid JSON (byte %zu)", errpos);
-        return -1;
-    }
-    if (is_array && m->n == 0 && !allow_empty_array) {
-        res_error(r, 400, "empty_array", "an empty JSON array appends nothing");
-        return -1;
-    }
+    int rc = json_messages(body->p, body->len, &is_array, msgs_push, m, errpos);
+    if (rc == -100) return SPLIT_TOO_MANY;
+    if (rc) return SPLIT_INVALID;
+    if (is_array && m->n == 0 && !allow_empty_array) return SPLIT_EMPTY;
     return 0;
+}
+
+static void split_fail(req_t *r, int rc, size_t errpos)
+{
+    if (rc == SPLIT_TOO_MANY)
+        res_error(r, 413, "too_many_messages", "more than %d messages in one append", MSGS_MAX);
+    else if (rc == SPLIT_EMPTY)
+        res_error(r, 400, "empty_array", "an empty JSON array appends nothing");
+    else
+        res_error(r, 400, "invalid_json", "body is not valid JSON (byte %zu)", errpos);
+}
+
+/* Split, answering the request on failure. Returns 0 or -1. */
+static int split_body(req_t *r, const char *ct, buf_t *body, msgs_t *m, int allow_empty_array)
+{
+    size_t errpos = 0;
+    int rc = split_msgs(ct, body, m, allow_empty_array, &errpos);
+    if (rc) split_fail(r, rc, errpos);
+    return rc ? -1 : 0;
 }
 
 static int read_body(req_t *r, buf_t *body)
@@ -312,16 +325,20 @@ static void do_post(req_t *r, const char *path)
         res_error(r, 400, "missing_content_type", "an append needs a Content-Type");
         goto out;
     }
-    /* The stream's type decides how the body splits. A mismatched type is not
-     * split: the append refuses it, after the checks that come first. */
-    if ((rc = log_head(r->log, path, &info))) {
-        stream_fail(r, rc);
+    /* Split by the request's own type, with no look-up first: when it differs
+     * from the stream's the append refuses it (409) whatever the split. Only a
+     * body that does not split needs the stream, to answer in the protocol's
+     * order: missing or deleted, closed or another type, then the body. */
+    size_t errpos = 0;
+    int split = body.len ? split_msgs(ar.content_type, &body, &m, 0, &errpos) : 0;
+    if (split) {
+        if ((rc = log_head(r->log, path, &info))) stream_fail(r, rc);
+        else if (info.closed) {
+            stream_put_offset(r, "Stream-Next-Offset", info.tail);
+            stream_fail(r, LOG_ECLOSED);
+        } else if (!log_ctype_equal(ar.content_type, info.content_type)) stream_fail(r, LOG_ECTYPE);
+        else split_fail(r, split, errpos);
         goto out;
-    }
-    if (body.len && log_ctype_equal(ar.content_type, info.content_type)) {
-        if (split_body(r, info.content_type, &body, &m, 0)) goto out;
-    } else if (body.len) {
-        msgs_push(&m, body.p, body.len);
     }
     ar.msgs = m.v;
     ar.nmsgs = m.n;
