@@ -70,7 +70,7 @@ $(B)/dstream: $(CLI_OBJ) $(B)/libdstream.a
 	@echo "  LINK $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libdstream.a $(LDLIBS)
 
-$(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h
+$(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h tests/unit/test_doc.h
 	@mkdir -p $(dir $@)
 	@echo "  CC   $<"
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)

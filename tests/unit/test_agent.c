@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_doc.h"
 
 /* Parse JSON written with ' for " ; \' gives an escaped quote. */
 static json_t *J(const char *text)
@@ -333,32 +334,9 @@ static void test_validate_many(void)
     json_decref(doc);
 }
 
-/* The first ```json block of a Markdown file, parsed; NULL after saying why. */
-static json_t *first_json_block(const char *file)
-{
-    FILE *f = fopen(file, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: cannot open (tests run from the repository root)\n", file);
-        return NULL;
-    }
-    static char text[1 << 17];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *start = strstr(text, "```json\n");
-    if (!start) return NULL;
-    start += 8;
-    char *end = strstr(start, "\n```");
-    if (!end) return NULL;
-    json_error_t je;
-    json_t *j = json_loadb(start, (size_t)(end - start), 0, &je);
-    if (!j) fprintf(stderr, "%s: line %d of the block: %s\n", file, je.line, je.text);
-    return j;
-}
-
 static void test_docs_example(void)
 {
-    json_t *doc = first_json_block("docs/agents.md");
+    json_t *doc = test_doc_json_block("docs/agents.md");
     if (!CHECK(doc != NULL)) return;
     char err[2048] = "";
     if (!CHECK_EQ_INT(agent_validate(doc, err, sizeof err), 0)) fprintf(stderr, "%s\n", err);
