@@ -102,6 +102,8 @@ static void long_poll(req_t *r, log_read_req *rr, buf_t *out)
             continue;   /* re-read: a commit may have come before the watch */
         }
         int left = (int)(deadline - mono_ms());
+        /* Without a waiter (plain CGI) nothing can wake us: answer now. */
+        if (!r->waiter) left = 0;
         int w = left > 0 && !pool_stopping() ? wait_for(r, left) : WAIT_TIMEOUT;
         if (w == WAIT_GONE) return;
         if (w == WAIT_TIMEOUT && (left <= 0 || pool_stopping() || mono_ms() >= deadline)) {
@@ -174,6 +176,7 @@ static void sse(req_t *r, log_read_req *rr, buf_t *out)
         rr->kind = OFFSET_AT;
         rr->from = rr->next;
         if (!rr->up_to_date) goto read;     /* more is there already */
+        if (!r->waiter) break;              /* plain CGI: what is there, then end */
         if (!watching) {
             if (r->waiter) wake_watch(r->waiter, rr->info.id);
             watching = 1;

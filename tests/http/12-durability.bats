@@ -21,6 +21,9 @@ cgi() {
         "$DS_BIN/dstream-fcgi" >"$BATS_TEST_TMPDIR/cgi.out" 2>"$BATS_TEST_TMPDIR/cgi.err"
 }
 
+# cgi_done PID: the CGI process has exited (for ds_poll).
+cgi_done() { ! kill -0 "$1" 2>/dev/null; }
+
 # cgi_split: split cgi.out at the first blank line into cgi.head (CRs removed) and
 # cgi.body (byte-exact).
 cgi_split() {
@@ -131,6 +134,29 @@ cgi_split() {
     grep -qix 'content-type: text/plain' "$BATS_TEST_TMPDIR/cgi.head" || fail "no Content-Type: text/plain"
     grep -qix "stream-next-offset: $tail" "$BATS_TEST_TMPDIR/cgi.head" || fail "no Stream-Next-Offset: $tail"
     [ "$(cat "$BATS_TEST_TMPDIR/cgi.body")" = 'cgi data' ] || fail "body: $(cat "$BATS_TEST_TMPDIR/cgi.body")"
+}
+
+@test "CGI mode: live reads answer with what is there instead of waiting (nothing can wake a CGI process)" {
+    name=$(ds_name cgi)
+    s=/v1/stream/$name
+    ds_create "$s" text/plain
+    ds_append "$s" text/plain 'cgi live'
+    # A long-poll at the tail: 204 at once, not after DSTREAM_LONGPOLL_MS (10 min here).
+    cgi GET "$s?offset=now&live=long-poll" DSTREAM_LONGPOLL_MS=600000 </dev/null &
+    local pid=$!
+    ds_poll 10 cgi_done "$pid" || { kill "$pid"; fail "a CGI long-poll waited"; }
+    wait "$pid" || fail "dstream-fcgi exited: $(cat "$BATS_TEST_TMPDIR/cgi.err")"
+    cgi_split
+    head -n1 "$BATS_TEST_TMPDIR/cgi.head" | grep -qx 'Status: 204 No Content' ||
+        fail "first header line: $(head -n1 "$BATS_TEST_TMPDIR/cgi.head")"
+    # SSE: the data and a control event, then the response ends.
+    cgi GET "$s?offset=-1&live=sse" DSTREAM_SSE_MAX_MS=600000 </dev/null &
+    pid=$!
+    ds_poll 10 cgi_done "$pid" || { kill "$pid"; fail "a CGI SSE read waited"; }
+    wait "$pid" || fail "dstream-fcgi exited: $(cat "$BATS_TEST_TMPDIR/cgi.err")"
+    cgi_split
+    grep -q '^data:cgi live$' "$BATS_TEST_TMPDIR/cgi.body" || fail "body: $(cat "$BATS_TEST_TMPDIR/cgi.body")"
+    grep -q '^event: control$' "$BATS_TEST_TMPDIR/cgi.body" || fail "no control event"
 }
 
 @test "CGI mode: a POST with CONTENT_LENGTH and CONTENT_TYPE appends the body from stdin" {
