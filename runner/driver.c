@@ -552,7 +552,8 @@ static void unfence(const char **p, size_t *len)
 
 /* A workflow agent step's reply: its output (text, or JSON checked against the
  * step's outputSchema), the state update and the step's completion, appended to
- * ev. Returns 1, or 0 after appending workflow:failed to ev instead. */
+ * ev. Returns 1, or 0 after appending workflow:failed to ev instead (or nothing,
+ * if the session's view cannot be read: the next drive retries the step). */
 static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double cost, sstore_event *ev,
                        size_t *n)
 {
@@ -637,13 +638,14 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     }
     double cost = provider_cost(R->pricing, q->model, q->in_tok, q->out_tok);
     json_t *usage = json_pack("{s:I, s:I}", "inputTokens", (json_int_t)q->in_tok, "outputTokens", (json_int_t)q->out_tok);
-    sstore_event ev[3 + 2 * 8];
+    sstore_event ev[SSTORE_EVENTS_MAX];
     size_t n = 0;
     size_t i;
     json_t *call;
     /* Tool calls: this runner has no tool executor (MCP); the model is told so. */
     json_array_foreach(q->tool_calls, i, call) {
-        if (n + 3 > sizeof ev / sizeof ev[0] - 2) break;
+        /* Room stays for request_ended and a step's three events (one append). */
+        if (n + 2 > SSTORE_EVENTS_MAX - 4) break;
         json_t *called = json_deep_copy(call);
         json_object_set_new(called, "requestId", json_string(q->id));
         ev[n++] = event("tool:called", called);
@@ -654,12 +656,8 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
                     json_pack("{s:s, s:s, s:O, s:f}", "requestId", q->id, "stopReason", q->stop, "usage", usage, "costUsd", cost));
     runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
                (long long)q->in_tok, (long long)q->out_tok, cost);
-    if (q->step_agent && !step_output(R, s, q, usage, cost, ev, &n)) {
-        json_decref(usage);
-        emit(R, s, ev, n);
-        request_free(R, q);
-        return;
-    }
+    /* A workflow step adds its completion, or workflow:failed, to the same append. */
+    if (q->step_agent) step_output(R, s, q, usage, cost, ev, &n);
     json_decref(usage);
     emit(R, s, ev, n);
     int more = json_array_size(q->tool_calls) > 0 && !q->step_agent && s->agent &&
@@ -677,6 +675,25 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
         }
         session_view_free(&v);
     }
+}
+
+void runner_timer(runner_t *R, sess_t *s)
+{
+    s->timer_ms = 0;
+    s->dirty = 1;
+    if (!s->retry_attempt) return;      /* a checkpoint's expiry: drive() handles it */
+    /* A scheduled retry: the same request id unless a new one was chosen ("+"). */
+    session_view v;
+    offset_t none = {0, 0};
+    int attempt = s->retry_attempt, fresh = s->retry_id[0] == '+';
+    char id[72];
+    snprintf(id, sizeof id, "%s", s->retry_id + fresh);
+    s->retry_attempt = 0;
+    session_view_init(&v);
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && !session_view_finished(&v) &&
+        !v.cancel_requested)
+        runner_retry(R, s, &v, id, attempt, fresh);
+    session_view_free(&v);
 }
 
 void runner_retry(runner_t *R, sess_t *s, const session_view *v, const char *id, int attempt, int fresh)

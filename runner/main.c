@@ -192,25 +192,7 @@ int main(int argc, char **argv)
         }
         for (sess_t *s = R.sessions, *next; s; s = next) {
             next = s->next;
-            if (s->timer_ms && now >= s->timer_ms) {
-                s->timer_ms = 0;
-                if (s->retry_attempt) {
-                    /* A scheduled retry: same request id unless a new one was chosen. */
-                    session_view v;
-                    offset_t none = {0, 0};
-                    int attempt = s->retry_attempt;
-                    int fresh = s->retry_id[0] == '+';
-                    char id[72];
-                    snprintf(id, sizeof id, "%s", s->retry_id + fresh);
-                    s->retry_attempt = 0;
-                    session_view_init(&v);
-                    if (sstore_view(R.conn, s->id, 0, none, &v, NULL) == 0 && !session_view_finished(&v) &&
-                        !v.cancel_requested)
-                        runner_retry(&R, s, &v, id, attempt, fresh);
-                    session_view_free(&v);
-                }
-                s->dirty = 1;
-            }
+            if (s->timer_ms && now >= s->timer_ms) runner_timer(&R, s);
             if (s->dirty) runner_drive(&R, s);
         }
         int timeout = 1000;

@@ -82,6 +82,8 @@ void runner_forget(runner_t *R, sess_t *s);
 int runner_append(runner_t *R, sess_t *s, sstore_event *ev, size_t n);
 void runner_request_finished(runner_t *R, rq_t *q, CURLcode result);
 void runner_shutdown(runner_t *R);
+/* s's timer fired: start its scheduled retry, or let drive() look at it. */
+void runner_timer(runner_t *R, sess_t *s);
 /* Start a scheduled retry: attempt under id (fresh: a new id, announced). */
 void runner_retry(runner_t *R, sess_t *s, const session_view *v, const char *id, int attempt, int fresh);
 

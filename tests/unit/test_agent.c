@@ -8,40 +8,8 @@
 #include "test.h"
 #include "test_doc.h"
 
-/* Parse JSON written with ' for " ; \' gives an escaped quote. */
-static json_t *J(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; *p; p++)
-        if (*p == '\'') *p = '"';
-    json_error_t je;
-    json_t *j = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (!j) {
-        fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, s);
-        abort();
-    }
-    free(s);
-    return j;
-}
-
-static int has_line(const char *err, const char *want)
-{
-    size_t n = strlen(want);
-    for (const char *p = err; p && *p;) {
-        if (strncmp(p, want, n) == 0) return 1;
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    return 0;
-}
-
-static int count_lines(const char *err)
-{
-    if (!*err) return 0;
-    int n = 1;
-    for (; *err; err++) n += *err == '\n';
-    return n;
-}
+/* Test JSON with ' for " (test_doc.h). */
+#define J(text) test_json(text, JSON_ALLOW_NUL)
 
 static void test_names(void)
 {
@@ -82,7 +50,7 @@ static void invalid(const char *doc, const char *want, int line)
     char err[2048] = "";
     int rc = agent_validate(j, err, sizeof err);
     test_note(rc == -1, __FILE__, line, "agent_validate rejects");
-    if (!test_note(has_line(err, want), __FILE__, line, "names the mistake"))
+    if (!test_note(test_has_line(err, want), __FILE__, line, "names the mistake"))
         fprintf(stderr, "  want a line starting \"%s\" in:\n%s\n", want, err);
     json_decref(j);
 }
@@ -135,7 +103,7 @@ static void test_validate_top(void)
     big[129] = '\0';
     json_object_set_new(doc, "model", json_string(big));
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "model: must be 1 to 128 bytes"));
+    CHECK(test_has_line(err, "model: must be 1 to 128 bytes"));
     json_object_set_new(doc, "model", json_string("m"));
     big[129] = 'm';
     big[100000] = '\0';
@@ -145,7 +113,7 @@ static void test_validate_top(void)
     big[100001] = '\0';
     json_object_set_new(doc, "system", json_string(big));
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "system: longer than 100000 bytes"));
+    CHECK(test_has_line(err, "system: longer than 100000 bytes"));
     free(big);
     json_decref(doc);
 
@@ -288,10 +256,10 @@ static void test_validate_lists(void)
     json_array_append_new(json_object_get(doc, "skills"), json_pack("{s:s, s:s}", "name", "t64", "instructions", "x"));
     json_array_append_new(json_object_get(doc, "mcpServers"), json_pack("{s:s, s:[s]}", "name", "t16", "command", "x"));
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "tools: must be an array of at most 64"));
-    CHECK(has_line(err, "skills: must be an array of at most 64"));
-    CHECK(has_line(err, "mcpServers: must be an array of at most 16"));
-    CHECK_EQ_INT(count_lines(err), 3);
+    CHECK(test_has_line(err, "tools: must be an array of at most 64"));
+    CHECK(test_has_line(err, "skills: must be an array of at most 64"));
+    CHECK(test_has_line(err, "mcpServers: must be an array of at most 16"));
+    CHECK_EQ_INT(test_count_lines(err), 3);
     json_decref(doc);
 }
 
@@ -302,14 +270,14 @@ static void test_validate_many(void)
                     " 'skills': [{'name': 's', 'instructions': 'Hi {{x}}'}]}");
     char err[2048];
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "extra: unknown key"));
-    CHECK(has_line(err, "name: must be 1 to 64"));
-    CHECK(has_line(err, "provider: must be \"anthropic\" or \"openai\""));
-    CHECK(has_line(err, "model: missing"));
-    CHECK(has_line(err, "parameters.temperature: must be a number from 0 to 2"));
-    CHECK(has_line(err, "limits.maxTurns: must be an integer > 0"));
-    CHECK(has_line(err, "skills[0].instructions: uses {{x}}, which params does not declare"));
-    CHECK_EQ_INT(count_lines(err), 7);
+    CHECK(test_has_line(err, "extra: unknown key"));
+    CHECK(test_has_line(err, "name: must be 1 to 64"));
+    CHECK(test_has_line(err, "provider: must be \"anthropic\" or \"openai\""));
+    CHECK(test_has_line(err, "model: missing"));
+    CHECK(test_has_line(err, "parameters.temperature: must be a number from 0 to 2"));
+    CHECK(test_has_line(err, "limits.maxTurns: must be an integer > 0"));
+    CHECK(test_has_line(err, "skills[0].instructions: uses {{x}}, which params does not declare"));
+    CHECK_EQ_INT(test_count_lines(err), 7);
     CHECK(err[strlen(err) - 1] != '\n');
 
     /* Cut to the buffer, and still -1 with no buffer at all. */
@@ -328,9 +296,9 @@ static void test_validate_many(void)
     /* Long or odd keys stay on one line, cut and marked. */
     doc = J("{" BASE ", 'a\\u0001b': 1, 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk': 2}");
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "a?b: unknown key"));
-    CHECK(has_line(err, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: unknown key"));
-    CHECK_EQ_INT(count_lines(err), 2);
+    CHECK(test_has_line(err, "a?b: unknown key"));
+    CHECK(test_has_line(err, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: unknown key"));
+    CHECK_EQ_INT(test_count_lines(err), 2);
     json_decref(doc);
 }
 

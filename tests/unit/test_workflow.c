@@ -9,42 +9,8 @@
 #include "test.h"
 #include "test_doc.h"
 
-/* Parse JSON written with ' for " (so that tests stay readable); \' gives an
- * escaped quote. Aborts on a typo in a test: nothing after it would mean much. */
-static json_t *J(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; *p; p++)
-        if (*p == '\'') *p = '"';
-    json_error_t je;
-    json_t *j = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!j) {
-        fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, s);
-        abort();
-    }
-    free(s);
-    return j;
-}
-
-/* Does some line of err start with want? */
-static int has_line(const char *err, const char *want)
-{
-    size_t n = strlen(want);
-    for (const char *p = err; p && *p;) {
-        if (strncmp(p, want, n) == 0) return 1;
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    return 0;
-}
-
-static int count_lines(const char *err)
-{
-    if (!*err) return 0;
-    int n = 1;
-    for (; *err; err++) n += *err == '\n';
-    return n;
-}
+/* Test JSON with ' for " (test_doc.h). */
+#define J(text) test_json(text, 0)
 
 /* ---- paths ------------------------------------------------------------------------- */
 
@@ -730,7 +696,7 @@ static void test_apply_update(void)
     json_object_set_new(json_array_get(json_object_get(json_array_get(json_object_get(wf, "phases"), 0), "steps"), 0),
                         "set", upd);
     CHECK_EQ_INT(workflow_validate(wf, err, sizeof err), -1);
-    CHECK(has_line(err, "phases[0].steps[0].set.ok: not a state path"));
+    CHECK(test_has_line(err, "phases[0].steps[0].set.ok: not a state path"));
     json_decref(wf);
 
     /* Nothing to do, or nothing to do it on. */
@@ -797,7 +763,7 @@ static void invalid(const char *doc, const char *want, int line)
     char err[2048] = "";
     int rc = workflow_validate(j, err, sizeof err);
     test_note(rc == -1, __FILE__, line, "workflow_validate rejects");
-    if (!test_note(has_line(err, want), __FILE__, line, "names the mistake"))
+    if (!test_note(test_has_line(err, want), __FILE__, line, "names the mistake"))
         fprintf(stderr, "  want a line starting \"%s\" in:\n%s\n", want, err);
     json_decref(j);
 }
@@ -879,7 +845,7 @@ static void test_validate_document(void)
     CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), 0);
     json_array_append_new(phases, json_pack("{s:s, s:b}", "name", "p64", "terminal", 1));
     CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "phases: must be an array of 1 to 64 phases"));
+    CHECK(test_has_line(err, "phases: must be an array of 1 to 64 phases"));
     json_decref(doc);
 }
 
@@ -918,8 +884,8 @@ static void test_validate_phases(void)
     json_array_append_new(steps, J("{'kind': 'update', 'set': {}}"));
     json_array_append_new(trans, J("{'to': 'end'}"));
     CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "phases[0].steps: must be an array of at most 64 steps"));
-    CHECK(has_line(err, "phases[0].transitions: must be an array of at most 16 transitions"));
+    CHECK(test_has_line(err, "phases[0].steps: must be an array of at most 64 steps"));
+    CHECK(test_has_line(err, "phases[0].transitions: must be an array of at most 16 transitions"));
     json_decref(doc);
 
     /* Transitions. */
@@ -950,8 +916,8 @@ static void test_validate_phases(void)
     json_t *j = J("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'b'}]},"
                   " {'name': 'b', 'transitions': [{'to': 'a'}]}, " TERM "]}");
     CHECK_EQ_INT(workflow_validate(j, err, sizeof err), -1);
-    CHECK(has_line(err, "phases[0]: loops for ever through phases without steps"));
-    CHECK_EQ_INT(count_lines(err), 1);
+    CHECK(test_has_line(err, "phases[0]: loops for ever through phases without steps"));
+    CHECK_EQ_INT(test_count_lines(err), 1);
     json_decref(j);
     INVALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'a'}]}, " TERM "]}",
             "phases[0]: loops for ever");
@@ -1131,13 +1097,13 @@ static void test_validate_many(void)
                     "{'name': 'b', 'terminal': true}]}");
     char err[2048];
     CHECK_EQ_INT(workflow_validate(doc, err, sizeof err), -1);
-    CHECK(has_line(err, "extra: unknown key"));
-    CHECK(has_line(err, "name: must be 1 to 64"));
-    CHECK(has_line(err, "phases[0].steps[0].agent: missing"));
-    CHECK(has_line(err, "phases[0].steps[0].prompt: unterminated \"{{\" at column 4"));
-    CHECK(has_line(err, "phases[0].transitions[0].when: expected a value at end of condition"));
-    CHECK(has_line(err, "phases[0].transitions[1].to: no phase named \"zz\""));
-    CHECK_EQ_INT(count_lines(err), 6);
+    CHECK(test_has_line(err, "extra: unknown key"));
+    CHECK(test_has_line(err, "name: must be 1 to 64"));
+    CHECK(test_has_line(err, "phases[0].steps[0].agent: missing"));
+    CHECK(test_has_line(err, "phases[0].steps[0].prompt: unterminated \"{{\" at column 4"));
+    CHECK(test_has_line(err, "phases[0].transitions[0].when: expected a value at end of condition"));
+    CHECK(test_has_line(err, "phases[0].transitions[1].to: no phase named \"zz\""));
+    CHECK_EQ_INT(test_count_lines(err), 6);
     CHECK(err[strlen(err) - 1] != '\n');
 
     /* A small buffer: cut, NUL-terminated, still -1. */
@@ -1495,9 +1461,9 @@ static void test_docs_example(void)
     json_t *bad = J("{'name': 'w', 'phases': [" TERM ", {'name': 'p', 'steps': [{'kind': 'agent', 'prompt': 'x'}],"
                     " 'transitions': [{'when': 'state.x ==', 'to': 'end'}]}, {'name': 'q'}]}");
     CHECK_EQ_INT(workflow_validate(bad, err, sizeof err), -1);
-    CHECK(has_line(err, "phases[1].steps[0].agent: missing"));
-    CHECK(has_line(err, "phases[1].transitions[0].when: expected a value at end of condition"));
-    CHECK(has_line(err, "phases[2].transitions: a phase that is not terminal needs at least one transition"));
+    CHECK(test_has_line(err, "phases[1].steps[0].agent: missing"));
+    CHECK(test_has_line(err, "phases[1].transitions[0].when: expected a value at end of condition"));
+    CHECK(test_has_line(err, "phases[2].transitions: a phase that is not terminal needs at least one transition"));
     json_decref(bad);
 
     json_decref(reviews[0]);
