@@ -7,7 +7,8 @@
 #
 # The three systems, started afresh for every run:
 #   dstream   deploy/dstream-stack start DIR with DSTREAM_RUNNER=0: nginx + the pool
-#             (DSTREAM_PROCS x DSTREAM_THREADS, defaults 2 x 512), synchronous=FULL
+#             (DSTREAM_PROCS x DSTREAM_THREADS, defaults 2 x 64, each process's hub
+#             keeping up to DSTREAM_LIVE_MAX [8192] waiting readers), synchronous=FULL
 #   peer      @durable-streams/server (version pinned in bench/peer/package.json),
 #             file-backed (fdatasync on every append), bench/peer/server.mjs
 #   fcgi      bench/src/fcgi-hello.c: FCGX_Accept_r threads answering at once, with the
@@ -25,14 +26,13 @@
 #      appends a timestamped message every 10 ms for BENCH_SECONDS
 #   4. idle live streams: N SSE readers held; RSS of the pool's processes (the peer's
 #      node process) and their CPU over BENCH_IDLE_S
-# and once per invocation: 10,000 held by a pool of BENCH_BIG (procs x threads) with a
-# thread for each (the RSS a held stream costs then), build/bench/wake-latency
+# and once per invocation: if BENCH_BIG (procs x threads) is set, 10,000 held by such a
+# pool with DSTREAM_LIVE_MAX=0, a thread for each (what the hub saves), build/bench/wake-latency
 # (commit-to-wake across processes) and bench/idle-cpu.sh (idle responder CPU).
 #
 # Environment: B [build], BENCH_SECONDS [10], BENCH_RUNS [3], BENCH_CONNS [50],
 # BENCH_FANOUT ["100 1000"], BENCH_HOLD ["1000 10000"], BENCH_IDLE_S [5],
-# BENCH_BIG [4x2560; empty skips: 2x5120 needs 3 descriptors a thread, 15,360 a
-# process, within the usual 20,000 hard limit only when split in four],
+# BENCH_BIG [empty: skipped; 4x2560 fits the usual 20,000 descriptors: a thread needs 3],
 # BENCH_WAKE [1], BENCH_IDLE_CPU [1], BENCH_HOLD_RUNS [1: the idle-stream figures
 # (memory, nearly the same every run) only in the first runs], BENCH_FIGURES
 # ["appends catchup fanout hold": the per-run figures to measure],
@@ -52,7 +52,7 @@ BENCH_CONNS=${BENCH_CONNS:-50}
 BENCH_FANOUT=${BENCH_FANOUT:-"100 1000"}
 BENCH_HOLD=${BENCH_HOLD:-"1000 10000"}
 BENCH_IDLE_S=${BENCH_IDLE_S:-5}
-BENCH_BIG=${BENCH_BIG-4x2560}
+BENCH_BIG=${BENCH_BIG-}
 BENCH_WAKE=${BENCH_WAKE:-1}
 BENCH_IDLE_CPU=${BENCH_IDLE_CPU:-1}
 BENCH_KEEP=${BENCH_KEEP:-0}
@@ -367,7 +367,8 @@ bench_hold() {
 bench_big_pool() {   # once: a pool with a thread for each of 10,000 readers
     local d=$work/big n=10000
     [ -n "$BENCH_BIG" ] || return 0
-    start_dstream "$d/dstream" DSTREAM_PROCS="${BENCH_BIG%x*}" DSTREAM_THREADS="${BENCH_BIG#*x}"
+    start_dstream "$d/dstream" DSTREAM_PROCS="${BENCH_BIG%x*}" DSTREAM_THREADS="${BENCH_BIG#*x}" \
+        DSTREAM_LIVE_MAX=0
     hold_one dstream "$n" "big$n"
     stop_all
 }
@@ -550,7 +551,7 @@ main() {
     echo "# dstream compared, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), kernel $(uname -r)"
-    echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-2} x ${DSTREAM_THREADS:-512}, synchronous=${DSTREAM_SYNC:-full}"
+    echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-2} x ${DSTREAM_THREADS:-64}, hubs of ${DSTREAM_LIVE_MAX:-8192}, synchronous=${DSTREAM_SYNC:-full}"
     echo "- $(nginx -v 2>&1 | sed 's/^nginx version: //'), SQLite $sqlite_version, node $(node --version), @durable-streams/server $peer_version, $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- command: \`B=$B BENCH_SECONDS=$BENCH_SECONDS BENCH_RUNS=$BENCH_RUNS BENCH_CONNS=$BENCH_CONNS BENCH_HOLD_RUNS=$BENCH_HOLD_RUNS BENCH_FIGURES=\"$BENCH_FIGURES\" BENCH_BIG=$BENCH_BIG bench/compare.sh\`"
     echo "- descriptor limit (hard): $(ulimit -Hn)"

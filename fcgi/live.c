@@ -8,7 +8,11 @@
  * leaves) ends the request at once, freeing the thread. They differ in framing:
  * long-poll answers once (200 with data, 204 on timeout or closure); SSE writes a
  * data event and a control event per batch, comments as heartbeats, and ends on
- * closure, on its lifetime limit or when the process stops. */
+ * closure, on its lifetime limit or when the process stops.
+ *
+ * In the FastCGI pool a reader that has nothing left to read is parked instead of
+ * waiting on its thread: its connection goes to the process's live hub (hub.c),
+ * which runs the same steps below (live_sse_step, live_lp_step) for all of them. */
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -17,11 +21,12 @@
 
 #include "../lib/sse.h"
 #include "../lib/wake.h"
+#include "hub.h"
 #include "pool.h"
 #include "router.h"
 #include "stream.h"
 
-static int64_t mono_ms(void)
+int64_t live_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -62,58 +67,75 @@ static void cursor_for(req_t *r, char *out, size_t cap)
 
 /* ---- long-poll ------------------------------------------------------------------- */
 
+int live_lp_step(req_t *r, log_read_req *rr, buf_t *out)
+{
+    int rc;
+    char cursor[32];
+    if ((rc = stream_read_batch(r, rr, out))) {
+        if (!r->gone) stream_fail(r, rc);
+        return LIVE_END;
+    }
+    int closed_at_tail = rr->info.closed && rr->up_to_date;
+    if (rr->count > 0 || closed_at_tail) {
+        cursor_for(r, cursor, sizeof cursor);
+        res_status(r, rr->count > 0 ? 200 : 204);
+        stream_meta_headers(r, &rr->info);
+        stream_put_offset(r, "Stream-Next-Offset", rr->next);
+        if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
+        if (closed_at_tail) res_header(r, "Stream-Closed", "true");
+        else res_header(r, "Stream-Cursor", cursor);
+        res_header(r, "Cache-Control", "no-store");
+        if (rr->count > 0) {
+            res_headerf(r, "Content-Length", "%zu", out->len);
+            res_write(r, out->p, out->len);
+        } else {
+            res_end(r);
+        }
+        return LIVE_END;
+    }
+    rr->kind = OFFSET_AT;
+    rr->from = rr->next;
+    return LIVE_WAIT;
+}
+
+void live_lp_timeout(req_t *r, const log_read_req *rr)
+{
+    char cursor[32];
+    cursor_for(r, cursor, sizeof cursor);
+    res_status(r, 204);
+    stream_put_offset(r, "Stream-Next-Offset", rr->from);
+    res_header(r, "Stream-Up-To-Date", "true");
+    res_header(r, "Stream-Cursor", cursor);
+    res_header(r, "Cache-Control", "no-store");
+    res_end(r);
+}
+
 static void long_poll(req_t *r, log_read_req *rr, buf_t *out)
 {
-    int64_t deadline = mono_ms() + r->cfg->longpoll_ms;
-    int watching = 0, touched = 0, rc;
-    char cursor[32];
+    int64_t deadline = live_mono_ms() + r->cfg->longpoll_ms;
+    int watching = 0, touched = 0;
     for (;;) {
-        if ((rc = stream_read_batch(r, rr, out))) {
-            if (!r->gone) stream_fail(r, rc);
-            return;
-        }
-        if (!touched) {
+        int st = live_lp_step(r, rr, out);
+        if (!touched && rr->info.id) {
             stream_touch(r, &rr->info);
             touched = 1;
         }
-        int closed_at_tail = rr->info.closed && rr->up_to_date;
-        if (rr->count > 0 || closed_at_tail) {
-            cursor_for(r, cursor, sizeof cursor);
-            res_status(r, rr->count > 0 ? 200 : 204);
-            stream_meta_headers(r, &rr->info);
-            stream_put_offset(r, "Stream-Next-Offset", rr->next);
-            if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
-            if (closed_at_tail) res_header(r, "Stream-Closed", "true");
-            else res_header(r, "Stream-Cursor", cursor);
-            res_header(r, "Cache-Control", "no-store");
-            if (rr->count > 0) {
-                res_headerf(r, "Content-Length", "%zu", out->len);
-                res_write(r, out->p, out->len);
-            } else {
-                res_end(r);
-            }
-            return;
-        }
-        rr->kind = OFFSET_AT;
-        rr->from = rr->next;
+        if (st == LIVE_END) return;
         if (!watching) {
+            /* Nothing yet: hand the wait to the hub (it reads once more), or
+             * watch here and re-read (a commit may have come before the watch). */
+            if (r->hub && hub_park(r->hub, r, rr, rr->info.id, 0, deadline) == 0) return;
             if (r->waiter) wake_watch(r->waiter, rr->info.id);
             watching = 1;
-            continue;   /* re-read: a commit may have come before the watch */
+            continue;
         }
-        int left = (int)(deadline - mono_ms());
+        int left = (int)(deadline - live_mono_ms());
         /* Without a waiter (plain CGI) nothing can wake us: answer now. */
         if (!r->waiter) left = 0;
         int w = left > 0 && !pool_stopping() ? wait_for(r, left) : WAIT_TIMEOUT;
         if (w == WAIT_GONE) return;
-        if (w == WAIT_TIMEOUT && (left <= 0 || pool_stopping() || mono_ms() >= deadline)) {
-            cursor_for(r, cursor, sizeof cursor);
-            res_status(r, 204);
-            stream_put_offset(r, "Stream-Next-Offset", rr->next);
-            res_header(r, "Stream-Up-To-Date", "true");
-            res_header(r, "Stream-Cursor", cursor);
-            res_header(r, "Cache-Control", "no-store");
-            res_end(r);
+        if (w == WAIT_TIMEOUT && (left <= 0 || pool_stopping() || live_mono_ms() >= deadline)) {
+            live_lp_timeout(r, rr);
             return;
         }
     }
@@ -141,69 +163,102 @@ static int sse_control(buf_t *ev, req_t *r, const log_read_req *rr, int closed)
     return sse_event(ev, "control", NULL, json, (size_t)n);
 }
 
-static void sse(req_t *r, log_read_req *rr, buf_t *out)
+/* Write the batch just read into out as SSE events; *first: nothing sent yet. */
+static int sse_emit(req_t *r, log_read_req *rr, const buf_t *out, int text, int *first)
 {
     buf_t ev;
+    int rc = 0, st = LIVE_WAIT;
+    int closed = rr->info.closed && rr->up_to_date;
+    buf_init(&ev, 0);
+    if (rr->count > 0 && r->events) {
+        rc = buf_append(&ev, out->p, out->len);    /* already one event per message */
+    } else if (rr->count > 0) {
+        rc = text ? sse_event(&ev, "data", NULL, out->p, out->len)
+                  : sse_event_base64(&ev, "data", out->p, out->len);
+        if (rc == 0) rc = sse_control(&ev, r, rr, closed);
+    } else if ((*first || closed) && !r->events) {
+        rc = sse_control(&ev, r, rr, closed);
+    }
+    *first = 0;
+    if (rc || (ev.len && (res_write(r, ev.p, ev.len) || res_flush(r))) || closed) {
+        st = LIVE_END;
+    } else {
+        rr->kind = OFFSET_AT;
+        rr->from = rr->next;
+        if (!rr->up_to_date) st = LIVE_MORE;
+    }
+    buf_free(&ev);
+    return st;
+}
+
+int live_sse_step(req_t *r, log_read_req *rr, int64_t id, buf_t *out, int text, int *first)
+{
+    if (stream_read_batch(r, rr, out)) return LIVE_END;
+    if (rr->info.id != id) return LIVE_END;     /* deleted and made again: not ours */
+    return sse_emit(r, rr, out, text, first);
+}
+
+/* Wait for a wake-up, writing heartbeats; LIVE_END when the response should end. */
+static int sse_wait(req_t *r, const log_read_req *rr, int64_t end)
+{
+    buf_t ev;
+    int st = LIVE_END;
+    buf_init(&ev, 0);
+    for (;;) {
+        int64_t now = live_mono_ms();
+        if (now >= end || pool_stopping()) break;
+        int ms = r->cfg->heartbeat_ms;
+        if (now + ms > end) ms = (int)(end - now);
+        int w = wait_for(r, ms);
+        if (w == WAIT_GONE) break;
+        if (w == WAIT_WOKEN) {
+            st = LIVE_MORE;
+            break;
+        }
+        if (pool_stopping() || live_mono_ms() >= end) break;
+        buf_reset(&ev);
+        sse_comment(&ev, "keep-alive");
+        if (res_write(r, ev.p, ev.len) || res_flush(r)) break;
+        /* A stream deleted under us ends the response. */
+        log_info info;
+        if (log_head(r->log, rr->path, &info) || info.id != rr->info.id) break;
+    }
+    buf_free(&ev);
+    return st;
+}
+
+static void sse(req_t *r, log_read_req *rr, buf_t *out)
+{
     int rc, watching = 0, first = 1;
-    int64_t end = mono_ms() + r->cfg->sse_max_ms;
+    int64_t end = live_mono_ms() + r->cfg->sse_max_ms;
 
     if ((rc = stream_read_batch(r, rr, out))) {
         stream_fail(r, rc);
         return;
     }
     stream_touch(r, &rr->info);
+    int64_t id = rr->info.id;
     int text = is_text(&rr->info);
     res_header(r, "Content-Type", "text/event-stream");
     res_header(r, "Cache-Control", "no-cache");
     res_header(r, "X-Accel-Buffering", "no");
     if (!text) res_header(r, "Stream-SSE-Data-Encoding", "base64");
-    buf_init(&ev, 0);
-    for (;;) {
-        int closed = rr->info.closed && rr->up_to_date;
-        buf_reset(&ev);
-        if (rr->count > 0 && r->events) {
-            rc = buf_append(&ev, out->p, out->len);    /* already one event per message */
-        } else if (rr->count > 0) {
-            rc = text ? sse_event(&ev, "data", NULL, out->p, out->len)
-                      : sse_event_base64(&ev, "data", out->p, out->len);
-            if (rc == 0) rc = sse_control(&ev, r, rr, closed);
-        } else if ((first || closed) && !r->events) {
-            rc = sse_control(&ev, r, rr, closed);
+    int st = sse_emit(r, rr, out, text, &first);
+    while (st != LIVE_END) {
+        if (st == LIVE_WAIT) {
+            if (!r->waiter) break;              /* plain CGI: what is there, then end */
+            if (!watching) {
+                /* Parked: the hub reads once more and carries on. Else watch, re-read. */
+                if (r->hub && hub_park(r->hub, r, rr, id, text, end) == 0) return;
+                wake_watch(r->waiter, id);
+                watching = 1;
+            } else if (sse_wait(r, rr, end) == LIVE_END) {
+                break;
+            }
         }
-        first = 0;
-        if (ev.len && (res_write(r, ev.p, ev.len) || res_flush(r))) break;
-        if (closed) break;
-        rr->kind = OFFSET_AT;
-        rr->from = rr->next;
-        if (!rr->up_to_date) goto read;     /* more is there already */
-        if (!r->waiter) break;              /* plain CGI: what is there, then end */
-        if (!watching) {
-            if (r->waiter) wake_watch(r->waiter, rr->info.id);
-            watching = 1;
-            goto read;
-        }
-        for (;;) {
-            int64_t now = mono_ms();
-            if (now >= end || pool_stopping()) goto done;
-            int ms = r->cfg->heartbeat_ms;
-            if (now + ms > end) ms = (int)(end - now);
-            int w = wait_for(r, ms);
-            if (w == WAIT_GONE) goto done;
-            if (w == WAIT_WOKEN) break;
-            if (pool_stopping() || mono_ms() >= end) goto done;
-            buf_reset(&ev);
-            sse_comment(&ev, "keep-alive");
-            if (res_write(r, ev.p, ev.len) || res_flush(r)) goto done;
-            /* A stream deleted under us ends the response. */
-            log_info info;
-            if (log_head(r->log, rr->path, &info) || info.id != rr->info.id) goto done;
-        }
-    read:
-        if ((rc = stream_read_batch(r, rr, out))) break;
+        st = live_sse_step(r, rr, id, out, text, &first);
     }
-done:
     res_flush(r);
-    buf_free(&ev);
 }
 
 void stream_live(req_t *r, log_read_req *rr, int use_sse)

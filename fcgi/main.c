@@ -43,7 +43,7 @@ static void usage(void)
             "[--threads N]\n"
             "Environment: DSTREAM_DB, DSTREAM_LISTEN, DSTREAM_PROCS, DSTREAM_THREADS,\n"
             "  DSTREAM_BODY_MAX, DSTREAM_READ_MAX, DSTREAM_LONGPOLL_MS, DSTREAM_HEARTBEAT_MS,\n"
-            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG. See README.md.\n");
+            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX. See README.md.\n");
 }
 
 static int stdin_is_socket(void)
@@ -66,6 +66,7 @@ int main(int argc, char **argv)
     cfg.path_max = (size_t)env_num("DSTREAM_PATH_MAX", 1024, 1, LOG_PATH_MAX);
     cfg.wake_inotify = strcmp(env_str("DSTREAM_WAKE", "inotify"), "poll") != 0;
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
+    cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 8192, 0, 1 << 20);
     po.listen = env_str("DSTREAM_LISTEN", NULL);
     po.procs = (int)env_num("DSTREAM_PROCS", 2, 1, 256);
     po.threads = (int)env_num("DSTREAM_THREADS", 64, 1, 16384);
@@ -105,6 +106,16 @@ int main(int argc, char **argv)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* The hub's readers each hold a socket: keep room for the threads' descriptors. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        long room = (long)rl.rlim_cur - 6L * po.threads - 64;
+        if (room < 0) room = 0;
+        if (cfg.live_max > room) {
+            fprintf(stderr, "dstream-fcgi: DSTREAM_LIVE_MAX %d lowered to %ld (descriptor limit %ld)\n",
+                    cfg.live_max, room, (long)rl.rlim_cur);
+            cfg.live_max = (int)room;
+        }
     }
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};

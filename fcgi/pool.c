@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../lib/wake.h"
+#include "hub.h"
 #include "router.h"
 
 static atomic_int stopping;
@@ -76,8 +77,23 @@ static int fcgi_fd(req_t *r)
     return fr->ipcFd;
 }
 
-static const req_backend fcgi_backend = {fcgi_param, fcgi_read, fcgi_write, fcgi_flush,
-                                         fcgi_fd};
+/* The live hub takes the connection over (hub.c): libfcgi must then neither end
+ * the request nor close or shut down the socket when the thread finishes it. */
+static int fcgi_detach(req_t *r, int *request_id)
+{
+    FCGX_Request *fr = r->ctx;
+    if (fr->ipcFd < 0 || FCGX_FFlush(fr->out) != 0 || FCGX_GetError(fr->out)) return -1;
+    int fd = fr->ipcFd;
+    *request_id = fr->requestId;
+    fr->out->wasFCloseCalled = fr->out->isClosed = 1;
+    fr->err->wasFCloseCalled = fr->err->isClosed = 1;
+    fr->keepConnection = 0;
+    fr->ipcFd = -1;
+    return fd;
+}
+
+static const req_backend fcgi_backend = {fcgi_param, fcgi_read,  fcgi_write,
+                                         fcgi_flush, fcgi_fd,    fcgi_detach};
 
 static void serve(req_t *r)
 {
@@ -90,6 +106,7 @@ typedef struct worker {
     const cfg_t *cfg;
     log_t *log;
     wake_t *wake;
+    hub_t *hub;
 } worker;
 
 static void *worker_main(void *arg)
@@ -117,6 +134,7 @@ static void *worker_main(void *arg)
         r.cfg = w->cfg;
         r.log = conn;
         r.waiter = waiter;
+        r.hub = w->hub;
         if (req_begin(&r, &fcgi_backend, &fr) < 0) {
             res_common_headers(&r);
             res_error(&r, 400, "bad_request", "malformed request path");
@@ -145,7 +163,10 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     wake_opts wo = {cfg->wake_inotify, cfg->wake_poll_us};
     wake_t *wake = wake_start(log, cfg->db_path, &wo, err, sizeof err);
     if (!wake) fprintf(stderr, "dstream-fcgi: no live wake-ups: %s\n", err);
-    worker w = {fd, cfg, log, wake};
+    hub_t *hub = NULL;
+    if (wake && cfg->live_max > 0 && !(hub = hub_start(cfg, log, wake, err, sizeof err)))
+        fprintf(stderr, "dstream-fcgi: no live hub (a thread per live reader): %s\n", err);
+    worker w = {fd, cfg, log, wake, hub};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, po->stack_kb * 1024);
@@ -163,6 +184,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     sigwait(&set, &sig);
     atomic_store(&stopping, 1);
     if (wake) wake_all(wake);
+    hub_stop(hub);
     for (int waited = 0; atomic_load(&in_flight) > 0 && waited < po->grace_ms; waited += 10) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

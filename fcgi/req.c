@@ -86,6 +86,54 @@ int req_begin(req_t *r, const req_backend *be, void *ctx)
     return 0;
 }
 
+static const char *mem_param(req_t *r, const char *name)
+{
+    (void)r;
+    (void)name;
+    return NULL;
+}
+
+static ssize_t mem_read(req_t *r, void *buf, size_t n)
+{
+    (void)r;
+    (void)buf;
+    (void)n;
+    return 0;
+}
+
+static int mem_write(req_t *r, const void *p, size_t n)
+{
+    return buf_append(r->ctx, p, n) ? -1 : 0;
+}
+
+static int mem_flush(req_t *r)
+{
+    (void)r;
+    return 0;
+}
+
+static int mem_fd(req_t *r)
+{
+    (void)r;
+    return -1;
+}
+
+static const req_backend mem_backend = {mem_param, mem_read, mem_write, mem_flush, mem_fd, NULL};
+
+void req_mem_begin(req_t *r, buf_t *out, const char *query, int head_sent)
+{
+    r->be = &mem_backend;
+    r->ctx = out;
+    r->status = 200;
+    r->head_sent = head_sent;
+    r->gone = 0;
+    r->sent = 0;
+    r->method = "GET";
+    r->path[0] = '\0';
+    r->query = query;
+    buf_init(&r->head, HEAD_MAX);
+}
+
 void req_end(req_t *r)
 {
     buf_free(&r->head);
@@ -271,7 +319,7 @@ static int cgi_fd(req_t *r)
     return -1;
 }
 
-const req_backend req_cgi_backend = {cgi_param, cgi_read, cgi_write, cgi_flush, cgi_fd};
+const req_backend req_cgi_backend = {cgi_param, cgi_read, cgi_write, cgi_flush, cgi_fd, NULL};
 
 /* ---- JSON helpers ----------------------------------------------------------------------- */
 

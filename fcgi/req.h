@@ -21,6 +21,9 @@ typedef struct req_backend {
     int (*write)(req_t *r, const void *p, size_t n);   /* 0 or -1 */
     int (*flush)(req_t *r);                            /* 0, or -1: client gone */
     int (*fd)(req_t *r);                               /* connection fd or -1 */
+    /* Take the connection away from the transport after a flush: returns its fd,
+     * now the caller's, and the FastCGI request id; -1 if it cannot. May be NULL. */
+    int (*detach)(req_t *r, int *request_id);
 } req_backend;
 
 typedef struct cfg {
@@ -33,6 +36,7 @@ typedef struct cfg {
     size_t path_max;            /* DSTREAM_PATH_MAX */
     int wake_inotify;           /* DSTREAM_WAKE: inotify (1) or poll (0) */
     int wake_poll_us;           /* DSTREAM_WAKE_POLL_US */
+    int live_max;               /* DSTREAM_LIVE_MAX: live readers parked per process */
 } cfg_t;
 
 struct req {
@@ -41,6 +45,7 @@ struct req {
     const cfg_t *cfg;
     log_conn_t *log;
     struct wake_waiter *waiter; /* this thread's live-read waiter, or NULL (CGI) */
+    struct hub *hub;            /* the process's live hub, or NULL (CGI) */
     int events;                 /* session event framing (offsets injected, SSE by type) */
     int sse;                    /* the response is an SSE stream */
 
@@ -58,6 +63,9 @@ struct req {
 /* Prepare r for a new request on backend be. Returns 0, or -1 if the request
  * line is unusable (the caller answers 400). */
 int req_begin(req_t *r, const req_backend *be, void *ctx);
+/* Prepare r to write a response into out (the live hub answers parked readers this
+ * way): query is the request's query string; head_sent 1 if the headers are out. */
+void req_mem_begin(req_t *r, buf_t *out, const char *query, int head_sent);
 /* Release what the request holds. */
 void req_end(req_t *r);
 

@@ -17,4 +17,15 @@ void stream_meta_headers(req_t *r, const log_info *info);
 /* Long-poll (sse 0) or SSE (sse 1) read from rr->kind/rr->from (rr->path set). */
 void stream_live(req_t *r, log_read_req *rr, int sse);
 
+/* ---- live steps, shared by the threads (live.c) and the hub (hub.c) ---------------- */
+enum { LIVE_WAIT, LIVE_MORE, LIVE_END };    /* nothing new / more is there / done */
+int64_t live_mono_ms(void);
+/* Read from rr and write the SSE events for it (headers already sent); id is the
+ * stream's id (another one at the same path ends the response). */
+int live_sse_step(req_t *r, log_read_req *rr, int64_t id, buf_t *out, int text, int *first);
+/* Read from rr; if there is data or the stream closed, write the whole response. */
+int live_lp_step(req_t *r, log_read_req *rr, buf_t *out);
+/* The 204 of a long-poll that waited in vain (rr->from is the offset). */
+void live_lp_timeout(req_t *r, const log_read_req *rr);
+
 #endif

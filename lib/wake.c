@@ -61,6 +61,8 @@ struct wake {
     pthread_mutex_t mu;
     wake_waiter_t *buckets[WAKE_BUCKETS];
     wake_waiter_t *any;         /* waiters on every change (wake_watch_any) */
+    void (*sink)(void *, int64_t);  /* wake_sink */
+    void *sink_ud;
     int changed;                /* the last check found changes */
     int nwaiting;               /* waiters registered (atomic) */
     sqlite3_stmt *dv;           /* PRAGMA data_version, kept prepared */
@@ -99,7 +101,10 @@ static void wake_id(void *ud, int64_t id, const char *path)
         poke(wt->efd);
         w->st.wakeups++;
     }
+    void (*sink)(void *, int64_t) = w->sink;
+    void *sink_ud = w->sink_ud;
     pthread_mutex_unlock(&w->mu);
+    if (sink) sink(sink_ud, id);
 }
 
 static int64_t data_version(wake_t *w)
@@ -351,6 +356,19 @@ void wake_all(wake_t *w)
         for (wake_waiter_t *wt = w->buckets[i]; wt; wt = wt->next) poke(wt->efd);
     for (wake_waiter_t *wt = w->any; wt; wt = wt->next) poke(wt->efd);
     pthread_mutex_unlock(&w->mu);
+}
+
+void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud)
+{
+    pthread_mutex_lock(&w->mu);
+    w->sink = fn;
+    w->sink_ud = ud;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void wake_sink_interest(wake_t *w, int delta)
+{
+    __atomic_add_fetch(&w->nwaiting, delta, __ATOMIC_RELAXED);
 }
 
 void wake_get_stats(wake_t *w, wake_stats *st)

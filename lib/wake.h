@@ -46,6 +46,14 @@ void wake_clear(wake_waiter_t *wt);
 /* Wake every waiter (shutdown: long responses should end). */
 void wake_all(wake_t *w);
 
+/* A sink: fn(ud, id) is called on the watcher thread for every stream that changed,
+ * while the sink declares interest (wake_sink_interest > 0). One per process: the
+ * live hub (fcgi/hub.c), which keeps thousands of readers without a thread each. */
+void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud);
+/* Add delta (may be negative) to the streams the sink watches; checks run while
+ * anyone (a waiter or the sink) watches. */
+void wake_sink_interest(wake_t *w, int delta);
+
 void wake_get_stats(wake_t *w, wake_stats *st);
 
 #endif

@@ -1,17 +1,18 @@
 #!/usr/bin/env bats
 # Live reads through nginx + the pool: SSE is not buffered anywhere on the way, a
-# client that leaves frees its responder thread, a commit by another process wakes
-# live readers, 1,000 long-polls on one stream all get one append, nginx refuses
-# what the pool cannot hold at once, and the long-poll and SSE end-of-stream rules.
+# client that leaves is dropped at once, a commit by another process wakes live
+# readers, 1,000 long-polls on one stream all get one append, readers beyond what
+# the hubs hold are served by responder threads, nginx refuses what the pool cannot
+# hold at once, and the long-poll and SSE end-of-stream rules.
 #
-# The file's stack has the default pool (2 x 512, nginx max_conns 1024) and a long
-# long-poll timeout, so that no reader times out while a test waits on it. Tests
-# that need a small pool or a short timeout start their own stack (own_stack) and
-# teardown stops it.
+# The file's stack has the default pool (2 processes x 64 threads, each process's
+# hub holding up to 8192 waiting readers) and a long long-poll timeout, so that no
+# reader times out while a test waits on it. Tests that need a small pool or a
+# short timeout start their own stack (own_stack) and teardown stops it.
 #
 # Where a test needs to know that its readers are in the server and waiting (not
-# still on their way), it counts the pool's threads blocked in poll()
-# (tools/pool-waiters.sh). In the small pools, streams are created in CGI mode on
+# still on their way), it counts the connections the pool holds open
+# (tools/pool-readers.sh). In the small pools, streams are created in CGI mode on
 # the database (cgi_create) and appended to with the CLI, so that besides the
 # stack's readiness probe the live reads are the only requests that go through
 # nginx to the pool.
@@ -77,10 +78,11 @@ not_running() { ! kill -0 "$1" 2>/dev/null; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# pool_waiters: responder threads of this test's stack holding a waiting live reader.
-pool_waiters() { "$TOOLS/pool-waiters.sh" "$DS_DIR"; }
-pool_waiters_atleast() { [ "$(pool_waiters)" -ge "$1" ]; }
-pool_waiters_none() { [ "$(pool_waiters)" -le 0 ]; }
+# pool_readers: connections this test's pool holds open, i.e. waiting live readers
+# (kept by a process's hub or, once the hub is full, by a responder thread).
+pool_readers() { "$TOOLS/pool-readers.sh" "$DS_DIR"; }
+pool_readers_atleast() { [ "$(pool_readers)" -ge "$1" ]; }
+pool_readers_none() { [ "$(pool_readers)" -le 0 ]; }
 
 # cgi_create NAME [CONTENT_TYPE]: create stream NAME by running dstream-fcgi in CGI
 # mode on the stack's database (nothing goes through nginx); prints its tail offset.
@@ -133,9 +135,10 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
 
 # ---- disconnected clients -----------------------------------------------------------
 
-@test "SSE clients that disconnect free their threads: a full pool serves 4 new readers" {
-    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=4 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000 \
-        DSTREAM_LONGPOLL_MS=30000
+@test "SSE clients that disconnect are dropped at once: a full pool serves 4 new readers" {
+    # 2 readers on the hub, 2 on the threads: the pool is full.
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_LIVE_MAX=2 DSTREAM_HEARTBEAT_MS=60000 \
+        DSTREAM_SSE_MAX_MS=600000 DSTREAM_LONGPOLL_MS=30000
     name=$(ds_name gone)
     s=/v1/stream/$name
     cgi_create "$name" >/dev/null
@@ -148,27 +151,84 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     for i in 1 2 3 4; do
         ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
     done
-    ds_poll 5 pool_waiters_atleast 4 || fail "expected 4 threads holding readers, there are $(pool_waiters)"
+    ds_poll 5 pool_readers_atleast 4 || fail "expected 4 readers held, there are $(pool_readers)"
 
     # No heartbeat is due for a minute: only noticing the hang-up can free them.
     kill "${pids[@]}"
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    ds_poll 3 pool_waiters_none || fail "3 s after the clients left, $(pool_waiters) threads still hold readers"
+    ds_poll 3 pool_readers_none || fail "3 s after the clients left, the pool still holds $(pool_readers) readers"
 
-    # All 4 threads at once: 4 long-polls at the tail must all be waiting in the pool
-    # (a thread still held by a gone client would leave one in a queue or get a 503).
+    # 4 long-polls at the tail must all be waiting in the pool (a place still held
+    # by a gone client would leave one in a queue or get a 503).
     for i in 1 2 3 4; do
         spawn "$T/lp.$i" curl -sS --max-time 20 -o "$T/lp.$i.body" -w '%{http_code}' \
             "$DS_URL$s?offset=now&live=long-poll"
         pids[i - 1]=$LAST_PID
     done
-    ds_poll 3 pool_waiters_atleast 4 || fail "only $(pool_waiters) of 4 new long-polls waiting in the pool within 3 s"
+    ds_poll 3 pool_readers_atleast 4 || fail "only $(pool_readers) of 4 new long-polls waiting in the pool within 3 s"
     msg=after-$RANDOM
     cli_append "$name" "$msg" >/dev/null
     for i in 1 2 3 4; do
         wait "${pids[i - 1]}" || true
         [ "$(cat "$T/lp.$i")" = 200 ] || fail "long-poll $i: status '$(cat "$T/lp.$i")', want 200"
         [ "$(cat "$T/lp.$i.body")" = "$msg" ] || fail "long-poll $i: body '$(cat "$T/lp.$i.body")', want '$msg'"
+    done
+}
+
+# ---- readers kept by the hub: timers, deletion, stopping ----------------------------
+
+# sse_status FILE PATH_AND_QUERY: an SSE client whose exit status lands in FILE.status
+# when it ends (0: the server ended the response properly).
+sse_status() {
+    spawn "$1" sh -c 'curl -sS -N --max-time 60 "$1"; echo $? > "$2.status"' sh "$DS_URL$2" "$1"
+}
+
+@test "a waiting SSE reader gets heartbeats and its response ends properly after DSTREAM_SSE_MAX_MS" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=200 DSTREAM_SSE_MAX_MS=1500
+    s=$(ds_stream beat)
+    ds_create "$s" text/plain
+    t0=$(now_ms)
+    sse_status "$T/sse" "$s?offset=now&live=sse"
+    ds_poll 10 test -f "$T/sse.status" || fail "the response did not end within 10 s: $(cat "$T/sse")"
+    ms=$(($(now_ms) - t0))
+    [ "$(cat "$T/sse.status")" = 0 ] || fail "curl exit $(cat "$T/sse.status") (not a clean end): $(cat "$T/sse")"
+    beats=$(grep -c '^: keep-alive$' "$T/sse" || true)
+    echo "# ended after $ms ms with $beats heartbeats" >&3
+    [ "$beats" -ge 3 ] || fail "$beats heartbeats in 1.5 s at one per 200 ms: $(cat "$T/sse")"
+    [ "$ms" -ge 1400 ] || fail "ended after $ms ms, before DSTREAM_SSE_MAX_MS (1500)"
+}
+
+@test "deleting a stream ends its waiting SSE readers' responses" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=300 DSTREAM_SSE_MAX_MS=600000
+    s=$(ds_stream del)
+    ds_create "$s" text/plain
+    for i in 1 2 3; do sse_status "$T/sse.$i" "$s?offset=now&live=sse"; done
+    for i in 1 2 3; do ds_poll 5 sse_connected "$T/sse.$i" || fail "reader $i not connected: $(cat "$T/sse.$i")"; done
+    req DELETE "$s"
+    assert_status 204
+    for i in 1 2 3; do
+        ds_poll 10 test -f "$T/sse.$i.status" || fail "reader $i still open 10 s after the delete"
+        [ "$(cat "$T/sse.$i.status")" = 0 ] || fail "reader $i: curl exit $(cat "$T/sse.$i.status")"
+    done
+}
+
+@test "stopping the pool ends waiting readers properly: long-polls 204, SSE responses end" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000 \
+        DSTREAM_LONGPOLL_MS=60000
+    name=$(ds_name stop)
+    s=/v1/stream/$name
+    tail=$(cgi_create "$name")
+    for i in 1 2 3; do
+        sse_status "$T/sse.$i" "$s?offset=now&live=sse"
+        spawn "$T/lp.$i" curl -sS --max-time 60 -o /dev/null -w '%{http_code}' "$DS_URL$s?offset=$tail&live=long-poll"
+    done
+    ds_poll 10 pool_readers_atleast 6 || fail "only $(pool_readers) of 6 readers held"
+    kill -TERM "$(cat "$DS_DIR/fcgi.pid")"
+    for i in 1 2 3; do
+        ds_poll 10 test -f "$T/sse.$i.status" || fail "SSE reader $i still open 10 s after SIGTERM"
+        [ "$(cat "$T/sse.$i.status")" = 0 ] || fail "SSE reader $i: curl exit $(cat "$T/sse.$i.status"): $(cat "$T/sse.$i")"
+        ds_poll 10 grep -q . "$T/lp.$i" || fail "long-poll $i not answered 10 s after SIGTERM"
+        [ "$(cat "$T/lp.$i")" = 204 ] || fail "long-poll $i: $(cat "$T/lp.$i"), want 204"
     done
 }
 
@@ -185,7 +245,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     lp=$LAST_PID
     # Append only once the long-poll waits in the server, so that it is the wake-up,
     # not the first read, that finds the message.
-    ds_poll 5 pool_waiters_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
+    ds_poll 5 pool_readers_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
     kill -0 "$lp" 2>/dev/null || fail "the long-poll answered before anything was appended: $(cat "$T/lp.status")"
 
     t0=$(now_ms)
@@ -221,15 +281,24 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
 # ---- the pool's limit ---------------------------------------------------------------
 
 @test "beyond the pool nginx answers 502/503 with a JSON error at once instead of queueing" {
-    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000
+    # The hub holds 2 readers, the 2 threads 2 more; nginx's max_conns is 1 x (2 + 2).
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_LIVE_MAX=2 DSTREAM_HEARTBEAT_MS=60000 \
+        DSTREAM_SSE_MAX_MS=600000
     name=$(ds_name full)
     s=/v1/stream/$name
     cgi_create "$name" >/dev/null
-    for i in 1 2; do sse_open "$T/sse.$i" "$s?offset=now&live=sse"; done
-    for i in 1 2; do
+    for i in 1 2 3 4; do sse_open "$T/sse.$i" "$s?offset=now&live=sse"; done
+    for i in 1 2 3 4; do
         ds_poll 5 sse_connected "$T/sse.$i" || fail "SSE reader $i not connected within 5 s: $(cat "$T/sse.$i")"
     done
-    ds_poll 5 pool_waiters_atleast 2 || fail "expected 2 threads holding readers, there are $(pool_waiters)"
+    ds_poll 5 pool_readers_atleast 4 || fail "expected 4 readers held, there are $(pool_readers)"
+
+    # All four get an append: the two on the hub and the two on threads.
+    msg=all-four-$RANDOM
+    cli_append "$name" "$msg" >/dev/null
+    for i in 1 2 3 4; do
+        ds_poll 5 grep -qx "data:$msg" "$T/sse.$i" || fail "SSE reader $i got no event: $(cat "$T/sse.$i")"
+    done
 
     # Each further live request, whichever nginx worker takes it, must be refused.
     bad=()
@@ -244,6 +313,28 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
         fi
     done
     [ ${#bad[@]} -eq 0 ] || fail "$(printf '%s\n' "expected 502/503 with a JSON error within 2 s:" "${bad[@]}")"
+}
+
+@test "150 SSE readers and 150 long-polls wait on a pool of 2 threads, and all get one append" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000 \
+        DSTREAM_LONGPOLL_MS=60000
+    name=$(ds_name hub)
+    s=/v1/stream/$name
+    tail=$(cgi_create "$name")
+    for i in $(seq 150); do
+        curl -sN --max-time 60 "$DS_URL$s?offset=$tail&live=sse" > "$T/sse.$i" 2>/dev/null &
+        BG_PIDS+=($!)
+        curl -s --max-time 60 -o "$T/lp.$i" "$DS_URL$s?offset=$tail&live=long-poll" 2>/dev/null &
+        BG_PIDS+=($!)
+    done
+    ds_poll 30 pool_readers_atleast 300 || fail "only $(pool_readers) of 300 readers held within 30 s"
+    # A request still gets a thread.
+    req GET /v1/health
+    assert_status 200
+    msg=one-for-all-$RANDOM
+    cli_append "$name" "$msg" >/dev/null
+    got() { [ "$(grep -lx "data:$msg" "$T"/sse.* | wc -l)" -eq 150 ] && [ "$(grep -lx "$msg" "$T"/lp.* | wc -l)" -eq 150 ]; }
+    ds_poll 30 got || fail "SSE readers with the message: $(grep -lx "data:$msg" "$T"/sse.* | wc -l) of 150, long-polls: $(grep -lx "$msg" "$T"/lp.* | wc -l) of 150"
 }
 
 # ---- long-poll and SSE semantics ----------------------------------------------------
@@ -313,7 +404,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     spawn "$T/lp.status" curl -sS --max-time 30 -D "$DS_HDRS" -o "$T/lp.body" -w '%{http_code}' \
         "$DS_URL$s?offset=$tail&live=long-poll"
     lp=$LAST_PID
-    ds_poll 5 pool_waiters_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
+    ds_poll 5 pool_readers_atleast 1 || fail "the long-poll was not waiting in the pool within 5 s"
     req POST "$s" -H 'Stream-Closed: true'
     assert_status 204
     ds_poll 10 not_running "$lp" || fail "the long-poll was not answered 10 s after the close (timeout 30 s)"
@@ -374,11 +465,11 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     s=$(ds_stream fanout)
     ds_create "$s" text/plain
     tail=$(header Stream-Next-Offset)
-    # The script appends once 1,000 threads of the pool wait. Readers ask for the
+    # The script appends once the pool holds all 1,000. Readers ask for the
     # tail offset (not offset=now), so that the count does not depend on timing.
     run --separate-stderr timeout 90 node "$TOOLS/fanout.mjs" --url "$DS_URL" --path "$s" \
         --offset "$tail" --n 1000 --message "one for all $RANDOM" --settle-ms 300 \
-        --ready-cmd "[ \"\$('$TOOLS/pool-waiters.sh' '$DS_DIR')\" -ge 1000 ]" --timeout-ms 60000
+        --ready-cmd "[ \"\$('$TOOLS/pool-readers.sh' '$DS_DIR')\" -ge 1000 ]" --timeout-ms 60000
     printf '# %s\n' "${lines[@]}" >&3
     [ -z "$stderr" ] || echo "# stderr: $stderr" >&3
     assert_success

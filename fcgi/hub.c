@@ -1,0 +1,742 @@
+/* hub: live readers without a thread each.
+ *
+ * A responder thread serves a live read until the reader is at the tail; then,
+ * instead of blocking on the stream, it hands the FastCGI connection to this
+ * process's hub (hub_park) and goes back to accept(). The hub is one thread with
+ * an epoll set of those connections. It writes FastCGI records itself: the
+ * response's FCGI_STDOUT data, then an empty FCGI_STDOUT and FCGI_END_REQUEST when
+ * the response ends. nginx sees an ordinary response that takes its time.
+ *
+ * Readers are grouped by stream. When lib/wake reports that a stream changed (the
+ * wake sink), the hub reads it once for every distinct (offset, kind, query) among
+ * the group's readers, which is usually once, frames the events once and writes
+ * the same bytes to each (live_sse_step / live_lp_step of live.c, run against a
+ * request whose body goes into memory). A connection whose socket is full keeps
+ * the rest in its own buffer (at most one batch) and is skipped until it drains;
+ * then it reads again from its own offset. No read transaction is held between
+ * wake-ups.
+ *
+ * Timers: a long-poll's deadline (204), an SSE stream's lifetime and heartbeats.
+ * The hub sweeps its readers when the earliest of them is due. A reader that goes
+ * away (nginx closes the connection when its client does) is noticed by epoll
+ * (EPOLLRDHUP) and dropped at once. Memory per reader: this struct, its path and
+ * query, and a socket; thousands per process cost a few MiB. */
+#include "hub.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../lib/sse.h"
+#include "../lib/wake.h"
+#include "router.h"
+#include "stream.h"
+
+#define HUB_BUCKETS 4096
+#define HUB_CHANGED_MAX 4096    /* changed ids queued between two turns; beyond: all */
+#define HUB_LINGER_MS 10000     /* an ended response whose client reads nothing: closed */
+#define REC_MAX 65528           /* content bytes per FastCGI record (a multiple of 8) */
+#define IOV_BATCH 512
+
+enum { FCGI_END_REQUEST = 3, FCGI_STDOUT = 6 };
+
+typedef struct group group;
+typedef struct hconn hconn;
+
+struct hconn {
+    int fd, reqid;
+    int sse, events, text, first;
+    int64_t id;                 /* the stream */
+    offset_kind kind;
+    offset_t from;
+    char *path, *query;
+    int64_t deadline;           /* mono ms: long-poll 204, SSE end, or linger end */
+    int64_t beat;               /* mono ms: next SSE heartbeat */
+    buf_t pend;                 /* records the socket has not taken yet, */
+    size_t pend_off;            /* from this offset */
+    int woken;                  /* the stream moved while pend was full */
+    int ending;                 /* the response is complete: close once pend drains */
+    int dead;                   /* closed; freed at the end of the turn */
+    size_t idx;                 /* in hub->all */
+    unsigned pass;              /* last group pass that handled it */
+    group *g;
+    hconn *gprev, *gnext;       /* in the group */
+    hconn *next;                /* park queue, or the dead list */
+};
+
+struct group {
+    int64_t id;
+    int64_t checked;            /* mono ms of the last check that the stream exists */
+    unsigned pass;
+    hconn *head;
+    group *next;                /* bucket chain */
+};
+
+struct hub {
+    const cfg_t *cfg;
+    log_conn_t *conn;
+    wake_t *wake;
+    int ep, efd;
+    pthread_t thread;
+    pthread_mutex_t mu;         /* queue and changed, shared with parking threads */
+    int stop;                   /* atomic */
+    int closed;                 /* the thread has ended: parking closes (under mu) */
+    int count;                  /* parked + queued (atomic) */
+    hconn *queue;
+    int64_t changed[HUB_CHANGED_MAX];
+    size_t nchanged;
+    int overflow;
+
+    /* Hub thread only. */
+    hconn **all;
+    size_t n, cap;
+    hconn *dead;
+    group *buckets[HUB_BUCKETS];
+    int64_t due;
+    unsigned pass;
+    buf_t batch, out;
+    hconn **tmp;
+    size_t tmpcap;
+    int64_t *work;
+    size_t nwork, workcap;
+};
+
+/* ---- FastCGI records ----------------------------------------------------------------- */
+
+static void rec_header(unsigned char *h, int type, int reqid, size_t len)
+{
+    h[0] = 1;
+    h[1] = (unsigned char)type;
+    h[2] = (unsigned char)(reqid >> 8);
+    h[3] = (unsigned char)reqid;
+    h[4] = (unsigned char)(len >> 8);
+    h[5] = (unsigned char)len;
+    h[6] = h[7] = 0;
+}
+
+/* The records that end a request: an empty FCGI_STDOUT, then FCGI_END_REQUEST. */
+static void end_records(unsigned char out[24], int reqid)
+{
+    rec_header(out, FCGI_STDOUT, reqid, 0);
+    rec_header(out + 8, FCGI_END_REQUEST, reqid, 8);
+    memset(out + 16, 0, 8);     /* appStatus 0, FCGI_REQUEST_COMPLETE */
+}
+
+static void set_out(hub_t *h, hconn *c, int on)
+{
+    struct epoll_event ev = {EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u), {.ptr = c}};
+    epoll_ctl(h->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Write what is pending. 0, or -1 if the connection is gone. */
+static int conn_flush(hub_t *h, hconn *c)
+{
+    while (c->pend.len) {
+        ssize_t w = write(c->fd, c->pend.p + c->pend_off, c->pend.len - c->pend_off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) return 0;
+        if (w <= 0) return -1;
+        c->pend_off += (size_t)w;
+        if (c->pend_off == c->pend.len) {
+            buf_reset(&c->pend);
+            c->pend_off = 0;
+        }
+    }
+    set_out(h, c, 0);
+    return 0;
+}
+
+/* Send data as FCGI_STDOUT records, and the end of the request if end. What the
+ * socket does not take now waits in c->pend. 0, or -1 if the connection is gone. */
+static int conn_send(hub_t *h, hconn *c, const char *data, size_t len, int end)
+{
+    unsigned char hdr[IOV_BATCH / 2][8], tail[24];
+    struct iovec iov[IOV_BATCH];
+    size_t off = 0;
+    int was_pending = c->pend.len > 0, done = 0;
+    if (end) end_records(tail, c->reqid);
+    while (!done) {
+        int n = 0;
+        while (off < len && n + 2 <= IOV_BATCH - 1) {
+            size_t k = len - off < REC_MAX ? len - off : REC_MAX;
+            unsigned char *hd = hdr[n / 2];
+            rec_header(hd, FCGI_STDOUT, c->reqid, k);
+            iov[n] = (struct iovec){hd, 8};
+            iov[n + 1] = (struct iovec){(void *)(data + off), k};
+            n += 2;
+            off += k;
+        }
+        if (off == len) {
+            if (end) iov[n++] = (struct iovec){tail, sizeof tail};
+            done = 1;
+        }
+        ssize_t w = 0;
+        if (!c->pend.len) {
+            do w = writev(c->fd, iov, n);
+            while (w < 0 && errno == EINTR);
+            if (w < 0 && errno != EAGAIN) return -1;
+            if (w < 0) w = 0;
+        }
+        /* Keep what was not written, in order. */
+        for (int i = 0; i < n; i++) {
+            size_t l = iov[i].iov_len;
+            if ((size_t)w >= l) {
+                w -= (ssize_t)l;
+                continue;
+            }
+            if (buf_append(&c->pend, (char *)iov[i].iov_base + w, l - (size_t)w)) return -1;
+            w = 0;
+        }
+    }
+    if (c->pend.len && !was_pending) set_out(h, c, 1);
+    return 0;
+}
+
+/* ---- readers and groups ------------------------------------------------------------------ */
+
+static group **bucket(hub_t *h, int64_t id)
+{
+    return &h->buckets[(uint64_t)id % HUB_BUCKETS];
+}
+
+static group *group_find(hub_t *h, int64_t id)
+{
+    for (group *g = *bucket(h, id); g; g = g->next)
+        if (g->id == id) return g;
+    return NULL;
+}
+
+static int group_add(hub_t *h, hconn *c)
+{
+    group *g = group_find(h, c->id);
+    if (!g) {
+        if (!(g = calloc(1, sizeof *g))) return -1;
+        g->id = c->id;
+        g->next = *bucket(h, c->id);
+        *bucket(h, c->id) = g;
+        if (h->wake) wake_sink_interest(h->wake, 1);
+    }
+    c->g = g;
+    c->gprev = NULL;
+    c->gnext = g->head;
+    if (g->head) g->head->gprev = c;
+    g->head = c;
+    return 0;
+}
+
+static void group_remove(hub_t *h, hconn *c)
+{
+    group *g = c->g;
+    if (!g) return;
+    if (c->gprev) c->gprev->gnext = c->gnext;
+    else g->head = c->gnext;
+    if (c->gnext) c->gnext->gprev = c->gprev;
+    c->g = NULL;
+    if (g->head) return;
+    for (group **pp = bucket(h, g->id); *pp; pp = &(*pp)->next) {
+        if (*pp != g) continue;
+        *pp = g->next;
+        break;
+    }
+    free(g);
+    if (h->wake) wake_sink_interest(h->wake, -1);
+}
+
+static void conn_free(hconn *c)
+{
+    buf_free(&c->pend);
+    free(c->path);
+    free(c->query);
+    free(c);
+}
+
+/* Close c now; its memory goes when the turn ends (epoll may still name it). */
+static void conn_close(hub_t *h, hconn *c)
+{
+    if (c->dead) return;
+    c->dead = 1;
+    epoll_ctl(h->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    group_remove(h, c);
+    h->all[c->idx] = h->all[--h->n];
+    h->all[c->idx]->idx = c->idx;
+    c->next = h->dead;
+    h->dead = c;
+    __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+}
+
+static void note_due(hub_t *h, int64_t t)
+{
+    if (t < h->due) h->due = t;
+}
+
+/* Run one live step for c into h->out; c's position moves on. */
+static int produce(hub_t *h, hconn *c)
+{
+    req_t r;
+    memset(&r, 0, sizeof r);
+    buf_reset(&h->out);
+    req_mem_begin(&r, &h->out, c->query, c->sse);
+    r.cfg = h->cfg;
+    r.log = h->conn;
+    r.events = c->events;
+    r.sse = c->sse;
+    if (!c->sse) res_common_headers(&r);
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = c->path;
+    rr.kind = c->kind;
+    rr.from = c->from;
+    int st = c->sse ? live_sse_step(&r, &rr, c->id, &h->batch, c->text, &c->first)
+                    : live_lp_step(&r, &rr, &h->batch);
+    c->kind = rr.kind;
+    c->from = rr.from;
+    req_end(&r);
+    return st;
+}
+
+/* End c's response with what h->out holds (or nothing): the final records. */
+static void conn_end(hub_t *h, hconn *c, const char *data, size_t len, int64_t now)
+{
+    if (conn_send(h, c, data, len, 1) < 0 || !c->pend.len) {
+        conn_close(h, c);
+        return;
+    }
+    c->ending = 1;
+    c->deadline = now + HUB_LINGER_MS;
+    note_due(h, c->deadline);
+}
+
+/* Hand c the bytes of a step whose outcome was st. Returns 1 if more is there. */
+static int deliver(hub_t *h, hconn *c, int st, int64_t now)
+{
+    if (st == LIVE_END) {
+        conn_end(h, c, h->out.p, h->out.len, now);
+        return 0;
+    }
+    if (h->out.len) {
+        if (conn_send(h, c, h->out.p, h->out.len, 0) < 0) {
+            conn_close(h, c);
+            return 0;
+        }
+        c->beat = now + h->cfg->heartbeat_ms;
+    }
+    if (st == LIVE_MORE) {
+        if (!c->pend.len) return 1;
+        c->woken = 1;
+    }
+    return 0;
+}
+
+static int same_position(const hconn *a, const hconn *b)
+{
+    return a->sse == b->sse && a->events == b->events && a->text == b->text &&
+           a->kind == b->kind && a->from.seq == b->from.seq && a->from.pos == b->from.pos &&
+           strcmp(a->query, b->query) == 0;
+}
+
+/* The stream of group id changed: read once per distinct position among its
+ * readers and send each the same bytes. Repeats while a batch left more. */
+static void wake_group(hub_t *h, int64_t id, int64_t now)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        group *g = group_find(h, id);
+        if (!g) return;
+        size_t n = 0;
+        for (hconn *c = g->head; c; c = c->gnext) {
+            if (n == h->tmpcap) {
+                size_t cap = h->tmpcap ? h->tmpcap * 2 : 256;
+                hconn **t = realloc(h->tmp, cap * sizeof *t);
+                if (!t) break;
+                h->tmp = t;
+                h->tmpcap = cap;
+            }
+            if (c->ending) continue;
+            if (c->pend.len) {
+                c->woken = 1;   /* it reads again when its socket drains */
+                continue;
+            }
+            h->tmp[n++] = c;
+        }
+        /* g may be freed from here on (its last reader closing). */
+        for (size_t i = 0; i < n; i++) {
+            hconn *c = h->tmp[i];
+            if (!c || c->dead) continue;
+            hconn key = *c;
+            key.query = c->query;
+            int st = produce(h, c);
+            for (size_t j = i + 1; j < n; j++) {
+                hconn *d = h->tmp[j];
+                if (!d || d->dead || !same_position(d, &key)) continue;
+                h->tmp[j] = NULL;
+                d->kind = c->kind;
+                d->from = c->from;
+                d->first = c->first;
+                again |= deliver(h, d, st, now);
+            }
+            again |= deliver(h, c, st, now);
+        }
+    }
+}
+
+/* Queue group id for wake_group in this turn. */
+static void want_group(hub_t *h, int64_t id)
+{
+    if (h->nwork == h->workcap) {
+        size_t cap = h->workcap ? h->workcap * 2 : 64;
+        int64_t *t = realloc(h->work, cap * sizeof *t);
+        if (!t) return;
+        h->work = t;
+        h->workcap = cap;
+    }
+    h->work[h->nwork++] = id;
+}
+
+/* A deadline passed or the process stops: long-polls get their 204, SSE its end. */
+static void conn_finish(hub_t *h, hconn *c, int64_t now)
+{
+    if (c->ending) {
+        conn_close(h, c);
+        return;
+    }
+    if (c->sse) {
+        conn_end(h, c, NULL, 0, now);
+        return;
+    }
+    req_t r;
+    memset(&r, 0, sizeof r);
+    buf_reset(&h->out);
+    req_mem_begin(&r, &h->out, c->query, 0);
+    r.cfg = h->cfg;
+    r.log = h->conn;
+    res_common_headers(&r);
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.from = c->from;
+    live_lp_timeout(&r, &rr);
+    req_end(&r);
+    if (c->pend.len) {
+        conn_close(h, c);   /* a long-poll has nothing pending; never mind then */
+        return;
+    }
+    conn_end(h, c, h->out.p, h->out.len, now);
+}
+
+/* Deadlines and heartbeats. */
+static void sweep(hub_t *h, int64_t now)
+{
+    int64_t due = now + 60000;
+    int resweep = 0;
+    buf_t ev;
+    buf_init(&ev, 0);
+    sse_comment(&ev, "keep-alive");
+    for (size_t i = 0; i < h->n;) {
+        hconn *c = h->all[i];
+        if (now >= c->deadline) {
+            conn_finish(h, c, now);
+        } else if (c->sse && !c->ending && !c->pend.len && now >= c->beat) {
+            /* A stream deleted under its readers ends their responses. */
+            group *g = c->g;
+            int gone = 0;
+            if (g->checked != now) {
+                log_info info;
+                g->checked = now;
+                if (log_head(h->conn, c->path, &info) || info.id != c->id) gone = 1;
+            }
+            if (gone) {
+                /* Their places in h->all move: sweep again next turn. */
+                for (hconn *d = g->head; d;) {
+                    hconn *next = d->gnext;
+                    if (!d->ending) conn_finish(h, d, now);
+                    d = next;
+                }
+                resweep = 1;
+            } else if (conn_send(h, c, ev.p, ev.len, 0) < 0) {
+                conn_close(h, c);
+            } else {
+                c->beat = now + h->cfg->heartbeat_ms;
+            }
+        }
+        if (i < h->n && h->all[i] == c && !c->dead) {
+            if (c->deadline < due) due = c->deadline;
+            if (c->sse && !c->ending && c->beat < due) due = c->beat;
+            i++;
+        }
+    }
+    buf_free(&ev);
+    h->due = resweep ? now : due;
+}
+
+static int adopt(hub_t *h, hconn *c, int64_t now)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 256;
+        hconn **t = realloc(h->all, cap * sizeof *t);
+        if (!t) return -1;
+        h->all = t;
+        h->cap = cap;
+    }
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    struct epoll_event ev = {EPOLLIN | EPOLLRDHUP, {.ptr = c}};
+    if (epoll_ctl(h->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) return -1;
+    if (group_add(h, c)) {
+        epoll_ctl(h->ep, EPOLL_CTL_DEL, c->fd, NULL);
+        return -1;
+    }
+    c->idx = h->n;
+    h->all[h->n++] = c;
+    c->beat = now + h->cfg->heartbeat_ms;
+    note_due(h, c->deadline);
+    if (c->sse) note_due(h, c->beat);
+    /* Read once more: a commit may have come between the thread's read and now. */
+    want_group(h, c->id);
+    return 0;
+}
+
+static void on_event(hub_t *h, hconn *c, uint32_t evs, int64_t now)
+{
+    if (c->dead) return;
+    if (evs & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+        conn_close(h, c);
+        return;
+    }
+    if (evs & EPOLLIN) {
+        char tmp[512];
+        ssize_t r = read(c->fd, tmp, sizeof tmp);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            conn_close(h, c);
+            return;
+        }
+    }
+    if (evs & EPOLLOUT) {
+        if (conn_flush(h, c) < 0) {
+            conn_close(h, c);
+            return;
+        }
+        if (c->pend.len) return;
+        if (c->ending) {
+            conn_close(h, c);
+        } else if (c->woken) {
+            c->woken = 0;
+            want_group(h, c->id);
+        }
+    }
+    (void)now;
+}
+
+static void sink(void *ud, int64_t id)
+{
+    hub_t *h = ud;
+    pthread_mutex_lock(&h->mu);
+    if (h->nchanged < HUB_CHANGED_MAX) h->changed[h->nchanged++] = id;
+    else h->overflow = 1;
+    pthread_mutex_unlock(&h->mu);
+    uint64_t one = 1;
+    ssize_t w = write(h->efd, &one, sizeof one);
+    (void)w;
+}
+
+/* Take parked readers and changed streams from the other threads. */
+static void intake(hub_t *h, int64_t now)
+{
+    pthread_mutex_lock(&h->mu);
+    hconn *q = h->queue;
+    h->queue = NULL;
+    for (size_t i = 0; i < h->nchanged; i++) want_group(h, h->changed[i]);
+    h->nchanged = 0;
+    int all = h->overflow;
+    h->overflow = 0;
+    pthread_mutex_unlock(&h->mu);
+    if (all)
+        for (size_t i = 0; i < h->n; i++) want_group(h, h->all[i]->id);
+    while (q) {
+        hconn *next = q->next;
+        if (adopt(h, q, now)) {
+            close(q->fd);
+            conn_free(q);
+            __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        }
+        q = next;
+    }
+}
+
+static void run_work(hub_t *h, int64_t now)
+{
+    unsigned pass = ++h->pass;
+    for (size_t i = 0; i < h->nwork; i++) {
+        group *g = group_find(h, h->work[i]);
+        if (!g || g->pass == pass) continue;
+        g->pass = pass;
+        wake_group(h, h->work[i], now);
+    }
+    h->nwork = 0;
+}
+
+static void reap(hub_t *h)
+{
+    while (h->dead) {
+        hconn *c = h->dead;
+        h->dead = c->next;
+        conn_free(c);
+    }
+}
+
+static void *hub_main(void *arg)
+{
+    hub_t *h = arg;
+    struct epoll_event evs[256];
+    while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
+        int64_t now = live_mono_ms();
+        int64_t wait = h->n ? h->due - now : 1000;
+        int timeout = wait < 0 ? 0 : wait > 1000 ? 1000 : (int)wait;
+        int k = epoll_wait(h->ep, evs, 256, timeout);
+        now = live_mono_ms();
+        for (int i = 0; i < k; i++) {
+            if (evs[i].data.ptr == NULL) {
+                uint64_t v;
+                ssize_t r = read(h->efd, &v, sizeof v);
+                (void)r;
+                continue;
+            }
+            on_event(h, evs[i].data.ptr, evs[i].events, now);
+        }
+        intake(h, now);
+        run_work(h, now);
+        if (now >= h->due) sweep(h, now);
+        reap(h);
+    }
+    /* Stopping: every response ends properly, as far as the sockets take it. */
+    pthread_mutex_lock(&h->mu);
+    h->closed = 1;
+    pthread_mutex_unlock(&h->mu);
+    int64_t now = live_mono_ms();
+    intake(h, now);
+    h->nwork = 0;
+    while (h->n) {
+        hconn *c = h->all[h->n - 1];
+        if (!c->ending) conn_finish(h, c, now);
+        if (!c->dead) conn_close(h, c);
+    }
+    reap(h);
+    return NULL;
+}
+
+/* ---- the interface ------------------------------------------------------------------------ */
+
+hub_t *hub_start(const cfg_t *cfg, log_t *log, struct wake *wake, char *err, size_t errlen)
+{
+    hub_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->cfg = cfg;
+    h->wake = wake;
+    h->ep = h->efd = -1;
+    h->due = INT64_MAX;
+    pthread_mutex_init(&h->mu, NULL);
+    buf_init(&h->batch, cfg->read_max + (1 << 20));
+    buf_init(&h->out, 0);
+    if (!(h->conn = log_conn_open(log, err, errlen))) goto fail;
+    if ((h->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = {EPOLLIN, {.ptr = NULL}};
+    if (epoll_ctl(h->ep, EPOLL_CTL_ADD, h->efd, &ev) < 0) {
+        snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        goto fail;
+    }
+    if (wake) wake_sink(wake, sink, h);
+    if (pthread_create(&h->thread, NULL, hub_main, h)) {
+        snprintf(err, errlen, "pthread_create: %s", strerror(errno));
+        if (wake) wake_sink(wake, NULL, NULL);
+        goto fail;
+    }
+    return h;
+fail:
+    if (h->ep >= 0) close(h->ep);
+    if (h->efd >= 0) close(h->efd);
+    log_conn_close(h->conn);
+    buf_free(&h->batch);
+    buf_free(&h->out);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    return NULL;
+}
+
+void hub_stop(hub_t *h)
+{
+    if (!h) return;
+    __atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    ssize_t w = write(h->efd, &one, sizeof one);
+    (void)w;
+    pthread_join(h->thread, NULL);
+    if (h->wake) wake_sink(h->wake, NULL, NULL);
+    /* The rest stays for responder threads that may still try hub_park (it then
+     * finds the hub closed); the process exits after this. */
+}
+
+int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
+             int64_t deadline_ms)
+{
+    if (!r->be->detach || __atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) return -1;
+    if (__atomic_fetch_add(&h->count, 1, __ATOMIC_RELAXED) >= h->cfg->live_max) {
+        __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    hconn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->path = strdup(rr->path);
+        c->query = strdup(r->query ? r->query : "");
+    }
+    if (!c || !c->path || !c->query || (c->fd = r->be->detach(r, &c->reqid)) < 0) {
+        if (c) conn_free(c);
+        __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    /* The thread writes nothing more for this request. */
+    r->head_sent = 1;
+    r->gone = 1;
+    c->sse = r->sse;
+    c->events = r->events;
+    c->text = text;
+    c->id = id;
+    c->kind = rr->kind;
+    c->from = rr->from;
+    c->deadline = deadline_ms;
+    buf_init(&c->pend, 0);
+    pthread_mutex_lock(&h->mu);
+    int closed = h->closed;
+    if (!closed) {
+        c->next = h->queue;
+        h->queue = c;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (closed) {
+        /* The process is stopping and the hub is gone: nginx sees the end. */
+        close(c->fd);
+        conn_free(c);
+        return 0;
+    }
+    uint64_t one = 1;
+    ssize_t w = write(h->efd, &one, sizeof one);
+    (void)w;
+    return 0;
+}
+
+int hub_count(hub_t *h)
+{
+    return __atomic_load_n(&h->count, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,31 @@
+/* hub: one thread per process that keeps every waiting live reader (long-poll and
+ * SSE) on epoll, without a responder thread each. See hub.c. */
+#ifndef DSTREAM_HUB_H
+#define DSTREAM_HUB_H
+
+#include <stdint.h>
+
+#include "req.h"
+
+struct wake;
+typedef struct hub hub_t;
+
+/* Start the hub thread; cfg->live_max bounds the readers it keeps. NULL with err. */
+hub_t *hub_start(const cfg_t *cfg, log_t *log, struct wake *wake, char *err, size_t errlen);
+/* End every parked response (a long-poll gets its 204, an SSE stream its end) and
+ * stop the thread; for the process's stop (its memory stays until exit). */
+void hub_stop(hub_t *h);
+
+/* Hand r's connection to the hub once r has nothing left to read: a long-poll
+ * (r->sse 0, nothing sent yet) waiting at rr->from until deadline_ms, or an SSE
+ * response (headers and events sent) of stream id, ended at deadline_ms. text:
+ * SSE data as text, else base64. Returns 0 if the hub took the connection (r
+ * writes nothing more), -1 if not (hub full, or a transport that cannot hand its
+ * connection over): the thread then serves the reader itself. */
+int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
+             int64_t deadline_ms);
+
+/* Readers the hub holds now. */
+int hub_count(hub_t *h);
+
+#endif
