@@ -28,8 +28,10 @@
 #include "log.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +96,8 @@ typedef struct log_op {
     int (*fn)(log_conn_t *c, void *arg);
     void *arg;
     int rc;
-    int done;
+    int done;                   /* committed (or failed); else, when posted: lead */
+    sem_t sem;                  /* posted once: done, or this thread leads next */
     struct log_op *next;
 } log_op;
 
@@ -102,7 +105,6 @@ struct log {
     char *path;
     log_opts opts;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     log_op *head, *tail;
     int leading;               /* a leader is committing a group */
     void (*on_commit)(void *); /* called after every successful group commit */
@@ -162,7 +164,6 @@ log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen
     l->opts.synchronous_full = dopts.synchronous_full;
     l->opts.busy_timeout_ms = dopts.busy_timeout_ms;
     pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
     return l;
 }
 
@@ -170,7 +171,6 @@ void log_close(log_t *l)
 {
     if (!l) return;
     pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv);
     free(l->path);
     free(l);
 }
@@ -366,38 +366,52 @@ static void lead(log_conn_t *c, log_op *group)
 }
 
 /* Queue fn(arg) for the next group commit and wait until it has committed (or
- * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO when the group failed. */
+ * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO when the group failed.
+ *
+ * Each waiting thread sleeps on a semaphore of its own and is posted exactly once:
+ * when its group has committed, or when it is to lead the next group (the leader
+ * hands over to the first operation queued during its commit). No thread wakes
+ * for someone else's commit, and nobody takes the mutex to find out. */
 static int log_write(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
 {
     log_t *l = c->log;
-    log_op op = {fn, arg, 0, 0, NULL};
+    log_op op = {fn, arg, 0, 0, {{0}}, NULL};
+    sem_init(&op.sem, 0, 0);
     pthread_mutex_lock(&l->mu);
     if (l->tail) l->tail->next = &op;
     else l->head = &op;
     l->tail = &op;
-    while (!op.done) {
-        if (l->leading) {
-            pthread_cond_wait(&l->cv, &l->mu);
-            continue;
-        }
-        log_op *group = l->head;
-        size_t n = 0;
-        l->head = l->tail = NULL;
-        l->leading = 1;
-        pthread_mutex_unlock(&l->mu);
-        lead(c, group);
-        pthread_mutex_lock(&l->mu);
-        for (log_op *o = group, *next; o; o = next) {
-            next = o->next;     /* o may be gone once done is set */
-            o->done = 1;
-            n++;
-        }
-        l->groups++;
-        l->ops += n;
-        l->leading = 0;
-        pthread_cond_broadcast(&l->cv);
-    }
+    int leads = !l->leading;
+    l->leading = 1;
     pthread_mutex_unlock(&l->mu);
+    if (!leads) {
+        while (sem_wait(&op.sem) && errno == EINTR) {}
+        if (op.done) {
+            sem_destroy(&op.sem);
+            return op.rc;
+        }
+    }
+    /* Lead: take everything queued (op is among it), commit it as one group. */
+    pthread_mutex_lock(&l->mu);
+    log_op *group = l->head;
+    l->head = l->tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    lead(c, group);
+    size_t n = 0;
+    pthread_mutex_lock(&l->mu);
+    log_op *next_leader = l->head;
+    if (!next_leader) l->leading = 0;
+    for (log_op *o = group; o; o = o->next) n++;
+    l->groups++;
+    l->ops += n;
+    pthread_mutex_unlock(&l->mu);
+    for (log_op *o = group, *next; o; o = next) {
+        next = o->next;     /* o may be gone once posted */
+        o->done = 1;
+        if (o != &op) sem_post(&o->sem);
+    }
+    if (next_leader) sem_post(&next_leader->sem);
+    sem_destroy(&op.sem);
     return op.rc;
 }
 

@@ -87,7 +87,15 @@ static void poke(int fd)
 
 static void on_local_commit(void *ud)
 {
-    poke(((wake_t *)ud)->pokefd);
+    wake_t *w = ud;
+    if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) > 0) poke(w->pokefd);
+}
+
+/* Waiters come and go. The first one wakes the watcher, which then starts watching
+ * the file (and looks once, for commits made before the watch). */
+static void interest(wake_t *w, int delta)
+{
+    if (__atomic_fetch_add(&w->nwaiting, delta, __ATOMIC_RELAXED) == 0 && delta > 0) poke(w->pokefd);
 }
 
 static void wake_id(void *ud, int64_t id, const char *path)
@@ -160,6 +168,17 @@ static void *watch_main(void *arg)
     int64_t hot_since = -1;     /* time of the last file event, -1: not hot */
     char evbuf[4096] __attribute__((aligned(8)));
     for (;;) {
+        /* While nobody waits in this process the file is not watched at all: a busy
+         * writer elsewhere then costs this thread nothing. */
+        int idle = __atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0;
+        if (idle && w->wd >= 0) {
+            inotify_rm_watch(w->ifd, w->wd);
+            w->wd = -1;
+            hot_since = -1;
+        } else if (!idle && w->wd < 0 && w->ifd >= 0) {
+            add_watch(w);
+            check(w);
+        }
         struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
         int64_t now = now_us();
         int timeout = WAKE_IDLE_MS;
@@ -188,13 +207,12 @@ static void *watch_main(void *arg)
             ssize_t len = read(w->ifd, evbuf, sizeof evbuf);
             for (ssize_t off = 0; off < len;) {
                 struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
-                if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) w->wd = -1;
+                if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) && ev->wd == w->wd) w->wd = -1;
                 off += (ssize_t)sizeof *ev + ev->len;
             }
             __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
             hot_since = now_us();
         }
-        if (n == 0 && hot_since < 0 && w->wd < 0) add_watch(w);
         /* Nobody waits in this process: nothing to look for. */
         if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
             hot_since = -1;
@@ -311,7 +329,7 @@ void wake_watch(wake_waiter_t *wt, int64_t id)
     pthread_mutex_lock(&w->mu);
     wake_waiter_t **head = &w->buckets[(uint64_t)id % WAKE_BUCKETS];
     wt->id = id;
-    __atomic_add_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
+    interest(w, 1);
     wt->prev = NULL;
     wt->next = *head;
     if (*head) (*head)->prev = wt;
@@ -326,7 +344,7 @@ void wake_watch_any(wake_waiter_t *wt)
     wake_clear(wt);
     pthread_mutex_lock(&w->mu);
     wt->id = WAKE_ANY;
-    __atomic_add_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
+    interest(w, 1);
     wt->prev = NULL;
     wt->next = w->any;
     if (w->any) w->any->prev = wt;
@@ -345,7 +363,7 @@ void wake_unwatch(wake_waiter_t *wt)
     if (wt->next) wt->next->prev = wt->prev;
     wt->prev = wt->next = NULL;
     wt->id = 0;
-    __atomic_sub_fetch(&w->nwaiting, 1, __ATOMIC_RELAXED);
+    interest(w, -1);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -368,7 +386,7 @@ void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud)
 
 void wake_sink_interest(wake_t *w, int delta)
 {
-    __atomic_add_fetch(&w->nwaiting, delta, __ATOMIC_RELAXED);
+    interest(w, delta);
 }
 
 void wake_get_stats(wake_t *w, wake_stats *st)
