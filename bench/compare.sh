@@ -7,8 +7,8 @@
 #
 # The three systems, started afresh for every run:
 #   dstream   deploy/dstream-stack start DIR with DSTREAM_RUNNER=0: nginx + the pool
-#             (DSTREAM_PROCS x DSTREAM_THREADS, defaults 2 x 64, each process's hub
-#             keeping up to DSTREAM_LIVE_MAX [8192] waiting readers), synchronous=FULL
+#             (DSTREAM_PROCS x DSTREAM_THREADS, defaults 1 x 32, each process's hub
+#             keeping up to DSTREAM_LIVE_MAX [16384] waiting readers), synchronous=FULL
 #   peer      @durable-streams/server (version pinned in bench/peer/package.json),
 #             file-backed (fdatasync on every append), bench/peer/server.mjs
 #   fcgi      bench/src/fcgi-hello.c: FCGX_Accept_r threads answering at once, with the
@@ -551,7 +551,7 @@ main() {
     echo "# dstream compared, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), kernel $(uname -r)"
-    echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-2} x ${DSTREAM_THREADS:-64}, hubs of ${DSTREAM_LIVE_MAX:-8192}, synchronous=${DSTREAM_SYNC:-full}"
+    echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-1} x ${DSTREAM_THREADS:-32}, hubs of ${DSTREAM_LIVE_MAX:-16384}, synchronous=${DSTREAM_SYNC:-full}"
     echo "- $(nginx -v 2>&1 | sed 's/^nginx version: //'), SQLite $sqlite_version, node $(node --version), @durable-streams/server $peer_version, $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- command: \`B=$B BENCH_SECONDS=$BENCH_SECONDS BENCH_RUNS=$BENCH_RUNS BENCH_CONNS=$BENCH_CONNS BENCH_HOLD_RUNS=$BENCH_HOLD_RUNS BENCH_FIGURES=\"$BENCH_FIGURES\" BENCH_BIG=$BENCH_BIG bench/compare.sh\`"
     echo "- descriptor limit (hard): $(ulimit -Hn)"

@@ -5,7 +5,7 @@
 # systemd units to /etc/systemd/system; the database lives in /var/lib/dstream.
 # Then add to your server { }:  include /usr/share/dstream/nginx/dstream.conf;
 #                               include /usr/share/dstream/nginx/dstream-errors.conf;
-# and to http { }: upstream dstream { zone dstream 64k; server unix:/run/dstream/fcgi.sock max_conns=16512; }
+# and to http { }: upstream dstream { zone dstream 64k; server unix:/run/dstream/fcgi.sock max_conns=16416; }
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}

@@ -66,10 +66,10 @@ int main(int argc, char **argv)
     cfg.path_max = (size_t)env_num("DSTREAM_PATH_MAX", 1024, 1, LOG_PATH_MAX);
     cfg.wake_inotify = strcmp(env_str("DSTREAM_WAKE", "inotify"), "poll") != 0;
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
-    cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 8192, 0, 1 << 20);
+    cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 16384, 0, 1 << 20);
     po.listen = env_str("DSTREAM_LISTEN", NULL);
-    po.procs = (int)env_num("DSTREAM_PROCS", 2, 1, 256);
-    po.threads = (int)env_num("DSTREAM_THREADS", 64, 1, 16384);
+    po.procs = (int)env_num("DSTREAM_PROCS", 1, 1, 256);
+    po.threads = (int)env_num("DSTREAM_THREADS", 32, 1, 16384);
     po.backlog = (int)env_num("DSTREAM_BACKLOG", 1024, 1, 65535);
     po.stack_kb = (size_t)env_num("DSTREAM_STACK_KB", 256, 64, 65536);
     po.grace_ms = (int)env_num("DSTREAM_GRACE_MS", 5000, 0, 600000);

@@ -3,7 +3,7 @@
  *
  *   fcgi-hello --listen SOCKET [--procs N] [--threads N]
  *
- * Defaults come from DSTREAM_PROCS [2] and DSTREAM_THREADS [64], like the pool.
+ * Defaults come from DSTREAM_PROCS [1] and DSTREAM_THREADS [32], like the pool.
  * The parent opens the socket and forks the processes; each runs the threads, and
  * each thread loops on FCGX_Accept_r with its own request, as fcgi/pool.c does
  * (no accept mutex). A request's body is read to the end and dropped; the answer
@@ -116,9 +116,9 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *v;
-    int procs = (v = getenv("DSTREAM_PROCS")) && *v ? (int)num(v, 1, 256, "DSTREAM_PROCS") : 2;
+    int procs = (v = getenv("DSTREAM_PROCS")) && *v ? (int)num(v, 1, 256, "DSTREAM_PROCS") : 1;
     int threads =
-        (v = getenv("DSTREAM_THREADS")) && *v ? (int)num(v, 1, 16384, "DSTREAM_THREADS") : 64;
+        (v = getenv("DSTREAM_THREADS")) && *v ? (int)num(v, 1, 16384, "DSTREAM_THREADS") : 32;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--listen") && i + 1 < argc) listen = argv[++i];
         else if (!strcmp(argv[i], "--procs") && i + 1 < argc) procs = (int)num(argv[++i], 1, 256, "--procs");

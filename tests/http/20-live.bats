@@ -5,8 +5,8 @@
 # the hubs hold are served by responder threads, nginx refuses what the pool cannot
 # hold at once, and the long-poll and SSE end-of-stream rules.
 #
-# The file's stack has the default pool (2 processes x 64 threads, each process's
-# hub holding up to 8192 waiting readers) and a long long-poll timeout, so that no
+# The file's stack has the default pool (1 process x 32 threads, its hub holding up
+# to 16384 waiting readers) and a long long-poll timeout, so that no
 # reader times out while a test waits on it. Tests that need a small pool or a
 # short timeout start their own stack (own_stack) and teardown stops it.
 #
