@@ -232,6 +232,38 @@ sse_status() {
     done
 }
 
+@test "a reader that does not keep up does not hold back the others, and leaves cleanly" {
+    own_stack DSTREAM_PROCS=1 DSTREAM_THREADS=2 DSTREAM_HEARTBEAT_MS=60000 DSTREAM_SSE_MAX_MS=600000
+    s=$(ds_stream slow)
+    ds_create "$s" text/plain
+    spawn "$T/slow" curl -sS -N --limit-rate 2k --max-time 120 "$DS_URL$s?offset=now&live=sse"
+    slow=$LAST_PID
+    sse_open "$T/fast" "$s?offset=now&live=sse"
+    ds_poll 5 sse_connected "$T/fast" || fail "fast reader not connected: $(cat "$T/fast")"
+    ds_poll 5 sse_connected "$T/slow" || fail "slow reader not connected: $(cat "$T/slow")"
+    # 32 x 256 KiB: far more than the socket buffers between the hub and a client
+    # that reads 2 KiB/s, so the hub must keep the slow one's rest aside.
+    head -c 262144 /dev/zero | tr '\0' x > "$T/body"
+    for i in $(seq 32); do
+        req POST "$s" -H 'Content-Type: text/plain' --data-binary "@$T/body"
+        assert_status 204
+    done
+    fast_bytes() { tr -cd x < "$T/fast" | wc -c; }
+    fast_has_all() { [ "$(fast_bytes)" -ge $((32 * 262144)) ]; }
+    ds_poll 20 fast_has_all ||
+        fail "the fast reader has $(fast_bytes) of $((32 * 262144)) bytes"
+    got=$(tr -cd x < "$T/slow" | wc -c)
+    echo "# the slow reader had $got bytes when the fast one had all" >&3
+    [ "$got" -lt $((32 * 262144)) ] || fail "the slow reader was not slow ($got bytes)"
+    kill "$slow"
+    one_reader() { [ "$(pool_readers)" -eq 1 ]; }
+    ds_poll 5 one_reader ||
+        fail "the pool holds $(pool_readers) readers after the slow one left (want 1)"
+    # The hub still serves the fast reader.
+    req POST "$s" -H 'Content-Type: text/plain' --data-binary "after-slow"
+    ds_poll 5 grep -q "after-slow" "$T/fast" || fail "no event for the fast reader after the slow one left"
+}
+
 # ---- wake-ups from another process --------------------------------------------------
 
 @test "a long-poll waiting at the tail is answered by an append from the CLI, long before its timeout" {

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -380,6 +381,62 @@ static void test_idle(void)
     CHECK_EQ_UINT(st1.wakeups, st0.wakeups);
 }
 
+/* After a quiet spell with nobody waiting (the file unwatched), the first waiter
+ * is woken by the very next commit of another process. */
+static void test_first_waiter_after_idle(void)
+{
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(append(c2, "/a", "while nobody waits"), 0);
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+    wake_waiter_t *wt = wake_waiter_new(w);
+    if (!CHECK(wt != NULL)) return;
+    wake_watch(wt, id_c);
+    CHECK_EQ_INT(append(c2, "/c", "first after idle"), 0);
+    CHECK(woken(wt, WAKE_WAIT_MS));
+    wake_waiter_free(wt);
+}
+
+/* The sink (the live hub) hears of every changed stream while it has interest. */
+static pthread_mutex_t sink_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t sink_ids[64];
+static int sink_n;
+
+static void sink_fn(void *ud, int64_t id)
+{
+    (void)ud;
+    pthread_mutex_lock(&sink_mu);
+    if (sink_n < 64) sink_ids[sink_n++] = id;
+    pthread_mutex_unlock(&sink_mu);
+}
+
+static int sink_saw(int64_t id)
+{
+    int seen = 0;
+    pthread_mutex_lock(&sink_mu);
+    for (int i = 0; i < sink_n; i++) seen |= sink_ids[i] == id;
+    pthread_mutex_unlock(&sink_mu);
+    return seen;
+}
+
+static void test_sink(void)
+{
+    wake_sink(w, sink_fn, NULL);
+    wake_sink_interest(w, 1);
+    CHECK_EQ_INT(append(c2, "/b", "for the sink"), 0);
+    long long end = mono_ms() + WAKE_WAIT_MS;
+    while (!sink_saw(id_b) && mono_ms() < end) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(sink_saw(id_b));
+    CHECK(!sink_saw(id_a));
+    wake_sink_interest(w, -1);
+    wake_sink(w, NULL, NULL);
+    pthread_mutex_lock(&sink_mu);
+    sink_n = 0;
+    pthread_mutex_unlock(&sink_mu);
+}
+
 static void run_mode(int inotify)
 {
     char err[256] = "";
@@ -422,6 +479,8 @@ static void run_mode(int inotify)
     test_all();
     test_process();
     test_idle();
+    test_first_waiter_after_idle();
+    test_sink();
 
     st = stats();
     if (inotify) CHECK(st.events > 0);
