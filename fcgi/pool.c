@@ -222,8 +222,8 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
     sa.sa_handler = on_parent_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "dstream-fcgi: %d processes x %d threads on %s\n", po->procs, po->threads,
-            po->listen ? po->listen : "fd 0");
+    fprintf(stderr, "dstream-fcgi: %d processes x %d threads on %s; up to %d waiting live readers per process\n",
+            po->procs, po->threads, po->listen ? po->listen : "fd 0", cfg->live_max);
     while (!parent_stop) {
         for (int i = 0; i < po->procs && !parent_stop; i++) {
             if (kids[i] > 0) continue;
