@@ -36,6 +36,7 @@
 
 #include "../lib/sse.h"
 #include "../lib/wake.h"
+#include "metrics.h"
 #include "router.h"
 #include "stream.h"
 
@@ -64,6 +65,7 @@ struct hconn {
     int woken;                  /* the stream moved while pend was full */
     int ending;                 /* the response is complete: close once pend drains */
     int dead;                   /* closed; freed at the end of the turn */
+    int status;                 /* of the completed response; 0: the client left */
     size_t idx;                 /* in hub->all */
     unsigned pass;              /* last group pass that handled it */
     group *g;
@@ -270,6 +272,9 @@ static void conn_close(hub_t *h, hconn *c)
     c->next = h->dead;
     h->dead = c;
     __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+    metrics_slot *m = metrics_self();
+    if (m) metrics_gauge(&m->hub_readers, -1);
+    metrics_response(c->status);
 }
 
 static void note_due(hub_t *h, int64_t t)
@@ -298,6 +303,7 @@ static int produce(hub_t *h, hconn *c)
                     : live_lp_step(&r, &rr, &h->batch);
     c->kind = rr.kind;
     c->from = rr.from;
+    if (st == LIVE_END) c->status = r.status;
     req_end(&r);
     return st;
 }
@@ -305,7 +311,9 @@ static int produce(hub_t *h, hconn *c)
 /* End c's response with what h->out holds (or nothing): the final records. */
 static void conn_end(hub_t *h, hconn *c, const char *data, size_t len, int64_t now)
 {
-    if (conn_send(h, c, data, len, 1) < 0 || !c->pend.len) {
+    if (!c->status) c->status = 200;    /* an SSE stream ends; a long-poll set its own */
+    if (conn_send(h, c, data, len, 1) < 0) c->status = 0;
+    if (c->status == 0 || !c->pend.len) {
         conn_close(h, c);
         return;
     }
@@ -404,6 +412,7 @@ static void want_group(hub_t *h, int64_t id)
 static void conn_finish(hub_t *h, hconn *c, int64_t now)
 {
     if (c->ending) {
+        c->status = 0;      /* its client never took the end */
         conn_close(h, c);
         return;
     }
@@ -422,8 +431,10 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
     memset(&rr, 0, sizeof rr);
     rr.from = c->from;
     live_lp_timeout(&r, &rr);
+    c->status = r.status;
     req_end(&r);
     if (c->pend.len) {
+        c->status = 0;
         conn_close(h, c);   /* a long-poll has nothing pending; never mind then */
         return;
     }
@@ -494,6 +505,8 @@ static int adopt(hub_t *h, hconn *c, int64_t now)
     }
     c->idx = h->n;
     h->all[h->n++] = c;
+    metrics_slot *m = metrics_self();
+    if (m) metrics_gauge(&m->hub_readers, 1);
     c->beat = now + h->cfg->heartbeat_ms;
     note_due(h, c->deadline);
     if (c->sse) note_due(h, c->beat);
@@ -506,6 +519,7 @@ static void on_event(hub_t *h, hconn *c, uint32_t evs, int64_t now)
 {
     if (c->dead) return;
     if (evs & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+        c->status = 0;      /* the client left */
         conn_close(h, c);
         return;
     }
@@ -513,12 +527,14 @@ static void on_event(hub_t *h, hconn *c, uint32_t evs, int64_t now)
         char tmp[512];
         ssize_t r = read(c->fd, tmp, sizeof tmp);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            c->status = 0;
             conn_close(h, c);
             return;
         }
     }
     if (evs & EPOLLOUT) {
         if (conn_flush(h, c) < 0) {
+            c->status = 0;
             conn_close(h, c);
             return;
         }
@@ -709,6 +725,7 @@ int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
     /* The thread writes nothing more for this request. */
     r->head_sent = 1;
     r->gone = 1;
+    r->parked = 1;
     c->sse = r->sse;
     c->events = r->events;
     c->text = text;

@@ -22,6 +22,7 @@
 #include "../lib/sse.h"
 #include "../lib/wake.h"
 #include "hub.h"
+#include "metrics.h"
 #include "pool.h"
 #include "router.h"
 #include "stream.h"
@@ -42,6 +43,14 @@ static int64_t wall_ms(void)
 
 enum { WAIT_WOKEN, WAIT_TIMEOUT, WAIT_GONE };
 
+/* The reader now waits on this thread (counted until stream_live returns). */
+static void reader_waits(req_t *r)
+{
+    metrics_slot *m = metrics_self();
+    if (!r->waiting && m) metrics_gauge(&m->thread_readers, 1);
+    r->waiting = 1;
+}
+
 /* Wait up to ms for a wake-up on the watched stream or the client leaving. */
 static int wait_for(req_t *r, int ms)
 {
@@ -53,7 +62,10 @@ static int wait_for(req_t *r, int ms)
     if (n == 0) return WAIT_TIMEOUT;
     int rc = poll(pf, (nfds_t)n, ms < 0 ? 0 : ms);
     if (rc <= 0) return WAIT_TIMEOUT;
-    if (cfd >= 0 && (pf[n - 1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return WAIT_GONE;
+    if (cfd >= 0 && (pf[n - 1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        r->gone = 1;
+        return WAIT_GONE;
+    }
     if (r->waiter) wake_clear(r->waiter);
     return WAIT_WOKEN;
 }
@@ -127,6 +139,7 @@ static void long_poll(req_t *r, log_read_req *rr, buf_t *out)
             if (r->hub && hub_park(r->hub, r, rr, rr->info.id, 0, deadline) == 0) return;
             if (r->waiter) wake_watch(r->waiter, rr->info.id);
             watching = 1;
+            reader_waits(r);
             continue;
         }
         int left = (int)(deadline - live_mono_ms());
@@ -252,6 +265,7 @@ static void sse(req_t *r, log_read_req *rr, buf_t *out)
                 if (r->hub && hub_park(r->hub, r, rr, id, text, end) == 0) return;
                 wake_watch(r->waiter, id);
                 watching = 1;
+                reader_waits(r);
             } else if (sse_wait(r, rr, end) == LIVE_END) {
                 break;
             }
@@ -273,5 +287,7 @@ void stream_live(req_t *r, log_read_req *rr, int use_sse)
     if (use_sse) sse(r, rr, &out);
     else long_poll(r, rr, &out);
     if (r->waiter) wake_unwatch(r->waiter);
+    metrics_slot *m = metrics_self();
+    if (r->waiting && m) metrics_gauge(&m->thread_readers, -1);
     buf_free(&out);
 }

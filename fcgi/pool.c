@@ -27,6 +27,7 @@
 
 #include "../lib/wake.h"
 #include "hub.h"
+#include "metrics.h"
 #include "router.h"
 
 static atomic_int stopping;
@@ -129,6 +130,8 @@ static void *worker_main(void *arg)
             continue;
         }
         atomic_fetch_add(&in_flight, 1);
+        metrics_slot *m = metrics_self();
+        if (m) metrics_gauge(&m->busy, 1);
         req_t r;
         memset(&r, 0, sizeof r);
         r.cfg = w->cfg;
@@ -143,6 +146,9 @@ static void *worker_main(void *arg)
         }
         req_end(&r);
         FCGX_Finish_r(&fr);
+        /* A parked reader is counted by the hub when its response completes. */
+        if (!r.parked) metrics_response(r.gone ? 0 : r.status);
+        if (m) metrics_gauge(&m->busy, -1);
         atomic_fetch_sub(&in_flight, 1);
     }
     wake_waiter_free(waiter);
@@ -150,7 +156,24 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
+/* Copy the log's and the watcher's figures into this process's metrics slot. */
+static void publish(log_t *log, wake_t *wake)
+{
+    metrics_slot *m = metrics_self();
+    if (!m) return;
+    uint64_t groups, ops;
+    log_stats(log, &groups, &ops);
+    __atomic_store_n(&m->groups, groups, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->appends, ops, __ATOMIC_RELAXED);
+    if (wake) {
+        wake_stats st;
+        wake_get_stats(wake, &st);
+        __atomic_store_n(&m->wake_checks, st.checks, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->wake_wakeups, st.wakeups, __ATOMIC_RELAXED);
+    }
+}
+
+static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd, int slot)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -166,6 +189,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     hub_t *hub = NULL;
     if (wake && cfg->live_max > 0 && !(hub = hub_start(cfg, log, wake, err, sizeof err)))
         fprintf(stderr, "dstream-fcgi: no live hub (a thread per live reader): %s\n", err);
+    metrics_attach(slot, po->threads, hub ? cfg->live_max : 0);
     worker w = {fd, cfg, log, wake, hub};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -180,8 +204,12 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd)
     }
     pthread_attr_destroy(&attr);
 
-    int sig;
-    sigwait(&set, &sig);
+    /* Wait for the signal to stop; meanwhile publish the figures once a second. */
+    for (;;) {
+        struct timespec second = {1, 0};
+        if (sigtimedwait(&set, NULL, &second) > 0) break;
+        publish(log, wake);
+    }
     atomic_store(&stopping, 1);
     if (wake) wake_all(wake);
     hub_stop(hub);
@@ -216,6 +244,7 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
         }
     }
 
+    if (metrics_init(po->procs)) fprintf(stderr, "dstream-fcgi: no shared memory for /metrics\n");
     pid_t *kids = calloc((size_t)po->procs, sizeof *kids);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -230,7 +259,7 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
             pid_t pid = fork();
             if (pid == 0) {
                 free(kids);
-                return child_main(po, cfg, log, fd);
+                return child_main(po, cfg, log, fd, i);
             }
             if (pid < 0) {
                 fprintf(stderr, "dstream-fcgi: fork: %s\n", strerror(errno));

@@ -48,6 +48,8 @@ struct req {
     struct hub *hub;            /* the process's live hub, or NULL (CGI) */
     int events;                 /* session event framing (offsets injected, SSE by type) */
     int sse;                    /* the response is an SSE stream */
+    int waiting;                /* a live reader waiting on this thread (metrics) */
+    int parked;                 /* handed to the hub, which completes the response */
 
     const char *method;
     char path[2048];            /* decoded path, no query */

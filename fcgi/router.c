@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "metrics.h"
+
 #define STREAM_PREFIX "/v1/stream/"
 
 void res_common_headers(req_t *r)
@@ -25,6 +27,10 @@ void route(req_t *r)
     }
     if (strcmp(r->path, "/v1/health") == 0) {
         health_handle(r);
+        return;
+    }
+    if (strcmp(r->path, "/metrics") == 0 || strcmp(r->path, "/v1/metrics") == 0) {
+        metrics_handle(r);
         return;
     }
     /* Collection or one item: "/v1/agents" or "/v1/agents/{name}". */

@@ -107,12 +107,15 @@ static void wake_id(void *ud, int64_t id, const char *path)
     for (wake_waiter_t *wt = w->buckets[(uint64_t)id % WAKE_BUCKETS]; wt; wt = wt->next) {
         if (wt->id != id) continue;
         poke(wt->efd);
-        w->st.wakeups++;
+        __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
     }
     void (*sink)(void *, int64_t) = w->sink;
     void *sink_ud = w->sink_ud;
     pthread_mutex_unlock(&w->mu);
-    if (sink) sink(sink_ud, id);
+    if (sink) {
+        sink(sink_ud, id);
+        __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static int64_t data_version(wake_t *w)
@@ -139,7 +142,7 @@ static int check(wake_t *w)
         pthread_mutex_lock(&w->mu);
         for (wake_waiter_t *wt = w->any; wt; wt = wt->next) {
             poke(wt->efd);
-            w->st.wakeups++;
+            __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -205,13 +208,17 @@ static void *watch_main(void *arg)
         }
         if (n > 0 && w->ifd >= 0 && (pf[1].revents & POLLIN)) {
             ssize_t len = read(w->ifd, evbuf, sizeof evbuf);
+            int modified = 0;
             for (ssize_t off = 0; off < len;) {
                 struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
                 if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) && ev->wd == w->wd) w->wd = -1;
+                modified |= (ev->mask & IN_MODIFY) != 0;
                 off += (ssize_t)sizeof *ev + ev->len;
             }
-            __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
-            hot_since = now_us();
+            if (modified) {
+                __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
+                hot_since = now_us();
+            }
         }
         /* Nobody waits in this process: nothing to look for. */
         if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
@@ -253,8 +260,7 @@ wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char 
         goto fail;
     }
     if (w->opts.inotify) {
-        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        add_watch(w);
+        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);   /* watched once someone waits */
     }
     log_on_commit(log, on_local_commit, w);
     if (pthread_create(&w->thread, NULL, watch_main, w)) {
@@ -395,5 +401,6 @@ void wake_get_stats(wake_t *w, wake_stats *st)
     *st = w->st;
     st->events = __atomic_load_n(&w->st.events, __ATOMIC_RELAXED);
     st->checks = __atomic_load_n(&w->st.checks, __ATOMIC_RELAXED);
+    st->wakeups = __atomic_load_n(&w->st.wakeups, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);
 }

@@ -1,0 +1,151 @@
+/* metrics: the pool's counters, shared between its processes (see metrics.h).
+ *
+ * Counters are updated with atomic adds in the slot of the process that counts;
+ * log and watcher figures are copied into it once a second by the process's main
+ * thread (pool.c). A scrape sums the slots of live processes. */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/buf.h"
+
+static metrics_slot *slots;
+static int nslots;
+static metrics_slot *self;
+
+int metrics_init(int n)
+{
+    void *p = mmap(NULL, (size_t)n * sizeof(metrics_slot), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    slots = p;
+    nslots = n;
+    return 0;
+}
+
+void metrics_attach(int i, int threads, int live_max)
+{
+    if (!slots || i < 0 || i >= nslots) return;
+    self = &slots[i];
+    __atomic_store_n(&self->busy, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&self->thread_readers, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&self->hub_readers, 0, __ATOMIC_RELAXED);
+    self->threads = threads;
+    self->live_max = live_max;
+    __atomic_store_n(&self->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+}
+
+metrics_slot *metrics_self(void)
+{
+    return self;
+}
+
+void metrics_response(int status)
+{
+    if (!self) return;
+    if (status == 0) {
+        __atomic_add_fetch(&self->readers_gone, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    int k = status >= 200 && status < 600 ? status / 100 : 0;
+    __atomic_add_fetch(&self->responses[k], 1, __ATOMIC_RELAXED);
+}
+
+void metrics_gauge(int64_t *gauge, int64_t delta)
+{
+    if (gauge) __atomic_add_fetch(gauge, delta, __ATOMIC_RELAXED);
+}
+
+static uint64_t sum(size_t off)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < nslots; i++) {
+        if (!__atomic_load_n(&slots[i].pid, __ATOMIC_ACQUIRE)) continue;
+        uint64_t v;
+        memcpy(&v, (const char *)&slots[i] + off, sizeof v);
+        t += v;
+    }
+    return t;
+}
+
+#define SUM(field) sum(offsetof(metrics_slot, field))
+
+static void family(buf_t *b, const char *name, const char *type, const char *help)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+void metrics_handle(req_t *r)
+{
+    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
+        res_header(r, "Allow", "GET, HEAD");
+        res_error(r, 405, "method_not_allowed", "use GET");
+        return;
+    }
+    if (!slots) {
+        res_error(r, 404, "not_found", "no metrics in CGI mode");
+        return;
+    }
+    buf_t b;
+    buf_init(&b, 1 << 20);
+    int procs = 0, threads = 0, live_max = 0;
+    for (int i = 0; i < nslots; i++) {
+        if (!__atomic_load_n(&slots[i].pid, __ATOMIC_ACQUIRE)) continue;
+        procs++;
+        threads += slots[i].threads;
+        live_max += slots[i].live_max;
+    }
+    family(&b, "dstream_processes", "gauge", "Responder processes running.");
+    buf_printf(&b, "dstream_processes %d\n", procs);
+    family(&b, "dstream_threads", "gauge", "Responder threads, and those serving a request now.");
+    buf_printf(&b, "dstream_threads{state=\"all\"} %d\n", threads);
+    buf_printf(&b, "dstream_threads{state=\"busy\"} %" PRId64 "\n", (int64_t)SUM(busy));
+    family(&b, "dstream_http_responses_total", "counter",
+           "Responses completed, by status class.");
+    static const char *const cls[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (int k = 0; k < 6; k++) {
+        if (k == 1) continue;
+        buf_printf(&b, "dstream_http_responses_total{code=\"%s\"} %" PRIu64 "\n", cls[k],
+                   sum(offsetof(metrics_slot, responses) + (size_t)k * sizeof(uint64_t)));
+    }
+    family(&b, "dstream_live_readers", "gauge",
+           "Live readers (long-poll, SSE) waiting now, by what holds them.");
+    buf_printf(&b, "dstream_live_readers{held_by=\"hub\"} %" PRId64 "\n", (int64_t)SUM(hub_readers));
+    buf_printf(&b, "dstream_live_readers{held_by=\"thread\"} %" PRId64 "\n",
+               (int64_t)SUM(thread_readers));
+    family(&b, "dstream_live_readers_max", "gauge", "Waiting readers the hubs can hold.");
+    buf_printf(&b, "dstream_live_readers_max %d\n", live_max);
+    family(&b, "dstream_clients_gone_total", "counter",
+           "Requests whose client left before the response was complete (mostly live readers).");
+    buf_printf(&b, "dstream_clients_gone_total %" PRIu64 "\n", SUM(readers_gone));
+    family(&b, "dstream_writes_total", "counter", "Write operations committed (appends, creates, ...).");
+    buf_printf(&b, "dstream_writes_total %" PRIu64 "\n", SUM(appends));
+    family(&b, "dstream_commit_groups_total", "counter",
+           "Group commits (each one transaction and one fsync).");
+    buf_printf(&b, "dstream_commit_groups_total %" PRIu64 "\n", SUM(groups));
+    family(&b, "dstream_wake_checks_total", "counter", "Change queries run by the watchers.");
+    buf_printf(&b, "dstream_wake_checks_total %" PRIu64 "\n", SUM(wake_checks));
+    family(&b, "dstream_wake_wakeups_total", "counter", "Waiting readers (threads, and hubs per changed stream) woken by the watchers.");
+    buf_printf(&b, "dstream_wake_wakeups_total %" PRIu64 "\n", SUM(wake_wakeups));
+    char wal[1100];
+    snprintf(wal, sizeof wal, "%s-wal", r->cfg->db_path);
+    family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
+    buf_printf(&b, "dstream_db_bytes{file=\"db\"} %" PRId64 "\n", file_size(r->cfg->db_path));
+    buf_printf(&b, "dstream_db_bytes{file=\"wal\"} %" PRId64 "\n", file_size(wal));
+    res_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    res_header(r, "Cache-Control", "no-store");
+    res_write(r, b.p, strcmp(r->method, "HEAD") ? b.len : 0);
+    buf_free(&b);
+}
