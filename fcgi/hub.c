@@ -102,6 +102,8 @@ struct hub {
     hconn *dead;
     group *buckets[HUB_BUCKETS];
     int64_t due;
+    size_t pend_total;          /* bytes in all readers' pend: at most cfg->live_buffer_max */
+    int shed;                   /* shed() closed readers: h->all moved under a sweep */
     unsigned pass;
     buf_t batch, out;
     hconn **tmp;
@@ -146,13 +148,40 @@ static int conn_flush(hub_t *h, hconn *c)
         if (w < 0 && errno == EAGAIN) return 0;
         if (w <= 0) return -1;
         c->pend_off += (size_t)w;
+        h->pend_total -= (size_t)w;
         if (c->pend_off == c->pend.len) {
-            buf_reset(&c->pend);
+            buf_free(&c->pend);     /* give the memory back: most readers keep up */
+            buf_init(&c->pend, 0);
             c->pend_off = 0;
         }
     }
     set_out(h, c, 0);
     return 0;
+}
+
+static void conn_close(hub_t *h, hconn *c);
+
+/* The readers' buffers hold more than DSTREAM_LIVE_BUFFER_MAX: drop the readers that
+ * are furthest behind (their clients reconnect from their last offset). */
+static void shed(hub_t *h)
+{
+    while (h->pend_total > h->cfg->live_buffer_max) {
+        hconn *worst = NULL;
+        size_t most = 0;
+        for (size_t i = 0; i < h->n; i++) {
+            size_t p = h->all[i]->pend.len - h->all[i]->pend_off;
+            if (p > most) {
+                most = p;
+                worst = h->all[i];
+            }
+        }
+        if (!worst) break;
+        worst->status = 0;
+        metrics_slot *m = metrics_self();
+        if (m) __atomic_add_fetch(&m->readers_shed, 1, __ATOMIC_RELAXED);
+        conn_close(h, worst);
+        h->shed = 1;
+    }
 }
 
 /* Send data as FCGI_STDOUT records, and the end of the request if end. What the
@@ -194,11 +223,13 @@ static int conn_send(hub_t *h, hconn *c, const char *data, size_t len, int end)
                 continue;
             }
             if (buf_append(&c->pend, (char *)iov[i].iov_base + w, l - (size_t)w)) return -1;
+            h->pend_total += l - (size_t)w;
             w = 0;
         }
     }
     if (c->pend.len && !was_pending) set_out(h, c, 1);
-    return 0;
+    if (h->pend_total > h->cfg->live_buffer_max) shed(h);
+    return c->dead ? -1 : 0;
 }
 
 /* ---- readers and groups ------------------------------------------------------------------ */
@@ -264,6 +295,7 @@ static void conn_close(hub_t *h, hconn *c)
 {
     if (c->dead) return;
     c->dead = 1;
+    h->pend_total -= c->pend.len - c->pend_off;
     epoll_ctl(h->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     group_remove(h, c);
@@ -446,6 +478,7 @@ static void sweep(hub_t *h, int64_t now)
 {
     int64_t due = now + 60000;
     int resweep = 0;
+    h->shed = 0;
     buf_t ev;
     buf_init(&ev, 0);
     sse_comment(&ev, "keep-alive");
@@ -483,7 +516,8 @@ static void sweep(hub_t *h, int64_t now)
         }
     }
     buf_free(&ev);
-    h->due = resweep ? now : due;
+    h->due = resweep || h->shed ? now : due;
+    h->shed = 0;
 }
 
 static int adopt(hub_t *h, hconn *c, int64_t now)

@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     cfg.wake_inotify = strcmp(env_str("DSTREAM_WAKE", "inotify"), "poll") != 0;
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
     cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 16384, 0, 1 << 20);
+    cfg.live_buffer_max = (size_t)env_num("DSTREAM_LIVE_BUFFER_MAX", 256LL << 20, 65536, 1LL << 40);
     po.listen = env_str("DSTREAM_LISTEN", NULL);
     po.procs = (int)env_num("DSTREAM_PROCS", 1, 1, 256);
     po.threads = (int)env_num("DSTREAM_THREADS", 32, 1, 16384);

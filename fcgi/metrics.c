@@ -130,6 +130,9 @@ void metrics_handle(req_t *r)
     family(&b, "dstream_clients_gone_total", "counter",
            "Requests whose client left before the response was complete (mostly live readers).");
     buf_printf(&b, "dstream_clients_gone_total %" PRIu64 "\n", SUM(readers_gone));
+    family(&b, "dstream_live_readers_shed_total", "counter",
+           "Live readers dropped because the hub's buffers (DSTREAM_LIVE_BUFFER_MAX) were full.");
+    buf_printf(&b, "dstream_live_readers_shed_total %" PRIu64 "\n", SUM(readers_shed));
     family(&b, "dstream_writes_total", "counter", "Write operations committed (appends, creates, ...).");
     buf_printf(&b, "dstream_writes_total %" PRIu64 "\n", SUM(appends));
     family(&b, "dstream_commit_groups_total", "counter",

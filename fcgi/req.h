@@ -37,6 +37,7 @@ typedef struct cfg {
     int wake_inotify;           /* DSTREAM_WAKE: inotify (1) or poll (0) */
     int wake_poll_us;           /* DSTREAM_WAKE_POLL_US */
     int live_max;               /* DSTREAM_LIVE_MAX: live readers parked per process */
+    size_t live_buffer_max;     /* DSTREAM_LIVE_BUFFER_MAX: bytes the hub keeps for slow readers */
 } cfg_t;
 
 struct req {
