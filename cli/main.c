@@ -2,10 +2,15 @@
  *
  *   dstream migrate [--db PATH]            create or upgrade the database
  *   dstream append [--db PATH] STREAM      append stdin as one message
+ *   dstream tail [--db PATH] [--from OFFSET] [--no-follow] STREAM
+ *                                          print messages, one a line, and follow
  *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +20,17 @@
 #include "../lib/buf.h"
 #include "../lib/db.h"
 #include "../lib/log.h"
+#include "../lib/wake.h"
 
 static void usage(void)
 {
     fprintf(stderr, "usage: dstream [--db PATH] COMMAND ...\n"
                     "  migrate              create or upgrade the database\n"
                     "  append STREAM        append standard input as one message\n"
+                    "  tail [--from OFFSET] [--no-follow] STREAM\n"
+                    "                       print the messages from OFFSET (-1: the start, the\n"
+                    "                       default; now: the tail), one a line, then wait for\n"
+                    "                       more until the stream is closed or Ctrl-C\n"
                     "  free-port [HOST]     print a free TCP port on HOST (127.0.0.1)\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
@@ -89,6 +99,96 @@ out:
     return rc;
 }
 
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* One message, then a newline (JSON streams: one value a line). */
+static int print_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    (void)ud;
+    (void)at;
+    return fwrite(data, 1, len, stdout) == len && putchar('\n') != EOF ? 0 : -100;
+}
+
+static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
+{
+    char err[256];
+    int follow = 1, rc = 0;
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.kind = OFFSET_START;
+    for (; argc > 1; argc--, argv++) {
+        if (strcmp(argv[0], "--no-follow") == 0) {
+            follow = 0;
+        } else if (strcmp(argv[0], "--from") == 0 && argc > 2) {
+            if (offset_parse(argv[1], strlen(argv[1]), &rr.kind, &rr.from)) {
+                fprintf(stderr, "dstream: --from: -1, now, or an offset the server returned\n");
+                return 2;
+            }
+            argc--, argv++;
+        } else {
+            break;
+        }
+    }
+    if (argc != 1) {
+        usage();
+        return 2;
+    }
+    rr.path = argv[0];
+    log_conn_t *c = log_conn_open(log, err, sizeof err);
+    wake_t *w = NULL;
+    wake_waiter_t *wt = NULL;
+    if (!c) {
+        fprintf(stderr, "dstream: %s\n", err);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (int watching = 0; !interrupted;) {
+        rr.max_bytes = 1 << 20;
+        int lrc = log_read(c, &rr, print_msg, NULL);
+        if (lrc) {
+            fprintf(stderr, "dstream: %s: %s\n", rr.path, lrc == -100 ? "cannot write" : log_strerror(lrc));
+            rc = 1;
+            break;
+        }
+        if (fflush(stdout)) {
+            rc = 1;
+            break;
+        }
+        rr.kind = OFFSET_AT;
+        rr.from = rr.next;
+        if (!rr.up_to_date) continue;
+        if (!follow || rr.info.closed) break;
+        if (!watching) {
+            /* Watch, then read once more: a commit may have come in between. */
+            if (!(w = wake_start(log, db, NULL, err, sizeof err)) || !(wt = wake_waiter_new(w))) {
+                fprintf(stderr, "dstream: cannot follow: %s\n", w ? "out of descriptors" : err);
+                rc = 1;
+                break;
+            }
+            wake_watch(wt, rr.info.id);
+            watching = 1;
+            continue;
+        }
+        /* Woken, or once a second to look again (a deleted stream ends the tail). */
+        struct pollfd pf = {wake_waiter_fd(wt), POLLIN, 0};
+        if (poll(&pf, 1, 1000) > 0) wake_clear(wt);
+    }
+    wake_waiter_free(wt);
+    wake_stop(w);
+    log_conn_close(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *db = getenv("DSTREAM_DB");
@@ -120,6 +220,8 @@ int main(int argc, char **argv)
         rc = 0;
     } else if (strcmp(cmd, "append") == 0) {
         rc = cmd_append(log, argc - i, argv + i);
+    } else if (strcmp(cmd, "tail") == 0) {
+        rc = cmd_tail(log, db, argc - i, argv + i);
     } else {
         usage();
         rc = 2;
