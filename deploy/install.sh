@@ -5,6 +5,7 @@
 # systemd units to /etc/systemd/system; the database lives in /var/lib/dstream.
 # Then add to your server { }:  include /usr/share/dstream/nginx/dstream.conf;
 #                               include /usr/share/dstream/nginx/dstream-errors.conf;
+#                               include /usr/share/dstream/nginx/dstream-metrics.conf;  (optional)
 # and to http { }: upstream dstream { zone dstream 64k; server unix:/run/dstream/fcgi.sock max_conns=16416; }
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ install -d -o dstream -g dstream -m 0750 /var/lib/dstream
 install -d -m 0750 -o root -g dstream /etc/dstream
 install -m 0755 "$here/$B/dstream-fcgi" "$here/$B/dstream-runner" "$here/$B/dstream" /usr/local/bin/
 install -d /usr/share/dstream/nginx
-install -m 0644 "$here/nginx/dstream.conf" "$here/nginx/dstream-errors.conf" "$here/nginx/example.conf" \
+install -m 0644 "$here/nginx/dstream.conf" "$here/nginx/dstream-errors.conf" "$here/nginx/dstream-metrics.conf" "$here/nginx/example.conf" \
     /usr/share/dstream/nginx/
 install -m 0644 "$here/deploy/dstream-fcgi.service" "$here/deploy/dstream-runner.service" /etc/systemd/system/
 if [ ! -f /etc/dstream/credentials.json ]; then
