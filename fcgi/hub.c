@@ -410,8 +410,7 @@ static void wake_group(hub_t *h, int64_t id, int64_t now)
         for (size_t i = 0; i < n; i++) {
             hconn *c = h->tmp[i];
             if (!c || c->dead) continue;
-            hconn key = *c;
-            key.query = c->query;
+            hconn key = *c;     /* c's position before the step */
             int st = produce(h, c);
             for (size_t j = i + 1; j < n; j++) {
                 hconn *d = h->tmp[j];
@@ -420,6 +419,7 @@ static void wake_group(hub_t *h, int64_t id, int64_t now)
                 d->kind = c->kind;
                 d->from = c->from;
                 d->first = c->first;
+                d->status = c->status;
                 again |= deliver(h, d, st, now);
             }
             again |= deliver(h, c, st, now);
