@@ -314,18 +314,25 @@ static void note_due(hub_t *h, int64_t t)
     if (t < h->due) h->due = t;
 }
 
+/* A request for c whose response goes into h->out (emptied); a long-poll's starts
+ * with the headers every response carries, an SSE stream's headers are out. */
+static void mem_req(hub_t *h, hconn *c, req_t *r)
+{
+    memset(r, 0, sizeof *r);
+    buf_reset(&h->out);
+    req_mem_begin(r, &h->out, c->query, c->sse);
+    r->cfg = h->cfg;
+    r->log = h->conn;
+    r->events = c->events;
+    r->sse = c->sse;
+    if (!c->sse) res_common_headers(r);
+}
+
 /* Run one live step for c into h->out; c's position moves on. */
 static int produce(hub_t *h, hconn *c)
 {
     req_t r;
-    memset(&r, 0, sizeof r);
-    buf_reset(&h->out);
-    req_mem_begin(&r, &h->out, c->query, c->sse);
-    r.cfg = h->cfg;
-    r.log = h->conn;
-    r.events = c->events;
-    r.sse = c->sse;
-    if (!c->sse) res_common_headers(&r);
+    mem_req(h, c, &r);
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.path = c->path;
@@ -453,12 +460,7 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
         return;
     }
     req_t r;
-    memset(&r, 0, sizeof r);
-    buf_reset(&h->out);
-    req_mem_begin(&r, &h->out, c->query, 0);
-    r.cfg = h->cfg;
-    r.log = h->conn;
-    res_common_headers(&r);
+    mem_req(h, c, &r);
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.from = c->from;
@@ -785,9 +787,4 @@ int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
     ssize_t w = write(h->efd, &one, sizeof one);
     (void)w;
     return 0;
-}
-
-int hub_count(hub_t *h)
-{
-    return __atomic_load_n(&h->count, __ATOMIC_RELAXED);
 }

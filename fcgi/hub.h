@@ -25,7 +25,4 @@ void hub_stop(hub_t *h);
 int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
              int64_t deadline_ms);
 
-/* Readers the hub holds now. */
-int hub_count(hub_t *h);
-
 #endif

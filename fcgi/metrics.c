@@ -50,7 +50,7 @@ void metrics_response(int status)
 {
     if (!self) return;
     if (status == 0) {
-        __atomic_add_fetch(&self->readers_gone, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&self->clients_gone, 1, __ATOMIC_RELAXED);
         return;
     }
     int k = status >= 200 && status < 600 ? status / 100 : 0;
@@ -129,7 +129,7 @@ void metrics_handle(req_t *r)
     buf_printf(&b, "dstream_live_readers_max %d\n", live_max);
     family(&b, "dstream_clients_gone_total", "counter",
            "Requests whose client left before the response was complete (mostly live readers).");
-    buf_printf(&b, "dstream_clients_gone_total %" PRIu64 "\n", SUM(readers_gone));
+    buf_printf(&b, "dstream_clients_gone_total %" PRIu64 "\n", SUM(clients_gone));
     family(&b, "dstream_live_readers_shed_total", "counter",
            "Live readers dropped because the hub's buffers (DSTREAM_LIVE_BUFFER_MAX) were full.");
     buf_printf(&b, "dstream_live_readers_shed_total %" PRIu64 "\n", SUM(readers_shed));

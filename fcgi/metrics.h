@@ -17,7 +17,7 @@ typedef struct metrics_slot {
     int64_t thread_readers;     /* live readers waiting on a thread now */
     int64_t hub_readers;        /* live readers the hub holds now */
     uint64_t responses[6];      /* by status class: [2] = 2xx ... [5] = 5xx, [0] other */
-    uint64_t readers_gone;      /* requests whose client left before the response ended */
+    uint64_t clients_gone;      /* requests whose client left before the response ended */
     uint64_t readers_shed;      /* live readers dropped for being too far behind */
     uint64_t appends;           /* write operations committed (log_stats ops) */
     uint64_t groups;            /* group commits (log_stats groups) */

@@ -8,14 +8,10 @@ teardown_file() { ds_stack_stop; }
 
 setup() {
     T=$BATS_TEST_TMPDIR
-    PIDS=()
+    BG_PIDS=()
 }
 
-teardown() {
-    local pid
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
+teardown() { ds_bg_stop; }
 
 # metric NAME_WITH_LABELS: its value in a fresh scrape (empty if absent).
 metric() {
@@ -66,12 +62,11 @@ metric_is() { [ "$(metric "$1")" = "$2" ]; }
     h0=$(metric 'dstream_live_readers{held_by="hub"}')
     g0=$(metric dstream_clients_gone_total)
     for i in 1 2 3; do
-        curl -sS -N --max-time 60 "$DS_URL$s?offset=now&live=sse" > "$T/sse.$i" 2>/dev/null &
-        PIDS+=($!)
+        spawn "$T/sse.$i" curl -sS -N --max-time 60 "$DS_URL$s?offset=now&live=sse"
     done
     ds_poll 10 metric_atleast 'dstream_live_readers{held_by="hub"}' $((h0 + 3)) ||
         fail "hub readers $(metric 'dstream_live_readers{held_by="hub"}'), want $((h0 + 3))"
-    kill "${PIDS[@]}"
+    kill "${BG_PIDS[@]}"
     ds_poll 10 metric_is 'dstream_live_readers{held_by="hub"}' "$h0" ||
         fail "hub readers $(metric 'dstream_live_readers{held_by="hub"}') after the clients left, want $h0"
     metric_atleast dstream_clients_gone_total $((g0 + 3)) || fail "clients gone $(metric dstream_clients_gone_total), want $((g0 + 3))"

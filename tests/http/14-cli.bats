@@ -9,12 +9,10 @@ teardown_file() { ds_stack_stop; }
 setup() {
     T=$BATS_TEST_TMPDIR
     CLI=$DS_BIN/dstream
-    TAIL_PID=
+    BG_PIDS=()
 }
 
-teardown() {
-    if [ -n "$TAIL_PID" ]; then kill "$TAIL_PID" 2>/dev/null || true; wait "$TAIL_PID" 2>/dev/null || true; fi
-}
+teardown() { ds_bg_stop; }
 
 @test "tail --no-follow prints every message of a JSON stream, one value a line" {
     name=$(ds_name tail)
@@ -40,6 +38,7 @@ teardown() {
     ds_create "$s" text/plain
     "$CLI" --db "$DS_DB" tail --from now "$name" > "$T/out" 2> "$T/err" 3>&- &
     TAIL_PID=$!
+    BG_PIDS+=("$TAIL_PID")
     sleep 0.3
     req POST "$s" -H 'Content-Type: text/plain' --data-binary 'first'
     ds_poll 5 grep -qx first "$T/out" || fail "no 'first' within 5 s: $(cat "$T/out" "$T/err")"
@@ -49,7 +48,6 @@ teardown() {
     not_running() { ! kill -0 "$TAIL_PID" 2>/dev/null; }
     ds_poll 5 not_running || fail "tail still running 5 s after the stream was closed"
     wait "$TAIL_PID" && st=0 || st=$?
-    TAIL_PID=
     [ "$st" = 0 ] || fail "exit $st: $(cat "$T/err")"
     [ "$(cat "$T/out")" = $'first\nsecond' ] || fail "output: $(cat "$T/out")"
 }

@@ -32,25 +32,12 @@ setup() {
 
 # End the clients this test started (by PID), then its own stack if it has one.
 teardown() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    ds_bg_stop
     if [ "${DS_DIR:-}" != "$MAIN_DIR" ]; then ds_stack_stop; fi
 }
 
 # own_stack NAME=VALUE...: a stack with these settings for this test only.
 own_stack() { ds_stack_start "$@"; }
-
-# spawn OUT COMMAND...: run COMMAND in the background with stdout and stderr to OUT
-# (fd 3 closed, or bats would wait for it); its PID is in $LAST_PID and teardown
-# ends it.
-spawn() {
-    local out=$1
-    shift
-    "$@" >"$out" 2>&1 3>&- &
-    LAST_PID=$!
-    BG_PIDS+=("$LAST_PID")
-}
 
 # sse_open OUT PATH_AND_QUERY: an SSE client (curl -N, so that curl writes each
 # event as it arrives) writing the event stream to OUT.

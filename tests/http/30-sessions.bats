@@ -21,12 +21,7 @@ setup() {
     BG_PIDS=()
 }
 
-# End the clients this test started, by PID.
-teardown() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
+teardown() { ds_bg_stop; }
 
 # ---- helpers --------------------------------------------------------------------------
 
@@ -93,15 +88,6 @@ events_of() {
 n_events() {
     req GET "/v1/sessions/$1/events?offset=-1" >/dev/null
     jq length "$DS_BODY"
-}
-
-# spawn OUT COMMAND...: run COMMAND in the background (teardown ends it).
-spawn() {
-    local out=$1
-    shift
-    "$@" >"$out" 2>&1 3>&- &
-    LAST_PID=$!
-    BG_PIDS+=("$LAST_PID")
 }
 
 # sse_count FILE: the number of complete session events (not control events) in FILE.

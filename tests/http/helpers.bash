@@ -250,3 +250,24 @@ ds_read_all() {
     req GET "$1?offset=-1"
     assert_status 200
 }
+
+# ---- background clients ---------------------------------------------------------------
+# A test that starts clients in the background records their PIDs in BG_PIDS (spawn
+# does it); ds_bg_stop, from teardown, ends them by PID.
+
+# spawn OUT COMMAND...: run COMMAND in the background with stdout and stderr to OUT
+# (fd 3 closed, or bats would wait for it); its PID is in $LAST_PID.
+spawn() {
+    local out=$1
+    shift
+    "$@" >"$out" 2>&1 3>&- &
+    LAST_PID=$!
+    BG_PIDS+=("$LAST_PID")
+}
+
+ds_bg_stop() {
+    local pid
+    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    BG_PIDS=()
+}

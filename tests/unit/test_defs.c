@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_db.h"
 
 static char dir[256];
 static log_t *lg;
@@ -195,20 +196,10 @@ static void test_workflows(void)
 
 int main(void)
 {
-    char path[300], err[256] = "";
-    if (test_mkdtemp(dir, sizeof dir, "test-defs")) return 1;
-    snprintf(path, sizeof path, "%s/defs.db", dir);
-    log_opts o = {0, 5000};
-    lg = log_open(path, &o, err, sizeof err);
-    conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
-    if (!CHECK(conn != NULL)) {
-        fprintf(stderr, "  %s\n", err);
-    } else {
+    if (test_db_open("test-defs", dir, sizeof dir, &lg, &conn) == 0) {
         test_agents();
         test_workflows();
     }
-    log_conn_close(conn);
-    log_close(lg);
-    test_rmtree(dir);
+    test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_db.h"
 
 static char dir[256];
 static log_t *lg;
@@ -802,15 +803,7 @@ static void test_delete(void)
 
 int main(void)
 {
-    char path[300], err[256];
-    if (test_mkdtemp(dir, sizeof dir, "test-sstore")) return 1;
-    snprintf(path, sizeof path, "%s/sstore.db", dir);
-    log_opts o = {0, 5000};
-    lg = log_open(path, &o, err, sizeof err);
-    conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
-    if (!CHECK(conn != NULL)) {
-        fprintf(stderr, "  %s\n", err);
-    } else {
+    if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn) == 0) {
         test_create();
         test_command();
         test_views_and_snapshots();
@@ -818,8 +811,6 @@ int main(void)
         test_list();
         test_delete();
     }
-    log_conn_close(conn);
-    log_close(lg);
-    test_rmtree(dir);
+    test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
