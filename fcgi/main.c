@@ -43,7 +43,8 @@ static void usage(void)
             "[--threads N]\n"
             "Environment: DSTREAM_DB, DSTREAM_LISTEN, DSTREAM_PROCS, DSTREAM_THREADS,\n"
             "  DSTREAM_BODY_MAX, DSTREAM_READ_MAX, DSTREAM_LONGPOLL_MS, DSTREAM_HEARTBEAT_MS,\n"
-            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX. See README.md.\n");
+            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX. See README.md.\n"
+            "Without --listen it serves the socket systemd passes (LISTEN_FDS) or fd 0.\n");
 }
 
 static int stdin_is_socket(void)
@@ -132,9 +133,11 @@ int main(int argc, char **argv)
         return 1;
     }
     int status;
-    if (getenv("GATEWAY_INTERFACE") && !po.listen && !stdin_is_socket())
+    po.fd = po.listen ? -1 : pool_systemd_fd();
+    if (po.fd < 0 && !po.listen && stdin_is_socket()) po.fd = 0;
+    if (getenv("GATEWAY_INTERFACE") && !po.listen && po.fd < 0)
         status = cgi_run(&cfg, log);
-    else if (!po.listen && !stdin_is_socket()) {
+    else if (!po.listen && po.fd < 0) {
         fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a socket\n");
         usage();
         status = 2;

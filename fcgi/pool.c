@@ -1,6 +1,7 @@
 /* pool: the FastCGI process and thread pool.
  *
- * The parent opens the listening socket (or inherits it as fd 0 from spawn-fcgi),
+ * The parent opens the listening socket (or inherits it: as fd 0 from spawn-fcgi,
+ * as fd 3 from systemd's socket activation),
  * forks `procs` children and restarts any that die. Each child runs `threads`
  * threads that each loop on FCGX_Accept_r with their own request and their own
  * SQLite connection. There is no accept mutex: the kernel hands each connection
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -228,9 +230,28 @@ static void on_parent_signal(int sig)
     parent_stop = 1;
 }
 
+int pool_systemd_fd(void)
+{
+    const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+    if (!pid || !n) return -1;
+    char *end;
+    errno = 0;
+    long long p = strtoll(pid, &end, 10);
+    int ok = !errno && !*end && p == (long long)getpid();
+    long long k = strtoll(n, &end, 10);
+    ok = ok && !errno && !*end && k >= 1;
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    struct stat st;
+    /* SD_LISTEN_FDS_START: the first passed descriptor is 3. */
+    if (!ok || fstat(3, &st) || !S_ISSOCK(st.st_mode)) return -1;
+    return 3;
+}
+
 int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
 {
-    int fd = 0;
+    int fd = po->fd;
     if (FCGX_Init() != 0) {
         fprintf(stderr, "dstream-fcgi: FCGX_Init failed\n");
         return 1;
@@ -252,7 +273,8 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     fprintf(stderr, "dstream-fcgi: %d processes x %d threads on %s; up to %d waiting live readers per process\n",
-            po->procs, po->threads, po->listen ? po->listen : "fd 0", cfg->live_max);
+            po->procs, po->threads, po->listen ? po->listen : fd == 3 ? "the socket systemd passed" : "fd 0",
+            cfg->live_max);
     while (!parent_stop) {
         for (int i = 0; i < po->procs && !parent_stop; i++) {
             if (kids[i] > 0) continue;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Run every suite (unit, HTTP, conformance) and print one total.
+# Run every suite (static checks, unit, fuzz smoke, HTTP, conformance) and print one total.
 #
 #   B=build tests/run-all.sh build/tests/test_buf build/tests/test_json ...
 #
 # The arguments are the unit test binaries. Each suite runs even when one before
 # it failed; its output is echoed and its last line ("<suite>: N passed, N failed")
 # is collected. The run ends with each suite's summary and then exactly one line
-# "N passed, N failed" totalled over the three; the exit status is 0 only if every
+# "N passed, N failed" totalled over them all; the exit status is 0 only if every
 # suite succeeded and nothing failed.
 set -u
 
@@ -48,7 +48,10 @@ run_suite() {
     total_failed=$((total_failed + f))
 }
 
+run_suite check "$here/check.sh"
 run_suite unit "$here/run-unit.sh" "$@"
+# Every fuzz harness builds and runs a few seconds from its kept corpus.
+run_suite fuzz "$here/fuzz/run.sh" "${FUZZ_SMOKE_SECONDS:-3}"
 run_suite http "$here/run-http.sh"
 run_suite conformance "$here/conformance/run.sh"
 

@@ -20,7 +20,7 @@ sources() {
     json) echo lib/json.c lib/buf.c ;;
     offset) echo lib/offset.c ;;
     timefmt) echo lib/timefmt.c ;;
-    workflow) echo lib/workflow.c lib/agent.c lib/buf.c -ljansson ;;
+    workflow) echo lib/workflow.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     *) return 1 ;;
     esac
