@@ -5,6 +5,7 @@
  *   dstream tail [--db PATH] [--from OFFSET] [--no-follow] STREAM
  *                                          print messages, one a line, and follow
  *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
+ *   dstream backup|restore|check ...       cli/backup.c, cli/check.c
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include "../lib/db.h"
 #include "../lib/log.h"
 #include "../lib/wake.h"
+#include "cli.h"
 
 static void usage(void)
 {
@@ -32,6 +34,9 @@ static void usage(void)
                     "                       default; now: the tail), one a line, then wait for\n"
                     "                       more until the stream is closed or Ctrl-C\n"
                     "  free-port [HOST]     print a free TCP port on HOST (127.0.0.1)\n"
+                    "  backup [--no-check] FILE   copy the live database to FILE, consistently\n"
+                    "  restore FILE         replace the database by a backup (servers stopped)\n"
+                    "  check [FILE]         integrity and invariants of the database (or FILE)\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
 
@@ -208,6 +213,9 @@ int main(int argc, char **argv)
         usage();
         return 0;
     }
+    if (strcmp(cmd, "backup") == 0) return cmd_backup(db, argc - i, argv + i);
+    if (strcmp(cmd, "restore") == 0) return cmd_restore(db, argc - i, argv + i);
+    if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {

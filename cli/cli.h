@@ -1,0 +1,14 @@
+/* dstream: commands kept in files of their own (cli/NAME.c), called from main.c. */
+#ifndef DSTREAM_CLI_H
+#define DSTREAM_CLI_H
+
+/* dstream backup [--no-check] FILE: a consistent copy of the live database db. */
+int cmd_backup(const char *db, int argc, char **argv);
+/* dstream restore FILE: replace the contents of db by those of a checked backup. */
+int cmd_restore(const char *db, int argc, char **argv);
+/* dstream check [FILE]: integrity and the log's invariants of db (or FILE). */
+int cmd_check(const char *db, int argc, char **argv);
+/* cmd_check on one file: 0 if sound, else 1 (problems printed). */
+int check_file(const char *path);
+
+#endif
