@@ -14,6 +14,7 @@
 #include "../lib/json.h"
 #include "../lib/sse.h"
 #include "../lib/timefmt.h"
+#include "../lib/url.h"
 #include "router.h"
 #include "stream.h"
 
@@ -49,6 +50,7 @@ void stream_fail(req_t *r, int rc)
     case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", log_strerror(rc)); break;
     case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", log_strerror(rc)); break;
     case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
+    case LOG_EOFFSET: res_error(r, 400, "bad_offset", "%s", log_strerror(rc)); break;
     case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", log_strerror(rc)); break;
     case LOG_EBUSY:
         res_header(r, "Retry-After", "1");
@@ -163,6 +165,17 @@ static int read_body(req_t *r, buf_t *body)
     return 0;
 }
 
+/* A Content-Type is stored and sent back with every response of the stream: one
+ * with control characters (or too long) is refused, and never echoed. Returns 0, or
+ * answers 400 and returns -1. */
+static int check_ctype(req_t *r, const char *ct)
+{
+    if (!ct || !*ct || log_ctype_valid(ct)) return 0;
+    res_error(r, 400, "bad_content_type",
+              "Content-Type must be 1 to %d printable ASCII characters", LOG_CTYPE_MAX - 1);
+    return -1;
+}
+
 /* ---- PUT: create ------------------------------------------------------------------ */
 
 static int parse_fork(req_t *r, log_create_req *cr, char *src, size_t cap)
@@ -237,8 +250,14 @@ static void do_put(req_t *r, const char *path)
         res_error(r, 400, "bad_expires_at", "Stream-Expires-At must be an RFC 3339 timestamp");
         return;
     }
+    if (check_ctype(r, ct)) return;
     if (parse_fork(r, &cr, src, sizeof src)) return;
     if (read_body(r, &body)) return;
+    /* Data written to a stream that has already expired could never be read. */
+    if (body.len && cr.expires_ms >= 0 && cr.expires_ms <= db_now_ms()) {
+        res_error(r, 400, "bad_expires_at", "Stream-Expires-At is in the past: the data could never be read");
+        goto out;
+    }
     /* How the body splits depends on the type the stream will have. */
     const char *type = cr.content_type ? cr.content_type : "application/octet-stream";
     log_info srcinfo;
@@ -259,10 +278,9 @@ static void do_put(req_t *r, const char *path)
     stream_put_offset(r, "Stream-Next-Offset", cr.info.tail);
     if (cr.info.closed) res_header(r, "Stream-Closed", "true");
     if (cr.created) {
-        const char *scheme = r->be->param(r, "REQUEST_SCHEME");
-        const char *host = r->be->param(r, "HTTP_HOST");
-        if (host) res_headerf(r, "Location", "%s://%s/v1/stream/%s", scheme ? scheme : "http", host, path);
-        else res_headerf(r, "Location", "/v1/stream/%s", path);
+        /* Relative, never from the client's Host, and encoded as a URL path. */
+        char enc[3 * LOG_PATH_MAX + 1];
+        if (url_encode_path(path, enc, sizeof enc) >= 0) res_headerf(r, "Location", "/v1/stream/%s", enc);
     }
     res_header(r, "Content-Length", "0");
     res_end(r);
@@ -310,6 +328,7 @@ static void do_post(req_t *r, const char *path)
     ar.close = header_true(r, "Stream-Closed");
     ar.content_type = req_header(r, "Content-Type");
     ar.stream_seq = req_header(r, "Stream-Seq");
+    if (check_ctype(r, ar.content_type)) return;
     if (ar.stream_seq && (!*ar.stream_seq || strlen(ar.stream_seq) >= LOG_STREAM_SEQ_MAX)) {
         res_error(r, 400, "bad_stream_seq", "Stream-Seq must be 1 to %d bytes", LOG_STREAM_SEQ_MAX - 1);
         return;

@@ -137,6 +137,7 @@ const char *log_strerror(int rc)
     case LOG_ERANGE: return "offset is beyond the end of the stream";
     case LOG_EBUSY: return "database is busy";
     case LOG_ESRCGONE: return "fork source was deleted";
+    case LOG_EOFFSET: return "offset does not name a position of this stream";
     default: return "database error";
     }
 }
@@ -536,6 +537,14 @@ int log_ctype_equal(const char *a, const char *b)
     return la == lb && strncasecmp(a, b, la) == 0;
 }
 
+int log_ctype_valid(const char *ct)
+{
+    size_t n = 0;
+    for (; ct[n]; n++)
+        if (ct[n] < 0x20 || ct[n] > 0x7e) return 0;
+    return n > 0 && n < LOG_CTYPE_MAX;
+}
+
 int log_ctype_json(const char *ct)
 {
     return log_ctype_equal(ct, "application/json");
@@ -685,6 +694,8 @@ static int op_create(log_conn_t *c, void *arg)
     int64_t ttl = r->ttl_s, expires = r->expires_ms;
     offset_t fork = {0, 0};
 
+    if (ct && !log_ctype_valid(ct)) return LOG_EINVAL;
+
     if (r->fork_from) {
         if ((found = lookup(c, r->fork_from, &chain[0])) < 0) return found;
         if (found == FOUND_GONE) return LOG_ESRCGONE;
@@ -773,6 +784,8 @@ static int op_append(log_conn_t *c, void *arg)
     int rc, found;
     int64_t now = db_now_ms();
     int64_t pepoch = -1, pseq = -1;
+
+    if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
 
     r->duplicate = 0;
     if ((found = lookup(c, r->path, info)) != FOUND_LIVE) return state_error(found);
@@ -970,6 +983,11 @@ static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint
                            (uint64_t)sqlite3_column_int64(s, 1)};
             const void *data = sqlite3_column_blob(s, 2);
             size_t len = (size_t)sqlite3_column_bytes(s, 2);
+            /* The client's offset must be this message's own position. */
+            if (r->count == 0 && r->kind == OFFSET_AT && at.pos != r->from.pos) {
+                sqlite3_reset(s);
+                return LOG_EOFFSET;
+            }
             int stop = fn(ud, data ? data : "", len, at);
             if (stop) { sqlite3_reset(s); return stop; }
             r->count++;
@@ -1009,12 +1027,14 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
         rc = n;
         goto out;
     }
-    /* A client's offset names a message; its byte position is recomputed: by the
-     * first message read, or (nothing read) by a look-up. */
+    /* A client's offset names a message and its byte position, which must match:
+     * checked on the first message read, or (nothing read) by a look-up. */
     r->next = from;
     rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
     if (rc == 1) rc = 0;
     if (rc == 0 && r->count == 0) rc = position_of(c, chain, n, from.seq, &r->next);
+    if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos)
+        rc = LOG_EOFFSET;
     r->up_to_date = r->next.seq == r->info.tail.seq;
 out:
     if (own_tx) run_simple(c, S_COMMIT);

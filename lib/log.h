@@ -36,7 +36,8 @@ enum {
     LOG_ERANGE = -12,      /* offset beyond the stream's tail */
     LOG_EBUSY = -13,       /* database locked past the busy timeout */
     LOG_EIO = -14,         /* database error */
-    LOG_ESRCGONE = -15     /* fork source is soft-deleted */
+    LOG_ESRCGONE = -15,    /* fork source is soft-deleted */
+    LOG_EOFFSET = -16      /* offset names no position of this stream */
 };
 
 typedef struct log log_t;
@@ -151,7 +152,10 @@ int log_tx_delete(log_conn_t *c, const char *path);
 struct sqlite3;
 struct sqlite3 *log_db(log_conn_t *c);
 
-/* Read from r->from, calling fn for each message in order. */
+/* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
+ * must name a position of this stream, its byte part included (LOG_EOFFSET if it
+ * does not: an offset of another stream, or one made up); LOG_ERANGE if beyond
+ * the tail. */
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
 
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
@@ -168,6 +172,11 @@ int log_sweep(log_conn_t *c);
 
 /* 1 if two content types name the same media type (case and parameters aside). */
 int log_ctype_equal(const char *a, const char *b);
+
+/* 1 if ct may be stored and sent back in a header: 1 to LOG_CTYPE_MAX - 1 bytes,
+ * each printable ASCII (no control characters, which would be echoed into every
+ * response of the stream). */
+int log_ctype_valid(const char *ct);
 
 /* 1 if ct is application/json (JSON mode). */
 int log_ctype_json(const char *ct);

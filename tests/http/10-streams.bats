@@ -12,15 +12,48 @@ teardown_file() { ds_stack_stop; }
 
 # ---- PUT ----------------------------------------------------------------------------
 
-@test "PUT creates a stream: 201, Content-Type, Stream-Next-Offset, absolute Location" {
+@test "PUT creates a stream: 201, Content-Type, Stream-Next-Offset, relative Location" {
     s=$(ds_stream)
     req PUT "$s" -H 'Content-Type: text/plain'
     assert_status 201
     assert_header Content-Type text/plain
     assert_header_matches Stream-Next-Offset '^[^ ]+$'
-    assert_header_matches Location "^https?://[^/]+$s\$"
+    assert_header Location "$s"
     assert_header X-Content-Type-Options nosniff
     refute_header Stream-Closed
+}
+
+@test "Location never comes from the client's Host and is percent-encoded" {
+    n=$(ds_name loc)
+    req PUT "/v1/stream/$n%3Fx%23y%20z" -H 'Content-Type: text/plain' -H 'Host: evil.example:666'
+    assert_status 201
+    assert_header Location "/v1/stream/$n%3Fx%23y%20z"
+    # The stream is the one named by the decoded path, and Location reads it back.
+    ds_append "$(header Location)" text/plain 'hello'
+    req GET "/v1/stream/$n%3Fx%23y%20z"
+    assert_status 200
+    assert_body hello
+}
+
+@test "a Content-Type with control characters is 400 and never echoed" {
+    s=$(ds_stream)
+    for ct in $'text/plain\x01evil' $'text/plain\x7f' $'text/plain\x1b[31m'; do
+        req PUT "$s" -H "Content-Type: $ct"
+        assert_status 400
+        assert_json_error
+        assert_body_json '.error.code == "bad_content_type"'
+        if grep -aq 'evil\|\x7f\|\x1b' "$DS_HDRS" "$DS_BODY"; then fail "the Content-Type was echoed"; fi
+    done
+    req HEAD "$s"
+    assert_status 404
+    ds_create "$s" text/plain
+    req POST "$s" -H $'Content-Type: text/plain\x01evil' --data-binary x
+    assert_status 400
+    assert_body_json '.error.code == "bad_content_type"'
+    if grep -aq evil "$DS_HDRS" "$DS_BODY"; then fail "the Content-Type was echoed"; fi
+    req GET "$s?offset=-1"
+    assert_status 200
+    assert_body ''
 }
 
 @test "PUT on an existing stream with the same config is 200, a different one 409" {
@@ -384,6 +417,33 @@ follow_pages() {
     [ ${#problems[@]} -eq 0 ] || fail "$(printf '%s\n' "${problems[@]}")"
 }
 
+@test "an offset that names no position of this stream is 400, not a read from elsewhere" {
+    s=$(ds_stream)
+    ds_create "$s" text/plain
+    ds_append "$s" text/plain 'aaaa'
+    ds_append "$s" text/plain 'bb'
+    other=$(ds_stream)
+    ds_create "$other" text/plain
+    ds_append "$other" text/plain 'x'
+    ds_append "$other" text/plain 'yyyyyy'
+    foreign=$(header Stream-Next-Offset)      # 0000000000000002_0000000000000007
+    for off in 0000000000000001_9999999999999999 0000000000000001_0000000000000000 \
+        0000000000000000_0000000000000001 "$foreign"; do
+        req GET "$s?offset=$off"
+        assert_status 400
+        assert_body_json '.error.code == "bad_offset"'
+        req GET "$s?offset=$off&live=long-poll"
+        assert_status 400
+    done
+    # The real positions still read.
+    req GET "$s?offset=0000000000000001_0000000000000004"
+    assert_status 200
+    assert_body bb
+    req GET "$s?offset=0000000000000002_0000000000000006"
+    assert_status 200
+    assert_body ''
+}
+
 @test "unknown query parameters are ignored" {
     s=$(ds_stream)
     ds_create "$s" text/plain
@@ -626,6 +686,16 @@ follow_pages() {
     req PUT "$s" -H 'Content-Type: text/plain' -H 'Stream-TTL: 60' -H "Stream-Expires-At: $at"
     assert_status 400
     assert_json_error
+    req HEAD "$s"
+    assert_status 404
+}
+
+@test "PUT with a past Stream-Expires-At and a body is 400 and writes nothing" {
+    s=$(ds_stream)
+    at=$(date -u -d '-1 hour' +%Y-%m-%dT%H:%M:%SZ)
+    req PUT "$s" -H 'Content-Type: text/plain' -H "Stream-Expires-At: $at" --data-binary 'lost'
+    assert_status 400
+    assert_body_json '.error.code == "bad_expires_at"'
     req HEAD "$s"
     assert_status 404
 }

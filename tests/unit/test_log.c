@@ -274,6 +274,15 @@ static void test_append_read(void)
     CHECK_OFFSET(rr.next, 4, 10);
     CHECK_EQ_INT(rr.up_to_date, 1);
 
+    /* An offset whose byte part is not this stream's position for its message
+     * (made up, or minted by another stream) is refused, not read from. */
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){1, 9999999999999999ULL}, (size_t)-1, &g, NULL),
+                 LOG_EOFFSET);
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){2, 2}, (size_t)-1, &g, NULL), LOG_EOFFSET);
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){4, 9}, (size_t)-1, &g, NULL), LOG_EOFFSET);
+    CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){0, 1}, (size_t)-1, &g, NULL), LOG_EOFFSET);
+    CHECK_EQ_UINT(g.n, 0);
+
     /* Beyond the tail. */
     CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){5, 10}, (size_t)-1, &g, NULL), LOG_ERANGE);
     CHECK_EQ_INT(read_from(p, OFFSET_AT, (offset_t){OFFSET_MAX, 0}, (size_t)-1, &g, NULL),
@@ -657,10 +666,30 @@ static void test_ctype_and_errors(void)
     CHECK(!log_ctype_equal("text/plain", "text/html"));
     CHECK(!log_ctype_equal("application/json", "application/json-seq"));
     CHECK(!log_ctype_equal("", "text/plain"));
+    /* A type with control characters (echoed into every response) is invalid. */
+    CHECK(log_ctype_valid("text/plain; charset=utf-8"));
+    CHECK(!log_ctype_valid(""));
+    CHECK(!log_ctype_valid("text/plain\x01"));
+    CHECK(!log_ctype_valid("text/plain\r\nX-Evil: 1"));
+    CHECK(!log_ctype_valid("text/plain\t"));
+    CHECK(!log_ctype_valid("text/\x7f"));
+    CHECK(!log_ctype_valid("text/\xc3\xa9"));
+    char big[LOG_CTYPE_MAX + 1];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(!log_ctype_valid(big));
+    big[LOG_CTYPE_MAX - 1] = '\0';
+    CHECK(log_ctype_valid(big));
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/m/badtype";
+    cr.content_type = "text/plain\x01";
+    cr.ttl_s = cr.expires_ms = -1;
+    CHECK_EQ_INT(log_create(conn, &cr), LOG_EINVAL);
     static const int codes[] = {
         LOG_OK, LOG_ENOTFOUND, LOG_ECONFLICT, LOG_ECLOSED, LOG_ECTYPE, LOG_ESEQ,
         LOG_EFENCED, LOG_EGAP, LOG_EBADSEQ, LOG_EGONE, LOG_EINVAL, LOG_EEMPTY, LOG_ERANGE,
-        LOG_EBUSY, LOG_EIO,
+        LOG_EBUSY, LOG_EIO, LOG_ESRCGONE, LOG_EOFFSET,
     };
     int distinct = 1;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
