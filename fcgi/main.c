@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
+#include "../lib/url.h"
 #include "pool.h"
 
 static long long env_num(const char *name, long long def, long long min, long long max)
@@ -34,6 +35,27 @@ static const char *env_str(const char *name, const char *def)
 {
     const char *v = getenv(name);
     return v && *v ? v : def;
+}
+
+/* DSTREAM_PUBLIC_URL: the base URL clients reach the server at, for Location
+ * headers (never the client's Host). Exits on a value that is not one. */
+static const char *public_url(void)
+{
+    static char base[URL_MAX + 1];
+    const char *v = env_str("DSTREAM_PUBLIC_URL", NULL);
+    char why[128];
+    url_t u;
+    if (!v) return NULL;
+    int bad = url_parse(v, &u, why, sizeof why);
+    if (!bad && strchr(u.rest, '?')) bad = snprintf(why, sizeof why, "a query is not allowed");
+    if (bad) {
+        fprintf(stderr, "dstream-fcgi: DSTREAM_PUBLIC_URL=%s: %s\n", v, why);
+        exit(2);
+    }
+    snprintf(base, sizeof base, "%s", v);
+    size_t n = strlen(base);
+    while (n && base[n - 1] == '/') base[--n] = '\0';
+    return base;
 }
 
 static void usage(void)
@@ -69,6 +91,7 @@ int main(int argc, char **argv)
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
     cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 16384, 0, 1 << 20);
     cfg.live_buffer_max = (size_t)env_num("DSTREAM_LIVE_BUFFER_MAX", 256LL << 20, 65536, 1LL << 40);
+    cfg.public_url = public_url();
     po.listen = env_str("DSTREAM_LISTEN", NULL);
     po.procs = (int)env_num("DSTREAM_PROCS", 1, 1, 256);
     po.threads = (int)env_num("DSTREAM_THREADS", 32, 1, 16384);

@@ -38,6 +38,7 @@ typedef struct cfg {
     int wake_poll_us;           /* DSTREAM_WAKE_POLL_US */
     int live_max;               /* DSTREAM_LIVE_MAX: live readers parked per process */
     size_t live_buffer_max;     /* DSTREAM_LIVE_BUFFER_MAX: bytes the hub keeps for slow readers */
+    const char *public_url;     /* DSTREAM_PUBLIC_URL, no trailing '/'; NULL: relative Location */
 } cfg_t;
 
 struct req {

@@ -278,9 +278,11 @@ static void do_put(req_t *r, const char *path)
     stream_put_offset(r, "Stream-Next-Offset", cr.info.tail);
     if (cr.info.closed) res_header(r, "Stream-Closed", "true");
     if (cr.created) {
-        /* Relative, never from the client's Host, and encoded as a URL path. */
+        /* From the configured public URL (else relative), never from the client's
+         * Host, and encoded as a URL path. */
         char enc[3 * LOG_PATH_MAX + 1];
-        if (url_encode_path(path, enc, sizeof enc) >= 0) res_headerf(r, "Location", "/v1/stream/%s", enc);
+        if (url_encode_path(path, enc, sizeof enc) >= 0)
+            res_headerf(r, "Location", "%s/v1/stream/%s", r->cfg->public_url ? r->cfg->public_url : "", enc);
     }
     res_header(r, "Content-Length", "0");
     res_end(r);

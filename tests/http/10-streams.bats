@@ -12,13 +12,13 @@ teardown_file() { ds_stack_stop; }
 
 # ---- PUT ----------------------------------------------------------------------------
 
-@test "PUT creates a stream: 201, Content-Type, Stream-Next-Offset, relative Location" {
+@test "PUT creates a stream: 201, Content-Type, Stream-Next-Offset, absolute Location" {
     s=$(ds_stream)
     req PUT "$s" -H 'Content-Type: text/plain'
     assert_status 201
     assert_header Content-Type text/plain
     assert_header_matches Stream-Next-Offset '^[^ ]+$'
-    assert_header Location "$s"
+    assert_header_matches Location "^http://127\.0\.0\.1:[0-9]+$s\$"
     assert_header X-Content-Type-Options nosniff
     refute_header Stream-Closed
 }
@@ -27,12 +27,21 @@ teardown_file() { ds_stack_stop; }
     n=$(ds_name loc)
     req PUT "/v1/stream/$n%3Fx%23y%20z" -H 'Content-Type: text/plain' -H 'Host: evil.example:666'
     assert_status 201
-    assert_header Location "/v1/stream/$n%3Fx%23y%20z"
+    # DSTREAM_PUBLIC_URL (the stack sets it to its own address) and the encoded path.
+    assert_header_matches Location "^http://127\.0\.0\.1:[0-9]+/v1/stream/$n%3Fx%23y%20z\$"
     # The stream is the one named by the decoded path, and Location reads it back.
     ds_append "$(header Location)" text/plain 'hello'
     req GET "/v1/stream/$n%3Fx%23y%20z"
     assert_status 200
     assert_body hello
+}
+
+@test "without DSTREAM_PUBLIC_URL the Location is relative (CGI, Host ignored)" {
+    out=$(env -i GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=PUT "REQUEST_URI=/v1/stream/a%23b%20c" \
+        HTTP_HOST=evil.example:666 REQUEST_SCHEME=http CONTENT_TYPE=text/plain \
+        DSTREAM_DB="$BATS_TEST_TMPDIR/cgi.db" "$DS_BIN/dstream-fcgi" </dev/null | tr -d '\r')
+    [[ $out == *$'\nLocation: /v1/stream/a%23b%20c\n'* ]] || fail "$out"
+    [[ $out != *evil* ]] || fail "$out"
 }
 
 @test "a Content-Type with control characters is 400 and never echoed" {
