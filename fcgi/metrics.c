@@ -8,12 +8,15 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../lib/buf.h"
+#include "../lib/db.h"
+#include "../lib/rstats.h"
 
 static metrics_slot *slots;
 static int nslots;
@@ -87,6 +90,98 @@ static int64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void label(buf_t *b, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"') buf_printf(b, "\\%c", *v);
+        else if (*v == '\n') buf_printf(b, "\\n");
+        else buf_printf(b, "%c", *v);
+    }
+}
+
+/* The runners' rows of runner_stats (lib/rstats), one family at a time. */
+typedef struct runner_rows {
+    rstats *v;
+    int n;
+} runner_rows;
+
+static void keep_row(void *ud, const rstats *row)
+{
+    runner_rows *rows = ud;
+    if (rows->n >= 64) return;  /* more runner ids than any deployment has */
+    rstats *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
+    if (!v) return;
+    rows->v = v;
+    rows->v[rows->n++] = *row;
+}
+
+static void runner_family(buf_t *b, const runner_rows *rows, const char *name, const char *type,
+                          const char *help, const char *extra, size_t off, int64_t div)
+{
+    if (!rows->n) return;
+    if (help) family(b, name, type, help);
+    for (int i = 0; i < rows->n; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)&rows->v[i] + off, sizeof v);
+        buf_printf(b, "%s{runner=\"", name);
+        label(b, rows->v[i].owner);
+        if (div > 1) buf_printf(b, "\"%s} %" PRId64 ".%03" PRId64 "\n", extra, v / div, v % div);
+        else buf_printf(b, "\"%s} %" PRId64 "\n", extra, v);
+    }
+}
+
+#define RUNNER(name, type, help, extra, field, div) \
+    runner_family(b, rows, name, type, help, extra, offsetof(rstats, field), div)
+
+static void session_count(void *ud, const char *status, int64_t n)
+{
+    buf_t *b = ud;
+    buf_printf(b, "dstream_sessions{status=\"");
+    label(b, status);
+    buf_printf(b, "\"} %" PRId64 "\n", n);
+}
+
+/* What the runners publish (sql/009) and the sessions by status. */
+static void runner_metrics(req_t *r, buf_t *b)
+{
+    runner_rows all = {NULL, 0}, *rows = &all;
+    rstats_each(r->log, keep_row, &all);
+    int64_t now = db_now_ms();
+    if (all.n) {
+        family(b, "dstream_runner_up", "gauge",
+               "1 if the runner published in the last 5 seconds (its loop is alive), else 0.");
+        for (int i = 0; i < all.n; i++) {
+            buf_printf(b, "dstream_runner_up{runner=\"");
+            label(b, all.v[i].owner);
+            buf_printf(b, "\"} %d\n", now - all.v[i].updated_ms <= 5000);
+        }
+    }
+    RUNNER("dstream_runner_last_loop_timestamp_seconds", "gauge",
+           "When the runner's loop last published its figures (Unix time).", "", updated_ms, 1000);
+    RUNNER("dstream_runner_starts_total", "counter",
+           "Runner processes started under this id (a restart adds one).", "", starts, 1);
+    RUNNER("dstream_runner_sessions", "gauge", "Sessions the runner keeps, and those it holds the lease of.",
+           ",state=\"known\"", sessions, 1);
+    RUNNER("dstream_runner_sessions", "gauge", NULL, ",state=\"leased\"", leased, 1);
+    RUNNER("dstream_runner_requests_in_flight", "gauge", "Provider requests in flight now.", "",
+           in_flight, 1);
+    RUNNER("dstream_runner_requests_total", "counter",
+           "Provider attempts started since the runner started (retries included).", "", requests, 1);
+    RUNNER("dstream_runner_retries_total", "counter", "Provider attempts that were retries.", "",
+           retries, 1);
+    RUNNER("dstream_runner_request_failures_total", "counter",
+           "Provider attempts that ended without a 200 response or with an error in the stream.",
+           "", failures, 1);
+    RUNNER("dstream_runner_loops_total", "counter", "Iterations of the runner's loop.", "", loops, 1);
+    RUNNER("dstream_runner_loop_max_seconds", "gauge",
+           "Longest gap between two loop iterations in the last second published.", "", loop_max_ms,
+           1000);
+    free(all.v);
+    family(b, "dstream_sessions", "gauge", "Sessions by status.");
+    rstats_sessions(r->log, session_count, b);
+}
+
 void metrics_handle(req_t *r)
 {
     if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
@@ -147,6 +242,7 @@ void metrics_handle(req_t *r)
     family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
     buf_printf(&b, "dstream_db_bytes{file=\"db\"} %" PRId64 "\n", file_size(r->cfg->db_path));
     buf_printf(&b, "dstream_db_bytes{file=\"wal\"} %" PRId64 "\n", file_size(wal));
+    runner_metrics(r, &b);
     res_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     res_header(r, "Cache-Control", "no-store");
     res_write(r, b.p, strcmp(r->method, "HEAD") ? b.len : 0);

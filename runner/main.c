@@ -19,6 +19,7 @@
 #include "../lib/db.h"
 #include "../lib/wake.h"
 #include "runner.h"
+#include "stats.h"
 
 static int sigpipe_fds[2] = {-1, -1};
 
@@ -217,6 +218,7 @@ int main(int argc, char **argv)
         }
         int running;
         curl_multi_perform(R.multi, &running);
+        runner_stats_tick(&R);
         CURLMsg *msg;
         int left;
         while ((msg = curl_multi_info_read(R.multi, &left))) {

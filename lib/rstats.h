@@ -1,0 +1,40 @@
+/* rstats: the runner's counters, published through the database so that the
+ * responder pool can serve them in GET /metrics.
+ *
+ * The runner and the pool share nothing but the database, so each runner keeps one
+ * row of runner_stats (sql/009) up to date, at most once a second (a small write
+ * of its own, committed with the group commit like any other); the pool reads the
+ * rows on each scrape. A row whose updated_ms is old belongs to a runner that has
+ * stopped or hangs. */
+#ifndef DSTREAM_RSTATS_H
+#define DSTREAM_RSTATS_H
+
+#include <stdint.h>
+
+#include "log.h"
+
+#define RSTATS_OWNER_MAX 128
+
+typedef struct rstats {
+    char owner[RSTATS_OWNER_MAX];
+    int64_t pid, started_ms, updated_ms, starts;
+    int64_t sessions, leased, in_flight;
+    int64_t requests, retries, failures;
+    int64_t loops, loop_max_ms;
+} rstats;
+
+/* A runner process with this owner id started: count it (starts + 1) and reset the
+ * row's figures to s's. Returns 0 or LOG_E*. */
+int rstats_start(log_conn_t *c, const rstats *s);
+
+/* Publish s (owner, pid and every figure but starts). Returns 0 or LOG_E*. */
+int rstats_publish(log_conn_t *c, const rstats *s);
+
+/* Call fn(ud, row) for every runner's row, by owner. Returns 0 or LOG_E* (a
+ * database without the table yet reads as empty). */
+int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud);
+
+/* Call fn(ud, status, count) for the sessions of each status (deleted ones aside). */
+int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
+
+#endif

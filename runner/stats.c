@@ -1,0 +1,120 @@
+/* stats: what the runner is doing, for GET /metrics.
+ *
+ * The figures are observed, not counted where things happen: each loop iteration
+ * this looks at the sessions in memory and the provider requests in flight and
+ * compares the requests with those of the iteration before. A request it has not
+ * seen is an attempt started (a retry if its attempt number is above 1); one that
+ * is gone has ended, as a failure if its last HTTP status was not 200 or its
+ * stream reported an error. Called between curl_multi_perform and the handling of
+ * finished transfers, it sees every attempt at least once and with its final
+ * status. Keeping the counting here leaves the driver untouched. */
+#include "stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/db.h"
+#include "../lib/rstats.h"
+
+#define STATS_PERIOD_MS 1000
+
+typedef struct seen {
+    const rq_t *q;
+    char id[sizeof(((rq_t *)0)->id)];
+    int attempt;
+    int failed;
+} seen;
+
+typedef struct seen_set {
+    seen *v;
+    size_t n, cap;
+} seen_set;
+
+static struct {
+    int started;
+    rstats s;
+    int64_t next_publish_ms, last_tick_ms;
+    seen_set prev, cur;
+    int publish_failed;
+} st;
+
+static int by_ptr(const void *a, const void *b)
+{
+    const seen *x = a, *y = b;
+    return x->q < y->q ? -1 : x->q > y->q;
+}
+
+static int same(const seen *a, const seen *b)
+{
+    return a->q == b->q && a->attempt == b->attempt && strcmp(a->id, b->id) == 0;
+}
+
+static void observe(runner_t *R)
+{
+    st.cur.n = 0;
+    st.s.sessions = st.s.leased = 0;
+    for (sess_t *s = R->sessions; s; s = s->next) {
+        st.s.sessions++;
+        st.s.leased += s->held != 0;
+        if (!s->rq) continue;
+        if (st.cur.n == st.cur.cap) {
+            size_t cap = st.cur.cap ? st.cur.cap * 2 : 64;
+            seen *v = realloc(st.cur.v, cap * sizeof *v);
+            if (!v) return;     /* out of memory: figures lag, nothing else */
+            st.cur.v = v;
+            st.cur.cap = cap;
+        }
+        seen *e = &st.cur.v[st.cur.n++];
+        e->q = s->rq;
+        memcpy(e->id, s->rq->id, sizeof e->id);
+        e->id[sizeof e->id - 1] = '\0';
+        e->attempt = s->rq->attempt;
+        e->failed = s->rq->stream_error || s->rq->status != 200;
+    }
+    qsort(st.cur.v, st.cur.n, sizeof *st.cur.v, by_ptr);
+    /* Merge the two sorted sets: only in cur = started, only in prev = ended; the
+     * same address with another id or attempt is both (freed, then reused). */
+    size_t i = 0, j = 0;
+    while (i < st.prev.n || j < st.cur.n) {
+        int c = i == st.prev.n ? 1 : j == st.cur.n ? -1 : by_ptr(&st.prev.v[i], &st.cur.v[j]);
+        int reused = c == 0 && !same(&st.prev.v[i], &st.cur.v[j]);
+        if (c < 0 || reused) st.s.failures += st.prev.v[i].failed;
+        if (c > 0 || reused) {
+            st.s.requests++;
+            st.s.retries += st.cur.v[j].attempt > 1;
+        }
+        if (c <= 0) i++;
+        if (c >= 0) j++;
+    }
+    st.s.in_flight = (int64_t)st.cur.n;
+    seen_set t = st.prev;
+    st.prev = st.cur;
+    st.cur = t;
+}
+
+void runner_stats_tick(runner_t *R)
+{
+    int64_t now = db_now_ms();
+    if (!st.started) {
+        memset(&st.s, 0, sizeof st.s);
+        snprintf(st.s.owner, sizeof st.s.owner, "%s", R->owner);
+        st.s.pid = getpid();
+        st.s.started_ms = st.s.updated_ms = now;
+        st.started = 1;
+        st.last_tick_ms = now;
+        st.next_publish_ms = now + STATS_PERIOD_MS;
+        if (rstats_start(R->conn, &st.s)) runner_log("stats: cannot publish to runner_stats");
+    }
+    st.s.loops++;
+    if (now - st.last_tick_ms > st.s.loop_max_ms) st.s.loop_max_ms = now - st.last_tick_ms;
+    st.last_tick_ms = now;
+    observe(R);
+    if (now < st.next_publish_ms) return;
+    st.s.updated_ms = now;
+    int rc = rstats_publish(R->conn, &st.s);
+    if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", log_strerror(rc));
+    st.publish_failed = rc != 0;
+    st.next_publish_ms = now + STATS_PERIOD_MS;
+    st.s.loop_max_ms = 0;
+}

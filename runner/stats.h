@@ -1,0 +1,13 @@
+/* stats: the runner's counters for GET /metrics (published through lib/rstats). */
+#ifndef DSTREAM_RUNNER_STATS_H
+#define DSTREAM_RUNNER_STATS_H
+
+#include "runner.h"
+
+/* Call once per loop iteration, after curl_multi_perform and before its finished
+ * transfers are handled: looks at the sessions and requests in R (so every
+ * provider attempt is seen at least once, with its final HTTP status) and
+ * publishes the figures at most once a second. The first call counts a start. */
+void runner_stats_tick(runner_t *R);
+
+#endif

@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# The runner's figures in GET /metrics: it publishes them through the database
+# (runner_stats, lib/rstats) and the pool serves them with the sessions by status.
+
+load runner-helpers
+
+setup_file() { rn_start; }
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+}
+teardown() { rn_test_teardown; }
+
+# metric NAME_AND_LABELS: the value of one sample of the last scrape ($T/metrics).
+metric() { awk -v k="$1" '$1 == k { print $2; found = 1 } END { exit !found }' "$T/metrics"; }
+
+scrape() {
+    curl -fsS --max-time 10 "$DS_URL/metrics" >"$T/metrics"
+}
+
+# figures_reach REQUESTS RETRIES FAILURES: the runner has published at least these.
+figures_reach() {
+    local id
+    id=$(cat "$T/runner.id")
+    scrape || return 1
+    [ "$(metric "dstream_runner_requests_total{runner=\"$id\"}")" -ge "$1" ] &&
+        [ "$(metric "dstream_runner_retries_total{runner=\"$id\"}")" -ge "$2" ] &&
+        [ "$(metric "dstream_runner_request_failures_total{runner=\"$id\"}")" -ge "$3" ] &&
+        [ "$(metric "dstream_runner_requests_in_flight{runner=\"$id\"}")" = 0 ]
+}
+
+@test "/metrics shows the runner alive, its attempts, retries and failures, and sessions by status" {
+    # The runner's id: the stack's setting, or the host name.
+    id=$(sed -n 's/.*started (owner \([^,]*\),.*/\1/p' "$DS_DIR/logs/runner.log" | tail -n 1)
+    [ -n "$id" ] || fail "no start line in the runner log"
+    echo "$id" >"$T/runner.id"
+    ds_poll 10 eval 'scrape && metric "dstream_runner_up{runner=\"$id\"}" >/dev/null' ||
+        fail "no runner figures: $(grep runner "$T/metrics")"
+    [ "$(metric "dstream_runner_up{runner=\"$id\"}")" = 1 ]
+    starts=$(metric "dstream_runner_starts_total{runner=\"$id\"}")
+    [ "$starts" -ge 1 ]
+    before_req=$(metric "dstream_runner_requests_total{runner=\"$id\"}")
+    before_retry=$(metric "dstream_runner_retries_total{runner=\"$id\"}")
+    before_fail=$(metric "dstream_runner_request_failures_total{runner=\"$id\"}")
+
+    # A reply that fails once with 500 and then completes: two attempts, one retry,
+    # one failure.
+    agent=$(rn_agent anthropic claude-test-model)
+    sid=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script '{"replies": [{"status": 500}, {"text": "Fine now.", "usage": {"input": 3, "output": 2}}]}'
+    rn_say "$sid" "Please answer."
+    rn_wait "$sid" '.status == "completed" and .request == null and (.messages | length) == 2'
+    ds_poll 10 figures_reach $((before_req + 2)) $((before_retry + 1)) $((before_fail + 1)) ||
+        fail "figures: $(grep -E '^dstream_runner_(requests|retries|request_failures)' "$T/metrics")"
+    grep -E '^dstream_runner_' "$T/metrics" >&3 || true
+    # The sessions by status, from the database.
+    assert_equal "$(grep -c '^# TYPE dstream_sessions gauge$' "$T/metrics")" 1
+    [ "$(metric 'dstream_sessions{status="completed"}')" -ge 1 ]
+    # The loop's timestamp is recent and it knows the session.
+    ts=$(metric "dstream_runner_last_loop_timestamp_seconds{runner=\"$id\"}")
+    now=$(date +%s)
+    [ "${ts%.*}" -ge $((now - 10)) ] || fail "last loop at $ts, now $now"
+    [ "$(metric "dstream_runner_sessions{runner=\"$id\",state=\"known\"}")" -ge 1 ]
+}
+
+@test "a runner restart is counted and the stopped runner shows as down meanwhile" {
+    id=$(sed -n 's/.*started (owner \([^,]*\),.*/\1/p' "$DS_DIR/logs/runner.log" | tail -n 1)
+    echo "$id" >"$T/runner.id"
+    ds_poll 10 eval 'scrape && metric "dstream_runner_starts_total{runner=\"$id\"}" >/dev/null'
+    starts=$(metric "dstream_runner_starts_total{runner=\"$id\"}")
+    rn_runner_signal TERM
+    ds_poll 15 eval 'scrape && [ "$(metric "dstream_runner_up{runner=\"$id\"}")" = 0 ]' ||
+        fail "still up: $(grep runner_up "$T/metrics")"
+    rn_runner_start
+    ds_poll 10 eval 'scrape && [ "$(metric "dstream_runner_starts_total{runner=\"$id\"}")" = $((starts + 1)) ] &&
+        [ "$(metric "dstream_runner_up{runner=\"$id\"}")" = 1 ]' ||
+        fail "after restart: $(grep -E 'runner_(up|starts)' "$T/metrics")"
+}

@@ -1,0 +1,111 @@
+/* Unit tests for lib/rstats.c: a start counts, publishing keeps the count and
+ * replaces the figures, rows come back by owner, sessions are counted by status,
+ * and a database without the tables reads as empty. */
+#include "rstats.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+#include "test_db.h"
+
+static char dir[256];
+static log_t *lg;
+static log_conn_t *conn;
+
+static rstats got[4];
+static int ngot;
+
+static void keep(void *ud, const rstats *r)
+{
+    (void)ud;
+    if (ngot < 4) got[ngot] = *r;
+    ngot++;
+}
+
+static int64_t by_status[3];
+
+static void count(void *ud, const char *status, int64_t n)
+{
+    (void)ud;
+    if (!strcmp(status, "completed")) by_status[0] = n;
+    else if (!strcmp(status, "running")) by_status[1] = n;
+    else by_status[2] += n;
+}
+
+static void test_publish(void)
+{
+    rstats s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.owner, sizeof s.owner, "%s", "runner-b");
+    s.pid = 42;
+    s.started_ms = 1000;
+    s.updated_ms = 1000;
+    CHECK_EQ_INT(rstats_start(conn, &s), 0);
+    s.requests = 7;
+    s.retries = 2;
+    s.failures = 3;
+    s.in_flight = 1;
+    s.sessions = 5;
+    s.leased = 4;
+    s.loops = 99;
+    s.loop_max_ms = 12;
+    s.updated_ms = 2000;
+    CHECK_EQ_INT(rstats_publish(conn, &s), 0);
+    rstats a = s;
+    snprintf(a.owner, sizeof a.owner, "%s", "runner-a");
+    CHECK_EQ_INT(rstats_start(conn, &a), 0);
+    /* A second start of runner-b: counted, figures replaced by the new process's. */
+    s.pid = 43;
+    s.requests = 0;
+    CHECK_EQ_INT(rstats_start(conn, &s), 0);
+    ngot = 0;
+    CHECK_EQ_INT(rstats_each(conn, keep, NULL), 0);
+    if (!CHECK_EQ_INT(ngot, 2)) return;
+    CHECK_EQ_STR(got[0].owner, "runner-a");
+    CHECK_EQ_INT(got[0].starts, 1);
+    CHECK_EQ_STR(got[1].owner, "runner-b");
+    CHECK_EQ_INT(got[1].starts, 2);
+    CHECK_EQ_INT(got[1].pid, 43);
+    CHECK_EQ_INT(got[1].requests, 0);
+    CHECK_EQ_INT(got[1].retries, 2);
+    CHECK_EQ_INT(got[1].failures, 3);
+    CHECK_EQ_INT(got[1].in_flight, 1);
+    CHECK_EQ_INT(got[1].sessions, 5);
+    CHECK_EQ_INT(got[1].leased, 4);
+    CHECK_EQ_INT(got[1].loops, 99);
+    CHECK_EQ_INT(got[1].loop_max_ms, 12);
+    CHECK_EQ_INT(got[1].updated_ms, 2000);
+}
+
+static void test_sessions(void)
+{
+    sqlite3 *db = log_db(conn);
+    CHECK_EQ_INT(sqlite3_exec(db,
+                              "INSERT INTO sessions (id, stream, status, created_ms, updated_ms, deleted) VALUES"
+                              " ('a', 'sessions/a', 'completed', 0, 0, 0),"
+                              " ('b', 'sessions/b', 'completed', 0, 0, 0),"
+                              " ('c', 'sessions/c', 'running', 0, 0, 0),"
+                              " ('d', 'sessions/d', 'completed', 0, 0, 1)",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    CHECK_EQ_INT(rstats_sessions(conn, count, NULL), 0);
+    CHECK_EQ_INT(by_status[0], 2);
+    CHECK_EQ_INT(by_status[1], 1);
+    CHECK_EQ_INT(by_status[2], 0);
+    /* Without the tables (a database of an older binary): empty, not an error. */
+    CHECK_EQ_INT(sqlite3_exec(db, "DROP TABLE runner_stats; DROP TABLE sessions", NULL, NULL, NULL), SQLITE_OK);
+    ngot = 0;
+    CHECK_EQ_INT(rstats_each(conn, keep, NULL), 0);
+    CHECK_EQ_INT(ngot, 0);
+    CHECK_EQ_INT(rstats_sessions(conn, count, NULL), 0);
+}
+
+int main(void)
+{
+    if (test_db_open("rstats", dir, sizeof dir, &lg, &conn) == 0) {
+        test_publish();
+        test_sessions();
+    }
+    test_db_close(dir, lg, conn);
+    return TEST_MAIN_END();
+}
