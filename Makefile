@@ -122,8 +122,14 @@ fuzz:
 	@command -v clang >/dev/null || { apt-get update -qq && apt-get install -y -qq clang >/dev/null; }
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# make install PREFIX=/usr/local DESTDIR=  (deploy/install-tree.sh says what goes where;
+# deploy/install.sh adds the system user, directories and enables the units)
+PREFIX ?= /usr/local
 install: all
-	@B=$(B) deploy/install.sh
+	@B=$(B) PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) deploy/install-tree.sh install
+
+uninstall:
+	@PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) deploy/install-tree.sh uninstall
 
 check:
 	@tests/check.sh
@@ -131,6 +137,6 @@ check:
 clean:
 	rm -rf build build-* var/run
 
-.PHONY: all deps run unit http conformance test check bench fuzz install clean
+.PHONY: all deps run unit http conformance test check bench fuzz install uninstall clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
