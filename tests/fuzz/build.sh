@@ -22,6 +22,7 @@ sources() {
     timefmt) echo lib/timefmt.c ;;
     workflow) echo lib/workflow.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
+    mcp) echo lib/mcp.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     *) return 1 ;;
     esac
 }
