@@ -85,6 +85,7 @@ void agents_handle(req_t *r, const char *name)
             else stream_fail(r, rc);
             return;
         }
+        agent_redact(doc);
         res_json(r, 200, doc);
         json_decref(doc);
     } else if (!strcmp(m, "PUT")) {

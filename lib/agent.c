@@ -3,8 +3,8 @@
  * Like lib/workflow, the validator names every mistake it finds, one per line with
  * its JSON path, so that a client fixes a document in one round trip. Unknown keys
  * are mistakes wherever the shape is ours (top level, parameters, limits, tools,
- * servers, skills): a misspelt "maxTurn" silently ignored would be worse than a 400.
- * Free-form maps (a server's env, a tool's inputSchema) are left to their owners. */
+ * skills): a misspelt "maxTurn" silently ignored would be worse than a 400.
+ * Free-form maps (a tool's inputSchema) are left to their owners. */
 #include "agent.h"
 
 #include <string.h>
@@ -46,19 +46,6 @@ int agent_valid_name(const char *s)
 static int valid_tool_name(const char *s)
 {
     return agent_valid_name(s) && !strchr(s, '.');
-}
-
-/* Environment variable names as a shell accepts them. */
-static int valid_env_name(const char *s)
-{
-    if (!*s || (*s >= '0' && *s <= '9')) return 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_'))
-            return 0;
-    }
-    return 1;
 }
 
 /* ---- mistakes ----------------------------------------------------------------------- */
@@ -107,12 +94,6 @@ static void check_unique(jcheck_errlist *e, const char *path, const json_t *arr,
             return;
         }
     }
-}
-
-/* A string that goes to exec() or the environment cannot hold a NUL. */
-static int has_nul(const json_t *s)
-{
-    return strlen(json_string_value(s)) != json_string_length(s);
 }
 
 /* ---- placeholders --------------------------------------------------------------------- */
@@ -240,49 +221,33 @@ static void check_tools(jcheck_errlist *e, const json_t *doc)
     }
 }
 
-/* MCP servers: a command line run without a shell (argv as given) and extra
- * environment. Everything here ends up in execve, hence the NUL checks. */
+/* MCP servers, by name only. What runs as a server (command, arguments,
+ * environment) is the operator's to say, in the runner's MCP configuration
+ * (lib/mcp.h); an agent document comes from an API client and can name nothing
+ * to execute. An object in the old form {name, command, env} is refused with a
+ * message that says where commands belong now. */
 static void check_servers(jcheck_errlist *e, const json_t *doc)
 {
-    static const char *const keys[] = {"name", "command", "env", NULL};
     const json_t *servers = get_array(e, "", doc, "mcpServers", AGENT_SERVERS_MAX);
-    char base[AGENT_JPATH], path[AGENT_JPATH], sub[AGENT_JPATH];
-    size_t i, j;
-    const json_t *s, *x;
+    char path[AGENT_JPATH];
+    size_t i;
+    const json_t *s;
     json_array_foreach(servers, i, s) {
-        jcheck_index(base, sizeof base, "", "mcpServers", i);
-        if (!json_is_object(s)) {
-            jcheck_mistake(e, base, "a server must be an object");
+        jcheck_index(path, sizeof path, "", "mcpServers", i);
+        if (json_is_object(s) && (json_object_get(s, "command") || json_object_get(s, "env"))) {
+            jcheck_mistake(e, path, "commands and environment cannot be given in an agent: name a server "
+                                    "of the operator's MCP configuration (DSTREAM_MCP_CONFIG)");
             continue;
         }
-        jcheck_unknown_keys(e, base, s, keys);
-        const char *name = check_name(e, base, s, "name");
-        jcheck_key(path, sizeof path, base, "name");
-        if (name) check_unique(e, path, servers, i, name);
-
-        const json_t *cmd = json_object_get(s, "command");
-        jcheck_key(path, sizeof path, base, "command");
-        if (!cmd) jcheck_mistake(e, path, "missing");
-        else if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-            jcheck_mistake(e, path, "must be an array of strings: the program and its arguments");
-        json_array_foreach(cmd, j, x) {
-            jcheck_index(sub, sizeof sub, base, "command", j);
-            if (!json_is_string(x) || has_nul(x))
-                jcheck_mistake(e, sub, "must be a string without NUL");
-            else if (j == 0 && json_string_length(x) == 0)
-                jcheck_mistake(e, sub, "empty program");
+        if (!json_is_string(s) || !agent_valid_name(json_string_value(s))) {
+            jcheck_mistake(e, path, "must be the name of a configured MCP server (1 to 64 of A-Z a-z 0-9 _ . -)");
+            continue;
         }
-
-        const json_t *env = json_object_get(s, "env");
-        jcheck_key(path, sizeof path, base, "env");
-        if (env && !json_is_object(env)) jcheck_mistake(e, path, "must be an object of strings");
-        const char *k;
-        json_object_foreach((json_t *)env, k, x) {
-            jcheck_key(sub, sizeof sub, path, k);
-            if (!valid_env_name(k)) jcheck_mistake(e, sub, "not a variable name");
-            if (!json_is_string(x) || has_nul(x))
-                jcheck_mistake(e, sub, "must be a string without NUL");
-        }
+        for (size_t j = 0; j < i; j++)
+            if (json_equal(s, json_array_get(servers, j))) {
+                jcheck_mistake(e, path, "duplicate server (also [%zu])", j);
+                break;
+            }
     }
 }
 
@@ -511,4 +476,19 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
         return -1;
     }
     return 0;
+}
+
+/* ---- output ----------------------------------------------------------------------------- */
+
+void agent_redact(json_t *doc)
+{
+    size_t i;
+    json_t *s, *v;
+    const char *k;
+    /* Only documents stored before servers moved to the operator's configuration
+     * can hold these; their values may be secrets. */
+    json_array_foreach(json_object_get(doc, "mcpServers"), i, s) {
+        json_t *env = json_object_get(s, "env");
+        json_object_foreach(env, k, v) json_object_set_new(env, k, json_string("[redacted]"));
+    }
 }

@@ -8,8 +8,8 @@
  *   parameters    object, optional: temperature (number 0..2), top_p (0..1),
  *                 max_tokens (int 1..1000000), stop (array of up to 8 strings)
  *   tools         array, optional, up to 64: {name, description, inputSchema (object)}
- *   mcpServers    array, optional, up to 16: {name, command (array of strings, >= 1),
- *                 env (object of strings, optional)}
+ *   mcpServers    array, optional, up to 16: names of servers the operator configured
+ *                 (lib/mcp.h); never commands or environment
  *   skills        array, optional, up to 64: {name, instructions (string, may contain
  *                 {{param}} placeholders), params (array of names, optional)}
  *   limits        object, optional: maxTokens (int >0), maxTurns (int >0),
@@ -33,6 +33,11 @@ int agent_validate(const json_t *doc, char *err, size_t errcap);
  * skill, missing or undeclared parameter). */
 int agent_render_skill(const json_t *doc, const char *name, const json_t *params, buf_t *out,
                        char *err, size_t errcap);
+
+/* Redact, in place, what a stored document may hold that a GET must never show:
+ * the environment values of MCP servers in documents stored by earlier versions
+ * (which allowed {name, command, env}). */
+void agent_redact(json_t *doc);
 
 /* 1 if s is a valid agent or workflow name: [A-Za-z0-9_.-]{1,64}, but not "." or "..". */
 int agent_valid_name(const char *s);

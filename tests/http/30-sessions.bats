@@ -204,7 +204,7 @@ sse_field() {
         "name": "bad agent!", "provider": "google", "model": "",
         "parameters": {"temperature": 3, "top_p": 0.5, "bogus": 1},
         "tools": [{"name": "has.dot", "inputSchema": {"type": "object"}}],
-        "mcpServers": [{"name": "m", "command": []}],
+        "mcpServers": [{"name": "m", "command": ["/bin/sh", "-c", "id"], "env": {"LD_PRELOAD": "/tmp/x.so"}}],
         "skills": [{"name": "s", "instructions": "Write in {{lang}}."}],
         "limits": {"maxTurns": 0},
         "extra": true}'
@@ -215,7 +215,7 @@ sse_field() {
     awk '/^## Validation/ { v = 1 } v && /^```$/ { if (b) exit; b = 1; next } b' "$DOCS/agents.md" >"$T/doc-lines"
     [ -s "$T/doc-lines" ] || fail "no validation example in docs/agents.md"
     while IFS= read -r line; do has_detail "$line"; done <"$T/doc-lines"
-    for path in name parameters.temperature parameters.bogus 'tools[0].name' 'mcpServers[0].command' extra model; do
+    for path in name parameters.temperature parameters.bogus 'tools[0].name' 'mcpServers[0]' extra model; do
         jq -e --arg p "$path: " '[.error.details[] | select(startswith($p))] | length >= 1' "$DS_BODY" >/dev/null ||
             fail "no mistake named at $path: $(jq -c .error.details "$DS_BODY")"
     done

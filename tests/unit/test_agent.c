@@ -180,36 +180,18 @@ static void test_validate_lists(void)
     INVALID("{" BASE ", 'tools': [{'name': 't', 'inputSchema': {}, 'input_schema': {}}]}",
             "tools[0].input_schema: unknown key");
 
-    /* mcpServers */
-    VALID("{" BASE ", 'mcpServers': [{'name': 'fs', 'command': ['mcp-fs']},"
-          " {'name': 'git', 'command': ['git-mcp', '--repo', '.'], 'env': {'GIT_DIR': '/x', '_A1': ''}}]}");
+    /* mcpServers: names of the operator's servers, never commands or environment. */
+    VALID("{" BASE ", 'mcpServers': ['fs', 'git.v2']}");
     INVALID("{" BASE ", 'mcpServers': 'fs'}", "mcpServers: must be an array of at most 16");
-    INVALID("{" BASE ", 'mcpServers': [1]}", "mcpServers[0]: a server must be an object");
-    INVALID("{" BASE ", 'mcpServers': [{'command': ['x']}]}", "mcpServers[0].name: missing");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 'a/b', 'command': ['x']}]}", "mcpServers[0].name: must be 1 to 64");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x']}, {'name': 's', 'command': ['y']}]}",
-            "mcpServers[1].name: duplicate name \"s\" (also [0])");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's'}]}", "mcpServers[0].command: missing");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': 'mcp-fs --root /'}]}",
-            "mcpServers[0].command: must be an array of strings");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': []}]}", "mcpServers[0].command: must be an array of strings");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x', 1]}]}",
-            "mcpServers[0].command[1]: must be a string without NUL");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x\\u0000y']}]}",
-            "mcpServers[0].command[0]: must be a string without NUL");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['']}]}", "mcpServers[0].command[0]: empty program");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'env': ['A=1']}]}",
-            "mcpServers[0].env: must be an object of strings");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'env': {'A': 1}}]}",
-            "mcpServers[0].env.A: must be a string without NUL");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'env': {'1A': 'v'}}]}",
-            "mcpServers[0].env.1A: not a variable name");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'env': {'A=B': 'v'}}]}",
-            "mcpServers[0].env.A=B: not a variable name");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'env': {'': 'v'}}]}",
-            "mcpServers[0].env.: not a variable name");
-    INVALID("{" BASE ", 'mcpServers': [{'name': 's', 'command': ['x'], 'args': []}]}",
-            "mcpServers[0].args: unknown key");
+    INVALID("{" BASE ", 'mcpServers': [1]}", "mcpServers[0]: must be the name of a configured MCP server");
+    INVALID("{" BASE ", 'mcpServers': ['a/b']}", "mcpServers[0]: must be the name of a configured MCP server");
+    INVALID("{" BASE ", 'mcpServers': ['']}", "mcpServers[0]: must be the name of a configured MCP server");
+    INVALID("{" BASE ", 'mcpServers': ['s', 's']}", "mcpServers[1]: duplicate server (also [0])");
+    INVALID("{" BASE ", 'mcpServers': [{'name': 'fs', 'command': ['/bin/sh', '-c', 'id']}]}",
+            "mcpServers[0]: commands and environment cannot be given in an agent");
+    INVALID("{" BASE ", 'mcpServers': [{'name': 'fs', 'env': {'LD_PRELOAD': '/tmp/x.so'}}]}",
+            "mcpServers[0]: commands and environment cannot be given in an agent");
+    INVALID("{" BASE ", 'mcpServers': [{'name': 'fs'}]}", "mcpServers[0]: must be the name of a configured MCP server");
 
     /* skills */
     VALID("{" BASE ", 'skills': [{'name': 'plain', 'instructions': 'No parameters.'},"
@@ -248,13 +230,12 @@ static void test_validate_lists(void)
         json_array_append_new(json_object_get(doc, "tools"), json_pack("{s:s, s:{}}", "name", n, "inputSchema"));
         json_array_append_new(json_object_get(doc, "skills"), json_pack("{s:s, s:s}", "name", n, "instructions", "x"));
         if (i < 16)
-            json_array_append_new(json_object_get(doc, "mcpServers"),
-                                  json_pack("{s:s, s:[s]}", "name", n, "command", "x"));
+            json_array_append_new(json_object_get(doc, "mcpServers"), json_string(n));
     }
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), 0);
     json_array_append_new(json_object_get(doc, "tools"), json_pack("{s:s, s:{}}", "name", "t64", "inputSchema"));
     json_array_append_new(json_object_get(doc, "skills"), json_pack("{s:s, s:s}", "name", "t64", "instructions", "x"));
-    json_array_append_new(json_object_get(doc, "mcpServers"), json_pack("{s:s, s:[s]}", "name", "t16", "command", "x"));
+    json_array_append_new(json_object_get(doc, "mcpServers"), json_string("t16"));
     CHECK_EQ_INT(agent_validate(doc, err, sizeof err), -1);
     CHECK(test_has_line(err, "tools: must be an array of at most 64"));
     CHECK(test_has_line(err, "skills: must be an array of at most 64"));
@@ -424,8 +405,22 @@ static void test_render_skill(void)
     json_decref(doc);
 }
 
+/* A document stored by an earlier version keeps its env values out of a GET. */
+static void test_redact(void)
+{
+    json_t *doc = J("{" BASE ", 'mcpServers': [{'name': 'fs', 'command': ['x'], 'env': {'TOKEN': 'secret-1'}}, 'git']}");
+    agent_redact(doc);
+    char *s = json_dumps(doc, JSON_COMPACT);
+    CHECK(s && strstr(s, "secret-1") == NULL);
+    CHECK(s && strstr(s, "\"TOKEN\":\"[redacted]\"") != NULL);
+    CHECK(s && strstr(s, "\"git\"") != NULL);
+    free(s);
+    json_decref(doc);
+}
+
 int main(void)
 {
+    test_redact();
     test_names();
     test_validate_top();
     test_validate_parameters();
