@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "../lib/db.h"
+#include "../lib/mcp.h"
 #include "../lib/wake.h"
+#include "mcp.h"
 #include "runner.h"
 #include "stats.h"
 
@@ -99,6 +101,47 @@ static int load_keys(runner_t *R)
     return 0;
 }
 
+/* The operator's MCP servers: a JSON file that nobody but its owner may change
+ * (it names programs the runner executes). */
+static int load_mcp_config(runner_t *R)
+{
+    char err[4096];
+    const char *path = getenv("DSTREAM_MCP_CONFIG");
+    if (!path || !*path) return 0;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st)) {
+        fprintf(stderr, "dstream-runner: cannot read MCP configuration %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (st.st_mode & 022) {
+        fprintf(stderr, "dstream-runner: MCP configuration %s must not be writable by others (chmod go-w)\n", path);
+        close(fd);
+        return -1;
+    }
+    json_error_t e;
+    R->mcp_config = json_loadfd(fd, 0, &e);
+    close(fd);
+    if (!R->mcp_config) {
+        fprintf(stderr, "dstream-runner: MCP configuration %s: %s (line %d)\n", path, e.text, e.line);
+        return -1;
+    }
+    if (mcp_config_validate(R->mcp_config, err, sizeof err)) {
+        fprintf(stderr, "dstream-runner: MCP configuration %s:\n%s\n", path, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A server became ready or failed: sessions waiting for its tools look again. */
+static void on_mcp_change(void *ud, const char *server)
+{
+    runner_t *R = ud;
+    (void)server;
+    for (sess_t *s = R->sessions; s; s = s->next) s->dirty = 1;
+}
+
 static void on_change(void *ud, int64_t id, const char *path)
 {
     runner_t *R = ud;
@@ -150,7 +193,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (load_keys(&R)) return 2;
+    if (load_keys(&R) || load_mcp_config(&R)) return 2;
+    R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
     if (!(R.log = log_open(db, &lo, err, sizeof err)) || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
@@ -203,10 +247,13 @@ int main(int argc, char **argv)
             if (s->held && s->lease_renew_ms - now < timeout) timeout = (int)(s->lease_renew_ms - now);
         }
         if (timeout < 0) timeout = 0;
-        struct curl_waitfd extra[2] = {{wake_waiter_fd(waiter), CURL_WAIT_POLLIN, 0},
-                                       {sigpipe_fds[0], CURL_WAIT_POLLIN, 0}};
+        timeout = rmcp_timeout(R.mcp, timeout);
+        struct curl_waitfd extra[2 + RMCP_FDS_MAX] = {{wake_waiter_fd(waiter), CURL_WAIT_POLLIN, 0},
+                                                      {sigpipe_fds[0], CURL_WAIT_POLLIN, 0}};
+        unsigned nmcp = rmcp_waitfds(R.mcp, extra + 2, RMCP_FDS_MAX);
         int numfds = 0;
-        curl_multi_poll(R.multi, extra, 2, timeout, &numfds);
+        curl_multi_poll(R.multi, extra, 2 + nmcp, timeout, &numfds);
+        rmcp_process(R.mcp, extra + 2, nmcp);
         if (extra[1].revents) {
             char buf[16];
             while (read(sigpipe_fds[0], buf, sizeof buf) > 0) {}
@@ -239,6 +286,8 @@ int main(int argc, char **argv)
     sd_notify_msg("STOPPING=1");
     runner_shutdown(&R);
     while (R.sessions) runner_forget(&R, R.sessions);
+    rmcp_free(R.mcp);
+    json_decref(R.mcp_config);
     curl_multi_cleanup(R.multi);
     curl_global_cleanup();
     wake_waiter_free(waiter);

@@ -61,6 +61,8 @@ struct sess {
     sess_t *next;
 };
 
+typedef struct rmcp rmcp_t;
+
 typedef struct runner {
     log_t *log;
     log_conn_t *conn;
@@ -73,6 +75,8 @@ typedef struct runner {
     sess_t *sessions;
     int stopping;
     int64_t retry_base_ms, retry_max_ms;
+    json_t *mcp_config;         /* the operator's MCP servers (DSTREAM_MCP_CONFIG) */
+    rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
 } runner_t;
 
 /* driver.c */
