@@ -23,7 +23,8 @@ const char *const session_event_types[] = {
     "provider:request_retried", "text:delta",           "thinking:delta",
     "tool:called",           "tool:result",             "state:updated",
     "input:requested",       "input:received",          "input:expired",
-    "message:user",          "cancel:requested",        NULL};
+    "message:user",          "cancel:requested",        "tool:loop_stopped",
+    "tool:server_failed",    NULL};
 
 int session_known_type(const char *type)
 {
@@ -151,6 +152,7 @@ void session_view_init(session_view *v)
     v->messages = json_array();
     v->early = json_object();
     v->queued = json_array();
+    v->open_calls = json_array();
 }
 
 void session_view_free(session_view *v)
@@ -161,6 +163,7 @@ void session_view_free(session_view *v)
     json_decref(v->pending);
     json_decref(v->early);
     json_decref(v->queued);
+    json_decref(v->open_calls);
     memset(v, 0, sizeof *v);
 }
 
@@ -229,6 +232,53 @@ static void user_message(session_view *v, const json_t *p, const char *offset)
     if (!v->is_workflow && !v->request[0]) set_status(v, SESSION_PENDING);
 }
 
+/* A tool result as the model will see it: whole up to SESSION_TOOL_RESULT_MAX
+ * bytes, else cut (at a UTF-8 boundary) with a marker saying so. The event keeps
+ * the whole result. New reference. */
+static json_t *tool_content(const json_t *result)
+{
+    char *dumped = NULL;
+    const char *t;
+    size_t n;
+    if (!result) return json_string("");
+    if (json_is_string(result)) {
+        t = json_string_value(result);
+        n = json_string_length(result);
+    } else {
+        dumped = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);
+        t = dumped ? dumped : "";
+        n = strlen(t);
+    }
+    json_t *out;
+    if (n <= SESSION_TOOL_RESULT_MAX) {
+        out = json_deep_copy(result);
+    } else {
+        size_t keep = SESSION_TOOL_RESULT_MAX;
+        while (keep > 0 && ((unsigned char)t[keep] & 0xc0) == 0x80) keep--;
+        char marker[160];
+        int m = snprintf(marker, sizeof marker, "\n[truncated: %zu of %zu bytes shown; the whole result is in the tool:result event]",
+                         keep, n);
+        char *cut = malloc(keep + (size_t)m + 1);
+        if (!cut) abort();
+        memcpy(cut, t, keep);
+        memcpy(cut + keep, marker, (size_t)m + 1);
+        out = json_stringn(cut, keep + (size_t)m);
+        free(cut);
+        if (!out) out = json_string("[a tool result that could not be shown]");
+    }
+    free(dumped);
+    return out;
+}
+
+/* The calls of a request that was cut off will have no results: forget them. */
+static void drop_calls_of(session_view *v, const char *request)
+{
+    for (size_t i = json_array_size(v->open_calls); i-- > 0;)
+        if (!strcmp(str(json_array_get(v->open_calls, i), "requestId"), request))
+            json_array_remove(v->open_calls, i);
+    if (v->tool_wait == -1 && !strcmp(request, v->request)) v->tool_wait = 0;
+}
+
 int session_reduce(session_view *v, const json_t *ev, const char *offset)
 {
     const char *type = json_string_value(json_object_get(ev, "type"));
@@ -258,6 +308,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         v->step_open = 0;
     } else if (!strcmp(type, "step:started")) {
         v->step_open = 1;
+        v->tool_turns = 0;
         if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
     } else if (!strcmp(type, "step:completed")) {
         v->step_open = 0;
@@ -277,6 +328,8 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             workflow_set_path(v->state, path, json_deep_copy(val));
     } else if (!strcmp(type, "provider:request_started")) {
         v->started = 1;
+        if (v->tool_wait != 1) v->tool_turns = 0;     /* a new reply, not its next turn */
+        v->tool_wait = 0;
         snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
         set_status(v, SESSION_RUNNING);
         if (!v->is_workflow) {
@@ -294,6 +347,8 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         json_t *m = assistant_for(v, str(p, "requestId"));
         if (m) append_text(m, type[0] == 't' && type[1] == 'e' ? "content" : "thinking", str(p, "text"));
     } else if (!strcmp(type, "tool:called")) {
+        json_array_append_new(v->open_calls, json_deep_copy(p));
+        if (v->request[0] && !strcmp(str(p, "requestId"), v->request)) v->tool_wait = -1;
         json_t *m = assistant_for(v, str(p, "requestId"));
         if (m) {
             json_t *calls = json_object_get(m, "toolCalls");
@@ -305,11 +360,16 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_array_append_new(calls, c);
         }
     } else if (!strcmp(type, "tool:result")) {
+        for (size_t i = 0; i < json_array_size(v->open_calls); i++)
+            if (!strcmp(str(json_array_get(v->open_calls, i), "callId"), str(p, "callId"))) {
+                json_array_remove(v->open_calls, i);
+                break;
+            }
         if (!v->is_workflow) {
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("tool"));
             json_object_set(m, "callId", json_object_get(p, "callId"));
-            json_object_set(m, "content", json_object_get(p, "result"));
+            json_object_set_new(m, "content", tool_content(json_object_get(p, "result")));
             json_array_append_new(v->messages, m);
         }
     } else if (!strcmp(type, "provider:request_ended")) {
@@ -319,6 +379,14 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
         v->request[0] = '\0';
         v->restarts = 0;
+        if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
+            v->tool_wait = 1;
+            v->tool_turns++;
+        } else if (!v->is_workflow && !json_array_size(v->queued)) {
+            set_status(v, SESSION_COMPLETED);
+        }
+    } else if (!strcmp(type, "tool:loop_stopped")) {
+        v->tool_wait = 0;
         if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
     } else if (!strcmp(type, "provider:request_cancelled")) {
         json_t *m = assistant_for(v, str(p, "requestId"));
@@ -327,6 +395,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_object_set(m, "reason", json_object_get(p, "reason"));
         }
         if (!strcmp(str(p, "reason"), "restart")) v->restarts++;
+        drop_calls_of(v, str(p, "requestId"));
         v->request[0] = '\0';
     } else if (!strcmp(type, "input:requested")) {
         /* Answered before it was asked: nothing to wait for. */
@@ -396,6 +465,9 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set(j, "pendingInput", v->pending ? v->pending : json_null());
     json_object_set(j, "earlyAnswers", v->early);
     json_object_set(j, "queued", v->queued);
+    json_object_set(j, "openCalls", v->open_calls);
+    json_object_set_new(j, "toolWait", json_integer(v->tool_wait));
+    json_object_set_new(j, "toolTurns", json_integer(v->tool_turns));
     return j;
 }
 
@@ -446,6 +518,13 @@ int session_view_from_json(session_view *v, const json_t *j)
         json_decref(v->queued);
         v->queued = json_deep_copy(q);
     }
+    json_t *oc = json_object_get(j, "openCalls");
+    if (json_is_array(oc)) {
+        json_decref(v->open_calls);
+        v->open_calls = json_deep_copy(oc);
+    }
+    v->tool_wait = (int)int_of(j, "toolWait");
+    v->tool_turns = (int)int_of(j, "toolTurns");
     return 0;
 }
 
@@ -484,4 +563,19 @@ int session_view_needs_reply(const session_view *v)
 int session_view_interrupted(const session_view *v)
 {
     return !v->is_workflow && v->request[0] && last_is_open_user(v);
+}
+
+int session_view_tools_answered(const session_view *v)
+{
+    return v->tool_wait == 1 && !v->request[0] && json_array_size(v->open_calls) == 0 &&
+           !session_view_finished(v);
+}
+
+const json_t *session_view_open_call(const session_view *v, const char *call_id)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(v->open_calls, i, c)
+        if (!strcmp(str(c, "callId"), call_id)) return c;
+    return NULL;
 }

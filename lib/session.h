@@ -15,6 +15,10 @@
 #include "buf.h"
 #include "workflow.h"
 
+/* A tool result longer than this (bytes of text, or of compact JSON) goes to the
+ * model cut, with a marker; its tool:result event keeps it whole. */
+#define SESSION_TOOL_RESULT_MAX (32 << 10)
+
 typedef enum {
     SESSION_PENDING,
     SESSION_RUNNING,
@@ -71,6 +75,13 @@ typedef struct session_view {
     char request[72];           /* provider request in flight, "" if none */
     int cancel_requested;
     int restarts;               /* requests cut off by restarts since the last reply */
+    /* Tools: calls recorded (tool:called) whose tool:result is not in yet, in
+     * order, each its tool:called payload; the provider request that ended asking
+     * for tools (its results go back in the next turn); model turns that asked for
+     * tools since the reply (or agent step) began. */
+    json_t *open_calls;
+    int tool_wait;
+    int tool_turns;
     int64_t input_tokens, output_tokens;
     double cost_usd;
     uint64_t events;            /* events reduced */
@@ -101,6 +112,13 @@ int session_view_needs_reply(const session_view *v);
 /* Chat sessions: 1 if a user message (mode interrupt) arrived after the reply in
  * flight began (the runner should cut that request and answer the message). */
 int session_view_interrupted(const session_view *v);
+
+/* 1 if the last provider request asked for tools, every call has its result, and
+ * nothing is in flight: the results go back to the model in a new request. */
+int session_view_tools_answered(const session_view *v);
+
+/* The tool:called payload of the open call callId (borrowed), or NULL. */
+const json_t *session_view_open_call(const session_view *v, const char *call_id);
 
 /* 1 if the session can take no more commands (completed workflow, failed, cancelled). */
 int session_view_finished(const session_view *v);

@@ -344,6 +344,13 @@ static void test_chat_messages(void)
 
     R(&v, "provider:request_ended",
       "{\"requestId\": \"r1\", \"stopReason\": \"end_turn\", \"usage\": {\"inputTokens\": 100, \"outputTokens\": 7}, \"costUsd\": 0.5}");
+    /* It asked for a tool: the reply goes on with the results... */
+    CHECK_EQ_STR(status(&v), "running");
+    CHECK(session_view_tools_answered(&v));
+    CHECK_EQ_INT(v.tool_turns, 1);
+    /* ...unless the turns are spent. */
+    R(&v, "tool:loop_stopped", "{\"reason\": \"maxTurns\", \"turns\": 1}");
+    CHECK(!session_view_tools_answered(&v));
     CHECK_EQ_STR(status(&v), "completed");   /* a chat is completed between replies */
     CHECK(!session_view_finished(&v));
     CHECK(!session_view_needs_reply(&v));
@@ -870,8 +877,67 @@ static void test_encode(void)
     buf_free(&b);
 }
 
+/* Tool calls: open until their result, dropped with a cut request, a long result
+ * cut for the model with a marker, the tool loop's state kept by snapshots. */
+static void test_tools(void)
+{
+    session_view v;
+    session_view_init(&v);
+    R(&v, "session:created", "{\"agent\": \"a\"}");
+    R(&v, "message:user", "{\"content\": \"go\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "tool:called", "{\"requestId\": \"r1\", \"callId\": \"c1\", \"name\": \"fs__read\", \"arguments\": {}, \"sideEffecting\": false}");
+    R(&v, "tool:called", "{\"requestId\": \"r1\", \"callId\": \"c2\", \"name\": \"fs__write\", \"arguments\": {}, \"sideEffecting\": true}");
+    CHECK_EQ_UINT(json_array_size(v.open_calls), 2);
+    CHECK(!session_view_tools_answered(&v));
+    R(&v, "provider:request_ended", "{\"requestId\": \"r1\", \"stopReason\": \"tool_use\"}");
+    CHECK_EQ_STR(status(&v), "running");
+    CHECK(!session_view_tools_answered(&v));    /* results still missing */
+    CHECK(session_view_open_call(&v, "c2") != NULL);
+    CHECK(session_view_open_call(&v, "c9") == NULL);
+    /* A long result: whole in the event, cut in the history. */
+    size_t big = SESSION_TOOL_RESULT_MAX + 1000;
+    char *text = malloc(big + 1);
+    memset(text, 'x', big);
+    text[big] = '\0';
+    text[SESSION_TOOL_RESULT_MAX - 1] = '\xc3';    /* a 2-byte character across the cut */
+    text[SESSION_TOOL_RESULT_MAX] = '\xa9';
+    json_t *p = json_pack("{s:s, s:s, s:b}", "callId", "c1", "result", text, "isError", 0);
+    json_t *ev = json_pack("{s:s, s:o}", "type", "tool:result", "payload", p);
+    CHECK_EQ_INT(session_reduce(&v, ev, NULL), 0);
+    json_decref(ev);
+    free(text);
+    const char *shown = json_string_value(json_object_get(json_array_get(v.messages, 2), "content"));
+    CHECK(shown && strlen(shown) < SESSION_TOOL_RESULT_MAX + 200);
+    CHECK(shown && strstr(shown, "[truncated: 32767 of 33768 bytes shown") != NULL);
+    CHECK(!session_view_tools_answered(&v));
+    R(&v, "tool:result", "{\"callId\": \"c2\", \"result\": {\"ok\": true}, \"isError\": false}");
+    CHECK(session_view_tools_answered(&v));
+    CHECK(!session_view_needs_reply(&v));
+    /* Snapshots keep the loop's state. */
+    json_t *j = session_view_to_json(&v);
+    session_view w;
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    CHECK(session_view_tools_answered(&w));
+    CHECK_EQ_INT(w.tool_turns, 1);
+    session_view_free(&w);
+    json_decref(j);
+    /* The next turn continues the reply: its turns add up. */
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    CHECK(!session_view_tools_answered(&v));
+    R(&v, "tool:called", "{\"requestId\": \"r2\", \"callId\": \"c3\", \"name\": \"fs__read\", \"arguments\": {}}");
+    /* Cut off (interrupted): its call will never have a result. */
+    R(&v, "provider:request_cancelled", "{\"requestId\": \"r2\", \"reason\": \"interrupted\"}");
+    CHECK_EQ_UINT(json_array_size(v.open_calls), 0);
+    CHECK(!session_view_tools_answered(&v));
+    CHECK_EQ_INT(v.tool_turns, 1);
+    session_view_free(&v);
+}
+
 int main(void)
 {
+    test_tools();
     test_workflow_lifecycle();
     test_early_answers();
     test_chat_messages();
