@@ -24,6 +24,7 @@ enum {
     E_ANSWERED = SSTORE_EREFUSED - 3,
     E_BAD_RESPONSE = SSTORE_EREFUSED - 4,
     E_CANCELLING = SSTORE_EREFUSED - 5,
+    E_SKILL = SSTORE_EREFUSED - 6,      /* the skill cannot be used: message in the command */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -284,13 +285,50 @@ static void events(req_t *r, const char *id)
 
 typedef struct message_cmd {
     json_t *payload;
+    log_conn_t *conn;
+    const json_t *skill;        /* {"name", "params"} or NULL */
+    char err[512];
 } message_cmd;
+
+/* A message that invokes a skill of the session's agent: the rendered skill goes
+ * first, then the content, and the payload names the skill. */
+static int use_skill(message_cmd *m, const session_view *v)
+{
+    const char *agent = json_string_value(json_object_get(v->created, "agent"));
+    const char *name = json_string_value(json_object_get(m->skill, "name"));
+    int rc;
+    if (!agent) {
+        snprintf(m->err, sizeof m->err, "only chat sessions take skills in messages");
+        return E_SKILL;
+    }
+    json_t *doc = defs_agent_get(m->conn, agent, &rc);
+    if (!doc) {
+        snprintf(m->err, sizeof m->err, "the session's agent %s is gone", agent);
+        return E_SKILL;
+    }
+    buf_t out;
+    buf_init(&out, CONTENT_MAX);
+    rc = agent_render_skill(doc, name ? name : "", json_object_get(m->skill, "params"), &out, m->err,
+                            sizeof m->err);
+    json_decref(doc);
+    const char *content = json_string_value(json_object_get(m->payload, "content"));
+    if (!rc && content && *content) rc = buf_puts(&out, "\n\n") || buf_puts(&out, content);
+    if (rc && !m->err[0]) snprintf(m->err, sizeof m->err, "the message is over %d bytes", CONTENT_MAX);
+    if (!rc) {
+        json_object_set_new(m->payload, "content", json_stringn(out.p ? out.p : "", out.len));
+        json_object_set_new(m->payload, "skill", json_string(name));
+    }
+    buf_free(&out);
+    return rc ? E_SKILL : 0;
+}
 
 static int decide_message(void *ud, const session_view *v, sstore_event *ev, size_t *n)
 {
     message_cmd *m = ud;
     if (session_view_finished(v)) return E_FINISHED;
     if (v->cancel_requested) return E_CANCELLING;
+    int rc = m->skill ? use_skill(m, v) : 0;
+    if (rc) return rc;
     ev[0].type = "message:user";
     ev[0].payload = m->payload;
     ev[0].actor = "user";
@@ -304,10 +342,17 @@ static void message(req_t *r, const char *id)
     if (!body) return;
     json_t *content = json_object_get(body, "content");
     json_t *modej = json_object_get(body, "mode");
+    json_t *skill = json_object_get(body, "skill");
     const char *mode = modej ? json_string_value(modej) : "interrupt";
+    json_t *empty = NULL;       /* a skill alone is a whole message */
     offset_t at;
     int rc;
-    if (!json_is_string(content) || json_string_length(content) == 0 ||
+    if (skill && (!json_is_object(skill) || !json_is_string(json_object_get(skill, "name")))) {
+        res_error(r, 400, "bad_skill", "skill must be {\"name\": ..., \"params\": {...}}");
+        goto out;
+    }
+    if (skill && !content) content = empty = json_string("");
+    if (!json_is_string(content) || (json_string_length(content) == 0 && !skill) ||
         json_string_length(content) > CONTENT_MAX) {
         res_error(r, 400, "bad_content", "content must be a non-empty string of at most %d bytes", CONTENT_MAX);
         goto out;
@@ -316,14 +361,16 @@ static void message(req_t *r, const char *id)
         res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
         goto out;
     }
-    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode)};
+    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode), r->log, skill, ""};
     session_trace tr;
     trace_of(r, &tr);
     rc = sstore_command(r->log, id, &tr, decide_message, &m, &at);
     json_decref(m.payload);
-    if (rc) fail(r, rc);
+    if (rc == E_SKILL) res_error(r, 400, "bad_skill", "%s", m.err);
+    else if (rc) fail(r, rc);
     else accepted(r, id, at);
 out:
+    json_decref(empty);
     json_decref(body);
 }
 

@@ -492,3 +492,35 @@ void agent_redact(json_t *doc)
         json_object_foreach(env, k, v) json_object_set_new(env, k, json_string("[redacted]"));
     }
 }
+
+/* ---- the system prompt ------------------------------------------------------------------ */
+
+int agent_system_prompt(const json_t *doc, buf_t *out)
+{
+    size_t mark = out->len, i, j;
+    const json_t *sys = json_object_get(doc, "system"), *skills = json_object_get(doc, "skills"), *s, *p;
+    int rc = 0;
+    if (json_is_string(sys)) rc = buf_append(out, json_string_value(sys), json_string_length(sys));
+    if (!rc && json_array_size(skills)) {
+        if (out->len > mark) rc = buf_puts(out, "\n\n");
+        if (!rc)
+            rc = buf_puts(out, "# Skills\n\nYou have these skills. A message that invokes one begins with its "
+                               "instructions, its {{parameters}} filled in.\n");
+        json_array_foreach(skills, i, s) {
+            const char *name = json_string_value(json_object_get(s, "name"));
+            const char *ins = json_string_value(json_object_get(s, "instructions"));
+            if (rc || !name || !ins) continue;
+            rc = buf_printf(out, "\n## %s", name);
+            json_array_foreach(json_object_get(s, "params"), j, p)
+                if (!rc && json_is_string(p))
+                    rc = buf_printf(out, "%s%s", j ? ", " : " (parameters: ", json_string_value(p));
+            if (!rc && json_array_size(json_object_get(s, "params"))) rc = buf_puts(out, ")");
+            if (!rc) rc = buf_printf(out, "\n\n%s\n", ins);
+        }
+    }
+    if (rc) {
+        out->len = mark;
+        if (out->p) out->p[mark] = '\0';
+    }
+    return rc;
+}

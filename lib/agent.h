@@ -34,6 +34,11 @@ int agent_validate(const json_t *doc, char *err, size_t errcap);
 int agent_render_skill(const json_t *doc, const char *name, const json_t *params, buf_t *out,
                        char *err, size_t errcap);
 
+/* The system prompt the model is given: the agent's system text, then each skill
+ * (name, parameters, instructions with their {{placeholders}}) under "# Skills".
+ * Appends to out; returns 0 or a BUF_E* code (out unchanged). */
+int agent_system_prompt(const json_t *doc, buf_t *out);
+
 /* Redact, in place, what a stored document may hold that a GET must never show:
  * the environment values of MCP servers in documents stored by earlier versions
  * (which allowed {name, command, env}). */

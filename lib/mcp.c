@@ -441,3 +441,60 @@ void mcp_exposed_name(const char *server, const char *tool, char *out, size_t ca
         }
     out[n] = '\0';
 }
+
+/* ---- the model's view ----------------------------------------------------------------------- */
+
+static int offered(const json_t *tools, const char *name)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t)
+        if (!strcmp(json_string_value(json_object_get(t, "name")) ?: "", name)) return 1;
+    return 0;
+}
+
+json_t *mcp_model_tools(const json_t *declared, const json_t *servers)
+{
+    json_t *out = json_array();
+    size_t i, j;
+    const json_t *t, *s;
+    char name[MCP_TOOL_NAME_MAX + 1];
+    json_array_foreach(declared, i, t)
+        if (json_is_string(json_object_get(t, "name"))) json_array_append(out, (json_t *)t);
+    json_array_foreach(servers, i, s) {
+        const char *server = json_string_value(json_object_get(s, "server"));
+        if (!server) continue;
+        json_array_foreach(json_object_get(s, "tools"), j, t) {
+            const char *tool = json_string_value(json_object_get(t, "name"));
+            if (!tool) continue;
+            mcp_exposed_name(server, tool, name, sizeof name);
+            if (offered(out, name)) continue;
+            json_t *o = json_pack("{s:s, s:O}", "name", name, "inputSchema", json_object_get(t, "inputSchema"));
+            const json_t *d = json_object_get(t, "description");
+            if (json_is_string(d)) json_object_set(o, "description", (json_t *)d);
+            json_array_append_new(out, o);
+        }
+    }
+    return out;
+}
+
+const json_t *mcp_resolve(const json_t *servers, const char *exposed, const char **server)
+{
+    size_t i, j;
+    const json_t *t, *s;
+    char name[MCP_TOOL_NAME_MAX + 1];
+    if (!exposed) return NULL;
+    json_array_foreach(servers, i, s) {
+        const char *sn = json_string_value(json_object_get(s, "server"));
+        if (!sn) continue;
+        json_array_foreach(json_object_get(s, "tools"), j, t) {
+            const char *tool = json_string_value(json_object_get(t, "name"));
+            if (!tool) continue;
+            mcp_exposed_name(sn, tool, name, sizeof name);
+            if (strcmp(name, exposed) != 0) continue;
+            *server = sn;
+            return t;
+        }
+    }
+    return NULL;
+}

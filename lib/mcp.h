@@ -147,4 +147,16 @@ int mcp_tool_side_effecting(const json_t *server_conf, const json_t *tool);
  * [A-Za-z0-9_-] made '_', cut to MCP_TOOL_NAME_MAX. out needs MCP_TOOL_NAME_MAX + 1. */
 void mcp_exposed_name(const char *server, const char *tool, char *out, size_t cap);
 
+/* ---- the model's view ------------------------------------------------------------------
+ * servers is an array of {"server": name, "tools": [tools from mcp_parse_tools]}. */
+
+/* The tools offered to the model: the agent's declared tools (as they are), then
+ * each server's under its exposed name, as {name, description, inputSchema}; a
+ * name already offered is not offered twice. New reference. */
+json_t *mcp_model_tools(const json_t *declared, const json_t *servers);
+
+/* The server tool that exposed (a name the model called) means: the tool
+ * (borrowed from servers) with its server's name in *server; NULL if none. */
+const json_t *mcp_resolve(const json_t *servers, const char *exposed, const char **server);
+
 #endif

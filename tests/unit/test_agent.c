@@ -418,8 +418,34 @@ static void test_redact(void)
     json_decref(doc);
 }
 
+static void test_system_prompt(void)
+{
+    buf_t b;
+    buf_init(&b, 0);
+    json_t *doc = J("{" BASE ", 'system': 'Be brief.', 'skills': [{'name': 'sum', 'instructions': 'Sum up for {{who}} in {{n}} words.',"
+                    " 'params': ['who', 'n']}, {'name': 'hi', 'instructions': 'Say hi.'}]}");
+    CHECK_EQ_INT(agent_system_prompt(doc, &b), 0);
+    CHECK_EQ_STR(b.p, "Be brief.\n\n# Skills\n\nYou have these skills. A message that invokes one begins with its "
+                      "instructions, its {{parameters}} filled in.\n\n## sum (parameters: who, n)\n\n"
+                      "Sum up for {{who}} in {{n}} words.\n\n## hi\n\nSay hi.\n");
+    json_decref(doc);
+    buf_reset(&b);
+    doc = J("{" BASE ", 'system': 'Only this.'}");
+    CHECK_EQ_INT(agent_system_prompt(doc, &b), 0);
+    CHECK_EQ_STR(b.p, "Only this.");
+    json_decref(doc);
+    buf_free(&b);
+    buf_init(&b, 8);
+    doc = J("{" BASE ", 'skills': [{'name': 'hi', 'instructions': 'Say hi.'}]}");
+    CHECK_EQ_INT(agent_system_prompt(doc, &b), BUF_ETOOBIG);
+    CHECK_EQ_INT(b.len, 0);
+    json_decref(doc);
+    buf_free(&b);
+}
+
 int main(void)
 {
+    test_system_prompt();
     test_redact();
     test_names();
     test_validate_top();

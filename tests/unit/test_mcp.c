@@ -409,8 +409,34 @@ static void test_exposed(void)
     CHECK_EQ_STR(small, "serv");
 }
 
+static void test_model_tools(void)
+{
+    json_t *declared = J("[{'name': 'word_count', 'inputSchema': {'type': 'object'}}]");
+    json_t *servers = J("[{'server': 'f_s', 'tools': [{'name': 'read_file', 'description': 'Read', 'inputSchema': {'type': 'object'}, 'readOnly': true},"
+                        " {'name': 'write', 'inputSchema': {}, 'readOnly': false}]},"
+                        " {'server': 'f.s', 'tools': [{'name': 'read_file', 'inputSchema': {}, 'readOnly': true}]}]");
+    json_t *tools = mcp_model_tools(declared, servers);
+    char *s = json_dumps(tools, JSON_COMPACT | JSON_SORT_KEYS);
+    /* f.s__read_file is exposed as f_s__read_file too: offered once, the first. */
+    CHECK_EQ_STR(s, "[{\"inputSchema\":{\"type\":\"object\"},\"name\":\"word_count\"},"
+                    "{\"description\":\"Read\",\"inputSchema\":{\"type\":\"object\"},\"name\":\"f_s__read_file\"},"
+                    "{\"inputSchema\":{},\"name\":\"f_s__write\"}]");
+    free(s);
+    const char *server = NULL;
+    const json_t *t = mcp_resolve(servers, "f_s__write", &server);
+    CHECK(t && !strcmp(server, "f_s") && !strcmp(json_string_value(json_object_get(t, "name")), "write"));
+    t = mcp_resolve(servers, "f_s__read_file", &server);
+    CHECK(t && !strcmp(server, "f_s"));
+    CHECK(mcp_resolve(servers, "word_count", &server) == NULL);
+    CHECK(mcp_resolve(servers, NULL, &server) == NULL);
+    json_decref(tools);
+    json_decref(servers);
+    json_decref(declared);
+}
+
 int main(void)
 {
+    test_model_tools();
     test_framing();
     test_long_lines();
     test_stop();
