@@ -11,4 +11,7 @@ int cmd_check(const char *db, int argc, char **argv);
 /* cmd_check on one file: 0 if sound, else 1 (problems printed). */
 int check_file(const char *path);
 
+/* dstream skills export DIR [AGENT...]: each skill as DIR/<name>/SKILL.md. */
+int cmd_skills(const char *db, int argc, char **argv);
+
 #endif

@@ -37,6 +37,7 @@ static void usage(void)
                     "  backup [--no-check] FILE   copy the live database to FILE, consistently\n"
                     "  restore FILE         replace the database by a backup (servers stopped)\n"
                     "  check [FILE]         integrity and invariants of the database (or FILE)\n"
+                    "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
 
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "backup") == 0) return cmd_backup(db, argc - i, argv + i);
     if (strcmp(cmd, "restore") == 0) return cmd_restore(db, argc - i, argv + i);
     if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
+    if (strcmp(cmd, "skills") == 0) return cmd_skills(db, argc - i, argv + i);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {
