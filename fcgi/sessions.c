@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../lib/agent.h"
+#include "../lib/checkpoint.h"
 #include "../lib/defs.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
@@ -381,55 +382,19 @@ typedef struct input_cmd {
     json_t *payload;
 } input_cmd;
 
-/* The human step with this id in the workflow, or NULL. */
-static const json_t *human_step(const json_t *doc, const char *id)
-{
-    size_t i, j;
-    json_t *ph, *st;
-    json_array_foreach(json_object_get(doc, "phases"), i, ph) {
-        json_array_foreach(json_object_get(ph, "steps"), j, st) {
-            const char *kind = json_string_value(json_object_get(st, "kind"));
-            const char *sid = json_string_value(json_object_get(st, "id"));
-            if (kind && sid && !strcmp(kind, "human") && !strcmp(sid, id)) return st;
-        }
-    }
-    return NULL;
-}
-
-/* Does response fit an input of this kind ("approval", "choice", "text")? */
-static int fits(const char *kind, const json_t *options, const json_t *response)
-{
-    if (!kind) return 1;
-    if (!strcmp(kind, "approval")) return json_is_boolean(response);
-    if (!strcmp(kind, "text")) return json_is_string(response);
-    if (!strcmp(kind, "choice")) {
-        size_t i;
-        json_t *o;
-        json_array_foreach(options, i, o) if (json_equal(o, response)) return 1;
-        return 0;
-    }
-    return 1;
-}
-
 static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_t *n)
 {
     input_cmd *c = ud;
     if (session_view_finished(v)) return E_FINISHED;
     if (v->cancel_requested) return E_CANCELLING;
-    const char *pid = v->pending ? json_string_value(json_object_get(v->pending, "interactionId")) : NULL;
-    if (json_object_get(v->early, c->interaction)) return E_ANSWERED;
-    if (pid && !strcmp(pid, c->interaction)) {
-        const char *kind = json_string_value(json_object_get(v->pending, "input"));
-        if (!fits(kind, json_object_get(v->pending, "options"), c->response)) return E_BAD_RESPONSE;
-        const char *off = json_string_value(json_object_get(v->pending, "offset"));
-        if (off) snprintf(ev[0].caused_by, sizeof ev[0].caused_by, "%s", off);
-    } else {
-        /* Not asked yet: kept for when the runner reaches that checkpoint. */
-        const json_t *st = c->workflow ? human_step(c->workflow, c->interaction) : NULL;
-        if (!st) return E_NOT_REQUESTED;
-        if (!fits(json_string_value(json_object_get(st, "input")), json_object_get(st, "options"), c->response))
-            return E_BAD_RESPONSE;
+    const char *off;
+    switch (checkpoint_decide(v, c->workflow, c->interaction, c->response, &off)) {
+    case CHECKPOINT_ANSWERED: return E_ANSWERED;
+    case CHECKPOINT_NOT_REQUESTED: return E_NOT_REQUESTED;
+    case CHECKPOINT_BAD_RESPONSE: return E_BAD_RESPONSE;
+    case CHECKPOINT_OK: break;
     }
+    if (off) snprintf(ev[0].caused_by, sizeof ev[0].caused_by, "%s", off);
     c->payload = json_pack("{s:s, s:O}", "interactionId", c->interaction, "response", c->response);
     ev[0].type = "input:received";
     ev[0].payload = c->payload;
