@@ -1,61 +1,178 @@
 #include "lease.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "db.h"
 
+void lease_new_instance(char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[LEASE_INSTANCE_LEN / 2];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        /* Not expected once the system is up; the pid and clock still differ. */
+        uint64_t x = (uint64_t)db_now_ms() * 1000003u ^ (uint64_t)getpid();
+        memcpy(b, &x, sizeof b < sizeof x ? sizeof b : sizeof x);
+    }
+    for (size_t i = 0; i < sizeof b; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[LEASE_INSTANCE_LEN] = '\0';
+}
+
 typedef struct lease_arg {
-    const char *session, *owner;
+    const char *session;
+    const lease_id *me;
     int64_t ttl_ms;
     int held;
+    int64_t expires_ms;
 } lease_arg;
+
+static int busy_or_io(int rc)
+{
+    return (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
+}
 
 static int op_acquire(log_conn_t *c, void *arg)
 {
     lease_arg *a = arg;
     sqlite3_stmt *st;
     int64_t now = db_now_ms();
-    /* One statement: insert, or take over when ours or expired. */
+    /* One statement: insert, or take over when it is our owner id's (ours, or a
+     * dead predecessor's: we hold the owner lock) or expired. */
     if (sqlite3_prepare_v2(log_db(c),
-                           "INSERT INTO leases (session, owner, expires_ms) VALUES (?1, ?2, ?3)"
-                           " ON CONFLICT(session) DO UPDATE SET owner = ?2, expires_ms = ?3"
-                           " WHERE leases.owner = ?2 OR leases.expires_ms < ?4",
+                           "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
+                           " ON CONFLICT(session) DO UPDATE SET owner = ?2, instance = ?3, expires_ms = ?4"
+                           " WHERE leases.owner = ?2 OR leases.expires_ms < ?5",
                            -1, &st, NULL) != SQLITE_OK)
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, now + a->ttl_ms);
-    sqlite3_bind_int64(st, 4, now);
+    sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now + a->ttl_ms);
+    sqlite3_bind_int64(st, 5, now);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
+    if (rc != SQLITE_DONE) return busy_or_io(rc);
     a->held = sqlite3_changes(log_db(c)) > 0;
-    return 0;
+    a->expires_ms = now + a->ttl_ms;
+    if (a->held) return 0;
+    if (sqlite3_prepare_v2(log_db(c), "SELECT expires_ms FROM leases WHERE session = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW) a->expires_ms = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
-int lease_acquire(log_conn_t *c, const char *session, const char *owner, int64_t ttl_ms)
+int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms,
+                  int64_t *expires_ms)
 {
-    lease_arg a = {session, owner, ttl_ms, 0};
+    lease_arg a = {session, me, ttl_ms, 0, 0};
     int rc = log_transact(c, op_acquire, &a);
-    return rc ? rc : a.held;
+    if (rc) return rc;
+    if (expires_ms) *expires_ms = a.expires_ms;
+    return a.held;
+}
+
+int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(log_db(c),
+                           "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return LOG_EIO;
+    sqlite3_bind_int64(st, 1, db_now_ms() + ttl_ms);
+    sqlite3_bind_text(st, 2, session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return busy_or_io(rc);
+    return sqlite3_changes(log_db(c)) > 0;
 }
 
 static int op_release(log_conn_t *c, void *arg)
 {
     lease_arg *a = arg;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "DELETE FROM leases WHERE session = ? AND owner = ?", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(log_db(c), "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?",
+                           -1, &st, NULL) != SQLITE_OK)
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : LOG_EIO;
+    return rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
-int lease_release(log_conn_t *c, const char *session, const char *owner)
+int lease_release(log_conn_t *c, const char *session, const lease_id *me)
 {
-    lease_arg a = {session, owner, 0, 0};
+    lease_arg a = {session, me, 0, 0, 0};
     return log_transact(c, op_release, &a);
+}
+
+/* The lock file's name for owner: the id itself when it is a plain word, else a
+ * hash of it (ids are free text; file names are not). */
+static void lock_name(const char *owner, char *out, size_t cap)
+{
+    size_t n = strlen(owner);
+    int plain = n > 0 && n <= 64;
+    for (const char *p = owner; plain && *p; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                *p == '-' || *p == '_' || (*p == '.' && p != owner);
+    if (plain) {
+        snprintf(out, cap, "%s", owner);
+        return;
+    }
+    uint64_t h = 1469598103934665603ull;    /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)owner; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    snprintf(out, cap, "h%016llx", (unsigned long long)h);
+}
+
+int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen)
+{
+    char name[80], path[4200];
+    lock_name(owner, name, sizeof name);
+    int n = snprintf(path, sizeof path, "%s.runner-%s.lock", db_path, name);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        snprintf(err, errlen, "database path too long");
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the runner lock %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
+        pid[got > 0 ? got : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen,
+                     "another runner with id \"%s\" is running on this database%s%s%s (lock %s); "
+                     "stop it first, or give this one another DSTREAM_RUNNER_ID",
+                     owner, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", path);
+        else
+            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char line[32];
+    int len = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)len, 0) != len) {
+        /* The pid is only for the refusal message: the lock itself holds. */
+    }
+    return fd;
 }

@@ -1,17 +1,51 @@
-/* lease: which runner drives a session. */
+/* lease: which runner process drives a session.
+ *
+ * A lease row names the runner id that holds it (owner: DSTREAM_RUNNER_ID) and the
+ * process (instance: a nonce chosen at every start), and an expiry. A runner holds
+ * the owner lock of its id for its whole life (lease_lock), so a row with the
+ * caller's own owner id and another instance can only be a dead predecessor's: it
+ * is taken back at once. Any other holder's lease is taken only once expired.
+ * Every runner append checks, in its own transaction, that the process still
+ * holds the lease (lease_tx_renew), so a paused or partitioned runner that lost a
+ * session cannot write into it any more. */
 #ifndef DSTREAM_LEASE_H
 #define DSTREAM_LEASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "log.h"
 
-/* Take or renew the lease on session for owner until now + ttl_ms. Succeeds when
- * nobody holds it, owner already does, or the holder's lease expired. Returns 1
- * held, 0 held by another runner, or LOG_E*. */
-int lease_acquire(log_conn_t *c, const char *session, const char *owner, int64_t ttl_ms);
+#define LEASE_INSTANCE_LEN 16          /* hex characters of an instance nonce */
 
-/* Give up the lease (if owner holds it). */
-int lease_release(log_conn_t *c, const char *session, const char *owner);
+typedef struct lease_id {
+    const char *owner;                 /* runner id */
+    const char *instance;              /* this process */
+} lease_id;
+
+/* A new random instance nonce into out (LEASE_INSTANCE_LEN + 1 bytes). */
+void lease_new_instance(char *out);
+
+/* Take or renew the lease on session for me until now + ttl_ms. Succeeds when
+ * nobody holds it, its holder's lease expired, or the holder has me's owner id.
+ * *expires_ms (if not NULL) gets the lease's expiry: ours on success, the holder's
+ * when refused. Returns 1 held, 0 held by another runner, or LOG_E*. */
+int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms,
+                  int64_t *expires_ms);
+
+/* For use inside log_transact: 1 if me (owner and instance) holds the lease on
+ * session, which is then renewed until now + ttl_ms; 0 if not (taken over, or
+ * released); LOG_E* on a database error. */
+int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms);
+
+/* Give up the lease (if me holds it). */
+int lease_release(log_conn_t *c, const char *session, const lease_id *me);
+
+/* Take the owner lock of runner id owner on the database at db_path: an exclusive
+ * flock(2) on "<db_path>.runner-<owner>.lock", released by the kernel when the
+ * process ends however it ends. Returns the descriptor (keep it open for the
+ * process's life), or -1 with a message in err: another live process holds the
+ * lock (it runs with the same id), or the file cannot be opened. */
+int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen);
 
 #endif

@@ -24,7 +24,7 @@ const char *const session_event_types[] = {
     "tool:called",           "tool:result",             "state:updated",
     "input:requested",       "input:received",          "input:expired",
     "message:user",          "cancel:requested",        "tool:loop_stopped",
-    "tool:server_failed",    NULL};
+    "tool:server_failed",    "reply:failed",            NULL};
 
 int session_known_type(const char *type)
 {
@@ -169,8 +169,15 @@ void session_view_free(session_view *v)
 
 int session_view_finished(const session_view *v)
 {
-    return v->status == SESSION_FAILED || v->status == SESSION_CANCELLED ||
-           (v->status == SESSION_COMPLETED && v->is_workflow);
+    return v->status == SESSION_CANCELLED ||
+           ((v->status == SESSION_COMPLETED || v->status == SESSION_FAILED) && v->is_workflow);
+}
+
+/* A new request begins: its attempts and retry budgets start from zero. */
+static void request_reset(session_view *v)
+{
+    v->attempts = v->failures = v->restarts = 0;
+    v->retry_at = 0;
 }
 
 static void set_status(session_view *v, session_status s)
@@ -226,10 +233,20 @@ static void user_message(session_view *v, const json_t *p, const char *offset)
     }
     if (strcmp(mode, "queue") == 0 && (v->request[0] || json_array_size(v->queued))) {
         json_array_append_new(v->queued, m);
+        /* After a failed reply the queue waits for nothing: answer it. */
+        if (!v->is_workflow && !v->request[0] && v->status == SESSION_FAILED) {
+            v->error[0] = '\0';
+            set_status(v, SESSION_PENDING);
+        }
         return;
     }
     json_array_append_new(v->messages, m);
-    if (!v->is_workflow && !v->request[0]) set_status(v, SESSION_PENDING);
+    if (!v->is_workflow && !v->request[0]) {
+        request_reset(v);
+        v->message_requests = 0;
+        v->error[0] = '\0';
+        set_status(v, SESSION_PENDING);
+    }
 }
 
 /* A tool result as the model will see it: whole up to SESSION_TOOL_RESULT_MAX
@@ -309,6 +326,8 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     } else if (!strcmp(type, "step:started")) {
         v->step_open = 1;
         v->tool_turns = 0;
+        v->steps++;
+        request_reset(v);
         if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
     } else if (!strcmp(type, "step:completed")) {
         v->step_open = 0;
@@ -328,14 +347,17 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             workflow_set_path(v->state, path, json_deep_copy(val));
     } else if (!strcmp(type, "provider:request_started")) {
         v->started = 1;
-        if (v->tool_wait != 1) v->tool_turns = 0;     /* a new reply, not its next turn */
+        int next_turn = v->tool_wait == 1;
+        if (!next_turn) v->tool_turns = 0;     /* a new reply, not its next turn */
         v->tool_wait = 0;
         snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
         set_status(v, SESSION_RUNNING);
         if (!v->is_workflow) {
-            if (json_array_size(v->queued)) {     /* its turn has come */
+            /* A queued message's turn has come (not for a retry, nor a tool turn). */
+            if (json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
                 json_array_append(v->messages, json_array_get(v->queued, 0));
                 json_array_remove(v->queued, 0);
+                v->message_requests = 0;
             }
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("assistant"));
@@ -343,6 +365,10 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_object_set_new(m, "requestId", json_string(v->request));
             json_array_append_new(v->messages, m);
         }
+        v->attempts++;
+        v->retry_at = 0;
+        v->requests++;
+        v->message_requests++;
     } else if (!strcmp(type, "text:delta") || !strcmp(type, "thinking:delta")) {
         json_t *m = assistant_for(v, str(p, "requestId"));
         if (m) append_text(m, type[0] == 't' && type[1] == 'e' ? "content" : "thinking", str(p, "text"));
@@ -378,7 +404,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         v->output_tokens += int_of(u, "outputTokens");
         v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
         v->request[0] = '\0';
-        v->restarts = 0;
+        request_reset(v);
         if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
             v->tool_wait = 1;
             v->tool_turns++;
@@ -394,9 +420,37 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_object_set_new(m, "interrupted", json_true());
             json_object_set(m, "reason", json_object_get(p, "reason"));
         }
-        if (!strcmp(str(p, "reason"), "restart")) v->restarts++;
         drop_calls_of(v, str(p, "requestId"));
+        if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+        /* An interrupted request is over: what answers the message is a new one. */
+        if (!strcmp(str(p, "reason"), "interrupted")) request_reset(v);
+    } else if (!strcmp(type, "provider:request_retried")) {
+        /* The attempt requestId failed (or was cut off by a restart); the next one
+         * is due at retryAt. */
+        const char *reason = str(p, "reason");
+        drop_calls_of(v, str(p, "requestId"));
+        if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+        json_t *m = assistant_for(v, str(p, "requestId"));
+        if (m && !*str(m, "content") && !json_object_get(m, "thinking") && !json_object_get(m, "toolCalls")) {
+            /* Nothing of it was streamed: it leaves no trace in the history. */
+            for (size_t i = json_array_size(v->messages); i-- > 0;)
+                if (json_array_get(v->messages, i) == m) {
+                    json_array_remove(v->messages, i);
+                    break;
+                }
+        } else if (m && !json_object_get(m, "interrupted")) {
+            json_object_set_new(m, "interrupted", json_true());
+            json_object_set_new(m, "reason", json_string(!strcmp(reason, "restart") ? "restart" : "failed"));
+        }
+        if (!strcmp(reason, "restart")) v->restarts++;
+        else v->failures++;
+        int64_t at = int_of(p, "retryAt");
+        v->retry_at = at > 0 ? at : 1;
+    } else if (!strcmp(type, "reply:failed")) {
+        snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
         v->request[0] = '\0';
+        v->retry_at = 0;
+        set_status(v, SESSION_FAILED);
     } else if (!strcmp(type, "input:requested")) {
         /* Answered before it was asked: nothing to wait for. */
         if (!json_object_get(v->early, str(p, "interactionId"))) {
@@ -451,7 +505,13 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(j, "started", json_boolean(v->started));
     json_object_set_new(j, "request", v->request[0] ? json_string(v->request) : json_null());
     json_object_set_new(j, "cancelRequested", json_boolean(v->cancel_requested));
+    json_object_set_new(j, "attempts", json_integer(v->attempts));
+    json_object_set_new(j, "failures", json_integer(v->failures));
     json_object_set_new(j, "restarts", json_integer(v->restarts));
+    json_object_set_new(j, "retryAt", v->retry_at ? json_integer(v->retry_at) : json_null());
+    json_object_set_new(j, "requests", json_integer(v->requests));
+    json_object_set_new(j, "messageRequests", json_integer(v->message_requests));
+    json_object_set_new(j, "steps", json_integer(v->steps));
     json_t *u = json_object();
     json_object_set_new(u, "inputTokens", json_integer(v->input_tokens));
     json_object_set_new(u, "outputTokens", json_integer(v->output_tokens));
@@ -490,7 +550,13 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->started = json_is_true(json_object_get(j, "started"));
     copy_str(v->request, sizeof v->request, j, "request");
     v->cancel_requested = json_is_true(json_object_get(j, "cancelRequested"));
+    v->attempts = (int)int_of(j, "attempts");
+    v->failures = (int)int_of(j, "failures");
     v->restarts = (int)int_of(j, "restarts");
+    v->retry_at = int_of(j, "retryAt");
+    v->requests = int_of(j, "requests");
+    v->message_requests = int_of(j, "messageRequests");
+    v->steps = int_of(j, "steps");
     json_t *u = json_object_get(j, "usage");
     v->input_tokens = int_of(u, "inputTokens");
     v->output_tokens = int_of(u, "outputTokens");
@@ -556,7 +622,9 @@ static int last_is_open_user(const session_view *v)
 
 int session_view_needs_reply(const session_view *v)
 {
-    if (v->is_workflow || v->request[0] || session_view_finished(v)) return 0;
+    if (v->is_workflow || v->request[0] || v->retry_at || v->status == SESSION_FAILED ||
+        session_view_finished(v))
+        return 0;
     return json_array_size(v->queued) > 0 || last_is_open_user(v);
 }
 

@@ -74,7 +74,17 @@ typedef struct session_view {
     int started;                /* workflow:started (or a chat request) seen */
     char request[72];           /* provider request in flight, "" if none */
     int cancel_requested;
-    int restarts;               /* requests cut off by restarts since the last reply */
+    /* The request in progress (a chat reply, or a tool turn of it, or an agent
+     * step): counted from its first attempt, reset when it ends, when a new user
+     * message is answered and when a workflow step starts. */
+    int attempts;               /* provider requests started for it */
+    int failures;               /* retries spent on provider errors */
+    int restarts;               /* retries spent on runner restarts */
+    int64_t retry_at;           /* a retry is due at this time (ms), 0 if none */
+    /* Totals for the limits (docs/agents.md, "Limits"). */
+    int64_t requests;           /* provider requests in the session */
+    int64_t message_requests;   /* provider requests since the user message being answered */
+    int64_t steps;              /* workflow steps started */
     /* Tools: calls recorded (tool:called) whose tool:result is not in yet, in
      * order, each its tool:called payload; the provider request that ended asking
      * for tools (its results go back in the next turn); model turns that asked for
@@ -105,8 +115,9 @@ int session_view_from_json(session_view *v, const json_t *j);
 /* The workflow position for workflow_next. Strings are borrowed from v. */
 void session_view_pos(const session_view *v, workflow_pos *pos);
 
-/* Chat sessions: 1 if a user message is waiting for a reply and no request is in
- * flight (the runner should start one). */
+/* Chat sessions: 1 if a user message is waiting for a reply, no request is in
+ * flight or scheduled, and the last reply did not fail (the runner should start
+ * one). */
 int session_view_needs_reply(const session_view *v);
 
 /* Chat sessions: 1 if a user message (mode interrupt) arrived after the reply in
@@ -120,7 +131,9 @@ int session_view_tools_answered(const session_view *v);
 /* The tool:called payload of the open call callId (borrowed), or NULL. */
 const json_t *session_view_open_call(const session_view *v, const char *call_id);
 
-/* 1 if the session can take no more commands (completed workflow, failed, cancelled). */
+/* 1 if the session can take no more commands (a completed or failed workflow, a
+ * cancelled session). A chat session whose reply failed is `failed` but not
+ * finished: its next user message tries again. */
 int session_view_finished(const session_view *v);
 
 #endif

@@ -334,6 +334,26 @@ out:
     return rc;
 }
 
+int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
+                     size_t n, offset_t *first)
+{
+    session_view v;
+    offset_t none = {0, 0}, at;
+    sstore_row row;
+    int rc;
+    if ((rc = sstore_get(c, id, &row))) return rc;
+    session_view_init(&v);
+    if ((rc = sstore_view(c, id, 0, none, &v, NULL))) goto out;
+    for (size_t i = 0; rc == 0 && i < n; i += SSTORE_EVENTS_MAX) {
+        size_t k = n - i < SSTORE_EVENTS_MAX ? n - i : SSTORE_EVENTS_MAX;
+        rc = append_events(c, id, ev + i, k, trace, &v, &at);
+        if (rc == 0 && i == 0 && first) *first = at;
+    }
+out:
+    session_view_free(&v);
+    return rc;
+}
+
 int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
                    sstore_decide_fn decide, void *ud, offset_t *first)
 {

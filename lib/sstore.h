@@ -68,6 +68,13 @@ int sstore_create(log_conn_t *c, sstore_create_req *r);
 int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
                    sstore_decide_fn decide, void *ud, offset_t *first);
 
+/* For use inside log_transact (the caller's checks and this append commit
+ * together): append ev[0..n) (any number) to session id, as sstore_command does
+ * with events already decided. *first gets the offset of the first. Returns 0,
+ * LOG_ENOTFOUND, or LOG_E*. */
+int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
+                     size_t n, offset_t *first);
+
 /* The view of session id after every event before `at` (or all, if !has_at). v must
  * be initialised; *pos gets the position it describes. Replays at most
  * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. */

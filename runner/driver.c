@@ -1,12 +1,24 @@
 /* driver: what the runner does for one session, decided from its log.
  *
  * The runner keeps no state that matters across a restart: each time a session
- * changes (or a timer fires) drive() recomputes the session's view from the log
- * and compares it with what this process has in flight. Every decision ends in
- * events appended through sstore, so a crash at any point leaves a log from which
- * the next drive() resumes: a request the log says is in flight but this process
- * does not have was cut off by a restart; it gets provider:request_cancelled
- * (reason restart) and is retried once. */
+ * changes, a timer of its own fires or a lease it waited for expires, drive()
+ * recomputes the session's view from the log and compares it with what this
+ * process has in flight. Every decision ends in events queued on the session and
+ * committed by the loop (outbox.c), so a crash at any point leaves a log from which
+ * the next drive() resumes.
+ *
+ * A request's life in the log: provider:request_started (one per attempt, each
+ * with a new id), deltas, and then exactly one of provider:request_ended (the
+ * provider's stream ended with its terminal event: the only way to a completed
+ * reply), provider:request_cancelled (interrupted, cancelled, or failed for good)
+ * or provider:request_retried (it failed or was cut off by a restart; the next
+ * attempt is due at retryAt). A request the log says is in flight but this process
+ * does not have was cut off by a restart (we hold the lease, so its runner is gone):
+ * it is closed and retried on the restart budget. lib/retry decides every retry;
+ * when a budget is spent the request ends with request_cancelled (failed) and the
+ * session with reply:failed (a chat: the next message tries again) or
+ * workflow:failed. So every path ends in something in flight, something
+ * scheduled (retryAt, a checkpoint's expiry: timers), or a final event. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,37 +63,28 @@ void runner_forget(runner_t *R, sess_t *s)
         break;
     }
     if (s->rq) request_free(R, s->rq);
-    if (s->held) lease_release(R->conn, s->id, R->owner);
+    if (s->held) lease_release(R->conn, s->id, &R->me);
+    runner_outbox_clear(s);
+    free(s->out);
     json_decref(s->agent);
     json_decref(s->workflow);
     free(s);
 }
 
-/* ---- appending -------------------------------------------------------------------------- */
-
-typedef struct append_arg {
-    sstore_event *ev;
-    size_t n;
-} append_arg;
-
-static int decide_append(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+void runner_lost(runner_t *R, sess_t *s)
 {
-    append_arg *a = ud;
-    (void)v;
-    memcpy(ev, a->ev, a->n * sizeof *ev);
-    *n = a->n;
-    return 0;
+    if (s->rq) {
+        runner_log("session %s: request %s stopped: another runner holds the session", s->id, s->rq->id);
+        request_free(R, s->rq);
+    }
+    s->held = 0;
+    /* Look again when the new holder's lease may have run out (it renews it
+     * while it works; if it died, this process takes the session back). */
+    s->other_until = db_now_ms() + R->lease_ms;
+    s->timer_ms = s->other_until + 50;
 }
 
-int runner_append(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
-{
-    session_trace tr;
-    append_arg a = {ev, n};
-    session_trace_new(&tr);
-    int rc = sstore_command(R->conn, s->id, &tr, decide_append, &a, NULL);
-    if (rc) runner_log("session %s: cannot append %s: %s", s->id, ev[0].type, log_strerror(rc));
-    return rc;
-}
+/* ---- events ---------------------------------------------------------------------------- */
 
 static sstore_event event(const char *type, json_t *payload)
 {
@@ -93,17 +96,15 @@ static sstore_event event(const char *type, json_t *payload)
     return e;
 }
 
-static int emit(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
+/* Queue ev[0..n) (their payloads become the outbox's). */
+static void emit(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
 {
-    int rc = runner_append(R, s, ev, n);
-    for (size_t i = 0; i < n; i++) json_decref(ev[i].payload);
-    return rc;
+    for (size_t i = 0; i < n; i++) runner_emit_as(R, s, ev[i].type, ev[i].payload, ev[i].actor);
 }
 
-static int emit1(runner_t *R, sess_t *s, const char *type, json_t *payload)
+static void emit1(runner_t *R, sess_t *s, const char *type, json_t *payload)
 {
-    sstore_event e = event(type, payload);
-    return emit(R, s, &e, 1);
+    runner_emit(R, s, type, payload);
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -129,25 +130,47 @@ static json_t *history(const session_view *v)
         if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
         json_array_append(out, m);
     }
-    if (!v->request[0] && json_array_size(v->queued)) json_array_append(out, json_array_get(v->queued, 0));
+    if (!v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued))
+        json_array_append(out, json_array_get(v->queued, 0));
     return out;
 }
 
-static int start(runner_t *R, sess_t *s, const json_t *agent, json_t *messages, const char *id,
-                 int attempt, int step_agent, int announce)
+/* The request in progress failed for good (or could not even start): the session
+ * ends failed, with error saying why and reason naming the rule (lib/retry's
+ * names, or a limit's). A workflow fails; a chat's pending reply fails and its
+ * next user message may try again. */
+static void give_up(runner_t *R, sess_t *s, const session_view *v, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void give_up(runner_t *R, sess_t *s, const session_view *v, const char *reason, const char *fmt, ...)
 {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    runner_log("session %s: %s failed (%s, %d attempt(s)): %s", s->id, v->is_workflow ? "workflow" : "reply",
+               reason, v->attempts, msg);
+    emit1(R, s, v->is_workflow ? "workflow:failed" : "reply:failed",
+          json_pack("{s:s, s:s, s:i}", "error", msg, "reason", reason, "attempts", v->attempts));
+}
+
+/* Start attempt v->attempts + 1 of the request in progress under a new id. */
+static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *agent, json_t *messages,
+                 int step_agent)
+{
+    char id[72];
+    int attempt = v->attempts + 1;
+    new_request_id(id, sizeof id);
     rq_t *q = request_start(R, s, agent, messages, id, attempt, step_agent);
     json_decref(messages);
     if (!q) {
-        runner_log("session %s: cannot start a request (provider %s)", s->id,
-                   json_string_value(json_object_get(agent, "provider")));
+        const char *prov = json_string_value(json_object_get(agent, "provider"));
+        give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
         return -1;
     }
-    if (announce)
-        emit1(R, s, "provider:request_started",
-              json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider",
-                        q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "model", q->model,
-                        "attempt", attempt));
+    emit1(R, s, "provider:request_started",
+          json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider",
+                    q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "model", q->model, "attempt", attempt));
     runner_log("session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
     return 0;
 }
@@ -161,6 +184,56 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
     emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", q->id, "reason", reason));
     runner_log("session %s: request %s cancelled (%s)", s->id, q->id, reason);
     request_free(R, q);
+}
+
+/* Request id (of the request in progress) did not complete, for the reason in f:
+ * schedule the next attempt (provider:request_retried, due at retryAt) or, if the
+ * policy or its budget says no, end it (request_cancelled, failed) and give up. */
+static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const char *id,
+                          const retry_failure *f, const char *error)
+{
+    retry_decision d;
+    int64_t now = db_now_ms();
+    retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
+    if (d.retry) {
+        emit1(R, s, "provider:request_retried",
+              json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", "requestId", id, "attempt", v->attempts + 1,
+                        "reason", f->kind == RETRY_RESTART ? "restart" : "failed", "cause", d.reason, "status",
+                        (int)(f->kind == RETRY_HTTP ? f->status : 0), "error", error, "delayMs",
+                        (json_int_t)d.delay_ms, "retryAt", (json_int_t)(now + d.delay_ms)));
+        runner_log("session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
+                   v->attempts + 1, (long long)d.delay_ms);
+        s->timer_ms = now + d.delay_ms;
+        return;
+    }
+    if (f->kind != RETRY_RESTART)
+        emit1(R, s, "provider:request_cancelled",
+              json_pack("{s:s, s:s, s:s}", "requestId", id, "reason", "failed", "error", error));
+    if (d.exhausted)
+        give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
+                "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
+                v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART));
+    else
+        give_up(R, s, v, d.reason, "%s (%s: not retried)", error, d.reason);
+}
+
+/* The log says request v->request is in flight, and this process (which holds the
+ * lease) does not have it: its runner is gone. Close it and retry on the restart
+ * budget. */
+static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
+{
+    retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+    emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
+    runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
+    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
+}
+
+/* A retry is scheduled (v->retry_at): 1 if it is due now, else 0 with a timer set. */
+static int retry_due(sess_t *s, const session_view *v)
+{
+    if (db_now_ms() >= v->retry_at) return 1;
+    s->timer_ms = v->retry_at;
+    return 0;
 }
 
 /* ---- chat sessions ------------------------------------------------------------------------ */
@@ -189,37 +262,28 @@ static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
 
 static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
 {
+    if (s->rq) {
+        if (session_view_interrupted(v)) cut(R, s, "interrupted");    /* the commit re-drives: the answer starts */
+        return;
+    }
+    if (v->request[0]) {
+        restart_cut(R, s, v);
+        return;
+    }
+    if (!v->retry_at && !session_view_needs_reply(v)) return;
+    if (v->retry_at && !retry_due(s, v)) return;
     const char *name = json_string_value(json_object_get(v->created, "agent"));
     json_t *agent = name ? load_agent(R, s, name) : NULL;
     if (!agent) {
-        runner_log("session %s: agent %s is gone", s->id, name ? name : "?");
+        give_up(R, s, v, "agent_missing", "agent %s does not exist", name ? name : "?");
         return;
     }
-    if (s->rq && session_view_interrupted(v)) {
-        cut(R, s, "interrupted");
-        return;     /* the append re-drives and starts the answer */
-    }
-    if (v->request[0] && !s->rq && !s->timer_ms) {
-        /* In flight in the log, not here: cut off by a restart. Retried once. */
-        emit1(R, s, "provider:request_cancelled",
-              json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
-        runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
+    if (over_budget(agent, v)) {
+        runner_log("session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
+        emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cost budget reached"));
         return;
     }
-    if (!s->rq && !s->timer_ms && session_view_needs_reply(v)) {
-        if (over_budget(agent, v)) {
-            runner_log("session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
-            emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cost budget reached"));
-            return;
-        }
-        if (v->restarts > 1) {
-            runner_log("session %s: giving up after %d restarts", s->id, v->restarts);
-            return;
-        }
-        char id[72];
-        new_request_id(id, sizeof id);
-        start(R, s, agent, history(v), id, 1, 0, 1);
-    }
+    start(R, s, v, agent, history(v), 0);
 }
 
 /* ---- workflow sessions ---------------------------------------------------------------------- */
@@ -234,6 +298,7 @@ static json_t *load_workflow(runner_t *R, sess_t *s, const session_view *v)
     return s->workflow;
 }
 
+static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...)
 {
     char msg[512];
@@ -256,31 +321,20 @@ static const json_t *current_step(const json_t *doc, const char *phase, int step
     return NULL;
 }
 
-static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
-                                int announce_step, const char *rid, int attempt, int announce);
-
-static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
-                             int announce_step)
-{
-    char id[72];
-    new_request_id(id, sizeof id);
-    start_agent_step_as(R, s, v, step, announce_step, id, 1, 1);
-}
-
-static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, const json_t *step,
-                                int announce_step, const char *rid, int attempt, int announce)
+/* Start the next attempt of the agent step (announced with agent:started on the first). */
+static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
 {
     char err[512];
     const char *name = json_string_value(json_object_get(step, "agent"));
     int rc;
     json_t *agent = defs_agent_get(R->conn, name, &rc);
     if (!agent) {
-        fail_workflow(R, s, "agent %s does not exist", name);
+        give_up(R, s, v, "agent_missing", "agent %s does not exist", name);
         return;
     }
     if (over_budget(agent, v)) {
         json_decref(agent);
-        fail_workflow(R, s, "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
+        give_up(R, s, v, "cost_budget", "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
         return;
     }
     buf_t prompt;
@@ -296,12 +350,12 @@ static void start_agent_step_as(runner_t *R, sess_t *s, const session_view *v, c
     if (schema) buf_puts(&prompt, "\n\nAnswer with only a JSON value, no other text.");
     json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
     buf_free(&prompt);
-    if (announce_step)
+    if (v->attempts == 0)
         emit1(R, s, "agent:started", json_pack("{s:s, s:O, s:i}", "agent", name, "model",
                                                json_object_get(agent, "model"), "step", v->step));
     json_decref(s->agent);
     s->agent = agent;
-    if (start(R, s, agent, messages, rid, attempt, 1, announce)) fail_workflow(R, s, "cannot call provider");
+    start(R, s, v, agent, messages, 1);
 }
 
 static void human_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
@@ -438,16 +492,9 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
         if (!kind) break;
         if (!strcmp(kind, "human")) {
             human_step(R, s, v, step);
-        } else if (!strcmp(kind, "agent") && !s->rq && !s->timer_ms) {
-            if (v->request[0]) {
-                emit1(R, s, "provider:request_cancelled",
-                      json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
-                runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
-            } else if (v->restarts > 1) {
-                fail_workflow(R, s, "the agent step was cut off by %d restarts", v->restarts);
-            } else {
-                start_agent_step(R, s, v, step, v->restarts == 0);
-            }
+        } else if (!strcmp(kind, "agent") && !s->rq) {
+            if (v->request[0]) restart_cut(R, s, v);
+            else if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
         }
         break;
     }
@@ -456,49 +503,91 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
 
 /* ---- the entry point ---------------------------------------------------------------------- */
 
+/* Make sure this process holds s's lease (taking it, or renewing it when due).
+ * Returns 1 if held; 0 if another runner holds it (a timer is set for when its
+ * lease runs out) or the database is busy (a timer is set to try again). */
+static int hold(runner_t *R, sess_t *s, int64_t now)
+{
+    if (s->held && now < s->lease_renew_ms) return 1;
+    int64_t expires = 0;
+    int held = lease_acquire(R->conn, s->id, &R->me, R->lease_ms, &expires);
+    if (held == 1) {
+        s->held = 1;
+        s->other_until = 0;
+        s->lease_renew_ms = now + R->lease_ms / 3;
+        return 1;
+    }
+    if (held == 0) {
+        if (s->held || s->rq) runner_log("session %s: lease lost", s->id);
+        runner_lost(R, s);
+        s->other_until = expires;
+        s->timer_ms = expires + 50;
+        return 0;
+    }
+    runner_log("session %s: lease: %s", s->id, log_strerror(held));
+    s->timer_ms = now + 1000;
+    return 0;
+}
+
+/* 1 if s's log has not moved since this process last read or wrote it (so a
+ * drive would decide what it decided then). */
+static int unchanged(runner_t *R, sess_t *s)
+{
+    char path[SSTORE_ID_MAX + 16];
+    log_info info;
+    if (!s->known_seq) return 0;
+    snprintf(path, sizeof path, "sessions/%s", s->id);
+    return log_head(R->conn, path, &info) == 0 && info.tail.seq == s->known_seq;
+}
+
 void runner_drive(runner_t *R, sess_t *s)
 {
-    s->dirty = 0;
+    int due = s->due, was_held = s->held;
+    s->dirty = s->due = 0;
     if (R->stopping) return;
-    int64_t now = db_now_ms();
-    if (!s->held || now >= s->lease_renew_ms) {
-        int held = lease_acquire(R->conn, s->id, R->owner, R->lease_ms);
-        if (held != 1) {
-            if (s->held) runner_log("session %s: lease lost", s->id);
-            s->held = 0;
-            if (s->rq) request_free(R, s->rq);
-            return;
-        }
-        s->held = 1;
-        s->lease_renew_ms = now + R->lease_ms / 3;
-    }
-    session_view v;
-    offset_t none = {0, 0};
-    session_view_init(&v);
-    int rc = sstore_view(R->conn, s->id, 0, none, &v, NULL);
-    if (rc) {
-        session_view_free(&v);
-        if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) runner_forget(R, s);
+    if (s->nout) {      /* decide once what was decided is committed */
+        s->dirty = 1;
         return;
     }
+    int64_t now = db_now_ms();
+    /* Another runner drives it: its changes are not ours to act on until its lease
+     * runs out (our timer). */
+    if (!due && !s->held && s->other_until && now < s->other_until) return;
+    if (due && s->timer_ms && now < s->timer_ms) due = 0;
+    if (!hold(R, s, now)) return;
+    if (!due && was_held && unchanged(R, s)) return;
+    if (s->timer_ms && now >= s->timer_ms) s->timer_ms = 0;
+
+    session_view v;
+    offset_t none = {0, 0}, pos;
+    session_view_init(&v);
+    int rc = sstore_view(R->conn, s->id, 0, none, &v, &pos);
+    if (rc) {
+        session_view_free(&v);
+        if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) {
+            runner_forget(R, s);
+        } else {
+            runner_log("session %s: cannot read: %s", s->id, log_strerror(rc));
+            s->timer_ms = now + 1000;
+        }
+        return;
+    }
+    s->known_seq = pos.seq;
     if (session_view_finished(&v)) {
         session_view_free(&v);
         runner_forget(R, s);
         return;
     }
     if (v.cancel_requested) {
-        sstore_event ev[2];
-        size_t n = 0;
         if (s->rq) {
             request_flush(R, s->rq);
             request_free(R, s->rq);
         }
         if (v.request[0])
-            ev[n++] = event("provider:request_cancelled",
-                            json_pack("{s:s, s:s}", "requestId", v.request, "reason", "cancelled"));
-        ev[n++] = event("session:cancelled", json_pack("{s:s}", "reason", "cancel requested"));
+            emit1(R, s, "provider:request_cancelled",
+                  json_pack("{s:s, s:s}", "requestId", v.request, "reason", "cancelled"));
+        emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cancel requested"));
         s->timer_ms = 0;
-        emit(R, s, ev, n);
         runner_log("session %s: cancelled", s->id);
     } else if (v.is_workflow) {
         drive_workflow(R, s, &v);
@@ -506,32 +595,16 @@ void runner_drive(runner_t *R, sess_t *s)
         drive_chat(R, s, &v);
     }
     session_view_free(&v);
+    /* Nothing in flight and nothing to write: the lease goes back (a timer, if
+     * any, takes it again); nothing at all: forget the session until it changes. */
+    if (!s->rq && !s->nout) {
+        if (s->held) lease_release(R->conn, s->id, &R->me);
+        s->held = 0;
+        if (!s->timer_ms) runner_forget(R, s);
+    }
 }
 
 /* ---- a request ended ------------------------------------------------------------------------- */
-
-static void schedule_retry(runner_t *R, sess_t *s, rq_t *q, long status)
-{
-    int64_t delay = provider_retry_delay_ms(q->attempt, q->retry_after[0] ? q->retry_after : NULL,
-                                            db_now_ms(), R->retry_base_ms, R->retry_max_ms);
-    char id[72];
-    snprintf(id, sizeof id, "%s", q->id);
-    if (q->emitted) {
-        /* Part of a reply went out under this id: close it, retry under a new one. */
-        emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s, s:s}", "requestId", q->id,
-                                                            "reason", "failed", "error", q->error));
-        new_request_id(id, sizeof id);
-    }
-    emit1(R, s, "provider:request_retried", json_pack("{s:s, s:i, s:i, s:I}", "requestId", id, "attempt",
-                                                      q->attempt + 1, "status", (int)status, "delayMs",
-                                                      (json_int_t)delay));
-    runner_log("session %s: request %s: %s%ld, retry %d in %lld ms", s->id, q->id,
-               status ? "status " : "", status, q->attempt + 1, (long long)delay);
-    s->retry_attempt = q->attempt + 1;
-    snprintf(s->retry_id, sizeof s->retry_id, "%s%s", q->emitted ? "+" : "", id);
-    s->timer_ms = db_now_ms() + delay;
-    request_free(R, q);
-}
 
 /* Strip a ```json fence a model may wrap its JSON in. */
 static void unfence(const char **p, size_t *len)
@@ -608,32 +681,63 @@ out:
     return ok;
 }
 
+/* How q ended, for lib/retry (when it did not complete). */
+static void classify(const rq_t *q, CURLcode result, long status, retry_failure *f)
+{
+    memset(f, 0, sizeof *f);
+    f->should_retry = q->should_retry;
+    f->retry_after = q->retry_after[0] ? q->retry_after : NULL;
+    f->retry_after_ms = q->retry_after_ms;
+    if (result != CURLE_OK && status != 200 && status != 0) {
+        f->kind = RETRY_HTTP;
+        f->status = status;
+    } else if (result != CURLE_OK) {
+        f->kind = RETRY_TRANSPORT;
+    } else if (status != 200) {
+        f->kind = RETRY_HTTP;
+        f->status = status;
+    } else if (q->malformed) {
+        f->kind = RETRY_MALFORMED;
+    } else if (q->stream_error) {
+        f->kind = RETRY_STREAM_ERROR;
+        f->error_type = q->error_type[0] ? q->error_type : NULL;
+    } else {
+        f->kind = RETRY_CUT;
+    }
+}
+
 void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
 {
     sess_t *s = q->s;
     long status = q->status;
     if (!status) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
     request_flush(R, q);
-    int complete = result == CURLE_OK && status == 200 && !q->stream_error &&
+    /* Complete only when the provider's stream ended with its terminal event. */
+    int complete = result == CURLE_OK && status == 200 && !q->stream_error && !q->malformed && q->done &&
                    provider_finish(q->parser) == 0;
     if (!complete) {
-        if (result != CURLE_OK) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
-        else if (status != 200) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
-        else if (!q->error[0]) snprintf(q->error, sizeof q->error, "stream cut off");
-        int retry = q->attempt < RUNNER_MAX_ATTEMPTS &&
-                    (result != CURLE_OK || status == 200 || provider_retryable(status));
-        if (retry) {
-            schedule_retry(R, s, q, result == CURLE_OK ? status : 0);
-            return;
-        }
-        emit1(R, s, "provider:request_cancelled",
-              json_pack("{s:s, s:s, s:s}", "requestId", q->id, "reason", "failed", "error", q->error));
-        runner_log("session %s: request %s failed: %s", s->id, q->id, q->error);
-        int wf = q->step_agent;
-        char error[256];
+        retry_failure f;
+        classify(q, result, status, &f);
+        if (f.kind == RETRY_TRANSPORT) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
+        else if (f.kind == RETRY_HTTP) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
+        else if (f.kind == RETRY_CUT) snprintf(q->error, sizeof q->error, "the stream ended without its terminal event");
+        char id[72], error[256], retry_after[96], etype[64];
+        snprintf(id, sizeof id, "%s", q->id);
         snprintf(error, sizeof error, "%s", q->error);
+        /* f points into q: keep what it needs past request_free. */
+        snprintf(retry_after, sizeof retry_after, "%s", q->retry_after);
+        snprintf(etype, sizeof etype, "%s", q->error_type);
+        if (f.retry_after) f.retry_after = retry_after;
+        if (f.error_type) f.error_type = etype;
         request_free(R, q);
-        if (wf) fail_workflow(R, s, "provider request failed: %s", error);
+        /* The budgets come from the log (they survive restarts): read it, with the
+         * deltas just flushed or not, for the counters do not depend on them. */
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error);
+        else s->dirty = 1;  /* the drive finds the request cut off and retries it */
+        session_view_free(&v);
         return;
     }
     double cost = provider_cost(R->pricing, q->model, q->in_tok, q->out_tok);
@@ -644,7 +748,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     json_t *call;
     /* Tool calls: this runner has no tool executor (MCP); the model is told so. */
     json_array_foreach(q->tool_calls, i, call) {
-        /* Room stays for request_ended and a step's three events (one append). */
+        /* Room stays for request_ended and a step's three events. */
         if (n + 2 > SSTORE_EVENTS_MAX - 4) break;
         json_t *called = json_deep_copy(call);
         json_object_set_new(called, "requestId", json_string(q->id));
@@ -656,7 +760,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
                     json_pack("{s:s, s:s, s:O, s:f}", "requestId", q->id, "stopReason", q->stop, "usage", usage, "costUsd", cost));
     runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
                (long long)q->in_tok, (long long)q->out_tok, cost);
-    /* A workflow step adds its completion, or workflow:failed, to the same append. */
+    /* A workflow step adds its completion, or workflow:failed, to the same commit. */
     if (q->step_agent) step_output(R, s, q, usage, cost, ev, &n);
     json_decref(usage);
     emit(R, s, ev, n);
@@ -664,50 +768,38 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
                q->turns + 1 < max_turns(s->agent);
     int turns = q->turns;
     request_free(R, q);
-    if (more) {
+    if (more && runner_commit(R) == 0 && s->held && !s->nout) {
         session_view v;
         offset_t none = {0, 0};
         session_view_init(&v);
-        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && s->agent) {
-            char id[72];
-            new_request_id(id, sizeof id);
-            if (start(R, s, s->agent, history(&v), id, 1, 0, 1) == 0 && s->rq) s->rq->turns = turns + 1;
-        }
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && s->agent && !session_view_finished(&v) &&
+            !v.request[0] && start(R, s, &v, s->agent, history(&v), 0) == 0 && s->rq)
+            s->rq->turns = turns + 1;
         session_view_free(&v);
     }
 }
 
-void runner_timer(runner_t *R, sess_t *s)
-{
-    s->timer_ms = 0;
-    s->dirty = 1;
-    if (!s->retry_attempt) return;      /* a checkpoint's expiry: drive() handles it */
-    /* A scheduled retry: the same request id unless a new one was chosen ("+"). */
-    session_view v;
-    offset_t none = {0, 0};
-    int attempt = s->retry_attempt, fresh = s->retry_id[0] == '+';
-    char id[72];
-    snprintf(id, sizeof id, "%s", s->retry_id + fresh);
-    s->retry_attempt = 0;
-    session_view_init(&v);
-    if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && !session_view_finished(&v) &&
-        !v.cancel_requested)
-        runner_retry(R, s, &v, id, attempt, fresh);
-    session_view_free(&v);
-}
-
-void runner_retry(runner_t *R, sess_t *s, const session_view *v, const char *id, int attempt, int fresh)
-{
-    if (v->is_workflow) {
-        const json_t *step = s->workflow && v->phase[0] ? current_step(s->workflow, v->phase, v->step) : NULL;
-        if (step) start_agent_step_as(R, s, v, step, 0, id, attempt, fresh);
-        return;
-    }
-    if (s->agent) start(R, s, s->agent, history(v), id, attempt, 0, fresh);
-}
-
 void runner_shutdown(runner_t *R)
 {
-    for (sess_t *s = R->sessions; s; s = s->next)
-        if (s->rq) cut(R, s, "restart");
+    /* Each request in flight is closed and rescheduled at once (on the restart
+     * budget), so that the next runner picks it up without waiting. */
+    for (sess_t *s = R->sessions; s; s = s->next) {
+        if (!s->rq) continue;
+        rq_t *q = s->rq;
+        char id[72];
+        snprintf(id, sizeof id, "%s", q->id);
+        request_flush(R, q);
+        request_free(R, q);
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
+            retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+            emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", id, "reason", "restart"));
+            runner_log("session %s: request %s cancelled (restart)", s->id, id);
+            retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
+        }
+        session_view_free(&v);
+    }
+    runner_commit(R);
 }

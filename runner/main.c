@@ -3,8 +3,11 @@
  * One process, one thread, one loop: curl_multi_poll() waits on every provider
  * transfer, on the commit watcher's eventfd (lib/wake: any session changed, in
  * any process) and on a signal pipe, with a timeout from the nearest timer
- * (retries, checkpoint expiry, lease renewal). Settings come from the
- * environment (README.md, "Runner"). */
+ * (retries, checkpoint expiry, lease renewal, another runner's lease running out).
+ * Nothing is re-examined on a clock: a session is looked at when its log changes,
+ * its timer fires or a lease expires (and all unfinished ones once, at start).
+ * Each turn of the loop ends with one commit of everything it decided, for every
+ * session (outbox.c). Settings come from the environment (README.md, "Runner"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -152,7 +155,7 @@ static void on_change(void *ud, int64_t id, const char *path)
     runner_session(R, sid)->dirty = 1;
 }
 
-/* Sessions with work left, at start (crash recovery) and now and then. */
+/* Sessions with work left, at start (crash recovery). */
 static void scan(runner_t *R)
 {
     sqlite3_stmt *st;
@@ -178,10 +181,15 @@ int main(int argc, char **argv)
         return 2;
     }
     gethostname(host, sizeof host - 1);
-    R.owner = getenv("DSTREAM_RUNNER_ID") && *getenv("DSTREAM_RUNNER_ID") ? getenv("DSTREAM_RUNNER_ID") : host;
+    R.me.owner = getenv("DSTREAM_RUNNER_ID") && *getenv("DSTREAM_RUNNER_ID") ? getenv("DSTREAM_RUNNER_ID") : host;
+    lease_new_instance(R.instance);
+    R.me.instance = R.instance;
     R.lease_ms = env_num("DSTREAM_LEASE_MS", 15000);
-    R.retry_base_ms = env_num("DSTREAM_RETRY_BASE_MS", 500);
-    R.retry_max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
+    if (R.lease_ms < 100) R.lease_ms = 100;
+    R.retry.base_ms = env_num("DSTREAM_RETRY_BASE_MS", 500);
+    R.retry.max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
+    R.retry.provider_retries = (int)env_num("DSTREAM_PROVIDER_RETRIES", 4);
+    R.retry.restart_retries = (int)env_num("DSTREAM_RESTART_RETRIES", 10);
     R.provider_url = getenv("DSTREAM_PROVIDER_URL");
     if (R.provider_url && !*R.provider_url) R.provider_url = NULL;
     const char *pricing = getenv("DSTREAM_PRICING");
@@ -196,6 +204,11 @@ int main(int argc, char **argv)
     if (load_keys(&R) || load_mcp_config(&R)) return 2;
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
+    /* One process per runner id and database, for the whole process's life. */
+    if (lease_lock(db, R.me.owner, err, sizeof err) < 0) {
+        fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
+        return 1;
+    }
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
     if (!(R.log = log_open(db, &lo, err, sizeof err)) || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
         fprintf(stderr, "dstream-runner: %s\n", err);
@@ -221,33 +234,32 @@ int main(int argc, char **argv)
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     R.multi = curl_multi_init();
-    int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0, next_scan = 0;
-    runner_log("started (owner %s, database %s%s)", R.owner, db, R.provider_url ? ", provider URL overridden" : "");
+    int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0;
+    runner_log("started (id %s, instance %s, database %s%s)", R.me.owner, R.me.instance, db,
+               R.provider_url ? ", provider URL overridden" : "");
     sd_notify_msg("READY=1\nSTATUS=running sessions");
+    scan(&R);   /* crash recovery: every unfinished session, once */
 
+    int commit_failed = 0;
     while (!R.stopping) {
+        /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = db_now_ms();
-        if (now >= next_scan) {     /* recovery at start, then a slow safety net */
-            scan(&R);
-            next_scan = now + 30000;
+        int64_t wait = 3600000;
+        if (watchdog_us) {
+            if (now >= next_watchdog) {
+                sd_notify_msg("WATCHDOG=1");
+                next_watchdog = now + watchdog_us / 2000;
+            }
+            if (next_watchdog - now < wait) wait = next_watchdog - now;
         }
-        if (watchdog_us && now >= next_watchdog) {
-            sd_notify_msg("WATCHDOG=1");
-            next_watchdog = now + watchdog_us / 2000;
-        }
-        for (sess_t *s = R.sessions, *next; s; s = next) {
-            next = s->next;
-            if (s->timer_ms && now >= s->timer_ms) runner_timer(&R, s);
-            if (s->dirty) runner_drive(&R, s);
-        }
-        int timeout = 1000;
-        now = db_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {
-            if (s->timer_ms && s->timer_ms - now < timeout) timeout = (int)(s->timer_ms - now);
-            if (s->held && s->lease_renew_ms - now < timeout) timeout = (int)(s->lease_renew_ms - now);
+            if (s->dirty) wait = 0;
+            if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
+            if (s->held && s->rq && s->lease_renew_ms - now < wait) wait = s->lease_renew_ms - now;
         }
-        if (timeout < 0) timeout = 0;
-        timeout = rmcp_timeout(R.mcp, timeout);
+        if (commit_failed && wait > 100) wait = 100;
+        if (wait < 0) wait = 0;
+        int timeout = rmcp_timeout(R.mcp, (int)wait);
         struct curl_waitfd extra[2 + RMCP_FDS_MAX] = {{wake_waiter_fd(waiter), CURL_WAIT_POLLIN, 0},
                                                       {sigpipe_fds[0], CURL_WAIT_POLLIN, 0}};
         unsigned nmcp = rmcp_waitfds(R.mcp, extra + 2, RMCP_FDS_MAX);
@@ -274,12 +286,19 @@ int main(int argc, char **argv)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
             if (q) runner_request_finished(&R, q, msg->data.result);
         }
+        /* Timers that fired and leases to renew, then every session to look at. */
+        now = db_now_ms();
+        for (sess_t *s = R.sessions; s; s = s->next) {
+            if ((s->timer_ms && now >= s->timer_ms) || (s->held && s->rq && now >= s->lease_renew_ms)) s->due = 1;
+        }
+        for (sess_t *s = R.sessions, *next; s; s = next) {
+            next = s->next;
+            if (s->dirty || s->due) runner_drive(&R, s);
+        }
+        /* The deltas of this turn, then one commit for everything. */
         for (sess_t *s = R.sessions; s; s = s->next)
             if (s->rq) request_flush(&R, s->rq);
-        /* Renew leases of sessions with work in flight. */
-        now = db_now_ms();
-        for (sess_t *s = R.sessions; s; s = s->next)
-            if (s->held && now >= s->lease_renew_ms) s->dirty = 1;
+        commit_failed = runner_commit(&R) != 0;
     }
 
     runner_log("stopping: cutting requests in flight");
@@ -295,6 +314,7 @@ int main(int argc, char **argv)
     log_conn_close(R.conn);
     log_close(R.log);
     json_decref(R.pricing);
-    runner_log("stopped");
+    runner_log("stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
+               (unsigned long long)R.dropped);
     return 0;
 }

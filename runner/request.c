@@ -40,6 +40,7 @@ static int on_event(void *ud, const provider_event *ev)
     case PEV_STOP: snprintf(q->stop, sizeof q->stop, "%s", ev->stop_reason ? ev->stop_reason : ""); break;
     case PEV_ERROR:
         q->stream_error = 1;
+        snprintf(q->error_type, sizeof q->error_type, "%s", ev->error_type ? ev->error_type : "");
         snprintf(q->error, sizeof q->error, "%s: %.*s", ev->error_type ? ev->error_type : "error",
                  (int)(ev->len > 200 ? 200 : ev->len), ev->text ? ev->text : "");
         break;
@@ -57,23 +58,42 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
         buf_append(&q->errbody, p, len);   /* bounded by its ceiling */
         return len;
     }
-    if (provider_feed(q->parser, p, len) < 0 && !q->stream_error) {
-        q->stream_error = 1;
+    if (provider_feed(q->parser, p, len) < 0 && !q->stream_error && !q->malformed) {
+        q->malformed = 1;
         snprintf(q->error, sizeof q->error, "malformed provider stream");
     }
     return len;
 }
 
+/* The value of header name (with its colon) if line is that header, else NULL. */
+static const char *header_value(const char *line, size_t len, const char *name, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    if (len <= nl || strncasecmp(line, name, nl) != 0) return NULL;
+    const char *v = line + nl;
+    while (*v == ' ' || *v == '\t') v++;
+    size_t vl = len - (size_t)(v - line);
+    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
+    *vlen = vl;
+    return v;
+}
+
+/* The provider's retry hints (lib/retry): Retry-After, retry-after-ms, x-should-retry. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     rq_t *q = ud;
-    size_t len = size * n;
-    if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
-        const char *v = p + 12;
-        while (*v == ' ') v++;
-        size_t vl = len - (size_t)(v - p);
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n')) vl--;
+    size_t len = size * n, vl;
+    const char *v;
+    if ((v = header_value(p, len, "retry-after:", &vl))) {
         snprintf(q->retry_after, sizeof q->retry_after, "%.*s", (int)vl, v);
+    } else if ((v = header_value(p, len, "retry-after-ms:", &vl))) {
+        char num[24], *end;
+        snprintf(num, sizeof num, "%.*s", (int)(vl < 23 ? vl : 23), v);
+        double ms = strtod(num, &end);
+        if (end != num && *end == '\0' && ms >= 0 && ms < 1e12) q->retry_after_ms = (int64_t)ms;
+    } else if ((v = header_value(p, len, "x-should-retry:", &vl))) {
+        if (vl == 4 && !strncasecmp(v, "true", 4)) q->should_retry = 1;
+        else if (vl == 5 && !strncasecmp(v, "false", 5)) q->should_retry = 0;
     }
     return len;
 }
@@ -89,6 +109,8 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     q->s = s;
     q->kind = (provider_kind)kind;
     q->attempt = attempt;
+    q->retry_after_ms = -1;
+    q->should_retry = -1;
     q->step_agent = step_agent;
     q->started_ms = db_now_ms();
     snprintf(q->id, sizeof q->id, "%s", id);
@@ -160,24 +182,12 @@ void request_free(runner_t *R, rq_t *q)
 
 void request_flush(runner_t *R, rq_t *q)
 {
-    sstore_event ev[2];
-    size_t n = 0;
-    memset(ev, 0, sizeof ev);
-    if (q->thinking.len) {
-        ev[n].type = "thinking:delta";
-        ev[n].actor = "runner";
-        ev[n].payload = json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->thinking.p, q->thinking.len);
-        n++;
-    }
-    if (q->text.len) {
-        ev[n].type = "text:delta";
-        ev[n].actor = "runner";
-        ev[n].payload = json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->text.p, q->text.len);
-        n++;
-    }
-    if (n == 0) return;
-    if (runner_append(R, q->s, ev, n) == 0) q->emitted = 1;
-    for (size_t i = 0; i < n; i++) json_decref(ev[i].payload);
+    if (q->thinking.len)
+        runner_emit(R, q->s, "thinking:delta",
+                    json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->thinking.p, q->thinking.len));
+    if (q->text.len)
+        runner_emit(R, q->s, "text:delta", json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->text.p, q->text.len));
+    if (q->thinking.len || q->text.len) q->emitted = 1;
     buf_reset(&q->text);
     buf_reset(&q->thinking);
 }

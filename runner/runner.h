@@ -7,13 +7,15 @@
 #include <stdint.h>
 
 #include "../lib/buf.h"
+#include "../lib/lease.h"
 #include "../lib/log.h"
 #include "../lib/provider.h"
+#include "../lib/retry.h"
 #include "../lib/session.h"
 #include "../lib/sstore.h"
 
-#define RUNNER_MAX_ATTEMPTS 5       /* provider attempts per request */
 #define RUNNER_MAX_TURNS 8          /* tool-call turns per chat reply */
+#define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
 
 typedef struct sess sess_t;
 
@@ -28,7 +30,9 @@ typedef struct rq {
     char model[136];
     int attempt;
     long status;
-    char retry_after[96];
+    char retry_after[96];       /* Retry-After */
+    int64_t retry_after_ms;     /* retry-after-ms, -1 if not given */
+    int should_retry;           /* x-should-retry: 1, 0, -1 if not given */
     char *body;                 /* request JSON */
     char url[512];
     buf_t errbody;              /* body of a non-200 answer */
@@ -37,8 +41,10 @@ typedef struct rq {
     json_t *tool_calls;         /* complete calls of this turn */
     int64_t in_tok, out_tok;
     char stop[40];
-    int done;                   /* PEV_DONE seen */
-    int stream_error;           /* PEV_ERROR seen or protocol error */
+    int done;                   /* PEV_DONE seen: the stream's terminal event */
+    int stream_error;           /* PEV_ERROR seen */
+    int malformed;              /* the parser could not read the stream */
+    char error_type[64];        /* of the PEV_ERROR */
     char error[256];
     int emitted;                /* deltas were appended under this id */
     int64_t started_ms;
@@ -46,18 +52,24 @@ typedef struct rq {
     int turns;
 } rq_t;
 
-/* A session the runner knows of. */
+/* A session the runner is looking after: one with something in flight or
+ * scheduled here, or one it has been told about and not yet looked at. */
 struct sess {
     char id[SSTORE_ID_MAX];
-    int dirty;                  /* look at it again */
-    int64_t timer_ms;           /* wake at (0: none): retry, input timeout */
-    int retry_attempt;          /* a retry is scheduled for this attempt */
-    char retry_id[80];
-    int held;                   /* we hold its lease */
+    int dirty;                  /* its log changed: look at it again */
+    int due;                    /* its timer fired, or its lease needs renewing */
+    int64_t timer_ms;           /* look again at (0: none): a retry, a checkpoint's
+                                   expiry, another runner's lease expiring */
+    int held;                   /* this process holds its lease */
+    int64_t other_until;        /* another runner holds it until then (as last seen) */
     int64_t lease_renew_ms;
+    uint64_t known_seq;         /* the log's tail as this process last knew it */
     rq_t *rq;
     json_t *agent;              /* agent document in use */
     json_t *workflow;           /* workflow document (workflow sessions) */
+    sstore_event *out;          /* events decided, waiting for the loop's commit */
+    size_t nout, capout;
+    int out_deltas_only;        /* every event in out is a delta */
     sess_t *next;
 };
 
@@ -67,14 +79,17 @@ typedef struct runner {
     log_t *log;
     log_conn_t *conn;
     CURLM *multi;
-    const char *owner;          /* lease owner id */
+    lease_id me;                /* runner id + this process's instance */
+    char instance[LEASE_INSTANCE_LEN + 1];
     int64_t lease_ms;
     const char *provider_url;   /* override every endpoint (tests) */
     json_t *pricing;
     char anthropic_key[512], openai_key[512];
     sess_t *sessions;
     int stopping;
-    int64_t retry_base_ms, retry_max_ms;
+    retry_config retry;
+    uint64_t dropped;           /* events not written: the lease was lost */
+    uint64_t commits;           /* loop commits */
     json_t *mcp_config;         /* the operator's MCP servers (DSTREAM_MCP_CONFIG) */
     rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
 } runner_t;
@@ -83,19 +98,29 @@ typedef struct runner {
 sess_t *runner_session(runner_t *R, const char *id);
 void runner_drive(runner_t *R, sess_t *s);
 void runner_forget(runner_t *R, sess_t *s);
-int runner_append(runner_t *R, sess_t *s, sstore_event *ev, size_t n);
 void runner_request_finished(runner_t *R, rq_t *q, CURLcode result);
 void runner_shutdown(runner_t *R);
-/* s's timer fired: start its scheduled retry, or let drive() look at it. */
-void runner_timer(runner_t *R, sess_t *s);
-/* Start a scheduled retry: attempt under id (fresh: a new id, announced). */
-void runner_retry(runner_t *R, sess_t *s, const session_view *v, const char *id, int attempt, int fresh);
+/* This process no longer holds s's lease: drop what it had in flight. */
+void runner_lost(runner_t *R, sess_t *s);
+
+/* outbox.c: every event the runner writes goes through here. */
+/* Queue an event for s (payload: a new reference, now the outbox's). */
+void runner_emit(runner_t *R, sess_t *s, const char *type, json_t *payload);
+/* The same with another actor (a static string). */
+void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor);
+/* Commit every session's queued events in one transaction, each session's only
+ * while this process holds its lease (else they are dropped and counted, and
+ * runner_lost is called). Returns 0, or LOG_E* if the transaction failed (the
+ * events stay queued for the next try). */
+int runner_commit(runner_t *R);
+/* Free s's queued events without writing them. */
+void runner_outbox_clear(sess_t *s);
 
 /* request.c */
 rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
                     const char *id, int attempt, int step_agent);
 void request_free(runner_t *R, rq_t *q);
-/* Append the deltas received since the last flush. */
+/* Queue the deltas received since the last flush. */
 void request_flush(runner_t *R, rq_t *q);
 
 void runner_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -291,7 +291,11 @@ retry_after() {
     r1=$(ev "$T/ev.json" '[.[] | select(.type == "provider:request_started")][0].payload.requestId')
     check "$T/ev.json" "[.[] | select(.type == \"provider:request_retried\") | .payload | {requestId, attempt, status}] == [{requestId: \"$r1\", attempt: 2, status: $status}]"
     check "$T/ev.json" '[.[] | select(.type == "provider:request_retried")][0].payload.delayMs | (. >= 900 and . <= 1500)'
-    check "$T/ev.json" "[.[] | select(.type == \"provider:request_ended\") | .payload.requestId] == [\"$r1\"]"
+    # Each attempt has its own id: the second one ended the request.
+    r2=$(ev "$T/ev.json" '[.[] | select(.type == "provider:request_started")][1].payload.requestId')
+    [ "$r2" != "$r1" ] && [ "$r2" != null ]
+    check "$T/ev.json" "[.[] | select(.type == \"provider:request_started\") | .payload.attempt] == [1, 2]"
+    check "$T/ev.json" "[.[] | select(.type == \"provider:request_ended\") | .payload.requestId] == [\"$r2\"]"
     check "$T/ev.json" '[.[] | select(.type == "provider:request_cancelled")] == []'
     # The mock saw the second attempt at least 900 ms after the first.
     rn_requests >"$T/requests.json"

@@ -1,11 +1,14 @@
 /* Unit tests for lib/lease.c on a database in a temporary directory: acquire,
  * refusal while another runner's lease is valid, renewal, take-over after expiry,
- * and release (a no-op for anyone but the holder). The second runner works
- * through a log of its own, as another process would. */
+ * release (a no-op for anyone but the holder), a restarted process of the same
+ * runner id taking its sessions back at once, the in-transaction check that only
+ * the holding process passes, and the owner lock. The second runner works through
+ * a log of its own, as another process would. */
 #include "lease.h"
 
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "test.h"
@@ -13,6 +16,24 @@
 static char dir[256];
 static log_t *lg, *lg2;
 static log_conn_t *ca, *cb;    /* runner A's connection, runner B's */
+
+/* Runner ids with one instance each ("A" and "B" as owners below). */
+static const lease_id ID_A = {"A", "a0000001"}, ID_B = {"B", "b0000001"};
+
+static const lease_id *who(const char *owner)
+{
+    return owner[0] == 'A' ? &ID_A : &ID_B;
+}
+
+static int acq(log_conn_t *c, const char *session, const char *owner, int64_t ttl_ms)
+{
+    return lease_acquire(c, session, who(owner), ttl_ms, NULL);
+}
+
+static int rel(log_conn_t *c, const char *session, const char *owner)
+{
+    return lease_release(c, session, who(owner));
+}
 
 static void sleep_ms(long ms)
 {
@@ -27,70 +48,146 @@ static int acquire_by(log_conn_t *c, const char *session, const char *owner, int
 {
     long long end = db_now_ms() + deadline_ms;
     int rc;
-    while ((rc = lease_acquire(c, session, owner, ttl_ms)) == 0 && db_now_ms() < end)
+    while ((rc = acq(c, session, owner, ttl_ms)) == 0 && db_now_ms() < end)
         sleep_ms(10);
     return rc;
 }
 
 static void test_acquire_renew(void)
 {
-    CHECK_EQ_INT(lease_acquire(ca, "s1", "A", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "s1", "A", 60000), 1);
     /* Held by A: B is refused, from its own process too, as often as it asks. */
-    CHECK_EQ_INT(lease_acquire(cb, "s1", "B", 60000), 0);
-    CHECK_EQ_INT(lease_acquire(ca, "s1", "B", 60000), 0);
+    CHECK_EQ_INT(acq(cb, "s1", "B", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "s1", "B", 60000), 0);
     /* A renews. */
-    CHECK_EQ_INT(lease_acquire(ca, "s1", "A", 60000), 1);
-    CHECK_EQ_INT(lease_acquire(cb, "s1", "B", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "s1", "A", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "s1", "B", 60000), 0);
     /* Leases are per session. */
-    CHECK_EQ_INT(lease_acquire(cb, "s2", "B", 60000), 1);
-    CHECK_EQ_INT(lease_acquire(ca, "s2", "A", 60000), 0);
-    CHECK_EQ_INT(lease_acquire(ca, "s1", "A", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "s2", "B", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "s2", "A", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "s1", "A", 60000), 1);
 }
 
 static void test_expiry(void)
 {
     /* A holds briefly; until it expires B is refused. */
     long long t0 = db_now_ms();
-    CHECK_EQ_INT(lease_acquire(ca, "e1", "A", 200), 1);
-    int rc = lease_acquire(cb, "e1", "B", 200);
+    CHECK_EQ_INT(acq(ca, "e1", "A", 200), 1);
+    int rc = acq(cb, "e1", "B", 200);
     if (db_now_ms() - t0 < 150) CHECK_EQ_INT(rc, 0);
     /* After it, B takes over, and A is the one refused. */
     CHECK_EQ_INT(acquire_by(cb, "e1", "B", 60000, 5000), 1);
     CHECK(db_now_ms() - t0 >= 200);
-    CHECK_EQ_INT(lease_acquire(ca, "e1", "A", 60000), 0);
-    CHECK_EQ_INT(lease_acquire(cb, "e1", "B", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "e1", "A", 60000), 0);
+    CHECK_EQ_INT(acq(cb, "e1", "B", 60000), 1);
 
     /* A renewal extends the lease: A's 200 ms lease renewed for a minute is still
      * A's once the 200 ms have passed. */
-    CHECK_EQ_INT(lease_acquire(ca, "e2", "A", 200), 1);
-    CHECK_EQ_INT(lease_acquire(ca, "e2", "A", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "e2", "A", 200), 1);
+    CHECK_EQ_INT(acq(ca, "e2", "A", 60000), 1);
     sleep_ms(300);
-    CHECK_EQ_INT(lease_acquire(cb, "e2", "B", 60000), 0);
-    CHECK_EQ_INT(lease_acquire(ca, "e2", "A", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "e2", "B", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "e2", "A", 60000), 1);
 }
 
 static void test_release(void)
 {
-    CHECK_EQ_INT(lease_acquire(ca, "r1", "A", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "r1", "A", 60000), 1);
     /* B releasing A's lease changes nothing. */
-    CHECK_EQ_INT(lease_release(cb, "r1", "B"), 0);
-    CHECK_EQ_INT(lease_acquire(cb, "r1", "B", 60000), 0);
-    CHECK_EQ_INT(lease_acquire(ca, "r1", "A", 60000), 1);
+    CHECK_EQ_INT(rel(cb, "r1", "B"), 0);
+    CHECK_EQ_INT(acq(cb, "r1", "B", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "r1", "A", 60000), 1);
     /* Releasing a lease nobody holds is harmless. */
-    CHECK_EQ_INT(lease_release(cb, "nobody", "B"), 0);
+    CHECK_EQ_INT(rel(cb, "nobody", "B"), 0);
     /* The holder's release frees it at once, for anyone. */
-    CHECK_EQ_INT(lease_release(ca, "r1", "A"), 0);
-    CHECK_EQ_INT(lease_acquire(cb, "r1", "B", 60000), 1);
-    CHECK_EQ_INT(lease_acquire(ca, "r1", "A", 60000), 0);
+    CHECK_EQ_INT(rel(ca, "r1", "A"), 0);
+    CHECK_EQ_INT(acq(cb, "r1", "B", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "r1", "A", 60000), 0);
     /* A release does not touch other sessions. */
-    CHECK_EQ_INT(lease_acquire(ca, "r2", "A", 60000), 1);
-    CHECK_EQ_INT(lease_release(ca, "r3", "A"), 0);
-    CHECK_EQ_INT(lease_acquire(cb, "r2", "B", 60000), 0);
+    CHECK_EQ_INT(acq(ca, "r2", "A", 60000), 1);
+    CHECK_EQ_INT(rel(ca, "r3", "A"), 0);
+    CHECK_EQ_INT(acq(cb, "r2", "B", 60000), 0);
     /* An expired lease released by its former holder stays with the new one. */
-    CHECK_EQ_INT(lease_acquire(ca, "r4", "A", 100), 1);
+    CHECK_EQ_INT(acq(ca, "r4", "A", 100), 1);
     CHECK_EQ_INT(acquire_by(cb, "r4", "B", 60000, 5000), 1);
-    CHECK_EQ_INT(lease_release(ca, "r4", "A"), 0);
-    CHECK_EQ_INT(lease_acquire(ca, "r4", "A", 60000), 0);
+    CHECK_EQ_INT(rel(ca, "r4", "A"), 0);
+    CHECK_EQ_INT(acq(ca, "r4", "A", 60000), 0);
+}
+
+typedef struct renew_arg {
+    const char *session;
+    const lease_id *me;
+    int held;
+} renew_arg;
+
+static int op_renew(log_conn_t *c, void *arg)
+{
+    renew_arg *a = arg;
+    a->held = lease_tx_renew(c, a->session, a->me, 60000);
+    return 0;
+}
+
+static int tx_renew(log_conn_t *c, const char *session, const lease_id *me)
+{
+    renew_arg a = {session, me, -99};
+    CHECK_EQ_INT(log_transact(c, op_renew, &a), 0);
+    return a.held;
+}
+
+static void test_instances(void)
+{
+    /* A restarted runner A (a new instance) takes A's sessions back at once; the
+     * old instance's in-transaction check then fails, the new one's passes. */
+    const lease_id a2 = {"A", "a0000002"};
+    int64_t exp = 0;
+    CHECK_EQ_INT(lease_acquire(ca, "i1", &ID_A, 60000, &exp), 1);
+    CHECK(exp > db_now_ms() + 50000);
+    CHECK_EQ_INT(tx_renew(ca, "i1", &ID_A), 1);
+    CHECK_EQ_INT(lease_acquire(cb, "i1", &a2, 60000, NULL), 1);
+    CHECK_EQ_INT(tx_renew(ca, "i1", &ID_A), 0);
+    CHECK_EQ_INT(tx_renew(cb, "i1", &a2), 1);
+    /* Another id is refused and told when the lease runs out. */
+    exp = 0;
+    CHECK_EQ_INT(lease_acquire(cb, "i1", &ID_B, 60000, &exp), 0);
+    CHECK(exp > db_now_ms() + 50000);
+    CHECK_EQ_INT(tx_renew(cb, "i1", &ID_B), 0);
+    /* The old instance cannot release what it no longer holds. */
+    CHECK_EQ_INT(lease_release(ca, "i1", &ID_A), 0);
+    CHECK_EQ_INT(tx_renew(cb, "i1", &a2), 1);
+    /* Nobody holds a session that has no lease row. */
+    CHECK_EQ_INT(tx_renew(ca, "nobody", &ID_A), 0);
+    /* Instances are random and differ. */
+    char x[LEASE_INSTANCE_LEN + 1], y[LEASE_INSTANCE_LEN + 1];
+    lease_new_instance(x);
+    lease_new_instance(y);
+    CHECK_EQ_INT((int)strlen(x), LEASE_INSTANCE_LEN);
+    CHECK(strcmp(x, y) != 0);
+}
+
+static void test_lock(void)
+{
+    char db[300], err[512] = "";
+    snprintf(db, sizeof db, "%s/lock.db", dir);
+    int fd = lease_lock(db, "runner-1", err, sizeof err);
+    CHECK(fd >= 0);
+    /* flock locks belong to the open file: a second open, as a second process
+     * would do, is refused with a message that names the id. */
+    CHECK_EQ_INT(lease_lock(db, "runner-1", err, sizeof err), -1);
+    CHECK(strstr(err, "\"runner-1\"") != NULL);
+    CHECK(strstr(err, "DSTREAM_RUNNER_ID") != NULL);
+    /* Another id has a lock of its own; an id that is no file name too. */
+    int fd2 = lease_lock(db, "runner-2", err, sizeof err);
+    CHECK(fd2 >= 0);
+    int fd3 = lease_lock(db, "../host name/x", err, sizeof err);
+    CHECK(fd3 >= 0);
+    CHECK_EQ_INT(lease_lock(db, "../host name/x", err, sizeof err), -1);
+    /* Once its holder is gone (here: the descriptor closed) the lock is free. */
+    close(fd);
+    fd = lease_lock(db, "runner-1", err, sizeof err);
+    CHECK(fd >= 0);
+    close(fd);
+    close(fd2);
+    close(fd3);
 }
 
 int main(void)
@@ -109,6 +206,8 @@ int main(void)
         test_acquire_renew();
         test_expiry();
         test_release();
+        test_instances();
+        test_lock();
     }
     log_conn_close(cb);
     log_close(lg2);

@@ -461,26 +461,91 @@ static void test_restarts(void)
     session_view v;
     chat(&v);
     R(&v, "message:user", "{\"content\": \"q\"}");
-    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\", \"attempt\": 1}");
+    R(&v, "text:delta", "{\"requestId\": \"r1\", \"text\": \"Hal\"}");
+    CHECK_EQ_INT(v.attempts, 1);
+    /* A restart closes r1 and schedules the next attempt: nothing is in flight,
+     * and nothing needs a new reply (the retry is due at retryAt). */
     R(&v, "provider:request_cancelled", "{\"requestId\": \"r1\", \"reason\": \"restart\"}");
+    R(&v, "provider:request_retried",
+      "{\"requestId\": \"r1\", \"attempt\": 2, \"reason\": \"restart\", \"retryAt\": 1234}");
     CHECK_EQ_INT(v.restarts, 1);
+    CHECK_EQ_INT(v.failures, 0);
     CHECK_EQ_STR(v.request, "");
-    /* A reply cut off by a restart answers nothing: the question still waits. */
-    CHECK(session_view_needs_reply(&v));
-    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
-    R(&v, "provider:request_cancelled", "{\"requestId\": \"r2\", \"reason\": \"restart\"}");
-    CHECK_EQ_INT(v.restarts, 2);
-    CHECK(session_view_needs_reply(&v));
-    R(&v, "provider:request_started", "{\"requestId\": \"r3\"}");
+    CHECK(v.retry_at == 1234);
+    CHECK(!session_view_needs_reply(&v));
+    /* The cut reply stays in the history, marked; it answers nothing. */
+    json_t *m = json_array_get(v.messages, 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(m, "reason")), "restart");
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\", \"attempt\": 2}");
+    CHECK(v.retry_at == 0);
+    CHECK_EQ_INT(v.attempts, 2);
+    /* A provider error with nothing streamed leaves no empty reply behind. */
+    R(&v, "provider:request_retried",
+      "{\"requestId\": \"r2\", \"attempt\": 3, \"reason\": \"failed\", \"retryAt\": 99}");
+    CHECK_EQ_INT(v.failures, 1);
+    CHECK_EQ_INT(v.restarts, 1);
+    CHECK_EQ_UINT(json_array_size(v.messages), 2);
+    R(&v, "provider:request_started", "{\"requestId\": \"r3\", \"attempt\": 3}");
     R(&v, "provider:request_ended", "{\"requestId\": \"r3\"}");
     CHECK_EQ_INT(v.restarts, 0);
+    CHECK_EQ_INT(v.failures, 0);
+    CHECK_EQ_INT(v.attempts, 0);
+    CHECK(v.requests == 3);
     CHECK(!session_view_needs_reply(&v));
-    /* failed replies answer nothing either; interrupted ones are not restarts */
+    CHECK_EQ_STR(status(&v), "completed");
+    /* The budgets survive a snapshot. */
     R(&v, "message:user", "{\"content\": \"q2\"}");
     R(&v, "provider:request_started", "{\"requestId\": \"r4\"}");
-    R(&v, "provider:request_cancelled", "{\"requestId\": \"r4\", \"reason\": \"failed\"}");
-    CHECK_EQ_INT(v.restarts, 0);
+    R(&v, "provider:request_retried", "{\"requestId\": \"r4\", \"reason\": \"failed\", \"retryAt\": 7}");
+    json_t *j = session_view_to_json(&v);
+    session_view w;
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    CHECK_EQ_INT(w.failures, 1);
+    CHECK_EQ_INT(w.attempts, 1);
+    CHECK(w.retry_at == 7);
+    CHECK(w.requests == 4 && w.message_requests == 1);
+    json_decref(j);
+    session_view_free(&w);
+    session_view_free(&v);
+}
+
+static void test_reply_failed(void)
+{
+    session_view v;
+    chat(&v);
+    R(&v, "message:user", "{\"content\": \"q\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "provider:request_cancelled", "{\"requestId\": \"r1\", \"reason\": \"failed\", \"error\": \"HTTP 400\"}");
+    R(&v, "reply:failed", "{\"error\": \"HTTP 400 (rejected: not retried)\", \"reason\": \"rejected\", \"attempts\": 1}");
+    /* failed, with the error and the attempts; asks for nothing more ... */
+    CHECK_EQ_STR(status(&v), "failed");
+    CHECK_EQ_STR(v.error, "HTTP 400 (rejected: not retried)");
+    CHECK_EQ_INT(v.attempts, 1);
+    CHECK(!session_view_needs_reply(&v));
+    /* ... but is not finished: the next message tries again. */
+    CHECK(!session_view_finished(&v));
+    R(&v, "message:user", "{\"content\": \"again\"}");
+    CHECK_EQ_STR(status(&v), "pending");
+    CHECK_EQ_STR(v.error, "");
+    CHECK_EQ_INT(v.attempts, 0);
     CHECK(session_view_needs_reply(&v));
+    /* A message queued behind a failed reply is answered too. */
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    R(&v, "message:user", "{\"content\": \"later\", \"mode\": \"queue\"}");
+    R(&v, "provider:request_cancelled", "{\"requestId\": \"r2\", \"reason\": \"failed\"}");
+    R(&v, "reply:failed", "{\"error\": \"x\"}");
+    CHECK(!session_view_needs_reply(&v));
+    R(&v, "message:user", "{\"content\": \"and this\", \"mode\": \"queue\"}");
+    CHECK_EQ_STR(status(&v), "pending");
+    CHECK(session_view_needs_reply(&v));
+    session_view_free(&v);
+    /* A workflow that failed is finished. */
+    session_view_init(&v);
+    R(&v, "session:created", "{\"workflow\": \"w\", \"version\": 1}");
+    R(&v, "workflow:failed", "{\"error\": \"x\", \"reason\": \"step_limit\"}");
+    CHECK(session_view_finished(&v));
     session_view_free(&v);
 }
 
@@ -943,6 +1008,7 @@ int main(void)
     test_chat_messages();
     test_chat_modes();
     test_restarts();
+    test_reply_failed();
     test_malformed();
     test_view_json();
     test_names();

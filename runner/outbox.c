@@ -1,0 +1,153 @@
+/* outbox: the runner's one write path.
+ *
+ * Everything the runner decides for a session becomes events queued on that
+ * session (runner_emit); once per loop turn runner_commit writes every session's
+ * queue in one transaction, so a turn in which 200 replies stream costs one commit
+ * (one fsync), not 200. Inside that transaction each session's events are written
+ * only if this process still holds the session's lease (lease_tx_renew, which also
+ * renews it): a runner that was paused or cut off while another took the session
+ * over finds out here, writes nothing more into it, drops what it had (counted in
+ * R->dropped and logged) and stops its request. Each session is a savepoint of its
+ * own, so one session's failure does not undo the others'. */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/db.h"
+#include "runner.h"
+
+static int is_delta(const char *type)
+{
+    return !strcmp(type, "text:delta") || !strcmp(type, "thinking:delta");
+}
+
+void runner_emit(runner_t *R, sess_t *s, const char *type, json_t *payload)
+{
+    runner_emit_as(R, s, type, payload, "runner");
+}
+
+void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor)
+{
+    (void)R;
+    if (s->nout == s->capout) {
+        size_t cap = s->capout ? s->capout * 2 : 8;
+        if (cap > RUNNER_OUTBOX_MAX || !(s->out = realloc(s->out, cap * sizeof *s->out))) {
+            /* Cannot happen while commits succeed (a turn queues a few events per
+             * session); if they keep failing, this is the bound. */
+            runner_log("session %s: outbox full, %s dropped", s->id, type);
+            json_decref(payload);
+            return;
+        }
+        s->capout = cap;
+    }
+    if (s->nout == 0) s->out_deltas_only = 1;
+    if (!is_delta(type)) s->out_deltas_only = 0;
+    sstore_event *e = &s->out[s->nout++];
+    memset(e, 0, sizeof *e);
+    e->type = type;
+    e->payload = payload;
+    e->actor = actor;
+}
+
+void runner_outbox_clear(sess_t *s)
+{
+    for (size_t i = 0; i < s->nout; i++) json_decref(s->out[i].payload);
+    s->nout = 0;
+}
+
+enum { C_PENDING, C_DONE, C_LOST, C_GONE, C_FAILED };
+
+typedef struct commit_item {
+    sess_t *s;
+    int outcome;
+    int rc;
+    offset_t first;
+} commit_item;
+
+typedef struct commit_arg {
+    runner_t *R;
+    commit_item *items;
+    size_t n;
+} commit_arg;
+
+static int exec(log_conn_t *c, const char *sql)
+{
+    return sqlite3_exec(log_db(c), sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+}
+
+static int op_commit(log_conn_t *c, void *arg)
+{
+    commit_arg *a = arg;
+    session_trace tr;
+    session_trace_new(&tr);
+    for (size_t i = 0; i < a->n; i++) {
+        commit_item *it = &a->items[i];
+        if (exec(c, "SAVEPOINT runner_session")) return LOG_EIO;
+        int held = lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms);
+        int rc = held == 1 ? sstore_tx_append(c, it->s->id, &tr, it->s->out, it->s->nout, &it->first)
+                           : held;
+        if (held == 0) it->outcome = C_LOST;
+        else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
+        else if (rc) it->outcome = C_FAILED;
+        else it->outcome = C_DONE;
+        it->rc = rc;
+        if (it->outcome != C_DONE && exec(c, "ROLLBACK TO runner_session")) return LOG_EIO;
+        if (exec(c, "RELEASE runner_session")) return LOG_EIO;
+    }
+    return 0;
+}
+
+int runner_commit(runner_t *R)
+{
+    size_t n = 0;
+    for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0;
+    if (n == 0) return 0;
+    commit_item *items = calloc(n, sizeof *items);
+    if (!items) abort();
+    n = 0;
+    for (sess_t *s = R->sessions; s; s = s->next)
+        if (s->nout) items[n++].s = s;
+    commit_arg a = {R, items, n};
+    int rc = log_transact(R->conn, op_commit, &a);
+    if (rc) {
+        runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, log_strerror(rc));
+        free(items);
+        return rc;
+    }
+    R->commits++;
+    int64_t now = db_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        commit_item *it = &items[i];
+        sess_t *s = it->s;
+        size_t k = s->nout;
+        switch (it->outcome) {
+        case C_DONE:
+            s->lease_renew_ms = now + R->lease_ms / 3;
+            /* Deltas alone change nothing this process has to decide on. */
+            if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
+            runner_outbox_clear(s);
+            break;
+        case C_LOST:
+            R->dropped += k;
+            runner_log("session %s: lease lost to another runner: %zu event(s) dropped (%llu in all)", s->id, k,
+                       (unsigned long long)R->dropped);
+            runner_outbox_clear(s);
+            runner_lost(R, s);
+            break;
+        case C_GONE:
+            runner_outbox_clear(s);
+            if (s->rq) request_free(R, s->rq);
+            s->dirty = 1;       /* its drive finds it gone and forgets it */
+            break;
+        default:
+            runner_log("session %s: cannot append %s: %s", s->id, s->out[0].type, log_strerror(it->rc));
+            runner_outbox_clear(s);
+            if (s->rq) request_free(R, s->rq);
+            s->dirty = 1;
+            s->timer_ms = now + 1000;   /* look again soon: nothing else will */
+            break;
+        }
+    }
+    free(items);
+    return 0;
+}

@@ -1,0 +1,173 @@
+/* Unit tests for lib/retry.c: the failure policy table (what retries, what fails
+ * at once, with which reason), the two budgets, the provider's hints and the
+ * delay's cap. */
+#include "retry.h"
+
+#include <string.h>
+
+#include "test.h"
+
+static const retry_config CFG = {4, 10, 100, 30000};
+
+static retry_failure http(long status)
+{
+    retry_failure f = {RETRY_HTTP, status, NULL, -1, NULL, -1};
+    return f;
+}
+
+static retry_failure of(retry_kind kind, const char *etype)
+{
+    retry_failure f = {kind, 0, etype, -1, NULL, -1};
+    return f;
+}
+
+/* The table: status (or kind) -> retried or not, and the reason. */
+static void test_table(void)
+{
+    static const struct {
+        long status;
+        int retry;
+        const char *reason;
+    } statuses[] = {
+        {408, 1, "timeout"}, {409, 1, "conflict"}, {429, 1, "rate_limited"}, {500, 1, "server_error"},
+        {502, 1, "server_error"}, {503, 1, "server_error"}, {504, 1, "server_error"}, {529, 1, "overloaded"},
+        {599, 1, "server_error"}, {400, 0, "rejected"}, {401, 0, "authentication"}, {403, 0, "permission"},
+        {404, 0, "rejected"}, {413, 0, "rejected"}, {422, 0, "rejected"}, {499, 0, "rejected"},
+        {301, 0, "unexpected_status"}, {100, 0, "unexpected_status"}, {204, 0, "unexpected_status"},
+    };
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        retry_failure f = http(statuses[i].status);
+        retry_decision d;
+        retry_decide(&f, 0, 0, &CFG, 0, &d);
+        if (!CHECK_EQ_INT(d.retry, statuses[i].retry)) fprintf(stderr, "  status %ld\n", statuses[i].status);
+        CHECK_EQ_STR(d.reason, statuses[i].reason);
+        CHECK_EQ_INT(d.exhausted, 0);
+        CHECK_EQ_INT((int)d.budget, (int)RETRY_BUDGET_PROVIDER);
+    }
+    static const struct {
+        retry_kind kind;
+        const char *etype;
+        int retry;
+        const char *reason;
+    } kinds[] = {
+        {RETRY_TRANSPORT, NULL, 1, "connection"},
+        {RETRY_CUT, NULL, 1, "stream_cut"},
+        {RETRY_MALFORMED, NULL, 0, "malformed_stream"},
+        {RETRY_STREAM_ERROR, "overloaded_error", 1, "overloaded"},
+        {RETRY_STREAM_ERROR, "rate_limit_error", 1, "rate_limited"},
+        {RETRY_STREAM_ERROR, "api_error", 1, "server_error"},
+        {RETRY_STREAM_ERROR, "invalid_request_error", 0, "rejected"},
+        {RETRY_STREAM_ERROR, "authentication_error", 0, "authentication"},
+        {RETRY_STREAM_ERROR, "permission_error", 0, "permission"},
+        {RETRY_STREAM_ERROR, "something_new", 1, "stream_error"},
+        {RETRY_STREAM_ERROR, NULL, 1, "stream_error"},
+        {RETRY_RESTART, NULL, 1, "restart"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        retry_failure f = of(kinds[i].kind, kinds[i].etype);
+        retry_decision d;
+        retry_decide(&f, 0, 0, &CFG, 0, &d);
+        if (!CHECK_EQ_INT(d.retry, kinds[i].retry)) fprintf(stderr, "  kind %d %s\n", kinds[i].kind, kinds[i].etype);
+        CHECK_EQ_STR(d.reason, kinds[i].reason);
+        CHECK_EQ_STR(retry_reason(&f), kinds[i].reason);
+        CHECK_EQ_INT((int)d.budget, (int)(kinds[i].kind == RETRY_RESTART ? RETRY_BUDGET_RESTART : RETRY_BUDGET_PROVIDER));
+    }
+}
+
+/* Each budget is spent on its own kind only, and its end is reported as such. */
+static void test_budgets(void)
+{
+    retry_failure e = http(529), r = of(RETRY_RESTART, NULL);
+    retry_decision d;
+    for (int used = 0; used < 4; used++) {
+        retry_decide(&e, used, 9, &CFG, 0, &d);
+        CHECK_EQ_INT(d.retry, 1);
+    }
+    retry_decide(&e, 4, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 1);
+    /* Restarts have their own, larger budget: provider errors do not spend it. */
+    retry_decide(&r, 4, 9, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 1);
+    retry_decide(&r, 0, 10, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 1);
+    CHECK_EQ_INT((int)d.budget, (int)RETRY_BUDGET_RESTART);
+    /* A failure that is not retried is not "exhausted". */
+    retry_failure bad = http(400);
+    retry_decide(&bad, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 0);
+    /* A budget of zero retries nothing. */
+    retry_config none = {0, 0, 100, 1000};
+    retry_decide(&e, 0, 0, &none, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 1);
+}
+
+/* Delays: backoff grows and stays under the cap; hints win and are capped too. */
+static void test_delays(void)
+{
+    retry_failure f = http(503);
+    retry_decision d;
+    int64_t last = 0;
+    for (int used = 0; used < 4; used++) {
+        retry_decide(&f, used, 0, &CFG, 0, &d);
+        int64_t want = (int64_t)100 << used;
+        CHECK(d.delay_ms <= want && d.delay_ms >= want - want / 4);
+        CHECK(d.delay_ms >= last);
+        last = d.delay_ms;
+    }
+    retry_config big = {40, 10, 100, 2000};
+    retry_decide(&f, 30, 0, &big, 0, &d);
+    CHECK(d.delay_ms <= 2000 && d.delay_ms >= 1500);
+    /* Retry-After in seconds, and as an HTTP date. */
+    f.retry_after = "1";
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(d.delay_ms == 1000);
+    f.retry_after = "3600";
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(d.delay_ms == 30000);
+    f.retry_after = "Thu, 01 Jan 1970 00:00:05 GMT";
+    retry_decide(&f, 0, 0, &CFG, 2000, &d);
+    CHECK(d.delay_ms == 3000);
+    /* retry-after-ms wins over Retry-After, capped as well. */
+    f.retry_after_ms = 250;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(d.delay_ms == 250);
+    f.retry_after_ms = 99999999;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(d.delay_ms == 30000);
+}
+
+/* x-should-retry: the provider's word wins over the table, but not over a budget,
+ * and has no say about restarts. */
+static void test_should_retry(void)
+{
+    retry_decision d;
+    retry_failure f = http(529);
+    f.should_retry = 0;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 0);
+    f = http(400);
+    f.should_retry = 1;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 1);
+    retry_decide(&f, 4, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 1);
+    f = of(RETRY_RESTART, NULL);
+    f.should_retry = 0;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 1);
+}
+
+int main(void)
+{
+    test_table();
+    test_budgets();
+    test_delays();
+    test_should_retry();
+    return TEST_MAIN_END();
+}
