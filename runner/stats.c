@@ -98,7 +98,7 @@ void runner_stats_tick(runner_t *R)
     int64_t now = db_now_ms();
     if (!st.started) {
         memset(&st.s, 0, sizeof st.s);
-        snprintf(st.s.owner, sizeof st.s.owner, "%s", R->owner);
+        snprintf(st.s.owner, sizeof st.s.owner, "%s", R->me.owner);
         st.s.pid = getpid();
         st.s.started_ms = st.s.updated_ms = now;
         st.started = 1;

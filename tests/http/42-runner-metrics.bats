@@ -57,11 +57,12 @@ figures_reach() {
     # The sessions by status, from the database.
     assert_equal "$(grep -c '^# TYPE dstream_sessions gauge$' "$T/metrics")" 1
     [ "$(metric 'dstream_sessions{status="completed"}')" -ge 1 ]
-    # The loop's timestamp is recent and it knows the session.
+    # The loop's timestamp is recent. (The runner forgets a session once nothing is
+    # in flight or scheduled for it, so the count of sessions it keeps is only there.)
     ts=$(metric "dstream_runner_last_loop_timestamp_seconds{runner=\"$id\"}")
     now=$(date +%s)
     [ "${ts%.*}" -ge $((now - 10)) ] || fail "last loop at $ts, now $now"
-    [ "$(metric "dstream_runner_sessions{runner=\"$id\",state=\"known\"}")" -ge 1 ]
+    [ "$(metric "dstream_runner_sessions{runner=\"$id\",state=\"known\"}")" -ge 0 ]
 }
 
 @test "a runner restart is counted and the stopped runner shows as down meanwhile" {
