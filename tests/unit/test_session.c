@@ -339,7 +339,6 @@ static void test_chat_messages(void)
     R(&v, "tool:result", "{\"callId\": \"c1\", \"result\": {\"words\": 2}, \"isError\": false}");
     CHECK_EQ_UINT(json_array_size(v.messages), 3);
     CHECK_JSON(json_array_get(v.messages, 2), "{\"role\": \"tool\", \"callId\": \"c1\", \"content\": {\"words\": 2}}");
-    R(&v, "provider:request_retried", "{\"requestId\": \"r1\", \"attempt\": 2, \"status\": 429, \"delayMs\": 100}");
     CHECK_EQ_STR(status(&v), "running");
 
     R(&v, "provider:request_ended",
