@@ -39,20 +39,18 @@
 #include "metrics.h"
 #include "router.h"
 #include "stream.h"
+#include "wire.h"
 
 #define HUB_BUCKETS 4096
 #define HUB_CHANGED_MAX 4096    /* changed ids queued between two turns; beyond: all */
 #define HUB_LINGER_MS 10000     /* an ended response whose client reads nothing: closed */
-#define REC_MAX 65528           /* content bytes per FastCGI record (a multiple of 8) */
-#define IOV_BATCH 512
-
-enum { FCGI_END_REQUEST = 3, FCGI_STDOUT = 6 };
 
 typedef struct group group;
 typedef struct hconn hconn;
 
 struct hconn {
-    int fd, reqid;
+    wire_t w;                   /* the connection and what waits to be sent on it */
+    int reader;                 /* a live reader (else a finished response, ending) */
     int sse, events, text, first;
     int64_t id;                 /* the stream */
     offset_kind kind;
@@ -60,9 +58,7 @@ struct hconn {
     char *path, *query;
     int64_t deadline;           /* mono ms: long-poll 204, SSE end, or linger end */
     int64_t beat;               /* mono ms: next SSE heartbeat */
-    buf_t pend;                 /* records the socket has not taken yet, */
-    size_t pend_off;            /* from this offset */
-    int woken;                  /* the stream moved while pend was full */
+    int woken;                  /* the stream moved while the socket was full */
     int ending;                 /* the response is complete: close once pend drains */
     int dead;                   /* closed; freed at the end of the turn */
     int status;                 /* of the completed response; 0: the client left */
@@ -112,50 +108,33 @@ struct hub {
     size_t nwork, workcap;
 };
 
-/* ---- FastCGI records ----------------------------------------------------------------- */
+/* ---- writing ---------------------------------------------------------------------------- */
 
-static void rec_header(unsigned char *h, int type, int reqid, size_t len)
+static void note_due(hub_t *h, int64_t t)
 {
-    h[0] = 1;
-    h[1] = (unsigned char)type;
-    h[2] = (unsigned char)(reqid >> 8);
-    h[3] = (unsigned char)reqid;
-    h[4] = (unsigned char)(len >> 8);
-    h[5] = (unsigned char)len;
-    h[6] = h[7] = 0;
-}
-
-/* The records that end a request: an empty FCGI_STDOUT, then FCGI_END_REQUEST. */
-static void end_records(unsigned char out[24], int reqid)
-{
-    rec_header(out, FCGI_STDOUT, reqid, 0);
-    rec_header(out + 8, FCGI_END_REQUEST, reqid, 8);
-    memset(out + 16, 0, 8);     /* appStatus 0, FCGI_REQUEST_COMPLETE */
+    if (t < h->due) h->due = t;
 }
 
 static void set_out(hub_t *h, hconn *c, int on)
 {
     struct epoll_event ev = {EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u), {.ptr = c}};
-    epoll_ctl(h->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    epoll_ctl(h->ep, EPOLL_CTL_MOD, c->w.fd, &ev);
 }
 
-/* Write what is pending. 0, or -1 if the connection is gone. */
+/* Write what waits. 0, or -1 if the connection is gone. A finished response that
+ * makes progress gets more time to drain. */
 static int conn_flush(hub_t *h, hconn *c)
 {
-    while (c->pend.len) {
-        ssize_t w = write(c->fd, c->pend.p + c->pend_off, c->pend.len - c->pend_off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) return 0;
-        if (w <= 0) return -1;
-        c->pend_off += (size_t)w;
-        h->pend_total -= (size_t)w;
-        if (c->pend_off == c->pend.len) {
-            buf_free(&c->pend);     /* give the memory back: most readers keep up */
-            buf_init(&c->pend, 0);
-            c->pend_off = 0;
-        }
+    size_t before = wire_pending(&c->w);
+    int rc = wire_send(&c->w);
+    size_t after = wire_pending(&c->w);
+    h->pend_total = h->pend_total - before + after;
+    if (rc == WIRE_GONE) return -1;
+    if (c->ending && after < before) {
+        c->deadline = live_mono_ms() + HUB_LINGER_MS;
+        note_due(h, c->deadline);
     }
-    set_out(h, c, 0);
+    if (rc == WIRE_DONE) set_out(h, c, 0);
     return 0;
 }
 
@@ -169,7 +148,7 @@ static void shed(hub_t *h)
         hconn *worst = NULL;
         size_t most = 0;
         for (size_t i = 0; i < h->n; i++) {
-            size_t p = h->all[i]->pend.len - h->all[i]->pend_off;
+            size_t p = wire_pending(&h->all[i]->w);
             if (p > most) {
                 most = p;
                 worst = h->all[i];
@@ -185,49 +164,15 @@ static void shed(hub_t *h)
 }
 
 /* Send data as FCGI_STDOUT records, and the end of the request if end. What the
- * socket does not take now waits in c->pend. 0, or -1 if the connection is gone. */
+ * socket does not take now waits in c->w. 0, or -1 if the connection is gone. */
 static int conn_send(hub_t *h, hconn *c, const char *data, size_t len, int end)
 {
-    unsigned char hdr[IOV_BATCH / 2][8], tail[24];
-    struct iovec iov[IOV_BATCH];
-    size_t off = 0;
-    int was_pending = c->pend.len > 0, done = 0;
-    if (end) end_records(tail, c->reqid);
-    while (!done) {
-        int n = 0;
-        while (off < len && n + 2 <= IOV_BATCH - 1) {
-            size_t k = len - off < REC_MAX ? len - off : REC_MAX;
-            unsigned char *hd = hdr[n / 2];
-            rec_header(hd, FCGI_STDOUT, c->reqid, k);
-            iov[n] = (struct iovec){hd, 8};
-            iov[n + 1] = (struct iovec){(void *)(data + off), k};
-            n += 2;
-            off += k;
-        }
-        if (off == len) {
-            if (end) iov[n++] = (struct iovec){tail, sizeof tail};
-            done = 1;
-        }
-        ssize_t w = 0;
-        if (!c->pend.len) {
-            do w = writev(c->fd, iov, n);
-            while (w < 0 && errno == EINTR);
-            if (w < 0 && errno != EAGAIN) return -1;
-            if (w < 0) w = 0;
-        }
-        /* Keep what was not written, in order. */
-        for (int i = 0; i < n; i++) {
-            size_t l = iov[i].iov_len;
-            if ((size_t)w >= l) {
-                w -= (ssize_t)l;
-                continue;
-            }
-            if (buf_append(&c->pend, (char *)iov[i].iov_base + w, l - (size_t)w)) return -1;
-            h->pend_total += l - (size_t)w;
-            w = 0;
-        }
-    }
-    if (c->pend.len && !was_pending) set_out(h, c, 1);
+    size_t before = wire_pending(&c->w);
+    int rc = wire_write(&c->w, data, len, end);
+    size_t after = wire_pending(&c->w);
+    h->pend_total = h->pend_total - before + after;
+    if (rc == WIRE_GONE) return -1;
+    if (after && !before) set_out(h, c, 1);
     if (h->pend_total > h->cfg->live_buffer_max) shed(h);
     return c->dead ? -1 : 0;
 }
@@ -284,7 +229,7 @@ static void group_remove(hub_t *h, hconn *c)
 
 static void conn_free(hconn *c)
 {
-    buf_free(&c->pend);
+    wire_free(&c->w);
     free(c->path);
     free(c->query);
     free(c);
@@ -295,9 +240,9 @@ static void conn_close(hub_t *h, hconn *c)
 {
     if (c->dead) return;
     c->dead = 1;
-    h->pend_total -= c->pend.len - c->pend_off;
-    epoll_ctl(h->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
+    h->pend_total -= wire_pending(&c->w);
+    epoll_ctl(h->ep, EPOLL_CTL_DEL, c->w.fd, NULL);
+    close(c->w.fd);
     group_remove(h, c);
     h->all[c->idx] = h->all[--h->n];
     h->all[c->idx]->idx = c->idx;
@@ -305,13 +250,8 @@ static void conn_close(hub_t *h, hconn *c)
     h->dead = c;
     __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
     metrics_slot *m = metrics_self();
-    if (m) metrics_gauge(&m->hub_readers, -1);
+    if (m && c->reader) metrics_gauge(&m->hub_readers, -1);
     metrics_response(c->status);
-}
-
-static void note_due(hub_t *h, int64_t t)
-{
-    if (t < h->due) h->due = t;
 }
 
 /* A request for c whose response goes into h->out (emptied); a long-poll's starts
@@ -352,7 +292,7 @@ static void conn_end(hub_t *h, hconn *c, const char *data, size_t len, int64_t n
 {
     if (!c->status) c->status = 200;    /* an SSE stream ends; a long-poll set its own */
     if (conn_send(h, c, data, len, 1) < 0) c->status = 0;
-    if (c->status == 0 || !c->pend.len) {
+    if (c->status == 0 || !wire_pending(&c->w)) {
         conn_close(h, c);
         return;
     }
@@ -376,7 +316,7 @@ static int deliver(hub_t *h, hconn *c, int st, int64_t now)
         c->beat = now + h->cfg->heartbeat_ms;
     }
     if (st == LIVE_MORE) {
-        if (!c->pend.len) return 1;
+        if (!wire_pending(&c->w)) return 1;
         c->woken = 1;
     }
     return 0;
@@ -407,7 +347,7 @@ static void wake_group(hub_t *h, int64_t id, int64_t now)
                 h->tmpcap = cap;
             }
             if (c->ending) continue;
-            if (c->pend.len) {
+            if (wire_pending(&c->w)) {
                 c->woken = 1;   /* it reads again when its socket drains */
                 continue;
             }
@@ -467,7 +407,7 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
     live_lp_timeout(&r, &rr);
     c->status = r.status;
     req_end(&r);
-    if (c->pend.len) {
+    if (wire_pending(&c->w)) {
         c->status = 0;
         conn_close(h, c);   /* a long-poll has nothing pending; never mind then */
         return;
@@ -488,7 +428,7 @@ static void sweep(hub_t *h, int64_t now)
         hconn *c = h->all[i];
         if (now >= c->deadline) {
             conn_finish(h, c, now);
-        } else if (c->sse && !c->ending && !c->pend.len && now >= c->beat) {
+        } else if (c->sse && !c->ending && !wire_pending(&c->w) && now >= c->beat) {
             /* A stream deleted under its readers ends their responses. */
             group *g = c->g;
             int gone = 0;
@@ -531,22 +471,26 @@ static int adopt(hub_t *h, hconn *c, int64_t now)
         h->all = t;
         h->cap = cap;
     }
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
-    struct epoll_event ev = {EPOLLIN | EPOLLRDHUP, {.ptr = c}};
-    if (epoll_ctl(h->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) return -1;
-    if (group_add(h, c)) {
-        epoll_ctl(h->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    int fl = fcntl(c->w.fd, F_GETFL);
+    if (fl < 0 || fcntl(c->w.fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    size_t pend = wire_pending(&c->w);
+    struct epoll_event ev = {EPOLLIN | EPOLLRDHUP | (pend ? EPOLLOUT : 0u), {.ptr = c}};
+    if (epoll_ctl(h->ep, EPOLL_CTL_ADD, c->w.fd, &ev) < 0) return -1;
+    if (c->reader && group_add(h, c)) {
+        epoll_ctl(h->ep, EPOLL_CTL_DEL, c->w.fd, NULL);
         return -1;
     }
     c->idx = h->n;
     h->all[h->n++] = c;
+    h->pend_total += pend;
+    note_due(h, c->deadline);
+    if (!c->reader) return 0;
     metrics_slot *m = metrics_self();
     if (m) metrics_gauge(&m->hub_readers, 1);
     c->beat = now + h->cfg->heartbeat_ms;
-    note_due(h, c->deadline);
     if (c->sse) note_due(h, c->beat);
-    /* Read once more: a commit may have come between the thread's read and now. */
+    /* Read once more: a commit may have come between the thread's read and now
+     * (or, if the socket is full, once it drains). */
     want_group(h, c->id);
     return 0;
 }
@@ -561,7 +505,7 @@ static void on_event(hub_t *h, hconn *c, uint32_t evs, int64_t now)
     }
     if (evs & EPOLLIN) {
         char tmp[512];
-        ssize_t r = read(c->fd, tmp, sizeof tmp);
+        ssize_t r = read(c->w.fd, tmp, sizeof tmp);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             c->status = 0;
             conn_close(h, c);
@@ -574,7 +518,7 @@ static void on_event(hub_t *h, hconn *c, uint32_t evs, int64_t now)
             conn_close(h, c);
             return;
         }
-        if (c->pend.len) return;
+        if (wire_pending(&c->w)) return;
         if (c->ending) {
             conn_close(h, c);
         } else if (c->woken) {
@@ -613,11 +557,16 @@ static void intake(hub_t *h, int64_t now)
     while (q) {
         hconn *next = q->next;
         if (adopt(h, q, now)) {
-            close(q->fd);
+            close(q->w.fd);
             conn_free(q);
             __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
         }
         q = next;
+    }
+    /* Handed-over responses brought what waits for their sockets. */
+    if (h->pend_total > h->cfg->live_buffer_max) {
+        shed(h);
+        h->due = now;   /* h->all moved: sweep again */
     }
 }
 
@@ -740,36 +689,24 @@ void hub_stop(hub_t *h)
      * finds the hub closed); the process exits after this. */
 }
 
-int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
-             int64_t deadline_ms)
+/* Take a place in the hub (the count is what DSTREAM_LIVE_MAX bounds), or -1. */
+static int reserve(hub_t *h, req_t *r)
 {
     if (!r->be->detach || __atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) return -1;
     if (__atomic_fetch_add(&h->count, 1, __ATOMIC_RELAXED) >= h->cfg->live_max) {
         __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
         return -1;
     }
-    hconn *c = calloc(1, sizeof *c);
-    if (c) {
-        c->path = strdup(rr->path);
-        c->query = strdup(r->query ? r->query : "");
-    }
-    if (!c || !c->path || !c->query || (c->fd = r->be->detach(r, &c->reqid)) < 0) {
-        if (c) conn_free(c);
-        __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
-        return -1;
-    }
+    return 0;
+}
+
+/* Queue c, whose connection r gave up, for the hub thread. */
+static void hand(hub_t *h, req_t *r, hconn *c)
+{
     /* The thread writes nothing more for this request. */
     r->head_sent = 1;
     r->gone = 1;
     r->parked = 1;
-    c->sse = r->sse;
-    c->events = r->events;
-    c->text = text;
-    c->id = id;
-    c->kind = rr->kind;
-    c->from = rr->from;
-    c->deadline = deadline_ms;
-    buf_init(&c->pend, 0);
     pthread_mutex_lock(&h->mu);
     int closed = h->closed;
     if (!closed) {
@@ -779,12 +716,53 @@ int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
     pthread_mutex_unlock(&h->mu);
     if (closed) {
         /* The process is stopping and the hub is gone: nginx sees the end. */
-        close(c->fd);
+        close(c->w.fd);
         conn_free(c);
-        return 0;
+        return;
     }
     uint64_t one = 1;
     ssize_t w = write(h->efd, &one, sizeof one);
     (void)w;
+}
+
+int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
+             int64_t deadline_ms)
+{
+    if (reserve(h, r)) return -1;
+    hconn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->path = strdup(rr->path);
+        c->query = strdup(r->query ? r->query : "");
+    }
+    if (!c || !c->path || !c->query || r->be->detach(r, &c->w) < 0) {
+        if (c) conn_free(c);
+        __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    c->reader = 1;
+    c->sse = r->sse;
+    c->events = r->events;
+    c->text = text;
+    c->id = id;
+    c->kind = rr->kind;
+    c->from = rr->from;
+    c->deadline = deadline_ms;
+    hand(h, r, c);
+    return 0;
+}
+
+int hub_finish(hub_t *h, req_t *r)
+{
+    if (reserve(h, r)) return -1;
+    hconn *c = calloc(1, sizeof *c);
+    if (!c || r->be->detach(r, &c->w) < 0) {
+        free(c);
+        __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    c->ending = 1;
+    c->status = r->gone ? 0 : r->status;
+    c->deadline = live_mono_ms() + HUB_LINGER_MS;
+    hand(h, r, c);
     return 0;
 }

@@ -240,9 +240,29 @@ static int sse_wait(req_t *r, const log_read_req *rr, int64_t end)
     return st;
 }
 
+/* Bytes written that the connection has not taken (its client does not read). */
+static size_t backlog(req_t *r)
+{
+    return r->be->pending ? r->be->pending(r) : 0;
+}
+
+/* Wait until the connection has taken what was written (a thread that could not
+ * hand its reader to the hub). 0, or -1 when the client is gone or end passed. */
+static int wait_writable(req_t *r, int64_t end)
+{
+    while (backlog(r)) {
+        int64_t left = end - live_mono_ms();
+        if (left <= 0 || pool_stopping()) return -1;
+        struct pollfd pf = {r->be->fd(r), POLLOUT, 0};
+        if (poll(&pf, 1, left > 1000 ? 1000 : (int)left) < 0) return -1;
+        if (res_flush(r)) return -1;
+    }
+    return 0;
+}
+
 static void sse(req_t *r, log_read_req *rr, buf_t *out)
 {
-    int rc, watching = 0, first = 1;
+    int rc, watching = 0, first = 1, tried = 0;
     int64_t end = live_mono_ms() + r->cfg->sse_max_ms;
 
     if ((rc = stream_read_batch(r, rr, out))) {
@@ -258,11 +278,17 @@ static void sse(req_t *r, log_read_req *rr, buf_t *out)
     if (!text) res_header(r, "Stream-SSE-Data-Encoding", "base64");
     int st = sse_emit(r, rr, out, text, &first);
     while (st != LIVE_END) {
+        if (st == LIVE_WAIT && !r->waiter) break;  /* plain CGI: what is there, then end */
+        int full = backlog(r) > 0;
+        if ((st == LIVE_WAIT || full) && !tried) {
+            /* Parked: the hub sends what waits, reads once more and carries on, so
+             * that no thread waits on a client. Else watch here and re-read. */
+            if (r->hub && hub_park(r->hub, r, rr, id, text, end) == 0) return;
+            tried = 1;
+        }
+        if (full && wait_writable(r, end)) break;
         if (st == LIVE_WAIT) {
-            if (!r->waiter) break;              /* plain CGI: what is there, then end */
             if (!watching) {
-                /* Parked: the hub reads once more and carries on. Else watch, re-read. */
-                if (r->hub && hub_park(r->hub, r, rr, id, text, end) == 0) return;
                 wake_watch(r->waiter, id);
                 watching = 1;
                 reader_waits(r);

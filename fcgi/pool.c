@@ -31,6 +31,9 @@
 #include "hub.h"
 #include "metrics.h"
 #include "router.h"
+#include "wire.h"
+
+#define FINISH_WAIT_MS 120000   /* nginx's fastcgi_send_timeout in nginx/dstream.conf */
 
 static atomic_int stopping;
 static atomic_int in_flight;
@@ -42,61 +45,84 @@ int pool_stopping(void)
 
 /* ---- FastCGI backend --------------------------------------------------------------- */
 
+/* A request read by libfcgi and answered through our own wire (wire.c). */
+typedef struct fconn {
+    FCGX_Request fr;
+    wire_t w;
+} fconn;
+
+#define WRITE_DIRECT 16384      /* smaller writes gather until the next flush */
+
 static const char *fcgi_param(req_t *r, const char *name)
 {
-    FCGX_Request *fr = r->ctx;
-    return FCGX_GetParam(name, fr->envp);
+    fconn *c = r->ctx;
+    return FCGX_GetParam(name, c->fr.envp);
 }
 
 static ssize_t fcgi_read(req_t *r, void *buf, size_t n)
 {
-    FCGX_Request *fr = r->ctx;
-    int got = FCGX_GetStr(buf, (int)(n > 1 << 30 ? 1 << 30 : n), fr->in);
+    fconn *c = r->ctx;
+    int got = FCGX_GetStr(buf, (int)(n > 1 << 30 ? 1 << 30 : n), c->fr.in);
     return got < 0 ? -1 : got;
 }
 
 static int fcgi_write(req_t *r, const void *p, size_t n)
 {
-    FCGX_Request *fr = r->ctx;
-    while (n > 0) {
-        int chunk = n > 1 << 20 ? 1 << 20 : (int)n;
-        if (FCGX_PutStr(p, chunk, fr->out) != chunk) return -1;
-        p = (const char *)p + chunk;
-        n -= (size_t)chunk;
-    }
-    return 0;
+    fconn *c = r->ctx;
+    if (c->w.fd < 0) return -1;
+    if (n < WRITE_DIRECT) return wire_queue(&c->w, p, n);
+    return wire_write(&c->w, p, n, 0) == WIRE_GONE ? -1 : 0;
 }
 
 static int fcgi_flush(req_t *r)
 {
-    FCGX_Request *fr = r->ctx;
-    /* FCGX_PutStr buffers; only the flush reports a vanished client. */
-    return FCGX_FFlush(fr->out) == 0 && !FCGX_GetError(fr->out) ? 0 : -1;
+    fconn *c = r->ctx;
+    return c->w.fd >= 0 && wire_send(&c->w) != WIRE_GONE ? 0 : -1;
 }
 
 static int fcgi_fd(req_t *r)
 {
-    FCGX_Request *fr = r->ctx;
-    return fr->ipcFd;
+    fconn *c = r->ctx;
+    return c->w.fd;
 }
 
-/* The live hub takes the connection over (hub.c): libfcgi must then neither end
- * the request nor close or shut down the socket when the thread finishes it. */
-static int fcgi_detach(req_t *r, int *request_id)
+static size_t fcgi_pending(req_t *r)
 {
-    FCGX_Request *fr = r->ctx;
-    if (fr->ipcFd < 0 || FCGX_FFlush(fr->out) != 0 || FCGX_GetError(fr->out)) return -1;
-    int fd = fr->ipcFd;
-    *request_id = fr->requestId;
-    fr->out->wasFCloseCalled = fr->out->isClosed = 1;
-    fr->err->wasFCloseCalled = fr->err->isClosed = 1;
-    fr->keepConnection = 0;
-    fr->ipcFd = -1;
-    return fd;
+    fconn *c = r->ctx;
+    return wire_pending(&c->w);
 }
 
-static const req_backend fcgi_backend = {fcgi_param, fcgi_read,  fcgi_write,
-                                         fcgi_flush, fcgi_fd,    fcgi_detach};
+/* The live hub takes the connection over (hub.c) with what waits to be sent. */
+static int fcgi_detach(req_t *r, wire_t *out)
+{
+    fconn *c = r->ctx;
+    if (c->w.fd < 0) return -1;
+    *out = c->w;
+    wire_init(&c->w, -1, 0);
+    return 0;
+}
+
+static const req_backend fcgi_backend = {fcgi_param, fcgi_read,    fcgi_write, fcgi_flush,
+                                         fcgi_fd,    fcgi_pending, fcgi_detach};
+
+/* The end of a request the thread answered: the end records, sent now if the
+ * socket takes them, else by the hub as it drains (no thread waits on a client
+ * that does not read); without a hub, here, for as long as nginx would wait. */
+static void finish(fconn *c, hub_t *hub, req_t *r)
+{
+    if (c->w.fd >= 0) {
+        int rc = wire_write(&c->w, NULL, 0, 1);
+        if (rc == WIRE_AGAIN && !(hub && hub_finish(hub, r) == 0))
+            wire_drain(&c->w, FINISH_WAIT_MS);
+        if (c->w.fd >= 0) close(c->w.fd);
+    }
+    wire_free(&c->w);
+    wire_init(&c->w, -1, 0);
+    /* libfcgi read the request; the connection was ours: it neither writes nor
+     * closes anything for it. */
+    FCGX_Free(&c->fr, 0);
+    c->fr.ipcFd = -1;
+}
 
 static void serve(req_t *r)
 {
@@ -115,7 +141,7 @@ typedef struct worker {
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    FCGX_Request fr;
+    fconn c;
     char err[256];
     log_conn_t *conn = log_conn_open(w->log, err, sizeof err);
     if (!conn) {
@@ -123,15 +149,17 @@ static void *worker_main(void *arg)
         return NULL;
     }
     wake_waiter_t *waiter = w->wake ? wake_waiter_new(w->wake) : NULL;
-    FCGX_InitRequest(&fr, w->listen_fd, 0);
+    FCGX_InitRequest(&c.fr, w->listen_fd, 0);
+    wire_init(&c.w, -1, 0);
     while (!atomic_load(&stopping)) {
-        if (FCGX_Accept_r(&fr) < 0) {
+        if (FCGX_Accept_r(&c.fr) < 0) {
             if (atomic_load(&stopping)) break;
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
             continue;
         }
         atomic_fetch_add(&in_flight, 1);
+        wire_init(&c.w, c.fr.ipcFd, c.fr.requestId);
         metrics_slot *m = metrics_self();
         if (m) metrics_gauge(&m->busy, 1);
         req_t r;
@@ -140,14 +168,14 @@ static void *worker_main(void *arg)
         r.log = conn;
         r.waiter = waiter;
         r.hub = w->hub;
-        if (req_begin(&r, &fcgi_backend, &fr) < 0) {
+        if (req_begin(&r, &fcgi_backend, &c) < 0) {
             res_common_headers(&r);
             res_error(&r, 400, "bad_request", "malformed request path");
         } else {
             serve(&r);
         }
+        finish(&c, w->hub, &r);
         req_end(&r);
-        FCGX_Finish_r(&fr);
         /* A parked reader is counted by the hub when its response completes. */
         if (!r.parked) metrics_response(r.gone ? 0 : r.status);
         if (m) metrics_gauge(&m->busy, -1);

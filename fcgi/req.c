@@ -118,7 +118,7 @@ static int mem_fd(req_t *r)
     return -1;
 }
 
-static const req_backend mem_backend = {mem_param, mem_read, mem_write, mem_flush, mem_fd, NULL};
+static const req_backend mem_backend = {mem_param, mem_read, mem_write, mem_flush, mem_fd, NULL, NULL};
 
 void req_mem_begin(req_t *r, buf_t *out, const char *query, int head_sent)
 {
@@ -319,7 +319,7 @@ static int cgi_fd(req_t *r)
     return -1;
 }
 
-const req_backend req_cgi_backend = {cgi_param, cgi_read, cgi_write, cgi_flush, cgi_fd, NULL};
+const req_backend req_cgi_backend = {cgi_param, cgi_read, cgi_write, cgi_flush, cgi_fd, NULL, NULL};
 
 /* ---- JSON helpers ----------------------------------------------------------------------- */
 

@@ -14,16 +14,24 @@
 #include "../lib/log.h"
 
 typedef struct req req_t;
+struct wire;
 
 typedef struct req_backend {
     const char *(*param)(req_t *r, const char *name);  /* CGI variable or NULL */
     ssize_t (*read)(req_t *r, void *buf, size_t n);    /* body; 0 at end */
     int (*write)(req_t *r, const void *p, size_t n);   /* 0 or -1 */
-    int (*flush)(req_t *r);                            /* 0, or -1: client gone */
+    /* Push what was written, as far as the connection takes it now: 0, or -1 if the
+     * client is gone. Never blocks in the FastCGI backend (see pending). */
+    int (*flush)(req_t *r);
     int (*fd)(req_t *r);                               /* connection fd or -1 */
-    /* Take the connection away from the transport after a flush: returns its fd,
-     * now the caller's, and the FastCGI request id; -1 if it cannot. May be NULL. */
-    int (*detach)(req_t *r, int *request_id);
+    /* Bytes written that the connection has not taken yet (the client does not
+     * read): the request should go to the live hub rather than write more. May be
+     * NULL (never any). */
+    size_t (*pending)(req_t *r);
+    /* Take the response's connection away from the transport: *out gets it with
+     * what waits to be sent (fcgi/wire.h), now the caller's. 0, or -1 if it cannot.
+     * May be NULL. */
+    int (*detach)(req_t *r, struct wire *out);
 } req_backend;
 
 typedef struct cfg {
