@@ -173,7 +173,9 @@ static int sse_control(buf_t *ev, req_t *r, const log_read_req *rr, int closed)
         n = snprintf(json, sizeof json, "{\"streamNextOffset\":\"%s\",\"streamCursor\":\"%s\"%s}", off,
                      cursor, rr->up_to_date ? ",\"upToDate\":true" : "");
     }
-    return sse_event(ev, "control", NULL, json, (size_t)n);
+    /* id: the offset after the batch, so that a browser's EventSource, which
+     * reconnects to the same URL with Last-Event-ID, resumes right after it. */
+    return sse_event(ev, "control", off, json, (size_t)n);
 }
 
 /* Write the batch just read into out as SSE events; *first: nothing sent yet. */

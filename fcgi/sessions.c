@@ -251,21 +251,16 @@ static void events(req_t *r, const char *id)
         res_error(r, 400, "bad_live", "live must be long-poll or sse");
         return;
     }
-    /* A browser EventSource resumes with Last-Event-ID: the offset after its last event. */
-    const char *last = req_header(r, "Last-Event-ID");
-    if (req_query(r, "offset", off, sizeof off) == -1 && last && *last) {
-        offset_kind k;
-        if (offset_parse(last, strlen(last), &k, &rr.from) || k != OFFSET_AT) {
-            res_error(r, 400, "bad_offset", "Last-Event-ID is not an offset the server returned");
-            return;
-        }
-        rr.kind = OFFSET_AT;
-    } else if (stream_parse_offset(r, &rr.kind, &rr.from)) {
-        return;
-    }
+    /* A browser EventSource resumes with Last-Event-ID, the offset after its last
+     * event: over SSE it overrides ?offset= (the URL it reconnects to), otherwise
+     * it stands in for a missing one. */
+    int sse = ln >= 0 && strcmp(live, "sse") == 0;
+    int resumed = sse || req_query(r, "offset", off, sizeof off) == -1
+                      ? stream_resume_offset(r, &rr.kind, &rr.from) : 0;
+    if (resumed < 0 || (!resumed && stream_parse_offset(r, &rr.kind, &rr.from))) return;
     r->events = 1;
     if (ln >= 0) {
-        stream_live(r, &rr, strcmp(live, "sse") == 0);
+        stream_live(r, &rr, sse);
         return;
     }
     buf_t out;

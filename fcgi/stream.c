@@ -419,6 +419,17 @@ int stream_parse_offset(req_t *r, offset_kind *kind, offset_t *from)
     return 0;
 }
 
+int stream_resume_offset(req_t *r, offset_kind *kind, offset_t *from)
+{
+    const char *last = req_header(r, "Last-Event-ID");
+    if (!last || !*last) return 0;
+    if (offset_parse(last, strlen(last), kind, from) || *kind != OFFSET_AT) {
+        res_error(r, 400, "bad_offset", "Last-Event-ID is not an offset the server returned");
+        return -1;
+    }
+    return 1;
+}
+
 typedef struct batch {
     req_t *r;
     buf_t *out;
@@ -531,7 +542,9 @@ static void do_get(req_t *r, const char *path)
         return;
     }
     rr.path = path;
-    if (stream_parse_offset(r, &rr.kind, &rr.from)) return;
+    /* An EventSource reconnecting to the same URL says where it was. */
+    int resumed = ln >= 0 && strcmp(live, "sse") == 0 ? stream_resume_offset(r, &rr.kind, &rr.from) : 0;
+    if (resumed < 0 || (!resumed && stream_parse_offset(r, &rr.kind, &rr.from))) return;
     if (ln >= 0) {
         char tmp[64];
         if (req_query(r, "offset", tmp, sizeof tmp) < 0) {

@@ -7,6 +7,10 @@
 void stream_put_offset(req_t *r, const char *name, offset_t o);
 void stream_fail(req_t *r, int rc);
 int stream_parse_offset(req_t *r, offset_kind *kind, offset_t *from);
+/* The offset in Last-Event-ID (a browser's EventSource resuming after the event with
+ * that id): 1 if there is one, 0 if not, -1 after answering 400 if it is not an
+ * offset the server returned. */
+int stream_resume_offset(req_t *r, offset_kind *kind, offset_t *from);
 /* Read one batch from rr->kind/rr->from into out (JSON streams framed as an
  * array), at most cfg->read_max bytes. Returns 0 or LOG_E*; rr holds the result. */
 int stream_read_batch(req_t *r, log_read_req *rr, buf_t *out);
