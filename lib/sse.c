@@ -24,7 +24,6 @@ static int event_lines(buf_t *b, const char *name, const char *id, const void *d
     const char *p = data, *end = p + len;
     int rc = 0;
     if (name && (rc = buf_printf(b, "event: %s\n", name))) return rc;
-    if (id && (rc = buf_printf(b, "id: %s\n", id))) return rc;
     for (;;) {
         const char *q = p;
         while (q < end && *q != '\r' && *q != '\n') q++;
@@ -41,6 +40,9 @@ static int event_lines(buf_t *b, const char *name, const char *id, const void *d
             break;
         }
     }
+    /* The id last: clients (and the conformance suite) read "data:" right after
+     * "event:", and the id counts only once the event is complete anyway. */
+    if (id && (rc = buf_printf(b, "id: %s\n", id))) return rc;
     return buf_puts(b, "\n");
 }
 

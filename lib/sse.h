@@ -10,7 +10,7 @@
 
 #include "buf.h"
 
-/* Append "event: NAME\n" (if name), "id: ID\n" (if id), the payload as data: lines,
+/* Append "event: NAME\n" (if name), the payload as data: lines, "id: ID\n" (if id),
  * and the blank line that ends the event. */
 int sse_event(buf_t *b, const char *name, const char *id, const void *data, size_t len);
 /* The same with the payload base64-encoded (one data: line). */

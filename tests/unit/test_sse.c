@@ -148,9 +148,9 @@ static void test_event_fields(void)
     EVENT_IS(NULL, NULL, "hello", "data:hello\n\n");
     EVENT_IS("data", NULL, "hello", "event: data\ndata:hello\n\n");
     EVENT_IS(NULL, "0000000000000001_0000000000000005", "hello",
-             "id: 0000000000000001_0000000000000005\ndata:hello\n\n");
-    EVENT_IS("message", "7", "hello", "event: message\nid: 7\ndata:hello\n\n");
-    /* Fields come before data whatever the payload. */
+             "data:hello\nid: 0000000000000001_0000000000000005\n\n");
+    EVENT_IS("message", "7", "hello", "event: message\ndata:hello\nid: 7\n\n");
+    /* The name comes right before the data, the id after it, whatever the payload. */
     EVENT_IS("control", NULL, "{\"upToDate\":true}", "event: control\ndata:{\"upToDate\":true}\n\n");
 }
 
