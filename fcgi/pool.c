@@ -110,18 +110,22 @@ static const req_backend fcgi_backend = {fcgi_param, fcgi_read,    fcgi_write, f
  * that does not read); without a hub, here, for as long as nginx would wait. */
 static void finish(fconn *c, hub_t *hub, req_t *r)
 {
+    int keep = 0;
     if (c->w.fd >= 0) {
         int rc = wire_write(&c->w, NULL, 0, 1);
         if (rc == WIRE_AGAIN && !(hub && hub_finish(hub, r) == 0))
-            wire_drain(&c->w, FINISH_WAIT_MS);
-        if (c->w.fd >= 0) close(c->w.fd);
+            rc = wire_drain(&c->w, FINISH_WAIT_MS);
+        /* A web server that keeps its connections (FCGI_KEEP_CONN) sends the next
+         * request on this one once the response is out; the hub closes its own. */
+        keep = c->w.fd >= 0 && rc == WIRE_DONE && c->fr.keepConnection;
+        if (c->w.fd >= 0 && !keep) close(c->w.fd);
     }
     wire_free(&c->w);
     wire_init(&c->w, -1, 0);
-    /* libfcgi read the request; the connection was ours: it neither writes nor
-     * closes anything for it. */
+    /* libfcgi read the request; the response was ours: it writes nothing for it,
+     * and reads the next request on a kept connection. */
     FCGX_Free(&c->fr, 0);
-    c->fr.ipcFd = -1;
+    if (!keep) c->fr.ipcFd = -1;
 }
 
 static void serve(req_t *r)
