@@ -69,10 +69,15 @@ static void usage(void)
             "Without --listen it serves the socket systemd passes (LISTEN_FDS) or fd 0.\n");
 }
 
-static int stdin_is_socket(void)
+/* FastCGI (spawn-fcgi, mod_fcgid) hands over a listening socket as fd 0; a CGI
+ * server may give a connected one as standard input (Apache's mod_cgid does). */
+static int stdin_is_listening(void)
 {
     struct stat st;
-    return fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);
+    int on = 0;
+    socklen_t len = sizeof on;
+    return fstat(0, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
 }
 
 int main(int argc, char **argv)
@@ -157,11 +162,11 @@ int main(int argc, char **argv)
     }
     int status;
     po.fd = po.listen ? -1 : pool_systemd_fd();
-    if (po.fd < 0 && !po.listen && stdin_is_socket()) po.fd = 0;
+    if (po.fd < 0 && !po.listen && stdin_is_listening()) po.fd = 0;
     if (getenv("GATEWAY_INTERFACE") && !po.listen && po.fd < 0)
         status = cgi_run(&cfg, log);
     else if (!po.listen && po.fd < 0) {
-        fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a socket\n");
+        fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a listening socket\n");
         usage();
         status = 2;
     } else
