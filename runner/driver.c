@@ -509,12 +509,20 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
 static int hold(runner_t *R, sess_t *s, int64_t now)
 {
     if (s->held && now < s->lease_renew_ms) return 1;
+    if (s->held && now >= s->lease_expires_ms) {
+        /* This process was away (paused, starved) past its lease: another runner
+         * may have taken the session and even let it go since. What it had in
+         * flight is stale; the log says what to do now. */
+        runner_log("session %s: lease expired while this runner was away", s->id);
+        runner_lost(R, s);
+    }
     int64_t expires = 0;
     int held = lease_acquire(R->conn, s->id, &R->me, R->lease_ms, &expires);
     if (held == 1) {
         s->held = 1;
         s->other_until = 0;
         s->lease_renew_ms = now + R->lease_ms / 3;
+        s->lease_expires_ms = expires;
         return 1;
     }
     if (held == 0) {

@@ -108,6 +108,7 @@ int runner_commit(runner_t *R)
     for (sess_t *s = R->sessions; s; s = s->next)
         if (s->nout) items[n++].s = s;
     commit_arg a = {R, items, n};
+    int64_t t0 = db_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc) {
         runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, log_strerror(rc));
@@ -122,7 +123,8 @@ int runner_commit(runner_t *R)
         size_t k = s->nout;
         switch (it->outcome) {
         case C_DONE:
-            s->lease_renew_ms = now + R->lease_ms / 3;
+            s->lease_renew_ms = t0 + R->lease_ms / 3;
+            s->lease_expires_ms = t0 + R->lease_ms;
             /* Deltas alone change nothing this process has to decide on. */
             if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
             runner_outbox_clear(s);

@@ -63,6 +63,7 @@ struct sess {
     int held;                   /* this process holds its lease */
     int64_t other_until;        /* another runner holds it until then (as last seen) */
     int64_t lease_renew_ms;
+    int64_t lease_expires_ms;   /* our lease runs out then, unless renewed */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     rq_t *rq;
     json_t *agent;              /* agent document in use */

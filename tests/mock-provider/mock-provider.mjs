@@ -13,6 +13,7 @@
 //   DELETE /__script    clear the queue
 //   GET    /__requests  the provider requests received: [{method, path, headers, body, time}]
 //   DELETE /__requests  forget them
+//   PUT    /__default   the reply when the queue is empty (DELETE: the built-in one)
 //   GET    /__health    {"ok": true}
 // See README.md for the reply object. Only Node built-in modules are used.
 
@@ -77,6 +78,7 @@ const SECRET_HEADERS = new Set(['x-api-key', 'authorization', 'proxy-authorizati
     'api-key', 'cookie']);
 
 const queue = [];     // scripted replies, shared by both endpoints
+let defaultReply = DEFAULT_REPLY; // answered when the queue is empty (/__default)
 let requests = [];    // provider requests received, headers as received
 const live = new Set(); // open sockets, destroyed at shutdown
 
@@ -160,7 +162,30 @@ function normalizeReply(r) {
         ping: r.ping === true,
         hang: r.hang === true,
         raw: Array.isArray(r.raw) ? r.raw.map(String) : null,
+        stamp: r.stamp === true,
+        deltas: Number.isInteger(r.deltas) && r.deltas > 0 ? Math.min(r.deltas, 100000) : 50,
     };
+}
+
+// The text of the last user message of a request body (both formats): a string
+// content, or its text blocks joined.
+function lastUserText(body) {
+    const msgs = Array.isArray(body.messages) ? body.messages : [];
+    for (let i = msgs.length - 1; i >= 0; i--) {
+        const m = msgs[i];
+        if (!m || m.role !== 'user') continue;
+        if (typeof m.content === 'string') return m.content;
+        if (Array.isArray(m.content)) {
+            return m.content.filter((b) => b && typeof b.text === 'string').map((b) => b.text).join('');
+        }
+        return '';
+    }
+    return '';
+}
+
+// The wall clock in microseconds (for stamped deltas).
+function nowUs() {
+    return Math.round((performance.timeOrigin + performance.now()) * 1000);
 }
 
 // ---- error bodies -------------------------------------------------------------------
@@ -249,11 +274,18 @@ function anthropicPlan(r, model) {
         content({ data: sse('content_block_stop', { type: 'content_block_stop', index }) });
         index++;
     }
-    if (r.text !== '' || r.toolCalls.length === 0) {
+    if (r.text !== '' || r.stamp || r.toolCalls.length === 0) {
         content({ data: sse('content_block_start', {
             type: 'content_block_start', index, content_block: { type: 'text', text: '' },
         }) });
-        for (const piece of splitChars(r.text, r.chunkSize)) {
+        if (r.stamp) {
+            for (let i = 0; i < r.deltas; i++) {
+                content({ data: () => sse('content_block_delta', {
+                    type: 'content_block_delta', index, delta: { type: 'text_delta', text: `@ts${nowUs()} ` },
+                }), textDelta: true });
+            }
+        }
+        for (const piece of r.stamp ? [] : splitChars(r.text, r.chunkSize)) {
             content({ data: sse('content_block_delta', {
                 type: 'content_block_delta', index, delta: { type: 'text_delta', text: piece },
             }), textDelta: true });
@@ -311,7 +343,12 @@ function openaiPlan(r, model, includeUsage) {
             content({ data: chunk({ reasoning_content: piece }) });
         }
     }
-    for (const piece of splitChars(r.text, r.chunkSize)) {
+    if (r.stamp) {
+        for (let i = 0; i < r.deltas; i++) {
+            content({ data: () => chunk({ content: `@ts${nowUs()} ` }), textDelta: true });
+        }
+    }
+    for (const piece of r.stamp ? [] : splitChars(r.text, r.chunkSize)) {
         content({ data: chunk({ content: piece }), textDelta: true });
     }
     r.toolCalls.forEach((t, i) => {
@@ -404,7 +441,7 @@ async function stream(req, res, kind, r, body) {
             if (!alive()) return;
         }
         first = false;
-        await write(res, step.data);
+        await write(res, typeof step.data === 'function' ? step.data() : step.data);
         if (step.start && r.hang) {
             await gone; // nothing more until the client disconnects
             return;
@@ -430,7 +467,8 @@ function handleProvider(req, res, kind, rawBody, record) {
         return sendJson(res, 400, errorBody(kind, 400, null,
             'The mock provider only answers streaming requests ("stream": true)'));
     }
-    const r = normalizeReply(queue.length ? queue.shift() : DEFAULT_REPLY);
+    const r = normalizeReply(queue.length ? queue.shift() : defaultReply);
+    if (r.text.includes('{{user}}')) r.text = r.text.split('{{user}}').join(lastUserText(body));
     record.reply = r.status !== 200 ? { status: r.status } : {
         text: r.text.length, thinking: r.thinking !== null, toolCalls: r.toolCalls.length,
         ...(r.errorAfter !== null ? { errorAfter: r.errorAfter } : {}),
@@ -479,6 +517,27 @@ function handleControl(req, res, path, rawBody) {
             return sendJson(res, 200, { added: list.length, queued: queue.length });
         }
         return sendJson(res, 405, { error: 'method not allowed' }, { Allow: 'GET, POST, DELETE' });
+    }
+    if (path === '/__default') {
+        if (req.method === 'GET') return sendJson(res, 200, defaultReply);
+        if (req.method === 'DELETE') {
+            defaultReply = DEFAULT_REPLY;
+            return sendJson(res, 200, { reset: true });
+        }
+        if (req.method === 'PUT' || req.method === 'POST') {
+            let obj;
+            try {
+                obj = JSON.parse(rawBody.toString('utf8'));
+            } catch {
+                return sendJson(res, 400, { error: 'body is not valid JSON' });
+            }
+            if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
+                return sendJson(res, 400, { error: 'body must be a reply object' });
+            }
+            defaultReply = obj;
+            return sendJson(res, 200, { set: true });
+        }
+        return sendJson(res, 405, { error: 'method not allowed' }, { Allow: 'GET, PUT, POST, DELETE' });
     }
     if (path === '/__requests') {
         if (req.method === 'GET') return sendJson(res, 200, requests);

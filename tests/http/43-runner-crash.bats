@@ -1,0 +1,296 @@
+#!/usr/bin/env bats
+# The runner's failure handling as an operator meets it (issue 11): many chat
+# sessions streaming while the runner is SIGKILLed and restarted several times; a
+# second runner with the same id (refused) and with another id (each session driven
+# by one; a killed or paused runner's sessions taken over once its lease expires, a
+# paused runner's late events dropped); a provider 400 (one request, the reply
+# failed, the next message tries again); a stream that stops without its terminal
+# event (retried, then one complete reply).
+#
+# One stack and one mock for the file, a short lease (DSTREAM_LEASE_MS=1500) so that
+# take-overs are quick. Each test sets the mock's default reply (every request gets
+# it, whatever the order), with {{user}} standing for the question, so each session's
+# expected reply is its own. Waits are polls with deadlines.
+
+load runner-helpers
+
+setup_file() { rn_start DSTREAM_RUNNER_ID=runner-a DSTREAM_LEASE_MS=1500; }
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__default"
+    B_PID=
+}
+teardown() {
+    rn_test_teardown
+    if [ -n "$B_PID" ]; then
+        kill -CONT "$B_PID" 2>/dev/null || true
+        kill -TERM "$B_PID" 2>/dev/null || true
+        ds_poll 10 rn_gone "$B_PID" || kill -KILL "$B_PID" 2>/dev/null || true
+    fi
+    # A test may leave the stack's runner stopped (SIGSTOP): let it go on.
+    kill -CONT "$(rn_runner_pid)" 2>/dev/null || true
+}
+
+# ---- helpers ------------------------------------------------------------------------
+
+# A reply of about 60 deltas, DELAY ms apart (default 40), naming the question.
+FILL="the quick brown fox jumps over the lazy dog while the runner restarts"
+slow_default() {
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary \
+        "$(jq -nc --arg t "Answer to [{{user}}]: $FILL, $FILL, $FILL." --argjson d "${1:-40}" \
+            '{text: $t, chunkSize: 4, delayMs: $d, usage: {input: 10, output: 60}}')"
+}
+expected() { printf 'Answer to [%s]: %s, %s, %s.' "$1" "$FILL" "$FILL" "$FILL"; }
+
+# jq: last_user, the text of a provider request's last user message.
+LAST_USER='def last_user: [.body.messages[] | select(.role == "user")] | last | .content
+    | if type == "string" then . else ([.[]? | .text? // ""] | join("")) end; .'
+
+sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+msg_count() { sql 'SELECT count(*) FROM messages'; }
+_grown() { [ "$(msg_count)" -ge "$1" ]; }
+
+# rn_runner_b ID: start a second runner with another id (same settings, same
+# database); its PID in B_PID, its log in $DS_DIR/logs/runner-ID.log.
+rn_runner_b() {
+    local log=$DS_DIR/logs/runner-$1.log
+    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
+    env $DS_SETTINGS DSTREAM_DB="$DS_DB" DSTREAM_RUNNER_ID="$1" "$DS_BIN/dstream-runner" \
+        </dev/null >>"$log" 2>&1 3>&- &
+    B_PID=$!
+    ds_poll 10 grep -q 'dstream-runner: started' "$log"
+}
+
+# request_discipline FILE: the session's events (a JSON array) never show a request
+# doing anything after it was closed: every delta, tool call and end belongs to a
+# request in flight (started and not yet ended, cancelled or retried), and no
+# request id starts twice. Prints the offending events and fails otherwise.
+request_discipline() {
+    jq -e 'reduce .[] as $e ({open: {}, seen: {}, bad: []};
+        ($e.payload.requestId // "") as $r |
+        if $e.type == "provider:request_started" then
+            (if .seen[$r] then .bad += [$e] else . end) | .open[$r] = true | .seen[$r] = true
+        elif $e.type == "text:delta" or $e.type == "thinking:delta" or $e.type == "tool:called" then
+            (if .open[$r] then . else .bad += [$e] end)
+        elif $e.type == "provider:request_ended" or $e.type == "provider:request_cancelled" then
+            (if .open[$r] then .open |= del(.[$r]) else .bad += [$e] end)
+        elif $e.type == "provider:request_retried" then .open |= del(.[$r])
+        else . end) | if (.bad | length) == 0 then true else (.bad | tostring | halt_error) end' "$1" >/dev/null
+}
+
+# one_reply FILE EXPECTED: the session (GET body in FILE) is completed and holds the
+# reply exactly once, as its only complete assistant message; every cut one is a
+# proper prefix of it.
+one_reply() {
+    jq -e --arg e "$2" '.status == "completed" and .request == null
+        and ([.messages[] | select(.role == "assistant" and (.interrupted | not))] | length == 1 and .[0].content == $e)
+        and ([.messages[] | select(.content == $e)] | length == 1)
+        and ([.messages[] | select(.role == "assistant" and .interrupted) | .content] | all(. as $c | $e | startswith($c) and $c != $e))' \
+        "$1" >/dev/null
+}
+
+# ---- the chaos test --------------------------------------------------------------------
+
+@test "chaos: 24 chat sessions stream while the runner is SIGKILLed and restarted 4 times; every session completes with its reply exactly once" {
+    local n=24 kills=4 agent i k id base cuts=0 logged exact=0 stuck=0 dup=0 ids=()
+    agent=$(rn_agent anthropic claude-test-model)
+    slow_default 40
+    for i in $(seq 1 $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
+    for i in $(seq 1 $n); do rn_say "${ids[$((i - 1))]}" "question $i"; done
+    for k in $(seq 1 $kills); do
+        # Mid-stream: deltas are arriving for this runner (the log grew by 2n events).
+        base=$(msg_count)
+        ds_poll 30 _grown $((base + 2 * n)) || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+        rn_runner_signal KILL
+        rn_runner_start
+    done
+    for i in $(seq 1 $n); do
+        id=${ids[$((i - 1))]}
+        if ! rn_wait "$id" '.status == "completed" and .request == null' 60; then
+            stuck=$((stuck + 1))
+            continue
+        fi
+        cp "$DS_BODY" "$T/s-$i.json"
+        rn_events "$id" >"$T/ev-$i.json"
+        if one_reply "$T/s-$i.json" "$(expected "question $i")"; then
+            exact=$((exact + 1))
+        else
+            jq -c '{status, messages: [.messages[] | {role, interrupted, reason, content: (.content | tostring | .[0:40])}]}' "$T/s-$i.json" >&2
+        fi
+        [ "$(jq --arg e "$(expected "question $i")" '[.messages[] | select(.content == $e)] | length' "$T/s-$i.json")" -le 1 ] ||
+            dup=$((dup + 1))
+        # No event from a process that had lost the request (or the lease).
+        request_discipline "$T/ev-$i.json"
+        # Restarts: each cut request was closed (reason restart) and retried on the
+        # restart budget; every retry started a request; one of them ended.
+        jq -e '([.[] | select(.type == "provider:request_cancelled" and .payload.reason == "restart")] | length) as $c
+            | ([.[] | select(.type == "provider:request_retried")] | length) as $r
+            | ([.[] | select(.type == "provider:request_retried" and .payload.reason == "restart")] | length) == $c
+              and $r == $c
+              and ([.[] | select(.type == "provider:request_started")] | length) == $c + 1
+              and ([.[] | select(.type == "provider:request_ended")] | length) == 1
+              and ([.[] | select(.type == "reply:failed")] | length) == 0' "$T/ev-$i.json" >/dev/null ||
+            { jq -c '.[] | select(.type != "text:delta") | [.type, .payload.requestId, .payload.reason]' "$T/ev-$i.json" >&2; return 1; }
+        cuts=$((cuts + $(jq '[.[] | select(.type == "provider:request_cancelled" and .payload.reason == "restart")] | length' "$T/ev-$i.json")))
+    done
+    # Every request cut off by a restart was found by a runner that then held the
+    # lease, and logged as such (a killed runner logs nothing of its own).
+    logged=$(grep -c 'was cut off by a restart' "$DS_DIR/logs/runner.log" || true)
+    echo "# chaos: sessions=$n kills=$kills completed_exactly_once=$exact stuck=$stuck duplicated=$dup requests_cut=$cuts cut_found_in_log=$logged" >&3
+    [ "$stuck" = 0 ] && [ "$dup" = 0 ] && [ "$exact" = "$n" ]
+    [ "$cuts" -ge 1 ]
+    [ "$logged" -ge "$cuts" ]
+    # The mock saw exactly one request per attempt: n first attempts plus one per cut.
+    # The provider saw no request the log does not know of: per session at most one
+    # per request_started (fewer when a runner died between recording a request and
+    # sending it).
+    rn_requests >"$T/requests.json"
+    for i in $(seq 1 $n); do
+        local made started
+        made=$(jq --arg q "question $i" "$LAST_USER"' | map(select(last_user == $q)) | length' "$T/requests.json")
+        started=$(jq '[.[] | select(.type == "provider:request_started")] | length' "$T/ev-$i.json")
+        [ "$made" -ge 1 ] && [ "$made" -le "$started" ] ||
+            { echo "session $i: $made requests made, $started started" >&2; return 1; }
+    done
+}
+
+# ---- two runners ------------------------------------------------------------------------
+
+@test "a second runner with the same id on the same database refuses to start and says why; the first goes on" {
+    local agent id pid
+    pid=$(rn_runner_pid)
+    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
+    run env $DS_SETTINGS DSTREAM_DB="$DS_DB" timeout 10 "$DS_BIN/dstream-runner"
+    [ "$status" = 1 ]
+    [[ "$output" == *"refusing to start: another runner with id \"runner-a\" is running on this database (pid $pid)"* ]] ||
+        { echo "$output" >&2; return 1; }
+    [[ "$output" == *DSTREAM_RUNNER_ID* ]]
+    rn_runner_alive
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script "$(jq -nc '{text: "Still here.", usage: {input: 1, output: 1}}')"
+    rn_say "$id" "Are you there?"
+    rn_wait "$id" '.status == "completed" and .messages[-1].content == "Still here."'
+}
+
+@test "two runners, two ids: each session is driven by one; after one is killed the other takes its sessions once the lease expires" {
+    local agent i id a_sessions owners ids=()
+    agent=$(rn_agent anthropic claude-test-model)
+    slow_default 50
+    # Four sessions that only runner-a can have, streaming ...
+    for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
+    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
+    # ... then runner-b, and four more sessions that either may take.
+    rn_runner_b runner-b
+    for i in 5 6 7 8; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
+    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases")" -ge 8 ]'
+    sql "SELECT session, owner FROM leases ORDER BY session" >"$T/owners"
+    a_sessions=$(sql "SELECT session FROM leases WHERE owner = 'runner-a'")
+    rn_runner_signal KILL
+    for i in $(seq 1 8); do
+        id=${ids[$((i - 1))]}
+        rn_wait "$id" '.status == "completed" and .request == null' 30
+        cp "$DS_BODY" "$T/s-$i.json"
+        one_reply "$T/s-$i.json" "$(expected "question $i")" || { cat "$T/owners" >&2; return 1; }
+        rn_events "$id" >"$T/ev-$i.json"
+        request_discipline "$T/ev-$i.json"
+        # One request for a session nobody lost; two for runner-a's (the one cut
+        # off by the kill, the retry runner-b made after the lease expired).
+        local want=1
+        grep -qx "$id" <<<"$a_sessions" && want=2
+        [ "$(rn_requests | jq --arg q "question $i" "$LAST_USER"' | map(select(last_user == $q)) | length')" = "$want" ] ||
+            { echo "session $i ($id): not $want request(s); owners:" >&2; cat "$T/owners" >&2; return 1; }
+    done
+    # runner-b found runner-a's requests cut off, once each.
+    for id in $a_sessions; do
+        grep -q "session $id: request .* was cut off by a restart" "$DS_DIR/logs/runner-runner-b.log"
+    done
+    [ -n "$a_sessions" ]
+}
+
+@test "a runner paused past its lease writes nothing more into the sessions another runner took over (late events dropped)" {
+    local agent i id a_pid base before after ids=()
+    agent=$(rn_agent anthropic claude-test-model)
+    slow_default 50
+    for i in 1 2 3; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
+    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 3 ]'
+    base=$(msg_count)
+    ds_poll 20 _grown $((base + 6))
+    rn_runner_b runner-b
+    a_pid=$(rn_runner_pid)
+    kill -STOP "$a_pid"
+    for i in 1 2 3; do
+        rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 30
+    done
+    before=$(msg_count)
+    kill -CONT "$a_pid"
+    # runner-a finds out (at its next look at each session, or when its commit's
+    # lease check fails) and writes nothing.
+    ds_poll 20 grep -qE 'lease expired while this runner was away|lease lost' "$DS_DIR/logs/runner.log"
+    # Once runner-a is back to waiting, nothing it had has reached the log.
+    ds_poll 20 eval '[ "$(grep -cE "lease expired while this runner was away|lease lost" "$DS_DIR/logs/runner.log")" -ge 3 ]' || true
+    after=$(msg_count)
+    [ "$before" = "$after" ] || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+    for i in 1 2 3; do
+        id=${ids[$((i - 1))]}
+        rn_get "$id"
+        one_reply "$DS_BODY" "$(expected "question $i")"
+        rn_events "$id" >"$T/ev-$i.json"
+        request_discipline "$T/ev-$i.json"
+    done
+    kill -0 "$a_pid"
+}
+
+# ---- provider failures ----------------------------------------------------------------
+
+@test "a provider 400: exactly one request, the reply fails with the error and attempts; the next message tries again" {
+    local agent id other
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script '{"status": 400, "errorMessage": "max_tokens: too large"}'
+    rn_say "$id" "A bad request."
+    rn_wait "$id" '.status == "failed"'
+    jq -e '.error | contains("HTTP 400") and contains("rejected")' "$DS_BODY" >/dev/null
+    jq -e '.attempts == 1 and .request == null and .retryAt == null' "$DS_BODY" >/dev/null
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "reply:failed")][0].payload | .reason == "rejected" and .attempts == 1' "$T/ev.json" >/dev/null
+    jq -e '[.[] | select(.type == "provider:request_cancelled")][0].payload | .reason == "failed" and (.error | contains("400"))' "$T/ev.json" >/dev/null
+    jq -e '[.[] | select(.type == "provider:request_retried")] == []' "$T/ev.json" >/dev/null
+    # Nothing more happens by itself: another session's round trip goes by, and the
+    # mock saw exactly one request for this one.
+    other=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_say "$other" "Sentinel."
+    rn_wait "$other" '.status == "completed"'
+    [ "$(rn_requests | jq '[.[] | select(.body | tostring | contains("A bad request."))] | length')" = 1 ]
+    rn_get "$id"
+    jq -e '.status == "failed"' "$DS_BODY" >/dev/null
+    # The next message tries again, and succeeds.
+    rn_script "$(jq -nc '{text: "Better now.", usage: {input: 1, output: 1}}')"
+    rn_say "$id" "A good request."
+    rn_wait "$id" '.status == "completed" and .messages[-1].content == "Better now." and .error == null'
+}
+
+@test "a stream that stops without its terminal event is retried, then one complete reply" {
+    local agent id
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    # A well-formed stream that just ends after two deltas: no message_delta, no message_stop.
+    rn_script "$(jq -nc '{raw: [
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test-model\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Half an \"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"answer\"}}\n\n"],
+        delayMs: 20}')"
+    rn_script "$(jq -nc '{text: "A whole answer.", usage: {input: 5, output: 3}}')"
+    rn_say "$id" "Answer me."
+    rn_wait "$id" '.status == "completed" and .request == null and .messages[-1].content == "A whole answer."'
+    jq -e '[.messages[] | select(.role == "assistant" and (.interrupted | not)) | .content] == ["A whole answer."]' "$DS_BODY" >/dev/null
+    jq -e '[.messages[] | select(.role == "assistant" and .interrupted)] | length == 1 and .[0].reason == "failed" and .[0].content == "Half an answer"' "$DS_BODY" >/dev/null
+    rn_events "$id" >"$T/ev.json"
+    request_discipline "$T/ev.json"
+    jq -e '[.[] | select(.type == "provider:request_retried") | .payload | {reason, cause, attempt}] == [{reason: "failed", cause: "stream_cut", attempt: 2}]' "$T/ev.json" >/dev/null
+    jq -e '[.[] | select(.type == "provider:request_ended")] | length == 1' "$T/ev.json" >/dev/null
+    [ "$(rn_request_count)" = 2 ]
+}
