@@ -4,7 +4,7 @@
 #include "../lib/agent.h"
 #include "../lib/defs.h"
 #include "router.h"
-#include "stream.h"
+#include "reply.h"
 
 #define ERR_MAX 8192
 
@@ -42,7 +42,7 @@ static void put(req_t *r, const char *name, int create_only)
         goto out;
     }
     if (rc) {
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         goto out;
     }
     if (created) res_headerf(r, "Location", "/v1/agents/%s", name);
@@ -58,7 +58,7 @@ void agents_handle(req_t *r, const char *name)
     if (!name) {
         if (!strcmp(m, "GET")) {
             json_t *arr = json_array();
-            if ((rc = defs_agent_list(r->log, arr))) stream_fail(r, rc);
+            if ((rc = defs_agent_list(r->log, arr))) reply_fail(r, rc);
             else {
                 json_t *o = json_pack("{s:o}", "agents", arr);
                 res_json(r, 200, o);
@@ -82,7 +82,7 @@ void agents_handle(req_t *r, const char *name)
         json_t *doc = defs_agent_get(r->log, name, &rc);
         if (!doc) {
             if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no agent %s", name);
-            else stream_fail(r, rc);
+            else reply_fail(r, rc);
             return;
         }
         agent_redact(doc);
@@ -93,7 +93,7 @@ void agents_handle(req_t *r, const char *name)
     } else if (!strcmp(m, "DELETE")) {
         rc = defs_agent_delete(r->log, name);
         if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no agent %s", name);
-        else if (rc) stream_fail(r, rc);
+        else if (rc) reply_fail(r, rc);
         else {
             res_status(r, 204);
             res_end(r);

@@ -8,10 +8,12 @@
  * the response ends. nginx sees an ordinary response that takes its time.
  *
  * Readers are grouped by stream. When lib/wake reports that a stream changed (the
- * wake sink), the hub reads it once for every distinct (offset, kind, query) among
- * the group's readers, which is usually once, frames the events once and writes
- * the same bytes to each (live_sse_step / live_lp_step of live.c, run against a
- * request whose body goes into memory). A connection whose socket is full keeps
+ * wake sink), the hub reads it once for every distinct position (offset, framer and
+ * its state, query, headers yet to send) among the group's readers, which is usually
+ * once, frames the batch once through the readers' framer (frame_step, frame.h, the
+ * same code the threads run, against a request whose body goes into memory) and
+ * writes the same bytes to each. A group reads one batch per turn of the loop, so a
+ * reader with a long way to go never delays the others by more than one batch. A connection whose socket is full keeps
  * the rest in its own buffer (at most one batch) and is skipped until it drains;
  * then it reads again from its own offset. No read transaction is held between
  * wake-ups.
@@ -34,11 +36,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../lib/sse.h"
 #include "../lib/wake.h"
+#include "frame.h"
 #include "metrics.h"
-#include "router.h"
-#include "stream.h"
 #include "wire.h"
 
 #define HUB_BUCKETS 4096
@@ -51,11 +51,13 @@ typedef struct hconn hconn;
 struct hconn {
     wire_t w;                   /* the connection and what waits to be sent on it */
     int reader;                 /* a live reader (else a finished response, ending) */
-    int sse, events, text, first;
+    frame_t f;                  /* how its response is framed, and how far it got */
     int64_t id;                 /* the stream */
     offset_kind kind;
     offset_t from;
     char *path, *query;
+    char *head;                 /* headers collected but not sent (a long-poll's) */
+    size_t headlen;
     int64_t deadline;           /* mono ms: long-poll 204, SSE end, or linger end */
     int64_t beat;               /* mono ms: next SSE heartbeat */
     int woken;                  /* the stream moved while the socket was full */
@@ -131,7 +133,7 @@ static int conn_flush(hub_t *h, hconn *c)
     h->pend_total = h->pend_total - before + after;
     if (rc == WIRE_GONE) return -1;
     if (c->ending && after < before) {
-        c->deadline = live_mono_ms() + HUB_LINGER_MS;
+        c->deadline = wake_now_ms() + HUB_LINGER_MS;
         note_due(h, c->deadline);
     }
     if (rc == WIRE_DONE) set_out(h, c, 0);
@@ -232,6 +234,7 @@ static void conn_free(hconn *c)
     wire_free(&c->w);
     free(c->path);
     free(c->query);
+    free(c->head);
     free(c);
 }
 
@@ -254,18 +257,16 @@ static void conn_close(hub_t *h, hconn *c)
     metrics_response(c->status);
 }
 
-/* A request for c whose response goes into h->out (emptied); a long-poll's starts
- * with the headers every response carries, an SSE stream's headers are out. */
+/* A request for c whose response goes into h->out (emptied): a streamed response's
+ * headers are out, a long-poll's start with those its thread had collected. */
 static void mem_req(hub_t *h, hconn *c, req_t *r)
 {
     memset(r, 0, sizeof *r);
     buf_reset(&h->out);
-    req_mem_begin(r, &h->out, c->query, c->sse);
+    req_mem_begin(r, &h->out, c->query, c->f.started);
     r->cfg = h->cfg;
     r->log = h->conn;
-    r->events = c->events;
-    r->sse = c->sse;
-    if (!c->sse) res_common_headers(r);
+    if (!c->f.started && c->headlen) buf_append(&r->head, c->head, c->headlen);
 }
 
 /* Run one live step for c into h->out; c's position moves on. */
@@ -278,11 +279,10 @@ static int produce(hub_t *h, hconn *c)
     rr.path = c->path;
     rr.kind = c->kind;
     rr.from = c->from;
-    int st = c->sse ? live_sse_step(&r, &rr, c->id, &h->batch, c->text, &c->first)
-                    : live_lp_step(&r, &rr, &h->batch);
+    int st = frame_step(&c->f, &r, &rr, &h->batch);
     c->kind = rr.kind;
     c->from = rr.from;
-    if (st == LIVE_END) c->status = r.status;
+    if (st == FRAME_END) c->status = r.status;
     req_end(&r);
     return st;
 }
@@ -304,7 +304,7 @@ static void conn_end(hub_t *h, hconn *c, const char *data, size_t len, int64_t n
 /* Hand c the bytes of a step whose outcome was st. Returns 1 if more is there. */
 static int deliver(hub_t *h, hconn *c, int st, int64_t now)
 {
-    if (st == LIVE_END) {
+    if (st == FRAME_END) {
         conn_end(h, c, h->out.p, h->out.len, now);
         return 0;
     }
@@ -315,7 +315,7 @@ static int deliver(hub_t *h, hconn *c, int st, int64_t now)
         }
         c->beat = now + h->cfg->heartbeat_ms;
     }
-    if (st == LIVE_MORE) {
+    if (st == FRAME_MORE) {
         if (!wire_pending(&c->w)) return 1;
         c->woken = 1;
     }
@@ -324,19 +324,21 @@ static int deliver(hub_t *h, hconn *c, int st, int64_t now)
 
 static int same_position(const hconn *a, const hconn *b)
 {
-    return a->sse == b->sse && a->events == b->events && a->text == b->text &&
-           a->kind == b->kind && a->from.seq == b->from.seq && a->from.pos == b->from.pos &&
-           strcmp(a->query, b->query) == 0;
+    return a->f.fr == b->f.fr && a->f.envelopes == b->f.envelopes && a->f.text == b->f.text &&
+           a->f.started == b->f.started && a->f.sent == b->f.sent && a->kind == b->kind &&
+           a->from.seq == b->from.seq && a->from.pos == b->from.pos &&
+           strcmp(a->query, b->query) == 0 && a->headlen == b->headlen &&
+           (!a->headlen || memcmp(a->head, b->head, a->headlen) == 0);
 }
 
 /* The stream of group id changed: read once per distinct position among its
- * readers and send each the same bytes. Repeats while a batch left more. */
-static void wake_group(hub_t *h, int64_t id, int64_t now)
+ * readers and send each the same bytes. Returns 1 if a batch left more to read. */
+static int wake_group(hub_t *h, int64_t id, int64_t now)
 {
-    for (int again = 1; again;) {
-        again = 0;
+    int again = 0;
+    {
         group *g = group_find(h, id);
-        if (!g) return;
+        if (!g) return 0;
         size_t n = 0;
         for (hconn *c = g->head; c; c = c->gnext) {
             if (n == h->tmpcap) {
@@ -365,13 +367,14 @@ static void wake_group(hub_t *h, int64_t id, int64_t now)
                 h->tmp[j] = NULL;
                 d->kind = c->kind;
                 d->from = c->from;
-                d->first = c->first;
+                d->f = c->f;
                 d->status = c->status;
                 again |= deliver(h, d, st, now);
             }
             again |= deliver(h, c, st, now);
         }
     }
+    return again;
 }
 
 /* Queue group id for wake_group in this turn. */
@@ -395,7 +398,7 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
         conn_close(h, c);
         return;
     }
-    if (c->sse) {
+    if (c->f.fr->streamed || !c->f.fr->end) {
         conn_end(h, c, NULL, 0, now);
         return;
     }
@@ -404,7 +407,7 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.from = c->from;
-    live_lp_timeout(&r, &rr);
+    c->f.fr->end(&c->f, &r, &rr);
     c->status = r.status;
     req_end(&r);
     if (wire_pending(&c->w)) {
@@ -415,20 +418,23 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
     conn_end(h, c, h->out.p, h->out.len, now);
 }
 
+/* A reader whose framer sends heartbeats while it waits. */
+static int beats(const hconn *c)
+{
+    return c->reader && !c->ending && c->f.fr->heartbeat;
+}
+
 /* Deadlines and heartbeats. */
 static void sweep(hub_t *h, int64_t now)
 {
     int64_t due = now + 60000;
     int resweep = 0;
     h->shed = 0;
-    buf_t ev;
-    buf_init(&ev, 0);
-    sse_comment(&ev, "keep-alive");
     for (size_t i = 0; i < h->n;) {
         hconn *c = h->all[i];
         if (now >= c->deadline) {
             conn_finish(h, c, now);
-        } else if (c->sse && !c->ending && !wire_pending(&c->w) && now >= c->beat) {
+        } else if (beats(c) && !wire_pending(&c->w) && now >= c->beat) {
             /* A stream deleted under its readers ends their responses. */
             group *g = c->g;
             int gone = 0;
@@ -445,19 +451,21 @@ static void sweep(hub_t *h, int64_t now)
                     d = next;
                 }
                 resweep = 1;
-            } else if (conn_send(h, c, ev.p, ev.len, 0) < 0) {
-                conn_close(h, c);
             } else {
-                c->beat = now + h->cfg->heartbeat_ms;
+                req_t r;
+                mem_req(h, c, &r);
+                c->f.fr->heartbeat(&c->f, &r);
+                req_end(&r);
+                if (conn_send(h, c, h->out.p, h->out.len, 0) < 0) conn_close(h, c);
+                else c->beat = now + h->cfg->heartbeat_ms;
             }
         }
         if (i < h->n && h->all[i] == c && !c->dead) {
             if (c->deadline < due) due = c->deadline;
-            if (c->sse && !c->ending && c->beat < due) due = c->beat;
+            if (beats(c) && c->beat < due) due = c->beat;
             i++;
         }
     }
-    buf_free(&ev);
     h->due = resweep || h->shed ? now : due;
     h->shed = 0;
 }
@@ -488,7 +496,7 @@ static int adopt(hub_t *h, hconn *c, int64_t now)
     metrics_slot *m = metrics_self();
     if (m) metrics_gauge(&m->hub_readers, 1);
     c->beat = now + h->cfg->heartbeat_ms;
-    if (c->sse) note_due(h, c->beat);
+    if (beats(c)) note_due(h, c->beat);
     /* Read once more: a commit may have come between the thread's read and now
      * (or, if the socket is full, once it drains). */
     want_group(h, c->id);
@@ -570,16 +578,21 @@ static void intake(hub_t *h, int64_t now)
     }
 }
 
+/* Read for every group queued; a group that has more to read goes again next turn
+ * (after the sockets and the other groups had theirs). */
 static void run_work(hub_t *h, int64_t now)
 {
     unsigned pass = ++h->pass;
-    for (size_t i = 0; i < h->nwork; i++) {
-        group *g = group_find(h, h->work[i]);
+    size_t n = h->nwork;
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = h->work[i];
+        group *g = group_find(h, id);
         if (!g || g->pass == pass) continue;
         g->pass = pass;
-        wake_group(h, h->work[i], now);
+        if (wake_group(h, id, now)) want_group(h, id);
     }
-    h->nwork = 0;
+    memmove(h->work, h->work + n, (h->nwork - n) * sizeof *h->work);
+    h->nwork -= n;
 }
 
 static void reap(hub_t *h)
@@ -596,11 +609,11 @@ static void *hub_main(void *arg)
     hub_t *h = arg;
     struct epoll_event evs[256];
     while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
-        int64_t now = live_mono_ms();
-        int64_t wait = h->n ? h->due - now : 1000;
+        int64_t now = wake_now_ms();
+        int64_t wait = h->nwork ? 0 : h->n ? h->due - now : 1000;
         int timeout = wait < 0 ? 0 : wait > 1000 ? 1000 : (int)wait;
         int k = epoll_wait(h->ep, evs, 256, timeout);
-        now = live_mono_ms();
+        now = wake_now_ms();
         for (int i = 0; i < k; i++) {
             if (evs[i].data.ptr == NULL) {
                 uint64_t v;
@@ -619,7 +632,7 @@ static void *hub_main(void *arg)
     pthread_mutex_lock(&h->mu);
     h->closed = 1;
     pthread_mutex_unlock(&h->mu);
-    int64_t now = live_mono_ms();
+    int64_t now = wake_now_ms();
     intake(h, now);
     h->nwork = 0;
     while (h->n) {
@@ -725,25 +738,27 @@ static void hand(hub_t *h, req_t *r, hconn *c)
     (void)w;
 }
 
-int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
-             int64_t deadline_ms)
+int hub_park(hub_t *h, req_t *r, const log_read_req *rr, const frame_t *f, int64_t deadline_ms)
 {
     if (reserve(h, r)) return -1;
     hconn *c = calloc(1, sizeof *c);
     if (c) {
         c->path = strdup(rr->path);
         c->query = strdup(r->query ? r->query : "");
+        if (!f->started && r->head.len && (c->head = malloc(r->head.len))) {
+            memcpy(c->head, r->head.p, r->head.len);
+            c->headlen = r->head.len;
+        }
     }
-    if (!c || !c->path || !c->query || r->be->detach(r, &c->w) < 0) {
+    if (!c || !c->path || !c->query || (!f->started && r->head.len && !c->head) ||
+        r->be->detach(r, &c->w) < 0) {
         if (c) conn_free(c);
         __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
         return -1;
     }
     c->reader = 1;
-    c->sse = r->sse;
-    c->events = r->events;
-    c->text = text;
-    c->id = id;
+    c->f = *f;
+    c->id = f->id;
     c->kind = rr->kind;
     c->from = rr->from;
     c->deadline = deadline_ms;
@@ -762,7 +777,7 @@ int hub_finish(hub_t *h, req_t *r)
     }
     c->ending = 1;
     c->status = r->gone ? 0 : r->status;
-    c->deadline = live_mono_ms() + HUB_LINGER_MS;
+    c->deadline = wake_now_ms() + HUB_LINGER_MS;
     hand(h, r, c);
     return 0;
 }

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "req.h"
+#include "frame.h"
 
 struct wake;
 typedef struct hub hub_t;
@@ -16,15 +16,14 @@ hub_t *hub_start(const cfg_t *cfg, log_t *log, struct wake *wake, char *err, siz
  * stop the thread; for the process's stop (its memory stays until exit). */
 void hub_stop(hub_t *h);
 
-/* Hand r's connection to the hub once r has nothing left to read: a long-poll
- * (r->sse 0, nothing sent yet) waiting at rr->from until deadline_ms, or an SSE
- * response (headers and events sent) of stream id, ended at deadline_ms. text:
- * SSE data as text, else base64. What the socket has not taken yet goes along: the
- * hub sends it first and reads on once it is out. Returns 0 if the hub took the connection (r
+/* Hand r's connection to the hub: a live read (rr->path at rr->kind/rr->from)
+ * framed by f that waits for more or whose client does not take what was written
+ * (what waits goes along: the hub sends it first and reads on once it is out). A
+ * long-poll has sent nothing yet: the headers r collected go along too. The hub ends
+ * the response at deadline_ms (f's end). Returns 0 if the hub took the connection (r
  * writes nothing more), -1 if not (hub full, or a transport that cannot hand its
  * connection over): the thread then serves the reader itself. */
-int hub_park(hub_t *h, req_t *r, const log_read_req *rr, int64_t id, int text,
-             int64_t deadline_ms);
+int hub_park(hub_t *h, req_t *r, const log_read_req *rr, const frame_t *f, int64_t deadline_ms);
 /* Hand over r's finished response (end records included) whose rest the socket
  * did not take: the hub sends it as the client reads and closes the connection
  * (after HUB_LINGER_MS without progress, it gives up). 0, or -1 if the hub cannot

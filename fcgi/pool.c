@@ -29,6 +29,7 @@
 
 #include "../lib/wake.h"
 #include "hub.h"
+#include "live.h"
 #include "metrics.h"
 #include "router.h"
 #include "wire.h"
@@ -37,11 +38,6 @@
 
 static atomic_int stopping;
 static atomic_int in_flight;
-
-int pool_stopping(void)
-{
-    return atomic_load(&stopping);
-}
 
 /* ---- FastCGI backend --------------------------------------------------------------- */
 
@@ -245,6 +241,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd,
         publish(log, wake);
     }
     atomic_store(&stopping, 1);
+    live_stop();
     if (wake) wake_all(wake);
     hub_stop(hub);
     for (int waited = 0; atomic_load(&in_flight) > 0 && waited < po->grace_ms; waited += 10) {

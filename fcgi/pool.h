@@ -25,7 +25,4 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log);
 /* Serve one CGI request from the environment. Returns the exit status. */
 int cgi_run(const cfg_t *cfg, log_t *log);
 
-/* 1 once the process has been asked to stop: long responses should end. */
-int pool_stopping(void);
-
 #endif

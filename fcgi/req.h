@@ -56,8 +56,6 @@ struct req {
     log_conn_t *log;
     struct wake_waiter *waiter; /* this thread's live-read waiter, or NULL (CGI) */
     struct hub *hub;            /* the process's live hub, or NULL (CGI) */
-    int events;                 /* session event framing (offsets injected, SSE by type) */
-    int sse;                    /* the response is an SSE stream */
     int waiting;                /* a live reader waiting on this thread (metrics) */
     int parked;                 /* handed to the hub, which completes the response */
 

@@ -13,6 +13,8 @@
 #include "../lib/defs.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
+#include "live.h"
+#include "reply.h"
 #include "router.h"
 #include "stream.h"
 
@@ -45,7 +47,7 @@ static void fail(req_t *r, int rc)
     case E_ANSWERED: res_error(r, 409, "input_answered", "that input has already been answered"); break;
     case E_BAD_RESPONSE: res_error(r, 400, "bad_response", "the response does not fit the input's kind"); break;
     case E_CANCELLING: res_error(r, 409, "cancel_requested", "the session is being cancelled"); break;
-    default: stream_fail(r, rc);
+    default: reply_fail(r, rc);
     }
 }
 
@@ -104,7 +106,7 @@ static void create(req_t *r)
     else doc = defs_workflow_get(r->log, name, 0, &version, &rc);
     if (!doc) {
         if (rc == LOG_ENOTFOUND) res_error(r, 422, agent ? "unknown_agent" : "unknown_workflow", "no %s named %s", agent ? "agent" : "workflow", name);
-        else stream_fail(r, rc);
+        else reply_fail(r, rc);
         goto out;
     }
     created = json_object();
@@ -127,7 +129,7 @@ static void create(req_t *r)
     cr.trace = &tr;
     if ((rc = sstore_create(r->log, &cr))) {
         if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
-        else stream_fail(r, rc);
+        else reply_fail(r, rc);
         goto out;
     }
     sstore_row row;
@@ -136,7 +138,7 @@ static void create(req_t *r)
     session_view_init(&v);
     if ((rc = sstore_get(r->log, id, &row)) || (rc = sstore_view(r->log, id, 0, pos, &v, &pos))) {
         session_view_free(&v);
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         goto out;
     }
     res_headerf(r, "Location", "/v1/sessions/%s", id);
@@ -182,7 +184,7 @@ static void list(req_t *r)
     if (rc) {
         json_decref(arr);
         if (rc == LOG_EINVAL) res_error(r, 400, "bad_cursor", "malformed cursor");
-        else stream_fail(r, rc);
+        else reply_fail(r, rc);
         return;
     }
     json_t *o = json_pack("{s:o, s:o}", "sessions", arr, "nextCursor", next[0] ? json_string(next) : json_null());
@@ -258,23 +260,9 @@ static void events(req_t *r, const char *id)
     int resumed = sse || req_query(r, "offset", off, sizeof off) == -1
                       ? stream_resume_offset(r, &rr.kind, &rr.from) : 0;
     if (resumed < 0 || (!resumed && stream_parse_offset(r, &rr.kind, &rr.from))) return;
-    r->events = 1;
-    if (ln >= 0) {
-        stream_live(r, &rr, sse);
-        return;
-    }
-    buf_t out;
-    buf_init(&out, r->cfg->read_max + (1 << 20));
-    if ((rc = stream_read_batch(r, &rr, &out))) stream_fail(r, rc);
-    else {
-        res_header(r, "Content-Type", "application/json");
-        stream_put_offset(r, "Stream-Next-Offset", rr.next);
-        if (rr.up_to_date) res_header(r, "Stream-Up-To-Date", "true");
-        res_header(r, "Cache-Control", "no-store");
-        res_headerf(r, "Content-Length", "%zu", out.len);
-        res_write(r, out.p, out.len);
-    }
-    buf_free(&out);
+    frame_t f;
+    frame_init(&f, sse ? &frame_events : ln >= 0 ? &frame_longpoll : &frame_catchup, 1);
+    live_run(r, &rr, &f);
 }
 
 /* ---- commands ----------------------------------------------------------------------------- */
@@ -490,7 +478,7 @@ static void fork_session(req_t *r, const char *id)
         offset_t pos = {0, 0};
         session_view_init(&v);
         if ((rc = sstore_get(r->log, nid, &row)) || (rc = sstore_view(r->log, nid, 0, pos, &v, &pos)))
-            stream_fail(r, rc);
+            reply_fail(r, rc);
         else {
             res_headerf(r, "Location", "/v1/sessions/%s", nid);
             json_t *j = session_json(&row, &v, pos);

@@ -15,6 +15,8 @@
 #include "../lib/sse.h"
 #include "../lib/timefmt.h"
 #include "../lib/url.h"
+#include "live.h"
+#include "reply.h"
 #include "router.h"
 #include "stream.h"
 
@@ -25,51 +27,6 @@ static int header_true(req_t *r, const char *name)
 {
     const char *v = req_header(r, name);
     return v && strcasecmp(v, "true") == 0;
-}
-
-void stream_put_offset(req_t *r, const char *name, offset_t o)
-{
-    char s[OFFSET_LEN + 1];
-    offset_format(o, s);
-    res_header(r, name, s);
-}
-
-/* Map a log error to a response. */
-void stream_fail(req_t *r, int rc)
-{
-    switch (rc) {
-    case LOG_ENOTFOUND: res_error(r, 404, "not_found", "stream not found"); break;
-    case LOG_EGONE: res_error(r, 410, "gone", "stream was deleted"); break;
-    case LOG_ECONFLICT: res_error(r, 409, "conflict", "%s", log_strerror(rc)); break;
-    case LOG_ECLOSED:
-        res_header(r, "Stream-Closed", "true");
-        res_error(r, 409, "stream_closed", "stream is closed");
-        break;
-    case LOG_ECTYPE: res_error(r, 409, "content_type_mismatch", "%s", log_strerror(rc)); break;
-    case LOG_ESEQ: res_error(r, 409, "sequence_conflict", "%s", log_strerror(rc)); break;
-    case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", log_strerror(rc)); break;
-    case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", log_strerror(rc)); break;
-    case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
-    case LOG_EOFFSET: res_error(r, 400, "bad_offset", "%s", log_strerror(rc)); break;
-    case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", log_strerror(rc)); break;
-    case LOG_EBUSY:
-        res_header(r, "Retry-After", "1");
-        res_error(r, 503, "busy", "%s", log_strerror(rc));
-        break;
-    default: res_error(r, 500, "internal", "%s", log_strerror(rc)); break;
-    }
-}
-
-/* Stream metadata headers shared by HEAD, GET and write responses. */
-void stream_meta_headers(req_t *r, const log_info *info)
-{
-    char ts[40];
-    res_header(r, "Content-Type", info->content_type);
-    if (info->ttl_s >= 0) res_headerf(r, "Stream-TTL", "%" PRId64, info->ttl_s);
-    if (info->expires_ms >= 0) {
-        timefmt_format(info->expires_ms, ts, sizeof ts);
-        res_header(r, "Stream-Expires-At", ts);
-    }
 }
 
 /* ---- parsing helpers ------------------------------------------------------------ */
@@ -270,12 +227,12 @@ static void do_put(req_t *r, const char *path)
     if (rc) {
         if (rc == LOG_ERANGE)
             res_error(r, 400, "bad_fork_offset", "the fork offset (and sub-offset) must lie within the source");
-        else stream_fail(r, rc);
+        else reply_fail(r, rc);
         goto out;
     }
     res_status(r, cr.created ? 201 : 200);
-    stream_meta_headers(r, &cr.info);
-    stream_put_offset(r, "Stream-Next-Offset", cr.info.tail);
+    reply_meta(r, &cr.info);
+    reply_offset(r, "Stream-Next-Offset", cr.info.tail);
     if (cr.info.closed) res_header(r, "Stream-Closed", "true");
     if (cr.created) {
         /* From the configured public URL (else relative), never from the client's
@@ -353,11 +310,11 @@ static void do_post(req_t *r, const char *path)
     size_t errpos = 0;
     int split = body.len ? split_msgs(ar.content_type, &body, &m, 0, &errpos) : 0;
     if (split) {
-        if ((rc = log_head(r->log, path, &info))) stream_fail(r, rc);
+        if ((rc = log_head(r->log, path, &info))) reply_fail(r, rc);
         else if (info.closed) {
-            stream_put_offset(r, "Stream-Next-Offset", info.tail);
-            stream_fail(r, LOG_ECLOSED);
-        } else if (!log_ctype_equal(ar.content_type, info.content_type)) stream_fail(r, LOG_ECTYPE);
+            reply_offset(r, "Stream-Next-Offset", info.tail);
+            reply_fail(r, LOG_ECLOSED);
+        } else if (!log_ctype_equal(ar.content_type, info.content_type)) reply_fail(r, LOG_ECTYPE);
         else split_fail(r, split, errpos);
         goto out;
     }
@@ -383,17 +340,17 @@ static void do_post(req_t *r, const char *path)
         res_error(r, 400, "bad_producer_seq", "%s", log_strerror(rc));
         goto out;
     case LOG_ECLOSED:
-        stream_put_offset(r, "Stream-Next-Offset", ar.info.tail);
-        stream_fail(r, rc);
+        reply_offset(r, "Stream-Next-Offset", ar.info.tail);
+        reply_fail(r, rc);
         goto out;
     default:
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         goto out;
     }
     /* A duplicate reports the highest sequence accepted, not the one it repeated. */
     if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.last_seq : ar.seq);
     res_status(r, ar.producer && !ar.duplicate && ar.nmsgs > 0 ? 200 : 204);
-    stream_put_offset(r, "Stream-Next-Offset", ar.info.tail);
+    reply_offset(r, "Stream-Next-Offset", ar.info.tail);
     if (ar.info.closed) res_header(r, "Stream-Closed", "true");
     res_end(r);
 out:
@@ -430,120 +387,36 @@ int stream_resume_offset(req_t *r, offset_kind *kind, offset_t *from)
     return 1;
 }
 
-typedef struct batch {
-    req_t *r;
-    buf_t *out;
-    const log_read_req *rr;
-    int first;
-} batch_t;
-
-/* A stored session envelope with its offset added: {"offset":"...", ...rest}. */
-static int put_envelope(buf_t *out, const char *data, size_t len, offset_t at)
-{
-    char off[OFFSET_LEN + 1];
-    offset_format(at, off);
-    if (len < 2 || data[0] != '{') return buf_append(out, data, len);
-    int rc = buf_printf(out, "{\"offset\":\"%s\"%s", off, data[1] == '}' ? "" : ",");
-    return rc ? rc : buf_append(out, data + 1, len - 1);
-}
-
-/* The "type" of a stored envelope (session_event_encode writes it first). */
-static size_t envelope_type(const char *data, size_t len, const char **type)
-{
-    static const char pre[] = "{\"type\":\"";
-    if (len > sizeof pre && memcmp(data, pre, sizeof pre - 1) == 0) {
-        const char *t = data + sizeof pre - 1;
-        const char *q = memchr(t, '"', len - (sizeof pre - 1));
-        if (q && q - t < 64) {
-            *type = t;
-            return (size_t)(q - t);
-        }
-    }
-    *type = "event";
-    return 5;
-}
-
-static int batch_msg(void *ud, const void *data, size_t len, offset_t at)
-{
-    batch_t *f = ud;
-    /* log_read fills rr->info before the first message. */
-    if (f->r->events && f->r->sse) {
-        /* One SSE event per session event, named by type; id resumes after it. */
-        const char *type;
-        size_t tl = envelope_type(data, len, &type);
-        offset_t next = {at.seq + 1, at.pos + len};
-        char id[OFFSET_LEN + 1], name[72];
-        offset_format(next, id);
-        snprintf(name, sizeof name, "%.*s", (int)tl, type);
-        buf_t ev;
-        buf_init(&ev, 0);
-        int rc = put_envelope(&ev, data, len, at);
-        if (!rc) rc = sse_event(f->out, name, id, ev.p, ev.len);
-        buf_free(&ev);
-        f->first = 0;
-        return rc ? -100 : 0;
-    }
-    if (f->rr->info.json && buf_puts(f->out, f->first ? "[" : ",")) return -100;
-    f->first = 0;
-    if (f->r->events) return put_envelope(f->out, data, len, at) ? -100 : 0;
-    return buf_append(f->out, data, len) ? -100 : 0;
-}
-
-int stream_read_batch(req_t *r, log_read_req *rr, buf_t *out)
-{
-    batch_t f = {r, out, rr, 1};
-    buf_reset(out);
-    rr->max_bytes = r->cfg->read_max;
-    int rc = log_read(r->log, rr, batch_msg, &f);
-    if (rc == -100) return LOG_EIO;
-    if (rc) return rc;
-    if (rr->info.json && !(r->events && r->sse) && buf_puts(out, f.first ? "[]" : "]")) return LOG_EIO;
-    return 0;
-}
-
-void stream_touch(req_t *r, const log_info *info)
-{
-    if (info->ttl_s >= 0) log_touch(r->log, info->id);
-}
-
-static void etag_of(const log_read_req *rr, offset_t from, char *out, size_t cap)
-{
-    snprintf(out, cap, "\"%" PRId64 "-%" PRId64 "-%" PRIu64 "-%" PRIu64 "%s\"", rr->info.id,
-             rr->info.created_ms, from.seq, rr->next.seq, rr->info.closed && rr->up_to_date ? "-c" : "");
-}
-
 static void do_head(req_t *r, const char *path)
 {
     log_info info;
     int rc = log_head(r->log, path, &info);
     if (rc) {
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         return;
     }
-    stream_meta_headers(r, &info);
-    stream_put_offset(r, "Stream-Next-Offset", info.tail);
+    reply_meta(r, &info);
+    reply_offset(r, "Stream-Next-Offset", info.tail);
     if (info.closed) res_header(r, "Stream-Closed", "true");
     res_header(r, "Cache-Control", "no-store");
     res_end(r);
 }
 
-/* GET: catch-up, or a live read (live.c). */
+/* GET: a catch-up or live read, framed by its transport (frame_*.c, live.c). */
 static void do_get(req_t *r, const char *path)
 {
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
-    char etag[160], live[32];
-    buf_t out;
-    int rc;
-
+    char live[32];
     int ln = req_query(r, "live", live, sizeof live);
     if (ln == -2 || ln == -3 || (ln >= 0 && strcmp(live, "long-poll") != 0 && strcmp(live, "sse") != 0)) {
         res_error(r, 400, "bad_live", "live must be long-poll or sse");
         return;
     }
+    int sse = ln >= 0 && strcmp(live, "sse") == 0;
     rr.path = path;
     /* An EventSource reconnecting to the same URL says where it was. */
-    int resumed = ln >= 0 && strcmp(live, "sse") == 0 ? stream_resume_offset(r, &rr.kind, &rr.from) : 0;
+    int resumed = sse ? stream_resume_offset(r, &rr.kind, &rr.from) : 0;
     if (resumed < 0 || (!resumed && stream_parse_offset(r, &rr.kind, &rr.from))) return;
     if (ln >= 0) {
         char tmp[64];
@@ -551,37 +424,10 @@ static void do_get(req_t *r, const char *path)
             res_error(r, 400, "missing_offset", "live reads need an offset (-1, now or a returned offset)");
             return;
         }
-        stream_live(r, &rr, strcmp(live, "sse") == 0);
-        return;
     }
-    buf_init(&out, r->cfg->read_max + (1 << 20));
-    if ((rc = stream_read_batch(r, &rr, &out))) {
-        stream_fail(r, rc);
-        goto out;
-    }
-    stream_touch(r, &rr.info);
-    offset_t from = rr.kind == OFFSET_AT ? rr.from : rr.kind == OFFSET_NOW ? rr.info.tail : (offset_t){0, 0};
-    etag_of(&rr, from, etag, sizeof etag);
-    stream_meta_headers(r, &rr.info);
-    stream_put_offset(r, "Stream-Next-Offset", rr.next);
-    if (rr.up_to_date) res_header(r, "Stream-Up-To-Date", "true");
-    if (rr.up_to_date && rr.info.closed) res_header(r, "Stream-Closed", "true");
-    res_header(r, "ETag", etag);
-    /* A range that reached the tail can still grow; a full page never changes. */
-    if (rr.kind == OFFSET_NOW || rr.up_to_date)
-        res_header(r, "Cache-Control", "no-store");
-    else
-        res_header(r, "Cache-Control", "public, max-age=60, stale-while-revalidate=300");
-    const char *inm = req_header(r, "If-None-Match");
-    if (inm && strcmp(inm, etag) == 0) {
-        res_status(r, 304);
-        res_end(r);
-        goto out;
-    }
-    res_headerf(r, "Content-Length", "%zu", out.len);
-    res_write(r, out.p ? out.p : "", out.len);
-out:
-    buf_free(&out);
+    frame_t f;
+    frame_init(&f, sse ? &frame_sse : ln >= 0 ? &frame_longpoll : &frame_catchup, 0);
+    live_run(r, &rr, &f);
 }
 
 /* ---- DELETE, OPTIONS ----------------------------------------------------------------------- */
@@ -590,7 +436,7 @@ static void do_delete(req_t *r, const char *path)
 {
     int rc = log_delete(r->log, path);
     if (rc) {
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         return;
     }
     res_status(r, 204);

@@ -7,7 +7,7 @@
 #include "../lib/defs.h"
 #include "../lib/workflow.h"
 #include "router.h"
-#include "stream.h"
+#include "reply.h"
 
 #define ERR_MAX 8192
 
@@ -34,7 +34,7 @@ static void add(req_t *r, const char *name)
     int rc = defs_workflow_add(r->log, name, text, &version);
     free(text);
     if (rc) {
-        stream_fail(r, rc);
+        reply_fail(r, rc);
         goto out;
     }
     res_headerf(r, "Location", "/v1/workflows/%s?version=%d", name, version);
@@ -54,7 +54,7 @@ void workflows_handle(req_t *r, const char *name)
             json_t *arr = json_array();
             if ((rc = defs_workflow_list(r->log, arr))) {
                 json_decref(arr);
-                stream_fail(r, rc);
+                reply_fail(r, rc);
                 return;
             }
             json_t *o = json_pack("{s:o}", "workflows", arr);
@@ -92,7 +92,7 @@ void workflows_handle(req_t *r, const char *name)
         json_t *doc = defs_workflow_get(r->log, name, (int)version, &got, &rc);
         if (!doc) {
             if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no workflow %s%s", name, version ? " at that version" : "");
-            else stream_fail(r, rc);
+            else reply_fail(r, rc);
             return;
         }
         json_t *o = json_pack("{s:s, s:i, s:o}", "name", name, "version", got, "document", doc);

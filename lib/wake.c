@@ -78,6 +78,11 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int64_t wake_now_ms(void)
+{
+    return now_us() / 1000;
+}
+
 static void poke(int fd)
 {
     uint64_t one = 1;

@@ -56,4 +56,7 @@ void wake_sink_interest(wake_t *w, int delta);
 
 void wake_get_stats(wake_t *w, wake_stats *st);
 
+/* The monotonic clock in milliseconds, the one waits and their deadlines use. */
+int64_t wake_now_ms(void);
+
 #endif

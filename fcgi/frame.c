@@ -1,0 +1,116 @@
+/* frame: the step every reader takes, and the pieces the framers share (frame.h). */
+#include "frame.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/sse.h"
+#include "reply.h"
+
+#define MSG_FAIL (-100)         /* a message callback failed: log_read passes it back */
+
+void frame_init(frame_t *f, const framer *fr, int envelopes)
+{
+    memset(f, 0, sizeof *f);
+    f->fr = fr;
+    f->envelopes = envelopes;
+}
+
+typedef struct reading {
+    frame_t *f;
+    buf_t *out;
+    const log_read_req *rr;
+} reading;
+
+static int on_message(void *ud, const void *data, size_t len, offset_t at)
+{
+    reading *g = ud;
+    /* log_read fills rr->info before the first message. */
+    return g->f->fr->message(g->f, g->out, &g->rr->info, data, len, at) ? MSG_FAIL : 0;
+}
+
+/* Read one batch into out, framed message by message. 0 or LOG_E*. */
+static int read_batch(frame_t *f, req_t *r, log_read_req *rr, buf_t *out)
+{
+    reading g = {f, out, rr};
+    buf_reset(out);
+    rr->max_bytes = r->cfg->read_max;
+    int rc = log_read(r->log, rr, on_message, &g);
+    if (rc == MSG_FAIL) return LOG_EIO;
+    if (rc) return rc;
+    if (f->fr->seal && f->fr->seal(f, out, rr)) return LOG_EIO;
+    return 0;
+}
+
+int frame_next(const log_read_req *rr)
+{
+    return rr->up_to_date ? FRAME_WAIT : FRAME_MORE;
+}
+
+int frame_step(frame_t *f, req_t *r, log_read_req *rr, buf_t *out)
+{
+    int rc = read_batch(f, r, rr, out);
+    if (rc) {
+        if (!r->head_sent && !r->gone) reply_fail(r, rc);
+        return FRAME_END;
+    }
+    if (!f->id) f->id = rr->info.id;
+    if (rr->info.id != f->id) return FRAME_END;     /* deleted and made again: not ours */
+    if (!f->started && f->fr->begin) {
+        f->fr->begin(f, r, rr);
+        f->started = 1;
+    }
+    int st = f->fr->batch(f, r, rr, out);
+    if (f->fr->control && f->fr->control(f, r, rr)) st = FRAME_END;
+    if (f->fr->streamed && res_flush(r)) st = FRAME_END;
+    if (st != FRAME_END) {
+        rr->kind = OFFSET_AT;
+        rr->from = rr->next;
+    }
+    return st;
+}
+
+/* ---- shared by the framers ---------------------------------------------------------------- */
+
+int frame_envelope(buf_t *out, const void *data, size_t len, offset_t at)
+{
+    const char *d = data;
+    char off[OFFSET_LEN + 1];
+    offset_format(at, off);
+    if (len < 2 || d[0] != '{') return buf_append(out, d, len);
+    int rc = buf_printf(out, "{\"offset\":\"%s\"%s", off, d[1] == '}' ? "" : ",");
+    return rc ? rc : buf_append(out, d + 1, len - 1);
+}
+
+int frame_array_message(frame_t *f, buf_t *out, const log_info *info, const void *data,
+                        size_t len, offset_t at)
+{
+    if (info->json && buf_puts(out, out->len ? "," : "[")) return -1;
+    if (f->envelopes) return frame_envelope(out, data, len, at) ? -1 : 0;
+    return buf_append(out, data, len) ? -1 : 0;
+}
+
+int frame_array_seal(frame_t *f, buf_t *out, const log_read_req *rr)
+{
+    (void)f;
+    if (!rr->info.json) return 0;
+    return buf_puts(out, out->len ? "]" : "[]") ? -1 : 0;
+}
+
+void frame_cursor(req_t *r, char *out, size_t cap)
+{
+    char client[32];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int n = req_query(r, "cursor", client, sizeof client);
+    sse_cursor((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, n > 0 ? client : NULL, out, cap);
+}
+
+void frame_sse_headers(req_t *r, int text)
+{
+    res_header(r, "Content-Type", "text/event-stream");
+    res_header(r, "Cache-Control", "no-cache");
+    res_header(r, "X-Accel-Buffering", "no");
+    if (!text) res_header(r, "Stream-SSE-Data-Encoding", "base64");
+}

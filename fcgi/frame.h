@@ -1,0 +1,94 @@
+/* frame: how a read goes on the wire, one file per transport behind one interface.
+ *
+ * Whoever reads for a client, a responder thread (live.c) or the hub for the readers
+ * parked on it (hub.c), reads one batch from the log at a time and hands it to the
+ * request's framer, the way nchan gives each kind of subscriber one file:
+ *
+ *   frame_catchup.c   GET without live: the batch as the whole response (ETag, caching)
+ *   frame_longpoll.c  one response once there is data or the stream is closed at its
+ *                     tail; 204 when the wait is over
+ *   frame_sse.c       an SSE response: a data event and a control event (id: the next
+ *                     offset) per batch, comments as heartbeats
+ *   frame_events.c    a session's events over SSE: one event per session event, named
+ *                     by its type, with the offset after it as its id
+ *
+ * The framer also decides how each message joins the batch while the log is read
+ * (elements of a JSON array, session envelopes given their offset, typed events), so
+ * a batch is framed once and the hub can send the same bytes to every reader at the
+ * same position. Catch-up and long-poll of a session's events are the first two
+ * framers with envelopes on. */
+#ifndef DSTREAM_FRAME_H
+#define DSTREAM_FRAME_H
+
+#include "../lib/log.h"
+#include "req.h"
+
+/* What a step leaves: nothing new yet, more to read now, or the response is done. */
+enum { FRAME_WAIT, FRAME_MORE, FRAME_END };
+
+typedef struct framer framer;
+
+typedef struct frame {
+    const framer *fr;
+    int envelopes;              /* session events: each message with its offset */
+    int text;                   /* SSE data as text (else base64); set by begin */
+    int started;                /* the response's headers are out (SSE after begin) */
+    int sent;                   /* a batch or control went out */
+    int64_t id;                 /* the stream first read: another one at the path ends it */
+} frame_t;
+
+struct framer {
+    const char *name;
+    int streamed;               /* the response goes on after its headers (SSE) */
+    /* While the log is read: append the message stored at offset at to out. 0 or -1. */
+    int (*message)(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len,
+                   offset_t at);
+    /* The read is over: complete the batch in out (close a JSON array). 0 or -1. */
+    int (*seal)(frame_t *f, buf_t *out, const log_read_req *rr);
+    /* After the first read, before any batch: the headers of a streamed response.
+     * NULL when the headers wait for the answer. */
+    void (*begin)(frame_t *f, req_t *r, const log_read_req *rr);
+    /* Write what one read brought (out). Returns FRAME_END when the response is
+     * complete, else frame_next(rr). */
+    int (*batch)(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out);
+    /* After a batch: where the reader stands now (the SSE control event). 0 or -1
+     * (client gone). NULL: the headers said it. */
+    int (*control)(frame_t *f, req_t *r, const log_read_req *rr);
+    /* A keep-alive while the reader waits. 0 or -1. NULL: none. */
+    int (*heartbeat)(frame_t *f, req_t *r);
+    /* The wait is over with nothing new (deadline, or the process stops) at rr->from:
+     * the long-poll's 204. NULL: the response just ends. */
+    void (*end)(frame_t *f, req_t *r, const log_read_req *rr);
+};
+
+extern const framer frame_catchup, frame_longpoll, frame_sse, frame_events;
+
+/* Set f up for framer fr (envelopes: a session's events). */
+void frame_init(frame_t *f, const framer *fr, int envelopes);
+/* One step of a read: read a batch from rr->kind/rr->from into out (at most
+ * cfg->read_max bytes) and write it through f's framer, then flush. A failed first
+ * read answers the log's error. Returns FRAME_WAIT, FRAME_MORE or FRAME_END; rr
+ * then holds where to read next. */
+int frame_step(frame_t *f, req_t *r, log_read_req *rr, buf_t *out);
+/* For batch: the reader goes on from rr->next; FRAME_MORE if it is not at the tail,
+ * else FRAME_WAIT. */
+int frame_next(const log_read_req *rr);
+
+/* ---- for the framers ------------------------------------------------------------------- */
+
+/* A message as an element of the batch: "[" or "," first for a JSON stream, the
+ * message itself, or a session envelope with its offset when f->envelopes. */
+int frame_array_message(frame_t *f, buf_t *out, const log_info *info, const void *data,
+                        size_t len, offset_t at);
+/* Close the JSON array of frame_array_message ("[]" when empty). */
+int frame_array_seal(frame_t *f, buf_t *out, const log_read_req *rr);
+/* A stored session envelope {"type":...} as {"offset":"...","type":...}. */
+int frame_envelope(buf_t *out, const void *data, size_t len, offset_t at);
+/* The Stream-Cursor of a live response (the client's ?cursor= taken into account). */
+void frame_cursor(req_t *r, char *out, size_t cap);
+/* The headers of an SSE response (with the base64 note if not text). */
+void frame_sse_headers(req_t *r, int text);
+/* The SSE heartbeat, a comment (frame_sse.c; frame_events.c shares it). */
+int frame_sse_heartbeat(frame_t *f, req_t *r);
+
+#endif
