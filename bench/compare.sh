@@ -537,8 +537,12 @@ main() {
     mkdir -p "$bin/bench"
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fcgi-hello" "$here/bench/src/fcgi-hello.c" -lfcgi -lpthread
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/sse-client" "$here/bench/src/sse-client.c" -lpthread
+    # npm install --no-save, not npm ci: the lock pins every version, but npm 11's ci
+    # wants the optional packages of other platforms listed in it (msgpackr-extract's
+    # darwin and win32 builds), which no npm writes on Linux; install takes the lock
+    # as it is with npm 9 (Debian's) and 11 alike and leaves it unchanged.
     [ -d "$here/bench/peer/node_modules/@durable-streams/server" ] ||
-        (cd "$here/bench/peer" && npm ci --no-audit --no-fund >&2)
+        (cd "$here/bench/peer" && npm install --no-save --no-audit --no-fund >&2)
     # 10,000 readers need descriptors: the client's and nginx's (worker_rlimit_nofile
     # is the hard limit); the pool raises its own soft limit.
     ulimit -Sn "$(ulimit -Hn)"
