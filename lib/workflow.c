@@ -1485,32 +1485,55 @@ static int phase_stepless(const json_t *ph)
            !json_is_true(json_object_get(ph, "terminal"));
 }
 
-/* A phase without steps cannot change the state, so if its first transition is
- * unconditional and the chain of such phases comes back to it, the runner would
- * spin for ever. Reported once per cycle, at its first phase. */
+/* A phase without steps cannot change the state (nor the input), so its
+ * conditions answer the same every time: a session that goes round a cycle of
+ * such phases once goes round it for ever, writing events as fast as the runner
+ * can. Any cycle through transitions (conditional or not) among phases without
+ * steps is therefore a mistake. Reachability over those phases (at most
+ * WF_PHASES_MAX, so a cubic closure is cheap) finds every cycle; each is named
+ * once, at its first phase, with the phases it goes through. */
 static void check_loops(vctx *v)
 {
-    size_t n = json_array_size(v->phases), i;
-    char path[WF_JPATH];
+    enum { N = WF_PHASES_MAX };
+    size_t n = json_array_size(v->phases), i, j, k, t;
+    if (n > N) return;
+    unsigned char reach[N][N];
+    memset(reach, 0, sizeof reach);
     for (i = 0; i < n; i++) {
-        size_t cur = i, lowest = i, hop;
-        for (hop = 0; hop <= n; hop++) {
-            const json_t *ph = json_array_get(v->phases, cur);
-            if (!phase_stepless(ph)) break;
-            const json_t *t = json_array_get(json_object_get(ph, "transitions"), 0);
-            if (!json_is_object(t) || json_object_get(t, "when")) break;
-            const char *to = json_string_value(json_object_get(t, "to"));
+        const json_t *ph = json_array_get(v->phases, i), *tr;
+        if (!phase_stepless(ph)) continue;
+        json_array_foreach(json_object_get(ph, "transitions"), t, tr) {
+            const char *to = json_string_value(json_object_get(tr, "to"));
             long next = to ? find_phase(v->phases, to) : -1;
-            if (next < 0) break;
-            cur = (size_t)next;
-            if (cur < lowest) lowest = cur;
-            if (cur == i) {
-                jcheck_index(path, sizeof path, "", "phases", i);
-                if (lowest == i)
-                    jcheck_mistake(v->e, path, "loops for ever through phases without steps");
-                break;
-            }
+            if (next >= 0 && phase_stepless(json_array_get(v->phases, (size_t)next)))
+                reach[i][next] = 1;
         }
+    }
+    for (k = 0; k < n; k++)
+        for (i = 0; i < n; i++)
+            if (reach[i][k])
+                for (j = 0; j < n; j++) reach[i][j] |= reach[k][j];
+    char path[WF_JPATH], names[256], q[JCHECK_QUOTE];
+    for (i = 0; i < n; i++) {
+        if (!reach[i][i]) continue;
+        int first = 1;
+        for (j = 0; j < i && first; j++)
+            if (reach[i][j] && reach[j][i]) first = 0;
+        if (!first) continue;
+        size_t len = 0;
+        names[0] = '\0';
+        for (j = i; j < n && len < sizeof names; j++) {
+            if (!(reach[i][j] && reach[j][i])) continue;
+            const char *nm = json_string_value(json_object_get(json_array_get(v->phases, j), "name"));
+            int w = snprintf(names + len, sizeof names - len, "%s\"%s\"", len ? ", " : "",
+                             jcheck_show(q, sizeof q, nm ? nm : "?", nm ? strlen(nm) : 1));
+            if (w < 0) break;
+            len += (size_t)w;
+        }
+        jcheck_index(path, sizeof path, "", "phases", i);
+        jcheck_mistake(v->e, path, "loops for ever through phases without steps (%s): a phase with no "
+                       "step cannot change the state, so its transitions answer the same every time",
+                       names);
     }
 }
 

@@ -894,7 +894,9 @@ static void test_validate_phases(void)
 #define TRANS_INVALID(t, want) do { snprintf(buf, sizeof buf, TRANS_DOC, t); INVALID(buf, want); } while (0)
 #define TRANS_VALID(t) do { snprintf(buf, sizeof buf, TRANS_DOC, t); VALID(buf); } while (0)
     TRANS_VALID("{'to': 'end'}");
-    TRANS_VALID("{'when': 'state.ok == true', 'to': 'end'}, {'to': 'p'}");
+    TRANS_VALID("{'when': 'state.ok == true', 'to': 'end'}, {'to': 'end'}");
+    /* Back to its own phase, which has no step: state.ok never changes there. */
+    TRANS_INVALID("{'when': 'state.ok == true', 'to': 'end'}, {'to': 'p'}", "phases[0]: loops for ever");
     TRANS_INVALID("'end'", "phases[0].transitions[0]: a transition must be an object");
     TRANS_INVALID("{'to': 'end', 'if': 'x'}", "phases[0].transitions[0].if: unknown key");
     TRANS_INVALID("{'when': 'true'}", "phases[0].transitions[0].to: missing");
@@ -924,9 +926,32 @@ static void test_validate_phases(void)
     INVALID("{'name': 'w', 'phases': [" TERM ", {'name': 'x', 'transitions': [{'to': 'y'}]},"
             " {'name': 'y', 'transitions': [{'to': 'z'}]}, {'name': 'z', 'transitions': [{'to': 'y'}]}]}",
             "phases[2]: loops for ever");
-    /* ...but a condition, a step or a terminal phase on the way breaks the loop. */
+    /* A condition does not help: without a step the state never changes, so a
+     * condition that led into the cycle once leads into it every time. */
+    INVALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'when': 'true', 'to': 'a'}]}, " TERM "]}",
+            "phases[0]: loops for ever through phases without steps (\"a\")");
+    INVALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'when': 'state.x', 'to': 'b'}, {'to': 'end'}]},"
+            " {'name': 'b', 'transitions': [{'to': 'a'}]}, " TERM "]}",
+            "phases[0]: loops for ever through phases without steps (\"a\", \"b\")");
+    INVALID("{'name': 'w', 'phases': [" TERM ", {'name': 'x', 'transitions': [{'when': 'state.n > 1', 'to': 'end'},"
+            " {'when': 'input.go', 'to': 'y'}]}, {'name': 'y', 'transitions': [{'when': 'state.n < 1', 'to': 'x'},"
+            " {'to': 'end'}]}]}",
+            "phases[1]: loops for ever through phases without steps (\"x\", \"y\")");
+    /* Two separate cycles: each named once. */
+    j = J("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'when': 'true', 'to': 'a'}]},"
+          " {'name': 'b', 'transitions': [{'when': 'state.q', 'to': 'c'}, {'to': 'a'}]},"
+          " {'name': 'c', 'transitions': [{'to': 'b'}]}, " TERM "]}");
+    CHECK_EQ_INT(workflow_validate(j, err, sizeof err), -1);
+    CHECK(test_has_line(err, "phases[0]: loops for ever"));
+    CHECK(test_has_line(err, "phases[1]: loops for ever through phases without steps (\"b\", \"c\")"));
+    CHECK_EQ_INT(test_count_lines(err), 2);
+    json_decref(j);
+    /* ...but a step or a terminal phase on the way breaks the loop, and a
+     * stepless phase may lead into a cycle that has a step. */
     VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'when': 'state.x', 'to': 'b'}, {'to': 'end'}]},"
-          " {'name': 'b', 'transitions': [{'to': 'a'}]}, " TERM "]}");
+          " {'name': 'b', 'steps': [{'kind': 'update', 'set': {'x': false}}], 'transitions': [{'to': 'a'}]}, " TERM "]}");
+    VALID("{'name': 'w', 'phases': [{'name': 's', 'transitions': [{'when': 'true', 'to': 'a'}]},"
+          " {'name': 'a', 'steps': [{'kind': 'update', 'set': {}}], 'transitions': [{'to': 's'}]}]}");
     VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'b'}]},"
           " {'name': 'b', 'steps': [{'kind': 'update', 'set': {}}], 'transitions': [{'to': 'a'}]}]}");
     VALID("{'name': 'w', 'phases': [{'name': 'a', 'transitions': [{'to': 'end'}]}, " TERM "]}");
