@@ -345,10 +345,10 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
     jcheck_unknown_keys(&e, "", doc, keys);
     check_name(&e, "", doc, "name");
 
+    /* Which names exist is the operator's to say (lib/provcfg checks them). */
     const json_t *v = jcheck_string(&e, "", doc, "provider", 1);
-    if (v && strcmp(json_string_value(v), "anthropic") != 0 &&
-        strcmp(json_string_value(v), "openai") != 0)
-        jcheck_mistake(&e, "provider", "must be \"anthropic\" or \"openai\"");
+    if (v && !agent_valid_name(json_string_value(v)))
+        jcheck_mistake(&e, "provider", "must be a provider name (1 to 64 of A-Z a-z 0-9 _ . -)");
     v = jcheck_string(&e, "", doc, "model", 1);
     if (v && (json_string_length(v) == 0 || json_string_length(v) > AGENT_MODEL_MAX))
         jcheck_mistake(&e, "model", "must be 1 to %d bytes", AGENT_MODEL_MAX);

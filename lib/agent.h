@@ -2,7 +2,8 @@
  *
  * Document (object):
  *   name          string, [A-Za-z0-9_.-]{1,64}
- *   provider      "anthropic" | "openai"
+ *   provider      the name of a provider the operator configured (lib/provcfg:
+ *                 "anthropic" and "openai" unless the operator says otherwise)
  *   model         string, 1..128 bytes
  *   system        string, optional, at most 100000 bytes (system prompt)
  *   parameters    object, optional: temperature (number 0..2), top_p (0..1),
@@ -14,7 +15,8 @@
  *                 {{param}} placeholders), params (array of names, optional)}
  *   limits        object, optional: maxTokens (int >0), maxTurns (int >0),
  *                 costBudgetUsd (number >0)
- *   endpoint      string, optional: base URL of the provider (default per provider)
+ *   endpoint      string, optional: a base URL of its own, when the operator allows
+ *                 it for the provider (no operator key is sent there)
  * Unknown top-level keys are mistakes. */
 #ifndef DSTREAM_AGENT_H
 #define DSTREAM_AGENT_H

@@ -842,10 +842,15 @@ json_t *provider_request_body(provider_kind kind, const json_t *agent, const jso
     return body;
 }
 
+const char *provider_default_base(provider_kind kind)
+{
+    return kind == PROVIDER_ANTHROPIC ? ANTHROPIC_BASE : OPENAI_BASE;
+}
+
 void provider_request_url(provider_kind kind, const char *base, char *out, size_t cap)
 {
     if (!cap) return;
-    if (!base || !*base) base = kind == PROVIDER_ANTHROPIC ? ANTHROPIC_BASE : OPENAI_BASE;
+    if (!base || !*base) base = provider_default_base(kind);
     size_t n = strlen(base);
     if (n && base[n - 1] == '/') n--;
     /* Truncation leaves a URL that fails to connect, not an overflow. */

@@ -71,6 +71,9 @@ int provider_kind_parse(const char *s);
  * interrupted replies are sent with what they had). New reference. */
 json_t *provider_request_body(provider_kind kind, const json_t *agent, const json_t *messages);
 
+/* The public API base URL of kind ("https://api.anthropic.com"). */
+const char *provider_default_base(provider_kind kind);
+
 /* The URL for kind at base (e.g. "https://api.anthropic.com"; NULL: the default). */
 void provider_request_url(provider_kind kind, const char *base, char *out, size_t cap);
 

@@ -1,0 +1,448 @@
+#include "provcfg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "jcheck.h"
+
+#define PATHCAP 160
+
+/* ---- building ---------------------------------------------------------------------- */
+
+static void provider_clear(provcfg_provider *p)
+{
+    if (p->key) {
+        explicit_bzero(p->key, strlen(p->key));
+        free(p->key);
+    }
+    for (size_t i = 0; i < p->nhosts; i++) free(p->hosts[i]);
+    for (size_t i = 0; i < p->nprivate_hosts; i++) free(p->private_hosts[i]);
+    free(p->hosts);
+    free(p->private_hosts);
+    free(p->nets);
+    memset(p, 0, sizeof *p);
+}
+
+void provcfg_free(provcfg_t *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) provider_clear(&c->v[i]);
+    free(c->v);
+    free(c);
+}
+
+/* Set p's base URL (already checked by url_parse) without its trailing '/'. */
+static void set_base(provcfg_provider *p, const char *base)
+{
+    char why[8];
+    url_t u;
+    snprintf(p->base, sizeof p->base, "%s", base);
+    size_t n = strlen(p->base);
+    while (n && p->base[n - 1] == '/') p->base[--n] = '\0';
+    if (url_parse(p->base, &u, why, sizeof why) == 0) snprintf(p->base_host, sizeof p->base_host, "%s", u.host);
+}
+
+static provcfg_provider *add(provcfg_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->v[i].name, name)) {
+            provider_clear(&c->v[i]);       /* the file redefines a built-in */
+            snprintf(c->v[i].name, sizeof c->v[i].name, "%s", name);
+            return &c->v[i];
+        }
+    provcfg_provider *v = realloc(c->v, (c->n + 1) * sizeof *v);
+    if (!v) return NULL;
+    c->v = v;
+    provcfg_provider *p = &c->v[c->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
+static int add_builtins(provcfg_t *c)
+{
+    static const struct { const char *name; provider_kind kind; } b[] = {
+        {"anthropic", PROVIDER_ANTHROPIC}, {"openai", PROVIDER_OPENAI}};
+    for (size_t i = 0; i < 2; i++) {
+        provcfg_provider *p = add(c, b[i].name);
+        if (!p) return -1;
+        p->kind = b[i].kind;
+        p->builtin = 1;
+        set_base(p, provider_default_base(b[i].kind));
+    }
+    return 0;
+}
+
+int provcfg_builtin_keys(provcfg_t *c, const char *anthropic, const char *openai)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        provcfg_provider *p = &c->v[i];
+        const char *k = p->kind == PROVIDER_ANTHROPIC ? anthropic : openai;
+        if (!p->builtin || p->key || !k || !*k) continue;
+        if (!(p->key = strdup(k))) return -1;
+    }
+    return 0;
+}
+
+/* ---- the file ------------------------------------------------------------------------- */
+
+static int valid_env_name(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9')) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return 0;
+    return 1;
+}
+
+/* A host pattern: "*", "*.name" or a name, in the characters a host may have. */
+static int valid_pattern(const char *s)
+{
+    if (!strcmp(s, "*")) return 1;
+    if (s[0] == '*' && s[1] == '.') s += 2;
+    size_t n = strlen(s);
+    if (n == 0 || n > URL_HOST_MAX || s[0] == '.' || s[n - 1] == '.' || strstr(s, "..")) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '.' || *s == '_'))
+            return 0;
+    return 1;
+}
+
+static char *dup_lower(const char *s)
+{
+    char *d = strdup(s);
+    for (char *p = d; p && *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    return d;
+}
+
+static void load_allow_endpoints(jcheck_errlist *e, const char *base, provcfg_provider *p,
+                                 const json_t *v)
+{
+    char path[PATHCAP], sub[PATHCAP], q[JCHECK_QUOTE];
+    jcheck_key(path, sizeof path, base, "allowEndpoints");
+    if (!v || json_is_false(v)) return;
+    if (json_is_true(v)) v = NULL;      /* any host: the pattern "*" */
+    else if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > PROVCFG_LIST_MAX) {
+        jcheck_mistake(e, path, "must be false, true or an array of 1 to %d host patterns", PROVCFG_LIST_MAX);
+        return;
+    }
+    size_t n = v ? json_array_size(v) : 1;
+    if (!(p->hosts = calloc(n, sizeof *p->hosts))) {
+        jcheck_mistake(e, path, "out of memory");
+        return;
+    }
+    p->endpoints = 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = v ? json_string_value(json_array_get(v, i)) : "*";
+        jcheck_index(sub, sizeof sub, path, "", i);
+        if (!s || !valid_pattern(s)) {
+            jcheck_mistake(e, sub, "must be a host, \"*.domain\" or \"*\" (got %s)",
+                           s ? jcheck_show(q, sizeof q, s, strlen(s)) : "no string");
+            continue;
+        }
+        p->hosts[p->nhosts++] = dup_lower(s);
+    }
+}
+
+static void load_allow_private(jcheck_errlist *e, const char *base, provcfg_provider *p,
+                               const json_t *v)
+{
+    char path[PATHCAP], sub[PATHCAP], q[JCHECK_QUOTE];
+    jcheck_key(path, sizeof path, base, "allowPrivate");
+    if (!v) return;
+    if (!json_is_array(v) || json_array_size(v) > PROVCFG_LIST_MAX) {
+        jcheck_mistake(e, path, "must be an array of at most %d addresses, CIDR blocks or host names",
+                       PROVCFG_LIST_MAX);
+        return;
+    }
+    size_t n = json_array_size(v);
+    p->nets = calloc(n ? n : 1, sizeof *p->nets);
+    p->private_hosts = calloc(n ? n : 1, sizeof *p->private_hosts);
+    if (!p->nets || !p->private_hosts) {
+        jcheck_mistake(e, path, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        jcheck_index(sub, sizeof sub, path, "", i);
+        if (s && url_net_parse(s, &p->nets[p->nnets]) == 0) p->nnets++;
+        else if (s && strcmp(s, "*") && valid_pattern(s) && url_addr_parse(s, &(url_addr){0}) != 0)
+            p->private_hosts[p->nprivate_hosts++] = dup_lower(s);
+        else
+            jcheck_mistake(e, sub, "must be an address (\"127.0.0.1\", \"::1\"), a CIDR block "
+                           "(\"10.0.0.0/8\") or a host name (got %s)",
+                           s ? jcheck_show(q, sizeof q, s, strlen(s)) : "no string");
+    }
+}
+
+static void load_key(jcheck_errlist *e, const char *base, provcfg_provider *p, const json_t *doc,
+                     int file_private, int with_keys)
+{
+    char path[PATHCAP], q[JCHECK_QUOTE];
+    const json_t *key = jcheck_string(e, base, doc, "key", 0);
+    const json_t *env = jcheck_string(e, base, doc, "keyEnv", 0);
+    if (key && env) {
+        jcheck_key(path, sizeof path, base, "key");
+        jcheck_mistake(e, path, "give key or keyEnv, not both");
+        return;
+    }
+    if (key) {
+        jcheck_key(path, sizeof path, base, "key");
+        const char *k = json_string_value(key);
+        int ok = json_string_length(key) > 0 && json_string_length(key) < PROVCFG_KEY_MAX &&
+                 strlen(k) == json_string_length(key);
+        for (const char *c = k; ok && *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) ok = 0;
+        /* Never quoted in a message: it is a secret. */
+        if (!ok) jcheck_mistake(e, path, "must be 1 to %d printable ASCII characters", PROVCFG_KEY_MAX - 1);
+        else if (!file_private)
+            jcheck_mistake(e, path, "a key may be written in the file only when the file is readable by "
+                                    "its owner alone (chmod 600); else name a variable with keyEnv");
+        else if (with_keys && !(p->key = strdup(k))) jcheck_mistake(e, path, "out of memory");
+    }
+    if (env) {
+        jcheck_key(path, sizeof path, base, "keyEnv");
+        const char *name = json_string_value(env);
+        if (!valid_env_name(name)) {
+            jcheck_mistake(e, path, "not a variable name: %s", jcheck_show(q, sizeof q, name, strlen(name)));
+            return;
+        }
+        const char *k = with_keys ? getenv(name) : NULL;
+        if (k && *k && !(p->key = strdup(k))) jcheck_mistake(e, path, "out of memory");
+    }
+}
+
+/* A base URL or endpoint on a special address must be allowed by p's allowPrivate.
+ * Returns NULL, or why not into why. */
+static const char *literal_refused(const provcfg_provider *p, const url_t *u, char *why, size_t cap)
+{
+    if (u->is_addr) return provcfg_addr_allowed(p, u->host, &u->addr, why, cap) ? NULL : why;
+    if (url_host_is_localhost(u->host)) {
+        url_addr lo4, lo6;
+        url_addr_parse("127.0.0.1", &lo4);
+        url_addr_parse("::1", &lo6);
+        for (size_t i = 0; i < p->nprivate_hosts; i++)
+            if (url_host_match(p->private_hosts[i], u->host)) return NULL;
+        for (size_t i = 0; i < p->nnets; i++)
+            if (url_net_match(&p->nets[i], &lo4) || url_net_match(&p->nets[i], &lo6)) return NULL;
+        snprintf(why, cap, "%s is a loopback name (not in the provider's allowPrivate)", u->host);
+        return why;
+    }
+    return NULL;
+}
+
+static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, const json_t *doc,
+                          int file_private, int with_keys)
+{
+    static const char *const keys[] = {"kind", "baseUrl", "key", "keyEnv", "allowEndpoints",
+                                       "allowPrivate", NULL};
+    char base[PATHCAP], path[PATHCAP], why[256];
+    jcheck_key(base, sizeof base, "providers", name);
+    if (!agent_valid_name(name)) {
+        jcheck_mistake(e, base, "a provider name is 1 to 64 of A-Z a-z 0-9 _ . -");
+        return;
+    }
+    if (!json_is_object(doc)) {
+        jcheck_mistake(e, base, "a provider must be an object");
+        return;
+    }
+    jcheck_unknown_keys(e, base, doc, keys);
+    provcfg_provider *p = add(c, name);
+    if (!p) {
+        jcheck_mistake(e, base, "out of memory");
+        return;
+    }
+    const json_t *kind = jcheck_string(e, base, doc, "kind", 1);
+    int k = kind ? provider_kind_parse(json_string_value(kind)) : -1;
+    jcheck_key(path, sizeof path, base, "kind");
+    if (kind && k < 0) jcheck_mistake(e, path, "must be \"anthropic\" or \"openai\"");
+    p->kind = k < 0 ? PROVIDER_ANTHROPIC : (provider_kind)k;
+    load_allow_endpoints(e, base, p, json_object_get(doc, "allowEndpoints"));
+    load_allow_private(e, base, p, json_object_get(doc, "allowPrivate"));
+    load_key(e, base, p, doc, file_private, with_keys);
+
+    const json_t *bu = jcheck_string(e, base, doc, "baseUrl", 0);
+    jcheck_key(path, sizeof path, base, "baseUrl");
+    const char *url = bu ? json_string_value(bu) : provider_default_base(p->kind);
+    url_t u;
+    if (url_parse(url, &u, why, sizeof why)) jcheck_mistake(e, path, "%s", why);
+    else if (strchr(u.rest, '?')) jcheck_mistake(e, path, "a query is not allowed");
+    else if (literal_refused(p, &u, why, sizeof why)) jcheck_mistake(e, path, "%s", why);
+    else set_base(p, url);
+}
+
+/* Open path as the operator's file: a regular file, owned by root or us, that
+ * nobody else may write. Returns the fd (and *private: no access for others), or
+ * -1 with the mistake named. */
+static int open_checked(jcheck_errlist *e, const char *path, int *private)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 || fstat(fd, &st)) {
+        jcheck_mistake(e, "$", "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    const char *bad = NULL;
+    if (!S_ISREG(st.st_mode)) bad = "is not a regular file";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH)) bad = "is writable by group or others (chmod go-w)";
+    else if (st.st_uid != 0 && st.st_uid != geteuid()) bad = "is owned by another user (neither root nor this one)";
+    if (bad) {
+        jcheck_mistake(e, "$", "%s %s", path, bad);
+        close(fd);
+        return -1;
+    }
+    *private = (st.st_mode & 077) == 0;
+    return fd;
+}
+
+provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errcap)
+{
+    static const char *const keys[] = {"builtins", "providers", NULL};
+    jcheck_errlist e;
+    jcheck_init(&e, err, errcap, PATHCAP);
+    provcfg_t *c = calloc(1, sizeof *c);
+    json_t *doc = NULL;
+    if (!c) {
+        jcheck_mistake(&e, "$", "out of memory");
+        return NULL;
+    }
+    if (path && *path) {
+        int private = 0, fd = open_checked(&e, path, &private);
+        if (fd < 0) goto fail;
+        json_error_t je;
+        doc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+        close(fd);
+        if (!json_is_object(doc)) {
+            jcheck_mistake(&e, "$", "%s: %s", path, doc ? "must be a JSON object" : je.text);
+            goto fail;
+        }
+        jcheck_unknown_keys(&e, "", doc, keys);
+        const json_t *b = json_object_get(doc, "builtins");
+        if (b && !json_is_boolean(b)) jcheck_mistake(&e, "builtins", "must be true or false");
+        if (!json_is_false(b) && add_builtins(c)) jcheck_mistake(&e, "$", "out of memory");
+        const json_t *ps = json_object_get(doc, "providers"), *p;
+        const char *name;
+        if (ps && (!json_is_object(ps) || json_object_size(ps) > PROVCFG_PROVIDERS_MAX))
+            jcheck_mistake(&e, "providers", "must be an object of at most %d providers", PROVCFG_PROVIDERS_MAX);
+        else json_object_foreach((json_t *)ps, name, p) load_provider(&e, c, name, p, private, with_keys);
+    } else if (add_builtins(c)) {
+        jcheck_mistake(&e, "$", "out of memory");
+    }
+    if (e.n) goto fail;
+    json_decref(doc);
+    return c;
+fail:
+    json_decref(doc);       /* a key held in it is a copy we are about to drop too */
+    provcfg_free(c);
+    return NULL;
+}
+
+/* ---- decisions ----------------------------------------------------------------------------- */
+
+const provcfg_provider *provcfg_find(const provcfg_t *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->n; i++)
+        if (!strcmp(c->v[i].name, name)) return &c->v[i];
+    return NULL;
+}
+
+int provcfg_addr_allowed(const provcfg_provider *p, const char *host, const url_addr *a,
+                         char *why, size_t whycap)
+{
+    const char *cls = url_addr_class(a);
+    if (!cls) return 1;
+    for (size_t i = 0; i < p->nnets; i++)
+        if (url_net_match(&p->nets[i], a)) return 1;
+    for (size_t i = 0; host && i < p->nprivate_hosts; i++)
+        if (url_host_match(p->private_hosts[i], host)) return 1;
+    char s[64];
+    url_addr_format(a, s, sizeof s);
+    if (whycap) snprintf(why, whycap, "%s is a%s %s address (not in the allowPrivate of provider %s)", s,
+                         cls[0] == 'u' ? "n" : "", cls, p->name);
+    return 0;
+}
+
+/* Check endpoint (an agent's) for provider p. Returns 0, or -1 with why. */
+static int check_endpoint(const provcfg_provider *p, const char *endpoint, url_t *u, char *why,
+                          size_t cap)
+{
+    if (!p->endpoints) {
+        snprintf(why, cap, "provider %s does not let agents choose an endpoint (the operator's "
+                           "allowEndpoints)", p->name);
+        return -1;
+    }
+    char msg[200];
+    if (url_parse(endpoint, u, msg, sizeof msg)) {
+        snprintf(why, cap, "%s", msg);
+        return -1;
+    }
+    if (strchr(u->rest, '?')) {
+        snprintf(why, cap, "a query is not allowed");
+        return -1;
+    }
+    size_t i;
+    for (i = 0; i < p->nhosts; i++)
+        if (url_host_match(p->hosts[i], u->host)) break;
+    if (i == p->nhosts) {
+        snprintf(why, cap, "host %s is not one provider %s allows (allowEndpoints)", u->host, p->name);
+        return -1;
+    }
+    return literal_refused(p, u, why, cap) ? -1 : 0;
+}
+
+int provcfg_target_of(const provcfg_t *c, const json_t *agent, provcfg_target *t, char *why,
+                      size_t whycap)
+{
+    char q[JCHECK_QUOTE];
+    memset(t, 0, sizeof *t);
+    const char *name = json_string_value(json_object_get(agent, "provider"));
+    const provcfg_provider *p = provcfg_find(c, name);
+    if (!p) {
+        jcheck_seterr(why, whycap, "no provider named \"%s\" is configured",
+                      name ? jcheck_show(q, sizeof q, name, strlen(name)) : "");
+        return -1;
+    }
+    t->p = p;
+    const json_t *ep = json_object_get(agent, "endpoint");
+    if (ep) {
+        url_t u;
+        const char *s = json_string_value(ep);
+        if (!s || check_endpoint(p, s, &u, why, whycap)) {
+            if (!s) jcheck_seterr(why, whycap, "must be a string");
+            return -1;
+        }
+        snprintf(t->base, sizeof t->base, "%s", s);
+        size_t n = strlen(t->base);
+        while (n && t->base[n - 1] == '/') t->base[--n] = '\0';
+        snprintf(t->host, sizeof t->host, "%s", u.host);
+        t->agent_endpoint = 1;
+        t->key = NULL;      /* the operator's key never goes where an agent says */
+        return 0;
+    }
+    snprintf(t->base, sizeof t->base, "%s", p->base);
+    snprintf(t->host, sizeof t->host, "%s", p->base_host);
+    t->key = p->key;
+    return 0;
+}
+
+int provcfg_check_agent(const provcfg_t *c, const json_t *agent, char *err, size_t errcap)
+{
+    jcheck_errlist e;
+    provcfg_target t;
+    char why[400];
+    jcheck_init(&e, err, errcap, PATHCAP);
+    if (provcfg_target_of(c, agent, &t, why, sizeof why))
+        jcheck_mistake(&e, t.p ? "endpoint" : "provider", "%s", why);
+    return e.n ? -1 : 0;
+}
