@@ -3,6 +3,7 @@
 
 #include "../lib/agent.h"
 #include "../lib/defs.h"
+#include "../lib/provcfg.h"
 #include "router.h"
 #include "reply.h"
 
@@ -20,7 +21,13 @@ static int validate(req_t *r, json_t *doc, const char *name)
         }
         json_object_set_new(doc, "name", json_string(name));
     }
-    if (agent_validate(doc, err, sizeof err)) {
+    /* The document's own shape, then what the operator allows: the provider must
+     * be configured and an endpoint allowed for it (lib/provcfg). */
+    int bad = agent_validate(doc, err, sizeof err);
+    size_t len = strlen(err);
+    if (len && len + 1 < sizeof err) err[len++] = '\n';
+    if (provcfg_check_agent(r->cfg->providers, doc, err + len, sizeof err - len)) bad = -1;
+    if (bad) {
         res_invalid(r, "invalid_agent", err);
         return -1;
     }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
+#include "../lib/provcfg.h"
 #include "../lib/url.h"
 #include "pool.h"
 
@@ -148,11 +149,20 @@ int main(int argc, char **argv)
         }
     }
 
+    /* The pool checks agents against the operator's providers; it reads no key. */
+    char perr[2048];
+    provcfg_t *providers = provcfg_load(getenv("DSTREAM_PROVIDERS"), 0, perr, sizeof perr);
+    cfg.providers = providers;
+    if (!providers) {
+        fprintf(stderr, "dstream-fcgi: DSTREAM_PROVIDERS %s:\n%s\n", getenv("DSTREAM_PROVIDERS"), perr);
+        return 2;
+    }
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
     if (!log) {
         fprintf(stderr, "dstream-fcgi: %s\n", err);
+        provcfg_free(providers);
         if (getenv("GATEWAY_INTERFACE")) {
             printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
                    "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
@@ -172,5 +182,6 @@ int main(int argc, char **argv)
     } else
         status = pool_run(&po, &cfg, log);
     log_close(log);
+    provcfg_free(providers);
     return status;
 }

@@ -47,6 +47,7 @@ typedef struct cfg {
     int live_max;               /* DSTREAM_LIVE_MAX: live readers parked per process */
     size_t live_buffer_max;     /* DSTREAM_LIVE_BUFFER_MAX: bytes the hub keeps for slow readers */
     const char *public_url;     /* DSTREAM_PUBLIC_URL, no trailing '/'; NULL: relative Location */
+    const struct provcfg *providers;  /* DSTREAM_PROVIDERS (no keys read): agents are checked against it */
 } cfg_t;
 
 struct req {

@@ -40,6 +40,7 @@ static const rule rules[] = {
     {RETRY_CUT, 0, 0, NULL, 1, "stream_cut"},
     {RETRY_MALFORMED, 0, 0, NULL, 0, "malformed_stream"},
     {RETRY_RESTART, 0, 0, NULL, 1, "restart"},
+    {RETRY_REFUSED, 0, 0, NULL, 0, "refused"},
 };
 
 static const rule *match(const retry_failure *f)
@@ -70,8 +71,9 @@ void retry_decide(const retry_failure *f, int provider_used, int restart_used, c
     d->reason = r ? r->reason : "unknown";
     d->budget = f->kind == RETRY_RESTART ? RETRY_BUDGET_RESTART : RETRY_BUDGET_PROVIDER;
     int retry = r && r->retry;
-    /* The provider's own word wins (a restart is not the provider's to judge). */
-    if (f->kind != RETRY_RESTART && f->should_retry >= 0) retry = f->should_retry;
+    /* The provider's own word wins (a restart, or the operator's refusal, is not
+     * the provider's to judge). */
+    if (f->kind != RETRY_RESTART && f->kind != RETRY_REFUSED && f->should_retry >= 0) retry = f->should_retry;
     if (!retry) return;
     int used = d->budget == RETRY_BUDGET_RESTART ? restart_used : provider_used;
     int allowed = d->budget == RETRY_BUDGET_RESTART ? cfg->restart_retries : cfg->provider_retries;

@@ -5,7 +5,8 @@
  * connection, a stream that ended without its terminal event, an overloaded or
  * server error reported inside the stream, a request cut off by a runner restart)
  * and which fail at once (any other 4xx: an invalid request, authentication,
- * permission; a stream the parser cannot read; any other status). Retries spend
+ * permission; a stream the parser cannot read; any other status; a connection
+ * the operator's address policy refused). Retries spend
  * one of two budgets: restarts (the runner's fault, not the request's: the larger
  * budget) or provider errors. The delay is the provider's own hint when it gives
  * one (OpenAI's retry-after-ms, then Retry-After in seconds or as an HTTP date),
@@ -23,7 +24,8 @@ typedef enum {
     RETRY_CUT,           /* a 200 stream that ended without its terminal event */
     RETRY_STREAM_ERROR,  /* an error event inside a 200 stream (error_type) */
     RETRY_MALFORMED,     /* a 200 stream the parser could not read */
-    RETRY_RESTART        /* the request was cut off by a runner restart */
+    RETRY_RESTART,       /* the request was cut off by a runner restart */
+    RETRY_REFUSED        /* the operator's address policy refused the connection (lib/provcfg) */
 } retry_kind;
 
 typedef enum { RETRY_BUDGET_PROVIDER, RETRY_BUDGET_RESTART } retry_budget;

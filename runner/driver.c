@@ -163,14 +163,19 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
     new_request_id(id, sizeof id);
     rq_t *q = request_start(R, s, agent, messages, id, attempt, step_agent);
     json_decref(messages);
+    if (!q && R->start_error[0]) {
+        /* The operator's configuration refuses it (lib/provcfg): final, said once. */
+        give_up(R, s, v, "refused", "%s", R->start_error);
+        return -1;
+    }
     if (!q) {
         const char *prov = json_string_value(json_object_get(agent, "provider"));
         give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
         return -1;
     }
     emit1(R, s, "provider:request_started",
-          json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider",
-                    q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "model", q->model, "attempt", attempt));
+          json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider", q->target.p->name, "model", q->model,
+                    "attempt", attempt));
     runner_log("session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
     return 0;
 }
@@ -696,7 +701,9 @@ static void classify(const rq_t *q, CURLcode result, long status, retry_failure 
     f->should_retry = q->should_retry;
     f->retry_after = q->retry_after[0] ? q->retry_after : NULL;
     f->retry_after_ms = q->retry_after_ms;
-    if (result != CURLE_OK && status != 200 && status != 0) {
+    if (q->refused) {
+        f->kind = RETRY_REFUSED;   /* the address policy (runner/providers.c) said why in q->error */
+    } else if (result != CURLE_OK && status != 200 && status != 0) {
         f->kind = RETRY_HTTP;
         f->status = status;
     } else if (result != CURLE_OK) {

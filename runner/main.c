@@ -190,8 +190,6 @@ int main(int argc, char **argv)
     R.retry.max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
     R.retry.provider_retries = (int)env_num("DSTREAM_PROVIDER_RETRIES", 4);
     R.retry.restart_retries = (int)env_num("DSTREAM_RESTART_RETRIES", 10);
-    R.provider_url = getenv("DSTREAM_PROVIDER_URL");
-    if (R.provider_url && !*R.provider_url) R.provider_url = NULL;
     const char *pricing = getenv("DSTREAM_PRICING");
     if (pricing && *pricing) {
         json_error_t e;
@@ -201,7 +199,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (load_keys(&R) || load_mcp_config(&R)) return 2;
+    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R)) return 2;
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     /* One process per runner id and database, for the whole process's life. */
@@ -235,8 +233,8 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     R.multi = curl_multi_init();
     int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0;
-    runner_log("started (owner %s, instance %s, database %s%s)", R.me.owner, R.me.instance, db,
-               R.provider_url ? ", provider URL overridden" : "");
+    runner_log("started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
+               R.providers->n);
     sd_notify_msg("READY=1\nSTATUS=running sessions");
     scan(&R);   /* crash recovery: every unfinished session, once */
 
@@ -316,6 +314,7 @@ int main(int argc, char **argv)
     log_conn_close(R.conn);
     log_close(R.log);
     json_decref(R.pricing);
+    provcfg_free(R.providers);
     runner_log("stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
                (unsigned long long)R.dropped);
     return 0;

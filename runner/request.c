@@ -101,13 +101,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
                     const char *id, int attempt, int step_agent)
 {
-    const char *prov = json_string_value(json_object_get(agent, "provider"));
-    int kind = provider_kind_parse(prov ? prov : "");
-    if (kind < 0) return NULL;
+    R->start_error[0] = '\0';
     rq_t *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     q->s = s;
-    q->kind = (provider_kind)kind;
     q->attempt = attempt;
     q->retry_after_ms = -1;
     q->should_retry = -1;
@@ -120,30 +117,31 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     buf_init(&q->thinking, 16 << 20);
     buf_init(&q->full, 16 << 20);
     q->tool_calls = json_array();
+    /* Where it goes, with which key, and the kind from the operator's provider. */
+    q->easy = curl_easy_init();
+    if (!q->easy || providers_prepare(R, q, agent)) {
+        request_free(R, q);
+        return NULL;
+    }
     q->parser = provider_parser_new(q->kind, on_event, q);
     json_t *body = provider_request_body(q->kind, agent, messages);
     q->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    const char *base = R->provider_url ? R->provider_url
-                                       : json_string_value(json_object_get(agent, "endpoint"));
-    provider_request_url(q->kind, base, q->url, sizeof q->url);
     buf_t h;
     buf_init(&h, 8192);
-    provider_request_headers(q->kind, q->kind == PROVIDER_ANTHROPIC ? R->anthropic_key : R->openai_key, &h);
+    provider_request_headers(q->kind, q->target.key, &h);
     q->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     for (char *line = h.p, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = '\0';
         if (*line) q->hdrs = curl_slist_append(q->hdrs, line);
     }
-    explicit_bzero(h.p, h.len);    /* the key was in there */
+    if (h.p) explicit_bzero(h.p, h.len);    /* the key was in there */
     buf_free(&h);
-    q->easy = curl_easy_init();
-    if (!q->parser || !q->body || !q->easy) {
+    if (!q->parser || !q->body) {
         request_free(R, q);
         return NULL;
     }
-    curl_easy_setopt(q->easy, CURLOPT_URL, q->url);
     curl_easy_setopt(q->easy, CURLOPT_HTTPHEADER, q->hdrs);
     curl_easy_setopt(q->easy, CURLOPT_POSTFIELDS, q->body);
     curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, on_body);

@@ -9,6 +9,7 @@
 #include "../lib/buf.h"
 #include "../lib/lease.h"
 #include "../lib/log.h"
+#include "../lib/provcfg.h"
 #include "../lib/provider.h"
 #include "../lib/retry.h"
 #include "../lib/session.h"
@@ -35,6 +36,8 @@ typedef struct rq {
     int should_retry;           /* x-should-retry: 1, 0, -1 if not given */
     char *body;                 /* request JSON */
     char url[512];
+    provcfg_target target;      /* where it goes, and which key (lib/provcfg) */
+    int refused;                /* a connection was refused by the address policy */
     buf_t errbody;              /* body of a non-200 answer */
     buf_t text, thinking;       /* deltas not yet appended */
     buf_t full;                 /* the whole reply text (a workflow step's output) */
@@ -83,7 +86,8 @@ typedef struct runner {
     lease_id me;                /* runner id + this process's instance */
     char instance[LEASE_INSTANCE_LEN + 1];
     int64_t lease_ms;
-    const char *provider_url;   /* override every endpoint (tests) */
+    provcfg_t *providers;       /* DSTREAM_PROVIDERS, with keys */
+    char start_error[256];      /* why request_start last returned NULL */
     json_t *pricing;
     char anthropic_key[512], openai_key[512];
     sess_t *sessions;
@@ -123,6 +127,16 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
 void request_free(runner_t *R, rq_t *q);
 /* Queue the deltas received since the last flush. */
 void request_flush(runner_t *R, rq_t *q);
+
+/* providers.c */
+/* Load DSTREAM_PROVIDERS (with keys) into R->providers; the built-in providers take
+ * the keys load_keys found. Returns 0, or -1 after saying why on stderr. */
+int runner_providers(runner_t *R);
+/* Decide where q's request for agent goes (q->target, q->kind, q->url) and set the curl
+ * options that hold it there: no redirects, http(s) only, no proxy, every socket's
+ * address checked against the provider's policy. Returns 0, or -1 with the reason
+ * in R->start_error. */
+int providers_prepare(runner_t *R, rq_t *q, const json_t *agent);
 
 void runner_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

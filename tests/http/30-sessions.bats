@@ -132,8 +132,13 @@ sse_field() {
     assert_status 200
     assert_body_json '[.agents[] | select(.name == "writer")] | length == 1'
 
+    # An endpoint only where the operator allows it (not for the built-in providers).
     req PUT /v1/agents/temp-agent -H 'Content-Type: application/json' \
         --data-binary '{"provider": "openai", "model": "llama3", "endpoint": "http://127.0.0.1:8080"}'
+    assert_status 400
+    has_detail "endpoint: provider openai does not let agents choose an endpoint (the operator's allowEndpoints)"
+    req PUT /v1/agents/temp-agent -H 'Content-Type: application/json' \
+        --data-binary '{"provider": "openai", "model": "llama3"}'
     assert_status 201
     req PUT /v1/agents/temp-agent -H 'Content-Type: application/json' \
         --data-binary '{"name": "temp-agent", "provider": "openai", "model": "qwen"}'

@@ -11,7 +11,8 @@
 #     teardown()      { rn_test_teardown; }
 #
 # rn_start exports RN_MOCK (the mock's base URL), RN_KEY / RN_OKEY (distinctive
-# Anthropic / OpenAI keys the runner was given), RN_PRICING (the pricing file) and
+# Anthropic / OpenAI keys the runner was given), RN_PRICING (the pricing file),
+# RN_PROVIDERS (the operator's providers file: both built-in names on the mock) and
 # everything ds_stack_start exports. Processes are stopped by the PIDs recorded
 # when they were started, never by name.
 
@@ -50,10 +51,24 @@ rn_start() {
     RN_PRICING=$RN_TMP/pricing.json
     printf '%s\n' "$RN_PRICES" >"$RN_PRICING"
     export RN_KEY RN_OKEY RN_PRICING
+    # The operator's providers: both built-in names on the mock, whose loopback
+    # address the file names explicitly (nothing private is reachable otherwise).
+    RN_PROVIDERS=$RN_TMP/providers.json
+    rn_providers_file >"$RN_PROVIDERS"
+    export RN_PROVIDERS
     # A short retry base: a delay of about 1000 ms can only come from Retry-After.
-    ds_stack_start DSTREAM_PROVIDER_URL="$RN_MOCK" DSTREAM_PRICING="$RN_PRICING" \
+    ds_stack_start DSTREAM_PROVIDERS="$RN_PROVIDERS" DSTREAM_PRICING="$RN_PRICING" \
         ANTHROPIC_API_KEY="$RN_KEY" OPENAI_API_KEY="$RN_OKEY" DSTREAM_RETRY_BASE_MS=100 "$@" || return 1
     rn_runner_wait_started 1
+}
+
+# rn_providers_file [EXTRA_PROVIDERS_JSON]: the providers file of rn_start on stdout,
+# with the providers of the given JSON object added.
+rn_providers_file() {
+    jq -n --arg mock "$RN_MOCK" --argjson extra "${1:-{\}}" '{providers: ({
+        anthropic: {kind: "anthropic", baseUrl: $mock, keyEnv: "ANTHROPIC_API_KEY", allowPrivate: ["127.0.0.1"]},
+        openai: {kind: "openai", baseUrl: $mock, keyEnv: "OPENAI_API_KEY", allowPrivate: ["127.0.0.1"]}
+    } + $extra)}'
 }
 
 # rn_stop: stop the stack and the mock provider, remove their directories.

@@ -293,7 +293,7 @@ static void test_docs_example(void)
     if (!CHECK_EQ_INT(agent_validate(doc, err, sizeof err), 0)) fprintf(stderr, "%s\n", err);
     /* It shows every section the docs describe. */
     const char *keys[] = {"name", "provider", "model", "system", "parameters", "tools",
-                          "mcpServers", "skills", "limits", "endpoint"};
+                          "mcpServers", "skills", "limits"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!CHECK(json_object_get(doc, keys[i]) != NULL)) fprintf(stderr, "  no %s\n", keys[i]);
     /* Its first skill renders with its declared params. */

@@ -273,6 +273,32 @@ static void test_endpoints(void)
     provcfg_free(c);
 }
 
+/* The example of docs/agents.md's Providers section loads (tests run from the
+ * repository root). */
+static void test_docs_example(void)
+{
+    static char text[1 << 17];
+    FILE *f = fopen("docs/agents.md", "rb");
+    if (!CHECK(f != NULL)) return;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *sec = strstr(text, "\n## Providers\n");
+    char *start = sec ? strstr(sec, "```json\n") : NULL;
+    char *end = start ? strstr(start + 8, "\n```") : NULL;
+    if (!CHECK(end != NULL)) return;
+    *end = '\0';
+    FILE *o = fopen(file, "w");
+    if (!o) return;
+    fputs(start + 8, o);
+    fclose(o);
+    chmod(file, 0644);
+    provcfg_t *c = provcfg_load(file, 1, err, sizeof err);
+    if (!CHECK(c != NULL)) fprintf(stderr, "%s\n", err);
+    CHECK(provcfg_find(c, "local") && provcfg_find(c, "gateway") && provcfg_find(c, "anthropic"));
+    provcfg_free(c);
+}
+
 int main(void)
 {
     setenv("TEST_PROVCFG_KEY", "sk-from-env", 1);
@@ -281,6 +307,7 @@ int main(void)
         snprintf(file, sizeof file, "%s/providers.json", dir);
         test_file();
         test_endpoints();
+        test_docs_example();
         test_rmtree(dir);
     }
     return TEST_MAIN_END();

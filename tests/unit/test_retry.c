@@ -62,6 +62,7 @@ static void test_table(void)
         {RETRY_STREAM_ERROR, "something_new", 1, "stream_error"},
         {RETRY_STREAM_ERROR, NULL, 1, "stream_error"},
         {RETRY_RESTART, NULL, 1, "restart"},
+        {RETRY_REFUSED, NULL, 0, "refused"},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         retry_failure f = of(kinds[i].kind, kinds[i].etype);
@@ -161,6 +162,12 @@ static void test_should_retry(void)
     f.should_retry = 0;
     retry_decide(&f, 0, 0, &CFG, 0, &d);
     CHECK_EQ_INT(d.retry, 1);
+    /* Nor does a provider's word make the operator's refusal worth another try. */
+    f = of(RETRY_REFUSED, NULL);
+    f.should_retry = 1;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_INT(d.exhausted, 0);
 }
 
 int main(void)
