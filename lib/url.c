@@ -189,9 +189,9 @@ int url_net_parse(const char *s, url_net *n)
 
 int url_net_match(const url_net *n, const url_addr *in)
 {
+    if (in->family == n->addr.family && prefix_is(in->b, n->addr.b, n->bits)) return 1;
     url_addr a = unmapped(in);
-    if (a.family != n->addr.family) return 0;
-    return prefix_is(a.b, n->addr.b, n->bits);
+    return a.family == n->addr.family && prefix_is(a.b, n->addr.b, n->bits);
 }
 
 /* ---- hosts ------------------------------------------------------------------------------ */
@@ -289,7 +289,8 @@ int url_parse(const char *s, url_t *u, char *why, size_t whycap)
             u->host[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
         }
         u->host[hl] = '\0';
-        if (u->host[0] == '.' || strstr(u->host, "..")) return refuse(why, whycap, "malformed host");
+        if (u->host[0] == '.' || u->host[hl - 1] == '.' || strstr(u->host, ".."))
+            return refuse(why, whycap, "malformed host");
         if (url_addr_parse(u->host, &u->addr) == 0) u->is_addr = 1;
     }
     if (parse_port(hend, end, &u->port)) return refuse(why, whycap, "bad port");

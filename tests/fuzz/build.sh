@@ -23,6 +23,7 @@ sources() {
     workflow) echo lib/workflow.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     mcp) echo lib/mcp.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
+    url) echo lib/url.c lib/provcfg.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     *) return 1 ;;
     esac
 }

@@ -76,6 +76,7 @@ static void test_parse(void)
         {"http://exa%6dple.com", "host cannot have"},
         {"http://a..b", "malformed host"},
         {"http://.a", "malformed host"},
+        {"http://1.0../x", "malformed host"},
         {"http://a\\@b", "userinfo"},
         {"http://a\\b", "host cannot have"},
     };
