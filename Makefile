@@ -83,7 +83,7 @@ $(B)/bench/%: bench/%.c $(B)/libdstream.a
 # ---- dependencies ---------------------------------------------------------------
 DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 \
         libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl jq nodejs npm \
-        clang apache2-bin libapache2-mod-fcgid chromium
+        clang apache2-bin libapache2-mod-fcgid chromium systemd man-db
 deps:
 	@missing=$$(for p in $(DEBS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \
