@@ -35,6 +35,7 @@
 #define RMCP_BACKOFF_MAX_MS 30000
 #define RMCP_CURSOR_MAX 1024
 #define RMCP_LIST_PAGES 64          /* tools/list pages followed */
+#define RMCP_DYING_MS 500           /* from a closed output to giving up on the exit status */
 
 typedef enum { S_STOPPED, S_INIT, S_LISTING, S_READY, S_STOPPING } sstate;
 
@@ -77,6 +78,7 @@ typedef struct rmcp_server {
     int64_t restart_at;         /* a wanted restart waits until then */
     int crashes;
     int wanted;                 /* someone waits for its tools: start when allowed */
+    int64_t dying_until;        /* its output closed: fail its calls by then at the latest */
     char why[256];              /* the last failure, for err and tool errors */
 } rmcp_server;
 
@@ -327,6 +329,7 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
 {
     int was_ready = s->state == S_READY;
     int64_t now = db_now_ms();
+    s->dying_until = 0;
     close_fd(&s->in);
     close_fd(&s->out);
     close_fd(&s->err);
@@ -503,7 +506,10 @@ static void read_out(rmcp_t *m, rmcp_server *s)
         ssize_t n = read(s->out, buf, sizeof buf);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
         if (n <= 0) {
-            stop(m, s, "the MCP server exited", 1);
+            /* Its stdout closed: it exited, or will. The calls in flight fail once it
+             * is reaped (to say how it ended) or after a short grace. */
+            close_fd(&s->out);
+            s->dying_until = db_now_ms() + RMCP_DYING_MS;
             return;
         }
         msg_ctx x = {m, s, 0, ""};
@@ -667,15 +673,29 @@ static void reap(rmcp_t *m, rmcp_server *s, int64_t now)
             kill(-s->pid, SIGKILL);
             s->kill_at = now + RMCP_STOP_GRACE_MS;
         }
+        if (s->dying_until && now >= s->dying_until)
+            stop(m, s, s->state == S_READY ? "the MCP server closed its output during the call"
+                                          : "the MCP server closed its output at start, before it was ready", 1);
         return;
     }
-    if (r == s->pid) {
-        if (WIFEXITED(status)) runner_log("mcp %s: exited with status %d", s->name, WEXITSTATUS(status));
-        else if (WIFSIGNALED(status)) runner_log("mcp %s: killed by signal %d", s->name, WTERMSIG(status));
-    }
+    char why[200] = "";
+    const char *when = s->state == S_READY ? "during the call" : "at start, before it was ready";
+    if (r == s->pid && WIFEXITED(status))
+        snprintf(why, sizeof why, "the MCP server exited with status %d %s", WEXITSTATUS(status), when);
+    else if (r == s->pid && WIFSIGNALED(status))
+        snprintf(why, sizeof why, "the MCP server was killed by signal %d %s", WTERMSIG(status), when);
+    else
+        snprintf(why, sizeof why, "the MCP server went away %s", when);
     kill(-s->pid, SIGKILL);     /* whatever it left behind in its group */
     s->pid = 0;
-    if (s->state == S_STOPPING) s->state = S_STOPPED;
+    if (s->state == S_STOPPING) {
+        s->state = S_STOPPED;
+        return;
+    }
+    /* It exited on its own. */
+    runner_log("mcp %s: %s", s->name, why + 15);
+    stop(m, s, why, 1);
+    s->state = S_STOPPED;
 }
 
 void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
@@ -746,7 +766,7 @@ int rmcp_timeout(rmcp_t *m, int max)
         for (rmcp_call *c = s->flight; c; c = c->next) t = c->deadline < t ? c->deadline : t;
         if (s->state == S_READY && !s->flight && !s->queue && s->last_used + s->idle_ms < t)
             t = s->last_used + s->idle_ms;
-        if (s->pid > 0 && s->state == S_STOPPING && now + 50 < t) t = now + 50;
+        if (s->pid > 0 && (s->state == S_STOPPING || s->dying_until) && now + 10 < t) t = now + 10;
         if (s->state == S_STOPPED && (s->queue || s->wanted) && s->restart_at && s->restart_at < t)
             t = s->restart_at;
     }
