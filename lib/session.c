@@ -16,15 +16,15 @@
 
 const char *const session_event_types[] = {
     "session:created",       "session:forked",          "session:cancelled",
-    "workflow:started",      "workflow:completed",      "workflow:failed",
-    "phase:entered",         "phase:exited",            "step:started",
-    "step:completed",        "agent:started",           "agent:completed",
+    "workflow:started",      "workflow:completed",      EV_WORKFLOW_FAILED,
+    "phase:entered",         "phase:exited",            EV_STEP_STARTED,
+    EV_STEP_COMPLETED,        "agent:started",           "agent:completed",
     "provider:request_started", "provider:request_ended", "provider:request_cancelled",
     "provider:request_retried", "text:delta",           "thinking:delta",
-    "tool:called",           "tool:result",             "state:updated",
-    "input:requested",       "input:received",          "input:expired",
-    "message:user",          "cancel:requested",        "tool:loop_stopped",
-    "tool:server_failed",    "reply:failed",            NULL};
+    EV_TOOL_CALLED,           EV_TOOL_RESULT,             EV_STATE_UPDATED,
+    EV_INPUT_REQUESTED,       EV_INPUT_RECEIVED,          EV_INPUT_EXPIRED,
+    "message:user",          "cancel:requested",        EV_TOOL_LOOP_STOPPED,
+    EV_TOOL_SERVER_FAILED,    "reply:failed",            NULL};
 
 int session_known_type(const char *type)
 {
@@ -323,19 +323,19 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         snprintf(v->phase, sizeof v->phase, "%s", str(p, "phase"));
         v->step = 0;
         v->step_open = 0;
-    } else if (!strcmp(type, "step:started")) {
+    } else if (!strcmp(type, EV_STEP_STARTED)) {
         v->step_open = 1;
         v->tool_turns = 0;
         v->steps++;
         request_reset(v);
         if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
-    } else if (!strcmp(type, "step:completed")) {
+    } else if (!strcmp(type, EV_STEP_COMPLETED)) {
         v->step_open = 0;
         v->step++;
         /* A human step consumed its answer: a later visit asks again. */
         const char *iid = str(p, "interactionId");
         if (*iid) json_object_del(v->early, iid);
-    } else if (!strcmp(type, "state:updated")) {
+    } else if (!strcmp(type, EV_STATE_UPDATED)) {
         json_t *full = json_object_get(p, "state");
         if (json_is_object(full)) {
             json_decref(v->state);
@@ -372,7 +372,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     } else if (!strcmp(type, "text:delta") || !strcmp(type, "thinking:delta")) {
         json_t *m = assistant_for(v, str(p, "requestId"));
         if (m) append_text(m, type[0] == 't' && type[1] == 'e' ? "content" : "thinking", str(p, "text"));
-    } else if (!strcmp(type, "tool:called")) {
+    } else if (!strcmp(type, EV_TOOL_CALLED)) {
         json_array_append_new(v->open_calls, json_deep_copy(p));
         if (v->request[0] && !strcmp(str(p, "requestId"), v->request)) v->tool_wait = -1;
         json_t *m = assistant_for(v, str(p, "requestId"));
@@ -385,7 +385,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             json_object_set(c, "arguments", json_object_get(p, "arguments"));
             json_array_append_new(calls, c);
         }
-    } else if (!strcmp(type, "tool:result")) {
+    } else if (!strcmp(type, EV_TOOL_RESULT)) {
         for (size_t i = 0; i < json_array_size(v->open_calls); i++)
             if (!strcmp(str(json_array_get(v->open_calls, i), "callId"), str(p, "callId"))) {
                 json_array_remove(v->open_calls, i);
@@ -411,7 +411,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         } else if (!v->is_workflow && !json_array_size(v->queued)) {
             set_status(v, SESSION_COMPLETED);
         }
-    } else if (!strcmp(type, "tool:loop_stopped")) {
+    } else if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) {
         v->tool_wait = 0;
         if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
     } else if (!strcmp(type, "provider:request_cancelled")) {
@@ -449,9 +449,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     } else if (!strcmp(type, "reply:failed")) {
         snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
         v->request[0] = '\0';
-        v->retry_at = 0;
-        set_status(v, SESSION_FAILED);
-    } else if (!strcmp(type, "input:requested")) {
+    } else if (!strcmp(type, EV_INPUT_REQUESTED)) {
         /* Answered before it was asked: nothing to wait for. */
         if (!json_object_get(v->early, str(p, "interactionId"))) {
             json_decref(v->pending);
@@ -459,7 +457,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
             set_status(v, SESSION_AWAITING_INPUT);
         }
-    } else if (!strcmp(type, "input:received")) {
+    } else if (!strcmp(type, EV_INPUT_RECEIVED)) {
         /* Every answer is kept in `early` (answers by interactionId) until the
          * step that asked for it completes. */
         const char *id = str(p, "interactionId");
@@ -469,7 +467,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
             v->pending = NULL;
             set_status(v, SESSION_RUNNING);
         }
-    } else if (!strcmp(type, "input:expired")) {
+    } else if (!strcmp(type, EV_INPUT_EXPIRED)) {
         if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
             json_decref(v->pending);
             v->pending = NULL;
@@ -484,7 +482,7 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
         v->request[0] = '\0';
     } else if (!strcmp(type, "workflow:completed")) {
         set_status(v, SESSION_COMPLETED);
-    } else if (!strcmp(type, "workflow:failed")) {
+    } else if (!strcmp(type, EV_WORKFLOW_FAILED)) {
         snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
         set_status(v, SESSION_FAILED);
     }

@@ -19,6 +19,19 @@
  * model cut, with a marker; its tool:result event keeps it whole. */
 #define SESSION_TOOL_RESULT_MAX (32 << 10)
 
+/* Event types by name (the catalogue: docs/events.md); lib/event builds them. */
+#define EV_STEP_STARTED "step:started"
+#define EV_STEP_COMPLETED "step:completed"
+#define EV_STATE_UPDATED "state:updated"
+#define EV_WORKFLOW_FAILED "workflow:failed"
+#define EV_TOOL_CALLED "tool:called"
+#define EV_TOOL_RESULT "tool:result"
+#define EV_TOOL_LOOP_STOPPED "tool:loop_stopped"
+#define EV_TOOL_SERVER_FAILED "tool:server_failed"
+#define EV_INPUT_REQUESTED "input:requested"
+#define EV_INPUT_RECEIVED "input:received"
+#define EV_INPUT_EXPIRED "input:expired"
+
 typedef enum {
     SESSION_PENDING,
     SESSION_RUNNING,
