@@ -1089,6 +1089,35 @@ static void check_template_field(jcheck_errlist *e, const char *base, const json
     if (s) check_template(e, path, s);
 }
 
+/* An agent step's skill: {"name": a skill of the agent, "params": {name: template}}.
+ * Whether the agent has that skill is known only when the step runs (agents change
+ * independently of workflows); the shape is checked here. */
+static void check_skill(jcheck_errlist *e, const char *base, const json_t *st)
+{
+    static const char *const keys[] = {"name", "params", NULL};
+    char path[WF_JPATH], sub[WF_JPATH];
+    const json_t *sk = json_object_get(st, "skill");
+    if (!sk) return;
+    jcheck_key(path, sizeof path, base, "skill");
+    if (!json_is_object(sk)) {
+        jcheck_mistake(e, path, "must be {\"name\": skill, \"params\": {name: template}}");
+        return;
+    }
+    jcheck_unknown_keys(e, path, sk, keys);
+    check_name(e, path, sk, "name", 1);
+    const json_t *params = json_object_get(sk, "params");
+    jcheck_key(sub, sizeof sub, path, "params");
+    if (params && !json_is_object(params)) jcheck_mistake(e, sub, "must be an object of templates");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)params, k, v) {
+        char p2[WF_JPATH];
+        jcheck_key(p2, sizeof p2, sub, k);
+        if (!json_is_string(v)) jcheck_mistake(e, p2, "must be a string (a template)");
+        else check_template(e, p2, json_string_value(v));
+    }
+}
+
 /* The strings of an update value or of tool arguments: specials where flags
  * allow them, templates otherwise. */
 static void check_value(jcheck_errlist *e, const char *path, const json_t *v, unsigned flags,
@@ -1232,7 +1261,7 @@ static long find_phase(const json_t *phases, const char *name)
 }
 
 static const char *const agent_keys[] = {"kind", "name", "agent", "prompt", "outputSchema",
-                                         "update", NULL};
+                                         "update", "skill", NULL};
 static const char *const tool_keys[] = {"kind", "name", "server", "tool", "arguments",
                                         "update", NULL};
 static const char *const update_keys[] = {"kind", "name", "set", NULL};
@@ -1373,6 +1402,7 @@ static void check_step(vctx *v, const char *base, const json_t *st)
         jcheck_unknown_keys(e, base, st, agent_keys);
         check_name(e, base, st, "agent", 1);
         check_template_field(e, base, st, "prompt", 1);
+        check_skill(e, base, st);
         const json_t *os = json_object_get(st, "outputSchema");
         jcheck_key(path, sizeof path, base, "outputSchema");
         if (os) check_schema_doc(e, path, os, 0);

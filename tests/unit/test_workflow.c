@@ -972,6 +972,16 @@ static void test_validate_steps(void)
                " 'outputSchema': {'type': ['object', 'null'], 'description': 'd', 'title': 't', '$schema': 's',"
                "  'properties': {'x': {'type': 'array', 'items': {'enum': [1, 'a']}}}, 'required': ['x']}}");
     STEP_INVALID("{'kind': 'agent', 'prompt': 'p'}", S0 ".agent: missing");
+    /* A skill of the agent, its params templates. */
+    STEP_VALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'name': 'sum', 'params': {'who': '{{input.who}}'}}}");
+    STEP_VALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'name': 'hi'}}");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': 'sum'}", S0 ".skill: must be");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'params': {}}}", S0 ".skill.name: missing");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'name': 's', 'args': {}}}", S0 ".skill.args: unknown key");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'name': 's', 'params': {'a': 1}}}",
+                 S0 ".skill.params.a: must be a string");
+    STEP_INVALID("{'kind': 'agent', 'agent': 'w', 'prompt': 'p', 'skill': {'name': 's', 'params': {'a': '{{x'}}}",
+                 S0 ".skill.params.a: ");
     STEP_INVALID("{'kind': 'agent', 'agent': 'a b', 'prompt': 'p'}", S0 ".agent: must be 1 to 64");
     STEP_INVALID("{'kind': 'agent', 'agent': 'a'}", S0 ".prompt: missing");
     STEP_INVALID("{'kind': 'agent', 'agent': 'a', 'prompt': ['p']}", S0 ".prompt: must be a string");
