@@ -1,0 +1,25 @@
+/* step: the table of step kinds (see step.h). */
+#include "step.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const step_exec *const kinds[] = {&step_agent, &step_tool, &step_update, &step_human, NULL};
+
+const step_exec *step_lookup(const char *kind)
+{
+    for (int i = 0; kind && kinds[i]; i++)
+        if (!strcmp(kinds[i]->kind, kind)) return kinds[i];
+    return NULL;
+}
+
+void step_failf(step_ctx *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->ops->fail(c, msg);
+}
