@@ -449,6 +449,8 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     } else if (!strcmp(type, "reply:failed")) {
         snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
         v->request[0] = '\0';
+        v->retry_at = 0;
+        set_status(v, SESSION_FAILED);
     } else if (!strcmp(type, EV_INPUT_REQUESTED)) {
         /* Answered before it was asked: nothing to wait for. */
         if (!json_object_get(v->early, str(p, "interactionId"))) {
