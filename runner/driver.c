@@ -26,7 +26,9 @@
 #include <time.h>
 
 #include "../lib/db.h"
+#include "../lib/agent.h"
 #include "../lib/defs.h"
+#include "../lib/event.h"
 #include "../lib/lease.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
@@ -63,6 +65,7 @@ void runner_forget(runner_t *R, sess_t *s)
         break;
     }
     if (s->rq) request_free(R, s->rq);
+    tools_forget(R, s);
     if (s->held) lease_release(R->conn, s->id, &R->me);
     runner_outbox_clear(s);
     free(s->out);
@@ -77,6 +80,8 @@ void runner_lost(runner_t *R, sess_t *s)
         runner_log("session %s: request %s stopped: another runner holds the session", s->id, s->rq->id);
         request_free(R, s->rq);
     }
+    if (s->calls) runner_log("session %s: its tool calls are abandoned: another runner holds the session", s->id);
+    tools_forget(R, s);
     s->held = 0;
     /* Look again when the new holder's lease may have run out (it renews it
      * while it works; if it died, this process takes the session back). */
@@ -275,7 +280,14 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
         restart_cut(R, s, v);
         return;
     }
-    if (!v->retry_at && !session_view_needs_reply(v)) return;
+    /* The tool loop: the calls the model asked for run (their results are the
+     * next request's), then the model has its next turn. */
+    if (json_array_size(v->open_calls)) {
+        tools_run(R, s, v);
+        return;
+    }
+    int tool_turn = session_view_tools_answered(v);
+    if (!v->retry_at && !tool_turn && !session_view_needs_reply(v)) return;
     if (v->retry_at && !retry_due(s, v)) return;
     const char *name = json_string_value(json_object_get(v->created, "agent"));
     json_t *agent = name ? load_agent(R, s, name) : NULL;
@@ -288,7 +300,17 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
         emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cost budget reached"));
         return;
     }
-    start(R, s, v, agent, history(v), 0);
+    if (tool_turn && !v->retry_at && !session_view_needs_reply(v) && v->tool_turns >= max_turns(agent)) {
+        runner_log("session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
+                   v->tool_turns);
+        sstore_event e = event_tool_loop_stopped("maxTurns", v->tool_turns);
+        emit1(R, s, e.type, e.payload);
+        return;
+    }
+    json_t *shown = tools_agent(R, s, agent, 1);
+    if (!shown) return;     /* a server is starting: its timer looks again */
+    start(R, s, v, shown, history(v), 0);
+    json_decref(shown);
 }
 
 /* ---- workflow sessions ---------------------------------------------------------------------- */
@@ -313,6 +335,11 @@ static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...)
     va_end(ap);
     runner_log("session %s: workflow failed: %s", s->id, msg);
     emit1(R, s, "workflow:failed", json_pack("{s:s}", "error", msg));
+}
+
+void runner_fail_workflow(runner_t *R, sess_t *s, const char *msg)
+{
+    fail_workflow(R, s, "%s", msg);
 }
 
 static const json_t *current_step(const json_t *doc, const char *phase, int step)
@@ -344,6 +371,24 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
     }
     buf_t prompt;
     buf_init(&prompt, 1 << 20);
+    /* A skill the step invokes heads the prompt, its params rendered from the state. */
+    const json_t *skill = json_object_get(step, "skill");
+    json_t *params = NULL;
+    int bad = 0;
+    if (skill) {
+        const json_t *tpl = json_object_get(skill, "params");
+        bad = (tpl && workflow_render_json(tpl, v->state, v->input, &params, err, sizeof err)) ||
+              agent_render_skill(agent, json_string_value(json_object_get(skill, "name")), params, &prompt, err,
+                                 sizeof err) ||
+              buf_puts(&prompt, "\n\n");
+        json_decref(params);
+        if (bad) {
+            buf_free(&prompt);
+            json_decref(agent);
+            fail_workflow(R, s, "step %s[%d] skill: %s", v->phase, v->step, err);
+            return;
+        }
+    }
     if (workflow_render(json_string_value(json_object_get(step, "prompt")), v->state, v->input,
                         &prompt, err, sizeof err)) {
         buf_free(&prompt);
@@ -360,54 +405,22 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
                                                json_object_get(agent, "model"), "step", v->step));
     json_decref(s->agent);
     s->agent = agent;
-    start(R, s, v, agent, messages, 1);
+    /* Its skills go in its system prompt; a workflow agent step is offered no MCP
+     * tools (a workflow calls tools with tool steps). */
+    json_t *shown = tools_agent(R, s, agent, 0);
+    start(R, s, v, shown ? shown : agent, messages, 1);
+    json_decref(shown);
 }
 
-static void human_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
+void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
 {
-    const char *id = json_string_value(json_object_get(step, "id"));
-    json_t *answer = json_object_get(v->early, id);
-    char err[512];
-    if (answer) {
-        /* Answered (now or before it was asked): apply and complete the step. */
-        json_t *state = json_deep_copy(v->state);
-        if (workflow_apply_update(state, json_object_get(step, "update"), NULL, answer, v->input, err,
-                                  sizeof err)) {
-            json_decref(state);
-            fail_workflow(R, s, "checkpoint %s update: %s", id, err);
-            return;
-        }
-        sstore_event ev[2] = {event("state:updated", json_pack("{s:o}", "state", state)),
-                              event("step:completed", json_pack("{s:s, s:i, s:s}", "phase", v->phase,
-                                                                "step", v->step, "interactionId", id))};
-        emit(R, s, ev, 2);
-        return;
-    }
-    if (!v->pending) return;
-    const char *exp = json_string_value(json_object_get(v->pending, "expiresAt"));
-    int64_t at;
-    if (!exp || timefmt_parse(exp, &at)) return;
-    if (db_now_ms() < at) {
-        s->timer_ms = at;
-        return;
-    }
-    json_t *on = json_object_get(json_object_get(step, "onTimeout"), "response");
-    if (!on) {
-        sstore_event ev[2] = {event("input:expired", json_pack("{s:s}", "interactionId", id)),
-                              event("workflow:failed", json_pack("{s:s}", "error", "checkpoint expired"))};
-        emit(R, s, ev, 2);
-        runner_log("session %s: checkpoint %s expired", s->id, id);
-        return;
-    }
-    sstore_event ev[2] = {event("input:expired", json_pack("{s:s}", "interactionId", id)),
-                          event("input:received", json_pack("{s:s, s:O}", "interactionId", id, "response", on))};
-    ev[1].actor = "system";
-    emit(R, s, ev, 2);
+    if (s->rq) return;
+    if (v->request[0]) restart_cut(R, s, v);
+    else if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
 }
 
 static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
 {
-    char err[512];
     json_t *doc = load_workflow(R, s, v);
     if (!doc) {
         fail_workflow(R, s, "its workflow version is gone");
@@ -441,66 +454,11 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
         runner_log("session %s: workflow completed", s->id);
         break;
     case NEXT_FAIL: fail_workflow(R, s, "%s", nx.error); break;
-    case NEXT_STEP: {
-        const char *kind = json_string_value(json_object_get(nx.def, "kind"));
-        json_t *started = json_pack("{s:s, s:i, s:s}", "phase", nx.phase, "step", nx.step, "kind", kind);
-        json_t *name = json_object_get(nx.def, "name");
-        if (name) json_object_set(started, "name", name);
-        if (nx.step_kind == STEP_UPDATE) {
-            json_t *state = json_deep_copy(v->state);
-            if (workflow_apply_update(state, json_object_get(nx.def, "set"), NULL, NULL, v->input, err, sizeof err)) {
-                json_decref(state);
-                json_decref(started);
-                fail_workflow(R, s, "update step: %s", err);
-                break;
-            }
-            sstore_event ev[3] = {event("step:started", started),
-                                  event("state:updated", json_pack("{s:o}", "state", state)),
-                                  event("step:completed", json_pack("{s:s, s:i}", "phase", nx.phase, "step", nx.step))};
-            emit(R, s, ev, 3);
-        } else if (nx.step_kind == STEP_HUMAN) {
-            buf_t prompt;
-            buf_init(&prompt, 1 << 20);
-            if (workflow_render(json_string_value(json_object_get(nx.def, "prompt")), v->state, v->input,
-                                &prompt, err, sizeof err)) {
-                buf_free(&prompt);
-                json_decref(started);
-                fail_workflow(R, s, "checkpoint prompt: %s", err);
-                break;
-            }
-            json_t *req = json_pack("{s:O, s:O, s:s}", "interactionId", json_object_get(nx.def, "id"),
-                                    "input", json_object_get(nx.def, "input"), "prompt", prompt.p ? prompt.p : "");
-            buf_free(&prompt);
-            json_t *opts = json_object_get(nx.def, "options");
-            if (opts) json_object_set(req, "options", opts);
-            json_t *tmo = json_object_get(nx.def, "timeoutMs");
-            if (json_is_integer(tmo)) {
-                char ts[40];
-                timefmt_format(db_now_ms() + json_integer_value(tmo), ts, sizeof ts);
-                json_object_set_new(req, "expiresAt", json_string(ts));
-            }
-            sstore_event ev[2] = {event("step:started", started), event("input:requested", req)};
-            emit(R, s, ev, 2);
-        } else if (nx.step_kind == STEP_AGENT) {
-            emit1(R, s, "step:started", started);
-            /* The agent call starts on the next drive, from the step now open. */
-        } else {
-            json_decref(started);
-            fail_workflow(R, s, "tool steps need an MCP server, which this runner does not have");
-        }
-        break;
-    }
+    case NEXT_STEP: steps_run(R, s, v, nx.def, nx.phase, nx.step, 0); break;
     case NEXT_WAIT: {
         if (!pos.step_open || !v->phase[0]) break;
         const json_t *step = current_step(doc, v->phase, v->step);
-        const char *kind = json_string_value(json_object_get(step, "kind"));
-        if (!kind) break;
-        if (!strcmp(kind, "human")) {
-            human_step(R, s, v, step);
-        } else if (!strcmp(kind, "agent") && !s->rq) {
-            if (v->request[0]) restart_cut(R, s, v);
-            else if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
-        }
+        if (step) steps_run(R, s, v, step, v->phase, v->step, 1);
         break;
     }
     }
@@ -610,7 +568,7 @@ void runner_drive(runner_t *R, sess_t *s)
     session_view_free(&v);
     /* Nothing in flight and nothing to write: the lease goes back (a timer, if
      * any, takes it again); nothing at all: forget the session until it changes. */
-    if (!s->rq && !s->nout) {
+    if (!s->rq && !s->nout && !s->calls) {
         if (s->held) lease_release(R->conn, s->id, &R->me);
         s->held = 0;
         if (!s->timer_ms) runner_forget(R, s);
@@ -761,16 +719,21 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     size_t n = 0;
     size_t i;
     json_t *call;
-    /* Tool calls: this runner has no tool executor (MCP); the model is told so. */
-    json_array_foreach(q->tool_calls, i, call) {
-        /* Room stays for request_ended and a step's three events. */
-        if (n + 2 > SSTORE_EVENTS_MAX - 4) break;
-        json_t *called = json_deep_copy(call);
-        json_object_set_new(called, "requestId", json_string(q->id));
-        ev[n++] = event("tool:called", called);
-        ev[n++] = event("tool:result", json_pack("{s:O, s:s, s:b}", "callId", json_object_get(call, "callId"),
-                                                  "result", "no tool executor is configured", "isError", 1));
-    }
+    /* Tool calls: a chat reply's are recorded here and run once they are in the
+     * log (tools.c); a workflow agent step is offered no tools to run, and is told
+     * so if its model calls one anyway. */
+    if (!q->step_agent) tools_record(R, s, q);
+    else
+        json_array_foreach(q->tool_calls, i, call) {
+            /* Room stays for request_ended and a step's three events. */
+            if (n + 2 > SSTORE_EVENTS_MAX - 4) break;
+            const char *cid = json_string_value(json_object_get(call, "callId"));
+            json_t *why = json_string("a workflow agent step has no tools to run; use a tool step");
+            ev[n++] = event_tool_called(cid, json_string_value(json_object_get(call, "name")),
+                                        json_object_get(call, "arguments"), NULL, NULL, 0, q->id, NULL, 0);
+            ev[n++] = event_tool_result(cid, why, 1, 1, 0);
+            json_decref(why);
+        }
     ev[n++] = event("provider:request_ended",
                     json_pack("{s:s, s:s, s:O, s:f}", "requestId", q->id, "stopReason", q->stop, "usage", usage, "costUsd", cost));
     runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
@@ -779,19 +742,8 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     if (q->step_agent) step_output(R, s, q, usage, cost, ev, &n);
     json_decref(usage);
     emit(R, s, ev, n);
-    int more = json_array_size(q->tool_calls) > 0 && !q->step_agent && s->agent &&
-               q->turns + 1 < max_turns(s->agent);
-    int turns = q->turns;
+    /* A reply that asked for tools goes on once their results are in (drive_chat). */
     request_free(R, q);
-    if (more && runner_commit(R) == 0 && s->held && !s->nout) {
-        session_view v;
-        offset_t none = {0, 0};
-        session_view_init(&v);
-        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && s->agent && !session_view_finished(&v) &&
-            !v.request[0] && start(R, s, &v, s->agent, history(&v), 0) == 0 && s->rq)
-            s->rq->turns = turns + 1;
-        session_view_free(&v);
-    }
 }
 
 void runner_shutdown(runner_t *R)

@@ -19,6 +19,7 @@
 #define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
 
 typedef struct sess sess_t;
+typedef struct tcall tcall_t;
 
 /* One provider request in flight (a curl easy handle). */
 typedef struct rq {
@@ -74,6 +75,9 @@ struct sess {
     sstore_event *out;          /* events decided, waiting for the loop's commit */
     size_t nout, capout;
     int out_deltas_only;        /* every event in out is a delta */
+    tcall_t *calls;             /* tool calls running here (tools.c) */
+    json_t *own_calls;          /* {callId: true}: recorded by this process, not yet run */
+    json_t *servers;            /* [{server, tools}] offered to the model in the last request */
     sess_t *next;
 };
 
@@ -107,6 +111,34 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result);
 void runner_shutdown(runner_t *R);
 /* This process no longer holds s's lease: drop what it had in flight. */
 void runner_lost(runner_t *R, sess_t *s);
+
+/* tools.c: tool calls on the operator's MCP servers (runner/mcp.h). */
+/* The agent as the request presents it (new reference): its system prompt with
+ * its skills and, with_tools, its MCP servers' tools under their exposed names.
+ * NULL while a server is starting (s's timer is set to look again); a server that
+ * cannot be had is left out, with tool:server_failed. */
+json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools);
+/* Record the calls the request q asked for (tool:called, each resolved to its
+ * server and tool and tagged side-effecting or not). They run once in the log. */
+void tools_record(runner_t *R, sess_t *s, const rq_t *q);
+/* Run the calls the log has without a result that are not running here. A call
+ * this process did not record (its runner died) runs again only if it is
+ * read-only; a side-effecting one is answered as failed, never run twice. */
+void tools_run(runner_t *R, sess_t *s, const session_view *v);
+/* Abandon s's calls (their results are no longer wanted here). */
+void tools_forget(runner_t *R, sess_t *s);
+
+/* steps.c: the workflow step kinds (runner/step.h) on the runner. */
+/* Begin (open 0) or resume (open 1) the step def of v at phase/step. */
+void steps_run(runner_t *R, sess_t *s, const session_view *v, const json_t *def, const char *phase, int step,
+               int open);
+/* A step's tool call ended: complete the step from its result. */
+void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed,
+                     int64_t duration_ms);
+/* driver.c, for step_agent: start, retry or leave alone the open agent step. */
+void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step);
+/* driver.c: the workflow fails (workflow:failed, logged). */
+void runner_fail_workflow(runner_t *R, sess_t *s, const char *msg);
 
 /* outbox.c: every event the runner writes goes through here. */
 /* Queue an event for s (payload: a new reference, now the outbox's). */

@@ -1,0 +1,193 @@
+/* tools: a session's tool calls, on the operator's MCP servers.
+ *
+ * A call is recorded before it runs: the model's request ends with a tool:called
+ * per call (tools_record), or a workflow tool step records its one call; only when
+ * that event is in the log does a later look (tools_run, from the session's view)
+ * start it. So a call that ran always has its tool:called, and the log says which
+ * calls may have run without a recorded result: the open ones. This process knows
+ * the calls it recorded itself and has not started (own_calls); an open call it
+ * did not record was recorded by a runner that died, maybe while the call ran.
+ * Such a call runs again only if it is read-only; a side-effecting one is answered
+ * with a failed result and never executed twice. A result is recorded whole
+ * (tool:result); the model is sent at most SESSION_TOOL_RESULT_MAX of it
+ * (lib/session cuts it, with a marker).
+ *
+ * Calls of one request run in parallel (each server bounds its own concurrency);
+ * their results come back on the runner's loop through runner/mcp's callbacks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/agent.h"
+#include "../lib/db.h"
+#include "../lib/event.h"
+#include "../lib/mcp.h"
+#include "mcp.h"
+#include "runner.h"
+
+#define TOOLS_WAIT_MS 200           /* look again this soon while a server starts */
+
+struct tcall {
+    runner_t *R;
+    sess_t *s;
+    json_t *call;                   /* its tool:called payload */
+    rmcp_call *h;
+    int64_t started_ms;
+    tcall_t *next;
+};
+
+static void emit(runner_t *R, sess_t *s, sstore_event e)
+{
+    runner_emit_as(R, s, e.type, e.payload, e.actor);
+}
+
+json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
+{
+    char err[512];
+    json_t *servers = json_array();
+    size_t i;
+    const json_t *name;
+    int pending = 0;
+    if (with_tools) {
+        json_array_foreach(json_object_get(agent, "mcpServers"), i, name) {
+            const json_t *tools = NULL;
+            const char *server = json_string_value(name);
+            if (!server) continue;     /* an object of an earlier version: never run */
+            int st = rmcp_tools(R->mcp, server, &tools, err, sizeof err);
+            if (st == RMCP_PENDING) pending = 1;
+            else if (st == RMCP_READY) json_array_append_new(servers, json_pack("{s:s, s:O}", "server", server, "tools", tools));
+            else {
+                runner_log("session %s: %s", s->id, err);
+                emit(R, s, event_tool_server_failed(server, err));
+            }
+        }
+    }
+    if (pending) {
+        json_decref(servers);
+        int64_t at = db_now_ms() + TOOLS_WAIT_MS;
+        if (!s->timer_ms || at < s->timer_ms) s->timer_ms = at;
+        return NULL;
+    }
+    json_t *out = json_deep_copy(agent);
+    buf_t sys;
+    buf_init(&sys, 1 << 20);
+    if (agent_system_prompt(agent, &sys) == 0 && sys.len)
+        json_object_set_new(out, "system", json_stringn(sys.p, sys.len));
+    buf_free(&sys);
+    json_t *tools = mcp_model_tools(json_object_get(agent, "tools"), servers);
+    json_object_set_new(out, "tools", tools);
+    json_decref(s->servers);
+    s->servers = servers;
+    return out;
+}
+
+void tools_record(runner_t *R, sess_t *s, const rq_t *q)
+{
+    size_t i;
+    const json_t *c;
+    if (!s->own_calls) s->own_calls = json_object();
+    json_array_foreach(q->tool_calls, i, c) {
+        const char *id = json_string_value(json_object_get(c, "callId"));
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *server = NULL;
+        const json_t *tool = mcp_resolve(s->servers, name, &server);
+        const char *tname = tool ? json_string_value(json_object_get(tool, "name")) : NULL;
+        int side = tool ? mcp_tool_side_effecting(rmcp_server_conf(R->mcp, server), tool) : 0;
+        emit(R, s, event_tool_called(id, name ? name : "", json_object_get(c, "arguments"), tool ? server : NULL,
+                                     tname, side, q->id, NULL, 0));
+        json_object_set_new(s->own_calls, id, json_true());
+    }
+}
+
+static tcall_t *running(sess_t *s, const char *id)
+{
+    for (tcall_t *t = s->calls; t; t = t->next)
+        if (!strcmp(json_string_value(json_object_get(t->call, "callId")), id)) return t;
+    return NULL;
+}
+
+/* The call's result: recorded, and for a workflow step its completion. */
+static void finish(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed,
+                   int64_t duration_ms)
+{
+    const char *id = json_string_value(json_object_get(call, "callId"));
+    runner_log("session %s: tool call %s (%s) %s in %lld ms", s->id, id,
+               json_string_value(json_object_get(call, "name")), failed ? "failed" : is_error ? "answered an error" : "answered",
+               (long long)duration_ms);
+    if (json_object_get(call, "phase")) steps_tool_done(R, s, call, result, is_error, failed, duration_ms);
+    else emit(R, s, event_tool_result(id, result, is_error, failed, duration_ms));
+}
+
+static void unlink_call(sess_t *s, tcall_t *t)
+{
+    for (tcall_t **pp = &s->calls; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            return;
+        }
+}
+
+static void on_done(void *ud, const rmcp_outcome *o)
+{
+    tcall_t *t = ud;
+    unlink_call(t->s, t);
+    finish(t->R, t->s, t->call, o->output, o->is_error, o->failed, db_now_ms() - t->started_ms);
+    json_decref(t->call);
+    free(t);
+}
+
+void tools_run(runner_t *R, sess_t *s, const session_view *v)
+{
+    size_t i;
+    const json_t *call;
+    json_array_foreach(v->open_calls, i, call) {
+        const char *id = json_string_value(json_object_get(call, "callId"));
+        if (!id || running(s, id)) continue;
+        int own = s->own_calls && json_object_get(s->own_calls, id);
+        if (own) json_object_del(s->own_calls, id);
+        const char *server = json_string_value(json_object_get(call, "server"));
+        const char *tool = json_string_value(json_object_get(call, "tool"));
+        if (!own && json_is_true(json_object_get(call, "sideEffecting"))) {
+            json_t *why = json_string("the runner restarted while this call was in flight; it has side effects, "
+                                      "so it was not run again (it may or may not have taken effect)");
+            runner_log("session %s: side-effecting call %s cut off by a restart: not run again", s->id, id);
+            finish(R, s, call, why, 1, 1, 0);
+            json_decref(why);
+            continue;
+        }
+        if (!server || !tool) {
+            char text[200];
+            snprintf(text, sizeof text, "no tool named %.100s", json_string_value(json_object_get(call, "name")));
+            json_t *why = json_string(text);
+            finish(R, s, call, why, 1, 1, 0);
+            json_decref(why);
+            continue;
+        }
+        tcall_t *t = calloc(1, sizeof *t);
+        if (!t) abort();
+        t->R = R;
+        t->s = s;
+        t->call = json_deep_copy(call);
+        t->started_ms = db_now_ms();
+        t->next = s->calls;
+        s->calls = t;
+        t->h = rmcp_call_start(R->mcp, server, tool, json_object_get(call, "arguments"), on_done, t);
+        if (!t->h) abort();
+        runner_log("session %s: tool call %s: %s on %s%s", s->id, id, tool, server, own ? "" : " (again, after a restart)");
+    }
+}
+
+void tools_forget(runner_t *R, sess_t *s)
+{
+    while (s->calls) {
+        tcall_t *t = s->calls;
+        s->calls = t->next;
+        rmcp_abandon(R->mcp, t->h);
+        json_decref(t->call);
+        free(t);
+    }
+    json_decref(s->own_calls);
+    s->own_calls = NULL;
+    json_decref(s->servers);
+    s->servers = NULL;
+}
