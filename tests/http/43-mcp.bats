@@ -1,0 +1,301 @@
+#!/usr/bin/env bats
+# Agents that act: MCP servers configured by the operator (DSTREAM_MCP_CONFIG), their
+# tools offered to the model (tests/mock-provider scripts the tool calls in both wire
+# formats), calls run and their results sent back, workflow tool steps, skills, and
+# what the runner does when a server misbehaves or the runner itself is killed.
+#
+# Servers: the real filesystem server from the npm registry
+# (@modelcontextprotocol/server-filesystem, installed by tests/mcp/install.sh) on a
+# temporary directory, and tests/mcp/test-server.mjs (crash mid-call, hang, error
+# result, notification, large result, side-effect counter), plus the same test
+# server told to exit at start. Waits are polls with deadlines.
+
+load runner-helpers
+
+setup_file() {
+    FS_ENTRY=$("$DS_ROOT/tests/mcp/install.sh") || return 1
+    MCP_TMP=$(mktemp -d -t dstream-mcp.XXXXXX)
+    mkdir -p "$MCP_TMP/files" "$MCP_TMP/state"
+    FILES=$(cd "$MCP_TMP/files" && pwd -P)
+    STATE=$MCP_TMP/state
+    local node
+    node=$(command -v node)
+    jq -n --arg node "$node" --arg fs "$FS_ENTRY" --arg files "$FILES" \
+        --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" '{mcpServers: {
+            files: {command: $node, args: [$fs, $files]},
+            t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 1500},
+            dead: {command: $node, args: [$ts, "--exit-at-start"]}}}' >"$MCP_TMP/mcp.json"
+    chmod 644 "$MCP_TMP/mcp.json"
+    export FILES STATE MCP_TMP
+    rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
+}
+teardown_file() {
+    rn_stop
+    [ -n "${MCP_TMP:-}" ] && rm -rf "$MCP_TMP"
+    return 0
+}
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+}
+teardown() { rn_test_teardown; }
+
+# mcp_agent PROVIDER MODEL SERVERS_JSON [EXTRA_JSON]: store an agent using those servers.
+mcp_agent() {
+    local name
+    name=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$name" --arg p "$1" \
+        --arg m "$2" --argjson s "$3" --argjson x "${4:-{\}}" '{name: $n, provider: $p, model: $m, mcpServers: $s} + $x')"
+    [ "$status_code" = 201 ] || { echo "agent: $status_code $body" >&2; return 1; }
+    echo "$name"
+}
+
+# events_of ID: the session's events into $T/ev.json.
+events_of() { rn_events "$1" >"$T/ev.json"; }
+
+# ev JQ: run a jq program on $T/ev.json.
+ev() { jq -r "$1" "$T/ev.json"; }
+
+count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
+
+# ---- the operator's servers only --------------------------------------------------------
+
+@test "agents: MCP servers by name only; a command or env in an agent is refused and a GET shows no secret" {
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary '{"name": "evil", "provider": "openai",
+        "model": "m", "mcpServers": [{"name": "sh", "command": ["/bin/sh", "-c", "id"], "env": {"LD_PRELOAD": "/tmp/x.so"}}]}'
+    assert_status 400
+    jq -e '.error.details | any(startswith("mcpServers[0]: commands and environment cannot be given"))' "$DS_BODY"
+    a=$(mcp_agent openai gpt-test-model '["files", "t"]')
+    req GET "/v1/agents/$a"
+    assert_status 200
+    jq -e '.mcpServers == ["files", "t"]' "$DS_BODY"
+}
+
+# ---- the real filesystem server ------------------------------------------------------------
+
+# fs_chat PROVIDER MODEL: a chat whose model reads a file through the filesystem server.
+fs_chat() {
+    local provider=$1 model=$2 a id
+    printf 'dstream reads files through MCP\n' >"$FILES/hello-$provider.txt"
+    a=$(mcp_agent "$provider" "$model" '["files"]')
+    rn_script "$(jq -nc --arg p "$FILES/hello-$provider.txt" '{replies: [
+        {toolCalls: [{id: "call_fs_1", name: "files__read_text_file", arguments: {path: $p}}], usage: {input: 30, output: 9}},
+        {text: "The file says: dstream reads files through MCP.", usage: {input: 50, output: 12}}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "What does hello.txt say?"
+    rn_wait "$id" '.status == "completed" and ([.messages[] | select(.role == "assistant" and (.content | test("The file says")))] | length == 1)' 30
+    events_of "$id"
+    # Called once, resolved to the server's tool, read-only; its result is the file.
+    [ "$(ev '[.[] | select(.type == "tool:called")] | length')" = 1 ]
+    ev '.[] | select(.type == "tool:called") | .payload' | jq -e '.server == "files" and .tool == "read_text_file" and
+        .sideEffecting == false and .callId == "call_fs_1" and .requestId != null'
+    ev '.[] | select(.type == "tool:result") | .payload' | jq -e '.isError == false and .failed == false and
+        (.result | contains("dstream reads files through MCP"))'
+    # Two requests: the first offered the server's tools, the second carried the result.
+    rn_requests >"$T/req.json"
+    [ "$(jq length "$T/req.json")" = 2 ]
+    if [ "$provider" = anthropic ]; then
+        jq -e '.[0].body.tools | any(.name == "files__read_text_file" and .input_schema.type == "object")' "$T/req.json"
+        jq -e '.[1].body.messages | any(.role == "assistant" and (.content | type == "array") and
+            any(.content[]; .type == "tool_use" and .id == "call_fs_1"))' "$T/req.json"
+        jq -e '.[1].body.messages | any(.role == "user" and (.content | type == "array") and
+            any(.content[]; .type == "tool_result" and .tool_use_id == "call_fs_1" and (.content | contains("through MCP"))))' "$T/req.json"
+    else
+        jq -e '.[0].body.tools | any(.type == "function" and .function.name == "files__read_text_file" and .function.parameters.type == "object")' "$T/req.json"
+        jq -e '.[1].body.messages | any(.role == "assistant" and any(.tool_calls[]?; .id == "call_fs_1"))' "$T/req.json"
+        jq -e '.[1].body.messages | any(.role == "tool" and .tool_call_id == "call_fs_1" and (.content | contains("through MCP")))' "$T/req.json"
+    fi
+}
+
+@test "filesystem server (anthropic): tools listed, a call made, its result in the next request, the final reply" {
+    fs_chat anthropic claude-test-model
+}
+
+@test "filesystem server (openai): tools listed, a call made, its result in the next request, the final reply" {
+    fs_chat openai gpt-test-model
+}
+
+@test "workflow: tool steps write a file and read it back through the filesystem server" {
+    local wf id
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, initialPhase: "io", phases: [{name: "io", terminal: true, steps: [
+        {kind: "tool", name: "Write", server: "files", tool: "write_file",
+         arguments: {path: "{{input.dir}}/note.txt", content: "note about {{input.topic}}"}, update: {wrote: "$output"}},
+        {kind: "tool", name: "Read", server: "files", tool: "read_text_file",
+         arguments: {path: "{{input.dir}}/note.txt"}, update: {note: "$output"}}]}]}')"
+    id=$(rn_session "$(jq -nc --arg w "$wf" --arg d "$FILES" '{workflow: $w, input: {dir: $d, topic: "owls"}}')")
+    rn_wait "$id" '.status == "completed"' 30
+    [ "$(cat "$FILES/note.txt")" = "note about owls" ]
+    rn_get "$id"
+    jq -e '.state.note == "note about owls" and (.state.wrote | test("Successfully wrote"))' "$DS_BODY"
+    events_of "$id"
+    # write_file has side effects (its annotations), read_text_file not.
+    ev '[.[] | select(.type == "tool:called") | .payload | [.tool, .sideEffecting, .phase, .step]]' |
+        jq -e '. == [["write_file", true, "io", 0], ["read_text_file", false, "io", 1]]'
+    [ "$(ev '[.[] | select(.type == "tool:result" and .payload.isError == false)] | length')" = 2 ]
+}
+
+# ---- a misbehaving server ----------------------------------------------------------------
+
+@test "test server: error result, hang past the timeout, notification and a large result in one turn; the reply goes on" {
+    local a id
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    rn_script "$(jq -nc '{replies: [
+        {toolCalls: [{id: "c_fail", name: "t__fail", arguments: {}}, {id: "c_hang", name: "t__hang", arguments: {}},
+                     {id: "c_note", name: "t__notify", arguments: {}}, {id: "c_big", name: "t__big", arguments: {bytes: 100000}},
+                     {id: "c_echo", name: "t__echo", arguments: {text: "hi"}}]},
+        {text: "Done with the tools."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Use every tool."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .role == "assistant" and .content == "Done with the tools.")' 30
+    events_of "$id"
+    result() { ev ".[] | select(.type == \"tool:result\" and .payload.callId == \"$1\") | .payload"; }
+    result c_fail | jq -e '.isError == true and .failed == false and .result == "the tool failed on purpose"'
+    result c_hang | jq -e '.isError == true and .failed == true and (.result | test("did not answer within 1500 ms"))'
+    result c_note | jq -e '.isError == false and .result == "notified and pinged"'
+    result c_echo | jq -e '.isError == false and .result == "hi"'
+    # The large result is recorded whole; the model got it cut, with the marker.
+    result c_big | jq -e '.isError == false and (.result | length) == 100000'
+    rn_requests >"$T/req.json"
+    jq -e '.[1].body.messages | any(.role == "user" and any(.content[]?; .type == "tool_result" and .tool_use_id == "c_big" and
+        (.content | length) < 40000 and (.content | test("truncated: 32768 of 100000 bytes shown"))))' "$T/req.json"
+    # The server saw the cancellation of the hung call; its notification reached the log.
+    ds_poll 5 grep -q '"notifications/cancelled"' "$STATE/received.jsonl"
+    grep -q 'mcp t: info: "notify tool says hello"' "$DS_DIR/logs/runner.log"
+}
+
+@test "test server: a crash mid-call fails that call only; the server is started again for the next" {
+    local a id
+    a=$(mcp_agent openai gpt-test-model '["t"]')
+    rn_script "$(jq -nc '{replies: [
+        {toolCalls: [{id: "c_crash", name: "t__crash", arguments: {}}]},
+        {toolCalls: [{id: "c_after", name: "t__echo", arguments: {text: "still here"}}]},
+        {text: "Recovered."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Crash, then echo."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Recovered.")' 30
+    events_of "$id"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "c_crash") | .payload' |
+        jq -e '.failed == true and (.result | test("exited with status 3 during the call"))'
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "c_after") | .payload' |
+        jq -e '.failed == false and .result == "still here"'
+    grep -q 'mcp t: stderr: test-server: crashing mid-call' "$DS_DIR/logs/runner.log"
+    rn_runner_alive
+}
+
+@test "a server that exits at start: tool:server_failed, the reply goes on without its tools; a tool step on it fails the workflow" {
+    local a id wf
+    a=$(mcp_agent anthropic claude-test-model '["dead"]')
+    rn_script '{"text": "No tools today."}'
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Hello?"
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "No tools today.")' 30
+    events_of "$id"
+    ev '.[] | select(.type == "tool:server_failed") | .payload' | jq -e '.server == "dead" and (.error | test("exited with status 3 at start"))'
+    rn_requests >"$T/req.json"
+    jq -e '.[0].body.tools == null' "$T/req.json"
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, phases: [{name: "p", terminal: true, steps: [
+        {kind: "tool", server: "dead", tool: "echo", arguments: {text: "x"}}]}]}')"
+    id=$(rn_session "{\"workflow\": \"$wf\"}")
+    rn_wait "$id" '.status == "failed" and (.error | test("dead/echo: MCP server dead is unavailable"))' 30
+    rn_runner_alive
+}
+
+@test "workflow: a tool step whose tool answers an error fails the workflow with what it said" {
+    local wf id
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, phases: [{name: "p", terminal: true, steps: [
+        {kind: "tool", server: "t", tool: "fail"}]}]}')"
+    id=$(rn_session "{\"workflow\": \"$wf\"}")
+    rn_wait "$id" '.status == "failed" and (.error | test("tool step fail: the tool failed on purpose"))' 30
+}
+
+# ---- kill -9: a side-effecting call never runs twice ------------------------------------------
+
+@test "kill -9 after a side-effecting call's result, before it reaches the model: not executed again" {
+    local a id before
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    before=$(count_file)
+    # The second request hangs: the runner is killed while it is in flight.
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_count", name: "t__count", arguments: {}}]}, {hang: true},
+                                    {text: "Counted once."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Count."
+    ds_poll 20 rn_has_event "$id" '.type == "tool:result" and .payload.callId == "c_count"'
+    ds_poll 20 bash -c "[ \"\$(curl -fsS '$RN_MOCK/__requests' | jq length)\" -ge 2 ]"
+    rn_runner_signal KILL
+    rn_runner_start
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Counted once.")' 30
+    [ "$(count_file)" = $((before + 1)) ]
+    events_of "$id"
+    [ "$(ev '[.[] | select(.type == "tool:result")] | length')" = 1 ]
+    [ "$(ev '[.[] | select(.type == "tool:called")] | length')" = 1 ]
+}
+
+@test "kill -9 while a side-effecting call runs: after the restart it is answered as failed, never run twice" {
+    local a id before
+    a=$(mcp_agent openai gpt-test-model '["t"]')
+    before=$(count_file)
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_slow", name: "t__count", arguments: {delayMs: 20000}}]},
+                                    {text: "I could not tell whether it counted."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Count slowly."
+    # The server has counted (the call is running) when the runner dies.
+    ds_poll 20 bash -c "[ \"\$(cat '$STATE/count' 2>/dev/null || echo 0)\" -gt $before ]"
+    rn_runner_signal KILL
+    rn_runner_start
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "I could not tell whether it counted.")' 30
+    [ "$(count_file)" = $((before + 1)) ]
+    events_of "$id"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "c_slow") | .payload' |
+        jq -e '.failed == true and .isError == true and (.result | test("not run again"))'
+    [ "$(ev '[.[] | select(.type == "tool:result")] | length')" = 1 ]
+}
+
+# ---- limits and skills -------------------------------------------------------------------
+
+@test "limits.maxTurns: a model that keeps asking for tools is stopped (tool:loop_stopped) after that many turns" {
+    local a id
+    a=$(mcp_agent anthropic claude-test-model '["t"]' '{"limits": {"maxTurns": 2}}')
+    rn_script "$(jq -nc '{replies: [range(3) | {toolCalls: [{id: "c\(.)", name: "t__echo", arguments: {text: "again"}}]}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Loop."
+    rn_wait "$id" '.status == "completed"' 30
+    events_of "$id"
+    ev '.[] | select(.type == "tool:loop_stopped") | .payload' | jq -e '.reason == "maxTurns" and .turns == 2'
+    [ "$(rn_request_count)" = 2 ]
+}
+
+@test "skills: in the system prompt, invoked by a chat message, exported as DIR/<name>/SKILL.md" {
+    local a id out
+    a=$(mcp_agent anthropic claude-test-model '[]' '{"system": "Be brief.", "skills": [
+        {"name": "summarize", "instructions": "Summarize for {{audience}} in {{words}} words.", "params": ["audience", "words"]}]}')
+    rn_script '{"text": "Short."}'
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    req POST "/v1/sessions/$id/messages" -H 'Content-Type: application/json' \
+        --data-binary '{"content": "The text.", "skill": {"name": "summarize", "params": {"audience": "kids", "words": "10"}}}'
+    assert_status 202
+    rn_wait "$id" '.status == "completed"' 30
+    rn_requests >"$T/req.json"
+    jq -e '.[0].body.system | startswith("Be brief.\n\n# Skills") and contains("## summarize (parameters: audience, words)")' "$T/req.json"
+    jq -e '.[0].body.messages[0].content == "Summarize for kids in 10 words.\n\nThe text."' "$T/req.json"
+    # A skill that does not exist, or a missing parameter: 400.
+    req POST "/v1/sessions/$id/messages" -H 'Content-Type: application/json' --data-binary '{"skill": {"name": "nope"}}'
+    assert_status 400
+    assert_json_error bad_skill
+    req POST "/v1/sessions/$id/messages" -H 'Content-Type: application/json' \
+        --data-binary '{"skill": {"name": "summarize", "params": {"audience": "kids"}}}'
+    assert_status 400
+    # Export; a planted link is not followed.
+    out=$T/skills
+    mkdir -p "$out" "$T/elsewhere"
+    run "$DS_BIN/dstream" --db "$DS_DB" skills export "$out" "$a"
+    [ "$status" = 0 ]
+    grep -q '^name: summarize$' "$out/summarize/SKILL.md"
+    grep -q 'Summarize for {{audience}} in {{words}} words.' "$out/summarize/SKILL.md"
+    rm -rf "$out/summarize" && ln -s "$T/elsewhere" "$out/summarize"
+    run "$DS_BIN/dstream" --db "$DS_DB" skills export "$out" "$a"
+    [ "$status" = 1 ]
+    [ -z "$(ls -A "$T/elsewhere")" ]
+}
