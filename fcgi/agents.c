@@ -23,10 +23,19 @@ static int validate(req_t *r, json_t *doc, const char *name)
     }
     /* The document's own shape, then what the operator allows: the provider must
      * be configured and an endpoint allowed for it (lib/provcfg). */
+    char more[1024];
     int bad = agent_validate(doc, err, sizeof err);
-    size_t len = strlen(err);
-    if (len && len + 1 < sizeof err) err[len++] = '\n';
-    if (provcfg_check_agent(r->cfg->providers, doc, err + len, sizeof err - len)) bad = -1;
+    if (provcfg_check_agent(r->cfg->providers, doc, more, sizeof more)) {
+        /* One mistake per field: a field the document check named already needs
+         * fixing before the operator's rules can say anything about it. */
+        size_t field = strcspn(more, ":");
+        int named = !strncmp(err, more, field + 1);
+        for (const char *nl = strchr(err, '\n'); nl && !named; nl = strchr(nl + 1, '\n'))
+            named = !strncmp(nl + 1, more, field + 1);
+        size_t len = strlen(err);
+        if (!named) snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", more);
+        bad = -1;
+    }
     if (bad) {
         res_invalid(r, "invalid_agent", err);
         return -1;

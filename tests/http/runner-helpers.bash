@@ -26,7 +26,9 @@ RN_PRICES='{"claude-test-model": {"input": 3, "output": 15}, "gpt-test-model": {
 _rn_hex() { od -An -tx1 -N"$1" /dev/urandom | tr -d ' \n'; }
 
 # rn_start [NAME=VALUE ...]: start the mock provider, then the stack with the runner
-# using it (extra settings are passed to ds_stack_start).
+# using it (extra settings are passed to ds_stack_start). RN_EXTRA_PROVIDERS, if set,
+# is a JSON object of more providers for the file (it may use the mock's URL as
+# $RN_MOCK_URL, replaced when the file is written).
 rn_start() {
     command -v node >/dev/null || { echo "node is not installed (make deps)" >&2; return 1; }
     [ -x "$DS_BIN/dstream-runner" ] || { echo "build first: make (B=$DS_B)" >&2; return 1; }
@@ -54,7 +56,7 @@ rn_start() {
     # The operator's providers: both built-in names on the mock, whose loopback
     # address the file names explicitly (nothing private is reachable otherwise).
     RN_PROVIDERS=$RN_TMP/providers.json
-    rn_providers_file >"$RN_PROVIDERS"
+    rn_providers_file "${RN_EXTRA_PROVIDERS:-}" >"$RN_PROVIDERS"
     export RN_PROVIDERS
     # A short retry base: a delay of about 1000 ms can only come from Retry-After.
     ds_stack_start DSTREAM_PROVIDERS="$RN_PROVIDERS" DSTREAM_PRICING="$RN_PRICING" \
@@ -65,7 +67,8 @@ rn_start() {
 # rn_providers_file [EXTRA_PROVIDERS_JSON]: the providers file of rn_start on stdout,
 # with the providers of the given JSON object added.
 rn_providers_file() {
-    jq -n --arg mock "$RN_MOCK" --argjson extra "${1:-{\}}" '{providers: ({
+    local extra=${1:-'{}'}
+    jq -n --arg mock "$RN_MOCK" --argjson extra "${extra//\$RN_MOCK_URL/$RN_MOCK}" '{providers: ({
         anthropic: {kind: "anthropic", baseUrl: $mock, keyEnv: "ANTHROPIC_API_KEY", allowPrivate: ["127.0.0.1"]},
         openai: {kind: "openai", baseUrl: $mock, keyEnv: "OPENAI_API_KEY", allowPrivate: ["127.0.0.1"]}
     } + $extra)}'

@@ -155,6 +155,7 @@ function normalizeReply(r) {
         delayMs: nonNegInt(r.delayMs, 0),
         status: Number.isInteger(r.status) ? r.status : 200,
         retryAfter: r.retryAfter,
+        location: typeof r.location === 'string' ? r.location : null,
         errorType: typeof r.errorType === 'string' ? r.errorType : null,
         errorMessage: typeof r.errorMessage === 'string' ? r.errorMessage : null,
         errorAfter: nonNegInt(r.errorAfter, null),
@@ -480,6 +481,7 @@ function handleProvider(req, res, kind, rawBody, record) {
         if (r.retryAfter !== undefined && r.retryAfter !== null) {
             headers['Retry-After'] = String(r.retryAfter);
         }
+        if (r.location !== null) headers['Location'] = r.location;
         if (kind === 'anthropic' && r.status === 529) headers['x-should-retry'] = 'true';
         return sendJson(res, r.status, errorBody(kind, r.status, r.errorType, r.errorMessage),
             headers);

@@ -1,0 +1,222 @@
+#!/usr/bin/env bats
+# Providers belong to the operator (docs/agents.md, "Providers"). An agent names a
+# provider of the operator's DSTREAM_PROVIDERS file; the operator's key goes only to
+# that provider's base URL; an agent's endpoint is refused unless the operator allows
+# it, and never carries a key; loopback, link-local and private addresses are refused
+# however they are written or resolved; redirects are not followed.
+#
+# A trap listens on a free loopback port: a second mock provider that records every
+# request it gets, headers included. Every way an API client could steer the runner
+# there is tried, and the planted keys must never arrive, while the configured
+# provider still gets its own.
+
+load runner-helpers
+
+# ext: a public base URL, any endpoint host, nothing private. lab: endpoints on
+# 127.0.0.1 only, which its allowPrivate names (so the trap is reachable, keyless).
+# Both would send the planted key EXT_API_KEY to their own base URL.
+setup_file() {
+    command -v node >/dev/null || { echo "node is not installed (make deps)" >&2; return 1; }
+    TRAP_DIR=$(mktemp -d -t dstream-trap.XXXXXX)
+    export TRAP_DIR
+    node "$RN_MOCK_JS" --port 0 --port-file "$TRAP_DIR/port" --log "$TRAP_DIR/log" --max-lifetime 900 \
+        </dev/null >"$TRAP_DIR/out" 2>&1 3>&- &
+    TRAP_PID=$!
+    export TRAP_PID
+    ds_poll 10 test -s "$TRAP_DIR/port" || { echo "the trap did not start" >&2; return 1; }
+    TRAP_PORT=$(tr -d '\n' <"$TRAP_DIR/port")
+    TRAP=http://127.0.0.1:$TRAP_PORT
+    EXT_KEY=sk-planted-$(_rn_hex 16)
+    export TRAP_PORT TRAP EXT_KEY
+    RN_EXTRA_PROVIDERS=$(jq -nc --arg p "$TRAP_PORT" '{
+        ext: {kind: "openai", baseUrl: "https://llm.example.com", keyEnv: "EXT_API_KEY", allowEndpoints: true},
+        lab: {kind: "anthropic", baseUrl: "$RN_MOCK_URL", keyEnv: "EXT_API_KEY",
+              allowEndpoints: ["127.0.0.1"], allowPrivate: ["127.0.0.1"]}}')
+    export RN_EXTRA_PROVIDERS
+    rn_start EXT_API_KEY="$EXT_KEY"
+}
+
+teardown_file() {
+    rn_stop
+    if [ -n "${TRAP_PID:-}" ]; then
+        kill -TERM "$TRAP_PID" 2>/dev/null || true
+        ds_poll 5 rn_gone "$TRAP_PID" || kill -KILL "$TRAP_PID" 2>/dev/null || true
+    fi
+    [ -n "${TRAP_DIR:-}" ] && rm -rf "$TRAP_DIR"
+    return 0
+}
+
+setup() {
+    rn_test_setup
+    curl -fsS -o /dev/null -X DELETE "$TRAP/__requests"
+}
+
+teardown() { rn_test_teardown; }
+
+trap_requests() { curl -fsS "$TRAP/__requests"; }
+
+# no_key_in FILE...: none of the planted keys is in any of the files.
+no_key_in() {
+    local k
+    for k in "$RN_KEY" "$RN_OKEY" "$EXT_KEY"; do
+        if grep -lF -- "$k" "$@" >&2; then fail "a planted key is in the file(s) above"; fi
+    done
+}
+
+# put_agent NAME JSON_FIELDS: PUT /v1/agents/NAME with {"model": "m"} + JSON_FIELDS.
+put_agent() {
+    req PUT "/v1/agents/$1" -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --argjson f "$2" '{model: "claude-test-model"} + $f')"
+}
+
+# chat AGENT: a session with AGENT and one message; prints the session id.
+chat() {
+    local id
+    id=$(rn_session "{\"agent\": \"$1\"}") || return 1
+    rn_say "$id" "Where does this go?" || return 1
+    echo "$id"
+}
+
+@test "an agent names a configured provider: another name is 400, named in error.details" {
+    put_agent p-unknown '{"provider": "nope"}'
+    assert_status 400
+    assert_json_error invalid_agent
+    assert_body_json '.error.details | index("provider: no provider named \"nope\" is configured") != null'
+    put_agent p-known '{"provider": "ext"}'
+    assert_status 201
+    # The built-in names stay, so that the README's examples work on any server.
+    put_agent p-builtin '{"provider": "anthropic"}'
+    assert_status 201
+}
+
+@test "every refused endpoint form is 400 with the endpoint named, and nothing is stored" {
+    local forms=(
+        "http://127.0.0.1:$TRAP_PORT" "http://127.1:$TRAP_PORT" "http://2130706433:$TRAP_PORT"
+        "http://0x7f000001:$TRAP_PORT" "http://017700000001:$TRAP_PORT" "http://0x7f.0.0.1:$TRAP_PORT"
+        "http://[::1]:$TRAP_PORT" "http://[::ffff:127.0.0.1]:$TRAP_PORT" "http://localhost:$TRAP_PORT"
+        "http://169.254.169.254/latest/meta-data" "http://[fe80::1]/" "http://10.0.0.1/" "http://192.168.1.1/"
+        "http://0.0.0.0:$TRAP_PORT" "http://user:pass@example.com/" "http://example.com@127.0.0.1:$TRAP_PORT/"
+        "ftp://example.com/" "http://example.com/?to=127.0.0.1" "file:///etc/passwd"
+    ) problems=() f
+    for f in "${forms[@]}"; do
+        put_agent p-refused "$(jq -nc --arg e "$f" '{provider: "ext", endpoint: $e}')"
+        if [ "$status_code" != 400 ] || ! jq -e '.error.code == "invalid_agent" and
+                ([.error.details[] | select(startswith("endpoint: "))] | length == 1)' "$DS_BODY" >/dev/null; then
+            problems+=("$f: $status_code $(head -c 300 "$DS_BODY")")
+        fi
+    done
+    # Where the operator allows no endpoint at all (the built-ins), any is refused.
+    put_agent p-refused "$(jq -nc --arg e "https://api.anthropic.com" '{provider: "anthropic", endpoint: $e}')"
+    [ "$status_code" = 400 ] || problems+=("anthropic with an endpoint: $status_code")
+    assert_body_json '.error.details | index("endpoint: provider anthropic does not let agents choose an endpoint (the operator'"'"'s allowEndpoints)") != null'
+    [ ${#problems[@]} -eq 0 ] || fail "$(printf '%s\n' "${problems[@]}")"
+    req GET /v1/agents/p-refused
+    assert_status 404
+}
+
+@test "the configured provider gets the operator's key at its own base URL" {
+    local a id
+    a=$(rn_agent anthropic claude-test-model)
+    id=$(chat "$a")
+    rn_wait "$id" '.status == "completed"'
+    rn_requests >"$BATS_TEST_TMPDIR/mock.json"
+    jq -e --arg k "$RN_KEY" 'length == 1 and .[0].headers["x-api-key"] == $k' "$BATS_TEST_TMPDIR/mock.json" >/dev/null ||
+        fail "the provider did not get its key: $(jq -c '[.[] | .headers | keys]' "$BATS_TEST_TMPDIR/mock.json")"
+    [ "$(trap_requests | jq length)" = 0 ]
+}
+
+@test "an endpoint the operator allows gets the request, and no operator key with it" {
+    local id
+    put_agent p-lab "$(jq -nc --arg e "$TRAP" '{provider: "lab", endpoint: $e}')"
+    assert_status 201
+    id=$(chat p-lab)
+    rn_wait "$id" '.status == "completed"'
+    trap_requests >"$BATS_TEST_TMPDIR/trap.json"
+    jq -e 'length == 1 and .[0].path == "/v1/messages" and
+           (.[0].headers | has("x-api-key") or has("authorization") | not)' "$BATS_TEST_TMPDIR/trap.json" >/dev/null ||
+        fail "$(jq -c '[.[] | {path, headers}]' "$BATS_TEST_TMPDIR/trap.json")"
+    no_key_in "$BATS_TEST_TMPDIR/trap.json"
+    [ "$(rn_request_count)" = 0 ]     # and nothing went to lab's own base URL
+}
+
+@test "a host name that resolves to loopback is refused when the runner connects (no retry)" {
+    local name addr id
+    name=$(hostname)
+    addr=$(getent ahosts "$name" | awk 'NR == 1 { print $1 }')
+    case $addr in
+    127.* | ::1) ;;
+    *) skip "the host name $name does not resolve to a loopback address here ($addr)" ;;
+    esac
+    # A name, so the pool cannot judge it; the runner checks the address it resolved.
+    put_agent p-named "$(jq -nc --arg e "http://$name:$TRAP_PORT" '{provider: "ext", endpoint: $e}')"
+    assert_status 201
+    id=$(chat p-named)
+    rn_wait "$id" '.status == "failed"'
+    assert_body_json '.error | test("loopback address")'
+    rn_events "$id" >"$BATS_TEST_TMPDIR/ev.json"
+    jq -e '[.[] | select(.type == "reply:failed")] | length == 1 and .[0].payload.reason == "refused"' \
+        "$BATS_TEST_TMPDIR/ev.json" >/dev/null || fail "$(jq -c '[.[] | {type, payload}]' "$BATS_TEST_TMPDIR/ev.json")"
+    jq -e '[.[] | select(.type == "provider:request_retried")] | length == 0' "$BATS_TEST_TMPDIR/ev.json" >/dev/null
+    [ "$(trap_requests | jq length)" = 0 ]
+}
+
+@test "a redirect from the configured provider is not followed: its key stays there" {
+    local a id
+    rn_script "$(jq -nc --arg l "$TRAP/v1/messages" '{status: 302, location: $l}')"
+    a=$(rn_agent anthropic claude-test-model)
+    id=$(chat "$a")
+    rn_wait "$id" '.status == "failed"'
+    [ "$(rn_request_count)" = 1 ]    # one request, not retried
+    [ "$(trap_requests | jq length)" = 0 ]
+}
+
+@test "agents stored behind the pool's back are refused by the runner before anything is sent" {
+    local id now
+    now=$(date +%s000)
+    # As if stored before the operator changed the file: an endpoint on a provider
+    # that allows none, and a provider that no longer exists.
+    sqlite3 -cmd '.timeout 5000' "$DS_DB" "INSERT OR REPLACE INTO agents (name, doc, created_ms, updated_ms) VALUES
+        ('p-sneaky', '{\"name\":\"p-sneaky\",\"provider\":\"anthropic\",\"model\":\"m\",\"endpoint\":\"$TRAP\"}', $now, $now),
+        ('p-ghost', '{\"name\":\"p-ghost\",\"provider\":\"ghost\",\"model\":\"m\"}', $now, $now)"
+    id=$(chat p-sneaky)
+    rn_wait "$id" '.status == "failed"'
+    assert_body_json '.error | test("does not let agents choose an endpoint")'
+    id=$(chat p-ghost)
+    rn_wait "$id" '.status == "failed"'
+    assert_body_json '.error | test("no provider named \"ghost\" is configured")'
+    [ "$(trap_requests | jq length)" = 0 ]
+    [ "$(rn_request_count)" = 0 ]
+}
+
+@test "a session cannot carry an endpoint of its own" {
+    local a
+    a=$(rn_agent anthropic claude-test-model)
+    req POST /v1/sessions -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --arg a "$a" --arg e "$TRAP" '{agent: $a, endpoint: $e, provider: "ext"}')"
+    if [ "$status_code" = 201 ]; then
+        id=$(jq -r .id "$DS_BODY")
+        rn_say "$id" "hello"
+        rn_wait "$id" '.status == "completed"'
+    else
+        assert_status_4xx
+    fi
+    [ "$(trap_requests | jq length)" = 0 ]
+}
+
+@test "the planted keys are in no response, event, log or error: only in the configured provider's headers" {
+    local a id
+    a=$(rn_agent openai gpt-test-model)
+    id=$(chat "$a")
+    rn_wait "$id" '.status == "completed"'
+    rn_requests | jq -e --arg k "$RN_OKEY" 'any(.[]; .headers.authorization == "Bearer " + $k)' >/dev/null ||
+        fail "the openai provider did not get its key"
+    trap_requests >"$BATS_TEST_TMPDIR/trap.json"
+    cp "$TRAP_DIR/log" "$BATS_TEST_TMPDIR/trap.log" 2>/dev/null || : >"$BATS_TEST_TMPDIR/trap.log"
+    req GET /v1/agents
+    cp "$DS_BODY" "$BATS_TEST_TMPDIR/agents.json"
+    rn_events "$id" >"$BATS_TEST_TMPDIR/events.json"
+    put_agent p-err '{"provider": "ext", "endpoint": "http://127.0.0.1:1"}'
+    cp "$DS_BODY" "$BATS_TEST_TMPDIR/error.json"
+    no_key_in "$BATS_TEST_TMPDIR/trap.json" "$BATS_TEST_TMPDIR/trap.log" "$BATS_TEST_TMPDIR/agents.json" \
+        "$BATS_TEST_TMPDIR/events.json" "$BATS_TEST_TMPDIR/error.json" "$DS_DIR"/logs/*.log "$DS_DB"*
+}
