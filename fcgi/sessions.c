@@ -11,6 +11,7 @@
 #include "../lib/agent.h"
 #include "../lib/checkpoint.h"
 #include "../lib/defs.h"
+#include "../lib/event.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
 #include "live.h"
@@ -268,7 +269,8 @@ static void events(req_t *r, const char *id)
 /* ---- commands ----------------------------------------------------------------------------- */
 
 typedef struct message_cmd {
-    json_t *payload;
+    json_t *payload;            /* content, mode and skill as given (rendered) */
+    json_t *event_payload;      /* the event's, once decided (freed by the caller) */
     log_conn_t *conn;
     const json_t *skill;        /* {"name", "params"} or NULL */
     char err[512];
@@ -313,9 +315,12 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
     if (v->cancel_requested) return E_CANCELLING;
     int rc = m->skill ? use_skill(m, v) : 0;
     if (rc) return rc;
-    ev[0].type = "message:user";
-    ev[0].payload = m->payload;
-    ev[0].actor = "user";
+    ev[0] = event_message_user(json_object_get(m->payload, "content"),
+                               json_string_value(json_object_get(m->payload, "mode")));
+    json_t *skill = json_object_get(m->payload, "skill");
+    if (skill) json_object_set(ev[0].payload, "skill", skill);     /* the skill used, by name */
+    json_decref(m->event_payload);
+    m->event_payload = ev[0].payload;
     *n = 1;
     return 0;
 }
@@ -345,11 +350,12 @@ static void message(req_t *r, const char *id)
         res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
         goto out;
     }
-    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode), r->log, skill, ""};
+    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode), NULL, r->log, skill, ""};
     session_trace tr;
     trace_of(r, &tr);
     rc = sstore_command(r->log, id, &tr, decide_message, &m, &at);
     json_decref(m.payload);
+    json_decref(m.event_payload);
     if (rc == E_SKILL) res_error(r, 400, "bad_skill", "%s", m.err);
     else if (rc) fail(r, rc);
     else accepted(r, id, at);
@@ -378,10 +384,10 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
     case CHECKPOINT_OK: break;
     }
     if (off) snprintf(ev[0].caused_by, sizeof ev[0].caused_by, "%s", off);
-    c->payload = json_pack("{s:s, s:O}", "interactionId", c->interaction, "response", c->response);
-    ev[0].type = "input:received";
-    ev[0].payload = c->payload;
-    ev[0].actor = "user";
+    sstore_event e = event_input_answered(c->interaction, c->response);
+    snprintf(e.caused_by, sizeof e.caused_by, "%s", ev[0].caused_by);
+    ev[0] = e;
+    c->payload = e.payload;
     *n = 1;
     return 0;
 }
@@ -424,8 +430,9 @@ static int decide_cancel(void *ud, const session_view *v, sstore_event *ev, size
         *n = 0;
         return 0;
     }
-    ev[0].type = "cancel:requested";
-    ev[0].actor = "user";
+    ev[0] = event_cancel_requested();
+    json_decref(ev[0].payload);   /* an empty payload: sstore writes {} */
+    ev[0].payload = NULL;
     *n = 1;
     return 0;
 }

@@ -92,3 +92,107 @@ sstore_event event_input_received(const char *interaction_id, const json_t *resp
     e.actor = "system";
     return e;
 }
+
+sstore_event event_failed(int workflow, const char *error, const char *reason, int attempts)
+{
+    json_t *p = json_pack("{s:s}", "error", error);
+    if (reason) json_object_set_new(p, "reason", json_string(reason));
+    if (attempts >= 0) json_object_set_new(p, "attempts", json_integer(attempts));
+    return make(workflow ? EV_WORKFLOW_FAILED : EV_REPLY_FAILED, p);
+}
+
+sstore_event event_input_answered(const char *interaction_id, const json_t *response)
+{
+    sstore_event e = event_input_received(interaction_id, response);
+    e.actor = "user";
+    return e;
+}
+
+sstore_event event_session_cancelled(const char *reason)
+{
+    return make(EV_SESSION_CANCELLED, json_pack("{s:s}", "reason", reason));
+}
+
+sstore_event event_cancel_requested(void)
+{
+    sstore_event e = make(EV_CANCEL_REQUESTED, json_object());
+    e.actor = "user";
+    return e;
+}
+
+sstore_event event_message_user(const json_t *content, const char *mode)
+{
+    sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", "content", content, "mode", mode));
+    e.actor = "user";
+    return e;
+}
+
+sstore_event event_workflow_started(const json_t *workflow, const json_t *version)
+{
+    return make(EV_WORKFLOW_STARTED, json_pack("{s:O, s:O}", "workflow", workflow ? workflow : json_null(),
+                                               "version", version ? version : json_null()));
+}
+
+sstore_event event_workflow_completed(const json_t *state)
+{
+    return make(EV_WORKFLOW_COMPLETED, json_pack("{s:O}", "state", state));
+}
+
+sstore_event event_phase_entered(const char *phase)
+{
+    return make(EV_PHASE_ENTERED, json_pack("{s:s}", "phase", phase));
+}
+
+sstore_event event_phase_exited(const char *phase, const char *to)
+{
+    return make(EV_PHASE_EXITED, json_pack("{s:s, s:s}", "phase", phase, "to", to));
+}
+
+sstore_event event_agent_started(const char *agent, const json_t *model, int step)
+{
+    return make(EV_AGENT_STARTED, json_pack("{s:s, s:O, s:i}", "agent", agent, "model", model ? model : json_null(),
+                                            "step", step));
+}
+
+sstore_event event_agent_completed(const json_t *agent, const json_t *output, int64_t duration_ms,
+                                   const json_t *usage, double cost_usd)
+{
+    return make(EV_AGENT_COMPLETED, json_pack("{s:O, s:O, s:I, s:O, s:f}", "agent", agent, "output", output,
+                                              "durationMs", (json_int_t)duration_ms, "usage", usage, "costUsd",
+                                              cost_usd));
+}
+
+sstore_event event_request_started(const char *request_id, const char *provider, const char *model, int attempt)
+{
+    return make(EV_PROVIDER_REQUEST_STARTED, json_pack("{s:s, s:s, s:s, s:i}", "requestId", request_id, "provider",
+                                                       provider, "model", model, "attempt", attempt));
+}
+
+sstore_event event_request_ended(const char *request_id, const char *stop_reason, const json_t *usage,
+                                 double cost_usd)
+{
+    return make(EV_PROVIDER_REQUEST_ENDED, json_pack("{s:s, s:s, s:O, s:f}", "requestId", request_id, "stopReason",
+                                                     stop_reason, "usage", usage, "costUsd", cost_usd));
+}
+
+sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error)
+{
+    json_t *p = json_pack("{s:s, s:s}", "requestId", request_id, "reason", reason);
+    if (error) json_object_set_new(p, "error", json_string(error));
+    return make(EV_PROVIDER_REQUEST_CANCELLED, p);
+}
+
+sstore_event event_request_retried(const char *request_id, int attempt, const char *reason, const char *cause,
+                                   int status, const char *error, int64_t delay_ms, int64_t retry_at_ms)
+{
+    return make(EV_PROVIDER_REQUEST_RETRIED,
+                json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", "requestId", request_id, "attempt", attempt,
+                          "reason", reason, "cause", cause, "status", status, "error", error, "delayMs",
+                          (json_int_t)delay_ms, "retryAt", (json_int_t)retry_at_ms));
+}
+
+sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len)
+{
+    return make(thinking ? EV_THINKING_DELTA : EV_TEXT_DELTA,
+                json_pack("{s:s, s:s%}", "requestId", request_id, "text", text, len));
+}

@@ -32,10 +32,41 @@ sstore_event event_step_completed(const char *phase, int step, const char *inter
 /* The whole new state (stolen). */
 sstore_event event_state_updated(json_t *state);
 sstore_event event_workflow_failed(const char *error);
+/* A request in progress failed for good: workflow:failed (workflow) or reply:failed
+ * (a chat reply), with the rule that decided it (reason) and its attempts. */
+sstore_event event_failed(int workflow, const char *error, const char *reason, int attempts);
 /* request: the input:requested payload, built by the human step (stolen). */
 sstore_event event_input_requested(json_t *request);
 sstore_event event_input_expired(const char *interaction_id);
 /* The default answer of an expired checkpoint (actor system). */
 sstore_event event_input_received(const char *interaction_id, const json_t *response);
+/* An answer given by a person (actor user; POST /input). */
+sstore_event event_input_answered(const char *interaction_id, const json_t *response);
+
+/* ---- sessions, workflows, phases ---- */
+sstore_event event_session_cancelled(const char *reason);
+sstore_event event_cancel_requested(void);
+/* mode: interrupt, queue or background (actor user). */
+sstore_event event_message_user(const json_t *content, const char *mode);
+sstore_event event_workflow_started(const json_t *workflow, const json_t *version);
+sstore_event event_workflow_completed(const json_t *state);
+sstore_event event_phase_entered(const char *phase);
+sstore_event event_phase_exited(const char *phase, const char *to);
+
+/* ---- agents and provider requests ---- */
+sstore_event event_agent_started(const char *agent, const json_t *model, int step);
+sstore_event event_agent_completed(const json_t *agent, const json_t *output, int64_t duration_ms,
+                                   const json_t *usage, double cost_usd);
+sstore_event event_request_started(const char *request_id, const char *provider, const char *model, int attempt);
+sstore_event event_request_ended(const char *request_id, const char *stop_reason, const json_t *usage,
+                                 double cost_usd);
+/* reason: interrupted, cancelled, failed or restart; error may be NULL. */
+sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error);
+/* The attempt failed (reason "failed") or was cut off (reason "restart"); the next
+ * is due at retry_at_ms. cause: lib/retry's rule; status: HTTP status or 0. */
+sstore_event event_request_retried(const char *request_id, int attempt, const char *reason, const char *cause,
+                                   int status, const char *error, int64_t delay_ms, int64_t retry_at_ms);
+/* A piece of the reply (thinking: of the model's thinking), len bytes of text. */
+sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len);
 
 #endif

@@ -4,7 +4,9 @@
  * event type it does not know (old binaries reading newer logs) and never looks
  * anything up: everything it needs is in the events, which is why session:created
  * carries the workflow's initial state and version. Once a session is finished
- * (workflow completed, failed, cancelled) its status no longer moves. */
+ * (workflow completed, failed, cancelled) its status no longer moves. Each type
+ * of the catalogue (EV_* in session.h) has one reducer function in one table
+ * (`reducers`); lib/event builds the events by the same names. */
 #include "session.h"
 
 #include <stdio.h>
@@ -15,16 +17,36 @@
 #include "timefmt.h"
 
 const char *const session_event_types[] = {
-    "session:created",       "session:forked",          "session:cancelled",
-    "workflow:started",      "workflow:completed",      EV_WORKFLOW_FAILED,
-    "phase:entered",         "phase:exited",            EV_STEP_STARTED,
-    EV_STEP_COMPLETED,        "agent:started",           "agent:completed",
-    "provider:request_started", "provider:request_ended", "provider:request_cancelled",
-    "provider:request_retried", "text:delta",           "thinking:delta",
-    EV_TOOL_CALLED,           EV_TOOL_RESULT,             EV_STATE_UPDATED,
-    EV_INPUT_REQUESTED,       EV_INPUT_RECEIVED,          EV_INPUT_EXPIRED,
-    "message:user",          "cancel:requested",        EV_TOOL_LOOP_STOPPED,
-    EV_TOOL_SERVER_FAILED,    "reply:failed",            NULL};
+    EV_SESSION_CREATED,
+    EV_SESSION_FORKED,
+    EV_SESSION_CANCELLED,
+    EV_WORKFLOW_STARTED,
+    EV_WORKFLOW_COMPLETED,
+    EV_WORKFLOW_FAILED,
+    EV_PHASE_ENTERED,
+    EV_PHASE_EXITED,
+    EV_STEP_STARTED,
+    EV_STEP_COMPLETED,
+    EV_AGENT_STARTED,
+    EV_AGENT_COMPLETED,
+    EV_PROVIDER_REQUEST_STARTED,
+    EV_PROVIDER_REQUEST_ENDED,
+    EV_PROVIDER_REQUEST_CANCELLED,
+    EV_PROVIDER_REQUEST_RETRIED,
+    EV_TEXT_DELTA,
+    EV_THINKING_DELTA,
+    EV_TOOL_CALLED,
+    EV_TOOL_RESULT,
+    EV_TOOL_LOOP_STOPPED,
+    EV_TOOL_SERVER_FAILED,
+    EV_STATE_UPDATED,
+    EV_INPUT_REQUESTED,
+    EV_INPUT_RECEIVED,
+    EV_INPUT_EXPIRED,
+    EV_MESSAGE_USER,
+    EV_CANCEL_REQUESTED,
+    EV_REPLY_FAILED,
+    NULL};
 
 int session_known_type(const char *type)
 {
@@ -296,6 +318,337 @@ static void drop_calls_of(session_view *v, const char *request)
     if (v->tool_wait == -1 && !strcmp(request, v->request)) v->tool_wait = 0;
 }
 
+/* The reducers, one per event type of the catalogue (docs/events.md). */
+typedef void (*reduce_fn)(session_view *v, const json_t *p, const char *offset);
+
+static void r_nothing(session_view *v, const json_t *p, const char *offset)
+{
+    (void)v;
+    (void)p;
+    (void)offset;
+}
+
+static void r_session_created(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_decref(v->created);
+    v->created = json_deep_copy(p);
+    v->input = json_object_get(v->created, "input");
+    v->is_workflow = json_object_get(p, "workflow") != NULL;
+    json_t *init = json_object_get(p, "initialState");
+    if (json_is_object(init)) {
+        json_decref(v->state);
+        v->state = json_deep_copy(init);
+    }
+    v->status = SESSION_PENDING;
+}
+
+static void r_workflow_started(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    v->started = 1;
+    set_status(v, SESSION_RUNNING);
+}
+
+static void r_phase_entered(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    snprintf(v->phase, sizeof v->phase, "%s", str(p, "phase"));
+    v->step = 0;
+    v->step_open = 0;
+}
+
+static void r_step_started(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    v->step_open = 1;
+    v->tool_turns = 0;
+    v->steps++;
+    request_reset(v);
+    if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
+}
+
+static void r_step_completed(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    v->step_open = 0;
+    v->step++;
+    /* A human step consumed its answer: a later visit asks again. */
+    const char *iid = str(p, "interactionId");
+    if (*iid) json_object_del(v->early, iid);
+}
+
+static void r_state_updated(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *full = json_object_get(p, "state");
+    if (json_is_object(full)) {
+        json_decref(v->state);
+        v->state = json_deep_copy(full);
+    }
+    const char *path;
+    json_t *val;
+    json_object_foreach(json_object_get(p, "set"), path, val)
+        workflow_set_path(v->state, path, json_deep_copy(val));
+}
+
+static void r_provider_request_started(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    v->started = 1;
+    int next_turn = v->tool_wait == 1;
+    if (!next_turn) v->tool_turns = 0;     /* a new reply, not its next turn */
+    v->tool_wait = 0;
+    snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
+    set_status(v, SESSION_RUNNING);
+    if (!v->is_workflow) {
+        /* A queued message's turn has come (not for a retry, nor a tool turn). */
+        if (json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
+            json_array_append(v->messages, json_array_get(v->queued, 0));
+            json_array_remove(v->queued, 0);
+            v->message_requests = 0;
+        }
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("assistant"));
+        json_object_set_new(m, "content", json_string(""));
+        json_object_set_new(m, "requestId", json_string(v->request));
+        json_array_append_new(v->messages, m);
+    }
+    v->attempts++;
+    v->retry_at = 0;
+    v->requests++;
+    v->message_requests++;
+}
+
+static void r_text_delta(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (m) append_text(m, "content", str(p, "text"));
+}
+
+static void r_thinking_delta(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (m) append_text(m, "thinking", str(p, "text"));
+}
+
+static void r_tool_called(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_array_append_new(v->open_calls, json_deep_copy(p));
+    if (v->request[0] && !strcmp(str(p, "requestId"), v->request)) v->tool_wait = -1;
+    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (m) {
+        json_t *calls = json_object_get(m, "toolCalls");
+        if (!calls) json_object_set_new(m, "toolCalls", calls = json_array());
+        json_t *c = json_object();
+        json_object_set(c, "callId", json_object_get(p, "callId"));
+        json_object_set(c, "name", json_object_get(p, "name"));
+        json_object_set(c, "arguments", json_object_get(p, "arguments"));
+        json_array_append_new(calls, c);
+    }
+}
+
+static void r_tool_result(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    for (size_t i = 0; i < json_array_size(v->open_calls); i++)
+        if (!strcmp(str(json_array_get(v->open_calls, i), "callId"), str(p, "callId"))) {
+            json_array_remove(v->open_calls, i);
+            break;
+        }
+    if (!v->is_workflow) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("tool"));
+        json_object_set(m, "callId", json_object_get(p, "callId"));
+        json_object_set_new(m, "content", tool_content(json_object_get(p, "result")));
+        json_array_append_new(v->messages, m);
+    }
+}
+
+static void r_provider_request_ended(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *u = json_object_get(p, "usage");
+    v->input_tokens += int_of(u, "inputTokens");
+    v->output_tokens += int_of(u, "outputTokens");
+    v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
+    v->request[0] = '\0';
+    request_reset(v);
+    if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
+        v->tool_wait = 1;
+        v->tool_turns++;
+    } else if (!v->is_workflow && !json_array_size(v->queued)) {
+        set_status(v, SESSION_COMPLETED);
+    }
+}
+
+static void r_tool_loop_stopped(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    v->tool_wait = 0;
+    if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
+}
+
+static void r_provider_request_cancelled(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (m) {
+        json_object_set_new(m, "interrupted", json_true());
+        json_object_set(m, "reason", json_object_get(p, "reason"));
+    }
+    drop_calls_of(v, str(p, "requestId"));
+    if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+    /* An interrupted request is over: what answers the message is a new one. */
+    if (!strcmp(str(p, "reason"), "interrupted")) request_reset(v);
+}
+
+static void r_provider_request_retried(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    /* The attempt requestId failed (or was cut off by a restart); the next one
+     * is due at retryAt. */
+    const char *reason = str(p, "reason");
+    drop_calls_of(v, str(p, "requestId"));
+    if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (m && !*str(m, "content") && !json_object_get(m, "thinking") && !json_object_get(m, "toolCalls")) {
+        /* Nothing of it was streamed: it leaves no trace in the history. */
+        for (size_t i = json_array_size(v->messages); i-- > 0;)
+            if (json_array_get(v->messages, i) == m) {
+                json_array_remove(v->messages, i);
+                break;
+            }
+    } else if (m && !json_object_get(m, "interrupted")) {
+        json_object_set_new(m, "interrupted", json_true());
+        json_object_set_new(m, "reason", json_string(!strcmp(reason, "restart") ? "restart" : "failed"));
+    }
+    if (!strcmp(reason, "restart")) v->restarts++;
+    else v->failures++;
+    int64_t at = int_of(p, "retryAt");
+    v->retry_at = at > 0 ? at : 1;
+}
+
+static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
+    v->request[0] = '\0';
+    v->retry_at = 0;
+    set_status(v, SESSION_FAILED);
+}
+
+static void r_input_requested(session_view *v, const json_t *p, const char *offset)
+{
+    /* Answered before it was asked: nothing to wait for. */
+    if (!json_object_get(v->early, str(p, "interactionId"))) {
+        json_decref(v->pending);
+        v->pending = json_deep_copy(p);
+        if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
+        set_status(v, SESSION_AWAITING_INPUT);
+    }
+}
+
+static void r_input_received(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    /* Every answer is kept in `early` (answers by interactionId) until the
+     * step that asked for it completes. */
+    const char *id = str(p, "interactionId");
+    json_object_set(v->early, id, json_object_get(p, "response"));
+    if (v->pending && strcmp(str(v->pending, "interactionId"), id) == 0) {
+        json_decref(v->pending);
+        v->pending = NULL;
+        set_status(v, SESSION_RUNNING);
+    }
+}
+
+static void r_input_expired(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
+        json_decref(v->pending);
+        v->pending = NULL;
+        set_status(v, SESSION_RUNNING);
+    }
+}
+
+static void r_message_user(session_view *v, const json_t *p, const char *offset)
+{
+    user_message(v, p, offset);
+}
+
+static void r_cancel_requested(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    v->cancel_requested = 1;
+}
+
+static void r_session_cancelled(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    set_status(v, SESSION_CANCELLED);
+    v->request[0] = '\0';
+}
+
+static void r_workflow_completed(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    set_status(v, SESSION_COMPLETED);
+}
+
+static void r_workflow_failed(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
+    set_status(v, SESSION_FAILED);
+}
+
+static const struct reducer {
+    const char *type;
+    reduce_fn fn;
+} reducers[] = {
+    {EV_SESSION_CREATED, r_session_created},
+    {EV_WORKFLOW_STARTED, r_workflow_started},
+    {EV_PHASE_ENTERED, r_phase_entered},
+    {EV_STEP_STARTED, r_step_started},
+    {EV_STEP_COMPLETED, r_step_completed},
+    {EV_STATE_UPDATED, r_state_updated},
+    {EV_PROVIDER_REQUEST_STARTED, r_provider_request_started},
+    {EV_TEXT_DELTA, r_text_delta},
+    {EV_THINKING_DELTA, r_thinking_delta},
+    {EV_TOOL_CALLED, r_tool_called},
+    {EV_TOOL_RESULT, r_tool_result},
+    {EV_PROVIDER_REQUEST_ENDED, r_provider_request_ended},
+    {EV_TOOL_LOOP_STOPPED, r_tool_loop_stopped},
+    {EV_PROVIDER_REQUEST_CANCELLED, r_provider_request_cancelled},
+    {EV_PROVIDER_REQUEST_RETRIED, r_provider_request_retried},
+    {EV_REPLY_FAILED, r_reply_failed},
+    {EV_INPUT_REQUESTED, r_input_requested},
+    {EV_INPUT_RECEIVED, r_input_received},
+    {EV_INPUT_EXPIRED, r_input_expired},
+    {EV_MESSAGE_USER, r_message_user},
+    {EV_CANCEL_REQUESTED, r_cancel_requested},
+    {EV_SESSION_CANCELLED, r_session_cancelled},
+    {EV_WORKFLOW_COMPLETED, r_workflow_completed},
+    {EV_WORKFLOW_FAILED, r_workflow_failed},
+    {EV_SESSION_FORKED, r_nothing},
+    {EV_AGENT_STARTED, r_nothing},
+    {EV_AGENT_COMPLETED, r_nothing},
+    {EV_PHASE_EXITED, r_nothing},
+    {EV_TOOL_SERVER_FAILED, r_nothing},
+    {NULL, NULL},
+};
+
 int session_reduce(session_view *v, const json_t *ev, const char *offset)
 {
     const char *type = json_string_value(json_object_get(ev, "type"));
@@ -304,190 +657,12 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
     json_t *empty = NULL;
     if (!p) p = empty = json_object();
     v->events++;
-
-    if (!strcmp(type, "session:created")) {
-        json_decref(v->created);
-        v->created = json_deep_copy(p);
-        v->input = json_object_get(v->created, "input");
-        v->is_workflow = json_object_get(p, "workflow") != NULL;
-        json_t *init = json_object_get(p, "initialState");
-        if (json_is_object(init)) {
-            json_decref(v->state);
-            v->state = json_deep_copy(init);
+    /* A type it does not know is skipped (a newer runner's event). */
+    for (const struct reducer *r = reducers; r->type; r++)
+        if (!strcmp(type, r->type)) {
+            r->fn(v, p, offset);
+            break;
         }
-        v->status = SESSION_PENDING;
-    } else if (!strcmp(type, "workflow:started")) {
-        v->started = 1;
-        set_status(v, SESSION_RUNNING);
-    } else if (!strcmp(type, "phase:entered")) {
-        snprintf(v->phase, sizeof v->phase, "%s", str(p, "phase"));
-        v->step = 0;
-        v->step_open = 0;
-    } else if (!strcmp(type, EV_STEP_STARTED)) {
-        v->step_open = 1;
-        v->tool_turns = 0;
-        v->steps++;
-        request_reset(v);
-        if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
-    } else if (!strcmp(type, EV_STEP_COMPLETED)) {
-        v->step_open = 0;
-        v->step++;
-        /* A human step consumed its answer: a later visit asks again. */
-        const char *iid = str(p, "interactionId");
-        if (*iid) json_object_del(v->early, iid);
-    } else if (!strcmp(type, EV_STATE_UPDATED)) {
-        json_t *full = json_object_get(p, "state");
-        if (json_is_object(full)) {
-            json_decref(v->state);
-            v->state = json_deep_copy(full);
-        }
-        const char *path;
-        json_t *val;
-        json_object_foreach(json_object_get(p, "set"), path, val)
-            workflow_set_path(v->state, path, json_deep_copy(val));
-    } else if (!strcmp(type, "provider:request_started")) {
-        v->started = 1;
-        int next_turn = v->tool_wait == 1;
-        if (!next_turn) v->tool_turns = 0;     /* a new reply, not its next turn */
-        v->tool_wait = 0;
-        snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
-        set_status(v, SESSION_RUNNING);
-        if (!v->is_workflow) {
-            /* A queued message's turn has come (not for a retry, nor a tool turn). */
-            if (json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
-                json_array_append(v->messages, json_array_get(v->queued, 0));
-                json_array_remove(v->queued, 0);
-                v->message_requests = 0;
-            }
-            json_t *m = json_object();
-            json_object_set_new(m, "role", json_string("assistant"));
-            json_object_set_new(m, "content", json_string(""));
-            json_object_set_new(m, "requestId", json_string(v->request));
-            json_array_append_new(v->messages, m);
-        }
-        v->attempts++;
-        v->retry_at = 0;
-        v->requests++;
-        v->message_requests++;
-    } else if (!strcmp(type, "text:delta") || !strcmp(type, "thinking:delta")) {
-        json_t *m = assistant_for(v, str(p, "requestId"));
-        if (m) append_text(m, type[0] == 't' && type[1] == 'e' ? "content" : "thinking", str(p, "text"));
-    } else if (!strcmp(type, EV_TOOL_CALLED)) {
-        json_array_append_new(v->open_calls, json_deep_copy(p));
-        if (v->request[0] && !strcmp(str(p, "requestId"), v->request)) v->tool_wait = -1;
-        json_t *m = assistant_for(v, str(p, "requestId"));
-        if (m) {
-            json_t *calls = json_object_get(m, "toolCalls");
-            if (!calls) json_object_set_new(m, "toolCalls", calls = json_array());
-            json_t *c = json_object();
-            json_object_set(c, "callId", json_object_get(p, "callId"));
-            json_object_set(c, "name", json_object_get(p, "name"));
-            json_object_set(c, "arguments", json_object_get(p, "arguments"));
-            json_array_append_new(calls, c);
-        }
-    } else if (!strcmp(type, EV_TOOL_RESULT)) {
-        for (size_t i = 0; i < json_array_size(v->open_calls); i++)
-            if (!strcmp(str(json_array_get(v->open_calls, i), "callId"), str(p, "callId"))) {
-                json_array_remove(v->open_calls, i);
-                break;
-            }
-        if (!v->is_workflow) {
-            json_t *m = json_object();
-            json_object_set_new(m, "role", json_string("tool"));
-            json_object_set(m, "callId", json_object_get(p, "callId"));
-            json_object_set_new(m, "content", tool_content(json_object_get(p, "result")));
-            json_array_append_new(v->messages, m);
-        }
-    } else if (!strcmp(type, "provider:request_ended")) {
-        json_t *u = json_object_get(p, "usage");
-        v->input_tokens += int_of(u, "inputTokens");
-        v->output_tokens += int_of(u, "outputTokens");
-        v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
-        v->request[0] = '\0';
-        request_reset(v);
-        if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
-            v->tool_wait = 1;
-            v->tool_turns++;
-        } else if (!v->is_workflow && !json_array_size(v->queued)) {
-            set_status(v, SESSION_COMPLETED);
-        }
-    } else if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) {
-        v->tool_wait = 0;
-        if (!v->is_workflow && !json_array_size(v->queued)) set_status(v, SESSION_COMPLETED);
-    } else if (!strcmp(type, "provider:request_cancelled")) {
-        json_t *m = assistant_for(v, str(p, "requestId"));
-        if (m) {
-            json_object_set_new(m, "interrupted", json_true());
-            json_object_set(m, "reason", json_object_get(p, "reason"));
-        }
-        drop_calls_of(v, str(p, "requestId"));
-        if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
-        /* An interrupted request is over: what answers the message is a new one. */
-        if (!strcmp(str(p, "reason"), "interrupted")) request_reset(v);
-    } else if (!strcmp(type, "provider:request_retried")) {
-        /* The attempt requestId failed (or was cut off by a restart); the next one
-         * is due at retryAt. */
-        const char *reason = str(p, "reason");
-        drop_calls_of(v, str(p, "requestId"));
-        if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
-        json_t *m = assistant_for(v, str(p, "requestId"));
-        if (m && !*str(m, "content") && !json_object_get(m, "thinking") && !json_object_get(m, "toolCalls")) {
-            /* Nothing of it was streamed: it leaves no trace in the history. */
-            for (size_t i = json_array_size(v->messages); i-- > 0;)
-                if (json_array_get(v->messages, i) == m) {
-                    json_array_remove(v->messages, i);
-                    break;
-                }
-        } else if (m && !json_object_get(m, "interrupted")) {
-            json_object_set_new(m, "interrupted", json_true());
-            json_object_set_new(m, "reason", json_string(!strcmp(reason, "restart") ? "restart" : "failed"));
-        }
-        if (!strcmp(reason, "restart")) v->restarts++;
-        else v->failures++;
-        int64_t at = int_of(p, "retryAt");
-        v->retry_at = at > 0 ? at : 1;
-    } else if (!strcmp(type, "reply:failed")) {
-        snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
-        v->request[0] = '\0';
-        v->retry_at = 0;
-        set_status(v, SESSION_FAILED);
-    } else if (!strcmp(type, EV_INPUT_REQUESTED)) {
-        /* Answered before it was asked: nothing to wait for. */
-        if (!json_object_get(v->early, str(p, "interactionId"))) {
-            json_decref(v->pending);
-            v->pending = json_deep_copy(p);
-            if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
-            set_status(v, SESSION_AWAITING_INPUT);
-        }
-    } else if (!strcmp(type, EV_INPUT_RECEIVED)) {
-        /* Every answer is kept in `early` (answers by interactionId) until the
-         * step that asked for it completes. */
-        const char *id = str(p, "interactionId");
-        json_object_set(v->early, id, json_object_get(p, "response"));
-        if (v->pending && strcmp(str(v->pending, "interactionId"), id) == 0) {
-            json_decref(v->pending);
-            v->pending = NULL;
-            set_status(v, SESSION_RUNNING);
-        }
-    } else if (!strcmp(type, EV_INPUT_EXPIRED)) {
-        if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
-            json_decref(v->pending);
-            v->pending = NULL;
-            set_status(v, SESSION_RUNNING);
-        }
-    } else if (!strcmp(type, "message:user")) {
-        user_message(v, p, offset);
-    } else if (!strcmp(type, "cancel:requested")) {
-        v->cancel_requested = 1;
-    } else if (!strcmp(type, "session:cancelled")) {
-        set_status(v, SESSION_CANCELLED);
-        v->request[0] = '\0';
-    } else if (!strcmp(type, "workflow:completed")) {
-        set_status(v, SESSION_COMPLETED);
-    } else if (!strcmp(type, EV_WORKFLOW_FAILED)) {
-        snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
-        set_status(v, SESSION_FAILED);
-    }
     json_decref(empty);
     return 0;
 }

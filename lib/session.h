@@ -19,18 +19,37 @@
  * model cut, with a marker; its tool:result event keeps it whole. */
 #define SESSION_TOOL_RESULT_MAX (32 << 10)
 
-/* Event types by name (the catalogue: docs/events.md); lib/event builds them. */
+/* The catalogue of event types (docs/events.md), each spelled here only: lib/event
+ * builds events by these names and the reducer (session.c) reduces them by them. */
+#define EV_SESSION_CREATED "session:created"
+#define EV_SESSION_FORKED "session:forked"
+#define EV_SESSION_CANCELLED "session:cancelled"
+#define EV_WORKFLOW_STARTED "workflow:started"
+#define EV_WORKFLOW_COMPLETED "workflow:completed"
+#define EV_WORKFLOW_FAILED "workflow:failed"
+#define EV_PHASE_ENTERED "phase:entered"
+#define EV_PHASE_EXITED "phase:exited"
 #define EV_STEP_STARTED "step:started"
 #define EV_STEP_COMPLETED "step:completed"
-#define EV_STATE_UPDATED "state:updated"
-#define EV_WORKFLOW_FAILED "workflow:failed"
+#define EV_AGENT_STARTED "agent:started"
+#define EV_AGENT_COMPLETED "agent:completed"
+#define EV_PROVIDER_REQUEST_STARTED "provider:request_started"
+#define EV_PROVIDER_REQUEST_ENDED "provider:request_ended"
+#define EV_PROVIDER_REQUEST_CANCELLED "provider:request_cancelled"
+#define EV_PROVIDER_REQUEST_RETRIED "provider:request_retried"
+#define EV_TEXT_DELTA "text:delta"
+#define EV_THINKING_DELTA "thinking:delta"
 #define EV_TOOL_CALLED "tool:called"
 #define EV_TOOL_RESULT "tool:result"
 #define EV_TOOL_LOOP_STOPPED "tool:loop_stopped"
 #define EV_TOOL_SERVER_FAILED "tool:server_failed"
+#define EV_STATE_UPDATED "state:updated"
 #define EV_INPUT_REQUESTED "input:requested"
 #define EV_INPUT_RECEIVED "input:received"
 #define EV_INPUT_EXPIRED "input:expired"
+#define EV_MESSAGE_USER "message:user"
+#define EV_CANCEL_REQUESTED "cancel:requested"
+#define EV_REPLY_FAILED "reply:failed"
 
 typedef enum {
     SESSION_PENDING,

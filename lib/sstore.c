@@ -431,10 +431,10 @@ static int op_create(log_conn_t *c, void *arg)
     memset(&ev, 0, sizeof ev);
     ev.actor = "user";
     if (r->parent) {
-        ev.type = "session:forked";
+        ev.type = EV_SESSION_FORKED;
         ev.payload = json_pack("{s:s, s:s}", "from", r->parent, "at", off);
     } else {
-        ev.type = "session:created";
+        ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);
     }
     rc = append_events(c, r->id, &ev, 1, r->trace, &v, NULL);

@@ -91,25 +91,16 @@ void runner_lost(runner_t *R, sess_t *s)
 
 /* ---- events ---------------------------------------------------------------------------- */
 
-static sstore_event event(const char *type, json_t *payload)
+/* Queue one event built by lib/event (its payload becomes the outbox's). */
+static void put(runner_t *R, sess_t *s, sstore_event e)
 {
-    sstore_event e;
-    memset(&e, 0, sizeof e);
-    e.type = type;
-    e.payload = payload;
-    e.actor = "runner";
-    return e;
+    runner_emit_as(R, s, e.type, e.payload, e.actor);
 }
 
 /* Queue ev[0..n) (their payloads become the outbox's). */
 static void emit(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
 {
-    for (size_t i = 0; i < n; i++) runner_emit_as(R, s, ev[i].type, ev[i].payload, ev[i].actor);
-}
-
-static void emit1(runner_t *R, sess_t *s, const char *type, json_t *payload)
-{
-    runner_emit(R, s, type, payload);
+    for (size_t i = 0; i < n; i++) put(R, s, ev[i]);
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -155,8 +146,7 @@ static void give_up(runner_t *R, sess_t *s, const session_view *v, const char *r
     va_end(ap);
     runner_log("session %s: %s failed (%s, %d attempt(s)): %s", s->id, v->is_workflow ? "workflow" : "reply",
                reason, v->attempts, msg);
-    emit1(R, s, v->is_workflow ? "workflow:failed" : "reply:failed",
-          json_pack("{s:s, s:s, s:i}", "error", msg, "reason", reason, "attempts", v->attempts));
+    put(R, s, event_failed(v->is_workflow, msg, reason, v->attempts));
 }
 
 /* Start attempt v->attempts + 1 of the request in progress under a new id. */
@@ -178,9 +168,7 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
         return -1;
     }
-    emit1(R, s, "provider:request_started",
-          json_pack("{s:s, s:s, s:s, s:i}", "requestId", id, "provider", q->target.p->name, "model", q->model,
-                    "attempt", attempt));
+    put(R, s, event_request_started(id, q->target.p->name, q->model, attempt));
     runner_log("session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
     return 0;
 }
@@ -191,7 +179,7 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
     rq_t *q = s->rq;
     if (!q) return;
     request_flush(R, q);
-    emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", q->id, "reason", reason));
+    put(R, s, event_request_cancelled(q->id, reason, NULL));
     runner_log("session %s: request %s cancelled (%s)", s->id, q->id, reason);
     request_free(R, q);
 }
@@ -206,19 +194,16 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
     int64_t now = db_now_ms();
     retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
     if (d.retry) {
-        emit1(R, s, "provider:request_retried",
-              json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", "requestId", id, "attempt", v->attempts + 1,
-                        "reason", f->kind == RETRY_RESTART ? "restart" : "failed", "cause", d.reason, "status",
-                        (int)(f->kind == RETRY_HTTP ? f->status : 0), "error", error, "delayMs",
-                        (json_int_t)d.delay_ms, "retryAt", (json_int_t)(now + d.delay_ms)));
+        put(R, s, event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
+                                        d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error, d.delay_ms,
+                                        now + d.delay_ms));
         runner_log("session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
                    v->attempts + 1, (long long)d.delay_ms);
         s->timer_ms = now + d.delay_ms;
         return;
     }
     if (f->kind != RETRY_RESTART)
-        emit1(R, s, "provider:request_cancelled",
-              json_pack("{s:s, s:s, s:s}", "requestId", id, "reason", "failed", "error", error));
+        put(R, s, event_request_cancelled(id, "failed", error));
     if (d.exhausted)
         give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
                 "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
@@ -233,7 +218,7 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
 static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
 {
     retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
-    emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", v->request, "reason", "restart"));
+    put(R, s, event_request_cancelled(v->request, "restart", NULL));
     runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
     retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
 }
@@ -297,14 +282,13 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
     }
     if (over_budget(agent, v)) {
         runner_log("session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
-        emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cost budget reached"));
+        put(R, s, event_session_cancelled("cost budget reached"));
         return;
     }
     if (tool_turn && !v->retry_at && !session_view_needs_reply(v) && v->tool_turns >= max_turns(agent)) {
         runner_log("session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
                    v->tool_turns);
-        sstore_event e = event_tool_loop_stopped("maxTurns", v->tool_turns);
-        emit1(R, s, e.type, e.payload);
+        put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
         return;
     }
     json_t *shown = tools_agent(R, s, agent, 1);
@@ -334,7 +318,7 @@ static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     runner_log("session %s: workflow failed: %s", s->id, msg);
-    emit1(R, s, "workflow:failed", json_pack("{s:s}", "error", msg));
+    put(R, s, event_workflow_failed(msg));
 }
 
 void runner_fail_workflow(runner_t *R, sess_t *s, const char *msg)
@@ -401,8 +385,7 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
     json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
     buf_free(&prompt);
     if (v->attempts == 0)
-        emit1(R, s, "agent:started", json_pack("{s:s, s:O, s:i}", "agent", name, "model",
-                                               json_object_get(agent, "model"), "step", v->step));
+        put(R, s, event_agent_started(name, json_object_get(agent, "model"), v->step));
     json_decref(s->agent);
     s->agent = agent;
     /* Its skills go in its system prompt; a workflow agent step is offered no MCP
@@ -434,23 +417,19 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
     case NEXT_START: {
         const char *first = json_string_value(json_object_get(doc, "initialPhase"));
         if (!first) first = json_string_value(json_object_get(json_array_get(json_object_get(doc, "phases"), 0), "name"));
-        sstore_event ev[2] = {
-            event("workflow:started", json_pack("{s:O, s:O}", "workflow", json_object_get(v->created, "workflow"),
-                                                "version", json_object_get(v->created, "version"))),
-            event("phase:entered", json_pack("{s:s}", "phase", first))};
-        emit(R, s, ev, 2);
+        put(R, s, event_workflow_started(json_object_get(v->created, "workflow"), json_object_get(v->created, "version")));
+        put(R, s, event_phase_entered(first));
         runner_log("session %s: workflow started", s->id);
         break;
     }
-    case NEXT_ENTER_PHASE: emit1(R, s, "phase:entered", json_pack("{s:s}", "phase", nx.phase)); break;
+    case NEXT_ENTER_PHASE: put(R, s, event_phase_entered(nx.phase)); break;
     case NEXT_TRANSITION: {
-        sstore_event ev[2] = {event("phase:exited", json_pack("{s:s, s:s}", "phase", v->phase, "to", nx.phase)),
-                              event("phase:entered", json_pack("{s:s}", "phase", nx.phase))};
-        emit(R, s, ev, 2);
+        put(R, s, event_phase_exited(v->phase, nx.phase));
+        put(R, s, event_phase_entered(nx.phase));
         break;
     }
     case NEXT_COMPLETE:
-        emit1(R, s, "workflow:completed", json_pack("{s:O}", "state", v->state));
+        put(R, s, event_workflow_completed(v->state));
         runner_log("session %s: workflow completed", s->id);
         break;
     case NEXT_FAIL: fail_workflow(R, s, "%s", nx.error); break;
@@ -555,9 +534,8 @@ void runner_drive(runner_t *R, sess_t *s)
             request_free(R, s->rq);
         }
         if (v.request[0])
-            emit1(R, s, "provider:request_cancelled",
-                  json_pack("{s:s, s:s}", "requestId", v.request, "reason", "cancelled"));
-        emit1(R, s, "session:cancelled", json_pack("{s:s}", "reason", "cancel requested"));
+            put(R, s, event_request_cancelled(v.request, "cancelled", NULL));
+        put(R, s, event_session_cancelled("cancel requested"));
         s->timer_ms = 0;
         runner_log("session %s: cancelled", s->id);
     } else if (v.is_workflow) {
@@ -635,15 +613,13 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
     }
     if (err[0]) {
         runner_log("session %s: workflow failed: %s", s->id, err);
-        ev[(*n)++] = event("workflow:failed", json_pack("{s:s}", "error", err));
+        ev[(*n)++] = event_workflow_failed(err);
         goto out;
     }
-    ev[(*n)++] = event("agent:completed",
-                       json_pack("{s:O, s:O, s:I, s:O, s:f}", "agent", json_object_get(step, "agent"),
-                                 "output", output, "durationMs", (json_int_t)(db_now_ms() - q->started_ms),
-                                 "usage", usage, "costUsd", cost));
-    ev[(*n)++] = event("state:updated", json_pack("{s:O}", "state", state));
-    ev[(*n)++] = event("step:completed", json_pack("{s:s, s:i}", "phase", v.phase, "step", v.step));
+    ev[(*n)++] = event_agent_completed(json_object_get(step, "agent"), output, db_now_ms() - q->started_ms, usage,
+                                       cost);
+    ev[(*n)++] = event_state_updated(json_incref(state));
+    ev[(*n)++] = event_step_completed(v.phase, v.step, NULL);
     ok = 1;
 out:
     json_decref(output);
@@ -734,8 +710,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
             ev[n++] = event_tool_result(cid, why, 1, 1, 0);
             json_decref(why);
         }
-    ev[n++] = event("provider:request_ended",
-                    json_pack("{s:s, s:s, s:O, s:f}", "requestId", q->id, "stopReason", q->stop, "usage", usage, "costUsd", cost));
+    ev[n++] = event_request_ended(q->id, q->stop, usage, cost);
     runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
                (long long)q->in_tok, (long long)q->out_tok, cost);
     /* A workflow step adds its completion, or workflow:failed, to the same commit. */
@@ -762,7 +737,7 @@ void runner_shutdown(runner_t *R)
         session_view_init(&v);
         if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
             retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
-            emit1(R, s, "provider:request_cancelled", json_pack("{s:s, s:s}", "requestId", id, "reason", "restart"));
+            put(R, s, event_request_cancelled(id, "restart", NULL));
             runner_log("session %s: request %s cancelled (restart)", s->id, id);
             retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
         }

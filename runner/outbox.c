@@ -18,7 +18,7 @@
 
 static int is_delta(const char *type)
 {
-    return !strcmp(type, "text:delta") || !strcmp(type, "thinking:delta");
+    return !strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA);
 }
 
 void runner_emit(runner_t *R, sess_t *s, const char *type, json_t *payload)

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "../lib/db.h"
+#include "../lib/event.h"
 #include "runner.h"
 
 static int on_event(void *ud, const provider_event *ev)
@@ -180,11 +181,15 @@ void request_free(runner_t *R, rq_t *q)
 
 void request_flush(runner_t *R, rq_t *q)
 {
-    if (q->thinking.len)
-        runner_emit(R, q->s, "thinking:delta",
-                    json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->thinking.p, q->thinking.len));
-    if (q->text.len)
-        runner_emit(R, q->s, "text:delta", json_pack("{s:s, s:s%}", "requestId", q->id, "text", q->text.p, q->text.len));
+    sstore_event e;
+    if (q->thinking.len) {
+        e = event_delta(1, q->id, q->thinking.p, q->thinking.len);
+        runner_emit(R, q->s, e.type, e.payload);
+    }
+    if (q->text.len) {
+        e = event_delta(0, q->id, q->text.p, q->text.len);
+        runner_emit(R, q->s, e.type, e.payload);
+    }
     if (q->thinking.len || q->text.len) q->emitted = 1;
     buf_reset(&q->text);
     buf_reset(&q->thinking);
