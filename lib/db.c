@@ -105,8 +105,10 @@ int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t
     sqlite3_busy_timeout(db, o->busy_timeout_ms);
     snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", o->synchronous_full ? "FULL" : "NORMAL");
     /* journal_mode returns a row; sqlite3_exec ignores it. */
+    /* temp_store: the statement journals of savepoints (every grouped write has
+     * one) stay in memory instead of a temporary file created and deleted each time. */
     if (exec(db, "PRAGMA journal_mode=WAL", err, errlen) || exec(db, sql, err, errlen) ||
-        exec(db, "PRAGMA foreign_keys=OFF", err, errlen))
+        exec(db, "PRAGMA foreign_keys=OFF", err, errlen) || exec(db, "PRAGMA temp_store=MEMORY", err, errlen))
         goto fail;
     if (o->migrate && db_migrate(db, err, errlen) < 0) goto fail;
     *out = db;

@@ -334,22 +334,41 @@ out:
     return rc;
 }
 
+int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
+                            size_t n, session_view *v, uint64_t *v_seq, offset_t *first)
+{
+    char path[SSTORE_ID_MAX + 16];
+    log_info info;
+    offset_t none = {0, 0}, at;
+    sstore_row row;
+    int rc;
+    uint64_t seq = *v_seq;
+    *v_seq = 0;
+    if ((rc = sstore_get(c, id, &row))) return rc;
+    stream_of(id, path, sizeof path);
+    if ((rc = log_head(c, path, &info))) return rc;
+    if (!seq || seq != info.tail.seq) {
+        /* Not the tail any more (or never known): from the log. */
+        session_view_free(v);
+        session_view_init(v);
+        if ((rc = sstore_view(c, id, 0, none, v, NULL))) return rc;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i += SSTORE_EVENTS_MAX) {
+        size_t k = n - i < SSTORE_EVENTS_MAX ? n - i : SSTORE_EVENTS_MAX;
+        rc = append_events(c, id, ev + i, k, trace, v, &at);
+        if (rc == 0 && i == 0 && first) *first = at;
+    }
+    if (rc == 0) *v_seq = info.tail.seq + n;
+    return rc;
+}
+
 int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                      size_t n, offset_t *first)
 {
     session_view v;
-    offset_t none = {0, 0}, at;
-    sstore_row row;
-    int rc;
-    if ((rc = sstore_get(c, id, &row))) return rc;
+    uint64_t seq = 0;
     session_view_init(&v);
-    if ((rc = sstore_view(c, id, 0, none, &v, NULL))) goto out;
-    for (size_t i = 0; rc == 0 && i < n; i += SSTORE_EVENTS_MAX) {
-        size_t k = n - i < SSTORE_EVENTS_MAX ? n - i : SSTORE_EVENTS_MAX;
-        rc = append_events(c, id, ev + i, k, trace, &v, &at);
-        if (rc == 0 && i == 0 && first) *first = at;
-    }
-out:
+    int rc = sstore_tx_append_cached(c, id, trace, ev, n, &v, &seq, first);
     session_view_free(&v);
     return rc;
 }

@@ -75,6 +75,15 @@ int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
 int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                      size_t n, offset_t *first);
 
+/* sstore_tx_append with the caller's view of the session kept across calls (a
+ * runner appending to a session it streams into saves recomputing it from the log
+ * every time): *v is used if *v_seq, the position it describes, is still the
+ * session's tail, else recomputed. On success *v describes the new tail and *v_seq
+ * says which; on failure *v_seq is 0. If the transaction is then rolled back the
+ * caller must set *v_seq to 0 itself. */
+int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
+                            size_t n, session_view *v, uint64_t *v_seq, offset_t *first);
+
 /* The view of session id after every event before `at` (or all, if !has_at). v must
  * be initialised; *pos gets the position it describes. Replays at most
  * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. */

@@ -52,6 +52,7 @@ sess_t *runner_session(runner_t *R, const char *id)
     sess_t *s = calloc(1, sizeof *s);
     if (!s) abort();
     snprintf(s->id, sizeof s->id, "%s", id);
+    session_view_init(&s->view);
     s->next = R->sessions;
     R->sessions = s;
     return s;
@@ -69,6 +70,7 @@ void runner_forget(runner_t *R, sess_t *s)
     if (s->held) lease_release(R->conn, s->id, &R->me);
     runner_outbox_clear(s);
     free(s->out);
+    session_view_free(&s->view);
     json_decref(s->agent);
     json_decref(s->workflow);
     free(s);

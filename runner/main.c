@@ -239,6 +239,7 @@ int main(int argc, char **argv)
     scan(&R);   /* crash recovery: every unfinished session, once */
 
     int commit_failed = 0;
+    int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2);
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = db_now_ms();
@@ -256,6 +257,8 @@ int main(int argc, char **argv)
             if (s->dirty) wait = 0;
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->held && s->rq && s->lease_renew_ms - now < wait) wait = s->lease_renew_ms - now;
+            if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
+                wait = last_flush + flush_ms - now;
         }
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
@@ -295,10 +298,18 @@ int main(int argc, char **argv)
             next = s->next;
             if (s->dirty || s->due) runner_drive(&R, s);
         }
-        /* The deltas of this turn, then one commit for everything. */
-        for (sess_t *s = R.sessions; s; s = s->next)
-            if (s->rq) request_flush(&R, s->rq);
-        commit_failed = runner_commit(&R) != 0;
+        /* The deltas gathered, then one commit for everything: at once when
+         * anything but deltas waits, else at most one every flush_ms (deltas
+         * gather meanwhile: fewer, bigger commits under load). */
+        now = db_now_ms();
+        int urgent = 0;
+        for (sess_t *s = R.sessions; s && !urgent; s = s->next) urgent = s->nout && !s->out_deltas_only;
+        if (urgent || now - last_flush >= flush_ms) {
+            for (sess_t *s = R.sessions; s; s = s->next)
+                if (s->rq) request_flush(&R, s->rq);
+            commit_failed = runner_commit(&R) != 0;
+            last_flush = now;
+        }
     }
 
     runner_log("stopping: cutting requests in flight");

@@ -84,13 +84,15 @@ static int op_commit(log_conn_t *c, void *arg)
         commit_item *it = &a->items[i];
         if (exec(c, "SAVEPOINT runner_session")) return LOG_EIO;
         int held = lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms);
-        int rc = held == 1 ? sstore_tx_append(c, it->s->id, &tr, it->s->out, it->s->nout, &it->first)
+        int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
+                                                     &it->s->view_seq, &it->first)
                            : held;
         if (held == 0) it->outcome = C_LOST;
         else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
         else if (rc) it->outcome = C_FAILED;
         else it->outcome = C_DONE;
         it->rc = rc;
+        if (it->outcome != C_DONE) it->s->view_seq = 0;
         if (it->outcome != C_DONE && exec(c, "ROLLBACK TO runner_session")) return LOG_EIO;
         if (exec(c, "RELEASE runner_session")) return LOG_EIO;
     }
@@ -111,6 +113,7 @@ int runner_commit(runner_t *R)
     int64_t t0 = db_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc) {
+        for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
         runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, log_strerror(rc));
         free(items);
         return rc;

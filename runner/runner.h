@@ -72,6 +72,8 @@ struct sess {
     rq_t *rq;
     json_t *agent;              /* agent document in use */
     json_t *workflow;           /* workflow document (workflow sessions) */
+    session_view view;          /* the log's tail as this process last wrote it */
+    uint64_t view_seq;          /* ... at this position (0: not known) */
     sstore_event *out;          /* events decided, waiting for the loop's commit */
     size_t nout, capout;
     int out_deltas_only;        /* every event in out is a delta */

@@ -3,6 +3,7 @@
  *   sse-client fanout --port P --path PATH --readers N [--interval-ms 10] [--seconds 10]
  *                     [--msg-bytes 200] [--connect-s 60] [--linger-s 3]
  *   sse-client hold   --port P --path PATH --readers N [--hold-s 60] [--connect-s 60]
+ *   sse-client tokens --port P --paths FILE --expect N [--seconds 60] [--connect-s 60]
  *
  * Both open N HTTP/1.1 connections to 127.0.0.1:P with GET PATH?offset=now&live=sse
  * (at most CONNECT_WINDOW connecting at once, all in one epoll loop) and count a
@@ -26,6 +27,14 @@
  * reader is resolved (or --connect-s passed), then keeps the connections open, reading
  * and dropping heartbeats, until --hold-s passes or SIGTERM/SIGINT; then prints
  * "dropped=K" (held connections that the server closed meanwhile) and exits.
+ *
+ * tokens: one reader per line of FILE (a path such as /v1/sessions/ID/events), each
+ * from the start (a new session's first event makes the reader ready). Once every reader is connected it prints "mode=tokens ready=N"
+ * (the caller then makes the sessions talk); each reader scans its events for
+ * "@ts<digits>", the wall clock (µs) at which the provider wrote that delta
+ * (tests/mock-provider's stamp mode), and takes the latency from it. It ends when
+ * every reader has seen --expect stamps (or --seconds passed) and prints:
+ *   mode=tokens readers= connected= expected= delivered= p50_us= p90_us= p99_us= max_us=
  *
  * Every phase has a deadline; the program always ends by itself.
  * Built by bench/compare.sh: cc -O2 -o build/bench/sse-client bench/src/sse-client.c -lpthread */
@@ -51,14 +60,16 @@
 
 #define CONNECT_WINDOW 256      /* readers between connect() and their first event */
 #define HDR_MAX 8192
-#define KEY "\"ts_us\":"
-#define KEY_LEN 8
+/* What precedes a timestamp: "ts_us": in fanout appends, @ts in stamped deltas. */
+static const char *KEY = "\"ts_us\":";
+static int KEY_LEN = 8;
 
 enum { C_CONNECTING, C_HEADERS, C_BODY, C_DONE };
 enum { CH_SIZE, CH_EXT, CH_DATA, CH_CRLF };
 
 typedef struct conn {
     int fd, idx;
+    const char *path;
     int state;
     int ready;              /* 200 and a first complete event */
     int refused, failed, dropped;
@@ -74,14 +85,17 @@ typedef struct conn {
 } conn;
 
 typedef struct opts {
-    int fanout;
+    int fanout, tokens;
+    const char *paths;
+    long expect;
     int port;
     const char *path;
     int readers;
     int interval_ms, seconds, msg_bytes, connect_s, linger_s, hold_s;
 } opts;
 
-static opts O = {0, 0, NULL, 0, 10, 10, 200, 60, 3, 60};
+static opts O = {.interval_ms = 10, .seconds = 10, .msg_bytes = 200, .connect_s = 60, .linger_s = 3,
+                 .hold_s = 60};
 static volatile sig_atomic_t stop_flag;
 static atomic_long sent_ok;
 static atomic_int writer_done;
@@ -281,10 +295,11 @@ static void conn_close(int ep, conn *c)
     c->state = C_DONE;
 }
 
-static int conn_open(int ep, conn *c, int idx)
+static int conn_open(int ep, conn *c, int idx, const char *path)
 {
     memset(c, 0, sizeof *c);
     c->idx = idx;
+    c->path = path;
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
         c->failed = 1;
@@ -318,8 +333,8 @@ static void conn_event(int ep, conn *c, char *buf, size_t cap)
         }
         char req[2048];
         int n = snprintf(req, sizeof req,
-                         "GET %s?offset=now&live=sse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                         "Accept: text/event-stream\r\n\r\n", O.path);
+                         "GET %s?offset=%s&live=sse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Accept: text/event-stream\r\n\r\n", c->path, O.tokens ? "-1" : "now");
         if (n < 0 || (size_t)n >= sizeof req || write(c->fd, req, (size_t)n) != n) {
             c->failed = 1;
             conn_close(ep, c);
@@ -468,7 +483,8 @@ static void *writer_main(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: sse-client fanout|hold --port P --path PATH --readers N [--interval-ms N]\n"
-                    "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N]\n");
+                    "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N]\n"
+                    "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N]\n");
     exit(2);
 }
 
@@ -476,6 +492,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) usage();
     if (!strcmp(argv[1], "fanout")) O.fanout = 1;
+    else if (!strcmp(argv[1], "tokens")) O.tokens = 1;
     else if (strcmp(argv[1], "hold")) usage();
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -488,7 +505,32 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--connect-s")) O.connect_s = (int)num(v, 1, 3600);
         else if (!strcmp(k, "--linger-s")) O.linger_s = (int)num(v, 0, 3600);
         else if (!strcmp(k, "--hold-s")) O.hold_s = (int)num(v, 0, 86400);
+        else if (!strcmp(k, "--paths")) O.paths = v;
+        else if (!strcmp(k, "--expect")) O.expect = num(v, 1, 100000000);
         else usage();
+    }
+    /* tokens: the paths, one a line. */
+    char **paths = NULL;
+    if (O.tokens) {
+        FILE *f = O.paths ? fopen(O.paths, "r") : NULL;
+        if (!f || !O.expect) usage();
+        char line[1024];
+        size_t cap = 0;
+        O.readers = 0;
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\r\n")] = '\0';
+            if (!line[0]) continue;
+            if ((size_t)O.readers == cap) {
+                cap = cap ? cap * 2 : 64;
+                paths = realloc(paths, cap * sizeof *paths);
+                if (!paths) abort();
+            }
+            paths[O.readers++] = strdup(line);
+        }
+        fclose(f);
+        KEY = "@ts";
+        KEY_LEN = 3;
+        O.path = "-";
     }
     if (!O.port || !O.path || argc % 2) usage();
 
@@ -519,7 +561,7 @@ int main(int argc, char **argv)
     /* Connect every reader, CONNECT_WINDOW at a time. */
     while (resolved < O.readers && !stop_flag && now_us(CLOCK_MONOTONIC) < connect_deadline) {
         while (opened < O.readers && opened - resolved < CONNECT_WINDOW) {
-            conn_open(ep, &cs[opened], opened);
+            conn_open(ep, &cs[opened], opened, paths ? paths[opened] : O.path);
             opened++;
         }
         int n = epoll_wait(ep, evs, 512, 50);
@@ -545,7 +587,11 @@ int main(int argc, char **argv)
 
     pthread_t wt;
     int64_t deadline;
-    if (O.fanout) {
+    if (O.tokens) {
+        printf("mode=tokens ready=%d\n", held);
+        fflush(stdout);
+        deadline = now_us(CLOCK_MONOTONIC) + (int64_t)O.seconds * 1000000;
+    } else if (O.fanout) {
         pthread_create(&wt, NULL, writer_main, NULL);
         deadline = 0;
     } else {
@@ -555,11 +601,17 @@ int main(int argc, char **argv)
         deadline = now_us(CLOCK_MONOTONIC) + (int64_t)O.hold_s * 1000000;
     }
     int64_t hard_stop = now_us(CLOCK_MONOTONIC) +
-                        ((int64_t)(O.fanout ? O.seconds + O.linger_s : O.hold_s) + 30) * 1000000;
+                        ((int64_t)(O.tokens ? O.seconds : O.fanout ? O.seconds + O.linger_s : O.hold_s) + 30) *
+                            1000000;
     for (;;) {
         int64_t now = now_us(CLOCK_MONOTONIC);
         if (now >= hard_stop) break;
-        if (O.fanout) {
+        if (O.tokens) {
+            int all = 1;
+            for (int i = 0; i < O.readers && all; i++)
+                if (cs[i].msgs < O.expect) all = 0;
+            if (all || now >= deadline || stop_flag) break;
+        } else if (O.fanout) {
             if (!deadline && atomic_load(&writer_done))
                 deadline = now + (int64_t)O.linger_s * 1000000;
             if (deadline) {
@@ -579,7 +631,16 @@ int main(int argc, char **argv)
             conn_event(ep, c, buf, sizeof buf);
         }
     }
-    if (O.fanout) {
+    if (O.tokens) {
+        long delivered = 0;
+        for (int i = 0; i < O.readers; i++) delivered += cs[i].msgs;
+        qsort(lat, nlat, sizeof *lat, cmp64);
+        printf("mode=tokens readers=%d connected=%d expected=%ld delivered=%ld p50_us=%lld p90_us=%lld "
+               "p99_us=%lld max_us=%lld\n",
+               O.readers, held, (long)O.readers * O.expect, delivered, (long long)pct(lat, nlat, 50),
+               (long long)pct(lat, nlat, 90), (long long)pct(lat, nlat, 99),
+               (long long)(nlat ? lat[nlat - 1] : -1));
+    } else if (O.fanout) {
         stop_flag = 1;
         pthread_join(wt, NULL);
         long sent = atomic_load(&sent_ok);
@@ -603,6 +664,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < O.readers; i++)
         if (cs[i].fd >= 0) close(cs[i].fd);
     free(cs);
+    for (int i = 0; paths && i < O.readers; i++) free(paths[i]);
+    free(paths);
     free(lat);
     free(app_lat);
     return 0;

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/token-latency.sh: how fast a provider's tokens reach the readers of a
+# session, and what the runner spends per token.
+#
+#   B=build bench/token-latency.sh            (make bench runs it; it builds nothing)
+#
+# The real stack (nginx + pool + runner) on a temporary database, the runner
+# pointed at tests/mock-provider in its stamp mode: every text delta is
+# "@ts<µs> ", the wall clock when the mock wrote it. For each count of concurrent
+# chat sessions, one SSE reader per session on /v1/sessions/{id}/events (all in
+# one C process, bench/src/sse-client.c "tokens"), then one message to every
+# session; each reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
+# read time minus its stamp: provider chunk -> runner -> log -> hub -> nginx ->
+# client. Runner CPU: utime + stime of dstream-runner over the run (from
+# /proc/PID/stat) divided by the deltas delivered.
+#
+# Environment: B, SESSIONS ("1 20 200"), DELTAS (100), INTERVAL_MS (20), RUNS (1),
+# PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N),
+# ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
+# one; the mock and the reader always come from this one).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=${ROOT:-$here}
+B=${B:-build}
+SESSIONS=${SESSIONS:-"1 20 200"}
+DELTAS=${DELTAS:-100}
+INTERVAL_MS=${INTERVAL_MS:-20}
+RUNS=${RUNS:-1}
+bin=$ROOT/$B
+reader=$here/$B/bench/sse-client
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/dstream-tokens.XXXXXX")
+mock_pid=
+cleanup() {
+    "$ROOT/deploy/dstream-stack" stop "$work/stack" >/dev/null 2>&1 || true
+    [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$(dirname "$reader")"
+[ -x "$reader" ] && [ "$reader" -nt "$here/bench/src/sse-client.c" ] ||
+    cc -O2 -Wall -Wextra -Werror -o "$reader" "$here/bench/src/sse-client.c" -lpthread
+[ -x "$bin/dstream-runner" ] || { echo "token-latency: build $bin first" >&2; exit 1; }
+
+node "$here/tests/mock-provider/mock-provider.mjs" --port 0 --port-file "$work/mock.port" \
+    --max-lifetime 3600 </dev/null >"$work/mock.out" 2>&1 &
+mock_pid=$!
+for _ in $(seq 100); do [ -s "$work/mock.port" ] && break; sleep 0.05; done
+mock=http://127.0.0.1:$(cat "$work/mock.port")
+
+mkdir -p "$work/stack"
+DSTREAM_DB=$work/stack/dstream.db DSTREAM_PROVIDER_URL=$mock ANTHROPIC_API_KEY=sk-bench \
+    B=$B "$ROOT/deploy/dstream-stack" start "$work/stack" >"$work/start.out" 2>&1 ||
+    { cat "$work/start.out" >&2; exit 1; }
+url=$(cat "$work/stack/url")
+port=${url##*:}
+runner_pid=$(cat "$work/stack/runner.pid")
+tck=$(getconf CLK_TCK)
+
+api() { curl -fsS -o /dev/null -H 'Content-Type: application/json' "$@"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$runner_pid/stat"; }
+
+api -X PUT "$url/v1/agents/bench" --data-binary '{"provider": "anthropic", "model": "bench-model"}'
+api -X PUT "$mock/__default" --data-binary \
+    "{\"stamp\": true, \"deltas\": $DELTAS, \"delayMs\": $INTERVAL_MS, \"usage\": {\"input\": 10, \"output\": $DELTAS}}"
+
+echo "| sessions | deltas/s (all) | delivered | p50 ms | p90 ms | p99 ms | max ms | runner CPU ms | runner CPU us/delta |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for n in $SESSIONS; do
+    for ((run = 1; run <= RUNS; run++)); do
+        : >"$work/paths"
+        for i in $(seq 1 "$n"); do
+            id=tok-$n-$run-$i
+            api -X POST "$url/v1/sessions" --data-binary "{\"agent\": \"bench\", \"id\": \"$id\"}"
+            echo "/v1/sessions/$id/events" >>"$work/paths"
+        done
+        "$reader" tokens --port "$port" --paths "$work/paths" --expect "$DELTAS" \
+            --seconds $((DELTAS * INTERVAL_MS / 1000 + 60)) >"$work/out" 2>"$work/err" &
+        rpid=$!
+        for _ in $(seq 600); do grep -q '^mode=tokens ready=' "$work/out" && break; sleep 0.05; done
+        c0=$(cpu_ticks)
+        ppid=
+        if [ -n "${PERF_OUT:-}" ]; then     # a profile of the runner during the run
+            perf record -q -g -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
+            ppid=$!
+        fi
+        sed 's|/events$|/messages|' "$work/paths" |
+            xargs -P 16 -I{} curl -fsS -o /dev/null -H 'Content-Type: application/json' \
+                --data-binary '{"content": "Go."}' "$url{}"
+        wait "$rpid" || true
+        c1=$(cpu_ticks)
+        [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
+        line=$(grep '^mode=tokens readers' "$work/out" || echo "mode=tokens failed")
+        echo "$line" >>"$work/raw"
+        awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v tck="$tck" -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {
+            split(l, kv, " "); for (i in kv) { split(kv[i], p, "="); v[p[1]] = p[2] }
+            ms = c * 1000 / tck
+            printf "| %d | %d | %s/%s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |\n", n, n * rate,
+                v["delivered"], v["expected"], v["p50_us"] / 1000, v["p90_us"] / 1000, v["p99_us"] / 1000,
+                v["max_us"] / 1000, ms, (v["delivered"] > 0 ? ms * 1000 / v["delivered"] : 0) }'
+    done
+done
+echo
+echo "<details><summary>Raw output</summary>"
+echo
+echo '```'
+cat "$work/raw"
+echo '```'
+echo
+echo "</details>"
