@@ -24,7 +24,8 @@ setup_file() {
         --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" '{mcpServers: {
             files: {command: $node, args: [$fs, $files]},
             t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 1500},
-            dead: {command: $node, args: [$ts, "--exit-at-start"]}}}' >"$MCP_TMP/mcp.json"
+            dead: {command: $node, args: [$ts, "--exit-at-start"]},
+            idle: {command: $node, args: [$ts], idleStopMs: 300}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
     export FILES STATE MCP_TMP
     rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
@@ -143,7 +144,7 @@ fs_chat() {
     rn_script "$(jq -nc '{replies: [
         {toolCalls: [{id: "c_fail", name: "t__fail", arguments: {}}, {id: "c_hang", name: "t__hang", arguments: {}},
                      {id: "c_note", name: "t__notify", arguments: {}}, {id: "c_big", name: "t__big", arguments: {bytes: 100000}},
-                     {id: "c_echo", name: "t__echo", arguments: {text: "hi"}}]},
+                     {id: "c_echo", name: "t__echo", arguments: {text: "hi"}}, {id: "c_ask", name: "t__ask", arguments: {}}]},
         {text: "Done with the tools."}]}')"
     id=$(rn_session "{\"agent\": \"$a\"}")
     rn_say "$id" "Use every tool."
@@ -154,6 +155,8 @@ fs_chat() {
     result c_hang | jq -e '.isError == true and .failed == true and (.result | test("did not answer within 1500 ms"))'
     result c_note | jq -e '.isError == false and .result == "notified and pinged"'
     result c_echo | jq -e '.isError == false and .result == "hi"'
+    # A request of the server's own that dstream does not offer is refused (-32601).
+    result c_ask | jq -e '.isError == false and (.result | startswith("refused -32601"))'
     # The large result is recorded whole; the model got it cut, with the marker.
     result c_big | jq -e '.isError == false and (.result | length) == 100000'
     rn_requests >"$T/req.json"
@@ -209,6 +212,22 @@ fs_chat() {
         {kind: "tool", server: "t", tool: "fail"}]}]}')"
     id=$(rn_session "{\"workflow\": \"$wf\"}")
     rn_wait "$id" '.status == "failed" and (.error | test("tool step fail: the tool failed on purpose"))' 30
+}
+
+@test "a server unused for idleStopMs is stopped, and started again when next needed" {
+    local a id
+    a=$(mcp_agent openai gpt-test-model '["idle"]')
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "i1", name: "idle__echo", arguments: {text: "one"}}]}, {text: "First."},
+                                    {toolCalls: [{id: "i2", name: "idle__echo", arguments: {text: "two"}}]}, {text: "Second."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Once."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "First.")' 30
+    ds_poll 10 grep -q 'mcp idle: idle, stopping' "$DS_DIR/logs/runner.log"
+    rn_say "$id" "Twice."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Second.")' 30
+    events_of "$id"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "i2") | .payload' | jq -e '.result == "two" and .failed == false'
+    [ "$(grep -c 'mcp idle: started' "$DS_DIR/logs/runner.log")" -ge 2 ]
 }
 
 # ---- kill -9: a side-effecting call never runs twice ------------------------------------------

@@ -20,6 +20,8 @@
 //   notify                 sends notifications/message and a ping request of its
 //                          own, answers once the ping was answered
 //   big {bytes}            answers a text of that many bytes
+//   ask                    sends a sampling/createMessage request of its own and
+//                          answers with what the client said to it
 // --exit-at-start: writes a line to stderr and exits with status 3 at once.
 
 import fs from 'node:fs';
@@ -59,6 +61,7 @@ const TOOLS = [
     { name: 'hang', description: 'Never answer', inputSchema: obj({}), annotations: { readOnlyHint: true } },
     { name: 'fail', description: 'Answer an error', inputSchema: obj({}), annotations: { readOnlyHint: true } },
     { name: 'notify', description: 'Notify, ping, then answer', inputSchema: obj({}), annotations: { readOnlyHint: true } },
+    { name: 'ask', description: 'Ask the client to sample', inputSchema: obj({}), annotations: { readOnlyHint: true } },
     { name: 'big', description: 'Answer a long text', inputSchema: obj({ bytes: { type: 'integer' } }),
       annotations: { readOnlyHint: true } },
 ];
@@ -89,6 +92,12 @@ function call(id, name, a) {
         pendingPings.set(pid, id);
         return send({ jsonrpc: '2.0', id: pid, method: 'ping' });
     }
+    case 'ask': {
+        const pid = `srv-${nextOwnId++}`;
+        pendingPings.set(pid, { id, ask: true });
+        return send({ jsonrpc: '2.0', id: pid, method: 'sampling/createMessage',
+            params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 5 } });
+    }
     case 'big': {
         const n = Math.max(0, Math.min(Number(a.bytes) || 0, 8 << 20));
         let s = '';
@@ -110,12 +119,14 @@ rl.on('line', (line) => {
     }
     record(m);
     if (m.method === undefined) {          // an answer to our ping
-        const callId = pendingPings.get(m.id);
-        if (callId !== undefined) {
-            pendingPings.delete(m.id);
-            send({ jsonrpc: '2.0', id: callId, result: text('notified and pinged') });
+        const pending = pendingPings.get(m.id);
+        if (pending === undefined) return;
+        pendingPings.delete(m.id);
+        if (pending.ask) {
+            const said = m.error ? `refused ${m.error.code}: ${m.error.message}` : 'accepted';
+            return send({ jsonrpc: '2.0', id: pending.id, result: text(said) });
         }
-        return;
+        return send({ jsonrpc: '2.0', id: pending, result: text('notified and pinged') });
     }
     if (m.id === undefined) return;         // notifications: initialized, cancelled
     switch (m.method) {
