@@ -727,6 +727,8 @@ static int op_create(log_conn_t *c, void *arg)
         if (r->fork_has_offset) {
             if (r->fork_offset.seq > chain[0].tail.seq) return LOG_ERANGE;
             if ((rc = position_of(c, chain, n, r->fork_offset.seq, &fork))) return rc;
+            /* As for reads: the offset must be the source's own position. */
+            if (fork.pos != r->fork_offset.pos) return LOG_EOFFSET;
         } else {
             fork = chain[0].tail;
         }

@@ -133,7 +133,8 @@ void log_conn_close(log_conn_t *c);
 
 /* Create a stream, or accept an identical re-create. LOG_ECONFLICT if a stream
  * with another configuration exists; LOG_ENOTFOUND/LOG_EGONE/LOG_ERANGE for a
- * fork whose source or offset is bad. */
+ * fork whose source or offset is bad, LOG_EOFFSET for a fork offset that is not a
+ * position of the source. */
 int log_create(log_conn_t *c, log_create_req *r);
 
 /* Append messages and/or close. See LOG_E* for the failures. */

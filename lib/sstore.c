@@ -149,8 +149,11 @@ int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_
     rc = from.seq < upto ? log_read(c, &rr, replay_msg, &rp) : 0;
     if (rc == 2) rc = 0;
     if (rc) return rc;
+    /* `at` names a position of this session's stream, its byte part included. */
+    offset_t here = from.seq < upto ? rr.next : from;
+    if (has_at && here.seq == upto && here.pos != at.pos) return LOG_EOFFSET;
     if (pos) {
-        *pos = from.seq < upto ? rr.next : from;
+        *pos = here;
         if (rr.next.seq > upto) pos->seq = upto;
         if (!has_at) *pos = info.tail;
     }

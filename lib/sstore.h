@@ -86,7 +86,9 @@ int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *
 
 /* The view of session id after every event before `at` (or all, if !has_at). v must
  * be initialised; *pos gets the position it describes. Replays at most
- * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. */
+ * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. LOG_ERANGE if `at` is
+ * beyond the last event, LOG_EOFFSET if it is not a position of this session's
+ * stream (its byte part differs). */
 int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
                 offset_t *pos);
 

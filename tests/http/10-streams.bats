@@ -444,6 +444,12 @@ follow_pages() {
         req GET "$s?offset=$off&live=long-poll"
         assert_status 400
     done
+    # A fork offset is checked the same way against its source.
+    req PUT "$(ds_stream)" -H "Stream-Forked-From: $s" -H "Stream-Fork-Offset: $foreign"
+    assert_status 400
+    assert_body_json '.error.code == "bad_offset"'
+    req PUT "$(ds_stream)" -H "Stream-Forked-From: $s" -H 'Stream-Fork-Offset: 0000000000000001_0000000000000004'
+    assert_status 201
     # The real positions still read.
     req GET "$s?offset=0000000000000001_0000000000000004"
     assert_status 200

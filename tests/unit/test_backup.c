@@ -20,7 +20,9 @@ static log_conn_t *conn;
 static atomic_int acked[WRITERS];   /* appends acknowledged so far, per writer */
 static atomic_int stop;
 
-static int create(const char *path, const char *from, int64_t at)
+/* A stream, or a fork of from at message `at` (-1: its tail) whose offset's byte
+ * part is at_pos (offsets name both). */
+static int create_at(const char *path, const char *from, int64_t at, uint64_t at_pos)
 {
     log_create_req r;
     memset(&r, 0, sizeof r);
@@ -32,8 +34,14 @@ static int create(const char *path, const char *from, int64_t at)
         r.content_type = NULL;
         r.fork_has_offset = at >= 0;
         r.fork_offset.seq = (uint64_t)(at < 0 ? 0 : at);
+        r.fork_offset.pos = at_pos;
     }
     return log_create(conn, &r);
+}
+
+static int create(const char *path, const char *from, int64_t at)
+{
+    return create_at(path, from, at, 0);
 }
 
 static int append(log_conn_t *c, const char *path, const char *text)
@@ -170,7 +178,7 @@ static void test_check_finds(void)
     CHECK_EQ_INT(create("p", NULL, -1), 0);
     CHECK_EQ_INT(append(conn, "p", "one"), 0);
     CHECK_EQ_INT(append(conn, "p", "two!"), 0);
-    CHECK_EQ_INT(create("f", "p", 1), 0);
+    CHECK_EQ_INT(create_at("f", "p", 1, 3), 0);     /* after "one" */
     CHECK_EQ_INT(append(conn, "f", "three"), 0);
     CHECK_EQ_INT(log_delete(conn, "p"), 0);
     CHECK_EQ_INT(create("gone", NULL, -1), 0);

@@ -485,6 +485,25 @@ static void test_views_and_snapshots(void)
     CHECK_EQ_INT(rc, LOG_ERANGE);
     CHECK(view_at("nosuch", 1, h.off[1], NULL, &rc) == NULL);
     CHECK_EQ_INT(rc, LOG_ENOTFOUND);
+    /* An `at` whose byte part is not this stream's position for its event (made
+     * up, or another stream's) is refused, near a snapshot or between them. */
+    offset_t odd = h.off[3];
+    odd.pos++;
+    CHECK(view_at("long", 1, odd, NULL, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_EOFFSET);
+    odd = h.off[SSTORE_SNAPSHOT_EVERY];
+    odd.pos = 9999999999999999ULL;
+    CHECK(view_at("long", 1, odd, NULL, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_EOFFSET);
+    odd = h.off[n];
+    odd.pos--;
+    CHECK(view_at("long", 1, odd, NULL, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_EOFFSET);
+    /* A fork at such an offset is refused too (lib/log checks fork offsets). */
+    odd = h.off[5];
+    odd.pos += 2;
+    CHECK_EQ_INT(fork_at("long-odd-fork", "long", 1, odd), LOG_EOFFSET);
+    CHECK_EQ_INT(fork_at("long-fork-ok", "long", 1, h.off[5]), 0);
 
     /* One snapshot per SSTORE_SNAPSHOT_EVERY events, at the boundaries. */
     CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ?", "long"),
