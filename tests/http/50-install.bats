@@ -88,11 +88,18 @@ ExecStart=$P/prefix/bin/dstream-runner"
     spawn "$T/pool.log" systemd-socket-activate -l "$sock" -E DSTREAM_DB="$T/db" \
         -E DSTREAM_THREADS=2 -E DSTREAM_LIVE_MAX=16 "$P/prefix/bin/dstream-fcgi"
     ds_poll 10 test -S "$sock" || fail "no socket: $(cat "$T/pool.log")"
+    # A token when the build has them (an admin token made with the installed CLI).
+    auth=""
+    if "$P/prefix/bin/dstream" help 2>&1 | grep -qE '^ +token'; then
+        auth="Bearer $(DSTREAM_DB="$T/db" "$P/prefix/bin/dstream" token create --name t --scope admin | tail -n 1)"
+    fi
     fcgi() {  # fcgi METHOD URI [BODY]: one request over FastCGI, the raw response
-        local q=""
+        local q="" hdr=()
         [[ $2 == *\?* ]] && q=${2#*\?}
+        [ -z "$auth" ] || hdr=(HTTP_AUTHORIZATION="$auth")
         printf '%s' "${3:-}" | env -i REQUEST_METHOD="$1" REQUEST_URI="$2" SCRIPT_NAME="${2%%\?*}" \
-            QUERY_STRING="$q" CONTENT_TYPE=text/plain CONTENT_LENGTH="${#3}" cgi-fcgi -bind -connect "$sock"
+            QUERY_STRING="$q" CONTENT_TYPE=text/plain CONTENT_LENGTH="${#3}" "${hdr[@]}" \
+            cgi-fcgi -bind -connect "$sock"
     }
     run fcgi PUT /v1/stream/act
     assert_line --partial "Status: 201"

@@ -112,12 +112,29 @@ setup() {
 # sctl ARGS...: systemctl inside the namespace.
 sctl() { nsenter -t "$(cat "$S/sd.pid")" -m -p -- systemctl --no-pager "$@"; }
 
+# auth: "Bearer <admin token>" when the build has tokens (made once, as the
+# services' user, in the namespace's database), else empty.
+auth() {
+    local db=/proc/$SD/root/var/lib/dstream/dstream.db
+    "$S/root/usr/local/bin/dstream" help 2>&1 | grep -qE '^ +token' || return 0
+    if [ ! -s "$S/token" ]; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+            "$S/root/usr/local/bin/dstream" --db "$db" token create --name systemd-test --scope admin |
+            tail -n 1 >"$S/token"
+    fi
+    echo "Bearer $(cat "$S/token")"
+}
+
 # fcgi METHOD URI [BODY]: one request over the socket systemd listens on.
 fcgi() {
-    local q=""
+    local q="" a
     [[ $2 == *\?* ]] && q=${2#*\?}
+    a=$(auth)
+    local hdr=()
+    [ -z "$a" ] || hdr=(HTTP_AUTHORIZATION="$a")
     printf '%s' "${3:-}" | env -i REQUEST_METHOD="$1" REQUEST_URI="$2" SCRIPT_NAME="${2%%\?*}" \
-        QUERY_STRING="$q" CONTENT_TYPE=text/plain CONTENT_LENGTH="${#3}" cgi-fcgi -bind -connect "$SOCK"
+        QUERY_STRING="$q" CONTENT_TYPE=text/plain CONTENT_LENGTH="${#3}" "${hdr[@]}" \
+        cgi-fcgi -bind -connect "$SOCK"
 }
 
 active() { [ "$(sctl show -P ActiveState "$1")" = active ]; }
