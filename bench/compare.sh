@@ -117,7 +117,8 @@ wait_http() {   # URL, seconds: until it answers 200
 
 start_dstream() {   # DIR [extra env...]
     dstream_dir=$1; shift
-    url[dstream]=$(env DSTREAM_RUNNER=0 "$@" "$stack" start "$dstream_dir") ||
+    # Auth off (loopback only): the reference server has none, and no proxy hop.
+    url[dstream]=$(env DSTREAM_RUNNER=0 DSTREAM_AUTH=off "$@" "$stack" start "$dstream_dir") ||
         die "dstream-stack did not start (logs in $dstream_dir/logs)"
     # The pool answers before every thread has opened its connection (thousands take
     # seconds): wait until it has been idle for two seconds in a row.

@@ -126,7 +126,7 @@ run_one() {
     dir=$(mktemp -d "${TMPDIR:-/tmp}/dstream-idle.XXXXXX")
     # Only the pool: the runner (started by default in newer stacks) has a watcher of
     # its own and would be measured separately.
-    url=$(DSTREAM_RUNNER=${DSTREAM_RUNNER:-0} DSTREAM_WAKE=$mode DSTREAM_WAKE_POLL_US=$poll_us \
+    url=$(DSTREAM_RUNNER=${DSTREAM_RUNNER:-0} DSTREAM_AUTH=off DSTREAM_WAKE=$mode DSTREAM_WAKE_POLL_US=$poll_us \
         "$stack" start "$dir")
     sleep "$SETTLE_S"                   # let start-up work finish
     measure "$label" 0

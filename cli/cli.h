@@ -2,6 +2,8 @@
 #ifndef DSTREAM_CLI_H
 #define DSTREAM_CLI_H
 
+#include "../lib/log.h"
+
 /* dstream backup [--no-check] FILE: a consistent copy of the live database db. */
 int cmd_backup(const char *db, int argc, char **argv);
 /* dstream restore FILE: replace the contents of db by those of a checked backup. */
@@ -13,5 +15,8 @@ int check_file(const char *path);
 
 /* dstream skills export DIR [AGENT...]: each skill as DIR/<name>/SKILL.md. */
 int cmd_skills(const char *db, int argc, char **argv);
+
+/* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
+int cmd_token(log_t *log, int argc, char **argv);
 
 #endif

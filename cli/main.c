@@ -4,6 +4,7 @@
  *   dstream append [--db PATH] STREAM      append stdin as one message
  *   dstream tail [--db PATH] [--from OFFSET] [--no-follow] STREAM
  *                                          print messages, one a line, and follow
+ *   dstream token create|list|revoke|check   API tokens (cli/token.c)
  *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
  *   dstream backup|restore|check ...       cli/backup.c, cli/check.c
  */
@@ -33,6 +34,8 @@ static void usage(void)
                     "                       print the messages from OFFSET (-1: the start, the\n"
                     "                       default; now: the tail), one a line, then wait for\n"
                     "                       more until the stream is closed or Ctrl-C\n"
+                    "  token create|list|revoke|check\n"
+                    "                       API tokens (dstream token, for its usage)\n"
                     "  free-port [HOST]     print a free TCP port on HOST (127.0.0.1)\n"
                     "  backup [--no-check] FILE   copy the live database to FILE, consistently\n"
                     "  restore FILE         replace the database by a backup (servers stopped)\n"
@@ -232,6 +235,8 @@ int main(int argc, char **argv)
         rc = cmd_append(log, argc - i, argv + i);
     } else if (strcmp(cmd, "tail") == 0) {
         rc = cmd_tail(log, db, argc - i, argv + i);
+    } else if (strcmp(cmd, "token") == 0) {
+        rc = cmd_token(log, argc - i, argv + i);
     } else {
         usage();
         rc = 2;

@@ -15,6 +15,7 @@
 #include "../lib/log.h"
 #include "../lib/provcfg.h"
 #include "../lib/url.h"
+#include "access.h"
 #include "pool.h"
 
 static long long env_num(const char *name, long long def, long long min, long long max)
@@ -66,7 +67,8 @@ static void usage(void)
             "[--threads N]\n"
             "Environment: DSTREAM_DB, DSTREAM_LISTEN, DSTREAM_PROCS, DSTREAM_THREADS,\n"
             "  DSTREAM_BODY_MAX, DSTREAM_READ_MAX, DSTREAM_LONGPOLL_MS, DSTREAM_HEARTBEAT_MS,\n"
-            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX. See README.md.\n"
+            "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX, DSTREAM_AUTH (on|off),\n"
+            "  DSTREAM_CORS_ORIGINS. See README.md and docs/security.md.\n"
             "Without --listen it serves the socket systemd passes (LISTEN_FDS) or fd 0.\n");
 }
 
@@ -105,6 +107,14 @@ int main(int argc, char **argv)
     po.stack_kb = (size_t)env_num("DSTREAM_STACK_KB", 256, 64, 65536);
     po.grace_ms = (int)env_num("DSTREAM_GRACE_MS", 5000, 0, 600000);
     const char *sync = env_str("DSTREAM_SYNC", "full");
+    const char *auth = env_str("DSTREAM_AUTH", "on");
+    if (strcmp(auth, "on") && strcmp(auth, "off")) {
+        fprintf(stderr, "dstream-fcgi: DSTREAM_AUTH must be on or off\n");
+        return 2;
+    }
+    cfg.auth_off = !strcmp(auth, "off");
+    char *origins = access_origins_parse(getenv("DSTREAM_CORS_ORIGINS"));
+    cfg.cors_origins = origins;
 
     static const struct option opts[] = {
         {"db", required_argument, NULL, 'd'},     {"listen", required_argument, NULL, 'l'},
@@ -157,6 +167,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "dstream-fcgi: DSTREAM_PROVIDERS %s:\n%s\n", getenv("DSTREAM_PROVIDERS"), perr);
         return 2;
     }
+    char aerr[256];
+    if (access_check_config(&cfg, po.listen, aerr, sizeof aerr)) {
+        fprintf(stderr, "dstream-fcgi: %s\n", aerr);
+        return 2;
+    }
+    if (cfg.auth_off) fprintf(stderr, "dstream-fcgi: DSTREAM_AUTH=off: no tokens asked, loopback clients only\n");
+
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
@@ -183,5 +200,6 @@ int main(int argc, char **argv)
         status = pool_run(&po, &cfg, log);
     log_close(log);
     provcfg_free(providers);
+    free(origins);
     return status;
 }

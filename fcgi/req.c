@@ -17,6 +17,7 @@ static const char *reason(int status)
     case 204: return "No Content";
     case 304: return "Not Modified";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
@@ -26,6 +27,8 @@ static const char *reason(int status)
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

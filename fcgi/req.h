@@ -48,7 +48,11 @@ typedef struct cfg {
     size_t live_buffer_max;     /* DSTREAM_LIVE_BUFFER_MAX: bytes the hub keeps for slow readers */
     const char *public_url;     /* DSTREAM_PUBLIC_URL, no trailing '/'; NULL: relative Location */
     const struct provcfg *providers;  /* DSTREAM_PROVIDERS (no keys read): agents are checked against it */
+    int auth_off;               /* DSTREAM_AUTH=off: no tokens, loopback clients only */
+    const char *cors_origins;   /* DSTREAM_CORS_ORIGINS, each NUL-terminated, "" last; or NULL */
 } cfg_t;
+
+struct auth_t;
 
 struct req {
     const req_backend *be;
@@ -59,6 +63,8 @@ struct req {
     struct hub *hub;            /* the process's live hub, or NULL (CGI) */
     int waiting;                /* a live reader waiting on this thread (metrics) */
     int parked;                 /* handed to the hub, which completes the response */
+    const struct auth_t *auth;  /* the verified token, or NULL (none, or auth off) */
+    const char *cors_origin;    /* the request's Origin if allowed (points into cfg), or NULL */
 
     const char *method;
     char path[2048];            /* decoded path, no query */
@@ -102,6 +108,12 @@ int res_end(req_t *r);
 /* A JSON error {"error":{"code","message"}} with status. */
 void res_error(req_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* May the request's principal use scope ("streams:read", "sessions:write", "admin",
+ * ...) on resource (a stream path, a session id, or NULL)? Returns 1; or answers
+ * 401 (no valid token: WWW-Authenticate: Bearer) or 403 (missing scope) and
+ * returns 0. With auth off (DSTREAM_AUTH=off) everything is allowed (fcgi/access.c). */
+int req_allow(req_t *r, const char *scope, const char *resource);
 
 /* The FastCGI and CGI backends. */
 extern const req_backend req_cgi_backend;

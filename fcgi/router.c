@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "../lib/auth.h"
+#include "access.h"
 #include "metrics.h"
 
 #define STREAM_PREFIX "/v1/stream/"
@@ -9,24 +11,83 @@
 void res_common_headers(req_t *r)
 {
     res_header(r, "X-Content-Type-Options", "nosniff");
+    if (!r->cors_origin) {
+        res_header(r, "Cross-Origin-Resource-Policy", "same-origin");
+        return;
+    }
+    /* Only an origin the operator listed, echoed; never "*", never credentials
+     * (tokens travel in the Authorization header, not in cookies). */
     res_header(r, "Cross-Origin-Resource-Policy", "cross-origin");
-    res_header(r, "Access-Control-Allow-Origin", "*");
+    res_header(r, "Access-Control-Allow-Origin", r->cors_origin);
+    res_header(r, "Vary", "Origin");
     res_header(r, "Access-Control-Expose-Headers",
                "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
                "Stream-TTL, Stream-Expires-At, ETag, Location, Content-Type, "
                "Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, "
-               "Stream-SSE-Data-Encoding");
+               "Stream-SSE-Data-Encoding, WWW-Authenticate, Retry-After");
+}
+
+/* The scope a route needs. Streams: read or write on the path; a session's own
+ * stream is the session's (sessions:read on its id). Sessions: read for GET of a
+ * session, its state and events, write for everything else that names one; the
+ * collection needs a scope of the kind (create and fork check the new id, the list
+ * shows only what the token may read). Agents and workflows: any session scope may
+ * read them, admin changes them. Metrics: admin. */
+static int authorize(req_t *r, const char *path)
+{
+    const char *m = r->method;
+    int get = !strcmp(m, "GET") || !strcmp(m, "HEAD");
+    char id[256];
+    if (!strncmp(path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1)) {
+        const char *sp = path + sizeof STREAM_PREFIX - 1;
+        if (!strncmp(sp, "sessions/", 9)) {
+            size_t n = strcspn(sp + 9, "/");
+            if (n >= sizeof id) n = sizeof id - 1;
+            memcpy(id, sp + 9, n);
+            id[n] = '\0';
+            return req_allow(r, get ? "sessions:read" : "sessions:write", id);
+        }
+        return req_allow(r, get ? "streams:read" : "streams:write", sp);
+    }
+    if (!strcmp(path, "/metrics") || !strcmp(path, "/v1/metrics")) return req_allow(r, "admin", NULL);
+    if (!strncmp(path, "/v1/agents", 10) || !strncmp(path, "/v1/workflows", 13)) {
+        if (get && (access_allows(r, "admin", NULL) ||
+                    (r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write")))))
+            return 1;
+        return req_allow(r, "admin", NULL);
+    }
+    if (!strncmp(path, "/v1/sessions", 12) && (path[12] == '\0' || path[12] == '/')) {
+        const char *rest = path[12] ? path + 13 : "";
+        size_t n = strcspn(rest, "/");
+        if (n == 0) {
+            const char *kind = get ? "sessions:read" : "sessions:write";
+            if (r->auth && auth_has_kind(r->auth, kind)) return 1;
+            return req_allow(r, kind, NULL);
+        }
+        if (n >= sizeof id) n = sizeof id - 1;
+        memcpy(id, rest, n);
+        id[n] = '\0';
+        const char *sub = rest[n] ? rest + n + 1 : "";
+        /* A fork reads its source; the new session's id is checked by the resource. */
+        int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events"))) ||
+                   (!strcmp(m, "POST") && !strcmp(sub, "fork"));
+        return req_allow(r, read ? "sessions:read" : "sessions:write", id);
+    }
+    /* Anything else (404s included) is for token holders only. */
+    if (!r->auth && !r->cfg->auth_off) return req_allow(r, "admin", NULL);
+    return 1;
 }
 
 void route(req_t *r)
 {
-    res_common_headers(r);
-    if (strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) == 0) {
-        stream_handle(r, r->path + sizeof STREAM_PREFIX - 1);
-        return;
-    }
+    if (!access_begin(r)) return;
     if (strcmp(r->path, "/v1/health") == 0) {
         health_handle(r);
+        return;
+    }
+    if (!authorize(r, r->path)) return;
+    if (strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) == 0) {
+        stream_handle(r, r->path + sizeof STREAM_PREFIX - 1);
         return;
     }
     if (strcmp(r->path, "/metrics") == 0 || strcmp(r->path, "/v1/metrics") == 0) {

@@ -16,6 +16,7 @@
 #include "../lib/workflow.h"
 #include "live.h"
 #include "reply.h"
+#include "access.h"
 #include "router.h"
 #include "stream.h"
 
@@ -83,6 +84,25 @@ static json_t *session_json(const sstore_row *row, const session_view *v, offset
 
 /* ---- create, list ------------------------------------------------------------------------ */
 
+/* The id of a new session: the one asked for, or a fresh one (under the token's
+ * prefix when its sessions:write scope has one). -1 after answering 403 when the
+ * token may not create it. */
+static int new_id(req_t *r, const json_t *idj, char *id, size_t cap)
+{
+    if (idj) {
+        snprintf(id, cap, "%s", json_string_value(idj));
+    } else {
+        char fresh[SSTORE_ID_MAX];
+        const char *prefix = access_prefix(r, "sessions:write");
+        sstore_new_id(fresh, sizeof fresh);
+        if (prefix && strlen(prefix) + strlen(fresh) < cap && sstore_valid_id(prefix))
+            snprintf(id, cap, "%s%s", prefix, fresh);
+        else
+            snprintf(id, cap, "%s", fresh);
+    }
+    return req_allow(r, "sessions:write", id) ? 0 : -1;
+}
+
 static void create(req_t *r)
 {
     json_t *body = req_json_object(r);
@@ -100,8 +120,7 @@ static void create(req_t *r)
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
-    if (idj) snprintf(id, sizeof id, "%s", json_string_value(idj));
-    else sstore_new_id(id, sizeof id);
+    if (new_id(r, idj, id, sizeof id)) goto out;
     const char *name = json_string_value(agent ? agent : wf);
     if (agent) doc = defs_agent_get(r->log, name, &rc);
     else doc = defs_workflow_get(r->log, name, 0, &version, &rc);
@@ -153,6 +172,12 @@ out:
     json_decref(body);
 }
 
+/* The list shows the sessions the token may read. */
+static int readable(void *ud, const char *id)
+{
+    return access_allows(ud, "sessions:read", id);
+}
+
 static void list(req_t *r)
 {
     char status[32], cursor[128], lim[16];
@@ -181,7 +206,8 @@ static void list(req_t *r)
     }
     json_t *arr = json_array();
     char next[160];
-    int rc = sstore_list(r->log, n > 0 ? status : NULL, cn > 0 ? cursor : "", (int)limit, arr, next, sizeof next);
+    int rc = sstore_list_filtered(r->log, n > 0 ? status : NULL, cn > 0 ? cursor : "", (int)limit, readable, r,
+                                  arr, next, sizeof next);
     if (rc) {
         json_decref(arr);
         if (rc == LOG_EINVAL) res_error(r, 400, "bad_cursor", "malformed cursor");
@@ -468,8 +494,7 @@ static void fork_session(req_t *r, const char *id)
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
-    if (idj) snprintf(nid, sizeof nid, "%s", json_string_value(idj));
-    else sstore_new_id(nid, sizeof nid);
+    if (new_id(r, idj, nid, sizeof nid)) goto out;
     session_trace tr;
     trace_of(r, &tr);
     cr.id = nid;

@@ -167,6 +167,9 @@ static int parse_fork(req_t *r, log_create_req *cr, char *src, size_t cap)
     }
     memcpy(src, p, n);
     src[n] = '\0';
+    /* A fork reads its source: the token must be allowed to. */
+    if (!strncmp(src, "sessions/", 9) ? !req_allow(r, "sessions:read", src + 9) : !req_allow(r, "streams:read", src))
+        return -1;
     cr->fork_from = src;
     if (off) {
         offset_kind k;
@@ -430,7 +433,7 @@ static void do_get(req_t *r, const char *path)
     live_run(r, &rr, &f);
 }
 
-/* ---- DELETE, OPTIONS ----------------------------------------------------------------------- */
+/* ---- DELETE -------------------------------------------------------------------------------- */
 
 static void do_delete(req_t *r, const char *path)
 {
@@ -440,20 +443,6 @@ static void do_delete(req_t *r, const char *path)
         return;
     }
     res_status(r, 204);
-    res_end(r);
-}
-
-static void do_options(req_t *r)
-{
-    res_status(r, 204);
-    res_header(r, "Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, DELETE, OPTIONS");
-    const char *req_h = req_header(r, "Access-Control-Request-Headers");
-    res_header(r, "Access-Control-Allow-Headers",
-               req_h ? req_h
-                     : "Content-Type, Stream-Seq, Stream-TTL, Stream-Expires-At, Stream-Closed, "
-                       "Stream-Forked-From, Stream-Fork-Offset, Producer-Id, Producer-Epoch, "
-                       "Producer-Seq, If-None-Match, Last-Event-ID");
-    res_header(r, "Access-Control-Max-Age", "86400");
     res_end(r);
 }
 
@@ -489,10 +478,6 @@ static int valid_path(req_t *r, const char *path)
 void stream_handle(req_t *r, const char *path)
 {
     const char *m = r->method;
-    if (strcmp(m, "OPTIONS") == 0) {
-        do_options(r);
-        return;
-    }
     if (!valid_path(r, path)) return;
     /* Session streams are written only through /v1/sessions, which keeps their
      * status and snapshots in step (lib/sstore). */

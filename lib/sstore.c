@@ -213,6 +213,13 @@ static json_t *row_json(const sstore_row *row)
 int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
                 char *next, size_t nextcap)
 {
+    return sstore_list_filtered(c, status, cursor, limit, NULL, NULL, arr, next, nextcap);
+}
+
+int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
+                         int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,
+                         size_t nextcap)
+{
     sqlite3_stmt *st;
     /* Cursor: "<created_ms>.<id>" of the last row of the previous page. */
     long long cms = INT64_MAX;
@@ -231,11 +238,21 @@ int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit
     if (status) sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, cms);
     sqlite3_bind_text(st, 3, cursor && *cursor ? cid : "\x7f", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 4, limit + 1);
-    int rc, n = 0;
+    /* Filtered, a page may have to look at more rows: at most SSTORE_LIST_SCAN, after
+     * which it ends short with a cursor where it stopped. */
+    sqlite3_bind_int(st, 4, keep ? SSTORE_LIST_SCAN + 1 : limit + 1);
+    int rc, n = 0, scanned = 0;
     sstore_row row;
     next[0] = '\0';
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (scanned++ == SSTORE_LIST_SCAN) {
+            snprintf(next, nextcap, "%lld.%s", (long long)row.created_ms, row.id);
+            break;
+        }
+        if (keep && !keep(ud, (const char *)sqlite3_column_text(st, 0))) {
+            row_of(st, &row);   /* where a short page's cursor points */
+            continue;
+        }
         if (n == limit) {
             snprintf(next, nextcap, "%lld.%s", (long long)row.created_ms, row.id);
             break;

@@ -101,6 +101,13 @@ int sstore_get(log_conn_t *c, const char *id, sstore_row *row);
 int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
                 char *next, size_t nextcap);
 
+/* sstore_list showing only the sessions whose id keep() accepts. A page looks at no
+ * more than SSTORE_LIST_SCAN sessions: past them it ends short, with a cursor. */
+#define SSTORE_LIST_SCAN 10000
+int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
+                         int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,
+                         size_t nextcap);
+
 /* Delete session id: its row and its stream (soft while forks read it). */
 int sstore_delete(log_conn_t *c, const char *id);
 

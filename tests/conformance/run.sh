@@ -32,6 +32,10 @@ cleanup() { "$root/deploy/dstream-stack" stop "$dir" >/dev/null 2>&1; rm -rf "$d
 trap cleanup EXIT
 # Long-polls answer 204 well inside the suite's 5 s per-test limit.
 export DSTREAM_LONGPOLL_MS=${DSTREAM_LONGPOLL_MS:-1500}
+# Auth is on, as deployed: the suite reaches the server through the stack's proxy,
+# which adds an admin token the way a site's own authenticating proxy would. The
+# suite's preflight test comes from https://example.com: the operator allows it.
+export DSTREAM_AUTH=on DSTREAM_CORS_ORIGINS=${DSTREAM_CORS_ORIGINS:-https://example.com}
 url=$("$root/deploy/dstream-stack" start "$dir") ||
     { echo "conformance: 0 passed, 1 failed"; exit 1; }
 echo "conformance: stack at $url"

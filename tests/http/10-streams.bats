@@ -7,7 +7,7 @@ load helpers
 
 # Small limits so that paging and the 413 are reachable with small bodies. nginx's
 # client_max_body_size stays above DSTREAM_BODY_MAX, so the pool's JSON 413 is seen.
-setup_file() { ds_stack_start DSTREAM_READ_MAX=1000 DSTREAM_BODY_MAX=65536; }
+setup_file() { ds_stack_start DSTREAM_READ_MAX=1000 DSTREAM_BODY_MAX=65536 DSTREAM_CORS_ORIGINS=http://example.com; }
 teardown_file() { ds_stack_stop; }
 
 # ---- PUT ----------------------------------------------------------------------------
@@ -625,12 +625,14 @@ follow_pages() {
 
 # ---- CORS and security headers ------------------------------------------------------
 
+# The stack allows the origin http://example.com (DSTREAM_CORS_ORIGINS); the rest of
+# CORS, and its absence by default, is in 15-auth.bats.
 @test "OPTIONS preflight is 204 with CORS headers allowing If-None-Match" {
     s=$(ds_stream)
     req OPTIONS "$s" -H 'Origin: http://example.com' -H 'Access-Control-Request-Method: GET' \
         -H 'Access-Control-Request-Headers: if-none-match'
     assert_status 204
-    assert_header Access-Control-Allow-Origin '*'
+    assert_header Access-Control-Allow-Origin 'http://example.com'
     v=$(header Access-Control-Allow-Headers)
     [[ ${v,,} =~ if-none-match|\* ]] || fail "Access-Control-Allow-Headers is '$v'"
     assert_header_matches Access-Control-Allow-Methods 'PUT'
@@ -641,8 +643,8 @@ follow_pages() {
 @test "CORS and security headers are on successful responses" {
     s=$(ds_stream)
     ds_create "$s" text/plain
-    ds_read_all "$s"
-    assert_header Access-Control-Allow-Origin '*'
+    ds_read_all "$s" -H 'Origin: http://example.com'
+    assert_header Access-Control-Allow-Origin 'http://example.com'
     assert_header_matches Access-Control-Expose-Headers 'Stream-Next-Offset'
     assert_header X-Content-Type-Options nosniff
     assert_header_matches Cross-Origin-Resource-Policy '^(cross-origin|same-origin|same-site)$'

@@ -12,12 +12,13 @@ teardown_file() { ds_stack_stop; }
 setup() { DS_URL=$(cat "$DS_DIR/url"); }
 
 # cgi METHOD URI [NAME=VALUE ...] < body: run dstream-fcgi as a CGI program on the
-# stack's database; stdout goes to $BATS_TEST_TMPDIR/cgi.out.
+# stack's database, with the stack's admin token; stdout goes to $BATS_TEST_TMPDIR/cgi.out.
 cgi() {
     local method=$1 uri=$2
     shift 2
     env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD="$method" \
-        REQUEST_URI="$uri" SERVER_PROTOCOL=HTTP/1.1 DSTREAM_DB="$DS_DB" "$@" \
+        REQUEST_URI="$uri" SERVER_PROTOCOL=HTTP/1.1 DSTREAM_DB="$DS_DB" \
+        HTTP_AUTHORIZATION="Bearer $(cat "$DS_DIR/admin.token")" "$@" \
         "$DS_BIN/dstream-fcgi" >"$BATS_TEST_TMPDIR/cgi.out" 2>"$BATS_TEST_TMPDIR/cgi.err"
 }
 

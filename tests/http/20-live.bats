@@ -37,7 +37,7 @@ teardown() {
 }
 
 # own_stack NAME=VALUE...: a stack with these settings for this test only.
-own_stack() { ds_stack_start "$@"; }
+own_stack() { ds_stack_start "$@" && ds_direct; }
 
 # sse_open OUT PATH_AND_QUERY: an SSE client (curl -N, so that curl writes each
 # event as it arrives) writing the event stream to OUT.
@@ -77,7 +77,8 @@ cgi_create() {
     local out=$T/cgi-create.out
     env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=PUT \
         REQUEST_URI="/v1/stream/$1" SERVER_PROTOCOL=HTTP/1.1 CONTENT_TYPE="${2:-text/plain}" \
-        CONTENT_LENGTH=0 DSTREAM_DB="$DS_DB" "$DS_BIN/dstream-fcgi" </dev/null >"$out" 2>&1
+        CONTENT_LENGTH=0 DSTREAM_DB="$DS_DB" HTTP_AUTHORIZATION="Bearer $(cat "$DS_DIR/admin.token")" \
+        "$DS_BIN/dstream-fcgi" </dev/null >"$out" 2>&1
     grep -q '^Status: 201' "$out" || { echo "CGI PUT failed: $(cat "$out")" >&2; return 1; }
     tr -d '\r' <"$out" | awk -F': ' 'tolower($1) == "stream-next-offset" { print $2; f = 1 } END { exit !f }'
 }

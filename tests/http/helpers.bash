@@ -56,6 +56,17 @@ _ds_stack_up() {
     export DS_URL
 }
 
+# ds_direct: talk to the server itself instead of through the stack's token-adding
+# proxy (for tests of what sits between nginx and the pool: buffering, connection
+# counts): DS_URL becomes DIR/url-direct and every curl of the test sends the admin
+# token (a .curlrc in CURL_HOME).
+ds_direct() {
+    DS_URL=$(cat "$DS_DIR/url-direct")
+    printf 'header = "Authorization: Bearer %s"\n' "$(cat "$DS_DIR/admin.token")" >"$DS_DIR/.curlrc"
+    CURL_HOME=$DS_DIR
+    export DS_URL CURL_HOME
+}
+
 # ds_stack_stop: stop what ds_stack_start started and remove its directory.
 ds_stack_stop() {
     [ -n "${DS_DIR:-}" ] && [ -d "$DS_DIR" ] || return 0
@@ -247,7 +258,7 @@ ds_append() {
 
 # ds_read_all PATH: GET ?offset=-1 and require 200 (body in $body / $DS_BODY).
 ds_read_all() {
-    req GET "$1?offset=-1"
+    req GET "$1?offset=-1" "${@:2}"
     assert_status 200
 }
 

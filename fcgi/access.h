@@ -1,0 +1,35 @@
+/* access: who a request is and what it may do (the HTTP side of the trust boundary).
+ *
+ * access_begin() runs before any resource: it decides whether the request's Origin
+ * is one the operator allows for CORS (DSTREAM_CORS_ORIGINS), answers preflights,
+ * and authenticates the bearer token (Authorization: Bearer, or ?access_token= on
+ * GET/HEAD for EventSource, which cannot set headers). access_route() then applies
+ * the route table's scope to the request; resources that need more (a session id
+ * chosen in the body, a fork's source) call req_allow() themselves. */
+#ifndef DSTREAM_ACCESS_H
+#define DSTREAM_ACCESS_H
+
+#include "req.h"
+
+/* Returns 1 to go on to the resource, 0 if the request has been answered (a
+ * preflight, an invalid token, a remote client while auth is off). */
+int access_begin(req_t *r);
+
+/* The first prefix of the principal's scopes of this kind ("sessions:write"), for
+ * naming new resources under it; NULL if it has an unprefixed one, or none, or auth
+ * is off. */
+const char *access_prefix(req_t *r, const char *scope);
+
+/* 1 if the principal may use scope on resource (no answer is written). */
+int access_allows(req_t *r, const char *scope, const char *resource);
+
+/* DSTREAM_CORS_ORIGINS ("https://a.example, https://b.example") as the list
+ * cfg_t.cors_origins holds: each origin NUL-terminated, an empty one last. NULL if
+ * text names none. The caller owns the result (free). */
+char *access_origins_parse(const char *text);
+
+/* Check the configuration at start: auth off is refused unless listen is a Unix
+ * socket or a loopback address. Returns 0, or -1 with a message in err. */
+int access_check_config(const cfg_t *cfg, const char *listen, char *err, size_t cap);
+
+#endif

@@ -1,0 +1,154 @@
+/* Unit tests for lib/auth.c: scope grammar, prefix matching, token creation (shown
+ * once, only its hash kept), verification of good, tampered, expired, revoked and
+ * malformed tokens, and durations. */
+#include "auth.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+#include "db.h"
+#include "test.h"
+#include "test_db.h"
+
+static char dir[256];
+static log_t *lg;
+static log_conn_t *c;
+
+static auth_t with(const char *scopes)
+{
+    auth_t a;
+    memset(&a, 0, sizeof a);
+    CHECK_EQ_INT(auth_scopes_parse(scopes, &a), 0);
+    return a;
+}
+
+static void test_scopes(void)
+{
+    auth_scope s;
+    CHECK_EQ_INT(auth_scope_parse("admin", 5, &s), 0);
+    CHECK_EQ_INT(auth_scope_parse("streams:read", 12, &s), 0);
+    CHECK_EQ_STR(s.prefix, "");
+    CHECK_EQ_INT(auth_scope_parse("streams:read:a/b:c", 18, &s), 0);
+    CHECK_EQ_STR(s.prefix, "a/b:c");
+    const char *bad[] = {"", "admin:x", "streams", "streams:", "streams:read:", "streams:delete",
+                         "sessions:read:a b", "sessions:read:a\tb", "Admin", "streams:readx"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_EQ_INT(auth_scope_parse(bad[i], strlen(bad[i]), &s), AUTH_ESCOPE);
+
+    auth_t a = with("streams:read:pub/ sessions:write:team1-");
+    CHECK(auth_allows(&a, "streams:read", "pub/x"));
+    CHECK(!auth_allows(&a, "streams:read", "pubx"));
+    CHECK(!auth_allows(&a, "streams:write", "pub/x"));       /* read is not write */
+    CHECK(!auth_allows(&a, "sessions:read", "team1-a"));     /* write is not read */
+    CHECK(auth_allows(&a, "sessions:write", "team1-a"));
+    CHECK(!auth_allows(&a, "sessions:write", "team2-a"));
+    CHECK(!auth_allows(&a, "sessions:write", NULL));         /* unnamed: needs no prefix */
+    CHECK(!auth_allows(&a, "admin", NULL));
+    CHECK(!auth_allows(&a, "bogus", "pub/x"));
+    CHECK(auth_has_kind(&a, "sessions:write"));
+    CHECK(!auth_has_kind(&a, "sessions:read"));
+    auth_t adm = with("admin");
+    CHECK(auth_allows(&adm, "admin", NULL));
+    CHECK(auth_allows(&adm, "streams:write", "anything"));
+    CHECK(auth_allows(&adm, "sessions:read", NULL));
+    auth_t all = with("streams:write");
+    CHECK(auth_allows(&all, "streams:write", "x"));
+    CHECK(auth_allows(&all, "streams:write", NULL));
+    CHECK(!auth_allows(NULL, "streams:write", "x"));
+    char out[128];
+    CHECK_EQ_INT(auth_scopes_format(&a, out, sizeof out), 0);
+    CHECK_EQ_STR(out, "streams:read:pub/ sessions:write:team1-");
+    CHECK_EQ_INT(auth_scopes_format(&a, out, 10), -1);
+    auth_t many;
+    CHECK_EQ_INT(auth_scopes_parse("admin admin admin admin admin admin admin admin admin admin admin"
+                                   " admin admin admin admin admin admin", &many), AUTH_ESCOPE);
+}
+
+static void test_tokens(void)
+{
+    char tok[AUTH_TOKEN_LEN + 1], tok2[AUTH_TOKEN_LEN + 1];
+    const char *sc[] = {"streams:read:pub/", "sessions:write"};
+    CHECK_EQ_INT(auth_token_create(c, "reader", sc, 2, -1, tok, sizeof tok), 0);
+    CHECK_EQ_INT(strlen(tok), AUTH_TOKEN_LEN);
+    CHECK(strncmp(tok, "dst_", 4) == 0);
+    CHECK_EQ_INT(auth_token_create(c, "reader", sc, 2, -1, tok2, sizeof tok2), AUTH_EEXISTS);
+    const char *badsc[] = {"streams:erase"};
+    CHECK_EQ_INT(auth_token_create(c, "x", badsc, 1, -1, tok2, sizeof tok2), AUTH_ESCOPE);
+    CHECK_EQ_INT(auth_token_create(c, "bad name", sc, 1, -1, tok2, sizeof tok2), AUTH_ESCOPE);
+
+    auth_t a;
+    CHECK_EQ_INT(auth_verify(c, tok, &a), 0);
+    CHECK_EQ_STR(a.name, "reader");
+    CHECK_EQ_INT(a.nscopes, 2);
+    CHECK(auth_allows(&a, "streams:read", "pub/a"));
+    CHECK(!auth_allows(&a, "streams:read", "priv/a"));
+
+    /* The database never holds the token, only its hash. */
+    sqlite3_stmt *st;
+    CHECK(sqlite3_prepare_v2(log_db(c), "SELECT count(*) FROM tokens WHERE instr(id || name || hash || scopes, ?) > 0",
+                             -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, tok + 21, -1, SQLITE_STATIC);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+
+    /* One changed character anywhere, a truncation, junk: invalid. */
+    char t[AUTH_TOKEN_LEN + 2];
+    for (size_t i = 4; i < AUTH_TOKEN_LEN; i++) {
+        if (tok[i] == '_') continue;
+        memcpy(t, tok, sizeof tok);
+        t[i] = t[i] == 'a' ? 'b' : 'a';
+        if (auth_verify(c, t, &a) != AUTH_EINVALID) {
+            CHECK(0);
+            break;
+        }
+    }
+    memcpy(t, tok, sizeof tok);
+    t[AUTH_TOKEN_LEN - 1] = '\0';
+    CHECK_EQ_INT(auth_verify(c, t, &a), AUTH_EINVALID);
+    CHECK_EQ_INT(auth_verify(c, "", &a), AUTH_EINVALID);
+    CHECK_EQ_INT(auth_verify(c, "Bearer x", &a), AUTH_EINVALID);
+    memcpy(t, tok, sizeof tok);
+    t[5] = 'G';
+    CHECK_EQ_INT(auth_verify(c, t, &a), AUTH_EINVALID);
+
+    /* Expired. */
+    const char *adm[] = {"admin"};
+    CHECK_EQ_INT(auth_token_create(c, "old", adm, 1, db_now_ms() - 1, tok2, sizeof tok2), 0);
+    CHECK_EQ_INT(auth_verify(c, tok2, &a), AUTH_EEXPIRED);
+
+    /* Revoked, by name or id. */
+    CHECK_EQ_INT(auth_token_revoke(c, "reader"), 0);
+    CHECK_EQ_INT(auth_verify(c, tok, &a), AUTH_EINVALID);
+    CHECK_EQ_INT(auth_token_revoke(c, "reader"), LOG_ENOTFOUND);
+    char id[AUTH_ID_LEN + 1];
+    memcpy(id, tok2 + 4, AUTH_ID_LEN);
+    id[AUTH_ID_LEN] = '\0';
+    CHECK_EQ_INT(auth_token_revoke(c, id), 0);
+}
+
+static void test_duration(void)
+{
+    CHECK_EQ_INT(auth_parse_duration("90"), 90000);
+    CHECK_EQ_INT(auth_parse_duration("90s"), 90000);
+    CHECK_EQ_INT(auth_parse_duration("15m"), 900000);
+    CHECK_EQ_INT(auth_parse_duration("12h"), 43200000);
+    CHECK_EQ_INT(auth_parse_duration("30d"), 2592000000LL);
+    CHECK_EQ_INT(auth_parse_duration("0"), -1);
+    CHECK_EQ_INT(auth_parse_duration("-5m"), -1);
+    CHECK_EQ_INT(auth_parse_duration("5w"), -1);
+    CHECK_EQ_INT(auth_parse_duration("5mm"), -1);
+    CHECK_EQ_INT(auth_parse_duration(""), -1);
+    CHECK_EQ_INT(auth_parse_duration("99999999999d"), -1);
+}
+
+int main(void)
+{
+    if (test_db_open("auth", dir, sizeof dir, &lg, &c) == 0) {
+        test_scopes();
+        test_tokens();
+        test_duration();
+    }
+    test_db_close(dir, lg, c);
+    return TEST_MAIN_END();
+}
