@@ -64,9 +64,21 @@ int db_migrate(sqlite3 *db, char *err, size_t errlen)
                  db_schema_version());
         goto fail;
     }
+    /* Apply every migration not recorded yet, not only those above the highest: a
+     * database that met a later-numbered migration first (branches landing out of
+     * order) still gets the lower one. */
     for (int i = 0; i < db_nmigrations; i++) {
         const struct db_migration *m = &db_migrations[i];
-        if (m->version <= version) continue;
+        int applied = 0;
+        if (sqlite3_prepare_v2(db, "SELECT 1 FROM schema_version WHERE version = ?", -1, &st, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+            goto fail;
+        }
+        sqlite3_bind_int(st, 1, m->version);
+        applied = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        st = NULL;
+        if (applied) continue;
         if (exec(db, m->sql, err, errlen)) goto fail;
         if (sqlite3_prepare_v2(db, "INSERT INTO schema_version VALUES (?, ?, ?)", -1, &st,
                                NULL) != SQLITE_OK) {
@@ -82,7 +94,7 @@ int db_migrate(sqlite3 *db, char *err, size_t errlen)
         }
         sqlite3_finalize(st);
         st = NULL;
-        version = m->version;
+        if (m->version > version) version = m->version;
     }
     if (exec(db, "COMMIT", err, errlen)) goto fail;
     return version;
