@@ -39,7 +39,7 @@ teardown_file() { ds_stack_stop; }
 @test "without DSTREAM_PUBLIC_URL the Location is relative (CGI, Host ignored)" {
     out=$(env -i GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=PUT "REQUEST_URI=/v1/stream/a%23b%20c" \
         HTTP_HOST=evil.example:666 REQUEST_SCHEME=http CONTENT_TYPE=text/plain \
-        DSTREAM_DB="$BATS_TEST_TMPDIR/cgi.db" "$DS_BIN/dstream-fcgi" </dev/null | tr -d '\r')
+        DSTREAM_AUTH=off DSTREAM_DB="$BATS_TEST_TMPDIR/cgi.db" "$DS_BIN/dstream-fcgi" </dev/null | tr -d '\r')
     [[ $out == *$'\nLocation: /v1/stream/a%23b%20c\n'* ]] || fail "$out"
     [[ $out != *evil* ]] || fail "$out"
 }

@@ -280,6 +280,7 @@ http {
     proxy_temp_path $T/nginx/tmp/proxy;
     uwsgi_temp_path $T/nginx/tmp/uwsgi;
     scgi_temp_path $T/nginx/tmp/scgi;
+    include $HOME_DIR/dstream/share/dstream/nginx/dstream-http.conf;
     upstream dstream { zone dstream 64k; server unix:$HOME_DIR/dstream/var/fcgi.sock max_conns=16416; }
     server {
         listen 127.0.0.1:$port;
