@@ -115,12 +115,13 @@ sctl() { nsenter -t "$(cat "$S/sd.pid")" -m -p -- systemctl --no-pager "$@"; }
 # auth: "Bearer <admin token>" when the build has tokens (made once, as the
 # services' user, in the namespace's database), else empty.
 auth() {
-    local db=/proc/$SD/root/var/lib/dstream/dstream.db
     "$S/root/usr/local/bin/dstream" help 2>&1 | grep -qE '^ +token' || return 0
     if [ ! -s "$S/token" ]; then
-        setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-            "$S/root/usr/local/bin/dstream" --db "$db" token create --name systemd-test --scope admin |
-            tail -n 1 >"$S/token"
+        # Inside the namespace (its /var/lib), as the services' user: nobody may not
+        # go through /proc/PID/root from outside.
+        nsenter -t "$(cat "$S/sd.pid")" -m -p -- runuser -u nobody -- \
+            /usr/local/bin/dstream --db /var/lib/dstream/dstream.db token create --name systemd-test \
+            --scope admin 2>/dev/null | tail -n 1 >"$S/token"
     fi
     echo "Bearer $(cat "$S/token")"
 }
