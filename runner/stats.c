@@ -72,7 +72,7 @@ static void observe(runner_t *R)
         e->attempt = s->rq->attempt;
         e->failed = s->rq->stream_error || s->rq->status != 200;
     }
-    qsort(st.cur.v, st.cur.n, sizeof *st.cur.v, by_ptr);
+    if (st.cur.n) qsort(st.cur.v, st.cur.n, sizeof *st.cur.v, by_ptr);   /* v is NULL while empty */
     /* Merge the two sorted sets: only in cur = started, only in prev = ended; the
      * same address with another id or attempt is both (freed, then reused). */
     size_t i = 0, j = 0;
