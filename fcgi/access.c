@@ -1,6 +1,8 @@
 #include "access.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,23 @@ int access_check_config(const cfg_t *cfg, const char *listen, char *err, size_t 
     }
     if (!strcmp(host, "localhost") || (host[0] && loopback(host))) return 0;
     snprintf(err, cap, "DSTREAM_AUTH=off is only allowed on a Unix socket or a loopback address, not %s", listen);
+    return -1;
+}
+
+int access_check_fd(const cfg_t *cfg, int fd, char *err, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "";
+    if (!cfg->auth_off || getsockname(fd, (struct sockaddr *)&ss, &len)) return 0;
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
+    else
+        return 0;      /* a Unix socket */
+    if (loopback(host)) return 0;
+    snprintf(err, cap, "DSTREAM_AUTH=off is only allowed on a Unix socket or a loopback address, not %s", host);
     return -1;
 }
 

@@ -32,4 +32,8 @@ char *access_origins_parse(const char *text);
  * socket or a loopback address. Returns 0, or -1 with a message in err. */
 int access_check_config(const cfg_t *cfg, const char *listen, char *err, size_t cap);
 
+/* The same for a socket the pool was given (systemd's, spawn-fcgi's): auth off is
+ * refused unless it is a Unix socket or bound to a loopback address. */
+int access_check_fd(const cfg_t *cfg, int fd, char *err, size_t cap);
+
 #endif

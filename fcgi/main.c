@@ -190,7 +190,10 @@ int main(int argc, char **argv)
     int status;
     po.fd = po.listen ? -1 : pool_systemd_fd();
     if (po.fd < 0 && !po.listen && stdin_is_listening()) po.fd = 0;
-    if (getenv("GATEWAY_INTERFACE") && !po.listen && po.fd < 0)
+    if (po.fd >= 0 && access_check_fd(&cfg, po.fd, aerr, sizeof aerr)) {
+        fprintf(stderr, "dstream-fcgi: %s\n", aerr);
+        status = 2;
+    } else if (getenv("GATEWAY_INTERFACE") && !po.listen && po.fd < 0)
         status = cgi_run(&cfg, log);
     else if (!po.listen && po.fd < 0) {
         fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a listening socket\n");

@@ -288,6 +288,13 @@ route_req() {
     run env DSTREAM_AUTH=off DSTREAM_DB="$T/off.db" "$DS_BIN/dstream-fcgi" --listen 0.0.0.0:1
     assert_failure 2
     assert_output --partial "only allowed on a Unix socket or a loopback address"
+    # A socket it is given (spawn-fcgi, systemd) is checked the same way.
+    if command -v spawn-fcgi >/dev/null; then
+        run env DSTREAM_AUTH=off DSTREAM_DB="$T/off.db" timeout 10 spawn-fcgi -n -a 0.0.0.0 \
+            -p "$("$DS_BIN/dstream" free-port)" -- "$DS_BIN/dstream-fcgi"
+        assert_failure
+        assert_output --partial "only allowed on a Unix socket or a loopback address, not 0.0.0.0"
+    fi
     run env DSTREAM_AUTH=maybe DSTREAM_DB="$T/off.db" "$DS_BIN/dstream-fcgi" --listen 127.0.0.1:1
     assert_failure 2
     run env DSTREAM_AUTH=off DSTREAM_HOST=0.0.0.0 DSTREAM_DB="$T/off2.db" B="$DS_B" "$DS_STACK" start "$T/off2"
