@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     if (cfg.auth_off) fprintf(stderr, "dstream-fcgi: DSTREAM_AUTH=off: no tokens asked, loopback clients only\n");
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};
+    int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
     if (!log) {
@@ -187,6 +188,7 @@ int main(int argc, char **argv)
         }
         return 1;
     }
+    log_set_max_bytes(log, max_bytes);
     int status;
     po.fd = po.listen ? -1 : pool_systemd_fd();
     if (po.fd < 0 && !po.listen && stdin_is_listening()) po.fd = 0;

@@ -29,6 +29,7 @@ void reply_fail(req_t *r, int rc)
     case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
     case LOG_EOFFSET: res_error(r, 400, "bad_offset", "%s", log_strerror(rc)); break;
     case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", log_strerror(rc)); break;
+    case LOG_EFULL: res_error(r, 507, "insufficient_storage", "%s", log_strerror(rc)); break;
     case LOG_EBUSY:
         res_header(r, "Retry-After", "1");
         res_error(r, 503, "busy", "%s", log_strerror(rc));

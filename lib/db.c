@@ -104,6 +104,22 @@ fail:
     return -1;
 }
 
+int db_cap(sqlite3 *db, int64_t max_bytes, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    long long page = 4096;
+    char sql[96];
+    if (max_bytes <= 0) return 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) page = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    /* A pragma takes no bound parameter; the value is a number we computed. */
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%lld",
+             (long long)(max_bytes / (page > 0 ? page : 4096)) + 1);
+    return exec(db, sql, err, errlen);
+}
+
 int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;

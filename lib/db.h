@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct db_opts {
     int synchronous_full;    /* 1: FULL (acknowledged = durable), 0: NORMAL */
@@ -21,6 +22,11 @@ void db_opts_default(db_opts *o);
 /* Open (creating if needed) the database at path. Returns 0 and *out, or -1 with a
  * message in err. The caller owns *out (sqlite3_close_v2). */
 int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t errlen);
+
+/* Cap the database file at max_bytes (> 0) for this connection (PRAGMA
+ * max_page_count): a write that would grow it further fails with SQLITE_FULL.
+ * Every connection that writes must set it. Returns 0, or -1 with err. */
+int db_cap(sqlite3 *db, int64_t max_bytes, char *err, size_t errlen);
 
 /* Apply pending migrations. Returns the schema version reached, or -1 with err. */
 int db_migrate(sqlite3 *db, char *err, size_t errlen);

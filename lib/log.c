@@ -110,6 +110,7 @@ struct log {
     void (*on_commit)(void *); /* called after every successful group commit */
     void *on_commit_ud;
     uint64_t groups, ops;
+    int64_t max_bytes;         /* log_set_max_bytes: 0, none */
 };
 
 struct log_conn {
@@ -138,6 +139,7 @@ const char *log_strerror(int rc)
     case LOG_EBUSY: return "database is busy";
     case LOG_ESRCGONE: return "fork source was deleted";
     case LOG_EOFFSET: return "offset does not name a position of this stream";
+    case LOG_EFULL: return "the database is full (DSTREAM_DB_MAX_BYTES, or the disk): nothing was written";
     default: return "database error";
     }
 }
@@ -166,6 +168,11 @@ log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen
     l->opts.busy_timeout_ms = dopts.busy_timeout_ms;
     pthread_mutex_init(&l->mu, NULL);
     return l;
+}
+
+void log_set_max_bytes(log_t *l, int64_t max_bytes)
+{
+    l->max_bytes = max_bytes;
 }
 
 void log_close(log_t *l)
@@ -204,7 +211,7 @@ log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen)
     char lockpath[4200];
     snprintf(lockpath, sizeof lockpath, "%s-wlock", l->path);
     c->lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (db_open(l->path, &o, &c->db, err, errlen)) goto fail;
+    if (db_open(l->path, &o, &c->db, err, errlen) || db_cap(c->db, l->max_bytes, err, errlen)) goto fail;
     for (int i = 0; i < S_COUNT; i++) {
         if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i],
                                NULL) != SQLITE_OK) {
@@ -240,6 +247,7 @@ static sqlite3_stmt *stmt(log_conn_t *c, int which)
 static int dberr(log_conn_t *c, int src)
 {
     int e = src ? src : sqlite3_errcode(c->db);
+    if ((e & 0xff) == SQLITE_FULL) return LOG_EFULL;
     return (e & 0xff) == SQLITE_BUSY || (e & 0xff) == SQLITE_LOCKED ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -354,6 +362,12 @@ static void lead(log_conn_t *c, log_op *group)
         for (log_op *op = group; op; op = op->next) {
             if ((rc = run_simple(c, S_SAVEPOINT))) break;
             op->rc = op->fn(c, op->arg);
+            /* A full database may make SQLite roll the whole transaction back
+             * (not only the statement): then the group is lost, all of it. */
+            if (op->rc == LOG_EFULL && sqlite3_get_autocommit(c->db)) {
+                rc = LOG_EFULL;
+                break;
+            }
             if (op->rc < 0) run_simple(c, S_ROLLBACK_TO);
             if ((rc = run_simple(c, S_RELEASE))) break;
         }
@@ -367,7 +381,7 @@ static void lead(log_conn_t *c, log_op *group)
 }
 
 /* Queue fn(arg) for the next group commit and wait until it has committed (or
- * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO when the group failed.
+ * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO/LOG_EFULL when the group failed.
  *
  * Each waiting thread sleeps on a semaphore of its own and is posted exactly once:
  * when its group has committed, or when it is to lead the next group (the leader

@@ -37,7 +37,8 @@ enum {
     LOG_EBUSY = -13,       /* database locked past the busy timeout */
     LOG_EIO = -14,         /* database error */
     LOG_ESRCGONE = -15,    /* fork source is soft-deleted */
-    LOG_EOFFSET = -16      /* offset names no position of this stream */
+    LOG_EOFFSET = -16,     /* offset names no position of this stream */
+    LOG_EFULL = -17        /* the database or the disk is full: nothing was written */
 };
 
 typedef struct log log_t;
@@ -126,6 +127,11 @@ typedef struct log_read_req {
  * Returns NULL with a message in err. Free with log_close after every conn. */
 log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen);
 void log_close(log_t *l);
+
+/* Cap the database at max_bytes (> 0; 0: no cap) for the connections opened from
+ * now on (db_cap): a write past it fails with LOG_EFULL and writes nothing. Call
+ * before opening connections. */
+void log_set_max_bytes(log_t *l, int64_t max_bytes);
 
 /* A connection for the calling thread. Returns NULL with err. */
 log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen);

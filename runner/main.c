@@ -208,7 +208,8 @@ int main(int argc, char **argv)
         return 1;
     }
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
-    if (!(R.log = log_open(db, &lo, err, sizeof err)) || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
+    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
+    if (!R.log || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 1;
     }
