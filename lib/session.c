@@ -366,6 +366,8 @@ static void r_step_started(session_view *v, const json_t *p, const char *offset)
     v->step_open = 1;
     v->tool_turns = 0;
     v->steps++;
+    /* A workflow's messages are its current agent step's conversation. */
+    if (v->is_workflow) json_array_clear(v->messages);
     request_reset(v);
     if (v->status != SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
 }
@@ -403,19 +405,17 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
     v->tool_wait = 0;
     snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
     set_status(v, SESSION_RUNNING);
-    if (!v->is_workflow) {
-        /* A queued message's turn has come (not for a retry, nor a tool turn). */
-        if (json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
-            json_array_append(v->messages, json_array_get(v->queued, 0));
-            json_array_remove(v->queued, 0);
-            v->message_requests = 0;
-        }
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("assistant"));
-        json_object_set_new(m, "content", json_string(""));
-        json_object_set_new(m, "requestId", json_string(v->request));
-        json_array_append_new(v->messages, m);
+    /* A queued message's turn has come (not for a retry, nor a tool turn). */
+    if (!v->is_workflow && json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
+        json_array_append(v->messages, json_array_get(v->queued, 0));
+        json_array_remove(v->queued, 0);
+        v->message_requests = 0;
     }
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string("assistant"));
+    json_object_set_new(m, "content", json_string(""));
+    json_object_set_new(m, "requestId", json_string(v->request));
+    json_array_append_new(v->messages, m);
     v->attempts++;
     v->retry_at = 0;
     v->requests++;
@@ -456,12 +456,15 @@ static void r_tool_called(session_view *v, const json_t *p, const char *offset)
 static void r_tool_result(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    for (size_t i = 0; i < json_array_size(v->open_calls); i++)
-        if (!strcmp(str(json_array_get(v->open_calls, i), "callId"), str(p, "callId"))) {
-            json_array_remove(v->open_calls, i);
-            break;
-        }
-    if (!v->is_workflow) {
+    int from_model = !v->is_workflow;
+    for (size_t i = 0; i < json_array_size(v->open_calls); i++) {
+        const json_t *c = json_array_get(v->open_calls, i);
+        if (strcmp(str(c, "callId"), str(p, "callId")) != 0) continue;
+        if (*str(c, "requestId")) from_model = 1;   /* not a workflow tool step's */
+        json_array_remove(v->open_calls, i);
+        break;
+    }
+    if (from_model) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("tool"));
         json_object_set(m, "callId", json_object_get(p, "callId"));

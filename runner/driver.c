@@ -384,24 +384,46 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
     }
     json_t *schema = json_object_get(step, "outputSchema");
     if (schema) buf_puts(&prompt, "\n\nAnswer with only a JSON value, no other text.");
+    /* The prompt, then the step's conversation so far (its tool turns). */
     json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
     buf_free(&prompt);
-    if (v->attempts == 0)
+    json_t *turns = history(v);
+    json_array_extend(messages, turns);
+    json_decref(turns);
+    /* Its skills go in its system prompt, its MCP servers' tools are offered. */
+    json_t *shown = tools_agent(R, s, agent, 1);
+    if (!shown) {       /* a server is starting: its timer looks again */
+        json_decref(messages);
+        json_decref(agent);
+        return;
+    }
+    if (v->attempts == 0 && v->tool_turns == 0)
         put(R, s, event_agent_started(name, json_object_get(agent, "model"), v->step));
     json_decref(s->agent);
     s->agent = agent;
-    /* Its skills go in its system prompt; a workflow agent step is offered no MCP
-     * tools (a workflow calls tools with tool steps). */
-    json_t *shown = tools_agent(R, s, agent, 0);
-    start(R, s, v, shown ? shown : agent, messages, 1);
+    start(R, s, v, shown, messages, 1);
     json_decref(shown);
 }
 
 void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
 {
     if (s->rq) return;
-    if (v->request[0]) restart_cut(R, s, v);
-    else if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
+    if (v->request[0]) {
+        restart_cut(R, s, v);
+        return;
+    }
+    /* Its model asked for tools: they run, then the model has its next turn. */
+    if (json_array_size(v->open_calls)) {
+        tools_run(R, s, v);
+        return;
+    }
+    if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= max_turns(s->agent)) {
+        put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
+        fail_workflow(R, s, "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",
+                      v->phase, v->step, v->tool_turns);
+        return;
+    }
+    if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
 }
 
 static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
@@ -695,28 +717,16 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     json_t *usage = json_pack("{s:I, s:I}", "inputTokens", (json_int_t)q->in_tok, "outputTokens", (json_int_t)q->out_tok);
     sstore_event ev[SSTORE_EVENTS_MAX];
     size_t n = 0;
-    size_t i;
-    json_t *call;
-    /* Tool calls: a chat reply's are recorded here and run once they are in the
-     * log (tools.c); a workflow agent step is offered no tools to run, and is told
-     * so if its model calls one anyway. */
-    if (!q->step_agent) tools_record(R, s, q);
-    else
-        json_array_foreach(q->tool_calls, i, call) {
-            /* Room stays for request_ended and a step's three events. */
-            if (n + 2 > SSTORE_EVENTS_MAX - 4) break;
-            const char *cid = json_string_value(json_object_get(call, "callId"));
-            json_t *why = json_string("a workflow agent step has no tools to run; use a tool step");
-            ev[n++] = event_tool_called(cid, json_string_value(json_object_get(call, "name")),
-                                        json_object_get(call, "arguments"), NULL, NULL, 0, q->id, NULL, 0);
-            ev[n++] = event_tool_result(cid, why, 1, 1, 0);
-            json_decref(why);
-        }
+    /* Tool calls (of a chat reply or an agent step) are recorded here and run once
+     * they are in the log (tools.c); the reply or step goes on with their results. */
+    int calls = json_array_size(q->tool_calls) > 0;
+    tools_record(R, s, q);
     ev[n++] = event_request_ended(q->id, q->stop, usage, cost);
     runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
                (long long)q->in_tok, (long long)q->out_tok, cost);
-    /* A workflow step adds its completion, or workflow:failed, to the same commit. */
-    if (q->step_agent) step_output(R, s, q, usage, cost, ev, &n);
+    /* A workflow step's last turn adds its completion, or workflow:failed, to the
+     * same commit. */
+    if (q->step_agent && !calls) step_output(R, s, q, usage, cost, ev, &n);
     json_decref(usage);
     emit(R, s, ev, n);
     /* A reply that asked for tools goes on once their results are in (drive_chat). */

@@ -136,6 +136,30 @@ fs_chat() {
     [ "$(ev '[.[] | select(.type == "tool:result" and .payload.isError == false)] | length')" = 2 ]
 }
 
+@test "workflow: an agent step's model reads a file through the filesystem server, then answers; the answer is the step's output" {
+    local a wf id
+    printf 'owls hunt at night\n' >"$FILES/facts.txt"
+    a=$(mcp_agent anthropic claude-test-model '["files"]')
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$a" '{name: $n, phases: [{name: "p", terminal: true, steps: [
+        {kind: "agent", agent: $a, prompt: "Summarize {{input.file}}", update: {summary: "$output"}}]}]}')"
+    rn_script "$(jq -nc --arg p "$FILES/facts.txt" '{replies: [
+        {toolCalls: [{id: "w1", name: "files__read_text_file", arguments: {path: $p}}]},
+        {text: "Owls are nocturnal hunters."}]}')"
+    id=$(rn_session "$(jq -nc --arg w "$wf" --arg f "$FILES/facts.txt" '{workflow: $w, input: {file: $f}}')")
+    rn_wait "$id" '.status == "completed"' 30
+    rn_get "$id"
+    jq -e '.state.summary == "Owls are nocturnal hunters."' "$DS_BODY"
+    events_of "$id"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "w1") | .payload' | jq -e '.result | contains("owls hunt at night")'
+    [ "$(ev '[.[] | select(.type == "agent:started")] | length')" = 1 ]
+    [ "$(ev '[.[] | select(.type == "agent:completed")] | length')" = 1 ]
+    rn_requests >"$T/req.json"
+    jq -e '.[1].body.messages[0].content == "Summarize \($f)" and
+        any(.[1].body.messages[]; .role == "user" and any(.content[]?; .type == "tool_result" and .tool_use_id == "w1"))' \
+        --arg f "$FILES/facts.txt" "$T/req.json"
+}
+
 # ---- a misbehaving server ----------------------------------------------------------------
 
 @test "test server: error result, hang past the timeout, notification and a large result in one turn; the reply goes on" {

@@ -148,7 +148,9 @@ static void test_workflow_lifecycle(void)
     R(&v, "provider:request_started",
       "{\"requestId\": \"r1\", \"provider\": \"anthropic\", \"model\": \"m\", \"attempt\": 1}");
     CHECK_EQ_STR(v.request, "r1");
-    CHECK_EQ_UINT(json_array_size(v.messages), 0);   /* workflows keep no chat */
+    /* A workflow's messages are its current agent step's conversation. */
+    CHECK_EQ_UINT(json_array_size(v.messages), 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(v.messages, 0), "requestId")), "r1");
     R(&v, "text:delta", "{\"requestId\": \"r1\", \"text\": \"draft\"}");
     R(&v, "provider:request_ended",
       "{\"requestId\": \"r1\", \"stopReason\": \"end_turn\", \"usage\": {\"inputTokens\": 10, "
@@ -199,6 +201,14 @@ static void test_workflow_lifecycle(void)
 
     R(&v, "tool:called", "{\"requestId\": \"r9\", \"callId\": \"c1\", \"name\": \"t\", \"arguments\": {}}");
     R(&v, "tool:result", "{\"callId\": \"c1\", \"result\": \"ok\", \"isError\": false}");
+    /* A model's call (it has a requestId): its result joins the step's conversation. */
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(v.messages, json_array_size(v.messages) - 1), "callId")), "c1");
+    /* A tool step's call (no requestId) does not. */
+    size_t before = json_array_size(v.messages);
+    R(&v, "tool:called", "{\"callId\": \"c2\", \"name\": \"t\", \"arguments\": {}, \"phase\": \"approve\", \"step\": 1}");
+    R(&v, "tool:result", "{\"callId\": \"c2\", \"result\": \"ok\", \"isError\": false}");
+    CHECK_EQ_UINT(json_array_size(v.messages), before);
+    R(&v, "step:started", "{\"phase\": \"approve\", \"step\": 1, \"kind\": \"update\"}");
     CHECK_EQ_UINT(json_array_size(v.messages), 0);
     R(&v, "state:updated", "{\"state\": {\"whole\": 1}}");
     CHECK_JSON(v.state, "{\"whole\": 1}");
