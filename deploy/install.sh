@@ -14,7 +14,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
-make -C "$here" --no-print-directory install PREFIX=/usr/local DESTDIR=
+make -C "$here" --no-print-directory install PREFIX=/usr/local DESTDIR= B="${B:-build}"
 id dstream >/dev/null 2>&1 || useradd --system --home /var/lib/dstream --shell /usr/sbin/nologin dstream
 install -d -o dstream -g dstream -m 0750 /var/lib/dstream
 chown root:dstream /etc/dstream

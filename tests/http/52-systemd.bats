@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
-# The installed units under a real systemd. This machine's PID 1 is not systemd, so
-# the test boots one: systemd as PID 1 of new PID, mount, cgroup and UTS namespaces
-# (unshare), with private /run and /var/lib, the installed tree
-# (make install DESTDIR=... PREFIX=/usr/local) bind-mounted on /usr/local, and a unit
-# path holding only the installed units, empty stand-ins for the targets they name
-# and a drop-in per unit that runs it as nobody (the dstream user is not created on
-# the test machine) and, for the runner, without a credentials file. Everything else
-# in the units (socket activation, Type=notify, the whole hardening) is as installed.
+# deploy/install.sh and the units it installs under a real systemd. This machine's
+# PID 1 is not systemd, so the test boots one: systemd as PID 1 of new PID, mount,
+# cgroup and UTS namespaces (unshare), with private /run, /var/lib and /usr/local and
+# a private copy of /etc (so the dstream user that install.sh adds, /etc/dstream and
+# the enabled units stay in there), and a unit path of /etc/systemd/system,
+# /usr/local/lib/systemd/system and empty stand-ins for the targets the units name.
+# install.sh then runs inside as it would on a server: make install, the user, the
+# directories, the database, systemctl enable --now. The units are as installed;
+# one drop-in shortens the runner's watchdog so that the test sees it fed.
 # Skipped, saying why, where namespaces or systemd are not available.
 
 load helpers
@@ -18,28 +19,23 @@ setup_file() {
     if [ "$(id -u)" != 0 ]; then echo "needs root (namespaces, systemd as PID 1)" >"$S/skip"; return 0; fi
     [ -x /lib/systemd/systemd ] && command -v unshare >/dev/null && command -v nsenter >/dev/null ||
         { echo "systemd or util-linux (unshare, nsenter) is not installed" >"$S/skip"; return 0; }
-    make -s -C "$DS_ROOT" install DESTDIR="$S/root" PREFIX=/usr/local B="$DS_B" >"$S/install.out" 2>&1 ||
-        { cat "$S/install.out" >&2; return 1; }
+    cp -a /etc "$S/etc"
+    mkdir -p "$S/usr-local" "$S/etc/systemd/system/dstream-runner.service.d"
+    printf '[Service]\nWatchdogSec=4\n' >"$S/etc/systemd/system/dstream-runner.service.d/test-watchdog.conf"
     U=$S/units
     mkdir -p "$U"
-    cp "$S"/root/usr/local/lib/systemd/system/* "$U/"
     for t in sysinit basic shutdown sockets multi-user network network-online; do
         printf '[Unit]\nDescription=%s (stand-in)\n' "$t" >"$U/$t.target"
     done
     printf '[Unit]\nDescription=system slice (stand-in)\n' >"$U/system.slice"
-    printf '[Unit]\nDescription=dstream under systemd (test)\nWants=dstream-fcgi.socket dstream-runner.service\n' \
-        >"$U/dstream-test.target"
-    mkdir -p "$U/dstream-fcgi.socket.d" "$U/dstream-fcgi.service.d" "$U/dstream-runner.service.d"
-    printf '[Socket]\nSocketUser=nobody\nSocketGroup=nogroup\n' >"$U/dstream-fcgi.socket.d/test.conf"
-    printf '[Service]\nUser=nobody\nGroup=nogroup\n' >"$U/dstream-fcgi.service.d/test.conf"
-    printf '[Service]\nUser=nobody\nGroup=nogroup\nEnvironment=DSTREAM_CREDENTIALS=\nWatchdogSec=4\n' \
-        >"$U/dstream-runner.service.d/test.conf"
+    printf '[Unit]\nDescription=dstream install test\n' >"$U/dstream-test.target"
     cat >"$S/boot.sh" <<BOOT
 #!/bin/bash
 set -e
 mount -t tmpfs -o mode=0755 tmpfs /run
 mount -t tmpfs -o mode=0755 tmpfs /var/lib
-mount --bind "$S/root/usr/local" /usr/local
+mount --bind "$S/usr-local" /usr/local
+mount --bind "$S/etc" /etc
 # cgroup file systems mounted inside the cgroup namespace are rooted at its cgroup.
 if [ -d /sys/fs/cgroup/systemd ]; then
     mount -t tmpfs -o mode=0755 tmpfs /sys/fs/cgroup
@@ -48,7 +44,7 @@ if [ -d /sys/fs/cgroup/systemd ]; then
     mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
 fi
 hostname dstream-systemd-test
-exec env -i container=dstream-test SYSTEMD_UNIT_PATH="$U" PATH=/usr/sbin:/usr/bin:/sbin:/bin \\
+exec env -i container=dstream-test SYSTEMD_UNIT_PATH="$U:/etc/systemd/system:/usr/local/lib/systemd/system" PATH=/usr/sbin:/usr/bin:/sbin:/bin \\
     /lib/systemd/systemd --system --unit=dstream-test.target --show-status=no \\
     --default-standard-output=inherit --default-standard-error=inherit --log-target=console
 BOOT
@@ -67,7 +63,11 @@ BOOT
     echo $! >"$S/timeout.pid"
     if ! ds_poll 20 sd_booted; then
         echo "systemd did not come up in a namespace here: $(tail -5 "$S/boot.log")" >"$S/skip"
+        return 0
     fi
+    # As an operator would, as root, on the server.
+    nsenter -t "$(cat "$S/sd.pid")" -m -p -- env B="$DS_B" PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        "$DS_ROOT/deploy/install.sh" >"$S/install.out" 2>&1 || { cat "$S/install.out" >&2; return 1; }
 }
 
 teardown_file() {
@@ -115,11 +115,11 @@ sctl() { nsenter -t "$(cat "$S/sd.pid")" -m -p -- systemctl --no-pager "$@"; }
 # auth: "Bearer <admin token>" when the build has tokens (made once, as the
 # services' user, in the namespace's database), else empty.
 auth() {
-    "$S/root/usr/local/bin/dstream" help 2>&1 | grep -qE '^ +token' || return 0
+    "$S/usr-local/bin/dstream" help 2>&1 | grep -qE '^ +token' || return 0
     if [ ! -s "$S/token" ]; then
-        # Inside the namespace (its /var/lib), as the services' user: nobody may not
+        # Inside the namespace (its /var/lib), as the services' user: they may not
         # go through /proc/PID/root from outside.
-        nsenter -t "$(cat "$S/sd.pid")" -m -p -- runuser -u nobody -- \
+        nsenter -t "$(cat "$S/sd.pid")" -m -p -- runuser -u dstream -- \
             /usr/local/bin/dstream --db /var/lib/dstream/dstream.db token create --name systemd-test \
             --scope admin 2>/dev/null | tail -n 1 >"$S/token"
     fi
@@ -140,15 +140,28 @@ fcgi() {
 
 active() { [ "$(sctl show -P ActiveState "$1")" = active ]; }
 
-@test "systemd: the runner (Type=notify) is active with its status, the socket listens, the pool waits for it" {
+# uid_of NAME: the user's id in the namespace's /etc/passwd.
+uid_of() { awk -F: -v n="$1" '$1 == n { print $3 }' "$S/etc/passwd"; }
+
+@test "install.sh under systemd: the dstream user, its directories, the units enabled and running" {
+    grep -q 'installed and started' "$S/install.out" || fail "$(cat "$S/install.out")"
+    [ -n "$(uid_of dstream)" ] || fail "no dstream user"
+    ! grep -q '^dstream:' /etc/passwd || fail "the host's /etc/passwd was changed"
+    [ "$(stat -c '%u %a' "/proc/$SD/root/var/lib/dstream")" = "$(uid_of dstream) 750" ]
+    [ "$(stat -c '%u %a' "$S/etc/dstream/credentials.json")" = "$(uid_of dstream) 600" ]
+    for u in dstream-fcgi.socket dstream-fcgi.service dstream-runner.service; do
+        [ "$(sctl is-enabled "$u")" = enabled ] || fail "$u: $(sctl is-enabled "$u")"
+    done
     ds_poll 20 active dstream-runner.service || fail "$(sctl status dstream-runner.service 2>&1)"
     [ "$(sctl show -P StatusText dstream-runner.service)" = "running sessions" ]
     ds_poll 10 active dstream-fcgi.socket || fail "$(sctl status dstream-fcgi.socket 2>&1)"
-    [ "$(sctl show -P ActiveState dstream-fcgi.service)" = inactive ]
-    [ "$(stat -c '%U %a' "$SOCK")" = "nobody 660" ]
+    ds_poll 10 active dstream-fcgi.service || fail "$(sctl status dstream-fcgi.service 2>&1)"
+    [ "$(sctl show -P TriggeredBy dstream-fcgi.service)" = dstream-fcgi.socket ]
+    # nginx (www-data) may connect; nobody else.
+    [ "$(stat -c '%u %G %a' "$SOCK")" = "$(uid_of dstream) www-data 660" ]
 }
 
-@test "systemd: the first request starts the pool on the passed socket; appends and reads work" {
+@test "systemd: the pool answers on the socket systemd passed; appends and reads work" {
     command -v cgi-fcgi >/dev/null || skip "cgi-fcgi (libfcgi-bin) is not installed"
     run fcgi PUT /v1/stream/sd
     assert_line --partial "Status: 201"
@@ -173,8 +186,8 @@ active() { [ "$(sctl show -P ActiveState "$1")" = active ]; }
         grep -qE '^NoNewPrivs:[[:space:]]+1$' "$st" || fail "$unit: NoNewPrivs: $(grep NoNewPrivs "$st")"
         grep -qE '^Seccomp:[[:space:]]+2$' "$st" || fail "$unit: no seccomp filter"
         grep -qE '^CapEff:[[:space:]]+0+$' "$st" || fail "$unit: capabilities $(grep CapEff "$st")"
-        grep -qE "^Uid:[[:space:]]+$(id -u nobody)[[:space:]]" "$st" || fail "$unit: $(grep Uid "$st")"
-        echo "# $unit: NoNewPrivs 1, seccomp filter, no capabilities, user nobody" >&3
+        grep -qE "^Uid:[[:space:]]+$(uid_of dstream)[[:space:]]" "$st" || fail "$unit: $(grep Uid "$st")"
+        echo "# $unit: NoNewPrivs 1, seccomp filter, no capabilities, user dstream" >&3
     done
 }
 
