@@ -520,18 +520,14 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     const char *reason = str(p, "reason");
     drop_calls_of(v, str(p, "requestId"));
     if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+    /* The retry replaces the attempt: what it streamed leaves the history (the
+     * events keep it), so a reply shows once however often it was cut. */
     json_t *m = assistant_for(v, str(p, "requestId"));
-    if (m && !*str(m, "content") && !json_object_get(m, "thinking") && !json_object_get(m, "toolCalls")) {
-        /* Nothing of it was streamed: it leaves no trace in the history. */
-        for (size_t i = json_array_size(v->messages); i-- > 0;)
-            if (json_array_get(v->messages, i) == m) {
-                json_array_remove(v->messages, i);
-                break;
-            }
-    } else if (m && !json_object_get(m, "interrupted")) {
-        json_object_set_new(m, "interrupted", json_true());
-        json_object_set_new(m, "reason", json_string(!strcmp(reason, "restart") ? "restart" : "failed"));
-    }
+    for (size_t i = json_array_size(v->messages); m && i-- > 0;)
+        if (json_array_get(v->messages, i) == m) {
+            json_array_remove(v->messages, i);
+            break;
+        }
     if (!strcmp(reason, "restart")) v->restarts++;
     else v->failures++;
     int64_t at = int_of(p, "retryAt");

@@ -361,7 +361,8 @@ retry_after() {
         | (\$p | length) > 0 and (\$t | startswith(\$p))" --arg t "$SLOW_TEXT"
     check "$T/ev.json" "[.[] | select(.type == \"text:delta\" and .payload.requestId == \"$r2\") | .payload.text] | add == \"Recovered after the restart.\""
     rn_get "$id"
-    check "$DS_BODY" '[.messages[] | {role, reason}] == [{role: "user", reason: null}, {role: "assistant", reason: "restart"}, {role: "assistant", reason: null}]'
+    # The cut attempt left the history (its retry replaced it; the events keep it).
+    check "$DS_BODY" '[.messages[] | {role, reason}] == [{role: "user", reason: null}, {role: "assistant", reason: null}]'
     check "$DS_BODY" '.restarts == 0'
     rn_requests >"$T/requests.json"
     check "$T/requests.json" 'length == 2'
