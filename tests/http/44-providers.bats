@@ -18,16 +18,12 @@ load runner-helpers
 setup_file() {
     command -v node >/dev/null || { echo "node is not installed (make deps)" >&2; return 1; }
     TRAP_DIR=$(mktemp -d -t dstream-trap.XXXXXX)
-    export TRAP_DIR
-    node "$RN_MOCK_JS" --port 0 --port-file "$TRAP_DIR/port" --log "$TRAP_DIR/log" --max-lifetime 900 \
-        </dev/null >"$TRAP_DIR/out" 2>&1 3>&- &
-    TRAP_PID=$!
-    export TRAP_PID
-    ds_poll 10 test -s "$TRAP_DIR/port" || { echo "the trap did not start" >&2; return 1; }
-    TRAP_PORT=$(tr -d '\n' <"$TRAP_DIR/port")
-    TRAP=http://127.0.0.1:$TRAP_PORT
+    rn_mock_spawn "$TRAP_DIR/trap" || return 1
+    TRAP_PID=$RN_SPAWNED_PID
+    TRAP=$RN_SPAWNED_URL
+    TRAP_PORT=${TRAP##*:}
     EXT_KEY=sk-planted-$(_rn_hex 16)
-    export TRAP_PORT TRAP EXT_KEY
+    export TRAP_DIR TRAP_PID TRAP TRAP_PORT EXT_KEY
     RN_EXTRA_PROVIDERS=$(jq -nc --arg p "$TRAP_PORT" '{
         ext: {kind: "openai", baseUrl: "https://llm.example.com", keyEnv: "EXT_API_KEY", allowEndpoints: true},
         lab: {kind: "anthropic", baseUrl: "$RN_MOCK_URL", keyEnv: "EXT_API_KEY",
@@ -38,10 +34,7 @@ setup_file() {
 
 teardown_file() {
     rn_stop
-    if [ -n "${TRAP_PID:-}" ]; then
-        kill -TERM "$TRAP_PID" 2>/dev/null || true
-        ds_poll 5 rn_gone "$TRAP_PID" || kill -KILL "$TRAP_PID" 2>/dev/null || true
-    fi
+    rn_mock_kill "${TRAP_PID:-}"
     [ -n "${TRAP_DIR:-}" ] && rm -rf "$TRAP_DIR"
     return 0
 }
@@ -211,7 +204,7 @@ chat() {
     rn_requests | jq -e --arg k "$RN_OKEY" 'any(.[]; .headers.authorization == "Bearer " + $k)' >/dev/null ||
         fail "the openai provider did not get its key"
     trap_requests >"$BATS_TEST_TMPDIR/trap.json"
-    cp "$TRAP_DIR/log" "$BATS_TEST_TMPDIR/trap.log" 2>/dev/null || : >"$BATS_TEST_TMPDIR/trap.log"
+    cp "$TRAP_DIR/trap.log" "$BATS_TEST_TMPDIR/trap.log" 2>/dev/null || : >"$BATS_TEST_TMPDIR/trap.log"
     req GET /v1/agents
     cp "$DS_BODY" "$BATS_TEST_TMPDIR/agents.json"
     rn_events "$id" >"$BATS_TEST_TMPDIR/events.json"

@@ -34,20 +34,10 @@ rn_start() {
     [ -x "$DS_BIN/dstream-runner" ] || { echo "build first: make (B=$DS_B)" >&2; return 1; }
     RN_TMP=$(mktemp -d -t dstream-runner.XXXXXX)
     export RN_TMP
-    node "$RN_MOCK_JS" --port 0 --port-file "$RN_TMP/mock.port" --log "$RN_TMP/mock.log" \
-        --max-lifetime 900 </dev/null >"$RN_TMP/mock.out" 2>&1 3>&- &
-    RN_MOCK_PID=$!
-    export RN_MOCK_PID
-    if ! ds_poll 10 test -s "$RN_TMP/mock.port"; then
-        echo "the mock provider did not start: $(cat "$RN_TMP/mock.out")" >&2
-        return 1
-    fi
-    RN_MOCK=http://127.0.0.1:$(tr -d '\n' <"$RN_TMP/mock.port")
-    export RN_MOCK
-    ds_poll 10 curl -fsS -o /dev/null --max-time 1 "$RN_MOCK/__health" || {
-        echo "the mock provider does not answer" >&2
-        return 1
-    }
+    rn_mock_spawn "$RN_TMP/mock" || return 1
+    RN_MOCK_PID=$RN_SPAWNED_PID
+    RN_MOCK=$RN_SPAWNED_URL
+    export RN_MOCK_PID RN_MOCK
     RN_KEY=sk-test-$(_rn_hex 16)
     RN_OKEY=sk-test-oai-$(_rn_hex 16)
     RN_PRICING=$RN_TMP/pricing.json
@@ -74,13 +64,35 @@ rn_providers_file() {
     } + $extra)}'
 }
 
+# rn_mock_spawn PREFIX: start a mock provider on a free loopback port, writing
+# PREFIX.port, PREFIX.log and PREFIX.out; sets RN_SPAWNED_PID and RN_SPAWNED_URL
+# once it answers.
+rn_mock_spawn() {
+    node "$RN_MOCK_JS" --port 0 --port-file "$1.port" --log "$1.log" \
+        --max-lifetime 900 </dev/null >"$1.out" 2>&1 3>&- &
+    RN_SPAWNED_PID=$!
+    if ! ds_poll 10 test -s "$1.port"; then
+        echo "the mock provider did not start: $(cat "$1.out")" >&2
+        return 1
+    fi
+    RN_SPAWNED_URL=http://127.0.0.1:$(tr -d '\n' <"$1.port")
+    ds_poll 10 curl -fsS -o /dev/null --max-time 1 "$RN_SPAWNED_URL/__health" || {
+        echo "the mock provider does not answer" >&2
+        return 1
+    }
+}
+
+# rn_mock_kill PID: stop a mock rn_mock_spawn started (TERM, then KILL if it lingers).
+rn_mock_kill() {
+    [ -n "${1:-}" ] || return 0
+    kill -TERM "$1" 2>/dev/null || true
+    ds_poll 5 rn_gone "$1" || kill -KILL "$1" 2>/dev/null || true
+}
+
 # rn_stop: stop the stack and the mock provider, remove their directories.
 rn_stop() {
     ds_stack_stop
-    if [ -n "${RN_MOCK_PID:-}" ]; then
-        kill -TERM "$RN_MOCK_PID" 2>/dev/null || true
-        ds_poll 5 rn_gone "$RN_MOCK_PID" || kill -KILL "$RN_MOCK_PID" 2>/dev/null || true
-    fi
+    rn_mock_kill "${RN_MOCK_PID:-}"
     [ -n "${RN_TMP:-}" ] && rm -rf "$RN_TMP"
     return 0
 }

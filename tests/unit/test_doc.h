@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Not every test uses every helper. */
+#define TEST_DOC_FN static __attribute__((unused))
+
 /* Parse JSON written with ' for " (so that tests stay readable); \' gives an
  * escaped quote. Aborts on a typo in a test: nothing after it would mean much. */
-static json_t *test_json(const char *text, size_t flags)
+TEST_DOC_FN json_t *test_json(const char *text, size_t flags)
 {
     char *s = strdup(text);
     if (!s) abort();
@@ -29,7 +32,7 @@ static json_t *test_json(const char *text, size_t flags)
 }
 
 /* Does some line of err start with want? */
-static int test_has_line(const char *err, const char *want)
+TEST_DOC_FN int test_has_line(const char *err, const char *want)
 {
     size_t n = strlen(want);
     for (const char *p = err; p && *p;) {
@@ -41,7 +44,7 @@ static int test_has_line(const char *err, const char *want)
 }
 
 /* How many lines (mistakes) err holds. */
-static int test_count_lines(const char *err)
+TEST_DOC_FN int test_count_lines(const char *err)
 {
     if (!*err) return 0;
     int n = 1;
@@ -51,7 +54,7 @@ static int test_count_lines(const char *err)
 
 /* The first ```json block of a Markdown file, parsed (new reference); NULL after
  * saying why on stderr. */
-static json_t *test_doc_json_block(const char *file)
+TEST_DOC_FN json_t *test_doc_json_block(const char *file)
 {
     FILE *f = fopen(file, "rb");
     if (!f) {

@@ -2,32 +2,10 @@
 #include <sys/stat.h>
 
 #include "test.h"
+#include "test_doc.h"
 #include "provcfg.h"
 
-/* JSON written with ' for ". */
-static json_t *J(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; p && *p; p++)
-        if (*p == '\'') *p = '"';
-    json_error_t je;
-    json_t *j = s ? json_loads(s, 0, &je) : NULL;
-    if (!j) abort();
-    free(s);
-    return j;
-}
-
-/* Does some line of err start with want? */
-static int test_has_line(const char *err, const char *want)
-{
-    size_t n = strlen(want);
-    for (const char *p = err; p && *p;) {
-        if (strncmp(p, want, n) == 0) return 1;
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    return 0;
-}
+#define J(text) test_json(text, 0)
 
 static char dir[512], file[600];
 static char err[4096];
