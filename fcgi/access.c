@@ -10,7 +10,6 @@
 
 #include "../lib/auth.h"
 #include "../lib/db.h"
-#include "router.h"
 
 /* A verified token is trusted for this long on the thread that verified it: one
  * look-up a second per thread and token instead of one per request. A revoked or
@@ -164,6 +163,27 @@ static void unauthorized(req_t *r, const char *error, const char *msg)
     res_header(r, "WWW-Authenticate", v);
     res_header(r, "Cache-Control", "no-store");
     res_error(r, 401, error ? "invalid_token" : "unauthorized", "%s", msg);
+}
+
+/* The headers of every response: nosniff, and the CORS headers for an origin the
+ * operator listed (r->cors_origin, set by access_begin). */
+void res_common_headers(req_t *r)
+{
+    res_header(r, "X-Content-Type-Options", "nosniff");
+    if (!r->cors_origin) {
+        res_header(r, "Cross-Origin-Resource-Policy", "same-origin");
+        return;
+    }
+    /* Only an origin the operator listed, echoed; never "*", never credentials
+     * (tokens travel in the Authorization header, not in cookies). */
+    res_header(r, "Cross-Origin-Resource-Policy", "cross-origin");
+    res_header(r, "Access-Control-Allow-Origin", r->cors_origin);
+    res_header(r, "Vary", "Origin");
+    res_header(r, "Access-Control-Expose-Headers",
+               "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
+               "Stream-TTL, Stream-Expires-At, ETag, Location, Content-Type, "
+               "Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, "
+               "Stream-SSE-Data-Encoding, WWW-Authenticate, Retry-After");
 }
 
 int access_begin(req_t *r)

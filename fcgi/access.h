@@ -11,6 +11,9 @@
 
 #include "req.h"
 
+/* The headers every response carries (nosniff; CORS for a listed origin). */
+void res_common_headers(req_t *r);
+
 /* Returns 1 to go on to the resource, 0 if the request has been answered (a
  * preflight, an invalid token, a remote client while auth is off). */
 int access_begin(req_t *r);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../lib/wake.h"
+#include "access.h"
 #include "hub.h"
 #include "live.h"
 #include "metrics.h"

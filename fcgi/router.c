@@ -8,25 +8,6 @@
 
 #define STREAM_PREFIX "/v1/stream/"
 
-void res_common_headers(req_t *r)
-{
-    res_header(r, "X-Content-Type-Options", "nosniff");
-    if (!r->cors_origin) {
-        res_header(r, "Cross-Origin-Resource-Policy", "same-origin");
-        return;
-    }
-    /* Only an origin the operator listed, echoed; never "*", never credentials
-     * (tokens travel in the Authorization header, not in cookies). */
-    res_header(r, "Cross-Origin-Resource-Policy", "cross-origin");
-    res_header(r, "Access-Control-Allow-Origin", r->cors_origin);
-    res_header(r, "Vary", "Origin");
-    res_header(r, "Access-Control-Expose-Headers",
-               "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
-               "Stream-TTL, Stream-Expires-At, ETag, Location, Content-Type, "
-               "Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, "
-               "Stream-SSE-Data-Encoding, WWW-Authenticate, Retry-After");
-}
-
 /* The scope a route needs. Streams: read or write on the path; a session's own
  * stream is the session's (sessions:read on its id). Sessions: read for GET of a
  * session, its state and events, write for everything else that names one; the

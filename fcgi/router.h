@@ -14,6 +14,5 @@ void workflows_handle(req_t *r, const char *name); /* /v1/workflows[/{name}] */
 void sessions_handle(req_t *r, const char *rest);  /* /v1/sessions[/{id}[/...]] */
 
 /* Headers every response carries (security, CORS). */
-void res_common_headers(req_t *r);
 
 #endif
