@@ -16,6 +16,10 @@ int check_file(const char *path);
 /* dstream skills export DIR [AGENT...]: each skill as DIR/<name>/SKILL.md. */
 int cmd_skills(const char *db, int argc, char **argv);
 
+/* dstream providers [FILE]: check the operator's provider file and show what it
+ * allows (cli/providers.c). */
+int cmd_providers(int argc, char **argv);
+
 /* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
 int cmd_token(log_t *log, int argc, char **argv);
 

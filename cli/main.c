@@ -41,6 +41,8 @@ static void usage(void)
                     "  restore FILE         replace the database by a backup (servers stopped)\n"
                     "  check [FILE]         integrity and invariants of the database (or FILE)\n"
                     "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
+                    "  providers [FILE]     check the operator's provider file ($DSTREAM_PROVIDERS)\n"
+                    "                       and show what it allows (never a key)\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
 
@@ -221,6 +223,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "restore") == 0) return cmd_restore(db, argc - i, argv + i);
     if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
     if (strcmp(cmd, "skills") == 0) return cmd_skills(db, argc - i, argv + i);
+    if (strcmp(cmd, "providers") == 0) return cmd_providers(argc - i, argv + i);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {

@@ -75,6 +75,7 @@ static int add_builtins(provcfg_t *c)
         if (!p) return -1;
         p->kind = b[i].kind;
         p->builtin = 1;
+        snprintf(p->key_from, sizeof p->key_from, "builtin");
         set_base(p, provider_default_base(b[i].kind));
     }
     return 0;
@@ -209,6 +210,7 @@ static void load_key(jcheck_errlist *e, const char *base, provcfg_provider *p, c
             jcheck_mistake(e, path, "a key may be written in the file only when the file is readable by "
                                     "its owner alone (chmod 600); else name a variable with keyEnv");
         else if (with_keys && !(p->key = strdup(k))) jcheck_mistake(e, path, "out of memory");
+        snprintf(p->key_from, sizeof p->key_from, "file");
     }
     if (env) {
         jcheck_key(path, sizeof path, base, "keyEnv");
@@ -217,6 +219,7 @@ static void load_key(jcheck_errlist *e, const char *base, provcfg_provider *p, c
             jcheck_mistake(e, path, "not a variable name: %s", jcheck_show(q, sizeof q, name, strlen(name)));
             return;
         }
+        snprintf(p->key_from, sizeof p->key_from, "env %s", name);
         const char *k = with_keys ? getenv(name) : NULL;
         if (k && *k && !(p->key = strdup(k))) jcheck_mistake(e, path, "out of memory");
     }

@@ -52,6 +52,8 @@ typedef struct provcfg_provider {
     char base_host[URL_HOST_MAX + 1];  /* its host (lib/url's one spelling) */
     int builtin;                    /* a built-in name, not from the file */
     char *key;                      /* the operator's key, or NULL (none, or not loaded) */
+    char key_from[80];              /* where the key comes from, for messages: "file",
+                                       "env NAME", "builtin"; "" none. Never the key. */
     int endpoints;                  /* agents may give an endpoint on a host in hosts */
     char **hosts;                   /* allowEndpoints patterns ("*": any host) */
     size_t nhosts;

@@ -213,3 +213,26 @@ chat() {
     no_key_in "$BATS_TEST_TMPDIR/trap.json" "$BATS_TEST_TMPDIR/trap.log" "$BATS_TEST_TMPDIR/agents.json" \
         "$BATS_TEST_TMPDIR/events.json" "$BATS_TEST_TMPDIR/error.json" "$DS_DIR"/logs/*.log "$DS_DB"*
 }
+
+@test "dstream providers checks the file as the servers read it, shows what it allows, never a key" {
+    run --separate-stderr env EXT_API_KEY="$EXT_KEY" "$DS_BIN/dstream" providers "$RN_PROVIDERS"
+    assert_success
+    assert_line "$RN_PROVIDERS: 4 providers"
+    assert_line --partial "lab: anthropic at $RN_MOCK, key from env EXT_API_KEY, agent endpoints (no key sent) on 127.0.0.1, may reach 127.0.0.1/32"
+    assert_line --partial "ext: openai at https://llm.example.com, key from env EXT_API_KEY, agent endpoints (no key sent) on *"
+    [[ $output != *"$EXT_KEY"* ]] || fail "a key was printed"
+    # A key in a file others may read, a loopback base URL nobody allowed: refused,
+    # each mistake named, the key not quoted.
+    printf '{"providers": {"x": {"kind": "openai", "key": "%s", "baseUrl": "http://127.0.0.1:1"}}}' "$EXT_KEY" \
+        >"$BATS_TEST_TMPDIR/bad.json"
+    chmod 0644 "$BATS_TEST_TMPDIR/bad.json"
+    run --separate-stderr "$DS_BIN/dstream" providers "$BATS_TEST_TMPDIR/bad.json"
+    assert_failure 1
+    [[ $stderr == *"providers.x.key: a key may be written in the file only when"* ]] || fail "$stderr"
+    [[ $stderr == *"providers.x.baseUrl: 127.0.0.1 is a loopback address"* ]] || fail "$stderr"
+    [[ $stderr$output != *"$EXT_KEY"* ]] || fail "a key was printed"
+    chmod 0664 "$BATS_TEST_TMPDIR/bad.json"
+    run --separate-stderr "$DS_BIN/dstream" providers "$BATS_TEST_TMPDIR/bad.json"
+    assert_failure 1
+    [[ $stderr == *"is writable by group or others"* ]] || fail "$stderr"
+}
