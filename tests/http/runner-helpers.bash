@@ -236,6 +236,11 @@ rn_wait() {
         jq -c '{status, request, error, pendingInput, queued, messages}' "$DS_BODY" 2>/dev/null || cat "$DS_BODY"
         echo "--- runner log (last 15 lines)"
         tail -15 "$DS_DIR/logs/runner.log"
+        for l in "$DS_DIR"/logs/runner-*.log; do
+            [ -f "$l" ] || continue
+            echo "--- ${l##*/} (last 15 lines)"
+            tail -15 "$l"
+        done
     } >&2
     return 1
 }
