@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "../lib/diag.h"
 #include "../lib/log.h"
 #include "../lib/provcfg.h"
 #include "../lib/url.h"
@@ -26,7 +27,7 @@ static long long env_num(const char *name, long long def, long long min, long lo
     errno = 0;
     long long n = strtoll(v, &end, 10);
     if (errno || *end || n < min || n > max) {
-        fprintf(stderr, "dstream-fcgi: %s=%s is not a number in [%lld, %lld]\n", name, v, min,
+        diag("warn", "%s=%s is not a number in [%lld, %lld]", name, v, min,
                 max);
         exit(2);
     }
@@ -51,7 +52,7 @@ static const char *public_url(void)
     int bad = url_parse(v, &u, why, sizeof why);
     if (!bad && strchr(u.rest, '?')) bad = snprintf(why, sizeof why, "a query is not allowed");
     if (bad) {
-        fprintf(stderr, "dstream-fcgi: DSTREAM_PUBLIC_URL=%s: %s\n", v, why);
+        diag("warn", "DSTREAM_PUBLIC_URL=%s: %s", v, why);
         exit(2);
     }
     snprintf(base, sizeof base, "%s", v);
@@ -85,6 +86,10 @@ static int stdin_is_listening(void)
 
 int main(int argc, char **argv)
 {
+    if (diag_init("dstream-fcgi", getenv("DSTREAM_LOG_FORMAT"), 0)) {
+        fprintf(stderr, "dstream-fcgi: DSTREAM_LOG_FORMAT must be text or json\n");
+        return 2;
+    }
     cfg_t cfg;
     pool_opts po;
     memset(&cfg, 0, sizeof cfg);
@@ -109,7 +114,7 @@ int main(int argc, char **argv)
     const char *sync = env_str("DSTREAM_SYNC", "full");
     const char *auth = env_str("DSTREAM_AUTH", "on");
     if (strcmp(auth, "on") && strcmp(auth, "off")) {
-        fprintf(stderr, "dstream-fcgi: DSTREAM_AUTH must be on or off\n");
+        diag("warn", "DSTREAM_AUTH must be on or off");
         return 2;
     }
     cfg.auth_off = !strcmp(auth, "off");
@@ -153,7 +158,7 @@ int main(int argc, char **argv)
         long room = (long)rl.rlim_cur - 6L * po.threads - 64;
         if (room < 0) room = 0;
         if (cfg.live_max > room) {
-            fprintf(stderr, "dstream-fcgi: DSTREAM_LIVE_MAX %d lowered to %ld (descriptor limit %ld)\n",
+            diag("info", "DSTREAM_LIVE_MAX %d lowered to %ld (descriptor limit %ld)",
                     cfg.live_max, room, (long)rl.rlim_cur);
             cfg.live_max = (int)room;
         }
@@ -164,22 +169,22 @@ int main(int argc, char **argv)
     provcfg_t *providers = provcfg_load(getenv("DSTREAM_PROVIDERS"), 0, perr, sizeof perr);
     cfg.providers = providers;
     if (!providers) {
-        fprintf(stderr, "dstream-fcgi: DSTREAM_PROVIDERS %s:\n%s\n", getenv("DSTREAM_PROVIDERS"), perr);
+        diag("warn", "DSTREAM_PROVIDERS %s:\n%s", getenv("DSTREAM_PROVIDERS"), perr);
         return 2;
     }
     char aerr[256];
     if (access_check_config(&cfg, po.listen, aerr, sizeof aerr)) {
-        fprintf(stderr, "dstream-fcgi: %s\n", aerr);
+        diag("warn", "%s", aerr);
         return 2;
     }
-    if (cfg.auth_off) fprintf(stderr, "dstream-fcgi: DSTREAM_AUTH=off: no tokens asked, loopback clients only\n");
+    if (cfg.auth_off) diag("info", "DSTREAM_AUTH=off: no tokens asked, loopback clients only");
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};
     int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
     if (!log) {
-        fprintf(stderr, "dstream-fcgi: %s\n", err);
+        diag("warn", "%s", err);
         provcfg_free(providers);
         if (getenv("GATEWAY_INTERFACE")) {
             printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
@@ -193,12 +198,12 @@ int main(int argc, char **argv)
     po.fd = po.listen ? -1 : pool_systemd_fd();
     if (po.fd < 0 && !po.listen && stdin_is_listening()) po.fd = 0;
     if (po.fd >= 0 && access_check_fd(&cfg, po.fd, aerr, sizeof aerr)) {
-        fprintf(stderr, "dstream-fcgi: %s\n", aerr);
+        diag("warn", "%s", aerr);
         status = 2;
     } else if (getenv("GATEWAY_INTERFACE") && !po.listen && po.fd < 0)
         status = cgi_run(&cfg, log);
     else if (!po.listen && po.fd < 0) {
-        fprintf(stderr, "dstream-fcgi: no --listen given and stdin is not a listening socket\n");
+        diag("warn", "no --listen given and stdin is not a listening socket");
         usage();
         status = 2;
     } else

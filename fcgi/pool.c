@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/diag.h"
 #include "../lib/wake.h"
 #include "access.h"
 #include "hub.h"
@@ -146,7 +147,7 @@ static void *worker_main(void *arg)
     char err[256];
     log_conn_t *conn = log_conn_open(w->log, err, sizeof err);
     if (!conn) {
-        fprintf(stderr, "dstream-fcgi: %s\n", err);
+        diag("warn", "%s", err);
         return NULL;
     }
     wake_waiter_t *waiter = w->wake ? wake_waiter_new(w->wake) : NULL;
@@ -216,10 +217,10 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd,
     char err[256];
     wake_opts wo = {cfg->wake_inotify, cfg->wake_poll_us};
     wake_t *wake = wake_start(log, cfg->db_path, &wo, err, sizeof err);
-    if (!wake) fprintf(stderr, "dstream-fcgi: no live wake-ups: %s\n", err);
+    if (!wake) diag("warn", "no live wake-ups: %s", err);
     hub_t *hub = NULL;
     if (wake && cfg->live_max > 0 && !(hub = hub_start(cfg, log, wake, err, sizeof err)))
-        fprintf(stderr, "dstream-fcgi: no live hub (a thread per live reader): %s\n", err);
+        diag("warn", "no live hub (a thread per live reader): %s", err);
     metrics_attach(slot, po->threads, hub ? cfg->live_max : 0);
     worker w = {fd, cfg, log, wake, hub};
     pthread_attr_t attr;
@@ -229,7 +230,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd,
     for (int i = 0; i < po->threads; i++) {
         pthread_t t;
         if (pthread_create(&t, &attr, worker_main, &w)) {
-            fprintf(stderr, "dstream-fcgi: thread %d: %s\n", i, strerror(errno));
+            diag("warn", "thread %d: %s", i, strerror(errno));
             break;
         }
     }
@@ -283,26 +284,26 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
 {
     int fd = po->fd;
     if (FCGX_Init() != 0) {
-        fprintf(stderr, "dstream-fcgi: FCGX_Init failed\n");
+        diag("warn", "FCGX_Init failed");
         return 1;
     }
     if (po->listen) {
         if (po->listen[0] == '/' || po->listen[0] == '.') unlink(po->listen);
         fd = FCGX_OpenSocket(po->listen, po->backlog);
         if (fd < 0) {
-            fprintf(stderr, "dstream-fcgi: cannot listen on %s\n", po->listen);
+            diag("warn", "cannot listen on %s", po->listen);
             return 1;
         }
     }
 
-    if (metrics_init(po->procs)) fprintf(stderr, "dstream-fcgi: no shared memory for /metrics\n");
+    if (metrics_init(po->procs)) diag("warn", "no shared memory for /metrics");
     pid_t *kids = calloc((size_t)po->procs, sizeof *kids);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_parent_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "dstream-fcgi: %d processes x %d threads on %s; up to %d waiting live readers per process\n",
+    diag("info", "%d processes x %d threads on %s; up to %d waiting live readers per process",
             po->procs, po->threads, po->listen ? po->listen : fd == 3 ? "the socket systemd passed" : "fd 0",
             cfg->live_max);
     while (!parent_stop) {
@@ -314,7 +315,7 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
                 return child_main(po, cfg, log, fd, i);
             }
             if (pid < 0) {
-                fprintf(stderr, "dstream-fcgi: fork: %s\n", strerror(errno));
+                diag("warn", "fork: %s", strerror(errno));
                 break;
             }
             kids[i] = pid;
@@ -326,7 +327,7 @@ int pool_run(const pool_opts *po, const cfg_t *cfg, log_t *log)
             if (kids[i] != dead) continue;
             kids[i] = 0;
             if (!parent_stop)
-                fprintf(stderr, "dstream-fcgi: worker %d exited (status %d), restarting\n",
+                diag("warn", "worker %d exited (status %d), restarting",
                         (int)dead, status);
         }
         if (!parent_stop) {

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/diag.h"
 #include "../lib/db.h"
 #include "../lib/agent.h"
 #include "../lib/defs.h"
@@ -36,13 +37,12 @@
 
 void runner_log(const char *fmt, ...)
 {
-    char ts[40], msg[1024];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    timefmt_format(db_now_ms(), ts, sizeof ts);
-    fprintf(stderr, "%s dstream-runner: %s\n", ts, msg);
+    diag("info", "%s", msg);    /* text or JSON lines (DSTREAM_LOG_FORMAT) */
 }
 
 sess_t *runner_session(runner_t *R, const char *id)

@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../lib/diag.h"
 #include "../lib/db.h"
 #include "../lib/mcp.h"
 #include "../lib/wake.h"
@@ -170,6 +171,10 @@ static void scan(runner_t *R)
 
 int main(int argc, char **argv)
 {
+    if (diag_init("dstream-runner", getenv("DSTREAM_LOG_FORMAT"), 1)) {
+        fprintf(stderr, "dstream-runner: DSTREAM_LOG_FORMAT must be text or json\n");
+        return 2;
+    }
     runner_t R;
     char err[512], host[128] = "runner";
     memset(&R, 0, sizeof R);
