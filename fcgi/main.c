@@ -118,8 +118,6 @@ int main(int argc, char **argv)
         return 2;
     }
     cfg.auth_off = !strcmp(auth, "off");
-    char *origins = access_origins_parse(getenv("DSTREAM_CORS_ORIGINS"));
-    cfg.cors_origins = origins;
 
     static const struct option opts[] = {
         {"db", required_argument, NULL, 'd'},     {"listen", required_argument, NULL, 'l'},
@@ -175,8 +173,11 @@ int main(int argc, char **argv)
     char aerr[256];
     if (access_check_config(&cfg, po.listen, aerr, sizeof aerr)) {
         diag("warn", "%s", aerr);
+        provcfg_free(providers);
         return 2;
     }
+    char *origins = access_origins_parse(getenv("DSTREAM_CORS_ORIGINS"));
+    cfg.cors_origins = origins;
     if (cfg.auth_off) diag("info", "DSTREAM_AUTH=off: no tokens asked, loopback clients only");
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000};
@@ -186,6 +187,7 @@ int main(int argc, char **argv)
     if (!log) {
         diag("warn", "%s", err);
         provcfg_free(providers);
+        free(origins);
         if (getenv("GATEWAY_INTERFACE")) {
             printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
                    "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
