@@ -136,17 +136,18 @@ fs_chat() {
     [ "$(ev '[.[] | select(.type == "tool:result" and .payload.isError == false)] | length')" = 2 ]
 }
 
-@test "workflow: an agent step's model reads a file through the filesystem server, then answers; the answer is the step's output" {
+@test "workflow: an agent step (invoking a skill) reads a file through the filesystem server, then answers; the answer is the step's output" {
     local a wf id
     printf 'owls hunt at night\n' >"$FILES/facts.txt"
-    a=$(mcp_agent anthropic claude-test-model '["files"]')
+    a=$(mcp_agent anthropic claude-test-model '["files"]' '{"skills": [{"name": "brief", "instructions": "Answer in {{n}} words.", "params": ["n"]}]}')
     wf=$(ds_name wf)
     rn_workflow "$(jq -nc --arg n "$wf" --arg a "$a" '{name: $n, phases: [{name: "p", terminal: true, steps: [
-        {kind: "agent", agent: $a, prompt: "Summarize {{input.file}}", update: {summary: "$output"}}]}]}')"
+        {kind: "agent", agent: $a, prompt: "Summarize {{input.file}}", skill: {name: "brief", params: {n: "{{input.words}}"}},
+         update: {summary: "$output"}}]}]}')"
     rn_script "$(jq -nc --arg p "$FILES/facts.txt" '{replies: [
         {toolCalls: [{id: "w1", name: "files__read_text_file", arguments: {path: $p}}]},
         {text: "Owls are nocturnal hunters."}]}')"
-    id=$(rn_session "$(jq -nc --arg w "$wf" --arg f "$FILES/facts.txt" '{workflow: $w, input: {file: $f}}')")
+    id=$(rn_session "$(jq -nc --arg w "$wf" --arg f "$FILES/facts.txt" '{workflow: $w, input: {file: $f, words: "five"}}')")
     rn_wait "$id" '.status == "completed"' 30
     rn_get "$id"
     jq -e '.state.summary == "Owls are nocturnal hunters."' "$DS_BODY"
@@ -155,7 +156,8 @@ fs_chat() {
     [ "$(ev '[.[] | select(.type == "agent:started")] | length')" = 1 ]
     [ "$(ev '[.[] | select(.type == "agent:completed")] | length')" = 1 ]
     rn_requests >"$T/req.json"
-    jq -e '.[1].body.messages[0].content == "Summarize \($f)" and
+    jq -e '.[1].body.messages[0].content == "Answer in five words.\n\nSummarize \($f)" and
+        (.[1].body.system | contains("## brief (parameters: n)")) and
         any(.[1].body.messages[]; .role == "user" and any(.content[]?; .type == "tool_result" and .tool_use_id == "w1"))' \
         --arg f "$FILES/facts.txt" "$T/req.json"
 }
@@ -294,6 +296,40 @@ fs_chat() {
     ev '.[] | select(.type == "tool:result" and .payload.callId == "c_slow") | .payload' |
         jq -e '.failed == true and .isError == true and (.result | test("not run again"))'
     [ "$(ev '[.[] | select(.type == "tool:result")] | length')" = 1 ]
+}
+
+@test "fork: a side-effecting call is never run again in a fork, whether its result was recorded before the fork or not" {
+    local a id before at fork
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    before=$(count_file)
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "f_count", name: "t__count", arguments: {}}]}, {text: "Counted."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Count."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Counted.")' 30
+    [ "$(count_file)" = $((before + 1)) ]
+    events_of "$id"
+    # Forked before its result: the call is open in the fork, and not run there.
+    at=$(ev '.[] | select(.type == "tool:result") | .offset')
+    rn_script '{"text": "Fork without the result."}'
+    req POST "/v1/sessions/$id/fork" -H 'Content-Type: application/json' --data-binary "{\"at\": \"$at\"}"
+    assert_status 201
+    fork=$(jq -r .id "$DS_BODY")
+    rn_wait "$fork" '.status == "completed" and any(.messages[]; .content == "Fork without the result.")' 30
+    rn_events "$fork" >"$T/fork1.json"
+    jq -e '[.[] | select(.type == "tool:result")] | length == 1 and (.[0].payload.failed == true) and
+        (.[0].payload.result | test("not run again"))' "$T/fork1.json"
+    # Forked after it: the recorded result is reused in the fork's next request.
+    at=$(ev '[.[] | select(.type == "provider:request_started")][1].offset')
+    rn_script '{"text": "Fork with the result."}'
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    req POST "/v1/sessions/$id/fork" -H 'Content-Type: application/json' --data-binary "{\"at\": \"$at\"}"
+    assert_status 201
+    fork=$(jq -r .id "$DS_BODY")
+    rn_wait "$fork" '.status == "completed" and any(.messages[]; .content == "Fork with the result.")' 30
+    rn_requests >"$T/req.json"
+    jq -e --arg c "count $((before + 1))" '.[0].body.messages | any(.role == "user" and
+        any(.content[]?; .type == "tool_result" and .tool_use_id == "f_count" and .content == $c))' "$T/req.json"
+    [ "$(count_file)" = $((before + 1)) ]
 }
 
 # ---- limits and skills -------------------------------------------------------------------
