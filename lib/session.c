@@ -46,6 +46,7 @@ const char *const session_event_types[] = {
     EV_MESSAGE_USER,
     EV_CANCEL_REQUESTED,
     EV_REPLY_FAILED,
+    EV_RECORDING_REQUEST,
     NULL};
 
 int session_known_type(const char *type)
@@ -341,6 +342,15 @@ static void r_session_created(session_view *v, const json_t *p, const char *offs
         v->state = json_deep_copy(init);
     }
     v->status = SESSION_PENDING;
+}
+
+/* A fork may run in another recording mode than its source (docs/recording.md):
+ * it reads as part of what the session was created with. */
+static void r_session_forked(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *rec = json_object_get(p, "recording");
+    if (json_is_object(rec) && json_is_object(v->created)) json_object_set_new(v->created, "recording", json_deep_copy(rec));
 }
 
 static void r_workflow_started(session_view *v, const json_t *p, const char *offset)
@@ -640,7 +650,8 @@ static const struct reducer {
     {EV_SESSION_CANCELLED, r_session_cancelled},
     {EV_WORKFLOW_COMPLETED, r_workflow_completed},
     {EV_WORKFLOW_FAILED, r_workflow_failed},
-    {EV_SESSION_FORKED, r_nothing},
+    {EV_SESSION_FORKED, r_session_forked},
+    {EV_RECORDING_REQUEST, r_nothing},
     {EV_AGENT_STARTED, r_nothing},
     {EV_AGENT_COMPLETED, r_nothing},
     {EV_PHASE_EXITED, r_nothing},

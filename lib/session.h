@@ -50,6 +50,7 @@
 #define EV_MESSAGE_USER "message:user"
 #define EV_CANCEL_REQUESTED "cancel:requested"
 #define EV_REPLY_FAILED "reply:failed"
+#define EV_RECORDING_REQUEST "recording:request"
 
 typedef enum {
     SESSION_PENDING,

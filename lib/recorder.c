@@ -1,0 +1,391 @@
+/* recorder: keys, differences and the recordings table (recorder.h). */
+#include "recorder.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "session.h"
+#include "sha256.h"
+
+int rec_mode_parse(const char *s)
+{
+    static const char *const names[] = {"live", "record", "playback", "hybrid"};
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *rec_mode_name(rec_mode m)
+{
+    switch (m) {
+    case REC_RECORD: return "record";
+    case REC_PLAYBACK: return "playback";
+    case REC_HYBRID: return "hybrid";
+    default: return "live";
+    }
+}
+
+/* ---- normalized requests ------------------------------------------------------------- */
+
+json_t *rec_normalize(const char *kind, const json_t *body)
+{
+    if (!json_is_object(body)) return NULL;
+    json_t *msgs = json_object_get(body, "messages");
+    json_t *sys = json_object_get(body, "system");
+    json_t *m = json_is_array(msgs) ? json_deep_copy(msgs) : json_array();
+    json_t *system = sys ? json_deep_copy(sys) : NULL;
+    /* OpenAI carries the system prompt as its first message. */
+    json_t *first = json_array_get(m, 0);
+    if (!system && json_is_object(first) && !strcmp(json_string_value(json_object_get(first, "role")) ?: "", "system")) {
+        system = json_deep_copy(json_object_get(first, "content"));
+        json_array_remove(m, 0);
+    }
+    json_t *params = json_deep_copy(body);
+    static const char *const drop[] = {"model", "system", "messages", "tools", "stream", "stream_options"};
+    for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) json_object_del(params, drop[i]);
+    json_t *tools = json_object_get(body, "tools");
+    json_t *model = json_object_get(body, "model");
+    return json_pack("{s:s, s:O, s:o, s:o, s:o, s:o}", "provider", kind ? kind : "", "model",
+                     model ? model : json_null(), "system", system ? system : json_null(), "messages", m, "tools",
+                     json_is_array(tools) ? json_deep_copy(tools) : json_array(), "parameters", params);
+}
+
+int rec_key(const json_t *norm, char out[REC_KEY_LEN + 1])
+{
+    char *s = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (!s) return -1;
+    sha256_ctx c;
+    uint8_t d[SHA256_LEN];
+    sha256_init(&c);
+    sha256_update(&c, "dstream-recording-v1\n", 21);
+    sha256_update(&c, s, strlen(s));
+    sha256_final(&c, d);
+    sha256_hex(d, sizeof d, out);
+    free(s);
+    return 0;
+}
+
+/* ---- differences --------------------------------------------------------------------- */
+
+static const char *const FIELDS[] = {"provider", "model", "system", "tools", "parameters", "messages"};
+#define NFIELDS (sizeof FIELDS / sizeof *FIELDS)
+
+static void show(const json_t *v, char *out, size_t cap)
+{
+    if (!cap) return;
+    if (!v) {
+        snprintf(out, cap, "(absent)");
+        return;
+    }
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    size_t n = s ? strlen(s) : 0;
+    size_t lim = cap - 1 < REC_VALUE_MAX ? cap - 1 : REC_VALUE_MAX;
+    if (n > lim && lim > 3) snprintf(out, cap, "%.*s...", (int)(lim - 3), s);
+    else snprintf(out, cap, "%s", s ? s : "");
+    free(s);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Walk a and b together; at the first difference write its path (appended to
+ * path[0..plen)) and return the two values through *da, *db. */
+static int walk(const json_t *a, const json_t *b, buf_t *path, const json_t **da, const json_t **db)
+{
+    if (a && b && json_typeof(a) == json_typeof(b) && json_is_object(a)) {
+        size_t n = json_object_size(a) + json_object_size(b), k = 0;
+        const char **keys = calloc(n ? n : 1, sizeof *keys);
+        if (!keys) abort();
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)a, key, v) keys[k++] = key;
+        json_object_foreach((json_t *)b, key, v)
+            if (!json_object_get(a, key)) keys[k++] = key;
+        qsort(keys, k, sizeof *keys, cmp_str);
+        size_t at = path->len;
+        int diff = 0;
+        for (size_t i = 0; i < k && !diff; i++) {
+            buf_printf(path, "%s%s", path->len ? "." : "", keys[i]);
+            diff = walk(json_object_get(a, keys[i]), json_object_get(b, keys[i]), path, da, db);
+            if (!diff) path->len = at;
+        }
+        free(keys);
+        if (path->p) path->p[path->len] = '\0';
+        return diff;
+    }
+    if (a && b && json_typeof(a) == json_typeof(b) && json_is_array(a)) {
+        size_t na = json_array_size(a), nb = json_array_size(b), at = path->len;
+        for (size_t i = 0; i < na || i < nb; i++) {
+            buf_printf(path, "[%zu]", i);
+            if (walk(json_array_get(a, i), json_array_get(b, i), path, da, db)) return 1;
+            path->len = at;
+            if (path->p) path->p[at] = '\0';
+        }
+        return 0;
+    }
+    if (a && b && json_equal((json_t *)a, (json_t *)b)) return 0;
+    if (!a && !b) return 0;
+    *da = a;
+    *db = b;
+    return 1;
+}
+
+int rec_diff(const json_t *recorded, const json_t *requested, char *path, size_t pcap, char *rec_v,
+             size_t rcap, char *req_v, size_t qcap)
+{
+    buf_t p;
+    buf_init(&p, 4096);
+    const json_t *da = NULL, *db = NULL;
+    int diff = 0;
+    for (size_t i = 0; i < NFIELDS && !diff; i++) {
+        buf_reset(&p);
+        buf_puts(&p, FIELDS[i]);
+        const json_t *a = json_object_get(recorded, FIELDS[i]), *b = json_object_get(requested, FIELDS[i]);
+        /* An absent field and null are the same (older recordings). */
+        if (json_is_null(a)) a = NULL;
+        if (json_is_null(b)) b = NULL;
+        diff = walk(a, b, &p, &da, &db);
+    }
+    if (pcap) snprintf(path, pcap, "%s", diff && p.p ? p.p : "");
+    if (diff) {
+        show(da, rec_v, rcap);
+        show(db, req_v, qcap);
+    } else {
+        if (rcap) rec_v[0] = '\0';
+        if (qcap) req_v[0] = '\0';
+    }
+    buf_free(&p);
+    return diff;
+}
+
+long rec_similarity(const json_t *a, const json_t *b)
+{
+    long score = 0;
+    for (size_t i = 0; i + 1 < NFIELDS; i++)
+        if (json_equal(json_object_get(a, FIELDS[i]), json_object_get(b, FIELDS[i]))) score += 100000;
+    const json_t *ma = json_object_get(a, "messages"), *mb = json_object_get(b, "messages");
+    size_t i = 0;
+    while (i < json_array_size(ma) && i < json_array_size(mb) &&
+           json_equal(json_array_get(ma, i), json_array_get(mb, i)))
+        i++;
+    score += (long)i * 10;
+    if (json_array_size(ma) == json_array_size(mb)) score += 1;
+    return score;
+}
+
+/* ---- the database -------------------------------------------------------------------- */
+
+static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
+{
+    return sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+}
+
+static int done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
+}
+
+static void bind_id(sqlite3_stmt *st, int at, const rec_id *id)
+{
+    sqlite3_bind_text(st, at, id->session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, at + 1, id->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, at + 2, id->key, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, at + 3, id->occurrence);
+}
+
+#define WHERE_ID "session = ? AND kind = ? AND key = ? AND occurrence = ?"
+
+int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const char *provider,
+                const char *model, const char *request_json, int64_t now_ms)
+{
+    sqlite3_stmt *st;
+    int rc;
+    if (prep(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
+        return LOG_EIO;
+    bind_id(st, 1, id);
+    if ((rc = done(st))) return rc;
+    if (prep(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
+    bind_id(st, 1, id);
+    if ((rc = done(st))) return rc;
+    if (prep(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
+                " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", &st))
+        return LOG_EIO;
+    bind_id(st, 1, id);
+    sqlite3_bind_text(st, 5, request_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, provider, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, request_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, now_ms);
+    return done(st);
+}
+
+int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len)
+{
+    sqlite3_stmt *st;
+    if (prep(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
+                " SELECT id, ?, ?, ? FROM recordings WHERE complete = 0 AND " WHERE_ID, &st))
+        return LOG_EIO;
+    sqlite3_bind_int(st, 1, seq);
+    sqlite3_bind_int64(st, 2, t_ms);
+    sqlite3_bind_blob(st, 3, len ? data : "", (int)len, SQLITE_STATIC);
+    bind_id(st, 4, id);
+    return done(st);
+}
+
+int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms)
+{
+    sqlite3_stmt *st;
+    char *m = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+    if (prep(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
+             &st)) {
+        free(m);
+        return LOG_EIO;
+    }
+    sqlite3_bind_int64(st, 1, status);
+    sqlite3_bind_int(st, 2, result);
+    if (m) sqlite3_bind_text(st, 3, m, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now_ms);
+    bind_id(st, 5, id);
+    int rc = done(st);
+    free(m);
+    return rc;
+}
+
+/* The first complete occurrence >= n of key in session; 1, 0 or LOG_E*. */
+static int find_in(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out)
+{
+    sqlite3_stmt *st;
+    if (prep(c, "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
+                " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence LIMIT 1", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, n);
+    int rc = sqlite3_step(st), found = 0;
+    if (rc == SQLITE_ROW) {
+        out->rowid = sqlite3_column_int64(st, 0);
+        snprintf(out->session, sizeof out->session, "%s", session);
+        out->occurrence = sqlite3_column_int(st, 1);
+        out->status = (long)sqlite3_column_int64(st, 2);
+        out->result = sqlite3_column_int(st, 3);
+        const char *m = (const char *)sqlite3_column_text(st, 4);
+        out->meta = m ? json_loads(m, 0, NULL) : NULL;
+        found = 1;
+    } else if (rc != SQLITE_DONE) {
+        found = LOG_EIO;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
+             rec_found *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < nl; i++) {
+        int rc = find_in(c, kind, key, n, lineage[i], out);
+        if (rc) return rc;
+    }
+    sqlite3_stmt *st;
+    char last[64] = "";
+    if (prep(c, "SELECT session FROM recordings WHERE key = ? AND kind = ? AND complete = 1"
+                " ORDER BY created_ms DESC, id DESC LIMIT 1", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) snprintf(last, sizeof last, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return LOG_EIO;
+    return last[0] ? find_in(c, kind, key, n, last, out) : 0;
+}
+
+int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
+               void *ud)
+{
+    sqlite3_stmt *st;
+    if (prep(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
+    sqlite3_bind_int64(st, 1, rowid);
+    int rc, out = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && !out)
+        out = fn(ud, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
+    if (!out && rc != SQLITE_DONE && rc != SQLITE_ROW) out = LOG_EIO;
+    sqlite3_finalize(st);
+    return out;
+}
+
+json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl)
+{
+    sqlite3_stmt *st;
+    /* Lineage first (its sessions rank before the rest), most recent first. */
+    if (prep(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ? AND complete = 1"
+                " ORDER BY (session IN (SELECT value FROM json_each(?))) DESC, created_ms DESC, id DESC LIMIT ?",
+             &st))
+        return NULL;
+    json_t *lin = json_array();
+    for (size_t i = 0; i < nl; i++) json_array_append_new(lin, json_string(lineage[i]));
+    char *lins = json_dumps(lin, JSON_COMPACT);
+    json_decref(lin);
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, lins ? lins : "[]", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, REC_NEAREST_SCAN);
+    const char *prov = json_string_value(json_object_get(norm, "provider"));
+    json_t *best = NULL, *best_req = NULL;
+    long best_score = -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *req = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
+        const char *rp = json_string_value(json_object_get(req, "provider"));
+        long score = req && rp && prov && !strcmp(rp, prov) ? rec_similarity(req, norm) : -1;
+        if (score > best_score) {
+            best_score = score;
+            json_decref(best);
+            json_decref(best_req);
+            best = json_pack("{s:s, s:s, s:i}", "key", (const char *)sqlite3_column_text(st, 0), "session",
+                             (const char *)sqlite3_column_text(st, 1), "occurrence", sqlite3_column_int(st, 2));
+            best_req = req;
+        } else {
+            json_decref(req);
+        }
+    }
+    sqlite3_finalize(st);
+    free(lins);
+    if (best) {
+        char path[256], rv[REC_VALUE_MAX + 8], qv[REC_VALUE_MAX + 8];
+        rec_diff(best_req, norm, path, sizeof path, rv, sizeof rv, qv, sizeof qv);
+        json_object_set_new(best, "field", json_string(path));
+        json_object_set_new(best, "recorded", json_string(rv));
+        json_object_set_new(best, "requested", json_string(qv));
+    }
+    json_decref(best_req);
+    return best;
+}
+
+/* ---- drift ----------------------------------------------------------------------------- */
+
+json_t *rec_drift_new(void)
+{
+    return json_pack("{s:[], s:i, s:i, s:i, s:i}", "requests", "hit", 0, "miss", 0, "diverged", 0, "recorded", 0);
+}
+
+void rec_drift_add(json_t *report, const json_t *event)
+{
+    const char *type = json_string_value(json_object_get(event, "type"));
+    if (!type || strcmp(type, EV_RECORDING_REQUEST)) return;
+    json_t *p = json_object_get(event, "payload");
+    const char *outcome = json_string_value(json_object_get(p, "outcome"));
+    if (!json_is_object(p) || !outcome) return;
+    json_t *e = json_deep_copy(p);
+    json_t *at = json_object_get(event, "offset");
+    if (json_is_string(at)) json_object_set(e, "offset", at);
+    json_array_append_new(json_object_get(report, "requests"), e);
+    json_t *n = json_object_get(report, outcome);
+    if (json_is_integer(n)) json_integer_set(n, json_integer_value(n) + 1);
+}

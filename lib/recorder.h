@@ -1,0 +1,110 @@
+/* recorder: recordings of provider exchanges, for playback without the provider
+ * (docs/recording.md).
+ *
+ * A request is known by its key: the SHA-256 of the canonical JSON (keys sorted,
+ * compact) of its normalized form {"provider", "model", "system", "messages",
+ * "tools", "parameters"}, built from the request body lib/provider makes. Nothing
+ * else goes in: not the API key (it is only in the headers), not the endpoint's
+ * host, not the request id, not the streaming switches. The same request asked
+ * twice in a session (a 529, then its retry) is told apart by its occurrence, the
+ * number of times the session asked it before.
+ *
+ * The rows live in sql/010_recordings.sql: opened when the request starts, the
+ * response body appended in chunks, ended when the exchange ended. A row never
+ * ended (its runner was killed) stays incomplete and is never served. The
+ * functions taking a log_conn_t do no transaction of their own: the runner calls
+ * them inside its commit, so that a recording and the events it produced are
+ * written together. */
+#ifndef DSTREAM_RECORDER_H
+#define DSTREAM_RECORDER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define REC_KEY_LEN 64              /* hex SHA-256 */
+#define REC_LINEAGE_MAX 16          /* a session and its ancestors, for lookups */
+#define REC_NEAREST_SCAN 200        /* recordings compared when looking for the nearest */
+#define REC_VALUE_MAX 160           /* bytes of a value shown in a difference */
+
+typedef enum { REC_LIVE, REC_RECORD, REC_PLAYBACK, REC_HYBRID } rec_mode;
+
+/* "live", "record", "playback", "hybrid" -> mode; -1 if unknown. */
+int rec_mode_parse(const char *s);
+const char *rec_mode_name(rec_mode m);
+
+/* The normalized request of a provider request body (lib/provider's
+ * provider_request_body) for provider kind "anthropic" or "openai". New reference;
+ * NULL if body is not an object. */
+json_t *rec_normalize(const char *kind, const json_t *body);
+
+/* The key of a normalized request: 64 hex digits and a NUL in out. 0, or -1. */
+int rec_key(const json_t *norm, char out[REC_KEY_LEN + 1]);
+
+/* The first difference between a recorded and a requested normalized request,
+ * walking provider, model, system, tools, parameters, messages in that order and
+ * inside them in order (object keys sorted): its path in path ("messages[2].content",
+ * "system", "parameters.temperature"), and both values as compact JSON (cut at
+ * REC_VALUE_MAX, "(absent)" when missing) in rec_v/req_v. Returns 1 if they
+ * differ, 0 if equal. */
+int rec_diff(const json_t *recorded, const json_t *requested, char *path, size_t pcap, char *rec_v,
+             size_t rcap, char *req_v, size_t qcap);
+
+/* How alike two normalized requests are (higher: closer): the fields equal
+ * before the messages, then the messages equal from the start. */
+long rec_similarity(const json_t *a, const json_t *b);
+
+/* ---- the database ------------------------------------------------------------------- */
+
+typedef struct rec_id {
+    const char *session;
+    const char *kind;               /* "provider" */
+    const char *key;
+    int occurrence;
+} rec_id;
+
+/* Open a recording (replacing an unfinished one with the same identity). */
+int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const char *provider,
+                const char *model, const char *request_json, int64_t now_ms);
+/* Append chunk seq (0, 1, ...) received t_ms after the start. */
+int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len);
+/* End it: complete, with the HTTP status, the transport result and meta (borrowed, may be NULL). */
+int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms);
+
+typedef struct rec_found {
+    int64_t rowid;
+    char session[64];
+    int occurrence;
+    long status;
+    int result;
+    json_t *meta;                   /* owned (NULL if none) */
+} rec_found;
+
+/* The complete recording of key to serve as occurrence n: in the first session of
+ * lineage[0..nl) that has one, the first complete occurrence >= n there; if none
+ * of them has it, the same in the session that recorded key last. Returns 1 (found,
+ * free out->meta), 0 (none), or LOG_E*. */
+int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
+             rec_found *out);
+
+/* Call fn for each chunk of recording rowid, in order. Returns 0, fn's non-zero, or LOG_E*. */
+int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
+               void *ud);
+
+/* The complete recording nearest to norm (by rec_similarity; lineage first, then
+ * the REC_NEAREST_SCAN most recent), as {"key", "session", "occurrence", "field",
+ * "recorded", "requested"}: where it differs first. New reference, or NULL if
+ * there is no recording of the same provider kind. */
+json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl);
+
+/* ---- drift -------------------------------------------------------------------------- */
+
+/* Add one session event (a parsed envelope) to a drift report {"requests": [...],
+ * "hit", "miss", "diverged", "recorded"}: recording:request events become entries. */
+void rec_drift_add(json_t *report, const json_t *event);
+/* An empty drift report. New reference. */
+json_t *rec_drift_new(void);
+
+#endif
