@@ -10,7 +10,7 @@
 
 /* The scope a route needs. Streams: read or write on the path; a session's own
  * stream is the session's (sessions:read on its id). Sessions: read for GET of a
- * session, its state and events, write for everything else that names one; the
+ * session, its state, events and drift report, write for everything else that names one; the
  * collection needs a scope of the kind (create and fork check the new id, the list
  * shows only what the token may read). Agents and workflows: any session scope may
  * read them, admin changes them. Metrics: admin. */
@@ -50,7 +50,7 @@ static int authorize(req_t *r, const char *path)
         id[n] = '\0';
         const char *sub = rest[n] ? rest + n + 1 : "";
         /* A fork reads its source; the new session's id is checked by the resource. */
-        int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events"))) ||
+        int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift"))) ||
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));
         return req_allow(r, read ? "sessions:read" : "sessions:write", id);
     }

@@ -15,6 +15,7 @@
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
 #include "live.h"
+#include "recordings.h"
 #include "reply.h"
 #include "access.h"
 #include "router.h"
@@ -108,7 +109,7 @@ static void create(req_t *r)
     json_t *body = req_json_object(r);
     if (!body) return;
     json_t *agent = json_object_get(body, "agent"), *wf = json_object_get(body, "workflow");
-    json_t *input = json_object_get(body, "input"), *doc = NULL, *created = NULL;
+    json_t *input = json_object_get(body, "input"), *doc = NULL, *created = NULL, *rec = NULL;
     json_t *idj = json_object_get(body, "id");
     char id[SSTORE_ID_MAX];
     int rc, version = 0;
@@ -120,6 +121,7 @@ static void create(req_t *r)
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
+    if (recording_setting(r, body, &rec)) goto out;
     if (new_id(r, idj, id, sizeof id)) goto out;
     const char *name = json_string_value(agent ? agent : wf);
     if (agent) doc = defs_agent_get(r->log, name, &rc);
@@ -137,6 +139,7 @@ static void create(req_t *r)
         json_object_set_new(created, "initialState", init ? json_deep_copy(init) : json_object());
     }
     json_object_set(created, "input", input ? input : json_object());
+    if (rec) json_object_set(created, "recording", rec);
     session_trace tr;
     trace_of(r, &tr);
     sstore_create_req cr;
@@ -167,6 +170,7 @@ static void create(req_t *r)
     json_decref(j);
     session_view_free(&v);
 out:
+    json_decref(rec);
     json_decref(created);
     json_decref(doc);
     json_decref(body);
@@ -477,7 +481,7 @@ static void fork_session(req_t *r, const char *id)
 {
     json_t *body = req_json_object(r);
     if (!body) return;
-    json_t *atj = json_object_get(body, "at"), *idj = json_object_get(body, "id");
+    json_t *atj = json_object_get(body, "at"), *idj = json_object_get(body, "id"), *rec = NULL;
     char nid[SSTORE_ID_MAX];
     sstore_create_req cr;
     memset(&cr, 0, sizeof cr);
@@ -494,10 +498,12 @@ static void fork_session(req_t *r, const char *id)
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
+    if (recording_setting(r, body, &rec)) goto out;
     if (new_id(r, idj, nid, sizeof nid)) goto out;
     session_trace tr;
     trace_of(r, &tr);
     cr.id = nid;
+    cr.forked_recording = rec;
     cr.parent = id;
     cr.trace = &tr;
     rc = sstore_create(r->log, &cr);
@@ -520,6 +526,7 @@ static void fork_session(req_t *r, const char *id)
         session_view_free(&v);
     }
 out:
+    json_decref(rec);
     json_decref(body);
 }
 
@@ -553,7 +560,7 @@ void sessions_handle(req_t *r, const char *rest)
         void (*fn)(req_t *, const char *);
     } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
                   {"cancel", "POST", cancel},    {"fork", "POST", fork_session},
-                  {"events", "GET", events}};
+                  {"events", "GET", events},     {"drift", "GET", recording_drift}};
     if (!*sub) {
         if (!strcmp(m, "GET")) get(r, id, 0);
         else if (!strcmp(m, "DELETE")) {

@@ -472,6 +472,7 @@ static int op_create(log_conn_t *c, void *arg)
     if (r->parent) {
         ev.type = EV_SESSION_FORKED;
         ev.payload = json_pack("{s:s, s:s}", "from", r->parent, "at", off);
+        if (r->forked_recording) json_object_set(ev.payload, "recording", r->forked_recording);
     } else {
         ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);

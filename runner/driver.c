@@ -162,7 +162,7 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
     json_decref(messages);
     if (!q && R->start_error[0]) {
         /* The operator's configuration refuses it (lib/provcfg): final, said once. */
-        give_up(R, s, v, "refused", "%s", R->start_error);
+        give_up(R, s, v, R->start_reason[0] ? R->start_reason : "refused", "%s", R->start_error);
         return -1;
     }
     if (!q) {
@@ -685,6 +685,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     long status = q->status;
     if (!status) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
     request_flush(R, q);
+    record_finished(R, q, (int)result, status);
     /* Complete only when the provider's stream ended with its terminal event. */
     int complete = result == CURLE_OK && status == 200 && !q->stream_error && !q->malformed && q->done &&
                    provider_finish(q->parser) == 0;

@@ -204,7 +204,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R)) return 2;
+    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R) || record_config(&R)) return 2;
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     /* One process per runner id and database, for the whole process's life. */
@@ -266,6 +266,7 @@ int main(int argc, char **argv)
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
         }
+        wait = record_wait(&R, now, wait);
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
         int timeout = rmcp_timeout(R.mcp, (int)wait);
@@ -295,6 +296,7 @@ int main(int argc, char **argv)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
             if (q) runner_request_finished(&R, q, msg->data.result);
         }
+        record_pump(&R);
         /* Timers that fired and leases to renew, then every session to look at. */
         now = db_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {

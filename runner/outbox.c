@@ -53,6 +53,7 @@ void runner_outbox_clear(sess_t *s)
 {
     for (size_t i = 0; i < s->nout; i++) json_decref(s->out[i].payload);
     s->nout = 0;
+    record_clear(s);
 }
 
 enum { C_PENDING, C_DONE, C_LOST, C_GONE, C_FAILED };
@@ -87,6 +88,7 @@ static int op_commit(log_conn_t *c, void *arg)
         int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
                                                      &it->s->view_seq, &it->first)
                            : held;
+        if (rc == 0 && held == 1) rc = record_tx(c, it->s);     /* recordings with their events */
         if (held == 0) it->outcome = C_LOST;
         else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
         else if (rc) it->outcome = C_FAILED;

@@ -54,6 +54,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     rq_t *q = ud;
     size_t len = size * n;
+    record_body(q, p, len);
     if (q->status == 0) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &q->status);
     if (q->status != 200) {
         buf_append(&q->errbody, p, len);   /* bounded by its ceiling */
@@ -155,7 +156,12 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     /* A stream that stays silent this long is dead (pings come every few s). */
     curl_easy_setopt(q->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(q->easy, CURLOPT_LOW_SPEED_TIME, 120L);
-    curl_multi_add_handle(R->multi, q->easy);
+    int rec = record_start(R, s, q);
+    if (rec < 0) {
+        request_free(R, q);
+        return NULL;
+    }
+    if (rec == 0) curl_multi_add_handle(R->multi, q->easy);
     s->rq = q;
     return q;
 }
@@ -175,6 +181,7 @@ void request_free(runner_t *R, rq_t *q)
     buf_free(&q->thinking);
     buf_free(&q->full);
     json_decref(q->tool_calls);
+    record_free(q);
     if (q->s && q->s->rq == q) q->s->rq = NULL;
     free(q);
 }
@@ -193,4 +200,10 @@ void request_flush(runner_t *R, rq_t *q)
     if (q->thinking.len || q->text.len) q->emitted = 1;
     buf_reset(&q->text);
     buf_reset(&q->thinking);
+    record_flush(R, q);
+}
+
+void request_feed(rq_t *q, const char *p, size_t len)
+{
+    on_body((char *)p, 1, len, q);
 }

@@ -54,6 +54,7 @@ typedef struct rq {
     int64_t started_ms;
     int step_agent;             /* a workflow agent step (else a chat reply) */
     int turns;
+    struct rrec *rec;           /* recording or playback (record.c), NULL when live */
 } rq_t;
 
 /* A session the runner is looking after: one with something in flight or
@@ -80,6 +81,7 @@ struct sess {
     tcall_t *calls;             /* tool calls running here (tools.c) */
     json_t *own_calls;          /* {callId: true}: recorded by this process, not yet run */
     json_t *servers;            /* [{server, tools}] offered to the model in the last request */
+    struct recop *rec_ops;      /* recording writes waiting for the commit (record.c) */
     sess_t *next;
 };
 
@@ -103,6 +105,9 @@ typedef struct runner {
     uint64_t commits;           /* loop commits */
     json_t *mcp_config;         /* the operator's MCP servers (DSTREAM_MCP_CONFIG) */
     rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
+    int rec_mode;               /* DSTREAM_RECORDING (lib/recorder rec_mode) */
+    int rec_realtime;           /* DSTREAM_RECORDING_TIMING=realtime */
+    char start_reason[32];      /* the reason to fail with, when request_start says one */
 } runner_t;
 
 /* driver.c */
@@ -161,6 +166,26 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
 void request_free(runner_t *R, rq_t *q);
 /* Queue the deltas received since the last flush. */
 void request_flush(runner_t *R, rq_t *q);
+/* Feed q response body bytes as if they came from the provider (playback). */
+void request_feed(rq_t *q, const char *p, size_t len);
+
+/* record.c: recording and playback (lib/recorder, docs/recording.md). */
+/* DSTREAM_RECORDING and DSTREAM_RECORDING_TIMING. Returns 0, or -1 after saying why. */
+int record_config(runner_t *R);
+/* Decide q's recording mode before it goes out: 0 it goes live (recorded or not),
+ * 1 a recording answers it (it must not go out), -1 it fails (playback miss: the
+ * reason in R->start_error and R->start_reason). Queues recording:request. */
+int record_start(runner_t *R, sess_t *s, rq_t *q);
+void record_body(rq_t *q, const char *p, size_t len);
+void record_flush(runner_t *R, rq_t *q);
+void record_finished(runner_t *R, rq_t *q, int result, long status);
+void record_free(rq_t *q);
+/* Write s's queued recording writes (inside the commit). 0 or LOG_E*. */
+int record_tx(log_conn_t *c, sess_t *s);
+void record_clear(sess_t *s);
+/* The loop: the wait before the next playback chunk is due, and feeding them. */
+int64_t record_wait(runner_t *R, int64_t now, int64_t wait);
+void record_pump(runner_t *R);
 
 /* providers.c */
 /* Load DSTREAM_PROVIDERS (with keys) into R->providers; the built-in providers take

@@ -73,6 +73,7 @@ ROUTES=(
     "DELETE /v1/sessions/team1-nope"
     "GET /v1/sessions/team1-s/state"
     "GET /v1/sessions/team1-s/events?offset=-1"
+    "GET /v1/sessions/team1-s/drift"
     "POST /v1/sessions/team1-s/messages {\"content\":\"hi\",\"mode\":\"background\"}"
     "POST /v1/sessions/team1-s/input {\"interactionId\":\"x\",\"response\":1}"
     "POST /v1/sessions/team1-nope/cancel {}"

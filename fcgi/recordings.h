@@ -1,0 +1,17 @@
+/* Recording modes of sessions and their drift reports (lib/recorder, docs/recording.md). */
+#ifndef DSTREAM_FCGI_RECORDINGS_H
+#define DSTREAM_FCGI_RECORDINGS_H
+
+#include <jansson.h>
+
+#include "req.h"
+
+/* The "mode" and "timing" of a session creation or fork body as
+ * {"mode", "timing"} in *out (new reference, NULL when neither is given).
+ * Returns 0, or -1 after answering 400. */
+int recording_setting(req_t *r, const json_t *body, json_t **out);
+
+/* GET /v1/sessions/{id}/drift */
+void recording_drift(req_t *r, const char *id);
+
+#endif

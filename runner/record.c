@@ -1,0 +1,385 @@
+/* record: recording and playback of provider requests (lib/recorder,
+ * docs/recording.md).
+ *
+ * A session's mode is in what it was created with (session:created's
+ * "recording", or its fork's session:forked), else the runner's default
+ * (DSTREAM_RECORDING). In live mode nothing here happens. Otherwise each request
+ * gets its key (lib/recorder) and its occurrence, counted from the
+ * recording:request events of the session's log (a fork counts its source's
+ * before the fork point), and one recording:request event saying what happened:
+ *
+ *   record    the request goes to the provider and its exchange is recorded;
+ *   playback  a complete recording answers it (its chunks fed to the parser as
+ *             they came, one flush each, so the deltas are the same), or the
+ *             request fails with the key and where the nearest recording differs;
+ *   hybrid    a recording answers it if there is one, else it goes live and is
+ *             recorded.
+ *
+ * A recording is written with the session's events, in the runner's commit
+ * (outbox.c calls record_tx): the row opened with the recording:request event,
+ * each chunk with the deltas it produced, the end with provider:request_ended.
+ * A runner killed mid-stream leaves the row incomplete: never served. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/db.h"
+#include "../lib/recorder.h"
+#include "runner.h"
+
+typedef struct pchunk {
+    int64_t t_ms;
+    size_t len;
+    char *p;
+} pchunk;
+
+struct rrec {
+    int mode;
+    int recording;              /* the live exchange is recorded */
+    int playing;                /* answered from a recording */
+    int realtime;
+    char key[REC_KEY_LEN + 1];
+    int occ;
+    buf_t pending;              /* body bytes since the last flush */
+    int seq;                    /* chunks queued */
+    pchunk *chunks;             /* playback */
+    size_t n, next, cap;
+    int result;
+};
+
+enum { OP_OPEN, OP_CHUNK, OP_END };
+
+struct recop {
+    int what;
+    char key[REC_KEY_LEN + 1];
+    int occ;
+    char request_id[72], provider[64], model[136];
+    char *data;                 /* OPEN: the normalized request; CHUNK: the bytes */
+    size_t len;
+    int seq;
+    int64_t t_ms;
+    long status;
+    int result;
+    json_t *meta;
+    struct recop *next;
+};
+
+int record_config(runner_t *R)
+{
+    const char *m = getenv("DSTREAM_RECORDING"), *t = getenv("DSTREAM_RECORDING_TIMING");
+    R->rec_mode = REC_LIVE;
+    if (m && *m && (R->rec_mode = rec_mode_parse(m)) < 0) {
+        fprintf(stderr, "dstream-runner: DSTREAM_RECORDING=%s: use live, record, playback or hybrid\n", m);
+        return -1;
+    }
+    if (t && *t && strcmp(t, "fast") && strcmp(t, "realtime")) {
+        fprintf(stderr, "dstream-runner: DSTREAM_RECORDING_TIMING=%s: use fast or realtime\n", t);
+        return -1;
+    }
+    R->rec_realtime = t && !strcmp(t, "realtime");
+    return 0;
+}
+
+static struct recop *op_new(sess_t *s, int what, const struct rrec *r)
+{
+    struct recop *o = calloc(1, sizeof *o);
+    if (!o) abort();
+    o->what = what;
+    memcpy(o->key, r->key, sizeof o->key);
+    o->occ = r->occ;
+    struct recop **pp = &s->rec_ops;
+    while (*pp) pp = &(*pp)->next;
+    *pp = o;
+    return o;
+}
+
+static void op_free(struct recop *o)
+{
+    free(o->data);
+    json_decref(o->meta);
+    free(o);
+}
+
+void record_clear(sess_t *s)
+{
+    while (s->rec_ops) {
+        struct recop *o = s->rec_ops;
+        s->rec_ops = o->next;
+        op_free(o);
+    }
+}
+
+int record_tx(log_conn_t *c, sess_t *s)
+{
+    int64_t now = db_now_ms();
+    for (struct recop *o = s->rec_ops; o; o = o->next) {
+        rec_id id = {s->id, "provider", o->key, o->occ};
+        int rc = o->what == OP_OPEN    ? rec_tx_open(c, &id, o->request_id, o->provider, o->model, o->data, now)
+                 : o->what == OP_CHUNK ? rec_tx_chunk(c, &id, o->seq, o->t_ms, o->data, o->len)
+                                       : rec_tx_end(c, &id, o->status, o->result, o->meta, now);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---- counting ----------------------------------------------------------------------- */
+
+typedef struct counting {
+    const char *key;
+    int n;
+} counting;
+
+static int count_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    counting *k = ud;
+    (void)at;
+    /* Cheap test first: most events are deltas. */
+    if (len < 40 || !memmem(data, len < 64 ? len : 64, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1))
+        return 0;
+    json_t *e = json_loadb(data, len, 0, NULL);
+    const char *key = json_string_value(json_object_get(json_object_get(e, "payload"), "key"));
+    if (key && !strcmp(key, k->key)) k->n++;
+    json_decref(e);
+    return 0;
+}
+
+/* How many times the session's log asked key before; -1 if it cannot be read. */
+static int occurrences(runner_t *R, const char *sid, const char *key)
+{
+    char path[SSTORE_ID_MAX + 16];
+    snprintf(path, sizeof path, "sessions/%s", sid);
+    counting k = {key, 0};
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = path;
+    rr.kind = OFFSET_START;
+    rr.max_bytes = (size_t)-1;
+    return log_read(R->conn, &rr, count_msg, &k) ? -1 : k.n;
+}
+
+/* The session and its ancestors, nearest first. */
+static size_t lineage(runner_t *R, const char *sid, char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX], const char **out)
+{
+    size_t n = 0;
+    snprintf(ids[n], SSTORE_ID_MAX, "%s", sid);
+    out[n] = ids[n];
+    n++;
+    sstore_row row;
+    while (n < REC_LINEAGE_MAX && sstore_get(R->conn, ids[n - 1], &row) == 0 && row.parent[0]) {
+        snprintf(ids[n], SSTORE_ID_MAX, "%s", row.parent);
+        out[n] = ids[n];
+        n++;
+    }
+    return n;
+}
+
+static int take_chunk(void *ud, int64_t t_ms, const void *p, size_t n)
+{
+    struct rrec *r = ud;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 16;
+        if (!(r->chunks = realloc(r->chunks, r->cap * sizeof *r->chunks))) abort();
+    }
+    pchunk *c = &r->chunks[r->n++];
+    c->t_ms = t_ms;
+    c->len = n;
+    c->p = malloc(n ? n : 1);
+    if (!c->p) abort();
+    if (n) memcpy(c->p, p, n);
+    return 0;
+}
+
+/* ---- a request starts ---------------------------------------------------------------- */
+
+static void free_rec(struct rrec *r)
+{
+    if (!r) return;
+    buf_free(&r->pending);
+    for (size_t i = 0; i < r->n; i++) free(r->chunks[i].p);
+    free(r->chunks);
+    free(r);
+}
+
+void record_free(rq_t *q)
+{
+    free_rec(q->rec);
+    q->rec = NULL;
+}
+
+int record_start(runner_t *R, sess_t *s, rq_t *q)
+{
+    R->start_reason[0] = '\0';
+    session_view v;
+    offset_t none = {0, 0};
+    session_view_init(&v);
+    int mode = R->rec_mode, realtime = R->rec_realtime;
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
+        json_t *rec = json_object_get(v.created, "recording");
+        int m = rec_mode_parse(json_string_value(json_object_get(rec, "mode")));
+        const char *t = json_string_value(json_object_get(rec, "timing"));
+        if (m >= 0) mode = m;
+        if (t) realtime = !strcmp(t, "realtime");
+    }
+    session_view_free(&v);
+    if (mode == REC_LIVE) return 0;
+
+    const char *kind = q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai";
+    json_t *body = json_loads(q->body, 0, NULL);
+    json_t *norm = rec_normalize(kind, body);
+    json_decref(body);
+    struct rrec *r = calloc(1, sizeof *r);
+    if (!r || !norm || rec_key(norm, r->key)) abort();
+    r->mode = mode;
+    r->realtime = realtime;
+    buf_init(&r->pending, 64 << 20);
+    int n = occurrences(R, s->id, r->key);
+    if (n < 0) {
+        json_decref(norm);
+        free_rec(r);
+        snprintf(R->start_error, sizeof R->start_error, "recording: cannot read the session's log");
+        return -1;
+    }
+    r->occ = n;
+    q->rec = r;
+    char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
+    const char *lin[REC_LINEAGE_MAX];
+    size_t nl = lineage(R, s->id, ids, lin);
+    json_t *ev = json_pack("{s:s, s:s, s:i, s:s}", "requestId", q->id, "key", r->key, "occurrence", n, "mode",
+                           rec_mode_name(mode));
+    int ret = 0;
+    if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
+        rec_found f;
+        int found = rec_find(R->conn, "provider", r->key, n, lin, nl, &f);
+        if (found == 1 && rec_chunks(R->conn, f.rowid, take_chunk, r) == 0) {
+            r->playing = 1;
+            r->result = f.result;
+            q->status = f.status;
+            const char *ra = json_string_value(json_object_get(f.meta, "retryAfter"));
+            json_t *ms = json_object_get(f.meta, "retryAfterMs"), *sr = json_object_get(f.meta, "shouldRetry");
+            if (ra) snprintf(q->retry_after, sizeof q->retry_after, "%s", ra);
+            if (json_is_integer(ms)) q->retry_after_ms = json_integer_value(ms);
+            if (json_is_integer(sr)) q->should_retry = (int)json_integer_value(sr);
+            json_object_set_new(ev, "outcome", json_string("hit"));
+            json_object_set_new(ev, "recording", json_pack("{s:s, s:i}", "session", f.session, "occurrence", f.occurrence));
+            json_decref(f.meta);
+            runner_log("session %s: request %s answered from recording %.12s#%d of %s", s->id, q->id, r->key,
+                       f.occurrence, f.session);
+            ret = 1;
+        } else {
+            if (found == 1) json_decref(f.meta);
+            json_t *near = rec_nearest(R->conn, "provider", norm, lin, nl);
+            json_object_set_new(ev, "outcome", json_string(near ? "diverged" : "miss"));
+            if (near) json_object_set(ev, "nearest", near);
+            if (mode == REC_PLAYBACK) {
+                char msg[1024];
+                if (near)
+                    snprintf(msg, sizeof msg,
+                             "playback: no recording of request %s (occurrence %d); the nearest differs at %s:"
+                             " recorded %.60s, requested %.60s",
+                             r->key, n, json_string_value(json_object_get(near, "field")),
+                             json_string_value(json_object_get(near, "recorded")),
+                             json_string_value(json_object_get(near, "requested")));
+                else
+                    snprintf(msg, sizeof msg, "playback: no recording of request %s (occurrence %d), nor of any like it",
+                             r->key, n);
+                size_t ml = strlen(msg) < sizeof R->start_error - 1 ? strlen(msg) : sizeof R->start_error - 1;
+                memcpy(R->start_error, msg, ml);
+                R->start_error[ml] = '\0';
+                snprintf(R->start_reason, sizeof R->start_reason, "playback_miss");
+                runner_log("session %s: %s", s->id, R->start_error);
+                ret = -1;
+            } else {
+                r->recording = 1;
+                runner_log("session %s: request %s: no recording of %.12s#%d (%s): live", s->id, q->id, r->key, n,
+                           near ? json_string_value(json_object_get(near, "field")) : "nothing like it");
+            }
+            json_decref(near);
+        }
+    } else {
+        json_object_set_new(ev, "outcome", json_string("recorded"));
+        r->recording = 1;
+    }
+    runner_emit(R, s, EV_RECORDING_REQUEST, ev);
+    if (r->recording) {
+        struct recop *o = op_new(s, OP_OPEN, r);
+        snprintf(o->request_id, sizeof o->request_id, "%s", q->id);
+        snprintf(o->provider, sizeof o->provider, "%.63s", q->target.p ? q->target.p->name : kind);
+        snprintf(o->model, sizeof o->model, "%s", q->model);
+        o->data = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!o->data) abort();
+    }
+    json_decref(norm);
+    return ret;
+}
+
+/* ---- a live request records ---------------------------------------------------------- */
+
+void record_body(rq_t *q, const char *p, size_t len)
+{
+    if (q->rec && q->rec->recording) buf_append(&q->rec->pending, p, len);
+}
+
+void record_flush(runner_t *R, rq_t *q)
+{
+    (void)R;
+    struct rrec *r = q->rec;
+    if (!r || !r->recording || !r->pending.len) return;
+    struct recop *o = op_new(q->s, OP_CHUNK, r);
+    o->seq = r->seq++;
+    o->t_ms = db_now_ms() - q->started_ms;
+    o->len = r->pending.len;
+    o->data = malloc(o->len);
+    if (!o->data) abort();
+    memcpy(o->data, r->pending.p, o->len);
+    buf_reset(&r->pending);
+}
+
+void record_finished(runner_t *R, rq_t *q, int result, long status)
+{
+    struct rrec *r = q->rec;
+    if (!r || !r->recording) return;
+    record_flush(R, q);
+    struct recop *o = op_new(q->s, OP_END, r);
+    o->status = status;
+    o->result = result;
+    o->meta = json_pack("{s:I, s:i}", "durationMs", (json_int_t)(db_now_ms() - q->started_ms), "shouldRetry",
+                        q->should_retry);
+    if (q->retry_after[0]) json_object_set_new(o->meta, "retryAfter", json_string(q->retry_after));
+    if (q->retry_after_ms >= 0) json_object_set_new(o->meta, "retryAfterMs", json_integer(q->retry_after_ms));
+    r->recording = 0;
+}
+
+/* ---- playback ------------------------------------------------------------------------ */
+
+static int waiting(const rq_t *q)
+{
+    return q->text.len || q->thinking.len;   /* deltas not yet flushed: one chunk, one flush */
+}
+
+int64_t record_wait(runner_t *R, int64_t now, int64_t wait)
+{
+    for (sess_t *s = R->sessions; s; s = s->next) {
+        rq_t *q = s->rq;
+        if (!q || !q->rec || !q->rec->playing || waiting(q)) continue;
+        struct rrec *r = q->rec;
+        int64_t due = r->next < r->n && r->realtime ? q->started_ms + r->chunks[r->next].t_ms - now : 0;
+        if (due < wait) wait = due < 0 ? 0 : due;
+    }
+    return wait;
+}
+
+void record_pump(runner_t *R)
+{
+    int64_t now = db_now_ms();
+    for (sess_t *s = R->sessions, *next; s; s = next) {
+        next = s->next;
+        rq_t *q = s->rq;
+        if (!q || !q->rec || !q->rec->playing) continue;
+        struct rrec *r = q->rec;
+        while (!waiting(q) && r->next < r->n && (!r->realtime || q->started_ms + r->chunks[r->next].t_ms <= now)) {
+            pchunk *c = &r->chunks[r->next++];
+            request_feed(q, c->p, c->len);
+        }
+        if (!waiting(q) && r->next == r->n) runner_request_finished(R, q, (CURLcode)r->result);
+    }
+}

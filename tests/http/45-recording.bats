@@ -1,0 +1,266 @@
+#!/usr/bin/env bats
+# Recording and playback (docs/recording.md) through the real stack with the mock
+# provider: a chat and a workflow recorded, then played back with the mock stopped
+# (SIGSTOP: a request sent to it would hang, never be answered) giving the same
+# events with the same chunking; a playback miss with its explicit event naming the
+# key and the differing field; a hybrid fork that changes one answer and calls the
+# provider only after the change, with its drift report; a 529 then a 200 replayed
+# in order; kill -9 of the runner mid-stream while recording leaves an incomplete
+# recording that playback never serves; no provider key in any recording.
+#
+# One stack and one mock for the file; waits are polls with deadlines.
+
+load runner-helpers
+
+setup_file() { rn_start; }
+teardown_file() {
+    [ -n "${RN_MOCK_PID:-}" ] && kill -CONT "$RN_MOCK_PID" 2>/dev/null
+    rn_stop
+}
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+}
+teardown() {
+    kill -CONT "$RN_MOCK_PID" 2>/dev/null || true
+    rn_test_teardown
+}
+
+# A reply in many pieces, 20 ms apart: several flushes, so several deltas.
+chunky_reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 3, delayMs: 20, usage: {input: 12, output: 9}}'; }
+quick_reply() { jq -nc --arg t "$1" '{text: $t, usage: {input: 20, output: 5}}'; }
+
+# check FILE JQ: the jq program holds on FILE, else print both and fail.
+check() {
+    jq -e "$2" "$1" >/dev/null || {
+        echo "does not hold: $2" >&2
+        jq -c . "$1" | head -c 6000 >&2
+        return 1
+    }
+}
+
+# The events as compared between a run and its playback: without recording events
+# and the session's own creation, with nothing that names an id or a time.
+NORM='[.[] | select(.type != "recording:request" and .type != "session:created")
+       | {type, actor, payload: (.payload | walk(if type == "object"
+             then del(.requestId, .callId, .createdAt, .durationMs, .retryAt, .at, .interactionOffset) else . end))}]'
+
+# mock_stop / mock_cont: the mock stops answering (a request would hang) / answers again.
+mock_stop() { kill -STOP "$RN_MOCK_PID"; }
+mock_cont() { kill -CONT "$RN_MOCK_PID"; }
+
+sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+
+@test "recording: a chat recorded live is played back with the mock stopped: the same events, the same deltas; no key in any recording" {
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "{\"replies\": [$(chunky_reply "The first answer, in several small pieces."), $(chunky_reply "And a second one, also in pieces.")]}"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Hello"
+    rn_wait "$rec" '(.messages | length) == 2 and .request == null'
+    rn_say "$rec" "Again"
+    rn_wait "$rec" '(.messages | length) == 4 and .request == null'
+    [ "$(rn_request_count)" = 2 ]
+    rn_events "$rec" >"$T/rec.json"
+    check "$T/rec.json" '[.[] | select(.type == "text:delta")] | length > 2'
+    check "$T/rec.json" '[.[] | select(.type == "recording:request") | .payload.outcome] == ["recorded", "recorded"]'
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND complete = 1")" = 2 ]
+    # The provider key reached the mock, never a recording.
+    rn_requests | grep -q "$RN_KEY"
+    [ "$(grep -c "$RN_KEY" "$DS_DIR/logs/runner.log")" = 0 ]
+    sqlite3 "$DS_DB" '.dump recordings recording_chunks' >"$T/dump.sql"
+    [ -s "$T/dump.sql" ]
+    [ "$(grep -c "$RN_KEY" "$T/dump.sql")" = 0 ]
+    [ "$(grep -c "127.0.0.1" "$T/dump.sql")" = 0 ]
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Hello"
+    rn_wait "$play" '(.messages | length) == 2 and .request == null'
+    rn_say "$play" "Again"
+    rn_wait "$play" '(.messages | length) == 4 and .request == null'
+    mock_cont
+    [ "$(rn_request_count)" = 2 ]
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | .payload.outcome] == ["hit", "hit"]'
+    jq "$NORM" "$T/rec.json" >"$T/a.json"
+    jq "$NORM" "$T/play.json" >"$T/b.json"
+    diff "$T/a.json" "$T/b.json"
+    # The same state, and the drift report says every request was a hit.
+    rn_get "$rec"; jq -S '{messages, usage, costUsd} | walk(if type == "object" then del(.offset, .requestId) else . end)' "$DS_BODY" >"$T/sa.json"
+    rn_get "$play"; jq -S '{messages, usage, costUsd} | walk(if type == "object" then del(.offset, .requestId) else . end)' "$DS_BODY" >"$T/sb.json"
+    diff "$T/sa.json" "$T/sb.json"
+    req GET "/v1/sessions/$play/drift"
+    assert_status 200
+    assert_body_json '.mode == "playback" and .hit == 2 and .miss == 0 and .diverged == 0 and (.requests | length) == 2'
+}
+
+# A workflow: a draft, a human checkpoint (text), an announcement that quotes the answer.
+make_workflow() {
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{
+        name: $n, initialState: {},
+        phases: [
+          {name: "draft", steps: [{kind: "agent", name: "Draft", agent: $a,
+              prompt: "Write about {{input.topic}}.", update: {draft: "$output"}}],
+           transitions: [{to: "ask"}]},
+          {name: "ask", steps: [{kind: "human", id: "tone", input: "text",
+              prompt: "Which tone for {{state.draft}}?", update: {tone: "$response"}}],
+           transitions: [{to: "publish"}]},
+          {name: "publish", terminal: true, steps: [{kind: "agent", name: "Announce", agent: $a,
+              prompt: "Announce {{state.draft}} in a {{state.tone}} tone.", update: {announcement: "$output"}}]}
+        ]}')"
+}
+
+answer() {
+    req POST "/v1/sessions/$1/input" -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --arg r "$2" '{interactionId: "tone", response: $r}')"
+    assert_status 202
+}
+
+record_workflow() {
+    agent=$(rn_agent anthropic claude-test-model)
+    make_workflow
+    rn_script "{\"replies\": [$(chunky_reply "A draft about otters."), $(chunky_reply "Otters, announced warmly.")]}"
+    rec=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w, input: {topic: "otters"}, mode: "record"}')")
+    rn_wait "$rec" '.status == "awaiting_input"'
+    answer "$rec" warm
+    rn_wait "$rec" '.status == "completed"'
+    [ "$(rn_request_count)" = 2 ]
+}
+
+@test "recording: a workflow with two agent steps and a checkpoint, replayed in playback with the mock stopped: the same events and final state" {
+    record_workflow
+    rn_events "$rec" >"$T/rec.json"
+    mock_stop
+    play=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w, input: {topic: "otters"}, mode: "playback", timing: "fast"}')")
+    rn_wait "$play" '.status == "awaiting_input"'
+    answer "$play" warm
+    rn_wait "$play" '.status == "completed"'
+    mock_cont
+    [ "$(rn_request_count)" = 2 ]
+    rn_events "$play" >"$T/play.json"
+    jq "$NORM" "$T/rec.json" >"$T/a.json"
+    jq "$NORM" "$T/play.json" >"$T/b.json"
+    diff "$T/a.json" "$T/b.json"
+    rn_get "$rec"; jq -S '{state, status, usage}' "$DS_BODY" >"$T/sa.json"
+    rn_get "$play"; jq -S '{state, status, usage}' "$DS_BODY" >"$T/sb.json"
+    diff "$T/sa.json" "$T/sb.json"
+    check "$T/sb.json" '.state.announcement == "Otters, announced warmly."'
+}
+
+@test "recording: a playback miss fails the step with an event naming the key and the differing field (the system prompt)" {
+    record_workflow
+    # The agent's system prompt changes: every request of the workflow differs.
+    req PUT "/v1/agents/$agent" -H 'Content-Type: application/json' \
+        --data-binary '{"provider": "anthropic", "model": "claude-test-model", "system": "Be terse."}'
+    assert_status 200
+    play=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w, input: {topic: "otters"}, mode: "playback"}')")
+    rn_wait "$play" '.status == "failed"'
+    [ "$(rn_request_count)" = 2 ]
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request")] | length == 1'
+    check "$T/play.json" '[.[] | select(.type == "recording:request")][0].payload
+        | .outcome == "diverged" and .mode == "playback" and (.key | test("^[0-9a-f]{64}$"))
+          and .nearest.field == "system" and .nearest.recorded == "(absent)" and .nearest.requested == "\"Be terse.\""'
+    key=$(jq -r '[.[] | select(.type == "recording:request")][0].payload.key' "$T/play.json")
+    check "$T/play.json" '.[-1].type == "workflow:failed"'
+    jq -r '.[-1].payload.error' "$T/play.json" >"$T/err.txt"
+    grep -q "$key" "$T/err.txt"
+    grep -q "differs at system" "$T/err.txt"
+    check "$T/play.json" '.[-1].payload.reason == "playback_miss"'
+    req GET "/v1/sessions/$play/drift"
+    assert_body_json '.diverged == 1 and .requests[0].nearest.field == "system"'
+}
+
+@test "recording: a hybrid fork that changes the checkpoint's answer: the call before it from the recording, the one after it live; the drift report says so" {
+    record_workflow
+    rn_events "$rec" >"$T/rec.json"
+    at=$(jq -r '[.[] | select(.type == "workflow:started")][0].offset' "$T/rec.json")
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    rn_script "$(quick_reply "Otters, announced coldly.")"
+    req POST "/v1/sessions/$rec/fork" -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --arg at "$at" '{at: $at, mode: "hybrid"}')"
+    assert_status 201
+    fork=$(jq -r .id "$DS_BODY")
+    rn_wait "$fork" '.status == "awaiting_input"'
+    [ "$(rn_request_count)" = 0 ]      # the draft came from the recording
+    answer "$fork" cold
+    rn_wait "$fork" '.status == "completed"'
+    [ "$(rn_request_count)" = 1 ]      # the announcement, which quotes the new answer, went live
+    rn_get "$fork"
+    check "$DS_BODY" '.state == {draft: "A draft about otters.", tone: "cold", announcement: "Otters, announced coldly."}'
+    req GET "/v1/sessions/$fork/drift"
+    assert_status 200
+    cp "$DS_BODY" "$T/drift.json"
+    check "$T/drift.json" '.mode == "hybrid" and .hit == 1 and .diverged == 1 and .miss == 0'
+    check "$T/drift.json" '[.requests[].outcome] == ["hit", "diverged"]'
+    check "$T/drift.json" '.requests[1].nearest.field == "messages[0].content[0].text" or .requests[1].nearest.field == "messages[0].content"'
+    check "$T/drift.json" '.requests[0].recording.session == "'"$rec"'"'
+    # The live call was recorded: a playback of the fork's answer now hits.
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$fork' AND complete = 1")" = 1 ]
+}
+
+@test "recording: a 529 then a 200 are recorded under one key and replayed in that order" {
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "{\"replies\": [{\"status\": 529}, $(quick_reply "After the storm.")]}"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Hi"
+    rn_wait "$rec" '(.messages | length) == 2 and .request == null'
+    [ "$(sql "SELECT group_concat(occurrence || ':' || status || ':' || complete, ' ') FROM recordings WHERE session = '$rec'")" = "0:529:1 1:200:1" ]
+    [ "$(sql "SELECT count(DISTINCT key) FROM recordings WHERE session = '$rec'")" = 1 ]
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Hi"
+    rn_wait "$play" '(.messages | length) == 2 and .request == null'
+    mock_cont
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | .payload.recording.occurrence] == [0, 1]'
+    check "$T/play.json" '[.[] | select(.type == "provider:request_retried")][0].payload.status == 529'
+    rn_get "$play"
+    check "$DS_BODY" '.messages[1].content == "After the storm."'
+}
+
+@test "recording: kill -9 of the runner mid-stream leaves an incomplete recording; the retry's is complete and playback uses it" {
+    agent=$(rn_agent anthropic claude-test-model)
+    slow=$(jq -nc --arg t "$(seq -s ' ' 1 120)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 60}}')
+    rn_script "{\"replies\": [$slow, $(chunky_reply "Complete at last.")]}"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Count"
+    ds_poll 20 rn_has_event "$rec" '.type == "text:delta"'
+    ds_poll 20 test "$(sql "SELECT count(*) FROM recording_chunks c JOIN recordings r ON r.id = c.recording WHERE r.session = '$rec'")" -gt 1
+    rn_runner_signal KILL
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND complete = 0")" = 1 ]
+    rn_runner_start
+    rn_wait "$rec" '(.messages | length) >= 2 and .request == null and (.messages[-1].content == "Complete at last.")' 30
+    [ "$(sql "SELECT group_concat(occurrence || ':' || complete, ' ') FROM recordings WHERE session = '$rec'")" = "0:0 1:1" ]
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Count"
+    rn_wait "$play" '(.messages | length) == 2 and .request == null'
+    mock_cont
+    rn_get "$play"
+    check "$DS_BODY" '.messages[1].content == "Complete at last."'
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | .payload | [.outcome, .recording.occurrence]] == [["hit", 1]]'
+    check "$T/play.json" '[.[] | select(.type == "provider:request_retried")] | length == 0'
+}
+
+@test "recording: a bad mode or timing is a 400; a fork inherits its source's mode unless it names one" {
+    agent=$(rn_agent anthropic claude-test-model)
+    req POST /v1/sessions -H 'Content-Type: application/json' --data-binary "{\"agent\": \"$agent\", \"mode\": \"replay\"}"
+    assert_status 400
+    assert_body_json '.error.code == "bad_mode"'
+    req POST /v1/sessions -H 'Content-Type: application/json' --data-binary "{\"agent\": \"$agent\", \"timing\": 3}"
+    assert_status 400
+    assert_body_json '.error.code == "bad_timing"'
+    id=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\", \"timing\": \"realtime\"}")
+    req POST "/v1/sessions/$id/fork" -H 'Content-Type: application/json' --data-binary '{"mode": "x"}'
+    assert_status 400
+    req GET "/v1/sessions/nope-nope/drift"
+    assert_status 404
+    req POST "/v1/sessions/$id/fork" -H 'Content-Type: application/json' --data-binary '{}'
+    assert_status 201
+    f=$(jq -r .id "$DS_BODY")
+    req GET "/v1/sessions/$f/drift"
+    assert_body_json '.mode == "playback" and .requests == []'
+}
