@@ -142,6 +142,98 @@ static void session_count(void *ud, const char *status, int64_t n)
     buf_printf(b, "\"} %" PRId64 "\n", n);
 }
 
+/* The runners' figures by model (lib/rstats: files beside the database). */
+typedef struct model_row {
+    char owner[RSTATS_OWNER_MAX];
+    rstats_model m;
+} model_row;
+
+typedef struct model_rows {
+    model_row *v;
+    int n;
+} model_rows;
+
+static void keep_model(void *ud, const char *owner, const rstats_model *m)
+{
+    model_rows *rows = ud;
+    if (rows->n >= 64 * RSTATS_MODELS) return;
+    model_row *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
+    if (!v) return;
+    rows->v = v;
+    snprintf(v[rows->n].owner, sizeof v[rows->n].owner, "%s", owner);
+    v[rows->n++].m = *m;
+}
+
+static void model_labels(buf_t *b, const model_row *row)
+{
+    buf_printf(b, "{runner=\"");
+    label(b, row->owner);
+    buf_printf(b, "\",model=\"");
+    label(b, row->m.model);
+    buf_printf(b, "\"");
+}
+
+static void histogram(buf_t *b, const model_rows *rows, const char *name, const char *help, size_t off)
+{
+    family(b, name, "histogram", help);
+    for (int i = 0; i < rows->n; i++) {
+        const rstats_hist *h = (const rstats_hist *)((const char *)&rows->v[i].m + off);
+        for (int k = 0; k <= RSTATS_BUCKETS; k++) {
+            buf_printf(b, "%s_bucket", name);
+            model_labels(b, &rows->v[i]);
+            if (k < RSTATS_BUCKETS) buf_printf(b, ",le=\"%g\"} %" PRIu64 "\n", rstats_bucket_le[k], h->bucket[k]);
+            else buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", h->count);
+        }
+        buf_printf(b, "%s_sum", name);
+        model_labels(b, &rows->v[i]);
+        buf_printf(b, "} %.6f\n%s_count", h->sum, name);
+        model_labels(b, &rows->v[i]);
+        buf_printf(b, "} %" PRIu64 "\n", h->count);
+    }
+}
+
+static void model_metrics(req_t *r, buf_t *b)
+{
+    model_rows rows = {NULL, 0};
+    rstats_models_each(r->cfg->db_path, keep_model, &rows);
+    if (!rows.n) return;
+    static const struct {
+        const char *name, *type, *help, *extra;
+        size_t off;
+    } fam[] = {
+        {"dstream_runner_model_requests_total", "counter", "Provider attempts ended, by model.", "",
+         offsetof(rstats_model, requests)},
+        {"dstream_runner_model_failures_total", "counter",
+         "Provider attempts that ended without a 200 response or with an error in the stream, by model.", "",
+         offsetof(rstats_model, failures)},
+        {"dstream_runner_tokens_total", "counter", "Tokens the providers counted, by model and kind.",
+         ",kind=\"input\"", offsetof(rstats_model, input_tokens)},
+        {"dstream_runner_tokens_total", NULL, NULL, ",kind=\"output\"", offsetof(rstats_model, output_tokens)},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        if (fam[f].help) family(b, fam[f].name, fam[f].type, fam[f].help);
+        for (int i = 0; i < rows.n; i++) {
+            int64_t v;
+            memcpy(&v, (const char *)&rows.v[i].m + fam[f].off, sizeof v);
+            buf_printf(b, "%s", fam[f].name);
+            model_labels(b, &rows.v[i]);
+            buf_printf(b, "%s} %" PRId64 "\n", fam[f].extra, v);
+        }
+    }
+    family(b, "dstream_runner_cost_usd_total", "counter", "Cost of the tokens (DSTREAM_PRICING), by model.");
+    for (int i = 0; i < rows.n; i++) {
+        buf_printf(b, "dstream_runner_cost_usd_total");
+        model_labels(b, &rows.v[i]);
+        buf_printf(b, "} %.6f\n", rows.v[i].m.cost_usd);
+    }
+    histogram(b, &rows, "dstream_runner_request_seconds", "Duration of provider attempts, by model.",
+              offsetof(rstats_model, latency));
+    histogram(b, &rows, "dstream_runner_first_token_seconds",
+              "Time from the start of an attempt to its first output, by model.",
+              offsetof(rstats_model, first_token));
+    free(rows.v);
+}
+
 /* What the runners publish (sql/009) and the sessions by status. */
 static void runner_metrics(req_t *r, buf_t *b)
 {
@@ -178,6 +270,7 @@ static void runner_metrics(req_t *r, buf_t *b)
            "Longest gap between two loop iterations in the last second published.", "", loop_max_ms,
            1000);
     free(all.v);
+    model_metrics(r, b);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
 }

@@ -170,6 +170,11 @@ log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen
     return l;
 }
 
+const char *log_path(const log_t *l)
+{
+    return l->path;
+}
+
 void log_set_max_bytes(log_t *l, int64_t max_bytes)
 {
     l->max_bytes = max_bytes;

@@ -133,6 +133,9 @@ void log_close(log_t *l);
  * before opening connections. */
 void log_set_max_bytes(log_t *l, int64_t max_bytes);
 
+/* The database file's path (as given to log_open). */
+const char *log_path(const log_t *l);
+
 /* A connection for the calling thread. Returns NULL with err. */
 log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen);
 void log_conn_close(log_conn_t *c);

@@ -1,8 +1,12 @@
 #include "rstats.h"
 
+#include <glob.h>
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct put_arg {
     const rstats *s;
@@ -91,4 +95,111 @@ int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int6
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
+}
+
+/* ---- figures by model, in a file beside the database ------------------------------ */
+
+const double rstats_bucket_le[RSTATS_BUCKETS] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+
+void rstats_hist_observe(rstats_hist *h, double seconds)
+{
+    for (int i = 0; i < RSTATS_BUCKETS; i++)
+        if (seconds <= rstats_bucket_le[i]) h->bucket[i]++;
+    h->count++;
+    h->sum += seconds;
+}
+
+/* DB-runner-OWNER.json, the owner's characters outside [A-Za-z0-9._-] as '_'. */
+static int models_path(const char *db_path, const char *owner, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s-runner-", db_path);
+    if (n < 0 || (size_t)n >= cap) return -1;
+    size_t len = (size_t)n;
+    for (const char *p = owner; *p && len + 6 < cap; p++)
+        out[len++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                             *p == '.' || *p == '_' || *p == '-'
+                         ? *p
+                         : '_';
+    if (len + 6 >= cap) return -1;
+    memcpy(out + len, ".json", 6);
+    return 0;
+}
+
+static json_t *hist_json(const rstats_hist *h)
+{
+    json_t *b = json_array();
+    for (int i = 0; i < RSTATS_BUCKETS; i++) json_array_append_new(b, json_integer((json_int_t)h->bucket[i]));
+    return json_pack("{s:o, s:I, s:f}", "buckets", b, "count", (json_int_t)h->count, "sum", h->sum);
+}
+
+static void hist_load(const json_t *j, rstats_hist *h)
+{
+    const json_t *b = json_object_get(j, "buckets");
+    for (int i = 0; i < RSTATS_BUCKETS; i++) h->bucket[i] = (uint64_t)json_integer_value(json_array_get(b, (size_t)i));
+    h->count = (uint64_t)json_integer_value(json_object_get(j, "count"));
+    h->sum = json_number_value(json_object_get(j, "sum"));
+}
+
+int rstats_models_save(const char *db_path, const char *owner, const rstats_model *models, int n)
+{
+    char path[4300], tmp[4400];
+    if (models_path(db_path, owner, path, sizeof path)) return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        const rstats_model *m = &models[i];
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:o}", "model", m->model,
+                                             "requests", (json_int_t)m->requests, "failures",
+                                             (json_int_t)m->failures, "inputTokens",
+                                             (json_int_t)m->input_tokens, "outputTokens",
+                                             (json_int_t)m->output_tokens, "costUsd", m->cost_usd,
+                                             "latency", hist_json(&m->latency), "firstToken",
+                                             hist_json(&m->first_token)));
+    }
+    json_t *doc = json_pack("{s:s, s:o}", "owner", owner, "models", arr);
+    int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+    if (rc) unlink(tmp);
+    json_decref(doc);
+    return rc;
+}
+
+int rstats_models_each(const char *db_path,
+                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud)
+{
+    char pattern[4300];
+    glob_t g;
+    int count = 0;
+    /* The database path is the operator's; escape what glob would read as a pattern. */
+    size_t len = 0;
+    for (const char *p = db_path; *p && len + 20 < sizeof pattern; p++) {
+        if (*p == '*' || *p == '?' || *p == '[' || *p == '\\') pattern[len++] = '\\';
+        pattern[len++] = *p;
+    }
+    memcpy(pattern + len, "-runner-*.json", 15);
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        json_t *doc = json_load_file(g.gl_pathv[i], 0, NULL);
+        const char *owner = json_string_value(json_object_get(doc, "owner"));
+        const json_t *arr = json_object_get(doc, "models");
+        for (size_t k = 0; owner && k < json_array_size(arr) && k < RSTATS_MODELS; k++) {
+            const json_t *o = json_array_get(arr, k);
+            const char *name = json_string_value(json_object_get(o, "model"));
+            if (!name) continue;
+            rstats_model m;
+            memset(&m, 0, sizeof m);
+            snprintf(m.model, sizeof m.model, "%s", name);
+            m.requests = json_integer_value(json_object_get(o, "requests"));
+            m.failures = json_integer_value(json_object_get(o, "failures"));
+            m.input_tokens = json_integer_value(json_object_get(o, "inputTokens"));
+            m.output_tokens = json_integer_value(json_object_get(o, "outputTokens"));
+            m.cost_usd = json_number_value(json_object_get(o, "costUsd"));
+            hist_load(json_object_get(o, "latency"), &m.latency);
+            hist_load(json_object_get(o, "firstToken"), &m.first_token);
+            fn(ud, owner, &m);
+            count++;
+        }
+        json_decref(doc);
+    }
+    globfree(&g);
+    return count;
 }

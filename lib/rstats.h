@@ -37,4 +37,41 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
 /* Call fn(ud, status, count) for the sessions of each status (deleted ones aside). */
 int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
 
+/* Figures by model, with histograms, go to a small file beside the database
+ * (DB-runner-OWNER.json, replaced whole by a rename) rather than into a table:
+ * their shape (models, buckets) is open-ended and only /metrics reads them. */
+#define RSTATS_BUCKETS 10
+#define RSTATS_MODELS 32
+#define RSTATS_MODEL_MAX 136
+
+/* Upper bounds (seconds) of the histogram buckets; +Inf is the count. */
+extern const double rstats_bucket_le[RSTATS_BUCKETS];
+
+typedef struct rstats_hist {
+    uint64_t bucket[RSTATS_BUCKETS];    /* observations <= rstats_bucket_le[i] (cumulative) */
+    uint64_t count;
+    double sum;
+} rstats_hist;
+
+typedef struct rstats_model {
+    char model[RSTATS_MODEL_MAX];
+    int64_t requests, failures;         /* attempts ended, and of those failed */
+    int64_t input_tokens, output_tokens;
+    double cost_usd;
+    rstats_hist latency;                /* seconds from start to end of an attempt */
+    rstats_hist first_token;            /* seconds from start to the first text */
+} rstats_model;
+
+/* Add one observation (seconds) to h. */
+void rstats_hist_observe(rstats_hist *h, double seconds);
+
+/* The figures of models[0..n) for owner, saved beside the database at db_path.
+ * Returns 0 or -1. */
+int rstats_models_save(const char *db_path, const char *owner, const rstats_model *models, int n);
+
+/* Call fn(ud, owner, model) for every model of every runner's file beside the
+ * database at db_path (files that do not parse are skipped). Returns how many. */
+int rstats_models_each(const char *db_path,
+                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud);
+
 #endif

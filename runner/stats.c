@@ -5,7 +5,9 @@
  * compares the requests with those of the iteration before. A request it has not
  * seen is an attempt started (a retry if its attempt number is above 1); one that
  * is gone has ended, as a failure if its last HTTP status was not 200 or its
- * stream reported an error. Called between curl_multi_perform and the handling of
+ * stream reported an error; its model, tokens, cost (DSTREAM_PRICING), duration
+ * and time to first output go into figures by model (lib/rstats, a file beside the
+ * database). Called between curl_multi_perform and the handling of
  * finished transfers, it sees every attempt at least once and with its final
  * status. Keeping the counting here leaves the driver untouched. */
 #include "stats.h"
@@ -24,6 +26,11 @@ typedef struct seen {
     char id[sizeof(((rq_t *)0)->id)];
     int attempt;
     int failed;
+    char model[RSTATS_MODEL_MAX];
+    int64_t in_tok, out_tok;
+    int64_t started_ms;
+    int64_t first_ms;           /* when output was first seen; 0: not yet */
+    int64_t last_ms;            /* when last seen: the tick right after the transfer's end */
 } seen;
 
 typedef struct seen_set {
@@ -37,7 +44,35 @@ static struct {
     int64_t next_publish_ms, last_tick_ms;
     seen_set prev, cur;
     int publish_failed;
+    rstats_model models[RSTATS_MODELS];
+    int nmodels;
+    int models_changed, models_failed;
 } st;
+
+/* An attempt ended: count it under its model (the first RSTATS_MODELS models seen;
+ * later ones share the last slot, named "other"). */
+static void ended(runner_t *R, const seen *e)
+{
+    int64_t now = e->last_ms;
+    rstats_model *m = NULL;
+    for (int i = 0; i < st.nmodels && !m; i++)
+        if (!strcmp(st.models[i].model, e->model)) m = &st.models[i];
+    if (!m && st.nmodels < RSTATS_MODELS) {
+        m = &st.models[st.nmodels++];
+        memset(m, 0, sizeof *m);
+        snprintf(m->model, sizeof m->model, "%s", st.nmodels == RSTATS_MODELS ? "other" : e->model);
+    }
+    if (!m) m = &st.models[RSTATS_MODELS - 1];
+    m->requests++;
+    m->failures += e->failed;
+    m->input_tokens += e->in_tok;
+    m->output_tokens += e->out_tok;
+    m->cost_usd += provider_cost(R->pricing, e->model, e->in_tok, e->out_tok);
+    if (e->started_ms > 0 && now >= e->started_ms) rstats_hist_observe(&m->latency, (double)(now - e->started_ms) / 1000);
+    if (e->first_ms > 0 && e->first_ms >= e->started_ms)
+        rstats_hist_observe(&m->first_token, (double)(e->first_ms - e->started_ms) / 1000);
+    st.models_changed = 1;
+}
 
 static int by_ptr(const void *a, const void *b)
 {
@@ -50,7 +85,7 @@ static int same(const seen *a, const seen *b)
     return a->q == b->q && a->attempt == b->attempt && strcmp(a->id, b->id) == 0;
 }
 
-static void observe(runner_t *R)
+static void observe(runner_t *R, int64_t now)
 {
     st.cur.n = 0;
     st.s.sessions = st.s.leased = 0;
@@ -71,6 +106,12 @@ static void observe(runner_t *R)
         e->id[sizeof e->id - 1] = '\0';
         e->attempt = s->rq->attempt;
         e->failed = s->rq->stream_error || s->rq->status != 200;
+        snprintf(e->model, sizeof e->model, "%s", s->rq->model);
+        e->in_tok = s->rq->in_tok;
+        e->out_tok = s->rq->out_tok;
+        e->started_ms = s->rq->started_ms;
+        e->last_ms = now;
+        e->first_ms = s->rq->text.len || s->rq->thinking.len || s->rq->emitted ? now : 0;
     }
     if (st.cur.n) qsort(st.cur.v, st.cur.n, sizeof *st.cur.v, by_ptr);   /* v is NULL while empty */
     /* Merge the two sorted sets: only in cur = started, only in prev = ended; the
@@ -79,7 +120,12 @@ static void observe(runner_t *R)
     while (i < st.prev.n || j < st.cur.n) {
         int c = i == st.prev.n ? 1 : j == st.cur.n ? -1 : by_ptr(&st.prev.v[i], &st.cur.v[j]);
         int reused = c == 0 && !same(&st.prev.v[i], &st.cur.v[j]);
-        if (c < 0 || reused) st.s.failures += st.prev.v[i].failed;
+        if (c < 0 || reused) {
+            st.s.failures += st.prev.v[i].failed;
+            ended(R, &st.prev.v[i]);
+        }
+        /* Still in flight: its first output keeps the time it was first seen. */
+        if (c == 0 && !reused && st.prev.v[i].first_ms) st.cur.v[j].first_ms = st.prev.v[i].first_ms;
         if (c > 0 || reused) {
             st.s.requests++;
             st.s.retries += st.cur.v[j].attempt > 1;
@@ -109,12 +155,18 @@ void runner_stats_tick(runner_t *R)
     st.s.loops++;
     if (now - st.last_tick_ms > st.s.loop_max_ms) st.s.loop_max_ms = now - st.last_tick_ms;
     st.last_tick_ms = now;
-    observe(R);
+    observe(R, now);
     if (now < st.next_publish_ms) return;
     st.s.updated_ms = now;
     int rc = rstats_publish(R->conn, &st.s);
     if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", log_strerror(rc));
     st.publish_failed = rc != 0;
+    if (st.models_changed) {
+        int mrc = rstats_models_save(log_path(R->log), st.s.owner, st.models, st.nmodels);
+        if (mrc && !st.models_failed) runner_log("stats: cannot write the figures by model beside the database");
+        st.models_failed = mrc != 0;
+        st.models_changed = mrc != 0;
+    }
     st.next_publish_ms = now + STATS_PERIOD_MS;
     st.s.loop_max_ms = 0;
 }

@@ -53,7 +53,22 @@ figures_reach() {
     rn_wait "$sid" '.status == "completed" and .request == null and (.messages | length) == 2'
     ds_poll 10 figures_reach $((before_req + 2)) $((before_retry + 1)) $((before_fail + 1)) ||
         fail "figures: $(grep -E '^dstream_runner_(requests|retries|request_failures)' "$T/metrics")"
-    grep -E '^dstream_runner_' "$T/metrics" >&3 || true
+    grep -E '^dstream_runner_' "$T/metrics" | grep -v _bucket >&3 || true
+    # By model (a file beside the database): the two attempts, the tokens and cost
+    # of the one that completed (pricing: 3 and 15 USD per million), their durations
+    # and the completed one's time to first output.
+    m="runner=\"$id\",model=\"claude-test-model\""
+    model_figures() {
+        scrape && [ "$(metric "dstream_runner_model_requests_total{$m}")" -ge 2 ] &&
+            [ "$(metric "dstream_runner_tokens_total{$m,kind=\"output\"}")" -ge 2 ] &&
+            [ "$(metric "dstream_runner_request_seconds_count{$m}")" -ge 2 ] &&
+            [ "$(metric "dstream_runner_first_token_seconds_count{$m}")" -ge 1 ]
+    }
+    ds_poll 10 model_figures || fail "by model: $(grep -E 'model=' "$T/metrics")"
+    [ "$(metric "dstream_runner_model_failures_total{$m}")" -ge 1 ]
+    awk -v c="$(metric "dstream_runner_cost_usd_total{$m}")" 'BEGIN { exit !(c > 0) }'
+    [ "$(metric "dstream_runner_request_seconds_bucket{$m,le=\"+Inf\"}")" = "$(metric "dstream_runner_request_seconds_count{$m}")" ]
+    [ "$(grep -c '^# TYPE dstream_runner_tokens_total counter$' "$T/metrics")" = 1 ]
     # The sessions by status, from the database.
     assert_equal "$(grep -c '^# TYPE dstream_sessions gauge$' "$T/metrics")" 1
     [ "$(metric 'dstream_sessions{status="completed"}')" -ge 1 ]

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_db.h"
 
@@ -100,11 +101,73 @@ static void test_sessions(void)
     CHECK_EQ_INT(rstats_sessions(conn, count, NULL), 0);
 }
 
+static rstats_model loaded[4];
+static char loaded_owner[4][64];
+static int nloaded;
+
+static void keep_model(void *ud, const char *owner, const rstats_model *m)
+{
+    (void)ud;
+    if (nloaded < 4) {
+        loaded[nloaded] = *m;
+        snprintf(loaded_owner[nloaded], sizeof loaded_owner[nloaded], "%s", owner);
+    }
+    nloaded++;
+}
+
+/* Figures by model: histograms count cumulatively; a save and a load give them back;
+ * an owner id cannot leave the database's directory. */
+static void test_models(void)
+{
+    rstats_model m[2];
+    memset(m, 0, sizeof m);
+    snprintf(m[0].model, sizeof m[0].model, "%s", "model \"a\"");
+    m[0].requests = 3;
+    m[0].failures = 1;
+    m[0].input_tokens = 30;
+    m[0].output_tokens = 70;
+    m[0].cost_usd = 0.25;
+    rstats_hist_observe(&m[0].latency, 0.05);
+    rstats_hist_observe(&m[0].latency, 0.7);
+    rstats_hist_observe(&m[0].latency, 500);
+    CHECK_EQ_UINT(m[0].latency.bucket[0], 1);     /* <= 0.1 */
+    CHECK_EQ_UINT(m[0].latency.bucket[3], 2);     /* <= 1 */
+    CHECK_EQ_UINT(m[0].latency.bucket[RSTATS_BUCKETS - 1], 2);   /* <= 120: not 500 */
+    CHECK_EQ_UINT(m[0].latency.count, 3);
+    snprintf(m[1].model, sizeof m[1].model, "%s", "b");
+    rstats_hist_observe(&m[1].first_token, 0.3);
+    char db[400];
+    snprintf(db, sizeof db, "%s/rstats.db", dir);
+    CHECK_EQ_INT(rstats_models_save(db, "../../etc/evil", m, 2), 0);
+    char path[500];
+    snprintf(path, sizeof path, "%s/rstats.db-runner-.._.._etc_evil.json", dir);
+    CHECK(access(path, F_OK) == 0);
+    nloaded = 0;
+    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 2);
+    if (!CHECK_EQ_INT(nloaded, 2)) return;
+    CHECK_EQ_STR(loaded_owner[0], "../../etc/evil");
+    CHECK_EQ_STR(loaded[0].model, "model \"a\"");
+    CHECK_EQ_INT(loaded[0].requests, 3);
+    CHECK_EQ_INT(loaded[0].failures, 1);
+    CHECK_EQ_INT(loaded[0].input_tokens, 30);
+    CHECK_EQ_INT(loaded[0].output_tokens, 70);
+    CHECK(loaded[0].cost_usd > 0.2499 && loaded[0].cost_usd < 0.2501);
+    CHECK_EQ_UINT(loaded[0].latency.bucket[3], 2);
+    CHECK_EQ_UINT(loaded[0].latency.count, 3);
+    CHECK(loaded[0].latency.sum > 500.7 && loaded[0].latency.sum < 500.8);
+    CHECK_EQ_STR(loaded[1].model, "b");
+    CHECK_EQ_UINT(loaded[1].first_token.count, 1);
+    /* No files: nothing, not an error. */
+    snprintf(db, sizeof db, "%s/none[x].db", dir);
+    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 0);
+}
+
 int main(void)
 {
     if (test_db_open("rstats", dir, sizeof dir, &lg, &conn) == 0) {
         test_publish();
         test_sessions();
+        test_models();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
