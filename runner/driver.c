@@ -257,22 +257,29 @@ static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
     return s->agent;
 }
 
+/* A request of the log that this process does not have (its runner died: it is
+ * closed and retried), or tool calls the model asked for (they run; their results
+ * are the next request's, the model's next turn): 1 if there was either. */
+static int under_way(runner_t *R, sess_t *s, const session_view *v)
+{
+    if (v->request[0]) {
+        restart_cut(R, s, v);
+        return 1;
+    }
+    if (json_array_size(v->open_calls)) {
+        tools_run(R, s, v);
+        return 1;
+    }
+    return 0;
+}
+
 static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
 {
     if (s->rq) {
         if (session_view_interrupted(v)) cut(R, s, "interrupted");    /* the commit re-drives: the answer starts */
         return;
     }
-    if (v->request[0]) {
-        restart_cut(R, s, v);
-        return;
-    }
-    /* The tool loop: the calls the model asked for run (their results are the
-     * next request's), then the model has its next turn. */
-    if (json_array_size(v->open_calls)) {
-        tools_run(R, s, v);
-        return;
-    }
+    if (under_way(R, s, v)) return;
     int tool_turn = session_view_tools_answered(v);
     if (!v->retry_at && !tool_turn && !session_view_needs_reply(v)) return;
     if (v->retry_at && !retry_due(s, v)) return;
@@ -407,16 +414,7 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
 
 void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
 {
-    if (s->rq) return;
-    if (v->request[0]) {
-        restart_cut(R, s, v);
-        return;
-    }
-    /* Its model asked for tools: they run, then the model has its next turn. */
-    if (json_array_size(v->open_calls)) {
-        tools_run(R, s, v);
-        return;
-    }
+    if (s->rq || under_way(R, s, v)) return;
     if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= max_turns(s->agent)) {
         put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
         fail_workflow(R, s, "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",

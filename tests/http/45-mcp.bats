@@ -72,6 +72,20 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     jq -e '.mcpServers == ["files", "t"]' "$DS_BODY"
 }
 
+@test "the runner refuses an MCP configuration with a mistake, or one that others may write, and says why" {
+    printf '%s\n' '{"mcpServers": {"x": {"command": "node", "env": {"A": 1}}}}' >"$T/bad.json"
+    chmod 644 "$T/bad.json"
+    run env DSTREAM_MCP_CONFIG="$T/bad.json" "$DS_BIN/dstream-runner" --db "$T/none.db"
+    [ "$status" = 2 ]
+    [[ "$output" == *"mcpServers.x.command: must be an absolute path"* ]]
+    [[ "$output" == *"mcpServers.x.env.A: must be a string"* ]]
+    cp "$MCP_TMP/mcp.json" "$T/open.json"
+    chmod 666 "$T/open.json"
+    run env DSTREAM_MCP_CONFIG="$T/open.json" "$DS_BIN/dstream-runner" --db "$T/none.db"
+    [ "$status" = 2 ]
+    [[ "$output" == *"must not be writable by others"* ]]
+}
+
 # ---- the real filesystem server ------------------------------------------------------------
 
 # fs_chat PROVIDER MODEL: a chat whose model reads a file through the filesystem server.
