@@ -30,7 +30,8 @@ UNITS=(dstream-fcgi.socket dstream-fcgi.service dstream-runner.service)
     done
     for f in share/man/man1/dstream.1 share/man/man8/dstream-fcgi.8 share/man/man8/dstream-runner.8 \
         share/dstream/nginx/dstream.conf share/dstream/nginx/example.conf \
-        share/dstream/examples/etc/dstream.env etc/dstream/dstream.env etc/dstream/credentials.json; do
+        share/dstream/examples/etc/dstream.env etc/dstream/dstream.env etc/dstream/credentials.json \
+        etc/dstream/providers.json etc/dstream/mcp.json; do
         [ -f "$P/prefix/$f" ] || fail "$f missing"
     done
     for u in "${UNITS[@]}"; do [ -f "$P/prefix/lib/systemd/system/$u" ] || fail "$u missing"; done
