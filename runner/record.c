@@ -51,6 +51,7 @@ enum { OP_OPEN, OP_CHUNK, OP_END };
 
 struct recop {
     int what;
+    const char *kind;           /* "provider" or "tool" */
     char key[REC_KEY_LEN + 1];
     int occ;
     char request_id[72], provider[64], model[136];
@@ -85,6 +86,7 @@ static struct recop *op_new(sess_t *s, int what, const struct rrec *r)
     struct recop *o = calloc(1, sizeof *o);
     if (!o) abort();
     o->what = what;
+    o->kind = "provider";
     memcpy(o->key, r->key, sizeof o->key);
     o->occ = r->occ;
     struct recop **pp = &s->rec_ops;
@@ -113,7 +115,7 @@ int record_tx(log_conn_t *c, sess_t *s)
 {
     int64_t now = db_now_ms();
     for (struct recop *o = s->rec_ops; o; o = o->next) {
-        rec_id id = {s->id, "provider", o->key, o->occ};
+        rec_id id = {s->id, o->kind, o->key, o->occ};
         int rc = o->what == OP_OPEN    ? rec_tx_open(c, &id, o->request_id, o->provider, o->model, o->data, now)
                  : o->what == OP_CHUNK ? rec_tx_chunk(c, &id, o->seq, o->t_ms, o->data, o->len)
                                        : rec_tx_end(c, &id, o->status, o->result, o->meta, now);
@@ -206,21 +208,30 @@ void record_free(rq_t *q)
     q->rec = NULL;
 }
 
-int record_start(runner_t *R, sess_t *s, rq_t *q)
+/* s's recording mode (and whether its playback is in real time). */
+static int session_mode(runner_t *R, sess_t *s, int *realtime)
 {
-    R->start_reason[0] = '\0';
     session_view v;
     offset_t none = {0, 0};
     session_view_init(&v);
-    int mode = R->rec_mode, realtime = R->rec_realtime;
+    int mode = R->rec_mode;
+    *realtime = R->rec_realtime;
     if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
         json_t *rec = json_object_get(v.created, "recording");
         int m = rec_mode_parse(json_string_value(json_object_get(rec, "mode")));
         const char *t = json_string_value(json_object_get(rec, "timing"));
         if (m >= 0) mode = m;
-        if (t) realtime = !strcmp(t, "realtime");
+        if (t) *realtime = !strcmp(t, "realtime");
     }
     session_view_free(&v);
+    return mode;
+}
+
+int record_start(runner_t *R, sess_t *s, rq_t *q)
+{
+    R->start_reason[0] = '\0';
+    int realtime;
+    int mode = session_mode(R, s, &realtime);
     if (mode == REC_LIVE) return 0;
 
     const char *kind = q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai";
@@ -382,4 +393,135 @@ void record_pump(runner_t *R)
         }
         if (!waiting(q) && r->next == r->n) runner_request_finished(R, q, (CURLcode)r->result);
     }
+}
+
+/* ---- tool calls ------------------------------------------------------------------------ */
+
+/* The occurrence each recorded call of a session was given: {"sid callId": n}
+ * (a call's result comes back through tools.c, which knows nothing of it). */
+static json_t *tool_occ;
+
+static struct recop *tool_op(sess_t *s, int what, const char *key, int occ)
+{
+    struct rrec r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.key, key, sizeof r.key);
+    r.occ = occ;
+    struct recop *o = op_new(s, what, &r);
+    o->kind = "tool";
+    return o;
+}
+
+static json_t *tool_norm(const json_t *call)
+{
+    json_t *args = json_object_get(call, "arguments");
+    return json_pack("{s:s, s:s, s:O}", "server", json_string_value(json_object_get(call, "server")) ?: "", "tool",
+                     json_string_value(json_object_get(call, "tool")) ?: "", "arguments", args ? args : json_null());
+}
+
+typedef struct tool_answer {
+    json_t *result;
+    int is_error, failed;
+} tool_answer;
+
+static int take_answer(void *ud, int64_t t_ms, const void *p, size_t n)
+{
+    tool_answer *a = ud;
+    (void)t_ms;
+    json_t *j = json_loadb(p, n, 0, NULL);
+    if (!j) return 0;
+    json_decref(a->result);
+    a->result = json_incref(json_object_get(j, "output"));
+    if (!a->result) a->result = json_null();
+    a->is_error = json_is_true(json_object_get(j, "isError"));
+    a->failed = json_is_true(json_object_get(j, "failed"));
+    json_decref(j);
+    return 0;
+}
+
+int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **result, int *is_error, int *failed)
+{
+    int realtime;
+    int mode = session_mode(R, s, &realtime);
+    if (mode == REC_LIVE) return 0;
+    const char *cid = json_string_value(json_object_get(call, "callId"));
+    char key[REC_KEY_LEN + 1];
+    json_t *norm = tool_norm(call);
+    json_t *keyed = json_pack("{s:s, s:O}", "kind", "tool", "call", norm);
+    if (rec_key(keyed, key)) abort();
+    json_decref(keyed);
+    int n = occurrences(R, s->id, key);
+    if (n < 0) n = 0;
+    char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
+    const char *lin[REC_LINEAGE_MAX];
+    size_t nl = lineage(R, s->id, ids, lin);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:i, s:s}", "kind", "tool", "callId", cid ? cid : "", "key", key,
+                           "occurrence", n, "mode", rec_mode_name(mode));
+    int answered = 0, record = mode == REC_RECORD;
+    if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
+        rec_found f;
+        tool_answer a = {NULL, 0, 0};
+        if (rec_find(R->conn, "tool", key, n, lin, nl, &f) == 1) {
+            rec_chunks(R->conn, f.rowid, take_answer, &a);
+            json_object_set_new(ev, "recording", json_pack("{s:s, s:i}", "session", f.session, "occurrence", f.occurrence));
+            json_decref(f.meta);
+        }
+        if (a.result) {
+            json_object_set_new(ev, "outcome", json_string("hit"));
+            *result = a.result;
+            *is_error = a.is_error;
+            *failed = a.failed;
+            answered = 1;
+        } else {
+            json_object_del(ev, "recording");
+            json_object_set_new(ev, "outcome", json_string("miss"));
+            if (mode == REC_PLAYBACK) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "playback: no recording of tool call %s (occurrence %d): not run", key, n);
+                *result = json_string(msg);
+                *is_error = *failed = 1;
+                answered = 1;
+            } else {
+                record = 1;
+            }
+        }
+    } else {
+        json_object_set_new(ev, "outcome", json_string("recorded"));
+    }
+    runner_emit(R, s, EV_RECORDING_REQUEST, ev);
+    if (record) {
+        struct recop *o = tool_op(s, OP_OPEN, key, n);
+        snprintf(o->request_id, sizeof o->request_id, "%s", cid ? cid : "");
+        snprintf(o->provider, sizeof o->provider, "%.63s", json_string_value(json_object_get(norm, "server")));
+        snprintf(o->model, sizeof o->model, "%.135s", json_string_value(json_object_get(norm, "tool")));
+        o->data = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!o->data) abort();
+        if (!tool_occ) tool_occ = json_object();
+        char k[SSTORE_ID_MAX + 160];
+        snprintf(k, sizeof k, "%s %s", s->id, cid ? cid : "");
+        json_object_set_new(tool_occ, k, json_pack("{s:s, s:i}", "key", key, "occurrence", n));
+    }
+    json_decref(norm);
+    return answered;
+}
+
+void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed)
+{
+    (void)R;
+    const char *cid = json_string_value(json_object_get(call, "callId"));
+    char k[SSTORE_ID_MAX + 160];
+    snprintf(k, sizeof k, "%s %s", s->id, cid ? cid : "");
+    json_t *t = tool_occ ? json_object_get(tool_occ, k) : NULL;
+    if (!t) return;
+    const char *key = json_string_value(json_object_get(t, "key"));
+    int occ = (int)json_integer_value(json_object_get(t, "occurrence"));
+    json_t *answer = json_pack("{s:O, s:b, s:b}", "output", result ? result : json_null(), "isError", is_error,
+                               "failed", failed);
+    struct recop *o = tool_op(s, OP_CHUNK, key, occ);
+    o->data = json_dumps(answer, JSON_COMPACT);
+    if (!o->data) abort();
+    o->len = strlen(o->data);
+    json_decref(answer);
+    o = tool_op(s, OP_END, key, occ);
+    json_object_del(tool_occ, k);
 }

@@ -183,6 +183,12 @@ void record_free(rq_t *q);
 /* Write s's queued recording writes (inside the commit). 0 or LOG_E*. */
 int record_tx(log_conn_t *c, sess_t *s);
 void record_clear(sess_t *s);
+/* A tool call (its tool:called payload) is about to run: 0 run it (recorded if the
+ * mode records), 1 it is answered (*result, a new reference, *is_error, *failed):
+ * from a recording, or failed by a playback miss. Queues recording:request. */
+int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **result, int *is_error, int *failed);
+/* Its result came: recorded if record_tool_start recorded it. */
+void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed);
 /* The loop: the wait before the next playback chunk is due, and feeding them. */
 int64_t record_wait(runner_t *R, int64_t now, int64_t wait);
 void record_pump(runner_t *R);

@@ -12,10 +12,23 @@
 
 load runner-helpers
 
-setup_file() { rn_start; }
+# One MCP server, tests/mcp/test-server.mjs, whose side-effecting "count" tool
+# counts its calls in $STATE/count.
+setup_file() {
+    MCP_TMP=$(mktemp -d -t dstream-rec-mcp.XXXXXX)
+    STATE=$MCP_TMP/state
+    mkdir -p "$STATE"
+    jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" \
+        '{mcpServers: {t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 5000}}}' >"$MCP_TMP/mcp.json"
+    chmod 644 "$MCP_TMP/mcp.json"
+    export MCP_TMP STATE
+    rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
+}
 teardown_file() {
     [ -n "${RN_MOCK_PID:-}" ] && kill -CONT "$RN_MOCK_PID" 2>/dev/null
     rn_stop
+    [ -n "${MCP_TMP:-}" ] && rm -rf "$MCP_TMP"
+    return 0
 }
 setup() {
     rn_test_setup
@@ -263,4 +276,34 @@ record_workflow() {
     f=$(jq -r .id "$DS_BODY")
     req GET "/v1/sessions/$f/drift"
     assert_body_json '.mode == "playback" and .requests == []'
+}
+
+count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
+
+@test "recording: a tool call is recorded with its result; playback answers it from the recording without running it" {
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
+        '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["t"]}')"
+    assert_status 201
+    agent=$(jq -r .name "$DS_BODY")
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__count", arguments: {}}]}, {text: "Counted."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    before=$(count_file)
+    rn_say "$rec" "Count."
+    rn_wait "$rec" 'any(.messages[]; .content == "Counted.") and .request == null'
+    [ "$(count_file)" = $((before + 1)) ]
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND kind = 'tool' AND complete = 1")" = 1 ]
+    rn_events "$rec" >"$T/rec.json"
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Count."
+    rn_wait "$play" 'any(.messages[]; .content == "Counted.") and .request == null'
+    mock_cont
+    [ "$(count_file)" = $((before + 1)) ]      # not run again
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
+        == [["provider", "hit"], ["tool", "hit"], ["provider", "hit"]]'
+    jq "$NORM" "$T/rec.json" >"$T/a.json"
+    jq "$NORM" "$T/play.json" >"$T/b.json"
+    diff "$T/a.json" "$T/b.json"
 }
