@@ -64,11 +64,13 @@ static void test_keys(void)
     CHECK(strcmp(k0, k1) != 0);
 
     /* Normalized directly: key order, streaming switches do not matter. */
-    json_t *a = rec_normalize("openai", J("{'model': 'm', 'stream': true, 'stream_options': {'include_usage': true},"
-                                          " 'messages': [{'role': 'system', 'content': 'S'}, {'role': 'user',"
-                                          " 'content': 'q'}], 'temperature': 1}"));
-    json_t *b = rec_normalize("openai", J("{'temperature': 1, 'messages': [{'content': 'S', 'role': 'system'},"
-                                          " {'content': 'q', 'role': 'user'}], 'model': 'm'}"));
+    json_t *ba = J("{'model': 'm', 'stream': true, 'stream_options': {'include_usage': true},"
+                   " 'messages': [{'role': 'system', 'content': 'S'}, {'role': 'user', 'content': 'q'}], 'temperature': 1}");
+    json_t *bb = J("{'temperature': 1, 'messages': [{'content': 'S', 'role': 'system'},"
+                   " {'content': 'q', 'role': 'user'}], 'model': 'm'}");
+    json_t *a = rec_normalize("openai", ba), *b = rec_normalize("openai", bb);
+    json_decref(ba);
+    json_decref(bb);
     CHECK_EQ_STR(json_string_value(json_object_get(a, "system")), "S");
     CHECK_EQ_INT(json_array_size(json_object_get(a, "messages")), 1);
     rec_key(a, k0);
