@@ -557,6 +557,10 @@ void runner_drive(runner_t *R, sess_t *s)
         }
         if (v.request[0])
             put(R, s, event_request_cancelled(v.request, "cancelled", NULL));
+        /* Tool calls under way are abandoned (their servers are told); what they
+         * did is not known, and nothing runs them again in a cancelled session. */
+        if (s->calls) runner_log("session %s: its tool calls under way are abandoned", s->id);
+        tools_forget(R, s);
         put(R, s, event_session_cancelled("cancel requested"));
         s->timer_ms = 0;
         runner_log("session %s: cancelled", s->id);

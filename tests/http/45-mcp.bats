@@ -346,6 +346,22 @@ fs_chat() {
     [ "$(count_file)" = $((before + 1)) ]
 }
 
+@test "cancel during a tool call: the call is abandoned (the server is told), the session ends cancelled, no result is written" {
+    local a id
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_cancel", name: "t__count", arguments: {delayMs: 20000}}]}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Count slowly."
+    ds_poll 20 rn_has_event "$id" '.type == "tool:called" and .payload.callId == "c_cancel"'
+    ds_poll 20 grep -q 'tool call c_cancel: count on t' "$DS_DIR/logs/runner.log"
+    req POST "/v1/sessions/$id/cancel"
+    assert_status 202
+    rn_wait "$id" '.status == "cancelled"' 30
+    ds_poll 10 bash -c "grep -q '\"notifications/cancelled\".*the session no longer waits' '$STATE/received.jsonl'"
+    events_of "$id"
+    [ "$(ev '[.[] | select(.type == "tool:result")] | length')" = 0 ]
+}
+
 # ---- limits and skills -------------------------------------------------------------------
 
 @test "limits.maxTurns: a model that keeps asking for tools is stopped (tool:loop_stopped) after that many turns" {
