@@ -127,6 +127,8 @@ static int load_mcp_config(runner_t *R)
     if (!R->mcp_config) return -1;
     if (mcp_config_validate(R->mcp_config, err, sizeof err)) {
         fprintf(stderr, "dstream-runner: MCP configuration %s:\n%s\n", path, err);
+        json_decref(R->mcp_config);
+        R->mcp_config = NULL;
         return -1;
     }
     return 0;
@@ -198,7 +200,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R) || record_config(&R)) return 2;
+    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R) || record_config(&R)) {
+        json_decref(R.mcp_config);
+        json_decref(R.pricing);
+        provcfg_free(R.providers);
+        return 2;
+    }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     /* One process per runner id and database, for the whole process's life. */
