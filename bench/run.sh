@@ -7,7 +7,7 @@
 # Environment: B (build directory, default build), RUNS (repetitions of each
 # latency measurement, default 3), WAKE_COUNT (messages per run, 500),
 # WAKE_INTERVAL_MS (5), WAKE_RATES (sparser runs, "interval_ms:count ..."), IDLE_S
-# and READERS (see idle-cpu.sh).
+# and READERS (see idle-cpu.sh), SESSIONS, DELTAS and INTERVAL_MS (token-latency.sh).
 #
 # One function per benchmark (bench_*); main calls them in order. A benchmark
 # prints its own section: a heading, the command, a table.
@@ -175,6 +175,23 @@ bench_idle_cpu() {
     echo
 }
 
+bench_token_latency() {
+    echo "## Token latency through the runner"
+    echo
+    echo "Chat sessions streaming replies from tests/mock-provider in stamp mode (each delta"
+    echo "carries the time the provider wrote it), one SSE reader per session on"
+    echo "/v1/sessions/{id}/events in one C process; ${DELTAS:-100} deltas per reply,"
+    echo "${INTERVAL_MS:-20} ms apart. Latency: provider write to client read. Runner CPU: its"
+    echo "utime + stime over the run, per delivered delta."
+    echo
+    echo '```'
+    echo "B=$B bench/token-latency.sh"
+    echo '```'
+    echo
+    "$here/bench/token-latency.sh"
+    echo
+}
+
 # dstream side by side with the reference server and a bare FastCGI responder
 # behind the same nginx (bench/compare.sh: installs wrk and the peer if missing).
 bench_compare() {
@@ -199,6 +216,7 @@ main() {
     bench_wake_latency
     bench_wake_by_rate
     bench_idle_cpu
+    bench_token_latency
     bench_compare
     echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }

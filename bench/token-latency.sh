@@ -51,8 +51,12 @@ for _ in $(seq 100); do [ -s "$work/mock.port" ] && break; sleep 0.05; done
 mock=http://127.0.0.1:$(cat "$work/mock.port")
 
 mkdir -p "$work/stack"
-DSTREAM_DB=$work/stack/dstream.db DSTREAM_PROVIDER_URL=$mock ANTHROPIC_API_KEY=sk-bench \
-    B=$B "$ROOT/deploy/dstream-stack" start "$work/stack" >"$work/start.out" 2>&1 ||
+# The provider "anthropic" is the mock (a providers file; DSTREAM_PROVIDER_URL for
+# runners from before there were provider files).
+printf '{"providers": {"anthropic": {"kind": "anthropic", "baseUrl": "%s", "keyEnv": "ANTHROPIC_API_KEY", "allowPrivate": ["127.0.0.1"]}}}\n' \
+    "$mock" >"$work/providers.json"
+DSTREAM_DB=$work/stack/dstream.db DSTREAM_PROVIDERS=$work/providers.json DSTREAM_PROVIDER_URL=$mock \
+    ANTHROPIC_API_KEY=sk-bench B=$B "$ROOT/deploy/dstream-stack" start "$work/stack" >"$work/start.out" 2>&1 ||
     { cat "$work/start.out" >&2; exit 1; }
 url=$(cat "$work/stack/url")
 port=${url##*:}
