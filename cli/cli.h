@@ -23,4 +23,8 @@ int cmd_providers(int argc, char **argv);
 /* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
 int cmd_token(log_t *log, int argc, char **argv);
 
+/* dstream sessions [--status S] [--limit N] | dstream session ID (argv[0] is which):
+ * sessions with their status, attempts and last error (cli/sessions.c). */
+int cmd_sessions(const char *db, int argc, char **argv);
+
 #endif

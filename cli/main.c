@@ -43,6 +43,8 @@ static void usage(void)
                     "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
                     "  providers [FILE]     check the operator's provider file ($DSTREAM_PROVIDERS)\n"
                     "                       and show what it allows (never a key)\n"
+                    "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
+                    "  session ID           a session's status, request, attempts, retries and error\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
 
@@ -224,6 +226,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
     if (strcmp(cmd, "skills") == 0) return cmd_skills(db, argc - i, argv + i);
     if (strcmp(cmd, "providers") == 0) return cmd_providers(argc - i, argv + i);
+    if (strcmp(cmd, "sessions") == 0 || strcmp(cmd, "session") == 0) return cmd_sessions(db, argc - i + 1, argv + i - 1);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {

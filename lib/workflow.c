@@ -1570,7 +1570,7 @@ static void check_loops(vctx *v)
 int workflow_validate(const json_t *doc, char *err, size_t errcap)
 {
     static const char *const keys[] = {"name", "description", "initialState", "initialPhase",
-                                       "phases", NULL};
+                                       "phases", "maxSteps", NULL};
     jcheck_errlist e;
     vctx v = {&e, NULL, NULL};
     char q[JCHECK_QUOTE];
@@ -1590,6 +1590,10 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
     get_string(&e, "", doc, "description", 0);
     const json_t *is = json_object_get(doc, "initialState");
     if (is && !json_is_object(is)) jcheck_mistake(&e, "initialState", "must be an object");
+    const json_t *ms = json_object_get(doc, "maxSteps");
+    if (ms && (!json_is_integer(ms) || json_integer_value(ms) < 1 ||
+               json_integer_value(ms) > WORKFLOW_MAX_STEPS_LIMIT))
+        jcheck_mistake(&e, "maxSteps", "must be an integer from 1 to %d", WORKFLOW_MAX_STEPS_LIMIT);
 
     const json_t *phases = json_object_get(doc, "phases");
     if (!phases) {
@@ -1613,6 +1617,13 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap)
                        jcheck_show(q, sizeof q, ip, strlen(ip)));
     json_decref(v.ids);
     return e.n ? -1 : 0;
+}
+
+int workflow_max_steps(const json_t *doc)
+{
+    const json_t *ms = json_object_get(doc, "maxSteps");
+    json_int_t n = json_is_integer(ms) ? json_integer_value(ms) : 0;
+    return n >= 1 && n <= WORKFLOW_MAX_STEPS_LIMIT ? (int)n : WORKFLOW_MAX_STEPS_DEFAULT;
 }
 
 /* ---- the decision core ----------------------------------------------------------- */

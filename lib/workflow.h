@@ -52,6 +52,8 @@
 #include "buf.h"
 
 #define WORKFLOW_ERR_MAX 512
+#define WORKFLOW_MAX_STEPS_DEFAULT 1000     /* steps a session may execute (maxSteps) */
+#define WORKFLOW_MAX_STEPS_LIMIT 1000000    /* the largest maxSteps a document may set */
 
 typedef enum {
     STEP_AGENT,
@@ -64,6 +66,10 @@ typedef enum {
  * err (one per line, each starting with a JSON path like "phases[1].steps[0].agent:"),
  * truncated to errcap bytes. */
 int workflow_validate(const json_t *doc, char *err, size_t errcap);
+
+/* The steps a session of doc may execute: its maxSteps, else
+ * WORKFLOW_MAX_STEPS_DEFAULT. Past it the runner fails the workflow (step_limit). */
+int workflow_max_steps(const json_t *doc);
 
 /* Render template tpl with {{path}} references resolved against state and input
  * (either may be NULL). Appends to out. Returns 0, or -1 with a message in err

@@ -157,6 +157,23 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
 {
     char id[72];
     int attempt = v->attempts + 1;
+    if (R->session_requests_max && v->requests >= R->session_requests_max) {
+        json_decref(messages);
+        give_up(R, s, v, "session_request_limit",
+                "the session made its %lld provider requests (DSTREAM_SESSION_REQUESTS_MAX)",
+                (long long)R->session_requests_max);
+        return -1;
+    }
+    /* A queued message whose turn comes now starts its own count. */
+    int64_t msg_requests = !v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued)
+                               ? 0 : v->message_requests;
+    if (!v->is_workflow && R->message_requests_max && msg_requests >= R->message_requests_max) {
+        json_decref(messages);
+        give_up(R, s, v, "message_request_limit",
+                "the reply made its %lld provider requests (DSTREAM_MESSAGE_REQUESTS_MAX)",
+                (long long)R->message_requests_max);
+        return -1;
+    }
     new_request_id(id, sizeof id);
     rq_t *q = request_start(R, s, agent, messages, id, attempt, step_agent);
     json_decref(messages);
@@ -455,7 +472,13 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
         runner_log("session %s: workflow completed", s->id);
         break;
     case NEXT_FAIL: fail_workflow(R, s, "%s", nx.error); break;
-    case NEXT_STEP: steps_run(R, s, v, nx.def, nx.phase, nx.step, 0); break;
+    case NEXT_STEP:
+        if (v->steps >= workflow_max_steps(doc))
+            give_up(R, s, v, "step_limit", "the workflow executed its %d steps (maxSteps) and stops",
+                    workflow_max_steps(doc));
+        else
+            steps_run(R, s, v, nx.def, nx.phase, nx.step, 0);
+        break;
     case NEXT_WAIT: {
         if (!pos.step_open || !v->phase[0]) break;
         const json_t *step = current_step(doc, v->phase, v->step);
@@ -550,7 +573,18 @@ void runner_drive(runner_t *R, sess_t *s)
         runner_forget(R, s);
         return;
     }
-    if (v.cancel_requested) {
+    if (R->session_events_max && v.events >= (uint64_t)R->session_events_max) {
+        /* The session's log is as long as it may get: it ends here. */
+        char msg[160];
+        snprintf(msg, sizeof msg, "the session reached its limit of %lld events (DSTREAM_SESSION_EVENTS_MAX)",
+                 (long long)R->session_events_max);
+        if (s->rq) request_free(R, s->rq);
+        if (v.request[0]) put(R, s, event_request_cancelled(v.request, "failed", msg));
+        if (v.is_workflow) put(R, s, event_failed(1, msg, "event_limit", v.attempts));
+        else put(R, s, event_session_cancelled(msg));
+        s->timer_ms = 0;
+        runner_log("session %s: %s", s->id, msg);
+    } else if (v.cancel_requested) {
         if (s->rq) {
             request_flush(R, s->rq);
             request_free(R, s->rq);

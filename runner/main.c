@@ -191,6 +191,9 @@ int main(int argc, char **argv)
     R.retry.max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
     R.retry.provider_retries = (int)env_num("DSTREAM_PROVIDER_RETRIES", 4);
     R.retry.restart_retries = (int)env_num("DSTREAM_RESTART_RETRIES", 10);
+    R.message_requests_max = env_num("DSTREAM_MESSAGE_REQUESTS_MAX", 50);
+    R.session_requests_max = env_num("DSTREAM_SESSION_REQUESTS_MAX", 1000);
+    R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000);
     const char *pricing = getenv("DSTREAM_PRICING");
     if (pricing && *pricing) {
         json_error_t e;

@@ -133,6 +133,9 @@ int runner_commit(runner_t *R)
             /* Deltas alone change nothing this process has to decide on. */
             if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
             runner_outbox_clear(s);
+            /* Past the events limit: the drive ends it (docs/agents.md, "Limits"). */
+            if (R->session_events_max && s->view_seq && s->view.events >= (uint64_t)R->session_events_max)
+                s->due = 1;
             break;
         case C_LOST:
             R->dropped += k;

@@ -103,6 +103,10 @@ typedef struct runner {
     retry_config retry;
     uint64_t dropped;           /* events not written: the lease was lost */
     uint64_t commits;           /* loop commits */
+    /* Limits (docs/agents.md, "Limits"); 0: none. */
+    int64_t message_requests_max;   /* provider requests per user message */
+    int64_t session_requests_max;   /* provider requests per session */
+    int64_t session_events_max;     /* events per session */
     json_t *mcp_config;         /* the operator's MCP servers (DSTREAM_MCP_CONFIG) */
     rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
     int rec_mode;               /* DSTREAM_RECORDING (lib/recorder rec_mode) */

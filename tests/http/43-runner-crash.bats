@@ -260,6 +260,14 @@ one_reply() {
     jq -e '[.[] | select(.type == "reply:failed")][0].payload | .reason == "rejected" and .attempts == 1' "$T/ev.json" >/dev/null
     jq -e '[.[] | select(.type == "provider:request_cancelled")][0].payload | .reason == "failed" and (.error | contains("400"))' "$T/ev.json" >/dev/null
     jq -e '[.[] | select(.type == "provider:request_retried")] == []' "$T/ev.json" >/dev/null
+    # The dstream tool shows the same, on the server.
+    run "$DS_BIN/dstream" --db "$DS_DB" session "$id"
+    [ "$status" = 0 ]
+    [[ "$output" == *"status    failed"* && "$output" == *"attempts  1 "* && "$output" == *"error     HTTP 400"* ]] ||
+        { echo "$output" >&2; return 1; }
+    run "$DS_BIN/dstream" --db "$DS_DB" sessions --status failed
+    [ "$status" = 0 ]
+    grep -q "^$id  *failed  *attempts=1 error=HTTP 400" <<<"$output" || { echo "$output" >&2; return 1; }
     # Nothing more happens by itself: another session's round trip goes by, and the
     # mock saw exactly one request for this one.
     other=$(rn_session "{\"agent\": \"$agent\"}")
@@ -296,4 +304,71 @@ one_reply() {
     jq -e '[.[] | select(.type == "provider:request_retried") | .payload | {reason, cause, attempt}] == [{reason: "failed", cause: "stream_cut", attempt: 2}]' "$T/ev.json" >/dev/null
     jq -e '[.[] | select(.type == "provider:request_ended")] | length == 1' "$T/ev.json" >/dev/null
     [ "$(rn_request_count)" = 2 ]
+}
+
+# ---- limits ---------------------------------------------------------------------------
+
+# rn_runner_with NAME=VALUE...: replace the stack's runner by one with these settings
+# added (the next test's setup starts the usual one again if this one is gone).
+rn_runner_with() {
+    local before
+    rn_runner_signal TERM
+    before=$(rn_runner_starts)
+    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
+    env $DS_SETTINGS DSTREAM_DB="$DS_DB" "$@" "$DS_BIN/dstream-runner" \
+        </dev/null >>"$DS_DIR/logs/runner.log" 2>&1 3>&- &
+    echo $! >"$DS_DIR/runner.pid"
+    rn_runner_wait_started $((before + 1))
+}
+
+@test "limits: provider requests per message and per session, events per session, workflow steps (maxSteps) each end with an explicit event" {
+    local agent id wf
+    rn_runner_with DSTREAM_MESSAGE_REQUESTS_MAX=2 DSTREAM_SESSION_REQUESTS_MAX=3 DSTREAM_SESSION_EVENTS_MAX=40
+    agent=$(rn_agent anthropic claude-test-model)
+
+    # Per message: two attempts (429, 429), then the third is not made.
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script '{"replies": [{"status": 429}, {"status": 429}]}'
+    rn_say "$id" "Limited question."
+    rn_wait "$id" '.status == "failed"'
+    jq -e '.error | contains("DSTREAM_MESSAGE_REQUESTS_MAX")' "$DS_BODY" >/dev/null
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "reply:failed")][0].payload.reason == "message_request_limit"' "$T/ev.json" >/dev/null
+    [ "$(rn_request_count)" = 2 ]
+    # Per session: the next message gets one more request (3 in all), the one after none.
+    rn_script "$(jq -nc '{text: "One more.", usage: {input: 1, output: 1}}')"
+    rn_say "$id" "Again."
+    rn_wait "$id" '.status == "completed" and .messages[-1].content == "One more."'
+    rn_say "$id" "And again."
+    rn_wait "$id" '.status == "failed"'
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "reply:failed")][-1].payload.reason == "session_request_limit"' "$T/ev.json" >/dev/null
+    [ "$(rn_request_count)" = 3 ]
+
+    # Events: a reply of 60 deltas in a session allowed 40 events ends the session.
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script "$(jq -nc --arg t "$(printf 'word %.0s' $(seq 60))" '{text: $t, chunkSize: 5, delayMs: 30, usage: {input: 1, output: 60}}')"
+    rn_say "$id" "A long one."
+    rn_wait "$id" '.status == "cancelled"' 30
+    rn_events "$id" >"$T/ev.json"
+    jq -e '.[-1].type == "session:cancelled" and (.[-1].payload.reason | contains("limit of 40 events"))' "$T/ev.json" >/dev/null
+    jq -e 'length < 60' "$T/ev.json" >/dev/null
+    req POST "/v1/sessions/$id/messages" -H 'Content-Type: application/json' --data-binary '{"content": "more?"}'
+    assert_status 409
+
+    # Steps: a loop that would go on for ever stops after maxSteps steps.
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, maxSteps: 5, initialState: {n: 0},
+        phases: [{name: "loop", steps: [{kind: "update", set: {n: "{{state.n}}1"}}],
+                  transitions: [{when: "state.n == \"never\"", to: "end"}, {to: "loop"}]},
+                 {name: "end", terminal: true}]}')"
+    id=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w}')")
+    rn_wait "$id" '.status == "failed"' 30
+    jq -e '.error | contains("maxSteps")' "$DS_BODY" >/dev/null
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "step:started")] | length == 5' "$T/ev.json" >/dev/null
+    jq -e '.[-1].type == "workflow:failed" and .[-1].payload.reason == "step_limit"' "$T/ev.json" >/dev/null
+    # Back to the usual runner for what follows.
+    rn_runner_signal TERM
+    rn_runner_start
 }

@@ -829,6 +829,19 @@ static void test_validate_document(void)
     INVALID("{'name': 'w', 'phases': [" TERM "], 'initialPhase': 1}", "initialPhase: must be a string");
     INVALID("{'name': 'w', 'phases': [" TERM "], 'initialPhase': 'zz'}",
             "initialPhase: no phase named \"zz\"");
+    /* maxSteps: a positive integer up to the limit; the default without it. */
+    VALID("{'name': 'w', 'maxSteps': 1, 'phases': [" TERM "]}");
+    VALID("{'name': 'w', 'maxSteps': 1000000, 'phases': [" TERM "]}");
+    INVALID("{'name': 'w', 'maxSteps': 0, 'phases': [" TERM "]}", "maxSteps: must be an integer from 1 to 1000000");
+    INVALID("{'name': 'w', 'maxSteps': 1000001, 'phases': [" TERM "]}", "maxSteps: must be an integer");
+    INVALID("{'name': 'w', 'maxSteps': 2.5, 'phases': [" TERM "]}", "maxSteps: must be an integer");
+    INVALID("{'name': 'w', 'maxSteps': '9', 'phases': [" TERM "]}", "maxSteps: must be an integer");
+    json_t *ms = J("{'name': 'w', 'maxSteps': 7, 'phases': [" TERM "]}");
+    CHECK_EQ_INT(workflow_max_steps(ms), 7);
+    json_object_del(ms, "maxSteps");
+    CHECK_EQ_INT(workflow_max_steps(ms), WORKFLOW_MAX_STEPS_DEFAULT);
+    CHECK_EQ_INT(WORKFLOW_MAX_STEPS_DEFAULT, 1000);
+    json_decref(ms);
     INVALID("{'name': 'w'}", "phases: missing");
     INVALID("{'name': 'w', 'phases': []}", "phases: must be an array of 1 to 64 phases");
     INVALID("{'name': 'w', 'phases': {}}", "phases: must be an array of 1 to 64 phases");
