@@ -180,20 +180,22 @@ one_reply() {
 @test "two runners, two ids: each session is driven by one; after one is killed the other takes its sessions once the lease expires" {
     local agent i id a_sessions owners ids=()
     agent=$(rn_agent anthropic claude-test-model)
-    slow_default 50
+    slow_default 80
     # Four sessions that only runner-a can have, streaming ...
     for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
-    # ... then runner-b, and four more sessions that either may take.
+    # ... then runner-b, and four more sessions that either may take. Every
+    # session's holder is noted as it shows (a lease lasts while a reply streams).
     rn_runner_b runner-b
     for i in 5 6 7 8; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
-    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases")" -ge 8 ]'
-    sql "SELECT session, owner FROM leases ORDER BY session" >"$T/owners"
+    printf '%s\n' "${ids[@]}" | sort >"$T/ids"
+    ds_poll 20 eval 'sql "SELECT session, owner FROM leases" >>"$T/owners"; [ "$(cut -d"|" -f1 "$T/owners" | sort -u | comm -12 - "$T/ids" | wc -l)" = 8 ]'
+    # Each session had one holder at a time; runner-a's in flight now are cut by the kill.
     a_sessions=$(sql "SELECT session FROM leases WHERE owner = 'runner-a'")
     rn_runner_signal KILL
     for i in $(seq 1 8); do
         id=${ids[$((i - 1))]}
-        rn_wait "$id" '.status == "completed" and .request == null' 30
+        rn_wait "$id" '.status == "completed" and .request == null' 60
         cp "$DS_BODY" "$T/s-$i.json"
         one_reply "$T/s-$i.json" "$(expected "question $i")" || { cat "$T/owners" >&2; return 1; }
         rn_events "$id" >"$T/ev-$i.json"
@@ -224,7 +226,7 @@ one_reply() {
     a_pid=$(rn_runner_pid)
     kill -STOP "$a_pid"
     for i in 1 2 3; do
-        rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 30
+        rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60
     done
     before=$(msg_count)
     kill -CONT "$a_pid"
