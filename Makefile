@@ -116,6 +116,7 @@ test: deps all $(UNIT_BIN)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 bench: deps all $(BENCH_BIN)
 	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	@[ -e /usr/lib/nginx/modules/ngx_nchan_module.so ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnginx-mod-nchan >/dev/null; }
 	@B=$(B) bench/run.sh
 
 fuzz:

@@ -15,6 +15,9 @@
 #             pool's process/thread layout, behind the very nginx.conf dstream-stack
 #             wrote (copied, only the directory and port changed): the ceiling for any
 #             FastCGI request on this machine
+#   nchan     nginx's in-memory pub/sub module (Debian's libnginx-mod-nchan), nchan_pubsub
+#             on the same /v1/stream/ paths with as many nginx workers as dstream's
+#             nginx: the nginx-native limit for fan-out (not durable; fan-out only)
 #
 # The figures (each run measures every system back to back; cells are the median of
 # BENCH_RUNS runs with min-max; ratios divide medians of the same runs):
@@ -23,7 +26,8 @@
 #   2. catch-up: wrk GET ?offset=-1 of a 1,000-message stream; each system is checked
 #      to return the whole stream in one response (fcgi: as many bytes, ?bytes=N)
 #   3. fan-out: bench/src/sse-client.c, N SSE readers on one stream while a writer
-#      appends a timestamped message every 10 ms for BENCH_SECONDS
+#      appends a timestamped message every 10 ms for BENCH_SECONDS; dstream, the peer
+#      and nchan, in alternating order from run to run
 #   4. idle live streams: N SSE readers held; RSS of the pool's processes (the peer's
 #      node process) and their CPU over BENCH_IDLE_S
 # and once per invocation: if BENCH_BIG (procs x threads) is set, 10,000 held by such a
@@ -77,7 +81,8 @@ die() { say "$*"; exit 1; }
 # ---- processes we start (stopped by PID, never by name) ----------------------------------
 
 declare -A url=()          # system -> base URL
-dstream_dir="" fcgi_dir="" peer_pid="" hello_pid="" hello_nginx="" client_pid=""
+dstream_dir="" fcgi_dir="" peer_pid="" hello_pid="" hello_nginx="" client_pid="" nchan_nginx=""
+NCHAN_SO=/usr/lib/nginx/modules/ngx_nchan_module.so
 
 stop_pid() {
     local pid=$1 i
@@ -94,6 +99,7 @@ stop_all() {
     stop_pid "$hello_nginx"; hello_nginx=""
     stop_pid "$hello_pid"; hello_pid=""
     stop_pid "$peer_pid"; peer_pid=""
+    stop_pid "$nchan_nginx"; nchan_nginx=""
 }
 
 cleanup() {
@@ -172,11 +178,49 @@ start_peer() {
     url[peer]=$(awk '/^listening / {print $2; exit}' "$dir/peer.log")
 }
 
+# nginx with nchan_pubsub on /v1/stream/ (a channel per path), as many workers as
+# the nginx in front of dstream.
+start_nchan() {
+    local dir=$1 port workers
+    [ -e "$NCHAN_SO" ] || { say "no nchan ($NCHAN_SO): make bench installs libnginx-mod-nchan"; return 0; }
+    mkdir -p "$dir/logs" "$dir/tmp"
+    port=$(free_port)
+    workers=$(awk '$1 == "worker_processes" {sub(/;/, "", $2); print $2; exit}' "$dstream_dir/nginx.conf")
+    cat > "$dir/nginx.conf" <<CONF
+load_module $NCHAN_SO;
+$([ "$(id -u)" = 0 ] && echo "user root;")
+worker_processes ${workers:-2};
+worker_rlimit_nofile $(ulimit -Hn);
+pid $dir/nginx.pid;
+error_log $dir/logs/nginx-error.log warn;
+events { worker_connections 32768; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    server {
+        listen 127.0.0.1:$port reuseport;
+        location = /v1/health { return 200 '{"status":"ok"}'; }
+        location /v1/stream/ {
+            nchan_pubsub;
+            nchan_channel_id \$uri;
+            nchan_subscriber_first_message newest;
+        }
+    }
+}
+CONF
+    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$dir" -c "$dir/nginx.conf" \
+        -e "$dir/logs/nginx-error.log" -g 'daemon off;' </dev/null >>"$dir/logs/nginx-error.log" 2>&1 &
+    nchan_nginx=$!
+    url[nchan]="http://127.0.0.1:$port"
+    wait_http "${url[nchan]}/v1/health" 15 || die "nginx with nchan is not answering"
+}
+
 start_all() {
     local d=$1
     start_dstream "$d/dstream"
     start_fcgi "$d/fcgi"
     start_peer "$d/peer"
+    start_nchan "$d/nchan"
 }
 
 # ---- measurements ------------------------------------------------------------------------
@@ -254,11 +298,19 @@ bench_catchup() {
     run_wrk fcgi catchup wrk-get.lua "${url[fcgi]}/v1/stream/catchup?bytes=$bytes"
 }
 
+FANOUT_RUN=0
 bench_fanout() {
-    local n sys out
+    local n sys out order
+    # Alternate the order from run to run, so that a drift of the machine weighs on
+    # every system alike.
+    FANOUT_RUN=$((FANOUT_RUN + 1))
+    order="dstream peer"
+    [ -n "${url[nchan]:-}" ] && order="dstream nchan peer"
+    [ $((FANOUT_RUN % 2)) = 0 ] && order=$(tr ' ' '\n' <<<"$order" | tac | tr '\n' ' ')
     for n in $BENCH_FANOUT; do
-        for sys in dstream peer; do
-            create "$sys" "/v1/stream/fan-$n"
+        for sys in $order; do
+            # nchan makes a channel on its first publish or subscriber.
+            [ "$sys" = nchan ] || create "$sys" "/v1/stream/fan-$n"
             out=$(timeout $((BENCH_SECONDS + 120)) "$bin/bench/sse-client" fanout \
                 --port "$(port_of "$sys")" --path "/v1/stream/fan-$n" --readers "$n" \
                 --interval-ms "$FANOUT_INTERVAL_MS" --seconds "$BENCH_SECONDS" --connect-s 60 \
@@ -455,6 +507,12 @@ report_targets() {
     echo "- 1,000 SSE readers, every message delivered in every run: $(verdict "$a") ($(cell fanout1000.pct dstream 1 %.2f) %); p99 <= 20 ms: $(cell fanout1000.p99 dstream 1000 %.1f) ms $(verdict "$c1")"
     c1=$(cmp "$(med fanout100.p99 dstream)" "<=" 5000)
     echo "- 100 SSE readers p99 <= 5 ms: $(cell fanout100.p99 dstream 1000 %.1f) ms $(verdict "$c1")"
+    local n
+    for n in $BENCH_FANOUT; do
+        [ -s "$vals/fanout$n.p99.nchan" ] || continue
+        c1=$(cmp "$(med "fanout$n.p99" dstream)" "<=" "$(awk -v x="$(med "fanout$n.p99" nchan)" 'BEGIN {print 1.25 * x}')")
+        echo "- $n SSE readers p99 <= 1.25x nchan's: $(ratio "fanout$n.p99" dstream nchan) $(verdict "$c1"), every message delivered: $(verdict "$(all_ones "fanout$n.all" dstream)")"
+    done
     c1=$(cmp "$(med hold10000.held dstream)" ">=" 10000)
     c2=$(cmp "$(med hold10000.rss dstream)" "<" 1024)
     echo "- 10,000 idle SSE streams held by the default configuration: $(cell hold10000.held dstream 1 %.0f) held $(verdict "$c1"), pool RSS $(cell hold10000.rss dstream 1 %.0f) MiB $(verdict "$c2") (< 1 GiB)"
@@ -464,6 +522,28 @@ report_targets() {
     c1=$(cmp "$(med wake.p50 dstream)" "<=" 1000)
     c2=$(cmp "$(med idle0.cpu dstream)" "<=" 1)
     echo "- commit-to-wake p50 <= 1 ms: $(cell wake.p50 dstream 1000 %.3f) ms $(verdict "$c1"); idle responder <= 1% of a core: $(cell idle0.cpu dstream 1 %.3f) % $(verdict "$c2")"
+    echo
+}
+
+# Fan-out against nchan: dstream's delivery latency as a multiple of nchan's.
+report_nchan() {
+    [ -s "$vals/fanout${BENCH_FANOUT%% *}.p99.nchan" ] || return 0
+    local n
+    echo "### Fan-out: dstream and nchan"
+    echo
+    echo "| figure | dstream | nchan | dstream / nchan |"
+    echo "|---|---:|---:|---:|"
+    for n in $BENCH_FANOUT; do
+        for k in pct p50 p99; do
+            local label div fmt
+            case $k in
+            pct) label="% of messages delivered"; div=1; fmt=%.2f ;;
+            *) label="delivery $k ms"; div=1000; fmt=%.2f ;;
+            esac
+            printf '| %s readers: %s | %s | %s | %s |\n' "$n" "$label" "$(cell "fanout$n.$k" dstream $div $fmt)" \
+                "$(cell "fanout$n.$k" nchan $div $fmt)" "$(ratio "fanout$n.$k" dstream nchan)"
+        done
+    done
     echo
 }
 
@@ -518,6 +598,7 @@ report() {
             [ -s "$vals/$k.err.$s" ] && printf '%s %s %s; ' "$k" "$s" "$(awk '{s += $1} END {print s}' "$vals/$k.err.$s")"
         done; done)"
     echo
+    report_nchan
     report_targets
     echo "<details><summary>Raw output</summary>"
     echo
@@ -557,7 +638,7 @@ main() {
     echo
     echo "- machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), kernel $(uname -r)"
     echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-1} x ${DSTREAM_THREADS:-32}, hubs of ${DSTREAM_LIVE_MAX:-16384}, synchronous=${DSTREAM_SYNC:-full}"
-    echo "- $(nginx -v 2>&1 | sed 's/^nginx version: //'), SQLite $sqlite_version, node $(node --version), @durable-streams/server $peer_version, $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
+    echo "- $(nginx -v 2>&1 | sed 's/^nginx version: //'), nchan $(dpkg-query -W -f='${Version}' libnginx-mod-nchan 2>/dev/null || echo none), SQLite $sqlite_version, node $(node --version), @durable-streams/server $peer_version, $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- command: \`B=$B BENCH_SECONDS=$BENCH_SECONDS BENCH_RUNS=$BENCH_RUNS BENCH_CONNS=$BENCH_CONNS BENCH_HOLD_RUNS=$BENCH_HOLD_RUNS BENCH_FIGURES=\"$BENCH_FIGURES\" BENCH_BIG=$BENCH_BIG bench/compare.sh\`"
     echo "- descriptor limit (hard): $(ulimit -Hn)"
     echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
