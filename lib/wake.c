@@ -189,21 +189,15 @@ static void *watch_main(void *arg)
         }
         struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
         int64_t now = now_us();
-        int timeout = WAKE_IDLE_MS;
+        int64_t wait_us = (int64_t)WAKE_IDLE_MS * 1000;
         if (hot_since >= 0 && now - hot_since >= WAKE_HOT_MS * 1000) hot_since = -1;
-        if (hot_since >= 0) {
-            int64_t due = hot_interval_us(now - hot_since);
-            struct timespec ts = {0, (long)due * 1000};
-            nanosleep(&ts, NULL);
-            timeout = 0;
-        }
-        if (!w->opts.inotify) {
-            /* Polling mode: no file watch, a fixed interval. */
-            struct timespec ts = {w->opts.poll_us / 1000000, (w->opts.poll_us % 1000000) * 1000};
-            nanosleep(&ts, NULL);
-            timeout = 0;
-        }
-        int n = poll(pf, w->ifd >= 0 ? 2 : 1, timeout);
+        if (hot_since >= 0) wait_us = hot_interval_us(now - hot_since);
+        /* Polling mode: no file watch, a fixed interval. */
+        if (!w->opts.inotify) wait_us = w->opts.poll_us;
+        /* A poke (a commit of this process) ends the wait at once, hot or not: the
+         * check after it need not wait out the interval. */
+        struct timespec ts = {(time_t)(wait_us / 1000000), (long)(wait_us % 1000000) * 1000};
+        int n = ppoll(pf, w->ifd >= 0 ? 2 : 1, &ts, NULL);
         if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
         if (n > 0 && (pf[0].revents & POLLIN)) {
             /* A commit of this process: already visible, one check finds it. */
