@@ -107,7 +107,8 @@ struct log {
     pthread_mutex_t mu;
     log_op *head, *tail;
     int leading;               /* a leader is committing a group */
-    void (*on_commit)(void *); /* called after every successful group commit */
+    int writing;               /* a leader holds the write lock (atomic; log_writing) */
+    void (*on_commit)(void *); /* called after every group, committed or not */
     void *on_commit_ud;
     uint64_t groups, ops;
     int64_t max_bytes;         /* log_set_max_bytes: 0, none */
@@ -186,6 +187,11 @@ void log_close(log_t *l)
     pthread_mutex_destroy(&l->mu);
     free(l->path);
     free(l);
+}
+
+int log_writing(log_t *l)
+{
+    return __atomic_load_n(&l->writing, __ATOMIC_ACQUIRE);
 }
 
 void log_on_commit(log_t *l, void (*fn)(void *), void *ud)
@@ -362,6 +368,7 @@ static void lead(log_conn_t *c, log_op *group)
      * would poll with sleeps of up to 100 ms. While one process commits, the others'
      * queues grow into bigger groups. */
     int locked = c->lockfd >= 0 && flock(c->lockfd, LOCK_EX) == 0;
+    __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
     int rc = begin_immediate(c);
     if (rc == 0) {
         for (log_op *op = group; op; op = op->next) {
@@ -379,7 +386,10 @@ static void lead(log_conn_t *c, log_op *group)
         if (rc == 0) rc = run_simple(c, S_COMMIT);
         if (rc) run_simple(c, S_ROLLBACK);
     }
-    if (rc == 0 && c->log->on_commit) c->log->on_commit(c->log->on_commit_ud);
+    /* Whatever the outcome: the watcher that ignored file events while we wrote
+     * (log_writing) looks now. */
+    __atomic_store_n(&c->log->writing, 0, __ATOMIC_RELEASE);
+    if (c->log->on_commit) c->log->on_commit(c->log->on_commit_ud);
     if (locked) flock(c->lockfd, LOCK_UN);
     if (rc)
         for (log_op *op = group; op; op = op->next) op->rc = rc;

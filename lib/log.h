@@ -197,9 +197,14 @@ int log_expired(const log_info *info, int64_t now_ms);
 /* Human-readable name of a LOG_E* code. */
 const char *log_strerror(int rc);
 
-/* Call fn(ud) after every group commit of this process (lib/wake uses it to
- * notice local commits without waiting for the file watch). Set before threads run. */
+/* Call fn(ud) after every group commit of this process, committed or rolled back
+ * (lib/wake uses it to notice local commits without waiting for the file watch).
+ * Set before threads run. */
 void log_on_commit(log_t *l, void (*fn)(void *), void *ud);
+/* 1 while a group commit of this process is between BEGIN IMMEDIATE and its end:
+ * meanwhile no other writer can commit (SQLite allows one), so changes to the -wal
+ * file are this process's own, and fn of log_on_commit is called when it ends. */
+int log_writing(log_t *l);
 
 /* Report every stream changed (appended, closed, deleted) since *rev, calling
  * fn(ud, stream id, path), and advance *rev. With *rev < 0 only sets *rev to the

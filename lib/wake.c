@@ -13,7 +13,9 @@
  * event the watcher polls a cheap `PRAGMA data_version` for WAKE_HOT_MS, every
  * WAKE_HOT_US at first and less often later (bench/RESULTS.md has the figures).
  * A process where nobody waits does not check at all. Commits of this process also poke the
- * watcher directly (log_on_commit), skipping the file system. A slow fallback poll
+ * watcher directly (log_on_commit), skipping the file system, and file events that
+ * come while this process holds the write lock (log_writing) start no polling: no
+ * one else can commit then, and the end of the write pokes. A slow fallback poll
  * covers file systems without inotify and a -wal file that was recreated.
  *
  * Finding the streams that changed. Every change to a stream row stamps it with
@@ -214,10 +216,11 @@ static void *watch_main(void *arg)
                 modified |= (ev->mask & IN_MODIFY) != 0;
                 off += (ssize_t)sizeof *ev + ev->len;
             }
-            if (modified) {
-                __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
-                hot_since = now_us();
-            }
+            /* While this process writes, the file changes are its own (SQLite lets
+             * one writer at a time commit), and the end of the write pokes us: no
+             * need to poll for a commit to become visible. */
+            if (modified) __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
+            if (modified && !log_writing(w->log)) hot_since = now_us();
         }
         /* Nobody waits in this process: nothing to look for. */
         if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
