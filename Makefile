@@ -11,7 +11,7 @@ OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 STD     := -std=gnu11
 CFLAGS  += $(STD) $(WARN) $(OPT) -g -MMD -MP -D_GNU_SOURCE -pthread
-LDLIBS  := -ljansson -lsqlite3 -lpthread
+LDLIBS  := -ljansson -lsqlite3 -lcrypto -lpthread
 B       := build
 
 ifneq ($(SANITIZER),)
@@ -81,7 +81,7 @@ $(B)/bench/%: bench/%.c $(B)/libdstream.a
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
 
 # ---- dependencies ---------------------------------------------------------------
-DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 \
+DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 libssl-dev \
         libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl jq nodejs npm \
         clang apache2-bin libapache2-mod-fcgid chromium systemd man-db
 deps:

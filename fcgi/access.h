@@ -17,6 +17,10 @@ void res_common_headers(req_t *r);
 /* Returns 1 to go on to the resource, 0 if the request has been answered (a
  * preflight, an invalid token, a remote client while auth is off). */
 int access_begin(req_t *r);
+/* The same without looking at the Authorization header: for the routes whose
+ * credential is not a dstream token (a subscription wake's callback token, which
+ * the resource verifies). r->auth stays NULL. */
+int access_begin_open(req_t *r);
 
 /* The first prefix of the principal's scopes of this kind ("sessions:write"), for
  * naming new resources under it; NULL if it has an unprefixed one, or none, or auth

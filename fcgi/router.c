@@ -21,6 +21,13 @@ static int authorize(req_t *r, const char *path)
     char id[256];
     if (!strncmp(path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1)) {
         const char *sp = path + sizeof STREAM_PREFIX - 1;
+        /* Subscriptions (the reserved __ds prefix) are the operator's: admin. The
+         * JWK Set is public (receivers verify signatures with it); callback, ack and
+         * release carry the wake's own token instead (route() skips this). */
+        if (!strncmp(sp, "__ds", 4) && (sp[4] == '\0' || sp[4] == '/')) {
+            if (get && !strcmp(sp, "__ds/jwks.json")) return 1;
+            return req_allow(r, "admin", NULL);
+        }
         if (!strncmp(sp, "sessions/", 9)) {
             size_t n = strcspn(sp + 9, "/");
             if (n >= sizeof id) n = sizeof id - 1;
@@ -61,12 +68,19 @@ static int authorize(req_t *r, const char *path)
 
 void route(req_t *r)
 {
-    if (!access_begin(r)) return;
+    /* A subscription's callback, ack and release authenticate with the wake's token. */
+    int wake = subs_token_route(r->method, r->path);
+    if (!(wake ? access_begin_open(r) : access_begin(r))) return;
     if (strcmp(r->path, "/v1/health") == 0) {
         health_handle(r);
         return;
     }
-    if (!authorize(r, r->path)) return;
+    if (!wake && !authorize(r, r->path)) return;
+    if (strncmp(r->path, STREAM_PREFIX "__ds", sizeof STREAM_PREFIX + 3) == 0 &&
+        (r->path[sizeof STREAM_PREFIX + 3] == '\0' || r->path[sizeof STREAM_PREFIX + 3] == '/')) {
+        subs_handle(r, r->path + sizeof STREAM_PREFIX - 1);
+        return;
+    }
     if (strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) == 0) {
         stream_handle(r, r->path + sizeof STREAM_PREFIX - 1);
         return;

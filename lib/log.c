@@ -51,6 +51,13 @@ enum {
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
                   "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
 
+/* The next change number: above every stream's and above those of streams
+ * deleted since (stream_rev_floor, kept by a trigger), so that it never goes back
+ * when the stream holding the highest one is deleted (log_changes would miss the
+ * next change). */
+#define NEXT_REV "(SELECT max(coalesce((SELECT max(rev) FROM streams), 0)," \
+                 " coalesce((SELECT rev FROM stream_rev_floor WHERE id = 1), 0)) + 1)"
+
 static const char *const sql_text[S_COUNT] = {
     [S_GET] = "SELECT " INFO_COLS " FROM streams WHERE path = ?",
     [S_GET_ID] = "SELECT " INFO_COLS " FROM streams WHERE id = ?",
@@ -61,7 +68,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data) VALUES (?, ?, ?, ?, ?)",
     [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
                       " stream_seq = ?, access_ms = ?,"
-                      " rev = (SELECT coalesce(max(rev), 0) + 1 FROM streams) WHERE id = ?",
+                      " rev = " NEXT_REV " WHERE id = ?",
     [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
                " ORDER BY seq",
     [S_PROD_GET] = "SELECT epoch, seq FROM producers WHERE stream = ? AND producer = ?",
@@ -72,7 +79,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_DEL_STREAM] = "DELETE FROM streams WHERE id = ?",
     [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
     [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1,"
-                      " rev = (SELECT coalesce(max(rev), 0) + 1 FROM streams) WHERE id = ?",
+                      " rev = " NEXT_REV " WHERE id = ?",
     [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
     [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
                   " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"

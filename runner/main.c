@@ -23,6 +23,7 @@
 #include "../lib/db.h"
 #include "../lib/mcp.h"
 #include "../lib/wake.h"
+#include "deliver.h"
 #include "mcp.h"
 #include "runner.h"
 #include "stats.h"
@@ -242,6 +243,11 @@ int main(int argc, char **argv)
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     R.multi = curl_multi_init();
+    deliver_t *deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
+    if (!deliver) {
+        fprintf(stderr, "dstream-runner: %s\n", err);
+        return 2;
+    }
     int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0;
     runner_log("started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
                R.providers->n);
@@ -271,6 +277,7 @@ int main(int argc, char **argv)
                 wait = last_flush + flush_ms - now;
         }
         wait = record_wait(&R, now, wait);
+        wait = deliver_wait(deliver, now, wait);
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
         int timeout = rmcp_timeout(R.mcp, (int)wait);
@@ -295,7 +302,7 @@ int main(int argc, char **argv)
         CURLMsg *msg;
         int left;
         while ((msg = curl_multi_info_read(R.multi, &left))) {
-            if (msg->msg != CURLMSG_DONE) continue;
+            if (msg->msg != CURLMSG_DONE || deliver_finished(deliver, msg)) continue;
             rq_t *q = NULL;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
             if (q) runner_request_finished(&R, q, msg->data.result);
@@ -310,6 +317,7 @@ int main(int argc, char **argv)
             next = s->next;
             if (s->dirty || s->due) runner_drive(&R, s);
         }
+        deliver_tick(deliver);
         /* The deltas gathered, then one commit for everything: at once when
          * anything but deltas waits, else at most one every flush_ms (deltas
          * gather meanwhile: fewer, bigger commits under load). */
@@ -330,6 +338,7 @@ int main(int argc, char **argv)
     while (R.sessions) runner_forget(&R, R.sessions);
     rmcp_free(R.mcp);
     json_decref(R.mcp_config);
+    deliver_free(deliver);
     curl_multi_cleanup(R.multi);
     curl_global_cleanup();
     wake_waiter_free(waiter);

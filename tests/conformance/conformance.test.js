@@ -8,4 +8,5 @@ if (!baseUrl) throw new Error("DSTREAM_URL is not set: run tests/conformance/run
 runConformanceTests({
   baseUrl,
   longPollTimeoutMs: Number(process.env.DSTREAM_LONGPOLL_MS || 1000),
+  subscriptions: true,
 })

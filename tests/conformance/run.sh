@@ -36,6 +36,10 @@ export DSTREAM_LONGPOLL_MS=${DSTREAM_LONGPOLL_MS:-1500}
 # which adds an admin token the way a site's own authenticating proxy would. The
 # suite's preflight test comes from https://example.com: the operator allows it.
 export DSTREAM_AUTH=on DSTREAM_CORS_ORIGINS=${DSTREAM_CORS_ORIGINS:-https://example.com}
+# The subscription group's webhook receivers listen on 127.0.0.1: a test
+# configuration that allows loopback webhook targets, which a deployment does not
+# (docs/subscriptions.md). Its "unsafe URL" test (10.0.0.1) is refused all the same.
+export DSTREAM_WEBHOOK_ALLOW=${DSTREAM_WEBHOOK_ALLOW:-127.0.0.1}
 url=$("$root/deploy/dstream-stack" start "$dir") ||
     { echo "conformance: 0 passed, 1 failed"; exit 1; }
 echo "conformance: stack at $url"

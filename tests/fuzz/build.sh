@@ -24,6 +24,8 @@ sources() {
     provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     mcp) echo lib/mcp.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     url) echo lib/url.c lib/provcfg.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
+    subscription) echo lib/subscription.c lib/webhook.c lib/url.c lib/log.c lib/db.c lib/offset.c lib/sha256.c \
+                       lib/timefmt.c lib/json.c lib/buf.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
     *) return 1 ;;
     esac
 }
@@ -43,6 +45,7 @@ fi
 
 mkdir -p "$out"
 cd "$root" || exit 1
+sh tools/sql2c.sh sql/*.sql >"$out/migrations.c"
 status=0
 for n in "${names[@]}"; do
     if ! src=$(sources "$n"); then

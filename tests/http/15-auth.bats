@@ -78,6 +78,12 @@ ROUTES=(
     "POST /v1/sessions/team1-s/input {\"interactionId\":\"x\",\"response\":1}"
     "POST /v1/sessions/team1-nope/cancel {}"
     "POST /v1/sessions/team1-s/fork {}"
+    "PUT /v1/stream/__ds/subscriptions/s1 {\"type\":\"pull-wake\",\"pattern\":\"pub/*\",\"wake_stream\":\"pub/w\"}"
+    "GET /v1/stream/__ds/subscriptions/s1"
+    "POST /v1/stream/__ds/subscriptions/s1/streams {\"streams\":[\"pub/a\"]}"
+    "DELETE /v1/stream/__ds/subscriptions/s1/streams/pub%2Fa"
+    "POST /v1/stream/__ds/subscriptions/s1/claim {\"worker\":\"w\"}"
+    "DELETE /v1/stream/__ds/subscriptions/nope"
     "GET /metrics"
     "GET /v1/metrics"
     "GET /v1/nothing-here"
@@ -377,4 +383,35 @@ route_req() {
         ! grep -qF "${tok:21}" "${logs[@]}"
     done
     grep -qF 'access_token=-' "$DS_DIR/logs/access.log"
+}
+
+@test "auth: subscriptions: the JWK Set is public; callback, ack and release take the wake's token, never a dstream token" {
+    as "" GET /v1/stream/__ds/jwks.json
+    assert_status 200
+    assert_header_matches Content-Type '^application/jwk-set\+json'
+    assert_body_json '.keys | length >= 1'
+    assert_body_json '[.keys[] | has("d")] | any | not'
+    as "$ADMIN" PUT /v1/stream/__ds/subscriptions/auth-pull -H 'Content-Type: application/json' \
+        --data-binary '{"type":"pull-wake","pattern":"pub/*","wake_stream":"pub/w"}'
+    assert_status 201
+    for a in callback ack release; do
+        as "" POST "/v1/stream/__ds/subscriptions/auth-pull/$a" -H 'Content-Type: application/json' \
+            --data-binary '{"wake_id":"w","generation":1}'
+        assert_status 401
+        assert_header_matches WWW-Authenticate '^Bearer'
+        assert_body_json '.error.code == "TOKEN_INVALID"'
+        # An admin token is not a wake's token.
+        as "$ADMIN" POST "/v1/stream/__ds/subscriptions/auth-pull/$a" -H 'Content-Type: application/json' \
+            --data-binary '{"wake_id":"w","generation":1}'
+        case $a in
+        callback) assert_status 400 ;;   # a pull-wake subscription has no callback
+        *) assert_status 401; assert_body_json '.error.code == "TOKEN_INVALID"' ;;
+        esac
+    done
+    # The reserved prefix holds no application stream.
+    as "$ADMIN" PUT /v1/stream/__ds/mine -H 'Content-Type: application/json'
+    assert_status 404
+    assert_body_json '.error.code == "SUBSCRIPTION_NOT_FOUND"'
+    as "$ADMIN" DELETE /v1/stream/__ds/subscriptions/auth-pull
+    assert_status 204
 }

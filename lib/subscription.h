@@ -1,0 +1,148 @@
+/* subscription: Durable Streams subscriptions (PROTOCOL.md sections 6 and 7).
+ *
+ * A subscription links streams, by a glob `pattern` and by explicit `streams`, and
+ * keeps one cursor per link: `acked`, the last processed offset (inclusive). It has
+ * pending work when a linked stream's tail is past its cursor. Pending work makes a
+ * wake, one at a time: `generation` goes up by one, a fresh `wake_id` names it and
+ * the tails of the moment are its snapshot. A webhook wake waits in the table until
+ * the runner has delivered it (runner/deliver.c: signed POST, retried with backoff,
+ * the schedule kept here so that a restart honours it); a pull-wake wake is a
+ * message appended to the subscription's wake stream, for workers to claim.
+ *
+ * Whoever holds a wake (the webhook receiver, or the worker that claimed it) holds
+ * a lease of lease_ttl_ms, and a token: "<generation>.<wake id>.<expiry>.<mac>",
+ * an HMAC under a key derived from the signing key, so the server keeps no token.
+ * A callback, ack or release passes only if the token is genuine and names the
+ * current generation and wake, and the request's own generation and wake_id do
+ * too: anything older is FENCED, and so is everything after the lease ran out.
+ * `done` (or a receiver answering {"done": true}, which acks the snapshot) ends
+ * the wake; if work is still pending a new wake follows at once.
+ *
+ * Streams that appear later and match a pattern are linked at their start (the
+ * runner reports each changed stream: sub_changed); streams that exist when a
+ * subscription is created, or are added explicitly, are linked at their tail.
+ * Every function runs in its own transaction (log_transact) and returns 0 or a
+ * negative SUB_E* or LOG_E* code. */
+#ifndef DSTREAM_SUBSCRIPTION_H
+#define DSTREAM_SUBSCRIPTION_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "webhook.h"
+
+#define SUB_ID_MAX         128      /* A-Z a-z 0-9 . _ ~ - */
+#define SUB_LEASE_MIN_MS   1000
+#define SUB_LEASE_MAX_MS   600000
+#define SUB_LEASE_DEF_MS   30000
+#define SUB_STREAMS_MAX    1000     /* explicit streams in one request */
+#define SUB_DESC_MAX       1024
+#define SUB_WORKER_MAX     256
+#define SUB_WAKE_ID_LEN    26       /* "w_" + 24 hex */
+#define SUB_TOKEN_MAX      160
+#define SUB_RETRY_MAX_MS   60000
+
+enum {
+    SUB_ENOTFOUND = -101,   /* no such subscription */
+    SUB_EEXISTS = -102,     /* exists with another configuration */
+    SUB_EINVAL = -103,      /* malformed request body */
+    SUB_ETOKEN = -104,      /* not a token of this subscription */
+    SUB_EEXPIRED = -105,    /* a genuine token past its expiry */
+    SUB_EFENCED = -106,     /* another generation or wake, or the lease ran out */
+    SUB_ECLAIMED = -107,    /* another worker holds the lease */
+    SUB_ENOWORK = -108,     /* nothing pending to claim */
+    SUB_EOFFSET = -109,     /* an ack names an unknown stream or an offset out of range */
+    SUB_EKIND = -110        /* the action is for the other delivery type */
+};
+
+typedef struct sub_config {
+    int webhook;               /* 1: webhook, 0: pull-wake */
+    char *pattern;             /* NULL: none */
+    char **streams;            /* normalized, sorted, unique */
+    size_t nstreams;
+    char *url;                 /* webhook.url */
+    char *wake_stream;
+    int64_t lease_ttl_ms;
+    char *description;
+    char hash[65];             /* of all the above */
+} sub_config;
+
+/* 1 if id may name a subscription. */
+int sub_id_valid(const char *id);
+/* A stream path or pattern as the protocol writes it, stream-root relative:
+ * leading and trailing '/' dropped. Refused (-1): empty, too long, control bytes,
+ * or under the reserved "__ds". */
+int sub_path_norm(const char *in, char *out, size_t cap);
+/* 1 if path matches the glob pattern: '*' is one segment, '**' any number. */
+int sub_glob_match(const char *pattern, const char *path);
+
+/* Parse a PUT body. Returns 0 (free with sub_config_free), or -1 with the mistake
+ * in err. The webhook URL's policy is the caller's (lib/webhook). */
+int sub_config_parse(const json_t *doc, sub_config *c, char *err, size_t cap);
+void sub_config_free(sub_config *c);
+
+/* Create, or re-confirm an identical configuration (*created 0); SUB_EEXISTS if
+ * it differs. Links the matching and the explicit streams at their tails. */
+int sub_put(log_conn_t *c, const char *id, const sub_config *cfg, int *created);
+/* The subscription as the protocol serializes it (new reference), or NULL with
+ * *rc. base: the public URL for jwks_url ("" for relative). */
+json_t *sub_get(log_conn_t *c, const char *id, const char *base, int *rc);
+/* Delete it and its links; a token of it never passes again. */
+int sub_delete(log_conn_t *c, const char *id);
+/* Link paths explicitly (at their tails; a linked one stays as it is). */
+int sub_streams_add(log_conn_t *c, const char *id, char *const *paths, size_t n);
+/* Drop an explicit link (a glob link of the same stream stays). */
+int sub_stream_remove(log_conn_t *c, const char *id, const char *path);
+
+/* Pull-wake: claim the pending wake for worker. *out gets the response body
+ * (new reference): the wake on 0, {current_holder, generation} on SUB_ECLAIMED. */
+int sub_claim(log_conn_t *c, const char *id, const char *worker, json_t **out);
+
+typedef enum { SUB_CALLBACK, SUB_ACK, SUB_RELEASE } sub_action;
+/* A webhook callback, or a pull-wake ack or release, with its bearer token and
+ * JSON body. *next_wake: 1 if the end of this wake made a new one. */
+int sub_finish(log_conn_t *c, const char *id, sub_action action, const char *token, const json_t *req,
+               int *next_wake);
+
+/* The JWK Set (new reference); makes the signing key on first use. */
+json_t *sub_jwks(log_conn_t *c, int *rc);
+
+/* ---- for the runner ------------------------------------------------------------------ */
+
+/* At start: link the streams that appeared meanwhile, wake whatever is pending. */
+int sub_recover(log_conn_t *c);
+/* These streams changed (appended, created, deleted): link new matches, wake. */
+int sub_changed(log_conn_t *c, char *const *paths, size_t n);
+/* End the wakes whose lease ran out (and wake again if work is pending). */
+int sub_expire(log_conn_t *c, int64_t now);
+/* The earliest time a delivery or a lease is due, or INT64_MAX. */
+int64_t sub_next_due(log_conn_t *c);
+
+typedef struct sub_delivery {
+    char id[SUB_ID_MAX + 1];
+    int64_t generation;
+    char wake_id[SUB_WAKE_ID_LEN + 1];
+    char url[URL_MAX + 1];
+    char *body;                /* malloc'd JSON */
+    size_t len;
+    char signature[WEBHOOK_SIG_MAX];
+} sub_delivery;
+
+/* Take up to max deliveries due at now, marking each as in flight until now +
+ * hold_ms (then, unanswered, it is due again: after a crash too). base: the
+ * public URL for callback_url. Returns how many (0..max) or a negative code;
+ * free each with sub_delivery_free. */
+int sub_deliveries_take(log_conn_t *c, int64_t now, int64_t hold_ms, const char *base, sub_delivery *out,
+                        size_t max);
+void sub_delivery_free(sub_delivery *d);
+/* The outcome of a delivery: ok (a 2xx), done (it answered {"done": true}), else
+ * error says why; a wake that moved on meanwhile is left alone. */
+int sub_delivered(log_conn_t *c, const sub_delivery *d, int ok, int done, const char *error, int64_t now);
+
+/* The retry delay after `attempts` failures: 1 s doubling to 60 s, +-20% by
+ * jitter (0..1). */
+int64_t sub_backoff_ms(int attempts, double jitter);
+
+#endif

@@ -1,0 +1,260 @@
+/* deliver: subscription wakes and webhook deliveries in the runner (deliver.h). */
+#include "deliver.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "../lib/buf.h"
+#include "../lib/db.h"
+#include "../lib/subscription.h"
+#include "../lib/webhook.h"
+#include "runner.h"
+
+#define INFLIGHT_MAX 64           /* deliveries in flight at once */
+#define CHANGES_MAX 10000         /* changed streams gathered per turn; beyond: a full scan */
+#define RESPONSE_MAX 65536        /* bytes of a receiver's answer read */
+
+typedef struct flight {
+    struct flight *next;
+    CURL *easy;
+    struct curl_slist *headers;
+    sub_delivery d;
+    buf_t resp;
+    int refused;
+    char error[200];
+    const webhook_allow *allow;
+} flight;
+
+struct deliver {
+    log_conn_t *conn;
+    CURLM *multi;
+    webhook_allow *allow;
+    int64_t timeout_ms;
+    const char *base;
+    int64_t rev;
+    int started;
+    int64_t due;                  /* next time leases or deliveries need a look */
+    flight *flying;
+    size_t nflying;
+    char **changed;
+    size_t nchanged;
+    int overflow;
+};
+
+deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
+{
+    deliver_t *D = calloc(1, sizeof *D);
+    if (!D) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    D->conn = conn;
+    D->multi = multi;
+    D->rev = -1;
+    char why[256];
+    if (!(D->allow = webhook_allow_parse(getenv("DSTREAM_WEBHOOK_ALLOW"), why, sizeof why))) {
+        snprintf(err, cap, "DSTREAM_WEBHOOK_ALLOW: %s", why);
+        free(D);
+        return NULL;
+    }
+    const char *t = getenv("DSTREAM_WEBHOOK_TIMEOUT_MS");
+    D->timeout_ms = 10000;
+    if (t && *t) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(t, &end, 10);
+        if (errno || *end || v < 100 || v > 600000) {
+            snprintf(err, cap, "DSTREAM_WEBHOOK_TIMEOUT_MS=%s is not 100 to 600000", t);
+            webhook_allow_free(D->allow);
+            free(D);
+            return NULL;
+        }
+        D->timeout_ms = v;
+    }
+    const char *base = getenv("DSTREAM_PUBLIC_URL");
+    D->base = base ? base : "";
+    return D;
+}
+
+static void flight_free(deliver_t *D, flight *f)
+{
+    curl_multi_remove_handle(D->multi, f->easy);
+    curl_easy_cleanup(f->easy);
+    curl_slist_free_all(f->headers);
+    sub_delivery_free(&f->d);
+    buf_free(&f->resp);
+    free(f);
+}
+
+void deliver_free(deliver_t *D)
+{
+    if (!D) return;
+    while (D->flying) {
+        flight *f = D->flying;
+        D->flying = f->next;
+        flight_free(D, f);
+    }
+    for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
+    free(D->changed);
+    webhook_allow_free(D->allow);
+    free(D);
+}
+
+int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait)
+{
+    if (!D->started) return 0;
+    int64_t left = D->due - now;
+    return left < wait ? (left < 0 ? 0 : left) : wait;
+}
+
+/* Every socket is checked by the address it is about to connect to. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    flight *f = ud;
+    url_addr addr;
+    url_t u;
+    char why[160];
+    int ok = purpose == CURLSOCKTYPE_IPCXN &&
+             ((a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) ||
+              (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6))) &&
+             url_addr_from_sockaddr(&a->addr, &addr) == 0;
+    if (!ok) snprintf(why, sizeof why, "not an IP connection");
+    else ok = url_parse(f->d.url, &u, why, sizeof why) == 0 &&
+              webhook_addr_allowed(f->allow, u.host, &addr, why, sizeof why);
+    if (!ok) {
+        f->refused = 1;
+        snprintf(f->error, sizeof f->error, "refused: %s", why);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    flight *f = ud;
+    buf_append(&f->resp, p, size * n);   /* beyond its ceiling: ignored */
+    return size * n;
+}
+
+static void start(deliver_t *D, const sub_delivery *d)
+{
+    flight *f = calloc(1, sizeof *f);
+    if (!f) abort();
+    f->d = *d;
+    f->allow = D->allow;
+    buf_init(&f->resp, RESPONSE_MAX);
+    char why[256], sig[WEBHOOK_SIG_MAX + 32];
+    if (!webhook_url_allowed(D->allow, d->url, why, sizeof why)) {
+        /* The operator narrowed the list since the subscription was made. */
+        sub_delivered(D->conn, &f->d, 0, 0, why, db_now_ms());
+        runner_log("subscription %s: webhook refused: %s", d->id, why);
+        sub_delivery_free(&f->d);
+        buf_free(&f->resp);
+        free(f);
+        return;
+    }
+    snprintf(sig, sizeof sig, "Webhook-Signature: %s", d->signature);
+    f->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    f->headers = curl_slist_append(f->headers, sig);
+    f->headers = curl_slist_append(f->headers, "Expect:");
+    CURL *e = f->easy = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, d->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, f->d.body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)f->d.len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)D->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "dstream-webhook");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    curl_multi_add_handle(D->multi, e);
+    f->next = D->flying;
+    D->flying = f;
+    D->nflying++;
+}
+
+int deliver_finished(deliver_t *D, CURLMsg *msg)
+{
+    flight **pp = &D->flying, *f;
+    while ((f = *pp) && f->easy != msg->easy_handle) pp = &f->next;
+    if (!f) return 0;
+    *pp = f->next;
+    D->nflying--;
+    long status = 0;
+    curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+    int ok = msg->data.result == CURLE_OK && status >= 200 && status < 300, isdone = 0;
+    if (ok) {
+        json_t *j = f->resp.len ? json_loadb(f->resp.p, f->resp.len, 0, NULL) : NULL;
+        isdone = json_is_true(json_object_get(j, "done"));
+        json_decref(j);
+    } else if (!f->refused) {
+        if (msg->data.result != CURLE_OK) snprintf(f->error, sizeof f->error, "%s", curl_easy_strerror(msg->data.result));
+        else snprintf(f->error, sizeof f->error, "HTTP %ld%s", status, status >= 300 && status < 400 ? " (redirects are not followed)" : "");
+    }
+    int rc = sub_delivered(D->conn, &f->d, ok, isdone, f->error, db_now_ms());
+    if (!ok) runner_log("subscription %s: webhook delivery failed: %s", f->d.id, f->error);
+    if (rc) runner_log("subscription %s: recording the delivery: %s", f->d.id, log_strerror(rc));
+    flight_free(D, f);
+    D->due = 0;   /* a new wake may be due now */
+    return 1;
+}
+
+static void on_change(void *ud, int64_t id, const char *path)
+{
+    deliver_t *D = ud;
+    (void)id;
+    if (!path) return;
+    if (D->nchanged == CHANGES_MAX) {
+        D->overflow = 1;
+        return;
+    }
+    if (!D->changed && !(D->changed = calloc(CHANGES_MAX, sizeof *D->changed))) abort();
+    D->changed[D->nchanged++] = strdup(path);
+}
+
+void deliver_tick(deliver_t *D)
+{
+    int64_t now = db_now_ms();
+    int rc = 0;
+    if (!D->started) {
+        log_changes(D->conn, &D->rev, on_change, D);   /* sets rev: later changes are seen */
+        if ((rc = sub_recover(D->conn))) {
+            runner_log("subscriptions: recovery: %s", log_strerror(rc));
+            D->rev = -1;
+            return;
+        }
+        D->started = 1;
+        D->due = 0;
+    } else {
+        log_changes(D->conn, &D->rev, on_change, D);
+        if (D->overflow) rc = sub_recover(D->conn);
+        else if (D->nchanged) rc = sub_changed(D->conn, D->changed, D->nchanged);
+        if (!rc && (D->overflow || D->nchanged)) D->due = 0;
+        for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
+        D->nchanged = 0;
+        D->overflow = 0;
+        if (rc) runner_log("subscriptions: changed streams: %s", log_strerror(rc));
+    }
+    if (now < D->due) return;
+    if ((rc = sub_expire(D->conn, now))) runner_log("subscriptions: leases: %s", log_strerror(rc));
+    if (D->nflying < INFLIGHT_MAX) {
+        sub_delivery take[INFLIGHT_MAX];
+        int n = sub_deliveries_take(D->conn, now, D->timeout_ms + 1000, D->base, take, INFLIGHT_MAX - D->nflying);
+        if (n < 0) runner_log("subscriptions: deliveries: %s", log_strerror(n));
+        for (int i = 0; i < n; i++) start(D, &take[i]);
+    }
+    D->due = sub_next_due(D->conn);
+    if (rc || D->due < now) D->due = now + 100;
+}
