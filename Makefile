@@ -68,7 +68,7 @@ $(B)/dstream-runner: $(RUN_OBJ) $(B)/libdstream.a
 
 $(B)/dstream: $(CLI_OBJ) $(B)/libdstream.a
 	@echo "  LINK $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libdstream.a $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libdstream.a -lcurl $(LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h tests/unit/test_doc.h
 	@mkdir -p $(dir $@)

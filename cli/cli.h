@@ -27,4 +27,17 @@ int cmd_token(log_t *log, int argc, char **argv);
  * sessions with their status, attempts and last error (cli/sessions.c). */
 int cmd_sessions(const char *db, int argc, char **argv);
 
+/* The debug commands over HTTP ($DSTREAM_URL, $DSTREAM_TOKEN): cli/steer.c,
+ * cli/events.c, cli/streams.c (docs/cli.md). Each returns the exit status. */
+int cmd_sessions_http(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_answer(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_convo(int argc, char **argv);
+int cmd_requests(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_streams(const char *db, int argc, char **argv);
+
 #endif

@@ -7,6 +7,8 @@
  *   dstream token create|list|revoke|check   API tokens (cli/token.c)
  *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
  *   dstream backup|restore|check ...       cli/backup.c, cli/check.c
+ *   dstream sessions|chat|cancel|answer|events|convo|requests|export|search|streams
+ *                                          the debug commands (cli/sessions.c, events.c, streams.c)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,6 +47,15 @@ static void usage(void)
                     "                       and show what it allows (never a key)\n"
                     "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
                     "  session ID           a session's status, request, attempts, retries and error\n"
+                    "                       (these two on the database: with --db, or without $DSTREAM_URL)\n"
+                    "Debug commands, over HTTP ($DSTREAM_URL with $DSTREAM_TOKEN; --json, --help on each):\n"
+                    "  sessions [list|show|create|delete|fork|state]   sessions\n"
+                    "  chat ID MESSAGE [--queue|--background]          talk, print the streamed answer\n"
+                    "  cancel ID | answer ID INTERACTION RESPONSE      steer a session\n"
+                    "  events ID [--follow] [--type T] [--last N] [--around OFFSET]\n"
+                    "  convo ID | requests ID | export ID [--format jsonl|yaml] | search TEXT\n"
+                    "  streams [list] (offline) | streams head|delete PATH\n"
+                    "Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 refused (401/403), 5 rejected (4xx).\n"
                     "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
 }
 
@@ -202,13 +213,34 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     return rc;
 }
 
+/* The debug commands over HTTP (cli/sessions.c, cli/events.c). */
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} remote[] = {{"chat", cmd_chat},     {"cancel", cmd_cancel},
+              {"answer", cmd_answer},     {"events", cmd_events}, {"convo", cmd_convo},
+              {"requests", cmd_requests}, {"export", cmd_export}, {"search", cmd_search}};
+
+/* dstream sessions goes over HTTP when a server is named (DSTREAM_URL, --url) and
+ * no database (--db); else it reads the database (cli/sessions.c). */
+static int remote_sessions(int db_given, int argc, char **argv)
+{
+    if (db_given) return 0;
+    for (int k = 0; k < argc; k++)
+        if (!strcmp(argv[k], "--url")) return 1;
+    const char *u = getenv("DSTREAM_URL");
+    return u && *u;
+}
+
 int main(int argc, char **argv)
 {
+    int db_given = 0;
     const char *db = getenv("DSTREAM_DB");
     if (!db || !*db) db = "dstream.db";
     int i = 1;
     if (i + 1 < argc && strcmp(argv[i], "--db") == 0) {
         db = argv[i + 1];
+        db_given = 1;
         i += 2;
     }
     if (i >= argc) {
@@ -226,7 +258,13 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
     if (strcmp(cmd, "skills") == 0) return cmd_skills(db, argc - i, argv + i);
     if (strcmp(cmd, "providers") == 0) return cmd_providers(argc - i, argv + i);
-    if (strcmp(cmd, "sessions") == 0 || strcmp(cmd, "session") == 0) return cmd_sessions(db, argc - i + 1, argv + i - 1);
+    /* sessions: on the database with --db or without a server to ask; else over HTTP. */
+    if (strcmp(cmd, "session") == 0 || (strcmp(cmd, "sessions") == 0 && !remote_sessions(db_given, argc - i, argv + i)))
+        return cmd_sessions(db, argc - i + 1, argv + i - 1);
+    if (strcmp(cmd, "sessions") == 0) return cmd_sessions_http(argc - i, argv + i);
+    if (strcmp(cmd, "streams") == 0) return cmd_streams(db, argc - i, argv + i);
+    for (size_t k = 0; k < sizeof remote / sizeof remote[0]; k++)
+        if (strcmp(cmd, remote[k].name) == 0) return remote[k].fn(argc - i, argv + i);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {

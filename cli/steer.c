@@ -1,0 +1,426 @@
+/* dstream sessions|chat|cancel|answer: sessions over HTTP (DSTREAM_URL, DSTREAM_TOKEN);
+ * `dstream sessions` with --db reads the database instead (cli/sessions.c).
+ *
+ *   dstream sessions [list] [--status S] [--limit N] [--all]
+ *   dstream sessions show|delete ID
+ *   dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]
+ *   dstream sessions fork ID --at OFFSET [--id NEW]
+ *   dstream sessions state ID [--at OFFSET]
+ *   dstream chat ID MESSAGE [--queue|--background]
+ *   dstream cancel ID
+ *   dstream answer ID INTERACTION RESPONSE */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "http.h"
+
+#define BOLD "\033[1m"
+#define DIM "\033[2m"
+#define RED "\033[31m"
+#define GREEN "\033[32m"
+#define YELLOW "\033[33m"
+
+static int usage_sessions(void)
+{
+    fprintf(stderr,
+            "usage: dstream sessions [list] [--status S] [--limit N] [--all]\n"
+            "       dstream sessions show ID | delete ID\n"
+            "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
+            "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
+            "       dstream sessions state ID [--at OFFSET]\n"
+            "Against $DSTREAM_URL with $DSTREAM_TOKEN (or --url, --token); --json for JSON.\n");
+    return EXIT_USAGE;
+}
+
+/* "/v1/sessions/ID" + suffix into out. */
+int session_path(char *out, size_t cap, const char *id, const char *suffix)
+{
+    char e[512];
+    if (http_escape(id, e, sizeof e)) {
+        fprintf(stderr, "dstream: session id too long\n");
+        return -1;
+    }
+    if ((size_t)snprintf(out, cap, "/v1/sessions/%s%s", e, suffix ? suffix : "") >= cap) return -1;
+    return 0;
+}
+
+const char *status_colour(const char *st)
+{
+    if (!st) return "";
+    if (!strcmp(st, "completed")) return GREEN;
+    if (!strcmp(st, "failed") || !strcmp(st, "cancelled")) return RED;
+    if (!strcmp(st, "awaiting_input") || !strcmp(st, "running")) return YELLOW;
+    return "";
+}
+
+static void age(long long ms, char *out, size_t cap)
+{
+    long long now = (long long)time(NULL) * 1000, s = ms > 0 ? (now - ms) / 1000 : 0;
+    if (s < 0) s = 0;
+    if (s < 120) snprintf(out, cap, "%llds", s);
+    else if (s < 7200) snprintf(out, cap, "%lldm", s / 60);
+    else if (s < 172800) snprintf(out, cap, "%lldh", s / 3600);
+    else snprintf(out, cap, "%lldd", s / 86400);
+}
+
+static int list(const cli_opts *o, int argc, char **argv)
+{
+    const char *status = NULL, *limit = "50";
+    int all = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--status") && i + 1 < argc) status = argv[++i];
+        else if (!strcmp(argv[i], "--limit") && i + 1 < argc) limit = argv[++i];
+        else if (!strcmp(argv[i], "--all")) all = 1;
+        else return usage_sessions();
+    }
+    char cursor[256] = "";
+    int rc = 0, first = 1;
+    for (int pages = 0; pages < 100000; pages++) {
+        char path[1024], es[64] = "", ec[600] = "", el[32] = "";
+        if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec) ||
+            http_escape(limit, el, sizeof el)) {
+            fprintf(stderr, "dstream: bad argument\n");
+            return EXIT_USAGE;
+        }
+        snprintf(path, sizeof path, "/v1/sessions?limit=%s%s%s%s%s", el, status ? "&status=" : "", es,
+                 cursor[0] ? "&cursor=" : "", ec);
+        json_t *j = http_json("GET", path, NULL, &rc);
+        if (!j) return rc;
+        json_t *arr = json_object_get(j, "sessions"), *s;
+        size_t k;
+        if (o->json) {
+            json_array_foreach(arr, k, s) print_json(s);
+        } else {
+            if (first && o->tty) printf("%s%-24s %-15s %-24s %6s%s\n", BOLD, "ID", "STATUS", "AGENT/WORKFLOW", "AGE", c_off(o));
+            json_array_foreach(arr, k, s) {
+                const char *st = json_string_value(json_object_get(s, "status"));
+                const char *ag = json_string_value(json_object_get(s, "agent"));
+                const char *wf = json_string_value(json_object_get(s, "workflow"));
+                char a[32];
+                age((long long)json_integer_value(json_object_get(s, "createdMs")), a, sizeof a);
+                printf("%-24s %s%-15s%s %-24s %6s\n", json_string_value(json_object_get(s, "id")),
+                       c_on(o, status_colour(st)), st ? st : "?", c_off(o),
+                       ag ? ag : wf ? wf : "-", a);
+            }
+        }
+        first = 0;
+        const char *next = json_string_value(json_object_get(j, "nextCursor"));
+        int more = next && all;
+        if (next && !all && !o->json) fprintf(stderr, "(more: --all)\n");
+        if (more) snprintf(cursor, sizeof cursor, "%s", next);
+        json_decref(j);
+        if (!more) break;
+    }
+    return 0;
+}
+
+static void print_summary(const cli_opts *o, json_t *s)
+{
+    const char *st = json_string_value(json_object_get(s, "status"));
+    const char *ag = json_string_value(json_object_get(s, "agent"));
+    const char *wf = json_string_value(json_object_get(s, "workflow"));
+    json_t *u = json_object_get(s, "usage");
+    printf("%sid%s        %s\n", c_on(o, BOLD), c_off(o), json_string_value(json_object_get(s, "id")));
+    printf("%sstatus%s    %s%s%s\n", c_on(o, BOLD), c_off(o), c_on(o, status_colour(st)), st ? st : "?", c_off(o));
+    printf("%s%s%s%s  %s\n", c_on(o, BOLD), ag ? "agent" : "workflow", c_off(o), ag ? "   " : "", ag ? ag : wf ? wf : "-");
+    const char *parent = json_string_value(json_object_get(s, "parent"));
+    if (parent)
+        printf("%sforked%s    from %s at %s\n", c_on(o, BOLD), c_off(o), parent,
+               json_string_value(json_object_get(s, "forkOffset")));
+    const char *ph = json_string_value(json_object_get(s, "phase"));
+    if (ph) printf("%sphase%s     %s\n", c_on(o, BOLD), c_off(o), ph);
+    printf("%sposition%s  %s (%lld events)\n", c_on(o, BOLD), c_off(o), json_string_value(json_object_get(s, "position")),
+           (long long)json_integer_value(json_object_get(s, "eventCount")));
+    printf("%susage%s     %lld in, %lld out, $%.6f\n", c_on(o, BOLD), c_off(o),
+           (long long)json_integer_value(json_object_get(u, "inputTokens")),
+           (long long)json_integer_value(json_object_get(u, "outputTokens")),
+           json_number_value(json_object_get(s, "costUsd")));
+    const char *err = json_string_value(json_object_get(s, "error"));
+    if (err) printf("%serror%s     %s\n", c_on(o, BOLD), c_off(o), err);
+    json_t *p = json_object_get(s, "pendingInput");
+    if (json_is_object(p)) {
+        char *d = json_dumps(p, JSON_COMPACT);
+        printf("%sawaiting%s  %s\n", c_on(o, BOLD), c_off(o), d ? d : "");
+        free(d);
+    }
+    json_t *st_ = json_object_get(s, "state");
+    if (json_is_object(st_) && json_object_size(st_)) {
+        char *d = json_dumps(st_, JSON_COMPACT);
+        printf("%sstate%s     %s\n", c_on(o, BOLD), c_off(o), d ? d : "");
+        free(d);
+    }
+}
+
+static int show(const cli_opts *o, const char *id, const char *suffix)
+{
+    char path[1200];
+    int rc;
+    if (session_path(path, sizeof path, id, suffix)) return EXIT_USAGE;
+    json_t *j = http_json("GET", path, NULL, &rc);
+    if (!j) return rc;
+    if (o->json) print_json(j);
+    else print_summary(o, j);
+    json_decref(j);
+    return 0;
+}
+
+static int create(const cli_opts *o, int argc, char **argv)
+{
+    json_t *body = json_object();
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "--agent") || !strcmp(argv[i], "--workflow") || !strcmp(argv[i], "--id")) &&
+            i + 1 < argc) {
+            json_object_set_new(body, argv[i] + 2, json_string(argv[i + 1]));
+            i++;
+        } else if (!strcmp(argv[i], "--input") && i + 1 < argc) {
+            json_error_t e;
+            json_t *in = json_loads(argv[++i], JSON_DECODE_ANY, &e);
+            if (!in) {
+                fprintf(stderr, "dstream: --input: %s\n", e.text);
+                json_decref(body);
+                return EXIT_USAGE;
+            }
+            json_object_set_new(body, "input", in);
+        } else {
+            json_decref(body);
+            return usage_sessions();
+        }
+    }
+    int rc;
+    json_t *j = http_json("POST", "/v1/sessions", body, &rc);
+    json_decref(body);
+    if (!j) return rc;
+    if (o->json) print_json(j);
+    else printf("%s\n", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    return 0;
+}
+
+static int simple_post(const cli_opts *o, const char *method, const char *id, const char *suffix, json_t *body)
+{
+    char path[1200];
+    int rc;
+    if (session_path(path, sizeof path, id, suffix)) {
+        json_decref(body);
+        return EXIT_USAGE;
+    }
+    json_t *j = http_json(method, path, body, &rc);
+    json_decref(body);
+    if (!j) return rc;
+    if (o->json) print_json(j);
+    else if (json_string_value(json_object_get(j, "offset")))
+        printf("%s\n", json_string_value(json_object_get(j, "offset")));
+    json_decref(j);
+    return 0;
+}
+
+int cmd_sessions_http(int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    if (argc < 0) return EXIT_USAGE;
+    if (o.help) {
+        usage_sessions();
+        return 0;
+    }
+    if (argc == 0 || argv[0][0] == '-') return list(&o, argc, argv);
+    const char *sub = argv[0];
+    if (!strcmp(sub, "list")) return list(&o, argc - 1, argv + 1);
+    if (!strcmp(sub, "create")) return create(&o, argc - 1, argv + 1);
+    if (argc < 2) return usage_sessions();
+    const char *id = argv[1];
+    if (!strcmp(sub, "show") && argc == 2) return show(&o, id, NULL);
+    if (!strcmp(sub, "delete") && argc == 2) {
+        char path[1200];
+        http_res r;
+        if (session_path(path, sizeof path, id, NULL)) return EXIT_USAGE;
+        int rc = http_call("DELETE", path, NULL, &r);
+        if (!rc) rc = http_exit(path, &r);
+        http_res_free(&r);
+        if (!rc && !o.json) printf("deleted %s\n", id);
+        return rc;
+    }
+    if (!strcmp(sub, "state")) {
+        if (argc == 2) return show(&o, id, "/state");
+        if (argc == 4 && !strcmp(argv[2], "--at")) {
+            char q[200], e[160];
+            if (http_escape(argv[3], e, sizeof e)) return EXIT_USAGE;
+            snprintf(q, sizeof q, "/state?at=%s", e);
+            return show(&o, id, q);
+        }
+        return usage_sessions();
+    }
+    if (!strcmp(sub, "fork")) {
+        json_t *body = json_object();
+        for (int i = 2; i < argc; i++) {
+            if ((!strcmp(argv[i], "--at") || !strcmp(argv[i], "--id")) && i + 1 < argc) {
+                json_object_set_new(body, argv[i] + 2, json_string(argv[i + 1]));
+                i++;
+            } else {
+                json_decref(body);
+                return usage_sessions();
+            }
+        }
+        if (!json_object_get(body, "at")) {
+            json_decref(body);
+            return usage_sessions();
+        }
+        char path[1200];
+        int rc;
+        if (session_path(path, sizeof path, id, "/fork")) {
+            json_decref(body);
+            return EXIT_USAGE;
+        }
+        json_t *j = http_json("POST", path, body, &rc);
+        json_decref(body);
+        if (!j) return rc;
+        if (o.json) print_json(j);
+        else printf("%s\n", json_string_value(json_object_get(j, "id")));
+        json_decref(j);
+        return 0;
+    }
+    return usage_sessions();
+}
+
+int cmd_cancel(int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    if (o.help || argc != 1) {
+        fprintf(stderr, "usage: dstream cancel ID   (ask the runner to cancel the session)\n");
+        return o.help ? 0 : EXIT_USAGE;
+    }
+    return simple_post(&o, "POST", argv[0], "/cancel", NULL);
+}
+
+int cmd_answer(int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    if (o.help || argc != 3) {
+        fprintf(stderr, "usage: dstream answer ID INTERACTION RESPONSE\n"
+                        "  RESPONSE is JSON (true, false, \"text\"); anything else is sent as a string\n");
+        return o.help ? 0 : EXIT_USAGE;
+    }
+    json_t *resp = json_loads(argv[2], JSON_DECODE_ANY, NULL);
+    if (!resp) resp = json_string(argv[2]);
+    json_t *body = json_pack("{s:s, s:o}", "interactionId", argv[1], "response", resp);
+    return simple_post(&o, "POST", argv[0], "/input", body);
+}
+
+/* ---- chat ------------------------------------------------------------------------ */
+
+typedef struct {
+    const cli_opts *o;
+    char after[64];       /* offset of our message */
+    int seen_ours;
+    json_t *ours;         /* request ids started after our message */
+    int printed;
+} chat_state;
+
+static int chat_event(void *ud, const char *event, const char *data, const char *id)
+{
+    chat_state *c = ud;
+    (void)id;
+    json_t *ev = json_loads(data, 0, NULL);
+    if (!ev) return 0;
+    json_t *p = json_object_get(ev, "payload");
+    const char *off = json_string_value(json_object_get(ev, "offset"));
+    const char *req = json_string_value(json_object_get(p, "requestId"));
+    int rc = 0;
+    if (!c->seen_ours) {
+        if (off && !strcmp(off, c->after)) c->seen_ours = 1;
+        json_decref(ev);
+        return 0;
+    }
+    if (!strcmp(event, "provider:request_started") && req) {
+        json_object_set_new(c->ours, req, json_true());
+    } else if (!strcmp(event, "text:delta") && req && json_object_get(c->ours, req)) {
+        const char *t = json_string_value(json_object_get(p, "text"));
+        if (t) {
+            fputs(t, stdout);
+            fflush(stdout);
+            c->printed = 1;
+        }
+    } else if (!strcmp(event, "thinking:delta") && req && json_object_get(c->ours, req) && c->o->tty) {
+        const char *t = json_string_value(json_object_get(p, "text"));
+        if (t) fprintf(stderr, "%s%s%s", c_on(c->o, DIM), t, c_off(c->o));
+    } else if (!strcmp(event, "tool:called") && req && json_object_get(c->ours, req)) {
+        fprintf(stderr, "%s[tool %s]%s\n", c_on(c->o, DIM), json_string_value(json_object_get(p, "name")), c_off(c->o));
+    } else if (!strcmp(event, "provider:request_ended") && req && json_object_get(c->ours, req)) {
+        const char *sr = json_string_value(json_object_get(p, "stopReason"));
+        if (!sr || (strcmp(sr, "tool_use") && strcmp(sr, "tool_calls"))) rc = -1;
+    } else if (!strcmp(event, "provider:request_cancelled") && req && json_object_get(c->ours, req)) {
+        const char *r = json_string_value(json_object_get(p, "reason"));
+        if (r && strcmp(r, "restart")) {
+            fprintf(stderr, "\ndstream: the reply was %s%s%s\n", !strcmp(r, "interrupted") ? "interrupted" : r,
+                    json_string_value(json_object_get(p, "error")) ? ": " : "",
+                    json_string_value(json_object_get(p, "error")) ? json_string_value(json_object_get(p, "error")) : "");
+            rc = !strcmp(r, "failed") ? 0 : EXIT_FAIL;
+        }
+    } else if (!strcmp(event, "reply:failed")) {
+        fprintf(stderr, "\ndstream: the reply failed: %s\n", json_string_value(json_object_get(p, "error")));
+        rc = EXIT_FAIL;
+    } else if (!strcmp(event, "session:cancelled")) {
+        fprintf(stderr, "\ndstream: the session was cancelled\n");
+        rc = EXIT_FAIL;
+    }
+    if (c->o->json && json_object_get(c->ours, req ? req : "")) print_json(ev);
+    json_decref(ev);
+    return rc;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    const char *mode = "interrupt", *id = NULL, *msg = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--queue")) mode = "queue";
+        else if (!strcmp(argv[i], "--background")) mode = "background";
+        else if (!strcmp(argv[i], "--interrupt")) mode = "interrupt";
+        else if (!id) id = argv[i];
+        else if (!msg) msg = argv[i];
+        else id = NULL, i = argc;
+    }
+    if (o.help || !id || !msg) {
+        fprintf(stderr, "usage: dstream chat ID MESSAGE [--queue|--background]\n"
+                        "  post MESSAGE to a chat session and print the streamed answer (not with\n"
+                        "  --background, which adds it to the history without a reply)\n");
+        return o.help ? 0 : EXIT_USAGE;
+    }
+    char path[1200];
+    int rc;
+    if (session_path(path, sizeof path, id, "/messages")) return EXIT_USAGE;
+    json_t *body = json_pack("{s:s, s:s}", "content", msg, "mode", mode);
+    json_t *j = http_json("POST", path, body, &rc);
+    json_decref(body);
+    if (!j) return rc;
+    const char *off = json_string_value(json_object_get(j, "offset"));
+    if (!strcmp(mode, "background") || !off) {
+        if (o.json) print_json(j);
+        else if (off) printf("%s\n", off);
+        json_decref(j);
+        return 0;
+    }
+    chat_state c;
+    memset(&c, 0, sizeof c);
+    c.o = &o;
+    snprintf(c.after, sizeof c.after, "%s", off);
+    c.ours = json_object();
+    json_decref(j);
+    char ev[1400], e[160];
+    if (session_path(ev, sizeof ev, id, "/events?live=sse&offset=") || http_escape(c.after, e, sizeof e) ||
+        strlen(ev) + strlen(e) + 1 > sizeof ev) {
+        json_decref(c.ours);
+        return EXIT_USAGE;
+    }
+    memcpy(ev + strlen(ev), e, strlen(e) + 1);
+    rc = http_sse(ev, NULL, chat_event, &c);
+    if (c.printed && !o.json) putchar('\n');
+    json_decref(c.ours);
+    return rc;
+}

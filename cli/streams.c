@@ -1,0 +1,136 @@
+/* dstream streams: the Durable Streams themselves.
+ *
+ *   dstream streams [list] [--prefix P]   offline, on the database file (--db)
+ *   dstream streams head PATH             over HTTP: content type, tail, closed, TTL
+ *   dstream streams delete PATH           over HTTP */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/db.h"
+#include "cli.h"
+#include "http.h"
+
+static int usage_streams(void)
+{
+    fprintf(stderr, "usage: dstream [--db PATH] streams [list] [--prefix P]   (offline, on the database)\n"
+                    "       dstream streams head PATH | delete PATH          (over $DSTREAM_URL)\n");
+    return EXIT_USAGE;
+}
+
+static int list(const char *dbpath, const cli_opts *o, const char *prefix)
+{
+    sqlite3 *db;
+    char err[256];
+    db_opts dopts;
+    db_opts_default(&dopts);
+    dopts.migrate = 0;
+    if (db_open(dbpath, &dopts, &db, err, sizeof err)) {
+        fprintf(stderr, "dstream: %s\n", err);
+        return EXIT_FAIL;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT path, content_type, tail_seq, tail_pos, closed, created_ms FROM streams "
+                           "WHERE substr(path, 1, length(?1)) = ?1 ORDER BY path",
+                           -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "dstream: %s\n", sqlite3_errmsg(db));
+        sqlite3_close_v2(db);
+        return EXIT_FAIL;
+    }
+    sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
+    int n = 0, s;
+    if (o->tty) printf("\033[1m%-40s %-28s %10s %12s %s\033[0m\n", "PATH", "CONTENT-TYPE", "MESSAGES", "BYTES", "");
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(st, 0);
+        const char *ct = (const char *)sqlite3_column_text(st, 1);
+        long long seq = sqlite3_column_int64(st, 2), pos = sqlite3_column_int64(st, 3);
+        int closed = sqlite3_column_int(st, 4);
+        if (o->json) {
+            json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:I}", "path", path ? path : "", "contentType",
+                                  ct ? ct : "", "messages", (json_int_t)seq, "bytes", (json_int_t)pos, "closed",
+                                  closed, "createdMs", (json_int_t)sqlite3_column_int64(st, 5));
+            print_json(j);
+            json_decref(j);
+        } else {
+            printf("%-40s %-28s %10lld %12lld %s\n", path ? path : "", ct ? ct : "", seq, pos, closed ? "closed" : "");
+        }
+        n++;
+    }
+    if (s != SQLITE_DONE) {
+        fprintf(stderr, "dstream: %s\n", sqlite3_errmsg(db));
+        rc = EXIT_FAIL;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close_v2(db);
+    return rc;
+}
+
+static int stream_path(char *out, size_t cap, const char *path)
+{
+    /* Each segment escaped, the slashes kept. */
+    size_t n = 0;
+    int w = snprintf(out, cap, "/v1/stream/");
+    if (w < 0 || (size_t)w >= cap) return -1;
+    n = (size_t)w;
+    char seg[1024], e[3072];
+    while (*path) {
+        const char *sl = strchr(path, '/');
+        size_t l = sl ? (size_t)(sl - path) : strlen(path);
+        if (l >= sizeof seg) return -1;
+        memcpy(seg, path, l);
+        seg[l] = 0;
+        if (http_escape(seg, e, sizeof e)) return -1;
+        w = snprintf(out + n, cap - n, "%s%s", e, sl ? "/" : "");
+        if (w < 0 || (size_t)w >= cap - n) return -1;
+        n += (size_t)w;
+        path += l + (sl ? 1 : 0);
+    }
+    return 0;
+}
+
+int cmd_streams(const char *db, int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    if (o.help) {
+        usage_streams();
+        return 0;
+    }
+    if (argc == 0 || !strcmp(argv[0], "list")) {
+        const char *prefix = NULL;
+        for (int i = argc ? 1 : 0; i < argc; i++) {
+            if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = argv[++i];
+            else return usage_streams();
+        }
+        return list(db, &o, prefix);
+    }
+    if (argc != 2) return usage_streams();
+    char path[4096];
+    if (stream_path(path, sizeof path, argv[1][0] == '/' ? argv[1] + 1 : argv[1])) {
+        fprintf(stderr, "dstream: stream path too long\n");
+        return EXIT_USAGE;
+    }
+    http_res r;
+    int rc;
+    if (!strcmp(argv[0], "head")) {
+        if ((rc = http_call("HEAD", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0) {
+            if (o.json) {
+                json_t *j = json_pack("{s:s, s:s, s:b}", "path", argv[1], "nextOffset", r.next_offset, "upToDate",
+                                      r.up_to_date);
+                print_json(j);
+                json_decref(j);
+            } else {
+                printf("%s next offset %s\n", argv[1], r.next_offset);
+            }
+        }
+    } else if (!strcmp(argv[0], "delete")) {
+        if ((rc = http_call("DELETE", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0 && !o.json)
+            printf("deleted %s\n", argv[1]);
+    } else {
+        return usage_streams();
+    }
+    http_res_free(&r);
+    return rc;
+}
