@@ -1,0 +1,226 @@
+// viewer.mjs: the session viewer (web/) in headless Chromium against the real stack,
+// with authentication on (the server's own URL, not the token-adding proxy).
+//
+//   node viewer.mjs BASE_URL ADMIN_TOKEN MOCK_URL OUT_DIR [READ_TOKEN]
+//
+// The page is given the token through its form, then: the sessions list; a chat
+// session whose streamed reply (scripted on the mock provider, slow) is seen arriving
+// and contains <img src=x onerror=...>, which must stay text; the connection is lost
+// (the server ends its SSE responses every DSTREAM_SSE_MAX_MS, and the page's
+// Reconnect button drops it by hand) and resumes without a gap or a duplicate; a
+// human checkpoint answered with its button; the time-travel slider moved and the
+// session forked there; an agent's document, which a token without admin cannot
+// change (403 shown). Screenshots of every page go to OUT_DIR. Prints
+// "viewer: PASS ..." or "viewer: FAIL ...".
+import { chromium } from "playwright-core";
+
+const [base, admin, mock, out, readToken] = process.argv.slice(2);
+if (!base || !admin || !mock || !out) {
+    console.error("usage: node viewer.mjs BASE_URL ADMIN_TOKEN MOCK_URL OUT_DIR [READ_TOKEN]");
+    process.exit(2);
+}
+const tag = `${process.pid}-${Date.now().toString(36)}`;
+const checks = [];
+const ok = (what) => { checks.push(what); console.log(`# ok ${what}`); };
+
+async function api(method, path, body, tok = admin) {
+    const res = await fetch(base + path, {
+        method, headers: { Authorization: `Bearer ${tok}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text}`);
+    return text ? JSON.parse(text) : null;
+}
+async function script(reply) {
+    const res = await fetch(`${mock}/__script`, { method: "POST", body: JSON.stringify(reply) });
+    if (!res.ok) throw new Error(`mock: ${res.status}`);
+}
+async function allEvents(id) {
+    let off = "-1", all = [];
+    for (let i = 0; i < 1000; i++) {
+        const res = await fetch(`${base}/v1/sessions/${id}/events?offset=${off}`, { headers: { Authorization: `Bearer ${admin}` } });
+        all = all.concat(await res.json());
+        if (res.headers.get("stream-up-to-date")) break;
+        off = res.headers.get("stream-next-offset");
+    }
+    return all;
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--headless=new"],
+});
+let failed = false;
+try {
+    await fetch(`${mock}/__script`, { method: "DELETE" });
+    const agent = `viewer-agent-${tag}`;
+    await api("POST", "/v1/agents", { name: agent, provider: "anthropic", model: "claude-test-model" });
+    const chatId = (await api("POST", "/v1/sessions", { agent, id: `viewer-chat-${tag}` })).id;
+
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await ctx.newPage();
+    const pageErrors = [], external = [];
+    page.on("pageerror", (e) => pageErrors.push(String(e)));
+    page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
+    page.on("request", (r) => { if (!r.url().startsWith(base)) external.push(r.url()); });
+    await page.exposeFunction("__pwned", (what) => { throw new Error(`script ran: ${what}`); });
+
+    // ---- no token: the API says 401 and the page asks for one ------------------------
+    await page.goto(`${base}/web/#/sessions`);
+    await page.waitForFunction(() => /401/.test(document.getElementById("token-state").textContent), null, { timeout: 10000 });
+    ok("without a token the page reports 401");
+    await page.getByLabel("API token").fill(admin);
+    await page.getByRole("button", { name: "Use" }).click();
+    await page.waitForSelector(`tr[data-session="${chatId}"]`, { timeout: 10000 });
+    assert(await page.evaluate(() => sessionStorage.getItem("dstream.token")) === admin, "the token is not in sessionStorage");
+    await page.waitForFunction((id) => {
+        const c = document.querySelector(`tr[data-session="${id}"] td:last-child`);
+        return c && c.textContent.startsWith("$");
+    }, chatId, { timeout: 10000 });
+    await page.screenshot({ path: `${out}/sessions.png`, fullPage: true });
+    ok("sessions list with status, agent, age and cost");
+    await page.selectOption("#status-filter", "completed");
+    await page.waitForFunction(() => location.hash === "#/sessions?status=completed");
+    await page.waitForFunction((id) => !document.querySelector(`tr[data-session="${id}"]`) &&
+                                       /page 1/.test(document.body.textContent), chatId, { timeout: 10000 });
+    ok("filter by status");
+
+    // ---- a chat session: streamed text, thinking, tool-free reply with markup ---------
+    const evil = `<img src=x onerror="window.__pwned('img')"><script>window.__pwned('script')</script>`;
+    const words = Array.from({ length: 60 }, (_, i) => `word${i}`).join(" ");
+    await script({ thinking: "Let me think about <b>this</b>.", text: `Here: ${evil} ${words} THE-END`, chunkSize: 6,
+                   delayMs: 60, usage: { input: 12, output: 34 } });
+    await page.goto(`${base}/web/#/session/${chatId}`);
+    await page.waitForSelector(".conn-live", { timeout: 10000 });
+    await page.getByLabel("Message", { exact: true }).fill("Tell me something <b>bold</b>");
+    await page.getByLabel("queue", { exact: true }).check();
+    await page.getByLabel("interrupt", { exact: true }).check();
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    await page.waitForFunction(() => /word1\b/.test(document.getElementById("chat").textContent), null, { timeout: 15000 });
+    const mid = await page.evaluate(() => document.getElementById("chat").textContent);
+    assert(!mid.includes("THE-END"), "the reply was complete before it was seen streaming");
+    await page.screenshot({ path: `${out}/session-streaming.png`, fullPage: true });
+    ok("streamed text seen arriving (mid-stream screenshot)");
+    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("THE-END"), null, { timeout: 30000 });
+    const chat = await page.evaluate(() => ({
+        text: document.getElementById("chat").textContent,
+        imgs: document.querySelectorAll("#chat img, #timeline img").length,
+        scripts: document.querySelectorAll("main script").length,
+        details: [...document.querySelectorAll("#chat details")].map((d) => ({ open: d.open, text: d.textContent })),
+        user: document.querySelector(".msg-user .text").textContent,
+    }));
+    assert(chat.text.includes("<img src=x onerror="), "the markup is not shown as text");
+    assert(chat.imgs === 0 && chat.scripts === 0, "an element was made from event text");
+    assert(chat.user === "Tell me something <b>bold</b>", `user text: ${chat.user}`);
+    assert(chat.details.length === 1 && !chat.details[0].open && chat.details[0].text.includes("<b>this</b>"),
+           `thinking: ${JSON.stringify(chat.details)}`);
+    await page.waitForFunction(() => /12 in · 34 out/.test(document.getElementById("session-usage").textContent), null, { timeout: 10000 });
+    ok("markup in a reply stays text, nothing executed; thinking collapsed; usage and cost shown");
+
+    // ---- the connection lost and resumed ------------------------------------------------
+    const before = await page.evaluate(() => Number(document.getElementById("conn-counters").dataset.reconnects));
+    await page.waitForFunction((n) => Number(document.getElementById("conn-counters").dataset.reconnects) > n, before, { timeout: 20000 });
+    ok("the server ended the stream and the page reconnected (Last-Event-ID)");
+    await script({ text: "After the drop: second reply.", chunkSize: 3, delayMs: 30 });
+    await page.getByRole("button", { name: "Reconnect" }).click();
+    await api("POST", `/v1/sessions/${chatId}/messages`, { content: "again", mode: "queue" });
+    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("second reply."), null, { timeout: 20000 });
+    const want = (await allEvents(chatId)).map((e) => e.offset);
+    await page.waitForFunction((n) => Number(document.getElementById("conn-counters").dataset.events) >= n, want.length, { timeout: 10000 });
+    const got = await page.evaluate(() => [...document.querySelectorAll("#timeline li[data-offset]")].map((li) => li.dataset.offset));
+    const dups = await page.evaluate(() => Number(document.getElementById("conn-counters").dataset.duplicates));
+    assert(JSON.stringify(got) === JSON.stringify(want), `timeline ${got.length} events vs ${want.length}`);
+    assert(dups === 0, `${dups} duplicates`);
+    const notes = await page.evaluate(() => document.querySelectorAll("#timeline li.reconnect").length);
+    assert(notes >= 2, "the reconnections are not shown");
+    ok(`resumed without a gap or a duplicate (${want.length} events, ${notes} reconnection notes)`);
+
+    // ---- time travel and fork ------------------------------------------------------
+    await page.focus("#travel");
+    await page.keyboard.press("Home");
+    for (let i = 0; i < 2; i++) await page.keyboard.press("ArrowRight");
+    await page.waitForFunction((at) => document.getElementById("travel-state").dataset.at === at, want[2], { timeout: 10000 });
+    const travel = await page.evaluate(() => document.getElementById("travel-state").textContent);
+    assert(/user: Tell me something <b>bold<\/b>/.test(travel) && !travel.includes("assistant"), `state at 2: ${travel}`);
+    await page.screenshot({ path: `${out}/time-travel.png`, fullPage: true });
+    ok("the slider shows the state at an offset");
+    await page.getByRole("button", { name: "Fork here" }).click();
+    await page.waitForFunction((id) => location.hash.startsWith("#/session/") && !location.hash.endsWith(id), chatId, { timeout: 10000 });
+    const forkId = decodeURIComponent(await page.evaluate(() => location.hash.slice("#/session/".length)));
+    const fork = await api("GET", `/v1/sessions/${encodeURIComponent(forkId)}`);
+    assert(fork.parent === chatId && fork.forkOffset === want[2], `fork: ${JSON.stringify({ parent: fork.parent, at: fork.forkOffset })}`);
+    await page.waitForFunction(() => /forked from/.test(document.querySelector("main").textContent), null, { timeout: 10000 });
+    ok("fork here");
+
+    // ---- a human checkpoint ----------------------------------------------------------
+    const wf = `viewer-wf-${tag}`;
+    await api("POST", "/v1/workflows", { name: wf, phases: [
+        { name: "ask", steps: [{ kind: "human", id: "go", input: "choice", options: ["ship <it>", "wait"],
+          prompt: "Ship it? <img src=x onerror=\"window.__pwned('prompt')\">", timeoutMs: 3600000,
+          onTimeout: { response: "wait" }, update: { decision: "$response" } }], transitions: [{ to: "done" }] },
+        { name: "done", terminal: true, steps: [{ kind: "update", set: { finished: true } }] }] });
+    const wfId = (await api("POST", "/v1/sessions", { workflow: wf })).id;
+    await page.goto(`${base}/web/#/session/${wfId}`);
+    await page.waitForSelector("#checkpoint:not([hidden]) #checkpoint-expiry", { timeout: 15000 });
+    const prompt = await page.textContent("#checkpoint-prompt");
+    assert(prompt.includes("<img src=x"), `prompt: ${prompt}`);
+    await page.screenshot({ path: `${out}/checkpoint.png`, fullPage: true });
+    await page.getByRole("button", { name: "ship <it>" }).click();
+    await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("completed"), null, { timeout: 15000 });
+    const done = await api("GET", `/v1/sessions/${wfId}`);
+    assert(done.state.decision === "ship <it>" && done.state.finished === true, `state: ${JSON.stringify(done.state)}`);
+    ok("a human checkpoint answered from the page, its expiry shown");
+
+    // ---- cancel ------------------------------------------------------------------------
+    await script({ text: "slow ".repeat(200), chunkSize: 5, delayMs: 50 });
+    await page.goto(`${base}/web/#/session/${chatId}`);
+    await page.waitForSelector(".conn-live", { timeout: 10000 });
+    await api("POST", `/v1/sessions/${chatId}/messages`, { content: "a long one" });
+    await page.waitForFunction(() => /slow slow/.test(document.getElementById("chat").textContent), null, { timeout: 15000 });
+    await page.getByRole("button", { name: "Cancel session" }).click();
+    await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("cancelled"), null, { timeout: 15000 });
+    ok("cancel");
+
+    // ---- a phone-sized screen ---------------------------------------------------------
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert(overflow <= 1, `the page is ${overflow}px wider than a phone`);
+    await page.screenshot({ path: `${out}/session-phone.png`, fullPage: false });
+    ok("usable on a phone-sized screen (no horizontal scroll)");
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // ---- agents: read-only, edits refused without admin ----------------------------------
+    await page.goto(`${base}/web/#/agents`);
+    await page.getByRole("link", { name: agent }).click();
+    await page.waitForFunction(() => document.getElementById("doc").value.includes("claude-test-model"), null, { timeout: 10000 });
+    assert(await page.evaluate(() => document.getElementById("doc").readOnly), "the document is editable before Edit");
+    if (readToken) {
+        await page.getByLabel("API token").fill(readToken);
+        await page.getByRole("button", { name: "Use" }).click();
+        await page.waitForFunction(() => document.getElementById("doc").value.includes("claude-test-model"), null, { timeout: 10000 });
+        await page.getByRole("button", { name: "Edit" }).click();
+        await page.fill("#doc", (await page.inputValue("#doc")).replace("claude-test-model", "other-model"));
+        await page.getByRole("button", { name: "Save" }).click();
+        await page.waitForFunction(() => /403/.test(document.querySelector("main [role=status]").textContent), null, { timeout: 10000 });
+        await page.screenshot({ path: `${out}/agent-403.png`, fullPage: true });
+        ok("an agent's document; saving without admin shows the 403");
+    }
+    await page.goto(`${base}/web/#/workflows/${wf}`);
+    await page.waitForFunction(() => document.getElementById("doc").value.includes("\"ask\""), null, { timeout: 10000 });
+    await page.screenshot({ path: `${out}/workflow.png`, fullPage: true });
+    ok("a workflow's document");
+
+    assert(external.length === 0, `requests to other origins: ${external.join(" ")}`);
+    const bad = pageErrors.filter((e) => !/Failed to load resource|401|EventSource/.test(e));
+    assert(bad.length === 0, `page errors: ${bad.join(" | ")}`);
+    ok("no request left the origin, no script error");
+} catch (e) {
+    failed = true;
+    console.log(`viewer: FAIL ${e.stack || e}`);
+} finally {
+    await browser.close();
+}
+if (!failed) console.log(`viewer: PASS ${checks.length} checks`);
+process.exitCode = failed ? 1 : 0;

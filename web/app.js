@@ -1,0 +1,168 @@
+// app.js: the viewer's pages, chosen by the URL's fragment:
+//   #/sessions[?status=S]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]
+import { api, enc, setToken, token } from "./api.js";
+import { age, clear, h, json, statusBadge, toast, usd } from "./dom.js";
+import { sessionPage } from "./session.js";
+
+const main = document.getElementById("main");
+let leave = null; // the current page's cleanup (closes its EventSource)
+
+function route() {
+    if (leave) { leave(); leave = null; }
+    const hash = location.hash.replace(/^#\/?/, "") || "sessions";
+    const [pathPart, query] = hash.split("?");
+    const parts = pathPart.split("/").map(decodeURIComponent);
+    const params = new URLSearchParams(query || "");
+    for (const a of document.querySelectorAll("[data-nav]"))
+        a.toggleAttribute("aria-current", a.dataset.nav === parts[0] || (parts[0] === "session" && a.dataset.nav === "sessions"));
+    for (const a of document.querySelectorAll("[data-nav][aria-current]")) a.setAttribute("aria-current", "page");
+    clear(main);
+    let page;
+    if (parts[0] === "session" && parts[1]) page = sessionPage(main, parts[1]);
+    else if (parts[0] === "agents" || parts[0] === "workflows") page = docsPage(parts[0], parts[1]);
+    else page = sessionsPage(params);
+    leave = page && page.leave;
+    main.focus({ preventScroll: true });
+}
+
+// ---- the sessions list -----------------------------------------------------------
+
+function sessionsPage(params) {
+    const status = params.get("status") || "";
+    const cursors = [""]; // the cursor of each page seen, for "Previous"
+    let page = 0;
+    const select = h("select", { id: "status-filter", onchange: () => {
+        location.hash = select.value ? `#/sessions?status=${enc(select.value)}` : "#/sessions";
+    } }, ["", "pending", "running", "awaiting_input", "completed", "failed", "cancelled"].map((s) =>
+        h("option", { value: s, selected: s === status }, s || "all")));
+    const body = h("tbody");
+    const prev = h("button", { type: "button", disabled: true, onclick: () => { page--; load(); } }, "Previous");
+    const next = h("button", { type: "button", disabled: true, onclick: () => { page++; load(); } }, "Next");
+    const info = h("span", { class: "muted", role: "status" });
+    const create = newSessionForm();
+    main.append(h("h1", {}, "Sessions"),
+        h("div", { class: "row" }, h("label", { for: "status-filter" }, "Status"), select, prev, next, info),
+        h("table", { "aria-label": "Sessions" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Session"), h("th", { scope: "col" }, "Status"),
+            h("th", { scope: "col" }, "Agent or workflow"), h("th", { scope: "col", class: "num" }, "Age"),
+            h("th", { scope: "col", class: "num" }, "Cost"))), body),
+        create);
+    async function load() {
+        info.textContent = "loading…";
+        const q = new URLSearchParams({ limit: "20" });
+        if (status) q.set("status", status);
+        if (cursors[page]) q.set("cursor", cursors[page]);
+        let res;
+        try { res = await api("GET", `/v1/sessions?${q}`); } catch (e) { info.textContent = e.message; return; }
+        clear(body);
+        for (const s of res.sessions) {
+            const cost = h("td", { class: "num" }, "…");
+            body.append(h("tr", { "data-session": s.id },
+                h("td", {}, h("a", { href: `#/session/${enc(s.id)}` }, s.id), s.parent ? h("span", { class: "muted" }, ` (fork of ${s.parent})`) : null),
+                h("td", {}, statusBadge(s.status)),
+                h("td", {}, s.agent ? `agent ${s.agent}` : s.workflow ? `workflow ${s.workflow}` : ""),
+                h("td", { class: "num" }, h("time", { datetime: new Date(s.createdMs).toISOString(), title: new Date(s.createdMs).toLocaleString() }, age(s.createdMs))),
+                cost));
+            // The list has no cost: each row asks its session (a page is 20 at most).
+            api("GET", `/v1/sessions/${enc(s.id)}`).then((d) => { cost.textContent = usd(d.costUsd); },
+                                                           () => { cost.textContent = "?"; });
+        }
+        if (!res.sessions.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No sessions.")));
+        cursors[page + 1] = res.nextCursor || "";
+        prev.disabled = page === 0;
+        next.disabled = !res.nextCursor;
+        info.textContent = `page ${page + 1}`;
+    }
+    load();
+    return {};
+}
+
+function newSessionForm() {
+    const kind = h("select", { id: "new-kind" }, h("option", { value: "agent" }, "agent"), h("option", { value: "workflow" }, "workflow"));
+    const name = h("input", { id: "new-name", required: true });
+    const input = h("input", { id: "new-input", placeholder: "{}" });
+    return h("form", { class: "card", "aria-label": "New session", onsubmit: async (e) => {
+        e.preventDefault();
+        let inp;
+        try { inp = input.value.trim() ? JSON.parse(input.value) : undefined; } catch { toast("The input is not JSON"); return; }
+        const body = { [kind.value]: name.value };
+        if (inp !== undefined) body.input = inp;
+        try {
+            const s = await api("POST", "/v1/sessions", body);
+            location.hash = `#/session/${enc(s.id)}`;
+        } catch (err) { toast(`Cannot start: ${err.message}`); }
+    } }, h("h2", {}, "New session"),
+    h("div", { class: "row" }, h("label", { for: "new-kind" }, "Kind"), kind, h("label", { for: "new-name" }, "Name"), name,
+      h("label", { for: "new-input" }, "Input (JSON)"), input, h("button", { type: "submit", class: "primary" }, "Start")));
+}
+
+// ---- agents and workflows: read-only documents (admin can edit) ------------------------
+
+function docsPage(kind, name) {
+    const single = kind === "agents" ? "agent" : "workflow";
+    if (!name) {
+        const list = h("ul");
+        main.append(h("h1", {}, kind === "agents" ? "Agents" : "Workflows"), list);
+        api("GET", `/v1/${kind}`).then((res) => {
+            const items = res[kind] || [];
+            if (!items.length) list.append(h("li", { class: "muted" }, `No ${kind}.`));
+            for (const it of items)
+                list.append(h("li", {}, h("a", { href: `#/${kind}/${enc(it.name)}` }, it.name),
+                    h("span", { class: "muted" }, it.model ? ` ${it.provider}/${it.model}` : it.version ? ` v${it.version}` : "")));
+        }, (e) => list.append(h("li", { class: "forbidden" }, e.message)));
+        return {};
+    }
+    const area = h("textarea", { id: "doc", class: "doc", readonly: true, spellcheck: "false" });
+    const state = h("p", { role: "status", class: "muted" });
+    const edit = h("button", { type: "button", onclick: () => {
+        area.readOnly = false;
+        area.focus();
+        save.disabled = false;
+        state.textContent = "Editing: saving needs an admin token.";
+    } }, "Edit");
+    const save = h("button", { type: "button", class: "primary", disabled: true, onclick: async () => {
+        let doc;
+        try { doc = JSON.parse(area.value); } catch { state.textContent = "Not valid JSON."; return; }
+        try {
+            await api("PUT", `/v1/${kind}/${enc(name)}`, doc);
+            state.textContent = "Saved.";
+            area.readOnly = true;
+            save.disabled = true;
+        } catch (e) {
+            state.className = "forbidden";
+            state.textContent = e.status === 403 ? `Not allowed (403): editing ${kind} needs an admin token. ${e.message}`
+                                                 : `Not saved (${e.status}): ${e.message}`;
+        }
+    } }, "Save");
+    main.append(h("h1", {}, `${single} ${name}`), h("label", { for: "doc" }, `The ${single}'s document (JSON)`), area,
+                h("div", { class: "row" }, edit, save), state);
+    api("GET", `/v1/${kind}/${enc(name)}`).then((d) => { area.value = json(d); },
+                                                 (e) => { state.textContent = e.message; });
+    return {};
+}
+
+// ---- the token ---------------------------------------------------------------------
+
+function tokenUi() {
+    const form = document.getElementById("token-form");
+    const input = document.getElementById("token-input");
+    const st = document.getElementById("token-state");
+    const show = () => { st.textContent = token() ? "token set" : "no token"; };
+    form.addEventListener("submit", (e) => {
+        e.preventDefault();
+        setToken(input.value.trim());
+        input.value = "";
+        show();
+        route();
+    });
+    document.getElementById("token-forget").addEventListener("click", () => { setToken(""); show(); route(); });
+    document.addEventListener("dstream:unauthorized", () => {
+        st.textContent = token() ? "token refused (401)" : "a token is needed (401)";
+        input.focus();
+    });
+    show();
+}
+
+tokenUi();
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,367 @@
+// session.js: one session, live. Its events come over EventSource
+// (/v1/sessions/{id}/events?live=sse): the browser resumes after a dropped or
+// server-ended response with Last-Event-ID, and the page says so in the timeline.
+// Every event is shown once: an offset seen twice is counted as a duplicate (the
+// test asserts there are none), never shown twice.
+import { api, enc, eventsUrl } from "./api.js";
+import { age, append, clear, h, json, short, statusBadge, toast, usd } from "./dom.js";
+
+// The catalogue (docs/events.md): EventSource delivers a named event only to a
+// listener for that name.
+const TYPES = ["session:created", "session:forked", "session:cancelled", "workflow:started", "workflow:completed",
+    "workflow:failed", "phase:entered", "phase:exited", "step:started", "step:completed", "agent:started",
+    "agent:completed", "provider:request_started", "provider:request_ended", "provider:request_cancelled",
+    "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
+    "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
+    "input:expired", "message:user", "cancel:requested", "message"];
+
+const TIMELINE_MAX = 2000;
+
+export function sessionPage(main, id) {
+    const conn = h("span", { class: "conn", role: "status", "aria-live": "polite" }, "connecting…");
+    const counters = h("span", { class: "muted", id: "conn-counters" });
+    const summary = h("dl", { class: "kv", "aria-label": "Summary" });
+    const cancelBtn = h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel session");
+    const reconnectBtn = h("button", { type: "button", onclick: () => reconnect("by hand") }, "Reconnect");
+    const chat = h("div", { class: "chat", id: "chat", "aria-label": "Conversation", role: "log" });
+    const checkpoint = h("section", { class: "card checkpoint", id: "checkpoint", hidden: true, "aria-label": "Waiting for you" });
+    const timeline = h("ol", { class: "timeline", id: "timeline", "aria-label": "Events" });
+    const slider = h("input", { type: "range", id: "travel", min: "0", max: "0", value: "0", step: "1" });
+    const travelLabel = h("output", { for: "travel", id: "travel-label" }, "");
+    const travelView = h("pre", { id: "travel-state", "aria-label": "State at that position" });
+    const forkBtn = h("button", { type: "button", id: "fork", disabled: true, onclick: fork }, "Fork here");
+    const compose = composeForm();
+
+    main.append(
+        h("h1", {}, "Session ", h("span", { id: "session-id" }, id)),
+        h("div", { class: "row" }, conn, counters, reconnectBtn, cancelBtn,
+          h("a", { href: "#/sessions" }, "All sessions")),
+        h("section", { class: "card", "aria-label": "Session" }, summary),
+        h("div", { class: "session-grid" },
+          h("div", {},
+            checkpoint,
+            h("h2", {}, "Conversation"), chat, compose),
+          h("div", {},
+            h("section", { class: "card travel", "aria-label": "Time travel" },
+              h("h2", {}, "Time travel"),
+              h("label", { for: "travel" }, "Position (events)"), slider,
+              h("div", { class: "row" }, travelLabel, forkBtn), travelView),
+            h("h2", {}, "Events"), timeline)));
+
+    // ---- the event stream -------------------------------------------------------
+    const seen = new Set();
+    const nextIds = []; // the SSE id of each event: the offset after it
+    let events = 0, dups = 0, opens = 0, reconnects = 0, lastId = "", es = null, closed = false, retryTimer = 0;
+    let following = true; // the slider follows the tail until moved
+
+    function setConn(text, cls) {
+        conn.textContent = text;
+        conn.className = `conn ${cls || ""}`;
+    }
+    function showCounters() {
+        counters.textContent = `${events} events · ${reconnects} reconnects · ${dups} duplicates`;
+        counters.dataset.events = events;
+        counters.dataset.reconnects = reconnects;
+        counters.dataset.duplicates = dups;
+    }
+    function note(text) {
+        timeline.append(h("li", { class: "reconnect" }, text));
+        timeline.scrollTop = timeline.scrollHeight;
+    }
+    function connect(from) {
+        if (closed) return;
+        es = new EventSource(eventsUrl(id, from));
+        es.addEventListener("open", () => {
+            opens++;
+            if (opens > 1) {
+                reconnects++;
+                note(`reconnected at ${new Date().toLocaleTimeString()}, resuming after ${lastId || "the start"}`);
+            }
+            setConn("● live", "conn-live");
+            showCounters();
+        });
+        es.addEventListener("error", () => {
+            if (closed) return;
+            if (es.readyState === EventSource.CLOSED) {
+                // Refused (401, 404...) or gone: try again from where we are, later.
+                setConn("○ disconnected, retrying…", "conn-down");
+                clearTimeout(retryTimer);
+                retryTimer = setTimeout(() => connect(lastId || "-1"), 2000);
+            } else {
+                setConn("○ reconnecting…", "conn-down");
+            }
+        });
+        for (const t of TYPES) es.addEventListener(t, onEvent);
+    }
+    function reconnect(why) {
+        if (es) es.close();
+        note(`connection closed ${why}`);
+        setConn("○ reconnecting…", "conn-down");
+        connect(lastId || "-1");
+    }
+    function onEvent(e) {
+        let env;
+        try { env = JSON.parse(e.data); } catch { return; }
+        if (e.lastEventId) lastId = e.lastEventId;
+        if (!env || !env.offset) return;
+        if (seen.has(env.offset)) {
+            dups++;
+            showCounters();
+            return;
+        }
+        seen.add(env.offset);
+        nextIds.push(e.lastEventId || env.offset);
+        events++;
+        showCounters();
+        addToTimeline(env);
+        applyToChat(env);
+        slider.max = String(events);
+        if (following) {
+            slider.value = String(events);
+            travelLabel.textContent = `event ${events} of ${events} (live)`;
+            forkBtn.disabled = false;
+        }
+        if (env.type !== "text:delta" && env.type !== "thinking:delta") refreshSoon();
+    }
+
+    function addToTimeline(env) {
+        const li = h("li", { "data-offset": env.offset },
+            h("time", { datetime: env.createdAt, title: env.createdAt }, (env.createdAt || "").slice(11, 23)),
+            h("span", { class: "type" }, env.type),
+            h("span", { class: "payload", title: short(env.payload, 2000) }, short(env.payload)));
+        const stick = timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 8;
+        timeline.append(li);
+        while (timeline.children.length > TIMELINE_MAX) timeline.removeChild(timeline.firstChild);
+        if (stick) timeline.scrollTop = timeline.scrollHeight;
+    }
+
+    // ---- the conversation, built from the events --------------------------------
+    const replies = new Map(); // requestId -> {box, text, thinking, tools}
+    const calls = new Map();   // callId -> element
+    function stickChat(fn) {
+        const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+        fn();
+        if (atEnd && following) chat.lastElementChild?.scrollIntoView?.({ block: "end" });
+    }
+    function reply(rid) {
+        let r = replies.get(rid);
+        if (!r) {
+            const text = h("div", { class: "text" });
+            const thinkingText = h("div", { class: "text" });
+            const thinking = h("details", { hidden: true }, h("summary", {}, "thinking"), thinkingText);
+            const flags = h("span", { class: "flags" });
+            const usage = h("div", { class: "usage" });
+            const box = h("article", { class: "msg msg-assistant", "data-request": rid },
+                h("div", { class: "who" }, "assistant", flags), thinking, text, usage);
+            r = { box, text, thinking, thinkingText, flags, usage };
+            replies.set(rid, r);
+            chat.append(box);
+        }
+        return r;
+    }
+    function message(role, content, flag, cls) {
+        const text = typeof content === "string" ? content : json(content);
+        chat.append(h("article", { class: `msg msg-${cls || role}` },
+            h("div", { class: "who" }, role, flag ? h("span", { class: "flag" }, flag) : null),
+            h("div", { class: "text" }, text)));
+    }
+    function applyToChat(env) {
+        const p = env.payload || {};
+        stickChat(() => {
+            switch (env.type) {
+            case "session:created":
+                if (p.input && Object.keys(p.input).length) message("input", p.input, null, "user");
+                break;
+            case "message:user":
+                message("user", p.content, p.mode && p.mode !== "interrupt" ? p.mode : null);
+                break;
+            case "provider:request_started": {
+                const r = reply(p.requestId);
+                if (p.attempt > 1) r.flags.append(h("span", { class: "flag" }, `attempt ${p.attempt}`));
+                break;
+            }
+            case "text:delta":
+                reply(p.requestId).text.append(document.createTextNode(p.text || ""));
+                break;
+            case "thinking:delta": {
+                const r = reply(p.requestId);
+                r.thinking.hidden = false;
+                r.thinkingText.append(document.createTextNode(p.text || ""));
+                break;
+            }
+            case "tool:called": {
+                const el = h("div", { class: "tool", "data-call": p.callId },
+                    h("div", {}, h("strong", {}, "tool "), p.name || "", p.server ? h("span", { class: "muted" }, ` (${p.server})`) : null),
+                    h("pre", {}, short(p.arguments, 4000)));
+                calls.set(p.callId, el);
+                (p.requestId ? reply(p.requestId).box : chat).append(el);
+                break;
+            }
+            case "tool:result": {
+                const el = calls.get(p.callId) || chat;
+                if (p.isError || p.failed) el.classList.add("tool-error");
+                el.append(h("div", {}, h("strong", {}, p.failed ? "failed" : p.isError ? "error" : "result"),
+                    p.durationMs !== undefined ? h("span", { class: "muted" }, ` ${p.durationMs} ms`) : null),
+                    h("pre", {}, short(p.result, 4000)));
+                break;
+            }
+            case "provider:request_ended":
+                if (replies.has(p.requestId)) {
+                    const u = p.usage || {};
+                    replies.get(p.requestId).usage.textContent =
+                        `${u.inputTokens || 0} in · ${u.outputTokens || 0} out · ${usd(p.costUsd)}${p.stopReason ? ` · ${p.stopReason}` : ""}`;
+                }
+                break;
+            case "provider:request_cancelled":
+                if (replies.has(p.requestId))
+                    replies.get(p.requestId).flags.append(h("span", { class: "flag" }, p.reason + (p.error ? `: ${p.error}` : "")));
+                break;
+            case "reply:failed":
+                message("system", `the reply failed: ${p.error || ""}`, null, "assistant");
+                break;
+            case "agent:completed":
+                if (p.output !== undefined) message(`agent ${p.agent || ""}`, p.output, null, "assistant");
+                break;
+            case "session:cancelled": case "workflow:completed": case "workflow:failed":
+                message("system", env.type + (p.error ? `: ${p.error}` : p.reason ? `: ${p.reason}` : ""), null, "assistant");
+                break;
+            }
+        });
+    }
+
+    // ---- summary and checkpoint (the session's derived state) --------------------
+    let refreshTimer = 0, current = null;
+    function refreshSoon() {
+        clearTimeout(refreshTimer);
+        refreshTimer = setTimeout(refresh, 250);
+    }
+    async function refresh() {
+        let s;
+        try { s = await api("GET", `/v1/sessions/${enc(id)}`); } catch (e) {
+            clear(summary).append(h("dt", {}, "error"), h("dd", { class: "forbidden" }, e.message));
+            return;
+        }
+        current = s;
+        const u = s.usage || {};
+        append(clear(summary), [
+            h("dt", {}, "status"), h("dd", { id: "session-status" }, statusBadge(s.status), s.error ? ` ${s.error}` : ""),
+            h("dt", {}, s.agent ? "agent" : "workflow"),
+            h("dd", {}, h("a", { href: s.agent ? `#/agents/${enc(s.agent)}` : `#/workflows/${enc(s.workflow)}` }, s.agent || s.workflow),
+              s.phase ? ` · phase ${s.phase}` : ""),
+            s.parent ? [h("dt", {}, "forked from"), h("dd", {}, h("a", { href: `#/session/${enc(s.parent)}` }, s.parent), ` at ${s.forkOffset}`)] : null,
+            h("dt", {}, "usage"), h("dd", { id: "session-usage" }, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out · ${usd(s.costUsd)}`),
+            h("dt", {}, "position"), h("dd", {}, `${s.position} (${s.eventCount} events)`),
+            h("dt", {}, "age"), h("dd", {}, age(s.createdMs)),
+            s.queued && s.queued.length ? [h("dt", {}, "queued"), h("dd", {}, `${s.queued.length} message(s)`)] : null]);
+        cancelBtn.disabled = ["completed", "failed", "cancelled"].includes(s.status) && !!s.workflow;
+        compose.hidden = !!s.workflow;
+        showCheckpoint(s.pendingInput);
+    }
+
+    function showCheckpoint(p) {
+        clear(checkpoint);
+        checkpoint.hidden = !p;
+        if (!p) return;
+        const answer = async (response) => {
+            try {
+                await api("POST", `/v1/sessions/${enc(id)}/input`, { interactionId: p.interactionId, response });
+                toast("Answer sent");
+                refreshSoon();
+            } catch (e) { toast(`Not sent: ${e.message}`); }
+        };
+        const exp = p.expiresAt ? new Date(p.expiresAt) : null;
+        checkpoint.append(h("h2", {}, "Waiting for you: ", p.interactionId),
+            h("p", { class: "text", id: "checkpoint-prompt" }, p.prompt || ""),
+            exp ? h("p", { class: "muted" }, "Expires ", h("time", { datetime: p.expiresAt, id: "checkpoint-expiry" },
+                `${exp.toLocaleString()} (in ${age(Date.now() - (exp - Date.now()))})`)) : null);
+        if (p.input === "approval") {
+            checkpoint.append(h("div", { class: "row" },
+                h("button", { type: "button", class: "primary", onclick: () => answer(true) }, "Approve"),
+                h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "Reject")));
+        } else if (p.input === "choice") {
+            checkpoint.append(h("div", { class: "row", role: "group", "aria-label": "Choices" },
+                (p.options || []).map((o) => h("button", { type: "button", onclick: () => answer(o) }, o))));
+        } else {
+            const inp = h("input", { id: "checkpoint-text", required: true });
+            checkpoint.append(h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); answer(inp.value); } },
+                h("label", { for: "checkpoint-text" }, "Answer"), inp, h("button", { type: "submit", class: "primary" }, "Answer")));
+        }
+    }
+
+    // ---- talking, cancelling ----------------------------------------------------
+    function composeForm() {
+        const text = h("textarea", { id: "message", required: true, rows: 3 });
+        const modes = ["interrupt", "queue", "background"].map((m) =>
+            h("label", {}, h("input", { type: "radio", name: "mode", value: m, checked: m === "interrupt" }), ` ${m}`));
+        const help = h("p", { class: "muted", id: "mode-help" },
+            "interrupt: stop the reply in progress and answer this; queue: answer after it; background: add to the conversation, no reply.");
+        const form = h("form", { class: "compose card", "aria-label": "Send a message", onsubmit: async (e) => {
+            e.preventDefault();
+            const mode = form.querySelector("input[name=mode]:checked").value;
+            try {
+                await api("POST", `/v1/sessions/${enc(id)}/messages`, { content: text.value, mode });
+                text.value = "";
+            } catch (err) { toast(`Not sent: ${err.message}`); }
+        } }, h("label", { for: "message" }, "Message"), text,
+        h("fieldset", { "aria-describedby": "mode-help" }, h("legend", { class: "muted" }, "Mode"), modes), help,
+        h("button", { type: "submit", class: "primary" }, "Send"));
+        text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
+        return form;
+    }
+    async function cancel() {
+        try {
+            await api("POST", `/v1/sessions/${enc(id)}/cancel`);
+            toast("Cancel requested");
+        } catch (e) { toast(`Not cancelled: ${e.message}`); }
+    }
+
+    // ---- time travel ------------------------------------------------------------
+    let travelTimer = 0, travelAt = "";
+    slider.addEventListener("input", () => {
+        const i = Number(slider.value);
+        following = i >= events;
+        travelLabel.textContent = following ? `event ${i} of ${events} (live)` : `event ${i} of ${events}`;
+        forkBtn.disabled = i < 1;
+        clearTimeout(travelTimer);
+        travelTimer = setTimeout(() => showAt(i), 150);
+    });
+    async function showAt(i) {
+        if (i < 1) { travelView.textContent = ""; return; }
+        const at = nextIds[i - 1];
+        travelAt = at;
+        try {
+            const s = await api("GET", `/v1/sessions/${enc(id)}/state?at=${enc(at)}`);
+            if (travelAt !== at) return;
+            const lines = [`at ${at}`, `status: ${s.status}${s.phase ? `, phase ${s.phase}` : ""}`,
+                `usage: ${s.usage.inputTokens} in, ${s.usage.outputTokens} out, ${usd(s.costUsd)}`];
+            if (s.state && Object.keys(s.state).length) lines.push(`state: ${json(s.state)}`);
+            if (s.pendingInput) lines.push(`waiting for: ${s.pendingInput.interactionId}`);
+            for (const m of s.messages || [])
+                lines.push(`${m.role}${m.interrupted ? " [interrupted]" : ""}: ${short(m.content ?? "", 400)}`);
+            travelView.textContent = lines.join("\n");
+            travelView.dataset.at = at;
+        } catch (e) { travelView.textContent = e.message; }
+    }
+    async function fork() {
+        const i = Number(slider.value);
+        const at = nextIds[i - 1];
+        if (!at) return;
+        try {
+            const s = await api("POST", `/v1/sessions/${enc(id)}/fork`, { at });
+            toast(`Forked as ${s.id}`);
+            location.hash = `#/session/${enc(s.id)}`;
+        } catch (e) { toast(`Not forked: ${e.message}`); }
+    }
+
+    showCounters();
+    refresh();
+    connect("-1");
+    return {
+        leave() {
+            closed = true;
+            clearTimeout(retryTimer);
+            clearTimeout(refreshTimer);
+            if (es) es.close();
+        },
+    };
+}
