@@ -43,7 +43,7 @@
 
 enum {
     S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
-    S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
+    S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
     S_EXPIRED, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_BEGIN_READ, S_COUNT
 };
@@ -76,6 +76,13 @@ static const char *const sql_text[S_COUNT] = {
                    " VALUES (?, ?, ?, ?)",
     [S_DEL_MSGS] = "DELETE FROM messages WHERE stream = ?",
     [S_DEL_PRODS] = "DELETE FROM producers WHERE stream = ?",
+    /* The change counter is max(rev) + 1: removing the row that holds the maximum
+     * would lower it, and the next changes would reuse revisions that watchers
+     * (log_changes) have already passed. The row of the next-highest revision
+     * takes the maximum over (seen as changed once more: harmless). */
+    [S_KEEP_REV] = "UPDATE streams SET rev = (SELECT max(rev) FROM streams)"
+                   " WHERE id = (SELECT id FROM streams WHERE id != ?1 ORDER BY rev DESC LIMIT 1)"
+                   " AND ?1 = (SELECT id FROM streams ORDER BY rev DESC LIMIT 1)",
     [S_DEL_STREAM] = "DELETE FROM streams WHERE id = ?",
     [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
     [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1,"
@@ -457,7 +464,7 @@ static int log_write(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
 static int delete_rows(log_conn_t *c, int64_t id)
 {
     int rc;
-    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_DEL_STREAM};
+    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM};
     for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
         sqlite3_stmt *s = stmt(c, which[i]);
         sqlite3_bind_int64(s, 1, id);
@@ -1090,6 +1097,13 @@ int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t, const c
         sqlite3_reset(s);
         return rc == SQLITE_ROW ? 0 : dberr(c, rc);
     }
+    /* The counter went back (the last stream was removed): every stream is new
+     * to this watcher. */
+    s = stmt(c, S_MAXREV);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) < *rev) *rev = 0;
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW) return dberr(c, rc);
     int n = 0;
     do {
         s = stmt(c, S_CHANGES);

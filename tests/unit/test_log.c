@@ -587,6 +587,39 @@ static void test_delete(void)
     got_free(&g);
 }
 
+static void count_change(void *ud, int64_t id, const char *path)
+{
+    (void)id;
+    if (strncmp(path, "/rev/", 5) == 0) ++*(int *)ud;
+}
+
+/* log_changes after deletions: a watcher sees every later change, also when the
+ * stream holding the highest revision was removed, and when every stream was. */
+static void test_changes_after_delete(void)
+{
+    int64_t rev = -1;
+    int n = 0;
+    CHECK_EQ_INT(create_plain("/rev/a"), 0);
+    CHECK_EQ_INT(append1("/rev/a", "1"), 0);
+    CHECK_EQ_INT(create_plain("/rev/b"), 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(append1("/rev/b", "x"), 0);
+    CHECK_EQ_INT(log_changes(conn, &rev, count_change, &n), 0);   /* from now on */
+    CHECK_EQ_INT(log_delete(conn, "/rev/b"), 0);                  /* held the highest revision */
+    n = 0;
+    CHECK_EQ_INT(log_changes(conn, &rev, count_change, &n), 0);
+    CHECK_EQ_INT(create_plain("/rev/c"), 0);
+    CHECK_EQ_INT(append1("/rev/c", "new"), 0);
+    n = 0;
+    CHECK_EQ_INT(log_changes(conn, &rev, count_change, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(append1("/rev/a", "2"), 0);
+    n = 0;
+    CHECK_EQ_INT(log_changes(conn, &rev, count_change, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    log_delete(conn, "/rev/a");
+    log_delete(conn, "/rev/c");
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -823,6 +856,7 @@ int main(void)
         test_stream_seq();
         test_producer();
         test_delete();
+        test_changes_after_delete();
         test_expiry();
         test_ctype_and_errors();
     }
