@@ -98,9 +98,9 @@ int cmd_streams(const char *db, int argc, char **argv)
         usage_streams();
         return 0;
     }
-    if (argc == 0 || !strcmp(argv[0], "list")) {
+    if (argc == 0 || !strcmp(argv[0], "list") || argv[0][0] == '-') {
         const char *prefix = NULL;
-        for (int i = argc ? 1 : 0; i < argc; i++) {
+        for (int i = argc && argv[0][0] != '-' ? 1 : 0; i < argc; i++) {
             if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = argv[++i];
             else return usage_streams();
         }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bats
+# The session viewer (web/): served by the stack's nginx at /web/ through the shipped
+# snippet (nginx/dstream-web.conf) with a strict Content-Security-Policy and no
+# token needed for the static files; then driven in headless Chromium with auth on
+# (tests/browser/viewer.mjs: the server's own URL, the token pasted into the page).
+# Screenshots of each page are kept in $DSTREAM_ARTIFACTS/web (default
+# build/artifacts/web), not committed.
+
+load runner-helpers
+
+# SSE responses end every 1.5 s: the page must resume them (Last-Event-ID).
+setup_file() { rn_start DSTREAM_SSE_MAX_MS=1500; }
+teardown_file() { rn_stop; }
+setup() { rn_test_setup; }
+teardown() { rn_test_teardown; }
+
+@test "the viewer's files: served without a token, a strict CSP, JavaScript modules typed" {
+    direct=$(cat "$DS_DIR/url-direct")
+    run curl -sS -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/b" -w '%{http_code}' "$direct/web/"
+    assert_output 200
+    grep -qi "^content-type: text/html" "$BATS_TEST_TMPDIR/h"
+    grep -qi "^content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'" "$BATS_TEST_TMPDIR/h"
+    grep -qi "^x-content-type-options: nosniff" "$BATS_TEST_TMPDIR/h"
+    grep -q '<script type="module" src="app.js">' "$BATS_TEST_TMPDIR/b"
+    for f in app.js api.js dom.js session.js; do
+        run curl -sS -o /dev/null -w '%{http_code} %{content_type}' "$direct/web/$f"
+        assert_output "200 text/javascript"
+    done
+    run curl -sS -o /dev/null -w '%{http_code} %{content_type}' "$direct/web/style.css"
+    assert_output "200 text/css"
+    # /web redirects to /web/ (a relative Location), the API still needs its token.
+    run curl -sS -o /dev/null -w '%{http_code} %{redirect_url}' "$direct/web"
+    assert_output --regexp '^301 .*/web/$'
+    run curl -sS -o /dev/null -w '%{http_code}' "$direct/v1/sessions"
+    assert_output 401
+}
+
+@test "the viewer's sources: no external URL, no inline script, no HTML sink" {
+    cd "$DS_ROOT/web"
+    run grep -nE 'https?://' ./*.html ./*.js ./*.css
+    assert_failure
+    run grep -nE 'innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function' ./*.js
+    assert_failure
+    run grep -nE '<script>|<style>| on[a-z]+=' index.html
+    assert_failure
+}
+
+@test "headless Chromium: list, live session, reconnect without gap or duplicate, checkpoint, slider, fork, cancel, 403" {
+    command -v chromium >/dev/null || skip "no chromium (make deps installs it)"
+    out=${DSTREAM_ARTIFACTS:-$DS_ROOT/$DS_B/artifacts}/web
+    mkdir -p "$out"
+    rt=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "web-rw-$$" --scope sessions:read --scope sessions:write | tail -n 1)
+    run "$DS_ROOT/tests/browser/run.sh" viewer.mjs "$(cat "$DS_DIR/url-direct")" "$(cat "$DS_DIR/admin.token")" "$RN_MOCK" "$out" "$rt"
+    echo "# ${lines[-1]} (screenshots in $out)" >&3
+    assert_success
+    assert_output --partial "viewer: PASS"
+    for p in sessions session-streaming time-travel checkpoint session-phone agent-403 workflow; do
+        [ -s "$out/$p.png" ] || fail "no screenshot $p.png"
+    done
+}

@@ -1,0 +1,252 @@
+#!/usr/bin/env bats
+# The dstream CLI as a debug tool (docs/cli.md): every command against the real stack
+# (the server's own URL, auth on: DSTREAM_URL and DSTREAM_TOKEN), the runner and the
+# mock provider; `streams list` offline on the database file. Output is plain when
+# piped (as here); --json gives one JSON document a line; exit codes are documented.
+
+load runner-helpers
+
+setup_file() {
+    rn_start
+    export DSTREAM_URL DSTREAM_TOKEN
+    DSTREAM_URL=$(cat "$DS_DIR/url-direct")
+    DSTREAM_TOKEN=$(cat "$DS_DIR/admin.token")
+}
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    D=$DS_BIN/dstream
+}
+teardown() { rn_test_teardown; }
+
+# a chat session of a new agent; prints its id.
+chat_session() {
+    local agent
+    agent=$(rn_agent anthropic claude-test-model)
+    "$D" sessions create --agent "$agent" --id "${1:-$(ds_name chat)}"
+}
+
+@test "--help on every command: usage, exit 0; a wrong use: exit 2" {
+    for c in sessions chat cancel answer events convo requests export search streams; do
+        run --separate-stderr "$D" "$c" --help
+        assert_success
+        [[ "$stderr" == *usage:* ]] || fail "$c --help: $stderr"
+    done
+    run "$D" chat
+    assert_failure 2
+    run "$D" events
+    assert_failure 2
+    run "$D" export x --format xml
+    assert_failure 2
+    run "$D" --help
+    assert_success
+}
+
+@test "sessions create, list (status filter, pages, --json), show, state --at, fork --at, delete" {
+    id=$(chat_session)
+    run "$D" sessions
+    assert_success
+    assert_line --regexp "^$id +pending +agent-"
+    [[ "$output" != *$'\033'* ]] || fail "colour when piped"
+    run "$D" sessions list --status completed --json
+    assert_success
+    refute_output --partial "\"$id\""
+    rn_script '{"text": "Hi there.", "usage": {"input": 4, "output": 2}}'
+    run "$D" chat "$id" "hello"
+    assert_success
+    assert_output "Hi there."
+    run "$D" sessions show "$id"
+    assert_success
+    assert_line --regexp '^status +completed$'
+    assert_line --regexp '^usage +4 in, 2 out, \$'
+    run "$D" sessions show "$id" --json
+    jq -e '.status == "completed" and (.messages | length) == 2' <<<"$output"
+    # Paged: one a page, --all follows the cursor.
+    id2=$(chat_session)
+    run --separate-stderr "$D" sessions --limit 1
+    assert_success
+    [ "${#lines[@]}" -eq 1 ]
+    [ "$stderr" = "(more: --all)" ]
+    run "$D" sessions --limit 1 --all --json
+    assert_success
+    jq -se "map(.id) | index(\"$id\") != null and index(\"$id2\") != null" <<<"$output"
+    # The state after the user message only: no reply yet.
+    at=$("$D" events "$id" --json | jq -r 'select(.type == "provider:request_started") | .offset')
+    run "$D" sessions state "$id" --at "$at" --json
+    assert_success
+    jq -e '(.messages | length) == 1 and .messages[0].role == "user"' <<<"$output"
+    run "$D" sessions fork "$id" --at "$at" --id "$(ds_name fork)"
+    assert_success
+    fork=$output
+    run "$D" sessions show "$fork" --json
+    jq -e --arg p "$id" --arg at "$at" '.parent == $p and .forkOffset == $at' <<<"$output"
+    run "$D" sessions delete "$fork"
+    assert_success
+    run "$D" sessions show "$fork"
+    assert_failure 3
+}
+
+@test "chat: the streamed answer printed; --queue answered after; --background no reply" {
+    id=$(chat_session)
+    rn_script '{"text": "Streaming <b>text</b> in small pieces.", "chunkSize": 3, "delayMs": 20, "thinking": "hm"}'
+    run --separate-stderr "$D" chat "$id" "first"
+    assert_success
+    assert_output "Streaming <b>text</b> in small pieces."
+    run "$D" chat "$id" "aside" --background
+    assert_success
+    assert_output --regexp '^[0-9]{16}_[0-9]{16}$'
+    rn_script '{"text": "Queued answer."}'
+    run "$D" chat "$id" "later" --queue
+    assert_success
+    assert_output "Queued answer."
+    [ "$(rn_request_count)" = 2 ]
+}
+
+@test "chat: an interrupted reply exits 1; convo shows roles and markers" {
+    id=$(chat_session)
+    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100}, {"text": "The second answer."}]}'
+    "$D" chat "$id" "one" >"$BATS_TEST_TMPDIR/one.out" 2>"$BATS_TEST_TMPDIR/one.err" &
+    pid=$!
+    RN_BG_PIDS+=("$pid")
+    ds_poll 10 rn_has_event "$id" '.type == "text:delta"'
+    run "$D" chat "$id" "two"
+    assert_success
+    assert_output "The second answer."
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" = 1 ] || fail "the interrupted chat exited $rc: $(cat "$BATS_TEST_TMPDIR/one.err")"
+    grep -q interrupted "$BATS_TEST_TMPDIR/one.err"
+    "$D" chat "$id" "noted" --background >/dev/null
+    run "$D" convo "$id"
+    assert_success
+    assert_line "user:"
+    assert_line "one"
+    assert_line --regexp '^assistant \[interrupted(: interrupted)?\]:$'
+    assert_line "The second answer."
+    assert_line "user [background]:"
+    run "$D" convo "$id" --json
+    jq -e '(.messages | length) == 5' <<<"$output"
+}
+
+# followed TEXT: the deltas captured by the --follow below add up to TEXT.
+followed() { [ "$(jq -rsj 'map(.payload.text) | add // ""' "$BATS_TEST_TMPDIR/f")" = "$1" ]; }
+
+@test "events: --type, --last, --around, --json, --follow" {
+    id=$(chat_session)
+    rn_script '{"text": "abcdefghij", "chunkSize": 2}'
+    "$D" chat "$id" "go" >/dev/null
+    run "$D" events "$id"
+    assert_success
+    assert_line --index 0 --regexp '^0000000000000000_0000000000000000 [0-9:.]+Z session:created'
+    n=${#lines[@]}
+    # Deltas written together may be one event: their text is what counts.
+    run "$D" events "$id" --type text:delta --json
+    assert_success
+    jq -se 'length >= 1 and all(.type == "text:delta") and (map(.payload.text) | add) == "abcdefghij"' <<<"$output"
+    run "$D" events "$id" --type text:delta
+    assert_line --index 0 --regexp '^[0-9_]+ [0-9:.]+Z text:delta +\{"requestId":"req_'
+    run "$D" events "$id" --type provider --json
+    assert_success
+    jq -se 'all(.type | startswith("provider:")) and length == 2' <<<"$output"
+    run "$D" events "$id" --last 2 --json
+    jq -se 'length == 2 and .[1].type == "provider:request_ended"' <<<"$output"
+    mid=$("$D" events "$id" --json | jq -rs '.[2].offset')
+    run "$D" events "$id" --around "$mid" --context 1 --json
+    jq -se --arg m "$mid" 'length == 3 and .[1].offset == $m' <<<"$output"
+    # --follow: what is already there, then the next reply as it comes.
+    "$D" events "$id" --follow --type text:delta --json >"$BATS_TEST_TMPDIR/f" 2>/dev/null &
+    RN_BG_PIDS+=("$!")
+    ds_poll 10 followed abcdefghij
+    rn_script '{"text": "KLMNOP", "chunkSize": 2}'
+    rn_say "$id" "more"
+    ds_poll 15 followed abcdefghijKLMNOP
+    [ "$n" -ge 5 ]
+}
+
+@test "requests: attempts, outcome, tokens and cost; export jsonl and yaml; search" {
+    id=$(chat_session)
+    rn_script '{"replies": [{"status": 500}, {"text": "needle-in-reply", "usage": {"input": 100, "output": 10}}]}'
+    run "$D" chat "$id" "find the haystack-word"
+    assert_success
+    run "$D" requests "$id"
+    assert_success
+    assert_line --index 0 --regexp '^req_[a-z0-9]+ +1 +anthropic +claude-test-model +retried '
+    assert_line --index 1 --regexp '^req_[a-z0-9]+ +2 +anthropic +claude-test-model +ended +[0-9]+ +100 +10 +0\.000450$'
+    assert_line --index 2 "2 requests, \$0.000450"
+    run "$D" requests "$id" --json
+    jq -se 'length == 2 and .[1].usage.inputTokens == 100 and .[0].cause == "server_error"' <<<"$output"
+    "$D" export "$id" >"$BATS_TEST_TMPDIR/e.jsonl"
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/e.jsonl")" = "$(rn_events "$id" | jq length)" ]
+    jq -se "(.[0].type == \"session:created\") and all(.offset | test(\"^[0-9]{16}_[0-9]{16}$\"))" "$BATS_TEST_TMPDIR/e.jsonl"
+    "$D" export "$id" --format yaml >"$BATS_TEST_TMPDIR/e.yaml"
+    python3 -c 'import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]
+want = [json.loads(l) for l in open(sys.argv[2])]
+sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDIR/e.jsonl"
+    run "$D" search haystack-word
+    assert_success
+    assert_line --regexp "^$id [0-9_]+ [0-9:.]+Z message:user"
+    run "$D" search needle-in-reply --json
+    jq -se --arg id "$id" 'length == 1 and .[0].session == $id and .[0].event.type == "text:delta"' <<<"$output"
+    run "$D" search "no-such-text-anywhere-$$"
+    assert_failure 3
+}
+
+@test "answer: a human checkpoint; cancel: a running session" {
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, phases: [
+        {name: "ask", steps: [{kind: "human", id: "pick", input: "choice", options: ["red", "blue"],
+            prompt: "Which?", update: {colour: "$response"}}], transitions: [{to: "done"}]},
+        {name: "done", terminal: true, steps: [{kind: "update", set: {finished: true}}]}]}')"
+    id=$("$D" sessions create --workflow "$wf")
+    rn_wait "$id" '.status == "awaiting_input"'
+    run "$D" sessions show "$id"
+    assert_line --partial '"interactionId":"pick"'
+    run "$D" answer "$id" pick purple
+    assert_failure 5
+    run "$D" answer "$id" pick '"blue"'
+    assert_success
+    rn_wait "$id" '.status == "completed" and .state.colour == "blue"'
+    id=$(chat_session)
+    rn_script '{"text": "slow slow slow slow slow", "chunkSize": 1, "delayMs": 200}'
+    rn_say "$id" "talk"
+    ds_poll 10 rn_has_event "$id" '.type == "text:delta"'
+    run "$D" cancel "$id"
+    assert_success
+    rn_wait "$id" '.status == "cancelled"'
+}
+
+@test "streams: list offline on the database, head and delete over HTTP" {
+    s=$(ds_name plain)
+    req PUT "/v1/stream/$s" -H 'Content-Type: text/plain'
+    ds_append "/v1/stream/$s" text/plain 'hello'
+    run "$D" --db "$DS_DB" streams list --prefix "$s"
+    assert_success
+    assert_output --regexp "^$s +text/plain +1 +5 *$"
+    run "$D" --db "$DS_DB" streams --json --prefix "$s"
+    jq -e '.messages == 1 and .bytes == 5 and .closed == false' <<<"$output"
+    run "$D" streams head "$s"
+    assert_success
+    assert_output --regexp "^$s next offset [0-9]{16}_[0-9]{16}$"
+    run "$D" streams delete "$s"
+    assert_success
+    run "$D" streams head "$s"
+    assert_failure 3
+}
+
+@test "exit codes: 4 without a valid token, 4 for a scope that does not allow it, 1 when nothing answers" {
+    run env DSTREAM_TOKEN= "$D" sessions
+    assert_failure 4
+    assert_output --partial "HTTP 401"
+    rt=$("$D" --db "$DS_DB" token create --name "cli-ro-$$" --scope sessions:read | tail -n 1)
+    run env DSTREAM_TOKEN="$rt" "$D" sessions create --agent nobody
+    assert_failure 4
+    assert_output --partial "HTTP 403"
+    port=$("$D" free-port)
+    run env DSTREAM_URL="http://127.0.0.1:$port" "$D" sessions
+    assert_failure 1
+    run "$D" --url "http://127.0.0.1:$port" --token x sessions
+    assert_failure 2
+    run "$D" sessions --url "http://127.0.0.1:$port" --token x
+    assert_failure 1
+}
