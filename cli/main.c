@@ -29,7 +29,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: dstream [--db PATH] COMMAND ...\n"
+    fprintf(stderr, "usage: dstream [--db PATH] [--url URL] [--token TOKEN] COMMAND ...\n"
                     "  migrate              create or upgrade the database\n"
                     "  append STREAM        append standard input as one message\n"
                     "  tail [--from OFFSET] [--no-follow] STREAM\n"
@@ -238,10 +238,18 @@ int main(int argc, char **argv)
     const char *db = getenv("DSTREAM_DB");
     if (!db || !*db) db = "dstream.db";
     int i = 1;
-    if (i + 1 < argc && strcmp(argv[i], "--db") == 0) {
-        db = argv[i + 1];
-        db_given = 1;
-        i += 2;
+    /* --db for the commands on the database; --url and --token for those over HTTP. */
+    for (; i + 1 < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
+        if (strcmp(argv[i], "--db") == 0) {
+            db = argv[i + 1];
+            db_given = 1;
+        } else if (strcmp(argv[i], "--url") == 0) {
+            setenv("DSTREAM_URL", argv[i + 1], 1);
+        } else if (strcmp(argv[i], "--token") == 0) {
+            setenv("DSTREAM_TOKEN", argv[i + 1], 1);
+        } else {
+            break;
+        }
     }
     if (i >= argc) {
         usage();

@@ -246,7 +246,7 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     run env DSTREAM_URL="http://127.0.0.1:$port" "$D" sessions
     assert_failure 1
     run "$D" --url "http://127.0.0.1:$port" --token x sessions
-    assert_failure 2
+    assert_failure 1
     run "$D" sessions --url "http://127.0.0.1:$port" --token x
     assert_failure 1
 }
