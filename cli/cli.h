@@ -19,6 +19,9 @@ int cmd_skills(const char *db, int argc, char **argv);
 /* dstream providers [FILE]: check the operator's provider file and show what it
  * allows (cli/providers.c). */
 int cmd_providers(int argc, char **argv);
+/* dstream mcp [FILE]: check the operator's MCP configuration and show its servers
+ * (cli/mcp.c). */
+int cmd_mcp(int argc, char **argv);
 
 /* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
 int cmd_token(log_t *log, int argc, char **argv);

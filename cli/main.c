@@ -45,6 +45,7 @@ static void usage(void)
                     "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
                     "  providers [FILE]     check the operator's provider file ($DSTREAM_PROVIDERS)\n"
                     "                       and show what it allows (never a key)\n"
+                    "  mcp [FILE]           check the operator's MCP servers ($DSTREAM_MCP_CONFIG)\n"
                     "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
                     "  session ID           a session's status, request, attempts, retries and error\n"
                     "                       (these two on the database: with --db, or without $DSTREAM_URL)\n"
@@ -273,6 +274,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "streams") == 0) return cmd_streams(db, argc - i, argv + i);
     for (size_t k = 0; k < sizeof remote / sizeof remote[0]; k++)
         if (strcmp(cmd, remote[k].name) == 0) return remote[k].fn(argc - i, argv + i);
+    if (strcmp(cmd, "mcp") == 0) return cmd_mcp(argc - i, argv + i);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {

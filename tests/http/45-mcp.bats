@@ -84,6 +84,14 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     run env DSTREAM_MCP_CONFIG="$T/open.json" "$DS_BIN/dstream-runner" --db "$T/none.db"
     [ "$status" = 2 ]
     [[ "$output" == *"must not be writable by others"* ]]
+    # dstream mcp says the same, and shows a good file's servers (env values hidden).
+    run "$DS_BIN/dstream" mcp "$T/bad.json"
+    [ "$status" = 1 ]
+    [[ "$output" == *"problem: mcpServers.x.command: must be an absolute path"* ]]
+    run "$DS_BIN/dstream" mcp "$MCP_TMP/mcp.json"
+    [ "$status" = 0 ]
+    [[ "$output" == *"files: $(command -v node) "*"4 MCP servers"* ]]
+    [[ "$output" == *"idle: "*"stopped after 300 ms idle"* ]]
 }
 
 # ---- the real filesystem server ------------------------------------------------------------
