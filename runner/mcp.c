@@ -36,6 +36,7 @@
 #define RMCP_CURSOR_MAX 1024
 #define RMCP_LIST_PAGES 64          /* tools/list pages followed */
 #define RMCP_DYING_MS 500           /* from a closed output to giving up on the exit status */
+#define RMCP_START_MS 10000         /* the least time a start is given */
 
 typedef enum { S_STOPPED, S_INIT, S_LISTING, S_READY, S_STOPPING } sstate;
 
@@ -220,6 +221,13 @@ static void free_env(char **env)
     free(env);
 }
 
+/* A start (initialize, each tools/list page) may take the call timeout, and never
+ * less than RMCP_START_MS: a program's start on a busy machine is not a hung call. */
+static int start_timeout(const rmcp_server *s)
+{
+    return s->timeout_ms > RMCP_START_MS ? s->timeout_ms : RMCP_START_MS;
+}
+
 static void send_line(rmcp_server *s, int rc)
 {
     if (rc) runner_log("mcp %s: cannot queue a message (%s)", s->name, rc == BUF_ETOOBIG ? "stdin backlog full" : "no memory");
@@ -318,7 +326,7 @@ static void start(rmcp_t *m, rmcp_server *s)
     runner_log("mcp %s: started (pid %d)", s->name, (int)s->pid);
     s->state = S_INIT;
     s->init_id = s->next_id++;
-    s->phase_deadline = now + s->timeout_ms;
+    s->phase_deadline = now + start_timeout(s);
     s->last_used = now;
     send_request(s, s->init_id, "initialize", mcp_initialize_params("1"));
 }
@@ -384,7 +392,7 @@ static void send_calls(rmcp_server *s)
 static void list_page(rmcp_server *s)
 {
     s->list_id = s->next_id++;
-    s->phase_deadline = db_now_ms() + s->timeout_ms;
+    s->phase_deadline = db_now_ms() + start_timeout(s);
     send_request(s, s->list_id, "tools/list", mcp_list_params(s->cursor));
 }
 
@@ -716,7 +724,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
         if ((s->state == S_INIT || s->state == S_LISTING) && now >= s->phase_deadline) {
             char why[160];
             snprintf(why, sizeof why, "the MCP server did not answer %s within %d ms",
-                     s->state == S_INIT ? "initialize" : "tools/list", s->timeout_ms);
+                     s->state == S_INIT ? "initialize" : "tools/list", start_timeout(s));
             runner_log("mcp %s: %s", s->name, why);
             stop(m, s, why, 1);
         }

@@ -23,7 +23,7 @@ setup_file() {
     jq -n --arg node "$node" --arg fs "$FS_ENTRY" --arg files "$FILES" \
         --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" '{mcpServers: {
             files: {command: $node, args: [$fs, $files]},
-            t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 1500},
+            t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 3000},
             dead: {command: $node, args: [$ts, "--exit-at-start"]},
             idle: {command: $node, args: [$ts], idleStopMs: 300}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
@@ -200,7 +200,7 @@ fs_chat() {
     events_of "$id"
     result() { ev ".[] | select(.type == \"tool:result\" and .payload.callId == \"$1\") | .payload"; }
     result c_fail | jq -e '.isError == true and .failed == false and .result == "the tool failed on purpose"'
-    result c_hang | jq -e '.isError == true and .failed == true and (.result | test("did not answer within 1500 ms"))'
+    result c_hang | jq -e '.isError == true and .failed == true and (.result | test("did not answer within 3000 ms"))'
     result c_note | jq -e '.isError == false and .result == "notified and pinged"'
     result c_echo | jq -e '.isError == false and .result == "hi"'
     # A request of the server's own that dstream does not offer is refused (-32601).
