@@ -1030,10 +1030,33 @@ int sub_recover(log_conn_t *c)
     return log_transact(c, op_changed, &a);
 }
 
+/* 1 if a change of one of paths may concern a subscription: a read, so that the
+ * runner's turns (which see its own session streams change) cost no write when
+ * nothing subscribes to what changed. */
+static int relevant(log_conn_t *c, char *const *paths, size_t n)
+{
+    idlist ids = {0}, pats = {0}, wakes = {0};
+    int hit = patterns_load(c, &ids, &pats, &wakes) != 0;   /* an error: let the transaction say */
+    sqlite3_stmt *st = prep(c, "SELECT 1 FROM subscription_links WHERE path = ? LIMIT 1");
+    for (size_t i = 0; i < n && !hit; i++) {
+        for (size_t j = 0; j < ids.n && !hit; j++) hit = sub_glob_match(pats.v[j], paths[i]);
+        if (st && !hit) {
+            sqlite3_bind_text(st, 1, paths[i], -1, SQLITE_STATIC);
+            hit = sqlite3_step(st) == SQLITE_ROW;
+            sqlite3_reset(st);
+        }
+    }
+    sqlite3_finalize(st);
+    ids_free(&ids);
+    ids_free(&pats);
+    ids_free(&wakes);
+    return hit;
+}
+
 int sub_changed(log_conn_t *c, char *const *paths, size_t n)
 {
     changed_arg a = {paths, n, 0};
-    return n ? log_transact(c, op_changed, &a) : 0;
+    return n && relevant(c, paths, n) ? log_transact(c, op_changed, &a) : 0;
 }
 
 static int op_expire(log_conn_t *c, void *arg)

@@ -443,6 +443,22 @@ static void test_rev_floor(void)
     CHECK_EQ_INT(seen, 1);
 }
 
+/* A change nobody subscribes to costs the runner no write. */
+static void test_unrelated(void)
+{
+    uint64_t g0, o0, g1, o1;
+    CHECK_EQ_INT(sub_delete(conn, "pull"), 0);
+    put_config("jobs", "{\"type\":\"pull-wake\",\"pattern\":\"jobs/*\",\"wake_stream\":\"wake/pool\"}", 0, 1);
+    append("nobody/x", "{}");
+    log_stats(lg, &g0, &o0);
+    report("nobody/x");
+    log_stats(lg, &g1, &o1);
+    CHECK_EQ_UINT(g1, g0);
+    report("jobs/1");                   /* the pattern matches: a transaction */
+    log_stats(lg, &g1, &o1);
+    CHECK(g1 > g0);
+}
+
 int main(void)
 {
     test_glob();
@@ -453,6 +469,7 @@ int main(void)
         test_webhook_flow();
         test_pull_flow();
         test_rev_floor();
+        test_unrelated();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
