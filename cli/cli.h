@@ -29,6 +29,8 @@ int cmd_token(log_t *log, int argc, char **argv);
 /* dstream sessions [--status S] [--limit N] | dstream session ID (argv[0] is which):
  * sessions with their status, attempts and last error (cli/sessions.c). */
 int cmd_sessions(const char *db, int argc, char **argv);
+/* dstream recordings export|import|prune|pin|unpin (cli/recordings.c). */
+int cmd_recordings(log_t *log, int argc, char **argv);
 
 /* The debug commands over HTTP ($DSTREAM_URL, $DSTREAM_TOKEN): cli/steer.c,
  * cli/events.c, cli/streams.c (docs/cli.md). Each returns the exit status. */

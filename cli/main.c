@@ -49,6 +49,8 @@ static void usage(void)
                     "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
                     "  session ID           a session's status, request, attempts, retries and error\n"
                     "                       (these two on the database: with --db, or without $DSTREAM_URL)\n"
+                    "  recordings export FILE [--session ID] | import FILE | prune --older-than AGE\n"
+                    "             [--dry-run] | pin KEY | unpin KEY   recordings (docs/recording.md)\n"
                     "Debug commands, over HTTP ($DSTREAM_URL with $DSTREAM_TOKEN; --json, --help on each):\n"
                     "  sessions [list|show|create|delete|fork|state]   sessions\n"
                     "  chat ID MESSAGE [--queue|--background]          talk, print the streamed answer\n"
@@ -291,6 +293,8 @@ int main(int argc, char **argv)
         rc = cmd_tail(log, db, argc - i, argv + i);
     } else if (strcmp(cmd, "token") == 0) {
         rc = cmd_token(log, argc - i, argv + i);
+    } else if (strcmp(cmd, "recordings") == 0) {
+        rc = cmd_recordings(log, argc - i, argv + i);
     } else {
         usage();
         rc = 2;

@@ -4,6 +4,7 @@
  * reads it from there. The drift report is the session's recording:request
  * events, in order, with their counts. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../lib/recorder.h"
@@ -89,4 +90,102 @@ void recording_drift(req_t *r, const char *id)
     }
     json_decref(d.mode);
     json_decref(d.report);
+}
+
+/* ---- /v1/recordings (admin: recordings hold the conversations of every session) ---------- */
+
+/* A filter of the list: 1 given (in out), 0 absent, -1 answered 400. */
+static int filter(req_t *r, const char *name, char *out, size_t cap)
+{
+    int n = req_query(r, name, out, cap);
+    if (n == -1) return 0;
+    if (n <= 0) {
+        res_error(r, 400, "bad_filter", "%s must be 1 to %zu characters", name, cap - 1);
+        return -1;
+    }
+    return 1;
+}
+
+static void list(req_t *r)
+{
+    char session[72], provider[72], model[136], cursor[24], lim[16];
+    int hs, hp, hm;
+    if ((hs = filter(r, "session", session, sizeof session)) < 0 || (hp = filter(r, "provider", provider, sizeof provider)) < 0 ||
+        (hm = filter(r, "model", model, sizeof model)) < 0)
+        return;
+    long long cur = 0, limit = 50;
+    char *end;
+    int cn = req_query(r, "cursor", cursor, sizeof cursor);
+    if (cn >= 0) cur = strtoll(cursor, &end, 10);
+    if (cn == 0 || cn < -1 || (cn > 0 && (*end || cur < 1))) {
+        res_error(r, 400, "bad_cursor", "malformed cursor");
+        return;
+    }
+    int ln = req_query(r, "limit", lim, sizeof lim);
+    if (ln >= 0) limit = strtoll(lim, &end, 10);
+    if (ln == 0 || ln < -1 || (ln > 0 && (*end || limit < 1 || limit > REC_LIST_MAX))) {
+        res_error(r, 400, "bad_limit", "limit must be 1 to %d", REC_LIST_MAX);
+        return;
+    }
+    json_t *arr = json_array();
+    int64_t next = 0;
+    int rc = rec_list(r->log, hs ? session : NULL, hp ? provider : NULL, hm ? model : NULL, cur, (int)limit, arr, &next);
+    if (rc) {
+        json_decref(arr);
+        reply_fail(r, rc);
+        return;
+    }
+    char nc[24];
+    snprintf(nc, sizeof nc, "%lld", (long long)next);
+    json_t *o = json_pack("{s:o, s:o}", "recordings", arr, "nextCursor", next ? json_string(nc) : json_null());
+    res_json(r, 200, o);
+    json_decref(o);
+}
+
+static int valid_key(const char *k)
+{
+    size_t n = strlen(k);
+    if (n != REC_KEY_LEN) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f'))) return 0;
+    return 1;
+}
+
+void recordings_handle(req_t *r, const char *key)
+{
+    const char *m = r->method;
+    if (!key) {
+        if (!strcmp(m, "GET")) list(r);
+        else {
+            res_header(r, "Allow", "GET");
+            res_error(r, 405, "method_not_allowed", "use GET");
+        }
+        return;
+    }
+    if (!valid_key(key)) {
+        res_error(r, 404, "not_found", "no recording with that key (64 lower-case hex digits)");
+        return;
+    }
+    int rc = 0;
+    if (!strcmp(m, "GET")) {
+        json_t *recs = rec_get(r->log, key, &rc);
+        if (rc) reply_fail(r, rc);
+        else if (!recs) res_error(r, 404, "not_found", "no recording with that key");
+        else {
+            json_t *o = json_pack("{s:s, s:o}", "key", key, "recordings", recs);
+            res_json(r, 200, o);
+            json_decref(o);
+        }
+    } else if (!strcmp(m, "DELETE")) {
+        rc = rec_delete(r->log, key);
+        if (rc < 0) reply_fail(r, rc);
+        else if (rc == 0) res_error(r, 404, "not_found", "no recording with that key");
+        else {
+            res_status(r, 204);
+            res_end(r);
+        }
+    } else {
+        res_header(r, "Allow", "GET, DELETE");
+        res_error(r, 405, "method_not_allowed", "use GET or DELETE");
+    }
 }

@@ -11,6 +11,10 @@
  * Returns 0, or -1 after answering 400. */
 int recording_setting(req_t *r, const json_t *body, json_t **out);
 
+/* /v1/recordings[/{key}]: GET the list (?session=&provider=&model=&limit=&cursor=),
+ * GET one key's recordings with their chunks, DELETE them. Admin only (router.c). */
+void recordings_handle(req_t *r, const char *key);
+
 /* GET /v1/sessions/{id}/drift */
 void recording_drift(req_t *r, const char *id);
 

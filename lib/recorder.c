@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "session.h"
 #include "sha256.h"
+#include "sse.h"
 
 int rec_mode_parse(const char *s)
 {
@@ -388,4 +389,376 @@ void rec_drift_add(json_t *report, const json_t *event)
     json_array_append_new(json_object_get(report, "requests"), e);
     json_t *n = json_object_get(report, outcome);
     if (json_is_integer(n)) json_integer_set(n, json_integer_value(n) + 1);
+}
+
+/* ---- managing recordings ---------------------------------------------------------------- */
+
+#define COLS "id, session, kind, key, occurrence, request_id, provider, model, complete, status, result, meta," \
+             " created_ms, ended_ms, pinned"
+
+static void set_text(json_t *o, const char *name, sqlite3_stmt *st, int col)
+{
+    const char *s = (const char *)sqlite3_column_text(st, col);
+    json_object_set_new(o, name, s ? json_string(s) : json_null());
+}
+
+static void set_int(json_t *o, const char *name, sqlite3_stmt *st, int col)
+{
+    json_object_set_new(o, name, sqlite3_column_type(st, col) == SQLITE_NULL
+                                     ? json_null() : json_integer(sqlite3_column_int64(st, col)));
+}
+
+/* The row of a COLS select as JSON (without chunks and request). */
+static json_t *row_json(sqlite3_stmt *st)
+{
+    json_t *o = json_object();
+    set_text(o, "session", st, 1);
+    set_text(o, "kind", st, 2);
+    set_text(o, "key", st, 3);
+    set_int(o, "occurrence", st, 4);
+    set_text(o, "requestId", st, 5);
+    set_text(o, "provider", st, 6);
+    set_text(o, "model", st, 7);
+    json_object_set_new(o, "complete", json_boolean(sqlite3_column_int(st, 8)));
+    set_int(o, "status", st, 9);
+    set_int(o, "result", st, 10);
+    const char *m = (const char *)sqlite3_column_text(st, 11);
+    json_t *meta = m ? json_loads(m, 0, NULL) : NULL;
+    json_object_set_new(o, "meta", meta ? meta : json_null());
+    set_int(o, "createdMs", st, 12);
+    set_int(o, "endedMs", st, 13);
+    json_object_set_new(o, "pinned", json_boolean(sqlite3_column_int(st, 14)));
+    return o;
+}
+
+int rec_list(log_conn_t *c, const char *session, const char *provider, const char *model, int64_t cursor, int limit,
+             json_t *arr, int64_t *next)
+{
+    sqlite3_stmt *st;
+    *next = 0;
+    if (limit < 1 || limit > REC_LIST_MAX) limit = REC_LIST_MAX;
+    if (prep(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
+                " FROM recordings WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR provider = ?2)"
+                " AND (?3 IS NULL OR model = ?3) AND (?4 = 0 OR id < ?4) ORDER BY id DESC LIMIT ?5", &st))
+        return LOG_EIO;
+    if (session) sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+    if (provider) sqlite3_bind_text(st, 2, provider, -1, SQLITE_STATIC);
+    if (model) sqlite3_bind_text(st, 3, model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, cursor);
+    sqlite3_bind_int(st, 5, limit + 1);
+    int rc, n = 0;
+    int64_t last = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == limit) {
+            *next = last;
+            break;
+        }
+        json_t *o = row_json(st);
+        json_object_set_new(o, "bytes", json_integer(sqlite3_column_int64(st, 15)));
+        json_array_append_new(arr, o);
+        last = sqlite3_column_int64(st, 0);
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+}
+
+/* A chunk as JSON: its text when it is UTF-8 (what providers send), else base64. */
+static json_t *chunk_json(int64_t t, const void *p, size_t n, int b64_only)
+{
+    json_t *o = json_pack("{s:I}", "t", (json_int_t)t);
+    json_t *s = b64_only ? NULL : json_stringn(p, n);
+    if (s) {
+        json_object_set_new(o, "data", s);
+    } else {
+        buf_t b;
+        buf_init(&b, (size_t)-1);
+        if (sse_base64(&b, p, n)) abort();
+        json_object_set_new(o, "b64", json_stringn(b.p ? b.p : "", b.len));
+        buf_free(&b);
+    }
+    return o;
+}
+
+typedef struct chunks_ctx {
+    json_t *arr;
+    int b64_only;
+} chunks_ctx;
+
+static int add_chunk(void *ud, int64_t t, const void *p, size_t n)
+{
+    chunks_ctx *k = ud;
+    json_array_append_new(k->arr, chunk_json(t, p, n, k->b64_only));
+    return 0;
+}
+
+/* Recordings selected by where (binding one text: arg) with request and chunks, to fn. */
+static int each_full(log_conn_t *c, const char *where, const char *arg, int b64_only,
+                     int (*fn)(void *ud, json_t *rec), void *ud)
+{
+    sqlite3_stmt *st;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT " COLS ", request FROM recordings WHERE %s ORDER BY id", where);
+    if (prep(c, sql, &st)) return LOG_EIO;
+    if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+    int rc, out = 0;
+    while (!out && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *o = row_json(st);
+        json_t *req = json_loads((const char *)sqlite3_column_text(st, 15), 0, NULL);
+        json_object_set_new(o, "request", req ? req : json_null());
+        chunks_ctx k = {json_array(), b64_only};
+        out = rec_chunks(c, sqlite3_column_int64(st, 0), add_chunk, &k);
+        json_object_set_new(o, "chunks", k.arr);
+        if (!out) out = fn(ud, o);
+        json_decref(o);
+    }
+    if (!out && rc != SQLITE_DONE) out = LOG_EIO;
+    sqlite3_finalize(st);
+    return out;
+}
+
+static int collect(void *ud, json_t *rec)
+{
+    json_array_append(ud, rec);
+    return 0;
+}
+
+json_t *rec_get(log_conn_t *c, const char *key, int *rc)
+{
+    json_t *arr = json_array();
+    *rc = each_full(c, "key = ?1", key, 0, collect, arr);
+    if (*rc || !json_array_size(arr)) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static int exec_count(log_conn_t *c, const char *sql, const char *arg, int iarg)
+{
+    sqlite3_stmt *st;
+    if (prep(c, sql, &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+    if (iarg >= 0) sqlite3_bind_int(st, 2, iarg);
+    int rc = done(st);
+    return rc ? rc : sqlite3_changes(log_db(c));
+}
+
+int rec_delete(log_conn_t *c, const char *key)
+{
+    int rc = exec_count(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE key = ?1)",
+                        key, -1);
+    return rc < 0 ? rc : exec_count(c, "DELETE FROM recordings WHERE key = ?1", key, -1);
+}
+
+int rec_pin(log_conn_t *c, const char *key, int pinned)
+{
+    return exec_count(c, "UPDATE recordings SET pinned = ?2 WHERE key = ?1", key, pinned ? 1 : 0);
+}
+
+int rec_tx_delete_session(log_conn_t *c, const char *session)
+{
+    int rc = exec_count(c, "DELETE FROM recording_chunks WHERE recording IN"
+                           " (SELECT id FROM recordings WHERE session = ?1 AND pinned = 0)", session, -1);
+    if (rc >= 0) rc = exec_count(c, "DELETE FROM recordings WHERE session = ?1 AND pinned = 0", session, -1);
+    return rc < 0 ? rc : 0;
+}
+
+int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int64_t *bytes)
+{
+    sqlite3_stmt *st;
+    *count = *bytes = 0;
+    if (prep(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
+                " FROM recording_chunks WHERE recording = id)), 0) FROM recordings WHERE pinned = 0 AND created_ms < ?",
+             &st))
+        return LOG_EIO;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *count = sqlite3_column_int64(st, 0);
+        *bytes = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (dry_run || !*count) return 0;
+    if (prep(c, "DELETE FROM recording_chunks WHERE recording IN"
+                " (SELECT id FROM recordings WHERE pinned = 0 AND created_ms < ?)", &st))
+        return LOG_EIO;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    int rc = done(st);
+    if (rc) return rc;
+    if (prep(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
+    sqlite3_bind_int64(st, 1, cutoff_ms);
+    return done(st);
+}
+
+typedef struct export_ctx {
+    int (*fn)(void *ud, const char *line, size_t len);
+    void *ud;
+} export_ctx;
+
+static int export_one(void *ud, json_t *rec)
+{
+    export_ctx *x = ud;
+    char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!s) return LOG_EIO;
+    int rc = x->fn(x->ud, s, strlen(s));
+    free(s);
+    return rc;
+}
+
+int rec_export(log_conn_t *c, const char *session, int (*fn)(void *ud, const char *line, size_t len), void *ud)
+{
+    export_ctx x = {fn, ud};
+    return each_full(c, session ? "session = ?1" : "1", session, 1, export_one, &x);
+}
+
+static int b64v(unsigned char ch)
+{
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+') return 62;
+    if (ch == '/') return 63;
+    return -1;
+}
+
+int rec_base64_decode(const char *s, size_t len, buf_t *out)
+{
+    if (len % 4) return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == len && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else if (pad || (v[k] = b64v((unsigned char)s[i + k])) < 0) {
+                return -1;
+            }
+        }
+        /* Canonical only: the bits padding leaves out are zero. */
+        if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15))) return -1;
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        unsigned char b[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w};
+        if (buf_append(out, b, (size_t)(3 - pad))) return -1;
+    }
+    return 0;
+}
+
+static int bad(char *err, size_t cap, const char *msg)
+{
+    snprintf(err, cap, "%s", msg);
+    return -1;
+}
+
+/* The key a request of kind must have. */
+static int key_for(const char *kind, const json_t *request, char out[REC_KEY_LEN + 1])
+{
+    if (!strcmp(kind, "provider")) return rec_key(request, out);
+    json_t *keyed = json_pack("{s:s, s:O}", "kind", "tool", "call", request);
+    int rc = keyed ? rec_key(keyed, out) : -1;
+    json_decref(keyed);
+    return rc;
+}
+
+static int check_line(const json_t *o, char *err, size_t cap)
+{
+    static const char *const strings[] = {"session", "kind", "key"};
+    for (size_t i = 0; i < 3; i++)
+        if (!json_is_string(json_object_get(o, strings[i]))) return bad(err, cap, "session, kind and key must be strings");
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    if (strcmp(kind, "provider") && strcmp(kind, "tool")) return bad(err, cap, "kind must be provider or tool");
+    const char *sess = json_string_value(json_object_get(o, "session"));
+    if (!*sess || strlen(sess) >= 64) return bad(err, cap, "session must be 1 to 63 characters");
+    json_t *occ = json_object_get(o, "occurrence");
+    if (!json_is_integer(occ) || json_integer_value(occ) < 0 || json_integer_value(occ) > 1000000)
+        return bad(err, cap, "occurrence must be an integer from 0");
+    json_t *req = json_object_get(o, "request");
+    if (!json_is_object(req)) return bad(err, cap, "request must be an object");
+    char key[REC_KEY_LEN + 1];
+    if (key_for(kind, req, key) || strcmp(key, json_string_value(json_object_get(o, "key"))))
+        return bad(err, cap, "key is not the key of request");
+    static const char *const opt_strings[] = {"requestId", "provider", "model"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *v = json_object_get(o, opt_strings[i]);
+        if (v && !json_is_string(v) && !json_is_null(v)) return bad(err, cap, "requestId, provider and model must be strings");
+    }
+    static const char *const opt_ints[] = {"status", "result", "createdMs", "endedMs"};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *v = json_object_get(o, opt_ints[i]);
+        if (v && !json_is_integer(v) && !json_is_null(v)) return bad(err, cap, "status, result, createdMs and endedMs must be integers");
+    }
+    json_t *meta = json_object_get(o, "meta");
+    if (meta && !json_is_object(meta) && !json_is_null(meta)) return bad(err, cap, "meta must be an object");
+    json_t *chunks = json_object_get(o, "chunks"), *ch;
+    size_t i;
+    if (!json_is_array(chunks)) return bad(err, cap, "chunks must be an array");
+    buf_t b;
+    buf_init(&b, REC_IMPORT_LINE_MAX);
+    json_array_foreach(chunks, i, ch) {
+        json_t *t = json_object_get(ch, "t"), *d = json_object_get(ch, "b64");
+        buf_reset(&b);
+        if (!json_is_integer(t) || !json_is_string(d) ||
+            rec_base64_decode(json_string_value(d), json_string_length(d), &b)) {
+            buf_free(&b);
+            return bad(err, cap, "each chunk must be {\"t\": integer, \"b64\": base64}");
+        }
+    }
+    buf_free(&b);
+    return 0;
+}
+
+json_t *rec_import_parse(const char *line, size_t len, char *err, size_t errcap)
+{
+    json_error_t je;
+    if (len > REC_IMPORT_LINE_MAX) {
+        bad(err, errcap, "line too long");
+        return NULL;
+    }
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(o)) {
+        snprintf(err, errcap, "not a JSON object: %s", o ? "" : je.text);
+        json_decref(o);
+        return NULL;
+    }
+    if (check_line(o, err, errcap)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int rec_tx_import(log_conn_t *c, const json_t *o)
+{
+    rec_id id = {json_string_value(json_object_get(o, "session")), json_string_value(json_object_get(o, "kind")),
+                 json_string_value(json_object_get(o, "key")), (int)json_integer_value(json_object_get(o, "occurrence"))};
+    char *req = json_dumps(json_object_get(o, "request"), JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *created = json_object_get(o, "createdMs");
+    int rc = rec_tx_open(c, &id, json_string_value(json_object_get(o, "requestId")),
+                         json_string_value(json_object_get(o, "provider")), json_string_value(json_object_get(o, "model")),
+                         req, json_is_integer(created) ? json_integer_value(created) : 0);
+    free(req);
+    json_t *ch;
+    size_t i;
+    buf_t b;
+    buf_init(&b, REC_IMPORT_LINE_MAX);
+    json_array_foreach(json_object_get(o, "chunks"), i, ch) {
+        if (rc) break;
+        buf_reset(&b);
+        json_t *d = json_object_get(ch, "b64");
+        if (rec_base64_decode(json_string_value(d), json_string_length(d), &b)) rc = LOG_EIO;
+        else rc = rec_tx_chunk(c, &id, (int)i, json_integer_value(json_object_get(ch, "t")), b.p ? b.p : "", b.len);
+    }
+    buf_free(&b);
+    if (!rc && json_is_true(json_object_get(o, "complete"))) {
+        json_t *ended = json_object_get(o, "endedMs"), *meta = json_object_get(o, "meta");
+        rc = rec_tx_end(c, &id, (long)json_integer_value(json_object_get(o, "status")),
+                        (int)json_integer_value(json_object_get(o, "result")), json_is_object(meta) ? meta : NULL,
+                        json_is_integer(ended) ? json_integer_value(ended) : 0);
+    }
+    if (!rc && json_is_true(json_object_get(o, "pinned"))) {
+        sqlite3_stmt *st;
+        if (prep(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
+        bind_id(st, 1, &id);
+        rc = done(st);
+    }
+    return rc;
 }

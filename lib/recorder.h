@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "log.h"
 
 #define REC_KEY_LEN 64              /* hex SHA-256 */
@@ -98,6 +99,45 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
  * "recorded", "requested"}: where it differs first. New reference, or NULL if
  * there is no recording of the same provider kind. */
 json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl);
+
+/* ---- managing recordings (GET /v1/recordings, dstream recordings) ------------------------ */
+
+#define REC_LIST_MAX 100
+#define REC_IMPORT_LINE_MAX (64 << 20)  /* longest line of an export accepted */
+
+/* Recordings (without their chunks), newest first, filtered by session, provider
+ * and model (each NULL: any), after cursor (a rowid, 0: from the newest), at most
+ * limit: objects appended to arr; *next gets the cursor of the next page (0: none). */
+int rec_list(log_conn_t *c, const char *session, const char *provider, const char *model, int64_t cursor, int limit,
+             json_t *arr, int64_t *next);
+/* Every recording of key, with its request and its chunks ({"t", "data"}, data as
+ * text when it is UTF-8, else "base64"). New reference, NULL if none (or *rc set). */
+json_t *rec_get(log_conn_t *c, const char *key, int *rc);
+/* Delete every recording of key (pinned or not). Returns how many, or LOG_E* (< 0). */
+int rec_delete(log_conn_t *c, const char *key);
+/* Pin (1) or unpin (0) every recording of key. Returns how many, or LOG_E*. */
+int rec_pin(log_conn_t *c, const char *key, int pinned);
+/* The unpinned recordings of session go with it (sstore_delete, inside its transaction). */
+int rec_tx_delete_session(log_conn_t *c, const char *session);
+/* The unpinned recordings created before cutoff_ms: counted (and their bytes) and,
+ * unless dry_run, deleted. 0 or LOG_E*. */
+int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int64_t *bytes);
+
+/* Export: each recording (of session, or all when NULL) as one JSON line, its
+ * chunks in base64: {"session", "kind", "key", "occurrence", "requestId",
+ * "provider", "model", "request", "complete", "status", "result", "meta",
+ * "createdMs", "endedMs", "pinned", "chunks": [{"t", "b64"}]}. fn gets each line
+ * (without its newline); its non-zero stops. Returns 0, fn's value or LOG_E*. */
+int rec_export(log_conn_t *c, const char *session, int (*fn)(void *ud, const char *line, size_t len), void *ud);
+/* Parse and check one exported line: every field of the right type, each chunk
+ * valid base64, the key that of the request (a line cannot file a request under
+ * another's key). New reference, or NULL with the reason in err. */
+json_t *rec_import_parse(const char *line, size_t len, char *err, size_t errcap);
+/* Store a parsed line (replacing the recording with the same identity). 0 or LOG_E*. */
+int rec_tx_import(log_conn_t *c, const json_t *rec);
+
+/* Standard base64 (padding required) into out: 0, or -1 if s is not base64. */
+int rec_base64_decode(const char *s, size_t len, buf_t *out);
 
 /* ---- drift -------------------------------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include <sys/random.h>
 
 #include "db.h"
+#include "recorder.h"
 
 static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
 {
@@ -508,7 +509,9 @@ static int op_delete(log_conn_t *c, void *arg)
     if ((rc = step_done(st))) return rc;
     if (prep(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    return step_done(st);
+    if ((rc = step_done(st))) return rc;
+    /* Its recordings go with it, unless pinned (lib/recorder). */
+    return rec_tx_delete_session(c, id);
 }
 
 int sstore_delete(log_conn_t *c, const char *id)

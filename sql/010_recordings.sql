@@ -17,6 +17,7 @@ CREATE TABLE recordings (
   model       TEXT,
   request     TEXT    NOT NULL,           -- the normalized request (canonical JSON; no key, no host)
   complete    INTEGER NOT NULL DEFAULT 0,
+  pinned      INTEGER NOT NULL DEFAULT 0, -- kept when its session is deleted, and by prune
   status      INTEGER,                    -- HTTP status (0: no answer)
   result      INTEGER,                    -- transport result (0: none)
   meta        TEXT,                       -- retry hints, duration
@@ -25,6 +26,7 @@ CREATE TABLE recordings (
   UNIQUE (session, kind, key, occurrence)
 );
 CREATE INDEX recordings_key ON recordings(key, complete);
+CREATE INDEX recordings_session ON recordings(session);
 
 CREATE TABLE recording_chunks (
   recording   INTEGER NOT NULL,

@@ -252,11 +252,149 @@ static void test_drift(void)
     json_decref(r);
 }
 
+static int keep_line(void *ud, const char *line, size_t len)
+{
+    json_array_append_new(ud, json_stringn(line, len));
+    return 0;
+}
+
+static void test_manage(void)
+{
+    char dir[256];
+    log_t *lg;
+    log_conn_t *c;
+    if (test_db_open("recorder-manage", dir, sizeof dir, &lg, &c)) return;
+    json_t *norm = J("{'provider': 'openai', 'model': 'g', 'system': 'S', 'tools': [], 'parameters': {},"
+                     " 'messages': [{'role': 'user', 'content': 'q'}]}");
+    char key[REC_KEY_LEN + 1], key2[REC_KEY_LEN + 1];
+    rec_key(norm, key);
+    char *req = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+    /* Three recordings: a and b of key (b pinned), c of key2 (another model), old. */
+    rec_id a = {"sa", "provider", key, 0}, b = {"sb", "provider", key, 0};
+    CHECK_EQ_INT(rec_tx_open(c, &a, "r1", "openai", "g", req, 1000), 0);
+    CHECK_EQ_INT(rec_tx_chunk(c, &a, 0, 1, "data: \xe2\x82", 8), 0);   /* cut inside a UTF-8 sequence */
+    CHECK_EQ_INT(rec_tx_chunk(c, &a, 1, 2, "\xac\n\n", 3), 0);
+    CHECK_EQ_INT(rec_tx_end(c, &a, 200, 0, NULL, 1001), 0);
+    CHECK_EQ_INT(rec_tx_open(c, &b, "r2", "openai", "g", req, 2000), 0);
+    CHECK_EQ_INT(rec_tx_end(c, &b, 200, 0, NULL, 2001), 0);
+    json_t *n2 = json_deep_copy(norm);
+    json_object_set_new(n2, "model", json_string("h"));
+    rec_key(n2, key2);
+    char *req2 = json_dumps(n2, JSON_COMPACT | JSON_SORT_KEYS);
+    rec_id k2 = {"sa", "provider", key2, 0};
+    CHECK_EQ_INT(rec_tx_open(c, &k2, "r3", "openai", "h", req2, 3000), 0);
+
+    json_t *arr = json_array();
+    int64_t next;
+    CHECK_EQ_INT(rec_list(c, NULL, NULL, NULL, 0, 2, arr, &next), 0);
+    CHECK_EQ_INT(json_array_size(arr), 2);
+    CHECK(next != 0);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(arr, 0), "model")), "h");
+    CHECK_EQ_INT(rec_list(c, NULL, NULL, NULL, next, 2, arr, &next), 0);
+    CHECK_EQ_INT(json_array_size(arr), 3);
+    CHECK_EQ_INT(next, 0);
+    json_array_clear(arr);
+    CHECK_EQ_INT(rec_list(c, "sa", NULL, "g", 0, 10, arr, &next), 0);
+    CHECK_EQ_INT(json_array_size(arr), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(arr, 0), "bytes")), 11);
+    json_decref(arr);
+
+    int rc;
+    json_t *all = rec_get(c, key, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(json_array_size(all), 2);
+    json_t *chunks = json_object_get(json_array_get(all, 0), "chunks");
+    CHECK_EQ_INT(json_array_size(chunks), 2);
+    CHECK(json_object_get(json_array_get(chunks, 0), "b64") != NULL);   /* not UTF-8 on its own */
+    json_decref(all);
+    CHECK(rec_get(c, "0000", &rc) == NULL && rc == 0);
+
+    /* Export everything, check each line parses. */
+    json_t *lines = json_array();
+    CHECK_EQ_INT(rec_export(c, NULL, keep_line, lines), 0);
+    CHECK_EQ_INT(json_array_size(lines), 3);
+    char err[256];
+    size_t i;
+    json_t *l;
+    json_array_foreach(lines, i, l) {
+        json_t *o = rec_import_parse(json_string_value(l), json_string_length(l), err, sizeof err);
+        if (!CHECK(o != NULL)) fprintf(stderr, "  %s\n", err);
+        json_decref(o);
+    }
+    /* A line whose key is not its request's is refused. */
+    json_t *o = json_loads(json_string_value(json_array_get(lines, 0)), 0, NULL);
+    json_object_set_new(o, "key", json_string(key2));
+    char *bad = json_dumps(o, JSON_COMPACT);
+    CHECK(rec_import_parse(bad, strlen(bad), err, sizeof err) == NULL);
+    CHECK(strstr(err, "key") != NULL);
+    free(bad);
+    json_decref(o);
+    CHECK(rec_import_parse("[1]", 3, err, sizeof err) == NULL);
+    CHECK(rec_import_parse("{\"kind\": \"x\"}", 13, err, sizeof err) == NULL);
+
+    /* Unpinned, they go with their sessions. */
+    CHECK_EQ_INT(rec_pin(c, key, 0), 2);
+    CHECK_EQ_INT(rec_tx_delete_session(c, "sa"), 0);
+    CHECK_EQ_INT(rec_tx_delete_session(c, "sb"), 0);
+    CHECK(rec_get(c, key, &rc) == NULL);
+    /* Import restores them all, with their chunks byte for byte. */
+    json_array_foreach(lines, i, l) {
+        json_t *p = rec_import_parse(json_string_value(l), json_string_length(l), err, sizeof err);
+        CHECK_EQ_INT(rec_tx_import(c, p), 0);
+        json_decref(p);
+    }
+    rec_found f;
+    const char *lin[] = {"sa"};
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    got g = {{0}, 0, 0};
+    rec_chunks(c, f.rowid, gather, &g);
+    CHECK_MEM(g.data, g.len, "data: \xe2\x82\xac\n\n", 11);
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key2, 0, lin, 1, &f), 0);   /* still incomplete */
+    /* Pinning, deleting a session, pruning. */
+    CHECK_EQ_INT(rec_pin(c, key, 1), 2);
+    CHECK_EQ_INT(rec_tx_delete_session(c, "sa"), 0);
+    all = rec_get(c, key, &rc);
+    CHECK_EQ_INT(json_array_size(all), 2);
+    json_decref(all);
+    CHECK_EQ_INT(rec_pin(c, key, 0), 2);
+    int64_t count, bytes;
+    CHECK_EQ_INT(rec_prune(c, 1500, 1, &count, &bytes), 0);
+    CHECK_EQ_INT(count, 1);
+    CHECK(bytes > 11);
+    CHECK_EQ_INT(rec_prune(c, 1500, 0, &count, &bytes), 0);
+    CHECK_EQ_INT(count, 1);
+    CHECK_EQ_INT(rec_prune(c, 1500, 1, &count, &bytes), 0);
+    CHECK_EQ_INT(count, 0);
+    CHECK_EQ_INT(rec_delete(c, key), 1);
+    CHECK_EQ_INT(rec_delete(c, key), 0);
+
+    /* base64: canonical only. */
+    buf_t bb;
+    buf_init(&bb, 1024);
+    CHECK_EQ_INT(rec_base64_decode("aGk=", 4, &bb), 0);
+    CHECK_MEM(bb.p, bb.len, "hi", 2);
+    buf_reset(&bb);
+    CHECK_EQ_INT(rec_base64_decode("aGl=", 4, &bb), -1);
+    CHECK_EQ_INT(rec_base64_decode("aGk", 3, &bb), -1);
+    CHECK_EQ_INT(rec_base64_decode("a=Gk", 4, &bb), -1);
+    CHECK_EQ_INT(rec_base64_decode("", 0, &bb), 0);
+    buf_free(&bb);
+
+    json_decref(lines);
+    json_decref(n2);
+    json_decref(norm);
+    free(req);
+    free(req2);
+    test_db_close(dir, lg, c);
+}
+
 int main(void)
 {
     test_keys();
     test_diff();
     test_db();
     test_drift();
+    test_manage();
     return TEST_MAIN_END();
 }

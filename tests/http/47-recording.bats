@@ -307,3 +307,78 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     jq "$NORM" "$T/play.json" >"$T/b.json"
     diff "$T/a.json" "$T/b.json"
 }
+
+@test "recordings: listed, read and deleted over HTTP (admin); exported without any key and imported back; retention" {
+    CLI=$DS_BIN/dstream
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "$(chunky_reply "Worth keeping.")"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Keep"
+    rn_wait "$rec" '(.messages | length) == 2 and .request == null'
+
+    req GET "/v1/recordings?session=$rec"
+    assert_status 200
+    assert_body_json '(.recordings | length) == 1 and .recordings[0].complete == true and .recordings[0].model == "claude-test-model" and .recordings[0].bytes > 0 and .nextCursor == null'
+    key=$(jq -r '.recordings[0].key' "$DS_BODY")
+    req GET "/v1/recordings?model=claude-test-model&limit=1"
+    assert_status 200
+    assert_body_json '(.recordings | length) == 1'
+    req GET "/v1/recordings?limit=0"
+    assert_status 400
+    req GET "/v1/recordings/$key"
+    assert_status 200
+    assert_body_json '[.recordings[0].request.messages[0] | .. | strings] | index("Keep") != null'
+    assert_body_json '[.recordings[0].chunks[].data] | join("") | contains("text_delta")'
+    req GET "/v1/recordings/nothex"
+    assert_status 404
+
+    # Export, with a key planted where a careless recorder would have put it.
+    "$CLI" --db "$DS_DB" recordings export "$T/rec.jsonl" --session "$rec"
+    [ "$(wc -l <"$T/rec.jsonl")" = 1 ]
+    [ "$(grep -c "$RN_KEY" "$T/rec.jsonl")" = 0 ]
+    [ "$(grep -c "x-api-key\|authorization" "$T/rec.jsonl")" = 0 ]
+
+    req DELETE "/v1/recordings/$key"
+    assert_status 204
+    req DELETE "/v1/recordings/$key"
+    assert_status 404
+    mock_stop
+    miss=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$miss" "Keep"
+    rn_wait "$miss" '.status == "failed"'
+    # Imported back, the same request plays back.
+    "$CLI" --db "$DS_DB" recordings import "$T/rec.jsonl" | grep -q '^1 recording(s) imported'
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Keep"
+    rn_wait "$play" '(.messages | length) == 2 and .request == null'
+    mock_cont
+    rn_get "$play"
+    check "$DS_BODY" '.messages[1].content == "Worth keeping."'
+    # A broken line imports nothing.
+    printf '{"session": "x"}\n' >>"$T/rec.jsonl"
+    run "$CLI" --db "$DS_DB" recordings import "$T/rec.jsonl"
+    [ "$status" = 1 ]
+    [[ "$output" == *"rec.jsonl:2:"* ]]
+
+    # Retention: a deleted session takes its recordings, unless they are pinned.
+    "$CLI" --db "$DS_DB" recordings pin "$key" | grep -q '^pinned 1 recording'
+    req DELETE "/v1/sessions/$rec"
+    assert_status 204
+    [ "$(sql "SELECT count(*) FROM recordings WHERE key = '$key'")" = 1 ]
+    "$CLI" --db "$DS_DB" recordings unpin "$key" >/dev/null
+    rn_script "$(quick_reply "Short-lived.")"
+    gone=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$gone" "Go"
+    rn_wait "$gone" '(.messages | length) == 2 and .request == null'
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$gone'")" = 1 ]
+    req DELETE "/v1/sessions/$gone"
+    assert_status 204
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$gone'")" = 0 ]
+    # Prune: a dry run says what it would free and frees nothing.
+    before=$(sql "SELECT count(*) FROM recordings")
+    "$CLI" --db "$DS_DB" recordings prune --older-than 0s --dry-run >"$T/prune.txt"
+    grep -Eq "^would delete $before recording\(s\), [0-9]+ bytes" "$T/prune.txt"
+    [ "$(sql "SELECT count(*) FROM recordings")" = "$before" ]
+    run "$CLI" --db "$DS_DB" recordings prune --older-than 7x
+    [ "$status" = 2 ]
+}
