@@ -195,6 +195,12 @@ int main(int argc, char **argv)
     R.message_requests_max = env_num("DSTREAM_MESSAGE_REQUESTS_MAX", 50);
     R.session_requests_max = env_num("DSTREAM_SESSION_REQUESTS_MAX", 1000);
     R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000);
+    /* One process per runner id and database, for the whole process's life
+     * (first: a second process says so before it loads anything). */
+    if (lease_lock(db, R.me.owner, err, sizeof err) < 0) {
+        fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
+        return 1;
+    }
     const char *pricing = getenv("DSTREAM_PRICING");
     if (pricing && *pricing) {
         json_error_t e;
@@ -212,11 +218,6 @@ int main(int argc, char **argv)
     }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
-    /* One process per runner id and database, for the whole process's life. */
-    if (lease_lock(db, R.me.owner, err, sizeof err) < 0) {
-        fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
-        return 1;
-    }
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
     if (!R.log || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
@@ -270,7 +271,7 @@ int main(int argc, char **argv)
             if (next_watchdog - now < wait) wait = next_watchdog - now;
         }
         for (sess_t *s = R.sessions; s; s = s->next) {
-            if (s->dirty) wait = 0;
+            if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->held && s->rq && s->lease_renew_ms - now < wait) wait = s->lease_renew_ms - now;
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)

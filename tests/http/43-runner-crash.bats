@@ -55,12 +55,14 @@ _grown() { [ "$(msg_count)" -ge "$1" ]; }
 # rn_runner_b ID: start a second runner with another id (same settings, same
 # database); its PID in B_PID, its log in $DS_DIR/logs/runner-ID.log.
 rn_runner_b() {
-    local log=$DS_DIR/logs/runner-$1.log
+    local log=$DS_DIR/logs/runner-$1.log before
+    before=$(grep -c 'dstream-runner: started' "$log" 2>/dev/null || true)
     # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
     env $DS_SETTINGS DSTREAM_DB="$DS_DB" DSTREAM_RUNNER_ID="$1" "$DS_BIN/dstream-runner" \
         </dev/null >>"$log" 2>&1 3>&- &
     B_PID=$!
-    ds_poll 10 grep -q 'dstream-runner: started' "$log"
+    ds_poll 20 eval '[ "$(grep -c "dstream-runner: started" "$log")" -gt "${before:-0}" ]' ||
+        { tail -5 "$log" >&2; return 1; }
 }
 
 # request_discipline FILE: the session's events (a JSON array) never show a request
