@@ -2,6 +2,8 @@
 #ifndef DSTREAM_CLI_H
 #define DSTREAM_CLI_H
 
+#include <jansson.h>
+
 #include "../lib/log.h"
 
 /* dstream backup [--no-check] FILE: a consistent copy of the live database db. */
@@ -44,5 +46,12 @@ int cmd_requests(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_streams(const char *db, int argc, char **argv);
+
+/* The database given with --db (NULL: none): events, requests and export then read
+ * it instead of asking the server (cli/offline.c). */
+extern const char *cli_db;
+/* Every event of session id from cli_db, with offsets (the API's form); the offset
+ * after the last in next. NULL on failure with *rc the exit code. */
+json_t *offline_events(const char *id, char *next, size_t ncap, int *rc);
 
 #endif

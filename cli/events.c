@@ -24,6 +24,7 @@ int session_path(char *out, size_t cap, const char *id, const char *suffix);
  * last in next (for a follow). NULL on failure, *rc set. */
 static json_t *all_events(const char *id, char *next, size_t ncap, int *rc)
 {
+    if (cli_db) return offline_events(id, next, ncap, rc);
     json_t *all = json_array();
     char off[64] = "-1";
     for (int pages = 0; pages < 100000; pages++) {
@@ -157,6 +158,10 @@ int cmd_events(int argc, char **argv)
     json_decref(all);
     fflush(stdout);
     if (!follow) return 0;
+    if (cli_db) {
+        fprintf(stderr, "dstream: --follow asks the server (no --db)\n");
+        return EXIT_USAGE;
+    }
     follow_state f = {&o, type};
     char path[1400], q[128];
     snprintf(q, sizeof q, "/events?live=sse&offset=%s", next);
@@ -174,14 +179,13 @@ static void print_text(const char *s)
 int cmd_convo(int argc, char **argv)
 {
     cli_opts o;
-    argc = http_opts(argc, argv, &o);
-    if (o.help || argc != 1) {
-        fprintf(stderr, "usage: dstream convo ID   (the conversation as text: roles, tool calls,\n"
-                        "  interrupted, background and queued messages)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
-    char path[1200];
     int rc;
+    if (cli_args(argc, argv, &o, 1,
+                 "usage: dstream convo ID   (the conversation as text: roles, tool calls,\n"
+                 "  interrupted, background and queued messages)\n",
+                 &rc))
+        return rc;
+    char path[1200];
     if (session_path(path, sizeof path, argv[0], NULL)) return EXIT_USAGE;
     json_t *s = http_json("GET", path, NULL, &rc);
     if (!s) return rc;
@@ -251,13 +255,12 @@ static long long ms_of(const char *rfc3339)
 int cmd_requests(int argc, char **argv)
 {
     cli_opts o;
-    argc = http_opts(argc, argv, &o);
-    if (o.help || argc != 1) {
-        fprintf(stderr, "usage: dstream requests ID   (provider requests: attempts, outcome, duration,\n"
-                        "  tokens and cost)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
     int rc;
+    if (cli_args(argc, argv, &o, 1,
+                 "usage: dstream requests ID   (provider requests: attempts, outcome, duration,\n"
+                 "  tokens and cost)\n",
+                 &rc))
+        return rc;
     json_t *all = all_events(argv[0], NULL, 0, &rc);
     if (!all) return rc;
     json_t *rows = json_array(), *idx = json_object(), *ev;

@@ -38,6 +38,15 @@ int http_opts(int argc, char **argv, cli_opts *o)
     return n;
 }
 
+int cli_args(int argc, char **argv, cli_opts *o, int want, const char *usage, int *rc)
+{
+    argc = http_opts(argc, argv, o);
+    if (!o->help && argc == want) return 0;
+    fputs(usage, stderr);
+    *rc = o->help ? 0 : EXIT_USAGE;
+    return -1;
+}
+
 const char *c_on(const cli_opts *o, const char *code) { return o->tty ? code : ""; }
 const char *c_off(const cli_opts *o) { return o->tty ? "\033[0m" : ""; }
 

@@ -29,6 +29,10 @@ typedef struct {
 } cli_opts;
 int http_opts(int argc, char **argv, cli_opts *o);
 
+/* http_opts, then exactly `want` arguments left. Returns 0; else usage (printed on
+ * stderr) and *rc is the exit code: 0 for --help, EXIT_USAGE otherwise. */
+int cli_args(int argc, char **argv, cli_opts *o, int want, const char *usage, int *rc);
+
 typedef struct {
     long status;   /* HTTP status, 0 on a transport error */
     buf_t body;

@@ -246,6 +246,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--db") == 0) {
             db = argv[i + 1];
             db_given = 1;
+            cli_db = db;
         } else if (strcmp(argv[i], "--url") == 0) {
             setenv("DSTREAM_URL", argv[i + 1], 1);
         } else if (strcmp(argv[i], "--token") == 0) {

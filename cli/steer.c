@@ -288,23 +288,23 @@ int cmd_sessions_http(int argc, char **argv)
 int cmd_cancel(int argc, char **argv)
 {
     cli_opts o;
-    argc = http_opts(argc, argv, &o);
-    if (o.help || argc != 1) {
-        fprintf(stderr, "usage: dstream cancel ID   (ask the runner to cancel the session)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    int rc;
+    if (cli_args(argc, argv, &o, 1,
+                 "usage: dstream cancel ID   (ask the runner to cancel the session)\n",
+                 &rc))
+        return rc;
     return simple_post(&o, "POST", argv[0], "/cancel", NULL);
 }
 
 int cmd_answer(int argc, char **argv)
 {
     cli_opts o;
-    argc = http_opts(argc, argv, &o);
-    if (o.help || argc != 3) {
-        fprintf(stderr, "usage: dstream answer ID INTERACTION RESPONSE\n"
-                        "  RESPONSE is JSON (true, false, \"text\"); anything else is sent as a string\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    int rc;
+    if (cli_args(argc, argv, &o, 3,
+                 "usage: dstream answer ID INTERACTION RESPONSE\n"
+                 "  RESPONSE is JSON (true, false, \"text\"); anything else is sent as a string\n",
+                 &rc))
+        return rc;
     json_t *resp = json_loads(argv[2], JSON_DECODE_ANY, NULL);
     if (!resp) resp = json_string(argv[2]);
     json_t *body = json_pack("{s:s, s:o}", "interactionId", argv[1], "response", resp);

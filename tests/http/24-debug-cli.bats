@@ -250,3 +250,26 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     run "$D" sessions --url "http://127.0.0.1:$port" --token x
     assert_failure 1
 }
+
+@test "offline on the database (--db): events, requests and export as over HTTP, also of a fork" {
+    id=$(chat_session)
+    rn_script '{"text": "offline check", "usage": {"input": 3, "output": 2}}'
+    "$D" chat "$id" "hi" >/dev/null
+    at=$("$D" events "$id" --json | jq -r 'select(.type == "provider:request_started") | .offset')
+    fork=$("$D" sessions fork "$id" --at "$at")
+    rn_wait "$fork" '.status == "completed"'   # the runner answers the fork's message
+    for s in "$id" "$fork"; do
+        "$D" export "$s" >"$BATS_TEST_TMPDIR/http"
+        env -u DSTREAM_URL "$D" --db "$DS_DB" export "$s" >"$BATS_TEST_TMPDIR/db"
+        diff "$BATS_TEST_TMPDIR/http" "$BATS_TEST_TMPDIR/db"
+    done
+    run "$D" --db "$DS_DB" requests "$id"
+    assert_success
+    assert_line "1 requests, \$0.000039"
+    run "$D" --db "$DS_DB" events "$id" --type text:delta --json
+    jq -se '(map(.payload.text) | add) == "offline check"' <<<"$output"
+    run "$D" --db "$DS_DB" events "no-such-$$"
+    assert_failure 3
+    run "$D" --db "$DS_DB" events "$id" --follow
+    assert_failure 2
+}
