@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "http.h"
@@ -446,7 +447,7 @@ int cmd_search(int argc, char **argv)
         return o.help ? 0 : EXIT_USAGE;
     }
     char cursor[256] = "";
-    int rc = 0, found = 0;
+    int rc = 0, found = 0, read = 0, progress = isatty(2) && !o.json;
     for (int pages = 0; pages < 100000; pages++) {
         char path[1024], es[64] = "", ec[600] = "";
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec)) return EXIT_USAGE;
@@ -457,6 +458,8 @@ int cmd_search(int argc, char **argv)
         size_t k;
         json_array_foreach(json_object_get(j, "sessions"), k, s) {
             const char *sid = json_string_value(json_object_get(s, "id"));
+            /* Progress on a terminal: the sessions read so far. */
+            if (progress) fprintf(stderr, "\r\033[Ksearching: %d sessions read, %d found", ++read, found);
             json_t *all = sid ? all_events(sid, NULL, 0, &rc) : NULL, *ev;
             size_t i;
             json_array_foreach(all, i, ev) {
@@ -472,6 +475,7 @@ int cmd_search(int argc, char **argv)
                 json_decref(ps);
                 if (hit) {
                     found++;
+                    if (progress) fputs("\r\033[K", stderr);
                     if (o.json) {
                         json_t *r = json_pack("{s:s, s:O}", "session", sid, "event", ev);
                         print_json(r);
@@ -490,5 +494,6 @@ int cmd_search(int argc, char **argv)
         json_decref(j);
         if (!next) break;
     }
+    if (progress) fputs("\r\033[K", stderr);
     return found ? 0 : EXIT_NOTFOUND;
 }

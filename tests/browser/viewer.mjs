@@ -127,6 +127,9 @@ try {
     await page.getByRole("button", { name: "Reconnect" }).click();
     await api("POST", `/v1/sessions/${chatId}/messages`, { content: "again", mode: "queue" });
     await page.waitForFunction(() => document.getElementById("chat").textContent.includes("second reply."), null, { timeout: 20000 });
+    // Every event written: the reply has ended (its last event may follow its text).
+    for (let i = 0; i < 200 && (await api("GET", `/v1/sessions/${chatId}`)).status !== "completed"; i++)
+        await new Promise((r) => setTimeout(r, 100));
     const want = (await allEvents(chatId)).map((e) => e.offset);
     await page.waitForFunction((n) => Number(document.getElementById("conn-counters").dataset.events) >= n, want.length, { timeout: 10000 });
     const got = await page.evaluate(() => [...document.querySelectorAll("#timeline li[data-offset]")].map((li) => li.dataset.offset));
