@@ -447,7 +447,7 @@ int cmd_search(int argc, char **argv)
         return o.help ? 0 : EXIT_USAGE;
     }
     char cursor[256] = "";
-    int rc = 0, found = 0, read = 0, progress = isatty(2) && !o.json;
+    int rc = 0, found = 0, nread = 0, progress = isatty(2) && !o.json;
     for (int pages = 0; pages < 100000; pages++) {
         char path[1024], es[64] = "", ec[600] = "";
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec)) return EXIT_USAGE;
@@ -459,7 +459,7 @@ int cmd_search(int argc, char **argv)
         json_array_foreach(json_object_get(j, "sessions"), k, s) {
             const char *sid = json_string_value(json_object_get(s, "id"));
             /* Progress on a terminal: the sessions read so far. */
-            if (progress) fprintf(stderr, "\r\033[Ksearching: %d sessions read, %d found", ++read, found);
+            if (progress) fprintf(stderr, "\r\033[Ksearching: %d sessions read, %d found", ++nread, found);
             json_t *all = sid ? all_events(sid, NULL, 0, &rc) : NULL, *ev;
             size_t i;
             json_array_foreach(all, i, ev) {
