@@ -165,7 +165,7 @@ followed() { [ "$(jq -rsj 'map(.payload.text) | add // ""' "$BATS_TEST_TMPDIR/f"
 
 @test "requests: attempts, outcome, tokens and cost; export jsonl and yaml; search" {
     id=$(chat_session)
-    rn_script '{"replies": [{"status": 500}, {"text": "needle-in-reply", "usage": {"input": 100, "output": 10}}]}'
+    rn_script '{"replies": [{"status": 500}, {"text": "needle-in-reply", "chunkSize": 100, "usage": {"input": 100, "output": 10}}]}'
     run "$D" chat "$id" "find the haystack-word"
     assert_success
     run "$D" requests "$id"
