@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@
 
 #define HUB_BUCKETS 4096
 #define HUB_CHANGED_MAX 4096    /* changed ids queued between two turns; beyond: all */
+#define HUB_TRIM_BYTES (4u << 20) /* buffers drained after this much: memory back */
 #define HUB_LINGER_MS 10000     /* an ended response whose client reads nothing: closed */
 
 typedef struct group group;
@@ -101,6 +103,7 @@ struct hub {
     group *buckets[HUB_BUCKETS];
     int64_t due;
     size_t pend_total;          /* bytes in all readers' pend: at most cfg->live_buffer_max */
+    size_t pend_peak;           /* the most pend_total held since memory was last trimmed */
     int shed;                   /* shed() closed readers: h->all moved under a sweep */
     unsigned pass;
     buf_t batch, out;
@@ -604,6 +607,17 @@ static void reap(hub_t *h)
     }
 }
 
+/* Once the readers' buffers have drained after holding a lot (clients that did not
+ * read, then left), give the freed memory back to the system: glibc keeps it in its
+ * arenas otherwise, and the pool's RSS would stay at its peak. */
+static void trim(hub_t *h)
+{
+    if (h->pend_total > h->pend_peak) h->pend_peak = h->pend_total;
+    if (h->pend_total || h->pend_peak < HUB_TRIM_BYTES) return;
+    h->pend_peak = 0;
+    malloc_trim(0);
+}
+
 static void *hub_main(void *arg)
 {
     hub_t *h = arg;
@@ -627,6 +641,7 @@ static void *hub_main(void *arg)
         run_work(h, now);
         if (now >= h->due) sweep(h, now);
         reap(h);
+        trim(h);
     }
     /* Stopping: every response ends properly, as far as the sockets take it. */
     pthread_mutex_lock(&h->mu);

@@ -73,3 +73,28 @@ metric() { curl -sS --max-time 5 "$DS_URL/metrics" | awk -v k="$1" '$1 == k {pri
     assert_output 200
     [ "$(stat -c %s "$T/read")" -eq 1048576 ] || fail "a reader that reads got $(stat -c %s "$T/read") bytes"
 }
+
+@test "after 33 non-reading readers leave, the pool's memory returns to its level before them" {
+    s=$(ds_stream mem)
+    ds_create "$s" text/plain
+    head -c 1048576 /dev/zero | tr '\0' m > "$T/mb"
+    for i in $(seq 30); do
+        req POST "$s" -H 'Content-Type: text/plain' --data-binary "@$T/mb"
+        assert_status 204
+    done
+    pool=$(pgrep -P "$(cat "$DS_DIR/fcgi.pid")" | head -1)
+    rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pool/status"; }
+    # The level the pool has settled at once these appends (1 MiB bodies) are in.
+    before=$(rss)
+    base=$(pool_readers)
+    for i in $(seq 33); do
+        spawn "$T/nr.$i" "$TOOLS/nonreader.sh" "$DS_URL$s?offset=-1&live=sse" 6
+    done
+    ds_poll 20 pool_readers_atleast $((base + 33)) || fail "the pool holds $(pool_readers) readers, $base before"
+    peak=$(rss)
+    no_readers() { [ "$(pool_readers)" -le "$base" ]; }
+    ds_poll 30 no_readers || fail "$(pool_readers) readers still held after their clients left"
+    back() { [ "$(rss)" -le $((before * 12 / 10)) ]; }
+    ds_poll 10 back || fail "RSS $(rss) KiB after the readers left; $before before them, $peak with them"
+    echo "# RSS KiB: $before before, $peak with 33 non-readers, $(rss) after" >&3
+}

@@ -12,4 +12,4 @@ port=${hostport##*:}
 exec 3<>"/dev/tcp/$host/$port"
 printf 'GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n' \
     "$path" "$hostport" >&3
-sleep "$2"
+exec sleep "$2"   # the socket closes with it (also when it is killed)
