@@ -105,6 +105,19 @@ sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
     req GET "/v1/sessions/$play/drift"
     assert_status 200
     assert_body_json '.mode == "playback" and .hit == 2 and .miss == 0 and .diverged == 0 and (.requests | length) == 2'
+    # In real time too (its pace is not asserted: the same events are).
+    mock_stop
+    slow=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\", \"timing\": \"realtime\"}")
+    rn_say "$slow" "Hello"
+    rn_wait "$slow" '(.messages | length) == 2 and .request == null'
+    mock_cont
+    rn_events "$slow" >"$T/slow.json"
+    jq "[$NORM[] | select(.type == \"text:delta\")]" "$T/slow.json" >"$T/b1.json"
+    n=$(jq length "$T/b1.json")
+    [ "$n" -gt 1 ]
+    jq "[$NORM[] | select(.type == \"text:delta\")] | .[0:$n]" "$T/rec.json" >"$T/a1.json"
+    diff "$T/a1.json" "$T/b1.json"
+    check "$T/slow.json" '[.[] | select(.type == "recording:request") | .payload.outcome] == ["hit"]'
 }
 
 # A workflow: a draft, a human checkpoint (text), an announcement that quotes the answer.
