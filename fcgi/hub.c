@@ -594,7 +594,8 @@ static void run_work(hub_t *h, int64_t now)
         g->pass = pass;
         if (wake_group(h, id, now)) want_group(h, id);
     }
-    memmove(h->work, h->work + n, (h->nwork - n) * sizeof *h->work);
+    /* (memmove from a NULL array, even of 0 bytes, is undefined behaviour.) */
+    if (h->nwork > n) memmove(h->work, h->work + n, (h->nwork - n) * sizeof *h->work);
     h->nwork -= n;
 }
 
