@@ -70,8 +70,13 @@ ds_direct() {
 # ds_stack_stop: stop what ds_stack_start started and remove its directory.
 ds_stack_stop() {
     [ -n "${DS_DIR:-}" ] && [ -d "$DS_DIR" ] || return 0
-    "$DS_STACK" stop "$DS_DIR" >/dev/null 2>&1 || true
-    rm -rf "$DS_DIR"
+    # dstream-stack stop fails (and says what) when a sanitizer build reported into
+    # the logs: that fails the test or file that stops the stack.
+    local rc=0
+    "$DS_STACK" stop "$DS_DIR" >/dev/null 2>"$DS_DIR.stop.err" || rc=$?
+    [ "$rc" = 0 ] || cat "$DS_DIR.stop.err" >&2
+    rm -rf "$DS_DIR" "$DS_DIR.stop.err"
+    return "$rc"
 }
 
 # ds_stack_restart: stop nginx and the pool, start them again on the same directory
