@@ -411,7 +411,8 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
     (void)offset;
     v->started = 1;
     int next_turn = v->tool_wait == 1;
-    if (!next_turn) v->tool_turns = 0;     /* a new reply, not its next turn */
+    /* A new reply (not its next turn, nor another attempt of one): no turns yet. */
+    if (!next_turn && !v->attempts) v->tool_turns = 0;
     v->tool_wait = 0;
     snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
     set_status(v, SESSION_RUNNING);

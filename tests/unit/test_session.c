@@ -998,8 +998,12 @@ static void test_tools(void)
     CHECK_EQ_INT(w.tool_turns, 1);
     session_view_free(&w);
     json_decref(j);
-    /* The next turn continues the reply: its turns add up. */
+    /* The next turn continues the reply: its turns add up, a retry of it too. */
+    R(&v, "provider:request_started", "{\"requestId\": \"r1b\"}");
+    R(&v, "provider:request_retried", "{\"requestId\": \"r1b\", \"attempt\": 2, \"reason\": \"failed\", \"retryAt\": 5}");
+    CHECK_EQ_INT(v.tool_turns, 1);
     R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    CHECK_EQ_INT(v.tool_turns, 1);
     CHECK(!session_view_tools_answered(&v));
     R(&v, "tool:called", "{\"requestId\": \"r2\", \"callId\": \"c3\", \"name\": \"fs__read\", \"arguments\": {}}");
     /* Cut off (interrupted): its call will never have a result. */
