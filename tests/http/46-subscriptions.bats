@@ -5,7 +5,9 @@
 # and the delivery still made by the next runner; the webhook URLs the operator's
 # DSTREAM_WEBHOOK_ALLOW refuses (special addresses however spelt, http off loopback,
 # hosts not listed), a name resolving to a refused address refused when the runner
-# connects, a redirect not followed; a receiver whose lease runs out woken again.
+# connects, a redirect not followed; a receiver whose lease runs out woken again; a
+# pull-wake change made while the runner is down announced on the wake stream once it
+# is back, then claimed and acked.
 #
 # The receivers (tests/http/tools/webhook-receiver.mjs) listen on 127.0.0.2, the only
 # loopback address the stack allows (with this machine's host name, for the
@@ -216,4 +218,35 @@ body_of() { sed -n "${2}p" "$T/$1/requests.jsonl" | jq -r .body; }
     assert_body_json '.error.code == "FENCED"'
     req DELETE /v1/stream/__ds/subscriptions/l1
     assert_status 204
+}
+
+@test "pull-wake: a change made while the runner is down gets its wake message when the runner is back; claim, ack" {
+    local tok wake gen tail
+    req PUT /v1/stream/pw/wake -H 'Content-Type: application/json' --data-binary '[]'
+    assert_status 201
+    sub_put p1 '{"type": "pull-wake", "pattern": "pw/jobs/*", "wake_stream": "pw/wake", "lease_ttl_ms": 5000}'
+    assert_status 201
+    rn_runner_signal KILL
+    req PUT /v1/stream/pw/jobs/1 -H 'Content-Type: application/json' --data-binary '{"n": 1}'
+    assert_status 201
+    req GET "/v1/stream/pw/wake?offset=-1"
+    assert_body '[]'
+    rn_runner_start
+    _woken() { req GET "/v1/stream/pw/wake?offset=-1" && jq -e 'map(select(.subscription_id == "p1" and .type == "wake" and .stream == "pw/jobs/1")) | length == 1' <<<"$body" >/dev/null; }
+    ds_poll 10 _woken
+    req POST /v1/stream/__ds/subscriptions/p1/claim -H 'Content-Type: application/json' --data-binary '{"worker": "w1"}'
+    assert_status 200
+    tok=$(jq -r .token <<<"$body")
+    wake=$(jq -r .wake_id <<<"$body")
+    gen=$(jq -r .generation <<<"$body")
+    tail=$(jq -r '.streams[] | select(.path == "pw/jobs/1") | .tail_offset' <<<"$body")
+    req POST /v1/stream/__ds/subscriptions/p1/claim -H 'Content-Type: application/json' --data-binary '{"worker": "w2"}'
+    assert_status 409
+    assert_body_json '.error.code == "ALREADY_CLAIMED" and .error.current_holder == "w1"'
+    req POST /v1/stream/__ds/subscriptions/p1/ack -H 'Content-Type: application/json' -H "Authorization: Bearer $tok" \
+        --data-binary "$(jq -nc --arg w "$wake" --argjson g "$gen" --arg o "$tail" \
+            '{wake_id: $w, generation: $g, acks: [{stream: "pw/jobs/1", offset: $o}], done: true}')"
+    assert_status 200
+    assert_body_json '. == {"ok": true, "next_wake": false}'
+    ds_poll 5 sub_is p1 "[.streams[] | select(.path == \"pw/jobs/1\") | .acked_offset == \"$tail\"] | any"
 }
