@@ -1,5 +1,5 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
-//   #/sessions[?status=S]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]
+//   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, h, json, statusBadge, toast, usd } from "./dom.js";
 import { sessionPage } from "./session.js";
@@ -29,6 +29,7 @@ function route() {
 
 function sessionsPage(params) {
     const status = params.get("status") || "";
+    const limit = /^[1-9][0-9]{0,2}$/.test(params.get("limit") || "") ? params.get("limit") : "20";
     const cursors = [""]; // the cursor of each page seen, for "Previous"
     let page = 0;
     const select = h("select", { id: "status-filter", onchange: () => {
@@ -49,7 +50,7 @@ function sessionsPage(params) {
         create);
     async function load() {
         info.textContent = "loading…";
-        const q = new URLSearchParams({ limit: "20" });
+        const q = new URLSearchParams({ limit });
         if (status) q.set("status", status);
         if (cursors[page]) q.set("cursor", cursors[page]);
         let res;
@@ -63,7 +64,7 @@ function sessionsPage(params) {
                 h("td", {}, s.agent ? `agent ${s.agent}` : s.workflow ? `workflow ${s.workflow}` : ""),
                 h("td", { class: "num" }, h("time", { datetime: new Date(s.createdMs).toISOString(), title: new Date(s.createdMs).toLocaleString() }, age(s.createdMs))),
                 cost));
-            // The list has no cost: each row asks its session (a page is 20 at most).
+            // The list has no cost: each row asks its session (one page at a time).
             api("GET", `/v1/sessions/${enc(s.id)}`).then((d) => { cost.textContent = usd(d.costUsd); },
                                                            () => { cost.textContent = "?"; });
         }

@@ -86,6 +86,20 @@ try {
     await page.waitForFunction((id) => !document.querySelector(`tr[data-session="${id}"]`) &&
                                        /page 1/.test(document.body.textContent), chatId, { timeout: 10000 });
     ok("filter by status");
+    // Pages: one session a page, following the API's cursor and back.
+    const older = (await api("POST", "/v1/sessions", { agent, id: `viewer-older-${tag}` })).id;
+    const newer = (await api("POST", "/v1/sessions", { agent, id: `viewer-newer-${tag}` })).id;
+    await page.goto(`${base}/web/#/sessions?limit=1`);
+    const rowIs = (id) => page.waitForFunction((i) => {
+        const rows = document.querySelectorAll("tr[data-session]");
+        return rows.length === 1 && rows[0].dataset.session === i;
+    }, id, { timeout: 10000 });
+    await rowIs(newer);
+    await page.getByRole("button", { name: "Next" }).click();
+    await rowIs(older);
+    await page.getByRole("button", { name: "Previous" }).click();
+    await rowIs(newer);
+    ok("paged with the API's cursor (Next, Previous)");
 
     // ---- a chat session: streamed text, thinking, tool-free reply with markup ---------
     const evil = `<img src=x onerror="window.__pwned('img')"><script>window.__pwned('script')</script>`;
