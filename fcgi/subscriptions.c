@@ -247,7 +247,13 @@ void subs_handle(req_t *r, const char *path)
             int rc;
             json_t *j = sub_get(r->log, id, base_url(r), &rc);
             if (!j) fail(r, rc);
-            else res_json(r, 200, j);
+            else if (strcmp(m, "HEAD")) res_json(r, 200, j);
+            else {
+                res_status(r, 200);
+                res_header(r, "Content-Type", "application/json");
+                res_header(r, "Cache-Control", "no-store");
+                res_end(r);
+            }
             json_decref(j);
         } else if (!strcmp(m, "DELETE")) {
             int rc = sub_delete(r->log, id);

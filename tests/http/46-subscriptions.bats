@@ -249,4 +249,9 @@ body_of() { sed -n "${2}p" "$T/$1/requests.jsonl" | jq -r .body; }
     assert_status 200
     assert_body_json '. == {"ok": true, "next_wake": false}'
     ds_poll 5 sub_is p1 "[.streams[] | select(.path == \"pw/jobs/1\") | .acked_offset == \"$tail\"] | any"
+    req HEAD /v1/stream/__ds/subscriptions/p1
+    assert_status 200
+    [ ! -s "$DS_BODY" ]
+    req HEAD /v1/stream/__ds/subscriptions/nope
+    assert_status 404
 }
