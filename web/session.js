@@ -232,8 +232,9 @@ export function sessionPage(main, id) {
     // ---- summary and checkpoint (the session's derived state) --------------------
     let refreshTimer = 0, current = null;
     function refreshSoon() {
-        clearTimeout(refreshTimer);
-        refreshTimer = setTimeout(refresh, 250);
+        // At most one refresh per 250 ms, however many events come (never postponed).
+        if (refreshTimer) return;
+        refreshTimer = setTimeout(() => { refreshTimer = 0; refresh(); }, 250);
     }
     async function refresh() {
         let s;

@@ -190,6 +190,27 @@ try {
     assert(done.state.decision === "ship <it>" && done.state.finished === true, `state: ${JSON.stringify(done.state)}`);
     ok("a human checkpoint answered from the page, its expiry shown");
 
+    // ---- tool calls and their results ----------------------------------------------
+    // A tool no MCP server offers: the call is recorded, its result is a failure, and
+    // the model is asked again with it.
+    const toolId = (await api("POST", "/v1/sessions", { agent, id: `viewer-tools-${tag}` })).id;
+    await script({ replies: [
+        { text: "Let me look.", toolCalls: [{ id: "call-1", name: "lookup", arguments: { q: "<b>otters</b>" } }] },
+        { text: "No tool, but here is the answer." }] });
+    await page.goto(`${base}/web/#/session/${toolId}`);
+    await page.waitForSelector(".conn-live", { timeout: 10000 });
+    await api("POST", `/v1/sessions/${toolId}/messages`, { content: "use a tool" });
+    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("here is the answer"), null, { timeout: 20000 });
+    const tool = await page.evaluate(() => {
+        const el = document.querySelector('#chat .tool[data-call="call-1"]');
+        return el && { text: el.textContent, error: el.classList.contains("tool-error") };
+    });
+    assert(tool && tool.text.includes("lookup") && tool.text.includes("<b>otters</b>") && /failed/.test(tool.text) && tool.error,
+           `tool call: ${JSON.stringify(tool)}`);
+    await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("completed"), null, { timeout: 15000 });
+    await page.screenshot({ path: `${out}/tools.png`, fullPage: true });
+    ok("a tool call with its arguments and its (failed) result");
+
     // ---- cancel ------------------------------------------------------------------------
     await script({ text: "slow ".repeat(200), chunkSize: 5, delayMs: 50 });
     await page.goto(`${base}/web/#/session/${chatId}`);
