@@ -1,5 +1,7 @@
 #include "lease.h"
 
+#include <time.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -153,7 +155,17 @@ int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen)
         snprintf(err, errlen, "cannot open the runner lock %s: %s", path, strerror(errno));
         return -1;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    /* A predecessor killed a moment ago may still hold it: its last thread can
+     * outlive the thread the pid names (whose exit is what a supervisor or a script
+     * sees) for a while on a busy machine. Wait up to LEASE_LOCK_WAIT_MS for it. */
+    int rc;
+    for (int waited = 0; (rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK &&
+                         waited < LEASE_LOCK_WAIT_MS;
+         waited += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != 0) {
         int e = errno;
         char pid[32] = "";
         ssize_t got = pread(fd, pid, sizeof pid - 1, 0);

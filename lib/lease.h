@@ -43,9 +43,11 @@ int lease_release(log_conn_t *c, const char *session, const lease_id *me);
 
 /* Take the owner lock of runner id owner on the database at db_path: an exclusive
  * flock(2) on "<db_path>.runner-<owner>.lock", released by the kernel when the
- * process ends however it ends. Returns the descriptor (keep it open for the
- * process's life), or -1 with a message in err: another live process holds the
- * lock (it runs with the same id), or the file cannot be opened. */
+ * process ends however it ends (waiting up to LEASE_LOCK_WAIT_MS for a predecessor
+ * that is still going away). Returns the descriptor (keep it open for the process's
+ * life), or -1 with a message in err: another live process holds the lock (it runs
+ * with the same id), or the file cannot be opened. */
+#define LEASE_LOCK_WAIT_MS 3000
 int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen);
 
 #endif

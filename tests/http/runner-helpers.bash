@@ -122,7 +122,10 @@ rn_gone() {
     [ -e "/proc/$1" ] || return 0
     local state
     state=$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 0
-    [ -z "$state" ] || [ "$state" = Z ]
+    [ -z "$state" ] && return 0
+    # A zombie whose other threads still run has not let go of its files (the
+    # runner's owner lock) yet: gone only once it is its last thread.
+    [ "$state" = Z ] && [ "$(ls "/proc/$1/task" 2>/dev/null | wc -l)" -le 1 ]
 }
 
 rn_runner_pid() { cat "$DS_DIR/runner.pid" 2>/dev/null; }
