@@ -132,8 +132,8 @@ install: all
 uninstall:
 	@PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) deploy/install-tree.sh uninstall
 
-check:
-	@tests/check.sh
+check: all
+	@B=$(B) tests/check.sh
 
 clean:
 	rm -rf build build-* var/run
