@@ -22,7 +22,6 @@ static __thread struct {
     int64_t until;
 } cache;
 
-static __thread auth_t principal;
 
 static int loopback(const char *addr)
 {
@@ -211,10 +210,11 @@ static int begin(req_t *r, int verify)
         return 0;
     }
     int64_t now = db_now_ms();
-    if (now < cache.until && strcmp(tok, cache.token) == 0) {
-        principal = cache.who;
-    } else {
-        int rc = auth_verify(r->log, tok, &principal);
+    /* The thread's one cached identity is the request's (no copy): a thread serves
+     * one request at a time, and nothing after the request keeps r->auth. */
+    if (now >= cache.until || strcmp(tok, cache.token) != 0) {
+        cache.until = 0;    /* cache.who is overwritten: invalid until verified */
+        int rc = auth_verify(r->log, tok, &cache.who);
         if (rc == AUTH_EINVALID || rc == AUTH_EEXPIRED) {
             unauthorized(r, "invalid_token", rc == AUTH_EEXPIRED ? "the token has expired" : "the token is not valid");
             return 0;
@@ -225,11 +225,10 @@ static int begin(req_t *r, int verify)
         }
         memcpy(cache.token, tok, sizeof cache.token);
         cache.token[sizeof cache.token - 1] = '\0';
-        cache.who = principal;
         cache.until = now + CACHE_MS;
-        if (principal.expires_ms >= 0 && principal.expires_ms < cache.until) cache.until = principal.expires_ms;
+        if (cache.who.expires_ms >= 0 && cache.who.expires_ms < cache.until) cache.until = cache.who.expires_ms;
     }
-    r->auth = &principal;
+    r->auth = &cache.who;
     return 1;
 }
 

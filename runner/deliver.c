@@ -24,7 +24,7 @@ typedef struct flight {
     struct curl_slist *headers;
     sub_delivery d;
     buf_t resp;
-    int refused;
+    egress_t egress;            /* its connection held to the webhook rule */
     char error[200];
     const webhook_allow *allow;
 } flight;
@@ -112,25 +112,12 @@ int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait)
 }
 
 /* Every socket is checked by the address it is about to connect to. */
-static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+/* The operator's webhook rule (DSTREAM_WEBHOOK_ALLOW) for f's connections. */
+static int webhook_rule(void *ud, const url_addr *addr, char *why, size_t cap)
 {
     flight *f = ud;
-    url_addr addr;
     url_t u;
-    char why[160];
-    int ok = purpose == CURLSOCKTYPE_IPCXN &&
-             ((a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) ||
-              (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6))) &&
-             url_addr_from_sockaddr(&a->addr, &addr) == 0;
-    if (!ok) snprintf(why, sizeof why, "not an IP connection");
-    else ok = url_parse(f->d.url, &u, why, sizeof why) == 0 &&
-              webhook_addr_allowed(f->allow, u.host, &addr, why, sizeof why);
-    if (!ok) {
-        f->refused = 1;
-        snprintf(f->error, sizeof f->error, "refused: %s", why);
-        return CURL_SOCKET_BAD;
-    }
-    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    return url_parse(f->d.url, &u, why, cap) == 0 && webhook_addr_allowed(f->allow, u.host, addr, why, cap);
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -167,11 +154,7 @@ static void start(deliver_t *D, const sub_delivery *d)
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, f->d.body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)f->d.len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
+    egress_setup(e, &f->egress, webhook_rule, f);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)D->timeout_ms);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "dstream-webhook");
@@ -199,7 +182,9 @@ int deliver_finished(deliver_t *D, CURLMsg *msg)
         json_t *j = f->resp.len ? json_loadb(f->resp.p, f->resp.len, 0, NULL) : NULL;
         isdone = json_is_true(json_object_get(j, "done"));
         json_decref(j);
-    } else if (!f->refused) {
+    } else if (f->egress.refused) {
+        snprintf(f->error, sizeof f->error, "%s", f->egress.error);
+    } else {
         if (msg->data.result != CURLE_OK) snprintf(f->error, sizeof f->error, "%s", curl_easy_strerror(msg->data.result));
         else snprintf(f->error, sizeof f->error, "HTTP %ld%s", status, status >= 300 && status < 400 ? " (redirects are not followed)" : "");
     }

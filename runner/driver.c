@@ -695,8 +695,8 @@ static void classify(const rq_t *q, CURLcode result, long status, retry_failure 
     f->should_retry = q->should_retry;
     f->retry_after = q->retry_after[0] ? q->retry_after : NULL;
     f->retry_after_ms = q->retry_after_ms;
-    if (q->refused) {
-        f->kind = RETRY_REFUSED;   /* the address policy (runner/providers.c) said why in q->error */
+    if (q->egress.refused) {
+        f->kind = RETRY_REFUSED;   /* the address policy said why in q->egress.error */
     } else if (result != CURLE_OK && status != 200 && status != 0) {
         f->kind = RETRY_HTTP;
         f->status = status;
@@ -731,6 +731,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
         if (f.kind == RETRY_TRANSPORT) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
         else if (f.kind == RETRY_HTTP) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
         else if (f.kind == RETRY_CUT) snprintf(q->error, sizeof q->error, "the stream ended without its terminal event");
+        else if (f.kind == RETRY_REFUSED) snprintf(q->error, sizeof q->error, "%s", q->egress.error);
         char id[72], error[256], retry_after[96], etype[64];
         snprintf(id, sizeof id, "%s", q->id);
         snprintf(error, sizeof error, "%s", q->error);

@@ -2,14 +2,13 @@
  * place on each curl handle.
  *
  * lib/provcfg decides the URL and the key; this file makes libcurl keep to that
- * decision: redirects are never followed (a 3xx is a failed request, so a key
- * cannot be carried to wherever a Location points), only http and https, no proxy
- * from the environment, and every socket curl opens is checked, by the address it
- * is about to connect to, before it exists (CURLOPT_OPENSOCKETFUNCTION). A host
- * name that resolves to a loopback, link-local or private address, now or after
- * DNS changes its answer, is refused there unless the provider's allowPrivate
- * names it. Requests to an endpoint an agent gave carry no operator key and use a
- * connection of their own (never one opened for another request, nor kept). */
+ * decision through runner/egress (no redirect, so a key cannot be carried to
+ * wherever a Location points; only http and https; no proxy; every socket checked
+ * by the address it is about to connect to): a host name that resolves to a
+ * loopback, link-local or private address, now or after DNS changes its answer, is
+ * refused unless the provider's allowPrivate names it. Requests to an endpoint an
+ * agent gave carry no operator key and use a connection of their own (never one
+ * opened for another request, nor kept). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,23 +36,12 @@ int runner_providers(runner_t *R)
     return 0;
 }
 
-static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+/* The provider's rule for q's connections (lib/provcfg): its own base URL's
+ * addresses, an allowed agent endpoint's, and private ones only where named. */
+static int provider_rule(void *ud, const url_addr *addr, char *why, size_t cap)
 {
     rq_t *q = ud;
-    url_addr addr;
-    char why[sizeof q->error - 16];
-    int ok = purpose == CURLSOCKTYPE_IPCXN &&
-             ((a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) ||
-              (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6))) &&
-             url_addr_from_sockaddr(&a->addr, &addr) == 0;
-    if (!ok) snprintf(why, sizeof why, "not an IP connection");
-    else ok = provcfg_addr_allowed(q->target.p, q->target.host, &addr, why, sizeof why);
-    if (!ok) {
-        q->refused = 1;
-        snprintf(q->error, sizeof q->error, "refused: %s", why);
-        return CURL_SOCKET_BAD;
-    }
-    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    return provcfg_addr_allowed(q->target.p, q->target.host, addr, why, cap);
 }
 
 int providers_prepare(runner_t *R, rq_t *q, const json_t *agent)
@@ -67,11 +55,7 @@ int providers_prepare(runner_t *R, rq_t *q, const json_t *agent)
     provider_request_url(q->kind, q->target.base, q->url, sizeof q->url);
     CURL *e = q->easy;
     curl_easy_setopt(e, CURLOPT_URL, q->url);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, q);
+    egress_setup(e, &q->egress, provider_rule, q);
     if (q->target.agent_endpoint) {
         curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);

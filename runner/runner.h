@@ -14,6 +14,7 @@
 #include "../lib/retry.h"
 #include "../lib/session.h"
 #include "../lib/sstore.h"
+#include "egress.h"
 
 #define RUNNER_MAX_TURNS 8          /* tool-call turns per chat reply */
 #define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
@@ -38,7 +39,7 @@ typedef struct rq {
     char *body;                 /* request JSON */
     char url[512];
     provcfg_target target;      /* where it goes, and which key (lib/provcfg) */
-    int refused;                /* a connection was refused by the address policy */
+    egress_t egress;            /* its connections held to the provider's addresses (runner/egress) */
     buf_t errbody;              /* body of a non-200 answer */
     buf_t text, thinking;       /* deltas not yet appended */
     buf_t full;                 /* the whole reply text (a workflow step's output) */
