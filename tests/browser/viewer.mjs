@@ -69,7 +69,7 @@ try {
 
     // ---- no token: the API says 401 and the page asks for one ------------------------
     await page.goto(`${base}/web/#/sessions`);
-    await page.waitForFunction(() => /401/.test(document.getElementById("token-state").textContent), null, { timeout: 10000 });
+    await page.waitForFunction(() => /401/.test(document.getElementById("token-state")?.textContent), null, { timeout: 10000 });
     ok("without a token the page reports 401");
     await page.getByLabel("API token").fill(admin);
     await page.getByRole("button", { name: "Use" }).click();
@@ -112,12 +112,12 @@ try {
     await page.getByLabel("queue", { exact: true }).check();
     await page.getByLabel("interrupt", { exact: true }).check();
     await page.getByRole("button", { name: "Send", exact: true }).click();
-    await page.waitForFunction(() => /word1\b/.test(document.getElementById("chat").textContent), null, { timeout: 15000 });
+    await page.waitForFunction(() => /word1\b/.test(document.getElementById("chat")?.textContent), null, { timeout: 15000 });
     const mid = await page.evaluate(() => document.getElementById("chat").textContent);
     assert(!mid.includes("THE-END"), "the reply was complete before it was seen streaming");
     await page.screenshot({ path: `${out}/session-streaming.png`, fullPage: true });
     ok("streamed text seen arriving (mid-stream screenshot)");
-    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("THE-END"), null, { timeout: 30000 });
+    await page.waitForFunction(() => document.getElementById("chat")?.textContent.includes("THE-END"), null, { timeout: 30000 });
     const chat = await page.evaluate(() => ({
         text: document.getElementById("chat").textContent,
         imgs: document.querySelectorAll("#chat img, #timeline img").length,
@@ -130,22 +130,22 @@ try {
     assert(chat.user === "Tell me something <b>bold</b>", `user text: ${chat.user}`);
     assert(chat.details.length === 1 && !chat.details[0].open && chat.details[0].text.includes("<b>this</b>"),
            `thinking: ${JSON.stringify(chat.details)}`);
-    await page.waitForFunction(() => /12 in · 34 out/.test(document.getElementById("session-usage").textContent), null, { timeout: 10000 });
+    await page.waitForFunction(() => /12 in · 34 out/.test(document.getElementById("session-usage")?.textContent), null, { timeout: 10000 });
     ok("markup in a reply stays text, nothing executed; thinking collapsed; usage and cost shown");
 
     // ---- the connection lost and resumed ------------------------------------------------
     const before = await page.evaluate(() => Number(document.getElementById("conn-counters").dataset.reconnects));
-    await page.waitForFunction((n) => Number(document.getElementById("conn-counters").dataset.reconnects) > n, before, { timeout: 20000 });
+    await page.waitForFunction((n) => Number(document.getElementById("conn-counters")?.dataset.reconnects) > n, before, { timeout: 20000 });
     ok("the server ended the stream and the page reconnected (Last-Event-ID)");
     await script({ text: "After the drop: second reply.", chunkSize: 3, delayMs: 30 });
     await page.getByRole("button", { name: "Reconnect" }).click();
     await api("POST", `/v1/sessions/${chatId}/messages`, { content: "again", mode: "queue" });
-    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("second reply."), null, { timeout: 20000 });
+    await page.waitForFunction(() => document.getElementById("chat")?.textContent.includes("second reply."), null, { timeout: 20000 });
     // Every event written: the reply has ended (its last event may follow its text).
     for (let i = 0; i < 200 && (await api("GET", `/v1/sessions/${chatId}`)).status !== "completed"; i++)
         await new Promise((r) => setTimeout(r, 100));
     const want = (await allEvents(chatId)).map((e) => e.offset);
-    await page.waitForFunction((n) => Number(document.getElementById("conn-counters").dataset.events) >= n, want.length, { timeout: 10000 });
+    await page.waitForFunction((n) => Number(document.getElementById("conn-counters")?.dataset.events) >= n, want.length, { timeout: 10000 });
     const got = await page.evaluate(() => [...document.querySelectorAll("#timeline li[data-offset]")].map((li) => li.dataset.offset));
     const dups = await page.evaluate(() => Number(document.getElementById("conn-counters").dataset.duplicates));
     assert(JSON.stringify(got) === JSON.stringify(want), `timeline ${got.length} events vs ${want.length}`);
@@ -158,7 +158,7 @@ try {
     await page.focus("#travel");
     await page.keyboard.press("Home");
     for (let i = 0; i < 2; i++) await page.keyboard.press("ArrowRight");
-    await page.waitForFunction((at) => document.getElementById("travel-state").dataset.at === at, want[2], { timeout: 10000 });
+    await page.waitForFunction((at) => document.getElementById("travel-state")?.dataset.at === at, want[2], { timeout: 10000 });
     const travel = await page.evaluate(() => document.getElementById("travel-state").textContent);
     assert(/user: Tell me something <b>bold<\/b>/.test(travel) && !travel.includes("assistant"), `state at 2: ${travel}`);
     await page.screenshot({ path: `${out}/time-travel.png`, fullPage: true });
@@ -168,7 +168,7 @@ try {
     const forkId = decodeURIComponent(await page.evaluate(() => location.hash.slice("#/session/".length)));
     const fork = await api("GET", `/v1/sessions/${encodeURIComponent(forkId)}`);
     assert(fork.parent === chatId && fork.forkOffset === want[2], `fork: ${JSON.stringify({ parent: fork.parent, at: fork.forkOffset })}`);
-    await page.waitForFunction(() => /forked from/.test(document.querySelector("main").textContent), null, { timeout: 10000 });
+    await page.waitForFunction(() => /forked from/.test(document.querySelector("main")?.textContent), null, { timeout: 10000 });
     ok("fork here");
 
     // ---- a human checkpoint ----------------------------------------------------------
@@ -200,7 +200,7 @@ try {
     await page.goto(`${base}/web/#/session/${toolId}`);
     await page.waitForSelector(".conn-live", { timeout: 10000 });
     await api("POST", `/v1/sessions/${toolId}/messages`, { content: "use a tool" });
-    await page.waitForFunction(() => document.getElementById("chat").textContent.includes("here is the answer"), null, { timeout: 20000 });
+    await page.waitForFunction(() => document.getElementById("chat")?.textContent.includes("here is the answer"), null, { timeout: 20000 });
     const tool = await page.evaluate(() => {
         const el = document.querySelector('#chat .tool[data-call="call-1"]');
         return el && { text: el.textContent, error: el.classList.contains("tool-error") };
@@ -216,7 +216,7 @@ try {
     await page.goto(`${base}/web/#/session/${chatId}`);
     await page.waitForSelector(".conn-live", { timeout: 10000 });
     await api("POST", `/v1/sessions/${chatId}/messages`, { content: "a long one" });
-    await page.waitForFunction(() => /slow slow/.test(document.getElementById("chat").textContent), null, { timeout: 15000 });
+    await page.waitForFunction(() => /slow slow/.test(document.getElementById("chat")?.textContent), null, { timeout: 15000 });
     await page.getByRole("button", { name: "Cancel session" }).click();
     await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("cancelled"), null, { timeout: 15000 });
     ok("cancel");
@@ -231,22 +231,24 @@ try {
 
     // ---- agents: read-only, edits refused without admin ----------------------------------
     await page.goto(`${base}/web/#/agents`);
-    await page.getByRole("link", { name: agent }).click();
-    await page.waitForFunction(() => document.getElementById("doc").value.includes("claude-test-model"), null, { timeout: 10000 });
+    // the list's link (not the session page's link to the same agent, which stays until
+    // the hashchange has been handled)
+    await page.locator("main ul").getByRole("link", { name: agent, exact: true }).click();
+    await page.waitForFunction(() => document.getElementById("doc")?.value.includes("claude-test-model"), null, { timeout: 10000 });
     assert(await page.evaluate(() => document.getElementById("doc").readOnly), "the document is editable before Edit");
     if (readToken) {
         await page.getByLabel("API token").fill(readToken);
         await page.getByRole("button", { name: "Use" }).click();
-        await page.waitForFunction(() => document.getElementById("doc").value.includes("claude-test-model"), null, { timeout: 10000 });
+        await page.waitForFunction(() => document.getElementById("doc")?.value.includes("claude-test-model"), null, { timeout: 10000 });
         await page.getByRole("button", { name: "Edit" }).click();
         await page.fill("#doc", (await page.inputValue("#doc")).replace("claude-test-model", "other-model"));
         await page.getByRole("button", { name: "Save" }).click();
-        await page.waitForFunction(() => /403/.test(document.querySelector("main [role=status]").textContent), null, { timeout: 10000 });
+        await page.waitForFunction(() => /403/.test(document.querySelector("main [role=status]")?.textContent), null, { timeout: 10000 });
         await page.screenshot({ path: `${out}/agent-403.png`, fullPage: true });
         ok("an agent's document; saving without admin shows the 403");
     }
     await page.goto(`${base}/web/#/workflows/${wf}`);
-    await page.waitForFunction(() => document.getElementById("doc").value.includes("\"ask\""), null, { timeout: 10000 });
+    await page.waitForFunction(() => document.getElementById("doc")?.value.includes("\"ask\""), null, { timeout: 10000 });
     await page.screenshot({ path: `${out}/workflow.png`, fullPage: true });
     ok("a workflow's document");
 
