@@ -7,12 +7,12 @@
 
 static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
 {
-    return sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+    return log_stmt(c, sql, st);
 }
 
-static int finish(sqlite3_stmt *st, int rc)
+static int finish(log_conn_t *c, sqlite3_stmt *st, int rc)
 {
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -29,7 +29,7 @@ static int op_agent_put(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     a->created = rc == SQLITE_DONE;
-    if ((rc = finish(st, rc))) return rc;
+    if ((rc = finish(c, st, rc))) return rc;
     if (!a->created && a->create_only) return LOG_ECONFLICT;
     if (prep(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
                 " ON CONFLICT(name) DO UPDATE SET doc = ?2, updated_ms = ?3", &st))
@@ -37,7 +37,7 @@ static int op_agent_put(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, db_now_ms());
-    return finish(st, sqlite3_step(st));
+    return finish(c, st, sqlite3_step(st));
 }
 
 int defs_agent_put(log_conn_t *c, const char *name, const char *doc, int create_only, int *created)
@@ -66,7 +66,7 @@ json_t *defs_agent_get(log_conn_t *c, const char *name, int *rc)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) doc = load_doc(st, 0);
     *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return doc;
 }
 
@@ -88,7 +88,7 @@ int defs_agent_list(log_conn_t *c, json_t *arr)
         json_decref(doc);
         json_array_append_new(arr, o);
     }
-    return finish(st, rc);
+    return finish(c, st, rc);
 }
 
 static int op_agent_delete(log_conn_t *c, void *arg)
@@ -96,7 +96,7 @@ static int op_agent_delete(log_conn_t *c, void *arg)
     sqlite3_stmt *st;
     if (prep(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    int rc = finish(st, sqlite3_step(st));
+    int rc = finish(c, st, sqlite3_step(st));
     if (rc) return rc;
     return sqlite3_changes(log_db(c)) ? 0 : LOG_ENOTFOUND;
 }
@@ -115,14 +115,14 @@ static int op_workflow_add(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) a->version = sqlite3_column_int(st, 0);
-    if ((rc = finish(st, rc))) return rc;
+    if ((rc = finish(c, st, rc))) return rc;
     if (prep(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, a->version);
     sqlite3_bind_text(st, 3, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, db_now_ms());
-    return finish(st, sqlite3_step(st));
+    return finish(c, st, sqlite3_step(st));
 }
 
 int defs_workflow_add(log_conn_t *c, const char *name, const char *doc, int *version)
@@ -150,7 +150,7 @@ json_t *defs_workflow_get(log_conn_t *c, const char *name, int version, int *got
         *got_version = sqlite3_column_int(st, 1);
     }
     *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return doc;
 }
 
@@ -166,5 +166,5 @@ int defs_workflow_list(log_conn_t *c, json_t *arr)
                                              (const char *)sqlite3_column_text(st, 0), "latestVersion",
                                              sqlite3_column_int(st, 1), "createdMs",
                                              (json_int_t)sqlite3_column_int64(st, 2)));
-    return finish(st, rc);
+    return finish(c, st, rc);
 }

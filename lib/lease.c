@@ -49,11 +49,9 @@ static int op_acquire(log_conn_t *c, void *arg)
     int64_t now = db_now_ms();
     /* One statement: insert, or take over when it is our owner id's (ours, or a
      * dead predecessor's: we hold the owner lock) or expired. */
-    if (sqlite3_prepare_v2(log_db(c),
-                           "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
+    if (log_stmt(c, "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
                            " ON CONFLICT(session) DO UPDATE SET owner = ?2, instance = ?3, expires_ms = ?4"
-                           " WHERE leases.owner = ?2 OR leases.expires_ms < ?5",
-                           -1, &st, NULL) != SQLITE_OK)
+                           " WHERE leases.owner = ?2 OR leases.expires_ms < ?5", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
@@ -61,17 +59,16 @@ static int op_acquire(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 4, now + a->ttl_ms);
     sqlite3_bind_int64(st, 5, now);
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     if (rc != SQLITE_DONE) return busy_or_io(rc);
     a->held = sqlite3_changes(log_db(c)) > 0;
     a->expires_ms = now + a->ttl_ms;
     if (a->held) return 0;
-    if (sqlite3_prepare_v2(log_db(c), "SELECT expires_ms FROM leases WHERE session = ?", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (log_stmt(c, "SELECT expires_ms FROM leases WHERE session = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) a->expires_ms = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
@@ -88,32 +85,43 @@ int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_
 int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c),
-                           "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (log_stmt(c, "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
+                 &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, db_now_ms() + ttl_ms);
     sqlite3_bind_text(st, 2, session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     if (rc != SQLITE_DONE) return busy_or_io(rc);
     return sqlite3_changes(log_db(c)) > 0;
+}
+
+int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me)
+{
+    sqlite3_stmt *st;
+    if (log_stmt(c, "SELECT 1 FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, me->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, me->instance, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    log_stmt_done(c, st);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
 static int op_release(log_conn_t *c, void *arg)
 {
     lease_arg *a = arg;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (log_stmt(c, "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 

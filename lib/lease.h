@@ -37,6 +37,9 @@ int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_
  * session, which is then renewed until now + ttl_ms; 0 if not (taken over, or
  * released); LOG_E* on a database error. */
 int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms);
+/* The same check without the renewal (no write): for a commit made while the lease
+ * has long to run. */
+int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me);
 
 /* Give up the lease (if me holds it). */
 int lease_release(log_conn_t *c, const char *session, const lease_id *me);

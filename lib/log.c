@@ -128,11 +128,20 @@ struct log {
     int64_t max_bytes;         /* log_set_max_bytes: 0, none */
 };
 
+typedef struct cached_stmt {
+    uint64_t hash;             /* of the SQL text */
+    uint64_t used;             /* when last handed out (c->tick), for replacement */
+    sqlite3_stmt *st;          /* NULL: a free slot */
+    int out;                   /* handed out, not given back yet */
+} cached_stmt;
+
 struct log_conn {
     log_t *log;
     sqlite3 *db;
     sqlite3_stmt *st[S_COUNT];
     int lockfd;                /* the writers' lock file, -1 if unavailable */
+    uint64_t tick;
+    cached_stmt cache[LOG_STMT_CACHE];  /* log_stmt */
 };
 
 const char *log_strerror(int rc)
@@ -254,6 +263,7 @@ void log_conn_close(log_conn_t *c)
 {
     if (!c) return;
     for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->st[i]);
+    for (int i = 0; i < LOG_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
     sqlite3_close_v2(c->db);
     if (c->lockfd >= 0) close(c->lockfd);
     free(c);
@@ -920,6 +930,63 @@ int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
 sqlite3 *log_db(log_conn_t *c)
 {
     return c->db;
+}
+
+static uint64_t sql_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+int log_stmt(log_conn_t *c, const char *sql, sqlite3_stmt **st)
+{
+    uint64_t h = sql_hash(sql);
+    cached_stmt *victim = NULL;
+    *st = NULL;
+    for (int i = 0; i < LOG_STMT_CACHE; i++) {
+        cached_stmt *e = &c->cache[i];
+        if (e->st && e->hash == h && strcmp(sqlite3_sql(e->st), sql) == 0) {
+            if (e->out) {       /* in use: a fresh one, not kept */
+                victim = NULL;
+                break;
+            }
+            e->out = 1;
+            e->used = ++c->tick;
+            *st = e->st;
+            return 0;
+        }
+        if (!e->out && (!victim || !e->st || (victim->st && e->used < victim->used))) victim = e;
+    }
+    int rc = victim ? sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL)
+                    : sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(*st);
+        *st = NULL;
+        return LOG_EIO;
+    }
+    if (victim && strcmp(sqlite3_sql(*st), sql) == 0) {
+        sqlite3_finalize(victim->st);
+        victim->st = *st;
+        victim->hash = h;
+        victim->out = 1;
+        victim->used = ++c->tick;
+    }
+    return 0;
+}
+
+void log_stmt_done(log_conn_t *c, sqlite3_stmt *st)
+{
+    if (!st) return;
+    for (int i = 0; i < LOG_STMT_CACHE; i++) {
+        cached_stmt *e = &c->cache[i];
+        if (e->st != st) continue;
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        e->out = 0;
+        return;
+    }
+    sqlite3_finalize(st);
 }
 
 /* ---- delete, touch, sweep ------------------------------------------------------ */

@@ -161,6 +161,17 @@ int log_tx_delete(log_conn_t *c, const char *path);
 /* The connection's database handle (for modules that keep tables of their own). */
 struct sqlite3;
 struct sqlite3 *log_db(log_conn_t *c);
+/* Such a statement from the connection's cache: prepared the first time sql is
+ * asked for, then kept (up to LOG_STMT_CACHE of them, the least recently used
+ * replaced), since preparing costs far more than running the short statements the
+ * modules use. Give it back with log_stmt_done (never sqlite3_finalize), which
+ * resets it and clears its bindings. Asked again while still out (a nested use),
+ * a fresh statement is prepared, and finalized when given back. sql is compared
+ * by content, so it may be built at run time. */
+#define LOG_STMT_CACHE 48
+struct sqlite3_stmt;
+int log_stmt(log_conn_t *c, const char *sql, struct sqlite3_stmt **st);
+void log_stmt_done(log_conn_t *c, struct sqlite3_stmt *st);
 
 /* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
  * must name a position of this stream, its byte part included (LOG_EOFFSET if it

@@ -183,13 +183,13 @@ long rec_similarity(const json_t *a, const json_t *b)
 
 static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
 {
-    return sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+    return log_stmt(c, sql, st);
 }
 
-static int done(sqlite3_stmt *st)
+static int done(log_conn_t *c, sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -211,10 +211,10 @@ int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const c
     if (prep(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
         return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = done(st))) return rc;
+    if ((rc = done(c, st))) return rc;
     if (prep(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = done(st))) return rc;
+    if ((rc = done(c, st))) return rc;
     if (prep(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
                 " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", &st))
         return LOG_EIO;
@@ -224,7 +224,7 @@ int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const c
     sqlite3_bind_text(st, 7, model, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, request_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, now_ms);
-    return done(st);
+    return done(c, st);
 }
 
 int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len)
@@ -237,7 +237,7 @@ int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const v
     sqlite3_bind_int64(st, 2, t_ms);
     sqlite3_bind_blob(st, 3, len ? data : "", (int)len, SQLITE_STATIC);
     bind_id(st, 4, id);
-    return done(st);
+    return done(c, st);
 }
 
 int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms)
@@ -254,7 +254,7 @@ int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const j
     if (m) sqlite3_bind_text(st, 3, m, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms);
     bind_id(st, 5, id);
-    int rc = done(st);
+    int rc = done(c, st);
     free(m);
     return rc;
 }
@@ -283,7 +283,7 @@ static int find_in(log_conn_t *c, const char *kind, const char *key, int n, cons
     } else if (rc != SQLITE_DONE) {
         found = LOG_EIO;
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return found;
 }
 
@@ -304,7 +304,7 @@ int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char
     sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) snprintf(last, sizeof last, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return LOG_EIO;
     return last[0] ? find_in(c, kind, key, n, last, out) : 0;
 }
@@ -319,7 +319,7 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && !out)
         out = fn(ud, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
     if (!out && rc != SQLITE_DONE && rc != SQLITE_ROW) out = LOG_EIO;
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return out;
 }
 
@@ -356,7 +356,7 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
             json_decref(req);
         }
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     free(lins);
     if (best) {
         char path[256], rv[REC_VALUE_MAX + 8], qv[REC_VALUE_MAX + 8];
@@ -459,7 +459,7 @@ int rec_list(log_conn_t *c, const char *session, const char *provider, const cha
         last = sqlite3_column_int64(st, 0);
         n++;
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
@@ -513,7 +513,7 @@ static int each_full(log_conn_t *c, const char *where, const char *arg, int b64_
         json_decref(o);
     }
     if (!out && rc != SQLITE_DONE) out = LOG_EIO;
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return out;
 }
 
@@ -540,7 +540,7 @@ static int exec_count(log_conn_t *c, const char *sql, const char *arg, int iarg)
     if (prep(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     if (iarg >= 0) sqlite3_bind_int(st, 2, iarg);
-    int rc = done(st);
+    int rc = done(c, st);
     return rc ? rc : sqlite3_changes(log_db(c));
 }
 
@@ -577,17 +577,17 @@ int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int
         *count = sqlite3_column_int64(st, 0);
         *bytes = sqlite3_column_int64(st, 1);
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     if (dry_run || !*count) return 0;
     if (prep(c, "DELETE FROM recording_chunks WHERE recording IN"
                 " (SELECT id FROM recordings WHERE pinned = 0 AND created_ms < ?)", &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    int rc = done(st);
+    int rc = done(c, st);
     if (rc) return rc;
     if (prep(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    return done(st);
+    return done(c, st);
 }
 
 typedef struct export_ctx {
@@ -758,7 +758,7 @@ int rec_tx_import(log_conn_t *c, const json_t *o)
         sqlite3_stmt *st;
         if (prep(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
         bind_id(st, 1, &id);
-        rc = done(st);
+        rc = done(c, st);
     }
     return rc;
 }

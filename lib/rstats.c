@@ -32,14 +32,14 @@ static int put(log_conn_t *c, void *arg)
               " ON CONFLICT (owner) DO UPDATE SET pid = ?2, started_ms = ?3, updated_ms = ?4,"
               " sessions = ?5, leased = ?6, in_flight = ?7, requests = ?8,"
               " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12";
-    if (sqlite3_prepare_v2(log_db(c), sql, -1, &st, NULL) != SQLITE_OK) return LOG_EIO;
+    if (log_stmt(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, s->owner, -1, SQLITE_STATIC);
     const int64_t v[] = {s->pid, s->started_ms, s->updated_ms, s->sessions, s->leased,
                          s->in_flight, s->requests, s->retries, s->failures, s->loops,
                          s->loop_max_ms};
     for (int i = 0; i < (int)(sizeof v / sizeof v[0]); i++) sqlite3_bind_int64(st, i + 2, v[i]);
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -79,7 +79,7 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
         for (int i = 0; i < (int)(sizeof f / sizeof f[0]); i++) *f[i] = sqlite3_column_int64(st, i + 1);
         fn(ud, &r);
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
@@ -93,7 +93,7 @@ int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int6
         const char *s = (const char *)sqlite3_column_text(st, 0);
         fn(ud, s ? s : "", sqlite3_column_int64(st, 1));
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 

@@ -23,13 +23,13 @@
 
 static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
 {
-    return sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+    return log_stmt(c, sql, st);
 }
 
-static int step_done(sqlite3_stmt *st)
+static int step_done(log_conn_t *c, sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -105,7 +105,7 @@ static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_v
         }
         json_decref(j);
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
@@ -125,7 +125,7 @@ static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const sessi
     sqlite3_bind_int64(st, 2, (int64_t)at.seq);
     sqlite3_bind_int64(st, 3, (int64_t)at.pos);
     sqlite3_bind_text(st, 4, s, -1, free);
-    return step_done(st);
+    return step_done(c, st);
 }
 
 int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
@@ -193,7 +193,7 @@ int sstore_get(log_conn_t *c, const char *id, sstore_row *row)
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) row_of(st, row);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
 }
 
@@ -262,7 +262,7 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
         json_array_append_new(arr, row_json(&row));
         n++;
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
@@ -273,7 +273,7 @@ static int set_status(log_conn_t *c, const char *id, const session_view *v)
     sqlite3_bind_text(st, 1, session_status_name(v->status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, db_now_ms());
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-    return step_done(st);
+    return step_done(c, st);
 }
 
 /* ---- appending events ------------------------------------------------------------------- */
@@ -311,6 +311,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     if (rc == 0) rc = log_tx_append(c, &ar);
     if (rc == 0 && first) *first = ar.appended;
     /* Fold each new event, snapshotting on the boundaries it crosses. */
+    session_status status_before = v->status;
     offset_t at = ar.appended;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *j = json_loadb(msgs[i].data, msgs[i].len, 0, NULL);
@@ -323,7 +324,12 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
     }
     for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
-    if (rc == 0) rc = set_status(c, id, v);
+    /* The row's status and updatedMs follow every event but the deltas of a reply,
+     * which change no status: a streaming reply does not rewrite the row per delta. */
+    int deltas = 1;
+    for (size_t i = 0; i < n && deltas; i++)
+        deltas = !strcmp(ev[i].type, EV_TEXT_DELTA) || !strcmp(ev[i].type, EV_THINKING_DELTA);
+    if (rc == 0 && !(deltas && v->status == status_before)) rc = set_status(c, id, v);
     return rc;
 }
 
@@ -434,7 +440,7 @@ static int op_create(log_conn_t *c, void *arg)
         goto out;
     }
     sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    if ((rc = step_done(st))) goto out;
+    if ((rc = step_done(c, st))) goto out;
     if ((rc = log_tx_create(c, &cr))) goto out;
     if (!cr.created) {
         rc = LOG_ECONFLICT;
@@ -465,7 +471,7 @@ static int op_create(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 8, session_status_name(v.status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, now);
     sqlite3_bind_int64(st, 10, now);
-    if ((rc = step_done(st))) goto out;
+    if ((rc = step_done(c, st))) goto out;
 
     sstore_event ev;
     memset(&ev, 0, sizeof ev);
@@ -506,10 +512,10 @@ static int op_delete(log_conn_t *c, void *arg)
     if (prep(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, db_now_ms());
     sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-    if ((rc = step_done(st))) return rc;
+    if ((rc = step_done(c, st))) return rc;
     if (prep(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if ((rc = step_done(st))) return rc;
+    if ((rc = step_done(c, st))) return rc;
     /* Its recordings go with it, unless pinned (lib/recorder). */
     return rec_tx_delete_session(c, id);
 }

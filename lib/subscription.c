@@ -199,13 +199,12 @@ int sub_config_parse(const json_t *doc, sub_config *c, char *err, size_t cap)
 static sqlite3_stmt *prep(log_conn_t *c, const char *sql)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(log_db(c), sql, -1, &st, NULL) != SQLITE_OK) return NULL;
-    return st;
+    return log_stmt(c, sql, &st) ? NULL : st;
 }
 
-static int done(sqlite3_stmt *st, int rc)
+static int done(log_conn_t *c, sqlite3_stmt *st, int rc)
 {
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
@@ -216,7 +215,7 @@ static int exec(log_conn_t *c, const char *sql, int ntext, const char *const *te
     if (!st) return LOG_EIO;
     for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, i + 1, text[i], -1, SQLITE_STATIC);
     for (int i = 0; i < nint; i++) sqlite3_bind_int64(st, ntext + i + 1, ints[i]);
-    return done(st, sqlite3_step(st));
+    return done(c, st, sqlite3_step(st));
 }
 
 static const char *col(sqlite3_stmt *st, int i)
@@ -260,7 +259,7 @@ static int row_load(log_conn_t *c, const char *id, row *r)
     if (!st) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? (sqlite3_finalize(st), SUB_ENOTFOUND) : done(st, rc);
+    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : done(c, st, rc);
     snprintf(r->id, sizeof r->id, "%s", id);
     r->webhook = !strcmp(col(st, 0), "webhook");
     r->pattern = dup_col(st, 1);
@@ -278,7 +277,7 @@ static int row_load(log_conn_t *c, const char *id, row *r)
     r->deliver = sqlite3_column_int(st, 13);
     r->attempts = sqlite3_column_int(st, 14);
     r->next_attempt_ms = sqlite3_column_int64(st, 15);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return 0;
 }
 
@@ -295,7 +294,7 @@ static void tail_of(log_conn_t *c, const char *path, char out[OFFSET_LEN + 1], i
         offset_format(o, out);
         if (exists) *exists = 1;
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
 }
 
 typedef struct link {
@@ -340,7 +339,7 @@ static int links_load(log_conn_t *c, const char *id, link_t **out, size_t *n)
             offset_format(o, l->tail);
         }
     }
-    return done(st, rc);
+    return done(c, st, rc);
 }
 
 static int pending(const link_t *l)
@@ -377,10 +376,10 @@ static int key_load(log_conn_t *c, webhook_key *k)
         snprintf(k->kid, sizeof k->kid, "%s", col(st, 0));
         memcpy(k->pub, sqlite3_column_blob(st, 1), 32);
         memcpy(k->priv, sqlite3_column_blob(st, 2), 32);
-        sqlite3_finalize(st);
+        log_stmt_done(c, st);
         return 0;
     }
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? (sqlite3_finalize(st), SUB_ENOTFOUND) : done(st, rc);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : done(c, st, rc);
 }
 
 /* The signing key, made on first use (inside a transaction). */
@@ -395,7 +394,7 @@ static int key_ensure(log_conn_t *c, webhook_key *k)
     sqlite3_bind_blob(st, 2, k->pub, 32, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, k->priv, 32, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, db_now_ms());
-    return done(st, sqlite3_step(st));
+    return done(c, st, sqlite3_step(st));
 }
 
 static void token_mac(const webhook_key *k, const char *id, const char *body, char out[48])
@@ -512,7 +511,7 @@ static int wake_if_pending(log_conn_t *c, const row *r, int *made)
             sqlite3_bind_int(st, 4, r->webhook);
             sqlite3_bind_int64(st, 5, now);
             sqlite3_bind_text(st, 6, r->id, -1, SQLITE_STATIC);
-            rc = done(st, sqlite3_step(st));
+            rc = done(c, st, sqlite3_step(st));
         }
         free(text);
         if (!rc && !r->webhook) rc = wake_event(c, r, first, gen, now);
@@ -578,7 +577,7 @@ static int op_put(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 7, cfg->description, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, cfg->hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, db_now_ms());
-    if ((rc = done(st, sqlite3_step(st)))) return rc;
+    if ((rc = done(c, st, sqlite3_step(st)))) return rc;
     char tail[OFFSET_LEN + 1];
     for (size_t i = 0; i < cfg->nstreams; i++) {
         tail_of(c, cfg->streams[i], tail, NULL);
@@ -596,11 +595,11 @@ static int op_put(log_conn_t *c, void *arg)
         offset_format(o, tail);
         int lrc = link_add(c, a->id, path, 0, tail);
         if (lrc) {
-            sqlite3_finalize(st);
+            log_stmt_done(c, st);
             return lrc;
         }
     }
-    return done(st, rc);
+    return done(c, st, rc);
 }
 
 int sub_put(log_conn_t *c, const char *id, const sub_config *cfg, int *created)
@@ -759,7 +758,7 @@ static int op_claim(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, t[0], -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, t[1], -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, until[0]);
-    if ((rc = done(st, sqlite3_step(st)))) goto out;
+    if ((rc = done(c, st, sqlite3_step(st)))) goto out;
     a->out = json_pack("{s:s, s:I, s:s, s:o, s:I}", "wake_id", r.wake_id, "generation", (json_int_t)r.generation,
                        "token", tok, "streams", stream_infos(l, n, NULL), "lease_ttl_ms", (json_int_t)r.lease_ttl_ms);
 out:
@@ -906,7 +905,7 @@ json_t *sub_jwks(log_conn_t *c, int *rc)
         memcpy(p.pub, sqlite3_column_blob(st, 1), 32);
         json_array_append_new(keys, webhook_jwk(&p));
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     explicit_bzero(&k, sizeof k);
     return json_pack("{s:o}", "keys", keys);
 }
@@ -962,7 +961,7 @@ static int patterns_load(log_conn_t *c, idlist *ids, idlist *pats, idlist *wakes
         ids_push(pats, col(st, 1));
         ids_push(wakes, col(st, 2));
     }
-    return done(st, rc);
+    return done(c, st, rc);
 }
 
 /* One changed stream: link it where it matches (at its start: everything in it
@@ -993,7 +992,7 @@ static int one_changed(log_conn_t *c, const char *path, idlist *ids, idlist *pat
     if (!st) return LOG_EIO;
     sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(towake, col(st, 0));
-    return done(st, rc);
+    return done(c, st, rc);
 }
 
 static int op_changed(log_conn_t *c, void *arg)
@@ -1011,10 +1010,10 @@ static int op_changed(log_conn_t *c, void *arg)
                 if (strcmp(wakes.v[i], path) && strncmp(path, "__ds/", 5) && sub_glob_match(pats.v[i], path))
                     rc = link_add(c, ids.v[i], path, 0, ZERO);
         }
-        sqlite3_finalize(st);
+        log_stmt_done(c, st);
         if (!rc && !(st = prep(c, "SELECT id FROM subscriptions"))) rc = LOG_EIO;
         while (!rc && sqlite3_step(st) == SQLITE_ROW) ids_add(&towake, col(st, 0));
-        sqlite3_finalize(st);
+        log_stmt_done(c, st);
     }
     for (size_t i = 0; !rc && i < towake.n; i++) rc = wake_id_pending(c, towake.v[i], NULL);
     ids_free(&ids);
@@ -1046,11 +1045,20 @@ static int relevant(log_conn_t *c, char *const *paths, size_t n)
             sqlite3_reset(st);
         }
     }
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     ids_free(&ids);
     ids_free(&pats);
     ids_free(&wakes);
     return hit;
+}
+
+int sub_any(log_conn_t *c)
+{
+    sqlite3_stmt *st = prep(c, "SELECT 1 FROM subscriptions LIMIT 1");
+    if (!st) return 0;
+    int any = sqlite3_step(st) == SQLITE_ROW;
+    log_stmt_done(c, st);
+    return any;
 }
 
 int sub_changed(log_conn_t *c, char *const *paths, size_t n)
@@ -1069,7 +1077,7 @@ static int op_expire(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 1, *now);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&over, col(st, 0));
-    rc = done(st, rc);
+    rc = done(c, st, rc);
     for (size_t i = 0; !rc && i < over.n; i++) {
         rc = clear_wake(c, over.v[i]);
         if (!rc) rc = wake_id_pending(c, over.v[i], NULL);
@@ -1085,7 +1093,7 @@ int sub_expire(log_conn_t *c, int64_t now)
     if (!st) return LOG_EIO;
     sqlite3_bind_int64(st, 1, now);
     int any = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return any ? log_transact(c, op_expire, &now) : 0;
 }
 
@@ -1097,7 +1105,7 @@ int64_t sub_next_due(log_conn_t *c)
     while (st && sqlite3_step(st) == SQLITE_ROW)
         if (sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int64(st, 0) < due)
             due = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    log_stmt_done(c, st);
     return due;
 }
 
@@ -1126,7 +1134,7 @@ static int op_take(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 2, (int64_t)a->max);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&due, col(st, 0));
-    rc = done(st, rc);
+    rc = done(c, st, rc);
     if (!rc && due.n) rc = key_load(c, &k);
     for (size_t i = 0; !rc && i < due.n; i++) {
         row r;

@@ -222,6 +222,11 @@ void deliver_tick(deliver_t *D)
         }
         D->started = 1;
         D->due = 0;
+    } else if (!sub_any(D->conn)) {
+        /* No subscription to match changes against (the usual case, and a turn of a
+         * busy runner changes hundreds of streams): only keep up with the revision. */
+        D->rev = -1;
+        log_changes(D->conn, &D->rev, on_change, D);
     } else {
         log_changes(D->conn, &D->rev, on_change, D);
         if (D->overflow) rc = sub_recover(D->conn);

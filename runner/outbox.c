@@ -60,6 +60,7 @@ enum { C_PENDING, C_DONE, C_LOST, C_GONE, C_FAILED };
 
 typedef struct commit_item {
     sess_t *s;
+    int renewed;                /* the lease was renewed, not only checked */
     int outcome;
     int rc;
     offset_t first;
@@ -73,7 +74,11 @@ typedef struct commit_arg {
 
 static int exec(log_conn_t *c, const char *sql)
 {
-    return sqlite3_exec(log_db(c), sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : LOG_EIO;
+    sqlite3_stmt *st;
+    if (log_stmt(c, sql, &st)) return LOG_EIO;
+    int rc = sqlite3_step(st);
+    log_stmt_done(c, st);
+    return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
 static int op_commit(log_conn_t *c, void *arg)
@@ -81,10 +86,14 @@ static int op_commit(log_conn_t *c, void *arg)
     commit_arg *a = arg;
     session_trace tr;
     session_trace_new(&tr);
+    int64_t now = db_now_ms();
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
         if (exec(c, "SAVEPOINT runner_session")) return LOG_EIO;
-        int held = lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms);
+        /* Checked in every commit; renewed (a write) only once a third of it ran. */
+        it->renewed = now >= it->s->lease_renew_ms;
+        int held = it->renewed ? lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms)
+                               : lease_tx_held(c, it->s->id, &a->R->me);
         int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
                                                      &it->s->view_seq, &it->first)
                            : held;
@@ -128,8 +137,10 @@ int runner_commit(runner_t *R)
         size_t k = s->nout;
         switch (it->outcome) {
         case C_DONE:
-            s->lease_renew_ms = t0 + R->lease_ms / 3;
-            s->lease_expires_ms = t0 + R->lease_ms;
+            if (it->renewed) {
+                s->lease_renew_ms = t0 + R->lease_ms / 3;
+                s->lease_expires_ms = t0 + R->lease_ms;
+            }
             /* Deltas alone change nothing this process has to decide on. */
             if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
             runner_outbox_clear(s);
