@@ -265,6 +265,9 @@ static void runner_metrics(req_t *r, buf_t *b)
     RUNNER("dstream_runner_request_failures_total", "counter",
            "Provider attempts that ended without a 200 response or with an error in the stream.",
            "", failures, 1);
+    RUNNER("dstream_runner_dropped_events_total", "counter",
+           "Events not written because the runner had lost the session's lease by the time it committed them.",
+           "", dropped, 1);
     RUNNER("dstream_runner_loops_total", "counter", "Iterations of the runner's loop.", "", loops, 1);
     RUNNER("dstream_runner_loop_max_seconds", "gauge",
            "Longest gap between two loop iterations in the last second published.", "", loop_max_ms,

@@ -21,22 +21,22 @@ static int put(log_conn_t *c, void *arg)
     const char *sql =
         a->start
             ? "INSERT INTO runner_stats (owner, pid, started_ms, updated_ms, starts, sessions, leased,"
-              " in_flight, requests, retries, failures, loops, loop_max_ms)"
-              " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+              " in_flight, requests, retries, failures, loops, loop_max_ms, dropped)"
+              " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
               " ON CONFLICT (owner) DO UPDATE SET pid = ?2, started_ms = ?3, updated_ms = ?4,"
               " starts = starts + 1, sessions = ?5, leased = ?6, in_flight = ?7, requests = ?8,"
-              " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12"
+              " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12, dropped = ?13"
             : "INSERT INTO runner_stats (owner, pid, started_ms, updated_ms, starts, sessions, leased,"
-              " in_flight, requests, retries, failures, loops, loop_max_ms)"
-              " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+              " in_flight, requests, retries, failures, loops, loop_max_ms, dropped)"
+              " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
               " ON CONFLICT (owner) DO UPDATE SET pid = ?2, started_ms = ?3, updated_ms = ?4,"
               " sessions = ?5, leased = ?6, in_flight = ?7, requests = ?8,"
-              " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12";
+              " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12, dropped = ?13";
     if (log_stmt(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, s->owner, -1, SQLITE_STATIC);
     const int64_t v[] = {s->pid, s->started_ms, s->updated_ms, s->sessions, s->leased,
                          s->in_flight, s->requests, s->retries, s->failures, s->loops,
-                         s->loop_max_ms};
+                         s->loop_max_ms, s->dropped};
     for (int i = 0; i < (int)(sizeof v / sizeof v[0]); i++) sqlite3_bind_int64(st, i + 2, v[i]);
     int rc = sqlite3_step(st);
     log_stmt_done(c, st);
@@ -66,7 +66,7 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
 {
     sqlite3_stmt *st;
     int rc = prepare(c, "SELECT owner, pid, started_ms, updated_ms, starts, sessions, leased,"
-                        " in_flight, requests, retries, failures, loops, loop_max_ms"
+                        " in_flight, requests, retries, failures, loops, loop_max_ms, dropped"
                         " FROM runner_stats ORDER BY owner", &st);
     if (rc) return rc > 0 ? 0 : rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -75,7 +75,8 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
         const char *o = (const char *)sqlite3_column_text(st, 0);
         snprintf(r.owner, sizeof r.owner, "%s", o ? o : "");
         int64_t *f[] = {&r.pid, &r.started_ms, &r.updated_ms, &r.starts, &r.sessions, &r.leased,
-                        &r.in_flight, &r.requests, &r.retries, &r.failures, &r.loops, &r.loop_max_ms};
+                        &r.in_flight, &r.requests, &r.retries, &r.failures, &r.loops, &r.loop_max_ms,
+                        &r.dropped};
         for (int i = 0; i < (int)(sizeof f / sizeof f[0]); i++) *f[i] = sqlite3_column_int64(st, i + 1);
         fn(ud, &r);
     }

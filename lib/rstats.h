@@ -21,6 +21,7 @@ typedef struct rstats {
     int64_t sessions, leased, in_flight;
     int64_t requests, retries, failures;
     int64_t loops, loop_max_ms;
+    int64_t dropped;            /* events not written: the session's lease was lost */
 } rstats;
 
 /* A runner process with this owner id started: count it (starts + 1) and reset the

@@ -158,6 +158,7 @@ void runner_stats_tick(runner_t *R)
     observe(R, now);
     if (now < st.next_publish_ms) return;
     st.s.updated_ms = now;
+    st.s.dropped = (int64_t)R->dropped;
     int rc = rstats_publish(R->conn, &st.s);
     if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", log_strerror(rc));
     st.publish_failed = rc != 0;

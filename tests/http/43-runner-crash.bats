@@ -216,8 +216,14 @@ one_reply() {
     [ -n "$a_sessions" ]
 }
 
+# runner-a's dropped-events counter in /metrics (empty until published).
+dropped_metric() {
+    curl -fsS --max-time 10 "$DS_URL/metrics" |
+        awk '$1 == "dstream_runner_dropped_events_total{runner=\"runner-a\"}" { print $2 }'
+}
+
 @test "a runner paused past its lease writes nothing more into the sessions another runner took over (late events dropped)" {
-    local agent i id a_pid base before after ids=()
+    local agent i id a_pid base before after mark dropped0 ids=()
     agent=$(rn_agent anthropic claude-test-model)
     slow_default 50
     for i in 1 2 3; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
@@ -226,6 +232,9 @@ one_reply() {
     ds_poll 20 _grown $((base + 6))
     rn_runner_b runner-b
     a_pid=$(rn_runner_pid)
+    ds_poll 10 eval '[ -n "$(dropped_metric)" ]'
+    dropped0=$(dropped_metric)
+    mark=$(wc -l <"$DS_DIR/logs/runner.log")
     kill -STOP "$a_pid"
     for i in 1 2 3; do
         rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60
@@ -239,6 +248,15 @@ one_reply() {
     ds_poll 20 eval '[ "$(grep -cE "lease expired while this runner was away|lease lost" "$DS_DIR/logs/runner.log")" -ge 3 ]' || true
     after=$(msg_count)
     [ "$before" = "$after" ] || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+    # What runner-a dropped is counted where an operator sees it: /metrics grew by
+    # what its log says it dropped since the pause (0 when it found out at a look,
+    # before a commit of its own).
+    local logged
+    logged=$(tail -n +"$((mark + 1))" "$DS_DIR/logs/runner.log" |
+        grep -oE 'lease lost to another runner: [0-9]+ event' | awk '{ n += $6 } END { print n + 0 }')
+    echo "# runner-a dropped $logged event(s) after the pause" >&3
+    ds_poll 10 eval '[ "$(dropped_metric)" = "$((dropped0 + logged))" ]' ||
+        { echo "metric $(dropped_metric), before $dropped0, logged $logged" >&2; grep dropped "$DS_DIR/logs/runner.log" >&2; return 1; }
     for i in 1 2 3; do
         id=${ids[$((i - 1))]}
         rn_get "$id"

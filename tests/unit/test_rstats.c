@@ -50,6 +50,7 @@ static void test_publish(void)
     s.leased = 4;
     s.loops = 99;
     s.loop_max_ms = 12;
+    s.dropped = 6;
     s.updated_ms = 2000;
     CHECK_EQ_INT(rstats_publish(conn, &s), 0);
     rstats a = s;
@@ -68,6 +69,7 @@ static void test_publish(void)
     CHECK_EQ_INT(got[1].starts, 2);
     CHECK_EQ_INT(got[1].pid, 43);
     CHECK_EQ_INT(got[1].requests, 0);
+    CHECK_EQ_INT(got[0].dropped, 6);
     CHECK_EQ_INT(got[1].retries, 2);
     CHECK_EQ_INT(got[1].failures, 3);
     CHECK_EQ_INT(got[1].in_flight, 1);
