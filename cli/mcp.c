@@ -1,14 +1,12 @@
 /* dstream mcp [FILE]: check the operator's MCP configuration (FILE, else
- * $DSTREAM_MCP_CONFIG) as dstream-runner reads it, and show each server: what it
- * runs, where, with which limits and which tools are declared side-effecting or
- * read-only. Environment values are not shown (they may be secrets), only their
- * names. Exits 0 when the runner would accept the file, 1 when not, 2 on usage. */
-#include <errno.h>
-#include <fcntl.h>
+ * $DSTREAM_MCP_CONFIG) as dstream-runner and dstream-fcgi read it (lib/mcp
+ * mcp_config_load), and show each server: what it runs, where, with which limits
+ * and which tools are declared side-effecting or read-only. Environment values are
+ * not shown (they may be secrets), only their names. Exits 0 when the runner would
+ * accept the file, 1 when not, 2 on usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../lib/mcp.h"
@@ -28,34 +26,17 @@ int cmd_mcp(int argc, char **argv)
         fprintf(stderr, "usage: dstream mcp [FILE]   (default: $DSTREAM_MCP_CONFIG)\n");
         return 2;
     }
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st)) {
-        fprintf(stderr, "dstream: %s: %s\n", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return 1;
-    }
-    json_error_t e;
-    json_t *doc = json_loadfd(fd, 0, &e);
-    close(fd);
-    int status = 0;
-    if (st.st_mode & 022) {
-        printf("problem: %s is writable by others: the runner refuses it (chmod go-w)\n", path);
-        status = 1;
-    }
+    json_t *doc = mcp_config_load(path, err, sizeof err);
     if (!doc) {
-        printf("problem: %s: %s (line %d)\n", path, e.text, e.line);
-        return 1;
-    }
-    if (mcp_config_validate(doc, err, sizeof err)) {
         for (char *line = err, *nl; line && *line; line = nl ? nl + 1 : NULL) {
             nl = strchr(line, '\n');
             if (nl) *nl = '\0';
             printf("problem: %s\n", line);
         }
-        json_decref(doc);
+        printf("the runner would not start with this file\n");
         return 1;
     }
+    int status = 0;
     const char *name, *k;
     const json_t *srv, *v;
     size_t i;

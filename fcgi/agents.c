@@ -1,8 +1,10 @@
 /* /v1/agents and /v1/agents/{name}: stored agent definitions (lib/agent, lib/defs). */
+#include <stdio.h>
 #include <string.h>
 
 #include "../lib/agent.h"
 #include "../lib/defs.h"
+#include "../lib/mcp.h"
 #include "../lib/provcfg.h"
 #include "router.h"
 #include "reply.h"
@@ -35,6 +37,18 @@ static int validate(req_t *r, json_t *doc, const char *name)
         size_t len = strlen(err);
         if (!named) snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", more);
         bad = -1;
+    }
+    /* The MCP servers it names must be the operator's, when the pool has their
+     * configuration (lib/mcp; without one the runner finds out). Alone, that
+     * mistake has a code of its own. */
+    char servers[2048];
+    if (mcp_check_agent(r->cfg->mcp_config, doc, servers, sizeof servers)) {
+        if (!bad) {
+            res_invalid(r, "unknown_mcp_server", servers);
+            return -1;
+        }
+        size_t len = strlen(err);
+        snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", servers);
     }
     if (bad) {
         res_invalid(r, "invalid_agent", err);

@@ -14,6 +14,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/log.h"
+#include "../lib/mcp.h"
 #include "../lib/provcfg.h"
 #include "../lib/url.h"
 #include "access.h"
@@ -170,10 +171,21 @@ int main(int argc, char **argv)
         diag("warn", "DSTREAM_PROVIDERS %s:\n%s", getenv("DSTREAM_PROVIDERS"), perr);
         return 2;
     }
+    /* The operator's MCP servers, for their names only (agents and workflows may
+     * name no other); refused as the runner refuses it. */
+    const char *mcp_path = getenv("DSTREAM_MCP_CONFIG");
+    json_t *mcp = NULL;
+    if (mcp_path && *mcp_path && !(mcp = mcp_config_load(mcp_path, perr, sizeof perr))) {
+        diag("warn", "DSTREAM_MCP_CONFIG %s:\n%s", mcp_path, perr);
+        provcfg_free(providers);
+        return 2;
+    }
+    cfg.mcp_config = mcp;
     char aerr[256];
     if (access_check_config(&cfg, po.listen, aerr, sizeof aerr)) {
         diag("warn", "%s", aerr);
         provcfg_free(providers);
+        json_decref(mcp);
         return 2;
     }
     char *origins = access_origins_parse(getenv("DSTREAM_CORS_ORIGINS"));
@@ -187,6 +199,7 @@ int main(int argc, char **argv)
     if (!log) {
         diag("warn", "%s", err);
         provcfg_free(providers);
+        json_decref(mcp);
         free(origins);
         if (getenv("GATEWAY_INTERFACE")) {
             printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
@@ -212,6 +225,7 @@ int main(int argc, char **argv)
         status = pool_run(&po, &cfg, log);
     log_close(log);
     provcfg_free(providers);
+    json_decref(mcp);
     free(origins);
     return status;
 }

@@ -48,6 +48,8 @@ typedef struct cfg {
     size_t live_buffer_max;     /* DSTREAM_LIVE_BUFFER_MAX: bytes the hub keeps for slow readers */
     const char *public_url;     /* DSTREAM_PUBLIC_URL, no trailing '/'; NULL: relative Location */
     const struct provcfg *providers;  /* DSTREAM_PROVIDERS (no keys read): agents are checked against it */
+    const struct json_t *mcp_config;  /* DSTREAM_MCP_CONFIG, or NULL: the server names agents and
+                                         workflows may use (lib/mcp mcp_check_agent) */
     int auth_off;               /* DSTREAM_AUTH=off: no tokens, loopback clients only */
     const char *cors_origins;   /* DSTREAM_CORS_ORIGINS, each NUL-terminated, "" last; or NULL */
 } cfg_t;

@@ -1,10 +1,12 @@
 /* /v1/workflows and /v1/workflows/{name}: versioned workflow documents. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../lib/agent.h"
 #include "../lib/defs.h"
+#include "../lib/mcp.h"
 #include "../lib/workflow.h"
 #include "router.h"
 #include "reply.h"
@@ -24,7 +26,19 @@ static void add(req_t *r, const char *name)
         }
         json_object_set_new(doc, "name", json_string(name));
     }
-    if (workflow_validate(doc, err, sizeof err)) {
+    /* Its tool steps may name only the operator's MCP servers (as agents, see
+     * agents.c): alone, that mistake has a code of its own. */
+    char servers[2048];
+    int bad = workflow_validate(doc, err, sizeof err);
+    if (mcp_check_workflow(r->cfg->mcp_config, doc, servers, sizeof servers)) {
+        if (!bad) {
+            res_invalid(r, "unknown_mcp_server", servers);
+            goto out;
+        }
+        size_t len = strlen(err);
+        snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", servers);
+    }
+    if (bad) {
         res_invalid(r, "invalid_workflow", err);
         goto out;
     }

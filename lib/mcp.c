@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent.h"
 #include "jcheck.h"
+#include "opfile.h"
 
 const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -414,9 +416,65 @@ int mcp_config_validate(const json_t *doc, char *err, size_t errcap)
     return e.n ? -1 : 0;
 }
 
+json_t *mcp_config_load(const char *path, char *err, size_t errcap)
+{
+    json_t *doc = opfile_load(path, S_IWGRP | S_IWOTH, "must not be writable by others (chmod go-w)", NULL, err,
+                              errcap);
+    if (doc && mcp_config_validate(doc, err, errcap)) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
 const json_t *mcp_config_server(const json_t *doc, const char *name)
 {
     return name ? json_object_get(json_object_get(doc, "mcpServers"), name) : NULL;
+}
+
+/* One server name of a client's document, at path: configured, or a mistake. */
+static void check_known(jcheck_errlist *e, const json_t *config, const char *path, const json_t *name)
+{
+    char q[JCHECK_QUOTE];
+    const char *s = json_string_value(name);
+    if (!s || !agent_valid_name(s) || mcp_config_server(config, s)) return;
+    jcheck_mistake(e, path, "no MCP server named \"%s\" is configured", jcheck_show(q, sizeof q, s, strlen(s)));
+}
+
+int mcp_check_agent(const json_t *config, const json_t *agent, char *err, size_t errcap)
+{
+    jcheck_errlist e;
+    char path[MCP_JPATH];
+    size_t i;
+    const json_t *name;
+    jcheck_init(&e, err, errcap, MCP_JPATH);
+    if (!config) return 0;
+    json_array_foreach(json_object_get(agent, "mcpServers"), i, name) {
+        jcheck_index(path, sizeof path, "", "mcpServers", i);
+        check_known(&e, config, path, name);
+    }
+    return e.n ? -1 : 0;
+}
+
+int mcp_check_workflow(const json_t *config, const json_t *workflow, char *err, size_t errcap)
+{
+    jcheck_errlist e;
+    char phase[MCP_JPATH], step[MCP_JPATH], path[MCP_JPATH];
+    size_t i, j;
+    const json_t *ph, *st;
+    jcheck_init(&e, err, errcap, MCP_JPATH);
+    if (!config) return 0;
+    json_array_foreach(json_object_get(workflow, "phases"), i, ph) {
+        jcheck_index(phase, sizeof phase, "", "phases", i);
+        json_array_foreach(json_object_get(ph, "steps"), j, st) {
+            const char *kind = json_string_value(json_object_get(st, "kind"));
+            if (!kind || strcmp(kind, "tool") != 0) continue;
+            jcheck_index(step, sizeof step, phase, "steps", j);
+            jcheck_key(path, sizeof path, step, "server");
+            check_known(&e, config, path, json_object_get(st, "server"));
+        }
+    }
+    return e.n ? -1 : 0;
 }
 
 int mcp_tool_side_effecting(const json_t *server_conf, const json_t *tool)

@@ -136,8 +136,24 @@ json_t *mcp_call_output(const json_t *result, int *is_error);
  * err, one per line, each prefixed by its JSON path. */
 int mcp_config_validate(const json_t *doc, char *err, size_t errcap);
 
+/* Read and validate the configuration file at path, as every program does: an
+ * operator's file (lib/opfile: nobody else may write it) holding a valid
+ * configuration. Returns a new reference, or NULL with what is wrong in err, one
+ * mistake per line (the file's, or each JSON path's). */
+json_t *mcp_config_load(const char *path, char *err, size_t errcap);
+
 /* The configured server name (borrowed from doc), or NULL. */
 const json_t *mcp_config_server(const json_t *doc, const char *name);
+
+/* Does an API client's document name only configured servers? For an agent, each
+ * string of "mcpServers"; for a workflow, the "server" of each tool step. config
+ * NULL (no configuration loaded) accepts any name: the runner then finds out. A
+ * name that is malformed is the document validators' to report, not checked here.
+ * Returns 0, or -1 with each unknown server as a line
+ * "mcpServers[1]: no MCP server named \"x\" is configured" (its JSON path first)
+ * in err. Only names are said, never what a server runs. */
+int mcp_check_agent(const json_t *config, const json_t *agent, char *err, size_t errcap);
+int mcp_check_workflow(const json_t *config, const json_t *workflow, char *err, size_t errcap);
 
 /* 1 if tool (a {name, readOnly} from mcp_parse_tools) of server conf is
  * side-effecting: the operator's "tools" override if any, else not readOnly. */

@@ -1,16 +1,14 @@
 #include "provcfg.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "agent.h"
 #include "jcheck.h"
+#include "opfile.h"
 
 #define PATHCAP 160
 
@@ -284,31 +282,6 @@ static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, con
     else set_base(p, url);
 }
 
-/* Open path as the operator's file: a regular file, owned by root or us, that
- * nobody else may write. Returns the fd (and *private: no access for others), or
- * -1 with the mistake named. */
-static int open_checked(jcheck_errlist *e, const char *path, int *private)
-{
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0 || fstat(fd, &st)) {
-        jcheck_mistake(e, "$", "cannot read %s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    const char *bad = NULL;
-    if (!S_ISREG(st.st_mode)) bad = "is not a regular file";
-    else if (st.st_mode & (S_IWGRP | S_IWOTH)) bad = "is writable by group or others (chmod go-w)";
-    else if (st.st_uid != 0 && st.st_uid != geteuid()) bad = "is owned by another user (neither root nor this one)";
-    if (bad) {
-        jcheck_mistake(e, "$", "%s %s", path, bad);
-        close(fd);
-        return -1;
-    }
-    *private = (st.st_mode & 077) == 0;
-    return fd;
-}
-
 provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errcap)
 {
     static const char *const keys[] = {"builtins", "providers", NULL};
@@ -321,15 +294,17 @@ provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errca
         return NULL;
     }
     if (path && *path) {
-        int private = 0, fd = open_checked(&e, path, &private);
-        if (fd < 0) goto fail;
-        json_error_t je;
-        doc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-        close(fd);
-        if (!json_is_object(doc)) {
-            jcheck_mistake(&e, "$", "%s: %s", path, doc ? "must be a JSON object" : je.text);
+        /* The operator's file (lib/opfile): a key written in it needs a file
+         * that nobody else can read. */
+        char why[512];
+        mode_t mode = 0;
+        doc = opfile_load(path, S_IWGRP | S_IWOTH, "is writable by group or others (chmod go-w)", &mode, why,
+                          sizeof why);
+        if (!doc) {
+            jcheck_mistake(&e, "$", "%s", why);
             goto fail;
         }
+        int private = (mode & 077) == 0;
         jcheck_unknown_keys(&e, "", doc, keys);
         const json_t *b = json_object_get(doc, "builtins");
         if (b && !json_is_boolean(b)) jcheck_mistake(&e, "builtins", "must be true or false");

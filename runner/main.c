@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "../lib/diag.h"
 #include "../lib/db.h"
 #include "../lib/mcp.h"
+#include "../lib/opfile.h"
 #include "../lib/wake.h"
 #include "deliver.h"
 #include "mcp.h"
@@ -69,35 +69,6 @@ static long long env_num(const char *name, long long def)
     return n;
 }
 
-/* A JSON object from a file of the operator's: refused (NULL, after saying why)
- * when it cannot be read, when its mode has any of the bits in `forbidden` (fix
- * says what to do), or when it is not a JSON object. what names it in messages. */
-static json_t *load_operator_file(const char *what, const char *path, mode_t forbidden, const char *fix)
-{
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st)) {
-        fprintf(stderr, "dstream-runner: cannot read %s %s: %s\n", what, path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    if (st.st_mode & forbidden) {
-        fprintf(stderr, "dstream-runner: %s %s: %s\n", what, path, fix);
-        close(fd);
-        return NULL;
-    }
-    json_error_t e;
-    json_t *j = json_loadfd(fd, 0, &e);
-    close(fd);
-    if (!j) fprintf(stderr, "dstream-runner: %s %s: %s (line %d)\n", what, path, e.text, e.line);
-    else if (!json_is_object(j)) fprintf(stderr, "dstream-runner: %s %s: not a JSON object\n", what, path);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
-
 /* Provider keys: the environment, or a credentials file readable by its owner
  * only ({"anthropic": "...", "openai": "..."}). */
 static int load_keys(runner_t *R)
@@ -107,8 +78,12 @@ static int load_keys(runner_t *R)
     if (o) snprintf(R->openai_key, sizeof R->openai_key, "%s", o);
     const char *path = getenv("DSTREAM_CREDENTIALS");
     if (!path || !*path) return 0;
-    json_t *j = load_operator_file("credentials", path, 077, "must not be readable by others (chmod 600)");
-    if (!j) return -1;
+    char err[1024];
+    json_t *j = opfile_load(path, 077, "must not be readable by others (chmod 600)", NULL, err, sizeof err);
+    if (!j) {
+        fprintf(stderr, "dstream-runner: credentials: %s\n", err);
+        return -1;
+    }
     const char *ka = json_string_value(json_object_get(j, "anthropic"));
     const char *ko = json_string_value(json_object_get(j, "openai"));
     if (ka && !R->anthropic_key[0]) snprintf(R->anthropic_key, sizeof R->anthropic_key, "%s", ka);
@@ -118,18 +93,15 @@ static int load_keys(runner_t *R)
 }
 
 /* The operator's MCP servers: a JSON file that nobody but its owner may change
- * (it names programs the runner executes). */
+ * (it names programs the runner executes); lib/mcp reads it as the pool does. */
 static int load_mcp_config(runner_t *R)
 {
     char err[4096];
     const char *path = getenv("DSTREAM_MCP_CONFIG");
     if (!path || !*path) return 0;
-    R->mcp_config = load_operator_file("MCP configuration", path, 022, "must not be writable by others (chmod go-w)");
-    if (!R->mcp_config) return -1;
-    if (mcp_config_validate(R->mcp_config, err, sizeof err)) {
+    R->mcp_config = mcp_config_load(path, err, sizeof err);
+    if (!R->mcp_config) {
         fprintf(stderr, "dstream-runner: MCP configuration %s:\n%s\n", path, err);
-        json_decref(R->mcp_config);
-        R->mcp_config = NULL;
         return -1;
     }
     return 0;

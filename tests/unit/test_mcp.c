@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test.h"
 #include "test_doc.h"
@@ -392,6 +393,71 @@ static void test_config(void)
     json_decref(doc);
 }
 
+/* Agents and workflows name configured servers only (when there is a configuration). */
+static void test_check_documents(void)
+{
+    char err[1024];
+    json_t *conf = J("{'mcpServers': {'files': {'command': '/bin/true', 'env': {'TOKEN': 'secret-value'}}, 't': {'command': '/x'}}}");
+    json_t *agent = J("{'name': 'a', 'mcpServers': ['files', 'nope', {'name': 'old'}, 'bad name', 't', 'cms']}");
+    CHECK_EQ_INT(mcp_check_agent(conf, agent, err, sizeof err), -1);
+    CHECK(test_has_line(err, "mcpServers[1]: no MCP server named \"nope\" is configured"));
+    CHECK(test_has_line(err, "mcpServers[5]: no MCP server named \"cms\" is configured"));
+    CHECK_EQ_INT(test_count_lines(err), 2);     /* the malformed ones are the validator's */
+    CHECK(strstr(err, "secret") == NULL && strstr(err, "/bin/true") == NULL);
+    /* No configuration: any name; none named: nothing to say. */
+    CHECK_EQ_INT(mcp_check_agent(NULL, agent, err, sizeof err), 0);
+    json_t *plain = J("{'name': 'p', 'mcpServers': ['t', 'files']}");
+    CHECK_EQ_INT(mcp_check_agent(conf, plain, err, sizeof err), 0);
+    CHECK_EQ_STR(err, "");
+    json_decref(plain);
+    json_decref(agent);
+
+    json_t *wf = J("{'name': 'w', 'phases': [{'name': 'a', 'steps': [{'kind': 'tool', 'server': 'files', 'tool': 'x'},"
+                   " {'kind': 'agent', 'agent': 'nope', 'prompt': 'p'}]},"
+                   " {'name': 'b', 'steps': [{'kind': 'update', 'set': {}}, {'kind': 'tool', 'server': 'nope', 'tool': 'x'},"
+                   " {'kind': 'tool', 'server': 7}, {'kind': 'tool', 'tool': 'x'}]}, 'junk', {'steps': 1}]}");
+    CHECK_EQ_INT(mcp_check_workflow(conf, wf, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "phases[1].steps[1].server: no MCP server named \"nope\" is configured");
+    CHECK_EQ_INT(mcp_check_workflow(NULL, wf, err, sizeof err), 0);
+    json_decref(wf);
+    json_t *notwf = J("[1]");
+    CHECK_EQ_INT(mcp_check_workflow(conf, notwf, err, sizeof err), 0);
+    CHECK_EQ_INT(mcp_check_agent(conf, notwf, err, sizeof err), 0);
+    json_decref(notwf);
+    json_decref(conf);
+}
+
+/* The file as the programs read it: the operator's, valid. */
+static void test_config_load(void)
+{
+    char dir[] = "/tmp/test_mcp.XXXXXX", path[64], err[2048];
+    if (!CHECK(mkdtemp(dir) != NULL)) return;
+    snprintf(path, sizeof path, "%s/mcp.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!CHECK(f != NULL)) return;
+    fputs("{\"mcpServers\": {\"s\": {\"command\": \"/bin/true\"}}}", f);
+    fclose(f);
+    chmod(path, 0644);
+    json_t *doc = mcp_config_load(path, err, sizeof err);
+    CHECK(doc && mcp_config_server(doc, "s"));
+    json_decref(doc);
+    chmod(path, 0664);
+    CHECK(mcp_config_load(path, err, sizeof err) == NULL);
+    CHECK(strstr(err, "must not be writable by others") != NULL);
+    f = fopen(path, "w");
+    if (f) {
+        fputs("{\"mcpServers\": {\"s\": {\"command\": \"rel\"}}}", f);
+        fclose(f);
+    }
+    chmod(path, 0600);
+    CHECK(mcp_config_load(path, err, sizeof err) == NULL);
+    CHECK(test_has_line(err, "mcpServers.s.command: must be an absolute path"));
+    unlink(path);
+    CHECK(mcp_config_load(path, err, sizeof err) == NULL);
+    CHECK(strstr(err, "cannot read") != NULL);
+    rmdir(dir);
+}
+
 static void test_exposed(void)
 {
     char out[MCP_TOOL_NAME_MAX + 1];
@@ -445,6 +511,8 @@ int main(void)
     test_tools();
     test_call_output();
     test_config();
+    test_check_documents();
+    test_config_load();
     test_exposed();
     return TEST_MAIN_END();
 }
