@@ -32,7 +32,9 @@
 #      node process) and their CPU over BENCH_IDLE_S
 # and once per invocation: if BENCH_BIG (procs x threads) is set, 10,000 held by such a
 # pool with DSTREAM_LIVE_MAX=0, a thread for each (what the hub saves), build/bench/wake-latency
-# (commit-to-wake across processes) and bench/idle-cpu.sh (idle responder CPU).
+# (commit-to-wake across processes) and bench/idle-cpu.sh (idle responder CPU); the
+# header gives the disk's own write + fdatasync latency (bench/src/fsync-latency.c),
+# the floor under every figure that waits for a durable commit.
 #
 # Environment: B [build], BENCH_SECONDS [10], BENCH_RUNS [3], BENCH_CONNS [50],
 # BENCH_FANOUT ["100 1000"], BENCH_HOLD ["1000 10000"], BENCH_IDLE_S [5],
@@ -619,6 +621,7 @@ main() {
     mkdir -p "$bin/bench"
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fcgi-hello" "$here/bench/src/fcgi-hello.c" -lfcgi -lpthread
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/sse-client" "$here/bench/src/sse-client.c" -lpthread
+    cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fsync-latency" "$here/bench/src/fsync-latency.c"
     # npm install --no-save, not npm ci: the lock pins every version, but npm 11's ci
     # wants the optional packages of other platforms listed in it (msgpackr-extract's
     # darwin and win32 builds), which no npm writes on Linux; install takes the lock
@@ -642,6 +645,10 @@ main() {
     echo "- command: \`B=$B BENCH_SECONDS=$BENCH_SECONDS BENCH_RUNS=$BENCH_RUNS BENCH_CONNS=$BENCH_CONNS BENCH_HOLD_RUNS=$BENCH_HOLD_RUNS BENCH_FIGURES=\"$BENCH_FIGURES\" BENCH_BIG=$BENCH_BIG bench/compare.sh\`"
     echo "- descriptor limit (hard): $(ulimit -Hn)"
     echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    # The floor under every figure that waits for a durable commit (dstream's appends
+    # and deliveries; nchan and the bare responder commit nothing): the disk's own
+    # write + fdatasync, where the databases live, at the fan-out writer's pace.
+    echo "- disk where the databases are: $("$bin/bench/fsync-latency" "$work" 300 10 | sed 's/^fdatasync: //') (8 KiB write + fdatasync every 10 ms)"
     echo
     local r fig t0=$SECONDS
     for ((r = 1; r <= BENCH_RUNS; r++)); do
