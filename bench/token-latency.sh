@@ -5,8 +5,11 @@
 #   B=build bench/token-latency.sh            (make bench runs it; it builds nothing)
 #
 # The real stack (nginx + pool + runner) on a temporary database, the runner
-# pointed at tests/mock-provider in its stamp mode: every text delta is
-# "@ts<µs> ", the wall clock when the mock wrote it. For each count of concurrent
+# pointed at a stamping provider: every text delta is "@ts<µs> ", the wall clock
+# when the provider wrote it. The provider is bench/src/stamp-provider.c (C, one
+# thread: the load generator costs little next to the stack), or with
+# PROVIDER=node tests/mock-provider's stamp mode (the same wire format; what the
+# first measurements used). For each count of concurrent
 # chat sessions, one SSE reader per session on /v1/sessions/{id}/events (all in
 # one C process, bench/src/sse-client.c "tokens"), then one message to every
 # session; each reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
@@ -15,6 +18,7 @@
 # /proc/PID/stat) divided by the deltas delivered.
 #
 # Environment: B, SESSIONS ("1 20 200"), DELTAS (100), INTERVAL_MS (20), RUNS (1),
+# PROVIDER (c or node: c),
 # PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N),
 # ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
 # one; the mock and the reader always come from this one).
@@ -27,6 +31,7 @@ SESSIONS=${SESSIONS:-"1 20 200"}
 DELTAS=${DELTAS:-100}
 INTERVAL_MS=${INTERVAL_MS:-20}
 RUNS=${RUNS:-1}
+PROVIDER=${PROVIDER:-c}
 bin=$ROOT/$B
 reader=$here/$B/bench/sse-client
 
@@ -44,8 +49,16 @@ mkdir -p "$(dirname "$reader")"
     cc -O2 -Wall -Wextra -Werror -o "$reader" "$here/bench/src/sse-client.c" -lpthread
 [ -x "$bin/dstream-runner" ] || { echo "token-latency: build $bin first" >&2; exit 1; }
 
-node "$here/tests/mock-provider/mock-provider.mjs" --port 0 --port-file "$work/mock.port" \
-    --max-lifetime 3600 </dev/null >"$work/mock.out" 2>&1 &
+if [ "$PROVIDER" = node ]; then
+    node "$here/tests/mock-provider/mock-provider.mjs" --port 0 --port-file "$work/mock.port" \
+        --max-lifetime 3600 </dev/null >"$work/mock.out" 2>&1 &
+else
+    stamper=$here/$B/bench/stamp-provider
+    [ -x "$stamper" ] && [ "$stamper" -nt "$here/bench/src/stamp-provider.c" ] ||
+        cc -O2 -Wall -Wextra -Werror -o "$stamper" "$here/bench/src/stamp-provider.c"
+    "$stamper" --port-file "$work/mock.port" --deltas "$DELTAS" --interval-ms "$INTERVAL_MS" \
+        </dev/null >"$work/mock.out" 2>&1 &
+fi
 mock_pid=$!
 for _ in $(seq 100); do [ -s "$work/mock.port" ] && break; sleep 0.05; done
 mock=http://127.0.0.1:$(cat "$work/mock.port")
@@ -67,7 +80,7 @@ api() { curl -fsS -o /dev/null -H 'Content-Type: application/json' "$@"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$runner_pid/stat"; }
 
 api -X PUT "$url/v1/agents/bench" --data-binary '{"provider": "anthropic", "model": "bench-model"}'
-api -X PUT "$mock/__default" --data-binary \
+[ "$PROVIDER" = node ] && api -X PUT "$mock/__default" --data-binary \
     "{\"stamp\": true, \"deltas\": $DELTAS, \"delayMs\": $INTERVAL_MS, \"usage\": {\"input\": 10, \"output\": $DELTAS}}"
 
 echo "| sessions | deltas/s (all) | delivered | p50 ms | p90 ms | p99 ms | max ms | runner CPU ms | runner CPU us/delta |"
