@@ -38,7 +38,7 @@ int checkpoint_fits(const json_t *asking, const json_t *response)
 checkpoint_verdict checkpoint_decide(const session_view *v, const json_t *workflow, const char *id,
                                      const json_t *response, const char **caused_by)
 {
-    const char *pid = v->pending ? json_string_value(json_object_get(v->pending, "interactionId")) : NULL;
+    const char *pid = v->pending ? json_string_value(json_object_get(v->pending, PK_INTERACTION_ID)) : NULL;
     *caused_by = NULL;
     if (json_object_get(v->early, id)) return CHECKPOINT_ANSWERED;
     if (pid && !strcmp(pid, id)) {

@@ -19,15 +19,15 @@ sstore_event event_tool_called(const char *call_id, const char *name, const json
                                const char *server, const char *tool, int side_effecting,
                                const char *request_id, const char *phase, int step)
 {
-    json_t *p = json_pack("{s:s, s:s, s:O, s:b}", "callId", call_id, "name", name, "arguments",
-                          arguments ? arguments : json_object(), "sideEffecting", side_effecting);
-    if (!arguments) json_decref(json_object_get(p, "arguments"));
-    if (server) json_object_set_new(p, "server", json_string(server));
-    if (tool) json_object_set_new(p, "tool", json_string(tool));
-    if (request_id) json_object_set_new(p, "requestId", json_string(request_id));
+    json_t *p = json_pack("{s:s, s:s, s:O, s:b}", PK_CALL_ID, call_id, PK_NAME, name, PK_ARGUMENTS,
+                          arguments ? arguments : json_object(), PK_SIDE_EFFECTING, side_effecting);
+    if (!arguments) json_decref(json_object_get(p, PK_ARGUMENTS));
+    if (server) json_object_set_new(p, PK_SERVER, json_string(server));
+    if (tool) json_object_set_new(p, PK_TOOL, json_string(tool));
+    if (request_id) json_object_set_new(p, PK_REQUEST_ID, json_string(request_id));
     if (phase) {
-        json_object_set_new(p, "phase", json_string(phase));
-        json_object_set_new(p, "step", json_integer(step));
+        json_object_set_new(p, PK_PHASE, json_string(phase));
+        json_object_set_new(p, PK_STEP, json_integer(step));
     }
     return make(EV_TOOL_CALLED, p);
 }
@@ -35,44 +35,44 @@ sstore_event event_tool_called(const char *call_id, const char *name, const json
 sstore_event event_tool_result(const char *call_id, const json_t *result, int is_error, int failed,
                                int64_t duration_ms)
 {
-    json_t *p = json_pack("{s:s, s:O, s:b, s:b, s:I}", "callId", call_id, "result",
-                          result ? result : json_null(), "isError", is_error, "failed", failed,
-                          "durationMs", (json_int_t)duration_ms);
+    json_t *p = json_pack("{s:s, s:O, s:b, s:b, s:I}", PK_CALL_ID, call_id, PK_RESULT,
+                          result ? result : json_null(), PK_IS_ERROR, is_error, PK_FAILED, failed,
+                          PK_DURATION_MS, (json_int_t)duration_ms);
     return make(EV_TOOL_RESULT, p);
 }
 
 sstore_event event_tool_loop_stopped(const char *reason, int turns)
 {
-    return make(EV_TOOL_LOOP_STOPPED, json_pack("{s:s, s:i}", "reason", reason, "turns", turns));
+    return make(EV_TOOL_LOOP_STOPPED, json_pack("{s:s, s:i}", PK_REASON, reason, PK_TURNS, turns));
 }
 
 sstore_event event_tool_server_failed(const char *server, const char *error)
 {
-    return make(EV_TOOL_SERVER_FAILED, json_pack("{s:s, s:s}", "server", server, "error", error));
+    return make(EV_TOOL_SERVER_FAILED, json_pack("{s:s, s:s}", PK_SERVER, server, PK_ERROR, error));
 }
 
 sstore_event event_step_started(const char *phase, int step, const char *kind, const json_t *name)
 {
-    json_t *p = json_pack("{s:s, s:i, s:s}", "phase", phase, "step", step, "kind", kind);
-    if (name) json_object_set(p, "name", (json_t *)name);
+    json_t *p = json_pack("{s:s, s:i, s:s}", PK_PHASE, phase, PK_STEP, step, PK_KIND, kind);
+    if (name) json_object_set(p, PK_NAME, (json_t *)name);
     return make(EV_STEP_STARTED, p);
 }
 
 sstore_event event_step_completed(const char *phase, int step, const char *interaction_id)
 {
-    json_t *p = json_pack("{s:s, s:i}", "phase", phase, "step", step);
-    if (interaction_id) json_object_set_new(p, "interactionId", json_string(interaction_id));
+    json_t *p = json_pack("{s:s, s:i}", PK_PHASE, phase, PK_STEP, step);
+    if (interaction_id) json_object_set_new(p, PK_INTERACTION_ID, json_string(interaction_id));
     return make(EV_STEP_COMPLETED, p);
 }
 
 sstore_event event_state_updated(json_t *state)
 {
-    return make(EV_STATE_UPDATED, json_pack("{s:o}", "state", state));
+    return make(EV_STATE_UPDATED, json_pack("{s:o}", PK_STATE, state));
 }
 
 sstore_event event_workflow_failed(const char *error)
 {
-    return make(EV_WORKFLOW_FAILED, json_pack("{s:s}", "error", error));
+    return make(EV_WORKFLOW_FAILED, json_pack("{s:s}", PK_ERROR, error));
 }
 
 sstore_event event_input_requested(json_t *request)
@@ -82,22 +82,22 @@ sstore_event event_input_requested(json_t *request)
 
 sstore_event event_input_expired(const char *interaction_id)
 {
-    return make(EV_INPUT_EXPIRED, json_pack("{s:s}", "interactionId", interaction_id));
+    return make(EV_INPUT_EXPIRED, json_pack("{s:s}", PK_INTERACTION_ID, interaction_id));
 }
 
 sstore_event event_input_received(const char *interaction_id, const json_t *response)
 {
-    sstore_event e = make(EV_INPUT_RECEIVED, json_pack("{s:s, s:O}", "interactionId", interaction_id,
-                                                       "response", response));
+    sstore_event e = make(EV_INPUT_RECEIVED, json_pack("{s:s, s:O}", PK_INTERACTION_ID, interaction_id,
+                                                       PK_RESPONSE, response));
     e.actor = "system";
     return e;
 }
 
 sstore_event event_failed(int workflow, const char *error, const char *reason, int attempts)
 {
-    json_t *p = json_pack("{s:s}", "error", error);
-    if (reason) json_object_set_new(p, "reason", json_string(reason));
-    if (attempts >= 0) json_object_set_new(p, "attempts", json_integer(attempts));
+    json_t *p = json_pack("{s:s}", PK_ERROR, error);
+    if (reason) json_object_set_new(p, PK_REASON, json_string(reason));
+    if (attempts >= 0) json_object_set_new(p, PK_ATTEMPTS, json_integer(attempts));
     return make(workflow ? EV_WORKFLOW_FAILED : EV_REPLY_FAILED, p);
 }
 
@@ -110,7 +110,7 @@ sstore_event event_input_answered(const char *interaction_id, const json_t *resp
 
 sstore_event event_session_cancelled(const char *reason)
 {
-    return make(EV_SESSION_CANCELLED, json_pack("{s:s}", "reason", reason));
+    return make(EV_SESSION_CANCELLED, json_pack("{s:s}", PK_REASON, reason));
 }
 
 sstore_event event_cancel_requested(void)
@@ -122,63 +122,63 @@ sstore_event event_cancel_requested(void)
 
 sstore_event event_message_user(const json_t *content, const char *mode)
 {
-    sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", "content", content, "mode", mode));
+    sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", PK_CONTENT, content, PK_MODE, mode));
     e.actor = "user";
     return e;
 }
 
 sstore_event event_workflow_started(const json_t *workflow, const json_t *version)
 {
-    return make(EV_WORKFLOW_STARTED, json_pack("{s:O, s:O}", "workflow", workflow ? workflow : json_null(),
-                                               "version", version ? version : json_null()));
+    return make(EV_WORKFLOW_STARTED, json_pack("{s:O, s:O}", PK_WORKFLOW, workflow ? workflow : json_null(),
+                                               PK_VERSION, version ? version : json_null()));
 }
 
 sstore_event event_workflow_completed(const json_t *state)
 {
-    return make(EV_WORKFLOW_COMPLETED, json_pack("{s:O}", "state", state));
+    return make(EV_WORKFLOW_COMPLETED, json_pack("{s:O}", PK_STATE, state));
 }
 
 sstore_event event_phase_entered(const char *phase)
 {
-    return make(EV_PHASE_ENTERED, json_pack("{s:s}", "phase", phase));
+    return make(EV_PHASE_ENTERED, json_pack("{s:s}", PK_PHASE, phase));
 }
 
 sstore_event event_phase_exited(const char *phase, const char *to)
 {
-    return make(EV_PHASE_EXITED, json_pack("{s:s, s:s}", "phase", phase, "to", to));
+    return make(EV_PHASE_EXITED, json_pack("{s:s, s:s}", PK_PHASE, phase, PK_TO, to));
 }
 
 sstore_event event_agent_started(const char *agent, const json_t *model, int step)
 {
-    return make(EV_AGENT_STARTED, json_pack("{s:s, s:O, s:i}", "agent", agent, "model", model ? model : json_null(),
-                                            "step", step));
+    return make(EV_AGENT_STARTED, json_pack("{s:s, s:O, s:i}", PK_AGENT, agent, PK_MODEL, model ? model : json_null(),
+                                            PK_STEP, step));
 }
 
 sstore_event event_agent_completed(const json_t *agent, const json_t *output, int64_t duration_ms,
                                    const json_t *usage, double cost_usd)
 {
-    return make(EV_AGENT_COMPLETED, json_pack("{s:O, s:O, s:I, s:O, s:f}", "agent", agent, "output", output,
-                                              "durationMs", (json_int_t)duration_ms, "usage", usage, "costUsd",
+    return make(EV_AGENT_COMPLETED, json_pack("{s:O, s:O, s:I, s:O, s:f}", PK_AGENT, agent, PK_OUTPUT, output,
+                                              PK_DURATION_MS, (json_int_t)duration_ms, PK_USAGE, usage, PK_COST_USD,
                                               cost_usd));
 }
 
 sstore_event event_request_started(const char *request_id, const char *provider, const char *model, int attempt)
 {
-    return make(EV_PROVIDER_REQUEST_STARTED, json_pack("{s:s, s:s, s:s, s:i}", "requestId", request_id, "provider",
-                                                       provider, "model", model, "attempt", attempt));
+    return make(EV_PROVIDER_REQUEST_STARTED, json_pack("{s:s, s:s, s:s, s:i}", PK_REQUEST_ID, request_id, PK_PROVIDER,
+                                                       provider, PK_MODEL, model, PK_ATTEMPT, attempt));
 }
 
 sstore_event event_request_ended(const char *request_id, const char *stop_reason, const json_t *usage,
                                  double cost_usd)
 {
-    return make(EV_PROVIDER_REQUEST_ENDED, json_pack("{s:s, s:s, s:O, s:f}", "requestId", request_id, "stopReason",
-                                                     stop_reason, "usage", usage, "costUsd", cost_usd));
+    return make(EV_PROVIDER_REQUEST_ENDED, json_pack("{s:s, s:s, s:O, s:f}", PK_REQUEST_ID, request_id, PK_STOP_REASON,
+                                                     stop_reason, PK_USAGE, usage, PK_COST_USD, cost_usd));
 }
 
 sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error)
 {
-    json_t *p = json_pack("{s:s, s:s}", "requestId", request_id, "reason", reason);
-    if (error) json_object_set_new(p, "error", json_string(error));
+    json_t *p = json_pack("{s:s, s:s}", PK_REQUEST_ID, request_id, PK_REASON, reason);
+    if (error) json_object_set_new(p, PK_ERROR, json_string(error));
     return make(EV_PROVIDER_REQUEST_CANCELLED, p);
 }
 
@@ -186,13 +186,13 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
                                    int status, const char *error, int64_t delay_ms, int64_t retry_at_ms)
 {
     return make(EV_PROVIDER_REQUEST_RETRIED,
-                json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", "requestId", request_id, "attempt", attempt,
-                          "reason", reason, "cause", cause, "status", status, "error", error, "delayMs",
-                          (json_int_t)delay_ms, "retryAt", (json_int_t)retry_at_ms));
+                json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", PK_REQUEST_ID, request_id, PK_ATTEMPT, attempt,
+                          PK_REASON, reason, PK_CAUSE, cause, PK_STATUS, status, PK_ERROR, error, PK_DELAY_MS,
+                          (json_int_t)delay_ms, PK_RETRY_AT, (json_int_t)retry_at_ms));
 }
 
 sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len)
 {
     return make(thinking ? EV_THINKING_DELTA : EV_TEXT_DELTA,
-                json_pack("{s:s, s:s%}", "requestId", request_id, "text", text, len));
+                json_pack("{s:s, s:s%}", PK_REQUEST_ID, request_id, PK_TEXT, text, len));
 }

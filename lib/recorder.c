@@ -349,8 +349,8 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
             best_score = score;
             json_decref(best);
             json_decref(best_req);
-            best = json_pack("{s:s, s:s, s:i}", "key", (const char *)sqlite3_column_text(st, 0), "session",
-                             (const char *)sqlite3_column_text(st, 1), "occurrence", sqlite3_column_int(st, 2));
+            best = json_pack("{s:s, s:s, s:i}", PK_KEY, (const char *)sqlite3_column_text(st, 0), PK_SESSION,
+                             (const char *)sqlite3_column_text(st, 1), PK_OCCURRENCE, sqlite3_column_int(st, 2));
             best_req = req;
         } else {
             json_decref(req);
@@ -361,9 +361,9 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
     if (best) {
         char path[256], rv[REC_VALUE_MAX + 8], qv[REC_VALUE_MAX + 8];
         rec_diff(best_req, norm, path, sizeof path, rv, sizeof rv, qv, sizeof qv);
-        json_object_set_new(best, "field", json_string(path));
-        json_object_set_new(best, "recorded", json_string(rv));
-        json_object_set_new(best, "requested", json_string(qv));
+        json_object_set_new(best, PK_FIELD, json_string(path));
+        json_object_set_new(best, PK_RECORDED, json_string(rv));
+        json_object_set_new(best, PK_REQUESTED, json_string(qv));
     }
     json_decref(best_req);
     return best;
@@ -381,7 +381,7 @@ void rec_drift_add(json_t *report, const json_t *event)
     const char *type = json_string_value(json_object_get(event, "type"));
     if (!type || strcmp(type, EV_RECORDING_REQUEST)) return;
     json_t *p = json_object_get(event, "payload");
-    const char *outcome = json_string_value(json_object_get(p, "outcome"));
+    const char *outcome = json_string_value(json_object_get(p, PK_OUTCOME));
     if (!json_is_object(p) || !outcome) return;
     json_t *e = json_deep_copy(p);
     json_t *at = json_object_get(event, "offset");

@@ -95,9 +95,10 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
                void *ud);
 
 /* The complete recording nearest to norm (by rec_similarity; lineage first, then
- * the REC_NEAREST_SCAN most recent), as {"key", "session", "occurrence", "field",
- * "recorded", "requested"}: where it differs first. New reference, or NULL if
- * there is no recording of the same provider kind. */
+ * the REC_NEAREST_SCAN most recent), as the nearest{} of recording:request
+ * ({"key", "session", "occurrence", "field", "recorded", "requested"}): where it
+ * differs first. New reference, or NULL if there is no recording of the same
+ * provider kind. */
 json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl);
 
 /* ---- managing recordings (GET /v1/recordings, dstream recordings) ------------------------ */

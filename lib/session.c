@@ -49,11 +49,31 @@ const char *const session_event_types[] = {
     EV_RECORDING_REQUEST,
     NULL};
 
+static int listed(const char *const *list, const char *s)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(s, list[i]) == 0) return 1;
+    return 0;
+}
+
 int session_known_type(const char *type)
 {
-    for (int i = 0; session_event_types[i]; i++)
-        if (strcmp(type, session_event_types[i]) == 0) return 1;
-    return 0;
+    return listed(session_event_types, type);
+}
+
+const char *const session_payload_keys[] = {
+    PK_AGENT, PK_WORKFLOW, PK_VERSION, PK_INITIAL_STATE, PK_INPUT, PK_RECORDING, PK_MODE, PK_TIMING,
+    PK_FROM, PK_AT, PK_REASON, PK_STATE, PK_SET, PK_ERROR, PK_ATTEMPTS, PK_PHASE, PK_TO, PK_STEP,
+    PK_KIND, PK_NAME, PK_MODEL, PK_OUTPUT, PK_DURATION_MS, PK_USAGE, PK_INPUT_TOKENS,
+    PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
+    PK_STATUS, PK_DELAY_MS, PK_RETRY_AT, PK_TEXT, PK_CALL_ID, PK_ARGUMENTS, PK_SERVER, PK_TOOL,
+    PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
+    PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
+    PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, NULL};
+
+int session_known_key(const char *key)
+{
+    return listed(session_payload_keys, key);
 }
 
 static const char *const status_names[] = {"pending", "running", "awaiting_input",
@@ -244,10 +264,10 @@ static int64_t int_of(const json_t *o, const char *k)
 /* A user message answered now: queued ones wait for the reply in flight. */
 static void user_message(session_view *v, const json_t *p, const char *offset)
 {
-    const char *mode = str(p, "mode");
+    const char *mode = str(p, PK_MODE);
     json_t *m = json_object();
     json_object_set_new(m, "role", json_string("user"));
-    json_object_set(m, "content", json_object_get(p, "content"));
+    json_object_set(m, "content", json_object_get(p, PK_CONTENT));
     if (offset) json_object_set_new(m, "offset", json_string(offset));
     if (strcmp(mode, "background") == 0) {
         json_object_set_new(m, "background", json_true());
@@ -314,7 +334,7 @@ static json_t *tool_content(const json_t *result)
 static void drop_calls_of(session_view *v, const char *request)
 {
     for (size_t i = json_array_size(v->open_calls); i-- > 0;)
-        if (!strcmp(str(json_array_get(v->open_calls, i), "requestId"), request))
+        if (!strcmp(str(json_array_get(v->open_calls, i), PK_REQUEST_ID), request))
             json_array_remove(v->open_calls, i);
     if (v->tool_wait == -1 && !strcmp(request, v->request)) v->tool_wait = 0;
 }
@@ -334,9 +354,9 @@ static void r_session_created(session_view *v, const json_t *p, const char *offs
     (void)offset;
     json_decref(v->created);
     v->created = json_deep_copy(p);
-    v->input = json_object_get(v->created, "input");
-    v->is_workflow = json_object_get(p, "workflow") != NULL;
-    json_t *init = json_object_get(p, "initialState");
+    v->input = json_object_get(v->created, PK_INPUT);
+    v->is_workflow = json_object_get(p, PK_WORKFLOW) != NULL;
+    json_t *init = json_object_get(p, PK_INITIAL_STATE);
     if (json_is_object(init)) {
         json_decref(v->state);
         v->state = json_deep_copy(init);
@@ -349,8 +369,8 @@ static void r_session_created(session_view *v, const json_t *p, const char *offs
 static void r_session_forked(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *rec = json_object_get(p, "recording");
-    if (json_is_object(rec) && json_is_object(v->created)) json_object_set_new(v->created, "recording", json_deep_copy(rec));
+    json_t *rec = json_object_get(p, PK_RECORDING);
+    if (json_is_object(rec) && json_is_object(v->created)) json_object_set_new(v->created, PK_RECORDING, json_deep_copy(rec));
 }
 
 static void r_workflow_started(session_view *v, const json_t *p, const char *offset)
@@ -364,7 +384,7 @@ static void r_workflow_started(session_view *v, const json_t *p, const char *off
 static void r_phase_entered(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    snprintf(v->phase, sizeof v->phase, "%s", str(p, "phase"));
+    snprintf(v->phase, sizeof v->phase, "%s", str(p, PK_PHASE));
     v->step = 0;
     v->step_open = 0;
 }
@@ -388,21 +408,21 @@ static void r_step_completed(session_view *v, const json_t *p, const char *offse
     v->step_open = 0;
     v->step++;
     /* A human step consumed its answer: a later visit asks again. */
-    const char *iid = str(p, "interactionId");
+    const char *iid = str(p, PK_INTERACTION_ID);
     if (*iid) json_object_del(v->early, iid);
 }
 
 static void r_state_updated(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *full = json_object_get(p, "state");
+    json_t *full = json_object_get(p, PK_STATE);
     if (json_is_object(full)) {
         json_decref(v->state);
         v->state = json_deep_copy(full);
     }
     const char *path;
     json_t *val;
-    json_object_foreach(json_object_get(p, "set"), path, val)
+    json_object_foreach(json_object_get(p, PK_SET), path, val)
         workflow_set_path(v->state, path, json_deep_copy(val));
 }
 
@@ -414,7 +434,7 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
     /* A new reply (not its next turn, nor another attempt of one): no turns yet. */
     if (!next_turn && !v->attempts) v->tool_turns = 0;
     v->tool_wait = 0;
-    snprintf(v->request, sizeof v->request, "%s", str(p, "requestId"));
+    snprintf(v->request, sizeof v->request, "%s", str(p, PK_REQUEST_ID));
     set_status(v, SESSION_RUNNING);
     /* A queued message's turn has come (not for a retry, nor a tool turn). */
     if (!v->is_workflow && json_array_size(v->queued) && !v->retry_at && !v->attempts && !next_turn) {
@@ -436,30 +456,30 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
 static void r_text_delta(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *m = assistant_for(v, str(p, "requestId"));
-    if (m) append_text(m, "content", str(p, "text"));
+    json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
+    if (m) append_text(m, "content", str(p, PK_TEXT));
 }
 
 static void r_thinking_delta(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *m = assistant_for(v, str(p, "requestId"));
-    if (m) append_text(m, "thinking", str(p, "text"));
+    json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
+    if (m) append_text(m, "thinking", str(p, PK_TEXT));
 }
 
 static void r_tool_called(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_array_append_new(v->open_calls, json_deep_copy(p));
-    if (v->request[0] && !strcmp(str(p, "requestId"), v->request)) v->tool_wait = -1;
-    json_t *m = assistant_for(v, str(p, "requestId"));
+    if (v->request[0] && !strcmp(str(p, PK_REQUEST_ID), v->request)) v->tool_wait = -1;
+    json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
     if (m) {
         json_t *calls = json_object_get(m, "toolCalls");
         if (!calls) json_object_set_new(m, "toolCalls", calls = json_array());
         json_t *c = json_object();
-        json_object_set(c, "callId", json_object_get(p, "callId"));
-        json_object_set(c, "name", json_object_get(p, "name"));
-        json_object_set(c, "arguments", json_object_get(p, "arguments"));
+        json_object_set(c, "callId", json_object_get(p, PK_CALL_ID));
+        json_object_set(c, "name", json_object_get(p, PK_NAME));
+        json_object_set(c, "arguments", json_object_get(p, PK_ARGUMENTS));
         json_array_append_new(calls, c);
     }
 }
@@ -470,16 +490,16 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
     int from_model = !v->is_workflow;
     for (size_t i = 0; i < json_array_size(v->open_calls); i++) {
         const json_t *c = json_array_get(v->open_calls, i);
-        if (strcmp(str(c, "callId"), str(p, "callId")) != 0) continue;
-        if (*str(c, "requestId")) from_model = 1;   /* not a workflow tool step's */
+        if (strcmp(str(c, PK_CALL_ID), str(p, PK_CALL_ID)) != 0) continue;
+        if (*str(c, PK_REQUEST_ID)) from_model = 1;   /* not a workflow tool step's */
         json_array_remove(v->open_calls, i);
         break;
     }
     if (from_model) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("tool"));
-        json_object_set(m, "callId", json_object_get(p, "callId"));
-        json_object_set_new(m, "content", tool_content(json_object_get(p, "result")));
+        json_object_set(m, "callId", json_object_get(p, PK_CALL_ID));
+        json_object_set_new(m, "content", tool_content(json_object_get(p, PK_RESULT)));
         json_array_append_new(v->messages, m);
     }
 }
@@ -487,10 +507,10 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
 static void r_provider_request_ended(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *u = json_object_get(p, "usage");
-    v->input_tokens += int_of(u, "inputTokens");
-    v->output_tokens += int_of(u, "outputTokens");
-    v->cost_usd += json_number_value(json_object_get(p, "costUsd"));
+    json_t *u = json_object_get(p, PK_USAGE);
+    v->input_tokens += int_of(u, PK_INPUT_TOKENS);
+    v->output_tokens += int_of(u, PK_OUTPUT_TOKENS);
+    v->cost_usd += json_number_value(json_object_get(p, PK_COST_USD));
     v->request[0] = '\0';
     request_reset(v);
     if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
@@ -512,15 +532,15 @@ static void r_tool_loop_stopped(session_view *v, const json_t *p, const char *of
 static void r_provider_request_cancelled(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    json_t *m = assistant_for(v, str(p, "requestId"));
+    json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
     if (m) {
         json_object_set_new(m, "interrupted", json_true());
-        json_object_set(m, "reason", json_object_get(p, "reason"));
+        json_object_set(m, "reason", json_object_get(p, PK_REASON));
     }
-    drop_calls_of(v, str(p, "requestId"));
-    if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+    drop_calls_of(v, str(p, PK_REQUEST_ID));
+    if (!strcmp(str(p, PK_REQUEST_ID), v->request)) v->request[0] = '\0';
     /* An interrupted request is over: what answers the message is a new one. */
-    if (!strcmp(str(p, "reason"), "interrupted")) request_reset(v);
+    if (!strcmp(str(p, PK_REASON), "interrupted")) request_reset(v);
 }
 
 static void r_provider_request_retried(session_view *v, const json_t *p, const char *offset)
@@ -528,12 +548,12 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     (void)offset;
     /* The attempt requestId failed (or was cut off by a restart); the next one
      * is due at retryAt. */
-    const char *reason = str(p, "reason");
-    drop_calls_of(v, str(p, "requestId"));
-    if (!strcmp(str(p, "requestId"), v->request)) v->request[0] = '\0';
+    const char *reason = str(p, PK_REASON);
+    drop_calls_of(v, str(p, PK_REQUEST_ID));
+    if (!strcmp(str(p, PK_REQUEST_ID), v->request)) v->request[0] = '\0';
     /* The retry replaces the attempt: what it streamed leaves the history (the
      * events keep it), so a reply shows once however often it was cut. */
-    json_t *m = assistant_for(v, str(p, "requestId"));
+    json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
     for (size_t i = json_array_size(v->messages); m && i-- > 0;)
         if (json_array_get(v->messages, i) == m) {
             json_array_remove(v->messages, i);
@@ -541,14 +561,14 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
         }
     if (!strcmp(reason, "restart")) v->restarts++;
     else v->failures++;
-    int64_t at = int_of(p, "retryAt");
+    int64_t at = int_of(p, PK_RETRY_AT);
     v->retry_at = at > 0 ? at : 1;
 }
 
 static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
+    snprintf(v->error, sizeof v->error, "%s", str(p, PK_ERROR));
     v->request[0] = '\0';
     v->retry_at = 0;
     set_status(v, SESSION_FAILED);
@@ -557,7 +577,7 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
 static void r_input_requested(session_view *v, const json_t *p, const char *offset)
 {
     /* Answered before it was asked: nothing to wait for. */
-    if (!json_object_get(v->early, str(p, "interactionId"))) {
+    if (!json_object_get(v->early, str(p, PK_INTERACTION_ID))) {
         json_decref(v->pending);
         v->pending = json_deep_copy(p);
         if (offset) json_object_set_new(v->pending, "offset", json_string(offset));
@@ -570,9 +590,9 @@ static void r_input_received(session_view *v, const json_t *p, const char *offse
     (void)offset;
     /* Every answer is kept in `early` (answers by interactionId) until the
      * step that asked for it completes. */
-    const char *id = str(p, "interactionId");
-    json_object_set(v->early, id, json_object_get(p, "response"));
-    if (v->pending && strcmp(str(v->pending, "interactionId"), id) == 0) {
+    const char *id = str(p, PK_INTERACTION_ID);
+    json_object_set(v->early, id, json_object_get(p, PK_RESPONSE));
+    if (v->pending && strcmp(str(v->pending, PK_INTERACTION_ID), id) == 0) {
         json_decref(v->pending);
         v->pending = NULL;
         set_status(v, SESSION_RUNNING);
@@ -582,7 +602,7 @@ static void r_input_received(session_view *v, const json_t *p, const char *offse
 static void r_input_expired(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    if (v->pending && strcmp(str(v->pending, "interactionId"), str(p, "interactionId")) == 0) {
+    if (v->pending && strcmp(str(v->pending, PK_INTERACTION_ID), str(p, PK_INTERACTION_ID)) == 0) {
         json_decref(v->pending);
         v->pending = NULL;
         set_status(v, SESSION_RUNNING);
@@ -619,7 +639,7 @@ static void r_workflow_completed(session_view *v, const json_t *p, const char *o
 static void r_workflow_failed(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    snprintf(v->error, sizeof v->error, "%s", str(p, "error"));
+    snprintf(v->error, sizeof v->error, "%s", str(p, PK_ERROR));
     set_status(v, SESSION_FAILED);
 }
 
@@ -752,7 +772,7 @@ int session_view_from_json(session_view *v, const json_t *j)
     json_t *c = json_object_get(j, "created");
     if (json_is_object(c)) {
         v->created = json_deep_copy(c);
-        v->input = json_object_get(v->created, "input");
+        v->input = json_object_get(v->created, PK_INPUT);
     }
     json_decref(v->state);
     v->state = json_deep_copy(json_object_get(j, "state"));
@@ -830,6 +850,6 @@ const json_t *session_view_open_call(const session_view *v, const char *call_id)
     size_t i;
     json_t *c;
     json_array_foreach(v->open_calls, i, c)
-        if (!strcmp(str(c, "callId"), call_id)) return c;
+        if (!strcmp(str(c, PK_CALL_ID), call_id)) return c;
     return NULL;
 }

@@ -52,6 +52,75 @@
 #define EV_REPLY_FAILED "reply:failed"
 #define EV_RECORDING_REQUEST "recording:request"
 
+/* The catalogue of payload keys (docs/events.md), each spelled here only: lib/event
+ * writes payloads by these names, the reducer and every other reader of an event
+ * read them by them (tests/unit/test_event.c checks each constructor uses only
+ * these; `make check` that lib/event.c and the reducer spell none themselves).
+ * Each comment names the events that carry the key ("{}" a key of a nested object). */
+#define PK_AGENT "agent"                /* session:created, agent:started, agent:completed */
+#define PK_WORKFLOW "workflow"          /* session:created, workflow:started */
+#define PK_VERSION "version"            /* session:created, workflow:started */
+#define PK_INITIAL_STATE "initialState" /* session:created */
+#define PK_INPUT "input"                /* session:created (the session's), input:requested (its kind) */
+#define PK_RECORDING "recording"        /* session:created, session:forked, recording:request */
+#define PK_MODE "mode"                  /* message:user, recording:request, recording{} */
+#define PK_TIMING "timing"              /* recording{} of session:created and session:forked */
+#define PK_FROM "from"                  /* session:forked */
+#define PK_AT "at"                      /* session:forked */
+#define PK_REASON "reason"              /* session:cancelled, workflow:failed, reply:failed, provider:request_cancelled,
+                                         * provider:request_retried, tool:loop_stopped */
+#define PK_STATE "state"                /* workflow:completed, state:updated */
+#define PK_SET "set"                    /* state:updated */
+#define PK_ERROR "error"                /* workflow:failed, reply:failed, provider:request_cancelled,
+                                         * provider:request_retried, tool:server_failed */
+#define PK_ATTEMPTS "attempts"          /* workflow:failed, reply:failed */
+#define PK_PHASE "phase"                /* phase:entered, phase:exited, step:started, step:completed, tool:called */
+#define PK_TO "to"                      /* phase:exited */
+#define PK_STEP "step"                  /* step:started, step:completed, agent:started, tool:called */
+#define PK_KIND "kind"                  /* step:started, recording:request */
+#define PK_NAME "name"                  /* step:started, tool:called */
+#define PK_MODEL "model"                /* agent:started, provider:request_started */
+#define PK_OUTPUT "output"              /* agent:completed */
+#define PK_DURATION_MS "durationMs"     /* agent:completed, tool:result */
+#define PK_USAGE "usage"                /* agent:completed, provider:request_ended */
+#define PK_INPUT_TOKENS "inputTokens"   /* usage{} */
+#define PK_OUTPUT_TOKENS "outputTokens" /* usage{} */
+#define PK_COST_USD "costUsd"           /* agent:completed, provider:request_ended */
+#define PK_REQUEST_ID "requestId"       /* provider:request_*, text:delta, thinking:delta, tool:called,
+                                         * recording:request */
+#define PK_PROVIDER "provider"          /* provider:request_started */
+#define PK_ATTEMPT "attempt"            /* provider:request_started, provider:request_retried */
+#define PK_STOP_REASON "stopReason"     /* provider:request_ended */
+#define PK_CAUSE "cause"                /* provider:request_retried */
+#define PK_STATUS "status"              /* provider:request_retried */
+#define PK_DELAY_MS "delayMs"           /* provider:request_retried */
+#define PK_RETRY_AT "retryAt"           /* provider:request_retried */
+#define PK_TEXT "text"                  /* text:delta, thinking:delta */
+#define PK_CALL_ID "callId"             /* tool:called, tool:result, recording:request (of a tool call) */
+#define PK_ARGUMENTS "arguments"        /* tool:called */
+#define PK_SERVER "server"              /* tool:called, tool:server_failed */
+#define PK_TOOL "tool"                  /* tool:called */
+#define PK_SIDE_EFFECTING "sideEffecting" /* tool:called */
+#define PK_RESULT "result"              /* tool:result */
+#define PK_IS_ERROR "isError"           /* tool:result */
+#define PK_FAILED "failed"              /* tool:result */
+#define PK_TURNS "turns"                /* tool:loop_stopped */
+#define PK_INTERACTION_ID "interactionId" /* input:requested, input:received, input:expired, step:completed */
+#define PK_PROMPT "prompt"              /* input:requested */
+#define PK_OPTIONS "options"            /* input:requested */
+#define PK_EXPIRES_AT "expiresAt"       /* input:requested */
+#define PK_RESPONSE "response"          /* input:received */
+#define PK_CONTENT "content"            /* message:user */
+#define PK_SKILL "skill"                /* message:user (the skill it invoked, by name) */
+#define PK_KEY "key"                    /* recording:request, nearest{} */
+#define PK_OCCURRENCE "occurrence"      /* recording:request, recording{} and nearest{} of it */
+#define PK_OUTCOME "outcome"            /* recording:request */
+#define PK_SESSION "session"            /* recording{} and nearest{} of recording:request */
+#define PK_NEAREST "nearest"            /* recording:request */
+#define PK_FIELD "field"                /* nearest{} */
+#define PK_RECORDED "recorded"          /* nearest{} */
+#define PK_REQUESTED "requested"        /* nearest{} */
+
 typedef enum {
     SESSION_PENDING,
     SESSION_RUNNING,
@@ -66,6 +135,11 @@ extern const char *const session_event_types[];
 
 /* 1 if type is in the catalogue. */
 int session_known_type(const char *type);
+
+/* The catalogue of payload keys (PK_*), NULL-terminated. */
+extern const char *const session_payload_keys[];
+/* 1 if key is in it. */
+int session_known_key(const char *key);
 
 const char *session_status_name(session_status s);
 /* Parse a status name; -1 if unknown. */

@@ -478,8 +478,8 @@ static int op_create(log_conn_t *c, void *arg)
     ev.actor = "user";
     if (r->parent) {
         ev.type = EV_SESSION_FORKED;
-        ev.payload = json_pack("{s:s, s:s}", "from", r->parent, "at", off);
-        if (r->forked_recording) json_object_set(ev.payload, "recording", r->forked_recording);
+        ev.payload = json_pack("{s:s, s:s}", PK_FROM, r->parent, PK_AT, off);
+        if (r->forked_recording) json_object_set(ev.payload, PK_RECORDING, r->forked_recording);
     } else {
         ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);
