@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "../lib/sstore.h"
 #include "recordings.h"
@@ -26,9 +27,7 @@ int recording_setting(req_t *r, const json_t *body, json_t **out)
         res_error(r, 400, "bad_timing", "timing must be fast or realtime");
         return -1;
     }
-    *out = json_object();
-    if (m) json_object_set(*out, "mode", m);
-    if (t) json_object_set(*out, "timing", t);
+    *out = event_recording_setting(json_string_value(m), ts);
     return 0;
 }
 
@@ -46,7 +45,7 @@ static int drift_msg(void *ud, const void *data, size_t len, offset_t at)
     json_t *e = json_loadb(data, len, 0, NULL);
     const char *type = json_string_value(json_object_get(e, "type"));
     if (type && (!strcmp(type, EV_SESSION_CREATED) || !strcmp(type, EV_SESSION_FORKED))) {
-        json_t *rec = json_object_get(json_object_get(e, "payload"), "recording");
+        json_t *rec = json_object_get(json_object_get(e, "payload"), PK_RECORDING);
         if (!strcmp(type, EV_SESSION_FORKED)) {     /* a fork's report starts at its fork point */
             json_decref(d->report);
             d->report = rec_drift_new();
@@ -85,7 +84,7 @@ void recording_drift(req_t *r, const char *id)
         reply_fail(r, rc);
     } else {
         json_object_set_new(d.report, "session", json_string(id));
-        json_object_set_new(d.report, "mode", json_string(json_string_value(json_object_get(d.mode, "mode")) ?: "default"));
+        json_object_set_new(d.report, "mode", json_string(json_string_value(json_object_get(d.mode, PK_MODE)) ?: "default"));
         res_json(r, 200, d.report);
     }
     json_decref(d.mode);

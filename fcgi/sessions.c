@@ -131,15 +131,8 @@ static void create(req_t *r)
         else reply_fail(r, rc);
         goto out;
     }
-    created = json_object();
-    json_object_set(created, agent ? "agent" : "workflow", agent ? agent : wf);
-    if (wf) {
-        json_object_set_new(created, "version", json_integer(version));
-        json_t *init = json_object_get(doc, "initialState");
-        json_object_set_new(created, "initialState", init ? json_deep_copy(init) : json_object());
-    }
-    json_object_set(created, "input", input ? input : json_object());
-    if (rec) json_object_set(created, "recording", rec);
+    created = event_session_created(agent ? name : NULL, name, version, json_object_get(doc, "initialState"), input,
+                                    rec).payload;
     session_trace tr;
     trace_of(r, &tr);
     sstore_create_req cr;
@@ -299,7 +292,9 @@ static void events(req_t *r, const char *id)
 /* ---- commands ----------------------------------------------------------------------------- */
 
 typedef struct message_cmd {
-    json_t *payload;            /* content, mode and skill as given (rendered) */
+    json_t *content;            /* as given, or with the skill rendered before it (owned) */
+    const char *mode;
+    const char *skill_used;     /* the skill's name, once rendered, or NULL */
     json_t *event_payload;      /* the event's, once decided (freed by the caller) */
     log_conn_t *conn;
     const json_t *skill;        /* {"name", "params"} or NULL */
@@ -310,7 +305,7 @@ typedef struct message_cmd {
  * first, then the content, and the payload names the skill. */
 static int use_skill(message_cmd *m, const session_view *v)
 {
-    const char *agent = json_string_value(json_object_get(v->created, "agent"));
+    const char *agent = json_string_value(json_object_get(v->created, PK_AGENT));
     const char *name = json_string_value(json_object_get(m->skill, "name"));
     int rc;
     if (!agent) {
@@ -327,12 +322,13 @@ static int use_skill(message_cmd *m, const session_view *v)
     rc = agent_render_skill(doc, name ? name : "", json_object_get(m->skill, "params"), &out, m->err,
                             sizeof m->err);
     json_decref(doc);
-    const char *content = json_string_value(json_object_get(m->payload, "content"));
+    const char *content = json_string_value(m->content);
     if (!rc && content && *content) rc = buf_puts(&out, "\n\n") || buf_puts(&out, content);
     if (rc && !m->err[0]) snprintf(m->err, sizeof m->err, "the message is over %d bytes", CONTENT_MAX);
     if (!rc) {
-        json_object_set_new(m->payload, "content", json_stringn(out.p ? out.p : "", out.len));
-        json_object_set_new(m->payload, "skill", json_string(name));
+        json_decref(m->content);
+        m->content = json_stringn(out.p ? out.p : "", out.len);
+        m->skill_used = name;
     }
     buf_free(&out);
     return rc ? E_SKILL : 0;
@@ -345,10 +341,7 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
     if (v->cancel_requested) return E_CANCELLING;
     int rc = m->skill ? use_skill(m, v) : 0;
     if (rc) return rc;
-    ev[0] = event_message_user(json_object_get(m->payload, "content"),
-                               json_string_value(json_object_get(m->payload, "mode")));
-    json_t *skill = json_object_get(m->payload, "skill");
-    if (skill) json_object_set(ev[0].payload, "skill", skill);     /* the skill used, by name */
+    ev[0] = event_message_user(m->content, m->mode, m->skill_used);
     json_decref(m->event_payload);
     m->event_payload = ev[0].payload;
     *n = 1;
@@ -380,11 +373,11 @@ static void message(req_t *r, const char *id)
         res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
         goto out;
     }
-    message_cmd m = {json_pack("{s:O, s:s}", "content", content, "mode", mode), NULL, r->log, skill, ""};
+    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, ""};
     session_trace tr;
     trace_of(r, &tr);
     rc = sstore_command(r->log, id, &tr, decide_message, &m, &at);
-    json_decref(m.payload);
+    json_decref(m.content);
     json_decref(m.event_payload);
     if (rc == E_SKILL) res_error(r, 400, "bad_skill", "%s", m.err);
     else if (rc) fail(r, rc);

@@ -75,9 +75,13 @@ sstore_event event_workflow_failed(const char *error)
     return make(EV_WORKFLOW_FAILED, json_pack("{s:s}", PK_ERROR, error));
 }
 
-sstore_event event_input_requested(json_t *request)
+sstore_event event_input_requested(const char *interaction_id, const char *input, const char *prompt,
+                                   const json_t *options, const char *expires_at)
 {
-    return make(EV_INPUT_REQUESTED, request);
+    json_t *p = json_pack("{s:s, s:s, s:s}", PK_INTERACTION_ID, interaction_id, PK_INPUT, input, PK_PROMPT, prompt);
+    if (options) json_object_set(p, PK_OPTIONS, (json_t *)options);
+    if (expires_at) json_object_set_new(p, PK_EXPIRES_AT, json_string(expires_at));
+    return make(EV_INPUT_REQUESTED, p);
 }
 
 sstore_event event_input_expired(const char *interaction_id)
@@ -108,6 +112,33 @@ sstore_event event_input_answered(const char *interaction_id, const json_t *resp
     return e;
 }
 
+sstore_event event_session_created(const char *agent, const char *workflow, int version, const json_t *initial_state,
+                                   const json_t *input, const json_t *recording)
+{
+    json_t *p = json_object();
+    if (agent) {
+        json_object_set_new(p, PK_AGENT, json_string(agent));
+    } else {
+        json_object_set_new(p, PK_WORKFLOW, json_string(workflow));
+        json_object_set_new(p, PK_VERSION, json_integer(version));
+        json_object_set_new(p, PK_INITIAL_STATE, initial_state ? json_deep_copy(initial_state) : json_object());
+    }
+    if (input) json_object_set(p, PK_INPUT, (json_t *)input);
+    else json_object_set_new(p, PK_INPUT, json_object());
+    if (recording) json_object_set(p, PK_RECORDING, (json_t *)recording);
+    sstore_event e = make(EV_SESSION_CREATED, p);
+    e.actor = "user";
+    return e;
+}
+
+json_t *event_recording_setting(const char *mode, const char *timing)
+{
+    json_t *r = json_object();
+    if (mode) json_object_set_new(r, PK_MODE, json_string(mode));
+    if (timing) json_object_set_new(r, PK_TIMING, json_string(timing));
+    return r;
+}
+
 sstore_event event_session_cancelled(const char *reason)
 {
     return make(EV_SESSION_CANCELLED, json_pack("{s:s}", PK_REASON, reason));
@@ -120,9 +151,10 @@ sstore_event event_cancel_requested(void)
     return e;
 }
 
-sstore_event event_message_user(const json_t *content, const char *mode)
+sstore_event event_message_user(const json_t *content, const char *mode, const char *skill)
 {
     sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", PK_CONTENT, content, PK_MODE, mode));
+    if (skill) json_object_set_new(e.payload, PK_SKILL, json_string(skill));
     e.actor = "user";
     return e;
 }
@@ -152,6 +184,12 @@ sstore_event event_agent_started(const char *agent, const json_t *model, int ste
 {
     return make(EV_AGENT_STARTED, json_pack("{s:s, s:O, s:i}", PK_AGENT, agent, PK_MODEL, model ? model : json_null(),
                                             PK_STEP, step));
+}
+
+json_t *event_usage(int64_t input_tokens, int64_t output_tokens)
+{
+    return json_pack("{s:I, s:I}", PK_INPUT_TOKENS, (json_int_t)input_tokens, PK_OUTPUT_TOKENS,
+                     (json_int_t)output_tokens);
 }
 
 sstore_event event_agent_completed(const json_t *agent, const json_t *output, int64_t duration_ms,
@@ -189,6 +227,28 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
                 json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", PK_REQUEST_ID, request_id, PK_ATTEMPT, attempt,
                           PK_REASON, reason, PK_CAUSE, cause, PK_STATUS, status, PK_ERROR, error, PK_DELAY_MS,
                           (json_int_t)delay_ms, PK_RETRY_AT, (json_int_t)retry_at_ms));
+}
+
+sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
+                                     const char *mode, const char *outcome, const char *rec_session,
+                                     int rec_occurrence, const json_t *nearest)
+{
+    json_t *p = json_object();
+    if (call_id) {
+        json_object_set_new(p, PK_KIND, json_string("tool"));
+        json_object_set_new(p, PK_CALL_ID, json_string(call_id));
+    } else {
+        json_object_set_new(p, PK_REQUEST_ID, json_string(request_id));
+    }
+    json_object_set_new(p, PK_KEY, json_string(key));
+    json_object_set_new(p, PK_OCCURRENCE, json_integer(occurrence));
+    json_object_set_new(p, PK_MODE, json_string(mode));
+    json_object_set_new(p, PK_OUTCOME, json_string(outcome));
+    if (rec_session)
+        json_object_set_new(p, PK_RECORDING, json_pack("{s:s, s:i}", PK_SESSION, rec_session, PK_OCCURRENCE,
+                                                       rec_occurrence));
+    if (nearest) json_object_set(p, PK_NEAREST, (json_t *)nearest);
+    return make(EV_RECORDING_REQUEST, p);
 }
 
 sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len)

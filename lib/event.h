@@ -1,10 +1,12 @@
-/* event: typed constructors for the events the runner writes (docs/events.md).
+/* event: typed constructors for the events the runner and the pool write
+ * (docs/events.md).
  *
- * Each event type and payload key is spelled here, once: the runner builds events
- * only through these constructors, and lib/session reduces them by the same
- * EV_* names (defined in session.h, the catalogue's home). A constructor returns an sstore_event whose payload the caller owns
- * (handed to sstore and then released); arguments are borrowed unless a comment
- * says "stolen". */
+ * The runner and the pool build events only through these constructors, by the
+ * catalogue in session.h: each type an EV_* name, each payload key a PK_* name,
+ * by which lib/session reduces them and every other reader reads them. (lib/sstore
+ * writes session:forked itself, when it makes a fork.) A constructor returns an
+ * sstore_event whose payload the caller owns (handed to sstore and then released);
+ * arguments are borrowed unless a comment says "stolen". */
 #ifndef DSTREAM_EVENT_H
 #define DSTREAM_EVENT_H
 
@@ -35,8 +37,10 @@ sstore_event event_workflow_failed(const char *error);
 /* A request in progress failed for good: workflow:failed (workflow) or reply:failed
  * (a chat reply), with the rule that decided it (reason) and its attempts. */
 sstore_event event_failed(int workflow, const char *error, const char *reason, int attempts);
-/* request: the input:requested payload, built by the human step (stolen). */
-sstore_event event_input_requested(json_t *request);
+/* A human checkpoint asks (its id, input kind and rendered prompt); options
+ * (borrowed) and expires_at (RFC 3339) may be NULL. */
+sstore_event event_input_requested(const char *interaction_id, const char *input, const char *prompt,
+                                   const json_t *options, const char *expires_at);
 sstore_event event_input_expired(const char *interaction_id);
 /* The default answer of an expired checkpoint (actor system). */
 sstore_event event_input_received(const char *interaction_id, const json_t *response);
@@ -44,10 +48,19 @@ sstore_event event_input_received(const char *interaction_id, const json_t *resp
 sstore_event event_input_answered(const char *interaction_id, const json_t *response);
 
 /* ---- sessions, workflows, phases ---- */
+/* A new session (actor user): of an agent, or of a workflow at version with its
+ * initial state (NULL: {}); input NULL: {}; recording: event_recording_setting's, or
+ * NULL. Arguments borrowed. */
+sstore_event event_session_created(const char *agent, const char *workflow, int version, const json_t *initial_state,
+                                   const json_t *input, const json_t *recording);
+/* The recording{} of session:created and session:forked: mode and timing, each
+ * NULL when not given. New reference. */
+json_t *event_recording_setting(const char *mode, const char *timing);
 sstore_event event_session_cancelled(const char *reason);
 sstore_event event_cancel_requested(void);
-/* mode: interrupt, queue or background (actor user). */
-sstore_event event_message_user(const json_t *content, const char *mode);
+/* mode: interrupt, queue or background (actor user); skill: the name of the skill
+ * the message invoked (its content is the rendered skill), or NULL. */
+sstore_event event_message_user(const json_t *content, const char *mode, const char *skill);
 sstore_event event_workflow_started(const json_t *workflow, const json_t *version);
 sstore_event event_workflow_completed(const json_t *state);
 sstore_event event_phase_entered(const char *phase);
@@ -55,6 +68,8 @@ sstore_event event_phase_exited(const char *phase, const char *to);
 
 /* ---- agents and provider requests ---- */
 sstore_event event_agent_started(const char *agent, const json_t *model, int step);
+/* The usage{} of provider:request_ended and agent:completed. New reference. */
+json_t *event_usage(int64_t input_tokens, int64_t output_tokens);
 sstore_event event_agent_completed(const json_t *agent, const json_t *output, int64_t duration_ms,
                                    const json_t *usage, double cost_usd);
 sstore_event event_request_started(const char *request_id, const char *provider, const char *model, int attempt);
@@ -66,6 +81,14 @@ sstore_event event_request_cancelled(const char *request_id, const char *reason,
  * is due at retry_at_ms. cause: lib/retry's rule; status: HTTP status or 0. */
 sstore_event event_request_retried(const char *request_id, int attempt, const char *reason, const char *cause,
                                    int status, const char *error, int64_t delay_ms, int64_t retry_at_ms);
+/* A provider request (call_id NULL) or, with kind "tool", a tool call (request_id
+ * NULL) of a session in a recording mode (docs/recording.md): its key, occurrence,
+ * mode and outcome (recorded, hit, miss, diverged); on a hit the recording used
+ * (rec_session and rec_occurrence; rec_session NULL: none), on a miss or divergence
+ * the nearest (lib/recorder's rec_nearest, borrowed; NULL: none). */
+sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
+                                     const char *mode, const char *outcome, const char *rec_session,
+                                     int rec_occurrence, const json_t *nearest);
 /* A piece of the reply (thinking: of the model's thinking), len bytes of text. */
 sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len);
 

@@ -300,7 +300,7 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
     int tool_turn = session_view_tools_answered(v);
     if (!v->retry_at && !tool_turn && !session_view_needs_reply(v)) return;
     if (v->retry_at && !retry_due(s, v)) return;
-    const char *name = json_string_value(json_object_get(v->created, "agent"));
+    const char *name = json_string_value(json_object_get(v->created, PK_AGENT));
     json_t *agent = name ? load_agent(R, s, name) : NULL;
     if (!agent) {
         give_up(R, s, v, "agent_missing", "agent %s does not exist", name ? name : "?");
@@ -329,8 +329,8 @@ static json_t *load_workflow(runner_t *R, sess_t *s, const session_view *v)
 {
     int rc, got;
     if (s->workflow) return s->workflow;
-    const char *name = json_string_value(json_object_get(v->created, "workflow"));
-    int version = (int)json_integer_value(json_object_get(v->created, "version"));
+    const char *name = json_string_value(json_object_get(v->created, PK_WORKFLOW));
+    int version = (int)json_integer_value(json_object_get(v->created, PK_VERSION));
     if (name) s->workflow = defs_workflow_get(R->conn, name, version, &got, &rc);
     return s->workflow;
 }
@@ -456,7 +456,7 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
     case NEXT_START: {
         const char *first = json_string_value(json_object_get(doc, "initialPhase"));
         if (!first) first = json_string_value(json_object_get(json_array_get(json_object_get(doc, "phases"), 0), "name"));
-        put(R, s, event_workflow_started(json_object_get(v->created, "workflow"), json_object_get(v->created, "version")));
+        put(R, s, event_workflow_started(json_object_get(v->created, PK_WORKFLOW), json_object_get(v->created, PK_VERSION)));
         put(R, s, event_phase_entered(first));
         runner_log("session %s: workflow started", s->id);
         break;
@@ -752,7 +752,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
         return;
     }
     double cost = provider_cost(R->pricing, q->model, q->in_tok, q->out_tok);
-    json_t *usage = json_pack("{s:I, s:I}", "inputTokens", (json_int_t)q->in_tok, "outputTokens", (json_int_t)q->out_tok);
+    json_t *usage = event_usage(q->in_tok, q->out_tok);
     sstore_event ev[SSTORE_EVENTS_MAX];
     size_t n = 0;
     /* Tool calls (of a chat reply or an agent step) are recorded here and run once

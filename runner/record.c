@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../lib/db.h"
+#include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "runner.h"
 
@@ -139,7 +140,7 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
     if (len < 40 || !memmem(data, len < 64 ? len : 64, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1))
         return 0;
     json_t *e = json_loadb(data, len, 0, NULL);
-    const char *key = json_string_value(json_object_get(json_object_get(e, "payload"), "key"));
+    const char *key = json_string_value(json_object_get(json_object_get(e, "payload"), PK_KEY));
     if (key && !strcmp(key, k->key)) k->n++;
     json_decref(e);
     return 0;
@@ -217,9 +218,9 @@ static int session_mode(runner_t *R, sess_t *s, int *realtime)
     int mode = R->rec_mode;
     *realtime = R->rec_realtime;
     if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
-        json_t *rec = json_object_get(v.created, "recording");
-        int m = rec_mode_parse(json_string_value(json_object_get(rec, "mode")));
-        const char *t = json_string_value(json_object_get(rec, "timing"));
+        json_t *rec = json_object_get(v.created, PK_RECORDING);
+        int m = rec_mode_parse(json_string_value(json_object_get(rec, PK_MODE)));
+        const char *t = json_string_value(json_object_get(rec, PK_TIMING));
         if (m >= 0) mode = m;
         if (t) *realtime = !strcmp(t, "realtime");
     }
@@ -255,11 +256,11 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
     size_t nl = lineage(R, s->id, ids, lin);
-    json_t *ev = json_pack("{s:s, s:s, s:i, s:s}", "requestId", q->id, "key", r->key, "occurrence", n, "mode",
-                           rec_mode_name(mode));
-    int ret = 0;
+    const char *outcome = "recorded";
+    rec_found f;
+    int hit = 0, ret = 0;
+    json_t *near = NULL;
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
-        rec_found f;
         int found = rec_find(R->conn, "provider", r->key, n, lin, nl, &f);
         if (found == 1 && rec_chunks(R->conn, f.rowid, take_chunk, r) == 0) {
             r->playing = 1;
@@ -270,26 +271,25 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
             if (ra) snprintf(q->retry_after, sizeof q->retry_after, "%s", ra);
             if (json_is_integer(ms)) q->retry_after_ms = json_integer_value(ms);
             if (json_is_integer(sr)) q->should_retry = (int)json_integer_value(sr);
-            json_object_set_new(ev, "outcome", json_string("hit"));
-            json_object_set_new(ev, "recording", json_pack("{s:s, s:i}", "session", f.session, "occurrence", f.occurrence));
+            outcome = "hit";
+            hit = 1;
             json_decref(f.meta);
             runner_log("session %s: request %s answered from recording %.12s#%d of %s", s->id, q->id, r->key,
                        f.occurrence, f.session);
             ret = 1;
         } else {
             if (found == 1) json_decref(f.meta);
-            json_t *near = rec_nearest(R->conn, "provider", norm, lin, nl);
-            json_object_set_new(ev, "outcome", json_string(near ? "diverged" : "miss"));
-            if (near) json_object_set(ev, "nearest", near);
+            near = rec_nearest(R->conn, "provider", norm, lin, nl);
+            outcome = near ? "diverged" : "miss";
             if (mode == REC_PLAYBACK) {
                 char msg[1024];
                 if (near)
                     snprintf(msg, sizeof msg,
                              "playback: no recording of request %s (occurrence %d); the nearest differs at %s:"
                              " recorded %.60s, requested %.60s",
-                             r->key, n, json_string_value(json_object_get(near, "field")),
-                             json_string_value(json_object_get(near, "recorded")),
-                             json_string_value(json_object_get(near, "requested")));
+                             r->key, n, json_string_value(json_object_get(near, PK_FIELD)),
+                             json_string_value(json_object_get(near, PK_RECORDED)),
+                             json_string_value(json_object_get(near, PK_REQUESTED)));
                 else
                     snprintf(msg, sizeof msg, "playback: no recording of request %s (occurrence %d), nor of any like it",
                              r->key, n);
@@ -302,15 +302,16 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
             } else {
                 r->recording = 1;
                 runner_log("session %s: request %s: no recording of %.12s#%d (%s): live", s->id, q->id, r->key, n,
-                           near ? json_string_value(json_object_get(near, "field")) : "nothing like it");
+                           near ? json_string_value(json_object_get(near, PK_FIELD)) : "nothing like it");
             }
-            json_decref(near);
         }
     } else {
-        json_object_set_new(ev, "outcome", json_string("recorded"));
         r->recording = 1;
     }
-    runner_emit(R, s, EV_RECORDING_REQUEST, ev);
+    sstore_event e = event_recording_request(q->id, NULL, r->key, n, rec_mode_name(mode), outcome,
+                                             hit ? f.session : NULL, hit ? f.occurrence : 0, near);
+    runner_emit(R, s, e.type, e.payload);
+    json_decref(near);
     if (r->recording) {
         struct recop *o = op_new(s, OP_OPEN, r);
         snprintf(o->request_id, sizeof o->request_id, "%s", q->id);
@@ -414,9 +415,9 @@ static struct recop *tool_op(sess_t *s, int what, const char *key, int occ)
 
 static json_t *tool_norm(const json_t *call)
 {
-    json_t *args = json_object_get(call, "arguments");
-    return json_pack("{s:s, s:s, s:O}", "server", json_string_value(json_object_get(call, "server")) ?: "", "tool",
-                     json_string_value(json_object_get(call, "tool")) ?: "", "arguments", args ? args : json_null());
+    json_t *args = json_object_get(call, PK_ARGUMENTS);
+    return json_pack("{s:s, s:s, s:O}", "server", json_string_value(json_object_get(call, PK_SERVER)) ?: "", "tool",
+                     json_string_value(json_object_get(call, PK_TOOL)) ?: "", "arguments", args ? args : json_null());
 }
 
 typedef struct tool_answer {
@@ -444,7 +445,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     int realtime;
     int mode = session_mode(R, s, &realtime);
     if (mode == REC_LIVE) return 0;
-    const char *cid = json_string_value(json_object_get(call, "callId"));
+    const char *cid = json_string_value(json_object_get(call, PK_CALL_ID));
     char key[REC_KEY_LEN + 1];
     json_t *norm = tool_norm(call);
     json_t *keyed = json_pack("{s:s, s:O}", "kind", "tool", "call", norm);
@@ -455,26 +456,24 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
     size_t nl = lineage(R, s->id, ids, lin);
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:i, s:s}", "kind", "tool", "callId", cid ? cid : "", "key", key,
-                           "occurrence", n, "mode", rec_mode_name(mode));
-    int answered = 0, record = mode == REC_RECORD;
+    const char *outcome = "recorded";
+    int answered = 0, record = mode == REC_RECORD, hit = 0;
+    rec_found f;
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
-        rec_found f;
         tool_answer a = {NULL, 0, 0};
         if (rec_find(R->conn, "tool", key, n, lin, nl, &f) == 1) {
             rec_chunks(R->conn, f.rowid, take_answer, &a);
-            json_object_set_new(ev, "recording", json_pack("{s:s, s:i}", "session", f.session, "occurrence", f.occurrence));
             json_decref(f.meta);
         }
         if (a.result) {
-            json_object_set_new(ev, "outcome", json_string("hit"));
+            outcome = "hit";
+            hit = 1;
             *result = a.result;
             *is_error = a.is_error;
             *failed = a.failed;
             answered = 1;
         } else {
-            json_object_del(ev, "recording");
-            json_object_set_new(ev, "outcome", json_string("miss"));
+            outcome = "miss";
             if (mode == REC_PLAYBACK) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "playback: no recording of tool call %s (occurrence %d): not run", key, n);
@@ -485,10 +484,10 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
                 record = 1;
             }
         }
-    } else {
-        json_object_set_new(ev, "outcome", json_string("recorded"));
     }
-    runner_emit(R, s, EV_RECORDING_REQUEST, ev);
+    sstore_event e = event_recording_request(NULL, cid ? cid : "", key, n, rec_mode_name(mode), outcome,
+                                             hit ? f.session : NULL, hit ? f.occurrence : 0, NULL);
+    runner_emit(R, s, e.type, e.payload);
     if (record) {
         struct recop *o = tool_op(s, OP_OPEN, key, n);
         snprintf(o->request_id, sizeof o->request_id, "%s", cid ? cid : "");
@@ -508,7 +507,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
 void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed)
 {
     (void)R;
-    const char *cid = json_string_value(json_object_get(call, "callId"));
+    const char *cid = json_string_value(json_object_get(call, PK_CALL_ID));
     char k[SSTORE_ID_MAX + 160];
     snprintf(k, sizeof k, "%s %s", s->id, cid ? cid : "");
     json_t *t = tool_occ ? json_object_get(tool_occ, k) : NULL;

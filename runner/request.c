@@ -29,8 +29,8 @@ static int on_event(void *ud, const provider_event *ev)
         char made[96];
         snprintf(made, sizeof made, "call_%s_%zu", q->id, json_array_size(q->tool_calls));
         json_array_append_new(q->tool_calls,
-                              json_pack("{s:s, s:s, s:o}", "callId", ev->id && *ev->id ? ev->id : made,
-                                        "name", ev->name ? ev->name : "", "arguments",
+                              json_pack("{s:s, s:s, s:o}", PK_CALL_ID, ev->id && *ev->id ? ev->id : made,
+                                        PK_NAME, ev->name ? ev->name : "", PK_ARGUMENTS,
                                         args ? args : json_object()));
         break;
     }

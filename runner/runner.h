@@ -43,7 +43,7 @@ typedef struct rq {
     buf_t errbody;              /* body of a non-200 answer */
     buf_t text, thinking;       /* deltas not yet appended */
     buf_t full;                 /* the whole reply text (a workflow step's output) */
-    json_t *tool_calls;         /* complete calls of this turn */
+    json_t *tool_calls;         /* complete calls of this turn: {callId, name, arguments} (PK_*) */
     int64_t in_tok, out_tok;
     char stop[40];
     int done;                   /* PEV_DONE seen: the stream's terminal event */

@@ -19,19 +19,16 @@ static void human_begin(step_ctx *c)
         step_failf(c, "checkpoint prompt: %s", err);
         return;
     }
-    json_t *req = json_pack("{s:O, s:O, s:s}", "interactionId", json_object_get(c->def, "id"), "input",
-                            json_object_get(c->def, "input"), "prompt", prompt.p ? prompt.p : "");
-    buf_free(&prompt);
-    json_t *opts = json_object_get(c->def, "options");
-    if (opts) json_object_set(req, "options", opts);
+    char ts[40];
     json_t *tmo = json_object_get(c->def, "timeoutMs");
-    if (json_is_integer(tmo)) {
-        char ts[40];
-        timefmt_format(c->ops->now(c) + json_integer_value(tmo), ts, sizeof ts);
-        json_object_set_new(req, "expiresAt", json_string(ts));
-    }
+    if (json_is_integer(tmo)) timefmt_format(c->ops->now(c) + json_integer_value(tmo), ts, sizeof ts);
+    sstore_event asked = event_input_requested(json_string_value(json_object_get(c->def, "id")),
+                                               json_string_value(json_object_get(c->def, "input")),
+                                               prompt.p ? prompt.p : "", json_object_get(c->def, "options"),
+                                               json_is_integer(tmo) ? ts : NULL);
+    buf_free(&prompt);
     c->ops->emit(c, event_step_started(c->phase, c->step, "human", json_object_get(c->def, "name")));
-    c->ops->emit(c, event_input_requested(req));
+    c->ops->emit(c, asked);
 }
 
 static void human_resume(step_ctx *c)
@@ -54,7 +51,7 @@ static void human_resume(step_ctx *c)
         return;
     }
     if (!v->pending) return;
-    const char *exp = json_string_value(json_object_get(v->pending, "expiresAt"));
+    const char *exp = json_string_value(json_object_get(v->pending, PK_EXPIRES_AT));
     int64_t at;
     if (!exp || timefmt_parse(exp, &at)) return;
     if (c->ops->now(c) < at) {

@@ -28,8 +28,8 @@ static const json_t *open_call(step_ctx *c)
     size_t i;
     const json_t *call;
     json_array_foreach(c->v->open_calls, i, call) {
-        const char *ph = json_string_value(json_object_get(call, "phase"));
-        if (ph && !strcmp(ph, c->phase) && json_integer_value(json_object_get(call, "step")) == c->step)
+        const char *ph = json_string_value(json_object_get(call, PK_PHASE));
+        if (ph && !strcmp(ph, c->phase) && json_integer_value(json_object_get(call, PK_STEP)) == c->step)
             return call;
     }
     return NULL;
@@ -78,8 +78,8 @@ void step_tool_finish(step_ctx *c, const json_t *call, const json_t *result, int
                       int64_t duration_ms)
 {
     char err[512];
-    const char *id = json_string_value(json_object_get(call, "callId"));
-    const char *tool = json_string_value(json_object_get(call, "tool"));
+    const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
+    const char *tool = json_string_value(json_object_get(call, PK_TOOL));
     c->ops->emit(c, event_tool_result(id, result, is_error, failed, duration_ms));
     if (is_error) {
         char *text = json_is_string(result) ? NULL : json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY);

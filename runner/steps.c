@@ -103,8 +103,8 @@ void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *r
     offset_t none = {0, 0};
     binding b = {R, s};
     session_view_init(&v);
-    const char *phase = json_string_value(json_object_get(call, "phase"));
-    int step = (int)json_integer_value(json_object_get(call, "step"));
+    const char *phase = json_string_value(json_object_get(call, PK_PHASE));
+    int step = (int)json_integer_value(json_object_get(call, PK_STEP));
     const json_t *def = NULL;
     if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0 && s->workflow && phase && !strcmp(v.phase, phase) &&
         v.step == step && v.step_open) {
@@ -118,7 +118,7 @@ void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *r
         step_ctx c = {&runner_ops, &b, &v, def, phase, step};
         step_tool_finish(&c, call, result, is_error, failed, duration_ms);
     } else {
-        sstore_event e = event_tool_result(json_string_value(json_object_get(call, "callId")), result, is_error,
+        sstore_event e = event_tool_result(json_string_value(json_object_get(call, PK_CALL_ID)), result, is_error,
                                            failed, duration_ms);
         runner_emit_as(R, s, e.type, e.payload, e.actor);
     }

@@ -87,13 +87,13 @@ void tools_record(runner_t *R, sess_t *s, const rq_t *q)
     const json_t *c;
     if (!s->own_calls) s->own_calls = json_object();
     json_array_foreach(q->tool_calls, i, c) {
-        const char *id = json_string_value(json_object_get(c, "callId"));
-        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *id = json_string_value(json_object_get(c, PK_CALL_ID));
+        const char *name = json_string_value(json_object_get(c, PK_NAME));
         const char *server = NULL;
         const json_t *tool = mcp_resolve(s->servers, name, &server);
         const char *tname = tool ? json_string_value(json_object_get(tool, "name")) : NULL;
         int side = tool ? mcp_tool_side_effecting(rmcp_server_conf(R->mcp, server), tool) : 0;
-        emit(R, s, event_tool_called(id, name ? name : "", json_object_get(c, "arguments"), tool ? server : NULL,
+        emit(R, s, event_tool_called(id, name ? name : "", json_object_get(c, PK_ARGUMENTS), tool ? server : NULL,
                                      tname, side, q->id, NULL, 0));
         json_object_set_new(s->own_calls, id, json_true());
     }
@@ -102,7 +102,7 @@ void tools_record(runner_t *R, sess_t *s, const rq_t *q)
 static tcall_t *running(sess_t *s, const char *id)
 {
     for (tcall_t *t = s->calls; t; t = t->next)
-        if (!strcmp(json_string_value(json_object_get(t->call, "callId")), id)) return t;
+        if (!strcmp(json_string_value(json_object_get(t->call, PK_CALL_ID)), id)) return t;
     return NULL;
 }
 
@@ -110,11 +110,11 @@ static tcall_t *running(sess_t *s, const char *id)
 static void finish(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed,
                    int64_t duration_ms)
 {
-    const char *id = json_string_value(json_object_get(call, "callId"));
+    const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
     runner_log("session %s: tool call %s (%s) %s in %lld ms", s->id, id,
-               json_string_value(json_object_get(call, "name")), failed ? "failed" : is_error ? "answered an error" : "answered",
+               json_string_value(json_object_get(call, PK_NAME)), failed ? "failed" : is_error ? "answered an error" : "answered",
                (long long)duration_ms);
-    if (json_object_get(call, "phase")) steps_tool_done(R, s, call, result, is_error, failed, duration_ms);
+    if (json_object_get(call, PK_PHASE)) steps_tool_done(R, s, call, result, is_error, failed, duration_ms);
     else emit(R, s, event_tool_result(id, result, is_error, failed, duration_ms));
 }
 
@@ -142,13 +142,13 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
     size_t i;
     const json_t *call;
     json_array_foreach(v->open_calls, i, call) {
-        const char *id = json_string_value(json_object_get(call, "callId"));
+        const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
         if (!id || running(s, id)) continue;
         int own = s->own_calls && json_object_get(s->own_calls, id);
         if (own) json_object_del(s->own_calls, id);
-        const char *server = json_string_value(json_object_get(call, "server"));
-        const char *tool = json_string_value(json_object_get(call, "tool"));
-        if (!own && json_is_true(json_object_get(call, "sideEffecting"))) {
+        const char *server = json_string_value(json_object_get(call, PK_SERVER));
+        const char *tool = json_string_value(json_object_get(call, PK_TOOL));
+        if (!own && json_is_true(json_object_get(call, PK_SIDE_EFFECTING))) {
             json_t *why = json_string("the runner restarted while this call was in flight; it has side effects, "
                                       "so it was not run again (it may or may not have taken effect)");
             runner_log("session %s: side-effecting call %s cut off by a restart: not run again", s->id, id);
@@ -158,7 +158,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         }
         if (!server || !tool) {
             char text[200];
-            snprintf(text, sizeof text, "no tool named %.100s", json_string_value(json_object_get(call, "name")));
+            snprintf(text, sizeof text, "no tool named %.100s", json_string_value(json_object_get(call, PK_NAME)));
             json_t *why = json_string(text);
             finish(R, s, call, why, 1, 1, 0);
             json_decref(why);
@@ -179,7 +179,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         t->started_ms = db_now_ms();
         t->next = s->calls;
         s->calls = t;
-        t->h = rmcp_call_start(R->mcp, server, tool, json_object_get(call, "arguments"), on_done, t);
+        t->h = rmcp_call_start(R->mcp, server, tool, json_object_get(call, PK_ARGUMENTS), on_done, t);
         if (!t->h) abort();
         runner_log("session %s: tool call %s: %s on %s%s", s->id, id, tool, server, own ? "" : " (again, after a restart)");
     }

@@ -1,5 +1,6 @@
 /* Unit tests for lib/event.c: every constructor makes a catalogued type with the
- * payload docs/events.md describes, and the reducer reads it back. */
+ * payload docs/events.md describes, spelled by the catalogue of payload keys
+ * (PK_* in session.h), and the reducer reads it back. */
 #include "event.h"
 
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static void test_workflow_events(void)
     reduce(&v, event_step_completed("p", 0, NULL));
     CHECK(!v.step_open);
     CHECK_EQ_INT(v.step, 1);
-    reduce(&v, event_input_requested(json_pack("{s:s, s:s, s:s}", "interactionId", "ok", "input", "approval", "prompt", "?")));
+    reduce(&v, event_input_requested("ok", "approval", "?", NULL, NULL));
     CHECK(v.pending != NULL);
     reduce(&v, event_input_expired("ok"));
     CHECK(v.pending == NULL);
@@ -76,9 +77,162 @@ static void test_workflow_events(void)
     session_view_free(&v);
 }
 
+
+/* Keys whose values are objects of catalogued keys themselves (the rest hold the
+ * caller's JSON: arguments, results, state, input, ...). */
+static int nested_catalogued(const char *key)
+{
+    return !strcmp(key, PK_USAGE) || !strcmp(key, PK_RECORDING) || !strcmp(key, PK_NEAREST);
+}
+
+/* Every key of payload is in the catalogue (and so are those of its usage{},
+ * recording{} and nearest{}); returns how many keys it saw. */
+static int check_keys(const char *type, const json_t *payload)
+{
+    const char *k;
+    json_t *val;
+    int n = 0;
+    json_object_foreach((json_t *)payload, k, val) {
+        if (!session_known_key(k)) {
+            fprintf(stderr, "%s: payload key \"%s\" is not in the catalogue (PK_* in lib/session.h)\n", type, k);
+            CHECK(session_known_key(k));
+        }
+        n++;
+        if (nested_catalogued(k) && json_is_object(val)) n += check_keys(type, val);
+    }
+    return n;
+}
+
+/* Each constructor, with every optional field given: its type is catalogued, its
+ * actor one of three, every key it writes catalogued. */
+static void test_constructors_use_catalogued_keys(void)
+{
+    json_t *obj = json_pack("{s:i}", "x", 1), *str = json_string("s"), *num = json_integer(2);
+    json_t *usage = event_usage(3, 4);
+    json_t *rec = event_recording_setting("playback", "fast");
+    json_t *near = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", PK_KEY, "k", PK_SESSION, "s", PK_OCCURRENCE, 0,
+                             PK_FIELD, "f", PK_RECORDED, "a", PK_REQUESTED, "b");
+    json_t *opts = json_pack("[s, s]", "a", "b");
+    sstore_event all[] = {
+        event_session_created("a", NULL, 0, NULL, obj, rec),
+        event_session_created(NULL, "w", 2, obj, obj, rec),
+        event_session_cancelled("user"),
+        event_cancel_requested(),
+        event_message_user(str, "queue", "summarise"),
+        event_workflow_started(str, num),
+        event_workflow_completed(obj),
+        event_workflow_failed("boom"),
+        event_failed(1, "boom", "step_limit", 2),
+        event_failed(0, "boom", "rejected", 1),
+        event_phase_entered("p"),
+        event_phase_exited("p", "q"),
+        event_step_started("p", 0, "human", str),
+        event_step_completed("p", 0, "ok"),
+        event_state_updated(json_deep_copy(obj)),
+        event_input_requested("ok", "choice", "?", opts, "2026-11-23T00:00:00.000Z"),
+        event_input_received("ok", str),
+        event_input_answered("ok", str),
+        event_input_expired("ok"),
+        event_agent_started("writer", str, 0),
+        event_agent_completed(str, obj, 5, usage, 0.5),
+        event_request_started("r1", "openai", "m", 1),
+        event_request_ended("r1", "end_turn", usage, 0.5),
+        event_request_cancelled("r1", "failed", "HTTP 500"),
+        event_request_retried("r1", 2, "failed", "server_error", 500, "HTTP 500", 10, 20),
+        event_delta(0, "r1", "Hel", 3),
+        event_delta(1, "r1", "Hm", 2),
+        event_tool_called("c1", "fs__read", obj, "fs", "read", 1, "r1", NULL, 0),
+        event_tool_called("c2", "read", obj, "fs", "read", 0, NULL, "p", 1),
+        event_tool_result("c1", obj, 1, 1, 7),
+        event_tool_loop_stopped("maxTurns", 3),
+        event_tool_server_failed("fs", "gone"),
+        event_recording_request("r1", NULL, "k", 0, "playback", "hit", "s", 1, NULL),
+        event_recording_request("r1", NULL, "k", 0, "playback", "diverged", NULL, 0, near),
+        event_recording_request(NULL, "c1", "k", 0, "hybrid", "hit", "s", 1, NULL),
+    };
+    int keys = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        CHECK(session_known_type(all[i].type));
+        CHECK(!strcmp(all[i].actor, "runner") || !strcmp(all[i].actor, "user") || !strcmp(all[i].actor, "system"));
+        CHECK(json_is_object(all[i].payload));
+        keys += check_keys(all[i].type, all[i].payload);
+        json_decref(all[i].payload);
+    }
+    CHECK(keys > 100);
+    /* A key of no catalogue fails the check above. */
+    CHECK(!session_known_key("requestID"));
+    CHECK(session_known_key("requestId"));
+    json_decref(obj);
+    json_decref(str);
+    json_decref(num);
+    json_decref(usage);
+    json_decref(rec);
+    json_decref(near);
+    json_decref(opts);
+}
+
+/* The payloads say the same as before the constructors spelled them by the
+ * catalogue: the same keys, in the same order, the same values. */
+static void test_payloads_on_the_wire(void)
+{
+    json_t *hi = json_string("hi");
+    struct {
+        sstore_event e;
+        const char *want;
+    } cases[] = {
+        {event_session_created("a", NULL, 0, NULL, NULL, NULL), "{\"agent\":\"a\",\"input\":{}}"},
+        {event_message_user(hi, "interrupt", "greet"),
+         "{\"content\":\"hi\",\"mode\":\"interrupt\",\"skill\":\"greet\"}"},
+        {event_input_requested("ok", "approval", "OK?", NULL, "2026-11-23T00:00:00.000Z"),
+         "{\"interactionId\":\"ok\",\"input\":\"approval\",\"prompt\":\"OK?\",\"expiresAt\":\"2026-11-23T00:00:00.000Z\"}"},
+        {event_recording_request("r1", NULL, "k", 2, "playback", "hit", "s1", 1, NULL),
+         "{\"requestId\":\"r1\",\"key\":\"k\",\"occurrence\":2,\"mode\":\"playback\",\"outcome\":\"hit\","
+         "\"recording\":{\"session\":\"s1\",\"occurrence\":1}}"},
+        {event_recording_request(NULL, "c1", "k", 0, "record", "recorded", NULL, 0, NULL),
+         "{\"kind\":\"tool\",\"callId\":\"c1\",\"key\":\"k\",\"occurrence\":0,\"mode\":\"record\",\"outcome\":\"recorded\"}"},
+    };
+    json_t *u = event_usage(3, 4);
+    char *s = json_dumps(u, JSON_COMPACT);
+    CHECK_EQ_STR(s, "{\"inputTokens\":3,\"outputTokens\":4}");
+    free(s);
+    json_decref(u);
+    json_t *r = event_recording_setting(NULL, "realtime");
+    s = json_dumps(r, JSON_COMPACT);
+    CHECK_EQ_STR(s, "{\"timing\":\"realtime\"}");
+    free(s);
+    json_decref(r);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s = json_dumps(cases[i].e.payload, JSON_COMPACT);
+        CHECK_EQ_STR(s, cases[i].want);
+        free(s);
+        json_decref(cases[i].e.payload);
+    }
+    json_decref(hi);
+}
+
+/* Each catalogued key is documented in docs/events.md (as `key`). */
+static void test_keys_documented(void)
+{
+    FILE *f = fopen("docs/events.md", "r");
+    if (!CHECK(f != NULL)) return;
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    for (int i = 0; session_payload_keys[i]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "`%s`", session_payload_keys[i]);
+        if (!strstr(doc, want)) fprintf(stderr, "payload key %s is not in docs/events.md\n", want);
+        CHECK(strstr(doc, want) != NULL);
+    }
+}
+
 int main(void)
 {
     test_tool_events();
     test_workflow_events();
+    test_constructors_use_catalogued_keys();
+    test_payloads_on_the_wire();
+    test_keys_documented();
     return TEST_MAIN_END();
 }
