@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "http.h"
+#include "../lib/session.h"
 
 #define BOLD "\033[1m"
 #define DIM "\033[2m"
@@ -269,13 +270,13 @@ int cmd_requests(int argc, char **argv)
     json_array_foreach(all, k, ev) {
         const char *type = json_string_value(json_object_get(ev, "type"));
         json_t *p = json_object_get(ev, "payload");
-        const char *req = json_string_value(json_object_get(p, "requestId"));
+        const char *req = json_string_value(json_object_get(p, PK_REQUEST_ID));
         if (!type || !req || strncmp(type, "provider:request_", 17)) continue;
         json_t *row = json_object_get(idx, req);
-        if (!strcmp(type, "provider:request_started")) {
+        if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
             row = json_pack("{s:s, s:O, s:O, s:O, s:s, s:s, s:O}", "requestId", req, "provider",
-                            json_object_get(p, "provider"), "model", json_object_get(p, "model"), "attempt",
-                            json_object_get(p, "attempt"), "outcome", "open", "startedAt",
+                            json_object_get(p, PK_PROVIDER), "model", json_object_get(p, PK_MODEL), "attempt",
+                            json_object_get(p, PK_ATTEMPT), "outcome", "open", "startedAt",
                             json_string_value(json_object_get(ev, "createdAt")) ?: "", "offset",
                             json_object_get(ev, "offset"));
             if (!row) continue;
@@ -287,18 +288,18 @@ int cmd_requests(int argc, char **argv)
         long long dur = ms_of(json_string_value(json_object_get(ev, "createdAt"))) -
                         ms_of(json_string_value(json_object_get(row, "startedAt")));
         json_object_set_new(row, "durationMs", json_integer(dur < 0 ? 0 : dur));
-        if (!strcmp(type, "provider:request_ended")) {
+        if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) {
             json_object_set_new(row, "outcome", json_string("ended"));
-            json_object_set(row, "stopReason", json_object_get(p, "stopReason"));
-            json_object_set(row, "usage", json_object_get(p, "usage"));
-            json_object_set(row, "costUsd", json_object_get(p, "costUsd"));
-        } else if (!strcmp(type, "provider:request_cancelled")) {
-            json_object_set(row, "outcome", json_object_get(p, "reason"));
-            if (json_object_get(p, "error")) json_object_set(row, "error", json_object_get(p, "error"));
-        } else if (!strcmp(type, "provider:request_retried")) {
+            json_object_set(row, "stopReason", json_object_get(p, PK_STOP_REASON));
+            json_object_set(row, "usage", json_object_get(p, PK_USAGE));
+            json_object_set(row, "costUsd", json_object_get(p, PK_COST_USD));
+        } else if (!strcmp(type, EV_PROVIDER_REQUEST_CANCELLED)) {
+            json_object_set(row, "outcome", json_object_get(p, PK_REASON));
+            if (json_object_get(p, PK_ERROR)) json_object_set(row, "error", json_object_get(p, PK_ERROR));
+        } else if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) {
             json_object_set_new(row, "outcome", json_string("retried"));
-            json_object_set(row, "cause", json_object_get(p, "cause"));
-            json_object_set(row, "error", json_object_get(p, "error"));
+            json_object_set(row, "cause", json_object_get(p, PK_CAUSE));
+            json_object_set(row, "error", json_object_get(p, PK_ERROR));
         }
     }
     if (o.json) {
@@ -317,8 +318,8 @@ int cmd_requests(int argc, char **argv)
                    json_string_value(json_object_get(ev, "model")) ?: "-",
                    json_string_value(json_object_get(ev, "outcome")) ?: "?",
                    (long long)json_integer_value(json_object_get(ev, "durationMs")),
-                   (long long)json_integer_value(json_object_get(u, "inputTokens")),
-                   (long long)json_integer_value(json_object_get(u, "outputTokens")),
+                   (long long)json_integer_value(json_object_get(u, PK_INPUT_TOKENS)),
+                   (long long)json_integer_value(json_object_get(u, PK_OUTPUT_TOKENS)),
                    json_number_value(json_object_get(ev, "costUsd")));
             const char *err = json_string_value(json_object_get(ev, "error"));
             if (err) printf("  %s", err);

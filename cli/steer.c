@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "http.h"
+#include "../lib/session.h"
 
 #define BOLD "\033[1m"
 #define DIM "\033[2m"
@@ -329,42 +330,42 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
     if (!ev) return 0;
     json_t *p = json_object_get(ev, "payload");
     const char *off = json_string_value(json_object_get(ev, "offset"));
-    const char *req = json_string_value(json_object_get(p, "requestId"));
+    const char *req = json_string_value(json_object_get(p, PK_REQUEST_ID));
     int rc = 0;
     if (!c->seen_ours) {
         if (off && !strcmp(off, c->after)) c->seen_ours = 1;
         json_decref(ev);
         return 0;
     }
-    if (!strcmp(event, "provider:request_started") && req) {
+    if (!strcmp(event, EV_PROVIDER_REQUEST_STARTED) && req) {
         json_object_set_new(c->ours, req, json_true());
-    } else if (!strcmp(event, "text:delta") && req && json_object_get(c->ours, req)) {
-        const char *t = json_string_value(json_object_get(p, "text"));
+    } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
+        const char *t = json_string_value(json_object_get(p, PK_TEXT));
         if (t) {
             fputs(t, stdout);
             fflush(stdout);
             c->printed = 1;
         }
-    } else if (!strcmp(event, "thinking:delta") && req && json_object_get(c->ours, req) && c->o->tty) {
-        const char *t = json_string_value(json_object_get(p, "text"));
+    } else if (!strcmp(event, EV_THINKING_DELTA) && req && json_object_get(c->ours, req) && c->o->tty) {
+        const char *t = json_string_value(json_object_get(p, PK_TEXT));
         if (t) fprintf(stderr, "%s%s%s", c_on(c->o, DIM), t, c_off(c->o));
-    } else if (!strcmp(event, "tool:called") && req && json_object_get(c->ours, req)) {
-        fprintf(stderr, "%s[tool %s]%s\n", c_on(c->o, DIM), json_string_value(json_object_get(p, "name")), c_off(c->o));
-    } else if (!strcmp(event, "provider:request_ended") && req && json_object_get(c->ours, req)) {
-        const char *sr = json_string_value(json_object_get(p, "stopReason"));
+    } else if (!strcmp(event, EV_TOOL_CALLED) && req && json_object_get(c->ours, req)) {
+        fprintf(stderr, "%s[tool %s]%s\n", c_on(c->o, DIM), json_string_value(json_object_get(p, PK_NAME)), c_off(c->o));
+    } else if (!strcmp(event, EV_PROVIDER_REQUEST_ENDED) && req && json_object_get(c->ours, req)) {
+        const char *sr = json_string_value(json_object_get(p, PK_STOP_REASON));
         if (!sr || (strcmp(sr, "tool_use") && strcmp(sr, "tool_calls"))) rc = -1;
-    } else if (!strcmp(event, "provider:request_cancelled") && req && json_object_get(c->ours, req)) {
-        const char *r = json_string_value(json_object_get(p, "reason"));
+    } else if (!strcmp(event, EV_PROVIDER_REQUEST_CANCELLED) && req && json_object_get(c->ours, req)) {
+        const char *r = json_string_value(json_object_get(p, PK_REASON));
         if (r && strcmp(r, "restart")) {
             fprintf(stderr, "\ndstream: the reply was %s%s%s\n", !strcmp(r, "interrupted") ? "interrupted" : r,
-                    json_string_value(json_object_get(p, "error")) ? ": " : "",
-                    json_string_value(json_object_get(p, "error")) ? json_string_value(json_object_get(p, "error")) : "");
+                    json_string_value(json_object_get(p, PK_ERROR)) ? ": " : "",
+                    json_string_value(json_object_get(p, PK_ERROR)) ? json_string_value(json_object_get(p, PK_ERROR)) : "");
             rc = !strcmp(r, "failed") ? 0 : EXIT_FAIL;
         }
-    } else if (!strcmp(event, "reply:failed")) {
-        fprintf(stderr, "\ndstream: the reply failed: %s\n", json_string_value(json_object_get(p, "error")));
+    } else if (!strcmp(event, EV_REPLY_FAILED)) {
+        fprintf(stderr, "\ndstream: the reply failed: %s\n", json_string_value(json_object_get(p, PK_ERROR)));
         rc = EXIT_FAIL;
-    } else if (!strcmp(event, "session:cancelled")) {
+    } else if (!strcmp(event, EV_SESSION_CANCELLED)) {
         fprintf(stderr, "\ndstream: the session was cancelled\n");
         rc = EXIT_FAIL;
     }
