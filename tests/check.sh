@@ -12,6 +12,11 @@
 #   no module calls into a module that calls back into it, however far round
 #   (lib/ fcgi/ cli/; runner/ is left out while its rework is under way: its driver,
 #   request and outbox modules still call each other)
+# - event-keys: event payload keys are spelled once, by the PK_* catalogue in
+#   lib/session.h: lib/event.c (the constructors) quotes no key, and the reducer
+#   (lib/session.c, its "the reducer" section) reads none by a quoted name from a
+#   payload (p, its usage u, an open call c, the pending request, the created
+#   payload). Other JSON (the view, its messages) keeps its literal keys.
 # Each check prints "ok" or what is wrong; the last line is "check: N passed, N failed".
 set -u
 
@@ -81,6 +86,14 @@ for d in lib fcgi cli; do
 done
 [ -z "$calls" ] || printf 'call circles between modules:\n%s' "$calls"
 result calls-acyclic "$([ -z "$calls" ] && echo 0 || echo 1)"
+
+quoted=$(sed -E 's://.*$::' lib/event.c | grep -nE '"[a-z][A-Za-z]*"' |
+    grep -vE '^[0-9]+:#include|actor = "(runner|user|system)";|json_string\("[a-z]+"\)')
+reads=$(awk '/^\/\* ---- the reducer/ { on = 1 } /^\/\* ---- \(de\)serialisation/ { on = 0 } on { print FILENAME ":" FNR ": " $0 }' \
+    lib/session.c | grep -E '\b(str|int_of|json_object_get)\((p|u|c|v->pending|v->created), *"')
+[ -z "$quoted" ] || printf 'lib/event.c quotes payload keys (use the PK_* of lib/session.h):\n%s\n' "$quoted"
+[ -z "$reads" ] || printf 'the reducer reads payload keys by quoted names (use PK_*):\n%s\n' "$reads"
+result event-keys "$([ -z "$quoted$reads" ] && echo 0 || echo 1)"
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
