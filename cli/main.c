@@ -45,7 +45,7 @@ static void usage(void)
                     "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
                     "  providers [FILE]     check the operator's provider file ($DSTREAM_PROVIDERS)\n"
                     "                       and show what it allows (never a key)\n"
-                    "  mcp [FILE]           check the operator's MCP servers ($DSTREAM_MCP_CONFIG)\n"
+                    "  mcp [FILE]           check the operator's MCP servers and bindings ($DSTREAM_MCP_CONFIG)\n"
                     "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
                     "  session ID           a session's status, request, attempts, retries and error\n"
                     "                       (these two on the database: with --db, or without $DSTREAM_URL)\n"

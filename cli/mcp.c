@@ -1,9 +1,10 @@
 /* dstream mcp [FILE]: check the operator's MCP configuration (FILE, else
  * $DSTREAM_MCP_CONFIG) as dstream-runner and dstream-fcgi read it (lib/mcp
  * mcp_config_load), and show each server: what it runs, where, with which limits
- * and which tools are declared side-effecting or read-only. Environment values are
- * not shown (they may be secrets), only their names. Exits 0 when the runner would
- * accept the file, 1 when not, 2 on usage. */
+ * and which tools are declared side-effecting or read-only; then the bindings of
+ * declared tools. Environment values are not shown (they may be secrets), only
+ * their names. Exits 0 when the runner would accept the file, 1 when not, 2 on
+ * usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,11 @@ int cmd_mcp(int argc, char **argv)
             status = 1;
         }
     }
-    printf("%zu MCP servers%s\n", json_object_size(json_object_get(doc, "mcpServers")),
+    json_object_foreach(json_object_get(doc, "bindings"), k, v)
+        printf("binding %s: %s on server %s\n", k, json_string_value(json_object_get(v, "tool")),
+               json_string_value(json_object_get(v, "server")));
+    printf("%zu MCP servers, %zu bindings%s\n", json_object_size(json_object_get(doc, "mcpServers")),
+           json_object_size(json_object_get(doc, "bindings")),
            status ? "; the runner would not start with this file" : "");
     json_decref(doc);
     return status;

@@ -43,7 +43,7 @@ int agent_valid_name(const char *s)
 
 /* Provider tool names: both Anthropic and OpenAI accept [A-Za-z0-9_-]{1,64}
  * and no dots, so a dotted name is caught here rather than by the provider. */
-static int valid_tool_name(const char *s)
+int agent_valid_tool_name(const char *s)
 {
     return agent_valid_name(s) && !strchr(s, '.');
 }
@@ -209,7 +209,7 @@ static void check_tools(jcheck_errlist *e, const json_t *doc)
         jcheck_unknown_keys(e, base, t, keys);
         const json_t *name = jcheck_string(e, base, t, "name", 1);
         jcheck_key(path, sizeof path, base, "name");
-        if (name && !valid_tool_name(json_string_value(name)))
+        if (name && !agent_valid_tool_name(json_string_value(name)))
             jcheck_mistake(e, path, "must be 1 to 64 of A-Z a-z 0-9 _ -");
         else if (name)
             check_unique(e, path, tools, i, json_string_value(name));

@@ -49,4 +49,7 @@ void agent_redact(json_t *doc);
 /* 1 if s is a valid agent or workflow name: [A-Za-z0-9_.-]{1,64}, but not "." or "..". */
 int agent_valid_name(const char *s);
 
+/* 1 if s is a valid tool name as the providers accept it: [A-Za-z0-9_-]{1,64}. */
+int agent_valid_tool_name(const char *s);
+
 #endif

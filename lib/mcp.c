@@ -390,9 +390,44 @@ static void check_server(jcheck_errlist *e, const char *base, const json_t *srv)
     }
 }
 
+/* Bindings: operator-chosen names for server tools, which agents declare. A
+ * binding to a server that is not configured would only fail at run time, so it
+ * is a mistake here. */
+static void check_bindings(jcheck_errlist *e, const json_t *doc)
+{
+    static const char *const keys[] = {"server", "tool", NULL};
+    const json_t *bindings = json_object_get(doc, "bindings"), *b;
+    char base[MCP_JPATH], path[MCP_JPATH], q[JCHECK_QUOTE];
+    const char *name;
+    if (!bindings) return;
+    if (!json_is_object(bindings) || json_object_size(bindings) > MCP_BINDINGS_MAX) {
+        jcheck_mistake(e, "bindings", "must be an object of at most %d bindings by tool name", MCP_BINDINGS_MAX);
+        return;
+    }
+    json_object_foreach((json_t *)bindings, name, b) {
+        jcheck_key(base, sizeof base, "bindings", name);
+        if (!agent_valid_tool_name(name))
+            jcheck_mistake(e, base, "a tool name must be 1 to 64 of A-Z a-z 0-9 _ - (as agents declare it)");
+        if (!json_is_object(b)) {
+            jcheck_mistake(e, base, "a binding must be an object {\"server\", \"tool\"}");
+            continue;
+        }
+        jcheck_unknown_keys(e, base, b, keys);
+        const json_t *server = jcheck_string(e, base, b, "server", 1);
+        jcheck_key(path, sizeof path, base, "server");
+        if (server && !mcp_config_server(doc, json_string_value(server)))
+            jcheck_mistake(e, path, "no server named \"%s\" in mcpServers",
+                           jcheck_show(q, sizeof q, json_string_value(server), json_string_length(server)));
+        const json_t *tool = jcheck_string(e, base, b, "tool", 1);
+        jcheck_key(path, sizeof path, base, "tool");
+        if (tool && !valid_mcp_tool_name(tool))
+            jcheck_mistake(e, path, "must be a tool name: 1 to 128 printable ASCII bytes, no spaces");
+    }
+}
+
 int mcp_config_validate(const json_t *doc, char *err, size_t errcap)
 {
-    static const char *const keys[] = {"mcpServers", NULL};
+    static const char *const keys[] = {"mcpServers", "bindings", NULL};
     jcheck_errlist e;
     char base[MCP_JPATH];
     const char *name;
@@ -413,6 +448,7 @@ int mcp_config_validate(const json_t *doc, char *err, size_t errcap)
         if (!agent_valid_name(name)) jcheck_mistake(&e, base, "a name must be 1 to 64 of A-Z a-z 0-9 _ . -");
         check_server(&e, base, srv);
     }
+    check_bindings(&e, doc);
     return e.n ? -1 : 0;
 }
 
@@ -477,6 +513,32 @@ int mcp_check_workflow(const json_t *config, const json_t *workflow, char *err, 
     return e.n ? -1 : 0;
 }
 
+/* Does agent name server in its mcpServers? */
+static int names_server(const json_t *agent, const char *server)
+{
+    size_t i;
+    const json_t *n;
+    json_array_foreach(json_object_get(agent, "mcpServers"), i, n)
+        if (json_is_string(n) && !strcmp(json_string_value(n), server)) return 1;
+    return 0;
+}
+
+json_t *mcp_bindings_for(const json_t *config, const json_t *agent, const char *server)
+{
+    json_t *out = json_object();
+    const json_t *bindings = json_object_get(config, "bindings"), *t;
+    size_t i;
+    if (!out || !server || !names_server(agent, server)) return out;
+    json_array_foreach(json_object_get(agent, "tools"), i, t) {
+        const char *declared = json_string_value(json_object_get(t, "name"));
+        const json_t *b = declared ? json_object_get(bindings, declared) : NULL;
+        const char *bs = json_string_value(json_object_get(b, "server"));
+        const json_t *tool = json_object_get(b, "tool");
+        if (bs && !strcmp(bs, server) && json_is_string(tool)) json_object_set(out, declared, (json_t *)tool);
+    }
+    return out;
+}
+
 int mcp_tool_side_effecting(const json_t *server_conf, const json_t *tool)
 {
     const char *name = json_string_value(json_object_get(tool, "name"));
@@ -502,13 +564,14 @@ void mcp_exposed_name(const char *server, const char *tool, char *out, size_t ca
 
 /* ---- the model's view ----------------------------------------------------------------------- */
 
-static int offered(const json_t *tools, const char *name)
+/* The element of tools (an array of {name, ...}) named name, or NULL. */
+static const json_t *named(const json_t *tools, const char *name)
 {
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t)
-        if (!strcmp(json_string_value(json_object_get(t, "name")) ?: "", name)) return 1;
-    return 0;
+        if (!strcmp(json_string_value(json_object_get(t, "name")) ?: "", name)) return t;
+    return NULL;
 }
 
 json_t *mcp_model_tools(const json_t *declared, const json_t *servers)
@@ -526,7 +589,7 @@ json_t *mcp_model_tools(const json_t *declared, const json_t *servers)
             const char *tool = json_string_value(json_object_get(t, "name"));
             if (!tool) continue;
             mcp_exposed_name(server, tool, name, sizeof name);
-            if (offered(out, name)) continue;
+            if (named(out, name)) continue;
             json_t *o = json_pack("{s:s, s:O}", "name", name, "inputSchema", json_object_get(t, "inputSchema"));
             const json_t *d = json_object_get(t, "description");
             if (json_is_string(d)) json_object_set(o, "description", (json_t *)d);
@@ -536,12 +599,23 @@ json_t *mcp_model_tools(const json_t *declared, const json_t *servers)
     return out;
 }
 
-const json_t *mcp_resolve(const json_t *servers, const char *exposed, const char **server)
+const json_t *mcp_resolve(const json_t *servers, const char *called, const char **server)
 {
     size_t i, j;
     const json_t *t, *s;
     char name[MCP_TOOL_NAME_MAX + 1];
-    if (!exposed) return NULL;
+    const char *exposed = called;
+    if (!called) return NULL;
+    /* A declared tool the operator bound: what it is bound to, and nothing else
+     * (not a server tool that happens to be exposed under the same name). */
+    json_array_foreach(servers, i, s) {
+        const char *bound = json_string_value(json_object_get(json_object_get(s, "bound"), called));
+        const char *sn = json_string_value(json_object_get(s, "server"));
+        if (!bound || !sn) continue;
+        t = named(json_object_get(s, "tools"), bound);
+        if (t) *server = sn;
+        return t;
+    }
     json_array_foreach(servers, i, s) {
         const char *sn = json_string_value(json_object_get(s, "server"));
         if (!sn) continue;

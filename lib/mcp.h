@@ -123,14 +123,19 @@ json_t *mcp_call_output(const json_t *result, int *is_error);
  *   {"mcpServers": {"NAME": {"command": "/path/to/server", "args": ["..."],
  *       "env": {"VAR": "value"}, "cwd": "/dir", "timeoutMs": 30000, "concurrency": 4,
  *       "idleStopMs": 300000, "tools": {"TOOL": "readOnly" | "sideEffecting"}}}}
+ *    "bindings": {"DECLARED": {"server": "NAME", "tool": "TOOL"}}}
  * NAME as an agent name; command an absolute path (no shell); args strings; env
  * names as a shell's; timeoutMs (per call, default 30000), concurrency (calls at
  * once, default 4), idleStopMs (stop after this long unused, default 300000) > 0;
- * tools overrides what the server's annotations say. Unknown keys are mistakes. */
+ * tools overrides what the server's annotations say. A binding says that a tool an
+ * agent declares in its "tools" under the name DECLARED (a provider tool name) is
+ * run as TOOL of server NAME, for agents that also name NAME in "mcpServers".
+ * Unknown keys are mistakes. */
 
 #define MCP_TIMEOUT_MS 30000
 #define MCP_CONCURRENCY 4
 #define MCP_IDLE_STOP_MS 300000
+#define MCP_BINDINGS_MAX 1024
 
 /* Validate a configuration document. Returns 0, or -1 with every mistake named in
  * err, one per line, each prefixed by its JSON path. */
@@ -155,6 +160,12 @@ const json_t *mcp_config_server(const json_t *doc, const char *name);
 int mcp_check_agent(const json_t *config, const json_t *agent, char *err, size_t errcap);
 int mcp_check_workflow(const json_t *config, const json_t *workflow, char *err, size_t errcap);
 
+/* The operator's bindings that apply to agent on server: {DECLARED: TOOL} for each
+ * tool agent declares ("tools") that config binds to server, when agent names
+ * server in "mcpServers" (a binding never reaches an agent that does not name its
+ * server). New reference; {} when none. */
+json_t *mcp_bindings_for(const json_t *config, const json_t *agent, const char *server);
+
 /* 1 if tool (a {name, readOnly} from mcp_parse_tools) of server conf is
  * side-effecting: the operator's "tools" override if any, else not readOnly. */
 int mcp_tool_side_effecting(const json_t *server_conf, const json_t *tool);
@@ -164,15 +175,19 @@ int mcp_tool_side_effecting(const json_t *server_conf, const json_t *tool);
 void mcp_exposed_name(const char *server, const char *tool, char *out, size_t cap);
 
 /* ---- the model's view ------------------------------------------------------------------
- * servers is an array of {"server": name, "tools": [tools from mcp_parse_tools]}. */
+ * servers is an array of {"server": name, "tools": [tools from mcp_parse_tools],
+ * "bound": {DECLARED: TOOL} (optional, from mcp_bindings_for)}. */
 
 /* The tools offered to the model: the agent's declared tools (as they are), then
  * each server's under its exposed name, as {name, description, inputSchema}; a
  * name already offered is not offered twice. New reference. */
 json_t *mcp_model_tools(const json_t *declared, const json_t *servers);
 
-/* The server tool that exposed (a name the model called) means: the tool
- * (borrowed from servers) with its server's name in *server; NULL if none. */
-const json_t *mcp_resolve(const json_t *servers, const char *exposed, const char **server);
+/* The server tool that called (a name the model called) means: a declared tool
+ * bound to one of the servers first, else a server's tool by its exposed name.
+ * Returns the tool as its server listed it (borrowed from servers) with its
+ * server's name in *server; NULL if none (a bound tool that its server does not
+ * list is none: nothing is run that the server did not offer). */
+const json_t *mcp_resolve(const json_t *servers, const char *called, const char **server);
 
 #endif

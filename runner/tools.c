@@ -12,6 +12,10 @@
  * (tool:result); the model is sent at most SESSION_TOOL_RESULT_MAX of it
  * (lib/session cuts it, with a marker).
  *
+ * A call's name resolves (lib/mcp mcp_resolve) to a declared tool the operator
+ * bound to one of the agent's servers, or to a server tool by its exposed name;
+ * tool:called records what it resolved to, and that is what runs.
+ *
  * Calls of one request run in parallel (each server bounds its own concurrency);
  * their results come back on the runner's loop through runner/mcp's callbacks. */
 #include <stdio.h>
@@ -55,7 +59,9 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
             if (!server) continue;     /* an object of an earlier version: never run */
             int st = rmcp_tools(R->mcp, server, &tools, err, sizeof err);
             if (st == RMCP_PENDING) pending = 1;
-            else if (st == RMCP_READY) json_array_append_new(servers, json_pack("{s:s, s:O}", "server", server, "tools", tools));
+            else if (st == RMCP_READY)      /* with the operator's bindings of the agent's declared tools */
+                json_array_append_new(servers, json_pack("{s:s, s:O, s:o}", "server", server, "tools", tools, "bound",
+                                                         mcp_bindings_for(R->mcp_config, agent, server)));
             else {
                 runner_log("session %s: %s", s->id, err);
                 emit(R, s, event_tool_server_failed(server, err));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The operator's MCP configuration as the whole stack applies it (docs/mcp.md):
 # agents and workflows may name only configured servers (the pool checks when they
-# are written).
+# are written) and declared tools bound by the operator to a server's tool
+# ("bindings").
 #
 # Servers: tests/mcp/test-server.mjs, as `t` (with an environment value that must
 # never show) and as `g`. The pool and the runner get the same DSTREAM_MCP_CONFIG.
@@ -18,7 +19,8 @@ setup_file() {
         --arg gstate "$MCP_TMP/gstate" '{
         mcpServers: {
             t: {command: $node, args: [$ts, "--state", $state], env: {TEST_SECRET: "s3cret-env-value"}},
-            g: {command: $node, args: [$ts, "--page-size", "2", "--state", $gstate]}}}' >"$MCP_TMP/mcp.json"
+            g: {command: $node, args: [$ts, "--page-size", "2", "--state", $gstate]}},
+        bindings: {say: {server: "t", tool: "echo"}, tally: {server: "t", tool: "count"}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
     export MCP_TMP
     rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
@@ -41,6 +43,11 @@ post_agent() { req POST /v1/agents -H 'Content-Type: application/json' --data-bi
 no_secret() {
     ! grep -q 's3cret-env-value\|TEST_SECRET\|test-server.mjs\|--state' "$DS_BODY"
 }
+
+# The declared tools of the binding tests.
+SAY='{"name": "say", "description": "Say the text aloud", "inputSchema": {"type": "object",
+      "properties": {"text": {"type": "string"}}, "required": ["text"]}}'
+TALLY='{"name": "tally", "inputSchema": {"type": "object"}}'
 
 # ---- names are checked when a document is written ------------------------------------------
 
@@ -106,4 +113,75 @@ no_secret() {
     [[ "$output" == *"mcpServers.t.shell: unknown key"* ]]
     [[ "$output" != *"s3cret-env-value"* ]]
     [ ! -e "$T/sock" ]
+}
+
+# ---- bindings --------------------------------------------------------------------------------
+
+@test "bindings: a declared tool runs the server tool the operator bound it to; tool:called says what it resolved to" {
+    local a id
+    a=$(ds_name agent)
+    post_agent "$(jq -nc --arg n "$a" --argjson say "$SAY" '{name: $n, provider: "anthropic", model: "claude-test-model",
+        tools: [$say], mcpServers: ["t"]}')"
+    assert_status 201
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "b_say", name: "say", arguments: {text: "bound and run"}}]},
+                                    {text: "Said it."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Say something."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Said it.")' 30
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "tool:called") | .payload] | length == 1 and (.[0] | .callId == "b_say" and
+        .name == "say" and .server == "t" and .tool == "echo" and .sideEffecting == false)' "$T/ev.json"
+    jq -e '.[] | select(.type == "tool:result" and .payload.callId == "b_say") | .payload |
+        .result == "bound and run" and .failed == false' "$T/ev.json"
+    # The model was offered the declared tool as declared, and the server's own tools.
+    rn_requests >"$T/req.json"
+    jq -e '.[0].body.tools | any(.name == "say" and .description == "Say the text aloud") and any(.name == "t__echo")' "$T/req.json"
+    jq -e '.[1].body.messages | any(.role == "user" and any(.content[]?; .type == "tool_result" and
+        .tool_use_id == "b_say" and .content == "bound and run"))' "$T/req.json"
+}
+
+@test "bindings: a bound side-effecting tool is side-effecting; an agent that does not name the server gets no binding" {
+    local a b id before
+    before=$(cat "$MCP_TMP/state/count" 2>/dev/null || echo 0)
+    a=$(ds_name agent)
+    post_agent "$(jq -nc --arg n "$a" --argjson t "$TALLY" '{name: $n, provider: "openai", model: "gpt-test-model",
+        tools: [$t], mcpServers: ["t"]}')"
+    assert_status 201
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "b_tally", name: "tally", arguments: {}}]}, {text: "Tallied."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Tally."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Tallied.")' 30
+    rn_events "$id" >"$T/ev.json"
+    jq -e '.[] | select(.type == "tool:called") | .payload | .server == "t" and .tool == "count" and .sideEffecting == true' "$T/ev.json"
+    [ "$(cat "$MCP_TMP/state/count")" = $((before + 1)) ]
+    # The same declared tools without the server in mcpServers: the binding does not apply.
+    b=$(ds_name agent)
+    post_agent "$(jq -nc --arg n "$b" --argjson say "$SAY" --argjson t "$TALLY" '{name: $n, provider: "openai",
+        model: "gpt-test-model", tools: [$say, $t], mcpServers: ["g"]}')"
+    assert_status 201
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "u_tally", name: "tally", arguments: {}}]}, {text: "Could not."}]}')"
+    id=$(rn_session "{\"agent\": \"$b\"}")
+    rn_say "$id" "Tally."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Could not.")' 30
+    rn_events "$id" >"$T/ev.json"
+    jq -e '.[] | select(.type == "tool:called") | .payload | .name == "tally" and .server == null and .tool == null' "$T/ev.json"
+    jq -e '.[] | select(.type == "tool:result") | .payload | .failed == true and .result == "no tool named tally"' "$T/ev.json"
+    [ "$(cat "$MCP_TMP/state/count")" = $((before + 1)) ]
+}
+
+@test "dstream mcp shows the bindings; a binding to a server that is not configured is a mistake" {
+    run "$DS_BIN/dstream" mcp "$MCP_TMP/mcp.json"
+    [ "$status" = 0 ]
+    [[ "$output" == *"binding say: echo on server t"* ]]
+    [[ "$output" == *"binding tally: count on server t"* ]]
+    [[ "$output" == *"2 MCP servers, 2 bindings"* ]]
+    [[ "$output" == *"env: TEST_SECRET (values not shown)"* ]]
+    [[ "$output" != *"s3cret-env-value"* ]]
+    jq '.bindings += {"bad name": {server: "t", tool: "echo"}, x: {server: "gone", tool: "a b"}}' "$MCP_TMP/mcp.json" >"$T/bad.json"
+    chmod 644 "$T/bad.json"
+    run "$DS_BIN/dstream" mcp "$T/bad.json"
+    [ "$status" = 1 ]
+    [[ "$output" == *'problem: bindings.bad name: a tool name must be'* ]]
+    [[ "$output" == *'problem: bindings.x.server: no server named "gone" in mcpServers'* ]]
+    [[ "$output" == *'problem: bindings.x.tool: must be a tool name'* ]]
 }

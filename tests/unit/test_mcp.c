@@ -393,6 +393,35 @@ static void test_config(void)
     json_decref(doc);
 }
 
+/* Bindings of declared tools: checked against the servers, named with their paths. */
+static void test_bindings_config(void)
+{
+    char err[2048];
+    json_t *ok = J("{'mcpServers': {'text': {'command': '/bin/true'}}, 'bindings': {'word_count':"
+                   " {'server': 'text', 'tool': 'count_words'}, 'w-2': {'server': 'text', 'tool': 'a.b/c'}}}");
+    CHECK_EQ_INT(mcp_config_validate(ok, err, sizeof err), 0);
+    json_decref(ok);
+    CONFIG_INVALID("{'mcpServers': {}, 'bindings': []}", "bindings: must be an object");
+    CONFIG_INVALID("{'mcpServers': {}, 'bindings': {'w': {'server': 'gone', 'tool': 't'}}}",
+                   "bindings.w.server: no server named \"gone\" in mcpServers");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'a.b': {'server': 's', 'tool': 't'}}}",
+                   "bindings.a.b: a tool name must be");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': 's'}}", "bindings.w: a binding must be an object");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': {'server': 's'}}}", "bindings.w.tool: missing");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': {'tool': 't'}}}", "bindings.w.server: missing");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': {'server': 's', 'tool': 'a b'}}}",
+                   "bindings.w.tool: must be a tool name");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': {'server': 's', 'tool': ''}}}",
+                   "bindings.w.tool: must be a tool name");
+    CONFIG_INVALID("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'w': {'server': 's', 'tool': 't', 'env': {}}}}",
+                   "bindings.w.env: unknown key");
+    /* Every mistake at once. */
+    json_t *bad = J("{'mcpServers': {'s': {'command': '/x'}}, 'bindings': {'a b': {'server': 'x', 'tool': 1}}}");
+    CHECK_EQ_INT(mcp_config_validate(bad, err, sizeof err), -1);
+    CHECK_EQ_INT(test_count_lines(err), 3);
+    json_decref(bad);
+}
+
 /* Agents and workflows name configured servers only (when there is a configuration). */
 static void test_check_documents(void)
 {
@@ -427,6 +456,55 @@ static void test_check_documents(void)
     json_decref(conf);
 }
 
+/* Which bindings reach an agent, and what a call of a declared tool resolves to. */
+static void test_bindings_resolve(void)
+{
+    json_t *conf = J("{'mcpServers': {'text': {'command': '/x'}, 'other': {'command': '/y'}},"
+                     " 'bindings': {'word_count': {'server': 'text', 'tool': 'count_words'},"
+                     " 'text__echo': {'server': 'text', 'tool': 'shout'}, 'elsewhere': {'server': 'other', 'tool': 'x'},"
+                     " 'gone': {'server': 'text', 'tool': 'not_listed'}, 'undeclared': {'server': 'text', 'tool': 'echo'}}}");
+    json_t *agent = J("{'tools': [{'name': 'word_count', 'inputSchema': {}}, {'name': 'text__echo', 'inputSchema': {}},"
+                      " {'name': 'elsewhere', 'inputSchema': {}}, {'name': 'gone', 'inputSchema': {}},"
+                      " {'name': 'mine', 'inputSchema': {}}], 'mcpServers': ['text']}");
+    json_t *b = mcp_bindings_for(conf, agent, "text");
+    char *d = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    /* Declared and bound to this server; not "elsewhere" (another server), not "undeclared". */
+    CHECK_EQ_STR(d, "{\"gone\":\"not_listed\",\"text__echo\":\"shout\",\"word_count\":\"count_words\"}");
+    free(d);
+    /* A server the agent does not name gives it no binding, even one the config has. */
+    json_t *none = mcp_bindings_for(conf, agent, "other");
+    CHECK_EQ_INT(json_object_size(none), 0);
+    json_decref(none);
+    none = mcp_bindings_for(NULL, agent, "text");
+    CHECK_EQ_INT(json_object_size(none), 0);
+    json_decref(none);
+
+    json_t *servers = J("[{'server': 'text', 'tools': [{'name': 'count_words', 'inputSchema': {}, 'readOnly': true},"
+                        " {'name': 'echo', 'inputSchema': {}, 'readOnly': true}, {'name': 'shout', 'inputSchema': {}, 'readOnly': false}]}]");
+    json_object_set(json_array_get(servers, 0), "bound", b);
+    const char *server = NULL;
+    const json_t *t = mcp_resolve(servers, "word_count", &server);
+    CHECK(t && !strcmp(server, "text") && !strcmp(json_string_value(json_object_get(t, "name")), "count_words"));
+    /* A binding wins over the exposed name it shadows. */
+    server = NULL;
+    t = mcp_resolve(servers, "text__echo", &server);
+    CHECK(t && !strcmp(json_string_value(json_object_get(t, "name")), "shout"));
+    /* A bound tool its server does not list runs nothing; neither does an unbound declared one. */
+    server = NULL;
+    CHECK(mcp_resolve(servers, "gone", &server) == NULL && server == NULL);
+    CHECK(mcp_resolve(servers, "mine", &server) == NULL);
+    t = mcp_resolve(servers, "text__count_words", &server);
+    CHECK(t && !strcmp(json_string_value(json_object_get(t, "name")), "count_words"));
+    /* Offered: the declared tools as declared; the servers' tools unless shadowed. */
+    json_t *offered = mcp_model_tools(json_object_get(agent, "tools"), servers);
+    CHECK_EQ_INT(json_array_size(offered), 5 + 2);
+    json_decref(offered);
+    json_decref(servers);
+    json_decref(b);
+    json_decref(agent);
+    json_decref(conf);
+}
+
 /* The file as the programs read it: the operator's, valid. */
 static void test_config_load(void)
 {
@@ -435,7 +513,7 @@ static void test_config_load(void)
     snprintf(path, sizeof path, "%s/mcp.json", dir);
     FILE *f = fopen(path, "w");
     if (!CHECK(f != NULL)) return;
-    fputs("{\"mcpServers\": {\"s\": {\"command\": \"/bin/true\"}}}", f);
+    fputs("{\"mcpServers\": {\"s\": {\"command\": \"/bin/true\"}}, \"bindings\": {\"w\": {\"server\": \"s\", \"tool\": \"t\"}}}", f);
     fclose(f);
     chmod(path, 0644);
     json_t *doc = mcp_config_load(path, err, sizeof err);
@@ -511,7 +589,9 @@ int main(void)
     test_tools();
     test_call_output();
     test_config();
+    test_bindings_config();
     test_check_documents();
+    test_bindings_resolve();
     test_config_load();
     test_exposed();
     return TEST_MAIN_END();
