@@ -12,7 +12,14 @@
  * in the server's queue until it is READY and a concurrency slot is free; each
  * has its deadline from the moment it is sent. Finished calls collect in a list
  * delivered at the end of rmcp_process, so a completion callback never runs
- * inside a call of the runner into this module. */
+ * inside a call of the runner into this module.
+ *
+ * A READY server that sends notifications/tools/list_changed is marked stale; the
+ * next rmcp_tools for it lists its tools again (page by page, as at its start,
+ * with the same deadline) and answers PENDING until the new list is in, so the
+ * next request offers what the server offers now. Calls go on meanwhile. A server
+ * that says "changed" at every list is listed at most RMCP_RELISTS_MAX times in a
+ * row before its latest list is used as it is. */
 #include "mcp.h"
 
 #include <errno.h>
@@ -37,6 +44,7 @@
 #define RMCP_LIST_PAGES 64          /* tools/list pages followed */
 #define RMCP_DYING_MS 500           /* from a closed output to giving up on the exit status */
 #define RMCP_START_MS 10000         /* the least time a start is given */
+#define RMCP_RELISTS_MAX 3          /* lists again in a row before a changing list is used as it is */
 
 typedef enum { S_STOPPED, S_INIT, S_LISTING, S_READY, S_STOPPING } sstate;
 
@@ -69,6 +77,9 @@ typedef struct rmcp_server {
     char cursor[RMCP_CURSOR_MAX];
     int pages;
     json_t *tools, *listing;
+    int stale;                  /* it said its tools changed: list them again before they are next offered */
+    int relisting;              /* READY, and listing its tools again (list_id, phase_deadline, listing) */
+    int relists;                /* lists again since its tools were last handed out */
     rmcp_call *queue;           /* waiting, in order */
     rmcp_call *flight;          /* sent */
     int inflight;
@@ -347,6 +358,7 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
     s->tools = NULL;
     json_decref(s->listing);
     s->listing = NULL;
+    s->stale = s->relisting = s->relists = 0;     /* a start lists anew */
     if (s->pid > 0) {
         kill(-s->pid, SIGTERM);
         s->state = S_STOPPING;
@@ -396,6 +408,16 @@ static void list_page(rmcp_server *s)
     send_request(s, s->list_id, "tools/list", mcp_list_params(s->cursor));
 }
 
+/* Ask for its tools from the first page (at its start, or again when they changed). */
+static void list_tools(rmcp_server *s)
+{
+    s->cursor[0] = '\0';
+    s->pages = 0;
+    json_decref(s->listing);
+    s->listing = json_array();
+    list_page(s);
+}
+
 typedef struct msg_ctx {
     rmcp_t *m;
     rmcp_server *s;
@@ -417,16 +439,13 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
             runner_log("mcp %s: initialized (protocol %s)", s->name, version);
             send_line(s, mcp_build_notification(&s->wq, "notifications/initialized", NULL));
             s->state = S_LISTING;
-            s->cursor[0] = '\0';
-            s->pages = 0;
-            s->listing = json_array();
-            list_page(s);
+            list_tools(s);
             return;
         }
         x->broken = 1;
         return;
     }
-    if (s->state == S_LISTING && msg->id == s->list_id) {
+    if ((s->state == S_LISTING || s->relisting) && msg->id == s->list_id) {
         int skipped = 0;
         if (msg->kind == MCP_MSG_ERROR) {
             snprintf(x->why, sizeof x->why, "tools/list failed: %.200s", msg->message);
@@ -443,8 +462,15 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
             list_page(s);
             return;
         }
+        json_decref(s->tools);
         s->tools = s->listing;
         s->listing = NULL;
+        if (s->relisting) {
+            s->relisting = 0;
+            runner_log("mcp %s: tools listed again, %zu tools", s->name, json_array_size(s->tools));
+            if (x->m->on_change) x->m->on_change(x->m->ud, s->name);
+            return;
+        }
         s->state = S_READY;
         s->start_failures = 0;
         s->wanted = 0;
@@ -495,7 +521,8 @@ static int on_msg(void *ud, const mcp_msg *msg)
                        json_string_value(json_object_get(msg->params, "level")) ?: "log", d ? d : "");
             free(d);
         } else if (!strcmp(msg->method, "notifications/tools/list_changed")) {
-            runner_log("mcp %s: its tools changed (read again at its next start)", s->name);
+            s->stale = 1;
+            runner_log("mcp %s: its tools changed (listed again before they are next offered)", s->name);
         } else {
             runner_log("mcp %s: notification %.100s", s->name, msg->method);
         }
@@ -599,10 +626,18 @@ int rmcp_tools(rmcp_t *m, const char *server, const json_t **tools, char *err, s
         return RMCP_FAILED;
     }
     want(m, s);
-    if (s->state == S_READY) {
+    if (s->state == S_READY && s->stale && !s->relisting && s->relists < RMCP_RELISTS_MAX) {
+        s->stale = 0;
+        s->relisting = 1;
+        s->relists++;
+        list_tools(s);
+    }
+    if (s->state == S_READY && !s->relisting) {
+        s->relists = 0;
         *tools = s->tools;
         return RMCP_READY;
     }
+    if (s->state == S_READY) return RMCP_PENDING;   /* on_change says when the list is in */
     if (s->failed_until && db_now_ms() < s->failed_until) {
         snprintf(err, errcap, "MCP server %s is unavailable: %s", s->name, s->why);
         return RMCP_FAILED;
@@ -721,7 +756,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
     int64_t now = db_now_ms();
     for (size_t k = 0; k < m->n; k++) {
         rmcp_server *s = &m->srv[k];
-        if ((s->state == S_INIT || s->state == S_LISTING) && now >= s->phase_deadline) {
+        if ((s->state == S_INIT || s->state == S_LISTING || s->relisting) && now >= s->phase_deadline) {
             char why[160];
             snprintf(why, sizeof why, "the MCP server did not answer %s within %d ms",
                      s->state == S_INIT ? "initialize" : "tools/list", start_timeout(s));
@@ -742,7 +777,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
             finish(m, c, json_string(why), 1, 1);
         }
         send_calls(s);
-        if (s->state == S_READY && !s->flight && !s->queue && now - s->last_used >= s->idle_ms) {
+        if (s->state == S_READY && !s->relisting && !s->flight && !s->queue && now - s->last_used >= s->idle_ms) {
             runner_log("mcp %s: idle, stopping", s->name);
             stop(m, s, "stopped", 0);
         }
@@ -770,7 +805,8 @@ int rmcp_timeout(rmcp_t *m, int max)
     for (size_t k = 0; m && k < m->n; k++) {
         rmcp_server *s = &m->srv[k];
         if (m->finished) t = now;
-        if (s->state == S_INIT || s->state == S_LISTING) t = s->phase_deadline < t ? s->phase_deadline : t;
+        if (s->state == S_INIT || s->state == S_LISTING || s->relisting)
+            t = s->phase_deadline < t ? s->phase_deadline : t;
         for (rmcp_call *c = s->flight; c; c = c->next) t = c->deadline < t ? c->deadline : t;
         if (s->state == S_READY && !s->flight && !s->queue && s->last_used + s->idle_ms < t)
             t = s->last_used + s->idle_ms;

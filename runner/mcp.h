@@ -56,7 +56,8 @@ const json_t *rmcp_server_conf(rmcp_t *m, const char *server);
 #define RMCP_FAILED (-1)
 
 /* The server's tools ([{name, description, inputSchema, readOnly}], borrowed until
- * the server restarts): RMCP_READY; RMCP_PENDING (starting: on_change says when);
+ * the server restarts or lists them again): RMCP_READY; RMCP_PENDING (starting, or
+ * listing its tools again after it said they changed: on_change says when);
  * RMCP_FAILED with why in err. Starts the server if it is not running. */
 int rmcp_tools(rmcp_t *m, const char *server, const json_t **tools, char *err, size_t errcap);
 

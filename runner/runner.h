@@ -128,9 +128,9 @@ void runner_lost(runner_t *R, sess_t *s);
 /* The agent as the request presents it (new reference): its system prompt with
  * its skills and, with_tools, its MCP servers' tools under their exposed names
  * (s->servers keeps them, with the operator's bindings of the agent's declared
- * tools, for resolving the calls). NULL while a server is starting (s's timer is
- * set to look again); a server that cannot be had is left out, with
- * tool:server_failed. */
+ * tools, for resolving the calls). NULL while a server is starting or listing its
+ * tools again (s's timer is set to look again); a server that cannot be had is
+ * left out, with tool:server_failed. */
 json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools);
 /* Record the calls the request q asked for (tool:called, each resolved to its
  * server and tool and tagged side-effecting or not). They run once in the log. */

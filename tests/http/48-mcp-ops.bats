@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
 # The operator's MCP configuration as the whole stack applies it (docs/mcp.md):
 # agents and workflows may name only configured servers (the pool checks when they
-# are written) and declared tools bound by the operator to a server's tool
-# ("bindings").
+# are written), declared tools bound by the operator to a server's tool
+# ("bindings"), and a server whose tools change (notifications/tools/list_changed)
+# listed again before the next request offers them.
 #
 # Servers: tests/mcp/test-server.mjs, as `t` (with an environment value that must
-# never show) and as `g`. The pool and the runner get the same DSTREAM_MCP_CONFIG.
-# Waits are polls with deadlines.
+# never show) and as `g`, told to add a tool at its first call (--grow). The pool
+# and the runner get the same DSTREAM_MCP_CONFIG. Waits are polls with deadlines.
 
 load runner-helpers
 
@@ -19,7 +20,7 @@ setup_file() {
         --arg gstate "$MCP_TMP/gstate" '{
         mcpServers: {
             t: {command: $node, args: [$ts, "--state", $state], env: {TEST_SECRET: "s3cret-env-value"}},
-            g: {command: $node, args: [$ts, "--page-size", "2", "--state", $gstate]}},
+            g: {command: $node, args: [$ts, "--grow", "--page-size", "2", "--state", $gstate]}},
         bindings: {say: {server: "t", tool: "echo"}, tally: {server: "t", tool: "count"}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
     export MCP_TMP
@@ -184,4 +185,37 @@ TALLY='{"name": "tally", "inputSchema": {"type": "object"}}'
     [[ "$output" == *'problem: bindings.bad name: a tool name must be'* ]]
     [[ "$output" == *'problem: bindings.x.server: no server named "gone" in mcpServers'* ]]
     [[ "$output" == *'problem: bindings.x.tool: must be a tool name'* ]]
+}
+
+# ---- notifications/tools/list_changed ----------------------------------------------------------
+
+@test "list_changed: a server that adds a tool at its first call is listed again, and the next request offers the new tool" {
+    local a id lists
+    a=$(ds_name agent)
+    post_agent "$(jq -nc --arg n "$a" '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["g"]}')"
+    assert_status 201
+    rn_script "$(jq -nc '{replies: [
+        {toolCalls: [{id: "g1", name: "g__echo", arguments: {text: "first"}}]},
+        {toolCalls: [{id: "g2", name: "g__grown", arguments: {text: "new"}}]},
+        {text: "Used the new tool."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Echo, then use what appears."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Used the new tool.")' 30
+    rn_requests >"$T/req.json"
+    [ "$(jq length "$T/req.json")" = 3 ]
+    # Offered before the change: not the new tool; after it: the new tool, and the old ones still.
+    jq -e '(.[0].body.tools | any(.name == "g__grown") | not) and (.[0].body.tools | any(.name == "g__echo"))' "$T/req.json"
+    jq -e '(.[1].body.tools | any(.name == "g__grown" and .description == "A tool added after the first call" and
+        .input_schema.required == ["text"])) and (.[1].body.tools | any(.name == "g__big"))' "$T/req.json"
+    rn_events "$id" >"$T/ev.json"
+    jq -e '.[] | select(.type == "tool:result" and .payload.callId == "g2") | .payload | .result == "grown: new" and .failed == false' "$T/ev.json"
+    jq -e '.[] | select(.type == "tool:called" and .payload.callId == "g2") | .payload | .server == "g" and .tool == "grown"' "$T/ev.json"
+    grep -q 'mcp g: its tools changed' "$DS_DIR/logs/runner.log"
+    grep -q 'mcp g: tools listed again, 10 tools' "$DS_DIR/logs/runner.log"
+    # Listed again page by page (2 a page): 5 pages at the start, 5 more after the change.
+    lists=$(jq -s '[.[] | select(.method == "tools/list")] | length' "$MCP_TMP/gstate/received.jsonl")
+    [ "$lists" = 10 ]
+    jq -se '[.[] | select(.method == "tools/list") | .params.cursor // "first"] == ["first", "2", "4", "6", "8", "first", "2", "4", "6", "8"]' \
+        "$MCP_TMP/gstate/received.jsonl"
+    rn_runner_alive
 }

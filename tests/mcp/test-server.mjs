@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A small MCP server over stdio for the runner's tests (Node built-ins only).
 //
-//   node tests/mcp/test-server.mjs [--state DIR] [--exit-at-start] [--page-size N]
+//   node tests/mcp/test-server.mjs [--state DIR] [--exit-at-start] [--page-size N] [--grow]
 //
 // Newline-delimited JSON-RPC 2.0 on stdin/stdout; diagnostics on stderr. Its tools
 // list comes in pages of --page-size (default 3) with nextCursor, so clients must
@@ -23,6 +23,9 @@
 //   ask                    sends a sampling/createMessage request of its own and
 //                          answers with what the client said to it
 // --exit-at-start: writes a line to stderr and exits with status 3 at once.
+// --grow: at its first tools/call it adds the tool `grown` {text} (readOnly: answers
+// "grown: " and the text) and sends notifications/tools/list_changed, before it
+// answers that call, so the client knows of the change before it sees the result.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -35,6 +38,8 @@ const opt = (name, dflt) => {
 };
 const stateDir = opt('--state', null);
 const pageSize = Number(opt('--page-size', '3'));
+const grow = args.includes('--grow');
+let grown = false;
 
 if (args.includes('--exit-at-start')) {
     process.stderr.write('test-server: asked to exit at start\n');
@@ -73,6 +78,9 @@ let nextOwnId = 1;
 function call(id, name, a) {
     switch (name) {
     case 'echo': return send({ jsonrpc: '2.0', id, result: text(String(a.text ?? '')) });
+    case 'grown':
+        if (!grown) break;
+        return send({ jsonrpc: '2.0', id, result: text(`grown: ${String(a.text ?? '')}`) });
     case 'count': {
         const n = readCount() + 1;
         fs.writeFileSync(countFile, String(n));
@@ -105,9 +113,8 @@ function call(id, name, a) {
         while (s.length < n) s += line;
         return send({ jsonrpc: '2.0', id, result: text(s.slice(0, n)) });
     }
-    default:
-        return send({ jsonrpc: '2.0', id, error: { code: -32602, message: `unknown tool ${name}` } });
     }
+    return send({ jsonrpc: '2.0', id, error: { code: -32602, message: `unknown tool ${name}` } });
 }
 
 const rl = readline.createInterface({ input: process.stdin });
@@ -132,7 +139,7 @@ rl.on('line', (line) => {
     switch (m.method) {
     case 'initialize':
         return send({ jsonrpc: '2.0', id: m.id, result: {
-            protocolVersion: '2025-06-18', capabilities: { tools: { listChanged: false } },
+            protocolVersion: '2025-06-18', capabilities: { tools: { listChanged: grow } },
             serverInfo: { name: 'dstream-test-server', version: '1.0.0' } } });
     case 'tools/list': {
         const start = Number(m.params?.cursor ?? 0) || 0;
@@ -140,7 +147,14 @@ rl.on('line', (line) => {
         const next = start + pageSize < TOOLS.length ? String(start + pageSize) : undefined;
         return send({ jsonrpc: '2.0', id: m.id, result: { tools: page, ...(next ? { nextCursor: next } : {}) } });
     }
-    case 'tools/call': return call(m.id, m.params?.name, m.params?.arguments ?? {});
+    case 'tools/call':
+        if (grow && !grown) {
+            grown = true;
+            TOOLS.push({ name: 'grown', description: 'A tool added after the first call',
+                         inputSchema: obj({ text: { type: 'string' } }, ['text']), annotations: { readOnlyHint: true } });
+            send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+        }
+        return call(m.id, m.params?.name, m.params?.arguments ?? {});
     case 'ping': return send({ jsonrpc: '2.0', id: m.id, result: {} });
     default: return send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'method not found' } });
     }
