@@ -408,8 +408,11 @@ hold_one() {   # SYSTEM N KEY
     put "$key.pertotal" "$sys" "$(awk -v r="$rss" -v h="$held" 'BEGIN {printf "%.1f", h ? r / h : 0}')"
     put "$key.cpu" "$sys" "$(awk -v c=$((c1 - c0)) -v hz="$hz" -v dt=$((t1 - t0)) \
         'BEGIN {printf "%.2f", 100 * c / hz / (dt / 1e9)}')"
-    # Let the server notice the hang-ups before the next measurement.
+    # Let the server notice the hang-ups before the next measurement; then what the
+    # load left behind: the RSS once the readers are gone, against before them.
     sleep 1
+    mapfile -t pids < <(sys_pids "$sys")
+    put "$key.rss_after" "$sys" "$(awk -v r="$(rss_kb "${pids[@]}")" 'BEGIN {printf "%.1f", r / 1024}')"
 }
 
 bench_hold() {
@@ -514,6 +517,18 @@ report_targets() {
         [ -s "$vals/fanout$n.p99.nchan" ] || continue
         c1=$(cmp "$(med "fanout$n.p99" dstream)" "<=" "$(awk -v x="$(med "fanout$n.p99" nchan)" 'BEGIN {print 1.25 * x}')")
         echo "- $n SSE readers p99 <= 1.25x nchan's: $(ratio "fanout$n.p99" dstream nchan) $(verdict "$c1"), every message delivered: $(verdict "$(all_ones "fanout$n.all" dstream)")"
+    done
+    # The live-read targets (as ratios to the bare responder behind the same nginx).
+    f=$(med append1.rps fcgi)
+    c1=$(cmp "$d" ">=" "$(awk -v f="$f" 'BEGIN {print 0.85 * f}')")
+    c2=$(cmp "$(med append100.rps dstream)" ">=" "$(awk -v f="$(med append100.rps fcgi)" 'BEGIN {print 0.7 * f}')")
+    echo "- appends >= 0.85x the ceiling on one stream: $(ratio append1.rps dstream fcgi) $(verdict "$c1"); >= 0.7x over 100 streams: $(ratio append100.rps dstream fcgi) $(verdict "$c2")"
+    c1=$(cmp "$(med catchup.rps dstream)" ">=" "$(awk -v f="$(med catchup.rps fcgi)" 'BEGIN {print 0.8 * f}')")
+    echo "- catch-up >= 0.8x the ceiling: $(ratio catchup.rps dstream fcgi) $(verdict "$c1")"
+    for n in $BENCH_HOLD; do
+        [ -s "$vals/hold$n.rss_after.dstream" ] || continue
+        c1=$(cmp "$(med "hold$n.rss_after" dstream)" "<=" "$(awk -v r="$(med "hold$n.rss0" dstream)" 'BEGIN {print 1.2 * r}')")
+        echo "- after $n readers leave, the pool's RSS within 20 % of its level before them: $(cell "hold$n.rss0" dstream 1 %.1f) MiB before, $(cell "hold$n.rss_after" dstream 1 %.1f) MiB after $(verdict "$c1")"
     done
     c1=$(cmp "$(med hold10000.held dstream)" ">=" 10000)
     c2=$(cmp "$(med hold10000.rss dstream)" "<" 1024)
