@@ -10,13 +10,17 @@
  *  - as JSON, when it parses: workflow_validate and agent_validate return 0 with
  *    no message or -1 with one; a valid workflow is then driven by workflow_next
  *    (running its updates with apply_update, rendering its prompts) for a bounded
- *    number of moves, and every skill of a valid agent is rendered. */
+ *    number of moves, and every skill of a valid agent is rendered; the MCP
+ *    server names it uses (lib/mcp mcp_check_workflow, mcp_check_agent, as the
+ *    pool checks them against the operator's configuration) are refused only
+ *    with lines that start with their JSON path. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
 #include "buf.h"
+#include "mcp.h"
 #include "workflow.h"
 
 #define REQUIRE(cond) \
@@ -168,6 +172,17 @@ static void as_json(const uint8_t *data, size_t size)
     REQUIRE(terminated(err, sizeof err));
     REQUIRE((rc == 0) == (err[0] == '\0'));
     if (rc == 0) agent_skills(doc);
+
+    /* The server names, against a configuration of one server "t". */
+    static json_t *config;
+    if (!config) config = json_pack("{s:{s:{s:s}}}", "mcpServers", "t", "command", "/bin/true");
+    REQUIRE(config);
+    rc = mcp_check_workflow(config, doc, err, sizeof err);
+    REQUIRE(terminated(err, sizeof err) && (rc == 0) == (err[0] == '\0'));
+    REQUIRE(rc == 0 || strncmp(err, "phases[", 7) == 0);
+    rc = mcp_check_agent(config, doc, err, sizeof err);
+    REQUIRE(terminated(err, sizeof err) && (rc == 0) == (err[0] == '\0'));
+    REQUIRE(rc == 0 || strncmp(err, "mcpServers[", 11) == 0);
 
     /* Any JSON as a schema, and as a value against a schema. */
     (void)workflow_check_schema(doc, state0, err, sizeof err);
