@@ -243,15 +243,21 @@ static json_t *assistant_for(session_view *v, const char *request)
     return NULL;
 }
 
+/* Called for every delta of a streaming reply, on a text that keeps growing: one
+ * copy into the joined text and one into the JSON string, no UTF-8 pass (both
+ * parts come from JSON strings, which are valid UTF-8, and so is what joins them;
+ * a text cut inside a character by a provider would already have failed to parse). */
 static void append_text(json_t *msg, const char *key, const char *text)
 {
-    const char *cur = str(msg, key);
-    size_t a = strlen(cur), b = strlen(text);
+    json_t *cur = json_object_get(msg, key);
+    size_t a = json_is_string(cur) ? json_string_length(cur) : 0, b = strlen(text);
     char *s = malloc(a + b + 1);
     if (!s) abort();
-    memcpy(s, cur, a);
+    if (a) memcpy(s, json_string_value(cur), a);
     memcpy(s + a, text, b + 1);
-    json_object_set_new(msg, key, json_string(s));
+    /* In place only when nobody else holds the string (a request built from the view). */
+    if (json_is_string(cur) && cur->refcount == 1) json_string_setn_nocheck(cur, s, a + b);
+    else json_object_set_new(msg, key, json_stringn_nocheck(s, a + b));
     free(s);
 }
 
