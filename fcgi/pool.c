@@ -215,9 +215,6 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd,
     signal(SIGPIPE, SIG_IGN);
 
     char err[256];
-    /* Before any connection opens (they signal it): a group's commit never pays for a checkpoint. */
-    if (log_checkpoint_in_background(log, err, sizeof err))
-        diag("warn", "checkpoints stay in the commits: %s", err);
     wake_opts wo = {cfg->wake_inotify, cfg->wake_poll_us};
     wake_t *wake = wake_start(log, cfg->db_path, &wo, err, sizeof err);
     if (!wake) diag("warn", "no live wake-ups: %s", err);

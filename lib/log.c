@@ -126,12 +126,6 @@ struct log {
     void *on_commit_ud;
     uint64_t groups, ops;
     int64_t max_bytes;         /* log_set_max_bytes: 0, none */
-    /* log_checkpoint_in_background */
-    int ckpt_on, ckpt_want, ckpt_stop;
-    pthread_t ckpt_thread;
-    pthread_mutex_t ckpt_mu;
-    pthread_cond_t ckpt_cv;
-    sqlite3 *ckpt_db;
 };
 
 typedef struct cached_stmt {
@@ -210,80 +204,9 @@ void log_set_max_bytes(log_t *l, int64_t max_bytes)
     l->max_bytes = max_bytes;
 }
 
-/* After each commit, on the committing connection: the WAL holds frames frames. */
-static int wal_hook(void *ud, sqlite3 *db, const char *name, int frames)
-{
-    log_t *l = ud;
-    (void)name;
-    if (frames < LOG_CHECKPOINT_FRAMES) return SQLITE_OK;
-    /* A checkpoint that runs while writers go on copies what was there when it began,
-     * and the WAL starts over only once all of it was copied: under writes that never
-     * pause, the thread's checkpoints may never get there and the WAL would grow
-     * without end. Past this, the commit finishes the job itself (copying only what
-     * the thread has not), as SQLite's automatic checkpoint would. */
-    if (frames >= LOG_CHECKPOINT_FRAMES * 4) {
-        sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-        return SQLITE_OK;
-    }
-    pthread_mutex_lock(&l->ckpt_mu);
-    l->ckpt_want = 1;
-    pthread_cond_signal(&l->ckpt_cv);
-    pthread_mutex_unlock(&l->ckpt_mu);
-    return SQLITE_OK;
-}
-
-static void *ckpt_main(void *arg)
-{
-    log_t *l = arg;
-    pthread_mutex_lock(&l->ckpt_mu);
-    for (;;) {
-        while (!l->ckpt_want && !l->ckpt_stop) pthread_cond_wait(&l->ckpt_cv, &l->ckpt_mu);
-        if (l->ckpt_stop) break;
-        l->ckpt_want = 0;
-        pthread_mutex_unlock(&l->ckpt_mu);
-        /* SQLITE_BUSY (another process checkpoints) is fine: the next signal retries. */
-        sqlite3_wal_checkpoint_v2(l->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-        pthread_mutex_lock(&l->ckpt_mu);
-    }
-    pthread_mutex_unlock(&l->ckpt_mu);
-    return NULL;
-}
-
-int log_checkpoint_in_background(log_t *l, char *err, size_t errlen)
-{
-    db_opts o;
-    db_opts_default(&o);
-    o.synchronous_full = l->opts.synchronous_full;
-    o.busy_timeout_ms = 0;      /* a checkpoint that would wait is skipped, not waited for */
-    o.migrate = 0;
-    if (l->ckpt_on) return 0;
-    if (db_open(l->path, &o, &l->ckpt_db, err, errlen)) return -1;
-    pthread_mutex_init(&l->ckpt_mu, NULL);
-    pthread_cond_init(&l->ckpt_cv, NULL);
-    if (pthread_create(&l->ckpt_thread, NULL, ckpt_main, l)) {
-        snprintf(err, errlen, "cannot start the checkpoint thread");
-        sqlite3_close_v2(l->ckpt_db);
-        pthread_cond_destroy(&l->ckpt_cv);
-        pthread_mutex_destroy(&l->ckpt_mu);
-        return -1;
-    }
-    l->ckpt_on = 1;
-    return 0;
-}
-
 void log_close(log_t *l)
 {
     if (!l) return;
-    if (l->ckpt_on) {
-        pthread_mutex_lock(&l->ckpt_mu);
-        l->ckpt_stop = 1;
-        pthread_cond_signal(&l->ckpt_cv);
-        pthread_mutex_unlock(&l->ckpt_mu);
-        pthread_join(l->ckpt_thread, NULL);
-        sqlite3_close_v2(l->ckpt_db);
-        pthread_cond_destroy(&l->ckpt_cv);
-        pthread_mutex_destroy(&l->ckpt_mu);
-    }
     pthread_mutex_destroy(&l->mu);
     free(l->path);
     free(l);
@@ -323,7 +246,6 @@ log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen)
     snprintf(lockpath, sizeof lockpath, "%s-wlock", l->path);
     c->lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (db_open(l->path, &o, &c->db, err, errlen) || db_cap(c->db, l->max_bytes, err, errlen)) goto fail;
-    if (l->ckpt_on) sqlite3_wal_hook(c->db, wal_hook, l);  /* replaces the automatic checkpoint */
     for (int i = 0; i < S_COUNT; i++) {
         if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i],
                                NULL) != SQLITE_OK) {

@@ -127,14 +127,6 @@ typedef struct log_read_req {
  * Returns NULL with a message in err. Free with log_close after every conn. */
 log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen);
 void log_close(log_t *l);
-/* Checkpoint the WAL on a thread of its own instead of inside the commit that
- * crosses the threshold (SQLite's default, which makes that commit, and whoever
- * waits for it, pay for copying the WAL into the database and syncing it): the
- * connections opened after this call signal the thread, which runs a PASSIVE
- * checkpoint (it never waits for readers nor blocks writers) on its own
- * connection. Returns 0, or -1 with err set. */
-#define LOG_CHECKPOINT_FRAMES 1000
-int log_checkpoint_in_background(log_t *l, char *err, size_t errlen);
 
 /* Cap the database at max_bytes (> 0; 0: no cap) for the connections opened from
  * now on (db_cap): a write past it fails with LOG_EFULL and writes nothing. Call

@@ -191,11 +191,7 @@ int main(int argc, char **argv)
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
-    if ((R.log = log_open(db, &lo, err, sizeof err))) {
-        log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
-        /* The loop's commits never pay for a checkpoint (a seventh of its time at 200 streams). */
-        if (log_checkpoint_in_background(R.log, err, sizeof err)) runner_log("checkpoints stay in the commits: %s", err);
-    }
+    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
     if (!R.log || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 1;

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "db.h"
@@ -849,73 +848,6 @@ static void test_group_commit(void)
     log_close(l);
 }
 
-/* ---- checkpoints on a thread of their own -------------------------------------------- */
-
-static long long file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
-}
-
-/* Writes that pass the WAL's threshold many times over: the database file itself
- * grows (the checkpoint thread copied the WAL into it), the WAL does not grow
- * without bound, and every message reads back. */
-static void test_background_checkpoint(void)
-{
-    char path[300], wal[320], err[256];
-    snprintf(path, sizeof path, "%s/ckpt.db", dir);
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    log_opts o = {0, 10000};
-    log_t *l = log_open(path, &o, err, sizeof err);
-    if (!CHECK(l != NULL)) return;
-    CHECK_EQ_INT(log_checkpoint_in_background(l, err, sizeof err), 0);
-    CHECK_EQ_INT(log_checkpoint_in_background(l, err, sizeof err), 0);     /* once is enough */
-    log_conn_t *c = log_conn_open(l, err, sizeof err);
-    if (!CHECK(c != NULL)) {
-        log_close(l);
-        return;
-    }
-    log_create_req cr;
-    memset(&cr, 0, sizeof cr);
-    cr.path = "/ck/s";
-    cr.content_type = "text/plain";
-    cr.ttl_s = cr.expires_ms = -1;
-    CHECK_EQ_INT(log_create(c, &cr), 0);
-    long long db0 = file_size(path), wal_max = 0;
-    static char big[3000];
-    memset(big, 'x', sizeof big);
-    big[sizeof big - 1] = '\0';
-    int n = 3000, failed = 0;
-    for (int i = 0; i < n; i++) {
-        log_msg m = {big, sizeof big - 1};
-        log_append_req r;
-        memset(&r, 0, sizeof r);
-        r.path = "/ck/s";
-        r.msgs = &m;
-        r.nmsgs = 1;
-        failed += log_append(c, &r) != 0;
-        long long w = file_size(wal);
-        if (w > wal_max) wal_max = w;
-    }
-    CHECK_EQ_INT(failed, 0);
-    /* ~9 MB of messages, ~25 MB of WAL frames: checkpointed into the file, the WAL
-     * reused from its start rather than holding them all. */
-    long long db1 = file_size(path);
-    for (int i = 0; i < 500 && db1 < 4000000; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        db1 = file_size(path);
-    }
-    CHECK(db1 >= 4000000);
-    CHECK(db1 > db0);
-    if (!CHECK(wal_max < 24000000) || getenv("TEST_VERBOSE")) fprintf(stderr, "  WAL reached %lld bytes\n", wal_max);
-    log_info info;
-    CHECK_EQ_INT(log_head(c, "/ck/s", &info), 0);
-    CHECK_EQ_UINT(info.tail.seq, (uint64_t)n);
-    log_conn_close(c);
-    log_close(l);
-}
-
 /* ---- the statement cache ------------------------------------------------------------ */
 
 static int one_int(sqlite3_stmt *st)
@@ -982,7 +914,6 @@ int main(void)
         test_stmt_cache();
     }
     if (dir[0]) test_group_commit();    /* a database of its own, in the same directory */
-    if (dir[0]) test_background_checkpoint();
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
