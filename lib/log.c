@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -384,14 +385,38 @@ static int begin_immediate(log_conn_t *c)
     return run_simple(c, S_BEGIN);
 }
 
+/* The writers' file lock: 1 taken, 0 not (no lock file, or waited out). Writers of
+ * all processes queue on it before BEGIN IMMEDIATE, so the next one goes at most
+ * half a millisecond after the lock is free, where SQLite's busy handler would poll
+ * with sleeps of up to 100 ms; while one process commits, the others' queues grow
+ * into bigger groups. It is never waited for longer than the busy timeout: a writer
+ * stopped while it held it (SIGSTOP, a debugger, a hung process) must not stop every
+ * writer of every process for ever. After that, SQLite's own lock decides: the
+ * commit goes ahead if the stopped writer was not inside a transaction, else it
+ * fails busy (LOG_EBUSY). */
+static int writers_lock(log_conn_t *c)
+{
+    if (c->lockfd < 0) return 0;
+    if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0) return 1;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long us = 20;
+    for (;;) {
+        struct timespec nap = {0, us * 1000};
+        nanosleep(&nap, NULL);
+        if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0) return 1;
+        if (errno != EWOULDBLOCK && errno != EINTR) return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t waited_ms = (int64_t)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (waited_ms >= c->log->opts.busy_timeout_ms) return 0;
+        if (us < 500) us *= 2;
+    }
+}
+
 /* Run one group: everything queued when the leader took over. */
 static void lead(log_conn_t *c, log_op *group)
 {
-    /* Writers of all processes queue on a file lock before BEGIN IMMEDIATE: flock
-     * wakes the next one the moment the lock is free, where SQLite's busy handler
-     * would poll with sleeps of up to 100 ms. While one process commits, the others'
-     * queues grow into bigger groups. */
-    int locked = c->lockfd >= 0 && flock(c->lockfd, LOCK_EX) == 0;
+    int locked = writers_lock(c);
     __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
     int rc = begin_immediate(c);
     if (rc == 0) {

@@ -83,6 +83,25 @@ cgi_split() {
     assert_body_json '(map(.n) | sort) == [range(1;21)]'
 }
 
+@test "a writer stopped while it holds the writers' lock delays appends by the busy timeout, never for ever" {
+    local s lockfd
+    s=$(ds_stream)
+    ds_create "$s" text/plain
+    # This test takes the writers' file lock and keeps it, as a runner SIGSTOPped in
+    # the middle of a commit would (holding no SQLite lock here).
+    exec {lockfd}>>"$DS_DB-wlock"
+    flock -x "$lockfd"
+    # The append waits out the pool's busy timeout (5 s), then commits.
+    run curl -sS --max-time 30 -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: text/plain' \
+        --data-binary 'while the lock is held' "$DS_URL$s"
+    flock -u "$lockfd"
+    exec {lockfd}>&-
+    [ "$output" = 204 ] || fail "append while the lock was held: $output"
+    ds_append "$s" text/plain ', and after'
+    ds_read_all "$s"
+    assert_body 'while the lock is held, and after'
+}
+
 @test "20 parallel text appends are each stored whole (no torn writes)" {
     s=$(ds_stream)
     ds_create "$s" text/plain

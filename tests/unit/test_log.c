@@ -4,6 +4,9 @@
 #include "log.h"
 
 #include <pthread.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -848,6 +851,54 @@ static void test_group_commit(void)
     log_close(l);
 }
 
+/* ---- a writer stopped while it holds the writers' lock ------------------------------- */
+
+/* Another process took the writers' file lock and stopped (here: this test holds it
+ * through a file description of its own): a commit waits for it at most the busy
+ * timeout, then goes ahead under SQLite's own lock, which nobody holds. Without the
+ * bound it would wait for ever (alarm() turns that into a failure). */
+static void test_stopped_lock_holder(void)
+{
+    char path[300], lockpath[320], err[256];
+    snprintf(path, sizeof path, "%s/wlock.db", dir);
+    snprintf(lockpath, sizeof lockpath, "%s-wlock", path);
+    log_opts o = {0, 300};
+    log_t *l = log_open(path, &o, err, sizeof err);
+    if (!CHECK(l != NULL)) return;
+    log_conn_t *c = log_conn_open(l, err, sizeof err);
+    int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (!CHECK(c != NULL) || !CHECK(fd >= 0) || !CHECK(flock(fd, LOCK_EX) == 0)) {
+        if (fd >= 0) close(fd);
+        log_conn_close(c);
+        log_close(l);
+        return;
+    }
+    alarm(20);
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/wl/s";
+    cr.content_type = "text/plain";
+    cr.ttl_s = cr.expires_ms = -1;
+    CHECK_EQ_INT(log_create(c, &cr), 0);
+    log_msg m = {"after the wait", 14};
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    r.path = "/wl/s";
+    r.msgs = &m;
+    r.nmsgs = 1;
+    CHECK_EQ_INT(log_append(c, &r), 0);
+    alarm(0);
+    flock(fd, LOCK_UN);
+    close(fd);
+    /* The lock free again: taken at once. */
+    CHECK_EQ_INT(log_append(c, &r), 0);
+    log_info info;
+    CHECK_EQ_INT(log_head(c, "/wl/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 2);
+    log_conn_close(c);
+    log_close(l);
+}
+
 /* ---- the statement cache ------------------------------------------------------------ */
 
 static int one_int(sqlite3_stmt *st)
@@ -914,6 +965,7 @@ int main(void)
         test_stmt_cache();
     }
     if (dir[0]) test_group_commit();    /* a database of its own, in the same directory */
+    if (dir[0]) test_stopped_lock_holder();
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
