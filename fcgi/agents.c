@@ -99,8 +99,7 @@ void agents_handle(req_t *r, const char *name)
         } else if (!strcmp(m, "POST")) {
             put(r, NULL, 1);
         } else {
-            res_header(r, "Allow", "GET, POST");
-            res_error(r, 405, "method_not_allowed", "use GET or POST");
+            res_method_not_allowed(r, "GET, POST");
         }
         return;
     }
@@ -129,7 +128,6 @@ void agents_handle(req_t *r, const char *name)
             res_end(r);
         }
     } else {
-        res_header(r, "Allow", "GET, PUT, DELETE");
-        res_error(r, 405, "method_not_allowed", "use GET, PUT or DELETE");
+        res_method_not_allowed(r, "GET, PUT, DELETE");
     }
 }

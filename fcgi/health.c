@@ -6,8 +6,7 @@
 void health_handle(req_t *r)
 {
     if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
-        res_header(r, "Allow", "GET, HEAD");
-        res_error(r, 405, "method_not_allowed", "use GET");
+        res_method_not_allowed(r, "GET, HEAD");
         return;
     }
     log_info info;

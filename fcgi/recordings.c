@@ -156,8 +156,7 @@ void recordings_handle(req_t *r, const char *key)
     if (!key) {
         if (!strcmp(m, "GET")) list(r);
         else {
-            res_header(r, "Allow", "GET");
-            res_error(r, 405, "method_not_allowed", "use GET");
+            res_method_not_allowed(r, "GET");
         }
         return;
     }
@@ -184,7 +183,6 @@ void recordings_handle(req_t *r, const char *key)
             res_end(r);
         }
     } else {
-        res_header(r, "Allow", "GET, DELETE");
-        res_error(r, 405, "method_not_allowed", "use GET or DELETE");
+        res_method_not_allowed(r, "GET, DELETE");
     }
 }

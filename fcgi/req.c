@@ -359,6 +359,12 @@ json_t *req_json_object(req_t *r)
     return j;
 }
 
+void res_method_not_allowed(req_t *r, const char *allowed)
+{
+    res_header(r, "Allow", allowed);
+    res_error(r, 405, "method_not_allowed", "%s is not allowed here (use %s)", r->method, allowed);
+}
+
 void res_json(req_t *r, int status, const json_t *j)
 {
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));

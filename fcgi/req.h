@@ -110,6 +110,8 @@ int res_end(req_t *r);
 /* A JSON error {"error":{"code","message"}} with status. */
 void res_error(req_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* 405 with the Allow header: allowed lists the methods ("GET, DELETE"). */
+void res_method_not_allowed(req_t *r, const char *allowed);
 
 /* May the request's principal use scope ("streams:read", "sessions:write", "admin",
  * ...) on resource (a stream path, a session id, or NULL)? Returns 1; or answers

@@ -530,8 +530,7 @@ void sessions_handle(req_t *r, const char *rest)
         if (!strcmp(m, "GET")) list(r);
         else if (!strcmp(m, "POST")) create(r);
         else {
-            res_header(r, "Allow", "GET, POST");
-            res_error(r, 405, "method_not_allowed", "use GET or POST");
+            res_method_not_allowed(r, "GET, POST");
         }
         return;
     }
@@ -564,15 +563,13 @@ void sessions_handle(req_t *r, const char *rest)
                 res_end(r);
             }
         } else {
-            res_header(r, "Allow", "GET, DELETE");
-            res_error(r, 405, "method_not_allowed", "use GET or DELETE");
+            res_method_not_allowed(r, "GET, DELETE");
         }
         return;
     }
     if (!strcmp(sub, "state")) {
         if (strcmp(m, "GET")) {
-            res_header(r, "Allow", "GET");
-            res_error(r, 405, "method_not_allowed", "use GET");
+            res_method_not_allowed(r, "GET");
         } else {
             get(r, id, 1);
         }
@@ -581,8 +578,7 @@ void sessions_handle(req_t *r, const char *rest)
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strcmp(sub, routes[i].sub)) continue;
         if (strcmp(m, routes[i].method)) {
-            res_header(r, "Allow", routes[i].method);
-            res_error(r, 405, "method_not_allowed", "use %s", routes[i].method);
+            res_method_not_allowed(r, routes[i].method);
             return;
         }
         routes[i].fn(r, id);

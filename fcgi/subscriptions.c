@@ -64,12 +64,6 @@ static void fail(req_t *r, int rc)
     reply_fail(r, rc);
 }
 
-static void method_not_allowed(req_t *r, const char *allowed)
-{
-    res_header(r, "Allow", allowed);
-    res_error(r, 405, "method_not_allowed", "%s is not allowed here (%s)", r->method, allowed);
-}
-
 static void put(req_t *r, const char *id)
 {
     char err[256];
@@ -187,7 +181,7 @@ static void finish(req_t *r, const char *id, sub_action action)
 static void jwks(req_t *r)
 {
     if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
-        method_not_allowed(r, "GET, HEAD");
+        res_method_not_allowed(r, "GET, HEAD");
         return;
     }
     int rc;
@@ -263,18 +257,18 @@ void subs_handle(req_t *r, const char *path)
                 res_end(r);
             }
         } else {
-            method_not_allowed(r, "GET, HEAD, PUT, DELETE");
+            res_method_not_allowed(r, "GET, HEAD, PUT, DELETE");
         }
         return;
     }
     if (!strcmp(action, "streams")) {
-        if (strcmp(m, "POST")) method_not_allowed(r, "POST");
+        if (strcmp(m, "POST")) res_method_not_allowed(r, "POST");
         else add_streams(r, id);
         return;
     }
     if (!strncmp(action, "streams/", 8)) {
         char p[LOG_PATH_MAX + 1];
-        if (strcmp(m, "DELETE")) method_not_allowed(r, "DELETE");
+        if (strcmp(m, "DELETE")) res_method_not_allowed(r, "DELETE");
         else if (sub_path_norm(action + 8, p, sizeof p)) res_error(r, 400, "INVALID_REQUEST", "not a stream path");
         else {
             int rc = sub_stream_remove(r->log, id, p);
@@ -292,7 +286,7 @@ void subs_handle(req_t *r, const char *path)
     } acts[] = {{"claim", -1}, {"callback", SUB_CALLBACK}, {"ack", SUB_ACK}, {"release", SUB_RELEASE}};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         if (strcmp(action, acts[i].name)) continue;
-        if (strcmp(m, "POST")) method_not_allowed(r, "POST");
+        if (strcmp(m, "POST")) res_method_not_allowed(r, "POST");
         else if (acts[i].kind < 0) claim(r, id);
         else finish(r, id, (sub_action)acts[i].kind);
         return;

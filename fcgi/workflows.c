@@ -77,8 +77,7 @@ void workflows_handle(req_t *r, const char *name)
         } else if (!strcmp(m, "POST")) {
             add(r, NULL);
         } else {
-            res_header(r, "Allow", "GET, POST");
-            res_error(r, 405, "method_not_allowed", "use GET or POST");
+            res_method_not_allowed(r, "GET, POST");
         }
         return;
     }
@@ -115,7 +114,6 @@ void workflows_handle(req_t *r, const char *name)
     } else if (!strcmp(m, "PUT")) {
         add(r, name);
     } else {
-        res_header(r, "Allow", "GET, PUT");
-        res_error(r, 405, "method_not_allowed", "use GET or PUT");
+        res_method_not_allowed(r, "GET, PUT");
     }
 }

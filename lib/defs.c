@@ -5,16 +5,6 @@
 
 #include "db.h"
 
-static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
-{
-    return log_stmt(c, sql, st);
-}
-
-static int finish(log_conn_t *c, sqlite3_stmt *st, int rc)
-{
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
 
 typedef struct put_arg {
     const char *name, *doc;
@@ -25,19 +15,19 @@ static int op_agent_put(log_conn_t *c, void *arg)
 {
     put_arg *a = arg;
     sqlite3_stmt *st;
-    if (prep(c, "SELECT 1 FROM agents WHERE name = ?", &st)) return LOG_EIO;
+    if (log_stmt(c, "SELECT 1 FROM agents WHERE name = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     a->created = rc == SQLITE_DONE;
-    if ((rc = finish(c, st, rc))) return rc;
+    if ((rc = log_stmt_finish(c, st, rc))) return rc;
     if (!a->created && a->create_only) return LOG_ECONFLICT;
-    if (prep(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
+    if (log_stmt(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
                 " ON CONFLICT(name) DO UPDATE SET doc = ?2, updated_ms = ?3", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, db_now_ms());
-    return finish(c, st, sqlite3_step(st));
+    return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
 int defs_agent_put(log_conn_t *c, const char *name, const char *doc, int create_only, int *created)
@@ -58,7 +48,7 @@ json_t *defs_agent_get(log_conn_t *c, const char *name, int *rc)
 {
     sqlite3_stmt *st;
     json_t *doc = NULL;
-    if (prep(c, "SELECT doc FROM agents WHERE name = ?", &st)) {
+    if (log_stmt(c, "SELECT doc FROM agents WHERE name = ?", &st)) {
         *rc = LOG_EIO;
         return NULL;
     }
@@ -73,7 +63,7 @@ json_t *defs_agent_get(log_conn_t *c, const char *name, int *rc)
 int defs_agent_list(log_conn_t *c, json_t *arr)
 {
     sqlite3_stmt *st;
-    if (prep(c, "SELECT name, doc, created_ms, updated_ms FROM agents ORDER BY name", &st))
+    if (log_stmt(c, "SELECT name, doc, created_ms, updated_ms FROM agents ORDER BY name", &st))
         return LOG_EIO;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -88,15 +78,15 @@ int defs_agent_list(log_conn_t *c, json_t *arr)
         json_decref(doc);
         json_array_append_new(arr, o);
     }
-    return finish(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }
 
 static int op_agent_delete(log_conn_t *c, void *arg)
 {
     sqlite3_stmt *st;
-    if (prep(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
+    if (log_stmt(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    int rc = finish(c, st, sqlite3_step(st));
+    int rc = log_stmt_finish(c, st, sqlite3_step(st));
     if (rc) return rc;
     return sqlite3_changes(log_db(c)) ? 0 : LOG_ENOTFOUND;
 }
@@ -110,19 +100,19 @@ static int op_workflow_add(log_conn_t *c, void *arg)
 {
     put_arg *a = arg;
     sqlite3_stmt *st;
-    if (prep(c, "SELECT coalesce(max(version), 0) + 1 FROM workflows WHERE name = ?", &st))
+    if (log_stmt(c, "SELECT coalesce(max(version), 0) + 1 FROM workflows WHERE name = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) a->version = sqlite3_column_int(st, 0);
-    if ((rc = finish(c, st, rc))) return rc;
-    if (prep(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
+    if ((rc = log_stmt_finish(c, st, rc))) return rc;
+    if (log_stmt(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, a->version);
     sqlite3_bind_text(st, 3, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, db_now_ms());
-    return finish(c, st, sqlite3_step(st));
+    return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
 int defs_workflow_add(log_conn_t *c, const char *name, const char *doc, int *version)
@@ -137,7 +127,7 @@ json_t *defs_workflow_get(log_conn_t *c, const char *name, int version, int *got
 {
     sqlite3_stmt *st;
     json_t *doc = NULL;
-    if (prep(c, "SELECT doc, version FROM workflows WHERE name = ?1 AND (?2 = 0 OR version = ?2)"
+    if (log_stmt(c, "SELECT doc, version FROM workflows WHERE name = ?1 AND (?2 = 0 OR version = ?2)"
                 " ORDER BY version DESC LIMIT 1", &st)) {
         *rc = LOG_EIO;
         return NULL;
@@ -157,7 +147,7 @@ json_t *defs_workflow_get(log_conn_t *c, const char *name, int version, int *got
 int defs_workflow_list(log_conn_t *c, json_t *arr)
 {
     sqlite3_stmt *st;
-    if (prep(c, "SELECT name, max(version), min(created_ms) FROM workflows GROUP BY name ORDER BY name",
+    if (log_stmt(c, "SELECT name, max(version), min(created_ms) FROM workflows GROUP BY name ORDER BY name",
              &st))
         return LOG_EIO;
     int rc;
@@ -166,5 +156,5 @@ int defs_workflow_list(log_conn_t *c, json_t *arr)
                                              (const char *)sqlite3_column_text(st, 0), "latestVersion",
                                              sqlite3_column_int(st, 1), "createdMs",
                                              (json_int_t)sqlite3_column_int64(st, 2)));
-    return finish(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }

@@ -1014,6 +1014,17 @@ void log_stmt_done(log_conn_t *c, sqlite3_stmt *st)
     sqlite3_finalize(st);
 }
 
+int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc)
+{
+    log_stmt_done(c, st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
+}
+
+int log_stmt_run(log_conn_t *c, sqlite3_stmt *st)
+{
+    return log_stmt_finish(c, st, sqlite3_step(st));
+}
+
 /* ---- delete, touch, sweep ------------------------------------------------------ */
 
 typedef struct delete_arg {

@@ -172,6 +172,11 @@ struct sqlite3 *log_db(log_conn_t *c);
 struct sqlite3_stmt;
 int log_stmt(log_conn_t *c, const char *sql, struct sqlite3_stmt **st);
 void log_stmt_done(log_conn_t *c, struct sqlite3_stmt *st);
+/* Give st back and turn rc, its last sqlite3_step result, into 0 (a row, or done),
+ * LOG_EBUSY or LOG_EIO. */
+int log_stmt_finish(log_conn_t *c, struct sqlite3_stmt *st, int rc);
+/* Step st once (a write, or a read of one row nobody needs), then log_stmt_finish. */
+int log_stmt_run(log_conn_t *c, struct sqlite3_stmt *st);
 
 /* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
  * must name a position of this stream, its byte part included (LOG_EOFFSET if it

@@ -181,17 +181,6 @@ long rec_similarity(const json_t *a, const json_t *b)
 
 /* ---- the database -------------------------------------------------------------------- */
 
-static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
-{
-    return log_stmt(c, sql, st);
-}
-
-static int done(log_conn_t *c, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
 
 static void bind_id(sqlite3_stmt *st, int at, const rec_id *id)
 {
@@ -208,14 +197,14 @@ int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const c
 {
     sqlite3_stmt *st;
     int rc;
-    if (prep(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
+    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
         return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = done(c, st))) return rc;
-    if (prep(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
+    if ((rc = log_stmt_run(c, st))) return rc;
+    if (log_stmt(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = done(c, st))) return rc;
-    if (prep(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
+    if ((rc = log_stmt_run(c, st))) return rc;
+    if (log_stmt(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
                 " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", &st))
         return LOG_EIO;
     bind_id(st, 1, id);
@@ -224,27 +213,27 @@ int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const c
     sqlite3_bind_text(st, 7, model, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, request_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, now_ms);
-    return done(c, st);
+    return log_stmt_run(c, st);
 }
 
 int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len)
 {
     sqlite3_stmt *st;
-    if (prep(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
+    if (log_stmt(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
                 " SELECT id, ?, ?, ? FROM recordings WHERE complete = 0 AND " WHERE_ID, &st))
         return LOG_EIO;
     sqlite3_bind_int(st, 1, seq);
     sqlite3_bind_int64(st, 2, t_ms);
     sqlite3_bind_blob(st, 3, len ? data : "", (int)len, SQLITE_STATIC);
     bind_id(st, 4, id);
-    return done(c, st);
+    return log_stmt_run(c, st);
 }
 
 int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms)
 {
     sqlite3_stmt *st;
     char *m = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
-    if (prep(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
+    if (log_stmt(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
              &st)) {
         free(m);
         return LOG_EIO;
@@ -254,7 +243,7 @@ int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const j
     if (m) sqlite3_bind_text(st, 3, m, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms);
     bind_id(st, 5, id);
-    int rc = done(c, st);
+    int rc = log_stmt_run(c, st);
     free(m);
     return rc;
 }
@@ -263,7 +252,7 @@ int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const j
 static int find_in(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out)
 {
     sqlite3_stmt *st;
-    if (prep(c, "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
+    if (log_stmt(c, "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
                 " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
@@ -297,7 +286,7 @@ int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char
     }
     sqlite3_stmt *st;
     char last[64] = "";
-    if (prep(c, "SELECT session FROM recordings WHERE key = ? AND kind = ? AND complete = 1"
+    if (log_stmt(c, "SELECT session FROM recordings WHERE key = ? AND kind = ? AND complete = 1"
                 " ORDER BY created_ms DESC, id DESC LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -313,7 +302,7 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
                void *ud)
 {
     sqlite3_stmt *st;
-    if (prep(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
+    if (log_stmt(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, rowid);
     int rc, out = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && !out)
@@ -327,7 +316,7 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
 {
     sqlite3_stmt *st;
     /* Lineage first (its sessions rank before the rest), most recent first. */
-    if (prep(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ? AND complete = 1"
+    if (log_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ? AND complete = 1"
                 " ORDER BY (session IN (SELECT value FROM json_each(?))) DESC, created_ms DESC, id DESC LIMIT ?",
              &st))
         return NULL;
@@ -437,7 +426,7 @@ int rec_list(log_conn_t *c, const char *session, const char *provider, const cha
     sqlite3_stmt *st;
     *next = 0;
     if (limit < 1 || limit > REC_LIST_MAX) limit = REC_LIST_MAX;
-    if (prep(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
+    if (log_stmt(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
                 " FROM recordings WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR provider = ?2)"
                 " AND (?3 IS NULL OR model = ?3) AND (?4 = 0 OR id < ?4) ORDER BY id DESC LIMIT ?5", &st))
         return LOG_EIO;
@@ -499,7 +488,7 @@ static int each_full(log_conn_t *c, const char *where, const char *arg, int b64_
     sqlite3_stmt *st;
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT " COLS ", request FROM recordings WHERE %s ORDER BY id", where);
-    if (prep(c, sql, &st)) return LOG_EIO;
+    if (log_stmt(c, sql, &st)) return LOG_EIO;
     if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     int rc, out = 0;
     while (!out && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -537,10 +526,10 @@ json_t *rec_get(log_conn_t *c, const char *key, int *rc)
 static int exec_count(log_conn_t *c, const char *sql, const char *arg, int iarg)
 {
     sqlite3_stmt *st;
-    if (prep(c, sql, &st)) return LOG_EIO;
+    if (log_stmt(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     if (iarg >= 0) sqlite3_bind_int(st, 2, iarg);
-    int rc = done(c, st);
+    int rc = log_stmt_run(c, st);
     return rc ? rc : sqlite3_changes(log_db(c));
 }
 
@@ -568,7 +557,7 @@ int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int
 {
     sqlite3_stmt *st;
     *count = *bytes = 0;
-    if (prep(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
+    if (log_stmt(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
                 " FROM recording_chunks WHERE recording = id)), 0) FROM recordings WHERE pinned = 0 AND created_ms < ?",
              &st))
         return LOG_EIO;
@@ -579,15 +568,15 @@ int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int
     }
     log_stmt_done(c, st);
     if (dry_run || !*count) return 0;
-    if (prep(c, "DELETE FROM recording_chunks WHERE recording IN"
+    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN"
                 " (SELECT id FROM recordings WHERE pinned = 0 AND created_ms < ?)", &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    int rc = done(c, st);
+    int rc = log_stmt_run(c, st);
     if (rc) return rc;
-    if (prep(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
+    if (log_stmt(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    return done(c, st);
+    return log_stmt_run(c, st);
 }
 
 typedef struct export_ctx {
@@ -756,9 +745,9 @@ int rec_tx_import(log_conn_t *c, const json_t *o)
     }
     if (!rc && json_is_true(json_object_get(o, "pinned"))) {
         sqlite3_stmt *st;
-        if (prep(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
+        if (log_stmt(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
         bind_id(st, 1, &id);
-        rc = done(c, st);
+        rc = log_stmt_run(c, st);
     }
     return rc;
 }

@@ -21,17 +21,6 @@
 #include "db.h"
 #include "recorder.h"
 
-static int prep(log_conn_t *c, const char *sql, sqlite3_stmt **st)
-{
-    return log_stmt(c, sql, st);
-}
-
-static int step_done(log_conn_t *c, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
 
 int sstore_valid_id(const char *id)
 {
@@ -85,7 +74,7 @@ static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_v
 {
     sqlite3_stmt *st;
     from->seq = from->pos = 0;
-    if (prep(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
+    if (log_stmt(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
                 " ORDER BY seq DESC LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -116,7 +105,7 @@ static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const sessi
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) return LOG_EIO;
-    if (prep(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)",
+    if (log_stmt(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)",
              &st)) {
         free(s);
         return LOG_EIO;
@@ -125,7 +114,7 @@ static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const sessi
     sqlite3_bind_int64(st, 2, (int64_t)at.seq);
     sqlite3_bind_int64(st, 3, (int64_t)at.pos);
     sqlite3_bind_text(st, 4, s, -1, free);
-    return step_done(c, st);
+    return log_stmt_run(c, st);
 }
 
 int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
@@ -189,7 +178,7 @@ static void row_of(sqlite3_stmt *st, sstore_row *row)
 int sstore_get(log_conn_t *c, const char *id, sstore_row *row)
 {
     sqlite3_stmt *st;
-    if (prep(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
+    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) row_of(st, row);
@@ -231,7 +220,7 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
         if (*end != '.' || !sstore_valid_id(end + 1)) return LOG_EINVAL;
         snprintf(cid, sizeof cid, "%s", end + 1);
     }
-    if (prep(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
+    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
                 " AND (?1 IS NULL OR status = ?1)"
                 " AND (created_ms < ?2 OR (created_ms = ?2 AND id < ?3))"
                 " ORDER BY created_ms DESC, id DESC LIMIT ?4", &st))
@@ -269,11 +258,11 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
 static int set_status(log_conn_t *c, const char *id, const session_view *v)
 {
     sqlite3_stmt *st;
-    if (prep(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    if (log_stmt(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, session_status_name(v->status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, db_now_ms());
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-    return step_done(c, st);
+    return log_stmt_run(c, st);
 }
 
 /* ---- appending events ------------------------------------------------------------------- */
@@ -435,12 +424,12 @@ static int op_create(log_conn_t *c, void *arg)
     }
     /* A deleted session's id is free again (its stream is gone or, while forks
      * read it, still refused below by the stream's own conflict). */
-    if (prep(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) {
+    if (log_stmt(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) {
         rc = LOG_EIO;
         goto out;
     }
     sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    if ((rc = step_done(c, st))) goto out;
+    if ((rc = log_stmt_run(c, st))) goto out;
     if ((rc = log_tx_create(c, &cr))) goto out;
     if (!cr.created) {
         rc = LOG_ECONFLICT;
@@ -452,7 +441,7 @@ static int op_create(log_conn_t *c, void *arg)
         if ((rc = sstore_view(c, r->parent, 1, cr.info.fork, &v, NULL))) goto out;
         if ((rc = save_snapshot(c, r->id, cr.info.fork, &v))) goto out;
     }
-    if (prep(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
+    if (log_stmt(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
                 " fork_offset, status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              &st)) {
         rc = LOG_EIO;
@@ -471,7 +460,7 @@ static int op_create(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 8, session_status_name(v.status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, now);
     sqlite3_bind_int64(st, 10, now);
-    if ((rc = step_done(c, st))) goto out;
+    if ((rc = log_stmt_run(c, st))) goto out;
 
     sstore_event ev;
     memset(&ev, 0, sizeof ev);
@@ -509,13 +498,13 @@ static int op_delete(log_conn_t *c, void *arg)
     stream_of(id, path, sizeof path);
     rc = log_tx_delete(c, path);
     if (rc && rc != LOG_ENOTFOUND) return rc;
-    if (prep(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    if (log_stmt(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, db_now_ms());
     sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-    if ((rc = step_done(c, st))) return rc;
-    if (prep(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
+    if ((rc = log_stmt_run(c, st))) return rc;
+    if (log_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if ((rc = step_done(c, st))) return rc;
+    if ((rc = log_stmt_run(c, st))) return rc;
     /* Its recordings go with it, unless pinned (lib/recorder). */
     return rec_tx_delete_session(c, id);
 }

@@ -202,11 +202,6 @@ static sqlite3_stmt *prep(log_conn_t *c, const char *sql)
     return log_stmt(c, sql, &st) ? NULL : st;
 }
 
-static int done(log_conn_t *c, sqlite3_stmt *st, int rc)
-{
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
 
 /* Run sql with text parameters (NULL binds NULL) and int64 ones after them. */
 static int exec(log_conn_t *c, const char *sql, int ntext, const char *const *text, int nint, const int64_t *ints)
@@ -215,7 +210,7 @@ static int exec(log_conn_t *c, const char *sql, int ntext, const char *const *te
     if (!st) return LOG_EIO;
     for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, i + 1, text[i], -1, SQLITE_STATIC);
     for (int i = 0; i < nint; i++) sqlite3_bind_int64(st, ntext + i + 1, ints[i]);
-    return done(c, st, sqlite3_step(st));
+    return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
 static const char *col(sqlite3_stmt *st, int i)
@@ -259,7 +254,7 @@ static int row_load(log_conn_t *c, const char *id, row *r)
     if (!st) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : done(c, st, rc);
+    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : log_stmt_finish(c, st, rc);
     snprintf(r->id, sizeof r->id, "%s", id);
     r->webhook = !strcmp(col(st, 0), "webhook");
     r->pattern = dup_col(st, 1);
@@ -339,7 +334,7 @@ static int links_load(log_conn_t *c, const char *id, link_t **out, size_t *n)
             offset_format(o, l->tail);
         }
     }
-    return done(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }
 
 static int pending(const link_t *l)
@@ -379,7 +374,7 @@ static int key_load(log_conn_t *c, webhook_key *k)
         log_stmt_done(c, st);
         return 0;
     }
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : done(c, st, rc);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : log_stmt_finish(c, st, rc);
 }
 
 /* The signing key, made on first use (inside a transaction). */
@@ -394,7 +389,7 @@ static int key_ensure(log_conn_t *c, webhook_key *k)
     sqlite3_bind_blob(st, 2, k->pub, 32, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, k->priv, 32, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, db_now_ms());
-    return done(c, st, sqlite3_step(st));
+    return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
 static void token_mac(const webhook_key *k, const char *id, const char *body, char out[48])
@@ -511,7 +506,7 @@ static int wake_if_pending(log_conn_t *c, const row *r, int *made)
             sqlite3_bind_int(st, 4, r->webhook);
             sqlite3_bind_int64(st, 5, now);
             sqlite3_bind_text(st, 6, r->id, -1, SQLITE_STATIC);
-            rc = done(c, st, sqlite3_step(st));
+            rc = log_stmt_finish(c, st, sqlite3_step(st));
         }
         free(text);
         if (!rc && !r->webhook) rc = wake_event(c, r, first, gen, now);
@@ -577,7 +572,7 @@ static int op_put(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 7, cfg->description, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, cfg->hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, db_now_ms());
-    if ((rc = done(c, st, sqlite3_step(st)))) return rc;
+    if ((rc = log_stmt_finish(c, st, sqlite3_step(st)))) return rc;
     char tail[OFFSET_LEN + 1];
     for (size_t i = 0; i < cfg->nstreams; i++) {
         tail_of(c, cfg->streams[i], tail, NULL);
@@ -599,7 +594,7 @@ static int op_put(log_conn_t *c, void *arg)
             return lrc;
         }
     }
-    return done(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }
 
 int sub_put(log_conn_t *c, const char *id, const sub_config *cfg, int *created)
@@ -758,7 +753,7 @@ static int op_claim(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, t[0], -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, t[1], -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, until[0]);
-    if ((rc = done(c, st, sqlite3_step(st)))) goto out;
+    if ((rc = log_stmt_finish(c, st, sqlite3_step(st)))) goto out;
     a->out = json_pack("{s:s, s:I, s:s, s:o, s:I}", "wake_id", r.wake_id, "generation", (json_int_t)r.generation,
                        "token", tok, "streams", stream_infos(l, n, NULL), "lease_ttl_ms", (json_int_t)r.lease_ttl_ms);
 out:
@@ -961,7 +956,7 @@ static int patterns_load(log_conn_t *c, idlist *ids, idlist *pats, idlist *wakes
         ids_push(pats, col(st, 1));
         ids_push(wakes, col(st, 2));
     }
-    return done(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }
 
 /* One changed stream: link it where it matches (at its start: everything in it
@@ -992,7 +987,7 @@ static int one_changed(log_conn_t *c, const char *path, idlist *ids, idlist *pat
     if (!st) return LOG_EIO;
     sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(towake, col(st, 0));
-    return done(c, st, rc);
+    return log_stmt_finish(c, st, rc);
 }
 
 static int op_changed(log_conn_t *c, void *arg)
@@ -1077,7 +1072,7 @@ static int op_expire(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 1, *now);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&over, col(st, 0));
-    rc = done(c, st, rc);
+    rc = log_stmt_finish(c, st, rc);
     for (size_t i = 0; !rc && i < over.n; i++) {
         rc = clear_wake(c, over.v[i]);
         if (!rc) rc = wake_id_pending(c, over.v[i], NULL);
@@ -1134,7 +1129,7 @@ static int op_take(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 2, (int64_t)a->max);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&due, col(st, 0));
-    rc = done(c, st, rc);
+    rc = log_stmt_finish(c, st, rc);
     if (!rc && due.n) rc = key_load(c, &k);
     for (size_t i = 0; !rc && i < due.n; i++) {
         row r;

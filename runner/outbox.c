@@ -75,10 +75,7 @@ typedef struct commit_arg {
 static int exec(log_conn_t *c, const char *sql)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, sql, &st)) return LOG_EIO;
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE ? 0 : LOG_EIO;
+    return log_stmt(c, sql, &st) ? LOG_EIO : log_stmt_run(c, st);
 }
 
 static int op_commit(log_conn_t *c, void *arg)

@@ -771,27 +771,37 @@ static void *write_many(void *arg)
     return NULL;
 }
 
-static void test_group_commit(void)
+/* A database of its own in the test directory, with one connection and one text
+ * stream at stream_path: 0, or -1 (checked and reported, nothing left open). */
+static int own_db(const char *name, int sync_full, int busy_ms, const char *stream_path, log_t **l,
+                  log_conn_t **c)
 {
     char path[300], err[256];
-    snprintf(path, sizeof path, "%s/group.db", dir);
-    log_opts o = {1, 10000};
-    log_t *l = log_open(path, &o, err, sizeof err);
-    if (!CHECK(l != NULL)) {
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    log_opts o = {sync_full, busy_ms};
+    *c = NULL;
+    if (!CHECK((*l = log_open(path, &o, err, sizeof err)) != NULL)) {
         fprintf(stderr, "  log_open: %s\n", err);
-        return;
+        return -1;
     }
-    log_conn_t *c = log_conn_open(l, err, sizeof err);
-    if (!CHECK(c != NULL)) {
-        log_close(l);
-        return;
+    if (!CHECK((*c = log_conn_open(*l, err, sizeof err)) != NULL)) {
+        log_close(*l);
+        return -1;
     }
     log_create_req cr;
     memset(&cr, 0, sizeof cr);
-    cr.path = "/g/s";
+    cr.path = stream_path;
     cr.content_type = "text/plain";
     cr.ttl_s = cr.expires_ms = -1;
-    CHECK_EQ_INT(log_create(c, &cr), 0);
+    CHECK_EQ_INT(log_create(*c, &cr), 0);
+    return 0;
+}
+
+static void test_group_commit(void)
+{
+    log_t *l;
+    log_conn_t *c;
+    if (own_db("group.db", 1, 10000, "/g/s", &l, &c)) return;
 
     writer w[WRITERS];
     pthread_t t[WRITERS];
@@ -859,27 +869,19 @@ static void test_group_commit(void)
  * bound it would wait for ever (alarm() turns that into a failure). */
 static void test_stopped_lock_holder(void)
 {
-    char path[300], lockpath[320], err[256];
-    snprintf(path, sizeof path, "%s/wlock.db", dir);
-    snprintf(lockpath, sizeof lockpath, "%s-wlock", path);
-    log_opts o = {0, 300};
-    log_t *l = log_open(path, &o, err, sizeof err);
-    if (!CHECK(l != NULL)) return;
-    log_conn_t *c = log_conn_open(l, err, sizeof err);
+    char lockpath[320];
+    log_t *l;
+    log_conn_t *c;
+    if (own_db("wlock.db", 0, 300, "/wl/s", &l, &c)) return;
+    snprintf(lockpath, sizeof lockpath, "%s/wlock.db-wlock", dir);
     int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (!CHECK(c != NULL) || !CHECK(fd >= 0) || !CHECK(flock(fd, LOCK_EX) == 0)) {
+    if (!CHECK(fd >= 0) || !CHECK(flock(fd, LOCK_EX) == 0)) {
         if (fd >= 0) close(fd);
         log_conn_close(c);
         log_close(l);
         return;
     }
     alarm(20);
-    log_create_req cr;
-    memset(&cr, 0, sizeof cr);
-    cr.path = "/wl/s";
-    cr.content_type = "text/plain";
-    cr.ttl_s = cr.expires_ms = -1;
-    CHECK_EQ_INT(log_create(c, &cr), 0);
     log_msg m = {"after the wait", 14};
     log_append_req r;
     memset(&r, 0, sizeof r);
