@@ -252,13 +252,17 @@ int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const j
 static int find_in(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
-                " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence LIMIT 1", &st))
+    /* n >= 0: the first complete occurrence from n; REC_LATEST: the last one. */
+    if (log_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
+                             " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence LIMIT 1"
+                           : "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
+                             " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence DESC LIMIT 1",
+                 &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, n);
+    sqlite3_bind_int(st, 4, n >= 0 ? n : 0);
     int rc = sqlite3_step(st), found = 0;
     if (rc == SQLITE_ROW) {
         out->rowid = sqlite3_column_int64(st, 0);
@@ -639,10 +643,11 @@ static int bad(char *err, size_t cap, const char *msg)
 }
 
 /* The key a request of kind must have. */
-static int key_for(const char *kind, const json_t *request, char out[REC_KEY_LEN + 1])
+int rec_key_of(const char *kind, const json_t *request, char out[REC_KEY_LEN + 1])
 {
     if (!strcmp(kind, "provider")) return rec_key(request, out);
-    json_t *keyed = json_pack("{s:s, s:O}", "kind", "tool", "call", request);
+    if (strcmp(kind, "tool") && strcmp(kind, "tools")) return -1;
+    json_t *keyed = json_pack("{s:s, s:O}", "kind", kind, !strcmp(kind, "tool") ? "call" : "server", request);
     int rc = keyed ? rec_key(keyed, out) : -1;
     json_decref(keyed);
     return rc;
@@ -654,7 +659,8 @@ static int check_line(const json_t *o, char *err, size_t cap)
     for (size_t i = 0; i < 3; i++)
         if (!json_is_string(json_object_get(o, strings[i]))) return bad(err, cap, "session, kind and key must be strings");
     const char *kind = json_string_value(json_object_get(o, "kind"));
-    if (strcmp(kind, "provider") && strcmp(kind, "tool")) return bad(err, cap, "kind must be provider or tool");
+    if (strcmp(kind, "provider") && strcmp(kind, "tool") && strcmp(kind, "tools"))
+        return bad(err, cap, "kind must be provider, tool or tools");
     const char *sess = json_string_value(json_object_get(o, "session"));
     if (!*sess || strlen(sess) >= 64) return bad(err, cap, "session must be 1 to 63 characters");
     json_t *occ = json_object_get(o, "occurrence");
@@ -663,7 +669,7 @@ static int check_line(const json_t *o, char *err, size_t cap)
     json_t *req = json_object_get(o, "request");
     if (!json_is_object(req)) return bad(err, cap, "request must be an object");
     char key[REC_KEY_LEN + 1];
-    if (key_for(kind, req, key) || strcmp(key, json_string_value(json_object_get(o, "key"))))
+    if (rec_key_of(kind, req, key) || strcmp(key, json_string_value(json_object_get(o, "key"))))
         return bad(err, cap, "key is not the key of request");
     static const char *const opt_strings[] = {"requestId", "provider", "model"};
     for (size_t i = 0; i < 3; i++) {

@@ -44,6 +44,12 @@ json_t *rec_normalize(const char *kind, const json_t *body);
 /* The key of a normalized request: 64 hex digits and a NUL in out. 0, or -1. */
 int rec_key(const json_t *norm, char out[REC_KEY_LEN + 1]);
 
+/* The key of a recording of kind "provider" (rec_key of its normalized request),
+ * "tool" (of {"kind": "tool", "call": {"server", "tool", "arguments"}}) or "tools"
+ * (an MCP server's tool list: of {"kind": "tools", "server": {"server"}}); request is
+ * what the row stores. 0, or -1 (unknown kind). */
+int rec_key_of(const char *kind, const json_t *request, char out[REC_KEY_LEN + 1]);
+
 /* The first difference between a recorded and a requested normalized request,
  * walking provider, model, system, tools, parameters, messages in that order and
  * inside them in order (object keys sorted): its path in path ("messages[2].content",
@@ -61,7 +67,7 @@ long rec_similarity(const json_t *a, const json_t *b);
 
 typedef struct rec_id {
     const char *session;
-    const char *kind;               /* "provider" */
+    const char *kind;               /* "provider", "tool" or "tools" */
     const char *key;
     int occurrence;
 } rec_id;
@@ -84,9 +90,10 @@ typedef struct rec_found {
 } rec_found;
 
 /* The complete recording of key to serve as occurrence n: in the first session of
- * lineage[0..nl) that has one, the first complete occurrence >= n there; if none
- * of them has it, the same in the session that recorded key last. Returns 1 (found,
- * free out->meta), 0 (none), or LOG_E*. */
+ * lineage[0..nl) that has one, the first complete occurrence >= n there (with n =
+ * REC_LATEST: the last one there); if none of them has it, the same in the session
+ * that recorded key last. Returns 1 (found, free out->meta), 0 (none), or LOG_E*. */
+#define REC_LATEST (-1)
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
              rec_found *out);
 

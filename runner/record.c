@@ -26,6 +26,7 @@
 #include "../lib/db.h"
 #include "../lib/event.h"
 #include "../lib/recorder.h"
+#include "mcp.h"
 #include "runner.h"
 
 typedef struct pchunk {
@@ -402,14 +403,14 @@ void record_pump(runner_t *R)
  * (a call's result comes back through tools.c, which knows nothing of it). */
 static json_t *tool_occ;
 
-static struct recop *tool_op(sess_t *s, int what, const char *key, int occ)
+static struct recop *tool_op(sess_t *s, int what, const char *kind, const char *key, int occ)
 {
     struct rrec r;
     memset(&r, 0, sizeof r);
     memcpy(r.key, key, sizeof r.key);
     r.occ = occ;
     struct recop *o = op_new(s, what, &r);
-    o->kind = "tool";
+    o->kind = kind;
     return o;
 }
 
@@ -448,9 +449,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     const char *cid = json_string_value(json_object_get(call, PK_CALL_ID));
     char key[REC_KEY_LEN + 1];
     json_t *norm = tool_norm(call);
-    json_t *keyed = json_pack("{s:s, s:O}", "kind", "tool", "call", norm);
-    if (rec_key(keyed, key)) abort();
-    json_decref(keyed);
+    if (rec_key_of("tool", norm, key)) abort();
     int n = occurrences(R, s->id, key);
     if (n < 0) n = 0;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
@@ -489,7 +488,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
                                              hit ? f.session : NULL, hit ? f.occurrence : 0, NULL);
     runner_emit(R, s, e.type, e.payload);
     if (record) {
-        struct recop *o = tool_op(s, OP_OPEN, key, n);
+        struct recop *o = tool_op(s, OP_OPEN, "tool", key, n);
         snprintf(o->request_id, sizeof o->request_id, "%s", cid ? cid : "");
         snprintf(o->provider, sizeof o->provider, "%.63s", json_string_value(json_object_get(norm, "server")));
         snprintf(o->model, sizeof o->model, "%.135s", json_string_value(json_object_get(norm, "tool")));
@@ -516,11 +515,114 @@ void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *
     int occ = (int)json_integer_value(json_object_get(t, "occurrence"));
     json_t *answer = json_pack("{s:O, s:b, s:b}", "output", result ? result : json_null(), "isError", is_error,
                                "failed", failed);
-    struct recop *o = tool_op(s, OP_CHUNK, key, occ);
+    struct recop *o = tool_op(s, OP_CHUNK, "tool", key, occ);
     o->data = json_dumps(answer, JSON_COMPACT);
     if (!o->data) abort();
     o->len = strlen(o->data);
     json_decref(answer);
-    o = tool_op(s, OP_END, key, occ);
+    o = tool_op(s, OP_END, "tool", key, occ);
     json_object_del(tool_occ, k);
+}
+
+/* ---- MCP servers' tool lists ---------------------------------------------------------- */
+
+static int take_list(void *ud, int64_t t_ms, const void *p, size_t n)
+{
+    json_t **list = ud;
+    (void)t_ms;
+    json_decref(*list);
+    *list = json_loadb(p, n, 0, NULL);
+    return 0;
+}
+
+/* The list of a complete recording found by rec_find (NULL if unreadable). */
+static json_t *found_list(runner_t *R, rec_found *f)
+{
+    json_t *list = NULL;
+    json_decref(f->meta);
+    if (rec_chunks(R->conn, f->rowid, take_list, &list) || !json_is_array(list)) {
+        json_decref(list);
+        return NULL;
+    }
+    return list;
+}
+
+/* Keep list (a new reference) as what s knows of server's tools, occurrence occ. */
+static const json_t *keep_list(sess_t *s, const char *server, json_t *list, int occ)
+{
+    if (!s->rec_tools) s->rec_tools = json_object();
+    json_object_set_new(s->rec_tools, server, json_pack("{s:o, s:i}", "list", list, "occurrence", occ));
+    return list;
+}
+
+int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap)
+{
+    int realtime;
+    int mode = session_mode(R, s, &realtime);
+    json_t *kept = s->rec_tools ? json_object_get(s->rec_tools, server) : NULL;
+    json_t *norm = json_pack("{s:s}", "server", server);
+    char key[REC_KEY_LEN + 1];
+    if (!norm || rec_key_of("tools", norm, key)) abort();
+    rec_found f;
+    if (mode == REC_PLAYBACK) {
+        if (kept) {
+            json_decref(norm);
+            *tools = json_object_get(kept, "list");
+            return RMCP_READY;
+        }
+        char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
+        const char *lin[REC_LINEAGE_MAX];
+        size_t nl = lineage(R, s->id, ids, lin);
+        json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, &f) == 1 ? found_list(R, &f) : NULL;
+        json_decref(norm);
+        if (list) {
+            runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
+                       f.occurrence, f.session);
+            *tools = keep_list(s, server, list, f.occurrence);
+            return RMCP_READY;
+        }
+        runner_log("session %s: playback: no recorded tool list of MCP server %s: asking the server", s->id, server);
+        return rmcp_tools(R->mcp, server, tools, err, errcap);
+    }
+    int st = rmcp_tools(R->mcp, server, tools, err, errcap);
+    if (st != RMCP_READY || (mode != REC_RECORD && mode != REC_HYBRID) ||
+        (kept && json_equal(json_object_get(kept, "list"), (json_t *)*tools))) {
+        json_decref(norm);
+        return st;
+    }
+    /* A list this session has not recorded yet: compare with its last recorded one
+     * (a runner that restarted knows none), and record it as the next occurrence. */
+    int occ = 0;
+    if (!kept) {
+        const char *own[1] = {s->id};
+        json_t *last = NULL;
+        if (rec_find(R->conn, "tools", key, REC_LATEST, own, 1, &f) == 1 && !strcmp(f.session, s->id)) {
+            occ = f.occurrence + 1;
+            last = found_list(R, &f);
+        } else if (f.meta) {
+            json_decref(f.meta);
+        }
+        if (last && json_equal(last, (json_t *)*tools)) {
+            keep_list(s, server, last, occ - 1);
+            json_decref(norm);
+            return st;
+        }
+        json_decref(last);
+    } else {
+        occ = (int)json_integer_value(json_object_get(kept, "occurrence")) + 1;
+    }
+    struct recop *o = tool_op(s, OP_OPEN, "tools", key, occ);
+    snprintf(o->provider, sizeof o->provider, "%.63s", server);
+    snprintf(o->model, sizeof o->model, "tools/list");
+    o->data = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!o->data) abort();
+    o = tool_op(s, OP_CHUNK, "tools", key, occ);
+    o->data = json_dumps(*tools, JSON_COMPACT);
+    if (!o->data) abort();
+    o->len = strlen(o->data);
+    tool_op(s, OP_END, "tools", key, occ);
+    keep_list(s, server, json_deep_copy(*tools), occ);
+    runner_log("session %s: MCP server %s's tools recorded (%.12s#%d)", s->id, server, key, occ);
+    json_decref(norm);
+    return st;
 }

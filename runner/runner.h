@@ -83,6 +83,7 @@ struct sess {
     json_t *own_calls;          /* {callId: true}: recorded by this process, not yet run */
     json_t *servers;            /* [{server, tools}] offered to the model in the last request */
     struct recop *rec_ops;      /* recording writes waiting for the commit (record.c) */
+    json_t *rec_tools;          /* {server: {list, occurrence}}: MCP tool lists recorded or played (record.c) */
     sess_t *next;
 };
 
@@ -196,6 +197,11 @@ void record_clear(sess_t *s);
 int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **result, int *is_error, int *failed);
 /* Its result came: recorded if record_tool_start recorded it. */
 void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed);
+/* An MCP server's tools for s, as rmcp_tools answers (RMCP_*): in playback from the
+ * latest recording of the server's list (the server is not started; asked only if
+ * no list was ever recorded); in record and hybrid modes from the server, each list
+ * the session has not recorded yet recorded. */
+int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap);
 /* The loop: the wait before the next playback chunk is due, and feeding them. */
 int64_t record_wait(runner_t *R, int64_t now, int64_t wait);
 void record_pump(runner_t *R);

@@ -47,7 +47,7 @@ static void op_agent_resume(step_ctx *c)
 static int op_tools(step_ctx *c, const char *server, const json_t **tools, char *err, size_t errcap)
 {
     binding *b = c->ud;
-    return rmcp_tools(b->R->mcp, server, tools, err, errcap);
+    return record_tools(b->R, b->s, server, tools, err, errcap);
 }
 
 static const json_t *op_server_conf(step_ctx *c, const char *server)

@@ -57,7 +57,7 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
             const json_t *tools = NULL;
             const char *server = json_string_value(name);
             if (!server) continue;     /* an object of an earlier version: never run */
-            int st = rmcp_tools(R->mcp, server, &tools, err, sizeof err);
+            int st = record_tools(R, s, server, &tools, err, sizeof err);
             if (st == RMCP_PENDING) pending = 1;
             else if (st == RMCP_READY)      /* with the operator's bindings of the agent's declared tools */
                 json_array_append_new(servers, json_pack("{s:s, s:O, s:o}", "server", server, "tools", tools, "bound",
@@ -204,4 +204,6 @@ void tools_forget(runner_t *R, sess_t *s)
     s->own_calls = NULL;
     json_decref(s->servers);
     s->servers = NULL;
+    json_decref(s->rec_tools);
+    s->rec_tools = NULL;
 }

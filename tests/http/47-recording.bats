@@ -6,22 +6,28 @@
 # key and the differing field; a hybrid fork that changes one answer and calls the
 # provider only after the change, with its drift report; a 529 then a 200 replayed
 # in order; kill -9 of the runner mid-stream while recording leaves an incomplete
-# recording that playback never serves; no provider key in any recording.
+# recording that playback never serves; no provider key in any recording; an MCP
+# server's tool list recorded, so that playback never starts the server.
 #
 # One stack and one mock for the file; waits are polls with deadlines.
 
 load runner-helpers
 
-# One MCP server, tests/mcp/test-server.mjs, whose side-effecting "count" tool
-# counts its calls in $STATE/count.
+# Two MCP servers, tests/mcp/test-server.mjs: t, whose side-effecting "count" tool
+# counts its calls in $STATE/count; p, stopped when idle for 300 ms, which logs
+# every message it gets in $PSTATE/received.jsonl (its starts are its initializes).
 setup_file() {
     MCP_TMP=$(mktemp -d -t dstream-rec-mcp.XXXXXX)
     STATE=$MCP_TMP/state
-    mkdir -p "$STATE"
+    PSTATE=$MCP_TMP/pstate
+    mkdir -p "$STATE" "$PSTATE"
     jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" \
-        '{mcpServers: {t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 5000}}}' >"$MCP_TMP/mcp.json"
+        --arg pstate "$PSTATE" \
+        '{mcpServers: {t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 5000},
+                       p: {command: $node, args: [$ts, "--state", $pstate], timeoutMs: 5000, idleStopMs: 300}}}' \
+        >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
-    export MCP_TMP STATE
+    export MCP_TMP STATE PSTATE
     rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
 }
 teardown_file() {
@@ -61,6 +67,16 @@ NORM='[.[] | select(.type != "recording:request" and .type != "session:created")
 # mock_stop / mock_cont: the mock stops answering (a request would hang) / answers again.
 mock_stop() { kill -STOP "$RN_MOCK_PID"; }
 mock_cont() { kill -CONT "$RN_MOCK_PID"; }
+
+# played_tool_call REC PLAY: PLAY (events) answered a request, its tool call and the
+# next request from recordings, with the same events as REC otherwise.
+played_tool_call() {
+    check "$2" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
+        == [["provider", "hit"], ["tool", "hit"], ["provider", "hit"]]'
+    jq "$NORM" "$1" >"$T/a.json"
+    jq "$NORM" "$2" >"$T/b.json"
+    diff "$T/a.json" "$T/b.json"
+}
 
 sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
 
@@ -314,11 +330,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     mock_cont
     [ "$(count_file)" = $((before + 1)) ]      # not run again
     rn_events "$play" >"$T/play.json"
-    check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
-        == [["provider", "hit"], ["tool", "hit"], ["provider", "hit"]]'
-    jq "$NORM" "$T/rec.json" >"$T/a.json"
-    jq "$NORM" "$T/play.json" >"$T/b.json"
-    diff "$T/a.json" "$T/b.json"
+    played_tool_call "$T/rec.json" "$T/play.json"
 }
 
 @test "recordings: listed, read and deleted over HTTP (admin); exported without any key and imported back; retention" {
@@ -394,4 +406,45 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [ "$(sql "SELECT count(*) FROM recordings")" = "$before" ]
     run "$CLI" --db "$DS_DB" recordings prune --older-than 7x
     [ "$status" = 2 ]
+}
+
+@test "recording: playback takes an MCP server's tool list from the recording and never starts the server" {
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
+        '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["p"]}')"
+    assert_status 201
+    agent=$(jq -r .name "$DS_BODY")
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "p__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Echo."
+    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    # The list was recorded once, though the session asked for it at each of its two requests.
+    [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND kind = 'tools' AND complete = 1")" = 1 ]
+    [ "$(sql "SELECT provider || ' ' || model FROM recordings WHERE session = '$rec' AND kind = 'tools'")" = "p tools/list" ]
+    rn_events "$rec" >"$T/rec.json"
+    # Wait for the server to stop (idle), then count its starts.
+    for _ in $(seq 100); do
+        grep -q 'mcp p: idle, stopping' "$DS_DIR/logs/runner.log" && break
+        sleep 0.1
+    done
+    grep -q 'mcp p: idle, stopping' "$DS_DIR/logs/runner.log"
+    starts=$(grep -c '"initialize"' "$PSTATE/received.jsonl")
+    [ "$starts" -ge 1 ]
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Echo."
+    rn_wait "$play" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    mock_cont
+    [ "$(grep -c '"initialize"' "$PSTATE/received.jsonl")" = "$starts" ]   # never started
+    rn_events "$play" >"$T/play.json"
+    played_tool_call "$T/rec.json" "$T/play.json"
+    # The list travels with an export and is checked on import like the rest.
+    "$DS_BIN/dstream" --db "$DS_DB" recordings export "$T/rec.jsonl" --session "$rec"
+    [ "$(jq -s 'map(select(.kind == "tools")) | length' "$T/rec.jsonl")" = 1 ]
+    run "$DS_BIN/dstream" --db "$DS_DB" recordings import "$T/rec.jsonl"
+    assert_success
+    jq -c 'select(.kind == "tools") | .request.server = "q"' "$T/rec.jsonl" >"$T/bad.jsonl"
+    run "$DS_BIN/dstream" --db "$DS_DB" recordings import "$T/bad.jsonl"
+    [ "$status" = 1 ]
+    [[ "$output" == *"key is not the key of request"* ]]
 }

@@ -79,6 +79,23 @@ static void test_keys(void)
     json_decref(a);
     json_decref(b);
     CHECK(rec_normalize("anthropic", NULL) == NULL);
+
+    /* Keys by kind: a provider request's is rec_key's; a tool call's and a tool
+     * list's are kept apart from it and from each other. */
+    json_t *req = J("{'server': 'fs'}");
+    char kp[REC_KEY_LEN + 1], kt[REC_KEY_LEN + 1], kl[REC_KEY_LEN + 1];
+    CHECK_EQ_INT(rec_key_of("provider", req, kp), 0);
+    rec_key(req, k0);
+    CHECK_EQ_STR(kp, k0);
+    CHECK_EQ_INT(rec_key_of("tool", req, kt), 0);
+    CHECK_EQ_INT(rec_key_of("tools", req, kl), 0);
+    CHECK(strcmp(kp, kt) != 0 && strcmp(kp, kl) != 0 && strcmp(kt, kl) != 0);
+    json_t *keyed = J("{'kind': 'tools', 'server': {'server': 'fs'}}");
+    rec_key(keyed, k1);
+    CHECK_EQ_STR(kl, k1);
+    CHECK_EQ_INT(rec_key_of("other", req, k1), -1);
+    json_decref(keyed);
+    json_decref(req);
 }
 
 static void test_diff(void)
@@ -188,6 +205,10 @@ static void test_db(void)
     CHECK_MEM(g.data, g.len, "abcd", 4);
     json_decref(f.meta);
     CHECK_EQ_INT(rec_find(c, "provider", key, 3, lin, 1, &f), 0);
+    /* The latest complete occurrence (an MCP server's last recorded tool list). */
+    CHECK_EQ_INT(rec_find(c, "provider", key, REC_LATEST, lin, 1, &f), 1);
+    CHECK_EQ_INT(f.occurrence, 2);
+    json_decref(f.meta);
     /* Another session finds it through the last session that recorded the key. */
     const char *other[] = {"s9"};
     CHECK_EQ_INT(rec_find(c, "provider", key, 1, other, 1, &f), 1);
