@@ -128,37 +128,44 @@ int record_tx(log_conn_t *c, sess_t *s)
 
 /* ---- counting ----------------------------------------------------------------------- */
 
-typedef struct counting {
-    const char *key;
-    int n;
-} counting;
-
+/* Each recording:request of the log counted by key into s->rec_occ ({key: n}). */
 static int count_msg(void *ud, const void *data, size_t len, offset_t at)
 {
-    counting *k = ud;
+    json_t *occ = ud;
     (void)at;
     /* Cheap test first: most events are deltas. */
     if (len < 40 || !memmem(data, len < 64 ? len : 64, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1))
         return 0;
     json_t *e = json_loadb(data, len, 0, NULL);
     const char *key = json_string_value(json_object_get(json_object_get(e, "payload"), PK_KEY));
-    if (key && !strcmp(key, k->key)) k->n++;
+    if (key) json_object_set_new(occ, key, json_integer(json_integer_value(json_object_get(occ, key)) + 1));
     json_decref(e);
     return 0;
 }
 
-/* How many times the session's log asked key before; -1 if it cannot be read. */
-static int occurrences(runner_t *R, const char *sid, const char *key)
+/* How many times the session's log asked key before; -1 if it cannot be read. The
+ * counts are kept with the session and brought up to date by reading only the
+ * events written since the last look (the whole log once, after a start). */
+static int occurrences(runner_t *R, sess_t *s, const char *key)
 {
     char path[SSTORE_ID_MAX + 16];
-    snprintf(path, sizeof path, "sessions/%s", sid);
-    counting k = {key, 0};
+    snprintf(path, sizeof path, "sessions/%s", s->id);
+    if (!s->rec_occ) s->rec_occ = json_object();
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.path = path;
-    rr.kind = OFFSET_START;
+    rr.kind = s->rec_occ_read ? OFFSET_AT : OFFSET_START;
+    rr.from = s->rec_occ_next;
     rr.max_bytes = (size_t)-1;
-    return log_read(R->conn, &rr, count_msg, &k) ? -1 : k.n;
+    if (log_read(R->conn, &rr, count_msg, s->rec_occ)) {
+        json_decref(s->rec_occ);          /* counted again from the start next time */
+        s->rec_occ = NULL;
+        s->rec_occ_read = 0;
+        return -1;
+    }
+    s->rec_occ_next = rr.next;
+    s->rec_occ_read = 1;
+    return (int)json_integer_value(json_object_get(s->rec_occ, key));
 }
 
 /* The session and its ancestors, nearest first. */
@@ -245,7 +252,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     r->mode = mode;
     r->realtime = realtime;
     buf_init(&r->pending, 64 << 20);
-    int n = occurrences(R, s->id, r->key);
+    int n = occurrences(R, s, r->key);
     if (n < 0) {
         json_decref(norm);
         free_rec(r);
@@ -450,7 +457,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     char key[REC_KEY_LEN + 1];
     json_t *norm = tool_norm(call);
     if (rec_key_of("tool", norm, key)) abort();
-    int n = occurrences(R, s->id, key);
+    int n = occurrences(R, s, key);
     if (n < 0) n = 0;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];

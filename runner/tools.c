@@ -206,4 +206,7 @@ void tools_forget(runner_t *R, sess_t *s)
     s->servers = NULL;
     json_decref(s->rec_tools);
     s->rec_tools = NULL;
+    json_decref(s->rec_occ);
+    s->rec_occ = NULL;
+    s->rec_occ_read = 0;
 }
