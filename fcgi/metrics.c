@@ -234,6 +234,64 @@ static void model_metrics(req_t *r, buf_t *b)
     free(rows.v);
 }
 
+/* The runners' figures by MCP server (the same files). */
+typedef struct mcp_row {
+    char owner[RSTATS_OWNER_MAX];
+    rstats_mcp m;
+} mcp_row;
+
+typedef struct mcp_rows {
+    mcp_row *v;
+    int n;
+} mcp_rows;
+
+static void keep_mcp(void *ud, const char *owner, const rstats_mcp *m)
+{
+    mcp_rows *rows = ud;
+    if (rows->n >= 64 * RSTATS_MCP_SERVERS) return;
+    mcp_row *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
+    if (!v) return;
+    rows->v = v;
+    snprintf(v[rows->n].owner, sizeof v[rows->n].owner, "%s", owner);
+    v[rows->n++].m = *m;
+}
+
+static void mcp_labels(buf_t *b, const char *name, const mcp_row *row)
+{
+    buf_printf(b, "%s{runner=\"", name);
+    label(b, row->owner);
+    buf_printf(b, "\",server=\"");
+    label(b, row->m.server);
+    buf_printf(b, "\"");
+}
+
+static void mcp_metrics(req_t *r, buf_t *b)
+{
+    mcp_rows rows = {NULL, 0};
+    rstats_mcp_each(r->cfg->db_path, keep_mcp, &rows);
+    if (!rows.n) return;
+    family(b, "dstream_runner_mcp_calls_total", "counter", "Tool calls started on the operator's MCP servers, by server.");
+    for (int i = 0; i < rows.n; i++) {
+        mcp_labels(b, "dstream_runner_mcp_calls_total", &rows.v[i]);
+        buf_printf(b, "} %" PRId64 "\n", rows.v[i].m.calls);
+    }
+    family(b, "dstream_runner_mcp_call_failures_total", "counter",
+           "MCP tool calls that failed, by server and reason (error: the tool or the server answered an error;"
+           " timeout; crash: the server died or broke the protocol; unavailable: it failed to start).");
+    for (int i = 0; i < rows.n; i++)
+        for (int k = 0; k < RSTATS_MCP_REASONS; k++) {
+            mcp_labels(b, "dstream_runner_mcp_call_failures_total", &rows.v[i]);
+            buf_printf(b, ",reason=\"%s\"} %" PRId64 "\n", rstats_mcp_reason[k], rows.v[i].m.failures[k]);
+        }
+    family(b, "dstream_runner_mcp_server_starts_total", "counter",
+           "MCP server processes started (a restart after a crash or an idle stop adds one), by server.");
+    for (int i = 0; i < rows.n; i++) {
+        mcp_labels(b, "dstream_runner_mcp_server_starts_total", &rows.v[i]);
+        buf_printf(b, "} %" PRId64 "\n", rows.v[i].m.starts);
+    }
+    free(rows.v);
+}
+
 /* What the runners publish (sql/009) and the sessions by status. */
 static void runner_metrics(req_t *r, buf_t *b)
 {
@@ -274,6 +332,7 @@ static void runner_metrics(req_t *r, buf_t *b)
            1000);
     free(all.v);
     model_metrics(r, b);
+    mcp_metrics(r, b);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
 }

@@ -141,12 +141,24 @@ static void hist_load(const json_t *j, rstats_hist *h)
     h->sum = json_number_value(json_object_get(j, "sum"));
 }
 
-int rstats_models_save(const char *db_path, const char *owner, const rstats_model *models, int n)
+const char *const rstats_mcp_reason[RSTATS_MCP_REASONS] = {"error", "timeout", "crash", "unavailable"};
+
+static json_t *mcp_json(const rstats_mcp *m)
+{
+    json_t *f = json_object();
+    for (int r = 0; r < RSTATS_MCP_REASONS; r++)
+        json_object_set_new(f, rstats_mcp_reason[r], json_integer((json_int_t)m->failures[r]));
+    return json_pack("{s:s, s:I, s:I, s:o}", "server", m->server, "calls", (json_int_t)m->calls, "starts",
+                     (json_int_t)m->starts, "failures", f);
+}
+
+int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
+                        const rstats_mcp *mcp, int nmcp)
 {
     char path[4300], tmp[4400];
     if (models_path(db_path, owner, path, sizeof path)) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    json_t *arr = json_array();
+    json_t *arr = json_array(), *servers = json_array();
     for (int i = 0; i < n; i++) {
         const rstats_model *m = &models[i];
         json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:o}", "model", m->model,
@@ -157,19 +169,20 @@ int rstats_models_save(const char *db_path, const char *owner, const rstats_mode
                                              "latency", hist_json(&m->latency), "firstToken",
                                              hist_json(&m->first_token)));
     }
-    json_t *doc = json_pack("{s:s, s:o}", "owner", owner, "models", arr);
+    for (int i = 0; i < nmcp; i++) json_array_append_new(servers, mcp_json(&mcp[i]));
+    json_t *doc = json_pack("{s:s, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers);
     int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
     if (rc) unlink(tmp);
     json_decref(doc);
     return rc;
 }
 
-int rstats_models_each(const char *db_path,
-                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud)
+/* Call fn(ud, owner, doc) for every runner's file beside the database at db_path
+ * that parses and names its owner. */
+static void files_each(const char *db_path, void (*fn)(void *ud, const char *owner, const json_t *doc), void *ud)
 {
     char pattern[4300];
     glob_t g;
-    int count = 0;
     /* The database path is the operator's; escape what glob would read as a pattern. */
     size_t len = 0;
     for (const char *p = db_path; *p && len + 20 < sizeof pattern; p++) {
@@ -177,30 +190,79 @@ int rstats_models_each(const char *db_path,
         pattern[len++] = *p;
     }
     memcpy(pattern + len, "-runner-*.json", 15);
-    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    if (glob(pattern, 0, NULL, &g) != 0) return;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         json_t *doc = json_load_file(g.gl_pathv[i], 0, NULL);
         const char *owner = json_string_value(json_object_get(doc, "owner"));
-        const json_t *arr = json_object_get(doc, "models");
-        for (size_t k = 0; owner && k < json_array_size(arr) && k < RSTATS_MODELS; k++) {
-            const json_t *o = json_array_get(arr, k);
-            const char *name = json_string_value(json_object_get(o, "model"));
-            if (!name) continue;
-            rstats_model m;
-            memset(&m, 0, sizeof m);
-            snprintf(m.model, sizeof m.model, "%s", name);
-            m.requests = json_integer_value(json_object_get(o, "requests"));
-            m.failures = json_integer_value(json_object_get(o, "failures"));
-            m.input_tokens = json_integer_value(json_object_get(o, "inputTokens"));
-            m.output_tokens = json_integer_value(json_object_get(o, "outputTokens"));
-            m.cost_usd = json_number_value(json_object_get(o, "costUsd"));
-            hist_load(json_object_get(o, "latency"), &m.latency);
-            hist_load(json_object_get(o, "firstToken"), &m.first_token);
-            fn(ud, owner, &m);
-            count++;
-        }
+        if (owner) fn(ud, owner, doc);
         json_decref(doc);
     }
     globfree(&g);
-    return count;
+}
+
+typedef struct models_arg {
+    void (*fn)(void *ud, const char *owner, const rstats_model *m);
+    void (*mcp_fn)(void *ud, const char *owner, const rstats_mcp *m);
+    void *ud;
+    int count;
+} models_arg;
+
+static void models_of(void *ud, const char *owner, const json_t *doc)
+{
+    models_arg *a = ud;
+    const json_t *arr = json_object_get(doc, "models");
+    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_MODELS; k++) {
+        const json_t *o = json_array_get(arr, k);
+        const char *name = json_string_value(json_object_get(o, "model"));
+        if (!name) continue;
+        rstats_model m;
+        memset(&m, 0, sizeof m);
+        snprintf(m.model, sizeof m.model, "%s", name);
+        m.requests = json_integer_value(json_object_get(o, "requests"));
+        m.failures = json_integer_value(json_object_get(o, "failures"));
+        m.input_tokens = json_integer_value(json_object_get(o, "inputTokens"));
+        m.output_tokens = json_integer_value(json_object_get(o, "outputTokens"));
+        m.cost_usd = json_number_value(json_object_get(o, "costUsd"));
+        hist_load(json_object_get(o, "latency"), &m.latency);
+        hist_load(json_object_get(o, "firstToken"), &m.first_token);
+        a->fn(a->ud, owner, &m);
+        a->count++;
+    }
+}
+
+int rstats_models_each(const char *db_path,
+                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud)
+{
+    models_arg a = {fn, NULL, ud, 0};
+    files_each(db_path, models_of, &a);
+    return a.count;
+}
+
+static void mcp_of(void *ud, const char *owner, const json_t *doc)
+{
+    models_arg *a = ud;
+    const json_t *arr = json_object_get(doc, "mcpServers");
+    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_MCP_SERVERS; k++) {
+        const json_t *o = json_array_get(arr, k);
+        const char *name = json_string_value(json_object_get(o, "server"));
+        if (!name) continue;
+        rstats_mcp m;
+        memset(&m, 0, sizeof m);
+        snprintf(m.server, sizeof m.server, "%s", name);
+        m.calls = json_integer_value(json_object_get(o, "calls"));
+        m.starts = json_integer_value(json_object_get(o, "starts"));
+        const json_t *f = json_object_get(o, "failures");
+        for (int r = 0; r < RSTATS_MCP_REASONS; r++)
+            m.failures[r] = json_integer_value(json_object_get(f, rstats_mcp_reason[r]));
+        a->mcp_fn(a->ud, owner, &m);
+        a->count++;
+    }
+}
+
+int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
+                    void *ud)
+{
+    models_arg a = {NULL, fn, ud, 0};
+    files_each(db_path, mcp_of, &a);
+    return a.count;
 }

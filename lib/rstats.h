@@ -38,9 +38,10 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
 /* Call fn(ud, status, count) for the sessions of each status (deleted ones aside). */
 int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
 
-/* Figures by model, with histograms, go to a small file beside the database
- * (DB-runner-OWNER.json, replaced whole by a rename) rather than into a table:
- * their shape (models, buckets) is open-ended and only /metrics reads them. */
+/* Figures by model, with histograms, and by MCP server go to a small file beside
+ * the database (DB-runner-OWNER.json, replaced whole by a rename) rather than into
+ * a table: their shape (models, servers, buckets) is open-ended and only /metrics
+ * reads them. */
 #define RSTATS_BUCKETS 10
 #define RSTATS_MODELS 32
 #define RSTATS_MODEL_MAX 136
@@ -66,13 +67,44 @@ typedef struct rstats_model {
 /* Add one observation (seconds) to h. */
 void rstats_hist_observe(rstats_hist *h, double seconds);
 
-/* The figures of models[0..n) for owner, saved beside the database at db_path.
- * Returns 0 or -1. */
-int rstats_models_save(const char *db_path, const char *owner, const rstats_model *models, int n);
+/* Figures by MCP server (the operator's servers, in the order of the runner's
+ * configuration: the first RSTATS_MCP_SERVERS - 1 each have their own, the rest
+ * share the last, named "other"). A call counts once started (rmcp_call_start on
+ * a configured server), and once more under a reason if it failed. */
+#define RSTATS_MCP_SERVERS 32
+#define RSTATS_MCP_NAME_MAX 72
+
+enum {
+    RSTATS_MCP_ERROR,           /* the tool answered isError, a JSON-RPC error, or no result object */
+    RSTATS_MCP_TIMEOUT,         /* no answer within the server's timeoutMs */
+    RSTATS_MCP_CRASH,           /* the server exited, closed its output or broke the protocol mid-call */
+    RSTATS_MCP_UNAVAILABLE,     /* not sent: the server failed to start too often */
+    RSTATS_MCP_REASONS
+};
+
+/* The reasons' label values ("error", "timeout", "crash", "unavailable"). */
+extern const char *const rstats_mcp_reason[RSTATS_MCP_REASONS];
+
+typedef struct rstats_mcp {
+    char server[RSTATS_MCP_NAME_MAX];
+    int64_t calls;                          /* calls started */
+    int64_t failures[RSTATS_MCP_REASONS];   /* calls that failed, by reason */
+    int64_t starts;                         /* server processes started (restarts included) */
+} rstats_mcp;
+
+/* The figures of models[0..n) and MCP servers mcp[0..nmcp) for owner, saved
+ * beside the database at db_path. Returns 0 or -1. */
+int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
+                        const rstats_mcp *mcp, int nmcp);
 
 /* Call fn(ud, owner, model) for every model of every runner's file beside the
  * database at db_path (files that do not parse are skipped). Returns how many. */
 int rstats_models_each(const char *db_path,
                        void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud);
+
+/* Call fn(ud, owner, server) for every MCP server of every runner's file beside
+ * the database at db_path. Returns how many. */
+int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
+                    void *ud);
 
 #endif

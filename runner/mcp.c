@@ -92,6 +92,8 @@ typedef struct rmcp_server {
     int wanted;                 /* someone waits for its tools: start when allowed */
     int64_t dying_until;        /* its output closed: fail its calls by then at the latest */
     char why[256];              /* the last failure, for err and tool errors */
+    int64_t calls, starts;      /* for /metrics (rmcp_stats) */
+    int64_t failures[RSTATS_MCP_REASONS];
 } rmcp_server;
 
 struct rmcp {
@@ -156,9 +158,11 @@ static void call_free(rmcp_call *c)
     free(c);
 }
 
-/* Finish c (already unlinked) with output (stolen); delivered by rmcp_process. */
-static void finish(rmcp_t *m, rmcp_call *c, json_t *output, int is_error, int failed)
+/* Finish c (already unlinked) with output (stolen); delivered by rmcp_process.
+ * reason: why it failed (RSTATS_MCP_*, counted for its server), or -1. */
+static void finish(rmcp_t *m, rmcp_call *c, json_t *output, int is_error, int failed, int reason)
 {
+    if (c->srv && reason >= 0) c->srv->failures[reason]++;
     c->output = output ? output : json_string("");
     c->is_error = is_error;
     c->failed = failed;
@@ -168,12 +172,12 @@ static void finish(rmcp_t *m, rmcp_call *c, json_t *output, int is_error, int fa
     *pp = c;
 }
 
-static void fail_list(rmcp_t *m, rmcp_call **list, const char *why)
+static void fail_list(rmcp_t *m, rmcp_call **list, const char *why, int reason)
 {
     while (*list) {
         rmcp_call *c = *list;
         *list = c->next;
-        finish(m, c, json_string(why), 1, 1);
+        finish(m, c, json_string(why), 1, 1, reason);
     }
 }
 
@@ -329,11 +333,12 @@ static void start(rmcp_t *m, rmcp_server *s)
         if (s->start_failures >= RMCP_START_FAILURES) {
             s->failed_until = now + RMCP_FAILED_MS;
             s->wanted = 0;
-            fail_list(m, &s->queue, s->why);
+            fail_list(m, &s->queue, s->why, RSTATS_MCP_UNAVAILABLE);
             if (m->on_change) m->on_change(m->ud, s->name);
         }
         return;
     }
+    s->starts++;
     runner_log("mcp %s: started (pid %d)", s->name, (int)s->pid);
     s->state = S_INIT;
     s->init_id = s->next_id++;
@@ -352,7 +357,7 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
     close_fd(&s->in);
     close_fd(&s->out);
     close_fd(&s->err);
-    fail_list(m, &s->flight, why);
+    fail_list(m, &s->flight, why, RSTATS_MCP_CRASH);
     s->inflight = 0;
     json_decref(s->tools);
     s->tools = NULL;
@@ -378,7 +383,7 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
                    RMCP_FAILED_MS / 1000);
         s->failed_until = now + RMCP_FAILED_MS;
         s->wanted = 0;
-        fail_list(m, &s->queue, s->why);
+        fail_list(m, &s->queue, s->why, RSTATS_MCP_UNAVAILABLE);
     }
     if (m->on_change) m->on_change(m->ud, s->name);
 }
@@ -488,12 +493,12 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         if (msg->kind == MCP_MSG_ERROR) {
             char text[512];
             snprintf(text, sizeof text, "MCP error %lld: %.400s", (long long)msg->code, msg->message);
-            finish(x->m, c, json_string(text), 1, 1);
+            finish(x->m, c, json_string(text), 1, 1, RSTATS_MCP_ERROR);
         } else {
             int is_error = 0;
             json_t *out = mcp_call_output(msg->result, &is_error);
-            if (out) finish(x->m, c, out, is_error, 0);
-            else finish(x->m, c, json_string("the server's result is not an object"), 1, 1);
+            if (out) finish(x->m, c, out, is_error, 0, is_error ? RSTATS_MCP_ERROR : -1);
+            else finish(x->m, c, json_string("the server's result is not an object"), 1, 1, RSTATS_MCP_ERROR);
         }
         send_calls(s);
         return;
@@ -660,14 +665,15 @@ rmcp_call *rmcp_call_start(rmcp_t *m, const char *server, const char *tool, cons
     if (!s) {
         char why[160];
         snprintf(why, sizeof why, "no MCP server named %.64s is configured", server);
-        finish(m, c, json_string(why), 1, 1);
+        finish(m, c, json_string(why), 1, 1, -1);
         return c;
     }
+    s->calls++;
     want(m, s);
     if (s->failed_until && db_now_ms() < s->failed_until) {
         char why[400];
         snprintf(why, sizeof why, "MCP server %s is unavailable: %s", s->name, s->why);
-        finish(m, c, json_string(why), 1, 1);
+        finish(m, c, json_string(why), 1, 1, RSTATS_MCP_UNAVAILABLE);
         return c;
     }
     rmcp_call **pp = &s->queue;
@@ -774,7 +780,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
             char why[160];
             snprintf(why, sizeof why, "the tool did not answer within %d ms", s->timeout_ms);
             runner_log("mcp %s: call %lld (%s) timed out", s->name, (long long)c->id, c->tool);
-            finish(m, c, json_string(why), 1, 1);
+            finish(m, c, json_string(why), 1, 1, RSTATS_MCP_TIMEOUT);
         }
         send_calls(s);
         if (s->state == S_READY && !s->relisting && !s->flight && !s->queue && now - s->last_used >= s->idle_ms) {
@@ -817,13 +823,25 @@ int rmcp_timeout(rmcp_t *m, int max)
     return t <= now ? 0 : (int)(t - now);
 }
 
+int rmcp_stats(rmcp_t *m, size_t i, rstats_mcp *out)
+{
+    if (!m || i >= m->n) return -1;
+    const rmcp_server *s = &m->srv[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->server, sizeof out->server, "%s", s->name);
+    out->calls = s->calls;
+    out->starts = s->starts;
+    memcpy(out->failures, s->failures, sizeof out->failures);
+    return 0;
+}
+
 void rmcp_free(rmcp_t *m)
 {
     if (!m) return;
     for (size_t k = 0; k < m->n; k++) {
         rmcp_server *s = &m->srv[k];
         if (s->state != S_STOPPED && s->state != S_STOPPING) stop(m, s, "the runner is stopping", 0);
-        fail_list(m, &s->queue, "the runner is stopping");
+        fail_list(m, &s->queue, "the runner is stopping", RSTATS_MCP_UNAVAILABLE);
         /* Give each a moment to go, then make sure it has. */
         for (int i = 0; s->pid > 0 && i < 20; i++) {
             if (waitpid(s->pid, NULL, WNOHANG) == s->pid) s->pid = 0;

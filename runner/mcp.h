@@ -21,6 +21,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "../lib/rstats.h"
+
 #define RMCP_FDS_MAX 96             /* pipes polled at once (3 per running server) */
 #define RMCP_START_FAILURES 3       /* failed starts in a row before a server is failed */
 #define RMCP_FAILED_MS 30000        /* how long a failed server stays failed */
@@ -76,6 +78,9 @@ unsigned rmcp_waitfds(rmcp_t *m, struct curl_waitfd *out, unsigned cap);
  * timeouts, reap and restart processes, stop idle servers. fds as filled by
  * rmcp_waitfds, with revents set. */
 void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n);
+/* The figures of the i-th configured server (calls started, failed by reason,
+ * processes started) into out: 0, or -1 past the last server. */
+int rmcp_stats(rmcp_t *m, size_t i, rstats_mcp *out);
 /* Milliseconds until rmcp_process has timed work (a timeout, a restart, a reap),
  * at most max. */
 int rmcp_timeout(rmcp_t *m, int max);

@@ -9,7 +9,10 @@
  * and time to first output go into figures by model (lib/rstats, a file beside the
  * database). Called between curl_multi_perform and the handling of
  * finished transfers, it sees every attempt at least once and with its final
- * status. Keeping the counting here leaves the driver untouched. */
+ * status. Keeping the counting here leaves the driver untouched. The MCP servers'
+ * figures are the exception: runner/mcp counts calls, failures by reason and
+ * starts where they happen (no look from outside sees why a call failed), and
+ * they go into the same file when they changed. */
 #include "stats.h"
 
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 
 #include "../lib/db.h"
 #include "../lib/rstats.h"
+#include "mcp.h"
 
 #define STATS_PERIOD_MS 1000
 
@@ -47,6 +51,8 @@ static struct {
     rstats_model models[RSTATS_MODELS];
     int nmodels;
     int models_changed, models_failed;
+    rstats_mcp mcp[RSTATS_MCP_SERVERS];
+    int nmcp;
 } st;
 
 /* An attempt ended: count it under its model (the first RSTATS_MODELS models seen;
@@ -71,6 +77,30 @@ static void ended(runner_t *R, const seen *e)
     if (e->started_ms > 0 && now >= e->started_ms) rstats_hist_observe(&m->latency, (double)(now - e->started_ms) / 1000);
     if (e->first_ms > 0 && e->first_ms >= e->started_ms)
         rstats_hist_observe(&m->first_token, (double)(e->first_ms - e->started_ms) / 1000);
+    st.models_changed = 1;
+}
+
+/* The MCP servers' figures (runner/mcp counts them where calls end), the servers
+ * past RSTATS_MCP_SERVERS - 1 summed as "other"; servers never used left out.
+ * Marks the figures changed when they differ from the last taken. */
+static void take_mcp(runner_t *R)
+{
+    rstats_mcp v[RSTATS_MCP_SERVERS], one;
+    int n = 0;
+    memset(v, 0, sizeof v);
+    for (size_t i = 0; rmcp_stats(R->mcp, i, &one) == 0; i++) {
+        if (!one.calls && !one.starts) continue;
+        rstats_mcp *m = &v[n < RSTATS_MCP_SERVERS ? n : RSTATS_MCP_SERVERS - 1];
+        if (n < RSTATS_MCP_SERVERS) n++;
+        if (n == RSTATS_MCP_SERVERS && m == &v[RSTATS_MCP_SERVERS - 1]) snprintf(m->server, sizeof m->server, "other");
+        else snprintf(m->server, sizeof m->server, "%s", one.server);
+        m->calls += one.calls;
+        m->starts += one.starts;
+        for (int r = 0; r < RSTATS_MCP_REASONS; r++) m->failures[r] += one.failures[r];
+    }
+    if (n == st.nmcp && !memcmp(v, st.mcp, sizeof v)) return;
+    memcpy(st.mcp, v, sizeof v);
+    st.nmcp = n;
     st.models_changed = 1;
 }
 
@@ -162,8 +192,9 @@ void runner_stats_tick(runner_t *R)
     int rc = rstats_publish(R->conn, &st.s);
     if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", log_strerror(rc));
     st.publish_failed = rc != 0;
+    take_mcp(R);
     if (st.models_changed) {
-        int mrc = rstats_models_save(log_path(R->log), st.s.owner, st.models, st.nmodels);
+        int mrc = rstats_figures_save(log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp, st.nmcp);
         if (mrc && !st.models_failed) runner_log("stats: cannot write the figures by model beside the database");
         st.models_failed = mrc != 0;
         st.models_changed = mrc != 0;

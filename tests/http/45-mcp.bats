@@ -25,6 +25,7 @@ setup_file() {
             files: {command: $node, args: [$fs, $files]},
             t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 3000},
             dead: {command: $node, args: [$ts, "--exit-at-start"]},
+            m: {command: $node, args: [$ts], timeoutMs: 2000},
             idle: {command: $node, args: [$ts], idleStopMs: 300}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
     export FILES STATE MCP_TMP
@@ -90,7 +91,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [[ "$output" == *"problem: mcpServers.x.command: must be an absolute path"* ]]
     run "$DS_BIN/dstream" mcp "$MCP_TMP/mcp.json"
     [ "$status" = 0 ]
-    [[ "$output" == *"files: $(command -v node) "*"4 MCP servers"* ]]
+    [[ "$output" == *"files: $(command -v node) "*"5 MCP servers"* ]]
     [[ "$output" == *"idle: "*"stopped after 300 ms idle"* ]]
 }
 
@@ -276,6 +277,41 @@ fs_chat() {
     events_of "$id"
     ev '.[] | select(.type == "tool:result" and .payload.callId == "i2") | .payload' | jq -e '.result == "two" and .failed == false'
     [ "$(grep -c 'mcp idle: started' "$DS_DIR/logs/runner.log")" -ge 2 ]
+}
+
+@test "/metrics: MCP calls, failures by reason and server starts, exactly, for the server the test alone uses" {
+    local a id runner
+    runner=$(sed -n 's/.*started (owner \([^,]*\),.*/\1/p' "$DS_DIR/logs/runner.log" | tail -n 1)
+    [ -n "$runner" ]
+    a=$(mcp_agent anthropic claude-test-model '["m"]')
+    # Five calls: an answer, an error result and a hang past the timeout in one turn,
+    # then a crash mid-call, then an answer from the server started again.
+    rn_script "$(jq -nc '{replies: [
+        {toolCalls: [{id: "m1", name: "m__echo", arguments: {text: "one"}}, {id: "m2", name: "m__fail", arguments: {}},
+                     {id: "m3", name: "m__hang", arguments: {}}]},
+        {toolCalls: [{id: "m4", name: "m__crash", arguments: {}}]},
+        {toolCalls: [{id: "m5", name: "m__echo", arguments: {text: "five"}}]},
+        {text: "Counted."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Call them all."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .content == "Counted.")' 30
+    l="runner=\"$runner\",server=\"m\""
+    # metric NAME{LABELS}: its value in the last scrape.
+    metric() { awk -v k="$1" '$1 == k { print $2; found = 1 } END { exit !found }' "$T/metrics"; }
+    figures() {
+        curl -fsS --max-time 10 "$DS_URL/metrics" >"$T/metrics" &&
+            [ "$(metric "dstream_runner_mcp_calls_total{$l}")" = 5 ] &&
+            [ "$(metric "dstream_runner_mcp_server_starts_total{$l}")" = 2 ]
+    }
+    ds_poll 10 figures || fail "figures: $(grep mcp "$T/metrics")"
+    [ "$(metric "dstream_runner_mcp_call_failures_total{$l,reason=\"error\"}")" = 1 ]
+    [ "$(metric "dstream_runner_mcp_call_failures_total{$l,reason=\"timeout\"}")" = 1 ]
+    [ "$(metric "dstream_runner_mcp_call_failures_total{$l,reason=\"crash\"}")" = 1 ]
+    [ "$(metric "dstream_runner_mcp_call_failures_total{$l,reason=\"unavailable\"}")" = 0 ]
+    for f in mcp_calls_total mcp_call_failures_total mcp_server_starts_total; do
+        [ "$(grep -c "^# TYPE dstream_runner_$f counter\$" "$T/metrics")" = 1 ]
+        grep -q "^# HELP dstream_runner_$f " "$T/metrics"
+    done
 }
 
 # ---- kill -9: a side-effecting call never runs twice ------------------------------------------

@@ -1,6 +1,7 @@
 /* Unit tests for lib/rstats.c: a start counts, publishing keeps the count and
  * replaces the figures, rows come back by owner, sessions are counted by status,
- * and a database without the tables reads as empty. */
+ * a database without the tables reads as empty, and the figures by model and by
+ * MCP server come back from the file beside the database. */
 #include "rstats.h"
 
 #include <sqlite3.h>
@@ -140,7 +141,7 @@ static void test_models(void)
     rstats_hist_observe(&m[1].first_token, 0.3);
     char db[400];
     snprintf(db, sizeof db, "%s/rstats.db", dir);
-    CHECK_EQ_INT(rstats_models_save(db, "../../etc/evil", m, 2), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "../../etc/evil", m, 2, NULL, 0), 0);
     char path[500];
     snprintf(path, sizeof path, "%s/rstats.db-runner-.._.._etc_evil.json", dir);
     CHECK(access(path, F_OK) == 0);
@@ -164,12 +165,61 @@ static void test_models(void)
     CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 0);
 }
 
+static rstats_mcp loaded_mcp[4];
+static int nloaded_mcp;
+
+static void keep_mcp(void *ud, const char *owner, const rstats_mcp *m)
+{
+    CHECK_EQ_STR(owner, (const char *)ud);
+    if (nloaded_mcp < 4) loaded_mcp[nloaded_mcp] = *m;
+    nloaded_mcp++;
+}
+
+/* Figures by MCP server: saved in the same file as the models', given back by
+ * server with every reason. */
+static void test_mcp(void)
+{
+    rstats_mcp m[2];
+    memset(m, 0, sizeof m);
+    snprintf(m[0].server, sizeof m[0].server, "%s", "fs");
+    m[0].calls = 9;
+    m[0].starts = 2;
+    m[0].failures[RSTATS_MCP_ERROR] = 1;
+    m[0].failures[RSTATS_MCP_TIMEOUT] = 2;
+    m[0].failures[RSTATS_MCP_CRASH] = 3;
+    m[0].failures[RSTATS_MCP_UNAVAILABLE] = 4;
+    snprintf(m[1].server, sizeof m[1].server, "%s", "other");
+    m[1].calls = 1;
+    rstats_model model;
+    memset(&model, 0, sizeof model);
+    snprintf(model.model, sizeof model.model, "%s", "x");
+    char db[400];
+    snprintf(db, sizeof db, "%s/mcp.db", dir);
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2), 0);
+    nloaded_mcp = 0;
+    CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 2);
+    if (!CHECK_EQ_INT(nloaded_mcp, 2)) return;
+    CHECK_EQ_STR(loaded_mcp[0].server, "fs");
+    CHECK_EQ_INT(loaded_mcp[0].calls, 9);
+    CHECK_EQ_INT(loaded_mcp[0].starts, 2);
+    for (int r = 0; r < RSTATS_MCP_REASONS; r++) CHECK_EQ_INT(loaded_mcp[0].failures[r], r + 1);
+    CHECK_EQ_STR(loaded_mcp[1].server, "other");
+    CHECK_EQ_INT(loaded_mcp[1].calls, 1);
+    CHECK_EQ_STR(rstats_mcp_reason[RSTATS_MCP_UNAVAILABLE], "unavailable");
+    nloaded = 0;
+    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 1);
+    /* No server used: none. */
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 0);
+}
+
 int main(void)
 {
     if (test_db_open("rstats", dir, sizeof dir, &lg, &conn) == 0) {
         test_publish();
         test_sessions();
         test_models();
+        test_mcp();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
