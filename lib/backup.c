@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sstore.h"
+
 #define BACKUP_TRIES 50         /* a busy source (a checkpoint resetting the WAL) */
 
 static int fsync_path(const char *path, int dir)
@@ -184,6 +186,195 @@ static int run_rule(sqlite3 *db, const check_rule *r, int limit, backup_report_f
     return n;
 }
 
+/* ---- snapshots against a replay -------------------------------------------------------- */
+
+#define SNAP_RULE "snapshot differs from a replay of its session's events"
+#define SNAP_DEPTH 6            /* a difference is named this many keys deep at most */
+
+/* The path of the first difference between a (the replay) and b (the snapshot) into
+ * out at len ("state.count", "messages[3].content"; "" when they are equal). */
+static void first_diff(const json_t *a, const json_t *b, char *out, size_t cap, size_t len, int depth)
+{
+    if (len >= cap) return;
+    out[len] = '\0';
+    if (json_equal(a, b)) return;
+    if (depth >= SNAP_DEPTH || json_typeof(a) != json_typeof(b)) return;
+    if (json_is_object(a)) {
+        const char *k;
+        const json_t *va;
+        for (int pass = 0; pass < 2; pass++) {
+            /* Keys of the replay in order, then those only the snapshot has. */
+            json_object_foreach((json_t *)(pass ? b : a), k, va) {
+                const json_t *x = json_object_get(a, k), *y = json_object_get(b, k);
+                if (x && y && json_equal(x, y)) continue;
+                int n = snprintf(out + len, cap - len, "%s%s", len ? "." : "", k);
+                if (x && y && n > 0) first_diff(x, y, out, cap, len + (size_t)n, depth + 1);
+                return;
+            }
+        }
+        return;
+    }
+    if (json_is_array(a)) {
+        size_t na = json_array_size(a), nb = json_array_size(b);
+        for (size_t i = 0; i < na || i < nb; i++) {
+            const json_t *x = json_array_get(a, i), *y = json_array_get(b, i);
+            if (x && y && json_equal(x, y)) continue;
+            int n = snprintf(out + len, cap - len, "[%zu]", i);
+            if (x && y && n > 0) first_diff(x, y, out, cap, len + (size_t)n, depth + 1);
+            return;
+        }
+    }
+}
+
+typedef struct snap_check {
+    sqlite3 *db;
+    int limit, problems;
+    backup_report_fn report;
+    void *ud;
+} snap_check;
+
+static void snap_problem(snap_check *k, const char *session, int64_t seq, const char *via, const char *what)
+{
+    if (k->problems++ >= k->limit) return;
+    char line[1024];
+    snprintf(line, sizeof line, SNAP_RULE ": session=%.100s seq=%lld%s%.200s key=%.300s", session,
+             (long long)seq, via[0] ? " fork point, replayed in " : "", via, what);
+    k->report(k->ud, line);
+}
+
+/* The replayed view v against a snapshot's stored text. */
+static void snap_compare(snap_check *k, const session_view *v, const char *session, int64_t seq,
+                         const char *text, const char *via)
+{
+    json_t *want = session_view_to_json(v);
+    json_t *got = text ? json_loads(text, 0, NULL) : NULL;
+    char key[400] = "(not JSON)";
+    if (got && !json_equal(want, got)) first_diff(want, got, key, sizeof key, 0, 0);
+    if (!got || !json_equal(want, got)) snap_problem(k, session, seq, via, key[0] ? key : "(the whole view)");
+    json_decref(want);
+    json_decref(got);
+}
+
+/* Fold the events of one session stream (its own messages, from its fork point if
+ * it is a fork, starting there from its fork-point snapshot as lib/sstore does),
+ * comparing, as the fold passes them, its own snapshots and the fork-point
+ * snapshots of the sessions forked from it. Each message is read once. Returns 0,
+ * or -1 with err. */
+static int snap_stream(snap_check *k, int64_t sid, const char *path, int64_t fork_seq, int fork, int deleted,
+                       char *err, size_t errlen)
+{
+    const char *session = path + 9;     /* "sessions/ID" */
+    sqlite3_stmt *cp = NULL, *msgs = NULL;
+    session_view v;
+    int rc = -1, step;
+    int64_t at = fork ? fork_seq : 0;
+    session_view_init(&v);
+    if (sqlite3_prepare_v2(k->db,
+                           "SELECT n.session, n.seq, n.view, '' FROM snapshots n WHERE n.session = ?2 AND n.seq > ?3"
+                           " UNION ALL"
+                           " SELECT n.session, n.seq, n.view, ?4 FROM streams c JOIN snapshots n"
+                           " ON n.session = substr(c.path, 10) AND n.seq = c.fork_seq"
+                           " WHERE c.parent = ?1 AND c.deleted = 0 AND c.path GLOB 'sessions/*'"
+                           " ORDER BY 2, 1",
+                           -1, &cp, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(k->db, "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? ORDER BY seq", -1,
+                           &msgs, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errmsg(k->db));
+        goto out;
+    }
+    sqlite3_bind_int64(cp, 1, sid);
+    sqlite3_bind_text(cp, 2, session, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(cp, 3, fork ? fork_seq : -1);
+    sqlite3_bind_text(cp, 4, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(msgs, 1, sid);
+    sqlite3_bind_int64(msgs, 2, at);
+    if (fork) {
+        /* A fork starts from its own snapshot at the fork point. */
+        sqlite3_stmt *fp;
+        if (sqlite3_prepare_v2(k->db, "SELECT view FROM snapshots WHERE session = ? AND seq = ?", -1, &fp, NULL) !=
+            SQLITE_OK) {
+            snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errmsg(k->db));
+            goto out;
+        }
+        sqlite3_bind_text(fp, 1, session, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(fp, 2, fork_seq);
+        int ok = sqlite3_step(fp) == SQLITE_ROW && sstore_snapshot_load(&v, (const char *)sqlite3_column_text(fp, 0)) == 0;
+        sqlite3_finalize(fp);
+        if (!ok) {
+            /* A deleted session's snapshots went with it: its stream, kept for its
+             * forks, cannot be replayed (nor its forks' fork points checked). */
+            if (!deleted) snap_problem(k, session, fork_seq, "", "(its fork-point snapshot, missing or not a view)");
+            rc = 0;
+            goto out;
+        }
+    }
+    int gap = 0;
+    while ((step = sqlite3_step(cp)) == SQLITE_ROW) {
+        const char *who = (const char *)sqlite3_column_text(cp, 0);
+        int64_t seq = sqlite3_column_int64(cp, 1);
+        const char *text = (const char *)sqlite3_column_text(cp, 2);
+        const char *via = (const char *)sqlite3_column_text(cp, 3);
+        while (!gap && at < seq) {
+            int r = sqlite3_step(msgs);
+            if (r != SQLITE_ROW) {
+                if (r != SQLITE_DONE) {
+                    snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errstr(r));
+                    goto out;
+                }
+                gap = 1;
+                break;
+            }
+            if (sqlite3_column_int64(msgs, 0) != at) {
+                gap = 1;    /* the contiguity rule reports it */
+                break;
+            }
+            offset_t o = {(uint64_t)at, (uint64_t)sqlite3_column_int64(msgs, 1)};
+            sstore_fold(&v, sqlite3_column_blob(msgs, 2), (size_t)sqlite3_column_bytes(msgs, 2), o);
+            at++;
+        }
+        /* A position the replay cannot reach: the boundary and contiguity rules say why. */
+        if (at == seq) snap_compare(k, &v, who ? who : "?", seq, text, via ? via : "");
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errstr(step));
+        goto out;
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(cp);
+    sqlite3_finalize(msgs);
+    session_view_free(&v);
+    return rc;
+}
+
+/* Every snapshot against the fold of its session's events up to its position: each
+ * session stream is folded once, up to its last snapshot (linear in the log). */
+static int check_snapshots(sqlite3 *db, int limit, backup_report_fn report, void *ud, char *err, size_t errlen)
+{
+    snap_check k = {db, limit, 0, report, ud};
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT id, path, fork_seq, parent IS NOT NULL, deleted FROM streams"
+                               " WHERE path GLOB 'sessions/?*' ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errmsg(db));
+        return -1;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(st, 1);
+        if (snap_stream(&k, sqlite3_column_int64(st, 0), path, sqlite3_column_int64(st, 2), sqlite3_column_int(st, 3),
+                        sqlite3_column_int(st, 4), err, errlen)) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "%s: %s", SNAP_RULE, sqlite3_errstr(rc));
+        return -1;
+    }
+    return k.problems;
+}
+
 int backup_check(sqlite3 *db, int limit, backup_report_fn report, void *ud, char *err,
                  size_t errlen)
 {
@@ -221,6 +412,9 @@ int backup_check(sqlite3 *db, int limit, backup_report_fn report, void *ud, char
         if (n < 0) goto fail;
         problems += n;
     }
+    int n = check_snapshots(db, limit, report, ud, err, errlen);
+    if (n < 0) goto fail;
+    problems += n;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     return problems;
 fail:

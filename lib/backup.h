@@ -12,7 +12,13 @@
  * message's byte position follows from the one before it, every fork's parent
  * exists and holds the fork point, no message or producer row is orphaned, every
  * live session has its stream, and every snapshot sits on a message boundary of
- * its session's stream. */
+ * its session's stream. Then every snapshot is compared with a replay: each
+ * session stream's own events are folded once (lib/sstore sstore_fold, as views
+ * are computed), from the start or, for a fork, from its fork-point snapshot, and
+ * each snapshot is compared as the fold passes its position; a fork's fork-point
+ * snapshot is compared in its parent's fold. A difference is reported with the
+ * session, the position and the first key that differs. Linear in the log: each
+ * message is read once, and only up to its stream's last snapshot. */
 #ifndef DSTREAM_BACKUP_H
 #define DSTREAM_BACKUP_H
 
@@ -35,8 +41,8 @@ int backup_copy(sqlite3 *src, const char *dest, backup_info *bi, char *err, size
 /* Called once per problem found, with a one-line description. */
 typedef void (*backup_report_fn)(void *ud, const char *problem);
 
-/* Check db (integrity_check and the log's invariants; at most `limit` reports per
- * kind of problem). Returns the number of problems found (0: sound), or -1 if the
+/* Check db (integrity_check, the log's invariants and the snapshots against a
+ * replay; at most `limit` reports per kind of problem). Returns the number of problems found (0: sound), or -1 if the
  * check itself could not run (message in err). */
 int backup_check(sqlite3 *db, int limit, backup_report_fn report, void *ud, char *err,
                  size_t errlen);

@@ -56,15 +56,37 @@ typedef struct replay {
     int bad;
 } replay;
 
+int sstore_fold(session_view *v, const void *data, size_t len, offset_t at)
+{
+    char off[OFFSET_LEN + 1];
+    json_t *ev = json_loadb(data, len, 0, NULL);
+    offset_format(at, off);
+    int rc = ev ? session_reduce(v, ev, off) : -1;
+    json_decref(ev);
+    return rc;
+}
+
+int sstore_snapshot_load(session_view *v, const char *text)
+{
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    session_view tmp;
+    session_view_init(&tmp);
+    int rc = j && session_view_from_json(&tmp, j) == 0 ? 0 : -1;
+    json_decref(j);
+    if (rc) {
+        session_view_free(&tmp);
+        return -1;
+    }
+    session_view_free(v);
+    *v = tmp;
+    return 0;
+}
+
 static int replay_msg(void *ud, const void *data, size_t len, offset_t at)
 {
     replay *rp = ud;
-    char off[OFFSET_LEN + 1];
     if (at.seq >= rp->stop) return 2;
-    json_t *ev = json_loadb(data, len, 0, NULL);
-    offset_format(at, off);
-    if (!ev || session_reduce(rp->v, ev, off)) rp->bad++;
-    json_decref(ev);
+    if (sstore_fold(rp->v, data, len, at)) rp->bad++;
     return 0;
 }
 
@@ -80,19 +102,9 @@ static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_v
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)upto);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        json_t *j = json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL);
-        session_view tmp;
-        session_view_init(&tmp);
-        if (j && session_view_from_json(&tmp, j) == 0) {
-            session_view_free(v);
-            *v = tmp;
-            from->seq = (uint64_t)sqlite3_column_int64(st, 0);
-            from->pos = (uint64_t)sqlite3_column_int64(st, 1);
-        } else {
-            session_view_free(&tmp);
-        }
-        json_decref(j);
+    if (rc == SQLITE_ROW && sstore_snapshot_load(v, (const char *)sqlite3_column_text(st, 2)) == 0) {
+        from->seq = (uint64_t)sqlite3_column_int64(st, 0);
+        from->pos = (uint64_t)sqlite3_column_int64(st, 1);
     }
     log_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
@@ -303,11 +315,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     session_status status_before = v->status;
     offset_t at = ar.appended;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        json_t *j = json_loadb(msgs[i].data, msgs[i].len, 0, NULL);
-        char off[OFFSET_LEN + 1];
-        offset_format(at, off);
-        session_reduce(v, j, off);
-        json_decref(j);
+        sstore_fold(v, msgs[i].data, msgs[i].len, at);
         at.seq++;
         at.pos += msgs[i].len;
         if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);

@@ -93,6 +93,15 @@ int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *
 int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
                 offset_t *pos);
 
+/* Fold one event of a session's stream into v: data/len its bytes as stored, at
+ * its position. Every view and snapshot is computed by this (and dstream check
+ * replays sessions with it). Returns 0, or -1 if it is not an event (v unchanged). */
+int sstore_fold(session_view *v, const void *data, size_t len, offset_t at);
+
+/* A snapshot's view, its JSON text as stored, into v (initialised; replaced only
+ * on success). Returns 0, or -1 if the text is not a view. */
+int sstore_snapshot_load(session_view *v, const char *text);
+
 /* The row of session id. LOG_ENOTFOUND if there is none (or it was deleted). */
 int sstore_get(log_conn_t *c, const char *id, sstore_row *row);
 

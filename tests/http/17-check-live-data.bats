@@ -2,8 +2,9 @@
 # dstream check on a database the servers wrote: sessions run by the runner (with
 # snapshots, since their logs pass SSTORE_SNAPSHOT_EVERY events), a session forked at
 # a past offset, stream forks of forks, a parent deleted while its fork still reads it
-# (soft-deleted), expired and deleted streams. Every invariant holds, so check says
-# ok; a backup of it says the same.
+# (soft-deleted), expired and deleted streams. Every invariant holds and every
+# snapshot equals a replay of its session's events, so check says ok; a backup of it
+# says the same. A snapshot altered by hand is named, with the key that differs.
 
 load runner-helpers
 
@@ -15,8 +16,10 @@ setup() {
 }
 teardown() { rn_test_teardown; }
 
-@test "check finds nothing wrong in what the pool and the runner wrote" {
-    # Sessions: a chat long enough for snapshots (each reply streams many deltas).
+# long_chat: a chat long enough for snapshots (each reply streams many deltas), run
+# by the runner; its id in $id.
+long_chat() {
+    local agent long snaps
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
     long=$(seq -s ' ' 1 150)
@@ -27,6 +30,10 @@ teardown() { rn_test_teardown; }
     rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 4' 30
     snaps=$(sqlite3 "$DS_DB" "SELECT count(*) FROM snapshots WHERE session = '$id'")
     [ "$snaps" -ge 1 ] || fail "no snapshot was written ($snaps)"
+}
+
+@test "check finds nothing wrong in what the pool and the runner wrote" {
+    long_chat
     # A session forked at its first reply's end.
     rn_events "$id" >"$T/ev.json"
     at=$(jq -r '[.[] | select(.type == "provider:request_ended")][0].offset' "$T/ev.json")
@@ -60,4 +67,23 @@ teardown() { rn_test_teardown; }
     run "$DS_BIN/dstream" --db "$DS_DB" backup "$T/b.db"
     assert_success
     assert_line "check: $T/b.db: ok"
+}
+
+@test "check replays the sessions: a snapshot altered with sqlite3 makes it fail, naming the session, position and key" {
+    long_chat
+    run "$DS_BIN/dstream" --db "$DS_DB" check
+    assert_success
+    seq=$(sqlite3 "$DS_DB" "SELECT max(seq) FROM snapshots WHERE session = '$id'")
+    was=$(sqlite3 "$DS_DB" "SELECT json_extract(view, '\$.usage.outputTokens') FROM snapshots WHERE session = '$id' AND seq = $seq")
+    sqlite3 -cmd '.timeout 5000' "$DS_DB" \
+        "UPDATE snapshots SET view = json_set(view, '\$.usage.outputTokens', 123456) WHERE session = '$id' AND seq = $seq"
+    run "$DS_BIN/dstream" --db "$DS_DB" check
+    [ "$status" = 1 ]
+    assert_line "problem: snapshot differs from a replay of its session's events: session=$id seq=$seq key=usage.outputTokens"
+    assert_line "check: $DS_DB: 1 problem"
+    # Put back as it was: sound again.
+    sqlite3 -cmd '.timeout 5000' "$DS_DB" \
+        "UPDATE snapshots SET view = json_set(view, '\$.usage.outputTokens', $was) WHERE session = '$id' AND seq = $seq"
+    run "$DS_BIN/dstream" --db "$DS_DB" check
+    assert_success
 }

@@ -1,7 +1,10 @@
 /* Unit tests for lib/backup.c: a backup taken while writer threads keep appending
  * opens, passes integrity_check and the invariants, and holds every append that
  * was acknowledged before it started (and nothing torn); the check is clean on a
- * database with forks and deletions and names each invariant broken by hand. */
+ * database with forks and deletions and names each invariant broken by hand;
+ * every session snapshot equals a replay of the session's events, and one altered
+ * by hand (a session's own, or a fork's at its fork point) is named with the key
+ * that differs. */
 #include "backup.h"
 
 #include <pthread.h>
@@ -9,6 +12,8 @@
 #include <string.h>
 
 #include "db.h"
+#include "event.h"
+#include "sstore.h"
 #include "test_db.h"
 
 #define WRITERS 3
@@ -231,11 +236,154 @@ static void test_check_finds(void)
     sqlite3_close_v2(db);
 }
 
+/* ---- snapshots against a replay ---------------------------------------------------- */
+
+static int say(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    (void)v;
+    ev[0] = *(const sstore_event *)ud;
+    *n = 1;
+    return 0;
+}
+
+/* count user messages to session id, one command each. */
+static int say_n(const char *id, int count)
+{
+    session_trace t;
+    session_trace_new(&t);
+    for (int i = 0; i < count; i++) {
+        char text[48];
+        snprintf(text, sizeof text, "%s says %d", id, i);
+        json_t *c = json_string(text);
+        sstore_event e = event_message_user(c, "queue", NULL);
+        json_decref(c);
+        int rc = sstore_command(conn, id, &t, say, &e, NULL);
+        json_decref(e.payload);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* A session, or a fork of parent at its tail. */
+static int session(const char *id, const char *parent)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = id;
+    r.trace = &t;
+    r.parent = parent;
+    if (!parent) {
+        r.agent = "writer";
+        r.created = json_pack("{s:s, s:{s:s}}", "agent", "writer", "input", "topic", "owls");
+    }
+    int rc = sstore_create(conn, &r);
+    json_decref(r.created);
+    return rc;
+}
+
+static char seen_problems[4096];
+
+/* Every problem reported, one a line, into seen_problems. */
+static void keep_problem(void *ud, const char *problem)
+{
+    (*(int *)ud)++;
+    size_t len = strlen(seen_problems);
+    snprintf(seen_problems + len, sizeof seen_problems - len, "%s\n", problem);
+}
+
+static void test_check_snapshots(void)
+{
+    char path[400], err[256];
+    /* a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
+     * fork-point snapshot) and 71 events more (its own at 128); c forked from b, e
+     * from c, then c deleted: its stream stays for e, its snapshots go. */
+    CHECK_EQ_INT(session("a", NULL), 0);
+    CHECK_EQ_INT(say_n("a", 100), 0);
+    CHECK_EQ_INT(session("b", "a"), 0);
+    CHECK_EQ_INT(say_n("a", 40), 0);
+    CHECK_EQ_INT(say_n("b", 70), 0);
+    CHECK_EQ_INT(session("c", "b"), 0);
+    CHECK_EQ_INT(say_n("c", 3), 0);
+    CHECK_EQ_INT(session("e", "c"), 0);
+    CHECK_EQ_INT(say_n("e", 2), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "c"), 0);
+    snprintf(path, sizeof path, "%s/test.db", dir);
+    sqlite3 *db = open_plain(path);
+    if (!CHECK(db != NULL)) return;
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *st;
+    CHECK_EQ_INT(sqlite3_prepare_v2(db, "SELECT group_concat(session || ':' || seq, ' ') FROM"
+                                        " (SELECT * FROM snapshots ORDER BY session, seq)", -1, &st, NULL), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
+    CHECK_EQ_STR((const char *)sqlite3_column_text(st, 0), "a:64 a:128 b:101 b:128 e:176");
+    sqlite3_finalize(st);
+    CHECK_EQ_INT(problems(db), 0);
+
+    /* Each altered snapshot is named; a fork's altered fork point is found in its
+     * parent's replay (and its own replay, which starts there, may differ on). */
+    static const struct {
+        const char *session;
+        int seq;
+        const char *alter, *named;
+        int problems;
+    } cases[] = {
+        {"a", 128, "json_set(view, '$.eventCount', 7)", "session=a seq=128 key=eventCount", 1},
+        {"a", 64, "json_set(view, '$.created.input.topic', 'bats')", "session=a seq=64 key=created.input.topic", 1},
+        {"a", 64, "json_remove(view, '$.messages[5]')", "session=a seq=64 key=messages[5]", 1},
+        {"b", 128, "json_set(view, '$.status', 'failed')", "session=b seq=128 key=status", 1},
+        {"b", 128, "json_set(view, '$.messages[3].extra', 1)", "session=b seq=128 key=messages[3].extra", 1},
+        {"b", 101, "json_set(view, '$.queued[0]', 'x')",
+         "session=b seq=101 fork point, replayed in sessions/a key=queued[0]", 2},
+        /* e's parent c was deleted: its fork point cannot be replayed, but e's own
+         * replay needs it whole. */
+        {"e", 176, "'not a view'", "session=e seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "CREATE TEMP TABLE kept AS SELECT view FROM snapshots WHERE session = '%s' AND seq = %d;"
+                 " UPDATE snapshots SET view = %s WHERE session = '%s' AND seq = %d",
+                 cases[i].session, cases[i].seq, cases[i].alter, cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        int seen = 0;
+        seen_problems[0] = '\0';
+        CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), cases[i].problems);
+        CHECK_EQ_INT(seen, cases[i].problems);
+        if (!CHECK(strstr(seen_problems, cases[i].named) != NULL))
+            fprintf(stderr, "  wanted %s in: %s\n", cases[i].named, seen_problems);
+        snprintf(sql, sizeof sql, "UPDATE snapshots SET view = (SELECT view FROM kept) WHERE session = '%s' AND seq = %d;"
+                 " DROP TABLE kept", cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        CHECK_EQ_INT(problems(db), 0);
+    }
+    /* A live fork without its fork-point snapshot cannot be replayed: said so. */
+    CHECK_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE kept AS SELECT * FROM snapshots WHERE session = 'b' AND seq = 101;"
+                                  " DELETE FROM snapshots WHERE session = 'b' AND seq = 101", NULL, NULL, NULL),
+                 SQLITE_OK);
+    int seen = 0;
+    seen_problems[0] = '\0';
+    CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), 1);
+    CHECK(strstr(seen_problems, "session=b seq=101 key=(its fork-point snapshot, missing or not a view)") != NULL);
+    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, NULL, NULL),
+                 SQLITE_OK);
+    /* Reports stop at the limit; every problem is counted (a:64, a:128, b's fork
+     * point; b:128 agrees with a replay from b's altered fork point, e's cannot be
+     * replayed). */
+    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = json_set(view, '$.steps', 99)", NULL, NULL, NULL),
+                 SQLITE_OK);
+    seen = 0;
+    CHECK_EQ_INT(backup_check(db, 2, keep_problem, &seen, err, sizeof err), 3);
+    CHECK_EQ_INT(seen, 2);
+    sqlite3_close_v2(db);
+}
+
 int main(void)
 {
     if (test_db_open("test", dir, sizeof dir, &lg, &conn) == 0) {
         test_backup_under_load();
         test_check_finds();
+        test_check_snapshots();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
