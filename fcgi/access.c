@@ -137,17 +137,7 @@ static void preflight(req_t *r)
 static int presented(req_t *r, char *out, size_t cap)
 {
     const char *h = req_header(r, "Authorization");
-    if (h && *h) {
-        if (strncasecmp(h, "Bearer ", 7)) return -1;
-        h += 7;
-        while (*h == ' ') h++;
-        size_t n = strlen(h);
-        while (n && h[n - 1] == ' ') n--;
-        if (n == 0 || n >= cap) return -1;
-        memcpy(out, h, n);
-        out[n] = '\0';
-        return 1;
-    }
+    if (h && *h) return auth_bearer(h, out, cap);
     if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) return 0;
     int n = req_query(r, "access_token", out, cap);
     if (n == -1) return 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "db.h"
@@ -178,6 +179,19 @@ int auth_token_create(log_conn_t *c, const char *name, const char *const *scopes
     int rc = log_transact(c, op_create, &ca);
     if (rc) memset(token, 0, cap);
     return rc;
+}
+
+int auth_bearer(const char *h, char *out, size_t cap)
+{
+    if (strncasecmp(h, "Bearer ", 7)) return -1;
+    h += 7;
+    while (*h == ' ') h++;
+    size_t n = strlen(h);
+    while (n && h[n - 1] == ' ') n--;
+    if (n == 0 || n >= cap) return -1;
+    memcpy(out, h, n);
+    out[n] = '\0';
+    return 1;
 }
 
 static int is_hex(const char *s, size_t n)

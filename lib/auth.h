@@ -64,6 +64,11 @@ int auth_has_kind(const auth_t *a, const char *scope);
  * AUTH_ESCOPE, AUTH_EEXISTS or LOG_E*. */
 int auth_token_create(log_conn_t *c, const char *name, const char *const *scopes, int nscopes,
                       int64_t expires_ms, char *token, size_t cap);
+/* The token of an Authorization header's value ("Bearer TOKEN": the scheme in any
+ * case, spaces around the token ignored) copied into out. Returns 1, or -1 if the
+ * value is not a bearer credential or the token is empty or does not fit in cap
+ * (then out is unspecified). Nothing is checked of the token itself: auth_verify. */
+int auth_bearer(const char *header, char *out, size_t cap);
 /* Verify a presented token. Returns 0 and fills *out, or AUTH_EINVALID, AUTH_EEXPIRED,
  * or LOG_E* (the database could not answer). */
 int auth_verify(log_conn_t *c, const char *token, auth_t *out);

@@ -27,6 +27,8 @@ sources() {
     url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     subscription) echo lib/subscription.c lib/webhook.c lib/url.c lib/log.c lib/db.c lib/offset.c lib/sha256.c \
                        lib/timefmt.c lib/json.c lib/buf.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
+    auth) echo lib/auth.c lib/log.c lib/db.c lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c \
+               "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
     *) return 1 ;;
     esac
 }

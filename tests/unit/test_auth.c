@@ -1,6 +1,6 @@
 /* Unit tests for lib/auth.c: scope grammar, prefix matching, token creation (shown
  * once, only its hash kept), verification of good, tampered, expired, revoked and
- * malformed tokens, and durations. */
+ * malformed tokens, durations, and the bearer credential of a header. */
 #include "auth.h"
 
 #include <sqlite3.h>
@@ -142,6 +142,22 @@ static void test_duration(void)
     CHECK_EQ_INT(auth_parse_duration("99999999999d"), -1);
 }
 
+/* The Authorization header's value: the scheme in any case, spaces around the
+ * token dropped; anything else, an empty token or one too long for out, refused. */
+static void test_bearer(void)
+{
+    char out[16];
+    CHECK_EQ_INT(auth_bearer("Bearer dst_abc", out, sizeof out), 1);
+    CHECK_EQ_STR(out, "dst_abc");
+    CHECK_EQ_INT(auth_bearer("bEARER   tok  ", out, sizeof out), 1);
+    CHECK_EQ_STR(out, "tok");
+    CHECK_EQ_INT(auth_bearer("Basic dXNlcjpwdw==", out, sizeof out), -1);
+    CHECK_EQ_INT(auth_bearer("Bearer", out, sizeof out), -1);
+    CHECK_EQ_INT(auth_bearer("Bearer    ", out, sizeof out), -1);
+    CHECK_EQ_INT(auth_bearer("Bearer 0123456789abcdef", out, sizeof out), -1);
+    CHECK_EQ_INT(auth_bearer("Bearer 0123456789abcde", out, sizeof out), 1);
+}
+
 int main(void)
 {
     if (test_db_open("auth", dir, sizeof dir, &lg, &c) == 0) {
@@ -149,6 +165,7 @@ int main(void)
         test_tokens();
         test_duration();
     }
+    test_bearer();
     test_db_close(dir, lg, c);
     return TEST_MAIN_END();
 }
