@@ -3,6 +3,7 @@
 #define DSTREAM_CLI_H
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "../lib/log.h"
 
@@ -47,11 +48,25 @@ int cmd_export(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_streams(const char *db, int argc, char **argv);
 
-/* The database given with --db (NULL: none): events, requests and export then read
- * it instead of asking the server (cli/offline.c). */
+/* The database given with --db (NULL: none): events (--follow too), convo, requests
+ * and export then read it instead of asking the server (cli/offline.c). */
 extern const char *cli_db;
 /* Every event of session id from cli_db, with offsets (the API's form); the offset
  * after the last in next. NULL on failure with *rc the exit code. */
 json_t *offline_events(const char *id, char *next, size_t ncap, int *rc);
+/* The session's view from cli_db (the API's GET /v1/sessions/ID fields: messages,
+ * queued, ...); NULL on failure with *rc the exit code. */
+json_t *offline_session(const char *id, int *rc);
+/* Follow session id's events on cli_db from offset `from` (offline_events' next):
+ * cb(ud, event) for each (nonzero stops), until Ctrl-C. Returns the exit code. */
+int offline_follow(const char *id, const char *from, int (*cb)(void *ud, json_t *ev), void *ud);
+
+/* Ctrl-C and SIGTERM set cli_stop from cli_catch_stop on (the handlers they replace
+ * kept in old, for cli_restore_stop); the follows end on it. */
+extern volatile sig_atomic_t cli_stop;
+void cli_catch_stop(struct sigaction old[2]);
+void cli_restore_stop(const struct sigaction old[2]);
+/* fflush(stdout), as a wake_follow caught_up callback. */
+void cli_flush_stdout(void *ud);
 
 #endif

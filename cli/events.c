@@ -1,4 +1,5 @@
-/* dstream events|convo|requests|export|search: reading sessions' events over HTTP.
+/* dstream events|convo|requests|export|search: reading sessions' events over HTTP,
+ * or with --db on the database file (cli/offline.c; not search).
  *
  *   dstream events ID [--follow] [--type T] [--last N] [--around OFFSET [--context N]]
  *   dstream convo ID
@@ -87,13 +88,19 @@ typedef struct {
     const char *type;
 } follow_state;
 
-static int follow_event(void *ud, const char *event, const char *data, const char *id)
+static int follow_print(void *ud, json_t *ev)
 {
     follow_state *f = ud;
-    (void)event, (void)id;
-    json_t *ev = json_loads(data, 0, NULL);
     if (ev && type_match(f->type, ev)) print_event(f->o, ev);
     fflush(stdout);
+    return 0;
+}
+
+static int follow_event(void *ud, const char *event, const char *data, const char *id)
+{
+    (void)event, (void)id;
+    json_t *ev = json_loads(data, 0, NULL);
+    follow_print(ud, ev);
     json_decref(ev);
     return 0;
 }
@@ -160,11 +167,9 @@ int cmd_events(int argc, char **argv)
     json_decref(all);
     fflush(stdout);
     if (!follow) return 0;
-    if (cli_db) {
-        fprintf(stderr, "dstream: --follow asks the server (no --db)\n");
-        return EXIT_USAGE;
-    }
     follow_state f = {&o, type};
+    /* On the database: wait for its commits (lib/wake), as dstream tail does. */
+    if (cli_db) return offline_follow(id, next, follow_print, &f);
     char path[1400], q[128];
     snprintf(q, sizeof q, "/events?live=sse&offset=%s", next);
     if (session_path(path, sizeof path, id, q)) return EXIT_USAGE;
@@ -189,7 +194,7 @@ int cmd_convo(int argc, char **argv)
         return rc;
     char path[1200];
     if (session_path(path, sizeof path, argv[0], NULL)) return EXIT_USAGE;
-    json_t *s = http_json("GET", path, NULL, &rc);
+    json_t *s = cli_db ? offline_session(argv[0], &rc) : http_json("GET", path, NULL, &rc);
     if (!s) return rc;
     if (o.json) {
         json_t *j = json_pack("{s:O, s:O}", "messages", json_object_get(s, "messages"), "queued",

@@ -126,14 +126,6 @@ out:
     return rc;
 }
 
-static volatile sig_atomic_t interrupted;
-
-static void on_interrupt(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 /* One message, then a newline (JSON streams: one value a line). */
 static int print_msg(void *ud, const void *data, size_t len, offset_t at)
 {
@@ -168,50 +160,20 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     }
     rr.path = argv[0];
     log_conn_t *c = log_conn_open(log, err, sizeof err);
-    wake_t *w = NULL;
-    wake_waiter_t *wt = NULL;
     if (!c) {
         fprintf(stderr, "dstream: %s\n", err);
         return 1;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    for (int watching = 0; !interrupted;) {
-        rr.max_bytes = 1 << 20;
-        int lrc = log_read(c, &rr, print_msg, NULL);
-        if (lrc) {
-            fprintf(stderr, "dstream: %s: %s\n", rr.path, lrc == -100 ? "cannot write" : log_strerror(lrc));
-            rc = 1;
-            break;
-        }
-        if (fflush(stdout)) {
-            rc = 1;
-            break;
-        }
-        rr.kind = OFFSET_AT;
-        rr.from = rr.next;
-        if (!rr.up_to_date) continue;
-        if (!follow || rr.info.closed) break;
-        if (!watching) {
-            /* Watch, then read once more: a commit may have come in between. */
-            if (!(w = wake_start(log, db, NULL, err, sizeof err)) || !(wt = wake_waiter_new(w))) {
-                fprintf(stderr, "dstream: cannot follow: %s\n", w ? "out of descriptors" : err);
-                rc = 1;
-                break;
-            }
-            wake_watch(wt, rr.info.id);
-            watching = 1;
-            continue;
-        }
-        /* Woken, or once a second to look again (a deleted stream ends the tail). */
-        struct pollfd pf = {wake_waiter_fd(wt), POLLIN, 0};
-        if (poll(&pf, 1, 1000) > 0) wake_clear(wt);
+    struct sigaction old[2];
+    cli_catch_stop(old);
+    err[0] = 0;
+    int lrc = wake_follow(log, db, c, &rr, print_msg, cli_flush_stdout, NULL, follow, &cli_stop, err, sizeof err);
+    cli_restore_stop(old);
+    if (lrc) {
+        fprintf(stderr, "dstream: %s: %s\n", rr.path,
+                err[0] ? err : lrc == -100 ? "cannot write" : log_strerror(lrc));
+        rc = 1;
     }
-    wake_waiter_free(wt);
-    wake_stop(w);
     log_conn_close(c);
     return rc;
 }

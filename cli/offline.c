@@ -1,13 +1,17 @@
-/* The debug commands that read events (events, requests, export, search one session)
- * on the database file instead of over HTTP: `dstream --db PATH events ID`. The
- * events are the messages of the stream sessions/ID, each given its offset as the
- * API does. */
+/* The debug commands that read a session (events and events --follow, convo,
+ * requests, export) on the database file instead of over HTTP: `dstream --db PATH
+ * events ID`. The events are the messages of the stream sessions/ID, each given its
+ * offset as the API does; the conversation is the session's view (lib/sstore), as
+ * GET /v1/sessions/ID gives it. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/session.h"
 #include "../lib/sstore.h"
+#include "../lib/wake.h"
 #include "cli.h"
 #include "http.h"
 
@@ -30,10 +34,13 @@ static int add_event(void *ud, const void *data, size_t len, offset_t at)
     return 0;
 }
 
-json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
+/* The log and a connection on cli_db, for session id (its stream path in path).
+ * NULL with *rc the exit code (printed). */
+static log_conn_t *open_session(const char *id, char *path, size_t cap, log_t **log, int *rc)
 {
-    char err[512], path[300];
-    if (!sstore_valid_id(id) || (size_t)snprintf(path, sizeof path, "sessions/%s", id) >= sizeof path) {
+    char err[512];
+    *log = NULL;
+    if (!sstore_valid_id(id) || (size_t)snprintf(path, cap, "sessions/%s", id) >= cap) {
         fprintf(stderr, "dstream: no session %s\n", id);
         *rc = EXIT_NOTFOUND;
         return NULL;
@@ -43,14 +50,29 @@ json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
         *rc = EXIT_FAIL;
         return NULL;
     }
-    log_t *log = log_open(cli_db, NULL, err, sizeof err);
-    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
+    *log = log_open(cli_db, NULL, err, sizeof err);
+    log_conn_t *c = *log ? log_conn_open(*log, err, sizeof err) : NULL;
     if (!c) {
         fprintf(stderr, "dstream: %s\n", err);
-        log_close(log);
+        log_close(*log);
+        *log = NULL;
         *rc = EXIT_FAIL;
-        return NULL;
     }
+    return c;
+}
+
+static int session_error(const char *id, int lrc)
+{
+    fprintf(stderr, "dstream: session %s: %s\n", id, lrc == LOG_ENOTFOUND ? "no such session" : log_strerror(lrc));
+    return lrc == LOG_ENOTFOUND ? EXIT_NOTFOUND : EXIT_FAIL;
+}
+
+json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
+{
+    char path[300];
+    log_t *log;
+    log_conn_t *c = open_session(id, path, sizeof path, &log, rc);
+    if (!c) return NULL;
     json_t *all = json_array();
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
@@ -61,8 +83,7 @@ json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
         rr.max_bytes = 1 << 20;
         int lrc = log_read(c, &rr, add_event, all);
         if (lrc) {
-            fprintf(stderr, "dstream: session %s: %s\n", id, lrc == LOG_ENOTFOUND ? "no such session" : log_strerror(lrc));
-            *rc = lrc == LOG_ENOTFOUND ? EXIT_NOTFOUND : EXIT_FAIL;
+            *rc = session_error(id, lrc);
             break;
         }
         rr.kind = OFFSET_AT;
@@ -81,4 +102,95 @@ json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
         return NULL;
     }
     return all;
+}
+
+json_t *offline_session(const char *id, int *rc)
+{
+    char path[300];
+    log_t *log;
+    log_conn_t *c = open_session(id, path, sizeof path, &log, rc);
+    if (!c) return NULL;
+    session_view v;
+    offset_t none = {0, 0};
+    session_view_init(&v);
+    int lrc = sstore_view(c, id, 0, none, &v, NULL);
+    json_t *j = NULL;
+    if (lrc) *rc = session_error(id, lrc);
+    else j = session_view_to_json(&v);
+    session_view_free(&v);
+    log_conn_close(c);
+    log_close(log);
+    return j;
+}
+
+/* ---- follow ---------------------------------------------------------------------- */
+
+volatile sig_atomic_t cli_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    cli_stop = 1;
+}
+
+void cli_catch_stop(struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+void cli_restore_stop(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+void cli_flush_stdout(void *ud)
+{
+    (void)ud;
+    fflush(stdout);
+}
+
+typedef struct {
+    int (*cb)(void *ud, json_t *ev);
+    void *ud;
+} follow_ctx;
+
+static int follow_one(void *ud, const void *data, size_t len, offset_t at)
+{
+    follow_ctx *f = ud;
+    json_t *one = json_array();
+    add_event(one, data, len, at);
+    int r = json_array_size(one) ? f->cb(f->ud, json_array_get(one, 0)) : 0;
+    json_decref(one);
+    return r;
+}
+
+int offline_follow(const char *id, const char *from, int (*cb)(void *ud, json_t *ev), void *ud)
+{
+    char path[300], err[512] = "";
+    log_t *log;
+    int rc;
+    log_conn_t *c = open_session(id, path, sizeof path, &log, &rc);
+    if (!c) return rc;
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = path;
+    if (offset_parse(from, strlen(from), &rr.kind, &rr.from)) {
+        fprintf(stderr, "dstream: bad offset %s\n", from);
+        rc = EXIT_USAGE;
+    } else {
+        struct sigaction old[2];
+        cli_catch_stop(old);
+        follow_ctx f = {cb, ud};
+        int lrc = wake_follow(log, cli_db, c, &rr, follow_one, cli_flush_stdout, &f, 1, &cli_stop, err, sizeof err);
+        cli_restore_stop(old);
+        rc = !lrc ? 0 : err[0] ? (fprintf(stderr, "dstream: cannot follow: %s\n", err), EXIT_FAIL) : session_error(id, lrc);
+    }
+    log_conn_close(c);
+    log_close(log);
+    return rc;
 }

@@ -406,3 +406,38 @@ void wake_get_stats(wake_t *w, wake_stats *st)
     st->wakeups = __atomic_load_n(&w->st.wakeups, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);
 }
+
+int wake_follow(log_t *log, const char *db_path, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
+                void (*caught_up)(void *ud), void *ud, int follow, const volatile sig_atomic_t *stop,
+                char *err, size_t errlen)
+{
+    wake_t *w = NULL;
+    wake_waiter_t *wt = NULL;
+    int rc = 0;
+    while (!*stop) {
+        rr->max_bytes = 1 << 20;
+        if ((rc = log_read(c, rr, fn, ud))) break;
+        if (caught_up) caught_up(ud);
+        rr->kind = OFFSET_AT;
+        rr->from = rr->next;
+        if (!rr->up_to_date) continue;
+        if (!follow || rr->info.closed) break;
+        if (!wt) {
+            /* Watch, then read once more: a commit may have come in between. */
+            if (!(w = wake_start(log, db_path, NULL, err, errlen)) || !(wt = wake_waiter_new(w))) {
+                if (w) snprintf(err, errlen, "out of descriptors");
+                rc = LOG_EIO;
+                break;
+            }
+            wake_watch(wt, rr->info.id);
+            continue;
+        }
+        /* Woken, or at least every WAKE_FOLLOW_LOOK_MS to look again (a deleted
+         * stream ends the follow; a signal interrupts the poll). */
+        struct pollfd pf = {wake_waiter_fd(wt), POLLIN, 0};
+        if (poll(&pf, 1, WAKE_FOLLOW_LOOK_MS) > 0) wake_clear(wt);
+    }
+    wake_waiter_free(wt);
+    wake_stop(w);
+    return rc;
+}

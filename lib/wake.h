@@ -3,6 +3,7 @@
 #ifndef DSTREAM_WAKE_H
 #define DSTREAM_WAKE_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -55,6 +56,20 @@ void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud);
 void wake_sink_interest(wake_t *w, int delta);
 
 void wake_get_stats(wake_t *w, wake_stats *st);
+
+/* A reader that follows one stream (dstream tail, dstream --db events --follow):
+ * read rr->path from rr->kind / rr->from, 1 MiB a page, fn for every message and
+ * caught_up(ud) (may be NULL) after each page; once up to date, if follow, wait for
+ * more with a watcher of its own on the database db_path (started then, stopped on
+ * return) until the stream is closed or *stop becomes nonzero (a signal handler's
+ * flag), looking again at least every WAKE_FOLLOW_LOOK_MS. rr->next is where it
+ * stopped. Returns 0, log_read's error (fn's nonzero return among them;
+ * LOG_ENOTFOUND for a stream deleted meanwhile), or LOG_EIO when the watcher could
+ * not start (err says why). */
+#define WAKE_FOLLOW_LOOK_MS 1000
+int wake_follow(log_t *log, const char *db_path, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
+                void (*caught_up)(void *ud), void *ud, int follow, const volatile sig_atomic_t *stop,
+                char *err, size_t errlen);
 
 /* The monotonic clock in milliseconds, the one waits and their deadlines use. */
 int64_t wake_now_ms(void);

@@ -270,6 +270,42 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     jq -se '(map(.payload.text) | add) == "offline check"' <<<"$output"
     run "$D" --db "$DS_DB" events "no-such-$$"
     assert_failure 3
-    run "$D" --db "$DS_DB" events "$id" --follow
-    assert_failure 2
+    run "$D" --db "$DS_DB" convo "no-such-$$"
+    assert_failure 3
+}
+
+@test "offline on the database (--db): convo as over HTTP; events --follow sees new events as they are committed" {
+    id=$(chat_session)
+    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100}, {"text": "The second answer."}]}'
+    "$D" chat "$id" "one" >/dev/null 2>&1 &
+    RN_BG_PIDS+=("$!")
+    ds_poll 10 rn_has_event "$id" '.type == "text:delta"'
+    "$D" chat "$id" "two" >/dev/null || true
+    "$D" chat "$id" "noted" --background >/dev/null
+    "$D" convo "$id" >"$BATS_TEST_TMPDIR/http"
+    env -u DSTREAM_URL "$D" --db "$DS_DB" convo "$id" >"$BATS_TEST_TMPDIR/db"
+    diff "$BATS_TEST_TMPDIR/http" "$BATS_TEST_TMPDIR/db"
+    grep -qx 'user \[background\]:' "$BATS_TEST_TMPDIR/db"
+    grep -Eqx 'assistant \[interrupted(: interrupted)?\]:' "$BATS_TEST_TMPDIR/db"
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" convo "$id" --json
+    assert_success
+    jq -e '(.messages | length) == 5 and (.queued | length) == 0' <<<"$output"
+    # --follow on the file: what is there, then each event as the runner commits it,
+    # with no server asked (DSTREAM_URL points at nothing).
+    port=$("$D" free-port)
+    env DSTREAM_URL="http://127.0.0.1:$port" "$D" --db "$DS_DB" events "$id" --follow --type text:delta --json \
+        >"$BATS_TEST_TMPDIR/f" 2>"$BATS_TEST_TMPDIR/f.err" &
+    fpid=$!
+    RN_BG_PIDS+=("$fpid")
+    n0() { [ "$(jq -rsj 'map(.payload.text) | add // ""' "$BATS_TEST_TMPDIR/f")" = "$1" ]; }
+    before=$("$D" events "$id" --type text:delta --json | jq -rsj 'map(.payload.text) | add')
+    ds_poll 10 n0 "$before"
+    rn_script '{"text": "FOLLOWED-OFFLINE", "chunkSize": 4}'
+    rn_say "$id" "more"
+    ds_poll 15 n0 "${before}FOLLOWED-OFFLINE" || fail "followed: $(cat "$BATS_TEST_TMPDIR/f" "$BATS_TEST_TMPDIR/f.err")"
+    # Ctrl-C ends it with exit 0.
+    kill -INT "$fpid"
+    rc=0
+    wait "$fpid" || rc=$?
+    [ "$rc" = 0 ] || fail "events --follow exited $rc after SIGINT: $(cat "$BATS_TEST_TMPDIR/f.err")"
 }

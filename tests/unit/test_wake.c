@@ -76,7 +76,8 @@ static int64_t create(log_conn_t *c, const char *path)
     return log_create(c, &r) == 0 ? r.info.id : -1;
 }
 
-static int append(log_conn_t *c, const char *path, const char *msg)
+/* Append msg to path, and close the stream with it if close. */
+static int append_close(log_conn_t *c, const char *path, const char *msg, int close)
 {
     log_msg m = {msg, strlen(msg)};
     log_append_req r;
@@ -85,8 +86,11 @@ static int append(log_conn_t *c, const char *path, const char *msg)
     r.content_type = "text/plain";
     r.msgs = &m;
     r.nmsgs = 1;
+    r.close = close;
     return log_append(c, &r);
 }
+
+static int append(log_conn_t *c, const char *path, const char *msg) { return append_close(c, path, msg, 0); }
 
 /* The first waiter of a quiet process makes the watcher look once for commits it
  * did not watch for, which may wake waiters spuriously (allowed: a woken waiter
@@ -157,6 +161,123 @@ static int reap(pid_t pid, int ms)
 }
 
 /* ---- the tests -------------------------------------------------------------------- */
+
+/* wake_follow on a thread (a reader of lg2, as dstream tail is another process):
+ * what it collected, joined with '|'. */
+typedef struct {
+    const char *path;
+    int follow;
+    volatile sig_atomic_t stop;
+    char got[256];
+    size_t n, pages;
+    int rc, done;
+} follower;
+
+static int collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    follower *f = ud;
+    (void)at;
+    if (f->n + len + 2 >= sizeof f->got) return -100;
+    if (f->n) f->got[f->n++] = '|';
+    memcpy(f->got + f->n, data, len);
+    f->n += len;
+    f->got[f->n] = 0;
+    return 0;
+}
+
+static void collected_page(void *ud) { ((follower *)ud)->pages++; }
+
+static void *follow_main(void *arg)
+{
+    follower *f = arg;
+    char err[256] = "";
+    log_conn_t *c = log_conn_open(lg2, err, sizeof err);
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = f->path;
+    rr.kind = OFFSET_START;
+    f->rc = c ? wake_follow(lg2, dbpath, c, &rr, collect, collected_page, f, f->follow, &f->stop, err, sizeof err) : -99;
+    log_conn_close(c);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* 1 when the follower has finished within ms. */
+static int follower_done(follower *f, int ms)
+{
+    long long end = mono_ms() + ms;
+    while (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) {
+        if (mono_ms() > end) return 0;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* 1 when the follower has collected want within ms. */
+static int follower_has(follower *f, const char *want, int ms)
+{
+    long long end = mono_ms() + ms;
+    for (;;) {
+        char now[sizeof f->got];
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        memcpy(now, f->got, sizeof now);
+        now[sizeof now - 1] = 0;
+        if (!strcmp(now, want)) return 1;
+        if (mono_ms() > end) return 0;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* wake_follow: what is there, then what comes, until the stream is closed; without
+ * follow it ends when up to date; *stop ends a follow of a stream left open. */
+static void test_follow(void)
+{
+    if (!CHECK(create(c1, "/f") > 0 && create(c1, "/g") > 0)) return;
+    CHECK_EQ_INT(append(c1, "/f", "one"), 0);
+    follower a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.path = "/f";
+    a.follow = 0;
+    follow_main(&a);
+    CHECK_EQ_INT(a.rc, 0);
+    CHECK_EQ_STR(a.got, "one");
+    CHECK(a.pages >= 1);
+
+    memset(&a, 0, sizeof a);
+    a.path = "/f";
+    a.follow = 1;
+    b.path = "/g";
+    b.follow = 1;
+    pthread_t ta, tb;
+    if (!CHECK(pthread_create(&ta, NULL, follow_main, &a) == 0)) return;
+    if (!CHECK(pthread_create(&tb, NULL, follow_main, &b) == 0)) {
+        a.stop = 1;
+        pthread_join(ta, NULL);
+        return;
+    }
+    CHECK(follower_has(&a, "one", WAKE_WAIT_MS));
+    CHECK_EQ_INT(append(c1, "/f", "two"), 0);
+    CHECK(follower_has(&a, "one|two", WAKE_WAIT_MS));
+    /* A commit through the follower's own log_t. */
+    CHECK_EQ_INT(append(c2, "/f", "three"), 0);
+    CHECK(follower_has(&a, "one|two|three", WAKE_WAIT_MS));
+    CHECK_EQ_INT(append_close(c1, "/f", "last", 1), 0);
+    CHECK(follower_done(&a, WAKE_WAIT_MS));
+    CHECK_EQ_INT(a.rc, 0);
+    CHECK_EQ_STR(a.got, "one|two|three|last");
+    /* /g stays open: the follow ends when asked (looked at every WAKE_FOLLOW_LOOK_MS). */
+    CHECK_EQ_INT(append(c1, "/g", "g1"), 0);
+    CHECK(follower_has(&b, "g1", WAKE_WAIT_MS));
+    CHECK(!follower_done(&b, QUIET_MS));
+    b.stop = 1;
+    CHECK(follower_done(&b, WAKE_FOLLOW_LOOK_MS + WAKE_WAIT_MS));
+    CHECK_EQ_INT(b.rc, 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+}
 
 /* A commit through another log_t on the same file (another process, to SQLite):
  * noticed through the -wal file (inotify) or the poll. */
@@ -496,6 +617,7 @@ static void run_mode(int inotify)
     test_idle();
     test_first_waiter_after_idle();
     test_sink();
+    if (inotify) test_follow();
 
     st = stats();
     if (inotify) CHECK(st.events > 0);
