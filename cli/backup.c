@@ -12,6 +12,7 @@
 #include "../lib/backup.h"
 #include "../lib/db.h"
 #include "cli.h"
+#include "http.h"
 
 static long long mono_ms(void)
 {
@@ -41,10 +42,7 @@ int cmd_backup(const char *dbpath, int argc, char **argv)
         check = 0;
         argc--, argv++;
     }
-    if (argc != 1) {
-        fprintf(stderr, "usage: dstream backup [--no-check] FILE\n");
-        return 2;
-    }
+    if (argc != 1) return cli_usage("backup");
     if (access(dbpath, F_OK)) {
         fprintf(stderr, "dstream: %s: no such database\n", dbpath);
         return 2;
@@ -61,18 +59,22 @@ int cmd_backup(const char *dbpath, int argc, char **argv)
         fprintf(stderr, "dstream: backup: %s\n", err);
         return 1;
     }
-    printf("backup: %s: %lld streams, %lld messages, revision %lld, %lld bytes, copied in %lld ms\n",
-           argv[0], (long long)bi.streams, (long long)bi.messages, (long long)bi.rev,
-           (long long)bi.bytes, took);
+    if (cli_json) {
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "backup", argv[0], "streams", (json_int_t)bi.streams,
+                              "messages", (json_int_t)bi.messages, "revision", (json_int_t)bi.rev, "bytes",
+                              (json_int_t)bi.bytes, "ms", (json_int_t)took);
+        print_json(j);
+        json_decref(j);
+    } else {
+        printf("backup: %s: %lld streams, %lld messages, revision %lld, %lld bytes, copied in %lld ms\n", argv[0],
+               (long long)bi.streams, (long long)bi.messages, (long long)bi.rev, (long long)bi.bytes, took);
+    }
     return check ? check_file(argv[0]) : 0;
 }
 
 int cmd_restore(const char *dbpath, int argc, char **argv)
 {
-    if (argc != 1) {
-        fprintf(stderr, "usage: dstream restore FILE   (stop dstream-fcgi and dstream-runner first)\n");
-        return 2;
-    }
+    if (argc != 1) return cli_usage("restore");
     if (check_file(argv[0])) {
         fprintf(stderr, "dstream: restore: %s is not a sound backup; nothing changed\n", argv[0]);
         return 1;
@@ -99,7 +101,13 @@ int cmd_restore(const char *dbpath, int argc, char **argv)
     sqlite3_close_v2(dst);
     dst = open_db(dbpath, 1);
     if (!dst) goto out;
-    printf("restore: %s now holds %s\n", dbpath, argv[0]);
+    if (cli_json) {
+        json_t *j = json_pack("{s:s, s:s}", "restored", dbpath, "from", argv[0]);
+        print_json(j);
+        json_decref(j);
+    } else {
+        printf("restore: %s now holds %s\n", dbpath, argv[0]);
+    }
     rc = 0;
 out:
     sqlite3_close_v2(src);

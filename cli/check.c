@@ -7,11 +7,13 @@
 
 #include "../lib/backup.h"
 #include "cli.h"
+#include "http.h"
 
+/* A problem printed, or kept in the array ud (--json). */
 static void print_problem(void *ud, const char *problem)
 {
-    (void)ud;
-    printf("problem: %s\n", problem);
+    if (ud) json_array_append_new(ud, json_string(problem));
+    else printf("problem: %s\n", problem);
 }
 
 /* Open an existing database as it is: no migration, no change of journal mode. */
@@ -33,19 +35,24 @@ static sqlite3 *open_existing(const char *path)
 
 int cmd_check(const char *dbpath, int argc, char **argv)
 {
-    if (argc > 1) {
-        fprintf(stderr, "usage: dstream check [FILE]\n");
-        return 2;
-    }
+    if (argc > 1) return cli_usage("check");
     const char *path = argc == 1 ? argv[0] : dbpath;
     sqlite3 *db = open_existing(path);
     if (!db) return 2;
     char err[512];
-    int n = backup_check(db, 20, print_problem, NULL, err, sizeof err);
+    json_t *problems = cli_json ? json_array() : NULL;
+    int n = backup_check(db, 20, print_problem, problems, err, sizeof err);
     sqlite3_close_v2(db);
     if (n < 0) {
         fprintf(stderr, "dstream: check %s: %s\n", path, err);
+        json_decref(problems);
         return 2;
+    }
+    if (problems) {
+        json_t *j = json_pack("{s:s, s:b, s:o}", "check", path, "ok", !n, "problems", problems);
+        print_json(j);
+        json_decref(j);
+        return n ? 1 : 0;
     }
     if (n) {
         printf("check: %s: %d problem%s\n", path, n, n == 1 ? "" : "s");

@@ -4,8 +4,28 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdio.h>
 
 #include "../lib/log.h"
+
+/* --json was given: print JSON, one document a line (cli/main.c). */
+extern int cli_json;
+/* The database's path (--db, $DSTREAM_DB or ./dstream.db). */
+extern const char *cli_dbpath;
+/* A command's documentation (cli/usage.c): options (" --a --b= ", '=': takes a
+ * value; --json and --help go without saying), a summary, its usage. */
+typedef struct {
+    const char *name;
+    const char *options;
+    const char *summary;
+    const char *usage;
+} cli_doc;
+/* The documentation of command name, or NULL. */
+const cli_doc *cli_doc_find(const char *name);
+/* Every command with its summary, the options and the exit codes (dstream --help). */
+void cli_usage_all(FILE *f);
+/* The usage of command name on stderr; returns 2 (EXIT_USAGE). */
+int cli_usage(const char *name);
 
 /* dstream backup [--no-check] FILE: a consistent copy of the live database db. */
 int cmd_backup(const char *db, int argc, char **argv);
@@ -29,9 +49,10 @@ int cmd_mcp(int argc, char **argv);
 /* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
 int cmd_token(log_t *log, int argc, char **argv);
 
-/* dstream sessions [--status S] [--limit N] | dstream session ID (argv[0] is which):
+/* dstream sessions [--status S] [--limit N] and dstream session ID, on the database:
  * sessions with their status, attempts and last error (cli/sessions.c). */
 int cmd_sessions(const char *db, int argc, char **argv);
+int cmd_session(const char *db, int argc, char **argv);
 /* dstream recordings export|import|prune|pin|unpin (cli/recordings.c). */
 int cmd_recordings(log_t *log, int argc, char **argv);
 

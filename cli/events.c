@@ -126,14 +126,9 @@ int cmd_events(int argc, char **argv)
         else if (!strcmp(argv[i], "--around") && i + 1 < argc) around = argv[++i];
         else if (!strcmp(argv[i], "--context") && i + 1 < argc) context = parse_count(argv[++i]);
         else if (!id && argv[i][0] != '-') id = argv[i];
-        else id = NULL, i = argc, o.help = o.help ? 1 : 2;
+        else id = NULL, i = argc;
     }
-    if (o.help || !id || (last < 0 && last != -1) || context < 0 || (type && !*type)) {
-        fprintf(stderr, "usage: dstream events ID [--follow] [--type T] [--last N] [--around OFFSET [--context N]]\n"
-                        "  the session's events, one a line (offset, time, type, payload); --type tool\n"
-                        "  matches every tool:* type; --around shows N [5] events each side of OFFSET\n");
-        return o.help == 1 ? 0 : EXIT_USAGE;
-    }
+    if (!id || (last < 0 && last != -1) || context < 0 || (type && !*type)) return cli_usage("events");
     int rc;
     char next[64];
     json_t *all = all_events(id, next, sizeof next, &rc);
@@ -187,11 +182,7 @@ int cmd_convo(int argc, char **argv)
 {
     cli_opts o;
     int rc;
-    if (cli_args(argc, argv, &o, 1,
-                 "usage: dstream convo ID   (the conversation as text: roles, tool calls,\n"
-                 "  interrupted, background and queued messages)\n",
-                 &rc))
-        return rc;
+    if (cli_args(argc, argv, &o, 1, "convo", &rc)) return rc;
     char path[1200];
     if (session_path(path, sizeof path, argv[0], NULL)) return EXIT_USAGE;
     json_t *s = cli_db ? offline_session(argv[0], &rc) : http_json("GET", path, NULL, &rc);
@@ -263,11 +254,7 @@ int cmd_requests(int argc, char **argv)
 {
     cli_opts o;
     int rc;
-    if (cli_args(argc, argv, &o, 1,
-                 "usage: dstream requests ID   (provider requests: attempts, outcome, duration,\n"
-                 "  tokens and cost)\n",
-                 &rc))
-        return rc;
+    if (cli_args(argc, argv, &o, 1, "requests", &rc)) return rc;
     json_t *all = all_events(argv[0], NULL, 0, &rc);
     if (!all) return rc;
     json_t *rows = json_array(), *idx = json_object(), *ev;
@@ -414,10 +401,8 @@ int cmd_export(int argc, char **argv)
         else if (!id) id = argv[i];
         else id = NULL, i = argc;
     }
-    if (o.help || !id || (strcmp(fmt, "jsonl") && strcmp(fmt, "yaml"))) {
-        fprintf(stderr, "usage: dstream export ID [--format jsonl|yaml]   (every event, with offsets)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    if (!id || (strcmp(fmt, "jsonl") && strcmp(fmt, "yaml"))) return cli_usage("export");
+    if (o.json) fmt = "jsonl";
     int rc;
     json_t *all = all_events(id, NULL, 0, &rc), *ev;
     if (!all) return rc;
@@ -447,13 +432,9 @@ int cmd_search(int argc, char **argv)
         else if (!text) text = argv[i];
         else text = NULL, i = argc;
     }
-    if (o.help || !text || !*text) {
-        fprintf(stderr, "usage: dstream search TEXT [--status S]   (events of every session whose\n"
-                        "  payload contains TEXT, as `SESSION OFFSET TYPE PAYLOAD`)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    if (!text || !*text) return cli_usage("search");
     char cursor[256] = "";
-    int rc = 0, found = 0, nread = 0, progress = isatty(2) && !o.json;
+    int rc = 0, found = 0, nread = 0, progress = isatty(2) && !o.json && !getenv("NO_COLOR");
     for (int pages = 0; pages < 100000; pages++) {
         char path[1024], es[64] = "", ec[600] = "";
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec)) return EXIT_USAGE;

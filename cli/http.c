@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 #define BODY_MAX (256u << 20)
 #define LINE_MAX_SSE (64u << 20)
 
@@ -21,13 +23,10 @@ int http_opts(int argc, char **argv, cli_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->tty = isatty(1) && !getenv("NO_COLOR");
+    o->json = cli_json;
     int n = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            o->json = 1;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            o->help = 1;
-        } else if ((!strcmp(argv[i], "--url") || !strcmp(argv[i], "--token")) && i + 1 < argc) {
+        if ((!strcmp(argv[i], "--url") || !strcmp(argv[i], "--token")) && i + 1 < argc) {
             setenv(argv[i][2] == 'u' ? "DSTREAM_URL" : "DSTREAM_TOKEN", argv[i + 1], 1);
             i++;
         } else {
@@ -38,12 +37,11 @@ int http_opts(int argc, char **argv, cli_opts *o)
     return n;
 }
 
-int cli_args(int argc, char **argv, cli_opts *o, int want, const char *usage, int *rc)
+int cli_args(int argc, char **argv, cli_opts *o, int want, const char *name, int *rc)
 {
     argc = http_opts(argc, argv, o);
-    if (!o->help && argc == want) return 0;
-    fputs(usage, stderr);
-    *rc = o->help ? 0 : EXIT_USAGE;
+    if (argc == want) return 0;
+    *rc = cli_usage(name);
     return -1;
 }
 

@@ -19,19 +19,18 @@
 #define EXIT_REFUSED 4
 #define EXIT_REJECTED 5
 
-/* Options every remote command takes: --json, --url URL, --token TOKEN, --help.
- * http_opts removes them from argv (in place) and returns the new argc; *help is
- * set when --help was given. Returns -1 on a bad option (printed). */
+/* Options every remote command takes: --url URL, --token TOKEN (--json and --help
+ * are taken out by cli/main.c: cli_json). http_opts removes them from argv (in
+ * place) and returns the new argc. */
 typedef struct {
     int json;      /* --json: machine output, one JSON document (or one a line) */
-    int help;      /* --help */
-    int tty;       /* stdout is a terminal: colour */
+    int tty;       /* stdout is a terminal and NO_COLOR is unset: colour */
 } cli_opts;
 int http_opts(int argc, char **argv, cli_opts *o);
 
-/* http_opts, then exactly `want` arguments left. Returns 0; else usage (printed on
- * stderr) and *rc is the exit code: 0 for --help, EXIT_USAGE otherwise. */
-int cli_args(int argc, char **argv, cli_opts *o, int want, const char *usage, int *rc);
+/* http_opts, then exactly `want` arguments left. Returns 0; else the usage of
+ * command name on stderr and *rc is EXIT_USAGE. */
+int cli_args(int argc, char **argv, cli_opts *o, int want, const char *name, int *rc);
 
 typedef struct {
     long status;   /* HTTP status, 0 on a transport error */

@@ -1,15 +1,11 @@
-/* dstream: the command-line tool.
- *
- *   dstream migrate [--db PATH]            create or upgrade the database
- *   dstream append [--db PATH] STREAM      append stdin as one message
- *   dstream tail [--db PATH] [--from OFFSET] [--no-follow] STREAM
- *                                          print messages, one a line, and follow
- *   dstream token create|list|revoke|check   API tokens (cli/token.c)
- *   dstream free-port [HOST]               print a free TCP port (for scripts and tests)
- *   dstream backup|restore|check ...       cli/backup.c, cli/check.c
- *   dstream sessions|chat|cancel|answer|events|convo|requests|export|search|streams
- *                                          the debug commands (cli/sessions.c, events.c, streams.c)
- */
+/* dstream: the command-line tool. Every command is a line of the table below and
+ * one of cli/usage.c: its name, the options it takes (anything else beginning with '-' is a usage error,
+ * exit 2), its usage (`dstream COMMAND --help` prints it on stdout, exit 0; a wrong
+ * command line prints it on stderr, exit 2), those three in cli/usage.c; and the
+ * function that runs it, kept in cli/NAME.c for all but the smallest. --json, taken
+ * by every command, is noted (cli_json) for the command to print JSON, one
+ * document a line. docs/cli.md and deploy/man/dstream.1 describe every command
+ * (tests/http/25-cli-surface.bats checks both against this table). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -26,44 +22,11 @@
 #include "../lib/log.h"
 #include "../lib/wake.h"
 #include "cli.h"
-
-static void usage(void)
-{
-    fprintf(stderr, "usage: dstream [--db PATH] [--url URL] [--token TOKEN] COMMAND ...\n"
-                    "  migrate              create or upgrade the database\n"
-                    "  append STREAM        append standard input as one message\n"
-                    "  tail [--from OFFSET] [--no-follow] STREAM\n"
-                    "                       print the messages from OFFSET (-1: the start, the\n"
-                    "                       default; now: the tail), one a line, then wait for\n"
-                    "                       more until the stream is closed or Ctrl-C\n"
-                    "  token create|list|revoke|check\n"
-                    "                       API tokens (dstream token, for its usage)\n"
-                    "  free-port [HOST]     print a free TCP port on HOST (127.0.0.1)\n"
-                    "  backup [--no-check] FILE   copy the live database to FILE, consistently\n"
-                    "  restore FILE         replace the database by a backup (servers stopped)\n"
-                    "  check [FILE]         integrity and invariants of the database (or FILE)\n"
-                    "  skills export DIR [AGENT...]  write each skill as DIR/<name>/SKILL.md\n"
-                    "  providers [FILE]     check the operator's provider file ($DSTREAM_PROVIDERS)\n"
-                    "                       and show what it allows (never a key)\n"
-                    "  mcp [FILE]           check the operator's MCP servers and bindings ($DSTREAM_MCP_CONFIG)\n"
-                    "  sessions [--status S] [--limit N]  sessions, newest first: status, attempts, error\n"
-                    "  session ID           a session's status, request, attempts, retries and error\n"
-                    "                       (these two on the database: with --db, or without $DSTREAM_URL)\n"
-                    "  recordings export FILE [--session ID] | import FILE | prune --older-than AGE\n"
-                    "             [--dry-run] | pin KEY | unpin KEY   recordings (docs/recording.md)\n"
-                    "Debug commands, over HTTP ($DSTREAM_URL with $DSTREAM_TOKEN; --json, --help on each):\n"
-                    "  sessions [list|show|create|delete|fork|state]   sessions\n"
-                    "  chat ID MESSAGE [--queue|--background]          talk, print the streamed answer\n"
-                    "  cancel ID | answer ID INTERACTION RESPONSE      steer a session\n"
-                    "  events ID [--follow] [--type T] [--last N] [--around OFFSET]\n"
-                    "  convo ID | requests ID | export ID [--format jsonl|yaml] | search TEXT\n"
-                    "  streams [list] (offline) | streams head|delete PATH\n"
-                    "Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 refused (401/403), 5 rejected (4xx).\n"
-                    "The database defaults to $DSTREAM_DB or ./dstream.db.\n");
-}
+#include "http.h"
 
 static int cmd_free_port(int argc, char **argv)
 {
+    if (argc > 1) return cli_usage("free-port");
     struct sockaddr_in a;
     socklen_t len = sizeof a;
     memset(&a, 0, sizeof a);
@@ -77,7 +40,8 @@ static int cmd_free_port(int argc, char **argv)
         perror("dstream: free-port");
         return 1;
     }
-    printf("%d\n", ntohs(a.sin_port));
+    if (cli_json) printf("{\"port\":%d}\n", ntohs(a.sin_port));
+    else printf("%d\n", ntohs(a.sin_port));
     close(fd);
     return 0;
 }
@@ -85,10 +49,7 @@ static int cmd_free_port(int argc, char **argv)
 static int cmd_append(log_t *log, int argc, char **argv)
 {
     char err[256];
-    if (argc != 1) {
-        usage();
-        return 2;
-    }
+    if (argc != 1) return cli_usage("append");
     log_conn_t *c = log_conn_open(log, err, sizeof err);
     if (!c) {
         fprintf(stderr, "dstream: %s\n", err);
@@ -119,18 +80,30 @@ static int cmd_append(log_t *log, int argc, char **argv)
     }
     char off[OFFSET_LEN + 1];
     offset_format(ar.info.tail, off);
-    printf("%s\n", off);
+    printf(cli_json ? "{\"offset\":\"%s\"}\n" : "%s\n", off);
 out:
     buf_free(&b);
     log_conn_close(c);
     return rc;
 }
 
-/* One message, then a newline (JSON streams: one value a line). */
+/* One message, then a newline (JSON streams: one value a line); with --json
+ * {"offset": the offset after it, "message": its JSON value, or its text}. */
 static int print_msg(void *ud, const void *data, size_t len, offset_t at)
 {
-    (void)ud;
-    (void)at;
+    const log_read_req *rr = ud;
+    if (cli_json) {
+        char off[OFFSET_LEN + 1];
+        offset_format(at, off);
+        json_t *m = rr->info.json ? json_loadb(data, len, JSON_DECODE_ANY, NULL) : NULL;
+        if (!m) m = json_stringn_nocheck(data, len);
+        json_t *j = json_pack("{s:s, s:o}", "offset", off, "message", m);
+        char *d = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(j);
+        int ok = d && puts(d) != EOF;
+        free(d);
+        return ok ? 0 : -100;
+    }
     return fwrite(data, 1, len, stdout) == len && putchar('\n') != EOF ? 0 : -100;
 }
 
@@ -154,10 +127,7 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
             break;
         }
     }
-    if (argc != 1) {
-        usage();
-        return 2;
-    }
+    if (argc != 1) return cli_usage("tail");
     rr.path = argv[0];
     log_conn_t *c = log_conn_open(log, err, sizeof err);
     if (!c) {
@@ -167,7 +137,7 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     struct sigaction old[2];
     cli_catch_stop(old);
     err[0] = 0;
-    int lrc = wake_follow(log, db, c, &rr, print_msg, cli_flush_stdout, NULL, follow, &cli_stop, err, sizeof err);
+    int lrc = wake_follow(log, db, c, &rr, print_msg, cli_flush_stdout, &rr, follow, &cli_stop, err, sizeof err);
     cli_restore_stop(old);
     if (lrc) {
         fprintf(stderr, "dstream: %s: %s\n", rr.path,
@@ -178,13 +148,107 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     return rc;
 }
 
-/* The debug commands over HTTP (cli/sessions.c, cli/events.c). */
-static const struct {
+static int cmd_migrate(log_t *log, int argc, char **argv)
+{
+    (void)log, (void)argv;
+    if (argc) return cli_usage("migrate");
+    printf(cli_json ? "{\"schemaVersion\":%d}\n" : "schema version %d\n", db_schema_version());
+    return 0;
+}
+
+static int cmd_tail_db(log_t *log, int argc, char **argv) { return cmd_tail(log, cli_dbpath, argc, argv); }
+static int cmd_help(int argc, char **argv);
+
+/* How a command is run: fn_args with its arguments; fn_db with the database's
+ * path as well; fn_log on the database opened (migrated) for it. Its options and
+ * usage are in cli/usage.c, under the same name. */
+typedef struct {
     const char *name;
-    int (*fn)(int, char **);
-} remote[] = {{"chat", cmd_chat},     {"cancel", cmd_cancel},
-              {"answer", cmd_answer},     {"events", cmd_events}, {"convo", cmd_convo},
-              {"requests", cmd_requests}, {"export", cmd_export}, {"search", cmd_search}};
+    int (*fn_args)(int argc, char **argv);
+    int (*fn_db)(const char *db, int argc, char **argv);
+    int (*fn_log)(log_t *log, int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"migrate", NULL, NULL, cmd_migrate},
+    {"append", NULL, NULL, cmd_append},
+    {"tail", NULL, NULL, cmd_tail_db},
+    {"token", NULL, NULL, cmd_token},
+    {"free-port", cmd_free_port, NULL, NULL},
+    {"backup", NULL, cmd_backup, NULL},
+    {"restore", NULL, cmd_restore, NULL},
+    {"check", NULL, cmd_check, NULL},
+    {"skills", NULL, cmd_skills, NULL},
+    {"providers", cmd_providers, NULL, NULL},
+    {"mcp", cmd_mcp, NULL, NULL},
+    {"recordings", NULL, NULL, cmd_recordings},
+    {"session", NULL, cmd_session, NULL},
+    {"sessions", NULL, cmd_sessions, NULL},
+    {"chat", cmd_chat, NULL, NULL},
+    {"cancel", cmd_cancel, NULL, NULL},
+    {"answer", cmd_answer, NULL, NULL},
+    {"events", cmd_events, NULL, NULL},
+    {"convo", cmd_convo, NULL, NULL},
+    {"requests", cmd_requests, NULL, NULL},
+    {"export", cmd_export, NULL, NULL},
+    {"search", cmd_search, NULL, NULL},
+    {"streams", NULL, cmd_streams, NULL},
+    {"help", cmd_help, NULL, NULL},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const command *find(const char *name)
+{
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        if (!strcmp(commands[k].name, name)) return &commands[k];
+    return NULL;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    const cli_doc *d = argc == 1 ? cli_doc_find(argv[0]) : NULL;
+    if (argc > 1 || (argc == 1 && !d)) return cli_usage("help");
+    if (d) fputs(d->usage, stdout);
+    else cli_usage_all(stdout);
+    return 0;
+}
+
+/* opt (up to '=' if any) among c's options? *value set when it takes one. */
+static int known_option(const cli_doc *c, const char *opt, int *value)
+{
+    size_t n = strlen(opt);
+    for (const char *p = c->options; (p = strstr(p, opt)); p += n)
+        if (p[-1] == ' ' && (p[n] == ' ' || p[n] == '=')) {
+            *value = p[n] == '=';
+            return 1;
+        }
+    return 0;
+}
+
+/* Check c's arguments, take out --json (cli_json). Returns the new argc, -1 for
+ * --help, -2 for an option c does not take (printed). */
+static int check_args(const cli_doc *c, int argc, char **argv)
+{
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int value = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return -1;
+        if (!strcmp(a, "--json")) {
+            cli_json = 1;
+            continue;
+        }
+        argv[n++] = argv[i];
+        /* "-" (standard input or output) and negative numbers are arguments. */
+        if (a[0] != '-' || !a[1] || (a[1] >= '0' && a[1] <= '9')) continue;
+        if (!known_option(c, a, &value)) {
+            fprintf(stderr, "dstream %s: unknown option %s\n", c->name, a);
+            return -2;
+        }
+        if (value && i + 1 < argc) argv[n++] = argv[++i];
+    }
+    return n;
+}
 
 /* dstream sessions goes over HTTP when a server is named (DSTREAM_URL, --url) and
  * no database (--db); else it reads the database (cli/sessions.c). */
@@ -204,7 +268,13 @@ int main(int argc, char **argv)
     if (!db || !*db) db = "dstream.db";
     int i = 1;
     /* --db for the commands on the database; --url and --token for those over HTTP. */
-    for (; i + 1 < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
+    for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            cli_json = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--help")) break;
+        if (i + 1 >= argc) break;
         if (strcmp(argv[i], "--db") == 0) {
             db = argv[i + 1];
             db_given = 1;
@@ -216,52 +286,45 @@ int main(int argc, char **argv)
         } else {
             break;
         }
+        i++;
     }
-    if (i >= argc) {
-        usage();
-        return 2;
-    }
-    const char *cmd = argv[i++];
-    if (strcmp(cmd, "free-port") == 0) return cmd_free_port(argc - i, argv + i);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
-        usage();
+    cli_dbpath = db;
+    if (i < argc && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+        cli_usage_all(stdout);
         return 0;
     }
-    if (strcmp(cmd, "backup") == 0) return cmd_backup(db, argc - i, argv + i);
-    if (strcmp(cmd, "restore") == 0) return cmd_restore(db, argc - i, argv + i);
-    if (strcmp(cmd, "check") == 0) return cmd_check(db, argc - i, argv + i);
-    if (strcmp(cmd, "skills") == 0) return cmd_skills(db, argc - i, argv + i);
-    if (strcmp(cmd, "providers") == 0) return cmd_providers(argc - i, argv + i);
-    /* sessions: on the database with --db or without a server to ask; else over HTTP. */
-    if (strcmp(cmd, "session") == 0 || (strcmp(cmd, "sessions") == 0 && !remote_sessions(db_given, argc - i, argv + i)))
-        return cmd_sessions(db, argc - i + 1, argv + i - 1);
-    if (strcmp(cmd, "sessions") == 0) return cmd_sessions_http(argc - i, argv + i);
-    if (strcmp(cmd, "streams") == 0) return cmd_streams(db, argc - i, argv + i);
-    for (size_t k = 0; k < sizeof remote / sizeof remote[0]; k++)
-        if (strcmp(cmd, remote[k].name) == 0) return remote[k].fn(argc - i, argv + i);
-    if (strcmp(cmd, "mcp") == 0) return cmd_mcp(argc - i, argv + i);
+    const command *c = i < argc ? find(argv[i]) : NULL;
+    const cli_doc *d = c ? cli_doc_find(c->name) : NULL;
+    if (!c || !d) {
+        if (i < argc) fprintf(stderr, "dstream: no command %s\n", argv[i]);
+        cli_usage_all(stderr);
+        return EXIT_USAGE;
+    }
+    i++;
+    int n = check_args(d, argc - i, argv + i);
+    if (n == -1) {
+        fputs(d->usage, stdout);
+        return 0;
+    }
+    if (n < 0) {
+        fputs(d->usage, stderr);
+        return EXIT_USAGE;
+    }
+    argv += i;
+    if (!strcmp(c->name, "sessions")) {
+        /* sessions: on the database with --db or without a server to ask; else over HTTP. */
+        if (remote_sessions(db_given, n, argv)) return cmd_sessions_http(n, argv);
+        return cmd_sessions(db, n, argv);
+    }
+    if (c->fn_args) return c->fn_args(n, argv);
+    if (c->fn_db) return c->fn_db(db, n, argv);
     char err[512];
     log_t *log = log_open(db, NULL, err, sizeof err);
     if (!log) {
         fprintf(stderr, "dstream: %s\n", err);
         return 1;
     }
-    int rc;
-    if (strcmp(cmd, "migrate") == 0) {
-        printf("schema version %d\n", db_schema_version());
-        rc = 0;
-    } else if (strcmp(cmd, "append") == 0) {
-        rc = cmd_append(log, argc - i, argv + i);
-    } else if (strcmp(cmd, "tail") == 0) {
-        rc = cmd_tail(log, db, argc - i, argv + i);
-    } else if (strcmp(cmd, "token") == 0) {
-        rc = cmd_token(log, argc - i, argv + i);
-    } else if (strcmp(cmd, "recordings") == 0) {
-        rc = cmd_recordings(log, argc - i, argv + i);
-    } else {
-        usage();
-        rc = 2;
-    }
+    int rc = c->fn_log(log, n, argv);
     log_close(log);
     return rc;
 }

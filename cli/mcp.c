@@ -12,6 +12,7 @@
 
 #include "../lib/mcp.h"
 #include "cli.h"
+#include "http.h"
 
 static int conf_int(const json_t *srv, const char *key, int def)
 {
@@ -19,30 +20,51 @@ static int conf_int(const json_t *srv, const char *key, int def)
     return json_is_integer(v) ? (int)json_integer_value(v) : def;
 }
 
+/* Every line of err as a problem in problems. */
+static void add_problems(json_t *problems, char *err)
+{
+    for (char *line = err, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        json_array_append_new(problems, json_string(line));
+    }
+}
+
+/* A server as shown: environment names only, never their values. */
+static json_t *server_json(const json_t *srv)
+{
+    json_t *env = json_array(), *v, *args = json_object_get(srv, "args"), *tools = json_object_get(srv, "tools");
+    const char *k;
+    json_object_foreach(json_object_get(srv, "env"), k, v) json_array_append_new(env, json_string(k));
+    const json_t *cwd = json_object_get(srv, "cwd");
+    return json_pack("{s:O, s:o, s:O, s:i, s:i, s:i, s:o, s:o}", "command", json_object_get(srv, "command"), "args",
+                     args ? json_incref(args) : json_array(), "cwd", cwd ? cwd : json_null(), "timeoutMs",
+                     conf_int(srv, "timeoutMs", MCP_TIMEOUT_MS), "concurrency",
+                     conf_int(srv, "concurrency", MCP_CONCURRENCY), "idleStopMs",
+                     conf_int(srv, "idleStopMs", MCP_IDLE_STOP_MS), "env", env, "tools",
+                     tools ? json_incref(tools) : json_object());
+}
+
 int cmd_mcp(int argc, char **argv)
 {
     char err[8192];
     const char *path = argc > 0 ? argv[0] : getenv("DSTREAM_MCP_CONFIG");
-    if (argc > 1 || !path || !*path) {
-        fprintf(stderr, "usage: dstream mcp [FILE]   (default: $DSTREAM_MCP_CONFIG)\n");
-        return 2;
-    }
-    json_t *doc = mcp_config_load(path, err, sizeof err);
-    if (!doc) {
-        for (char *line = err, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-            nl = strchr(line, '\n');
-            if (nl) *nl = '\0';
-            printf("problem: %s\n", line);
-        }
-        printf("the runner would not start with this file\n");
-        return 1;
-    }
-    int status = 0;
+    if (argc > 1 || !path || !*path) return cli_usage("mcp");
+    json_t *doc = mcp_config_load(path, err, sizeof err), *problems = json_array(), *servers = json_object();
     const char *name, *k;
     const json_t *srv, *v;
     size_t i;
+    if (!doc) add_problems(problems, err);
     json_object_foreach(json_object_get(doc, "mcpServers"), name, srv) {
-        printf("%s: %s", name, json_string_value(json_object_get(srv, "command")));
+        const char *cmd = json_string_value(json_object_get(srv, "command"));
+        json_object_set_new(servers, name, server_json(srv));
+        if (access(cmd ? cmd : "", X_OK)) {
+            char p[600];
+            snprintf(p, sizeof p, "%s: %s is not an executable file", name, cmd ? cmd : "(none)");
+            json_array_append_new(problems, json_string(p));
+        }
+        if (cli_json) continue;
+        printf("%s: %s", name, cmd);
         json_array_foreach(json_object_get(srv, "args"), i, v) printf(" %s", json_string_value(v));
         printf("\n  cwd %s, timeout %d ms, %d calls at once, stopped after %d ms idle\n",
                json_string_value(json_object_get(srv, "cwd")) ? json_string_value(json_object_get(srv, "cwd"))
@@ -56,17 +78,28 @@ int cmd_mcp(int argc, char **argv)
         }
         json_object_foreach(json_object_get(srv, "tools"), k, v)
             printf("  tool %s: %s (set by the operator)\n", k, json_string_value(v));
-        if (access(json_string_value(json_object_get(srv, "command")), X_OK)) {
-            printf("problem: %s: %s is not an executable file\n", name, json_string_value(json_object_get(srv, "command")));
-            status = 1;
-        }
     }
-    json_object_foreach(json_object_get(doc, "bindings"), k, v)
-        printf("binding %s: %s on server %s\n", k, json_string_value(json_object_get(v, "tool")),
-               json_string_value(json_object_get(v, "server")));
-    printf("%zu MCP servers, %zu bindings%s\n", json_object_size(json_object_get(doc, "mcpServers")),
-           json_object_size(json_object_get(doc, "bindings")),
-           status ? "; the runner would not start with this file" : "");
+    int status = json_array_size(problems) ? 1 : 0;
+    if (cli_json) {
+        json_t *b = json_object_get(doc, "bindings");
+        json_t *j = json_pack("{s:s, s:b, s:O, s:o, s:O}", "file", path, "ok", !status, "servers", servers, "bindings",
+                              b ? json_incref(b) : json_object(), "problems", problems);
+        print_json(j);
+        json_decref(j);
+    } else {
+        json_array_foreach(problems, i, v) printf("problem: %s\n", json_string_value(v));
+        json_object_foreach(json_object_get(doc, "bindings"), k, v)
+            printf("binding %s: %s on server %s\n", k, json_string_value(json_object_get(v, "tool")),
+                   json_string_value(json_object_get(v, "server")));
+        if (doc)
+            printf("%zu MCP servers, %zu bindings%s\n", json_object_size(json_object_get(doc, "mcpServers")),
+                   json_object_size(json_object_get(doc, "bindings")),
+                   status ? "; the runner would not start with this file" : "");
+        else
+            printf("the runner would not start with this file\n");
+    }
+    json_decref(servers);
+    json_decref(problems);
     json_decref(doc);
     return status;
 }

@@ -7,6 +7,27 @@
 
 #include "../lib/provcfg.h"
 #include "cli.h"
+#include "http.h"
+
+/* What print_provider says, as JSON (never the key). */
+static json_t *provider_json(const provcfg_provider *p)
+{
+    const char *key = p->builtin ? (p->kind == PROVIDER_ANTHROPIC ? "ANTHROPIC_API_KEY or DSTREAM_CREDENTIALS"
+                                                                  : "OPENAI_API_KEY or DSTREAM_CREDENTIALS")
+                                 : p->key_from[0] ? p->key_from : NULL;
+    json_t *hosts = json_array(), *reach = json_array();
+    for (size_t i = 0; p->endpoints && i < p->nhosts; i++) json_array_append_new(hosts, json_string(p->hosts[i]));
+    for (size_t i = 0; i < p->nnets; i++) {
+        char a[64], n[80];
+        url_addr_format(&p->nets[i].addr, a, sizeof a);
+        snprintf(n, sizeof n, "%s/%d", a, p->nets[i].bits);
+        json_array_append_new(reach, json_string(n));
+    }
+    for (size_t i = 0; i < p->nprivate_hosts; i++) json_array_append_new(reach, json_string(p->private_hosts[i]));
+    return json_pack("{s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o}", "name", p->name, "kind",
+                     p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "builtin", p->builtin,
+                     "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach);
+}
 
 static void print_provider(const provcfg_provider *p)
 {
@@ -37,16 +58,22 @@ static void print_provider(const provcfg_provider *p)
 
 int cmd_providers(int argc, char **argv)
 {
-    if (argc > 1) {
-        fprintf(stderr, "usage: dstream providers [FILE]   (default $DSTREAM_PROVIDERS)\n");
-        return 2;
-    }
+    if (argc > 1) return cli_usage("providers");
     const char *path = argc == 1 ? argv[0] : getenv("DSTREAM_PROVIDERS");
     char err[4096];
     provcfg_t *c = provcfg_load(path, 1, err, sizeof err);
     if (!c) {
         fprintf(stderr, "dstream providers: %s:\n%s\n", path && *path ? path : "(built-ins)", err);
         return 1;
+    }
+    if (cli_json) {
+        json_t *all = json_array();
+        for (size_t i = 0; i < c->n; i++) json_array_append_new(all, provider_json(&c->v[i]));
+        json_t *j = json_pack("{s:s?, s:o}", "file", path && *path ? path : NULL, "providers", all);
+        print_json(j);
+        json_decref(j);
+        provcfg_free(c);
+        return 0;
     }
     printf("%s: %zu provider%s\n", path && *path ? path : "no file (built-ins)", c->n, c->n == 1 ? "" : "s");
     for (size_t i = 0; i < c->n; i++) print_provider(&c->v[i]);

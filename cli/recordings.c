@@ -22,13 +22,7 @@
 #include "../lib/recorder.h"
 #include "cli.h"
 
-static void rec_usage(void)
-{
-    fprintf(stderr, "usage: dstream recordings export FILE [--session ID]\n"
-                    "       dstream recordings import FILE\n"
-                    "       dstream recordings prune --older-than AGE [--dry-run]   (AGE: 90s, 30m, 12h, 7d)\n"
-                    "       dstream recordings pin KEY | unpin KEY\n");
-}
+static void rec_usage(void) { cli_usage("recordings"); }
 
 static int write_line(void *ud, const char *line, size_t len)
 {
@@ -133,7 +127,7 @@ static int do_import(log_conn_t *c, int argc, char **argv)
         fprintf(stderr, "dstream: nothing imported\n");
         return 1;
     }
-    printf("%ld recording(s) imported\n", x.stored);
+    printf(cli_json ? "{\"imported\":%ld}\n" : "%ld recording(s) imported\n", x.stored);
     return 0;
 }
 
@@ -180,8 +174,12 @@ static int do_prune(log_conn_t *c, int argc, char **argv)
         fprintf(stderr, "dstream: prune: %s\n", log_strerror(rc));
         return 1;
     }
-    printf("%s %lld recording(s), %lld bytes\n", dry ? "would delete" : "deleted", (long long)p.count,
-           (long long)p.bytes);
+    if (cli_json)
+        printf("{\"dryRun\":%s,\"recordings\":%lld,\"bytes\":%lld}\n", dry ? "true" : "false", (long long)p.count,
+               (long long)p.bytes);
+    else
+        printf("%s %lld recording(s), %lld bytes\n", dry ? "would delete" : "deleted", (long long)p.count,
+               (long long)p.bytes);
     return 0;
 }
 
@@ -200,7 +198,7 @@ static int rec_sub(log_conn_t *c, const char *sub, int argc, char **argv)
             fprintf(stderr, "dstream: no recording with key %s\n", argv[1]);
             return 1;
         }
-        printf("%s %d recording(s)\n", !strcmp(sub, "pin") ? "pinned" : "unpinned", n);
+        printf(cli_json ? "{\"%s\":%d}\n" : "%s %d recording(s)\n", !strcmp(sub, "pin") ? "pinned" : "unpinned", n);
         return 0;
     }
     rec_usage();

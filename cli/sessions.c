@@ -10,18 +10,40 @@
 #include "../lib/sstore.h"
 #include "../lib/timefmt.h"
 #include "cli.h"
+#include "http.h"
+
+/* What the runner made of a session: attempts, retries, the request in flight,
+ * the retry due, the error (--json). */
+static json_t *progress_json(const session_view *v)
+{
+    char at[40] = "";
+    if (v->retry_at) timefmt_format(v->retry_at, at, sizeof at);
+    return json_pack("{s:s, s:I, s:s?, s:i, s:i, s:i, s:s?, s:I, s:s?}", "status", session_status_name(v->status), "events",
+                     (json_int_t)v->events, "request", v->request[0] ? v->request : NULL, "attempts", v->attempts,
+                     "failures", v->failures, "restarts", v->restarts, "retryAt", at[0] ? at : NULL, "requests",
+                     (json_int_t)v->requests, "error", v->error[0] ? v->error : NULL);
+}
 
 /* One line: id, status, attempts, and the error (or the request in progress). */
-static void line(log_conn_t *c, const char *id, const char *status)
+static void line(log_conn_t *c, json_t *r)
 {
+    const char *id = json_string_value(json_object_get(r, "id"));
+    const char *status = json_string_value(json_object_get(r, "status"));
     session_view v;
     offset_t none = {0, 0};
     session_view_init(&v);
-    if (sstore_view(c, id, 0, none, &v, NULL) == 0) {
-        printf("%-26s %-15s attempts=%d", id, status, v.attempts);
-        if (v.error[0]) printf(" error=%s", v.error);
-        else if (v.request[0]) printf(" request=%s", v.request);
-        printf("\n");
+    if (id && sstore_view(c, id, 0, none, &v, NULL) == 0) {
+        if (cli_json) {
+            json_t *j = progress_json(&v);
+            json_object_update_missing(j, r);
+            print_json(j);
+            json_decref(j);
+        } else {
+            printf("%-26s %-15s attempts=%d", id, status ? status : "?", v.attempts);
+            if (v.error[0]) printf(" error=%s", v.error);
+            else if (v.request[0]) printf(" request=%s", v.request);
+            printf("\n");
+        }
     }
     session_view_free(&v);
 }
@@ -35,13 +57,24 @@ static int show(log_conn_t *c, const char *id)
     int rc = sstore_get(c, id, &row);
     if (rc) {
         fprintf(stderr, "dstream: session %s: %s\n", id, rc == LOG_ENOTFOUND ? "no such session" : log_strerror(rc));
-        return 1;
+        return rc == LOG_ENOTFOUND ? EXIT_NOTFOUND : EXIT_FAIL;
     }
     session_view_init(&v);
     if ((rc = sstore_view(c, id, 0, none, &v, &pos))) {
         fprintf(stderr, "dstream: session %s: %s\n", id, log_strerror(rc));
         session_view_free(&v);
         return 1;
+    }
+    if (cli_json) {
+        json_t *j = progress_json(&v);
+        json_object_set_new(j, "id", json_string(id));
+        json_object_set_new(j, "agent", row.agent[0] ? json_string(row.agent) : json_null());
+        json_object_set_new(j, "workflow", row.workflow[0] ? json_string(row.workflow) : json_null());
+        json_object_set_new(j, "phase", v.phase[0] ? json_string(v.phase) : json_null());
+        print_json(j);
+        json_decref(j);
+        session_view_free(&v);
+        return 0;
     }
     printf("session   %s\n", id);
     printf("status    %s\n", session_status_name(v.status));
@@ -61,15 +94,38 @@ static int show(log_conn_t *c, const char *id)
     return 0;
 }
 
+static log_conn_t *open_db(const char *db, log_t **log)
+{
+    char err[512];
+    *log = log_open(db, NULL, err, sizeof err);
+    log_conn_t *c = *log ? log_conn_open(*log, err, sizeof err) : NULL;
+    if (!c) {
+        fprintf(stderr, "dstream: %s\n", err);
+        log_close(*log);
+    }
+    return c;
+}
+
+int cmd_session(const char *db, int argc, char **argv)
+{
+    if (argc != 1 || !sstore_valid_id(argv[0])) return cli_usage("session");
+    log_t *log;
+    log_conn_t *c = open_db(db, &log);
+    if (!c) return 1;
+    int rc = show(c, argv[0]);
+    log_conn_close(c);
+    log_close(log);
+    return rc;
+}
+
 int cmd_sessions(const char *db, int argc, char **argv)
 {
-    const char *status = NULL, *id = NULL;
+    const char *status = NULL;
     long limit = 50;
-    int one = argc > 0 && !strcmp(argv[0], "session");
-    for (int i = 1; i < argc; i++) {
-        if (!one && !strcmp(argv[i], "--status") && i + 1 < argc) {
+    for (int i = argc && !strcmp(argv[0], "list") ? 1 : 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--status") && i + 1 < argc) {
             status = argv[++i];
-        } else if (!one && !strcmp(argv[i], "--limit") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             char *end;
             errno = 0;
             limit = strtol(argv[++i], &end, 10);
@@ -77,44 +133,28 @@ int cmd_sessions(const char *db, int argc, char **argv)
                 fprintf(stderr, "dstream: --limit must be 1 to 1000\n");
                 return 2;
             }
-        } else if (one && !id) {
-            id = argv[i];
         } else {
-            fprintf(stderr, "usage: dstream sessions [--status S] [--limit N] | dstream session ID\n");
-            return 2;
+            fprintf(stderr, "dstream: on the database, sessions takes [list] [--status S] [--limit N]\n");
+            return cli_usage("sessions");
         }
-    }
-    if (one && (!id || !sstore_valid_id(id))) {
-        fprintf(stderr, "usage: dstream session ID\n");
-        return 2;
     }
     if (status && session_status_parse(status) < 0) {
         fprintf(stderr, "dstream: no status %s (pending, running, awaiting_input, completed, failed, cancelled)\n", status);
         return 2;
     }
-    char err[512];
-    log_t *log = log_open(db, NULL, err, sizeof err);
-    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
-    if (!c) {
-        fprintf(stderr, "dstream: %s\n", err);
-        log_close(log);
-        return 1;
-    }
+    log_t *log;
+    log_conn_t *c = open_db(db, &log);
+    if (!c) return 1;
     int rc = 0;
-    if (one) {
-        rc = show(c, id);
-    } else {
-        json_t *rows = json_array(), *r;
-        char next[128];
-        size_t i;
-        if (sstore_list(c, status, "", (int)limit, rows, next, sizeof next)) {
-            fprintf(stderr, "dstream: cannot list sessions\n");
-            rc = 1;
-        }
-        json_array_foreach(rows, i, r)
-            line(c, json_string_value(json_object_get(r, "id")), json_string_value(json_object_get(r, "status")));
-        json_decref(rows);
+    json_t *rows = json_array(), *r;
+    char next[128];
+    size_t i;
+    if (sstore_list(c, status, "", (int)limit, rows, next, sizeof next)) {
+        fprintf(stderr, "dstream: cannot list sessions\n");
+        rc = 1;
     }
+    json_array_foreach(rows, i, r) line(c, r);
+    json_decref(rows);
     log_conn_close(c);
     log_close(log);
     return rc;

@@ -19,6 +19,7 @@
 #include "../lib/defs.h"
 #include "../lib/log.h"
 #include "cli.h"
+#include "http.h"
 
 /* s as a YAML double-quoted scalar body: quotes and backslashes escaped, control
  * characters dropped (the description is one line). */
@@ -88,10 +89,7 @@ static int write_skill(int dirfd, const char *name, const buf_t *text, json_t *w
 int cmd_skills(const char *db, int argc, char **argv)
 {
     char err[512];
-    if (argc < 2 || strcmp(argv[0], "export") != 0) {
-        fprintf(stderr, "usage: dstream skills export DIR [AGENT...]\n");
-        return 2;
-    }
+    if (argc < 2 || strcmp(argv[0], "export") != 0) return cli_usage("skills");
     const char *dir = argv[1];
     if (mkdir(dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "dstream: %s: %s\n", dir, strerror(errno));
@@ -144,7 +142,15 @@ int cmd_skills(const char *db, int argc, char **argv)
             if (rc == 1) fprintf(stderr, "dstream: skill %s of agent %s differs from one already written: kept the first\n", name, agent);
             if (rc) status = 1;
             else {
-                printf("%s/%s/SKILL.md\n", dir, name);
+                if (cli_json) {
+                    char p[1200];
+                    snprintf(p, sizeof p, "%s/%s/SKILL.md", dir, name);
+                    json_t *o = json_pack("{s:s, s:s, s:s}", "skill", name, "agent", agent, "file", p);
+                    print_json(o);
+                    json_decref(o);
+                } else {
+                    printf("%s/%s/SKILL.md\n", dir, name);
+                }
                 count++;
             }
         }

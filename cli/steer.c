@@ -24,17 +24,7 @@
 #define GREEN "\033[32m"
 #define YELLOW "\033[33m"
 
-static int usage_sessions(void)
-{
-    fprintf(stderr,
-            "usage: dstream sessions [list] [--status S] [--limit N] [--all]\n"
-            "       dstream sessions show ID | delete ID\n"
-            "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
-            "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
-            "       dstream sessions state ID [--at OFFSET]\n"
-            "Against $DSTREAM_URL with $DSTREAM_TOKEN (or --url, --token); --json for JSON.\n");
-    return EXIT_USAGE;
-}
+static int usage_sessions(void) { return cli_usage("sessions"); }
 
 /* "/v1/sessions/ID" + suffix into out. */
 int session_path(char *out, size_t cap, const char *id, const char *suffix)
@@ -222,11 +212,6 @@ int cmd_sessions_http(int argc, char **argv)
 {
     cli_opts o;
     argc = http_opts(argc, argv, &o);
-    if (argc < 0) return EXIT_USAGE;
-    if (o.help) {
-        usage_sessions();
-        return 0;
-    }
     if (argc == 0 || argv[0][0] == '-') return list(&o, argc, argv);
     const char *sub = argv[0];
     if (!strcmp(sub, "list")) return list(&o, argc - 1, argv + 1);
@@ -241,7 +226,12 @@ int cmd_sessions_http(int argc, char **argv)
         int rc = http_call("DELETE", path, NULL, &r);
         if (!rc) rc = http_exit(path, &r);
         http_res_free(&r);
-        if (!rc && !o.json) printf("deleted %s\n", id);
+        if (!rc) {
+            json_t *j = json_pack("{s:s}", "deleted", id);
+            if (o.json) print_json(j);
+            else printf("deleted %s\n", id);
+            json_decref(j);
+        }
         return rc;
     }
     if (!strcmp(sub, "state")) {
@@ -290,10 +280,7 @@ int cmd_cancel(int argc, char **argv)
 {
     cli_opts o;
     int rc;
-    if (cli_args(argc, argv, &o, 1,
-                 "usage: dstream cancel ID   (ask the runner to cancel the session)\n",
-                 &rc))
-        return rc;
+    if (cli_args(argc, argv, &o, 1, "cancel", &rc)) return rc;
     return simple_post(&o, "POST", argv[0], "/cancel", NULL);
 }
 
@@ -301,11 +288,7 @@ int cmd_answer(int argc, char **argv)
 {
     cli_opts o;
     int rc;
-    if (cli_args(argc, argv, &o, 3,
-                 "usage: dstream answer ID INTERACTION RESPONSE\n"
-                 "  RESPONSE is JSON (true, false, \"text\"); anything else is sent as a string\n",
-                 &rc))
-        return rc;
+    if (cli_args(argc, argv, &o, 3, "answer", &rc)) return rc;
     json_t *resp = json_loads(argv[2], JSON_DECODE_ANY, NULL);
     if (!resp) resp = json_string(argv[2]);
     json_t *body = json_pack("{s:s, s:o}", "interactionId", argv[1], "response", resp);
@@ -341,7 +324,7 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
         json_object_set_new(c->ours, req, json_true());
     } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
         const char *t = json_string_value(json_object_get(p, PK_TEXT));
-        if (t) {
+        if (t && !c->o->json) {
             fputs(t, stdout);
             fflush(stdout);
             c->printed = 1;
@@ -387,12 +370,7 @@ int cmd_chat(int argc, char **argv)
         else if (!msg) msg = argv[i];
         else id = NULL, i = argc;
     }
-    if (o.help || !id || !msg) {
-        fprintf(stderr, "usage: dstream chat ID MESSAGE [--queue|--background]\n"
-                        "  post MESSAGE to a chat session and print the streamed answer (not with\n"
-                        "  --background, which adds it to the history without a reply)\n");
-        return o.help ? 0 : EXIT_USAGE;
-    }
+    if (!id || !msg) return cli_usage("chat");
     char path[1200];
     int rc;
     if (session_path(path, sizeof path, id, "/messages")) return EXIT_USAGE;

@@ -11,12 +11,7 @@
 #include "cli.h"
 #include "http.h"
 
-static int usage_streams(void)
-{
-    fprintf(stderr, "usage: dstream [--db PATH] streams [list] [--prefix P]   (offline, on the database)\n"
-                    "       dstream streams head PATH | delete PATH          (over $DSTREAM_URL)\n");
-    return EXIT_USAGE;
-}
+static int usage_streams(void) { return cli_usage("streams"); }
 
 static int list(const char *dbpath, const cli_opts *o, const char *prefix)
 {
@@ -94,10 +89,6 @@ int cmd_streams(const char *db, int argc, char **argv)
 {
     cli_opts o;
     argc = http_opts(argc, argv, &o);
-    if (o.help) {
-        usage_streams();
-        return 0;
-    }
     if (argc == 0 || !strcmp(argv[0], "list") || argv[0][0] == '-') {
         const char *prefix = NULL;
         for (int i = argc && argv[0][0] != '-' ? 1 : 0; i < argc; i++) {
@@ -126,8 +117,12 @@ int cmd_streams(const char *db, int argc, char **argv)
             }
         }
     } else if (!strcmp(argv[0], "delete")) {
-        if ((rc = http_call("DELETE", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0 && !o.json)
-            printf("deleted %s\n", argv[1]);
+        if ((rc = http_call("DELETE", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0) {
+            json_t *j = json_pack("{s:s}", "deleted", argv[1]);
+            if (o.json) print_json(j);
+            else printf("deleted %s\n", argv[1]);
+            json_decref(j);
+        }
     } else {
         return usage_streams();
     }

@@ -12,17 +12,9 @@
 #include "../lib/db.h"
 #include "../lib/timefmt.h"
 #include "cli.h"
+#include "http.h"
 
-static int usage_token(void)
-{
-    fprintf(stderr, "usage: dstream token create --name NAME --scope SCOPE [--scope SCOPE ...] [--expires DURATION]\n"
-                    "       dstream token list\n"
-                    "       dstream token revoke NAME|ID\n"
-                    "       dstream token check < TOKEN_FILE\n"
-                    "Scopes: admin, streams:read[:PREFIX], streams:write[:PREFIX], sessions:read[:PREFIX],\n"
-                    "sessions:write[:PREFIX]. DURATION: 90s, 15m, 12h, 30d.\n");
-    return 2;
-}
+static int usage_token(void) { return cli_usage("token"); }
 
 static int create(log_conn_t *c, int argc, char **argv)
 {
@@ -68,7 +60,13 @@ static int create(log_conn_t *c, int argc, char **argv)
     char ts[40] = "never";
     if (expires >= 0) timefmt_format(expires, ts, sizeof ts);
     fprintf(stderr, "token %s created (expires: %s); it is shown once, below:\n", name, ts);
-    printf("%s\n", tok);
+    if (cli_json) {
+        json_t *j = json_pack("{s:s, s:s, s:s}", "name", name, "expires", ts, "token", tok);
+        print_json(j);
+        json_decref(j);
+    } else {
+        printf("%s\n", tok);
+    }
     return 0;
 }
 
@@ -79,6 +77,14 @@ static void print_one(void *ud, const auth_t *a, int64_t created_ms)
     auth_scopes_format(a, scopes, sizeof scopes);
     timefmt_format(created_ms, cts, sizeof cts);
     if (a->expires_ms >= 0) timefmt_format(a->expires_ms, ets, sizeof ets);
+    if (cli_json) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "name", a->name, "id", a->id, "created", cts,
+                              "expires", ets, "expired", a->expires_ms >= 0 && a->expires_ms <= db_now_ms(),
+                              "scopes", scopes);
+        print_json(j);
+        json_decref(j);
+        return;
+    }
     printf("%-24s %s  created %s  expires %s%s  %s\n", a->name, a->id, cts, ets,
            a->expires_ms >= 0 && a->expires_ms <= db_now_ms() ? " (expired)" : "", scopes);
 }
@@ -93,6 +99,11 @@ static int check(log_conn_t *c)
     if (rc) fprintf(stderr, "dstream: the token is not valid (%s)\n",
                     rc == AUTH_EEXPIRED ? "expired" : rc == AUTH_EINVALID ? "unknown or malformed" : log_strerror(rc));
     else fprintf(stderr, "token %s is valid\n", a.name);
+    if (cli_json) {
+        json_t *j = json_pack("{s:b, s:s?}", "valid", !rc, "name", rc ? NULL : a.name);
+        print_json(j);
+        json_decref(j);
+    }
     return rc ? 1 : 0;
 }
 
@@ -113,6 +124,11 @@ int cmd_token(log_t *log, int argc, char **argv)
         if (lrc == LOG_ENOTFOUND) fprintf(stderr, "dstream: no token %s\n", argv[1]);
         else if (lrc) fprintf(stderr, "dstream: %s\n", log_strerror(lrc));
         else fprintf(stderr, "token %s revoked\n", argv[1]);
+        if (!lrc && cli_json) {
+            json_t *j = json_pack("{s:s}", "revoked", argv[1]);
+            print_json(j);
+            json_decref(j);
+        }
         rc = lrc ? 1 : 0;
     } else if (!strcmp(argv[0], "check") && argc == 1) rc = check(c);
     else rc = usage_token();

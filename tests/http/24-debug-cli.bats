@@ -6,17 +6,9 @@
 
 load runner-helpers
 
-setup_file() {
-    rn_start
-    export DSTREAM_URL DSTREAM_TOKEN
-    DSTREAM_URL=$(cat "$DS_DIR/url-direct")
-    DSTREAM_TOKEN=$(cat "$DS_DIR/admin.token")
-}
+setup_file() { rn_start && rn_cli_env; }
 teardown_file() { rn_stop; }
-setup() {
-    rn_test_setup
-    D=$DS_BIN/dstream
-}
+setup() { rn_test_setup && D=$DS_BIN/dstream; }
 teardown() { rn_test_teardown; }
 
 # a chat session of a new agent; prints its id.
@@ -30,7 +22,7 @@ chat_session() {
     for c in sessions chat cancel answer events convo requests export search streams; do
         run --separate-stderr "$D" "$c" --help
         assert_success
-        [[ "$stderr" == *usage:* ]] || fail "$c --help: $stderr"
+        [[ "$output" == usage:* ]] || fail "$c --help: $output"
     done
     run "$D" chat
     assert_failure 2

@@ -89,6 +89,14 @@ rn_mock_kill() {
     ds_poll 5 rn_gone "$1" || kill -KILL "$1" 2>/dev/null || true
 }
 
+# rn_cli_env: the dstream CLI's debug commands talk to the server itself, with the
+# admin token (DSTREAM_URL, DSTREAM_TOKEN exported).
+rn_cli_env() {
+    export DSTREAM_URL DSTREAM_TOKEN
+    DSTREAM_URL=$(cat "$DS_DIR/url-direct")
+    DSTREAM_TOKEN=$(cat "$DS_DIR/admin.token")
+}
+
 # rn_stop: stop the stack and the mock provider, remove their directories.
 rn_stop() {
     ds_stack_stop

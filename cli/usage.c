@@ -1,0 +1,143 @@
+/* The usage of every command of dstream (cli/main.c dispatches them by these
+ * names): its options, a summary for dstream --help, its usage. Kept apart from
+ * the dispatch so that each command can print its own usage (cli_usage) without
+ * calling back into main. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "http.h"
+
+int cli_json;
+const char *cli_dbpath;
+
+#define REMOTE " --url= --token= "
+static const cli_doc docs[] = {
+    {"migrate", "", "create or upgrade the database",
+     "usage: dstream [--db PATH] migrate [--json]\n"
+     "  create the database or apply pending schema migrations; print the schema version\n"},
+    {"append", "", "append standard input as one message to a stream",
+     "usage: dstream [--db PATH] append STREAM [--json] < MESSAGE\n"
+     "  append standard input as one message to STREAM; print the offset after it\n"},
+    {"tail", " --from= --no-follow ", "print a stream's messages and follow it",
+     "usage: dstream [--db PATH] tail [--from OFFSET] [--no-follow] [--json] STREAM\n"
+     "  print the messages from OFFSET (-1: the start, the default; now: the tail), one a\n"
+     "  line, then wait for more until the stream is closed or Ctrl-C; --json: one\n"
+     "  {\"offset\", \"message\"} a line (a JSON stream's message as its value)\n"},
+    {"token", " --name= --scope= --expires= ", "API tokens: create, list, revoke, check",
+     "usage: dstream [--db PATH] token create --name NAME --scope SCOPE [--scope SCOPE ...] [--expires DURATION]\n"
+     "       dstream [--db PATH] token list [--json]\n"
+     "       dstream [--db PATH] token revoke NAME|ID\n"
+     "       dstream [--db PATH] token check < TOKEN_FILE\n"
+     "  scopes: admin, streams:read[:PREFIX], streams:write[:PREFIX], sessions:read[:PREFIX],\n"
+     "  sessions:write[:PREFIX]; DURATION: 90s, 15m, 12h, 30d. create prints the token alone\n"
+     "  on its last line (shown once); check exits 0 for a valid token\n"},
+    {"free-port", "", "print a free TCP port (for scripts and tests)",
+     "usage: dstream free-port [HOST] [--json]\n"
+     "  print a free TCP port on HOST (127.0.0.1)\n"},
+    {"backup", " --no-check ", "copy the live database to a file, consistently",
+     "usage: dstream [--db PATH] backup [--no-check] [--json] FILE\n"
+     "  copy the live database to FILE (which must not exist) as of one commit while the\n"
+     "  servers write, then check the copy as check does (unless --no-check)\n"},
+    {"restore", "", "replace the database by a backup",
+     "usage: dstream [--db PATH] restore [--json] FILE\n"
+     "  check the backup FILE, then replace the contents of the database by it (stop\n"
+     "  dstream-fcgi and dstream-runner first)\n"},
+    {"check", "", "integrity and invariants of the database or of a backup",
+     "usage: dstream [--db PATH] check [--json] [FILE]\n"
+     "  SQLite's integrity check and dstream's invariants on the database (or FILE);\n"
+     "  exit 1 when a problem is found, 2 when it cannot look\n"},
+    {"skills", "", "export the stored agents' skills as SKILL.md files",
+     "usage: dstream [--db PATH] skills export DIR [AGENT...] [--json]\n"
+     "  write each skill of the stored agents (or of the agents named) as DIR/<name>/SKILL.md\n"},
+    {"providers", "", "check the operator's provider file, show what it allows",
+     "usage: dstream providers [FILE] [--json]\n"
+     "  check the provider file (default $DSTREAM_PROVIDERS; none: the built-ins) as the\n"
+     "  servers read it and show what it allows, never a key\n"},
+    {"mcp", "", "check the operator's MCP servers and bindings",
+     "usage: dstream mcp [FILE] [--json]\n"
+     "  check the MCP configuration (default $DSTREAM_MCP_CONFIG) as the runner reads it\n"
+     "  and show its servers and bindings (environment values hidden); exit 1 when the\n"
+     "  runner would not start with it\n"},
+    {"recordings", " --session= --older-than= --dry-run ", "recordings: export, import, prune, pin, unpin",
+     "usage: dstream [--db PATH] recordings export FILE [--session ID]   (FILE -: standard output)\n"
+     "       dstream [--db PATH] recordings import FILE\n"
+     "       dstream [--db PATH] recordings prune --older-than AGE [--dry-run]   (AGE: 90s, 30m, 12h, 7d)\n"
+     "       dstream [--db PATH] recordings pin KEY | unpin KEY\n"
+     "  the recordings of provider exchanges and tool calls (docs/recording.md)\n"},
+    {"session", "", "one session on the database: status, attempts, retries, error",
+     "usage: dstream [--db PATH] session ID [--json]\n"
+     "  one session, read from the database: status, the request in flight, its attempts\n"
+     "  and the retries spent, when the next attempt is due, and why it failed\n"},
+    {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= " REMOTE,
+     "sessions: list, show, create, delete, fork --at, state --at",
+     "usage: dstream sessions [list] [--status S] [--limit N] [--all]\n"
+     "       dstream sessions show ID | delete ID\n"
+     "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
+     "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
+     "       dstream sessions state ID [--at OFFSET]\n"
+     "       dstream --db PATH sessions [--status S] [--limit N]\n"
+     "  against $DSTREAM_URL with $DSTREAM_TOKEN (or --url, --token); with --db (or no\n"
+     "  $DSTREAM_URL) the list is read from the database: status, attempts, error\n"},
+    {"chat", " --queue --background --interrupt " REMOTE, "talk to a session, print the streamed answer",
+     "usage: dstream chat ID MESSAGE [--queue|--background]\n"
+     "  post MESSAGE to a chat session and print the answer as it streams (not with\n"
+     "  --background, which adds it to the history without a reply)\n"},
+    {"cancel", REMOTE, "cancel a session",
+     "usage: dstream cancel ID\n"
+     "  ask the runner to cancel the session\n"},
+    {"answer", REMOTE, "answer a human checkpoint",
+     "usage: dstream answer ID INTERACTION RESPONSE\n"
+     "  RESPONSE is JSON (true, false, \"text\"); anything else is sent as a string\n"},
+    {"events", " --follow -f --type= --last= --around= --context= " REMOTE, "a session's events; follow them",
+     "usage: dstream [--db PATH] events ID [--follow] [--type T] [--last N] [--around OFFSET [--context N]]\n"
+     "  the session's events, one a line (offset, time, type, payload); --type tool\n"
+     "  matches every tool:* type; --around shows N [5] events each side of OFFSET;\n"
+     "  --follow then waits for new ones until Ctrl-C\n"},
+    {"convo", REMOTE, "the conversation as text",
+     "usage: dstream [--db PATH] convo ID\n"
+     "  the conversation as text: roles, tool calls, interrupted, background and queued\n"
+     "  messages\n"},
+    {"requests", REMOTE, "provider requests: attempts, durations, tokens, cost",
+     "usage: dstream [--db PATH] requests ID\n"
+     "  provider requests: attempts, outcome, duration, tokens and cost\n"},
+    {"export", " --format= " REMOTE, "every event of a session as JSON lines or YAML",
+     "usage: dstream [--db PATH] export ID [--format jsonl|yaml]\n"
+     "  every event, with its offset (--json: jsonl)\n"},
+    {"search", " --status= " REMOTE, "events of every session that contain a text",
+     "usage: dstream search TEXT [--status S]\n"
+     "  the events of every session whose payload contains TEXT, as\n"
+     "  `SESSION OFFSET TIME TYPE PAYLOAD`; exit 3 when nothing matched\n"},
+    {"streams", " --prefix= " REMOTE, "streams: list (on the database), head, delete",
+     "usage: dstream [--db PATH] streams [list] [--prefix P]   (on the database file)\n"
+     "       dstream streams head PATH | delete PATH          (over $DSTREAM_URL)\n"},
+    {"help", "", "this list, or a command's usage",
+     "usage: dstream help [COMMAND]   (or dstream COMMAND --help)\n"},
+};
+#define NDOCS (sizeof docs / sizeof docs[0])
+
+const cli_doc *cli_doc_find(const char *name)
+{
+    for (size_t k = 0; k < NDOCS; k++)
+        if (!strcmp(docs[k].name, name)) return &docs[k];
+    return NULL;
+}
+
+void cli_usage_all(FILE *f)
+{
+    fprintf(f, "usage: dstream [--db PATH] [--url URL] [--token TOKEN] COMMAND [ARGS] [--json] [--help]\n"
+               "Commands:\n");
+    for (size_t k = 0; k < NDOCS; k++) fprintf(f, "  %-12s %s\n", docs[k].name, docs[k].summary);
+    fprintf(f, "Every command takes --help (its usage) and --json (JSON, one document a line).\n"
+               "The database is --db PATH, else $DSTREAM_DB, else ./dstream.db; the server of the\n"
+               "commands over HTTP $DSTREAM_URL (--url) with the bearer token $DSTREAM_TOKEN (--token).\n"
+               "Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 refused (401/403), 5 rejected (4xx).\n");
+}
+
+int cli_usage(const char *name)
+{
+    const cli_doc *c = cli_doc_find(name);
+    if (c) fputs(c->usage, stderr);
+    else cli_usage_all(stderr);
+    return EXIT_USAGE;
+}
