@@ -216,6 +216,25 @@ one_reply() {
     [ -n "$a_sessions" ]
 }
 
+# stop_between_commits PID: SIGSTOP the process at a moment it holds no write lock
+# (neither the writers' lock nor SQLite's): a writer stopped inside its commit
+# would stop every writer until it goes on, which is SQLite's rule and not what
+# the test is about. Tries again a little later until such a moment comes.
+stop_between_commits() {
+    local n
+    for n in $(seq 100); do
+        kill -STOP "$1"
+        if flock -n "$DS_DB-wlock" true &&
+            sqlite3 -cmd '.timeout 100' "$DS_DB" 'BEGIN IMMEDIATE; ROLLBACK;' >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -CONT "$1"
+        sleep 0.05
+    done
+    echo "could not stop $1 outside a commit" >&2
+    return 1
+}
+
 # runner-a's dropped-events counter in /metrics (empty until published).
 dropped_metric() {
     curl -fsS --max-time 10 "$DS_URL/metrics" |
@@ -235,7 +254,7 @@ dropped_metric() {
     ds_poll 10 eval '[ -n "$(dropped_metric)" ]'
     dropped0=$(dropped_metric)
     mark=$(wc -l <"$DS_DIR/logs/runner.log")
-    kill -STOP "$a_pid"
+    stop_between_commits "$a_pid"
     for i in 1 2 3; do
         rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60
     done
