@@ -75,9 +75,14 @@ extern const char *cli_db;
 /* Every event of session id from cli_db, with offsets (the API's form); the offset
  * after the last in next. NULL on failure with *rc the exit code. */
 json_t *offline_events(const char *id, char *next, size_t ncap, int *rc);
-/* The session's view from cli_db (the API's GET /v1/sessions/ID fields: messages,
- * queued, ...); NULL on failure with *rc the exit code. */
-json_t *offline_session(const char *id, int *rc);
+/* Session id from cli_db as GET /v1/sessions/ID (at NULL) or GET .../state?at=AT
+ * give it; NULL on failure with *rc the exit code. */
+json_t *offline_session(const char *id, const char *at, int *rc);
+/* A page of sessions from cli_db as GET /v1/sessions gives it: {"sessions": [{id,
+ * status, ...}], "nextCursor"}; NULL with *rc. */
+json_t *offline_list(const char *status, const char *cursor, int limit, int *rc);
+/* A stream's metadata from cli_db: 0, or the exit code (printed). */
+int offline_head(const char *path, log_info *info);
 /* Follow session id's events on cli_db from offset `from` (offline_events' next):
  * cb(ud, event) for each (nonzero stops), until Ctrl-C. Returns the exit code. */
 int offline_follow(const char *id, const char *from, int (*cb)(void *ud, json_t *ev), void *ud);

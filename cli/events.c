@@ -1,5 +1,5 @@
 /* dstream events|convo|requests|export|search: reading sessions' events over HTTP,
- * or with --db on the database file (cli/offline.c; not search).
+ * or with --db on the database file (cli/offline.c).
  *
  *   dstream events ID [--follow] [--type T] [--last N] [--around OFFSET [--context N]]
  *   dstream convo ID
@@ -185,7 +185,7 @@ int cmd_convo(int argc, char **argv)
     if (cli_args(argc, argv, &o, 1, "convo", &rc)) return rc;
     char path[1200];
     if (session_path(path, sizeof path, argv[0], NULL)) return EXIT_USAGE;
-    json_t *s = cli_db ? offline_session(argv[0], &rc) : http_json("GET", path, NULL, &rc);
+    json_t *s = cli_db ? offline_session(argv[0], NULL, &rc) : http_json("GET", path, NULL, &rc);
     if (!s) return rc;
     if (o.json) {
         json_t *j = json_pack("{s:O, s:O}", "messages", json_object_get(s, "messages"), "queued",
@@ -440,7 +440,7 @@ int cmd_search(int argc, char **argv)
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec)) return EXIT_USAGE;
         snprintf(path, sizeof path, "/v1/sessions?limit=100%s%s%s%s", status ? "&status=" : "", es,
                  cursor[0] ? "&cursor=" : "", ec);
-        json_t *j = http_json("GET", path, NULL, &rc), *s;
+        json_t *j = cli_db ? offline_list(status, cursor, 100, &rc) : http_json("GET", path, NULL, &rc), *s;
         if (!j) return rc;
         size_t k;
         json_array_foreach(json_object_get(j, "sessions"), k, s) {

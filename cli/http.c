@@ -98,7 +98,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
     http_res *r = ud;
     size_t len = sz * n;
-    static const char nxt[] = "stream-next-offset:", utd[] = "stream-up-to-date:";
+    static const char nxt[] = "stream-next-offset:", utd[] = "stream-up-to-date:", cls[] = "stream-closed: true",
+                      cty[] = "content-type:";
     if (len > sizeof nxt && !strncasecmp(p, nxt, sizeof nxt - 1)) {
         size_t i = sizeof nxt - 1, k = 0;
         while (i < len && p[i] == ' ') i++;
@@ -106,6 +107,13 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
         r->next_offset[k] = 0;
     } else if (len >= sizeof utd - 1 && !strncasecmp(p, utd, sizeof utd - 1)) {
         r->up_to_date = 1;
+    } else if (len >= sizeof cls - 1 && !strncasecmp(p, cls, sizeof cls - 1)) {
+        r->closed = 1;
+    } else if (len > sizeof cty && !strncasecmp(p, cty, sizeof cty - 1)) {
+        size_t i = sizeof cty - 1, k = 0;
+        while (i < len && p[i] == ' ') i++;
+        while (i < len && p[i] != '\r' && p[i] != '\n' && k + 1 < sizeof r->content_type) r->content_type[k++] = p[i++];
+        r->content_type[k] = 0;
     }
     return len;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "../lib/buf.h"
+#include "../lib/log.h"
 
 #define EXIT_OK 0
 #define EXIT_FAIL 1
@@ -38,6 +39,8 @@ typedef struct {
     json_t *json;  /* the body parsed, or NULL */
     char next_offset[64];  /* Stream-Next-Offset */
     int up_to_date;        /* Stream-Up-To-Date present */
+    int closed;            /* Stream-Closed: true */
+    char content_type[LOG_CTYPE_MAX];
 } http_res;
 
 /* METHOD PATH (a path beginning with /v1/, query included) with an optional JSON

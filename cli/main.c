@@ -314,6 +314,10 @@ int main(int argc, char **argv)
     if (!strcmp(c->name, "sessions")) {
         /* sessions: on the database with --db or without a server to ask; else over HTTP. */
         if (remote_sessions(db_given, n, argv)) return cmd_sessions_http(n, argv);
+        if (n && (!strcmp(argv[0], "show") || !strcmp(argv[0], "state"))) {
+            cli_db = db;   /* read like events --db (cli/offline.c) */
+            return cmd_sessions_http(n, argv);
+        }
         return cmd_sessions(db, n, argv);
     }
     if (c->fn_args) return c->fn_args(n, argv);

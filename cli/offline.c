@@ -104,23 +104,86 @@ json_t *offline_events(const char *id, char *next, size_t ncap, int *rc)
     return all;
 }
 
-json_t *offline_session(const char *id, int *rc)
+json_t *offline_session(const char *id, const char *at, int *rc)
 {
     char path[300];
     log_t *log;
     log_conn_t *c = open_session(id, path, sizeof path, &log, rc);
     if (!c) return NULL;
+    sstore_row row;
     session_view v;
-    offset_t none = {0, 0};
-    session_view_init(&v);
-    int lrc = sstore_view(c, id, 0, none, &v, NULL);
+    offset_t pos, when = {0, 0};
+    offset_kind kind = OFFSET_AT;
     json_t *j = NULL;
-    if (lrc) *rc = session_error(id, lrc);
-    else j = session_view_to_json(&v);
+    session_view_init(&v);
+    if (at && (offset_parse(at, strlen(at), &kind, &when) || kind != OFFSET_AT)) {
+        fprintf(stderr, "dstream: --at: an offset of the session's events\n");
+        *rc = EXIT_USAGE;
+    } else {
+        int lrc = sstore_get(c, id, &row);
+        if (!lrc) lrc = sstore_view(c, id, at != NULL, when, &v, &pos);
+        if (lrc == LOG_ERANGE || lrc == LOG_EOFFSET) {
+            /* The server's 400 bad_offset. */
+            fprintf(stderr, "dstream: --at %s: %s\n", at, lrc == LOG_ERANGE ? "beyond the session's last event"
+                                                                          : "not a position of this session");
+            *rc = EXIT_REJECTED;
+        } else if (lrc) {
+            *rc = session_error(id, lrc);
+        } else {
+            j = sstore_session_json(&row, &v, pos);
+            if (at) json_object_set_new(j, "at", json_string(at));
+        }
+    }
     session_view_free(&v);
     log_conn_close(c);
     log_close(log);
     return j;
+}
+
+json_t *offline_list(const char *status, const char *cursor, int limit, int *rc)
+{
+    char err[512], next[128] = "";
+    log_t *log = log_open(cli_db, NULL, err, sizeof err);
+    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
+    if (!c) {
+        fprintf(stderr, "dstream: %s\n", err);
+        log_close(log);
+        *rc = EXIT_FAIL;
+        return NULL;
+    }
+    json_t *rows = json_array();
+    json_t *j = NULL;
+    if (status && session_status_parse(status) < 0) {
+        fprintf(stderr, "dstream: no status %s\n", status);
+        *rc = EXIT_USAGE;
+    } else if (sstore_list(c, status, cursor, limit, rows, next, sizeof next)) {
+        fprintf(stderr, "dstream: cannot list sessions\n");
+        *rc = EXIT_FAIL;
+    } else {
+        j = json_pack("{s:O, s:s?}", "sessions", rows, "nextCursor", next[0] ? next : NULL);
+    }
+    json_decref(rows);
+    log_conn_close(c);
+    log_close(log);
+    return j;
+}
+
+int offline_head(const char *path, log_info *info)
+{
+    char err[512];
+    log_t *log = log_open(cli_db, NULL, err, sizeof err);
+    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
+    int rc = EXIT_FAIL;
+    if (!c) {
+        fprintf(stderr, "dstream: %s\n", err);
+    } else {
+        int lrc = log_head(c, path, info);
+        if (lrc) fprintf(stderr, "dstream: %s: %s\n", path, log_strerror(lrc));
+        rc = !lrc ? 0 : lrc == LOG_ENOTFOUND || lrc == LOG_EGONE ? EXIT_NOTFOUND : EXIT_FAIL;
+    }
+    log_conn_close(c);
+    log_close(log);
+    return rc;
 }
 
 /* ---- follow ---------------------------------------------------------------------- */

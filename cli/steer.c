@@ -145,12 +145,15 @@ static void print_summary(const cli_opts *o, json_t *s)
     }
 }
 
-static int show(const cli_opts *o, const char *id, const char *suffix)
+/* The session (at offset at, if not NULL): over HTTP, or from the database (--db). */
+static int show(const cli_opts *o, const char *id, const char *at)
 {
-    char path[1200];
+    char path[1200], q[200] = "", e[160];
     int rc;
-    if (session_path(path, sizeof path, id, suffix)) return EXIT_USAGE;
-    json_t *j = http_json("GET", path, NULL, &rc);
+    if (at && (http_escape(at, e, sizeof e) || (size_t)snprintf(q, sizeof q, "/state?at=%s", e) >= sizeof q))
+        return EXIT_USAGE;
+    if (session_path(path, sizeof path, id, q)) return EXIT_USAGE;
+    json_t *j = cli_db ? offline_session(id, at, &rc) : http_json("GET", path, NULL, &rc);
     if (!j) return rc;
     if (o->json) print_json(j);
     else print_summary(o, j);
@@ -235,13 +238,8 @@ int cmd_sessions_http(int argc, char **argv)
         return rc;
     }
     if (!strcmp(sub, "state")) {
-        if (argc == 2) return show(&o, id, "/state");
-        if (argc == 4 && !strcmp(argv[2], "--at")) {
-            char q[200], e[160];
-            if (http_escape(argv[3], e, sizeof e)) return EXIT_USAGE;
-            snprintf(q, sizeof q, "/state?at=%s", e);
-            return show(&o, id, q);
-        }
+        if (argc == 2) return show(&o, id, NULL);
+        if (argc == 4 && !strcmp(argv[2], "--at")) return show(&o, id, argv[3]);
         return usage_sessions();
     }
     if (!strcmp(sub, "fork")) {

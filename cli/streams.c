@@ -62,6 +62,19 @@ static int list(const char *dbpath, const cli_opts *o, const char *prefix)
     return rc;
 }
 
+/* streams head: the next offset, content type, closed. */
+static void print_head(const cli_opts *o, const char *path, const http_res *r)
+{
+    if (o->json) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:b}", "path", path, "nextOffset", r->next_offset, "contentType",
+                              r->content_type, "closed", r->closed);
+        print_json(j);
+        json_decref(j);
+    } else {
+        printf("%s next offset %s%s\n", path, r->next_offset, r->closed ? ", closed" : "");
+    }
+}
+
 static int stream_path(char *out, size_t cap, const char *path)
 {
     /* Each segment escaped, the slashes kept. */
@@ -105,17 +118,20 @@ int cmd_streams(const char *db, int argc, char **argv)
     }
     http_res r;
     int rc;
-    if (!strcmp(argv[0], "head")) {
-        if ((rc = http_call("HEAD", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0) {
-            if (o.json) {
-                json_t *j = json_pack("{s:s, s:s, s:b}", "path", argv[1], "nextOffset", r.next_offset, "upToDate",
-                                      r.up_to_date);
-                print_json(j);
-                json_decref(j);
-            } else {
-                printf("%s next offset %s\n", argv[1], r.next_offset);
-            }
+    memset(&r, 0, sizeof r);
+    if (!strcmp(argv[0], "head") && cli_db) {
+        /* On the database: what HEAD would say. */
+        log_info info;
+        if ((rc = offline_head(argv[1][0] == '/' ? argv[1] + 1 : argv[1], &info)) == 0) {
+            offset_format(info.tail, r.next_offset);
+            snprintf(r.content_type, sizeof r.content_type, "%s", info.content_type);
+            r.closed = info.closed;
+            print_head(&o, argv[1], &r);
         }
+        return rc;
+    }
+    if (!strcmp(argv[0], "head")) {
+        if ((rc = http_call("HEAD", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0) print_head(&o, argv[1], &r);
     } else if (!strcmp(argv[0], "delete")) {
         if ((rc = http_call("DELETE", path, NULL, &r)) == 0 && (rc = http_exit(path, &r)) == 0) {
             json_t *j = json_pack("{s:s}", "deleted", argv[1]);

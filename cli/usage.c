@@ -78,7 +78,8 @@ static const cli_doc docs[] = {
      "       dstream sessions state ID [--at OFFSET]\n"
      "       dstream --db PATH sessions [--status S] [--limit N]\n"
      "  against $DSTREAM_URL with $DSTREAM_TOKEN (or --url, --token); with --db (or no\n"
-     "  $DSTREAM_URL) the list is read from the database: status, attempts, error\n"},
+     "  $DSTREAM_URL) list (status, attempts, error), show and state are read from the\n"
+     "  database; create, delete and fork ask the server\n"},
     {"chat", " --queue --background --interrupt " REMOTE, "talk to a session, print the streamed answer",
      "usage: dstream chat ID MESSAGE [--queue|--background]\n"
      "  post MESSAGE to a chat session and print the answer as it streams (not with\n"
@@ -105,12 +106,13 @@ static const cli_doc docs[] = {
      "usage: dstream [--db PATH] export ID [--format jsonl|yaml]\n"
      "  every event, with its offset (--json: jsonl)\n"},
     {"search", " --status= " REMOTE, "events of every session that contain a text",
-     "usage: dstream search TEXT [--status S]\n"
+     "usage: dstream [--db PATH] search TEXT [--status S]\n"
      "  the events of every session whose payload contains TEXT, as\n"
      "  `SESSION OFFSET TIME TYPE PAYLOAD`; exit 3 when nothing matched\n"},
     {"streams", " --prefix= " REMOTE, "streams: list (on the database), head, delete",
      "usage: dstream [--db PATH] streams [list] [--prefix P]   (on the database file)\n"
-     "       dstream streams head PATH | delete PATH          (over $DSTREAM_URL)\n"},
+     "       dstream [--db PATH] streams head PATH            (next offset, type, closed)\n"
+     "       dstream streams delete PATH                      (over $DSTREAM_URL)\n"},
     {"help", "", "this list, or a command's usage",
      "usage: dstream help [COMMAND]   (or dstream COMMAND --help)\n"},
 };

@@ -63,26 +63,6 @@ static void accepted(req_t *r, const char *id, offset_t at)
     json_decref(o);
 }
 
-static json_t *session_json(const sstore_row *row, const session_view *v, offset_t pos)
-{
-    char off[OFFSET_LEN + 1], url[160];
-    offset_format(pos, off);
-    json_t *j = session_view_to_json(v);
-    json_object_set_new(j, "id", json_string(row->id));
-    json_object_set_new(j, "agent", row->agent[0] ? json_string(row->agent) : json_null());
-    json_object_set_new(j, "workflow", row->workflow[0] ? json_string(row->workflow) : json_null());
-    if (row->workflow[0]) json_object_set_new(j, "workflowVersion", json_integer(row->wf_version));
-    json_object_set_new(j, "parent", row->parent[0] ? json_string(row->parent) : json_null());
-    if (row->parent[0]) json_object_set_new(j, "forkOffset", json_string(row->fork_offset));
-    json_object_set_new(j, "position", json_string(off));
-    snprintf(url, sizeof url, "/v1/stream/%s", row->stream);
-    json_object_set_new(j, "stream", json_string(url));
-    snprintf(url, sizeof url, "/v1/sessions/%s/events", row->id);
-    json_object_set_new(j, "events", json_string(url));
-    json_object_set_new(j, "createdMs", json_integer(row->created_ms));
-    return j;
-}
-
 /* ---- create, list ------------------------------------------------------------------------ */
 
 /* The id of a new session: the one asked for, or a fresh one (under the token's
@@ -158,7 +138,7 @@ static void create(req_t *r)
         goto out;
     }
     res_headerf(r, "Location", "/v1/sessions/%s", id);
-    json_t *j = session_json(&row, &v, pos);
+    json_t *j = sstore_session_json(&row, &v, pos);
     res_json(r, 201, j);
     json_decref(j);
     session_view_free(&v);
@@ -252,7 +232,7 @@ static void get(req_t *r, const char *id, int state_only)
     if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "at is beyond the session's last event");
     else if (rc) fail(r, rc);
     else {
-        json_t *j = session_json(&row, &v, pos);
+        json_t *j = sstore_session_json(&row, &v, pos);
         if (has_at) json_object_set_new(j, "at", json_string(q));
         res_json(r, 200, j);
         json_decref(j);
@@ -512,7 +492,7 @@ static void fork_session(req_t *r, const char *id)
             reply_fail(r, rc);
         else {
             res_headerf(r, "Location", "/v1/sessions/%s", nid);
-            json_t *j = session_json(&row, &v, pos);
+            json_t *j = sstore_session_json(&row, &v, pos);
             res_json(r, 201, j);
             json_decref(j);
         }

@@ -521,3 +521,23 @@ int sstore_delete(log_conn_t *c, const char *id)
 {
     return log_transact(c, op_delete, (void *)id);
 }
+
+json_t *sstore_session_json(const sstore_row *row, const session_view *v, offset_t pos)
+{
+    char off[OFFSET_LEN + 1], url[160];
+    offset_format(pos, off);
+    json_t *j = session_view_to_json(v);
+    json_object_set_new(j, "id", json_string(row->id));
+    json_object_set_new(j, "agent", row->agent[0] ? json_string(row->agent) : json_null());
+    json_object_set_new(j, "workflow", row->workflow[0] ? json_string(row->workflow) : json_null());
+    if (row->workflow[0]) json_object_set_new(j, "workflowVersion", json_integer(row->wf_version));
+    json_object_set_new(j, "parent", row->parent[0] ? json_string(row->parent) : json_null());
+    if (row->parent[0]) json_object_set_new(j, "forkOffset", json_string(row->fork_offset));
+    json_object_set_new(j, "position", json_string(off));
+    snprintf(url, sizeof url, "/v1/stream/%s", row->stream);
+    json_object_set_new(j, "stream", json_string(url));
+    snprintf(url, sizeof url, "/v1/sessions/%s/events", row->id);
+    json_object_set_new(j, "events", json_string(url));
+    json_object_set_new(j, "createdMs", json_integer(row->created_ms));
+    return j;
+}

@@ -105,6 +105,11 @@ int sstore_snapshot_load(session_view *v, const char *text);
 /* The row of session id. LOG_ENOTFOUND if there is none (or it was deleted). */
 int sstore_get(log_conn_t *c, const char *id, sstore_row *row);
 
+/* A session as GET /v1/sessions/ID shows it (and dstream --db): its view at pos
+ * (session_view_to_json) with the row's id, agent or workflow, fork parent, the
+ * position, its stream and events URLs and the creation time. */
+json_t *sstore_session_json(const sstore_row *row, const session_view *v, offset_t pos);
+
 /* Sessions by creation (newest first), optionally of one status, after cursor (a
  * value returned as *next; "" for the start). Appends row objects to arr. *next
  * gets the cursor of the next page or "" at the end. */

@@ -266,6 +266,44 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     assert_failure 3
 }
 
+@test "offline on the database (--db): sessions show and state --at, search and streams head say what the server says" {
+    id=$(chat_session)
+    rn_script '{"text": "offline-needle answer"}'
+    "$D" chat "$id" "hi" >/dev/null
+    at=$("$D" events "$id" --json | jq -r 'select(.type == "provider:request_started") | .offset')
+    for args in "sessions show $id" "sessions state $id --at $at" "sessions state $id" "search offline-needle" \
+        "streams head sessions/$id"; do
+        # shellcheck disable=SC2086 # args is words
+        "$D" $args --json | jq -S . >"$BATS_TEST_TMPDIR/http"
+        # shellcheck disable=SC2086
+        env -u DSTREAM_URL "$D" --db "$DS_DB" $args --json | jq -S . >"$BATS_TEST_TMPDIR/db"
+        [ -s "$BATS_TEST_TMPDIR/db" ] && diff "$BATS_TEST_TMPDIR/http" "$BATS_TEST_TMPDIR/db" || fail "$args differs"
+        # shellcheck disable=SC2086
+        "$D" $args >"$BATS_TEST_TMPDIR/http"
+        # shellcheck disable=SC2086
+        env -u DSTREAM_URL "$D" --db "$DS_DB" $args >"$BATS_TEST_TMPDIR/db"
+        diff "$BATS_TEST_TMPDIR/http" "$BATS_TEST_TMPDIR/db" || fail "$args differs as text"
+    done
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions state "$id" --at "$at" --json
+    jq -e '(.messages | length) == 1 and .messages[0].role == "user"' <<<"$output"
+    # Without --db and without a server to ask, sessions show reads $DSTREAM_DB too.
+    run env -u DSTREAM_URL DSTREAM_DB="$DS_DB" "$D" sessions show "$id" --json
+    assert_success
+    jq -e --arg id "$id" '.id == $id and .status == "completed"' <<<"$output"
+    # The server's mistakes, the same offline: an offset beyond the events is 5, an
+    # unknown session 3, search with no match 3; create/fork/delete ask the server.
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions state "$id" --at 0000000000009999_0000000000099999
+    assert_failure 5
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions show "no-such-$$"
+    assert_failure 3
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" search "no-such-text-$$"
+    assert_failure 3
+    run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions delete "$id"
+    assert_failure 2
+    run "$D" sessions show "$id"
+    assert_success
+}
+
 @test "offline on the database (--db): convo as over HTTP; events --follow sees new events as they are committed" {
     id=$(chat_session)
     rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100}, {"text": "The second answer."}]}'

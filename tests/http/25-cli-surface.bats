@@ -114,6 +114,8 @@ sessions|"$D" --db "$DS_DB" sessions $J
 sessions|"$D" sessions list $J
 sessions|"$D" sessions show "$ID" $J
 sessions|"$D" sessions state "$ID" $J
+sessions|"$D" --db "$DS_DB" sessions show "$ID" $J
+sessions|"$D" --db "$DS_DB" sessions state "$ID" --at "$AT" $J
 sessions|"$D" sessions create --agent "$AG" --id "c$N" $J
 sessions|"$D" sessions fork "$ID" --at "$AT" --id "f$N" $J
 sessions|"$D" sessions delete "c2$N" $J
@@ -128,8 +130,10 @@ convo|"$D" --db "$DS_DB" convo "$ID" $J
 requests|"$D" requests "$ID" $J
 export|"$D" export "$ID" $J
 search|"$D" search "needle-$ID" $J
+search|"$D" --db "$DS_DB" search "needle-$ID" $J
 streams|"$D" --db "$DS_DB" streams list --prefix "$S" $J
 streams|"$D" streams head "$S" $J
+streams|"$D" --db "$DS_DB" streams head "$S" $J
 streams|"$D" streams delete "$S2" $J
 EOF
 }

@@ -337,6 +337,20 @@ static void test_create(void)
         CHECK(v.is_workflow);
         CHECK_EQ_INT(json_integer_value(json_object_get(v.state, "n")), 0);
         CHECK_EQ_UINT(v.events, 1);
+        /* As GET /v1/sessions/c1 (and dstream --db) shows it. */
+        if (CHECK_EQ_INT(sstore_get(conn, "c1", &row), 0)) {
+            char off[OFFSET_LEN + 1];
+            offset_format(pos, off);
+            json_t *j = sstore_session_json(&row, &v, pos);
+            CHECK_EQ_STR(json_string_value(json_object_get(j, "id")), "c1");
+            CHECK_EQ_STR(json_string_value(json_object_get(j, "workflow")), "blog-post");
+            CHECK(json_is_null(json_object_get(j, "agent")) && json_is_null(json_object_get(j, "parent")));
+            CHECK_EQ_STR(json_string_value(json_object_get(j, "position")), off);
+            CHECK_EQ_STR(json_string_value(json_object_get(j, "events")), "/v1/sessions/c1/events");
+            CHECK_EQ_STR(json_string_value(json_object_get(j, "status")), session_status_name(v.status));
+            CHECK(json_is_object(json_object_get(j, "state")));
+            json_decref(j);
+        }
     }
     session_view_free(&v);
 
