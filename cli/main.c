@@ -225,14 +225,20 @@ static int known_option(const cli_doc *c, const char *opt, int *value)
     return 0;
 }
 
-/* Check c's arguments, take out --json (cli_json). Returns the new argc, -1 for
- * --help, -2 for an option c does not take (printed). */
+/* Check c's arguments, take out --json (cli_json) and "--" (after which nothing is
+ * an option). Returns the new argc, -1 for --help, -2 for an option c does not take
+ * (printed). */
 static int check_args(const cli_doc *c, int argc, char **argv)
 {
     int n = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int value = 0;
+        if (!strcmp(a, "--")) {
+            /* The end of the options: what follows is arguments (a message "-x"). */
+            while (++i < argc) argv[n++] = argv[i];
+            break;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return -1;
         if (!strcmp(a, "--json")) {
             cli_json = 1;

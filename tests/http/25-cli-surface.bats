@@ -81,9 +81,18 @@ subcommands() {
     run "$D" --db "$DS_DB" backup --to "$BATS_TEST_TMPDIR/b.db"
     assert_failure 2
     [ ! -e "$BATS_TEST_TMPDIR/b.db" ] && [ ! -e ./--to ]
-    # A negative number and "-" are arguments, not options.
+    # A negative number and "-" are arguments, not options; after "--" everything is.
     run "$D" --db "$DS_DB" tail --from -1 --no-follow "no-such-$$"
     assert_failure 1
+    s=$(ds_name dash)
+    req PUT "/v1/stream/$s" -H 'Content-Type: text/plain'
+    run "$D" --db "$DS_DB" append -- --bogus <<<"x"
+    assert_failure 1
+    assert_output --partial "append to --bogus"
+    echo -n "-v" | "$D" --db "$DS_DB" append -- "$s" >/dev/null
+    run "$D" --db "$DS_DB" tail --no-follow -- "$s"
+    assert_success
+    assert_output "-v"
 }
 
 # ---- --json ---------------------------------------------------------------------------
