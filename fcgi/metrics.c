@@ -292,6 +292,25 @@ static void mcp_metrics(req_t *r, buf_t *b)
     free(rows.v);
 }
 
+typedef struct retry_out {
+    buf_t *b;
+    int any;
+} retry_out;
+
+static void put_retry(void *ud, const char *owner, const rstats_retry *rt)
+{
+    retry_out *o = ud;
+    if (!o->any++)
+        family(o->b, "dstream_runner_retries_by_status_total", "counter",
+               "Provider retries by what caused them: the failed attempt's HTTP status, or transport, cut,"
+               " stream_error, malformed, restart.");
+    buf_printf(o->b, "dstream_runner_retries_by_status_total{runner=\"");
+    label(o->b, owner);
+    buf_printf(o->b, "\",status=\"");
+    label(o->b, rt->cause);
+    buf_printf(o->b, "\"} %" PRId64 "\n", rt->count);
+}
+
 /* What the runners publish (sql/009) and the sessions by status. */
 static void runner_metrics(req_t *r, buf_t *b)
 {
@@ -333,6 +352,8 @@ static void runner_metrics(req_t *r, buf_t *b)
     free(all.v);
     model_metrics(r, b);
     mcp_metrics(r, b);
+    retry_out ro = {b, 0};
+    rstats_retries_each(r->cfg->db_path, put_retry, &ro);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
 }

@@ -152,8 +152,21 @@ static json_t *mcp_json(const rstats_mcp *m)
                      (json_int_t)m->starts, "failures", f);
 }
 
+void rstats_retry_count(rstats_retry *v, int *n, const char *cause)
+{
+    /* The last slot, once taken, is "other" and takes every cause not before it. */
+    int i = 0;
+    while (i < *n && i < RSTATS_RETRY_CAUSES - 1 && strcmp(v[i].cause, cause)) i++;
+    if (i == *n) {
+        snprintf(v[i].cause, sizeof v[i].cause, "%s", i == RSTATS_RETRY_CAUSES - 1 ? "other" : cause);
+        v[i].count = 0;
+        (*n)++;
+    }
+    v[i].count++;
+}
+
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
-                        const rstats_mcp *mcp, int nmcp)
+                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
 {
     char path[4300], tmp[4400];
     if (models_path(db_path, owner, path, sizeof path)) return -1;
@@ -170,7 +183,12 @@ int rstats_figures_save(const char *db_path, const char *owner, const rstats_mod
                                              hist_json(&m->first_token)));
     }
     for (int i = 0; i < nmcp; i++) json_array_append_new(servers, mcp_json(&mcp[i]));
-    json_t *doc = json_pack("{s:s, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers);
+    json_t *causes = json_array();
+    for (int i = 0; i < nretries; i++)
+        json_array_append_new(causes, json_pack("{s:s, s:I}", "cause", retries[i].cause, "count",
+                                                (json_int_t)retries[i].count));
+    json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
+                            causes);
     int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
     if (rc) unlink(tmp);
     json_decref(doc);
@@ -205,6 +223,7 @@ typedef struct models_arg {
     void (*mcp_fn)(void *ud, const char *owner, const rstats_mcp *m);
     void *ud;
     int count;
+    void (*retry_fn)(void *ud, const char *owner, const rstats_retry *r);
 } models_arg;
 
 static void models_of(void *ud, const char *owner, const json_t *doc)
@@ -233,7 +252,7 @@ static void models_of(void *ud, const char *owner, const json_t *doc)
 int rstats_models_each(const char *db_path,
                        void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud)
 {
-    models_arg a = {fn, NULL, ud, 0};
+    models_arg a = {fn, NULL, ud, 0, NULL};
     files_each(db_path, models_of, &a);
     return a.count;
 }
@@ -262,7 +281,31 @@ static void mcp_of(void *ud, const char *owner, const json_t *doc)
 int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
                     void *ud)
 {
-    models_arg a = {NULL, fn, ud, 0};
+    models_arg a = {NULL, fn, ud, 0, NULL};
     files_each(db_path, mcp_of, &a);
+    return a.count;
+}
+
+static void retries_of(void *ud, const char *owner, const json_t *doc)
+{
+    models_arg *a = ud;
+    const json_t *arr = json_object_get(doc, "retries");
+    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_RETRY_CAUSES; k++) {
+        const json_t *o = json_array_get(arr, k);
+        const char *cause = json_string_value(json_object_get(o, "cause"));
+        if (!cause) continue;
+        rstats_retry r;
+        snprintf(r.cause, sizeof r.cause, "%s", cause);
+        r.count = json_integer_value(json_object_get(o, "count"));
+        a->retry_fn(a->ud, owner, &r);
+        a->count++;
+    }
+}
+
+int rstats_retries_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_retry *r),
+                        void *ud)
+{
+    models_arg a = {NULL, NULL, ud, 0, fn};
+    files_each(db_path, retries_of, &a);
     return a.count;
 }

@@ -38,7 +38,7 @@ int rstats_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud
 /* Call fn(ud, status, count) for the sessions of each status (deleted ones aside). */
 int rstats_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
 
-/* Figures by model, with histograms, and by MCP server go to a small file beside
+/* Figures by model, with histograms, by MCP server and by retry cause go to a small file beside
  * the database (DB-runner-OWNER.json, replaced whole by a rename) rather than into
  * a table: their shape (models, servers, buckets) is open-ended and only /metrics
  * reads them. */
@@ -92,10 +92,25 @@ typedef struct rstats_mcp {
     int64_t starts;                         /* server processes started (restarts included) */
 } rstats_mcp;
 
-/* The figures of models[0..n) and MCP servers mcp[0..nmcp) for owner, saved
- * beside the database at db_path. Returns 0 or -1. */
+/* Provider retries by what caused them: the failed attempt's HTTP status ("429",
+ * "529", ...) or, without one, "transport", "cut", "stream_error", "malformed" or
+ * "restart" (lib/retry's kinds). The first RSTATS_RETRY_CAUSES - 1 causes seen each
+ * have their own count; the rest share the last, named "other". */
+#define RSTATS_RETRY_CAUSES 16
+#define RSTATS_CAUSE_MAX 16
+
+typedef struct rstats_retry {
+    char cause[RSTATS_CAUSE_MAX];
+    int64_t count;
+} rstats_retry;
+
+/* Count one retry caused by cause in v[0..*n) (see above). */
+void rstats_retry_count(rstats_retry *v, int *n, const char *cause);
+
+/* The figures of models[0..n), MCP servers mcp[0..nmcp) and retries[0..nretries)
+ * for owner, saved beside the database at db_path. Returns 0 or -1. */
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
-                        const rstats_mcp *mcp, int nmcp);
+                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries);
 
 /* Call fn(ud, owner, model) for every model of every runner's file beside the
  * database at db_path (files that do not parse are skipped). Returns how many. */
@@ -106,5 +121,10 @@ int rstats_models_each(const char *db_path,
  * the database at db_path. Returns how many. */
 int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
                     void *ud);
+
+/* Call fn(ud, owner, retry) for every retry cause of every runner's file beside
+ * the database at db_path. Returns how many. */
+int rstats_retries_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_retry *r),
+                        void *ud);
 
 #endif

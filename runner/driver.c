@@ -30,6 +30,7 @@
 #include "../lib/agent.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
+#include "stats.h"
 #include "../lib/lease.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
@@ -213,6 +214,7 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
     int64_t now = db_now_ms();
     retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
     if (d.retry) {
+        runner_stats_retry(f);
         put(R, s, event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
                                         d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error, d.delay_ms,
                                         now + d.delay_ms));

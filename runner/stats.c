@@ -53,7 +53,23 @@ static struct {
     int models_changed, models_failed;
     rstats_mcp mcp[RSTATS_MCP_SERVERS];
     int nmcp;
+    rstats_retry retries[RSTATS_RETRY_CAUSES];
+    int nretries;
 } st;
+
+void runner_stats_retry(const retry_failure *f)
+{
+    static const char *const kinds[] = {
+        [RETRY_HTTP] = "http", [RETRY_TRANSPORT] = "transport", [RETRY_CUT] = "cut",
+        [RETRY_STREAM_ERROR] = "stream_error", [RETRY_MALFORMED] = "malformed", [RETRY_RESTART] = "restart",
+        [RETRY_REFUSED] = "refused",
+    };
+    char cause[RSTATS_CAUSE_MAX];
+    if (f->kind == RETRY_HTTP && f->status >= 100 && f->status <= 999) snprintf(cause, sizeof cause, "%ld", f->status);
+    else snprintf(cause, sizeof cause, "%s", (unsigned)f->kind < sizeof kinds / sizeof *kinds && kinds[f->kind] ? kinds[f->kind] : "other");
+    rstats_retry_count(st.retries, &st.nretries, cause);
+    st.models_changed = 1;
+}
 
 /* An attempt ended: count it under its model (the first RSTATS_MODELS models seen;
  * later ones share the last slot, named "other"). */
@@ -194,7 +210,8 @@ void runner_stats_tick(runner_t *R)
     st.publish_failed = rc != 0;
     take_mcp(R);
     if (st.models_changed) {
-        int mrc = rstats_figures_save(log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp, st.nmcp);
+        int mrc = rstats_figures_save(log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp, st.nmcp,
+                                      st.retries, st.nretries);
         if (mrc && !st.models_failed) runner_log("stats: cannot write the figures by model beside the database");
         st.models_failed = mrc != 0;
         st.models_changed = mrc != 0;

@@ -2,6 +2,7 @@
 #ifndef DSTREAM_RUNNER_STATS_H
 #define DSTREAM_RUNNER_STATS_H
 
+#include "../lib/retry.h"
 #include "runner.h"
 
 /* Call once per loop iteration, after curl_multi_perform and before its finished
@@ -9,5 +10,9 @@
  * provider attempt is seen at least once, with its final HTTP status) and
  * publishes the figures at most once a second. The first call counts a start. */
 void runner_stats_tick(runner_t *R);
+
+/* A retry of a provider request was scheduled because of f: counted by its cause
+ * (the HTTP status, or the kind of failure; lib/rstats rstats_retry). */
+void runner_stats_retry(const retry_failure *f);
 
 #endif

@@ -43,16 +43,23 @@ figures_reach() {
     before_req=$(metric "dstream_runner_requests_total{runner=\"$id\"}")
     before_retry=$(metric "dstream_runner_retries_total{runner=\"$id\"}")
     before_fail=$(metric "dstream_runner_request_failures_total{runner=\"$id\"}")
+    by_status() { metric "dstream_runner_retries_by_status_total{runner=\"$id\",status=\"$1\"}" || echo 0; }
+    before_500=$(by_status 500)
+    before_529=$(by_status 529)
 
-    # A reply that fails once with 500 and then completes: two attempts, one retry,
-    # one failure.
+    # A reply that fails with 500, then 529, and then completes: three attempts,
+    # two retries (one for each status), two failures.
     agent=$(rn_agent anthropic claude-test-model)
     sid=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script '{"replies": [{"status": 500}, {"text": "Fine now.", "usage": {"input": 3, "output": 2}}]}'
+    rn_script '{"replies": [{"status": 500}, {"status": 529}, {"text": "Fine now.", "usage": {"input": 3, "output": 2}}]}'
     rn_say "$sid" "Please answer."
     rn_wait "$sid" '.status == "completed" and .request == null and (.messages | length) == 2'
-    ds_poll 10 figures_reach $((before_req + 2)) $((before_retry + 1)) $((before_fail + 1)) ||
+    ds_poll 10 figures_reach $((before_req + 3)) $((before_retry + 2)) $((before_fail + 2)) ||
         fail "figures: $(grep -E '^dstream_runner_(requests|retries|request_failures)' "$T/metrics")"
+    ds_poll 10 eval 'scrape && [ "$(by_status 529)" = $((before_529 + 1)) ]' ||
+        fail "by status: $(grep -E '^dstream_runner_retries_by_status' "$T/metrics")"
+    [ "$(by_status 500)" = $((before_500 + 1)) ]
+    grep -q '^# TYPE dstream_runner_retries_by_status_total counter$' "$T/metrics"
     grep -E '^dstream_runner_' "$T/metrics" | grep -v _bucket >&3 || true
     # By model (a file beside the database): the two attempts, the tokens and cost
     # of the one that completed (pricing: 3 and 15 USD per million), their durations

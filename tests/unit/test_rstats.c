@@ -141,7 +141,7 @@ static void test_models(void)
     rstats_hist_observe(&m[1].first_token, 0.3);
     char db[400];
     snprintf(db, sizeof db, "%s/rstats.db", dir);
-    CHECK_EQ_INT(rstats_figures_save(db, "../../etc/evil", m, 2, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "../../etc/evil", m, 2, NULL, 0, NULL, 0), 0);
     char path[500];
     snprintf(path, sizeof path, "%s/rstats.db-runner-.._.._etc_evil.json", dir);
     CHECK(access(path, F_OK) == 0);
@@ -195,7 +195,7 @@ static void test_mcp(void)
     snprintf(model.model, sizeof model.model, "%s", "x");
     char db[400];
     snprintf(db, sizeof db, "%s/mcp.db", dir);
-    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2, NULL, 0), 0);
     nloaded_mcp = 0;
     CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 2);
     if (!CHECK_EQ_INT(nloaded_mcp, 2)) return;
@@ -209,8 +209,51 @@ static void test_mcp(void)
     nloaded = 0;
     CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 1);
     /* No server used: none. */
-    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0, NULL, 0), 0);
     CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 0);
+}
+
+static rstats_retry loaded_retry[RSTATS_RETRY_CAUSES + 1];
+static int nloaded_retry;
+
+static void keep_retry(void *ud, const char *owner, const rstats_retry *r)
+{
+    CHECK_EQ_STR(owner, (const char *)ud);
+    if (nloaded_retry <= RSTATS_RETRY_CAUSES) loaded_retry[nloaded_retry++] = *r;
+}
+
+/* Retries by cause: one count per cause, the causes past the table's size in
+ * "other"; saved and read back. */
+static void test_retries(void)
+{
+    rstats_retry v[RSTATS_RETRY_CAUSES];
+    int n = 0;
+    rstats_retry_count(v, &n, "529");
+    rstats_retry_count(v, &n, "cut");
+    rstats_retry_count(v, &n, "529");
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_STR(v[0].cause, "529");
+    CHECK_EQ_INT(v[0].count, 2);
+    CHECK_EQ_INT(v[1].count, 1);
+    char c[RSTATS_CAUSE_MAX];
+    for (int i = 0; i < 40; i++) {
+        snprintf(c, sizeof c, "%d", 400 + i);
+        rstats_retry_count(v, &n, c);
+    }
+    CHECK_EQ_INT(n, RSTATS_RETRY_CAUSES);
+    CHECK_EQ_STR(v[RSTATS_RETRY_CAUSES - 1].cause, "other");
+    CHECK_EQ_INT(v[RSTATS_RETRY_CAUSES - 1].count, 40 - (RSTATS_RETRY_CAUSES - 3));
+    rstats_retry_count(v, &n, "529");       /* a cause with its own slot keeps it */
+    CHECK_EQ_INT(v[0].count, 3);
+    char db[400];
+    snprintf(db, sizeof db, "%s/retries.db", dir);
+    CHECK_EQ_INT(rstats_figures_save(db, "r2", NULL, 0, NULL, 0, v, n), 0);
+    nloaded_retry = 0;
+    CHECK_EQ_INT(rstats_retries_each(db, keep_retry, "r2"), RSTATS_RETRY_CAUSES);
+    CHECK_EQ_STR(loaded_retry[0].cause, "529");
+    CHECK_EQ_INT(loaded_retry[0].count, 3);
+    CHECK_EQ_STR(loaded_retry[1].cause, "cut");
+    CHECK_EQ_STR(loaded_retry[RSTATS_RETRY_CAUSES - 1].cause, "other");
 }
 
 int main(void)
@@ -220,6 +263,7 @@ int main(void)
         test_sessions();
         test_models();
         test_mcp();
+        test_retries();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
