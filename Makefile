@@ -119,6 +119,8 @@ bench: deps all $(BENCH_BIN)
 	@[ -e /usr/lib/nginx/modules/ngx_nchan_module.so ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnginx-mod-nchan >/dev/null; }
 	@B=$(B) bench/run.sh
 
+# make fuzz: every harness for FUZZ_SECONDS (seeds in tests/fuzz/corpus; what it grows in build-fuzz/corpus).
+FUZZ_SECONDS ?= 120
 fuzz:
 	@command -v clang >/dev/null || { apt-get update -qq && apt-get install -y -qq clang >/dev/null; }
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
