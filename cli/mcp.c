@@ -14,12 +14,6 @@
 #include "cli.h"
 #include "http.h"
 
-static int conf_int(const json_t *srv, const char *key, int def)
-{
-    const json_t *v = json_object_get(srv, key);
-    return json_is_integer(v) ? (int)json_integer_value(v) : def;
-}
-
 /* Every line of err as a problem in problems. */
 static void add_problems(json_t *problems, char *err)
 {
@@ -28,21 +22,6 @@ static void add_problems(json_t *problems, char *err)
         if (nl) *nl = '\0';
         json_array_append_new(problems, json_string(line));
     }
-}
-
-/* A server as shown: environment names only, never their values. */
-static json_t *server_json(const json_t *srv)
-{
-    json_t *env = json_array(), *v, *args = json_object_get(srv, "args"), *tools = json_object_get(srv, "tools");
-    const char *k;
-    json_object_foreach(json_object_get(srv, "env"), k, v) json_array_append_new(env, json_string(k));
-    const json_t *cwd = json_object_get(srv, "cwd");
-    return json_pack("{s:O, s:o, s:O, s:i, s:i, s:i, s:o, s:o}", "command", json_object_get(srv, "command"), "args",
-                     args ? json_incref(args) : json_array(), "cwd", cwd ? cwd : json_null(), "timeoutMs",
-                     conf_int(srv, "timeoutMs", MCP_TIMEOUT_MS), "concurrency",
-                     conf_int(srv, "concurrency", MCP_CONCURRENCY), "idleStopMs",
-                     conf_int(srv, "idleStopMs", MCP_IDLE_STOP_MS), "env", env, "tools",
-                     tools ? json_incref(tools) : json_object());
 }
 
 int cmd_mcp(int argc, char **argv)
@@ -57,7 +36,8 @@ int cmd_mcp(int argc, char **argv)
     if (!doc) add_problems(problems, err);
     json_object_foreach(json_object_get(doc, "mcpServers"), name, srv) {
         const char *cmd = json_string_value(json_object_get(srv, "command"));
-        json_object_set_new(servers, name, server_json(srv));
+        json_t *pub = mcp_server_public(srv);
+        json_object_set_new(servers, name, pub);
         if (access(cmd ? cmd : "", X_OK)) {
             char p[600];
             snprintf(p, sizeof p, "%s: %s is not an executable file", name, cmd ? cmd : "(none)");
@@ -69,8 +49,9 @@ int cmd_mcp(int argc, char **argv)
         printf("\n  cwd %s, timeout %d ms, %d calls at once, stopped after %d ms idle\n",
                json_string_value(json_object_get(srv, "cwd")) ? json_string_value(json_object_get(srv, "cwd"))
                                                               : "(the runner's)",
-               conf_int(srv, "timeoutMs", MCP_TIMEOUT_MS), conf_int(srv, "concurrency", MCP_CONCURRENCY),
-               conf_int(srv, "idleStopMs", MCP_IDLE_STOP_MS));
+               (int)json_integer_value(json_object_get(pub, "timeoutMs")),
+               (int)json_integer_value(json_object_get(pub, "concurrency")),
+               (int)json_integer_value(json_object_get(pub, "idleStopMs")));
         if (json_object_size(json_object_get(srv, "env"))) {
             printf("  env:");
             json_object_foreach(json_object_get(srv, "env"), k, v) printf(" %s", k);

@@ -14,7 +14,7 @@
  * session, its state, events and drift report, write for everything else that names one; the
  * collection needs a scope of the kind (create and fork check the new id, the list
  * shows only what the token may read). Agents and workflows: any session scope may
- * read them, admin changes them. Metrics and recordings: admin. */
+ * read them, admin changes them. Metrics, recordings and the MCP servers: admin. */
 static int authorize(req_t *r, const char *path)
 {
     const char *m = r->method;
@@ -41,6 +41,7 @@ static int authorize(req_t *r, const char *path)
     if (!strcmp(path, "/metrics") || !strcmp(path, "/v1/metrics")) return req_allow(r, "admin", NULL);
     /* Recordings hold the conversations of every session: admin only. */
     if (!strncmp(path, "/v1/recordings", 14) && (path[14] == '\0' || path[14] == '/')) return req_allow(r, "admin", NULL);
+    if (!strncmp(path, "/v1/mcp", 7) && (path[7] == '\0' || path[7] == '/')) return req_allow(r, "admin", NULL);
     if (!strncmp(path, "/v1/agents", 10) || !strncmp(path, "/v1/workflows", 13)) {
         if (get && (access_allows(r, "admin", NULL) ||
                     (r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write")))))
@@ -99,7 +100,8 @@ void route(req_t *r)
     } coll[] = {{"/v1/agents", agents_handle},
                 {"/v1/workflows", workflows_handle},
                 {"/v1/sessions", sessions_handle},
-                {"/v1/recordings", recordings_handle}};
+                {"/v1/recordings", recordings_handle},
+                {"/v1/mcp/servers", mcp_servers_handle}};
     for (size_t i = 0; i < sizeof coll / sizeof coll[0]; i++) {
         size_t n = strlen(coll[i].prefix);
         if (strncmp(r->path, coll[i].prefix, n) != 0) continue;

@@ -463,6 +463,26 @@ json_t *mcp_config_load(const char *path, char *err, size_t errcap)
     return doc;
 }
 
+static int conf_int(const json_t *srv, const char *key, int def)
+{
+    const json_t *v = json_object_get(srv, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+json_t *mcp_server_public(const json_t *srv)
+{
+    json_t *env = json_array(), *v, *args = json_object_get(srv, "args"), *tools = json_object_get(srv, "tools");
+    const char *k;
+    json_object_foreach(json_object_get(srv, "env"), k, v) json_array_append_new(env, json_string(k));
+    const json_t *cwd = json_object_get(srv, "cwd");
+    return json_pack("{s:O, s:o, s:O, s:i, s:i, s:i, s:o, s:o}", "command", json_object_get(srv, "command"), "args",
+                     args ? json_incref(args) : json_array(), "cwd", cwd ? cwd : json_null(), "timeoutMs",
+                     conf_int(srv, "timeoutMs", MCP_TIMEOUT_MS), "concurrency",
+                     conf_int(srv, "concurrency", MCP_CONCURRENCY), "idleStopMs",
+                     conf_int(srv, "idleStopMs", MCP_IDLE_STOP_MS), "env", env, "tools",
+                     tools ? json_incref(tools) : json_object());
+}
+
 const json_t *mcp_config_server(const json_t *doc, const char *name)
 {
     return name ? json_object_get(json_object_get(doc, "mcpServers"), name) : NULL;

@@ -147,6 +147,12 @@ int mcp_config_validate(const json_t *doc, char *err, size_t errcap);
  * mistake per line (the file's, or each JSON path's). */
 json_t *mcp_config_load(const char *path, char *err, size_t errcap);
 
+/* A configured server as it may be shown (dstream mcp, GET /v1/mcp/servers):
+ * {"command", "args", "cwd", "timeoutMs", "concurrency", "idleStopMs", "env": [its
+ * variables' names], "tools"}, the limits with their defaults filled in. The
+ * environment's values are never in it (they may be secrets). New reference. */
+json_t *mcp_server_public(const json_t *srv);
+
 /* The configured server name (borrowed from doc), or NULL. */
 const json_t *mcp_config_server(const json_t *doc, const char *name);
 

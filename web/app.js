@@ -1,5 +1,5 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
-//   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]
+//   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, h, json, statusBadge, toast, usd } from "./dom.js";
 import { sessionPage } from "./session.js";
@@ -20,6 +20,7 @@ function route() {
     let page;
     if (parts[0] === "session" && parts[1]) page = sessionPage(main, parts[1]);
     else if (parts[0] === "agents" || parts[0] === "workflows") page = docsPage(parts[0], parts[1]);
+    else if (parts[0] === "mcp") page = mcpPage();
     else page = sessionsPage(params);
     leave = page && page.leave;
     main.focus({ preventScroll: true });
@@ -139,6 +140,49 @@ function docsPage(kind, name) {
                 h("div", { class: "row" }, edit, save), state);
     api("GET", `/v1/${kind}/${enc(name)}`).then((d) => { area.value = json(d); },
                                                  (e) => { state.textContent = e.message; });
+    return {};
+}
+
+// ---- the operator's MCP servers: read-only (admin), with what the runners count ----------
+
+function mcpPage() {
+    const body = h("tbody");
+    const state = h("p", { role: "status", class: "muted" }, "loading…");
+    const bindings = h("ul", { "aria-label": "Bindings" });
+    main.append(h("h1", {}, "MCP servers"),
+        h("p", { class: "muted" }, "The operator's servers (configured on the machine, never over HTTP); environment values are not shown."),
+        h("div", { class: "scroll" }, h("table", { "aria-label": "MCP servers" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Server"), h("th", { scope: "col" }, "Runs"),
+            h("th", { scope: "col" }, "Limits"), h("th", { scope: "col", class: "num" }, "Calls"),
+            h("th", { scope: "col" }, "Failures"), h("th", { scope: "col", class: "num" }, "Starts"))), body)),
+        state, h("h2", {}, "Bindings"), bindings);
+    api("GET", "/v1/mcp/servers").then((res) => {
+        state.textContent = res.configured ? "" : "No MCP configuration is loaded (DSTREAM_MCP_CONFIG).";
+        for (const s of res.servers) {
+            const sum = (f) => s.figures.reduce((n, x) => n + f(x), 0);
+            const failed = {};
+            for (const x of s.figures) for (const [k, v] of Object.entries(x.failures)) failed[k] = (failed[k] || 0) + v;
+            const failures = Object.entries(failed).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(", ") || "none";
+            const tools = Object.entries(s.tools).map(([k, v]) => `${k}: ${v}`).join(", ");
+            body.append(h("tr", { "data-server": s.name },
+                h("td", {}, h("strong", {}, s.name)),
+                h("td", {}, h("code", {}, [s.command, ...s.args].join(" ")),
+                  s.env.length ? h("div", { class: "muted" }, `env: ${s.env.join(", ")} (values not shown)`) : null,
+                  tools ? h("div", { class: "muted" }, `tools: ${tools}`) : null),
+                h("td", {}, `${s.timeoutMs} ms a call, ${s.concurrency} at once, stopped after ${s.idleStopMs} ms idle`),
+                h("td", { class: "num" }, String(sum((x) => x.calls))),
+                h("td", {}, failures),
+                h("td", { class: "num" }, String(sum((x) => x.starts)))));
+        }
+        if (!res.servers.length) body.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No servers.")));
+        const b = Object.entries(res.bindings || {});
+        for (const [k, v] of b) bindings.append(h("li", {}, `${k} → ${v.tool} on ${v.server}`));
+        if (!b.length) bindings.append(h("li", { class: "muted" }, "No bindings."));
+    }, (e) => {
+        state.className = "forbidden";
+        state.textContent = e.status === 403 ? `Not allowed (403): the MCP servers are shown to admin tokens only. ${e.message}`
+                                             : e.message;
+    });
     return {};
 }
 

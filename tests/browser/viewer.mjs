@@ -9,8 +9,9 @@
 // (the server ends its SSE responses every DSTREAM_SSE_MAX_MS, and the page's
 // Reconnect button drops it by hand) and resumes without a gap or a duplicate; a
 // human checkpoint answered with its button; the time-travel slider moved and the
-// session forked there; an agent's document, which a token without admin cannot
-// change (403 shown). Screenshots of every page go to OUT_DIR. Prints
+// session forked there; the operator's MCP servers with the call just made (no
+// environment value); an agent's document, which a token without admin cannot
+// change (403 shown), and the MCP page it may not see. Screenshots of every page go to OUT_DIR. Prints
 // "viewer: PASS ..." or "viewer: FAIL ...".
 import { chromium } from "playwright-core";
 
@@ -229,6 +230,30 @@ try {
     ok("usable on a phone-sized screen (no horizontal scroll)");
     await page.setViewportSize({ width: 1280, height: 900 });
 
+    // ---- the operator's MCP servers (the stack's configuration has server "t") -----------
+    const mcpAgent = `viewer-mcp-${tag}`;
+    await api("POST", "/v1/agents", { name: mcpAgent, provider: "anthropic", model: "claude-test-model", mcpServers: ["t"] });
+    const mcpId = (await api("POST", "/v1/sessions", { agent: mcpAgent, id: `viewer-mcp-${tag}` })).id;
+    await script({ replies: [{ toolCalls: [{ id: "m1", name: "t__echo", arguments: { text: "hi" } }] }, { text: "Echoed." }] });
+    await api("POST", `/v1/sessions/${mcpId}/messages`, { content: "echo" });
+    for (let i = 0; i < 200 && (await api("GET", `/v1/sessions/${mcpId}`)).status !== "completed"; i++)
+        await new Promise((r) => setTimeout(r, 100));
+    // The runner publishes its figures once a second: look until the call shows.
+    let calls = "0";
+    for (let i = 0; i < 20 && calls === "0"; i++) {
+        await page.goto(`${base}/web/#/sessions`);
+        await page.goto(`${base}/web/#/mcp`);
+        await page.waitForSelector('tr[data-server="t"]', { timeout: 10000 });
+        calls = await page.evaluate(() => document.querySelector('tr[data-server="t"] td:nth-child(4)').textContent);
+        if (calls === "0") await new Promise((r) => setTimeout(r, 500));
+    }
+    const row = await page.evaluate(() => document.querySelector('tr[data-server="t"]').textContent);
+    assert(calls === "1", `MCP page: calls ${calls}`);
+    assert(row.includes("TEST_SECRET") && !(await page.content()).includes("s3cret-env-value") && row.includes("test-server.mjs"),
+           `MCP page row: ${row}`);
+    await page.screenshot({ path: `${out}/mcp.png`, fullPage: true });
+    ok("the MCP servers page: what each runs, its limits, its calls; no environment value");
+
     // ---- agents: read-only, edits refused without admin ----------------------------------
     await page.goto(`${base}/web/#/agents`);
     // the list's link (not the session page's link to the same agent, which stays until
@@ -246,6 +271,9 @@ try {
         await page.waitForFunction(() => /403/.test(document.querySelector("main [role=status]")?.textContent), null, { timeout: 10000 });
         await page.screenshot({ path: `${out}/agent-403.png`, fullPage: true });
         ok("an agent's document; saving without admin shows the 403");
+        await page.goto(`${base}/web/#/mcp`);
+        await page.waitForFunction(() => /403|admin/.test(document.querySelector("main .forbidden")?.textContent || ""), null, { timeout: 10000 });
+        ok("the MCP servers page without admin: refused");
     }
     await page.goto(`${base}/web/#/workflows/${wf}`);
     await page.waitForFunction(() => document.getElementById("doc")?.value.includes("\"ask\""), null, { timeout: 10000 });

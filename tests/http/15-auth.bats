@@ -87,6 +87,8 @@ ROUTES=(
     "GET /v1/recordings"
     "GET /v1/recordings/0000000000000000000000000000000000000000000000000000000000000000"
     "DELETE /v1/recordings/0000000000000000000000000000000000000000000000000000000000000000"
+    "GET /v1/mcp/servers"
+    "GET /v1/mcp/servers/fs"
     "GET /metrics"
     "GET /v1/metrics"
     "GET /v1/nothing-here"

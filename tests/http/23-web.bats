@@ -8,9 +8,21 @@
 
 load runner-helpers
 
-# SSE responses end every 1.5 s: the page must resume them (Last-Event-ID).
-setup_file() { rn_start DSTREAM_SSE_MAX_MS=1500; }
-teardown_file() { rn_stop; }
+# SSE responses end every 1.5 s: the page must resume them (Last-Event-ID). One MCP
+# server, t (tests/mcp/test-server.mjs), with an environment value no page may show.
+setup_file() {
+    MCP_TMP=$(mktemp -d -t dstream-web-mcp.XXXXXX)
+    jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" \
+        '{mcpServers: {t: {command: $node, args: [$ts], env: {TEST_SECRET: "s3cret-env-value"}}}}' >"$MCP_TMP/mcp.json"
+    chmod 644 "$MCP_TMP/mcp.json"
+    export MCP_TMP
+    rn_start DSTREAM_SSE_MAX_MS=1500 DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
+}
+teardown_file() {
+    rn_stop
+    [ -n "${MCP_TMP:-}" ] && rm -rf "$MCP_TMP"
+    return 0
+}
 setup() { rn_test_setup; }
 teardown() { rn_test_teardown; }
 
@@ -54,7 +66,7 @@ teardown() { rn_test_teardown; }
     echo "# ${lines[-1]} (screenshots in $out)" >&3
     assert_success
     assert_output --partial "viewer: PASS"
-    for p in sessions session-streaming time-travel checkpoint session-phone agent-403 workflow; do
+    for p in sessions session-streaming time-travel checkpoint session-phone agent-403 workflow mcp; do
         [ -s "$out/$p.png" ] || fail "no screenshot $p.png"
     done
 }

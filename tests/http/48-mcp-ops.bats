@@ -219,3 +219,35 @@ TALLY='{"name": "tally", "inputSchema": {"type": "object"}}'
         "$MCP_TMP/gstate/received.jsonl"
     rn_runner_alive
 }
+
+@test "GET /v1/mcp/servers: the operator's servers with their limits and each runner's figures, never an environment value; admin only" {
+    # A call on t first, so that the runner has figures for it.
+    local n sid
+    n=$(ds_name agent)
+    post_agent "{\"name\": \"$n\", \"provider\": \"anthropic\", \"model\": \"claude-test-model\", \"mcpServers\": [\"t\"]}"
+    assert_status 201
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__echo", arguments: {text: "x"}}]}, {text: "Done."}]}')"
+    sid=$(rn_session "{\"agent\": \"$n\"}")
+    rn_say "$sid" "Echo."
+    rn_wait "$sid" 'any(.messages[]; .content == "Done.") and .request == null'
+    calls() { req GET /v1/mcp/servers/t && jq -e '[.figures[].calls] | add >= 1' "$DS_BODY" >/dev/null; }
+    ds_poll 10 calls || fail "no figures: $(cat "$DS_BODY")"
+    assert_body_json '.name == "t" and .env == ["TEST_SECRET"] and .timeoutMs == 30000 and .concurrency == 4
+        and (.figures[0] | .runner != null and .failures.timeout == 0 and .starts >= 1)'
+    ! grep -q 's3cret-env-value' "$DS_BODY"
+
+    req GET /v1/mcp/servers
+    assert_status 200
+    assert_body_json '.configured == true and ([.servers[].name] | sort) == ["g", "t"]
+        and .bindings.say == {server: "t", tool: "echo"}'
+    ! grep -q 's3cret-env-value' "$DS_BODY"
+    req GET /v1/mcp/servers/nope
+    assert_status 404
+    assert_json_error not_found
+    req DELETE /v1/mcp/servers/t
+    assert_status 405
+    # Only admin: a session token may use agents, not see what the operator runs.
+    tok=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "mcp-$$" --scope sessions:write | tail -n 1)
+    run curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$(cat "$DS_DIR/url-direct")/v1/mcp/servers"
+    assert_output 403
+}
