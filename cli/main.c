@@ -167,33 +167,34 @@ typedef struct {
     int (*fn_args)(int argc, char **argv);
     int (*fn_db)(const char *db, int argc, char **argv);
     int (*fn_log)(log_t *log, int argc, char **argv);
+    int reads;  /* only reads the database: it must exist (a mistyped --db is not made a new one) */
 } command;
 
 static const command commands[] = {
-    {"migrate", NULL, NULL, cmd_migrate},
-    {"append", NULL, NULL, cmd_append},
-    {"tail", NULL, NULL, cmd_tail_db},
-    {"token", NULL, NULL, cmd_token},
-    {"free-port", cmd_free_port, NULL, NULL},
-    {"backup", NULL, cmd_backup, NULL},
-    {"restore", NULL, cmd_restore, NULL},
-    {"check", NULL, cmd_check, NULL},
-    {"skills", NULL, cmd_skills, NULL},
-    {"providers", cmd_providers, NULL, NULL},
-    {"mcp", cmd_mcp, NULL, NULL},
-    {"recordings", NULL, NULL, cmd_recordings},
-    {"session", NULL, cmd_session, NULL},
-    {"sessions", NULL, cmd_sessions, NULL},
-    {"chat", cmd_chat, NULL, NULL},
-    {"cancel", cmd_cancel, NULL, NULL},
-    {"answer", cmd_answer, NULL, NULL},
-    {"events", cmd_events, NULL, NULL},
-    {"convo", cmd_convo, NULL, NULL},
-    {"requests", cmd_requests, NULL, NULL},
-    {"export", cmd_export, NULL, NULL},
-    {"search", cmd_search, NULL, NULL},
-    {"streams", NULL, cmd_streams, NULL},
-    {"help", cmd_help, NULL, NULL},
+    {"migrate", NULL, NULL, cmd_migrate, 0},
+    {"append", NULL, NULL, cmd_append, 0},
+    {"tail", NULL, NULL, cmd_tail_db, 1},
+    {"token", NULL, NULL, cmd_token, 0},
+    {"free-port", cmd_free_port, NULL, NULL, 0},
+    {"backup", NULL, cmd_backup, NULL, 0},
+    {"restore", NULL, cmd_restore, NULL, 0},
+    {"check", NULL, cmd_check, NULL, 0},
+    {"skills", NULL, cmd_skills, NULL, 1},
+    {"providers", cmd_providers, NULL, NULL, 0},
+    {"mcp", cmd_mcp, NULL, NULL, 0},
+    {"recordings", NULL, NULL, cmd_recordings, 0},
+    {"session", NULL, cmd_session, NULL, 1},
+    {"sessions", NULL, cmd_sessions, NULL, 0},
+    {"chat", cmd_chat, NULL, NULL, 0},
+    {"cancel", cmd_cancel, NULL, NULL, 0},
+    {"answer", cmd_answer, NULL, NULL, 0},
+    {"events", cmd_events, NULL, NULL, 0},
+    {"convo", cmd_convo, NULL, NULL, 0},
+    {"requests", cmd_requests, NULL, NULL, 0},
+    {"export", cmd_export, NULL, NULL, 0},
+    {"search", cmd_search, NULL, NULL, 0},
+    {"streams", NULL, cmd_streams, NULL, 0},
+    {"help", cmd_help, NULL, NULL, 0},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -254,6 +255,14 @@ static int check_args(const cli_doc *c, int argc, char **argv)
         if (value && i + 1 < argc) argv[n++] = argv[++i];
     }
     return n;
+}
+
+/* 0 if the database db exists, else 1 (printed). */
+static int missing(const char *db)
+{
+    if (!access(db, F_OK)) return 0;
+    fprintf(stderr, "dstream: %s: no such database (dstream migrate creates one)\n", db);
+    return 1;
 }
 
 /* dstream sessions goes over HTTP when a server is named (DSTREAM_URL, --url) and
@@ -320,12 +329,17 @@ int main(int argc, char **argv)
     if (!strcmp(c->name, "sessions")) {
         /* sessions: on the database with --db or without a server to ask; else over HTTP. */
         if (remote_sessions(db_given, n, argv)) return cmd_sessions_http(n, argv);
+        if (missing(db)) return EXIT_FAIL;
         if (n && (!strcmp(argv[0], "show") || !strcmp(argv[0], "state"))) {
             cli_db = db;   /* read like events --db (cli/offline.c) */
             return cmd_sessions_http(n, argv);
         }
         return cmd_sessions(db, n, argv);
     }
+    /* streams list (and head with --db) read the database; head and delete without
+     * --db ask the server. */
+    int lists = !strcmp(c->name, "streams") && (!n || argv[0][0] == '-' || !strcmp(argv[0], "list") || db_given);
+    if ((c->reads || lists) && missing(db)) return EXIT_FAIL;
     if (c->fn_args) return c->fn_args(n, argv);
     if (c->fn_db) return c->fn_db(db, n, argv);
     char err[512];

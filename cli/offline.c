@@ -1,8 +1,8 @@
-/* The debug commands that read a session (events and events --follow, convo,
- * requests, export) on the database file instead of over HTTP: `dstream --db PATH
- * events ID`. The events are the messages of the stream sessions/ID, each given its
- * offset as the API does; the conversation is the session's view (lib/sstore), as
- * GET /v1/sessions/ID gives it. */
+/* The debug commands that read the database file instead of asking the server
+ * (`dstream --db PATH events ID`): events and events --follow, convo, requests,
+ * export, search, sessions show and state, streams head. The events are the
+ * messages of the stream sessions/ID, each given its offset as the API does; a
+ * session is shown as GET /v1/sessions/ID shows it (lib/sstore). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,17 +34,12 @@ static int add_event(void *ud, const void *data, size_t len, offset_t at)
     return 0;
 }
 
-/* The log and a connection on cli_db, for session id (its stream path in path).
- * NULL with *rc the exit code (printed). */
-static log_conn_t *open_session(const char *id, char *path, size_t cap, log_t **log, int *rc)
+/* The log and a connection on cli_db, which must exist (a mistyped path is not
+ * made a new database). NULL with *rc the exit code (printed). */
+static log_conn_t *open_db(log_t **log, int *rc)
 {
     char err[512];
     *log = NULL;
-    if (!sstore_valid_id(id) || (size_t)snprintf(path, cap, "sessions/%s", id) >= cap) {
-        fprintf(stderr, "dstream: no session %s\n", id);
-        *rc = EXIT_NOTFOUND;
-        return NULL;
-    }
     if (access(cli_db, R_OK)) {
         fprintf(stderr, "dstream: cannot read %s\n", cli_db);
         *rc = EXIT_FAIL;
@@ -59,6 +54,18 @@ static log_conn_t *open_session(const char *id, char *path, size_t cap, log_t **
         *rc = EXIT_FAIL;
     }
     return c;
+}
+
+/* open_db, for session id (its stream path in path). */
+static log_conn_t *open_session(const char *id, char *path, size_t cap, log_t **log, int *rc)
+{
+    *log = NULL;
+    if (!sstore_valid_id(id) || (size_t)snprintf(path, cap, "sessions/%s", id) >= cap) {
+        fprintf(stderr, "dstream: no session %s\n", id);
+        *rc = EXIT_NOTFOUND;
+        return NULL;
+    }
+    return open_db(log, rc);
 }
 
 static int session_error(const char *id, int lrc)
@@ -142,15 +149,10 @@ json_t *offline_session(const char *id, const char *at, int *rc)
 
 json_t *offline_list(const char *status, const char *cursor, int limit, int *rc)
 {
-    char err[512], next[128] = "";
-    log_t *log = log_open(cli_db, NULL, err, sizeof err);
-    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
-    if (!c) {
-        fprintf(stderr, "dstream: %s\n", err);
-        log_close(log);
-        *rc = EXIT_FAIL;
-        return NULL;
-    }
+    char next[128] = "";
+    log_t *log;
+    log_conn_t *c = open_db(&log, rc);
+    if (!c) return NULL;
     json_t *rows = json_array();
     json_t *j = NULL;
     if (status && session_status_parse(status) < 0) {
@@ -170,20 +172,15 @@ json_t *offline_list(const char *status, const char *cursor, int limit, int *rc)
 
 int offline_head(const char *path, log_info *info)
 {
-    char err[512];
-    log_t *log = log_open(cli_db, NULL, err, sizeof err);
-    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
-    int rc = EXIT_FAIL;
-    if (!c) {
-        fprintf(stderr, "dstream: %s\n", err);
-    } else {
-        int lrc = log_head(c, path, info);
-        if (lrc) fprintf(stderr, "dstream: %s: %s\n", path, log_strerror(lrc));
-        rc = !lrc ? 0 : lrc == LOG_ENOTFOUND || lrc == LOG_EGONE ? EXIT_NOTFOUND : EXIT_FAIL;
-    }
+    log_t *log;
+    int rc;
+    log_conn_t *c = open_db(&log, &rc);
+    if (!c) return rc;
+    int lrc = log_head(c, path, info);
+    if (lrc) fprintf(stderr, "dstream: %s: %s\n", path, log_strerror(lrc));
     log_conn_close(c);
     log_close(log);
-    return rc;
+    return !lrc ? 0 : lrc == LOG_ENOTFOUND || lrc == LOG_EGONE ? EXIT_NOTFOUND : EXIT_FAIL;
 }
 
 /* ---- follow ---------------------------------------------------------------------- */

@@ -249,6 +249,24 @@ lines_are_json() {
     assert_failure 3
 }
 
+@test "a database that is not there: the commands that read it exit 1 and do not make one" {
+    db=$BATS_TEST_TMPDIR/typo.db
+    for args in "sessions" "sessions show x" "session x" "tail x" "streams list" "streams head x" "events x" \
+        "convo x" "requests x" "export x" "search x" "skills export $BATS_TEST_TMPDIR/sk"; do
+        # shellcheck disable=SC2086 # args is words
+        run --separate-stderr env -u DSTREAM_URL "$D" --db "$db" $args
+        [ "$status" = 1 ] || fail "dstream --db typo.db $args: exit $status: $stderr"
+        [ ! -e "$db" ] || fail "dstream --db typo.db $args made the database"
+    done
+    run --separate-stderr env -u DSTREAM_URL "$D" --db "$db" sessions
+    [[ $stderr == *"no such database"* ]]
+    # migrate makes it.
+    run "$D" --db "$db" migrate
+    assert_success
+    run env -u DSTREAM_URL "$D" --db "$db" sessions
+    assert_success
+}
+
 # The man page as text: fonts and escapes taken out.
 man_text() { sed -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' -e 's/\\(em/-/g' "$DS_ROOT/deploy/man/dstream.1"; }
 
