@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "http.h"
@@ -297,6 +298,7 @@ int cmd_answer(int argc, char **argv)
 
 typedef struct {
     const cli_opts *o;
+    cli_opts err;         /* stderr's: colour and thinking when it is a terminal */
     char after[64];       /* offset of our message */
     int seen_ours;
     json_t *ours;         /* request ids started after our message */
@@ -327,11 +329,12 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
             fflush(stdout);
             c->printed = 1;
         }
-    } else if (!strcmp(event, EV_THINKING_DELTA) && req && json_object_get(c->ours, req) && c->o->tty) {
+    } else if (!strcmp(event, EV_THINKING_DELTA) && req && json_object_get(c->ours, req) && c->err.tty) {
         const char *t = json_string_value(json_object_get(p, PK_TEXT));
-        if (t) fprintf(stderr, "%s%s%s", c_on(c->o, DIM), t, c_off(c->o));
+        if (t) fprintf(stderr, "%s%s%s", c_on(&c->err, DIM), t, c_off(&c->err));
     } else if (!strcmp(event, EV_TOOL_CALLED) && req && json_object_get(c->ours, req)) {
-        fprintf(stderr, "%s[tool %s]%s\n", c_on(c->o, DIM), json_string_value(json_object_get(p, PK_NAME)), c_off(c->o));
+        fprintf(stderr, "%s[tool %s]%s\n", c_on(&c->err, DIM), json_string_value(json_object_get(p, PK_NAME)),
+                c_off(&c->err));
     } else if (!strcmp(event, EV_PROVIDER_REQUEST_ENDED) && req && json_object_get(c->ours, req)) {
         const char *sr = json_string_value(json_object_get(p, PK_STOP_REASON));
         if (!sr || (strcmp(sr, "tool_use") && strcmp(sr, "tool_calls"))) rc = -1;
@@ -386,6 +389,8 @@ int cmd_chat(int argc, char **argv)
     chat_state c;
     memset(&c, 0, sizeof c);
     c.o = &o;
+    c.err = o;
+    c.err.tty = isatty(2) && !getenv("NO_COLOR") && !o.json;
     snprintf(c.after, sizeof c.after, "%s", off);
     c.ours = json_object();
     json_decref(j);

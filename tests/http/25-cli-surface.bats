@@ -221,6 +221,15 @@ lines_are_json() {
         NO_COLOR=1 script -qec "$D $cmd" /dev/null >"$BATS_TEST_TMPDIR/nc" </dev/null
         ! grep -q $'\033\\[' "$BATS_TEST_TMPDIR/nc" || fail "$cmd: colour with NO_COLOR: $(cat -v "$BATS_TEST_TMPDIR/nc")"
     done
+    # chat: the thinking, dimmed, on stderr only when stderr is a terminal.
+    rn_script '{"text": "plain answer", "thinking": "pondering"}'
+    script -qec "$D chat $id hello 2>$BATS_TEST_TMPDIR/chat.err" /dev/null >"$BATS_TEST_TMPDIR/chat.tty" </dev/null
+    grep -q 'plain answer' "$BATS_TEST_TMPDIR/chat.tty" || fail "chat on a terminal: $(cat -v "$BATS_TEST_TMPDIR/chat.tty")"
+    ! grep -q $'\033' "$BATS_TEST_TMPDIR/chat.err" || fail "chat: colour into a file: $(cat -v "$BATS_TEST_TMPDIR/chat.err")"
+    ! grep -q pondering "$BATS_TEST_TMPDIR/chat.err"
+    rn_script '{"text": "plain answer", "thinking": "pondering"}'
+    env -u NO_COLOR script -qec "$D chat $id again" /dev/null >"$BATS_TEST_TMPDIR/chat2.tty" </dev/null
+    grep -q $'\033\\[2mpondering' "$BATS_TEST_TMPDIR/chat2.tty" || fail "no dimmed thinking: $(cat -v "$BATS_TEST_TMPDIR/chat2.tty")"
 }
 
 # ---- exit codes and documentation -------------------------------------------------------
