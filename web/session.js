@@ -24,6 +24,10 @@ export function sessionPage(main, id) {
     const cancelBtn = h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel session");
     const reconnectBtn = h("button", { type: "button", onclick: () => reconnect("by hand") }, "Reconnect");
     const chat = h("div", { class: "chat", id: "chat", "aria-label": "Conversation", role: "log" });
+    // The conversation at the slider's position (hidden while the slider follows the tail).
+    const pastNote = h("p", { class: "past-note", role: "status" });
+    const pastChat = h("div", { class: "chat", id: "chat-at", "aria-label": "Conversation at that position" });
+    const past = h("div", { class: "past", id: "past", hidden: true }, pastNote, pastChat);
     const checkpoint = h("section", { class: "card checkpoint", id: "checkpoint", hidden: true, "aria-label": "Waiting for you" });
     const timeline = h("ol", { class: "timeline", id: "timeline", "aria-label": "Events" });
     const slider = h("input", { type: "range", id: "travel", min: "0", max: "0", value: "0", step: "1" });
@@ -40,7 +44,7 @@ export function sessionPage(main, id) {
         h("div", { class: "session-grid" },
           h("div", {},
             checkpoint,
-            h("h2", {}, "Conversation"), chat, compose),
+            h("h2", {}, "Conversation"), past, chat, compose),
           h("div", {},
             h("section", { class: "card travel", "aria-label": "Time travel" },
               h("h2", {}, "Time travel"),
@@ -324,10 +328,43 @@ export function sessionPage(main, id) {
         travelLabel.textContent = following ? `event ${i} of ${events} (live)` : `event ${i} of ${events}`;
         forkBtn.disabled = i < 1;
         clearTimeout(travelTimer);
+        if (following) { showLive(); return; }
         travelTimer = setTimeout(() => showAt(i), 150);
     });
+    // Back to the live conversation (the slider at the tail).
+    function showLive() {
+        travelAt = "";
+        past.hidden = true;
+        chat.hidden = false;
+        compose.hidden = false;
+        travelView.textContent = "";
+        delete travelView.dataset.at;
+    }
+    // The conversation as it was at position i: the state's messages, as text.
+    function showPast(i, s) {
+        clear(pastChat);
+        for (const m of s.messages || []) {
+            const flag = m.interrupted ? "interrupted" : null;
+            const text = typeof m.content === "string" ? m.content : json(m.content);
+            pastChat.append(h("article", { class: `msg msg-${m.role === "user" ? "user" : "assistant"}` },
+                h("div", { class: "who" }, m.role, flag ? h("span", { class: "flag" }, flag) : null),
+                h("div", { class: "text" }, text)));
+        }
+        if (!(s.messages || []).length) pastChat.append(h("p", { class: "muted" }, "No messages yet at this position."));
+        clear(pastNote);
+        pastNote.append(`The conversation at event ${i} of ${events} (${s.status}). `,
+            h("button", { type: "button", onclick: () => {
+                slider.value = String(events);
+                following = true;
+                travelLabel.textContent = `event ${events} of ${events} (live)`;
+                showLive();
+            } }, "Back to live"));
+        past.hidden = false;
+        chat.hidden = true;
+        compose.hidden = true;
+    }
     async function showAt(i) {
-        if (i < 1) { travelView.textContent = ""; return; }
+        if (i < 1) { travelView.textContent = ""; showPast(0, { status: "before its first event" }); return; }
         const at = nextIds[i - 1];
         travelAt = at;
         try {
@@ -341,6 +378,7 @@ export function sessionPage(main, id) {
                 lines.push(`${m.role}${m.interrupted ? " [interrupted]" : ""}: ${short(m.content ?? "", 400)}`);
             travelView.textContent = lines.join("\n");
             travelView.dataset.at = at;
+            showPast(i, s);
         } catch (e) { travelView.textContent = e.message; }
     }
     async function fork() {

@@ -162,8 +162,24 @@ try {
     await page.waitForFunction((at) => document.getElementById("travel-state")?.dataset.at === at, want[2], { timeout: 10000 });
     const travel = await page.evaluate(() => document.getElementById("travel-state").textContent);
     assert(/user: Tell me something <b>bold<\/b>/.test(travel) && !travel.includes("assistant"), `state at 2: ${travel}`);
+    // The conversation pane rewinds with it: only the first message, the live one hidden.
+    const shown = (sel) => `getComputedStyle(document.querySelector("${sel}")).display !== "none"`;
+    const pastChat = await page.evaluate(`({
+        past: ${shown("#past")}, live: ${shown("#chat")},
+        text: document.getElementById("chat-at").textContent,
+        msgs: document.querySelectorAll("#chat-at .msg").length })`);
+    assert(pastChat.past && !pastChat.live && pastChat.msgs === 1 && pastChat.text.includes("Tell me something <b>bold</b>"),
+           `conversation at 2: ${JSON.stringify(pastChat)}`);
     await page.screenshot({ path: `${out}/time-travel.png`, fullPage: true });
-    ok("the slider shows the state at an offset");
+    ok("the slider shows the state and the conversation at an offset");
+    await page.getByRole("button", { name: "Back to live" }).click();
+    await page.waitForFunction(`!(${shown("#past")}) && ${shown("#chat")} &&
+                                /\\(live\\)/.test(document.getElementById("travel-label").textContent)`, null, { timeout: 10000 });
+    await page.focus("#travel");
+    await page.keyboard.press("Home");
+    for (let i = 0; i < 2; i++) await page.keyboard.press("ArrowRight");
+    await page.waitForFunction((at) => document.getElementById("travel-state")?.dataset.at === at, want[2], { timeout: 10000 });
+    ok("back to live, and to the same position again");
     await page.getByRole("button", { name: "Fork here" }).click();
     await page.waitForFunction((id) => location.hash.startsWith("#/session/") && !location.hash.endsWith(id), chatId, { timeout: 10000 });
     const forkId = decodeURIComponent(await page.evaluate(() => location.hash.slice("#/session/".length)));
