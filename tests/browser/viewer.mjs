@@ -8,10 +8,12 @@
 // and contains <img src=x onerror=...>, which must stay text; the connection is lost
 // (the server ends its SSE responses every DSTREAM_SSE_MAX_MS, and the page's
 // Reconnect button drops it by hand) and resumes without a gap or a duplicate; a
-// human checkpoint answered with its button; the time-travel slider moved and the
+// human checkpoint answered with its button (a choice; then an approval rejected and a
+// text answer); the time-travel slider moved and the
 // session forked there; the operator's MCP servers with the call just made (no
-// environment value); an agent's document, which a token without admin cannot
-// change (403 shown), and the MCP page it may not see. Screenshots of every page go to OUT_DIR. Prints
+// environment value); an agent's document, edited and saved with the admin token,
+// which a token without admin cannot change (403 shown), and the MCP page it may not
+// see. Screenshots of every page go to OUT_DIR. Prints
 // "viewer: PASS ..." or "viewer: FAIL ...".
 import { chromium } from "playwright-core";
 
@@ -207,6 +209,27 @@ try {
     assert(done.state.decision === "ship <it>" && done.state.finished === true, `state: ${JSON.stringify(done.state)}`);
     ok("a human checkpoint answered from the page, its expiry shown");
 
+    // Approve / reject, then a free answer: each kind of checkpoint from its own controls.
+    const wf2 = `viewer-wf2-${tag}`;
+    await api("POST", "/v1/workflows", { name: wf2, phases: [
+        { name: "gate", steps: [{ kind: "human", id: "ok", input: "approval", prompt: "Deploy?", timeoutMs: 3600000,
+          update: { approved: "$response" } }], transitions: [{ to: "why" }] },
+        { name: "why", steps: [{ kind: "human", id: "reason", input: "text", prompt: "Why not?", timeoutMs: 3600000,
+          update: { reason: "$response" } }], transitions: [{ to: "done" }] },
+        { name: "done", terminal: true, steps: [{ kind: "update", set: { finished: true } }] }] });
+    const wf2Id = (await api("POST", "/v1/sessions", { workflow: wf2 })).id;
+    await page.goto(`${base}/web/#/session/${wf2Id}`);
+    await page.waitForSelector("#checkpoint:not([hidden]) #checkpoint-expiry", { timeout: 15000 });
+    await page.getByRole("button", { name: "Reject" }).click();
+    await page.waitForSelector("#checkpoint:not([hidden]) #checkpoint-text", { timeout: 15000 });
+    await page.fill("#checkpoint-text", "<b>not yet</b>");
+    await page.locator("#checkpoint").getByRole("button", { name: "Answer" }).click();
+    await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("completed"), null, { timeout: 15000 });
+    const done2 = await api("GET", `/v1/sessions/${wf2Id}`);
+    assert(done2.state.approved === false && done2.state.reason === "<b>not yet</b>" && done2.state.finished === true,
+           `state: ${JSON.stringify(done2.state)}`);
+    ok("an approval rejected and a text answer given from the page");
+
     // ---- tool calls and their results ----------------------------------------------
     // A tool no MCP server offers: the call is recorded, its result is a failure, and
     // the model is asked again with it.
@@ -277,6 +300,17 @@ try {
     await page.locator("main ul").getByRole("link", { name: agent, exact: true }).click();
     await page.waitForFunction(() => document.getElementById("doc")?.value.includes("claude-test-model"), null, { timeout: 10000 });
     assert(await page.evaluate(() => document.getElementById("doc").readOnly), "the document is editable before Edit");
+    // With the admin token, an edit is saved.
+    await page.getByRole("button", { name: "Edit" }).click();
+    await page.fill("#doc", JSON.stringify({ ...JSON.parse(await page.inputValue("#doc")), system: "edited <here>" }));
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.waitForFunction(() => /^(Saved|Not saved)/.test(document.querySelector("main [role=status]")?.textContent), null, { timeout: 10000 });
+    const saved = await page.evaluate(() => document.querySelector("main [role=status]").textContent);
+    assert(saved === "Saved.", `admin edit: ${saved}`);
+    assert((await api("GET", `/v1/agents/${agent}`)).system === "edited <here>", "the edit was not saved");
+    ok("an agent's document edited and saved with an admin token");
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("doc")?.value.includes("edited <here>"), null, { timeout: 10000 });
     if (readToken) {
         await page.getByLabel("API token").fill(readToken);
         await page.getByRole("button", { name: "Use" }).click();
