@@ -21,13 +21,20 @@
 #include "../lib/log.h"
 #include "../lib/recorder.h"
 #include "cli.h"
+#include "http.h"
 
 static void rec_usage(void) { cli_usage("recordings"); }
 
+typedef struct export_ctx {
+    FILE *f;
+    long lines;
+} export_ctx;
+
 static int write_line(void *ud, const char *line, size_t len)
 {
-    FILE *f = ud;
-    return fwrite(line, 1, len, f) != len || fputc('\n', f) == EOF ? LOG_EIO : 0;
+    export_ctx *x = ud;
+    x->lines++;
+    return fwrite(line, 1, len, x->f) != len || fputc('\n', x->f) == EOF ? LOG_EIO : 0;
 }
 
 static int do_export(log_conn_t *c, int argc, char **argv)
@@ -51,11 +58,22 @@ static int do_export(log_conn_t *c, int argc, char **argv)
         fprintf(stderr, "dstream: %s: %s\n", file, strerror(errno));
         return 1;
     }
-    int rc = rec_export(c, session, write_line, f);
+    export_ctx x = {f, 0};
+    int rc = rec_export(c, session, write_line, &x);
     if ((f != stdout && fclose(f)) || (f == stdout && fflush(f))) rc = rc ? rc : LOG_EIO;
     if (rc) {
         fprintf(stderr, "dstream: export: %s\n", log_strerror(rc));
         return 1;
+    }
+    /* Into a file: say what went there (to standard output, the lines are the answer). */
+    if (f != stdout) {
+        if (cli_json) {
+            json_t *j = json_pack("{s:s, s:I}", "file", file, "exported", (json_int_t)x.lines);
+            print_json(j);
+            json_decref(j);
+        } else {
+            printf("%ld recording(s) exported to %s\n", x.lines, file);
+        }
     }
     return 0;
 }

@@ -118,6 +118,7 @@ providers|"$D" providers "$RN_PROVIDERS" $J
 mcp|"$D" mcp "$BATS_TEST_TMPDIR/mcp.json" $J
 recordings|"$D" --db "$DS_DB" recordings prune --older-than 30d --dry-run $J
 recordings|"$D" --db "$DS_DB" recordings import /dev/null $J
+recordings|"$D" --db "$DS_DB" recordings export "$BATS_TEST_TMPDIR/rec.jsonl" $J && { [ -z "$J" ] || jq -e ".exported >= 0" "$BATS_TEST_TMPDIR/out" >/dev/null; }
 session|"$D" --db "$DS_DB" session "$ID" $J
 sessions|"$D" --db "$DS_DB" sessions $J
 sessions|"$D" sessions list $J
