@@ -248,15 +248,21 @@ int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const j
     return rc;
 }
 
-/* The first complete occurrence >= n of key in session; 1, 0 or LOG_E*. */
+/* A recording's answer ordinal (meta.ordinal), NULL when it has none. */
+#define ORDINAL "(CASE WHEN json_valid(meta) THEN json_extract(meta, '$.ordinal') END)"
+
+/* The complete recording of key in session that answers as n (see rec_find); 1, 0
+ * or LOG_E*. */
 static int find_in(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out)
 {
     sqlite3_stmt *st;
-    /* n >= 0: the first complete occurrence from n; REC_LATEST: the last one. */
-    if (log_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
-                             " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence LIMIT 1"
-                           : "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ? AND kind = ?"
-                             " AND key = ? AND occurrence >= ? AND complete = 1 ORDER BY occurrence DESC LIMIT 1",
+    /* n >= 0: the one whose ordinal is n, else (a recording without one) the first
+     * complete occurrence from n; REC_LATEST: the last one. */
+    if (log_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
+                             " AND key = ?3 AND complete = 1 AND (" ORDINAL " = ?4 OR (" ORDINAL " IS NULL AND occurrence >= ?4))"
+                             " ORDER BY " ORDINAL " IS NULL, occurrence LIMIT 1"
+                           : "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
+                             " AND key = ?3 AND occurrence >= ?4 AND complete = 1 ORDER BY occurrence DESC LIMIT 1",
                  &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);

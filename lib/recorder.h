@@ -89,10 +89,14 @@ typedef struct rec_found {
     json_t *meta;                   /* owned (NULL if none) */
 } rec_found;
 
-/* The complete recording of key to serve as occurrence n: in the first session of
- * lineage[0..nl) that has one, the first complete occurrence >= n there (with n =
- * REC_LATEST: the last one there); if none of them has it, the same in the session
- * that recorded key last. Returns 1 (found, free out->meta), 0 (none), or LOG_E*. */
+/* The complete recording of key to serve as answer n (n: how many earlier requests
+ * of key the asking session had answered; an attempt cut off by a restart got no
+ * answer and does not count): in the first session of lineage[0..nl) that has one,
+ * the complete recording whose meta.ordinal is n (the runner writes each one's at
+ * its end), or, for a recording without one (tool calls), the first complete
+ * occurrence >= n there (with n = REC_LATEST: the last one there); if none of them
+ * has it, the same in the session that recorded key last. Returns 1 (found, free
+ * out->meta), 0 (none), or LOG_E*. */
 #define REC_LATEST (-1)
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
              rec_found *out);

@@ -4,9 +4,12 @@
  * A session's mode is in what it was created with (session:created's
  * "recording", or its fork's session:forked), else the runner's default
  * (DSTREAM_RECORDING). In live mode nothing here happens. Otherwise each request
- * gets its key (lib/recorder) and its occurrence, counted from the
- * recording:request events of the session's log (a fork counts its source's
- * before the fork point), and one recording:request event saying what happened:
+ * gets its key (lib/recorder), its occurrence, counted from the recording:request
+ * events of the session's log (a fork counts its source's before the fork point),
+ * and its answer ordinal: the occurrences before it that were answered (not closed
+ * unanswered, as an attempt cut off by a restart is), which is what playback looks
+ * up and what a recording keeps in its meta. And one recording:request event
+ * saying what happened:
  *
  *   record    the request goes to the provider and its exchange is recorded;
  *   playback  a complete recording answers it (its chunks fed to the parser as
@@ -42,6 +45,7 @@ struct rrec {
     int realtime;
     char key[REC_KEY_LEN + 1];
     int occ;
+    int ord;                    /* the answer it is: earlier requests of key answered */
     buf_t pending;              /* body bytes since the last flush */
     int seq;                    /* chunks queued */
     pchunk *chunks;             /* playback */
@@ -128,25 +132,62 @@ int record_tx(log_conn_t *c, sess_t *s)
 
 /* ---- counting ----------------------------------------------------------------------- */
 
-/* Each recording:request of the log counted by key into s->rec_occ ({key: n}). */
+/* s->rec_occ: {"n": {key: requests}, "cut": {key: requests closed unanswered},
+ * "last": {"r": request id, "k": key}} (the session's last recorded provider
+ * request: a session has one request at a time, so a cancellation is of it). */
+static void bump(json_t *occ, const char *what, const char *key)
+{
+    json_t *o = json_object_get(occ, what);
+    if (!o) json_object_set_new(occ, what, o = json_object());
+    json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + 1));
+}
+
+/* A provider:request_cancelled closes its request unanswered (cut off by a restart,
+ * interrupted, cancelled), except "failed": that one ended with its answer (an
+ * error) recorded. The key of the request it closes, if it is occ's last. */
+static const char *cut_key(json_t *occ, const json_t *payload)
+{
+    json_t *last = json_object_get(occ, "last");
+    const char *rid = json_string_value(json_object_get(payload, PK_REQUEST_ID)),
+               *reason = json_string_value(json_object_get(payload, PK_REASON));
+    if (!last || !rid || !reason || !strcmp(reason, "failed") ||
+        strcmp(rid, json_string_value(json_object_get(last, "r")) ?: ""))
+        return NULL;
+    return json_string_value(json_object_get(last, "k"));
+}
+
+/* Each recording:request of the log counted by key into s->rec_occ, and each
+ * request closed unanswered. */
 static int count_msg(void *ud, const void *data, size_t len, offset_t at)
 {
     json_t *occ = ud;
     (void)at;
     /* Cheap test first: most events are deltas. */
-    if (len < 40 || !memmem(data, len < 64 ? len : 64, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1))
+    size_t head = len < 64 ? len : 64;
+    int rec = len >= 40 && memmem(data, head, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1);
+    if (!rec && (len < 40 || !memmem(data, head, EV_PROVIDER_REQUEST_CANCELLED, sizeof EV_PROVIDER_REQUEST_CANCELLED - 1)))
         return 0;
     json_t *e = json_loadb(data, len, 0, NULL);
-    const char *key = json_string_value(json_object_get(json_object_get(e, "payload"), PK_KEY));
-    if (key) json_object_set_new(occ, key, json_integer(json_integer_value(json_object_get(occ, key)) + 1));
+    json_t *p = json_object_get(e, "payload");
+    const char *key = json_string_value(json_object_get(p, PK_KEY)),
+               *rid = json_string_value(json_object_get(p, PK_REQUEST_ID));
+    if (rec && key) {
+        bump(occ, "n", key);
+        if (rid) json_object_set_new(occ, "last", json_pack("{s:s, s:s}", "r", rid, "k", key));
+    } else if (!rec && (key = cut_key(occ, p))) {
+        bump(occ, "cut", key);
+        json_object_del(occ, "last");
+    }
     json_decref(e);
     return 0;
 }
 
 /* How many times the session's log asked key before; -1 if it cannot be read. The
  * counts are kept with the session and brought up to date by reading only the
- * events written since the last look (the whole log once, after a start). */
-static int occurrences(runner_t *R, sess_t *s, const char *key)
+ * events written since the last look (the whole log once, after a start). With
+ * ord: how many of those were answered (not closed unanswered, in the log or in
+ * the events not yet committed), the answer this one is to be. */
+static int occurrences(runner_t *R, sess_t *s, const char *key, int *ord)
 {
     char path[SSTORE_ID_MAX + 16];
     snprintf(path, sizeof path, "sessions/%s", s->id);
@@ -165,7 +206,21 @@ static int occurrences(runner_t *R, sess_t *s, const char *key)
     }
     s->rec_occ_next = rr.next;
     s->rec_occ_read = 1;
-    return (int)json_integer_value(json_object_get(s->rec_occ, key));
+    int n = (int)json_integer_value(json_object_get(json_object_get(s->rec_occ, "n"), key));
+    if (ord) {
+        int cut = (int)json_integer_value(json_object_get(json_object_get(s->rec_occ, "cut"), key));
+        /* A restart's cancellation may still be on its way to the log. */
+        for (size_t i = 0; i < s->nout; i++) {
+            const char *k = strcmp(s->out[i].type, EV_PROVIDER_REQUEST_CANCELLED) ? NULL
+                                                                                  : cut_key(s->rec_occ, s->out[i].payload);
+            if (k && !strcmp(k, key)) {
+                cut++;
+                break;
+            }
+        }
+        *ord = n - cut < 0 ? 0 : n - cut;
+    }
+    return n;
 }
 
 /* The session and its ancestors, nearest first. */
@@ -252,7 +307,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     r->mode = mode;
     r->realtime = realtime;
     buf_init(&r->pending, 64 << 20);
-    int n = occurrences(R, s, r->key);
+    int n = occurrences(R, s, r->key, &r->ord);
     if (n < 0) {
         json_decref(norm);
         free_rec(r);
@@ -269,7 +324,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     int hit = 0, ret = 0;
     json_t *near = NULL;
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
-        int found = rec_find(R->conn, "provider", r->key, n, lin, nl, &f);
+        int found = rec_find(R->conn, "provider", r->key, r->ord, lin, nl, &f);
         if (found == 1 && rec_chunks(R->conn, f.rowid, take_chunk, r) == 0) {
             r->playing = 1;
             r->result = f.result;
@@ -291,7 +346,12 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
             outcome = near ? "diverged" : "miss";
             if (mode == REC_PLAYBACK) {
                 char msg[1024];
-                if (near)
+                const char *nk = json_string_value(json_object_get(near, PK_KEY));
+                if (nk && !strcmp(nk, r->key))
+                    snprintf(msg, sizeof msg,
+                             "playback: request %s is recorded, but not as answer %d (occurrence %d): it was"
+                             " asked more times than it was recorded", r->key, r->ord, n);
+                else if (near)
                     snprintf(msg, sizeof msg,
                              "playback: no recording of request %s (occurrence %d); the nearest differs at %s:"
                              " recorded %.60s, requested %.60s",
@@ -362,8 +422,8 @@ void record_finished(runner_t *R, rq_t *q, int result, long status)
     struct recop *o = op_new(q->s, OP_END, r);
     o->status = status;
     o->result = result;
-    o->meta = json_pack("{s:I, s:i}", "durationMs", (json_int_t)(db_now_ms() - q->started_ms), "shouldRetry",
-                        q->should_retry);
+    o->meta = json_pack("{s:I, s:i, s:i}", "durationMs", (json_int_t)(db_now_ms() - q->started_ms), "shouldRetry",
+                        q->should_retry, "ordinal", r->ord);
     if (q->retry_after[0]) json_object_set_new(o->meta, "retryAfter", json_string(q->retry_after));
     if (q->retry_after_ms >= 0) json_object_set_new(o->meta, "retryAfterMs", json_integer(q->retry_after_ms));
     r->recording = 0;
@@ -457,7 +517,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     char key[REC_KEY_LEN + 1];
     json_t *norm = tool_norm(call);
     if (rec_key_of("tool", norm, key)) abort();
-    int n = occurrences(R, s, key);
+    int n = occurrences(R, s, key, NULL);
     if (n < 0) n = 0;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];

@@ -252,6 +252,52 @@ static void test_db(void)
     test_db_close(dir, lg, c);
 }
 
+/* A recording session cut off twice: occurrence 0 cut, 1 a 529 (answer 0), 2 cut,
+ * 3 the 200 (answer 1). A playback asks answer 0, then answer 1 for its retry:
+ * the 529 once, then the 200 (by occurrence alone, the retry's "first complete
+ * from 1" was the 529 again). A playback cut off itself asks the same answer
+ * again. Recordings without an ordinal (tool calls) are still found by occurrence. */
+static void test_ordinal(void)
+{
+    char dir[256];
+    log_t *lg;
+    log_conn_t *c;
+    if (test_db_open("recorder-ord", dir, sizeof dir, &lg, &c)) return;
+    const char *key = "00aa", *req = "{}";
+    struct { int occ, complete, ord; long status; } rows[] = {{0, 0, -1, 0}, {1, 1, 0, 529}, {2, 0, -1, 0}, {3, 1, 1, 200}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        rec_id id = {"s1", "provider", key, rows[i].occ};
+        CHECK_EQ_INT(rec_tx_open(c, &id, "r", "anthropic", "m", req, 1), 0);
+        CHECK_EQ_INT(rec_tx_chunk(c, &id, 0, 1, "x", 1), 0);
+        if (!rows[i].complete) continue;
+        json_t *meta = json_pack("{s:i, s:i}", "durationMs", 5, "ordinal", rows[i].ord);
+        CHECK_EQ_INT(rec_tx_end(c, &id, rows[i].status, 0, meta, 2), 0);
+        json_decref(meta);
+    }
+    const char *lin[] = {"p1"};
+    rec_found f;
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(f.occurrence, 1);
+    CHECK_EQ_INT(f.status, 529);
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 1, lin, 1, &f), 1);
+    CHECK_EQ_INT(f.occurrence, 3);
+    CHECK_EQ_INT(f.status, 200);
+    CHECK_EQ_INT((int)json_integer_value(json_object_get(f.meta, "ordinal")), 1);
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, &f), 0);
+    /* Without ordinals (a tool call's row), by occurrence. */
+    rec_id t0 = {"s1", "tool", key, 0}, t1 = {"s1", "tool", key, 1};
+    CHECK_EQ_INT(rec_tx_open(c, &t0, "c", "srv", "tool", req, 1), 0);
+    CHECK_EQ_INT(rec_tx_open(c, &t1, "c", "srv", "tool", req, 1), 0);
+    CHECK_EQ_INT(rec_tx_end(c, &t1, 0, 0, NULL, 2), 0);
+    CHECK_EQ_INT(rec_find(c, "tool", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(f.occurrence, 1);
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "tool", key, 2, lin, 1, &f), 0);
+    test_db_close(dir, lg, c);
+}
+
 static void test_drift(void)
 {
     json_t *r = rec_drift_new();
@@ -415,6 +461,7 @@ int main(void)
     test_keys();
     test_diff();
     test_db();
+    test_ordinal();
     test_drift();
     test_manage();
     return TEST_MAIN_END();
