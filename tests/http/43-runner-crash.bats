@@ -24,11 +24,7 @@ setup() {
 }
 teardown() {
     rn_test_teardown
-    if [ -n "$B_PID" ]; then
-        kill -CONT "$B_PID" 2>/dev/null || true
-        kill -TERM "$B_PID" 2>/dev/null || true
-        ds_poll 10 rn_gone "$B_PID" || kill -KILL "$B_PID" 2>/dev/null || true
-    fi
+    rn_runner_b_stop
     # A test may leave the stack's runner stopped (SIGSTOP): let it go on.
     kill -CONT "$(rn_runner_pid)" 2>/dev/null || true
 }
@@ -52,19 +48,6 @@ sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
 msg_count() { sql 'SELECT count(*) FROM messages'; }
 _grown() { [ "$(msg_count)" -ge "$1" ]; }
 
-# rn_runner_b ID: start a second runner with another id (same settings, same
-# database); its PID in B_PID, its log in $DS_DIR/logs/runner-ID.log.
-rn_runner_b() {
-    local log=$DS_DIR/logs/runner-$1.log before
-    before=$(grep -c 'dstream-runner: started' "$log" 2>/dev/null || true)
-    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
-    env $DS_SETTINGS DSTREAM_DB="$DS_DB" DSTREAM_RUNNER_ID="$1" "$DS_BIN/dstream-runner" \
-        </dev/null >>"$log" 2>&1 3>&- &
-    B_PID=$!
-    ds_poll 20 eval '[ "$(grep -c "dstream-runner: started" "$log")" -gt "${before:-0}" ]' ||
-        { tail -5 "$log" >&2; return 1; }
-}
-
 # request_discipline FILE: the session's events (a JSON array) never show a request
 # doing anything after it was closed: every delta, tool call and end belongs to a
 # request in flight (started and not yet ended, cancelled or retried), and no
@@ -80,15 +63,6 @@ request_discipline() {
             (if .open[$r] then .open |= del(.[$r]) else .bad += [$e] end)
         elif $e.type == "provider:request_retried" then .open |= del(.[$r])
         else . end) | if (.bad | length) == 0 then true else (.bad | tostring | halt_error) end' "$1" >/dev/null
-}
-
-# one_reply FILE EXPECTED: the session (GET body in FILE) is completed and holds the
-# reply exactly once: its messages are the question and the reply (cut attempts
-# left the history when their retry replaced them).
-one_reply() {
-    jq -e --arg e "$2" '.status == "completed" and .request == null
-        and ([.messages[] | .role] == ["user", "assistant"]) and .messages[1].content == $e
-        and (.messages[1].interrupted | not)' "$1" >/dev/null
 }
 
 # ---- the chaos test --------------------------------------------------------------------
@@ -114,7 +88,7 @@ one_reply() {
         fi
         cp "$DS_BODY" "$T/s-$i.json"
         rn_events "$id" >"$T/ev-$i.json"
-        if one_reply "$T/s-$i.json" "$(expected "question $i")"; then
+        if rn_one_reply "$T/s-$i.json" "$(expected "question $i")"; then
             exact=$((exact + 1))
         else
             jq -c '{status, messages: [.messages[] | {role, interrupted, reason, content: (.content | tostring | .[0:40])}]}' "$T/s-$i.json" >&2
@@ -199,7 +173,7 @@ one_reply() {
         id=${ids[$((i - 1))]}
         rn_wait "$id" '.status == "completed" and .request == null' 60
         cp "$DS_BODY" "$T/s-$i.json"
-        one_reply "$T/s-$i.json" "$(expected "question $i")" || { cat "$T/owners" >&2; return 1; }
+        rn_one_reply "$T/s-$i.json" "$(expected "question $i")" || { cat "$T/owners" >&2; return 1; }
         rn_events "$id" >"$T/ev-$i.json"
         request_discipline "$T/ev-$i.json"
         # One request for a session nobody lost; two for runner-a's (the one cut
@@ -279,7 +253,7 @@ dropped_metric() {
     for i in 1 2 3; do
         id=${ids[$((i - 1))]}
         rn_get "$id"
-        one_reply "$DS_BODY" "$(expected "question $i")"
+        rn_one_reply "$DS_BODY" "$(expected "question $i")"
         rn_events "$id" >"$T/ev-$i.json"
         request_discipline "$T/ev-$i.json"
     done

@@ -178,6 +178,29 @@ rn_runner_signal() {
     ds_poll 10 rn_gone "$pid"
 }
 
+# rn_runner_b ID: start a second runner with another id (same settings, same
+# database); its PID in B_PID (rn_runner_b_stop stops it), its log in
+# $DS_DIR/logs/runner-ID.log.
+rn_runner_b() {
+    local log=$DS_DIR/logs/runner-$1.log before
+    before=$(grep -c 'dstream-runner: started' "$log" 2>/dev/null || true)
+    # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
+    env $DS_SETTINGS DSTREAM_DB="$DS_DB" DSTREAM_RUNNER_ID="$1" "$DS_BIN/dstream-runner" \
+        </dev/null >>"$log" 2>&1 3>&- &
+    B_PID=$!
+    ds_poll 20 eval '[ "$(grep -c "dstream-runner: started" "$log")" -gt "${before:-0}" ]' ||
+        { tail -5 "$log" >&2; return 1; }
+}
+
+# rn_runner_b_stop: stop the runner rn_runner_b started, if any (even a stopped one:
+# CONT, TERM, then KILL if it lingers).
+rn_runner_b_stop() {
+    [ -n "${B_PID:-}" ] || return 0
+    kill -CONT "$B_PID" 2>/dev/null || true
+    kill -TERM "$B_PID" 2>/dev/null || true
+    ds_poll 10 rn_gone "$B_PID" || kill -KILL "$B_PID" 2>/dev/null || true
+}
+
 # ---- the mock provider --------------------------------------------------------------
 
 # rn_script JSON: queue one reply object or {"replies": [...]} on the mock.
@@ -269,6 +292,15 @@ rn_events() {
         off=$(header Stream-Next-Offset)
     done
     cat "$acc"
+}
+
+# rn_one_reply FILE EXPECTED: the session (GET body in FILE) is completed and holds the
+# reply exactly once: its messages are the question and the reply (cut attempts
+# left the history when their retry replaced them).
+rn_one_reply() {
+    jq -e --arg e "$2" '.status == "completed" and .request == null
+        and ([.messages[] | .role] == ["user", "assistant"]) and .messages[1].content == $e
+        and (.messages[1].interrupted | not)' "$1" >/dev/null
 }
 
 # rn_has_event ID JQ_FILTER: some event satisfies the filter (for ds_poll).
