@@ -163,9 +163,10 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
     json_t *occ = ud;
     (void)at;
     /* Cheap test first: most events are deltas. */
+    if (!data || len < 40) return 0;
     size_t head = len < 64 ? len : 64;
-    int rec = len >= 40 && memmem(data, head, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1);
-    if (!rec && (len < 40 || !memmem(data, head, EV_PROVIDER_REQUEST_CANCELLED, sizeof EV_PROVIDER_REQUEST_CANCELLED - 1)))
+    int rec = memmem(data, head, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1) != NULL;
+    if (!rec && !memmem(data, head, EV_PROVIDER_REQUEST_CANCELLED, sizeof EV_PROVIDER_REQUEST_CANCELLED - 1))
         return 0;
     json_t *e = json_loadb(data, len, 0, NULL);
     json_t *p = json_object_get(e, "payload");
