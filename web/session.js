@@ -57,6 +57,7 @@ export function sessionPage(main, id) {
     const nextIds = []; // the SSE id of each event: the offset after it
     let events = 0, dups = 0, opens = 0, reconnects = 0, lastId = "", es = null, closed = false, retryTimer = 0;
     let following = true; // the slider follows the tail until moved
+    let isWorkflow = false; // a workflow session takes no chat messages
 
     function setConn(text, cls) {
         conn.textContent = text;
@@ -259,7 +260,8 @@ export function sessionPage(main, id) {
             h("dt", {}, "age"), h("dd", {}, age(s.createdMs)),
             s.queued && s.queued.length ? [h("dt", {}, "queued"), h("dd", {}, `${s.queued.length} message(s)`)] : null]);
         cancelBtn.disabled = ["completed", "failed", "cancelled"].includes(s.status) && !!s.workflow;
-        compose.hidden = !!s.workflow;
+        isWorkflow = !!s.workflow;
+        compose.hidden = isWorkflow || !past.hidden;   /* the past takes no messages */
         showCheckpoint(s.pendingInput);
     }
 
@@ -336,7 +338,7 @@ export function sessionPage(main, id) {
         travelAt = "";
         past.hidden = true;
         chat.hidden = false;
-        compose.hidden = false;
+        compose.hidden = isWorkflow;
         travelView.textContent = "";
         delete travelView.dataset.at;
     }

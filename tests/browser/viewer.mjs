@@ -167,13 +167,20 @@ try {
     // The conversation pane rewinds with it: only the first message, the live one hidden.
     const shown = (sel) => `getComputedStyle(document.querySelector("${sel}")).display !== "none"`;
     const pastChat = await page.evaluate(`({
-        past: ${shown("#past")}, live: ${shown("#chat")},
+        past: ${shown("#past")}, live: ${shown("#chat")}, compose: ${shown("form.compose")},
         text: document.getElementById("chat-at").textContent,
         msgs: document.querySelectorAll("#chat-at .msg").length })`);
-    assert(pastChat.past && !pastChat.live && pastChat.msgs === 1 && pastChat.text.includes("Tell me something <b>bold</b>"),
+    assert(pastChat.past && !pastChat.live && !pastChat.compose && pastChat.msgs === 1 && pastChat.text.includes("Tell me something <b>bold</b>"),
            `conversation at 2: ${JSON.stringify(pastChat)}`);
+    // A new event while in the past (a background message) refreshes the page; it
+    // stays in the past, still without the message box.
+    const summaryBefore = await page.textContent("dl.kv");
+    await api("POST", `/v1/sessions/${chatId}/messages`, { content: "noted in the background", mode: "background" });
+    await page.waitForFunction((b) => document.querySelector("dl.kv").textContent !== b, summaryBefore, { timeout: 10000 });
+    const after = await page.evaluate(`({ past: ${shown("#past")}, compose: ${shown("form.compose")} })`);
+    assert(after.past && !after.compose, `after a refresh in the past: ${JSON.stringify(after)}`);
     await page.screenshot({ path: `${out}/time-travel.png`, fullPage: true });
-    ok("the slider shows the state and the conversation at an offset");
+    ok("the slider shows the state and the conversation at an offset, and stays there as events come");
     await page.getByRole("button", { name: "Back to live" }).click();
     await page.waitForFunction(`!(${shown("#past")}) && ${shown("#chat")} &&
                                 /\\(live\\)/.test(document.getElementById("travel-label").textContent)`, null, { timeout: 10000 });
