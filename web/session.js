@@ -125,6 +125,8 @@ export function sessionPage(main, id) {
             slider.value = String(events);
             travelLabel.textContent = `event ${events} of ${events} (live)`;
             forkBtn.disabled = false;
+        } else {
+            travelLabel.textContent = `event ${slider.value} of ${events}`;
         }
         if (env.type !== "text:delta" && env.type !== "thinking:delta") refreshSoon();
     }
