@@ -142,29 +142,56 @@ static void session_count(void *ud, const char *status, int64_t n)
     buf_printf(b, "\"} %" PRId64 "\n", n);
 }
 
-/* The runners' figures by model (lib/rstats: files beside the database). */
-typedef struct model_row {
+/* The runners' figures by model, MCP server and retry cause (lib/rstats: a file
+ * beside the database per runner, read once per scrape). */
+typedef struct fig_row {
     char owner[RSTATS_OWNER_MAX];
-    rstats_model m;
-} model_row;
+    union {
+        rstats_model m;
+        rstats_mcp s;
+        rstats_retry r;
+    };
+} fig_row;
 
-typedef struct model_rows {
-    model_row *v;
+typedef struct fig_rows {
+    fig_row *v;
     int n;
-} model_rows;
+} fig_rows;
+
+typedef struct figures {
+    fig_rows models, servers, retries;
+} figures;
+
+/* A new row of rows for owner (NULL past max rows or out of memory). */
+static fig_row *row_add(fig_rows *rows, int max, const char *owner)
+{
+    if (rows->n >= max) return NULL;
+    fig_row *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
+    if (!v) return NULL;
+    rows->v = v;
+    snprintf(v[rows->n].owner, sizeof v[rows->n].owner, "%s", owner);
+    return &v[rows->n++];
+}
 
 static void keep_model(void *ud, const char *owner, const rstats_model *m)
 {
-    model_rows *rows = ud;
-    if (rows->n >= 64 * RSTATS_MODELS) return;
-    model_row *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
-    if (!v) return;
-    rows->v = v;
-    snprintf(v[rows->n].owner, sizeof v[rows->n].owner, "%s", owner);
-    v[rows->n++].m = *m;
+    fig_row *row = row_add(&((figures *)ud)->models, 64 * RSTATS_MODELS, owner);
+    if (row) row->m = *m;
 }
 
-static void model_labels(buf_t *b, const model_row *row)
+static void keep_mcp(void *ud, const char *owner, const rstats_mcp *m)
+{
+    fig_row *row = row_add(&((figures *)ud)->servers, 64 * RSTATS_MCP_SERVERS, owner);
+    if (row) row->s = *m;
+}
+
+static void keep_retry(void *ud, const char *owner, const rstats_retry *r)
+{
+    fig_row *row = row_add(&((figures *)ud)->retries, 64 * RSTATS_RETRY_CAUSES, owner);
+    if (row) row->r = *r;
+}
+
+static void model_labels(buf_t *b, const fig_row *row)
 {
     buf_printf(b, "{runner=\"");
     label(b, row->owner);
@@ -173,7 +200,7 @@ static void model_labels(buf_t *b, const model_row *row)
     buf_printf(b, "\"");
 }
 
-static void histogram(buf_t *b, const model_rows *rows, const char *name, const char *help, size_t off)
+static void histogram(buf_t *b, const fig_rows *rows, const char *name, const char *help, size_t off)
 {
     family(b, name, "histogram", help);
     for (int i = 0; i < rows->n; i++) {
@@ -192,10 +219,9 @@ static void histogram(buf_t *b, const model_rows *rows, const char *name, const 
     }
 }
 
-static void model_metrics(req_t *r, buf_t *b)
+static void model_metrics(buf_t *b, const fig_rows *mrows)
 {
-    model_rows rows = {NULL, 0};
-    rstats_models_each(r->cfg->db_path, keep_model, &rows);
+    const fig_rows rows = *mrows;
     if (!rows.n) return;
     static const struct {
         const char *name, *type, *help, *extra;
@@ -231,49 +257,25 @@ static void model_metrics(req_t *r, buf_t *b)
     histogram(b, &rows, "dstream_runner_first_token_seconds",
               "Time from the start of an attempt to its first output, by model.",
               offsetof(rstats_model, first_token));
-    free(rows.v);
 }
 
-/* The runners' figures by MCP server (the same files). */
-typedef struct mcp_row {
-    char owner[RSTATS_OWNER_MAX];
-    rstats_mcp m;
-} mcp_row;
-
-typedef struct mcp_rows {
-    mcp_row *v;
-    int n;
-} mcp_rows;
-
-static void keep_mcp(void *ud, const char *owner, const rstats_mcp *m)
-{
-    mcp_rows *rows = ud;
-    if (rows->n >= 64 * RSTATS_MCP_SERVERS) return;
-    mcp_row *v = realloc(rows->v, (size_t)(rows->n + 1) * sizeof *v);
-    if (!v) return;
-    rows->v = v;
-    snprintf(v[rows->n].owner, sizeof v[rows->n].owner, "%s", owner);
-    v[rows->n++].m = *m;
-}
-
-static void mcp_labels(buf_t *b, const char *name, const mcp_row *row)
+static void mcp_labels(buf_t *b, const char *name, const fig_row *row)
 {
     buf_printf(b, "%s{runner=\"", name);
     label(b, row->owner);
     buf_printf(b, "\",server=\"");
-    label(b, row->m.server);
+    label(b, row->s.server);
     buf_printf(b, "\"");
 }
 
-static void mcp_metrics(req_t *r, buf_t *b)
+static void mcp_metrics(buf_t *b, const fig_rows *srows)
 {
-    mcp_rows rows = {NULL, 0};
-    rstats_mcp_each(r->cfg->db_path, keep_mcp, &rows);
+    const fig_rows rows = *srows;
     if (!rows.n) return;
     family(b, "dstream_runner_mcp_calls_total", "counter", "Tool calls started on the operator's MCP servers, by server.");
     for (int i = 0; i < rows.n; i++) {
         mcp_labels(b, "dstream_runner_mcp_calls_total", &rows.v[i]);
-        buf_printf(b, "} %" PRId64 "\n", rows.v[i].m.calls);
+        buf_printf(b, "} %" PRId64 "\n", rows.v[i].s.calls);
     }
     family(b, "dstream_runner_mcp_call_failures_total", "counter",
            "MCP tool calls that failed, by server and reason (error: the tool or the server answered an error;"
@@ -281,34 +283,29 @@ static void mcp_metrics(req_t *r, buf_t *b)
     for (int i = 0; i < rows.n; i++)
         for (int k = 0; k < RSTATS_MCP_REASONS; k++) {
             mcp_labels(b, "dstream_runner_mcp_call_failures_total", &rows.v[i]);
-            buf_printf(b, ",reason=\"%s\"} %" PRId64 "\n", rstats_mcp_reason[k], rows.v[i].m.failures[k]);
+            buf_printf(b, ",reason=\"%s\"} %" PRId64 "\n", rstats_mcp_reason[k], rows.v[i].s.failures[k]);
         }
     family(b, "dstream_runner_mcp_server_starts_total", "counter",
            "MCP server processes started (a restart after a crash or an idle stop adds one), by server.");
     for (int i = 0; i < rows.n; i++) {
         mcp_labels(b, "dstream_runner_mcp_server_starts_total", &rows.v[i]);
-        buf_printf(b, "} %" PRId64 "\n", rows.v[i].m.starts);
+        buf_printf(b, "} %" PRId64 "\n", rows.v[i].s.starts);
     }
-    free(rows.v);
 }
 
-typedef struct retry_out {
-    buf_t *b;
-    int any;
-} retry_out;
-
-static void put_retry(void *ud, const char *owner, const rstats_retry *rt)
+static void retry_metrics(buf_t *b, const fig_rows *rows)
 {
-    retry_out *o = ud;
-    if (!o->any++)
-        family(o->b, "dstream_runner_retries_by_status_total", "counter",
-               "Provider retries by what caused them: the failed attempt's HTTP status, or transport, cut,"
-               " stream_error, malformed, restart.");
-    buf_printf(o->b, "dstream_runner_retries_by_status_total{runner=\"");
-    label(o->b, owner);
-    buf_printf(o->b, "\",status=\"");
-    label(o->b, rt->cause);
-    buf_printf(o->b, "\"} %" PRId64 "\n", rt->count);
+    if (!rows->n) return;
+    family(b, "dstream_runner_retries_by_status_total", "counter",
+           "Provider retries by what caused them: the failed attempt's HTTP status, or transport, cut,"
+           " stream_error, malformed, restart.");
+    for (int i = 0; i < rows->n; i++) {
+        buf_printf(b, "dstream_runner_retries_by_status_total{runner=\"");
+        label(b, rows->v[i].owner);
+        buf_printf(b, "\",status=\"");
+        label(b, rows->v[i].r.cause);
+        buf_printf(b, "\"} %" PRId64 "\n", rows->v[i].r.count);
+    }
 }
 
 /* What the runners publish (sql/009) and the sessions by status. */
@@ -350,10 +347,15 @@ static void runner_metrics(req_t *r, buf_t *b)
            "Longest gap between two loop iterations in the last second published.", "", loop_max_ms,
            1000);
     free(all.v);
-    model_metrics(r, b);
-    mcp_metrics(r, b);
-    retry_out ro = {b, 0};
-    rstats_retries_each(r->cfg->db_path, put_retry, &ro);
+    figures fig;
+    memset(&fig, 0, sizeof fig);
+    rstats_figures_each(r->cfg->db_path, &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig});
+    model_metrics(b, &fig.models);
+    mcp_metrics(b, &fig.servers);
+    retry_metrics(b, &fig.retries);
+    free(fig.models.v);
+    free(fig.servers.v);
+    free(fig.retries.v);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
 }

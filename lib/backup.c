@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jdiff.h"
 #include "sstore.h"
 
 #define BACKUP_TRIES 50         /* a busy source (a checkpoint resetting the WAL) */
@@ -189,42 +190,6 @@ static int run_rule(sqlite3 *db, const check_rule *r, int limit, backup_report_f
 /* ---- snapshots against a replay -------------------------------------------------------- */
 
 #define SNAP_RULE "snapshot differs from a replay of its session's events"
-#define SNAP_DEPTH 6            /* a difference is named this many keys deep at most */
-
-/* The path of the first difference between a (the replay) and b (the snapshot) into
- * out at len ("state.count", "messages[3].content"; "" when they are equal). */
-static void first_diff(const json_t *a, const json_t *b, char *out, size_t cap, size_t len, int depth)
-{
-    if (len >= cap) return;
-    out[len] = '\0';
-    if (json_equal(a, b)) return;
-    if (depth >= SNAP_DEPTH || json_typeof(a) != json_typeof(b)) return;
-    if (json_is_object(a)) {
-        const char *k;
-        const json_t *va;
-        for (int pass = 0; pass < 2; pass++) {
-            /* Keys of the replay in order, then those only the snapshot has. */
-            json_object_foreach((json_t *)(pass ? b : a), k, va) {
-                const json_t *x = json_object_get(a, k), *y = json_object_get(b, k);
-                if (x && y && json_equal(x, y)) continue;
-                int n = snprintf(out + len, cap - len, "%s%s", len ? "." : "", k);
-                if (x && y && n > 0) first_diff(x, y, out, cap, len + (size_t)n, depth + 1);
-                return;
-            }
-        }
-        return;
-    }
-    if (json_is_array(a)) {
-        size_t na = json_array_size(a), nb = json_array_size(b);
-        for (size_t i = 0; i < na || i < nb; i++) {
-            const json_t *x = json_array_get(a, i), *y = json_array_get(b, i);
-            if (x && y && json_equal(x, y)) continue;
-            int n = snprintf(out + len, cap - len, "[%zu]", i);
-            if (x && y && n > 0) first_diff(x, y, out, cap, len + (size_t)n, depth + 1);
-            return;
-        }
-    }
-}
 
 typedef struct snap_check {
     sqlite3 *db;
@@ -248,9 +213,14 @@ static void snap_compare(snap_check *k, const session_view *v, const char *sessi
 {
     json_t *want = session_view_to_json(v);
     json_t *got = text ? json_loads(text, 0, NULL) : NULL;
-    char key[400] = "(not JSON)";
-    if (got && !json_equal(want, got)) first_diff(want, got, key, sizeof key, 0, 0);
-    if (!got || !json_equal(want, got)) snap_problem(k, session, seq, via, key[0] ? key : "(the whole view)");
+    if (!got || !json_equal(want, got)) {
+        buf_t key;
+        buf_init(&key, 4096);
+        const json_t *da, *db;
+        int differs = got && jdiff(want, got, &key, &da, &db) && key.len;
+        snap_problem(k, session, seq, via, !got ? "(not JSON)" : differs ? key.p : "(the whole view)");
+        buf_free(&key);
+    }
     json_decref(want);
     json_decref(got);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "jdiff.h"
 #include "session.h"
 #include "sha256.h"
 #include "sse.h"
@@ -89,53 +90,6 @@ static void show(const json_t *v, char *out, size_t cap)
     free(s);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Walk a and b together; at the first difference write its path (appended to
- * path[0..plen)) and return the two values through *da, *db. */
-static int walk(const json_t *a, const json_t *b, buf_t *path, const json_t **da, const json_t **db)
-{
-    if (a && b && json_typeof(a) == json_typeof(b) && json_is_object(a)) {
-        size_t n = json_object_size(a) + json_object_size(b), k = 0;
-        const char **keys = calloc(n ? n : 1, sizeof *keys);
-        if (!keys) abort();
-        const char *key;
-        json_t *v;
-        json_object_foreach((json_t *)a, key, v) keys[k++] = key;
-        json_object_foreach((json_t *)b, key, v)
-            if (!json_object_get(a, key)) keys[k++] = key;
-        qsort(keys, k, sizeof *keys, cmp_str);
-        size_t at = path->len;
-        int diff = 0;
-        for (size_t i = 0; i < k && !diff; i++) {
-            buf_printf(path, "%s%s", path->len ? "." : "", keys[i]);
-            diff = walk(json_object_get(a, keys[i]), json_object_get(b, keys[i]), path, da, db);
-            if (!diff) path->len = at;
-        }
-        free(keys);
-        if (path->p) path->p[path->len] = '\0';
-        return diff;
-    }
-    if (a && b && json_typeof(a) == json_typeof(b) && json_is_array(a)) {
-        size_t na = json_array_size(a), nb = json_array_size(b), at = path->len;
-        for (size_t i = 0; i < na || i < nb; i++) {
-            buf_printf(path, "[%zu]", i);
-            if (walk(json_array_get(a, i), json_array_get(b, i), path, da, db)) return 1;
-            path->len = at;
-            if (path->p) path->p[at] = '\0';
-        }
-        return 0;
-    }
-    if (a && b && json_equal((json_t *)a, (json_t *)b)) return 0;
-    if (!a && !b) return 0;
-    *da = a;
-    *db = b;
-    return 1;
-}
-
 int rec_diff(const json_t *recorded, const json_t *requested, char *path, size_t pcap, char *rec_v,
              size_t rcap, char *req_v, size_t qcap)
 {
@@ -150,7 +104,7 @@ int rec_diff(const json_t *recorded, const json_t *requested, char *path, size_t
         /* An absent field and null are the same (older recordings). */
         if (json_is_null(a)) a = NULL;
         if (json_is_null(b)) b = NULL;
-        diff = walk(a, b, &p, &da, &db);
+        diff = jdiff(a, b, &p, &da, &db);
     }
     if (pcap) snprintf(path, pcap, "%s", diff && p.p ? p.p : "");
     if (diff) {

@@ -195,12 +195,43 @@ int rstats_figures_save(const char *db_path, const char *owner, const rstats_mod
     return rc;
 }
 
-/* Call fn(ud, owner, doc) for every runner's file beside the database at db_path
- * that parses and names its owner. */
-static void files_each(const char *db_path, void (*fn)(void *ud, const char *owner, const json_t *doc), void *ud)
+static void model_load(const json_t *o, const char *name, rstats_model *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->model, sizeof m->model, "%s", name);
+    m->requests = json_integer_value(json_object_get(o, "requests"));
+    m->failures = json_integer_value(json_object_get(o, "failures"));
+    m->input_tokens = json_integer_value(json_object_get(o, "inputTokens"));
+    m->output_tokens = json_integer_value(json_object_get(o, "outputTokens"));
+    m->cost_usd = json_number_value(json_object_get(o, "costUsd"));
+    hist_load(json_object_get(o, "latency"), &m->latency);
+    hist_load(json_object_get(o, "firstToken"), &m->first_token);
+}
+
+static void mcp_load(const json_t *o, const char *name, rstats_mcp *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->server, sizeof m->server, "%s", name);
+    m->calls = json_integer_value(json_object_get(o, "calls"));
+    m->starts = json_integer_value(json_object_get(o, "starts"));
+    const json_t *f = json_object_get(o, "failures");
+    for (int r = 0; r < RSTATS_MCP_REASONS; r++)
+        m->failures[r] = json_integer_value(json_object_get(f, rstats_mcp_reason[r]));
+}
+
+/* The name of entry k of the array key of doc (at most max entries), or NULL. */
+static const char *entry(const json_t *doc, const char *key, size_t k, size_t max, const char *namekey,
+                         const json_t **o)
+{
+    *o = k < max ? json_array_get(json_object_get(doc, key), k) : NULL;
+    return json_string_value(json_object_get(*o, namekey));
+}
+
+int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn)
 {
     char pattern[4300];
     glob_t g;
+    int count = 0;
     /* The database path is the operator's; escape what glob would read as a pattern. */
     size_t len = 0;
     for (const char *p = db_path; *p && len + 20 < sizeof pattern; p++) {
@@ -208,104 +239,39 @@ static void files_each(const char *db_path, void (*fn)(void *ud, const char *own
         pattern[len++] = *p;
     }
     memcpy(pattern + len, "-runner-*.json", 15);
-    if (glob(pattern, 0, NULL, &g) != 0) return;
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    /* Each file is read once, for every kind of figure asked for. */
     for (size_t i = 0; i < g.gl_pathc; i++) {
         json_t *doc = json_load_file(g.gl_pathv[i], 0, NULL);
-        const char *owner = json_string_value(json_object_get(doc, "owner"));
-        if (owner) fn(ud, owner, doc);
+        const char *owner = json_string_value(json_object_get(doc, "owner")), *name;
+        const json_t *o;
+        size_t n = owner ? json_array_size(json_object_get(doc, "models")) : 0;
+        for (size_t k = 0; fn->model && k < n; k++) {
+            if (!(name = entry(doc, "models", k, RSTATS_MODELS, "model", &o))) continue;
+            rstats_model m;
+            model_load(o, name, &m);
+            fn->model(fn->ud, owner, &m);
+            count++;
+        }
+        n = owner ? json_array_size(json_object_get(doc, "mcpServers")) : 0;
+        for (size_t k = 0; fn->mcp && k < n; k++) {
+            if (!(name = entry(doc, "mcpServers", k, RSTATS_MCP_SERVERS, "server", &o))) continue;
+            rstats_mcp m;
+            mcp_load(o, name, &m);
+            fn->mcp(fn->ud, owner, &m);
+            count++;
+        }
+        n = owner ? json_array_size(json_object_get(doc, "retries")) : 0;
+        for (size_t k = 0; fn->retry && k < n; k++) {
+            if (!(name = entry(doc, "retries", k, RSTATS_RETRY_CAUSES, "cause", &o))) continue;
+            rstats_retry r;
+            snprintf(r.cause, sizeof r.cause, "%s", name);
+            r.count = json_integer_value(json_object_get(o, "count"));
+            fn->retry(fn->ud, owner, &r);
+            count++;
+        }
         json_decref(doc);
     }
     globfree(&g);
-}
-
-typedef struct models_arg {
-    void (*fn)(void *ud, const char *owner, const rstats_model *m);
-    void (*mcp_fn)(void *ud, const char *owner, const rstats_mcp *m);
-    void *ud;
-    int count;
-    void (*retry_fn)(void *ud, const char *owner, const rstats_retry *r);
-} models_arg;
-
-static void models_of(void *ud, const char *owner, const json_t *doc)
-{
-    models_arg *a = ud;
-    const json_t *arr = json_object_get(doc, "models");
-    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_MODELS; k++) {
-        const json_t *o = json_array_get(arr, k);
-        const char *name = json_string_value(json_object_get(o, "model"));
-        if (!name) continue;
-        rstats_model m;
-        memset(&m, 0, sizeof m);
-        snprintf(m.model, sizeof m.model, "%s", name);
-        m.requests = json_integer_value(json_object_get(o, "requests"));
-        m.failures = json_integer_value(json_object_get(o, "failures"));
-        m.input_tokens = json_integer_value(json_object_get(o, "inputTokens"));
-        m.output_tokens = json_integer_value(json_object_get(o, "outputTokens"));
-        m.cost_usd = json_number_value(json_object_get(o, "costUsd"));
-        hist_load(json_object_get(o, "latency"), &m.latency);
-        hist_load(json_object_get(o, "firstToken"), &m.first_token);
-        a->fn(a->ud, owner, &m);
-        a->count++;
-    }
-}
-
-int rstats_models_each(const char *db_path,
-                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud)
-{
-    models_arg a = {fn, NULL, ud, 0, NULL};
-    files_each(db_path, models_of, &a);
-    return a.count;
-}
-
-static void mcp_of(void *ud, const char *owner, const json_t *doc)
-{
-    models_arg *a = ud;
-    const json_t *arr = json_object_get(doc, "mcpServers");
-    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_MCP_SERVERS; k++) {
-        const json_t *o = json_array_get(arr, k);
-        const char *name = json_string_value(json_object_get(o, "server"));
-        if (!name) continue;
-        rstats_mcp m;
-        memset(&m, 0, sizeof m);
-        snprintf(m.server, sizeof m.server, "%s", name);
-        m.calls = json_integer_value(json_object_get(o, "calls"));
-        m.starts = json_integer_value(json_object_get(o, "starts"));
-        const json_t *f = json_object_get(o, "failures");
-        for (int r = 0; r < RSTATS_MCP_REASONS; r++)
-            m.failures[r] = json_integer_value(json_object_get(f, rstats_mcp_reason[r]));
-        a->mcp_fn(a->ud, owner, &m);
-        a->count++;
-    }
-}
-
-int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
-                    void *ud)
-{
-    models_arg a = {NULL, fn, ud, 0, NULL};
-    files_each(db_path, mcp_of, &a);
-    return a.count;
-}
-
-static void retries_of(void *ud, const char *owner, const json_t *doc)
-{
-    models_arg *a = ud;
-    const json_t *arr = json_object_get(doc, "retries");
-    for (size_t k = 0; k < json_array_size(arr) && k < RSTATS_RETRY_CAUSES; k++) {
-        const json_t *o = json_array_get(arr, k);
-        const char *cause = json_string_value(json_object_get(o, "cause"));
-        if (!cause) continue;
-        rstats_retry r;
-        snprintf(r.cause, sizeof r.cause, "%s", cause);
-        r.count = json_integer_value(json_object_get(o, "count"));
-        a->retry_fn(a->ud, owner, &r);
-        a->count++;
-    }
-}
-
-int rstats_retries_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_retry *r),
-                        void *ud)
-{
-    models_arg a = {NULL, NULL, ud, 0, fn};
-    files_each(db_path, retries_of, &a);
-    return a.count;
+    return count;
 }

@@ -112,19 +112,18 @@ void rstats_retry_count(rstats_retry *v, int *n, const char *cause);
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
                         const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries);
 
-/* Call fn(ud, owner, model) for every model of every runner's file beside the
- * database at db_path (files that do not parse are skipped). Returns how many. */
-int rstats_models_each(const char *db_path,
-                       void (*fn)(void *ud, const char *owner, const rstats_model *m), void *ud);
+/* What rstats_figures_each calls for each figure of each runner's file (a NULL
+ * callback: that kind is skipped), with ud. */
+typedef struct rstats_figures_fn {
+    void (*model)(void *ud, const char *owner, const rstats_model *m);
+    void (*mcp)(void *ud, const char *owner, const rstats_mcp *m);
+    void (*retry)(void *ud, const char *owner, const rstats_retry *r);
+    void *ud;
+} rstats_figures_fn;
 
-/* Call fn(ud, owner, server) for every MCP server of every runner's file beside
- * the database at db_path. Returns how many. */
-int rstats_mcp_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_mcp *m),
-                    void *ud);
-
-/* Call fn(ud, owner, retry) for every retry cause of every runner's file beside
- * the database at db_path. Returns how many. */
-int rstats_retries_each(const char *db_path, void (*fn)(void *ud, const char *owner, const rstats_retry *r),
-                        void *ud);
+/* Read every runner's file beside the database at db_path once (files that do not
+ * parse are skipped) and call fn's callbacks for its models, MCP servers and retry
+ * causes. Returns how many figures were passed. */
+int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
 
 #endif

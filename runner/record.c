@@ -273,23 +273,29 @@ void record_free(rq_t *q)
     q->rec = NULL;
 }
 
-/* s's recording mode (and whether its playback is in real time). */
+/* s's recording mode (and whether its playback is in real time). A session's is
+ * fixed when it is created (a fork is another session), so it is read from its view
+ * once and kept with it. */
 static int session_mode(runner_t *R, sess_t *s, int *realtime)
 {
-    session_view v;
-    offset_t none = {0, 0};
-    session_view_init(&v);
-    int mode = R->rec_mode;
-    *realtime = R->rec_realtime;
-    if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
-        json_t *rec = json_object_get(v.created, PK_RECORDING);
-        int m = rec_mode_parse(json_string_value(json_object_get(rec, PK_MODE)));
-        const char *t = json_string_value(json_object_get(rec, PK_TIMING));
-        if (m >= 0) mode = m;
-        if (t) *realtime = !strcmp(t, "realtime");
+    if (!s->rec_mode_known) {
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        s->rec_mode = R->rec_mode;
+        s->rec_realtime = R->rec_realtime;
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
+            json_t *rec = json_object_get(v.created, PK_RECORDING);
+            int m = rec_mode_parse(json_string_value(json_object_get(rec, PK_MODE)));
+            const char *t = json_string_value(json_object_get(rec, PK_TIMING));
+            if (m >= 0) s->rec_mode = m;
+            if (t) s->rec_realtime = !strcmp(t, "realtime");
+            s->rec_mode_known = 1;
+        }
+        session_view_free(&v);
     }
-    session_view_free(&v);
-    return mode;
+    *realtime = s->rec_realtime;
+    return s->rec_mode;
 }
 
 int record_start(runner_t *R, sess_t *s, rq_t *q)

@@ -84,7 +84,8 @@ struct sess {
     json_t *servers;            /* [{server, tools}] offered to the model in the last request */
     struct recop *rec_ops;      /* recording writes waiting for the commit (record.c) */
     json_t *rec_tools;          /* {server: {list, occurrence}}: MCP tool lists recorded or played (record.c) */
-    json_t *rec_occ;            /* {key: n}: recording:request events of its log up to rec_occ_next (record.c) */
+    int rec_mode_known, rec_mode, rec_realtime; /* its recording mode, read once (record.c) */
+    json_t *rec_occ;            /* requests counted by key in its log up to rec_occ_next (record.c) */
     offset_t rec_occ_next;
     int rec_occ_read;
     sess_t *next;

@@ -23,7 +23,7 @@ sources() {
     workflow) echo lib/workflow.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c -ljansson ;;
     provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
-    recorder) echo lib/recorder.c lib/sha256.c lib/sse.c lib/buf.c -ljansson -lsqlite3 ;;
+    recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c -ljansson -lsqlite3 ;;
     url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
     subscription) echo lib/subscription.c lib/webhook.c lib/url.c lib/log.c lib/db.c lib/offset.c lib/sha256.c \
                        lib/timefmt.c lib/json.c lib/buf.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;

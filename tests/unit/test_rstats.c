@@ -146,7 +146,7 @@ static void test_models(void)
     snprintf(path, sizeof path, "%s/rstats.db-runner-.._.._etc_evil.json", dir);
     CHECK(access(path, F_OK) == 0);
     nloaded = 0;
-    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 2);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL}), 2);
     if (!CHECK_EQ_INT(nloaded, 2)) return;
     CHECK_EQ_STR(loaded_owner[0], "../../etc/evil");
     CHECK_EQ_STR(loaded[0].model, "model \"a\"");
@@ -162,7 +162,7 @@ static void test_models(void)
     CHECK_EQ_UINT(loaded[1].first_token.count, 1);
     /* No files: nothing, not an error. */
     snprintf(db, sizeof db, "%s/none[x].db", dir);
-    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL}), 0);
 }
 
 static rstats_mcp loaded_mcp[4];
@@ -197,7 +197,7 @@ static void test_mcp(void)
     snprintf(db, sizeof db, "%s/mcp.db", dir);
     CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2, NULL, 0), 0);
     nloaded_mcp = 0;
-    CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 2);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1"}), 2);
     if (!CHECK_EQ_INT(nloaded_mcp, 2)) return;
     CHECK_EQ_STR(loaded_mcp[0].server, "fs");
     CHECK_EQ_INT(loaded_mcp[0].calls, 9);
@@ -207,10 +207,14 @@ static void test_mcp(void)
     CHECK_EQ_INT(loaded_mcp[1].calls, 1);
     CHECK_EQ_STR(rstats_mcp_reason[RSTATS_MCP_UNAVAILABLE], "unavailable");
     nloaded = 0;
-    CHECK_EQ_INT(rstats_models_each(db, keep_model, NULL), 1);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL}), 1);
+    /* One read gives both kinds. */
+    nloaded = nloaded_mcp = 0;
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, keep_mcp, NULL, "r1"}), 3);
+    CHECK_EQ_INT(nloaded_mcp, 2);
     /* No server used: none. */
     CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0, NULL, 0), 0);
-    CHECK_EQ_INT(rstats_mcp_each(db, keep_mcp, "r1"), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1"}), 0);
 }
 
 static rstats_retry loaded_retry[RSTATS_RETRY_CAUSES + 1];
@@ -249,7 +253,7 @@ static void test_retries(void)
     snprintf(db, sizeof db, "%s/retries.db", dir);
     CHECK_EQ_INT(rstats_figures_save(db, "r2", NULL, 0, NULL, 0, v, n), 0);
     nloaded_retry = 0;
-    CHECK_EQ_INT(rstats_retries_each(db, keep_retry, "r2"), RSTATS_RETRY_CAUSES);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, keep_retry, "r2"}), RSTATS_RETRY_CAUSES);
     CHECK_EQ_STR(loaded_retry[0].cause, "529");
     CHECK_EQ_INT(loaded_retry[0].count, 3);
     CHECK_EQ_STR(loaded_retry[1].cause, "cut");
