@@ -303,7 +303,15 @@ typedef struct {
     int seen_ours;
     json_t *ours;         /* request ids started after our message */
     int printed;
+    int dim;              /* a thinking run is open on stderr: one DIM for all its deltas */
 } chat_state;
+
+/* Ends the open thinking run, so what comes next is not dimmed. */
+static void chat_undim(chat_state *c)
+{
+    if (c->dim) fputs(c_off(&c->err), stderr);
+    c->dim = 0;
+}
 
 static int chat_event(void *ud, const char *event, const char *data, const char *id)
 {
@@ -325,14 +333,20 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
     } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
         const char *t = json_string_value(json_object_get(p, PK_TEXT));
         if (t && !c->o->json) {
+            chat_undim(c);
             fputs(t, stdout);
             fflush(stdout);
             c->printed = 1;
         }
     } else if (!strcmp(event, EV_THINKING_DELTA) && req && json_object_get(c->ours, req) && c->err.tty) {
         const char *t = json_string_value(json_object_get(p, PK_TEXT));
-        if (t) fprintf(stderr, "%s%s%s", c_on(&c->err, DIM), t, c_off(&c->err));
+        if (t) {
+            if (!c->dim) fputs(c_on(&c->err, DIM), stderr);
+            c->dim = 1;
+            fputs(t, stderr);
+        }
     } else if (!strcmp(event, EV_TOOL_CALLED) && req && json_object_get(c->ours, req)) {
+        chat_undim(c);
         fprintf(stderr, "%s[tool %s]%s\n", c_on(&c->err, DIM), json_string_value(json_object_get(p, PK_NAME)),
                 c_off(&c->err));
     } else if (!strcmp(event, EV_PROVIDER_REQUEST_ENDED) && req && json_object_get(c->ours, req)) {
@@ -341,15 +355,18 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
     } else if (!strcmp(event, EV_PROVIDER_REQUEST_CANCELLED) && req && json_object_get(c->ours, req)) {
         const char *r = json_string_value(json_object_get(p, PK_REASON));
         if (r && strcmp(r, "restart")) {
+            chat_undim(c);
             fprintf(stderr, "\ndstream: the reply was %s%s%s\n", !strcmp(r, "interrupted") ? "interrupted" : r,
                     json_string_value(json_object_get(p, PK_ERROR)) ? ": " : "",
                     json_string_value(json_object_get(p, PK_ERROR)) ? json_string_value(json_object_get(p, PK_ERROR)) : "");
             rc = !strcmp(r, "failed") ? 0 : EXIT_FAIL;
         }
     } else if (!strcmp(event, EV_REPLY_FAILED)) {
+        chat_undim(c);
         fprintf(stderr, "\ndstream: the reply failed: %s\n", json_string_value(json_object_get(p, PK_ERROR)));
         rc = EXIT_FAIL;
     } else if (!strcmp(event, EV_SESSION_CANCELLED)) {
+        chat_undim(c);
         fprintf(stderr, "\ndstream: the session was cancelled\n");
         rc = EXIT_FAIL;
     }
@@ -402,6 +419,7 @@ int cmd_chat(int argc, char **argv)
     }
     memcpy(ev + strlen(ev), e, strlen(e) + 1);
     rc = http_sse(ev, NULL, chat_event, &c);
+    chat_undim(&c);
     if (c.printed && !o.json) putchar('\n');
     json_decref(c.ours);
     return rc;

@@ -228,9 +228,11 @@ lines_are_json() {
     grep -q 'plain answer' "$BATS_TEST_TMPDIR/chat.tty" || fail "chat on a terminal: $(cat -v "$BATS_TEST_TMPDIR/chat.tty")"
     ! grep -q $'\033' "$BATS_TEST_TMPDIR/chat.err" || fail "chat: colour into a file: $(cat -v "$BATS_TEST_TMPDIR/chat.err")"
     ! grep -q pondering "$BATS_TEST_TMPDIR/chat.err"
-    rn_script '{"text": "plain answer", "thinking": "pondering"}'
+    rn_script '{"text": "plain answer", "thinking": "pondering", "chunkSize": 2, "delayMs": 30}'
     env -u NO_COLOR script -qec "$D chat $id again" /dev/null >"$BATS_TEST_TMPDIR/chat2.tty" </dev/null
     grep -q $'\033\\[2mpondering' "$BATS_TEST_TMPDIR/chat2.tty" || fail "no dimmed thinking: $(cat -v "$BATS_TEST_TMPDIR/chat2.tty")"
+    # one dimmed run for all the thinking deltas (the mock sends them in pieces), ended before the answer
+    grep -q $'\033\\[2mpondering\033\\[0mplain answer' "$BATS_TEST_TMPDIR/chat2.tty" || fail "thinking not one run: $(cat -v "$BATS_TEST_TMPDIR/chat2.tty")"
 }
 
 # ---- exit codes and documentation -------------------------------------------------------
