@@ -19,6 +19,10 @@
  * wake-ups.
  *
  * Timers: a long-poll's deadline (204), an SSE stream's lifetime and heartbeats.
+ * Once a second the hub looks up the tokens its readers came with (one query per
+ * distinct token): a reader whose token was revoked or has expired gets its
+ * response's end (a long-poll its 204, an SSE stream its end), and its client's
+ * next request is refused.
  * The hub sweeps its readers when the earliest of them is due. A reader that goes
  * away (nginx closes the connection when its client does) is noticed by epoll
  * (EPOLLRDHUP) and dropped at once. Memory per reader: this struct, its path and
@@ -37,6 +41,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../lib/auth.h"
 #include "../lib/wake.h"
 #include "frame.h"
 #include "metrics.h"
@@ -46,6 +51,7 @@
 #define HUB_CHANGED_MAX 4096    /* changed ids queued between two turns; beyond: all */
 #define HUB_TRIM_BYTES (4u << 20) /* buffers drained after this much: memory back */
 #define HUB_LINGER_MS 10000     /* an ended response whose client reads nothing: closed */
+#define HUB_TOKEN_MS 1000       /* how often the readers' tokens are looked up again */
 
 typedef struct group group;
 typedef struct hconn hconn;
@@ -60,6 +66,7 @@ struct hconn {
     char *path, *query;
     char *head;                 /* headers collected but not sent (a long-poll's) */
     size_t headlen;
+    char token[AUTH_ID_LEN + 1]; /* the id of the token it came with ("": none) */
     int64_t deadline;           /* mono ms: long-poll 204, SSE end, or linger end */
     int64_t beat;               /* mono ms: next SSE heartbeat */
     int woken;                  /* the stream moved while the socket was full */
@@ -102,6 +109,7 @@ struct hub {
     hconn *dead;
     group *buckets[HUB_BUCKETS];
     int64_t due;
+    int64_t tokens_checked;     /* mono ms of the last look-up of the readers' tokens */
     size_t pend_total;          /* bytes in all readers' pend: at most cfg->live_buffer_max */
     size_t pend_peak;           /* the most pend_total held since memory was last trimmed */
     int shed;                   /* shed() closed readers: h->all moved under a sweep */
@@ -325,6 +333,18 @@ static int deliver(hub_t *h, hconn *c, int st, int64_t now)
     return 0;
 }
 
+/* Room in h->tmp for an entry at index n: 0, or -1 (out of memory). */
+static int tmp_room(hub_t *h, size_t n)
+{
+    if (n < h->tmpcap) return 0;
+    size_t cap = h->tmpcap ? h->tmpcap * 2 : 256;
+    hconn **t = realloc(h->tmp, cap * sizeof *t);
+    if (!t) return -1;
+    h->tmp = t;
+    h->tmpcap = cap;
+    return 0;
+}
+
 static int same_position(const hconn *a, const hconn *b)
 {
     return a->f.fr == b->f.fr && a->f.envelopes == b->f.envelopes && a->f.text == b->f.text &&
@@ -344,13 +364,7 @@ static int wake_group(hub_t *h, int64_t id, int64_t now)
         if (!g) return 0;
         size_t n = 0;
         for (hconn *c = g->head; c; c = c->gnext) {
-            if (n == h->tmpcap) {
-                size_t cap = h->tmpcap ? h->tmpcap * 2 : 256;
-                hconn **t = realloc(h->tmp, cap * sizeof *t);
-                if (!t) break;
-                h->tmp = t;
-                h->tmpcap = cap;
-            }
+            if (tmp_room(h, n)) break;
             if (c->ending) continue;
             if (wire_pending(&c->w)) {
                 c->woken = 1;   /* it reads again when its socket drains */
@@ -471,6 +485,35 @@ static void sweep(hub_t *h, int64_t now)
     }
     h->due = resweep || h->shed ? now : due;
     h->shed = 0;
+}
+
+static int by_token(const void *a, const void *b)
+{
+    return strcmp((*(hconn *const *)a)->token, (*(hconn *const *)b)->token);
+}
+
+/* End the responses of the readers whose token no longer stands (revoked, expired).
+ * A token the database cannot answer for keeps its readers until the next look-up. */
+static void check_tokens(hub_t *h, int64_t now)
+{
+    size_t n = 0;
+    h->tokens_checked = now;
+    for (size_t i = 0; i < h->n; i++) {
+        hconn *c = h->all[i];
+        if (!c->reader || c->ending || c->dead || !c->token[0]) continue;
+        if (tmp_room(h, n)) break;
+        h->tmp[n++] = c;
+    }
+    if (!n) return;
+    qsort(h->tmp, n, sizeof *h->tmp, by_token);
+    /* conn_finish may close a reader: h->all moves, h->tmp does not. */
+    for (size_t i = 0, j; i < n; i = j) {
+        int standing = auth_token_current(h->conn, h->tmp[i]->token);
+        for (j = i; j < n && !strcmp(h->tmp[j]->token, h->tmp[i]->token); j++) {}
+        if (standing != 0) continue;
+        for (size_t k = i; k < j; k++)
+            if (!h->tmp[k]->dead && !h->tmp[k]->ending) conn_finish(h, h->tmp[k], now);
+    }
 }
 
 static int adopt(hub_t *h, hconn *c, int64_t now)
@@ -641,6 +684,7 @@ static void *hub_main(void *arg)
         intake(h, now);
         run_work(h, now);
         if (now >= h->due) sweep(h, now);
+        if (now - h->tokens_checked >= HUB_TOKEN_MS) check_tokens(h, now);
         reap(h);
         trim(h);
     }
@@ -772,6 +816,7 @@ int hub_park(hub_t *h, req_t *r, const log_read_req *rr, const frame_t *f, int64
         __atomic_sub_fetch(&h->count, 1, __ATOMIC_RELAXED);
         return -1;
     }
+    if (r->auth) memcpy(c->token, r->auth->id, sizeof c->token);
     c->reader = 1;
     c->f = *f;
     c->id = f->id;

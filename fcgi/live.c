@@ -11,13 +11,15 @@
  * framer's heartbeats. No read transaction is held while waiting. A peer hang-up
  * (nginx closes the connection when its client leaves) ends the request at once.
  * The wait ends at the framer's deadline (DSTREAM_LONGPOLL_MS for a long-poll,
- * DSTREAM_SSE_MAX_MS for SSE) with the framer's end (the long-poll's 204). */
+ * DSTREAM_SSE_MAX_MS for SSE) with the framer's end (the long-poll's 204), or as
+ * soon as a look-up once a second finds the reader's token revoked or expired. */
 #include "live.h"
 
 #include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "../lib/auth.h"
 #include "../lib/wake.h"
 #include "hub.h"
 #include "metrics.h"
@@ -35,6 +37,18 @@ int live_stopping(void)
 }
 
 enum { WAIT_WOKEN, WAIT_TIMEOUT, WAIT_GONE };
+
+#define TOKEN_CHECK_MS 1000     /* how often a waiting reader's token is looked up again */
+
+/* Whether the reader's token still stands, looked up at most once per TOKEN_CHECK_MS
+ * (*due). A database that cannot answer keeps the reader. */
+static int token_stands(req_t *r, int64_t *due)
+{
+    int64_t now = wake_now_ms();
+    if (!r->auth || now < *due) return 1;
+    *due = now + TOKEN_CHECK_MS;
+    return auth_token_current(r->log, r->auth->id) != 0;
+}
 
 /* The reader now waits on this thread (counted until live_run returns). */
 static void reader_waits(req_t *r)
@@ -64,17 +78,20 @@ static int wait_for(req_t *r, int ms)
 }
 
 /* Wait for a wake-up until end, writing the framer's heartbeats. A stream deleted
- * under a streamed response ends it (WAIT_GONE). */
-static int wait_beating(req_t *r, frame_t *f, const log_read_req *rr, int64_t end)
+ * under a streamed response ends it (WAIT_GONE); a token that no longer stands ends
+ * the wait (WAIT_TIMEOUT: the framer's end). */
+static int wait_beating(req_t *r, frame_t *f, const log_read_req *rr, int64_t end, int64_t *token_due)
 {
     for (;;) {
         int64_t now = wake_now_ms();
-        if (now >= end || live_stopping()) return WAIT_TIMEOUT;
+        if (now >= end || live_stopping() || !token_stands(r, token_due)) return WAIT_TIMEOUT;
         int ms = (int)(end - now);
         if (f->fr->heartbeat && ms > r->cfg->heartbeat_ms) ms = r->cfg->heartbeat_ms;
+        if (r->auth && ms > TOKEN_CHECK_MS) ms = TOKEN_CHECK_MS;
         int w = wait_for(r, ms);
         if (w != WAIT_TIMEOUT) return w;
         if (live_stopping() || wake_now_ms() >= end) return WAIT_TIMEOUT;
+        if (!token_stands(r, token_due)) return WAIT_TIMEOUT;
         if (!f->fr->heartbeat) continue;
         if (f->fr->heartbeat(f, r) || res_flush(r)) return WAIT_GONE;
         log_info info;
@@ -105,6 +122,7 @@ static int wait_writable(req_t *r, int64_t end)
 static void run(req_t *r, log_read_req *rr, frame_t *f, buf_t *out)
 {
     int64_t end = wake_now_ms() + (f->fr->streamed ? r->cfg->sse_max_ms : r->cfg->longpoll_ms);
+    int64_t token_due = wake_now_ms() + TOKEN_CHECK_MS;
     int watching = 0, tried = 0;
     int st = frame_step(f, r, rr, out);
     /* A read counts as activity for a sliding TTL. */
@@ -128,7 +146,7 @@ static void run(req_t *r, log_read_req *rr, frame_t *f, buf_t *out)
                 watching = 1;
                 reader_waits(r);
             } else {
-                int w = wait_beating(r, f, rr, end);
+                int w = wait_beating(r, f, rr, end, &token_due);
                 if (w == WAIT_GONE) break;
                 if (w == WAIT_TIMEOUT) {
                     if (f->fr->end) f->fr->end(f, r, rr);

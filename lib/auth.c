@@ -255,6 +255,21 @@ int auth_token_list(log_conn_t *c, void (*fn)(void *ud, const auth_t *a, int64_t
     return rc == SQLITE_DONE ? 0 : db_err(rc);
 }
 
+int auth_token_current(log_conn_t *c, const char *id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(log_db(c), "SELECT expires_ms FROM tokens WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st), ret = 0;
+    if (rc == SQLITE_ROW)
+        ret = sqlite3_column_type(st, 0) == SQLITE_NULL || db_now_ms() < sqlite3_column_int64(st, 0);
+    else if (rc != SQLITE_DONE)
+        ret = db_err(rc);
+    sqlite3_finalize(st);
+    return ret;
+}
+
 static int op_revoke(log_conn_t *c, void *arg)
 {
     sqlite3_stmt *st;

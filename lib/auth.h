@@ -74,6 +74,10 @@ int auth_bearer(const char *header, char *out, size_t cap);
 int auth_verify(log_conn_t *c, const char *token, auth_t *out);
 /* Call fn for every token (never the secret), by name. Returns 0 or LOG_E*. */
 int auth_token_list(log_conn_t *c, void (*fn)(void *ud, const auth_t *a, int64_t created_ms), void *ud);
+/* Whether the token with this id still stands: 1 if it exists and has not expired,
+ * 0 if it was revoked or has expired, LOG_E* if the database could not answer. For
+ * a response that outlives its request's check (a live reader). */
+int auth_token_current(log_conn_t *c, const char *id);
 /* Revoke (delete) the token with this name or id. 0, LOG_ENOTFOUND or LOG_E*. */
 int auth_token_revoke(log_conn_t *c, const char *name_or_id);
 

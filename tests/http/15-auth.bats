@@ -40,7 +40,10 @@ teardown_file() { ds_stack_stop; }
 setup() { T=$BATS_TEST_TMPDIR; }
 
 # A test that started a stack of its own stops it, whatever happened.
-teardown() { if [ "${DS_DIR:-}" != "$MAIN_DIR" ]; then ds_stack_stop; fi; }
+teardown() {
+    ds_bg_stop
+    if [ "${DS_DIR:-}" != "$MAIN_DIR" ]; then ds_stack_stop; fi
+}
 
 # as TOKEN METHOD PATH [curl args]: a request to the server's own URL with TOKEN ("" none).
 as() {
@@ -229,6 +232,56 @@ route_req() {
         sleep 0.2
     done
     assert_status 401
+}
+
+# live_revoked NAME: on the current stack, an SSE reader and a long-poll reader that
+# came with token NAME (streams:read) wait at the tail; the token is revoked; both
+# responses end (long before DSTREAM_SSE_MAX_MS and DSTREAM_LONGPOLL_MS, 120 s here),
+# and the readers' next requests are 401.
+live_revoked() {
+    local d tok admin sse lp i
+    d=$(cat "$DS_DIR/url-direct")
+    admin=$(cat "$DS_DIR/admin.token")
+    curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' "$d/v1/stream/pub/live-$1"
+    tok=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$1" --scope streams:read:pub/ 2>/dev/null | tail -n 1)
+    spawn "$T/$1.sse.code" curl -sS -N --max-time 100 -o "$T/$1.sse" -w '%{http_code}' \
+        -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=sse"
+    sse=$LAST_PID
+    spawn "$T/$1.lp.code" curl -sS --max-time 100 -o "$T/$1.lp" -w '%{http_code}' \
+        -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=long-poll"
+    lp=$LAST_PID
+    # The SSE reader is live: an append reaches it.
+    curl -fsS -o /dev/null -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' \
+        --data-binary "hello-$1" "$d/v1/stream/pub/live-$1"
+    ds_poll 10 grep -q "hello-$1" "$T/$1.sse" || fail "the SSE reader did not get the append: $(cat "$T/$1.sse")"
+    # The long-poll (which started before the append, so it may have returned it) waits again.
+    if ! kill -0 "$lp" 2>/dev/null; then
+        spawn "$T/$1.lp.code" curl -sS --max-time 100 -o "$T/$1.lp" -w '%{http_code}' \
+            -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=long-poll"
+        lp=$LAST_PID
+    fi
+    sleep 1.5    # both parked (or waiting on their thread)
+    kill -0 "$sse" && kill -0 "$lp" || fail "a reader ended before the revocation"
+    run "$DS_BIN/dstream" --db "$DS_DB" token revoke "$1"
+    assert_success
+    ds_poll 15 eval '! kill -0 '"$sse"' 2>/dev/null && ! kill -0 '"$lp"' 2>/dev/null' ||
+        fail "a reader of a revoked token still streams 15 s after the revocation"
+    [ "$(cat "$T/$1.sse.code")" = 200 ] || fail "SSE: $(cat "$T/$1.sse.code")"
+    [ "$(cat "$T/$1.lp.code")" = 204 ] || fail "long-poll: $(cat "$T/$1.lp.code") $(cat "$T/$1.lp")"
+    for i in sse long-poll; do
+        code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 -H "Authorization: Bearer $tok" \
+            "$d/v1/stream/pub/live-$1?offset=now&live=$i")
+        [ "$code" = 401 ] || fail "$i after the revocation: $code"
+    done
+}
+
+@test "auth: a live reader whose token is revoked has its response ended, by the hub and by a thread" {
+    ds_stack_start DSTREAM_RUNNER=0 DSTREAM_LONGPOLL_MS=120000 DSTREAM_SSE_MAX_MS=120000
+    live_revoked hub
+    ds_stack_stop
+    # DSTREAM_LIVE_MAX=0: the hub takes no reader, each waits on its responder thread.
+    ds_stack_start DSTREAM_RUNNER=0 DSTREAM_LONGPOLL_MS=120000 DSTREAM_SSE_MAX_MS=120000 DSTREAM_LIVE_MAX=0
+    live_revoked thread
 }
 
 @test "auth: dstream token prints the token alone on its last line; only its hash is stored" {

@@ -116,10 +116,20 @@ static void test_tokens(void)
     const char *adm[] = {"admin"};
     CHECK_EQ_INT(auth_token_create(c, "old", adm, 1, db_now_ms() - 1, tok2, sizeof tok2), 0);
     CHECK_EQ_INT(auth_verify(c, tok2, &a), AUTH_EEXPIRED);
+    char rid[AUTH_ID_LEN + 1], oid[AUTH_ID_LEN + 1];
+    memcpy(rid, tok + 4, AUTH_ID_LEN);
+    rid[AUTH_ID_LEN] = '\0';
+    memcpy(oid, tok2 + 4, AUTH_ID_LEN);
+    oid[AUTH_ID_LEN] = '\0';
+    CHECK_EQ_INT(auth_token_current(c, rid), 1);
+    CHECK_EQ_INT(auth_token_current(c, oid), 0);     /* expired */
+    CHECK_EQ_INT(auth_token_current(c, "0000000000000000"), 0);
+    CHECK_EQ_INT(auth_token_current(c, ""), 0);
 
     /* Revoked, by name or id. */
     CHECK_EQ_INT(auth_token_revoke(c, "reader"), 0);
     CHECK_EQ_INT(auth_verify(c, tok, &a), AUTH_EINVALID);
+    CHECK_EQ_INT(auth_token_current(c, rid), 0);
     CHECK_EQ_INT(auth_token_revoke(c, "reader"), LOG_ENOTFOUND);
     char id[AUTH_ID_LEN + 1];
     memcpy(id, tok2 + 4, AUTH_ID_LEN);
