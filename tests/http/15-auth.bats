@@ -234,33 +234,36 @@ route_req() {
     assert_status 401
 }
 
+# live_readers_are N URL ADMIN: the pool holds N live readers (hub and threads).
+live_readers_are() {
+    [ "$(curl -sS -H "Authorization: Bearer $3" "$2/metrics" |
+        awk '/^dstream_live_readers\{/ { n += $2 } END { print n + 0 }')" = "$1" ]
+}
+
 # live_revoked NAME: on the current stack, an SSE reader and a long-poll reader that
 # came with token NAME (streams:read) wait at the tail; the token is revoked; both
 # responses end (long before DSTREAM_SSE_MAX_MS and DSTREAM_LONGPOLL_MS, 120 s here),
 # and the readers' next requests are 401.
 live_revoked() {
-    local d tok admin sse lp i
+    local d tok admin sse lp i code
     d=$(cat "$DS_DIR/url-direct")
     admin=$(cat "$DS_DIR/admin.token")
     curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' "$d/v1/stream/pub/live-$1"
+    curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' "$d/v1/stream/pub/quiet-$1"
     tok=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$1" --scope streams:read:pub/ 2>/dev/null | tail -n 1)
     spawn "$T/$1.sse.code" curl -sS -N --max-time 100 -o "$T/$1.sse" -w '%{http_code}' \
         -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=sse"
     sse=$LAST_PID
+    # The long-poll waits on a stream nothing is appended to.
     spawn "$T/$1.lp.code" curl -sS --max-time 100 -o "$T/$1.lp" -w '%{http_code}' \
-        -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=long-poll"
+        -H "Authorization: Bearer $tok" "$d/v1/stream/pub/quiet-$1?offset=now&live=long-poll"
     lp=$LAST_PID
     # The SSE reader is live: an append reaches it.
     curl -fsS -o /dev/null -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' \
         --data-binary "hello-$1" "$d/v1/stream/pub/live-$1"
     ds_poll 10 grep -q "hello-$1" "$T/$1.sse" || fail "the SSE reader did not get the append: $(cat "$T/$1.sse")"
-    # The long-poll (which started before the append, so it may have returned it) waits again.
-    if ! kill -0 "$lp" 2>/dev/null; then
-        spawn "$T/$1.lp.code" curl -sS --max-time 100 -o "$T/$1.lp" -w '%{http_code}' \
-            -H "Authorization: Bearer $tok" "$d/v1/stream/pub/live-$1?offset=now&live=long-poll"
-        lp=$LAST_PID
-    fi
-    sleep 1.5    # both parked (or waiting on their thread)
+    # Both wait at the tail, in the hub or on their threads (/metrics counts them).
+    ds_poll 15 live_readers_are 2 "$d" "$admin" || fail "the two readers are not waiting: $(curl -sS -H "Authorization: Bearer $admin" "$d/metrics" | grep live_readers)"
     kill -0 "$sse" && kill -0 "$lp" || fail "a reader ended before the revocation"
     run "$DS_BIN/dstream" --db "$DS_DB" token revoke "$1"
     assert_success
