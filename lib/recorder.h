@@ -93,7 +93,7 @@ typedef struct rec_found {
  * of key the asking session had answered; an attempt cut off by a restart got no
  * answer and does not count): in the first session of lineage[0..nl) that has one,
  * the complete recording whose meta.ordinal is n (the runner writes each one's at
- * its end), or, for a recording without one (tool calls), the first complete
+ * its end), or, for a recording without one (made before ordinals), the first complete
  * occurrence >= n there (with n = REC_LATEST: the last one there); if none of them
  * has it, the same in the session that recorded key last. Returns 1 (found, free
  * out->meta), 0 (none), or LOG_E*. */

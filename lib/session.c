@@ -577,6 +577,7 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
     snprintf(v->error, sizeof v->error, "%s", str(p, PK_ERROR));
     v->request[0] = '\0';
     v->retry_at = 0;
+    v->tool_wait = 0;   /* the reply is over: its tools' answers wait for no next turn */
     set_status(v, SESSION_FAILED);
 }
 
@@ -847,8 +848,9 @@ int session_view_interrupted(const session_view *v)
 
 int session_view_tools_answered(const session_view *v)
 {
+    /* Not after a failed reply (a view folded before reply:failed ended the wait). */
     return v->tool_wait == 1 && !v->request[0] && json_array_size(v->open_calls) == 0 &&
-           !session_view_finished(v);
+           v->status != SESSION_FAILED && !session_view_finished(v);
 }
 
 const json_t *session_view_open_call(const session_view *v, const char *call_id)

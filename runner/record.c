@@ -133,8 +133,10 @@ int record_tx(log_conn_t *c, sess_t *s)
 /* ---- counting ----------------------------------------------------------------------- */
 
 /* s->rec_occ: {"n": {key: requests}, "cut": {key: requests closed unanswered},
- * "last": {"r": request id, "k": key}} (the session's last recorded provider
- * request: a session has one request at a time, so a cancellation is of it). */
+ * "last": {"r": request id, "k": key} (the session's last recorded provider
+ * request: a session has one request at a time, so a cancellation is of it),
+ * "calls": {call id: key}} (the tool calls asked: one asked again was cut off by a
+ * restart before its answer, and counts as cut). */
 static void bump(json_t *occ, const char *what, const char *key)
 {
     json_t *o = json_object_get(occ, what);
@@ -171,10 +173,17 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
     json_t *e = json_loadb(data, len, 0, NULL);
     json_t *p = json_object_get(e, "payload");
     const char *key = json_string_value(json_object_get(p, PK_KEY)),
-               *rid = json_string_value(json_object_get(p, PK_REQUEST_ID));
+               *rid = json_string_value(json_object_get(p, PK_REQUEST_ID)),
+               *cid = json_string_value(json_object_get(p, PK_CALL_ID));
     if (rec && key) {
         bump(occ, "n", key);
         if (rid) json_object_set_new(occ, "last", json_pack("{s:s, s:s}", "r", rid, "k", key));
+        if (cid && *cid) {
+            json_t *calls = json_object_get(occ, "calls");
+            if (!calls) json_object_set_new(occ, "calls", calls = json_object());
+            if (json_object_get(calls, cid)) bump(occ, "cut", key);
+            else json_object_set_new(calls, cid, json_string(key));
+        }
     } else if (!rec && (key = cut_key(occ, p))) {
         bump(occ, "cut", key);
         json_object_del(occ, "last");
@@ -524,8 +533,11 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     char key[REC_KEY_LEN + 1];
     json_t *norm = tool_norm(call);
     if (rec_key_of("tool", norm, key)) abort();
-    int n = occurrences(R, s, key, NULL);
-    if (n < 0) n = 0;
+    int ord = 0;
+    int n = occurrences(R, s, key, &ord);
+    if (n < 0) n = ord = 0;
+    /* Asked before (a restart cut it off): that attempt is not an answer. */
+    if (cid && *cid && ord > 0 && json_object_get(json_object_get(s->rec_occ, "calls"), cid)) ord--;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
     size_t nl = lineage(R, s->id, ids, lin);
@@ -534,7 +546,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     rec_found f;
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
         tool_answer a = {NULL, 0, 0};
-        if (rec_find(R->conn, "tool", key, n, lin, nl, &f) == 1) {
+        if (rec_find(R->conn, "tool", key, ord, lin, nl, &f) == 1) {
             rec_chunks(R->conn, f.rowid, take_answer, &a);
             json_decref(f.meta);
         }
@@ -549,7 +561,8 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
             outcome = "miss";
             if (mode == REC_PLAYBACK) {
                 char msg[256];
-                snprintf(msg, sizeof msg, "playback: no recording of tool call %s (occurrence %d): not run", key, n);
+                snprintf(msg, sizeof msg, "playback: no recording of tool call %s as answer %d (occurrence %d): not run",
+                         key, ord, n);
                 *result = json_string(msg);
                 *is_error = *failed = 1;
                 answered = 1;
@@ -571,7 +584,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
         if (!tool_occ) tool_occ = json_object();
         char k[SSTORE_ID_MAX + 160];
         snprintf(k, sizeof k, "%s %s", s->id, cid ? cid : "");
-        json_object_set_new(tool_occ, k, json_pack("{s:s, s:i}", "key", key, "occurrence", n));
+        json_object_set_new(tool_occ, k, json_pack("{s:s, s:i, s:i}", "key", key, "occurrence", n, "ordinal", ord));
     }
     json_decref(norm);
     return answered;
@@ -595,6 +608,7 @@ void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *
     o->len = strlen(o->data);
     json_decref(answer);
     o = tool_op(s, OP_END, "tool", key, occ);
+    o->meta = json_pack("{s:O}", "ordinal", json_object_get(t, "ordinal"));
     json_object_del(tool_occ, k);
 }
 

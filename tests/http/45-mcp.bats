@@ -420,6 +420,26 @@ fs_chat() {
     [ "$(rn_request_count)" = 2 ]
 }
 
+@test "a permanent provider error in the turn after a tool call fails the reply once; nothing more is asked until the next message" {
+    local a id
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__echo", arguments: {text: "x"}}]},
+        {status: 400, errorType: "invalid_request_error", errorMessage: "refused for ever"}, {text: "Fine now."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Go."
+    rn_wait "$id" '.status == "failed"' 30
+    # The tool turn is over with the failed reply: the next request answers the next message.
+    rn_say "$id" "Again."
+    rn_wait "$id" '.status == "completed"' 30
+    events_of "$id"
+    [ "$(ev '[.[] | select(.type == "reply:failed")] | length')" = 1 ]
+    [ "$(rn_request_count)" = 3 ]
+    # The answer follows the second message: the last two messages are it and "Fine now.".
+    rn_get "$id"
+    jq -e '[.messages[-2:][] | [.role, .content]] == [["user", "Again."], ["assistant", "Fine now."]]' "$DS_BODY" >/dev/null ||
+        fail "the answer is not the second message's: $(jq -c '.messages' "$DS_BODY")"
+}
+
 @test "skills: in the system prompt, invoked by a chat message, exported as DIR/<name>/SKILL.md" {
     local a id out
     a=$(mcp_agent anthropic claude-test-model '[]' '{"system": "Be brief.", "skills": [

@@ -20,14 +20,16 @@ setup_file() {
     MCP_TMP=$(mktemp -d -t dstream-rec-mcp.XXXXXX)
     STATE=$MCP_TMP/state
     PSTATE=$MCP_TMP/pstate
-    mkdir -p "$STATE" "$PSTATE"
+    HSTATE=$MCP_TMP/hstate
+    mkdir -p "$STATE" "$PSTATE" "$HSTATE"
     jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" \
-        --arg pstate "$PSTATE" \
+        --arg pstate "$PSTATE" --arg hstate "$HSTATE" \
         '{mcpServers: {t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 5000},
-                       p: {command: $node, args: [$ts, "--state", $pstate], timeoutMs: 5000, idleStopMs: 300}}}' \
+                       p: {command: $node, args: [$ts, "--state", $pstate], timeoutMs: 5000, idleStopMs: 300},
+                       h: {command: $node, args: [$ts, "--state", $hstate], timeoutMs: 120000}}}' \
         >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
-    export MCP_TMP STATE PSTATE
+    export MCP_TMP STATE PSTATE HSTATE
     rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
 }
 teardown_file() {
@@ -79,6 +81,16 @@ played_tool_call() {
 }
 
 sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+
+# tool_agent SERVER: store an agent (the mock's model) that uses the MCP server SERVER; print its name.
+tool_agent() {
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
+        --arg s "$1" '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: [$s]}')"
+    [ "$status_code" = 201 ] || { echo "agent: $status_code $body" >&2; return 1; }
+    jq -r .name "$DS_BODY"
+}
+# sql_holds QUERY OP VALUE: the query's answer, asked now, compares (test OP) to VALUE (for ds_poll).
+sql_holds() { test "$(sql "$1")" "$2" "$3"; }
 
 @test "recording: a chat recorded live is played back with the mock stopped: the same events, the same deltas; no key in any recording" {
     agent=$(rn_agent anthropic claude-test-model)
@@ -269,7 +281,7 @@ record_workflow() {
     rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
     rn_say "$rec" "Count"
     ds_poll 20 rn_has_event "$rec" '.type == "text:delta"'
-    ds_poll 20 test "$(sql "SELECT count(*) FROM recording_chunks c JOIN recordings r ON r.id = c.recording WHERE r.session = '$rec'")" -gt 1
+    ds_poll 20 sql_holds "SELECT count(*) FROM recording_chunks c JOIN recordings r ON r.id = c.recording WHERE r.session = '$rec'" -gt 1
     rn_runner_signal KILL
     [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND complete = 0")" = 1 ]
     rn_runner_start
@@ -310,10 +322,7 @@ record_workflow() {
 count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
 
 @test "recording: a tool call is recorded with its result; playback answers it from the recording without running it" {
-    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
-        '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["t"]}')"
-    assert_status 201
-    agent=$(jq -r .name "$DS_BODY")
+    agent=$(tool_agent t)
     rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__count", arguments: {}}]}, {text: "Counted."}]}')"
     rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
     before=$(count_file)
@@ -331,6 +340,67 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [ "$(count_file)" = $((before + 1)) ]      # not run again
     rn_events "$play" >"$T/play.json"
     played_tool_call "$T/rec.json" "$T/play.json"
+}
+
+@test "recording: a read-only tool call cut off by kill -9 runs again; made again later, playback gives each call its own answer" {
+    agent=$(tool_agent h)
+    rm -f "$HSTATE/ticks"
+    touch "$HSTATE/hold"    # h__tick does not answer while it exists
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "h__tick", arguments: {}}]},
+                                    {toolCalls: [{id: "c2", name: "h__tick", arguments: {}}]}, {text: "Ticked."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Tick."
+    # The first call is in flight, its recording opened: the runner dies under it.
+    ds_poll 20 sql_holds "SELECT count(*) FROM recordings WHERE session = '$rec' AND kind = 'tool'" = 1
+    rn_runner_signal KILL
+    rm "$HSTATE/hold"
+    rn_runner_start
+    rn_wait "$rec" 'any(.messages[]; .content == "Ticked.") and .request == null' 30
+    [ "$(cat "$HSTATE/ticks")" = 2 ]
+    # The cut attempt stays incomplete; the two answers are answers 0 and 1 of one key.
+    [ "$(sql "SELECT count(DISTINCT key) FROM recordings WHERE session = '$rec' AND kind = 'tool'")" = 1 ]
+    [ "$(sql "SELECT group_concat(x, ' ') FROM (SELECT occurrence || ':' || complete || ':' || ifnull(json_extract(meta, '\$.ordinal'), '-') AS x
+              FROM recordings WHERE session = '$rec' AND kind = 'tool' ORDER BY occurrence)")" = "0:0:- 1:1:0 2:1:1" ]
+    rn_events "$rec" >"$T/rec.json"
+    check "$T/rec.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 1")] == [true, false]'
+    check "$T/rec.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 2")] == [false, true]'
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Tick."
+    rn_wait "$play" 'any(.messages[]; .content == "Ticked.") and .request == null'
+    mock_cont
+    [ "$(cat "$HSTATE/ticks")" = 2 ]      # not run
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
+        == [["provider", "hit"], ["tool", "hit"], ["provider", "hit"], ["tool", "hit"], ["provider", "hit"]]'
+    check "$T/play.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 1")] == [true, false]'
+    check "$T/play.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 2")] == [false, true]'
+}
+
+@test "recording: a playback miss in the turn after a tool call fails the reply once (no request loop); the next message is asked once" {
+    agent=$(tool_agent t)
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Echo."
+    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    # The turn after the tool call is forgotten: playback misses it.
+    key=$(sql "SELECT key FROM recordings WHERE session = '$rec' AND kind = 'provider' ORDER BY id DESC LIMIT 1")
+    req DELETE "/v1/recordings/$key"
+    assert_status 204
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Echo."
+    rn_wait "$play" '.status == "failed"'
+    rn_say "$play" "Again."
+    rn_wait "$play" '.status == "failed" and any(.messages[]; .content == "Again.")'
+    mock_cont
+    rn_events "$play" >"$T/play.json"
+    # Before the fix the runner started the failed turn again at once, for ever (a
+    # reply:failed a millisecond): the tool turn still looked due.
+    check "$T/play.json" '[.[] | select(.type == "reply:failed")] | length == 2'
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
+        == [["provider", "hit"], ["tool", "hit"], ["provider", "diverged"], ["provider", "diverged"]]'
 }
 
 @test "recordings: listed, read and deleted over HTTP (admin); exported without any key and imported back; retention" {
@@ -409,10 +479,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
 }
 
 @test "recording: playback takes an MCP server's tool list from the recording and never starts the server" {
-    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
-        '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["p"]}')"
-    assert_status 201
-    agent=$(jq -r .name "$DS_BODY")
+    agent=$(tool_agent p)
     rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "p__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
     rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
     rn_say "$rec" "Echo."

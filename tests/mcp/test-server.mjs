@@ -14,6 +14,8 @@
 //   count {delayMs}        side-effecting: adds 1 to DIR/count, answers the new
 //                          value after delayMs (the count is written first)
 //   count_get              readOnly: the current count
+//   tick                   readOnly (a clock read): adds 1 to DIR/ticks and answers
+//                          "tick N"; while DIR/hold exists it never answers
 //   crash                  exits with status 3 while the call is in flight
 //   hang                   never answers
 //   fail                   answers isError: true
@@ -62,6 +64,7 @@ const TOOLS = [
     { name: 'count', description: 'Add one to the counter', inputSchema: obj({ delayMs: { type: 'integer' } }),
       annotations: { readOnlyHint: false, destructiveHint: false } },
     { name: 'count_get', description: 'Read the counter', inputSchema: obj({}), annotations: { readOnlyHint: true } },
+    { name: 'tick', description: 'Read the clock', inputSchema: obj({}), annotations: { readOnlyHint: true } },
     { name: 'crash', description: 'Exit mid-call', inputSchema: obj({}) },
     { name: 'hang', description: 'Never answer', inputSchema: obj({}), annotations: { readOnlyHint: true } },
     { name: 'fail', description: 'Answer an error', inputSchema: obj({}), annotations: { readOnlyHint: true } },
@@ -89,6 +92,14 @@ function call(id, name, a) {
         return;
     }
     case 'count_get': return send({ jsonrpc: '2.0', id, result: text(`count ${readCount()}`) });
+    case 'tick': {
+        if (!stateDir || fs.existsSync(path.join(stateDir, 'hold'))) return;
+        const f = path.join(stateDir, 'ticks');
+        let n = 0;
+        try { n = Number(fs.readFileSync(f, 'utf8')) || 0; } catch { /* none yet */ }
+        fs.writeFileSync(f, String(n + 1));
+        return send({ jsonrpc: '2.0', id, result: text(`tick ${n + 1}`) });
+    }
     case 'crash':
         process.stderr.write('test-server: crashing mid-call\n');
         return process.exit(3);

@@ -997,6 +997,27 @@ static void test_tools(void)
     CHECK(session_view_tools_answered(&w));
     CHECK_EQ_INT(w.tool_turns, 1);
     session_view_free(&w);
+    /* The next turn failing before it started (a playback miss): the reply is over,
+     * no turn is due any more (the runner started it again and again), and the next
+     * message is a new reply. */
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    R(&w, "reply:failed", "{\"error\": \"playback: no recording\", \"reason\": \"playback_miss\"}");
+    CHECK_EQ_STR(status(&w), "failed");
+    CHECK(!session_view_tools_answered(&w));
+    CHECK(!session_view_needs_reply(&w));
+    CHECK_EQ_INT(w.tool_wait, 0);
+    R(&w, "message:user", "{\"content\": \"again\", \"mode\": \"interrupt\"}");
+    CHECK(session_view_needs_reply(&w));
+    CHECK(!session_view_tools_answered(&w));
+    session_view_free(&w);
+    /* A view folded by an earlier version (the wait left set after the failure). */
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    R(&w, "reply:failed", "{\"error\": \"x\"}");
+    w.tool_wait = 1;
+    CHECK(!session_view_tools_answered(&w));
+    session_view_free(&w);
     json_decref(j);
     /* The next turn continues the reply: its turns add up, a retry of it too. */
     R(&v, "provider:request_started", "{\"requestId\": \"r1b\"}");
