@@ -408,6 +408,13 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     return ret;
 }
 
+int record_call_seed(const rq_t *q, char *out, size_t cap)
+{
+    if (!q->rec || !q->rec->key[0]) return -1;
+    snprintf(out, cap, "%s#%d", q->rec->key, q->rec->ord);
+    return 0;
+}
+
 /* ---- a live request records ---------------------------------------------------------- */
 
 void record_body(rq_t *q, const char *p, size_t len)

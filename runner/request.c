@@ -12,6 +12,8 @@
 
 #include "../lib/db.h"
 #include "../lib/event.h"
+#include "../lib/recorder.h"
+#include "../lib/sha256.h"
 #include "runner.h"
 
 static int on_event(void *ud, const provider_event *ev)
@@ -25,9 +27,20 @@ static int on_event(void *ud, const provider_event *ev)
     case PEV_THINKING: buf_append(&q->thinking, ev->text, ev->len); break;
     case PEV_TOOL_CALL: {
         json_t *args = json_loads(ev->args ? ev->args : "{}", 0, NULL);
-        /* Some OpenAI-compatible servers send no call id: make one up. */
-        char made[96];
-        snprintf(made, sizeof made, "call_%s_%zu", q->id, json_array_size(q->tool_calls));
+        /* Some OpenAI-compatible servers send no call id: make one up. Recorded or
+         * played back, from the request's key and ordinal, so that playback makes the
+         * same one and the next request has the recorded key; else from the request id. */
+        char made[96], seed[REC_KEY_LEN + 16];
+        size_t idx = json_array_size(q->tool_calls);
+        if (record_call_seed(q, seed, sizeof seed) == 0) {
+            uint8_t d[SHA256_LEN];
+            char hex[2 * 12 + 1];
+            sha256(seed, strlen(seed), d);
+            sha256_hex(d, 12, hex);
+            snprintf(made, sizeof made, "call_%s_%zu", hex, idx);
+        } else {
+            snprintf(made, sizeof made, "call_%s_%zu", q->id, idx);
+        }
         json_array_append_new(q->tool_calls,
                               json_pack("{s:s, s:s, s:o}", PK_CALL_ID, ev->id && *ev->id ? ev->id : made,
                                         PK_NAME, ev->name ? ev->name : "", PK_ARGUMENTS,

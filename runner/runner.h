@@ -189,6 +189,10 @@ int record_config(runner_t *R);
  * reason in R->start_error and R->start_reason). Queues recording:request. */
 int record_start(runner_t *R, sess_t *s, rq_t *q);
 void record_body(rq_t *q, const char *p, size_t len);
+/* A seed for the ids of q's tool calls that came without one, the same in a recorded
+ * session and in its playback (the request's key and answer ordinal): 0, or -1 when
+ * q is not recorded or played back. */
+int record_call_seed(const rq_t *q, char *out, size_t cap);
 void record_flush(runner_t *R, rq_t *q);
 void record_finished(runner_t *R, rq_t *q, int result, long status);
 void record_free(rq_t *q);

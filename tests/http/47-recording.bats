@@ -82,10 +82,12 @@ played_tool_call() {
 
 sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
 
-# tool_agent SERVER: store an agent (the mock's model) that uses the MCP server SERVER; print its name.
+# tool_agent SERVER [PROVIDER MODEL]: store an agent (the mock's anthropic model by
+# default) that uses the MCP server SERVER; print its name.
 tool_agent() {
     req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$(ds_name agent)" \
-        --arg s "$1" '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: [$s]}')"
+        --arg s "$1" --arg p "${2:-anthropic}" --arg m "${3:-claude-test-model}" \
+        '{name: $n, provider: $p, model: $m, mcpServers: [$s]}')"
     [ "$status_code" = 201 ] || { echo "agent: $status_code $body" >&2; return 1; }
     jq -r .name "$DS_BODY"
 }
@@ -401,6 +403,27 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     check "$T/play.json" '[.[] | select(.type == "reply:failed")] | length == 2'
     check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
         == [["provider", "hit"], ["tool", "hit"], ["provider", "diverged"], ["provider", "diverged"]]'
+}
+
+@test "recording: a tool call that came without an id (some OpenAI-compatible servers) plays back past the call" {
+    agent=$(tool_agent t openai gpt-test-model)
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "", name: "t__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Echo."
+    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    rn_events "$rec" >"$T/rec.json"
+    # The id the runner made: from the request's key and ordinal, not from its random id.
+    check "$T/rec.json" '[.[] | select(.type == "tool:called") | .payload.callId | test("^call_[0-9a-f]{24}_0$")] == [true]'
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Echo."
+    rn_wait "$play" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    mock_cont
+    rn_events "$play" >"$T/play.json"
+    played_tool_call "$T/rec.json" "$T/play.json"
+    [ "$(jq -c '[.[] | select(.type == "tool:called") | .payload.callId]' "$T/rec.json")" = \
+      "$(jq -c '[.[] | select(.type == "tool:called") | .payload.callId]' "$T/play.json")" ]
 }
 
 @test "recordings: listed, read and deleted over HTTP (admin); exported without any key and imported back; retention" {

@@ -136,7 +136,8 @@ function nonNegInt(v, dflt) {
 
 function normalizeReply(r) {
     const toolCalls = Array.isArray(r.toolCalls) ? r.toolCalls.map((t, i) => ({
-        id: typeof t.id === 'string' ? t.id : `call_mock_${i + 1}`,
+        // id "": the call is sent without an id (as some OpenAI-compatible servers do)
+        id: typeof t.id === 'string' ? (t.id === '' ? undefined : t.id) : `call_mock_${i + 1}`,
         name: typeof t.name === 'string' ? t.name : 'tool',
         // arguments: an object (serialized here) or a string sent verbatim.
         args: typeof t.arguments === 'string' ? t.arguments
