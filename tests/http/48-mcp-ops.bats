@@ -211,11 +211,11 @@ TALLY='{"name": "tally", "inputSchema": {"type": "object"}}'
     jq -e '.[] | select(.type == "tool:result" and .payload.callId == "g2") | .payload | .result == "grown: new" and .failed == false' "$T/ev.json"
     jq -e '.[] | select(.type == "tool:called" and .payload.callId == "g2") | .payload | .server == "g" and .tool == "grown"' "$T/ev.json"
     grep -q 'mcp g: its tools changed' "$DS_DIR/logs/runner.log"
-    grep -q 'mcp g: tools listed again, 10 tools' "$DS_DIR/logs/runner.log"
-    # Listed again page by page (2 a page): 5 pages at the start, 5 more after the change.
+    grep -q 'mcp g: tools listed again, 11 tools' "$DS_DIR/logs/runner.log"
+    # Listed again page by page (2 a page): 5 pages of 10 tools at the start, 6 of 11 after the change.
     lists=$(jq -s '[.[] | select(.method == "tools/list")] | length' "$MCP_TMP/gstate/received.jsonl")
-    [ "$lists" = 10 ]
-    jq -se '[.[] | select(.method == "tools/list") | .params.cursor // "first"] == ["first", "2", "4", "6", "8", "first", "2", "4", "6", "8"]' \
+    [ "$lists" = 11 ]
+    jq -se '[.[] | select(.method == "tools/list") | .params.cursor // "first"] == ["first", "2", "4", "6", "8", "first", "2", "4", "6", "8", "10"]' \
         "$MCP_TMP/gstate/received.jsonl"
     rn_runner_alive
 }
