@@ -262,6 +262,30 @@ int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char
     return last[0] ? find_in(c, kind, key, n, last, out) : 0;
 }
 
+int rec_tools_used(log_conn_t *c, const char *session, int k, const char *server)
+{
+    sqlite3_stmt *st;
+    if (k < 0) return -1;
+    if (log_stmt(c, "SELECT meta FROM recordings WHERE session = ?1 AND kind = 'provider' AND complete = 1"
+                    " ORDER BY id LIMIT 1 OFFSET ?2", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, k);
+    int rc = sqlite3_step(st), occ = -1;
+    if (rc == SQLITE_ROW) {
+        const char *m = (const char *)sqlite3_column_text(st, 0);
+        json_t *meta = m ? json_loads(m, 0, NULL) : NULL;
+        json_t *o = json_object_get(json_object_get(meta, "tools"), server);
+        if (json_is_integer(o) && json_integer_value(o) >= 0 && json_integer_value(o) <= INT32_MAX)
+            occ = (int)json_integer_value(o);
+        json_decref(meta);
+    } else if (rc != SQLITE_DONE) {
+        occ = LOG_EIO;
+    }
+    log_stmt_done(c, st);
+    return occ;
+}
+
 int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
                void *ud)
 {

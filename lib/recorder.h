@@ -101,6 +101,13 @@ typedef struct rec_found {
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
              rec_found *out);
 
+/* Which recorded tool list of MCP server `server` the k-th answered provider request
+ * of session (its k-th complete provider recording, 0 first, in the order they
+ * started) was built with: the occurrence of that tools recording (meta.tools), -1 if
+ * the session has no such request or it names none, or LOG_E*. Playback offers each
+ * request the list its recorded counterpart had. */
+int rec_tools_used(log_conn_t *c, const char *session, int k, const char *server);
+
 /* Call fn for each chunk of recording rowid, in order. Returns 0, fn's non-zero, or LOG_E*. */
 int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
                void *ud);

@@ -46,6 +46,7 @@ struct rrec {
     char key[REC_KEY_LEN + 1];
     int occ;
     int ord;                    /* the answer it is: earlier requests of key answered */
+    json_t *tools;              /* {server: occurrence} of the tool lists it offers (NULL: none) */
     buf_t pending;              /* body bytes since the last flush */
     int seq;                    /* chunks queued */
     pchunk *chunks;             /* playback */
@@ -132,6 +133,9 @@ int record_tx(log_conn_t *c, sess_t *s)
 
 /* ---- counting ----------------------------------------------------------------------- */
 
+/* Counted under this name too: every provider request (its key is hex). */
+#define ANY_PROVIDER "*provider"
+
 /* s->rec_occ: {"n": {key: requests}, "cut": {key: requests closed unanswered},
  * "last": {"r": request id, "k": key} (the session's last recorded provider
  * request: a session has one request at a time, so a cancellation is of it),
@@ -177,7 +181,10 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
                *cid = json_string_value(json_object_get(p, PK_CALL_ID));
     if (rec && key) {
         bump(occ, "n", key);
-        if (rid) json_object_set_new(occ, "last", json_pack("{s:s, s:s}", "r", rid, "k", key));
+        if (rid) {
+            bump(occ, "n", ANY_PROVIDER);
+            json_object_set_new(occ, "last", json_pack("{s:s, s:s}", "r", rid, "k", key));
+        }
         if (cid && *cid) {
             json_t *calls = json_object_get(occ, "calls");
             if (!calls) json_object_set_new(occ, "calls", calls = json_object());
@@ -186,6 +193,7 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
         }
     } else if (!rec && (key = cut_key(occ, p))) {
         bump(occ, "cut", key);
+        bump(occ, "cut", ANY_PROVIDER);
         json_object_del(occ, "last");
     }
     json_decref(e);
@@ -223,7 +231,7 @@ static int occurrences(runner_t *R, sess_t *s, const char *key, int *ord)
         for (size_t i = 0; i < s->nout; i++) {
             const char *k = strcmp(s->out[i].type, EV_PROVIDER_REQUEST_CANCELLED) ? NULL
                                                                                   : cut_key(s->rec_occ, s->out[i].payload);
-            if (k && !strcmp(k, key)) {
+            if (k && (!strcmp(k, key) || !strcmp(key, ANY_PROVIDER))) {
                 cut++;
                 break;
             }
@@ -270,6 +278,7 @@ static int take_chunk(void *ud, int64_t t_ms, const void *p, size_t n)
 static void free_rec(struct rrec *r)
 {
     if (!r) return;
+    json_decref(r->tools);
     buf_free(&r->pending);
     for (size_t i = 0; i < r->n; i++) free(r->chunks[i].p);
     free(r->chunks);
@@ -323,6 +332,14 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     r->mode = mode;
     r->realtime = realtime;
     buf_init(&r->pending, 64 << 20);
+    /* The tool lists it offers, by their recordings' occurrences (playback offers each
+     * request the lists its recorded counterpart had: rec_tools_used). */
+    const char *server;
+    json_t *kept;
+    json_object_foreach(s->rec_tools, server, kept) {
+        if (!r->tools) r->tools = json_object();
+        json_object_set(r->tools, server, json_object_get(kept, "occurrence"));
+    }
     int n = occurrences(R, s, r->key, &r->ord);
     if (n < 0) {
         json_decref(norm);
@@ -449,6 +466,7 @@ void record_finished(runner_t *R, rq_t *q, int result, long status)
                         q->should_retry, "ordinal", r->ord);
     if (q->retry_after[0]) json_object_set_new(o->meta, "retryAfter", json_string(q->retry_after));
     if (q->retry_after_ms >= 0) json_object_set_new(o->meta, "retryAfterMs", json_integer(q->retry_after_ms));
+    if (r->tools) json_object_set(o->meta, "tools", r->tools);
     r->recording = 0;
 }
 
@@ -642,12 +660,54 @@ static json_t *found_list(runner_t *R, rec_found *f)
     return list;
 }
 
-/* Keep list (a new reference) as what s knows of server's tools, occurrence occ. */
-static const json_t *keep_list(sess_t *s, const char *server, json_t *list, int occ)
+/* Keep list (a new reference) as what s knows of server's tools: occurrence occ of
+ * the tools recordings of session from. */
+static const json_t *keep_list(sess_t *s, const char *server, json_t *list, int occ, const char *from)
 {
     if (!s->rec_tools) s->rec_tools = json_object();
-    json_object_set_new(s->rec_tools, server, json_pack("{s:o, s:i}", "list", list, "occurrence", occ));
+    json_object_set_new(s->rec_tools, server, json_pack("{s:o, s:i, s:s}", "list", list, "occurrence", occ, "session", from));
     return list;
+}
+
+/* Playback: the list of server that the request about to start offers, kept in
+ * s->rec_tools. The recorded session the lists come from is the one that recorded
+ * the server's list last, in the session's lineage first; its request with as many
+ * answers before it as this one has says which of its lists it offered
+ * (rec_tools_used), else the latest. NULL when no list of server was recorded. */
+static const json_t *played_list(runner_t *R, sess_t *s, const char *server, const char *key)
+{
+    json_t *kept = s->rec_tools ? json_object_get(s->rec_tools, server) : NULL;
+    rec_found f;
+    char src[SSTORE_ID_MAX];
+    if (!kept) {
+        char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
+        const char *lin[REC_LINEAGE_MAX];
+        size_t nl = lineage(R, s->id, ids, lin);
+        json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, &f) == 1 ? found_list(R, &f) : NULL;
+        if (!list) return NULL;
+        keep_list(s, server, list, f.occurrence, f.session);
+        runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
+                   f.occurrence, f.session);
+        kept = json_object_get(s->rec_tools, server);
+    }
+    snprintf(src, sizeof src, "%s", json_string_value(json_object_get(kept, "session")));
+    int answered = 0;
+    int want = occurrences(R, s, ANY_PROVIDER, &answered) < 0 ? -1 : rec_tools_used(R->conn, src, answered, server);
+    if (want >= 0 && want != json_integer_value(json_object_get(kept, "occurrence"))) {
+        const char *one[1] = {src};
+        json_t *list = NULL;
+        if (rec_find(R->conn, "tools", key, want, one, 1, &f) == 1) {
+            if (!strcmp(f.session, src) && f.occurrence == want) list = found_list(R, &f);   /* frees f.meta */
+            else json_decref(f.meta);
+        }
+        if (list) {
+            keep_list(s, server, list, want, src);
+            runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s (request %d)", s->id, server,
+                       key, want, src, answered);
+            kept = json_object_get(s->rec_tools, server);
+        }
+    }
+    return json_object_get(kept, "list");
 }
 
 int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap)
@@ -660,22 +720,8 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
     if (!norm || rec_key_of("tools", norm, key)) abort();
     rec_found f;
     if (mode == REC_PLAYBACK) {
-        if (kept) {
-            json_decref(norm);
-            *tools = json_object_get(kept, "list");
-            return RMCP_READY;
-        }
-        char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
-        const char *lin[REC_LINEAGE_MAX];
-        size_t nl = lineage(R, s->id, ids, lin);
-        json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, &f) == 1 ? found_list(R, &f) : NULL;
         json_decref(norm);
-        if (list) {
-            runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
-                       f.occurrence, f.session);
-            *tools = keep_list(s, server, list, f.occurrence);
-            return RMCP_READY;
-        }
+        if ((*tools = played_list(R, s, server, key))) return RMCP_READY;
         runner_log("session %s: playback: no recorded tool list of MCP server %s: asking the server", s->id, server);
         return rmcp_tools(R->mcp, server, tools, err, errcap);
     }
@@ -698,7 +744,7 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
             json_decref(f.meta);
         }
         if (last && json_equal(last, (json_t *)*tools)) {
-            keep_list(s, server, last, occ - 1);
+            keep_list(s, server, last, occ - 1, s->id);
             json_decref(norm);
             return st;
         }
@@ -716,7 +762,7 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
     if (!o->data) abort();
     o->len = strlen(o->data);
     tool_op(s, OP_END, "tools", key, occ);
-    keep_list(s, server, json_deep_copy(*tools), occ);
+    keep_list(s, server, json_deep_copy(*tools), occ, s->id);
     runner_log("session %s: MCP server %s's tools recorded (%.12s#%d)", s->id, server, key, occ);
     json_decref(norm);
     return st;

@@ -21,15 +21,17 @@ setup_file() {
     STATE=$MCP_TMP/state
     PSTATE=$MCP_TMP/pstate
     HSTATE=$MCP_TMP/hstate
-    mkdir -p "$STATE" "$PSTATE" "$HSTATE"
+    GSTATE=$MCP_TMP/gstate
+    mkdir -p "$STATE" "$PSTATE" "$HSTATE" "$GSTATE"
     jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" \
-        --arg pstate "$PSTATE" --arg hstate "$HSTATE" \
+        --arg pstate "$PSTATE" --arg hstate "$HSTATE" --arg gstate "$GSTATE" \
         '{mcpServers: {t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 5000},
                        p: {command: $node, args: [$ts, "--state", $pstate], timeoutMs: 5000, idleStopMs: 300},
-                       h: {command: $node, args: [$ts, "--state", $hstate], timeoutMs: 120000}}}' \
+                       h: {command: $node, args: [$ts, "--state", $hstate], timeoutMs: 120000},
+                       g: {command: $node, args: [$ts, "--state", $gstate, "--grow"], timeoutMs: 5000}}}' \
         >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
-    export MCP_TMP STATE PSTATE HSTATE
+    export MCP_TMP STATE PSTATE HSTATE GSTATE
     rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
 }
 teardown_file() {
@@ -424,6 +426,32 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     played_tool_call "$T/rec.json" "$T/play.json"
     [ "$(jq -c '[.[] | select(.type == "tool:called") | .payload.callId]' "$T/rec.json")" = \
       "$(jq -c '[.[] | select(.type == "tool:called") | .payload.callId]' "$T/play.json")" ]
+}
+
+@test "recording: an MCP server whose tool list changes mid-session: playback offers each request the list it had" {
+    agent=$(tool_agent g)
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "g1", name: "g__echo", arguments: {text: "first"}}]},
+        {toolCalls: [{id: "g2", name: "g__grown", arguments: {text: "new"}}]}, {text: "Used the new tool."}]}')"
+    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$rec" "Echo, then use what appears."
+    rn_wait "$rec" 'any(.messages[]; .content == "Used the new tool.") and .request == null' 30
+    # Two lists recorded (the server grew at its first call); the three requests name theirs.
+    [ "$(sql "SELECT group_concat(occurrence, ',') FROM (SELECT occurrence FROM recordings WHERE session = '$rec' AND kind = 'tools' ORDER BY id)")" = "0,1" ]
+    [ "$(sql "SELECT group_concat(t, ',') FROM (SELECT json_extract(meta, '\$.tools.g') AS t FROM recordings
+              WHERE session = '$rec' AND kind = 'provider' AND complete = 1 ORDER BY id)")" = "0,1,1" ]
+    rn_events "$rec" >"$T/rec.json"
+
+    mock_stop
+    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$play" "Echo, then use what appears."
+    rn_wait "$play" 'any(.messages[]; .content == "Used the new tool.") and .request == null' 30
+    mock_cont
+    rn_events "$play" >"$T/play.json"
+    check "$T/play.json" '[.[] | select(.type == "recording:request") | [(.payload.kind // "provider"), .payload.outcome]]
+        == [["provider", "hit"], ["tool", "hit"], ["provider", "hit"], ["tool", "hit"], ["provider", "hit"]]'
+    jq "$NORM" "$T/rec.json" >"$T/a.json"
+    jq "$NORM" "$T/play.json" >"$T/b.json"
+    diff "$T/a.json" "$T/b.json"
 }
 
 @test "recordings: listed, read and deleted over HTTP (admin); exported without any key and imported back; retention" {

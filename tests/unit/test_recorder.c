@@ -286,6 +286,25 @@ static void test_ordinal(void)
     CHECK_EQ_INT((int)json_integer_value(json_object_get(f.meta, "ordinal")), 1);
     json_decref(f.meta);
     CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, &f), 0);
+    /* Which tool list each answered request offered: the complete rows in order (the
+     * 529 is answer 0, the 200 answer 1; the cut ones are not answers). */
+    CHECK_EQ_INT(rec_tools_used(c, "s1", 0, "srv"), -1);     /* no meta.tools */
+    rec_id u0 = {"s2", "provider", "00bb", 0}, u1 = {"s2", "provider", "00cc", 0}, u2 = {"s2", "provider", "00dd", 0};
+    rec_id *us[] = {&u0, &u1, &u2};
+    const char *used[] = {"{\"tools\": {\"srv\": 0}}", NULL, "{\"tools\": {\"srv\": 1, \"other\": 4}}"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(rec_tx_open(c, us[i], "r", "anthropic", "m", req, 1), 0);
+        json_t *meta = used[i] ? json_loads(used[i], 0, NULL) : NULL;
+        if (i != 1) CHECK_EQ_INT(rec_tx_end(c, us[i], 200, 0, meta, 2), 0);    /* the second one is cut */
+        json_decref(meta);
+    }
+    CHECK_EQ_INT(rec_tools_used(c, "s2", 0, "srv"), 0);
+    CHECK_EQ_INT(rec_tools_used(c, "s2", 1, "srv"), 1);
+    CHECK_EQ_INT(rec_tools_used(c, "s2", 1, "other"), 4);
+    CHECK_EQ_INT(rec_tools_used(c, "s2", 1, "nope"), -1);
+    CHECK_EQ_INT(rec_tools_used(c, "s2", 2, "srv"), -1);
+    CHECK_EQ_INT(rec_tools_used(c, "s2", -1, "srv"), -1);
+    CHECK_EQ_INT(rec_tools_used(c, "s9", 0, "srv"), -1);
     /* Without ordinals (a tool call's row), by occurrence. */
     rec_id t0 = {"s1", "tool", key, 0}, t1 = {"s1", "tool", key, 1};
     CHECK_EQ_INT(rec_tx_open(c, &t0, "c", "srv", "tool", req, 1), 0);
