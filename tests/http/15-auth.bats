@@ -287,6 +287,45 @@ live_revoked() {
     live_revoked thread
 }
 
+@test "auth: 30 live readers on 5 tokens, 2 tokens revoked: exactly their 12 readers end, the other 18 get the next append" {
+    ds_stack_start DSTREAM_RUNNER=0 DSTREAM_SSE_MAX_MS=120000
+    local d admin i k tok pids=() toks=()
+    d=$(cat "$DS_DIR/url-direct")
+    admin=$(cat "$DS_DIR/admin.token")
+    curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' "$d/v1/stream/pub/many"
+    for k in 0 1 2 3 4; do
+        toks[k]=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "many$k" --scope streams:read:pub/ 2>/dev/null | tail -n 1)
+    done
+    for i in $(seq 0 29); do
+        k=$((i % 5))
+        spawn "$T/many.$i.code" curl -sS -N --max-time 100 -o "$T/many.$i" -w '%{http_code}' \
+            -H "Authorization: Bearer ${toks[k]}" "$d/v1/stream/pub/many?offset=-1&live=sse"
+        pids[i]=$LAST_PID
+    done
+    curl -fsS -o /dev/null -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' \
+        --data-binary "one" "$d/v1/stream/pub/many"
+    for i in $(seq 0 29); do ds_poll 15 grep -q one "$T/many.$i" || fail "reader $i did not get the first append"; done
+    ds_poll 15 live_readers_are 30 "$d" "$admin" || fail "not 30 readers waiting"
+    "$DS_BIN/dstream" --db "$DS_DB" token revoke many1 >/dev/null
+    "$DS_BIN/dstream" --db "$DS_DB" token revoke many3 >/dev/null
+    for i in $(seq 0 29); do
+        k=$((i % 5))
+        if [ "$k" = 1 ] || [ "$k" = 3 ]; then
+            ds_poll 15 eval '! kill -0 '"${pids[i]}"' 2>/dev/null' || fail "reader $i (token many$k, revoked) still streams"
+            [ "$(cat "$T/many.$i.code")" = 200 ] || fail "reader $i: $(cat "$T/many.$i.code")"
+        fi
+    done
+    ds_poll 15 live_readers_are 18 "$d" "$admin" || fail "not 18 readers left"
+    curl -fsS -o /dev/null -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: text/plain' \
+        --data-binary "two" "$d/v1/stream/pub/many"
+    for i in $(seq 0 29); do
+        k=$((i % 5))
+        [ "$k" = 1 ] || [ "$k" = 3 ] && continue
+        ds_poll 15 grep -q two "$T/many.$i" || fail "reader $i (token many$k) did not get the next append"
+        kill -0 "${pids[i]}" || fail "reader $i ended"
+    done
+}
+
 @test "auth: dstream token prints the token alone on its last line; only its hash is stored" {
     run --separate-stderr "$DS_BIN/dstream" --db "$DS_DB" token create --name cli1 --scope streams:read:x/ --scope admin
     assert_success
