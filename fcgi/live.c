@@ -91,7 +91,6 @@ static int wait_beating(req_t *r, frame_t *f, const log_read_req *rr, int64_t en
         int w = wait_for(r, ms);
         if (w != WAIT_TIMEOUT) return w;
         if (live_stopping() || wake_now_ms() >= end) return WAIT_TIMEOUT;
-        if (!token_stands(r, token_due)) return WAIT_TIMEOUT;
         if (!f->fr->heartbeat) continue;
         if (f->fr->heartbeat(f, r) || res_flush(r)) return WAIT_GONE;
         log_info info;

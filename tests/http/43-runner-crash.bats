@@ -16,18 +16,8 @@ load runner-helpers
 
 setup_file() { rn_start DSTREAM_RUNNER_ID=runner-a DSTREAM_LEASE_MS=1500; }
 teardown_file() { rn_stop; }
-setup() {
-    rn_test_setup
-    T=$BATS_TEST_TMPDIR
-    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__default"
-    B_PID=
-}
-teardown() {
-    rn_test_teardown
-    rn_runner_b_stop
-    # A test may leave the stack's runner stopped (SIGSTOP): let it go on.
-    kill -CONT "$(rn_runner_pid)" 2>/dev/null || true
-}
+setup() { rn_crash_setup; }
+teardown() { rn_crash_teardown; }
 
 # ---- helpers ------------------------------------------------------------------------
 

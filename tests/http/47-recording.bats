@@ -84,6 +84,21 @@ played_tool_call() {
 
 sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
 
+# echo_session AGENT MODE CALL_ID SERVER: a session of AGENT in MODE that says "Echo.":
+# with the mock's two replies scripted (record) the model calls SERVER__echo (id
+# CALL_ID, "" for none) and answers "Echoed."; waits for that answer; prints the id.
+echo_session() {
+    local id
+    if [ "$2" = record ]; then
+        rn_script "$(jq -nc --arg id "$3" --arg t "$4__echo" \
+            '{replies: [{toolCalls: [{id: $id, name: $t, arguments: {text: "hi"}}]}, {text: "Echoed."}]}')" || return 1
+    fi
+    id=$(rn_session "{\"agent\": \"$1\", \"mode\": \"$2\"}") || return 1
+    rn_say "$id" "Echo." >&2 || return 1
+    rn_wait "$id" 'any(.messages[]; .content == "Echoed.") and .request == null' >&2 || return 1
+    echo "$id"
+}
+
 # tool_agent SERVER [PROVIDER MODEL]: store an agent (the mock's anthropic model by
 # default) that uses the MCP server SERVER; print its name.
 tool_agent() {
@@ -384,10 +399,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
 
 @test "recording: a playback miss in the turn after a tool call fails the reply once (no request loop); the next message is asked once" {
     agent=$(tool_agent t)
-    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "t__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
-    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
-    rn_say "$rec" "Echo."
-    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    rec=$(echo_session "$agent" record "c1" t)
     # The turn after the tool call is forgotten: playback misses it.
     key=$(sql "SELECT key FROM recordings WHERE session = '$rec' AND kind = 'provider' ORDER BY id DESC LIMIT 1")
     req DELETE "/v1/recordings/$key"
@@ -409,18 +421,13 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
 
 @test "recording: a tool call that came without an id (some OpenAI-compatible servers) plays back past the call" {
     agent=$(tool_agent t openai gpt-test-model)
-    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "", name: "t__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
-    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
-    rn_say "$rec" "Echo."
-    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    rec=$(echo_session "$agent" record "" t)
     rn_events "$rec" >"$T/rec.json"
     # The id the runner made: from the request's key and ordinal, not from its random id.
     check "$T/rec.json" '[.[] | select(.type == "tool:called") | .payload.callId | test("^call_[0-9a-f]{24}_0$")] == [true]'
 
     mock_stop
-    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
-    rn_say "$play" "Echo."
-    rn_wait "$play" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    play=$(echo_session "$agent" playback "" "")
     mock_cont
     rn_events "$play" >"$T/play.json"
     played_tool_call "$T/rec.json" "$T/play.json"
@@ -531,10 +538,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
 
 @test "recording: playback takes an MCP server's tool list from the recording and never starts the server" {
     agent=$(tool_agent p)
-    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c1", name: "p__echo", arguments: {text: "hi"}}]}, {text: "Echoed."}]}')"
-    rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
-    rn_say "$rec" "Echo."
-    rn_wait "$rec" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    rec=$(echo_session "$agent" record "c1" p)
     # The list was recorded once, though the session asked for it at each of its two requests.
     [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND kind = 'tools' AND complete = 1")" = 1 ]
     [ "$(sql "SELECT provider || ' ' || model FROM recordings WHERE session = '$rec' AND kind = 'tools'")" = "p tools/list" ]
@@ -549,9 +553,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [ "$starts" -ge 1 ]
 
     mock_stop
-    play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
-    rn_say "$play" "Echo."
-    rn_wait "$play" 'any(.messages[]; .content == "Echoed.") and .request == null'
+    play=$(echo_session "$agent" playback "" "")
     mock_cont
     [ "$(grep -c '"initialize"' "$PSTATE/received.jsonl")" = "$starts" ]   # never started
     rn_events "$play" >"$T/play.json"

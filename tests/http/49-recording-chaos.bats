@@ -22,17 +22,8 @@ teardown_file() {
     [ -n "${RN_MOCK_PID:-}" ] && kill -CONT "$RN_MOCK_PID" 2>/dev/null
     rn_stop
 }
-setup() {
-    rn_test_setup
-    T=$BATS_TEST_TMPDIR
-    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__default"
-    B_PID=
-}
-teardown() {
-    kill -CONT "$RN_MOCK_PID" 2>/dev/null || true
-    rn_test_teardown
-    rn_runner_b_stop
-}
+setup() { rn_crash_setup; }
+teardown() { rn_crash_teardown; }
 
 # ---- helpers ------------------------------------------------------------------------
 

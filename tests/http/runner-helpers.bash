@@ -201,6 +201,23 @@ rn_runner_b_stop() {
     ds_poll 10 rn_gone "$B_PID" || kill -KILL "$B_PID" 2>/dev/null || true
 }
 
+# rn_crash_setup / rn_crash_teardown: setup and teardown of the suites that kill, stop
+# and add runners (43, 49): no default reply on the mock (T is the test's directory);
+# at the end a second runner (B_PID) is stopped, and a runner or mock left stopped
+# (SIGSTOP) goes on.
+rn_crash_setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__default"
+    B_PID=
+}
+rn_crash_teardown() {
+    kill -CONT "$RN_MOCK_PID" 2>/dev/null || true
+    rn_test_teardown
+    rn_runner_b_stop
+    kill -CONT "$(rn_runner_pid)" 2>/dev/null || true
+}
+
 # ---- the mock provider --------------------------------------------------------------
 
 # rn_script JSON: queue one reply object or {"replies": [...]} on the mock.
