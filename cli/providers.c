@@ -24,8 +24,11 @@ static json_t *provider_json(const provcfg_provider *p)
         json_array_append_new(reach, json_string(n));
     }
     for (size_t i = 0; i < p->nprivate_hosts; i++) json_array_append_new(reach, json_string(p->private_hosts[i]));
-    return json_pack("{s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o}", "name", p->name, "kind",
-                     p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "builtin", p->builtin,
+    char url[URL_MAX + 32];
+    provider_request_url(p->kind, p->base, url, sizeof url);
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o}", "name", p->name, "kind",
+                     p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "requestUrl", url,
+                     "builtin", p->builtin,
                      "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach);
 }
 
@@ -53,7 +56,9 @@ static void print_provider(const provcfg_provider *p)
         }
         for (size_t i = 0; i < p->nprivate_hosts; i++) printf(" %s", p->private_hosts[i]);
     }
-    printf("\n");
+    char url[URL_MAX + 32];
+    provider_request_url(p->kind, p->base, url, sizeof url);
+    printf("\n  requests go to %s\n", url);
 }
 
 int cmd_providers(int argc, char **argv)

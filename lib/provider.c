@@ -847,15 +847,42 @@ const char *provider_default_base(provider_kind kind)
     return kind == PROVIDER_ANTHROPIC ? ANTHROPIC_BASE : OPENAI_BASE;
 }
 
+/* 1 if seg (len n) is an API version segment: "v", a digit, then letters and digits
+ * ("v1", "v4", "v1beta"). */
+static int version_segment(const char *seg, size_t n)
+{
+    if (n < 2 || seg[0] != 'v' || seg[1] < '0' || seg[1] > '9') return 0;
+    for (size_t i = 2; i < n; i++)
+        if (!((seg[i] >= '0' && seg[i] <= '9') || (seg[i] >= 'a' && seg[i] <= 'z'))) return 0;
+    return 1;
+}
+
+/* The three forms of a base URL (docs/agents.md, Providers): the whole endpoint URL
+ * (its path ends in the API's own path, "/chat/completions" or "/messages"): as is;
+ * a path ending in a version segment (the OpenAI SDK's habit, "https://host/v1",
+ * "https://host/openai/v1"): the API's path appended; anything else (the Anthropic
+ * SDK's habit, and every base URL before this rule): "/v1" and the API's path. */
 void provider_request_url(provider_kind kind, const char *base, char *out, size_t cap)
 {
     if (!cap) return;
     if (!base || !*base) base = provider_default_base(kind);
-    size_t n = strlen(base);
+    const char *api = kind == PROVIDER_ANTHROPIC ? "/messages" : "/chat/completions";
+    size_t n = strlen(base), alen = strlen(api);
     if (n && base[n - 1] == '/') n--;
+    /* The path starts at the first '/' after "scheme://". */
+    const char *auth = strstr(base, "://");
+    size_t path = auth ? (size_t)(auth - base) + 3 : 0;
+    while (path < n && base[path] != '/') path++;
+    const char *ver = "/v1";
+    if (n - path >= alen && !memcmp(base + n - alen, api, alen)) {
+        api = ver = "";
+    } else {
+        size_t seg = n;
+        while (seg > path && base[seg - 1] != '/') seg--;
+        if (seg > path && version_segment(base + seg, n - seg)) ver = "";
+    }
     /* Truncation leaves a URL that fails to connect, not an overflow. */
-    snprintf(out, cap, "%.*s%s", (int)(n > 65535 ? 65535 : n), base,
-             kind == PROVIDER_ANTHROPIC ? "/v1/messages" : "/v1/chat/completions");
+    snprintf(out, cap, "%.*s%s%s", (int)(n > 65535 ? 65535 : n), base, ver, api);
 }
 
 int provider_request_headers(provider_kind kind, const char *key, buf_t *out)

@@ -1,9 +1,9 @@
 /* provider: LLM provider wire formats, normalized.
  *
- * Two streaming APIs: Anthropic Messages (POST {base}/v1/messages, "stream": true,
+ * Two streaming APIs (URLs: provider_request_url): Anthropic Messages (POST .../v1/messages, "stream": true,
  * SSE events message_start, content_block_start/delta/stop, message_delta,
  * message_stop, ping, error) and OpenAI-compatible Chat Completions (POST
- * {base}/v1/chat/completions, "stream": true, "stream_options":
+ * .../v1/chat/completions, "stream": true, "stream_options":
  * {"include_usage": true}, SSE "data: {chunk}" lines ending with "data: [DONE]").
  * Both become the same provider_event sequence. No I/O: the runner feeds bytes as
  * libcurl delivers them, in whatever chunks they come. */
@@ -74,7 +74,11 @@ json_t *provider_request_body(provider_kind kind, const json_t *agent, const jso
 /* The public API base URL of kind ("https://api.anthropic.com"). */
 const char *provider_default_base(provider_kind kind);
 
-/* The URL for kind at base (e.g. "https://api.anthropic.com"; NULL: the default). */
+/* The request URL for kind at base (NULL: the default) into out: base itself when
+ * its path ends in the API's path ("/messages", "/chat/completions"); base and the
+ * API's path when its path ends in a version segment ("/v1", "/v1beta": the OpenAI
+ * SDK's habit); else base, "/v1" and the API's path ("https://api.anthropic.com":
+ * the Anthropic SDK's). A trailing '/' of base is dropped first. */
 void provider_request_url(provider_kind kind, const char *base, char *out, size_t cap);
 
 /* The request headers (besides Content-Type) as "Name: value" lines in out, one per

@@ -24,10 +24,17 @@ setup_file() {
     TRAP_PORT=${TRAP##*:}
     EXT_KEY=sk-planted-$(_rn_hex 16)
     export TRAP_DIR TRAP_PID TRAP TRAP_PORT EXT_KEY
-    RN_EXTRA_PROVIDERS=$(jq -nc --arg p "$TRAP_PORT" '{
+    # gw-*: keyless servers on the trap under path prefixes, each base URL in one of
+    # the forms docs/agents.md names (ending in a version, in the whole endpoint, in
+    # neither).
+    RN_EXTRA_PROVIDERS=$(jq -nc --arg p "$TRAP_PORT" --arg t "$TRAP" '{
         ext: {kind: "openai", baseUrl: "https://llm.example.com", keyEnv: "EXT_API_KEY", allowEndpoints: true},
         lab: {kind: "anthropic", baseUrl: "$RN_MOCK_URL", keyEnv: "EXT_API_KEY",
-              allowEndpoints: ["127.0.0.1"], allowPrivate: ["127.0.0.1"]}}')
+              allowEndpoints: ["127.0.0.1"], allowPrivate: ["127.0.0.1"]},
+        "gw-openai": {kind: "openai", baseUrl: ($t + "/team/openai/v1/"), allowPrivate: ["127.0.0.1"]},
+        "gw-anthropic": {kind: "anthropic", baseUrl: ($t + "/anthropic/v1"), allowPrivate: ["127.0.0.1"]},
+        "gw-beta": {kind: "openai", baseUrl: ($t + "/v1beta/openai/chat/completions"), allowPrivate: ["127.0.0.1"]},
+        "gw-bare": {kind: "openai", baseUrl: $t, allowPrivate: ["127.0.0.1"]}}')
     export RN_EXTRA_PROVIDERS
     rn_start EXT_API_KEY="$EXT_KEY"
 }
@@ -132,6 +139,34 @@ chat() {
     [ "$(rn_request_count)" = 0 ]     # and nothing went to lab's own base URL
 }
 
+@test "a base URL under a path prefix: ending in /v1 (the SDKs' habit), in the endpoint, or bare; no key needs no keyEnv" {
+    local p id got=()
+    for p in gw-openai gw-anthropic gw-beta gw-bare; do
+        curl -fsS -o /dev/null -X DELETE "$TRAP/__requests"
+        put_agent "a-$p" "$(jq -nc --arg p "$p" '{provider: $p}')"
+        assert_status 201
+        id=$(chat "a-$p")
+        rn_wait "$id" '.status == "completed"'
+        trap_requests >"$BATS_TEST_TMPDIR/trap.json"
+        # A provider without key or keyEnv sends no key header at all.
+        jq -e 'length == 1 and (.[0].headers | has("x-api-key") or has("authorization") | not)' \
+            "$BATS_TEST_TMPDIR/trap.json" >/dev/null || fail "$p: $(jq -c '[.[] | {path, headers}]' "$BATS_TEST_TMPDIR/trap.json")"
+        got+=("$p $(jq -r '.[0].path' "$BATS_TEST_TMPDIR/trap.json")")
+    done
+    assert_equal "$(printf '%s\n' "${got[@]}")" "gw-openai /team/openai/v1/chat/completions
+gw-anthropic /anthropic/v1/messages
+gw-beta /v1beta/openai/chat/completions
+gw-bare /v1/chat/completions"
+    # dstream providers says where each provider's requests go.
+    run --separate-stderr "$DS_BIN/dstream" providers "$RN_PROVIDERS"
+    assert_success
+    assert_line "  requests go to $TRAP/team/openai/v1/chat/completions"
+    assert_line "  requests go to $TRAP/v1beta/openai/chat/completions"
+    run --separate-stderr "$DS_BIN/dstream" providers "$RN_PROVIDERS" --json
+    jq -e --arg u "$TRAP/anthropic/v1/messages" 'any(.providers[]; .name == "gw-anthropic" and .requestUrl == $u)' \
+        <<<"$output" >/dev/null || fail "$output"
+}
+
 @test "a host name that resolves to loopback is refused when the runner connects (no retry)" {
     local name addr id
     name=$(hostname)
@@ -217,7 +252,7 @@ chat() {
 @test "dstream providers checks the file as the servers read it, shows what it allows, never a key" {
     run --separate-stderr env EXT_API_KEY="$EXT_KEY" "$DS_BIN/dstream" providers "$RN_PROVIDERS"
     assert_success
-    assert_line "$RN_PROVIDERS: 4 providers"
+    assert_line "$RN_PROVIDERS: 8 providers"
     assert_line --partial "lab: anthropic at $RN_MOCK, key from env EXT_API_KEY, agent endpoints (no key sent) on 127.0.0.1, may reach 127.0.0.1/32"
     assert_line --partial "ext: openai at https://llm.example.com, key from env EXT_API_KEY, agent endpoints (no key sent) on *"
     [[ $output != *"$EXT_KEY"* ]] || fail "a key was printed"

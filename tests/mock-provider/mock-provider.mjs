@@ -7,6 +7,7 @@
 // Speaks the two streaming wire formats lib/provider.h parses:
 //   POST /v1/messages          Anthropic Messages, SSE "event:" + "data:" lines
 //   POST /v1/chat/completions  OpenAI Chat Completions, SSE "data: {chunk}" ... [DONE]
+//   (either under any path prefix: /gw/v1beta/chat/completions)
 // and a control API for tests:
 //   POST   /__script    append one reply object, or {"replies": [...]}, to the FIFO
 //   GET    /__script    the queued replies
@@ -556,13 +557,20 @@ function handleControl(req, res, path, rawBody) {
 
 // ---- the server -----------------------------------------------------------------------
 
-const PROVIDER_PATHS = { '/v1/messages': 'anthropic', '/v1/chat/completions': 'openai' };
+// A provider path may sit under any prefix (a gateway's "/team/openai/v1/chat/completions"):
+// the kind is told by how the path ends; /__ paths are the mock's own.
+function providerKind(path) {
+    if (path.startsWith('/__')) return undefined;
+    if (path.endsWith('/messages')) return 'anthropic';
+    if (path.endsWith('/chat/completions')) return 'openai';
+    return undefined;
+}
 
 const server = http.createServer((req, res) => {
     req.on('error', () => {});
     res.on('error', () => {});
     const path = (req.url || '/').split('?')[0];
-    const kind = PROVIDER_PATHS[path];
+    const kind = providerKind(path);
     const time = new Date().toISOString();
     const chunks = [];
     let size = 0;

@@ -636,6 +636,29 @@ static void test_url_headers(void)
     CHECK_EQ_STR(url, "http://127.0.0.1:8080/v1/chat/completions");
     provider_request_url(PROVIDER_ANTHROPIC, "http://proxy//", url, sizeof url);
     CHECK_EQ_STR(url, "http://proxy//v1/messages");  /* only one '/' is stripped */
+    /* The OpenAI SDK's habit: a base ending in a version segment gets the API's path. */
+    provider_request_url(PROVIDER_OPENAI, "http://127.0.0.1:8080/v1", url, sizeof url);
+    CHECK_EQ_STR(url, "http://127.0.0.1:8080/v1/chat/completions");
+    provider_request_url(PROVIDER_OPENAI, "https://gw.example/team/openai/v1/", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/team/openai/v1/chat/completions");
+    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/anthropic/v1", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/anthropic/v1/messages");
+    provider_request_url(PROVIDER_OPENAI, "https://g.example/v1beta", url, sizeof url);
+    CHECK_EQ_STR(url, "https://g.example/v1beta/chat/completions");
+    /* A prefix without a version (the Anthropic SDK's habit) gets /v1 as before. */
+    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/anthropic", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/anthropic/v1/messages");
+    provider_request_url(PROVIDER_OPENAI, "https://gw.example/vx1", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/vx1/v1/chat/completions");
+    provider_request_url(PROVIDER_OPENAI, "http://v1.example:8080", url, sizeof url);
+    CHECK_EQ_STR(url, "http://v1.example:8080/v1/chat/completions");  /* a host is no segment */
+    /* The whole endpoint URL is used as is. */
+    provider_request_url(PROVIDER_OPENAI, "https://g.example/v1beta/openai/chat/completions", url, sizeof url);
+    CHECK_EQ_STR(url, "https://g.example/v1beta/openai/chat/completions");
+    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/x/messages/", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/x/messages");
+    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/chat/completions", url, sizeof url);
+    CHECK_EQ_STR(url, "https://gw.example/chat/completions/v1/messages");
     provider_request_url(PROVIDER_ANTHROPIC, NULL, url, 10);
     CHECK_EQ_STR(url, "https://a");
 
