@@ -12,6 +12,7 @@
  * its state never walks into its parent's snapshots. */
 #include "sstore.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,14 +224,19 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
                          size_t nextcap)
 {
     sqlite3_stmt *st;
-    /* Cursor: "<created_ms>.<id>" of the last row of the previous page. */
+    /* Cursor: "<created_ms>.<id>" of the last row the previous page showed, or
+     * "<created_ms>." (no id): the sessions created before that millisecond. A cursor
+     * only ever names a session the page showed, so a filtered page never hands out
+     * the id of a session it hid (the caller's token may not read it). */
     long long cms = INT64_MAX;
-    char cid[SSTORE_ID_MAX] = "";
+    char cid[SSTORE_ID_MAX] = "\x7f";
     if (cursor && *cursor) {
         char *end;
+        errno = 0;
         cms = strtoll(cursor, &end, 10);
-        if (*end != '.' || !sstore_valid_id(end + 1)) return LOG_EINVAL;
-        snprintf(cid, sizeof cid, "%s", end + 1);
+        if (errno || end == cursor || cms < 0) return LOG_EINVAL;
+        if (*end != '.' || (end[1] && !sstore_valid_id(end + 1))) return LOG_EINVAL;
+        else snprintf(cid, sizeof cid, "%s", end + 1);
     }
     if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
                 " AND (?1 IS NULL OR status = ?1)"
@@ -239,28 +245,31 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
         return LOG_EIO;
     if (status) sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, cms);
-    sqlite3_bind_text(st, 3, cursor && *cursor ? cid : "\x7f", -1, SQLITE_TRANSIENT);
-    /* Filtered, a page may have to look at more rows: at most SSTORE_LIST_SCAN, after
-     * which it ends short with a cursor where it stopped. */
-    sqlite3_bind_int(st, 4, keep ? SSTORE_LIST_SCAN + 1 : limit + 1);
+    sqlite3_bind_text(st, 3, cid, -1, SQLITE_TRANSIENT);
+    /* Filtered, a page may have to look at more rows: SSTORE_LIST_SCAN, then the rest
+     * of the millisecond it is in (a handful of rows: sessions are created one at a
+     * time), after which it ends short with the millisecond as its cursor. */
+    sqlite3_bind_int64(st, 4, keep ? -1 : limit + 1);
     int rc, n = 0, scanned = 0;
-    sstore_row row;
+    long long scan_ms = 0;
+    sstore_row row, last;
     next[0] = '\0';
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (scanned++ == SSTORE_LIST_SCAN) {
-            snprintf(next, nextcap, "%lld.%s", (long long)row.created_ms, row.id);
+        long long ms = sqlite3_column_int64(st, 8);
+        if (scanned >= SSTORE_LIST_SCAN && ms != scan_ms) {
+            snprintf(next, nextcap, "%lld.", scan_ms);
             break;
         }
-        if (keep && !keep(ud, (const char *)sqlite3_column_text(st, 0))) {
-            row_of(st, &row);   /* where a short page's cursor points */
-            continue;
-        }
+        scanned++;
+        scan_ms = ms;
+        if (keep && !keep(ud, (const char *)sqlite3_column_text(st, 0))) continue;
         if (n == limit) {
-            snprintf(next, nextcap, "%lld.%s", (long long)row.created_ms, row.id);
+            snprintf(next, nextcap, "%lld.%s", (long long)last.created_ms, last.id);
             break;
         }
         row_of(st, &row);
         json_array_append_new(arr, row_json(&row));
+        last = row;
         n++;
     }
     log_stmt_done(c, st);

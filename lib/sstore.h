@@ -117,7 +117,9 @@ int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit
                 char *next, size_t nextcap);
 
 /* sstore_list showing only the sessions whose id keep() accepts. A page looks at no
- * more than SSTORE_LIST_SCAN sessions: past them it ends short, with a cursor. */
+ * more than SSTORE_LIST_SCAN sessions (and the rest of the millisecond the last was
+ * created in): past them it ends short, with a cursor. A cursor names only a session
+ * the page showed (or just a creation time), never one keep() refused. */
 #define SSTORE_LIST_SCAN 10000
 int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
                          int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,

@@ -380,6 +380,33 @@ sse_field() {
     assert_json_error bad_cursor
 }
 
+@test "sessions: a token's list pages with cursors that name only sessions it may read" {
+    ensure_defs
+    p=lc$$$RANDOM
+    D=$(cat "$DS_DIR/url-direct")
+    tok=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$p" --scope "sessions:read:$p-vis" | tail -n 1)
+    # Newest first: vis-b, hid, vis-a. A page of one that ended on vis-b had the
+    # hidden session's id as its cursor.
+    for id in "$p-vis-a" "$p-hid" "$p-vis-b"; do
+        post /v1/sessions "{\"agent\": \"writer\", \"id\": \"$id\"}"
+        assert_status 201
+    done
+    : >"$T/seen"
+    cursor=
+    for page in $(seq 1 200); do
+        req GET "$D/v1/sessions?limit=1${cursor:+&cursor=$cursor}" -H "Authorization: Bearer $tok"
+        assert_status 200
+        jq -r '.sessions[].id' "$DS_BODY" >>"$T/seen"
+        ! grep -q "$p-hid" "$DS_BODY" || fail "page $page names the hidden session: $(cat "$DS_BODY")"
+        ! grep -q "$p-hid" "$DS_HDRS" || fail "page $page's headers name the hidden session"
+        cursor=$(jbody '.nextCursor // empty')
+        [ -n "$cursor" ] || break
+        cursor=$(jq -rn --arg c "$cursor" '$c | @uri')
+    done
+    [ -z "$cursor" ] || fail "paging did not end"
+    [ "$(tr '\n' ' ' <"$T/seen")" = "$p-vis-b $p-vis-a " ] || fail "listed: $(cat "$T/seen")"
+}
+
 @test "sessions: delete, then the session is gone" {
     new_chat
     req DELETE "/v1/sessions/$SID"

@@ -792,6 +792,109 @@ static void test_list(void)
     json_decref(arr);
 }
 
+/* ---- a filtered list: its cursors name only what it shows ------------------------------ */
+
+static int keep_visible(void *ud, const char *id)
+{
+    (void)ud;
+    return strncmp(id, "hid-", 4) != 0;
+}
+
+/* Page through sstore_list_filtered (keep_visible) with limit; every cursor is checked
+ * for a hidden id. Returns the visible ids seen, in order. */
+static json_t *list_visible(int limit, int *pages)
+{
+    json_t *all = json_array();
+    char cursor[160] = "", next[160];
+    *pages = 0;
+    for (;;) {
+        json_t *page = json_array();
+        int rc = sstore_list_filtered(conn, NULL, cursor, limit, keep_visible, NULL, page, next, sizeof next);
+        if (!CHECK_EQ_INT(rc, 0)) {
+            json_decref(page);
+            break;
+        }
+        (*pages)++;
+        if (!CHECK(strstr(next, "hid-") == NULL)) fprintf(stderr, "  cursor %s names a hidden session\n", next);
+        size_t i;
+        json_t *r;
+        json_array_foreach(page, i, r) json_array_append(all, json_object_get(r, "id"));
+        json_decref(page);
+        if (!next[0] || *pages > 1000) break;
+        snprintf(cursor, sizeof cursor, "%s", next);
+    }
+    return all;
+}
+
+static void test_list_hidden(void)
+{
+    sqlite3 *db = log_db(conn);
+    /* Wipe the earlier tests' rows: this test counts. */
+    CHECK_EQ_INT(sqlite3_exec(db, "DELETE FROM sessions", NULL, NULL, NULL), SQLITE_OK);
+    /* Newest first: vis-3, hid-2, vis-1, hid-0 at 1 ms apart (a page of one that ends
+     * on vis-3 came from a cursor naming hid-2 before). */
+    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
+                                  " ('hid-0', 's', 'pending', 100, 100), ('vis-1', 's', 'pending', 101, 101),"
+                                  " ('hid-2', 's', 'pending', 102, 102), ('vis-3', 's', 'pending', 103, 103)",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    int pages;
+    json_t *got = list_visible(1, &pages);
+    json_t *want = parse("[\"vis-3\", \"vis-1\"]");
+    CHECK(json_equal(got, want));
+    json_decref(want);
+    json_decref(got);
+
+    /* More hidden sessions than a page looks at: it ends short, with a cursor that
+     * names none of them; the visible ones on both sides are all listed once. Two
+     * hidden ones share the millisecond where the scan stops. */
+    char *err = NULL;
+    CHECK_EQ_INT(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    CHECK_EQ_INT(sqlite3_prepare_v2(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms)"
+                                        " VALUES (?, 's', 'pending', ?, 0)", -1, &st, NULL),
+                 SQLITE_OK);
+    for (int i = 0; i < SSTORE_LIST_SCAN + 10; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "hid-x%05d", i);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, 1000 + i / 2);
+        CHECK_EQ_INT(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
+                                  " ('vis-old', 's', 'pending', 999, 0), ('vis-mid', 's', 'pending', 1003, 0),"
+                                  " ('vis-new', 's', 'pending', 900000, 0); COMMIT",
+                              NULL, NULL, &err),
+                 SQLITE_OK);
+    sqlite3_free(err);
+    got = list_visible(2, &pages);
+    want = parse("[\"vis-new\", \"vis-mid\", \"vis-old\", \"vis-3\", \"vis-1\"]");
+    if (!CHECK(json_equal(got, want))) {
+        char *t = json_dumps(got, 0);
+        fprintf(stderr, "  got %s\n", t);
+        free(t);
+    }
+    CHECK(pages >= 2);
+    json_decref(want);
+    json_decref(got);
+    /* "<ms>." is a cursor: what was created before that millisecond. */
+    json_t *arr = json_array();
+    char next[160];
+    CHECK_EQ_INT(sstore_list_filtered(conn, NULL, "103.", 10, keep_visible, NULL, arr, next, sizeof next), 0);
+    want = parse("[\"vis-1\"]");
+    json_t *ids = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach(arr, i, r) json_array_append(ids, json_object_get(r, "id"));
+    CHECK(json_equal(ids, want));
+    CHECK_EQ_STR(next, "");
+    json_decref(ids);
+    json_decref(want);
+    json_decref(arr);
+}
+
 /* ---- delete ---------------------------------------------------------------------------------- */
 
 static void test_delete(void)
@@ -843,6 +946,7 @@ int main(void)
         test_fork();
         test_list();
         test_delete();
+        test_list_hidden();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
