@@ -377,6 +377,33 @@ void res_json(req_t *r, int status, const json_t *j)
     free(s);
 }
 
+/* The message of a validation error: the mistake when there is one; else how many,
+ * then the first ones, "; "-separated, up to RES_INVALID_LIST lines and
+ * RES_INVALID_MESSAGE bytes ("... and K more" says what is only in details). */
+#define RES_INVALID_LIST 5
+#define RES_INVALID_MESSAGE 1024
+static void invalid_message(const json_t *details, char *out, size_t cap)
+{
+    size_t n = json_array_size(details);
+    if (n == 0) {
+        snprintf(out, cap, "invalid document");
+        return;
+    }
+    if (n == 1) {
+        snprintf(out, cap, "%s", json_string_value(json_array_get(details, 0)));
+        return;
+    }
+    size_t len = (size_t)snprintf(out, cap, "%zu mistakes: ", n), shown = 0;
+    for (; shown < n && shown < RES_INVALID_LIST && len < cap; shown++) {
+        const char *line = json_string_value(json_array_get(details, shown));
+        /* Room for this line and the tail that may follow it. */
+        if (shown > 0 && len + 2 + strlen(line) + 32 >= cap) break;
+        int w = snprintf(out + len, cap - len, "%s%s", shown ? "; " : "", line);
+        len = w < 0 || (size_t)w >= cap - len ? cap - 1 : len + (size_t)w;
+    }
+    if (shown < n && len < cap) snprintf(out + len, cap - len, "; and %zu more (error.details)", n - shown);
+}
+
 void res_invalid(req_t *r, const char *code, const char *lines)
 {
     json_t *details = json_array();
@@ -387,10 +414,9 @@ void res_invalid(req_t *r, const char *code, const char *lines)
         p += n;
         if (*p) p++;
     }
-    json_t *err = json_pack("{s:{s:s, s:s, s:o}}", "error", "code", code, "message",
-                            json_array_size(details) ? json_string_value(json_array_get(details, 0))
-                                                     : "invalid document",
-                            "details", details);
+    char msg[RES_INVALID_MESSAGE];
+    invalid_message(details, msg, sizeof msg);
+    json_t *err = json_pack("{s:{s:s, s:s, s:o}}", "error", "code", code, "message", msg, "details", details);
     res_json(r, 400, err);
     json_decref(err);
 }

@@ -132,6 +132,7 @@ extern const req_backend req_cgi_backend;
 json_t *req_json_object(req_t *r);
 /* Answer status with j as a compact JSON body (j is borrowed). */
 void res_json(req_t *r, int status, const json_t *j);
-/* A 400 with code and the validator's lines (one mistake per line) as details. */
+/* A 400 with code and the validator's lines (one mistake per line) as details; the
+ * message is the mistake, or with several how many and the first of them. */
 void res_invalid(req_t *r, const char *code, const char *lines);
 #endif

@@ -215,7 +215,9 @@ sse_field() {
         "extra": true}'
     assert_status 400
     assert_json_error invalid_agent
-    assert_body_json '(.error.details | type == "array") and (.error.message == .error.details[0])'
+    # The message says how many and lists the first five (every one is in details).
+    assert_body_json '.error.details as $d | ($d | length) > 5 and
+        (.error.message == "\($d | length) mistakes: \($d[0:5] | join("; ")); and \($d | length - 5) more (error.details)")'
     # The doc's example lines, as the doc writes them.
     awk '/^## Validation/ { v = 1 } v && /^```$/ { if (b) exit; b = 1; next } b' "$DOCS/agents.md" >"$T/doc-lines"
     [ -s "$T/doc-lines" ] || fail "no validation example in docs/agents.md"
@@ -244,6 +246,10 @@ sse_field() {
     [ -s "$T/doc-lines" ] || fail "no validation example in docs/workflows.md"
     while IFS= read -r line; do has_detail "$line"; done <"$T/doc-lines"
     assert_body_json ".error.details | length == $(wc -l <"$T/doc-lines")"
+    # The message says how many mistakes and lists them, as docs/workflows.md shows.
+    assert_body_json '.error.message == "3 mistakes: \(.error.details | join("; "))"'
+    jq -r .error.message "$DS_BODY" >"$T/msg"
+    grep -qF -f "$T/msg" "$DOCS/workflows.md" || fail "docs/workflows.md does not show the message $(cat "$T/msg")"
 
     # More mistakes, all named at once.
     req POST /v1/workflows -H 'Content-Type: application/json' --data-binary '{
