@@ -68,6 +68,15 @@ export function sessionPage(main, id) {
         counters.dataset.events = events;
         counters.dataset.reconnects = reconnects;
         counters.dataset.duplicates = dups;
+        showPosition();
+    }
+    // The summary's position: where the page has read to, moved with every event
+    // (deltas included, which do not refresh the rest of the summary); the API's
+    // figures only until the first event comes.
+    const position = h("dd", { id: "session-position" });
+    function showPosition(s) {
+        if (events) position.textContent = `${lastId} (${events} events)`;
+        else if (s) position.textContent = `${s.position} (${s.eventCount} events)`;
     }
     function note(text) {
         timeline.append(h("li", { class: "reconnect" }, text));
@@ -237,30 +246,37 @@ export function sessionPage(main, id) {
     }
 
     // ---- summary and checkpoint (the session's derived state) --------------------
-    let refreshTimer = 0, current = null;
+    let refreshTimer = 0, current = null, asked = 0, shown = 0;
     function refreshSoon() {
         // At most one refresh per 250 ms, however many events come (never postponed).
         if (refreshTimer) return;
         refreshTimer = setTimeout(() => { refreshTimer = 0; refresh(); }, 250);
     }
     async function refresh() {
+        // Answers may come back out of order: an older one never replaces a newer.
+        const n = ++asked;
         let s;
         try { s = await api("GET", `/v1/sessions/${enc(id)}`); } catch (e) {
+            if (closed || n < shown) return;
+            shown = n;
             clear(summary).append(h("dt", {}, "error"), h("dd", { class: "forbidden" }, e.message));
             return;
         }
+        if (closed || n < shown) return;
+        shown = n;
         current = s;
         const u = s.usage || {};
         append(clear(summary), [
-            h("dt", {}, "status"), h("dd", { id: "session-status" }, statusBadge(s.status), s.error ? ` ${s.error}` : ""),
+            h("dt", {}, "status"), h("dd", { id: "session-status" }, statusBadge(s.status), s.error ? h("span", { class: "text" }, ` ${s.error}`) : ""),
             h("dt", {}, s.agent ? "agent" : "workflow"),
             h("dd", {}, h("a", { href: s.agent ? `#/agents/${enc(s.agent)}` : `#/workflows/${enc(s.workflow)}` }, s.agent || s.workflow),
               s.phase ? ` · phase ${s.phase}` : ""),
             s.parent ? [h("dt", {}, "forked from"), h("dd", {}, h("a", { href: `#/session/${enc(s.parent)}` }, s.parent), ` at ${s.forkOffset}`)] : null,
             h("dt", {}, "usage"), h("dd", { id: "session-usage" }, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out · ${usd(s.costUsd)}`),
-            h("dt", {}, "position"), h("dd", {}, `${s.position} (${s.eventCount} events)`),
+            h("dt", {}, "position"), position,
             h("dt", {}, "age"), h("dd", {}, age(s.createdMs)),
             s.queued && s.queued.length ? [h("dt", {}, "queued"), h("dd", {}, `${s.queued.length} message(s)`)] : null]);
+        showPosition(s);
         cancelBtn.disabled = ["completed", "failed", "cancelled"].includes(s.status) && !!s.workflow;
         isWorkflow = !!s.workflow;
         compose.hidden = isWorkflow || !past.hidden;   /* the past takes no messages */

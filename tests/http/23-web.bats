@@ -70,3 +70,22 @@ teardown() { rn_test_teardown; }
         [ -s "$out/$p.png" ] || fail "no screenshot $p.png"
     done
 }
+
+# One behaviour each (tests/browser/viewer-details.mjs CASE), screenshots in the same place.
+details() {
+    command -v chromium >/dev/null || skip "no chromium (make deps installs it)"
+    out=${DSTREAM_ARTIFACTS:-$DS_ROOT/$DS_B/artifacts}/web
+    mkdir -p "$out"
+    run "$DS_ROOT/tests/browser/run.sh" viewer-details.mjs "$1" "$(cat "$DS_DIR/url-direct")" "$(cat "$DS_DIR/admin.token")" "$RN_MOCK" "$out"
+    echo "# ${lines[-1]}" >&3
+    assert_success
+    assert_output --partial "viewer-details $1: PASS"
+}
+
+@test "headless Chromium: the summary's event count moves with the counter while a reply streams" {
+    details summary
+}
+
+@test "headless Chromium: a checkpoint's prompt keeps its line breaks" {
+    details prompt
+}
