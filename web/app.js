@@ -1,7 +1,7 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
 //   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
-import { age, clear, h, json, statusBadge, toast, usd } from "./dom.js";
+import { age, clear, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
 import { sessionPage } from "./session.js";
 
 const main = document.getElementById("main");
@@ -9,6 +9,7 @@ let leave = null; // the current page's cleanup (closes its EventSource)
 
 function route() {
     if (leave) { leave(); leave = null; }
+    toastPageChanged();
     const hash = location.hash.replace(/^#\/?/, "") || "sessions";
     const [pathPart, query] = hash.split("?");
     const parts = pathPart.split("/").map(decodeURIComponent);

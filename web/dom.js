@@ -49,12 +49,22 @@ export function usd(x) {
     return typeof x === "number" ? `$${x.toFixed(x < 0.01 ? 6 : 4)}` : "";
 }
 
-let toastTimer;
-export function toast(msg) {
+// A short message at the bottom of the page, for 6 s or until the page changes;
+// with {next: true} it is for the page about to open (kept across one change).
+let toastTimer, toastNext = false;
+export function toast(msg, opts) {
     const t = document.getElementById("toast");
     t.textContent = msg;
+    toastNext = !!(opts && opts.next);
     clearTimeout(toastTimer);
     toastTimer = setTimeout(() => { t.textContent = ""; }, 6000);
+}
+
+// The page changed: its toast goes, unless it was given for the new page.
+export function toastPageChanged() {
+    if (toastNext) { toastNext = false; return; }
+    clearTimeout(toastTimer);
+    document.getElementById("toast").textContent = "";
 }
 
 export function statusBadge(st) {

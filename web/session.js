@@ -59,6 +59,10 @@ export function sessionPage(main, id) {
     let following = true; // the slider follows the tail until moved
     let isWorkflow = false; // a workflow session takes no chat messages
 
+    // A toast of this page; none once it is left (an answer that comes back later).
+    function say(msg, opts) {
+        if (!closed) toast(msg, opts);
+    }
     function setConn(text, cls) {
         conn.textContent = text;
         conn.className = `conn ${cls || ""}`;
@@ -154,6 +158,10 @@ export function sessionPage(main, id) {
     // ---- the conversation, built from the events --------------------------------
     const replies = new Map(); // requestId -> {box, text, thinking, tools}
     const calls = new Map();   // callId -> element
+    // A workflow's agent step: its replies are shown under the agent's name, and its
+    // output (agent:completed) is its last reply: shown apart only if no reply of the
+    // step had text (so it is never shown twice).
+    let agentRun = null;       // {agent, replies: [r...]} between agent:started and agent:completed
     function stickChat(fn) {
         const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
         fn();
@@ -168,9 +176,10 @@ export function sessionPage(main, id) {
             const flags = h("span", { class: "flags" });
             const usage = h("div", { class: "usage" });
             const box = h("article", { class: "msg msg-assistant", "data-request": rid },
-                h("div", { class: "who" }, "assistant", flags), thinking, text, usage);
+                h("div", { class: "who" }, agentRun ? `agent ${agentRun.agent}` : "assistant", flags), thinking, text, usage);
             r = { box, text, thinking, thinkingText, flags, usage };
             replies.set(rid, r);
+            if (agentRun) agentRun.replies.push(r);
             chat.append(box);
         }
         return r;
@@ -235,10 +244,19 @@ export function sessionPage(main, id) {
             case "reply:failed":
                 message("system", `the reply failed: ${p.error || ""}`, null, "assistant");
                 break;
-            case "agent:completed":
-                if (p.output !== undefined) message(`agent ${p.agent || ""}`, p.output, null, "assistant");
+            case "agent:started":
+                agentRun = { agent: p.agent || "", replies: [] };
                 break;
+            case "agent:completed": {
+                const run = agentRun;
+                agentRun = null;
+                const last = run && [...run.replies].reverse().find((r) => r.text.textContent);
+                if (last) last.box.dataset.output = "true";
+                else if (p.output !== undefined) message(`agent ${p.agent || ""}`, p.output, null, "assistant");
+                break;
+            }
             case "session:cancelled": case "workflow:completed": case "workflow:failed":
+                agentRun = null;
                 message("system", env.type + (p.error ? `: ${p.error}` : p.reason ? `: ${p.reason}` : ""), null, "assistant");
                 break;
             }
@@ -290,9 +308,9 @@ export function sessionPage(main, id) {
         const answer = async (response) => {
             try {
                 await api("POST", `/v1/sessions/${enc(id)}/input`, { interactionId: p.interactionId, response });
-                toast("Answer sent");
+                say("Answer sent");
                 refreshSoon();
-            } catch (e) { toast(`Not sent: ${e.message}`); }
+            } catch (e) { say(`Not sent: ${e.message}`); }
         };
         const exp = p.expiresAt ? new Date(p.expiresAt) : null;
         checkpoint.append(h("h2", {}, "Waiting for you: ", p.interactionId),
@@ -326,7 +344,7 @@ export function sessionPage(main, id) {
             try {
                 await api("POST", `/v1/sessions/${enc(id)}/messages`, { content: text.value, mode });
                 text.value = "";
-            } catch (err) { toast(`Not sent: ${err.message}`); }
+            } catch (err) { say(`Not sent: ${err.message}`); }
         } }, h("label", { for: "message" }, "Message"), text,
         h("fieldset", { "aria-describedby": "mode-help" }, h("legend", { class: "muted" }, "Mode"), modes), help,
         h("button", { type: "submit", class: "primary" }, "Send"));
@@ -336,8 +354,8 @@ export function sessionPage(main, id) {
     async function cancel() {
         try {
             await api("POST", `/v1/sessions/${enc(id)}/cancel`);
-            toast("Cancel requested");
-        } catch (e) { toast(`Not cancelled: ${e.message}`); }
+            say("Cancel requested");
+        } catch (e) { say(`Not cancelled: ${e.message}`); }
     }
 
     // ---- time travel ------------------------------------------------------------
@@ -407,9 +425,9 @@ export function sessionPage(main, id) {
         if (!at) return;
         try {
             const s = await api("POST", `/v1/sessions/${enc(id)}/fork`, { at });
-            toast(`Forked as ${s.id}`);
+            say(`Forked as ${s.id}`, { next: true });
             location.hash = `#/session/${enc(s.id)}`;
-        } catch (e) { toast(`Not forked: ${e.message}`); }
+        } catch (e) { say(`Not forked: ${e.message}`); }
     }
 
     showCounters();

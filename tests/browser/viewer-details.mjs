@@ -6,6 +6,11 @@
 //   summary        the summary card's event count moves with every event, as the
 //                  counter above it does (deltas included), while a reply streams in
 //   prompt         a checkpoint's prompt keeps its line breaks (and stays text)
+//   agent-output   a workflow agent's output is shown once, under the agent's name
+//                  (its streamed reply; also when its output is JSON)
+//   toast          a toast stays on the page it belongs to: "Answer sent" is gone on
+//                  the next page, also when the answer comes back after leaving; the
+//                  fork's "Forked as" is shown on the fork's page
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { chromium } from "playwright-core";
@@ -96,6 +101,94 @@ const cases = {
         assert(got.shown.includes("Line one\nLine two <b>bold</b>\n\nLine four"), `the prompt as displayed: ${JSON.stringify(got.shown)}`);
         await page.screenshot({ path: `${out}/details-prompt.png`, fullPage: true });
         ok("the checkpoint's prompt is displayed with its line breaks, as text");
+    },
+
+    async "agent-output"(page) {
+        const writer = `details-writer-${tag}`, editor = `details-editor-${tag}`, wf = `details-agents-${tag}`;
+        await api("POST", "/v1/agents", agentDoc(writer));
+        await api("POST", "/v1/agents", agentDoc(editor));
+        await api("POST", "/v1/workflows", { name: wf, phases: [
+            { name: "draft", steps: [
+                { kind: "agent", name: "Write", agent: writer, prompt: "Write", update: { draft: "$output" } },
+                { kind: "agent", name: "Review", agent: editor, prompt: "Review {{state.draft}}",
+                  outputSchema: { type: "object", properties: { score: { type: "integer" }, notes: { type: "string" } },
+                                  required: ["score", "notes"] },
+                  update: { review: "$output" } }],
+              transitions: [{ to: "done" }] },
+            { name: "done", terminal: true, steps: [] }] });
+        await script({ replies: [
+            { text: "The draft <b>once</b> DRAFT-MARK", chunkSize: 5, delayMs: 10 },
+            { text: '{"score": 8, "notes": "NOTES-MARK"}', chunkSize: 5, delayMs: 10 }] });
+        const id = (await api("POST", "/v1/sessions", { workflow: wf })).id;
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("completed"), null, { timeout: 20000 });
+        await page.waitForFunction(() => /workflow:completed/.test(document.getElementById("chat")?.textContent), null, { timeout: 10000 });
+        const got = await page.evaluate(() => {
+            const chat = document.getElementById("chat");
+            const count = (s) => chat.textContent.split(s).length - 1;
+            const who = (s) => [...chat.querySelectorAll(".msg")].filter((m) => m.textContent.includes(s))
+                .map((m) => m.querySelector(".who").textContent);
+            return { draft: count("DRAFT-MARK"), notes: count("NOTES-MARK"), draftWho: who("DRAFT-MARK"),
+                     notesWho: who("NOTES-MARK"), bold: chat.querySelectorAll("b").length };
+        });
+        assert(got.draft === 1 && got.notes === 1, `each output once: ${JSON.stringify(got)}`);
+        assert(got.draftWho.length === 1 && got.draftWho[0].toLowerCase().includes(`agent ${writer}`) &&
+               got.notesWho.length === 1 && got.notesWho[0].toLowerCase().includes(`agent ${editor}`),
+               `under the agent's name: ${JSON.stringify(got)}`);
+        assert(got.bold === 0, "markup in an agent's output made an element");
+        await page.screenshot({ path: `${out}/details-agent-output.png`, fullPage: true });
+        ok("each workflow agent's output is shown once, under its agent's name (text and JSON)");
+    },
+
+    async toast(page) {
+        const wf = `details-toast-${tag}`;
+        await api("POST", "/v1/workflows", { name: wf, phases: [
+            { name: "gate", steps: [{ kind: "human", id: "ok", input: "approval", prompt: "Go?", timeoutMs: 3600000,
+              update: { ok: "$response" } }], transitions: [{ to: "again" }] },
+            { name: "again", steps: [{ kind: "human", id: "ok2", input: "approval", prompt: "Sure?", timeoutMs: 3600000,
+              update: { ok2: "$response" } }], transitions: [{ to: "done" }] },
+            { name: "done", terminal: true, steps: [] }] });
+        const id = (await api("POST", "/v1/sessions", { workflow: wf })).id;
+        const toastText = () => page.evaluate(() => document.getElementById("toast").textContent);
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForSelector("#checkpoint:not([hidden]) #checkpoint-prompt", { timeout: 15000 });
+        await page.getByRole("button", { name: "Approve" }).click();
+        await page.waitForFunction(() => document.getElementById("toast").textContent === "Answer sent", null, { timeout: 10000 });
+        await page.locator("nav").getByRole("link", { name: "Sessions" }).click();
+        await page.waitForSelector("#status-filter", { timeout: 10000 });
+        assert(await toastText() === "", `the next page shows the toast "${await toastText()}"`);
+        ok("the answer's toast is gone on the next page");
+        // The answer's reply comes back after the page was left: no toast either.
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction(() => document.getElementById("checkpoint-prompt")?.textContent === "Sure?", null, { timeout: 15000 });
+        let release;
+        const held = new Promise((r) => { release = r; });
+        await page.route("**/input", async (route) => { await held; await route.continue(); });
+        const answered = page.waitForResponse((r) => r.url().endsWith("/input"), { timeout: 15000 });
+        await page.getByRole("button", { name: "Approve" }).click();
+        await page.locator("nav").getByRole("link", { name: "Workflows" }).click();
+        await page.waitForSelector("main h1", { timeout: 10000 });
+        const finished = page.waitForEvent("requestfinished", { predicate: (r) => r.url().endsWith("/input"), timeout: 15000 });
+        release();
+        assert((await answered).ok(), "the answer was not accepted");
+        await finished;
+        // Nothing may appear once the answer is in: looked at for half a second.
+        for (let i = 0; i < 10; i++) {
+            assert(await toastText() === "", `an answer sent from the page left shows "${await toastText()}" on the next one`);
+            await new Promise((r) => setTimeout(r, 50));
+        }
+        await page.unroute("**/input");
+        ok("an answer that comes back after the page was left shows no toast");
+        // A toast meant for the next page is shown there: the fork's.
+        await statusIs(id, ["completed"]);
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction(() => !document.getElementById("fork").disabled, null, { timeout: 15000 });
+        await page.getByRole("button", { name: "Fork here" }).click();
+        await page.waitForFunction((i) => location.hash.startsWith("#/session/") && !location.hash.endsWith(i), id, { timeout: 10000 });
+        await page.waitForSelector("#session-id", { timeout: 10000 });
+        const forkToast = await toastText();
+        assert(/^Forked as /.test(forkToast), `the fork's page shows "${forkToast}"`);
+        ok("the fork's toast is shown on the fork's page");
     },
 
 };

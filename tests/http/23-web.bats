@@ -89,3 +89,11 @@ details() {
 @test "headless Chromium: a checkpoint's prompt keeps its line breaks" {
     details prompt
 }
+
+@test "headless Chromium: a workflow agent's output is shown once, under the agent's name" {
+    details agent-output
+}
+
+@test "headless Chromium: a toast stays on its page (an answer's), or goes to the next when meant to (a fork's)" {
+    details toast
+}
