@@ -99,7 +99,7 @@ static int follow_print(void *ud, json_t *ev)
 static int follow_event(void *ud, const char *event, const char *data, const char *id)
 {
     (void)event, (void)id;
-    json_t *ev = json_loads(data, 0, NULL);
+    json_t *ev = json_loads(data, JSON_ALLOW_NUL, NULL);
     follow_print(ud, ev);
     json_decref(ev);
     return 0;
@@ -178,6 +178,12 @@ static void print_text(const char *s)
     fputs(s ? s : "", stdout);
 }
 
+/* A JSON string written whole: a model's text may hold NULs (JSON's \u0000). */
+static void print_json_text(const json_t *s)
+{
+    if (json_is_string(s)) fwrite(json_string_value(s), 1, json_string_length(s), stdout);
+}
+
 int cmd_convo(int argc, char **argv)
 {
     cli_opts o;
@@ -210,7 +216,7 @@ int cmd_convo(int argc, char **argv)
         }
         printf(":\n");
         if (json_is_string(content)) {
-            print_text(json_string_value(content));
+            print_json_text(content);
         } else if (content && !json_is_null(content)) {
             char *d = json_dumps(content, JSON_COMPACT | JSON_ENCODE_ANY);
             print_text(d);
@@ -229,7 +235,7 @@ int cmd_convo(int argc, char **argv)
     json_array_foreach(json_object_get(s, "queued"), k, m) {
         json_t *content = json_object_get(m, "content");
         printf("\n%suser [queued]%s:\n", c_on(&o, BOLD), c_off(&o));
-        print_text(json_string_value(content) ? json_string_value(content) : "");
+        print_json_text(content);
         putchar('\n');
     }
     json_decref(s);

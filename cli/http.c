@@ -184,7 +184,7 @@ int http_call(const char *method, const char *path, const json_t *body, http_res
         rc = EXIT_FAIL;
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res->status);
-        if (res->body.len) res->json = json_loadb(res->body.p, res->body.len, JSON_DECODE_ANY, NULL);
+        if (res->body.len) res->json = json_loadb(res->body.p, res->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     }
     free(data);
     curl_slist_free_all(hs);

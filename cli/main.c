@@ -95,7 +95,7 @@ static int print_msg(void *ud, const void *data, size_t len, offset_t at)
     if (cli_json) {
         char off[OFFSET_LEN + 1];
         offset_format(at, off);
-        json_t *m = rr->info.json ? json_loadb(data, len, JSON_DECODE_ANY, NULL) : NULL;
+        json_t *m = rr->info.json ? json_loadb(data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
         if (!m) m = json_stringn_nocheck(data, len);
         json_t *j = json_pack("{s:s, s:o}", "offset", off, "message", m);
         char *d = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;

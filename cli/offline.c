@@ -19,7 +19,7 @@ const char *cli_db;
 
 static int add_event(void *ud, const void *data, size_t len, offset_t at)
 {
-    json_t *ev = json_loadb(data, len, 0, NULL);
+    json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     if (!json_is_object(ev)) {
         json_decref(ev);
         return 0;

@@ -317,7 +317,7 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
 {
     chat_state *c = ud;
     (void)id;
-    json_t *ev = json_loads(data, 0, NULL);
+    json_t *ev = json_loads(data, JSON_ALLOW_NUL, NULL);
     if (!ev) return 0;
     json_t *p = json_object_get(ev, "payload");
     const char *off = json_string_value(json_object_get(ev, "offset"));
@@ -331,19 +331,20 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
     if (!strcmp(event, EV_PROVIDER_REQUEST_STARTED) && req) {
         json_object_set_new(c->ours, req, json_true());
     } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
-        const char *t = json_string_value(json_object_get(p, PK_TEXT));
-        if (t && !c->o->json) {
+        /* Whole, by length: a model's text may hold NULs (JSON's \u0000). */
+        const json_t *t = json_object_get(p, PK_TEXT);
+        if (json_is_string(t) && !c->o->json) {
             chat_undim(c);
-            fputs(t, stdout);
+            fwrite(json_string_value(t), 1, json_string_length(t), stdout);
             fflush(stdout);
             c->printed = 1;
         }
     } else if (!strcmp(event, EV_THINKING_DELTA) && req && json_object_get(c->ours, req) && c->err.tty) {
-        const char *t = json_string_value(json_object_get(p, PK_TEXT));
-        if (t) {
+        const json_t *t = json_object_get(p, PK_TEXT);
+        if (json_is_string(t)) {
             if (!c->dim) fputs(c_on(&c->err, DIM), stderr);
             c->dim = 1;
-            fputs(t, stderr);
+            fwrite(json_string_value(t), 1, json_string_length(t), stderr);
         }
     } else if (!strcmp(event, EV_TOOL_CALLED) && req && json_object_get(c->ours, req)) {
         chat_undim(c);

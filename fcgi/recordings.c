@@ -42,7 +42,7 @@ static int drift_msg(void *ud, const void *data, size_t len, offset_t at)
     if (!memmem(data, len < 80 ? len : 80, "\"type\":\"", 8)) return 0;
     if (!memmem(data, len < 80 ? len : 80, "recording:", 10) && !memmem(data, len < 80 ? len : 80, "session:", 8))
         return 0;
-    json_t *e = json_loadb(data, len, 0, NULL);
+    json_t *e = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     const char *type = json_string_value(json_object_get(e, "type"));
     if (type && (!strcmp(type, EV_SESSION_CREATED) || !strcmp(type, EV_SESSION_FORKED))) {
         json_t *rec = json_object_get(json_object_get(e, "payload"), PK_RECORDING);

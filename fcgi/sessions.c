@@ -302,8 +302,8 @@ static int use_skill(message_cmd *m, const session_view *v)
     rc = agent_render_skill(doc, name ? name : "", json_object_get(m->skill, "params"), &out, m->err,
                             sizeof m->err);
     json_decref(doc);
-    const char *content = json_string_value(m->content);
-    if (!rc && content && *content) rc = buf_puts(&out, "\n\n") || buf_puts(&out, content);
+    size_t clen = json_string_length(m->content);
+    if (!rc && clen) rc = buf_puts(&out, "\n\n") || buf_append(&out, json_string_value(m->content), clen);
     if (rc && !m->err[0]) snprintf(m->err, sizeof m->err, "the message is over %d bytes", CONTENT_MAX);
     if (!rc) {
         json_decref(m->content);

@@ -212,7 +212,7 @@ static void snap_compare(snap_check *k, const session_view *v, const char *sessi
                          const char *text, const char *via)
 {
     json_t *want = session_view_to_json(v);
-    json_t *got = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *got = text ? json_loads(text, JSON_ALLOW_NUL, NULL) : NULL;
     if (!got || !json_equal(want, got)) {
         buf_t key;
         buf_init(&key, 4096);

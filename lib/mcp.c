@@ -101,7 +101,7 @@ static int dispatch(const char *p, size_t n, mcp_msg_fn fn, void *ud)
     if (i == n) return 0;
     mcp_msg m;
     json_error_t e;
-    json_t *j = json_loadb(p, n, 0, &e);
+    json_t *j = json_loadb(p, n, JSON_ALLOW_NUL, &e);
     if (!j) invalid(&m, "not JSON");
     else mcp_classify(j, &m);
     int rc = fn(ud, &m);

@@ -137,7 +137,7 @@ static int is_ws(char c)
 }
 
 /* Deliver slot i as one PEV_TOOL_CALL and close it. -1 if its arguments are not
- * JSON, else 0 or the callback's value. */
+ * JSON or its id or name holds a NUL, else 0 or the callback's value. */
 static int slot_close(provider_parser *p, size_t i)
 {
     tool_slot *t = &p->tools[i];
@@ -151,6 +151,12 @@ static int slot_close(provider_parser *p, size_t i)
         dumped = t->input ? json_dumps(t->input, JSON_COMPACT) : NULL;
         a = dumped ? dumped : "{}";
     } else if (json_validate(a, n, NULL) != 0) {
+        rc = -1;
+        goto out;
+    }
+    /* An id or a name is a C string from here on (event keys, tool look-ups): one
+     * holding a NUL (JSON's \u0000) would be read cut short, so the stream is malformed. */
+    if ((t->id.len && memchr(t->id.p, '\0', t->id.len)) || (t->name.len && memchr(t->name.p, '\0', t->name.len))) {
         rc = -1;
         goto out;
     }
@@ -651,7 +657,7 @@ static json_t *args_object(const json_t *call)
     json_t *a = json_object_get(call, "arguments");
     if (json_is_object(a)) return json_deep_copy(a);
     if (json_is_string(a)) {
-        json_t *o = json_loadb(json_string_value(a), json_string_length(a), 0, NULL);
+        json_t *o = json_loadb(json_string_value(a), json_string_length(a), JSON_ALLOW_NUL, NULL);
         if (json_is_object(o)) return o;
         json_decref(o);
     }

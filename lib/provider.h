@@ -22,7 +22,7 @@
 typedef enum { PROVIDER_ANTHROPIC, PROVIDER_OPENAI } provider_kind;
 
 typedef enum {
-    PEV_TEXT,       /* text: a piece of the reply */
+    PEV_TEXT,       /* text, len: a piece of the reply (may hold NULs: use len) */
     PEV_THINKING,   /* text: a piece of the model's thinking */
     PEV_TOOL_CALL,  /* id, name, args: one complete tool call (arguments assembled
                        from their deltas when the block/call ends; args is JSON text,
@@ -55,7 +55,8 @@ void provider_parser_free(provider_parser *p);
 /* Feed len bytes of the response body, split anywhere (even inside a UTF-8
  * sequence, a line ending or "\r\n"). Calls fn for each complete event. Returns 0,
  * fn's non-zero value, or -1 on a protocol error (a line over PROVIDER_LINE_MAX,
- * data that is not JSON where JSON is required, arguments over the limit). */
+ * data that is not JSON where JSON is required, arguments over the limit, a tool
+ * call whose id or name holds a NUL). */
 int provider_feed(provider_parser *p, const char *data, size_t len);
 
 /* Tell the parser the body ended. Returns 0 if the stream had ended properly

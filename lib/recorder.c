@@ -319,7 +319,7 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
     json_t *best = NULL, *best_req = NULL;
     long best_score = -1;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *req = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
+        json_t *req = json_loads((const char *)sqlite3_column_text(st, 3), JSON_ALLOW_NUL, NULL);
         const char *rp = json_string_value(json_object_get(req, "provider"));
         long score = req && rp && prov && !strcmp(rp, prov) ? rec_similarity(req, norm) : -1;
         if (score > best_score) {
@@ -481,7 +481,7 @@ static int each_full(log_conn_t *c, const char *where, const char *arg, int b64_
     int rc, out = 0;
     while (!out && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         json_t *o = row_json(st);
-        json_t *req = json_loads((const char *)sqlite3_column_text(st, 15), 0, NULL);
+        json_t *req = json_loads((const char *)sqlite3_column_text(st, 15), JSON_ALLOW_NUL, NULL);
         json_object_set_new(o, "request", req ? req : json_null());
         chunks_ctx k = {json_array(), b64_only};
         out = rec_chunks(c, sqlite3_column_int64(st, 0), add_chunk, &k);
@@ -692,7 +692,7 @@ json_t *rec_import_parse(const char *line, size_t len, char *err, size_t errcap)
         bad(err, errcap, "line too long");
         return NULL;
     }
-    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!json_is_object(o)) {
         snprintf(err, errcap, "not a JSON object: %s", o ? "" : je.text);
         json_decref(o);

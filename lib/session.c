@@ -234,6 +234,14 @@ static const char *str(const json_t *o, const char *k)
     return s ? s : "";
 }
 
+/* 1 if o1's and o2's string k are the same, NULs and all (absent counts as ""). */
+static int same_str(const json_t *o1, const json_t *o2, const char *k)
+{
+    const json_t *a = json_object_get(o1, k), *b = json_object_get(o2, k);
+    size_t na = json_is_string(a) ? json_string_length(a) : 0, nb = json_is_string(b) ? json_string_length(b) : 0;
+    return na == nb && (na == 0 || memcmp(json_string_value(a), json_string_value(b), na) == 0);
+}
+
 static json_t *assistant_for(session_view *v, const char *request)
 {
     for (size_t i = json_array_size(v->messages); i-- > 0;) {
@@ -247,14 +255,16 @@ static json_t *assistant_for(session_view *v, const char *request)
  * copy into the joined text and one into the JSON string, no UTF-8 pass (both
  * parts come from JSON strings, which are valid UTF-8, and so is what joins them;
  * a text cut inside a character by a provider would already have failed to parse). */
-static void append_text(json_t *msg, const char *key, const char *text)
+static void append_text(json_t *msg, const char *key, const json_t *piece)
 {
+    /* A model's text may hold NULs (JSON's \u0000): lengths, never strlen. */
+    if (!json_is_string(piece)) return;
     json_t *cur = json_object_get(msg, key);
-    size_t a = json_is_string(cur) ? json_string_length(cur) : 0, b = strlen(text);
+    size_t a = json_is_string(cur) ? json_string_length(cur) : 0, b = json_string_length(piece);
     char *s = malloc(a + b + 1);
     if (!s) abort();
     if (a) memcpy(s, json_string_value(cur), a);
-    memcpy(s + a, text, b + 1);
+    memcpy(s + a, json_string_value(piece), b + 1);
     /* In place only when nobody else holds the string (a request built from the view). */
     if (json_is_string(cur) && cur->refcount == 1) json_string_setn_nocheck(cur, s, a + b);
     else json_object_set_new(msg, key, json_stringn_nocheck(s, a + b));
@@ -463,14 +473,14 @@ static void r_text_delta(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
-    if (m) append_text(m, "content", str(p, PK_TEXT));
+    if (m) append_text(m, "content", json_object_get(p, PK_TEXT));
 }
 
 static void r_thinking_delta(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
-    if (m) append_text(m, "thinking", str(p, PK_TEXT));
+    if (m) append_text(m, "thinking", json_object_get(p, PK_TEXT));
 }
 
 static void r_tool_called(session_view *v, const json_t *p, const char *offset)
@@ -496,7 +506,7 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
     int from_model = !v->is_workflow;
     for (size_t i = 0; i < json_array_size(v->open_calls); i++) {
         const json_t *c = json_array_get(v->open_calls, i);
-        if (strcmp(str(c, PK_CALL_ID), str(p, PK_CALL_ID)) != 0) continue;
+        if (!same_str(c, p, PK_CALL_ID)) continue;
         if (*str(c, PK_REQUEST_ID)) from_model = 1;   /* not a workflow tool step's */
         json_array_remove(v->open_calls, i);
         break;

@@ -60,7 +60,7 @@ typedef struct replay {
 int sstore_fold(session_view *v, const void *data, size_t len, offset_t at)
 {
     char off[OFFSET_LEN + 1];
-    json_t *ev = json_loadb(data, len, 0, NULL);
+    json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     offset_format(at, off);
     int rc = ev ? session_reduce(v, ev, off) : -1;
     json_decref(ev);
@@ -69,7 +69,7 @@ int sstore_fold(session_view *v, const void *data, size_t len, offset_t at)
 
 int sstore_snapshot_load(session_view *v, const char *text)
 {
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *j = text ? json_loads(text, JSON_ALLOW_NUL, NULL) : NULL;
     session_view tmp;
     session_view_init(&tmp);
     int rc = j && session_view_from_json(&tmp, j) == 0 ? 0 : -1;

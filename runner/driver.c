@@ -655,7 +655,7 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
         const char *t = q->full.p ? q->full.p : "";
         size_t len = q->full.len;
         unfence(&t, &len);
-        output = json_loadb(t, len, JSON_DECODE_ANY, NULL);
+        output = json_loadb(t, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         if (!output) snprintf(err, sizeof err, "the agent's reply is not JSON");
         else if (workflow_check_schema(schema, output, err, sizeof err)) {
             char tmp[512];

@@ -174,7 +174,7 @@ static int count_msg(void *ud, const void *data, size_t len, offset_t at)
     int rec = memmem(data, head, EV_RECORDING_REQUEST, sizeof EV_RECORDING_REQUEST - 1) != NULL;
     if (!rec && !memmem(data, head, EV_PROVIDER_REQUEST_CANCELLED, sizeof EV_PROVIDER_REQUEST_CANCELLED - 1))
         return 0;
-    json_t *e = json_loadb(data, len, 0, NULL);
+    json_t *e = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     json_t *p = json_object_get(e, "payload");
     const char *key = json_string_value(json_object_get(p, PK_KEY)),
                *rid = json_string_value(json_object_get(p, PK_REQUEST_ID)),
@@ -324,7 +324,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     if (mode == REC_LIVE) return 0;
 
     const char *kind = q->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai";
-    json_t *body = json_loads(q->body, 0, NULL);
+    json_t *body = json_loads(q->body, JSON_ALLOW_NUL, NULL);
     json_t *norm = rec_normalize(kind, body);
     json_decref(body);
     struct rrec *r = calloc(1, sizeof *r);
@@ -538,7 +538,7 @@ static int take_answer(void *ud, int64_t t_ms, const void *p, size_t n)
 {
     tool_answer *a = ud;
     (void)t_ms;
-    json_t *j = json_loadb(p, n, 0, NULL);
+    json_t *j = json_loadb(p, n, JSON_ALLOW_NUL, NULL);
     if (!j) return 0;
     json_decref(a->result);
     a->result = json_incref(json_object_get(j, "output"));
@@ -644,7 +644,7 @@ static int take_list(void *ud, int64_t t_ms, const void *p, size_t n)
     json_t **list = ud;
     (void)t_ms;
     json_decref(*list);
-    *list = json_loadb(p, n, 0, NULL);
+    *list = json_loadb(p, n, JSON_ALLOW_NUL, NULL);
     return 0;
 }
 

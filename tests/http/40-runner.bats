@@ -455,3 +455,27 @@ retry_after() {
     rn_events "$id" >"$T/ev.json"
     check "$T/ev.json" '[.[] | select(.type == "session:cancelled")][0].payload.reason == "cost budget reached"'
 }
+
+@test "model text holding NULs (\\u0000) is kept whole: the session's messages, the next request, check" {
+    local provider agent id text
+    text=$(jq -nr '"\u0000lead, mid\u0000dle\u0000\u0000, end\u0000" | @json')
+    for provider in anthropic openai; do
+        agent=$(rn_agent "$provider" m)
+        id=$(rn_session "{\"agent\": \"$agent\"}")
+        rn_script "$(jq -nc --argjson t "$text" '{text: $t, chunkSize: 3, usage: {input: 20, output: 5}}')"
+        rn_say "$id" "Zero bytes?"
+        # The message was "" (the events that held a NUL did not fold).
+        rn_wait "$id" '.status == "completed" and .request == null'
+        check "$DS_BODY" '.messages[1].role == "assistant" and .messages[1].content == $t' --argjson t "$text"
+        rn_script "$(quick_reply "Yes.")"
+        rn_say "$id" "Again?"
+        rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 4'
+        check "$DS_BODY" '.messages[1].content == $t and .messages[3].content == "Yes."' --argjson t "$text"
+        # The next request carried the reply whole.
+        rn_requests >"$T/requests.json"
+        check "$T/requests.json" '.[-1].body.messages | map(.content | if type == "array" then map(.text? // empty) | add else . end) | index($t) != null' \
+            --argjson t "$text"
+    done
+    run "$DS_BIN/dstream" --db "$DS_DB" check
+    [ "$status" -eq 0 ] || fail "check: $output"
+}

@@ -378,12 +378,55 @@ static void test_check_snapshots(void)
     sqlite3_close_v2(db);
 }
 
+/* Text holding NULs (JSON's \u0000), as a model may send: the snapshots of such a
+ * session agree with its replay (they were "not JSON" to the check), and a snapshot
+ * whose text was cut at the NUL (what a strlen on the way made of it) is named. */
+static void test_check_snapshots_nul(void)
+{
+    char path[400], err[256];
+    /* A database of its own: the test above leaves altered snapshots behind. */
+    test_db_close(dir, lg, conn);
+    dir[0] = '\0';
+    if (test_db_open("test", dir, sizeof dir, &lg, &conn)) return;
+    CHECK_EQ_INT(session("z", NULL), 0);
+    session_trace t;
+    session_trace_new(&t);
+    for (int i = 0; i < 70; i++) {
+        json_t *c = json_stringn("z\0says", 6);
+        sstore_event e = event_message_user(c, "queue", NULL);
+        json_decref(c);
+        CHECK_EQ_INT(sstore_command(conn, "z", &t, say, &e, NULL), 0);
+        json_decref(e.payload);
+    }
+    snprintf(path, sizeof path, "%s/test.db", dir);
+    sqlite3 *db = open_plain(path);
+    if (!CHECK(db != NULL)) return;
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *st;
+    CHECK_EQ_INT(sqlite3_prepare_v2(db, "SELECT count(*) FROM snapshots WHERE session = 'z' AND instr(view, '\\u0000') > 0",
+                                    -1, &st, NULL), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    CHECK_EQ_INT(problems(db), 0);
+    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = replace(view, '\"z\\u0000says\"', '\"z\"')"
+                                  " WHERE session = 'z'", NULL, NULL, NULL),
+                 SQLITE_OK);
+    int seen = 0;
+    seen_problems[0] = '\0';
+    CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), 1);
+    if (!CHECK(strstr(seen_problems, "session=z seq=64 key=messages[0].content") != NULL))
+        fprintf(stderr, "  got: %s\n", seen_problems);
+    sqlite3_close_v2(db);
+}
+
 int main(void)
 {
     if (test_db_open("test", dir, sizeof dir, &lg, &conn) == 0) {
         test_backup_under_load();
         test_check_finds();
         test_check_snapshots();
+        test_check_snapshots_nul();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();

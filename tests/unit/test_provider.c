@@ -416,6 +416,28 @@ static void test_protocol_errors(void)
         provider_parser_free(p);
     }
 
+    /* A tool call whose id or name holds a NUL (\u0000) is malformed: both are C
+     * strings past the parser (tool look-ups, event keys) and would be read cut short. */
+    static const char *const nul[] = {
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\\u0000x\","
+        "\"function\":{\"name\":\"search\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\","
+        "\"function\":{\"name\":\"search\\u0000evil\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n",
+    };
+    for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
+        p = provider_parser_new(PROVIDER_OPENAI, on_event, &r);
+        if (!CHECK_EQ_INT(feed_str(p, nul[i]), -1)) fprintf(stderr, "  %s\n", nul[i]);
+        provider_parser_free(p);
+    }
+    /* Text with a NUL is text: every byte of it is delivered. */
+    p = provider_parser_new(PROVIDER_OPENAI, on_event, &r);
+    buf_reset(&r.out);
+    CHECK_EQ_INT(feed_str(p, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\\u0000b\"}}]}\n\n"), 0);
+    CHECK(r.out.len > 0 && strstr(r.out.p, "a\\u0000b") != NULL);
+    provider_parser_free(p);
+
     /* vLLM reports errors as {"object": "error", ...}. */
     buf_reset(&r.out);
     p = provider_parser_new(PROVIDER_OPENAI, on_event, &r);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "offset.h"
+#include "sstore.h"
 #include "test.h"
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -1035,6 +1036,62 @@ static void test_tools(void)
     session_view_free(&v);
 }
 
+/* Model text holding NULs (JSON's \u0000) is text: the reply's content keeps every
+ * byte, folded from the stored event (sstore_fold) as from a value, and the view
+ * survives a snapshot's round trip. */
+static void test_text_nul(void)
+{
+    session_view v;
+    chat(&v);
+    R(&v, "message:user", "{\"content\": \"Hi\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\", \"provider\": \"openai\", \"model\": \"m\", \"attempt\": 1}");
+    /* The first piece as the runner writes it, the second as a value. */
+    json_t *p = json_pack("{s:s, s:o}", "requestId", "r1", "text", json_stringn("\0a\0", 3));
+    buf_t b;
+    session_trace tr;
+    session_trace_new(&tr);
+    buf_init(&b, 0);
+    CHECK_EQ_INT(session_event_encode(&b, "text:delta", p, "runner", NULL, &tr, 1), 0);
+    json_decref(p);
+    CHECK(b.p && strstr(b.p, "\\u0000a\\u0000") != NULL);
+    offset_t at = {next_seq, next_seq * 100};
+    next_seq++;
+    CHECK_EQ_INT(sstore_fold(&v, b.p, b.len, at), 0);
+    buf_free(&b);
+    json_t *ev = json_pack("{s:s, s:{s:s, s:o}}", "type", "thinking:delta", "payload", "requestId", "r1", "text",
+                           json_stringn("t\0", 2));
+    CHECK_EQ_INT(session_reduce(&v, ev, "0000000000000009_0000000000000900"), 0);
+    json_object_set_new(json_object_get(ev, "payload"), "text", json_stringn("b\0", 2));
+    json_object_set_new(ev, "type", json_string("text:delta"));
+    CHECK_EQ_INT(session_reduce(&v, ev, "0000000000000010_0000000000001000"), 0);
+    json_decref(ev);
+    json_t *a = json_array_get(v.messages, 1);
+    json_t *c = json_object_get(a, "content");
+    if (CHECK_EQ_UINT(json_string_length(c), 5)) CHECK(memcmp(json_string_value(c), "\0a\0b\0", 5) == 0);
+    CHECK_EQ_UINT(json_string_length(json_object_get(a, "thinking")), 2);
+
+    /* A snapshot of it loads back equal (sstore saves and loads views as JSON text). */
+    json_t *j = session_view_to_json(&v);
+    char *text = json_dumps(j, JSON_COMPACT);
+    session_view w;
+    session_view_init(&w);
+    CHECK_EQ_INT(sstore_snapshot_load(&w, text), 0);
+    json_t *k = session_view_to_json(&w);
+    CHECK(json_equal(j, k));
+    json_decref(k);
+    json_decref(j);
+    free(text);
+    session_view_free(&w);
+
+    /* A tool result is matched to its call by the whole id. */
+    R(&v, "tool:called", "{\"requestId\": \"r1\", \"callId\": \"c1\", \"name\": \"n\", \"arguments\": {}}");
+    ev = json_pack("{s:s, s:{s:o, s:s}}", "type", "tool:result", "payload", "callId", json_stringn("c1\0x", 4), "result", "r");
+    CHECK_EQ_INT(session_reduce(&v, ev, "0000000000000020_0000000000002000"), 0);
+    json_decref(ev);
+    CHECK_EQ_UINT(json_array_size(v.open_calls), 1);
+    session_view_free(&v);
+}
+
 int main(void)
 {
     test_tools();
@@ -1051,5 +1108,6 @@ int main(void)
     test_doc_example();
     test_trace();
     test_encode();
+    test_text_nul();
     return TEST_MAIN_END();
 }
