@@ -23,7 +23,7 @@ export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS := abort_on_error=0:detect_leaks=1
 endif
 
-LIB_SRC  := $(wildcard lib/*.c)
+LIB_SRC  := $(wildcard lib/*.c lib/store/*/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(B)/lib/migrations.o
 FCGI_SRC := $(wildcard fcgi/*.c)
 FCGI_OBJ := $(FCGI_SRC:%.c=$(B)/%.o)
@@ -33,7 +33,7 @@ CLI_SRC  := $(wildcard cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
-SQL      := $(sort $(wildcard sql/*.sql))
+SQL      := $(sort $(wildcard sql/sqlite/*.sql))
 
 Q := @
 ifeq ($(V),1)

@@ -296,7 +296,7 @@ int main(int argc, char **argv)
         goto out;
     }
     wake_opts wo = {o.inotify, o.poll_us};
-    if (!(w = wake_start(lg, o.db, &wo, err, sizeof err))) {
+    if (!(w = wake_start(lg, &wo, err, sizeof err))) {
         fprintf(stderr, "wake-latency: wake_start: %s\n", err);
         goto out;
     }

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "../lib/backup.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
+#include "../lib/store/sqlite/sqlite.h"
+#include "../lib/store/sqlite/db.h"
 #include "cli.h"
 #include "http.h"
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "../lib/buf.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/log.h"
 #include "../lib/wake.h"
 #include "cli.h"
@@ -137,7 +137,7 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     struct sigaction old[2];
     cli_catch_stop(old);
     err[0] = 0;
-    int lrc = wake_follow(log, db, c, &rr, print_msg, cli_flush_stdout, &rr, follow, &cli_stop, err, sizeof err);
+    int lrc = wake_follow(log, c, &rr, print_msg, cli_flush_stdout, &rr, follow, &cli_stop, err, sizeof err);
     cli_restore_stop(old);
     if (lrc) {
         fprintf(stderr, "dstream: %s: %s\n", rr.path,
@@ -150,9 +150,9 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
 
 static int cmd_migrate(log_t *log, int argc, char **argv)
 {
-    (void)log, (void)argv;
+    (void)argv;
     if (argc) return cli_usage("migrate");
-    printf(cli_json ? "{\"schemaVersion\":%d}\n" : "schema version %d\n", db_schema_version());
+    printf(cli_json ? "{\"schemaVersion\":%d}\n" : "schema version %d\n", log_schema_version(log));
     return 0;
 }
 

@@ -246,7 +246,7 @@ int offline_follow(const char *id, const char *from, int (*cb)(void *ud, json_t 
         struct sigaction old[2];
         cli_catch_stop(old);
         follow_ctx f = {cb, ud};
-        int lrc = wake_follow(log, cli_db, c, &rr, follow_one, cli_flush_stdout, &f, 1, &cli_stop, err, sizeof err);
+        int lrc = wake_follow(log, c, &rr, follow_one, cli_flush_stdout, &f, 1, &cli_stop, err, sizeof err);
         cli_restore_stop(old);
         rc = !lrc ? 0 : err[0] ? (fprintf(stderr, "dstream: cannot follow: %s\n", err), EXIT_FAIL) : session_error(id, lrc);
     }

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "../lib/buf.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/log.h"
 #include "../lib/recorder.h"
 #include "cli.h"
@@ -186,7 +186,7 @@ static int do_prune(log_conn_t *c, int argc, char **argv)
         rec_usage();
         return 2;
     }
-    prune_ctx p = {db_now_ms() - age, dry, 0, 0};
+    prune_ctx p = {timefmt_now_ms() - age, dry, 0, 0};
     int rc = log_transact(c, op_prune, &p);
     if (rc) {
         fprintf(stderr, "dstream: prune: %s\n", log_strerror(rc));

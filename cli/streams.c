@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
+#include "../lib/store/sqlite/sqlite.h"
+#include "../lib/store/sqlite/db.h"
 #include "cli.h"
 #include "http.h"
 

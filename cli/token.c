@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "../lib/auth.h"
-#include "../lib/db.h"
 #include "../lib/timefmt.h"
 #include "cli.h"
 #include "http.h"
@@ -36,7 +35,7 @@ static int create(log_conn_t *c, int argc, char **argv)
                 fprintf(stderr, "dstream: --expires: a duration like 90s, 15m, 12h or 30d\n");
                 return 2;
             }
-            expires = db_now_ms() + d;
+            expires = timefmt_now_ms() + d;
         } else {
             return usage_token();
         }
@@ -79,14 +78,14 @@ static void print_one(void *ud, const auth_t *a, int64_t created_ms)
     if (a->expires_ms >= 0) timefmt_format(a->expires_ms, ets, sizeof ets);
     if (cli_json) {
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "name", a->name, "id", a->id, "created", cts,
-                              "expires", ets, "expired", a->expires_ms >= 0 && a->expires_ms <= db_now_ms(),
+                              "expires", ets, "expired", a->expires_ms >= 0 && a->expires_ms <= timefmt_now_ms(),
                               "scopes", scopes);
         print_json(j);
         json_decref(j);
         return;
     }
     printf("%-24s %s  created %s  expires %s%s  %s\n", a->name, a->id, cts, ets,
-           a->expires_ms >= 0 && a->expires_ms <= db_now_ms() ? " (expired)" : "", scopes);
+           a->expires_ms >= 0 && a->expires_ms <= timefmt_now_ms() ? " (expired)" : "", scopes);
 }
 
 static int check(log_conn_t *c)

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "../lib/auth.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 
 /* A verified token is trusted for this long on the thread that verified it: one
  * look-up a second per thread and token instead of one per request. A revoked or
@@ -199,7 +199,7 @@ static int begin(req_t *r, int verify)
         unauthorized(r, "invalid_request", "send the token as Authorization: Bearer <token>");
         return 0;
     }
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     /* The thread's one cached identity is the request's (no copy): a thread serves
      * one request at a time, and nothing after the request keeps r->auth. */
     if (now >= cache.until || strcmp(tok, cache.token) != 0) {

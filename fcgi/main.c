@@ -192,7 +192,7 @@ int main(int argc, char **argv)
     cfg.cors_origins = origins;
     if (cfg.auth_off) diag("info", "DSTREAM_AUTH=off: no tokens asked, loopback clients only");
 
-    log_opts lo = {strcmp(sync, "normal") != 0, 5000};
+    log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1};
     int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);

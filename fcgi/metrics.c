@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../lib/buf.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/rstats.h"
 
 static metrics_slot *slots;
@@ -313,7 +313,7 @@ static void runner_metrics(req_t *r, buf_t *b)
 {
     runner_rows all = {NULL, 0}, *rows = &all;
     rstats_each(r->log, keep_row, &all);
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     if (all.n) {
         family(b, "dstream_runner_up", "gauge",
                "1 if the runner published in the last 5 seconds (its loop is alive), else 0.");

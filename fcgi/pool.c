@@ -216,7 +216,7 @@ static int child_main(const pool_opts *po, const cfg_t *cfg, log_t *log, int fd,
 
     char err[256];
     wake_opts wo = {cfg->wake_inotify, cfg->wake_poll_us};
-    wake_t *wake = wake_start(log, cfg->db_path, &wo, err, sizeof err);
+    wake_t *wake = wake_start(log, &wo, err, sizeof err);
     if (!wake) diag("warn", "no live wake-ups: %s", err);
     hub_t *hub = NULL;
     if (wake && cfg->live_max > 0 && !(hub = hub_start(cfg, log, wake, err, sizeof err)))

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/db.h"
 #include "../lib/json.h"
 #include "../lib/sse.h"
 #include "../lib/timefmt.h"
@@ -214,7 +213,7 @@ static void do_put(req_t *r, const char *path)
     if (parse_fork(r, &cr, src, sizeof src)) return;
     if (read_body(r, &body)) return;
     /* Data written to a stream that has already expired could never be read. */
-    if (body.len && cr.expires_ms >= 0 && cr.expires_ms <= db_now_ms()) {
+    if (body.len && cr.expires_ms >= 0 && cr.expires_ms <= timefmt_now_ms()) {
         res_error(r, 400, "bad_expires_at", "Stream-Expires-At is in the past: the data could never be read");
         goto out;
     }

@@ -8,7 +8,8 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 #include "sha256.h"
 
 /* The scope kinds; index 0 is admin, which has no prefix and covers everything. */
@@ -151,7 +152,7 @@ static int op_create(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, a->hash, SHA256_LEN, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, a->scopes, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, db_now_ms());
+    sqlite3_bind_int64(st, 5, timefmt_now_ms());
     if (a->expires_ms >= 0) sqlite3_bind_int64(st, 6, a->expires_ms);
     else sqlite3_bind_null(st, 6);
     int rc = sqlite3_step(st);
@@ -225,7 +226,7 @@ int auth_verify(log_conn_t *c, const char *token, auth_t *out)
             snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(st, 0));
             out->expires_ms = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3);
             if (auth_scopes_parse((const char *)sqlite3_column_text(st, 2), out)) ret = AUTH_EINVALID;
-            else if (out->expires_ms >= 0 && db_now_ms() >= out->expires_ms) ret = AUTH_EEXPIRED;
+            else if (out->expires_ms >= 0 && timefmt_now_ms() >= out->expires_ms) ret = AUTH_EEXPIRED;
             else ret = 0;
         }
     } else if (rc != SQLITE_DONE) {
@@ -263,7 +264,7 @@ int auth_token_current(log_conn_t *c, const char *id)
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st), ret = 0;
     if (rc == SQLITE_ROW)
-        ret = sqlite3_column_type(st, 0) == SQLITE_NULL || db_now_ms() < sqlite3_column_int64(st, 0);
+        ret = sqlite3_column_type(st, 0) == SQLITE_NULL || timefmt_now_ms() < sqlite3_column_int64(st, 0);
     else if (rc != SQLITE_DONE)
         ret = db_err(rc);
     sqlite3_finalize(st);

@@ -3,7 +3,8 @@
 #include <sqlite3.h>
 #include <string.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 
 
 typedef struct put_arg {
@@ -26,7 +27,7 @@ static int op_agent_put(log_conn_t *c, void *arg)
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->doc, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, db_now_ms());
+    sqlite3_bind_int64(st, 3, timefmt_now_ms());
     return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
@@ -111,7 +112,7 @@ static int op_workflow_add(log_conn_t *c, void *arg)
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, a->version);
     sqlite3_bind_text(st, 3, a->doc, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, db_now_ms());
+    sqlite3_bind_int64(st, 4, timefmt_now_ms());
     return log_stmt_finish(c, st, sqlite3_step(st));
 }
 

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
 #include "timefmt.h"
 
 static const char *prog = "dstream";
@@ -34,7 +33,7 @@ void diag(const char *level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    timefmt_format(db_now_ms(), ts, sizeof ts);
+    timefmt_format(timefmt_now_ms(), ts, sizeof ts);
     if (!json_lines) {
         if (text_time) fprintf(stderr, "%s %s: %s\n", ts, prog, msg);
         else fprintf(stderr, "%s: %s\n", prog, msg);

@@ -11,7 +11,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 
 void lease_new_instance(char *out)
 {
@@ -19,7 +20,7 @@ void lease_new_instance(char *out)
     unsigned char b[LEASE_INSTANCE_LEN / 2];
     if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
         /* Not expected once the system is up; the pid and clock still differ. */
-        uint64_t x = (uint64_t)db_now_ms() * 1000003u ^ (uint64_t)getpid();
+        uint64_t x = (uint64_t)timefmt_now_ms() * 1000003u ^ (uint64_t)getpid();
         memcpy(b, &x, sizeof b < sizeof x ? sizeof b : sizeof x);
     }
     for (size_t i = 0; i < sizeof b; i++) {
@@ -46,7 +47,7 @@ static int op_acquire(log_conn_t *c, void *arg)
 {
     lease_arg *a = arg;
     sqlite3_stmt *st;
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     /* One statement: insert, or take over when it is our owner id's (ours, or a
      * dead predecessor's: we hold the owner lock) or expired. */
     if (log_stmt(c, "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
@@ -88,7 +89,7 @@ int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64
     if (log_stmt(c, "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
                  &st))
         return LOG_EIO;
-    sqlite3_bind_int64(st, 1, db_now_ms() + ttl_ms);
+    sqlite3_bind_int64(st, 1, timefmt_now_ms() + ttl_ms);
     sqlite3_bind_text(st, 2, session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);

@@ -1,111 +1,36 @@
-/* log: durable append-only streams in SQLite.
+/* log: durable append-only streams, on whichever engine keeps the database.
  *
- * Storage. A stream is a row of `streams`; its messages are rows of `messages`
- * keyed by (stream, seq). A message's offset is (seq, pos): how many messages and
- * bytes come before it. The stream row keeps the tail (tail_seq, tail_pos), the
- * closed flag, the last Stream-Seq and TTL data, so an append never scans. A fork
- * stores only its own messages: seq < fork_seq are read from its parent, which
- * reads seq < its own fork_seq from its parent, and so on. A deleted stream that
- * forks still read is only marked deleted (its path is free again); the last fork
- * to go takes such ancestors with it.
+ * Storage is the engine's (lib/store.h; SQLite's essay is at the top of
+ * lib/store/sqlite/streams.c): a stream's row keeps its tail, closed flag, last
+ * Stream-Seq and TTL data; its messages are rows keyed by (stream, seq); a fork
+ * stores only its own messages and reads the rest from its ancestors. This file
+ * holds what is the same on every engine: opening the handles, and the group
+ * commit.
  *
- * Group commit. With synchronous=FULL a commit costs an fsync, and an fsync costs
- * far more than the SQL of an append. So writers do not commit one by one: each
- * write is an operation (a function plus its arguments) placed on the process's
- * queue. When no commit is in flight, the thread that finds its own operation
- * queued becomes the leader: it takes the whole queue, opens one BEGIN IMMEDIATE
- * transaction on its own connection, runs every operation inside a SAVEPOINT of
- * its own (so one failing operation rolls back alone), commits once and wakes the
- * others. Operations that arrive meanwhile wait for the next leader, which is how
- * groups form under load without any timer: an idle system commits at once, a busy
- * one amortises each fsync over everyone who arrived while the last one ran. An
- * operation is answered only after the COMMIT that holds it has succeeded; if that
- * COMMIT fails every operation in the group fails. Other processes serialise with
- * us through SQLite's own write lock and busy timeout.
- *
- * Reads run on the calling thread's connection inside BEGIN/COMMIT so that the
- * stream row and its messages come from one snapshot, and never wait inside it. */
+ * Group commit. With acknowledged meaning durable, a commit costs an fsync, and an
+ * fsync costs far more than the SQL of an append. So writers do not commit one by
+ * one: each write is an operation (a function plus its arguments) placed on the
+ * process's queue. When no commit is in flight, the thread that finds its own
+ * operation queued becomes the leader: it takes the whole queue, asks the engine
+ * to begin one write transaction on its own connection, runs every operation
+ * between the engine's op_begin and op_end (a savepoint, so one failing operation
+ * rolls back alone), commits once and wakes the others. Operations that arrive
+ * meanwhile wait for the next leader, which is how groups form under load without
+ * any timer: an idle system commits at once, a busy one amortises each fsync over
+ * everyone who arrived while the last one ran. An operation is answered only
+ * after the commit that holds it has succeeded; if that commit fails every
+ * operation in the group fails. Other processes serialise with us through the
+ * engine's own locks. */
 #include "log.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "db.h"
-
-enum {
-    S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
-    S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
-    S_EXPIRED, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
-    S_BEGIN_READ, S_COUNT
-};
-
-#define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
-                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
-
-/* The next change number: above every stream's and above those of streams
- * deleted since (stream_rev_floor, kept by a trigger), so that it never goes back
- * when the stream holding the highest one is deleted (log_changes would miss the
- * next change). */
-#define NEXT_REV "(SELECT max(coalesce((SELECT max(rev) FROM streams), 0)," \
-                 " coalesce((SELECT rev FROM stream_rev_floor WHERE id = 1), 0)) + 1)"
-
-static const char *const sql_text[S_COUNT] = {
-    [S_GET] = "SELECT " INFO_COLS " FROM streams WHERE path = ?",
-    [S_GET_ID] = "SELECT " INFO_COLS " FROM streams WHERE id = ?",
-    [S_INSERT_STREAM] =
-        "INSERT INTO streams (path, content_type, json, created_ms, access_ms, ttl_s,"
-        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
-    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data) VALUES (?, ?, ?, ?, ?)",
-    [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
-                      " stream_seq = ?, access_ms = ?,"
-                      " rev = " NEXT_REV " WHERE id = ?",
-    [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
-               " ORDER BY seq",
-    [S_PROD_GET] = "SELECT epoch, seq FROM producers WHERE stream = ? AND producer = ?",
-    [S_PROD_PUT] = "INSERT OR REPLACE INTO producers (stream, producer, epoch, seq)"
-                   " VALUES (?, ?, ?, ?)",
-    [S_DEL_MSGS] = "DELETE FROM messages WHERE stream = ?",
-    [S_DEL_PRODS] = "DELETE FROM producers WHERE stream = ?",
-    /* The change counter is max(rev) + 1: removing the row that holds the maximum
-     * would lower it, and the next changes would reuse revisions that watchers
-     * (log_changes) have already passed. The row of the next-highest revision
-     * takes the maximum over (seen as changed once more: harmless). */
-    [S_KEEP_REV] = "UPDATE streams SET rev = (SELECT max(rev) FROM streams)"
-                   " WHERE id = (SELECT id FROM streams WHERE id != ?1 ORDER BY rev DESC LIMIT 1)"
-                   " AND ?1 = (SELECT id FROM streams ORDER BY rev DESC LIMIT 1)",
-    [S_DEL_STREAM] = "DELETE FROM streams WHERE id = ?",
-    [S_TOUCH] = "UPDATE streams SET access_ms = ? WHERE id = ?",
-    [S_SOFT_DELETE] = "UPDATE streams SET deleted = 1,"
-                      " rev = " NEXT_REV " WHERE id = ?",
-    [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
-    [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
-                  " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
-                  "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
-    [S_CHANGES] = "SELECT id, rev, path FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
-    [S_MAXREV] = "SELECT coalesce(max(rev), 0) FROM streams",
-    [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
-    [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
-    [S_REC_COUNT] = "SELECT count(*) FROM messages WHERE stream = ? AND rec = ?",
-    [S_REC_MSGS] = "SELECT data FROM messages WHERE stream = ? AND rec = ? ORDER BY seq LIMIT ?",
-    [S_BEGIN] = "BEGIN IMMEDIATE",
-    [S_COMMIT] = "COMMIT",
-    [S_ROLLBACK] = "ROLLBACK",
-    [S_SAVEPOINT] = "SAVEPOINT op",
-    [S_RELEASE] = "RELEASE op",
-    [S_ROLLBACK_TO] = "ROLLBACK TO op",
-    [S_BEGIN_READ] = "BEGIN",
-};
+#include "store.h"
 
 typedef struct log_op {
     int (*fn)(log_conn_t *c, void *arg);
@@ -115,35 +40,6 @@ typedef struct log_op {
     sem_t sem;                  /* posted once: done, or this thread leads next */
     struct log_op *next;
 } log_op;
-
-struct log {
-    char *path;
-    log_opts opts;
-    pthread_mutex_t mu;
-    log_op *head, *tail;
-    int leading;               /* a leader is committing a group */
-    int writing;               /* a leader holds the write lock (atomic; log_writing) */
-    void (*on_commit)(void *); /* called after every group, committed or not */
-    void *on_commit_ud;
-    uint64_t groups, ops;
-    int64_t max_bytes;         /* log_set_max_bytes: 0, none */
-};
-
-typedef struct cached_stmt {
-    uint64_t hash;             /* of the SQL text */
-    uint64_t used;             /* when last handed out (c->tick), for replacement */
-    sqlite3_stmt *st;          /* NULL: a free slot */
-    int out;                   /* handed out, not given back yet */
-} cached_stmt;
-
-struct log_conn {
-    log_t *log;
-    sqlite3 *db;
-    sqlite3_stmt *st[S_COUNT];
-    int lockfd;                /* the writers' lock file, -1 if unavailable */
-    uint64_t tick;
-    cached_stmt cache[LOG_STMT_CACHE];  /* log_stmt */
-};
 
 const char *log_strerror(int rc)
 {
@@ -169,35 +65,52 @@ const char *log_strerror(int rc)
     }
 }
 
-/* ---- connections ---------------------------------------------------------- */
+/* ---- handles ---------------------------------------------------------------- */
 
-log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen)
+log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errlen)
 {
-    db_opts dopts;
-    sqlite3 *db;
-    db_opts_default(&dopts);
-    if (opts) {
-        dopts.synchronous_full = opts->synchronous_full;
-        dopts.busy_timeout_ms = opts->busy_timeout_ms;
-    }
-    /* Create and migrate once here, so that later connections only open. */
-    if (db_open(path, &dopts, &db, err, errlen)) return NULL;
-    sqlite3_close_v2(db);
+    const store_engine *e = store_engine_for(target, err, errlen);
+    if (!e) return NULL;
     log_t *l = calloc(1, sizeof *l);
-    if (!l || !(l->path = strdup(path))) {
+    if (!l || !(l->target = strdup(target))) {
         free(l);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    l->opts.synchronous_full = dopts.synchronous_full;
-    l->opts.busy_timeout_ms = dopts.busy_timeout_ms;
+    l->engine = e;
+    l->opts.synchronous_full = opts ? opts->synchronous_full : 1;
+    l->opts.busy_timeout_ms = opts && opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
+    l->opts.migrate = opts ? opts->migrate : 1;
     pthread_mutex_init(&l->mu, NULL);
+    if (e->open(l, err, errlen)) {
+        pthread_mutex_destroy(&l->mu);
+        free(l->target);
+        free(l);
+        return NULL;
+    }
     return l;
+}
+
+void log_opts_default(log_opts *o)
+{
+    o->synchronous_full = 1;
+    o->busy_timeout_ms = 5000;
+    o->migrate = 1;
 }
 
 const char *log_path(const log_t *l)
 {
-    return l->path;
+    return l->target;
+}
+
+const char *log_engine_name(const log_t *l)
+{
+    return l->engine->name;
+}
+
+int log_schema_version(const log_t *l)
+{
+    return l->engine->schema_version();
 }
 
 void log_set_max_bytes(log_t *l, int64_t max_bytes)
@@ -208,8 +121,9 @@ void log_set_max_bytes(log_t *l, int64_t max_bytes)
 void log_close(log_t *l)
 {
     if (!l) return;
+    l->engine->close(l);
     pthread_mutex_destroy(&l->mu);
-    free(l->path);
+    free(l->target);
     free(l);
 }
 
@@ -234,212 +148,35 @@ void log_stats(log_t *l, uint64_t *groups, uint64_t *ops)
 
 log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen)
 {
-    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
-    log_conn_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->log = l;
-    /* One open file description per connection: flock excludes between them, in
-     * this process and in others. */
-    char lockpath[4200];
-    snprintf(lockpath, sizeof lockpath, "%s-wlock", l->path);
-    c->lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (db_open(l->path, &o, &c->db, err, errlen) || db_cap(c->db, l->max_bytes, err, errlen)) goto fail;
-    for (int i = 0; i < S_COUNT; i++) {
-        if (sqlite3_prepare_v3(c->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT, &c->st[i],
-                               NULL) != SQLITE_OK) {
-            snprintf(err, errlen, "prepare %d: %s", i, sqlite3_errmsg(c->db));
-            goto fail;
-        }
-    }
-    return c;
-fail:
-    log_conn_close(c);
-    return NULL;
+    return l->engine->conn_open(l, err, errlen);
 }
 
 void log_conn_close(log_conn_t *c)
 {
-    if (!c) return;
-    for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->st[i]);
-    for (int i = 0; i < LOG_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
-    sqlite3_close_v2(c->db);
-    if (c->lockfd >= 0) close(c->lockfd);
-    free(c);
-}
-
-/* ---- statement helpers ------------------------------------------------------ */
-
-static sqlite3_stmt *stmt(log_conn_t *c, int which)
-{
-    sqlite3_stmt *s = c->st[which];
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return s;
-}
-
-static int dberr(log_conn_t *c, int src)
-{
-    int e = src ? src : sqlite3_errcode(c->db);
-    if ((e & 0xff) == SQLITE_FULL) return LOG_EFULL;
-    return (e & 0xff) == SQLITE_BUSY || (e & 0xff) == SQLITE_LOCKED ? LOG_EBUSY : LOG_EIO;
-}
-
-/* Run a statement that returns no rows. */
-static int run(log_conn_t *c, sqlite3_stmt *s)
-{
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : dberr(c, rc);
-}
-
-static int run_simple(log_conn_t *c, int which)
-{
-    return run(c, stmt(c, which));
-}
-
-static int64_t col_opt(sqlite3_stmt *s, int i)
-{
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, i);
-}
-
-static void copy_text(char *dst, size_t cap, sqlite3_stmt *s, int i)
-{
-    const unsigned char *t = sqlite3_column_text(s, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
-/* Fill info from a row of INFO_COLS; *deleted gets the soft-delete flag. */
-static void row_info(sqlite3_stmt *s, log_info *info, int *deleted)
-{
-    memset(info, 0, sizeof *info);
-    info->id = sqlite3_column_int64(s, 0);
-    copy_text(info->content_type, sizeof info->content_type, s, 1);
-    info->json = sqlite3_column_int(s, 2);
-    info->created_ms = sqlite3_column_int64(s, 3);
-    info->access_ms = sqlite3_column_int64(s, 4);
-    info->ttl_s = col_opt(s, 5);
-    info->expires_ms = col_opt(s, 6);
-    info->closed = sqlite3_column_int(s, 7);
-    info->tail.seq = (uint64_t)sqlite3_column_int64(s, 8);
-    info->tail.pos = (uint64_t)sqlite3_column_int64(s, 9);
-    copy_text(info->stream_seq, sizeof info->stream_seq, s, 10);
-    info->parent = col_opt(s, 11);
-    if (info->parent < 0) info->parent = 0;
-    info->fork.seq = (uint64_t)sqlite3_column_int64(s, 12);
-    info->fork.pos = (uint64_t)sqlite3_column_int64(s, 13);
-    info->forks = sqlite3_column_int64(s, 14);
-    if (deleted) *deleted = sqlite3_column_int(s, 15);
-    info->fork_sub = sqlite3_column_int64(s, 16);
-}
-
-int log_expired(const log_info *info, int64_t now_ms)
-{
-    if (info->ttl_s >= 0 && now_ms >= info->access_ms + info->ttl_s * 1000) return 1;
-    if (info->expires_ms >= 0 && now_ms >= info->expires_ms) return 1;
-    return 0;
-}
-
-/* Look up a stream by path. Returns one of the FOUND_* states, or <0 on error;
- * info is filled for every state but FOUND_NONE. */
-enum { FOUND_NONE, FOUND_LIVE, FOUND_EXPIRED, FOUND_GONE };
-
-static int lookup(log_conn_t *c, const char *path, log_info *info)
-{
-    sqlite3_stmt *s = stmt(c, S_GET);
-    int deleted = 0;
-    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) { sqlite3_reset(s); return FOUND_NONE; }
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    row_info(s, info, &deleted);
-    sqlite3_reset(s);
-    if (deleted) return FOUND_GONE;
-    return log_expired(info, db_now_ms()) ? FOUND_EXPIRED : FOUND_LIVE;
-}
-
-/* The LOG_E* code a reader or writer gets for a lookup state. */
-static int state_error(int found)
-{
-    return found == FOUND_GONE ? LOG_EGONE : found < 0 ? found : LOG_ENOTFOUND;
-}
-
-static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
-{
-    sqlite3_stmt *s = stmt(c, S_GET_ID);
-    sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) { sqlite3_reset(s); return 0; }
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    row_info(s, info, deleted);
-    sqlite3_reset(s);
-    return 1;
+    if (c) c->log->engine->conn_close(c);
 }
 
 /* ---- group commit ------------------------------------------------------------ */
 
-static int begin_immediate(log_conn_t *c)
-{
-    return run_simple(c, S_BEGIN);
-}
-
-/* The writers' file lock: 1 taken, 0 not (no lock file, or waited out). Writers of
- * all processes queue on it before BEGIN IMMEDIATE, so the next one goes at most
- * half a millisecond after the lock is free, where SQLite's busy handler would poll
- * with sleeps of up to 100 ms; while one process commits, the others' queues grow
- * into bigger groups. It is never waited for longer than the busy timeout: a writer
- * stopped while it held it (SIGSTOP, a debugger, a hung process) must not stop every
- * writer of every process for ever. After that, SQLite's own lock decides: the
- * commit goes ahead if the stopped writer was not inside a transaction, else it
- * fails busy (LOG_EBUSY). */
-static int writers_lock(log_conn_t *c)
-{
-    if (c->lockfd < 0) return 0;
-    if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0) return 1;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long us = 20;
-    for (;;) {
-        struct timespec nap = {0, us * 1000};
-        nanosleep(&nap, NULL);
-        if (flock(c->lockfd, LOCK_EX | LOCK_NB) == 0) return 1;
-        if (errno != EWOULDBLOCK && errno != EINTR) return 0;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t waited_ms = (int64_t)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-        if (waited_ms >= c->log->opts.busy_timeout_ms) return 0;
-        if (us < 500) us *= 2;
-    }
-}
-
 /* Run one group: everything queued when the leader took over. */
 static void lead(log_conn_t *c, log_op *group)
 {
-    int locked = writers_lock(c);
+    const store_engine *e = c->log->engine;
     __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
-    int rc = begin_immediate(c);
+    int rc = e->group_begin(c);
     if (rc == 0) {
         for (log_op *op = group; op; op = op->next) {
-            if ((rc = run_simple(c, S_SAVEPOINT))) break;
+            if ((rc = e->op_begin(c))) break;
             op->rc = op->fn(c, op->arg);
-            /* A full database may make SQLite roll the whole transaction back
-             * (not only the statement): then the group is lost, all of it. */
-            if (op->rc == LOG_EFULL && sqlite3_get_autocommit(c->db)) {
-                rc = LOG_EFULL;
-                break;
-            }
-            if (op->rc < 0) run_simple(c, S_ROLLBACK_TO);
-            if ((rc = run_simple(c, S_RELEASE))) break;
+            if ((rc = e->op_end(c, op->rc))) break;
         }
-        if (rc == 0) rc = run_simple(c, S_COMMIT);
-        if (rc) run_simple(c, S_ROLLBACK);
+        rc = e->group_end(c, rc);
     }
     /* Whatever the outcome: the watcher that ignored file events while we wrote
      * (log_writing) looks now. */
     __atomic_store_n(&c->log->writing, 0, __ATOMIC_RELEASE);
     if (c->log->on_commit) c->log->on_commit(c->log->on_commit_ud);
-    if (locked) flock(c->lockfd, LOCK_UN);
+    e->group_release(c);
     if (rc)
         for (log_op *op = group; op; op = op->next) op->rc = rc;
 }
@@ -451,7 +188,7 @@ static void lead(log_conn_t *c, log_op *group)
  * when its group has committed, or when it is to lead the next group (the leader
  * hands over to the first operation queued during its commit). No thread wakes
  * for someone else's commit, and nobody takes the mutex to find out. */
-static int log_write(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
+int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
 {
     log_t *l = c->log;
     log_op op = {fn, arg, 0, 0, {{0}}, NULL};
@@ -494,360 +231,44 @@ static int log_write(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
     return op.rc;
 }
 
-/* ---- helpers used inside write transactions -------------------------------- */
-
-static int delete_rows(log_conn_t *c, int64_t id)
-{
-    int rc;
-    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM};
-    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
-        sqlite3_stmt *s = stmt(c, which[i]);
-        sqlite3_bind_int64(s, 1, id);
-        if ((rc = run(c, s))) return rc;
-    }
-    return 0;
-}
-
-static int forks_add(log_conn_t *c, int64_t id, int delta)
-{
-    sqlite3_stmt *s = stmt(c, S_FORKS_ADD);
-    sqlite3_bind_int(s, 1, delta);
-    sqlite3_bind_int64(s, 2, id);
-    return run(c, s);
-}
-
-/* Remove stream id for good, then any soft-deleted ancestors it was the last
- * reader of. */
-static int purge(log_conn_t *c, int64_t id)
-{
-    for (;;) {
-        log_info info, p;
-        int deleted = 0;
-        int rc = get_by_id(c, id, &info, &deleted);
-        if (rc <= 0) return rc;
-        if ((rc = delete_rows(c, id))) return rc;
-        if (!info.parent) return 0;
-        if ((rc = forks_add(c, info.parent, -1))) return rc;
-        if ((rc = get_by_id(c, info.parent, &p, &deleted)) < 0) return rc;
-        if (rc == 0 || !deleted || p.forks > 0) return 0;
-        id = info.parent;
-    }
-}
-
-static int remove_stream(log_conn_t *c, const log_info *info);
-
-/* Remove the expired forks of a stream, so that they no longer hold it. */
-static int reap_expired_children(log_conn_t *c, int64_t id)
-{
-    int64_t kids[64];
-    int n = 0, rc;
-    sqlite3_stmt *s = stmt(c, S_CHILDREN);
-    sqlite3_bind_int64(s, 1, id);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 64) kids[n++] = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
-    int64_t now = db_now_ms();
-    for (int i = 0; i < n; i++) {
-        log_info k;
-        int deleted;
-        if ((rc = get_by_id(c, kids[i], &k, &deleted)) < 0) return rc;
-        if (rc == 1 && !deleted && log_expired(&k, now) && (rc = remove_stream(c, &k))) return rc;
-    }
-    return 0;
-}
-
-/* Delete a stream: only marked deleted while live forks still read it. */
-static int remove_stream(log_conn_t *c, const log_info *info)
-{
-    int rc;
-    if (info->forks > 0) {
-        log_info now;
-        int deleted;
-        if ((rc = reap_expired_children(c, info->id))) return rc;
-        if ((rc = get_by_id(c, info->id, &now, &deleted)) <= 0) return rc;
-        if (now.forks > 0) {
-            sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
-            sqlite3_bind_int64(s, 1, info->id);
-            return run(c, s);
-        }
-    }
-    return purge(c, info->id);
-}
-
-/* Append msgs as one record (one request body) at the tail of info. */
-static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n)
-{
-    uint64_t rec = info->tail.seq;
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *s = stmt(c, S_INSERT_MSG);
-        sqlite3_bind_int64(s, 1, info->id);
-        sqlite3_bind_int64(s, 2, (int64_t)info->tail.seq);
-        sqlite3_bind_int64(s, 3, (int64_t)info->tail.pos);
-        sqlite3_bind_int64(s, 4, (int64_t)rec);
-        sqlite3_bind_blob(s, 5, msgs[i].data, (int)msgs[i].len, SQLITE_STATIC);
-        int rc = run(c, s);
-        if (rc) return rc;
-        info->tail.seq++;
-        info->tail.pos += msgs[i].len;
-    }
-    return 0;
-}
-
-static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
-{
-    sqlite3_stmt *s = stmt(c, S_UPDATE_TAIL);
-    sqlite3_bind_int64(s, 1, (int64_t)info->tail.seq);
-    sqlite3_bind_int64(s, 2, (int64_t)info->tail.pos);
-    sqlite3_bind_int(s, 3, info->closed);
-    if (info->stream_seq[0]) sqlite3_bind_text(s, 4, info->stream_seq, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, now);
-    sqlite3_bind_int64(s, 6, info->id);
-    return run(c, s);
-}
-
-int log_ctype_equal(const char *a, const char *b)
-{
-    size_t la = strcspn(a, ";"), lb = strcspn(b, ";");
-    while (la && isspace((unsigned char)a[la - 1])) la--;
-    while (lb && isspace((unsigned char)b[lb - 1])) lb--;
-    while (la && isspace((unsigned char)*a)) a++, la--;
-    while (lb && isspace((unsigned char)*b)) b++, lb--;
-    return la == lb && strncasecmp(a, b, la) == 0;
-}
-
-int log_ctype_valid(const char *ct)
-{
-    size_t n = 0;
-    for (; ct[n]; n++)
-        if (ct[n] < 0x20 || ct[n] > 0x7e) return 0;
-    return n > 0 && n < LOG_CTYPE_MAX;
-}
-
-int log_ctype_json(const char *ct)
-{
-    return log_ctype_equal(ct, "application/json");
-}
-
-/* ---- forks: the chain of streams a read walks ---------------------------------- */
-
-#define CHAIN_MAX 64
-
-/* chain[0] is the stream itself, chain[k+1] the parent of chain[k]. Returns the
- * chain's length, or <0 on error. */
-static int load_chain(log_conn_t *c, log_info *chain, int n)
-{
-    while (chain[n - 1].parent && n < CHAIN_MAX) {
-        int deleted, rc;
-        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) return rc;
-        if (rc == 0) break;
-        n++;
-    }
-    return n;
-}
-
-/* The stream of the chain that stores message seq. */
-static const log_info *owner(const log_info *chain, int n, uint64_t seq)
-{
-    for (int k = 0; k < n; k++)
-        if (seq >= chain[k].fork.seq || k == n - 1) return &chain[k];
-    return &chain[n - 1];
-}
-
-/* The messages that a fork at anchor with sub-offset sub copies into itself: the
- * first sub bytes (or, for JSON, messages) of the record that starts at anchor.
- * Fills *prefix (owned by the caller, free each data) and returns 0, or LOG_ERANGE. */
-static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anchor,
-                       int64_t sub, int json, log_msg **out, size_t *nout)
-{
-    *out = NULL;
-    *nout = 0;
-    if (sub == 0) return 0;
-    if (anchor.seq >= chain[0].tail.seq) return LOG_ERANGE;
-    const log_info *o = owner(chain, n, anchor.seq);
-    sqlite3_stmt *s = stmt(c, S_MSG_AT);
-    sqlite3_bind_int64(s, 1, o->id);
-    sqlite3_bind_int64(s, 2, (int64_t)anchor.seq);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc); }
-    int64_t rec = sqlite3_column_int64(s, 1);
-    size_t len = (size_t)sqlite3_column_bytes(s, 2);
-    const void *data = sqlite3_column_blob(s, 2);
-    if ((uint64_t)rec != anchor.seq) { sqlite3_reset(s); return LOG_ERANGE; }
-    if (!json) {
-        if ((uint64_t)sub > len) { sqlite3_reset(s); return LOG_ERANGE; }
-        log_msg *m = calloc(1, sizeof *m);
-        void *copy = malloc((size_t)sub);
-        if (!m || !copy) abort();
-        memcpy(copy, data, (size_t)sub);
-        m->data = copy;
-        m->len = (size_t)sub;
-        sqlite3_reset(s);
-        *out = m;
-        *nout = 1;
-        return 0;
-    }
-    sqlite3_reset(s);
-    s = stmt(c, S_REC_COUNT);
-    sqlite3_bind_int64(s, 1, o->id);
-    sqlite3_bind_int64(s, 2, rec);
-    if ((rc = sqlite3_step(s)) != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    int64_t count = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (sub > count) return LOG_ERANGE;
-    log_msg *m = calloc((size_t)sub, sizeof *m);
-    if (!m) abort();
-    s = stmt(c, S_REC_MSGS);
-    sqlite3_bind_int64(s, 1, o->id);
-    sqlite3_bind_int64(s, 2, rec);
-    sqlite3_bind_int64(s, 3, sub);
-    size_t k = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && k < (size_t)sub) {
-        size_t l = (size_t)sqlite3_column_bytes(s, 0);
-        void *copy = malloc(l ? l : 1);
-        if (!copy) abort();
-        if (l) memcpy(copy, sqlite3_column_blob(s, 0), l);
-        m[k].data = copy;
-        m[k].len = l;
-        k++;
-    }
-    sqlite3_reset(s);
-    *out = m;
-    *nout = k;
-    return 0;
-}
-
-/* The exact position of message seq in a chain (client offsets carry a pos that is
- * not trusted). */
-static int position_of(log_conn_t *c, const log_info *chain, int n, uint64_t seq, offset_t *at)
-{
-    if (seq >= chain[0].tail.seq) {
-        *at = chain[0].tail;
-        return 0;
-    }
-    const log_info *o = owner(chain, n, seq);
-    sqlite3_stmt *s = stmt(c, S_MSG_AT);
-    sqlite3_bind_int64(s, 1, o->id);
-    sqlite3_bind_int64(s, 2, (int64_t)seq);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        at->seq = seq;
-        at->pos = (uint64_t)sqlite3_column_int64(s, 0);
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc);
-}
-
-/* ---- create ------------------------------------------------------------------- */
-
-static int same_config(const log_create_req *r, const log_info *info, const log_info *src)
-{
-    if (r->content_type && !log_ctype_equal(r->content_type, info->content_type)) return 0;
-    if (!r->fork_from || r->ttl_s >= 0 || r->expires_ms >= 0) {
-        if (r->ttl_s != info->ttl_s) return 0;
-        if (r->expires_ms != info->expires_ms) return 0;
-    }
-    if (!!r->closed != !!info->closed) return 0;
-    if (!r->fork_from) return info->parent == 0;
-    if (!src || info->parent != src->id) return 0;
-    if (r->fork_has_offset && r->fork_offset.seq != info->fork.seq) return 0;
-    if (r->fork_sub != info->fork_sub) return 0;
-    return 1;
-}
-
-static void free_msgs(log_msg *m, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free((void *)m[i].data);
-    free(m);
-}
+/* ---- the streams' operations, on the engine --------------------------------- */
 
 static int op_create(log_conn_t *c, void *arg)
 {
-    log_create_req *r = arg;
-    log_info cur, chain[CHAIN_MAX];
-    int found, rc, n = 0;
-    int64_t now = db_now_ms();
-    log_msg *prefix = NULL;
-    size_t nprefix = 0;
-    const char *ct = r->content_type;
-    int64_t ttl = r->ttl_s, expires = r->expires_ms;
-    offset_t fork = {0, 0};
+    return store_of(c)->streams->create(c, arg);
+}
 
-    if (ct && !log_ctype_valid(ct)) return LOG_EINVAL;
+static int op_append(log_conn_t *c, void *arg)
+{
+    return store_of(c)->streams->append(c, arg);
+}
 
-    if (r->fork_from) {
-        if ((found = lookup(c, r->fork_from, &chain[0])) < 0) return found;
-        if (found == FOUND_GONE) return LOG_ESRCGONE;
-        n = found == FOUND_LIVE;
-    }
-    if ((found = lookup(c, r->path, &cur)) < 0) return found;
-    if (found == FOUND_LIVE) {
-        if (!same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
-        r->created = 0;
-        r->info = cur;
-        return 0;
-    }
-    if (found == FOUND_GONE) return LOG_ECONFLICT;
-    if (found == FOUND_EXPIRED) {
-        if ((rc = remove_stream(c, &cur))) return rc;
-        if ((found = lookup(c, r->path, &cur)) < 0) return found;
-        if (found != FOUND_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
-    }
+typedef struct delete_arg {
+    const char *path;
+    int answer;                 /* what the caller gets once the group committed */
+} delete_arg;
 
-    if (r->fork_from) {
-        if (!n) return LOG_ENOTFOUND;
-        if (ct && !log_ctype_equal(ct, chain[0].content_type)) return LOG_ECTYPE;
-        ct = chain[0].content_type;
-        if (ttl < 0 && expires < 0) {
-            ttl = chain[0].ttl_s;
-            expires = chain[0].expires_ms;
-        }
-        if ((n = load_chain(c, chain, 1)) < 0) return n;
-        if (r->fork_has_offset) {
-            if (r->fork_offset.seq > chain[0].tail.seq) return LOG_ERANGE;
-            if ((rc = position_of(c, chain, n, r->fork_offset.seq, &fork))) return rc;
-            /* As for reads: the offset must be the source's own position. */
-            if (fork.pos != r->fork_offset.pos) return LOG_EOFFSET;
-        } else {
-            fork = chain[0].tail;
-        }
-        if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix)))
-            return rc;
-        if ((rc = forks_add(c, chain[0].id, 1))) goto out;
-    }
-    if (!ct) ct = "application/octet-stream";
+/* An expired stream is removed too, but answered as missing: the removal must
+ * commit, so the engine's answer comes back outside the operation. */
+static int op_delete(log_conn_t *c, void *arg)
+{
+    delete_arg *d = arg;
+    return store_of(c)->streams->remove(c, d->path, &d->answer);
+}
 
-    sqlite3_stmt *s = stmt(c, S_INSERT_STREAM);
-    sqlite3_bind_text(s, 1, r->path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, ct, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(s, 3, log_ctype_json(ct));
-    sqlite3_bind_int64(s, 4, now);
-    sqlite3_bind_int64(s, 5, now);
-    if (ttl >= 0) sqlite3_bind_int64(s, 6, ttl);
-    if (expires >= 0) sqlite3_bind_int64(s, 7, expires);
-    sqlite3_bind_int64(s, 8, (int64_t)fork.seq);
-    sqlite3_bind_int64(s, 9, (int64_t)fork.pos);
-    if (r->fork_from) sqlite3_bind_int64(s, 10, chain[0].id);
-    sqlite3_bind_int64(s, 11, (int64_t)fork.seq);
-    sqlite3_bind_int64(s, 12, (int64_t)fork.pos);
-    sqlite3_bind_int64(s, 13, r->fork_sub);
-    if ((rc = run(c, s))) goto out;
+static int op_touch(log_conn_t *c, void *arg)
+{
+    return store_of(c)->streams->touch(c, *(int64_t *)arg);
+}
 
-    if ((found = lookup(c, r->path, &r->info)) < 0) { rc = found; goto out; }
-    /* An Expires-At already past creates a stream that is expired at once. */
-    if (found != FOUND_LIVE && found != FOUND_EXPIRED) { rc = LOG_EIO; goto out; }
-    if ((rc = insert_msgs(c, &r->info, prefix, nprefix))) goto out;
-    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) goto out;
-    r->info.closed = r->closed;
-    if ((rc = update_tail(c, &r->info, now))) goto out;
-    r->created = 1;
-out:
-    free_msgs(prefix, nprefix);
-    return rc;
+static int op_sweep(log_conn_t *c, void *arg)
+{
+    return store_of(c)->streams->sweep(c, arg);
 }
 
 int log_create(log_conn_t *c, log_create_req *r)
 {
-    return log_write(c, op_create, r);
+    return log_transact(c, op_create, r);
 }
 
 int log_tx_create(log_conn_t *c, log_create_req *r)
@@ -855,91 +276,9 @@ int log_tx_create(log_conn_t *c, log_create_req *r)
     return op_create(c, r);
 }
 
-/* ---- append ------------------------------------------------------------------- */
-
-static int op_append(log_conn_t *c, void *arg)
-{
-    log_append_req *r = arg;
-    log_info *info = &r->info;
-    int rc, found;
-    int64_t now = db_now_ms();
-    int64_t pepoch = -1, pseq = -1;
-
-    if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
-
-    r->duplicate = 0;
-    if ((found = lookup(c, r->path, info)) != FOUND_LIVE) return state_error(found);
-    r->appended = info->tail;
-
-    /* Producer checks come first: a retry of an accepted request is answered as a
-     * duplicate whatever happened since (a close, a Stream-Seq). */
-    if (r->producer) {
-        sqlite3_stmt *s = stmt(c, S_PROD_GET);
-        sqlite3_bind_int64(s, 1, info->id);
-        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            pepoch = sqlite3_column_int64(s, 0);
-            pseq = sqlite3_column_int64(s, 1);
-        } else if (rc != SQLITE_DONE) {
-            sqlite3_reset(s);
-            return dberr(c, rc);
-        }
-        sqlite3_reset(s);
-        r->producer_epoch = pepoch;
-        r->last_seq = pseq;
-        if (pepoch >= 0 && r->epoch < pepoch) return LOG_EFENCED;
-        if (pepoch >= 0 && r->epoch == pepoch) {
-            if (r->seq <= pseq) {
-                r->duplicate = 1;
-                return 0;
-            }
-            if (r->seq != pseq + 1) {
-                r->expected_seq = pseq + 1;
-                return LOG_EGAP;
-            }
-        } else if (r->seq != 0) {
-            if (pepoch < 0) {           /* a new producer starts at 0 */
-                r->expected_seq = 0;
-                return LOG_EGAP;
-            }
-            return LOG_EBADSEQ;         /* a new epoch starts at 0 */
-        }
-    }
-
-    if (info->closed) {
-        /* Closing again is harmless; anything else is refused. */
-        if (r->close && r->nmsgs == 0 && !r->producer) return 0;
-        return LOG_ECLOSED;
-    }
-    if (r->nmsgs && r->content_type && !log_ctype_equal(r->content_type, info->content_type))
-        return LOG_ECTYPE;
-    if (r->stream_seq) {
-        if (info->stream_seq[0] && strcmp(r->stream_seq, info->stream_seq) <= 0)
-            return LOG_ESEQ;
-        snprintf(info->stream_seq, sizeof info->stream_seq, "%s", r->stream_seq);
-    }
-    if ((rc = insert_msgs(c, info, r->msgs, r->nmsgs))) return rc;
-    if (r->close) info->closed = 1;
-    if ((rc = update_tail(c, info, now))) return rc;
-    info->access_ms = now;
-
-    if (r->producer) {
-        sqlite3_stmt *s = stmt(c, S_PROD_PUT);
-        sqlite3_bind_int64(s, 1, info->id);
-        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, r->epoch);
-        sqlite3_bind_int64(s, 4, r->seq);
-        if ((rc = run(c, s))) return rc;
-        r->producer_epoch = r->epoch;
-        r->last_seq = r->seq;
-    }
-    return 0;
-}
-
 int log_append(log_conn_t *c, log_append_req *r)
 {
-    return log_write(c, op_append, r);
+    return log_transact(c, op_append, r);
 }
 
 int log_tx_append(log_conn_t *c, log_append_req *r)
@@ -947,278 +286,43 @@ int log_tx_append(log_conn_t *c, log_append_req *r)
     return op_append(c, r);
 }
 
-int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
-{
-    return log_write(c, fn, arg);
-}
-
-sqlite3 *log_db(log_conn_t *c)
-{
-    return c->db;
-}
-
-static uint64_t sql_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-int log_stmt(log_conn_t *c, const char *sql, sqlite3_stmt **st)
-{
-    uint64_t h = sql_hash(sql);
-    cached_stmt *victim = NULL;
-    *st = NULL;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
-        cached_stmt *e = &c->cache[i];
-        if (e->st && e->hash == h && strcmp(sqlite3_sql(e->st), sql) == 0) {
-            if (e->out) {       /* in use: a fresh one, not kept */
-                victim = NULL;
-                break;
-            }
-            e->out = 1;
-            e->used = ++c->tick;
-            *st = e->st;
-            return 0;
-        }
-        if (!e->out && (!victim || !e->st || (victim->st && e->used < victim->used))) victim = e;
-    }
-    int rc = victim ? sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL)
-                    : sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_finalize(*st);
-        *st = NULL;
-        return LOG_EIO;
-    }
-    if (victim && strcmp(sqlite3_sql(*st), sql) == 0) {
-        sqlite3_finalize(victim->st);
-        victim->st = *st;
-        victim->hash = h;
-        victim->out = 1;
-        victim->used = ++c->tick;
-    }
-    return 0;
-}
-
-void log_stmt_done(log_conn_t *c, sqlite3_stmt *st)
-{
-    if (!st) return;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
-        cached_stmt *e = &c->cache[i];
-        if (e->st != st) continue;
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        e->out = 0;
-        return;
-    }
-    sqlite3_finalize(st);
-}
-
-int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc)
-{
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
-
-int log_stmt_run(log_conn_t *c, sqlite3_stmt *st)
-{
-    return log_stmt_finish(c, st, sqlite3_step(st));
-}
-
-/* ---- delete, touch, sweep ------------------------------------------------------ */
-
-typedef struct delete_arg {
-    const char *path;
-    int found;
-} delete_arg;
-
-static int op_delete(log_conn_t *c, void *arg)
-{
-    delete_arg *d = arg;
-    log_info info;
-    d->found = lookup(c, d->path, &info);
-    if (d->found < 0) return d->found;
-    /* An expired stream is removed too, but answered as missing: the removal
-     * must commit, so the error is returned outside the operation. */
-    if (d->found == FOUND_LIVE || d->found == FOUND_EXPIRED) return remove_stream(c, &info);
-    return 0;
-}
-
 int log_delete(log_conn_t *c, const char *path)
 {
-    delete_arg d = {path, FOUND_NONE};
-    int rc = log_write(c, op_delete, &d);
-    if (rc) return rc;
-    return d.found == FOUND_LIVE ? 0 : state_error(d.found);
+    delete_arg d = {path, 0};
+    int rc = log_transact(c, op_delete, &d);
+    return rc ? rc : d.answer;
 }
 
 int log_tx_delete(log_conn_t *c, const char *path)
 {
-    delete_arg d = {path, FOUND_NONE};
+    delete_arg d = {path, 0};
     int rc = op_delete(c, &d);
-    if (rc) return rc;
-    return d.found == FOUND_LIVE ? 0 : state_error(d.found);
-}
-
-static int op_touch(log_conn_t *c, void *arg)
-{
-    sqlite3_stmt *s = stmt(c, S_TOUCH);
-    sqlite3_bind_int64(s, 1, db_now_ms());
-    sqlite3_bind_int64(s, 2, *(int64_t *)arg);
-    return run(c, s);
+    return rc ? rc : d.answer;
 }
 
 int log_touch(log_conn_t *c, int64_t id)
 {
-    return log_write(c, op_touch, &id);
-}
-
-static int op_sweep(log_conn_t *c, void *arg)
-{
-    int *count = arg;
-    int64_t ids[100];
-    int n = 0, rc;
-    sqlite3_stmt *s = stmt(c, S_EXPIRED);
-    sqlite3_bind_int64(s, 1, db_now_ms());
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) ids[n++] = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
-    *count = 0;
-    for (int i = 0; i < n; i++) {
-        log_info info;
-        int deleted;
-        if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
-        if (rc == 0 || deleted) continue;
-        if ((rc = remove_stream(c, &info))) return rc;
-        (*count)++;
-    }
-    return 0;
+    return log_transact(c, op_touch, &id);
 }
 
 int log_sweep(log_conn_t *c)
 {
     int n = 0;
-    int rc = log_write(c, op_sweep, &n);
+    int rc = log_transact(c, op_sweep, &n);
     return rc < 0 ? rc : n;
-}
-
-/* ---- reads ---------------------------------------------------------------------- */
-
-int log_head(log_conn_t *c, const char *path, log_info *info)
-{
-    int found = lookup(c, path, info);
-    return found == FOUND_LIVE ? 0 : state_error(found);
-}
-
-/* Deliver messages [from, to) of the stream whose ancestry is chain[0..n) (leaf
- * first), each stream supplying the part of the range it owns. */
-static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint64_t to,
-                      log_read_req *r, log_msg_fn fn, void *ud)
-{
-    for (int k = n - 1; k >= 0; k--) {
-        uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;   /* owned: [lo, hi) */
-        uint64_t hi = k > 0 ? chain[k - 1].fork.seq : to;
-        if (lo < from) lo = from;
-        if (hi > to) hi = to;
-        if (lo >= hi) continue;
-        sqlite3_stmt *s = stmt(c, S_READ);
-        sqlite3_bind_int64(s, 1, chain[k].id);
-        sqlite3_bind_int64(s, 2, (int64_t)lo);
-        sqlite3_bind_int64(s, 3, (int64_t)hi);
-        int rc;
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            offset_t at = {(uint64_t)sqlite3_column_int64(s, 0),
-                           (uint64_t)sqlite3_column_int64(s, 1)};
-            const void *data = sqlite3_column_blob(s, 2);
-            size_t len = (size_t)sqlite3_column_bytes(s, 2);
-            /* The client's offset must be this message's own position. */
-            if (r->count == 0 && r->kind == OFFSET_AT && at.pos != r->from.pos) {
-                sqlite3_reset(s);
-                return LOG_EOFFSET;
-            }
-            int stop = fn(ud, data ? data : "", len, at);
-            if (stop) { sqlite3_reset(s); return stop; }
-            r->count++;
-            r->bytes += len;
-            r->next.seq = at.seq + 1;
-            r->next.pos = at.pos + len;
-            if (r->bytes >= r->max_bytes) { sqlite3_reset(s); return 1; }
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE) return dberr(c, rc);
-    }
-    return 0;
 }
 
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
-    log_info chain[CHAIN_MAX];
-    int n, rc, found;
-
-    r->count = r->bytes = 0;
-    r->up_to_date = 0;
-    /* Inside log_transact the read sees the transaction's own writes. */
-    int own_tx = sqlite3_get_autocommit(c->db);
-    if (own_tx && (rc = run_simple(c, S_BEGIN_READ))) return rc;
-    if ((found = lookup(c, r->path, &chain[0])) != FOUND_LIVE) {
-        rc = state_error(found);
-        goto out;
-    }
-    r->info = chain[0];
-    offset_t from = r->kind == OFFSET_AT ? r->from : (offset_t){0, 0};
-    if (r->kind == OFFSET_NOW) from = r->info.tail;
-    if (from.seq > r->info.tail.seq) {
-        rc = LOG_ERANGE;
-        goto out;
-    }
-    if ((n = load_chain(c, chain, 1)) < 0) {
-        rc = n;
-        goto out;
-    }
-    /* A client's offset names a message and its byte position, which must match:
-     * checked on the first message read, or (nothing read) by a look-up. */
-    r->next = from;
-    rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
-    if (rc == 1) rc = 0;
-    if (rc == 0 && r->count == 0) rc = position_of(c, chain, n, from.seq, &r->next);
-    if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos)
-        rc = LOG_EOFFSET;
-    r->up_to_date = r->next.seq == r->info.tail.seq;
-out:
-    if (own_tx) run_simple(c, S_COMMIT);
-    return rc;
+    return store_of(c)->streams->read(c, r, fn, ud);
 }
 
-int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t, const char *), void *ud)
+int log_head(log_conn_t *c, const char *path, log_info *info)
 {
-    int rc;
-    sqlite3_stmt *s;
-    if (*rev < 0) {
-        s = stmt(c, S_MAXREV);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-        return rc == SQLITE_ROW ? 0 : dberr(c, rc);
-    }
-    /* The counter went back (the last stream was removed): every stream is new
-     * to this watcher. */
-    s = stmt(c, S_MAXREV);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) < *rev) *rev = 0;
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW) return dberr(c, rc);
-    int n = 0;
-    do {
-        s = stmt(c, S_CHANGES);
-        sqlite3_bind_int64(s, 1, *rev);
-        n = 0;
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            fn(ud, sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 2));
-            *rev = sqlite3_column_int64(s, 1);
-            n++;
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE) return dberr(c, rc);
-    } while (n == 1000);
-    return 0;
+    return store_of(c)->streams->head(c, path, info);
+}
+
+int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    return store_of(c)->feed->changes_since(c, cur, fn, ud);
 }

@@ -1,17 +1,20 @@
-/* log: durable append-only streams in SQLite.
+/* log: durable append-only streams, kept by the database's engine (lib/store.h).
  *
  * A log_t is one process's view of the database; a log_conn_t is one thread's
- * connection to it (SQLite connections are not shared between threads). Reads run
- * on the calling thread's connection in a short read transaction. Writes are
- * queued and committed in groups: see the essay at the top of log.c.
+ * connection to it (connections are not shared between threads). They are the
+ * handles of every store operation, not only the log's. Reads run on the calling
+ * thread's connection in a short read transaction. Writes are queued and
+ * committed in groups: see the essay at the top of log.c.
  *
  * Every function returns 0 (or a positive success variant) or a negative LOG_E*
  * code that the HTTP layer maps to a status. */
 #ifndef DSTREAM_LOG_H
 #define DSTREAM_LOG_H
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <strings.h>
 
 #include "offset.h"
 
@@ -47,7 +50,15 @@ typedef struct log_conn log_conn_t;
 typedef struct log_opts {
     int synchronous_full;      /* 1 (default): acknowledged means fsynced */
     int busy_timeout_ms;       /* default 5000 */
+    int migrate;               /* 1 (default): create or migrate the schema at log_open */
 } log_opts;
+
+/* Where a change feed reader is (log_changes): engine-defined. Start from
+ * LOG_CURSOR_START: the first call only positions it at the present. */
+typedef struct log_cursor {
+    int64_t v;
+} log_cursor;
+#define LOG_CURSOR_START ((log_cursor){-1})
 
 typedef struct log_info {
     int64_t id;
@@ -123,17 +134,24 @@ typedef struct log_read_req {
     log_info info;
 } log_read_req;
 
-/* Open the database at path (creating and migrating it) for this process.
- * Returns NULL with a message in err. Free with log_close after every conn. */
-log_t *log_open(const char *path, const log_opts *opts, char *err, size_t errlen);
+/* Open the database target (a SQLite file path, or an engine's URI: lib/store.h)
+ * for this process, creating and migrating it unless opts say not to; opts may be
+ * NULL for the defaults. Returns NULL with a message in err. Free with log_close
+ * after every conn. */
+log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errlen);
 void log_close(log_t *l);
+/* The defaults: synchronous_full 1, busy_timeout_ms 5000, migrate 1. */
+void log_opts_default(log_opts *o);
+/* The engine's name ("sqlite") and the schema version this build migrates to. */
+const char *log_engine_name(const log_t *l);
+int log_schema_version(const log_t *l);
 
 /* Cap the database at max_bytes (> 0; 0: no cap) for the connections opened from
  * now on (db_cap): a write past it fails with LOG_EFULL and writes nothing. Call
  * before opening connections. */
 void log_set_max_bytes(log_t *l, int64_t max_bytes);
 
-/* The database file's path (as given to log_open). */
+/* The database target (as given to log_open). */
 const char *log_path(const log_t *l);
 
 /* A connection for the calling thread. Returns NULL with err. */
@@ -151,32 +169,13 @@ int log_append(log_conn_t *c, log_append_req *r);
 
 /* Run fn(c, arg) inside the next group-commit transaction (SAVEPOINT of its own;
  * a negative return rolls back only fn's writes) and wait until it committed.
- * fn may call the log_tx_* functions and run its own prepared statements on
- * log_db(c). Returns fn's result, or LOG_EBUSY/LOG_EIO if the commit failed. */
+ * fn may call the log_tx_* functions and any store operation that runs inside a
+ * group. Returns fn's result, or LOG_EBUSY/LOG_EIO if the commit failed. */
 int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg);
 /* log_create, log_append and log_delete for use inside log_transact. */
 int log_tx_create(log_conn_t *c, log_create_req *r);
 int log_tx_append(log_conn_t *c, log_append_req *r);
 int log_tx_delete(log_conn_t *c, const char *path);
-/* The connection's database handle (for modules that keep tables of their own). */
-struct sqlite3;
-struct sqlite3 *log_db(log_conn_t *c);
-/* Such a statement from the connection's cache: prepared the first time sql is
- * asked for, then kept (up to LOG_STMT_CACHE of them, the least recently used
- * replaced), since preparing costs far more than running the short statements the
- * modules use. Give it back with log_stmt_done (never sqlite3_finalize), which
- * resets it and clears its bindings. Asked again while still out (a nested use),
- * a fresh statement is prepared, and finalized when given back. sql is compared
- * by content, so it may be built at run time. */
-#define LOG_STMT_CACHE 48
-struct sqlite3_stmt;
-int log_stmt(log_conn_t *c, const char *sql, struct sqlite3_stmt **st);
-void log_stmt_done(log_conn_t *c, struct sqlite3_stmt *st);
-/* Give st back and turn rc, its last sqlite3_step result, into 0 (a row, or done),
- * LOG_EBUSY or LOG_EIO. */
-int log_stmt_finish(log_conn_t *c, struct sqlite3_stmt *st, int rc);
-/* Step st once (a write, or a read of one row nobody needs), then log_stmt_finish. */
-int log_stmt_run(log_conn_t *c, struct sqlite3_stmt *st);
 
 /* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
  * must name a position of this stream, its byte part included (LOG_EOFFSET if it
@@ -196,19 +195,46 @@ int log_delete(log_conn_t *c, const char *path);
 /* Delete every expired stream. Returns how many, or LOG_E*. */
 int log_sweep(log_conn_t *c);
 
+/* The rules below are the same on every engine, and engines use them: kept here,
+ * inline, so that an engine never calls back up into log.c. */
+
 /* 1 if two content types name the same media type (case and parameters aside). */
-int log_ctype_equal(const char *a, const char *b);
+static inline int log_ctype_equal(const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    while (a[la] && a[la] != ';') la++;
+    while (b[lb] && b[lb] != ';') lb++;
+    while (la && isspace((unsigned char)a[la - 1])) la--;
+    while (lb && isspace((unsigned char)b[lb - 1])) lb--;
+    while (la && isspace((unsigned char)*a)) a++, la--;
+    while (lb && isspace((unsigned char)*b)) b++, lb--;
+    return la == lb && strncasecmp(a, b, la) == 0;
+}
 
 /* 1 if ct may be stored and sent back in a header: 1 to LOG_CTYPE_MAX - 1 bytes,
  * each printable ASCII (no control characters, which would be echoed into every
  * response of the stream). */
-int log_ctype_valid(const char *ct);
+static inline int log_ctype_valid(const char *ct)
+{
+    size_t n = 0;
+    for (; ct[n]; n++)
+        if (ct[n] < 0x20 || ct[n] > 0x7e) return 0;
+    return n > 0 && n < LOG_CTYPE_MAX;
+}
 
 /* 1 if ct is application/json (JSON mode). */
-int log_ctype_json(const char *ct);
+static inline int log_ctype_json(const char *ct)
+{
+    return log_ctype_equal(ct, "application/json");
+}
 
 /* 1 if info's stream has expired at now_ms. */
-int log_expired(const log_info *info, int64_t now_ms);
+static inline int log_expired(const log_info *info, int64_t now_ms)
+{
+    if (info->ttl_s >= 0 && now_ms >= info->access_ms + info->ttl_s * 1000) return 1;
+    if (info->expires_ms >= 0 && now_ms >= info->expires_ms) return 1;
+    return 0;
+}
 
 /* Human-readable name of a LOG_E* code. */
 const char *log_strerror(int rc);
@@ -222,10 +248,10 @@ void log_on_commit(log_t *l, void (*fn)(void *), void *ud);
  * file are this process's own, and fn of log_on_commit is called when it ends. */
 int log_writing(log_t *l);
 
-/* Report every stream changed (appended, closed, deleted) since *rev, calling
- * fn(ud, stream id, path), and advance *rev. With *rev < 0 only sets *rev to the
- * current revision. Returns 0 or LOG_E*. */
-int log_changes(log_conn_t *c, int64_t *rev, void (*fn)(void *, int64_t, const char *), void *ud);
+/* Report every stream changed (appended, closed, deleted) since *cur, calling
+ * fn(ud, stream id, path), and advance *cur. From LOG_CURSOR_START only positions
+ * *cur at the present. Returns 0 or LOG_E*. */
+int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud);
 
 /* Statistics since log_open: write groups committed and operations in them. */
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);

@@ -1,7 +1,7 @@
 /* recorder: keys, differences and the recordings table (recorder.h). */
 #include "recorder.h"
 
-#include <sqlite3.h>
+#include "store/sqlite/sqlite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

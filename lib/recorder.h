@@ -9,7 +9,7 @@
  * twice in a session (a 529, then its retry) is told apart by its occurrence, the
  * number of times the session asked it before.
  *
- * The rows live in sql/010_recordings.sql: opened when the request starts, the
+ * The rows live in sql/sqlite/010_recordings.sql: opened when the request starts, the
  * response body appended in chunks, ended when the exchange ended. A row never
  * ended (its runner was killed) stays incomplete and is never served. The
  * functions taking a log_conn_t do no transaction of their own: the runner calls

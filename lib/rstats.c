@@ -2,7 +2,7 @@
 
 #include <glob.h>
 #include <jansson.h>
-#include <sqlite3.h>
+#include "store/sqlite/sqlite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

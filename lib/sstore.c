@@ -19,7 +19,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 #include "recorder.h"
 
 
@@ -281,7 +282,7 @@ static int set_status(log_conn_t *c, const char *id, const session_view *v)
     sqlite3_stmt *st;
     if (log_stmt(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, session_status_name(v->status), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, db_now_ms());
+    sqlite3_bind_int64(st, 2, timefmt_now_ms());
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
     return log_stmt_run(c, st);
 }
@@ -296,7 +297,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     char path[SSTORE_ID_MAX + 16];
     buf_t bufs[SSTORE_EVENTS_MAX];
     log_msg msgs[SSTORE_EVENTS_MAX];
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     int rc = 0;
     stream_of(id, path, sizeof path);
     if (n > SSTORE_EVENTS_MAX) return LOG_EINVAL;
@@ -464,7 +465,7 @@ static int op_create(log_conn_t *c, void *arg)
         rc = LOG_EIO;
         goto out;
     }
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     const char *agent = r->parent ? (prow.agent[0] ? prow.agent : NULL) : r->agent;
     const char *wf = r->parent ? (prow.workflow[0] ? prow.workflow : NULL) : r->workflow;
     sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -516,7 +517,7 @@ static int op_delete(log_conn_t *c, void *arg)
     rc = log_tx_delete(c, path);
     if (rc && rc != LOG_ENOTFOUND) return rc;
     if (log_stmt(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, db_now_ms());
+    sqlite3_bind_int64(st, 1, timefmt_now_ms());
     sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
     if ((rc = log_stmt_run(c, st))) return rc;
     if (log_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;

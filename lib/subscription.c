@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "db.h"
 #include "sha256.h"
 #include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 
 #define SEGS_MAX 512                      /* path segments a glob looks at */
 #define TOKEN_TTL_MS (3600 * 1000)        /* a token is refused after an hour whatever happens */
@@ -388,7 +388,7 @@ static int key_ensure(log_conn_t *c, webhook_key *k)
     sqlite3_bind_text(st, 1, k->kid, -1, SQLITE_STATIC);
     sqlite3_bind_blob(st, 2, k->pub, 32, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, k->priv, 32, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, db_now_ms());
+    sqlite3_bind_int64(st, 4, timefmt_now_ms());
     return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
@@ -491,7 +491,7 @@ static int wake_if_pending(log_conn_t *c, const row *r, int *made)
         json_object_set_new(snap, l[i].path, json_string(l[i].tail));
     }
     if (first) {
-        int64_t now = db_now_ms(), gen = r->generation + 1;
+        int64_t now = timefmt_now_ms(), gen = r->generation + 1;
         char wake[SUB_WAKE_ID_LEN + 1];
         new_wake_id(wake);
         char *text = json_dumps(snap, JSON_COMPACT | JSON_SORT_KEYS);
@@ -571,7 +571,7 @@ static int op_put(log_conn_t *c, void *arg)
     sqlite3_bind_int64(st, 6, cfg->lease_ttl_ms);
     sqlite3_bind_text(st, 7, cfg->description, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, cfg->hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 9, db_now_ms());
+    sqlite3_bind_int64(st, 9, timefmt_now_ms());
     if ((rc = log_stmt_finish(c, st, sqlite3_step(st)))) return rc;
     char tail[OFFSET_LEN + 1];
     for (size_t i = 0; i < cfg->nstreams; i++) {
@@ -709,7 +709,7 @@ static int op_claim(log_conn_t *c, void *arg)
     link_t *l = NULL;
     size_t n = 0;
     webhook_key k;
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     int rc = row_load(c, a->id, &r);
     if (rc) return rc;
     if (r.webhook) {
@@ -833,7 +833,7 @@ static int op_finish(log_conn_t *c, void *arg)
     finish_arg *a = arg;
     row r;
     webhook_key k;
-    int64_t now = db_now_ms(), tgen = 0;
+    int64_t now = timefmt_now_ms(), tgen = 0;
     char twake[SUB_WAKE_ID_LEN + 1];
     int rc = row_load(c, a->id, &r);
     if (rc) return rc;

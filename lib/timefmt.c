@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int num(const char *s, int n, int *out)
 {
@@ -96,4 +97,11 @@ void timefmt_format(int64_t ms, char *out, size_t cap)
     if (m <= 2) y++;
     snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)y, (int)m, (int)d,
              (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (int)rem);
+}
+
+long long timefmt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

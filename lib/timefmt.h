@@ -12,4 +12,8 @@ int timefmt_parse(const char *s, int64_t *ms);
 /* Format ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" into out (at least 25 bytes). */
 void timefmt_format(int64_t ms, char *out, size_t cap);
 
+/* Milliseconds since the epoch (CLOCK_REALTIME): the clock of every timestamp
+ * dstream stores. */
+long long timefmt_now_ms(void);
+
 #endif

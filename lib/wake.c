@@ -6,37 +6,31 @@
  * it waits (the WAL could not be checkpointed). So each process runs one watcher
  * thread, and waiting threads block in poll() on an eventfd of their own.
  *
- * Detecting a commit. Every write to the database appends frames to the -wal file,
- * so an inotify watch (IN_MODIFY) on it fires on any process's commit at no cost
- * while idle. The event comes when the frames are written, which is before the
- * commit is visible (the fsync and the wal-index update come after), so after an
- * event the watcher polls a cheap `PRAGMA data_version` for WAKE_HOT_MS, every
- * WAKE_HOT_US at first and less often later (bench/RESULTS.md has the figures).
- * A process where nobody waits does not check at all. Commits of this process also poke the
- * watcher directly (log_on_commit), skipping the file system, and file events that
- * come while this process holds the write lock (log_writing) start no polling: no
- * one else can commit then, and the end of the write pokes. A slow fallback poll
- * covers file systems without inotify and a -wal file that was recreated.
+ * Detecting a commit is the engine's (its change feed, lib/store.h): a descriptor
+ * that becomes readable when something may have committed, and a cheap look that
+ * says whether anything did and which streams changed. After an event that says a
+ * commit is landing the watcher looks again every WAKE_HOT_US at first and less
+ * often later, for WAKE_HOT_MS (bench/RESULTS.md has the figures). A process where
+ * nobody waits does not look at all. Commits of this process also poke the watcher
+ * directly (log_on_commit). A slow fallback poll covers engines and file systems
+ * without a descriptor.
  *
- * Finding the streams that changed. Every change to a stream row stamps it with
- * a database-wide revision (streams.rev, indexed); the watcher asks for rows with
- * rev above the last it saw and wakes the waiters registered on those ids, which
- * live in a hash table keyed by stream id. A waiter then re-reads the log itself. */
+ * The waiters of each stream live in a hash table keyed by stream id; a waiter
+ * woken re-reads the log itself. */
 #include "wake.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "store.h"
+#include "store/sqlite/sqlite.h"
 
 #define WAKE_BUCKETS 4096
 #define WAKE_ANY (-1)           /* waiter id of wake_watch_any */
@@ -53,10 +47,8 @@ struct wake_waiter {
 
 struct wake {
     log_t *log;
-    log_conn_t *conn;
-    sqlite3 *probe;             /* for PRAGMA data_version */
-    char wal[1100];
-    int ifd, wd, pokefd;
+    store_feed *feed;           /* the engine's change feed */
+    int pokefd;
     int stop;
     wake_opts opts;
     pthread_t thread;
@@ -67,9 +59,6 @@ struct wake {
     void *sink_ud;
     int changed;                /* the last check found changes */
     int nwaiting;               /* waiters registered (atomic) */
-    sqlite3_stmt *dv;           /* PRAGMA data_version, kept prepared */
-    int64_t rev;
-    int64_t data_version;
     wake_stats st;
 };
 
@@ -125,26 +114,13 @@ static void wake_id(void *ud, int64_t id, const char *path)
     }
 }
 
-static int64_t data_version(wake_t *w)
-{
-    int64_t v = -1;
-    if (!w->dv && sqlite3_prepare_v3(w->probe, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT,
-                                     &w->dv, NULL) != SQLITE_OK)
-        return -1;
-    if (sqlite3_step(w->dv) == SQLITE_ROW) v = sqlite3_column_int64(w->dv, 0);
-    sqlite3_reset(w->dv);
-    return v;
-}
-
 /* Look for changes; returns 1 if the database moved. */
 static int check(wake_t *w)
 {
-    int64_t v = data_version(w);
-    if (v == w->data_version && v >= 0) return 0;
-    w->data_version = v;
+    if (!w->log->engine->feed->moved(w->feed)) return 0;
     __atomic_add_fetch(&w->st.checks, 1, __ATOMIC_RELAXED);
     w->changed = 0;
-    log_changes(w->conn, &w->rev, wake_id, w);
+    w->log->engine->feed->changes(w->feed, wake_id, w);
     if (w->changed) {
         pthread_mutex_lock(&w->mu);
         for (wake_waiter_t *wt = w->any; wt; wt = wt->next) {
@@ -154,13 +130,6 @@ static int check(wake_t *w)
         pthread_mutex_unlock(&w->mu);
     }
     return 1;
-}
-
-static void add_watch(wake_t *w)
-{
-    if (w->ifd < 0) return;
-    if (w->wd >= 0) inotify_rm_watch(w->ifd, w->wd);
-    w->wd = inotify_add_watch(w->ifd, w->wal, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF);
 }
 
 /* How long to wait before the next check, elapsed_us after the last file event:
@@ -175,31 +144,34 @@ static int64_t hot_interval_us(int64_t elapsed_us)
 static void *watch_main(void *arg)
 {
     wake_t *w = arg;
-    int64_t hot_since = -1;     /* time of the last file event, -1: not hot */
-    char evbuf[4096] __attribute__((aligned(8)));
+    const store_feed_ops *feed = w->log->engine->feed;
+    int fd = w->opts.inotify ? feed->fd(w->feed) : -1;
+    int watching = 0;
+    int64_t hot_since = -1;     /* time of the last event that said "landing", -1: not hot */
     for (;;) {
-        /* While nobody waits in this process the file is not watched at all: a busy
+        /* While nobody waits in this process the feed is not watched at all: a busy
          * writer elsewhere then costs this thread nothing. */
         int idle = __atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0;
-        if (idle && w->wd >= 0) {
-            inotify_rm_watch(w->ifd, w->wd);
-            w->wd = -1;
+        if (idle && watching) {
+            feed->watch(w->feed, 0);
+            watching = 0;
             hot_since = -1;
-        } else if (!idle && w->wd < 0 && w->ifd >= 0) {
-            add_watch(w);
+        } else if (!idle && !watching && fd >= 0) {
+            feed->watch(w->feed, 1);
+            watching = 1;
             check(w);
         }
-        struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {w->ifd, POLLIN, 0}};
+        struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {fd, POLLIN, 0}};
         int64_t now = now_us();
         int64_t wait_us = (int64_t)WAKE_IDLE_MS * 1000;
         if (hot_since >= 0 && now - hot_since >= WAKE_HOT_MS * 1000) hot_since = -1;
         if (hot_since >= 0) wait_us = hot_interval_us(now - hot_since);
-        /* Polling mode: no file watch, a fixed interval. */
-        if (!w->opts.inotify) wait_us = w->opts.poll_us;
+        /* Polling mode: no descriptor, a fixed interval. */
+        if (fd < 0) wait_us = w->opts.poll_us;
         /* A poke (a commit of this process) ends the wait at once, hot or not: the
          * check after it need not wait out the interval. */
         struct timespec ts = {(time_t)(wait_us / 1000000), (long)(wait_us % 1000000) * 1000};
-        int n = ppoll(pf, w->ifd >= 0 ? 2 : 1, &ts, NULL);
+        int n = ppoll(pf, fd >= 0 ? 2 : 1, &ts, NULL);
         if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
         if (n > 0 && (pf[0].revents & POLLIN)) {
             /* A commit of this process: already visible, one check finds it. */
@@ -207,20 +179,10 @@ static void *watch_main(void *arg)
             ssize_t r = read(w->pokefd, &v, sizeof v);
             (void)r;
         }
-        if (n > 0 && w->ifd >= 0 && (pf[1].revents & POLLIN)) {
-            ssize_t len = read(w->ifd, evbuf, sizeof evbuf);
-            int modified = 0;
-            for (ssize_t off = 0; off < len;) {
-                struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
-                if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) && ev->wd == w->wd) w->wd = -1;
-                modified |= (ev->mask & IN_MODIFY) != 0;
-                off += (ssize_t)sizeof *ev + ev->len;
-            }
-            /* While this process writes, the file changes are its own (SQLite lets
-             * one writer at a time commit), and the end of the write pokes us: no
-             * need to poll for a commit to become visible. */
-            if (modified) __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
-            if (modified && !log_writing(w->log)) hot_since = now_us();
+        if (n > 0 && fd >= 0 && (pf[1].revents & POLLIN)) {
+            int ev = feed->event(w->feed);
+            if (ev) __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
+            if (ev == 2) hot_since = now_us();
         }
         /* Nobody waits in this process: nothing to look for. */
         if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
@@ -232,8 +194,7 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char *err,
-                   size_t errlen)
+wake_t *wake_start(log_t *log, const wake_opts *opts, char *err, size_t errlen)
 {
     wake_t *w = calloc(1, sizeof *w);
     if (!w) {
@@ -243,26 +204,12 @@ wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char 
     w->log = log;
     w->opts.inotify = opts ? opts->inotify : 1;
     w->opts.poll_us = opts && opts->poll_us > 0 ? opts->poll_us : 1000;
-    w->ifd = w->wd = w->pokefd = -1;
-    w->rev = -1;
+    w->pokefd = -1;
     pthread_mutex_init(&w->mu, NULL);
-    snprintf(w->wal, sizeof w->wal, "%s-wal", db_path);
-    if (!(w->conn = log_conn_open(log, err, errlen))) goto fail;
-    db_opts o;
-    db_opts_default(&o);
-    o.migrate = 0;
-    if (db_open(db_path, &o, &w->probe, err, errlen)) goto fail;
-    if (log_changes(w->conn, &w->rev, wake_id, w)) {
-        snprintf(err, errlen, "cannot read the stream revision");
-        goto fail;
-    }
-    w->data_version = data_version(w);
+    if (!(w->feed = log->engine->feed->open(log, err, errlen))) goto fail;
     if ((w->pokefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         snprintf(err, errlen, "eventfd: %s", strerror(errno));
         goto fail;
-    }
-    if (w->opts.inotify) {
-        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);   /* watched once someone waits */
     }
     log_on_commit(log, on_local_commit, w);
     if (pthread_create(&w->thread, NULL, watch_main, w)) {
@@ -272,11 +219,9 @@ wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char 
     return w;
 fail:
     log_on_commit(log, NULL, NULL);
-    if (w->ifd >= 0) close(w->ifd);
     if (w->pokefd >= 0) close(w->pokefd);
-    sqlite3_finalize(w->dv);
-    sqlite3_close_v2(w->probe);
-    log_conn_close(w->conn);
+    if (w->feed) log->engine->feed->close(w->feed);
+    pthread_mutex_destroy(&w->mu);
     free(w);
     return NULL;
 }
@@ -288,11 +233,8 @@ void wake_stop(wake_t *w)
     poke(w->pokefd);
     pthread_join(w->thread, NULL);
     log_on_commit(w->log, NULL, NULL);
-    if (w->ifd >= 0) close(w->ifd);
     close(w->pokefd);
-    sqlite3_finalize(w->dv);
-    sqlite3_close_v2(w->probe);
-    log_conn_close(w->conn);
+    w->log->engine->feed->close(w->feed);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -407,7 +349,7 @@ void wake_get_stats(wake_t *w, wake_stats *st)
     pthread_mutex_unlock(&w->mu);
 }
 
-int wake_follow(log_t *log, const char *db_path, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
+int wake_follow(log_t *log, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
                 void (*caught_up)(void *ud), void *ud, int follow, const volatile sig_atomic_t *stop,
                 char *err, size_t errlen)
 {
@@ -424,7 +366,7 @@ int wake_follow(log_t *log, const char *db_path, log_conn_t *c, log_read_req *rr
         if (!follow || rr->info.closed) break;
         if (!wt) {
             /* Watch, then read once more: a commit may have come in between. */
-            if (!(w = wake_start(log, db_path, NULL, err, errlen)) || !(wt = wake_waiter_new(w))) {
+            if (!(w = wake_start(log, NULL, err, errlen)) || !(wt = wake_waiter_new(w))) {
                 if (w) snprintf(err, errlen, "out of descriptors");
                 rc = LOG_EIO;
                 break;

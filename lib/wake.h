@@ -18,14 +18,14 @@ typedef struct wake_stats {
 } wake_stats;
 
 typedef struct wake_opts {
-    int inotify;         /* 1 (default): watch the -wal file; 0: poll only */
+    int inotify;         /* 1 (default): wait on the engine's descriptor (SQLite: inotify
+                          * on the -wal file); 0: poll only */
     int poll_us;         /* poll interval without inotify (default 1000) */
 } wake_opts;
 
-/* Start the watcher thread for the database at db_path, read through a connection
- * of log. opts may be NULL for the defaults. Returns NULL with err. */
-wake_t *wake_start(log_t *log, const char *db_path, const wake_opts *opts, char *err,
-                   size_t errlen);
+/* Start the watcher thread for log's database, on its engine's change feed. opts
+ * may be NULL for the defaults. Returns NULL with err. */
+wake_t *wake_start(log_t *log, const wake_opts *opts, char *err, size_t errlen);
 /* Stop the thread and free the watcher (after every waiter is freed). */
 void wake_stop(wake_t *w);
 
@@ -60,14 +60,14 @@ void wake_get_stats(wake_t *w, wake_stats *st);
 /* A reader that follows one stream (dstream tail, dstream --db events --follow):
  * read rr->path from rr->kind / rr->from, 1 MiB a page, fn for every message and
  * caught_up(ud) (may be NULL) after each page; once up to date, if follow, wait for
- * more with a watcher of its own on the database db_path (started then, stopped on
+ * more with a watcher of its own on log's database (started then, stopped on
  * return) until the stream is closed or *stop becomes nonzero (a signal handler's
  * flag), looking again at least every WAKE_FOLLOW_LOOK_MS. rr->next is where it
  * stopped. Returns 0, log_read's error (fn's nonzero return among them;
  * LOG_ENOTFOUND for a stream deleted meanwhile), or LOG_EIO when the watcher could
  * not start (err says why). */
 #define WAKE_FOLLOW_LOOK_MS 1000
-int wake_follow(log_t *log, const char *db_path, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
+int wake_follow(log_t *log, log_conn_t *c, log_read_req *rr, log_msg_fn fn,
                 void (*caught_up)(void *ud), void *ud, int follow, const volatile sig_atomic_t *stop,
                 char *err, size_t errlen);
 

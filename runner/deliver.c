@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include "../lib/buf.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/subscription.h"
 #include "../lib/webhook.h"
 #include "runner.h"
@@ -35,7 +35,7 @@ struct deliver {
     webhook_allow *allow;
     int64_t timeout_ms;
     const char *base;
-    int64_t rev;
+    log_cursor rev;
     int started;
     int64_t due;                  /* next time leases or deliveries need a look */
     flight *flying;
@@ -54,7 +54,7 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
     }
     D->conn = conn;
     D->multi = multi;
-    D->rev = -1;
+    D->rev = LOG_CURSOR_START;
     char why[256];
     if (!(D->allow = webhook_allow_parse(getenv("DSTREAM_WEBHOOK_ALLOW"), why, sizeof why))) {
         snprintf(err, cap, "DSTREAM_WEBHOOK_ALLOW: %s", why);
@@ -137,7 +137,7 @@ static void start(deliver_t *D, const sub_delivery *d)
     char why[256], sig[WEBHOOK_SIG_MAX + 32];
     if (!webhook_url_allowed(D->allow, d->url, why, sizeof why)) {
         /* The operator narrowed the list since the subscription was made. */
-        sub_delivered(D->conn, &f->d, 0, 0, why, db_now_ms());
+        sub_delivered(D->conn, &f->d, 0, 0, why, timefmt_now_ms());
         runner_log("subscription %s: webhook refused: %s", d->id, why);
         sub_delivery_free(&f->d);
         buf_free(&f->resp);
@@ -188,7 +188,7 @@ int deliver_finished(deliver_t *D, CURLMsg *msg)
         if (msg->data.result != CURLE_OK) snprintf(f->error, sizeof f->error, "%s", curl_easy_strerror(msg->data.result));
         else snprintf(f->error, sizeof f->error, "HTTP %ld%s", status, status >= 300 && status < 400 ? " (redirects are not followed)" : "");
     }
-    int rc = sub_delivered(D->conn, &f->d, ok, isdone, f->error, db_now_ms());
+    int rc = sub_delivered(D->conn, &f->d, ok, isdone, f->error, timefmt_now_ms());
     if (!ok) runner_log("subscription %s: webhook delivery failed: %s", f->d.id, f->error);
     if (rc) runner_log("subscription %s: recording the delivery: %s", f->d.id, log_strerror(rc));
     flight_free(D, f);
@@ -211,13 +211,13 @@ static void on_change(void *ud, int64_t id, const char *path)
 
 void deliver_tick(deliver_t *D)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     int rc = 0;
     if (!D->started) {
         log_changes(D->conn, &D->rev, on_change, D);   /* sets rev: later changes are seen */
         if ((rc = sub_recover(D->conn))) {
             runner_log("subscriptions: recovery: %s", log_strerror(rc));
-            D->rev = -1;
+            D->rev = LOG_CURSOR_START;
             return;
         }
         D->started = 1;
@@ -225,7 +225,7 @@ void deliver_tick(deliver_t *D)
     } else if (!sub_any(D->conn)) {
         /* No subscription to match changes against (the usual case, and a turn of a
          * busy runner changes hundreds of streams): only keep up with the revision. */
-        D->rev = -1;
+        D->rev = LOG_CURSOR_START;
         log_changes(D->conn, &D->rev, on_change, D);
     } else {
         log_changes(D->conn, &D->rev, on_change, D);

@@ -26,7 +26,6 @@
 #include <time.h>
 
 #include "../lib/diag.h"
-#include "../lib/db.h"
 #include "../lib/agent.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
@@ -88,7 +87,7 @@ void runner_lost(runner_t *R, sess_t *s)
     s->held = 0;
     /* Look again when the new holder's lease may have run out (it renews it
      * while it works; if it died, this process takes the session back). */
-    s->other_until = db_now_ms() + R->lease_ms;
+    s->other_until = timefmt_now_ms() + R->lease_ms;
     s->timer_ms = s->other_until + 50;
 }
 
@@ -211,7 +210,7 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
                           const retry_failure *f, const char *error)
 {
     retry_decision d;
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
     if (d.retry) {
         runner_stats_retry(f);
@@ -247,7 +246,7 @@ static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
 /* A retry is scheduled (v->retry_at): 1 if it is due now, else 0 with a timer set. */
 static int retry_due(sess_t *s, const session_view *v)
 {
-    if (db_now_ms() >= v->retry_at) return 1;
+    if (timefmt_now_ms() >= v->retry_at) return 1;
     s->timer_ms = v->retry_at;
     return 0;
 }
@@ -546,7 +545,7 @@ void runner_drive(runner_t *R, sess_t *s)
         s->dirty = 1;
         return;
     }
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     /* Another runner drives it: its changes are not ours to act on until its lease
      * runs out (our timer). */
     if (!due && !s->held && s->other_until && now < s->other_until) return;
@@ -678,7 +677,7 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
         ev[(*n)++] = event_workflow_failed(err);
         goto out;
     }
-    ev[(*n)++] = event_agent_completed(json_object_get(step, "agent"), output, db_now_ms() - q->started_ms, usage,
+    ev[(*n)++] = event_agent_completed(json_object_get(step, "agent"), output, timefmt_now_ms() - q->started_ms, usage,
                                        cost);
     ev[(*n)++] = event_state_updated(json_incref(state));
     ev[(*n)++] = event_step_completed(v.phase, v.step, NULL);

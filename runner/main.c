@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #include "../lib/diag.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
+#include "../lib/store/sqlite/sqlite.h"
 #include "../lib/mcp.h"
 #include "../lib/opfile.h"
 #include "../lib/wake.h"
@@ -190,20 +191,20 @@ int main(int argc, char **argv)
     }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
-    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000};
+    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
     if (!R.log || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 1;
     }
-    wake_t *wake = wake_start(R.log, db, NULL, err, sizeof err);
+    wake_t *wake = wake_start(R.log, NULL, err, sizeof err);
     wake_waiter_t *waiter = wake ? wake_waiter_new(wake) : NULL;
     if (!waiter) {
         fprintf(stderr, "dstream-runner: commit watcher: %s\n", err);
         return 1;
     }
     wake_watch_any(waiter);
-    int64_t rev = -1;
+    log_cursor rev = LOG_CURSOR_START;
     log_changes(R.conn, &rev, on_change, &R);
 
     if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) return 1;
@@ -231,7 +232,7 @@ int main(int argc, char **argv)
     int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2);
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
-        int64_t now = db_now_ms();
+        int64_t now = timefmt_now_ms();
         /* Sessions cost nothing while idle; the loop itself turns once a second
          * to publish its figures (runner/stats.c: "runner up" in /metrics). */
         int64_t wait = 1000;
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
         }
         record_pump(&R);
         /* Timers that fired and leases to renew, then every session to look at. */
-        now = db_now_ms();
+        now = timefmt_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {
             if ((s->timer_ms && now >= s->timer_ms) || (s->held && s->rq && now >= s->lease_renew_ms)) s->due = 1;
         }
@@ -294,7 +295,7 @@ int main(int argc, char **argv)
         /* The deltas gathered, then one commit for everything: at once when
          * anything but deltas waits, else at most one every flush_ms (deltas
          * gather meanwhile: fewer, bigger commits under load). */
-        now = db_now_ms();
+        now = timefmt_now_ms();
         int urgent = 0;
         for (sess_t *s = R.sessions; s && !urgent; s = s->next) urgent = s->nout && !s->out_deltas_only;
         if (urgent || now - last_flush >= flush_ms) {

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "../lib/buf.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/mcp.h"
 #include "runner.h"
 
@@ -317,7 +317,7 @@ fail:
 
 static void start(rmcp_t *m, rmcp_server *s)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     buf_reset(&s->wq);
     buf_reset(&s->errline);
     mcp_reader_free(&s->rd);
@@ -352,7 +352,7 @@ static void start(rmcp_t *m, rmcp_server *s)
 static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
 {
     int was_ready = s->state == S_READY;
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     s->dying_until = 0;
     close_fd(&s->in);
     close_fd(&s->out);
@@ -392,7 +392,7 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
 
 static void send_calls(rmcp_server *s)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     while (s->state == S_READY && s->queue && s->inflight < s->concurrency) {
         rmcp_call *c = s->queue;
         s->queue = c->next;
@@ -409,7 +409,7 @@ static void send_calls(rmcp_server *s)
 static void list_page(rmcp_server *s)
 {
     s->list_id = s->next_id++;
-    s->phase_deadline = db_now_ms() + start_timeout(s);
+    s->phase_deadline = timefmt_now_ms() + start_timeout(s);
     send_request(s, s->list_id, "tools/list", mcp_list_params(s->cursor));
 }
 
@@ -479,7 +479,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         s->state = S_READY;
         s->start_failures = 0;
         s->wanted = 0;
-        s->last_used = db_now_ms();
+        s->last_used = timefmt_now_ms();
         runner_log("mcp %s: ready, %zu tools", s->name, json_array_size(s->tools));
         send_calls(s);
         if (x->m->on_change) x->m->on_change(x->m->ud, s->name);
@@ -489,7 +489,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         if (c->id != msg->id) continue;
         unlink_call(&s->flight, c);
         s->inflight--;
-        s->last_used = db_now_ms();
+        s->last_used = timefmt_now_ms();
         if (msg->kind == MCP_MSG_ERROR) {
             char text[512];
             snprintf(text, sizeof text, "MCP error %lld: %.400s", (long long)msg->code, msg->message);
@@ -549,7 +549,7 @@ static void read_out(rmcp_t *m, rmcp_server *s)
             /* Its stdout closed: it exited, or will. The calls in flight fail once it
              * is reaped (to say how it ended) or after a short grace. */
             close_fd(&s->out);
-            s->dying_until = db_now_ms() + RMCP_DYING_MS;
+            s->dying_until = timefmt_now_ms() + RMCP_DYING_MS;
             return;
         }
         msg_ctx x = {m, s, 0, ""};
@@ -611,7 +611,7 @@ static void write_in(rmcp_t *m, rmcp_server *s)
 /* Start s if it is stopped and may start now. */
 static void want(rmcp_t *m, rmcp_server *s)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     s->last_used = now;
     if (s->state != S_STOPPED) return;
     if (s->failed_until && now < s->failed_until) return;
@@ -643,7 +643,7 @@ int rmcp_tools(rmcp_t *m, const char *server, const json_t **tools, char *err, s
         return RMCP_READY;
     }
     if (s->state == S_READY) return RMCP_PENDING;   /* on_change says when the list is in */
-    if (s->failed_until && db_now_ms() < s->failed_until) {
+    if (s->failed_until && timefmt_now_ms() < s->failed_until) {
         snprintf(err, errcap, "MCP server %s is unavailable: %s", s->name, s->why);
         return RMCP_FAILED;
     }
@@ -670,7 +670,7 @@ rmcp_call *rmcp_call_start(rmcp_t *m, const char *server, const char *tool, cons
     }
     s->calls++;
     want(m, s);
-    if (s->failed_until && db_now_ms() < s->failed_until) {
+    if (s->failed_until && timefmt_now_ms() < s->failed_until) {
         char why[400];
         snprintf(why, sizeof why, "MCP server %s is unavailable: %s", s->name, s->why);
         finish(m, c, json_string(why), 1, 1, RSTATS_MCP_UNAVAILABLE);
@@ -759,7 +759,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
             else if (fds[i].fd == s->in && s->in >= 0) write_in(m, s);
         }
     }
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     for (size_t k = 0; k < m->n; k++) {
         rmcp_server *s = &m->srv[k];
         if ((s->state == S_INIT || s->state == S_LISTING || s->relisting) && now >= s->phase_deadline) {
@@ -807,7 +807,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
 
 int rmcp_timeout(rmcp_t *m, int max)
 {
-    int64_t now = db_now_ms(), t = now + max;
+    int64_t now = timefmt_now_ms(), t = now + max;
     for (size_t k = 0; m && k < m->n; k++) {
         rmcp_server *s = &m->srv[k];
         if (m->finished) t = now;

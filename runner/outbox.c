@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
+#include "../lib/store/sqlite/sqlite.h"
 #include "runner.h"
 
 static int is_delta(const char *type)
@@ -83,7 +84,7 @@ static int op_commit(log_conn_t *c, void *arg)
     commit_arg *a = arg;
     session_trace tr;
     session_trace_new(&tr);
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
         if (exec(c, "SAVEPOINT runner_session")) return LOG_EIO;
@@ -118,7 +119,7 @@ int runner_commit(runner_t *R)
     for (sess_t *s = R->sessions; s; s = s->next)
         if (s->nout) items[n++].s = s;
     commit_arg a = {R, items, n};
-    int64_t t0 = db_now_ms();   /* the leases renewed inside run from after this */
+    int64_t t0 = timefmt_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc) {
         for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
@@ -127,7 +128,7 @@ int runner_commit(runner_t *R)
         return rc;
     }
     R->commits++;
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     for (size_t i = 0; i < n; i++) {
         commit_item *it = &items[i];
         sess_t *s = it->s;

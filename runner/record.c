@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "mcp.h"
@@ -120,7 +120,7 @@ void record_clear(sess_t *s)
 
 int record_tx(log_conn_t *c, sess_t *s)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     for (struct recop *o = s->rec_ops; o; o = o->next) {
         rec_id id = {s->id, o->kind, o->key, o->occ};
         int rc = o->what == OP_OPEN    ? rec_tx_open(c, &id, o->request_id, o->provider, o->model, o->data, now)
@@ -446,7 +446,7 @@ void record_flush(runner_t *R, rq_t *q)
     if (!r || !r->recording || !r->pending.len) return;
     struct recop *o = op_new(q->s, OP_CHUNK, r);
     o->seq = r->seq++;
-    o->t_ms = db_now_ms() - q->started_ms;
+    o->t_ms = timefmt_now_ms() - q->started_ms;
     o->len = r->pending.len;
     o->data = malloc(o->len);
     if (!o->data) abort();
@@ -462,7 +462,7 @@ void record_finished(runner_t *R, rq_t *q, int result, long status)
     struct recop *o = op_new(q->s, OP_END, r);
     o->status = status;
     o->result = result;
-    o->meta = json_pack("{s:I, s:i, s:i}", "durationMs", (json_int_t)(db_now_ms() - q->started_ms), "shouldRetry",
+    o->meta = json_pack("{s:I, s:i, s:i}", "durationMs", (json_int_t)(timefmt_now_ms() - q->started_ms), "shouldRetry",
                         q->should_retry, "ordinal", r->ord);
     if (q->retry_after[0]) json_object_set_new(o->meta, "retryAfter", json_string(q->retry_after));
     if (q->retry_after_ms >= 0) json_object_set_new(o->meta, "retryAfterMs", json_integer(q->retry_after_ms));
@@ -491,7 +491,7 @@ int64_t record_wait(runner_t *R, int64_t now, int64_t wait)
 
 void record_pump(runner_t *R)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     for (sess_t *s = R->sessions, *next; s; s = next) {
         next = s->next;
         rq_t *q = s->rq;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "../lib/sha256.h"
@@ -124,7 +124,7 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     q->retry_after_ms = -1;
     q->should_retry = -1;
     q->step_agent = step_agent;
-    q->started_ms = db_now_ms();
+    q->started_ms = timefmt_now_ms();
     snprintf(q->id, sizeof q->id, "%s", id);
     snprintf(q->model, sizeof q->model, "%s", json_string_value(json_object_get(agent, "model")));
     buf_init(&q->errbody, 64 << 10);

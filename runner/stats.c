@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/rstats.h"
 #include "mcp.h"
 
@@ -187,7 +187,7 @@ static void observe(runner_t *R, int64_t now)
 
 void runner_stats_tick(runner_t *R)
 {
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     if (!st.started) {
         memset(&st.s, 0, sizeof st.s);
         snprintf(st.s.owner, sizeof st.s.owner, "%s", R->me.owner);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "mcp.h"
 #include "runner.h"
 #include "step.h"
@@ -35,7 +35,7 @@ static void op_timer(step_ctx *c, int64_t at)
 static int64_t op_now(step_ctx *c)
 {
     (void)c;
-    return db_now_ms();
+    return timefmt_now_ms();
 }
 
 static void op_agent_resume(step_ctx *c)

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "../lib/agent.h"
-#include "../lib/db.h"
+#include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/mcp.h"
 #include "mcp.h"
@@ -70,7 +70,7 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
     }
     if (pending) {
         json_decref(servers);
-        int64_t at = db_now_ms() + TOOLS_WAIT_MS;
+        int64_t at = timefmt_now_ms() + TOOLS_WAIT_MS;
         if (!s->timer_ms || at < s->timer_ms) s->timer_ms = at;
         return NULL;
     }
@@ -138,7 +138,7 @@ static void on_done(void *ud, const rmcp_outcome *o)
     tcall_t *t = ud;
     unlink_call(t->s, t);
     record_tool_done(t->R, t->s, t->call, o->output, o->is_error, o->failed);
-    finish(t->R, t->s, t->call, o->output, o->is_error, o->failed, db_now_ms() - t->started_ms);
+    finish(t->R, t->s, t->call, o->output, o->is_error, o->failed, timefmt_now_ms() - t->started_ms);
     json_decref(t->call);
     free(t);
 }
@@ -182,7 +182,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         t->R = R;
         t->s = s;
         t->call = json_deep_copy(call);
-        t->started_ms = db_now_ms();
+        t->started_ms = timefmt_now_ms();
         t->next = s->calls;
         s->calls = t;
         t->h = rmcp_call_start(R->mcp, server, tool, json_object_get(call, PK_ARGUMENTS), on_done, t);

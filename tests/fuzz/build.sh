@@ -14,6 +14,9 @@ root=$(cd "$here/../.." && pwd)
 out=${FUZZ_OUT:-$root/build-fuzz}
 cc=${FUZZ_CC:-clang}
 
+# The store: the log, the engine seam and every engine's files.
+STORE="lib/log.c lib/store.c $(cd "$root" && echo lib/store/*/*.c)"
+
 # The lib sources each harness needs.
 sources() {
     case $1 in
@@ -25,9 +28,9 @@ sources() {
     mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
     recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c -ljansson -lsqlite3 ;;
     url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
-    subscription) echo lib/subscription.c lib/webhook.c lib/url.c lib/log.c lib/db.c lib/offset.c lib/sha256.c \
+    subscription) echo lib/subscription.c lib/webhook.c lib/url.c $STORE lib/offset.c lib/sha256.c \
                        lib/timefmt.c lib/json.c lib/buf.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
-    auth) echo lib/auth.c lib/log.c lib/db.c lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c \
+    auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c \
                "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
     *) return 1 ;;
     esac
@@ -48,7 +51,7 @@ fi
 
 mkdir -p "$out"
 cd "$root" || exit 1
-sh tools/sql2c.sh sql/*.sql >"$out/migrations.c"
+sh tools/sql2c.sh sql/sqlite/*.sql >"$out/migrations.c"
 status=0
 for n in "${names[@]}"; do
     if ! src=$(sources "$n"); then

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "recorder.h"
+#include "store/sqlite/sqlite.h"
 #include "sse.h"
 
 #define REQUIRE(cond) \

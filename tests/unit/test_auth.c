@@ -6,7 +6,8 @@
 #include <sqlite3.h>
 #include <string.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -114,7 +115,7 @@ static void test_tokens(void)
 
     /* Expired. */
     const char *adm[] = {"admin"};
-    CHECK_EQ_INT(auth_token_create(c, "old", adm, 1, db_now_ms() - 1, tok2, sizeof tok2), 0);
+    CHECK_EQ_INT(auth_token_create(c, "old", adm, 1, timefmt_now_ms() - 1, tok2, sizeof tok2), 0);
     CHECK_EQ_INT(auth_verify(c, tok2, &a), AUTH_EEXPIRED);
     char rid[AUTH_ID_LEN + 1], oid[AUTH_ID_LEN + 1];
     memcpy(rid, tok + 4, AUTH_ID_LEN);

@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
+#include "store/sqlite/db.h"
 #include "event.h"
 #include "sstore.h"
 #include "test_db.h"

@@ -1,5 +1,7 @@
-/* Unit tests for lib/db.c: opening, pragmas, and migrations recorded once. */
-#include "db.h"
+/* Unit tests for lib/store/sqlite/db.c: opening, pragmas, and migrations recorded once. */
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
+#include "store/sqlite/db.h"
 
 #include "log.h"
 
@@ -54,9 +56,9 @@ static void test_defaults(void)
     CHECK_EQ_INT(o.busy_timeout_ms, 5000);
     CHECK_EQ_INT(o.migrate, 1);
     CHECK(db_schema_version() >= 1);
-    long long now = db_now_ms();
+    long long now = timefmt_now_ms();
     CHECK(now > 1577836800000LL);        /* after 2020 */
-    CHECK(db_now_ms() >= now);
+    CHECK(timefmt_now_ms() >= now);
 }
 
 static void test_open_creates_schema(void)
@@ -231,7 +233,7 @@ static void test_max_bytes(void)
     CHECK_EQ_INT(db_cap(db, 300000, err, sizeof err), 0);
     CHECK_EQ_INT(query_int(db, "PRAGMA max_page_count"), 300000 / query_int(db, "PRAGMA page_size") + 1);
     sqlite3_close_v2(db);
-    log_opts lo = {0, 5000};
+    log_opts lo = {0, 5000, 1};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     if (lg) log_set_max_bytes(lg, 300000);
     log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;

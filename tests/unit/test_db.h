@@ -19,7 +19,7 @@ static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t
     *conn = NULL;
     if (!CHECK(test_mkdtemp(dir, dircap, name) == 0)) return -1;
     snprintf(path, sizeof path, "%s/%s.db", dir, name);
-    log_opts o = {0, 5000};
+    log_opts o = {0, 5000, 1};
     *lg = log_open(path, &o, err, sizeof err);
     *conn = *lg ? log_conn_open(*lg, err, sizeof err) : NULL;
     if (!CHECK(*conn != NULL)) {

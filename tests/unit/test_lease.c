@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "timefmt.h"
 #include "test.h"
 
 static char dir[256];
@@ -46,9 +46,9 @@ static void sleep_ms(long ms)
 static int acquire_by(log_conn_t *c, const char *session, const char *owner, int64_t ttl_ms,
                       long deadline_ms)
 {
-    long long end = db_now_ms() + deadline_ms;
+    long long end = timefmt_now_ms() + deadline_ms;
     int rc;
-    while ((rc = acq(c, session, owner, ttl_ms)) == 0 && db_now_ms() < end)
+    while ((rc = acq(c, session, owner, ttl_ms)) == 0 && timefmt_now_ms() < end)
         sleep_ms(10);
     return rc;
 }
@@ -71,13 +71,13 @@ static void test_acquire_renew(void)
 static void test_expiry(void)
 {
     /* A holds briefly; until it expires B is refused. */
-    long long t0 = db_now_ms();
+    long long t0 = timefmt_now_ms();
     CHECK_EQ_INT(acq(ca, "e1", "A", 200), 1);
     int rc = acq(cb, "e1", "B", 200);
-    if (db_now_ms() - t0 < 150) CHECK_EQ_INT(rc, 0);
+    if (timefmt_now_ms() - t0 < 150) CHECK_EQ_INT(rc, 0);
     /* After it, B takes over, and A is the one refused. */
     CHECK_EQ_INT(acquire_by(cb, "e1", "B", 60000, 5000), 1);
-    CHECK(db_now_ms() - t0 >= 200);
+    CHECK(timefmt_now_ms() - t0 >= 200);
     CHECK_EQ_INT(acq(ca, "e1", "A", 60000), 0);
     CHECK_EQ_INT(acq(cb, "e1", "B", 60000), 1);
 
@@ -141,7 +141,7 @@ static void test_instances(void)
     const lease_id a2 = {"A", "a0000002"};
     int64_t exp = 0;
     CHECK_EQ_INT(lease_acquire(ca, "i1", &ID_A, 60000, &exp), 1);
-    CHECK(exp > db_now_ms() + 50000);
+    CHECK(exp > timefmt_now_ms() + 50000);
     CHECK_EQ_INT(tx_renew(ca, "i1", &ID_A), 1);
     CHECK_EQ_INT(lease_acquire(cb, "i1", &a2, 60000, NULL), 1);
     CHECK_EQ_INT(tx_renew(ca, "i1", &ID_A), 0);
@@ -149,7 +149,7 @@ static void test_instances(void)
     /* Another id is refused and told when the lease runs out. */
     exp = 0;
     CHECK_EQ_INT(lease_acquire(cb, "i1", &ID_B, 60000, &exp), 0);
-    CHECK(exp > db_now_ms() + 50000);
+    CHECK(exp > timefmt_now_ms() + 50000);
     CHECK_EQ_INT(tx_renew(cb, "i1", &ID_B), 0);
     /* The old instance cannot release what it no longer holds. */
     CHECK_EQ_INT(lease_release(ca, "i1", &ID_A), 0);
@@ -195,7 +195,7 @@ int main(void)
     char path[300], err[256] = "";
     if (test_mkdtemp(dir, sizeof dir, "test-lease")) return 1;
     snprintf(path, sizeof path, "%s/lease.db", dir);
-    log_opts o = {0, 5000};
+    log_opts o = {0, 5000, 1};
     lg = log_open(path, &o, err, sizeof err);
     ca = lg ? log_conn_open(lg, err, sizeof err) : NULL;
     lg2 = ca ? log_open(path, &o, err, sizeof err) : NULL;

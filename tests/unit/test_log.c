@@ -13,7 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -156,7 +157,7 @@ static void test_create(void)
     /* Any other configuration conflicts. */
     CHECK_EQ_INT(create("/c/one", "application/json", -1, -1, 0, NULL), LOG_ECONFLICT);
     CHECK_EQ_INT(create("/c/one", "text/plain", 60, -1, 0, NULL), LOG_ECONFLICT);
-    CHECK_EQ_INT(create("/c/one", "text/plain", -1, db_now_ms() + 3600000, 0, NULL),
+    CHECK_EQ_INT(create("/c/one", "text/plain", -1, timefmt_now_ms() + 3600000, 0, NULL),
                  LOG_ECONFLICT);
     CHECK_EQ_INT(create("/c/one", "text/plain", -1, -1, 1, NULL), LOG_ECONFLICT);
 
@@ -170,7 +171,7 @@ static void test_create(void)
     CHECK_EQ_INT(create("/c/json", "application/json; charset=utf-8", 3600, -1, 0, &r), 0);
     CHECK_EQ_INT(r.info.json, 1);
     CHECK_EQ_INT(r.info.ttl_s, 3600);
-    int64_t exp = db_now_ms() + 86400000;
+    int64_t exp = timefmt_now_ms() + 86400000;
     CHECK_EQ_INT(create("/c/exp", "text/plain", -1, exp, 0, &r), 0);
     CHECK_EQ_INT(r.info.expires_ms, exp);
     CHECK_EQ_INT(log_head(conn, "/c/exp", &info), 0);
@@ -602,7 +603,7 @@ static void count_change(void *ud, int64_t id, const char *path)
  * stream holding the highest revision was removed, and when every stream was. */
 static void test_changes_after_delete(void)
 {
-    int64_t rev = -1;
+    log_cursor rev = LOG_CURSOR_START;
     int n = 0;
     CHECK_EQ_INT(create_plain("/rev/a"), 0);
     CHECK_EQ_INT(append1("/rev/a", "1"), 0);
@@ -650,15 +651,15 @@ static void test_expiry(void)
 
     /* A stream whose expiry passes disappears for every operation. */
     const char *p = "/e/s";
-    int64_t exp = db_now_ms() + 300;
+    int64_t exp = timefmt_now_ms() + 300;
     log_create_req cr;
     CHECK_EQ_INT(create(p, "text/plain", -1, exp, 0, &cr), 0);
     CHECK_EQ_INT(append1(p, "soon gone"), 0);
     CHECK_EQ_INT(create("/e/t", "text/plain", -1, exp, 0, NULL), 0);
     CHECK_EQ_INT(create("/e/u", "text/plain", -1, exp, 0, NULL), 0);
     CHECK_EQ_INT(log_head(conn, p, &info), 0);
-    int64_t deadline = db_now_ms() + 5000;
-    while (db_now_ms() <= exp && db_now_ms() < deadline) sleep_ms(20);
+    int64_t deadline = timefmt_now_ms() + 5000;
+    while (timefmt_now_ms() <= exp && timefmt_now_ms() < deadline) sleep_ms(20);
     got g = {0};
     CHECK_EQ_INT(log_head(conn, p, &info), LOG_ENOTFOUND);
     CHECK_EQ_INT(read_all(p, &g, NULL), LOG_ENOTFOUND);
@@ -681,7 +682,7 @@ static void test_expiry(void)
 
     /* An expiry already in the past: the create may be refused as invalid or
      * accepted, but either way there is no stream to find (and no EIO). */
-    int rc = create("/e/past", "text/plain", -1, db_now_ms() - 1000, 0, &cr);
+    int rc = create("/e/past", "text/plain", -1, timefmt_now_ms() - 1000, 0, &cr);
     if (!CHECK(rc == 0 || rc == LOG_EINVAL))
         fprintf(stderr, "  create with a past Stream-Expires-At: %d (%s)\n", rc,
                 log_strerror(rc));
@@ -778,7 +779,7 @@ static int own_db(const char *name, int sync_full, int busy_ms, const char *stre
 {
     char path[300], err[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    log_opts o = {sync_full, busy_ms};
+    log_opts o = {sync_full, busy_ms, 1};
     *c = NULL;
     if (!CHECK((*l = log_open(path, &o, err, sizeof err)) != NULL)) {
         fprintf(stderr, "  log_open: %s\n", err);

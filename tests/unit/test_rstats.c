@@ -4,7 +4,7 @@
  * MCP server come back from the file beside the database. */
 #include "rstats.h"
 
-#include <sqlite3.h>
+#include "store/sqlite/sqlite.h"
 #include <string.h>
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
  * offsets, listing with a status filter and cursor paging, and delete. */
 #include "sstore.h"
 
-#include <sqlite3.h>
+#include "store/sqlite/sqlite.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,8 @@
 
 #include <string.h>
 
-#include "db.h"
+#include "timefmt.h"
+#include "store/sqlite/sqlite.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -209,14 +210,14 @@ static void test_webhook_flow(void)
     /* Nothing pending: nothing due. */
     sub_delivery d[4];
     CHECK_EQ_INT(sub_recover(conn), 0);
-    CHECK_EQ_INT(sub_deliveries_take(conn, db_now_ms(), 5000, "https://s.example", d, 4), 0);
+    CHECK_EQ_INT(sub_deliveries_take(conn, timefmt_now_ms(), 5000, "https://s.example", d, 4), 0);
     CHECK(sub_next_due(conn) == INT64_MAX);
 
     /* A new matching stream is linked at its start and wakes the subscription. */
     append("events/new", "{\"b\":2}");
     tail("events/new", t_new);
     report("events/new");
-    int64_t now = db_now_ms();
+    int64_t now = timefmt_now_ms();
     CHECK(sub_next_due(conn) <= now);
     int n = sub_deliveries_take(conn, now, 5000, "https://s.example", d, 4);
     if (!CHECK_EQ_INT(n, 1)) return;
@@ -252,7 +253,7 @@ static void test_webhook_flow(void)
     CHECK_EQ_INT(d[0].generation, 1);    /* the same wake */
 
     /* Accepted without done: the receiver holds the lease; its callback acks. */
-    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 0, NULL, db_now_ms()), 0);
+    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 0, NULL, timefmt_now_ms()), 0);
     g = sub_get(conn, "hook", "", &rc);
     CHECK_EQ_STR(json_string_value(json_object_get(g, "status")), "active");
     json_decref(g);
@@ -285,33 +286,33 @@ static void test_webhook_flow(void)
     CHECK_EQ_STR(json_string_value(json_object_get(link_of(g, "events/new"), "acked_offset")), t_new);
     json_decref(g);
     /* A late outcome of an old delivery changes nothing. */
-    CHECK_EQ_INT(sub_delivered(conn, &d[0], 0, 0, "late", db_now_ms()), 0);
+    CHECK_EQ_INT(sub_delivered(conn, &d[0], 0, 0, "late", timefmt_now_ms()), 0);
     CHECK(sub_next_due(conn) == INT64_MAX);
     sub_delivery_free(&d[0]);
 
     /* {"done": true} from the receiver acks the snapshot; more work wakes again. */
     append("events/new", "{\"c\":3}");
     report("events/new");
-    n = sub_deliveries_take(conn, db_now_ms(), 5000, "", d, 4);
+    n = sub_deliveries_take(conn, timefmt_now_ms(), 5000, "", d, 4);
     if (!CHECK_EQ_INT(n, 1)) return;
     CHECK_EQ_INT(d[0].generation, 2);
     append("manual/a", "{\"d\":4}");     /* after the snapshot */
     tail("events/new", t_new);
-    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 1, NULL, db_now_ms()), 0);
+    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 1, NULL, timefmt_now_ms()), 0);
     sub_delivery_free(&d[0]);
     g = sub_get(conn, "hook", "", &rc);
     CHECK_EQ_STR(json_string_value(json_object_get(link_of(g, "events/new"), "acked_offset")), t_new);
     CHECK_EQ_STR(json_string_value(json_object_get(link_of(g, "manual/a"), "acked_offset")),
                  "0000000000000000_0000000000000000");
     json_decref(g);
-    n = sub_deliveries_take(conn, db_now_ms(), 5000, "", d, 4);
+    n = sub_deliveries_take(conn, timefmt_now_ms(), 5000, "", d, 4);
     if (!CHECK_EQ_INT(n, 1)) return;
     CHECK_EQ_INT(d[0].generation, 3);
     /* The receiver's lease runs out: the wake ends, and a new one follows. */
-    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 0, NULL, db_now_ms()), 0);
-    CHECK_EQ_INT(sub_expire(conn, db_now_ms() + 1001), 0);
+    CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 0, NULL, timefmt_now_ms()), 0);
+    CHECK_EQ_INT(sub_expire(conn, timefmt_now_ms() + 1001), 0);
     sub_delivery_free(&d[0]);
-    n = sub_deliveries_take(conn, db_now_ms(), 5000, "", d, 4);
+    n = sub_deliveries_take(conn, timefmt_now_ms(), 5000, "", d, 4);
     if (!CHECK_EQ_INT(n, 1)) return;
     CHECK_EQ_INT(d[0].generation, 4);
     sub_delivery_free(&d[0]);
@@ -429,10 +430,10 @@ static void on(void *ud, int64_t id, const char *path)
 }
 
 /* log_changes must not miss a change after the stream with the highest change
- * number is deleted (sql/008's stream_rev_floor). */
+ * number is deleted (sql/sqlite/008's stream_rev_floor). */
 static void test_rev_floor(void)
 {
-    int64_t rev = -1;
+    log_cursor rev = LOG_CURSOR_START;
     append("rev/a", "1");
     append("rev/b", "2");
     log_changes(conn, &rev, NULL, NULL);

@@ -14,14 +14,16 @@
 #include "wake.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
-#include "db.h"
+#include "timefmt.h"
 #include "test.h"
 
 #define WAKE_WAIT_MS 5000   /* a wake-up that should come comes well within this */
@@ -29,7 +31,7 @@
 #define CHILD_WAIT_MS 20000 /* the --append child must have finished by then */
 #define WATCHDOG_S 120      /* the whole binary */
 
-static char dir[256], dbpath[300];
+static char dir[256], dbpath[600];
 static log_t *lg, *lg2;        /* lg has the watcher; lg2 plays another process */
 static log_conn_t *c1, *c2;    /* on lg, on lg2 */
 static wake_t *w;
@@ -117,7 +119,7 @@ static wake_stats stats(void)
 static int child_append(const char *db, const char *path)
 {
     char err[256] = "";
-    log_opts o = {0, 5000};
+    log_opts o = {0, 5000, 1};
     log_t *l = log_open(db, &o, err, sizeof err);
     log_conn_t *c = l ? log_conn_open(l, err, sizeof err) : NULL;
     int rc = c ? append(c, path, "from another process") : -1;
@@ -196,7 +198,7 @@ static void *follow_main(void *arg)
     memset(&rr, 0, sizeof rr);
     rr.path = f->path;
     rr.kind = OFFSET_START;
-    f->rc = c ? wake_follow(lg2, dbpath, c, &rr, collect, collected_page, f, f->follow, &f->stop, err, sizeof err) : -99;
+    f->rc = c ? wake_follow(lg2, c, &rr, collect, collected_page, f, f->follow, &f->stop, err, sizeof err) : -99;
     log_conn_close(c);
     __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -582,7 +584,7 @@ static void run_mode(int inotify)
         return;
     }
     snprintf(dbpath, sizeof dbpath, "%s/wake.db", dir);
-    log_opts o = {0, 5000};
+    log_opts o = {0, 5000, 1};
     lg = log_open(dbpath, &o, err, sizeof err);
     c1 = lg ? log_conn_open(lg, err, sizeof err) : NULL;
     lg2 = c1 ? log_open(dbpath, &o, err, sizeof err) : NULL;
@@ -597,7 +599,7 @@ static void run_mode(int inotify)
     if (!CHECK(id_a > 0 && id_b > 0 && id_c > 0)) goto out;
 
     wake_opts wo = {inotify, 2000};
-    w = wake_start(lg, dbpath, &wo, err, sizeof err);
+    w = wake_start(lg, &wo, err, sizeof err);
     if (!CHECK(w != NULL)) {
         fprintf(stderr, "  wake_start: %s\n", err);
         goto out;
@@ -642,13 +644,18 @@ int main(int argc, char **argv)
     char err[256] = "";
     wake_t *bad = NULL;
     if (test_mkdtemp(dir, sizeof dir, "test-wake-bad") == 0) {
-        snprintf(dbpath, sizeof dbpath, "%s/wake.db", dir);
-        log_opts o = {0, 5000};
+        /* The database's directory moves away after the log opened it: the
+         * watcher's own connections cannot open it. */
+        char sub[512], gone[512];
+        snprintf(sub, sizeof sub, "%s/sub", dir);
+        snprintf(gone, sizeof gone, "%s/gone", dir);
+        mkdir(sub, 0700);
+        snprintf(dbpath, sizeof dbpath, "%s/wake.db", sub);
+        log_opts o = {0, 5000, 1};
         log_t *l = log_open(dbpath, &o, err, sizeof err);
-        if (CHECK(l != NULL)) {
-            snprintf(dbpath, sizeof dbpath, "%s/no/such/dir/x.db", dir);
+        if (CHECK(l != NULL) && CHECK_EQ_INT(rename(sub, gone), 0)) {
             err[0] = '\0';
-            bad = wake_start(l, dbpath, NULL, err, sizeof err);
+            bad = wake_start(l, NULL, err, sizeof err);
             CHECK(bad == NULL);
             CHECK(err[0] != '\0');
             wake_stop(bad);

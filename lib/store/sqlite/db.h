@@ -1,7 +1,7 @@
 /* db: opening the SQLite database the way every dstream process must.
  *
  * WAL mode, a busy timeout, foreign keys off (the log keeps its own invariants),
- * synchronous=FULL unless told otherwise, and the numbered migrations of sql/
+ * synchronous=FULL unless told otherwise, and the numbered migrations of sql/sqlite/
  * applied in order inside one write transaction and recorded in schema_version. */
 #ifndef DSTREAM_DB_H
 #define DSTREAM_DB_H
@@ -33,8 +33,5 @@ int db_migrate(sqlite3 *db, char *err, size_t errlen);
 
 /* The highest migration compiled into this binary. */
 int db_schema_version(void);
-
-/* Milliseconds since the epoch (CLOCK_REALTIME). */
-long long db_now_ms(void);
 
 #endif

@@ -1,10 +1,12 @@
 #include "db.h"
 
+#include "../../timefmt.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-/* Generated from sql/NNN_*.sql by the Makefile (lib/migrations.c). */
+/* Generated from sql/sqlite/NNN_*.sql by the Makefile (lib/migrations.c). */
 struct db_migration {
     int version;
     const char *name;
@@ -18,13 +20,6 @@ void db_opts_default(db_opts *o)
     o->synchronous_full = 1;
     o->busy_timeout_ms = 5000;
     o->migrate = 1;
-}
-
-long long db_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int db_schema_version(void)
@@ -87,7 +82,7 @@ int db_migrate(sqlite3 *db, char *err, size_t errlen)
         }
         sqlite3_bind_int(st, 1, m->version);
         sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 3, db_now_ms());
+        sqlite3_bind_int64(st, 3, timefmt_now_ms());
         if (sqlite3_step(st) != SQLITE_DONE) {
             snprintf(err, errlen, "%s", sqlite3_errmsg(db));
             goto fail;

@@ -1,0 +1,144 @@
+/* store: the interface behind which an engine keeps everything dstream persists.
+ *
+ * dstream keeps one source of truth, a database, and runs on more than one kind:
+ * SQLite in WAL mode on one host (the embedded default), and engines for many hosts
+ * sharing one server. No program and no lib/ module outside an engine's folder
+ * sees the engine: they call typed operations (log_append, log_read, the
+ * session store, tokens, leases, ...), never SQL text, and never an engine's
+ * types. This header is the seam, in the shape of nchan's store vtable or SQLite's
+ * VFS: an engine fills one `store_engine`, which says how to open the process's
+ * handle and each thread's connection, how a write group is begun and ended (the
+ * group commit itself, engine-neutral, is lib/log.c's), and holds one table of
+ * typed operations per area.
+ *
+ * The handles. A log_t is one process's view of the database and a log_conn_t one
+ * thread's connection; every operation takes the connection. An engine embeds
+ * `struct log_conn` at the start of its own connection struct (so the same pointer
+ * is both) and keeps its process-wide state behind log_t's `engine_state`.
+ *
+ * Writes. Every write runs inside a group (log_transact, or the log's own
+ * create/append/delete): lib/log.c queues it, and the group's leader asks the
+ * engine to begin (group_begin), runs each queued operation between op_begin and
+ * op_end (so one failing operation rolls back alone), then group_end commits once.
+ * An operation is acknowledged only after that commit: acknowledged = committed,
+ * on every engine.
+ *
+ * The change feed. Readers elsewhere learn what committed through `feed`: a
+ * descriptor to poll, and a report of the streams that changed since the last
+ * look, kept in an engine-defined cursor (log_cursor). An engine with one writer
+ * at a time may number its commits (SQLite does: a revision stamped on the stream
+ * row); an engine with many concurrent writers must not allocate such a number
+ * from max()+1 and uses its own notification instead, which is why the cursor is
+ * opaque here.
+ *
+ * Choosing the engine: store_engine_for(target) picks it from the database target
+ * a program was given (DSTREAM_DB or a --db option). */
+#ifndef DSTREAM_STORE_H
+#define DSTREAM_STORE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+typedef struct store_engine store_engine;
+
+/* One process's handle (log_t). */
+struct log {
+    const store_engine *engine;
+    void *engine_state;         /* the engine's own, from its open */
+    char *target;               /* as given to log_open: a file path or a URI */
+    log_opts opts;
+    int64_t max_bytes;          /* log_set_max_bytes: 0, none */
+    /* the group commit (lib/log.c) */
+    pthread_mutex_t mu;
+    struct log_op *head, *tail;
+    int leading;                /* a leader is committing a group */
+    int writing;                /* a leader is inside a group (atomic; log_writing) */
+    void (*on_commit)(void *);  /* called after every group, committed or not */
+    void *on_commit_ud;
+    uint64_t groups, ops;
+};
+
+/* One thread's connection (log_conn_t): the first member of an engine's own. */
+struct log_conn {
+    log_t *log;
+};
+
+/* The streams of the Durable Streams protocol: the log's operations, each with
+ * the checks of log.h (closed, content type, Stream-Seq, producers, forks). The
+ * three writes run inside a group; the others on their own. */
+typedef struct store_streams_ops {
+    int (*create)(log_conn_t *c, log_create_req *r);
+    int (*append)(log_conn_t *c, log_append_req *r);
+    int (*remove)(log_conn_t *c, const char *path, int *answer);  /* answer: 0 or LOG_E*, after commit */
+    int (*touch)(log_conn_t *c, int64_t id);        /* inside a group */
+    int (*sweep)(log_conn_t *c, int *removed);      /* inside a group */
+    int (*read)(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
+    int (*head)(log_conn_t *c, const char *path, log_info *info);
+} store_streams_ops;
+
+/* The change feed: what committed, by any process, since the last look. */
+typedef struct store_feed store_feed;
+typedef struct store_feed_ops {
+    /* Open this process's feed (connections of its own). NULL with err. */
+    store_feed *(*open)(log_t *l, char *err, size_t errlen);
+    void (*close)(store_feed *f);
+    /* A descriptor that becomes readable when something may have committed, or -1
+     * (then the caller polls). */
+    int (*fd)(store_feed *f);
+    /* Watch (on = 1) while somebody in this process waits, not otherwise (0). */
+    void (*watch)(store_feed *f, int on);
+    /* The descriptor was readable: consume it. Returns 0 when it said nothing of
+     * note, 1 when a look now suffices, 2 when a commit is likely to become
+     * visible soon (look again quickly for a while). */
+    int (*event)(store_feed *f);
+    /* 1 if anything may have committed since the last look, 0 if not (cheap). */
+    int (*moved)(store_feed *f);
+    /* Report each stream changed since the last report: fn(ud, id, path). Returns
+     * 0 or LOG_E*. */
+    int (*changes)(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud);
+    /* The same on a connection, from a cursor of the caller's (log_changes). */
+    int (*changes_since)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
+                         void *ud);
+} store_feed_ops;
+
+struct store_engine {
+    const char *name;           /* "sqlite" */
+    /* The process: create or migrate the database, fill l->engine_state. Returns
+     * 0, or -1 with err. */
+    int (*open)(log_t *l, char *err, size_t errlen);
+    void (*close)(log_t *l);
+    /* A thread's connection (its first member filled by the engine). */
+    log_conn_t *(*conn_open)(log_t *l, char *err, size_t errlen);
+    void (*conn_close)(log_conn_t *c);
+    /* The group commit's steps (lib/log.c). group_begin takes whatever lock the
+     * engine's writers share and opens the transaction; op_begin and op_end
+     * bracket one operation (op_end undoes it when op_rc < 0, and returns nonzero
+     * when the whole transaction was lost, for example a full disk); group_end
+     * commits (rc == 0) or rolls back and returns the group's result;
+     * group_release drops the lock group_begin took. */
+    int (*group_begin)(log_conn_t *c);
+    int (*op_begin)(log_conn_t *c);
+    int (*op_end)(log_conn_t *c, int op_rc);
+    int (*group_end)(log_conn_t *c, int rc);
+    void (*group_release)(log_conn_t *c);
+    /* The schema version this build's migrations reach. */
+    int (*schema_version)(void);
+    const store_streams_ops *streams;
+    const store_feed_ops *feed;
+};
+
+/* The engine for a database target: a postgresql:// (or postgres://) URI names
+ * PostgreSQL, anything else is a SQLite file path. NULL with err when this build
+ * has no such engine. */
+const store_engine *store_engine_for(const char *target, char *err, size_t errlen);
+
+/* The engine of a connection. */
+static inline const store_engine *store_of(const log_conn_t *c)
+{
+    return c->log->engine;
+}
+
+#endif

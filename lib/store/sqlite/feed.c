@@ -1,0 +1,164 @@
+/* The SQLite engine's change feed: noticing commits made by any process.
+ *
+ * SQLite offers no cross-process notification, and a reader must not hold a read
+ * transaction while it waits (the WAL could not be checkpointed). Every write to
+ * the database appends frames to the -wal file, so an inotify watch (IN_MODIFY) on
+ * it fires on any process's commit at no cost while idle. The event comes when the
+ * frames are written, which is before the commit is visible (the fsync and the
+ * wal-index update come after), so after an event the caller (lib/wake) looks
+ * again quickly for a while; each look first asks a cheap `PRAGMA data_version`,
+ * and only when it moved, which streams changed. File events that come while this
+ * process holds the write lock (log_writing) are its own: no one else can commit
+ * then, and the end of the write pokes the caller directly.
+ *
+ * Finding the streams that changed: every change to a stream row stamps it with a
+ * database-wide revision (streams.rev, indexed: max(rev) + 1, safe because SQLite
+ * has one writer at a time); the feed asks for rows with rev above the last it saw. */
+#include "sqlite.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "db.h"
+
+struct store_feed {
+    log_t *log;
+    log_conn_t *conn;
+    sqlite3 *probe;             /* for PRAGMA data_version */
+    sqlite3_stmt *dv;           /* PRAGMA data_version, kept prepared */
+    char wal[4200];
+    int ifd, wd;
+    int watching;
+    int64_t data_version;
+    log_cursor cur;
+};
+
+static int64_t data_version(store_feed *f)
+{
+    int64_t v = -1;
+    if (!f->dv && sqlite3_prepare_v3(f->probe, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT,
+                                     &f->dv, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(f->dv) == SQLITE_ROW) v = sqlite3_column_int64(f->dv, 0);
+    sqlite3_reset(f->dv);
+    return v;
+}
+
+static void feed_close(store_feed *f)
+{
+    if (!f) return;
+    if (f->ifd >= 0) close(f->ifd);
+    sqlite3_finalize(f->dv);
+    sqlite3_close_v2(f->probe);
+    log_conn_close(f->conn);
+    free(f);
+}
+
+static void ignore(void *ud, int64_t id, const char *path)
+{
+    (void)ud, (void)id, (void)path;
+}
+
+static store_feed *feed_open(log_t *l, char *err, size_t errlen)
+{
+    store_feed *f = calloc(1, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    f->log = l;
+    f->ifd = f->wd = -1;
+    f->cur = LOG_CURSOR_START;
+    snprintf(f->wal, sizeof f->wal, "%s-wal", l->target);
+    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
+    if (!(f->conn = log_conn_open(l, err, errlen))) goto fail;
+    if (db_open(l->target, &o, &f->probe, err, errlen)) goto fail;
+    if (sq_changes_since(f->conn, &f->cur, ignore, NULL)) {
+        snprintf(err, errlen, "cannot read the stream revision");
+        goto fail;
+    }
+    f->data_version = data_version(f);
+    f->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);   /* watched once someone waits */
+    return f;
+fail:
+    feed_close(f);
+    return NULL;
+}
+
+static int feed_fd(store_feed *f)
+{
+    return f->ifd;
+}
+
+static void add_watch(store_feed *f)
+{
+    if (f->ifd < 0) return;
+    if (f->wd >= 0) inotify_rm_watch(f->ifd, f->wd);
+    f->wd = inotify_add_watch(f->ifd, f->wal, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF);
+}
+
+/* While nobody waits in this process the file is not watched at all: a busy
+ * writer elsewhere then costs this process nothing. */
+static void feed_watch(store_feed *f, int on)
+{
+    f->watching = on;
+    if (on) {
+        add_watch(f);
+    } else if (f->wd >= 0) {
+        inotify_rm_watch(f->ifd, f->wd);
+        f->wd = -1;
+    }
+}
+
+static int feed_event(store_feed *f)
+{
+    char evbuf[4096] __attribute__((aligned(8)));
+    ssize_t len = read(f->ifd, evbuf, sizeof evbuf);
+    int modified = 0, lost = 0;
+    for (ssize_t off = 0; off < len;) {
+        struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
+        if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) && ev->wd == f->wd) {
+            f->wd = -1;
+            lost = 1;
+        }
+        modified |= (ev->mask & IN_MODIFY) != 0;
+        off += (ssize_t)sizeof *ev + ev->len;
+    }
+    /* A -wal file that was removed (the last connection closed) or replaced: watch
+     * the new one, and look once, for commits made before the watch. */
+    if (lost && f->watching) {
+        add_watch(f);
+        return 1;
+    }
+    if (!modified) return 0;
+    /* While this process writes, the file changes are its own (SQLite lets one
+     * writer at a time commit), and the end of the write pokes the caller. */
+    return log_writing(f->log) ? 1 : 2;
+}
+
+static int feed_moved(store_feed *f)
+{
+    int64_t v = data_version(f);
+    if (v == f->data_version && v >= 0) return 0;
+    f->data_version = v;
+    return 1;
+}
+
+static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    return sq_changes_since(f->conn, &f->cur, fn, ud);
+}
+
+const store_feed_ops sq_feed_ops = {
+    .open = feed_open,
+    .close = feed_close,
+    .fd = feed_fd,
+    .watch = feed_watch,
+    .event = feed_event,
+    .moved = feed_moved,
+    .changes = feed_changes,
+    .changes_since = sq_changes_since,
+};

@@ -1,0 +1,77 @@
+/* The SQLite engine's own header: its connection, its statement cache and what
+ * its files share. Nothing outside lib/store/sqlite/ includes it (make check),
+ * except the modules still being moved behind typed operations (their SQL goes
+ * through log_stmt until then).
+ *
+ * One database file in WAL mode, opened by every process with a busy timeout;
+ * writers of all processes queue on a lock file beside it (DB-wlock) before
+ * BEGIN IMMEDIATE; commits are seen by other processes through inotify on the
+ * -wal file and PRAGMA data_version (feed.c); a database-wide revision stamped on
+ * each changed stream row says which streams changed (one writer at a time makes
+ * max(rev) + 1 safe here, and only here). */
+#ifndef DSTREAM_STORE_SQLITE_H
+#define DSTREAM_STORE_SQLITE_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "../../store.h"
+#include "engine.h"
+
+#define SQ_STREAM_STMTS 32     /* streams.c's prepared statements (its S_COUNT) */
+
+/* Such a statement from the connection's cache: prepared the first time sql is
+ * asked for, then kept (up to LOG_STMT_CACHE of them, the least recently used
+ * replaced), since preparing costs far more than running the short statements the
+ * modules use. Give it back with log_stmt_done (never sqlite3_finalize), which
+ * resets it and clears its bindings. Asked again while still out (a nested use),
+ * a fresh statement is prepared, and finalized when given back. sql is compared
+ * by content, so it may be built at run time. */
+#define LOG_STMT_CACHE 48
+
+typedef struct sq_cached_stmt {
+    uint64_t hash;             /* of the SQL text */
+    uint64_t used;             /* when last handed out (c->tick), for replacement */
+    sqlite3_stmt *st;          /* NULL: a free slot */
+    int out;                   /* handed out, not given back yet */
+} sq_cached_stmt;
+
+typedef struct sq_conn {
+    struct log_conn base;      /* first: a log_conn_t * is a sq_conn * */
+    sqlite3 *db;
+    sqlite3_stmt *st[SQ_STREAM_STMTS];  /* streams.c's, prepared at open */
+    int lockfd;                /* the writers' lock file, -1 if unavailable */
+    int locked;                /* group_begin took it */
+    uint64_t tick;
+    sq_cached_stmt cache[LOG_STMT_CACHE];  /* log_stmt */
+} sq_conn;
+
+static inline sq_conn *sq(log_conn_t *c)
+{
+    return (sq_conn *)c;
+}
+
+/* The connection's database handle. */
+sqlite3 *log_db(log_conn_t *c);
+int log_stmt(log_conn_t *c, const char *sql, sqlite3_stmt **st);
+void log_stmt_done(log_conn_t *c, sqlite3_stmt *st);
+/* Give st back and turn rc, its last sqlite3_step result, into 0 (a row, or done),
+ * LOG_EBUSY or LOG_EIO. */
+int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc);
+/* Step st once (a write, or a read of one row nobody needs), then log_stmt_finish. */
+int log_stmt_run(log_conn_t *c, sqlite3_stmt *st);
+
+/* A SQLite result code as LOG_E*: LOG_EFULL, LOG_EBUSY or LOG_EIO. */
+int sq_error(log_conn_t *c, int rc);
+
+/* streams.c: prepare and finalize its statements on a new connection. */
+int sq_streams_prepare(sq_conn *c, char *err, size_t errlen);
+void sq_streams_finalize(sq_conn *c);
+
+/* streams.c: the change feed on a connection (store_feed_ops.changes_since). */
+int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud);
+
+extern const store_streams_ops sq_streams_ops;
+extern const store_feed_ops sq_feed_ops;
+
+#endif
