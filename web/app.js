@@ -2,6 +2,7 @@
 //   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
+import { flowPicture } from "./flow.js";
 import { sessionPage } from "./session.js";
 
 const main = document.getElementById("main");
@@ -103,6 +104,7 @@ function newSessionForm() {
 
 function docsPage(kind, name) {
     const single = kind === "agents" ? "agent" : "workflow";
+    if (!name && kind === "workflows") return workflowsPage();
     if (!name) {
         const list = h("ul");
         main.append(h("h1", {}, kind === "agents" ? "Agents" : "Workflows"), list);
@@ -137,11 +139,47 @@ function docsPage(kind, name) {
                                                  : `Not saved (${e.status}): ${e.message}`;
         }
     } }, "Save");
-    main.append(h("h1", {}, `${single} ${name}`), h("label", { for: "doc" }, `The ${single}'s document (JSON)`), area,
+    const picture = h("div", { id: "picture" });
+    main.append(h("h1", {}, `${single} ${name}`), kind === "workflows" ? picture : null,
+                h("label", { for: "doc" }, `The ${single}'s document (JSON)`), area,
                 h("div", { class: "row" }, edit, save), state);
-    api("GET", `/v1/${kind}/${enc(name)}`).then((d) => { area.value = json(d); },
-                                                 (e) => { state.textContent = e.message; });
+    api("GET", `/v1/${kind}/${enc(name)}`).then((d) => {
+        area.value = json(d);
+        if (kind === "workflows" && d && d.document) clear(picture).append(flowPicture(d.document).el);
+    }, (e) => { state.textContent = e.message; });
     return {};
+}
+
+// The workflows, each drawn (flow.js): its documents are asked 4 at a time.
+function workflowsPage() {
+    const list = h("ul", { class: "wf-list" });
+    const state = h("p", { role: "status", class: "muted" }, "loading…");
+    main.append(h("h1", {}, "Workflows"), state, list);
+    let gone = false;
+    api("GET", "/v1/workflows").then(async (res) => {
+        const items = res.workflows || [];
+        state.textContent = items.length ? `${items.length} workflow${items.length === 1 ? "" : "s"}` : "No workflows.";
+        const slots = items.map((it) => {
+            const slot = h("div", {}, h("p", { class: "muted" }, "loading…"));
+            list.append(h("li", { class: "card", "data-workflow": it.name },
+                h("h2", {}, h("a", { href: `#/workflows/${enc(it.name)}` }, it.name), h("span", { class: "muted" }, ` v${it.latestVersion}`)),
+                slot));
+            return slot;
+        });
+        let next = 0;
+        const worker = async () => {
+            while (!gone && next < items.length) {
+                const i = next++;
+                try {
+                    const d = await api("GET", `/v1/workflows/${enc(items[i].name)}?version=${enc(items[i].latestVersion)}`);
+                    const doc = d.document || {};
+                    clear(slots[i]).append(doc.description ? h("p", { class: "text" }, doc.description) : null, flowPicture(doc).el);
+                } catch (e) { clear(slots[i]).append(h("p", { class: "forbidden" }, e.message)); }
+            }
+        };
+        await Promise.all([worker(), worker(), worker(), worker()]);
+    }, (e) => { state.className = "forbidden"; state.textContent = e.message; });
+    return { leave() { gone = true; } };
 }
 
 // ---- the operator's MCP servers: read-only (admin), with what the runners count ----------

@@ -5,6 +5,7 @@
 // test asserts there are none), never shown twice.
 import { api, enc, eventsUrl } from "./api.js";
 import { age, append, clear, h, json, short, statusBadge, toast, usd } from "./dom.js";
+import { flowPicture } from "./flow.js";
 
 // The catalogue (docs/events.md): EventSource delivers a named event only to a
 // listener for that name.
@@ -35,6 +36,9 @@ export function sessionPage(main, id) {
     const travelView = h("pre", { id: "travel-state", "aria-label": "State at that position" });
     const forkBtn = h("button", { type: "button", id: "fork", disabled: true, onclick: fork }, "Fork here");
     const compose = composeForm();
+    // A workflow session: its workflow drawn, the phase it is in marked (flow.js).
+    const flowBox = h("div", { id: "flow" });
+    const flowCard = h("section", { class: "card", "aria-label": "Phases", hidden: true }, h("h2", {}, "Phases"), flowBox);
 
     main.append(
         h("h1", {}, "Session ", h("span", { id: "session-id" }, id)),
@@ -46,6 +50,7 @@ export function sessionPage(main, id) {
             checkpoint,
             h("h2", {}, "Conversation"), past, chat, compose),
           h("div", {},
+            flowCard,
             h("section", { class: "card travel", "aria-label": "Time travel" },
               h("h2", {}, "Time travel"),
               h("label", { for: "travel" }, "Position (events)"), slider,
@@ -255,12 +260,47 @@ export function sessionPage(main, id) {
                 else if (p.output !== undefined) message(`agent ${p.agent || ""}`, p.output, null, "assistant");
                 break;
             }
+            case "phase:entered":
+                phaseVisits.set(p.phase, (phaseVisits.get(p.phase) || 0) + 1);
+                if (flow) flow.visit(p.phase);
+                markPhase(p.phase, "running");
+                break;
+            case "input:requested":
+                markPhase(phaseNow, "awaiting_input");
+                break;
+            case "input:received": case "input:expired":
+                markPhase(phaseNow, "running");
+                break;
             case "session:cancelled": case "workflow:completed": case "workflow:failed":
+                markPhase(phaseNow, env.type === "session:cancelled" ? "cancelled" : env.type.slice(9));
                 agentRun = null;
                 message("system", env.type + (p.error ? `: ${p.error}` : p.reason ? `: ${p.reason}` : ""), null, "assistant");
                 break;
             }
         });
+    }
+
+    // ---- the workflow's picture: the phase entered last marked, as events come -------
+    const phaseVisits = new Map();
+    let flow = null, flowAsked = false, phaseNow = "", phaseStatus = "";
+    function markPhase(phase, status) {
+        phaseNow = phase || "";
+        phaseStatus = status;
+        if (flow) flow.mark(phaseNow, phaseStatus);
+    }
+    async function loadFlow(s) {
+        if (flowAsked || !s.workflow) return;
+        flowAsked = true;
+        flowCard.hidden = false;
+        const v = s.workflowVersion ? `?version=${enc(s.workflowVersion)}` : "";
+        try {
+            const d = await api("GET", `/v1/workflows/${enc(s.workflow)}${v}`);
+            if (closed) return;
+            flow = flowPicture(d.document || {});
+            for (const [ph, n] of phaseVisits) for (let i = 0; i < n; i++) flow.visit(ph);
+            flow.mark(phaseNow, phaseStatus);
+            clear(flowBox).append(flow.el);
+        } catch (e) { clear(flowBox).append(h("p", { class: "forbidden" }, e.message)); }
     }
 
     // ---- summary and checkpoint (the session's derived state) --------------------
@@ -297,6 +337,7 @@ export function sessionPage(main, id) {
         showPosition(s);
         cancelBtn.disabled = ["completed", "failed", "cancelled"].includes(s.status) && !!s.workflow;
         isWorkflow = !!s.workflow;
+        loadFlow(s);
         compose.hidden = isWorkflow || !past.hidden;   /* the past takes no messages */
         showCheckpoint(s.pendingInput);
     }

@@ -11,6 +11,11 @@
 //   toast          a toast stays on the page it belongs to: "Answer sent" is gone on
 //                  the next page, also when the answer comes back after leaving; the
 //                  fork's "Forked as" is shown on the fork's page
+//   workflow-picture
+//                  the Workflows page draws each workflow's phases, steps and
+//                  transitions (a loop included), names and conditions as text; a
+//                  workflow session's page draws it with the current phase marked,
+//                  moved live as the session goes round the loop
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { chromium } from "playwright-core";
@@ -191,6 +196,101 @@ const cases = {
         ok("the fork's toast is shown on the fork's page");
     },
 
+    async "workflow-picture"(page) {
+        const wf = `details-flow-${tag}`;
+        const evil = "<img src=x onerror=\"window.__pwned('step')\">";
+        await api("POST", "/v1/workflows", { name: wf, description: "Draft, approve, publish", initialPhase: "draft", phases: [
+            { name: "draft", steps: [{ kind: "update", name: `Write ${evil}`, set: { n: 1 } }],
+              transitions: [{ when: `state.title != "${evil.replace(/"/g, "\\\"")}"`, to: "approve" }, { to: "draft" }] },
+            { name: "approve", steps: [{ kind: "human", id: "publish-ok", input: "approval", prompt: "Publish?",
+              timeoutMs: 3600000, update: { approved: "$response" } }],
+              transitions: [{ when: "state.approved == true", to: "publish" }, { to: "revise" }] },
+            { name: "revise", steps: [{ kind: "update", set: { feedback: "more" } }], transitions: [{ to: "draft" }] },
+            { name: "publish", terminal: true, steps: [{ kind: "update", name: "Mark as published", set: { published: true } }] }] });
+        const picture = (name) => page.evaluate((n) => {
+            const fig = [...document.querySelectorAll("figure.flow")].find((f) => f.dataset.workflow === n);
+            if (!fig) return null;
+            const phases = [...fig.querySelectorAll(".flow-phase")].map((p) => ({
+                name: p.dataset.phase, steps: p.querySelectorAll(".flow-steps > li").length,
+                next: [...p.querySelectorAll(".flow-next > li")].map((t) => `${t.textContent}`),
+                start: p.classList.contains("flow-start"), end: p.classList.contains("flow-end"),
+                current: p.getAttribute("aria-current"), visits: Number(p.dataset.visits || 0) }));
+            const edges = [...fig.querySelectorAll(".flow-edges .flow-edge")].map((e) => ({
+                from: e.dataset.from, to: e.dataset.to, back: e.classList.contains("flow-back"),
+                drawn: e.getBoundingClientRect().width > 0 && e.getBoundingClientRect().height > 0 }));
+            return { phases, edges, text: fig.textContent, imgs: fig.querySelectorAll("img").length };
+        }, name);
+        const checkShape = (p, where) => {
+            assert(p, `${where}: no picture of ${wf}`);
+            assert(JSON.stringify(p.phases.map((x) => x.name)) === '["draft","approve","revise","publish"]', `${where}: phases ${JSON.stringify(p.phases)}`);
+            assert(p.phases[0].start && p.phases[3].end && !p.phases[1].start && !p.phases[1].end, `${where}: start and end ${JSON.stringify(p.phases)}`);
+            assert(p.phases.map((x) => x.steps).join() === "1,1,1,1", `${where}: steps ${JSON.stringify(p.phases)}`);
+            const e = p.edges.map((x) => `${x.from}>${x.to}${x.back ? " back" : ""}`).sort().join(", ");
+            assert(e === "approve>publish, approve>revise, draft>approve, draft>draft back, revise>draft back",
+                   `${where}: edges ${e}`);
+            assert(p.edges.every((x) => x.drawn), `${where}: an edge is not drawn`);
+            assert(p.text.includes(`Write ${evil}`) && p.text.includes(`state.title != "${evil.replace(/"/g, "\\\"")}"`) &&
+                   p.text.includes("state.approved == true") && p.text.includes("publish-ok"), `${where}: text ${p.text}`);
+            assert(p.imgs === 0, `${where}: an element was made from a workflow's text`);
+            const nx = p.phases[1].next.join(" | ");
+            assert(/if state\.approved == true.*publish/.test(nx) && /otherwise.*revise/.test(nx), `${where}: transitions ${nx}`);
+            assert(/always.*draft/.test(p.phases[2].next.join()), `${where}: revise ${p.phases[2].next}`);
+        };
+
+        await page.goto(`${base}/web/#/workflows`);
+        await page.waitForFunction((n) => [...document.querySelectorAll("figure.flow")].some((f) => f.dataset.workflow === n &&
+            f.querySelector(".flow-edges .flow-edge")), wf, { timeout: 15000 });
+        checkShape(await picture(wf), "the Workflows page");
+        await page.locator(`figure.flow[data-workflow="${wf}"]`).screenshot({ path: `${out}/details-workflows.png` });
+        await page.screenshot({ path: `${out}/details-workflows-page.png`, fullPage: true });
+        ok("the Workflows page draws each workflow: phases, steps, transitions and loops, text as text");
+
+        await page.goto(`${base}/web/#/workflows/${wf}`);
+        await page.waitForFunction(() => document.getElementById("doc")?.value.includes("\"approve\"") &&
+                                         document.querySelector("figure.flow .flow-edges .flow-edge"), null, { timeout: 10000 });
+        checkShape(await picture(wf), "a workflow's page");
+        ok("a workflow's own page draws it above its document");
+
+        // A session: draft, then approve waits for a person. Rejected, it goes round the
+        // loop (revise, draft) and waits at approve again; approved, it ends in publish.
+        const id = (await api("POST", "/v1/sessions", { workflow: wf })).id;
+        await page.goto(`${base}/web/#/session/${id}`);
+        const marked = (phase, visits) => page.waitForFunction(([n, ph, v]) => {
+            const fig = [...document.querySelectorAll("figure.flow")].find((f) => f.dataset.workflow === n);
+            const cur = fig && fig.querySelectorAll(".flow-phase[aria-current]");
+            return cur && cur.length === 1 && cur[0].dataset.phase === ph && Number(cur[0].dataset.visits) === v &&
+                   fig.querySelector(".flow-edges .flow-edge");
+        }, [wf, phase, visits], { timeout: 15000 });
+        await marked("approve", 1);
+        let p = await picture(wf);
+        checkShape(p, "the session's page");
+        assert(p.phases[0].visits === 1 && p.phases[2].visits === 0, `visits: ${JSON.stringify(p.phases)}`);
+        await page.screenshot({ path: `${out}/details-session-flow.png`, fullPage: true });
+        ok("a workflow session's page draws its workflow, the current phase marked");
+        const loads = [];
+        page.on("framenavigated", () => loads.push(page.url()));
+        await page.getByRole("button", { name: "Reject" }).click();
+        await marked("approve", 2);
+        p = await picture(wf);
+        assert(p.phases[0].visits === 2 && p.phases[2].visits === 1, `after the loop: ${JSON.stringify(p.phases)}`);
+        await page.getByRole("button", { name: "Approve" }).click();
+        await marked("publish", 1);
+        p = await picture(wf);
+        assert(p.phases[3].current === "step", `the end: ${JSON.stringify(p.phases[3])}`);
+        await page.waitForFunction(() => document.getElementById("session-status")?.textContent.startsWith("completed"), null, { timeout: 15000 });
+        assert(loads.length === 0, `the page was reloaded: ${loads}`);
+        await page.locator("figure.flow").screenshot({ path: `${out}/details-session-flow-end.png` });
+        ok("the marked phase follows the session live, round the loop to the end");
+
+        // A phone-sized screen: the picture fits.
+        await page.setViewportSize({ width: 390, height: 844 });
+        const fits = await page.waitForFunction(() => document.documentElement.scrollWidth - window.innerWidth <= 1,
+                                                null, { timeout: 5000 }).then(() => true, () => false);
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert(fits, `the page is ${overflow}px wider than a phone`);
+        await page.screenshot({ path: `${out}/details-session-flow-phone.png`, fullPage: true });
+        ok("the picture fits a phone-sized screen");
+    },
 };
 
 const run = cases[which];
@@ -199,11 +299,11 @@ const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     args: ["--no-sandbox", "--headless=new"],
 });
-let failed = false;
+let failed = false, page = null;
 try {
     await fetch(`${mock}/__script`, { method: "DELETE" });
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const page = await ctx.newPage();
+    page = await ctx.newPage();
     const pageErrors = [], external = [];
     page.on("pageerror", (e) => pageErrors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
@@ -221,6 +321,7 @@ try {
 } catch (e) {
     failed = true;
     console.log(`viewer-details ${which}: FAIL ${e.stack || e}`);
+    if (page) await page.screenshot({ path: `${out}/details-${which}-failed.png`, fullPage: true }).catch(() => {});
 } finally {
     await browser.close();
 }

@@ -34,7 +34,7 @@ teardown() { rn_test_teardown; }
     grep -qi "^content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'" "$BATS_TEST_TMPDIR/h"
     grep -qi "^x-content-type-options: nosniff" "$BATS_TEST_TMPDIR/h"
     grep -q '<script type="module" src="app.js">' "$BATS_TEST_TMPDIR/b"
-    for f in app.js api.js dom.js session.js; do
+    for f in app.js api.js dom.js flow.js session.js; do
         run curl -sS -o /dev/null -w '%{http_code} %{content_type}' "$direct/web/$f"
         assert_output "200 text/javascript"
     done
@@ -96,4 +96,8 @@ details() {
 
 @test "headless Chromium: a toast stays on its page (an answer's), or goes to the next when meant to (a fork's)" {
     details toast
+}
+
+@test "headless Chromium: each workflow drawn (phases, steps, transitions, loops); a session's current phase marked live" {
+    details workflow-picture
 }
