@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 static int json_escape(buf_t *b, const char *s, size_t len);
 
 void buf_init(buf_t *b, size_t max)
@@ -95,6 +97,19 @@ static int json_escape(buf_t *b, const char *s, size_t len)
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            /* A JSON text is UTF-8: a byte that starts no well-formed sequence
+             * goes out as U+FFFD (the client's path or header echoed). */
+            size_t n = utf8_seq(s + i, len - i);
+            if (n) {
+                i += n - 1;
+                continue;
+            }
+            int rc = buf_append(b, s + start, i - start);
+            if (rc || (rc = buf_append(b, "\\ufffd", 6))) return rc;
+            start = i + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\') continue;
         int rc = buf_append(b, s + start, i - start);
         if (rc) return rc;

@@ -32,7 +32,8 @@ int buf_puts(buf_t *b, const char *s);
 /* Append formatted text (snprintf rules). */
 int buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(buf_t *b, const char *fmt, va_list ap);
-/* Append s as the body of a JSON string literal (no quotes), escaping as needed. */
+/* Append s as the body of a JSON string literal (no quotes), escaping as needed; a
+ * byte that starts no well-formed UTF-8 sequence becomes \ufffd (lib/utf8). */
 int buf_json_escape(buf_t *b, const char *s, size_t len);
 /* Make room for at least n more bytes. */
 int buf_reserve(buf_t *b, size_t n);

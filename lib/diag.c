@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "timefmt.h"
+#include "utf8.h"
 
 static const char *prog = "dstream";
 static int json_lines, text_time;
@@ -39,10 +40,13 @@ void diag(const char *level, const char *fmt, ...)
         else fprintf(stderr, "%s: %s\n", prog, msg);
         return;
     }
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "time", ts, "program", prog, "level", level, "message", msg);
+    /* A message that names a client's path may hold bytes that are not UTF-8 (or a
+     * character cut at 2047 bytes): U+FFFD for them, the line stays JSON. */
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "time", ts, "program", prog, "level", level, "message",
+                          utf8_json(msg));
     char *line = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     if (line) fprintf(stderr, "%s\n", line);
-    else fprintf(stderr, "%s: %s\n", prog, msg);   /* not valid UTF-8, or out of memory */
+    else fprintf(stderr, "%s: %s\n", prog, msg);   /* out of memory */
     free(line);
     json_decref(o);
 }

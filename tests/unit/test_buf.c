@@ -175,6 +175,14 @@ static void test_json_escape(void)
     ESCAPE("\b\f", "\\u0008\\u000c");
     ESCAPE("\x01\x1f", "\\u0001\\u001f");
     ESCAPE("nul\0inside", "nul\\u0000inside");
+    /* UTF-8 passes as it is; a byte that starts no well-formed sequence is U+FFFD
+     * (a JSON text is UTF-8: an error that echoes the client's path stays valid). */
+    ESCAPE("\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80");
+    ESCAPE("a\xff" "b", "a\\ufffdb");
+    ESCAPE("\xc0\xaf", "\\ufffd\\ufffd");
+    ESCAPE("\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd");
+    ESCAPE("cut \xe2\x82", "cut \\ufffd\\ufffd");
+    ESCAPE("\xe2\x82\xac\xe2", "\xe2\x82\xac\\ufffd");
     ESCAPE("\x7f", "\x7f");
     /* UTF-8 passes through byte for byte. */
     ESCAPE("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80");

@@ -55,6 +55,12 @@ int main(void)
         CHECK(t && strlen(t) >= 20 && t[10] == 'T');
     }
     json_decref(o);
+    /* A message naming a path that is not UTF-8 is still one JSON line (U+FFFD). */
+    capture("warn", "stream pub/\xff\xfe gone", out, sizeof out);
+    o = json_loads(out, 0, &e);
+    if (CHECK(o != NULL))
+        CHECK_EQ_STR(json_string_value(json_object_get(o, "message")), "stream pub/\xef\xbf\xbd\xef\xbf\xbd gone");
+    json_decref(o);
 
     CHECK_EQ_INT(diag_init("x", "xml", 0), -1);
     capture("info", "still json", out, sizeof out);

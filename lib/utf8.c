@@ -1,0 +1,85 @@
+#include "utf8.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t utf8_seq(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    if (!len) return 0;
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf;      /* the range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;       /* overlong */
+        if (c == 0xed) hi = 0x9f;       /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;       /* overlong */
+        if (c == 0xf4) hi = 0x8f;       /* above U+10FFFF */
+    } else return 0;
+    if (len < n || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+int utf8_valid(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (!n) return 0;
+        i += n;
+    }
+    return 1;
+}
+
+char *utf8_lossy(const char *s, size_t len)
+{
+    /* Each bad byte becomes 3 (EF BF BD): at most 3 * len + 1. */
+    if (len > (SIZE_MAX - 1) / 3) return NULL;
+    char *out = malloc(3 * len + 1), *o = out;
+    if (!out) return NULL;
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n) {
+            memcpy(o, s + i, n);
+            o += n;
+            i += n;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+char *utf8_scrub(char *s)
+{
+    size_t len = strlen(s), i = 0;
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n) i += n;
+        else s[i++] = '?';
+    }
+    return s;
+}
+
+json_t *utf8_json(const char *s)
+{
+    if (!s) return json_null();
+    size_t len = strlen(s);
+    if (utf8_valid(s, len)) return json_stringn(s, len);
+    char *fixed = utf8_lossy(s, len);
+    json_t *j = fixed ? json_string(fixed) : NULL;
+    free(fixed);
+    return j;
+}

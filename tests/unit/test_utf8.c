@@ -1,0 +1,88 @@
+/* Unit tests for lib/utf8.c: what is well-formed, and the lossy copies. */
+#include "utf8.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#define SEQ(s, want) CHECK_EQ_UINT(utf8_seq((s), sizeof(s) - 1), (want))
+#define VALID(s, want) CHECK_EQ_INT(utf8_valid((s), sizeof(s) - 1), (want))
+
+static void test_seq(void)
+{
+    SEQ("", 0);
+    SEQ("a", 1);
+    SEQ("\xc3\xa9", 2);
+    SEQ("\xe2\x82\xac", 3);
+    SEQ("\xf0\x9f\x98\x80", 4);
+    SEQ("\xf4\x8f\xbf\xbf", 4);      /* U+10FFFF */
+    SEQ("\xef\xbf\xbf", 3);          /* U+FFFF: a noncharacter, but well-formed */
+    SEQ("\x80", 0);                  /* a continuation byte alone */
+    SEQ("\xff", 0);
+    SEQ("\xc0\xaf", 0);              /* overlong '/' */
+    SEQ("\xc1\xbf", 0);
+    SEQ("\xe0\x80\xaf", 0);          /* overlong */
+    SEQ("\xf0\x80\x80\xaf", 0);      /* overlong */
+    SEQ("\xed\xa0\x80", 0);          /* a surrogate (U+D800) */
+    SEQ("\xf4\x90\x80\x80", 0);      /* above U+10FFFF */
+    SEQ("\xf5\x80\x80\x80", 0);
+    SEQ("\xe2\x82", 0);              /* cut short */
+    SEQ("\xe2\x28\xa1", 0);          /* a bad continuation */
+}
+
+static void test_valid(void)
+{
+    VALID("", 1);
+    VALID("pub/\xc3\xa9t\xc3\xa9/\xf0\x9f\x98\x80", 1);
+    VALID("pub/\xff", 0);
+    VALID("pub/\xc3", 0);
+    VALID("a\xed\xbf\xbf", 0);
+    CHECK_EQ_INT(utf8_valid("a\0b", 3), 1);    /* NUL is a character; paths refuse it elsewhere */
+}
+
+static void test_lossy(void)
+{
+    char *s = utf8_lossy("old/\xff\xfe", 6);
+    CHECK_EQ_STR(s, "old/\xef\xbf\xbd\xef\xbf\xbd");
+    free(s);
+    s = utf8_lossy("\xe2\x82\xac\xe2\x82", 5);
+    CHECK_EQ_STR(s, "\xe2\x82\xac\xef\xbf\xbd\xef\xbf\xbd");
+    free(s);
+    s = utf8_lossy("", 0);
+    CHECK_EQ_STR(s, "");
+    free(s);
+
+    char cut[] = "a\xc3\xa9\xe2\x82";       /* as a %.4s would leave it */
+    CHECK_EQ_STR(utf8_scrub(cut), "a\xc3\xa9??");
+    char fine[] = "\xf0\x9f\x98\x80 ok";
+    CHECK_EQ_STR(utf8_scrub(fine), "\xf0\x9f\x98\x80 ok");
+}
+
+static void test_json(void)
+{
+    /* jansson refuses these bytes (json_string gives NULL): utf8_json never does. */
+    CHECK(json_string("pub/\xff") == NULL);
+    json_t *j = utf8_json("pub/\xff");
+    CHECK(j != NULL && json_is_string(j));
+    CHECK_EQ_STR(json_string_value(j), "pub/\xef\xbf\xbd");
+    char *d = json_dumps(j, JSON_ENCODE_ANY);
+    CHECK(d != NULL);
+    free(d);
+    json_decref(j);
+    j = utf8_json("pub/\xc3\xa9");
+    CHECK_EQ_STR(json_string_value(j), "pub/\xc3\xa9");
+    json_decref(j);
+    j = utf8_json(NULL);
+    CHECK(json_is_null(j));
+    json_decref(j);
+}
+
+int main(void)
+{
+    test_seq();
+    test_valid();
+    test_lossy();
+    test_json();
+    return TEST_MAIN_END();
+}
