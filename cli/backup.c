@@ -13,6 +13,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/store/sqlite/sqlite.h"
 #include "../lib/store/sqlite/db.h"
+#include "../lib/utf8.h"
 #include "cli.h"
 #include "http.h"
 
@@ -62,7 +63,7 @@ int cmd_backup(const char *dbpath, int argc, char **argv)
         return 1;
     }
     if (cli_json) {
-        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "backup", argv[0], "streams", (json_int_t)bi.streams,
+        json_t *j = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I}", "backup", utf8_json(argv[0]), "streams", (json_int_t)bi.streams,
                               "messages", (json_int_t)bi.messages, "revision", (json_int_t)bi.rev, "bytes",
                               (json_int_t)bi.bytes, "ms", (json_int_t)took);
         print_json(j);
@@ -104,7 +105,7 @@ int cmd_restore(const char *dbpath, int argc, char **argv)
     dst = open_db(dbpath, 1);
     if (!dst) goto out;
     if (cli_json) {
-        json_t *j = json_pack("{s:s, s:s}", "restored", dbpath, "from", argv[0]);
+        json_t *j = json_pack("{s:o, s:o}", "restored", utf8_json(dbpath), "from", utf8_json(argv[0]));
         print_json(j);
         json_decref(j);
     } else {

@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include "../lib/backup.h"
+#include "../lib/utf8.h"
 #include "cli.h"
 #include "http.h"
 
 /* A problem printed, or kept in the array ud (--json). */
 static void print_problem(void *ud, const char *problem)
 {
-    if (ud) json_array_append_new(ud, json_string(problem));
+    /* A problem names what the database holds: a stream path made before paths had
+     * to be UTF-8 too (U+FFFD for its bad bytes; json_string would drop the line). */
+    if (ud) json_array_append_new(ud, utf8_json(problem));
     else printf("problem: %s\n", problem);
 }
 
@@ -49,7 +52,7 @@ int cmd_check(const char *dbpath, int argc, char **argv)
         return 2;
     }
     if (problems) {
-        json_t *j = json_pack("{s:s, s:b, s:o}", "check", path, "ok", !n, "problems", problems);
+        json_t *j = json_pack("{s:o, s:b, s:o}", "check", utf8_json(path), "ok", !n, "problems", problems);
         print_json(j);
         json_decref(j);
         return n ? 1 : 0;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../lib/mcp.h"
+#include "../lib/utf8.h"
 #include "cli.h"
 #include "http.h"
 
@@ -20,7 +21,7 @@ static void add_problems(json_t *problems, char *err)
     for (char *line = err, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        json_array_append_new(problems, json_string(line));
+        json_array_append_new(problems, utf8_json(line));
     }
 }
 
@@ -41,7 +42,7 @@ int cmd_mcp(int argc, char **argv)
         if (access(cmd ? cmd : "", X_OK)) {
             char p[600];
             snprintf(p, sizeof p, "%s: %s is not an executable file", name, cmd ? cmd : "(none)");
-            json_array_append_new(problems, json_string(p));
+            json_array_append_new(problems, utf8_json(p));
         }
         if (cli_json) continue;
         printf("%s: %s", name, cmd);

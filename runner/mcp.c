@@ -34,6 +34,7 @@
 #include "../lib/buf.h"
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
+#include "../lib/utf8.h"
 #include "runner.h"
 
 #define RMCP_WRITE_MAX (64 << 20)   /* bytes queued for a server's stdin */
@@ -438,6 +439,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         char version[32];
         if (msg->kind == MCP_MSG_ERROR) {
             snprintf(x->why, sizeof x->why, "initialize failed: %.200s", msg->message);
+            utf8_scrub(x->why);     /* %.200s may cut a character in two */
         } else if (mcp_parse_initialize(msg->result, version, sizeof version, err, sizeof err)) {
             snprintf(x->why, sizeof x->why, "%s", err);
         } else {
@@ -454,6 +456,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         int skipped = 0;
         if (msg->kind == MCP_MSG_ERROR) {
             snprintf(x->why, sizeof x->why, "tools/list failed: %.200s", msg->message);
+            utf8_scrub(x->why);     /* %.200s may cut a character in two */
             x->broken = 1;
             return;
         }
@@ -493,7 +496,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         if (msg->kind == MCP_MSG_ERROR) {
             char text[512];
             snprintf(text, sizeof text, "MCP error %lld: %.400s", (long long)msg->code, msg->message);
-            finish(x->m, c, json_string(text), 1, 1, RSTATS_MCP_ERROR);
+            finish(x->m, c, json_string(utf8_scrub(text)), 1, 1, RSTATS_MCP_ERROR);
         } else {
             int is_error = 0;
             json_t *out = mcp_call_output(msg->result, &is_error);
@@ -665,7 +668,7 @@ rmcp_call *rmcp_call_start(rmcp_t *m, const char *server, const char *tool, cons
     if (!s) {
         char why[160];
         snprintf(why, sizeof why, "no MCP server named %.64s is configured", server);
-        finish(m, c, json_string(why), 1, 1, -1);
+        finish(m, c, json_string(utf8_scrub(why)), 1, 1, -1);
         return c;
     }
     s->calls++;

@@ -29,6 +29,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/recorder.h"
+#include "../lib/utf8.h"
 #include "mcp.h"
 #include "runner.h"
 
@@ -397,6 +398,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
                 size_t ml = strlen(msg) < sizeof R->start_error - 1 ? strlen(msg) : sizeof R->start_error - 1;
                 memcpy(R->start_error, msg, ml);
                 R->start_error[ml] = '\0';
+                utf8_scrub(R->start_error);     /* %.60s and the cut may split a character */
                 snprintf(R->start_reason, sizeof R->start_reason, "playback_miss");
                 runner_log("session %s: %s", s->id, R->start_error);
                 ret = -1;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/utf8.h"
+
 static const step_exec *const kinds[] = {&step_agent, &step_tool, &step_update, &step_human, NULL};
 
 const step_exec *step_lookup(const char *kind)
@@ -21,5 +23,5 @@ void step_failf(step_ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->ops->fail(c, msg);
+    c->ops->fail(c, utf8_scrub(msg));   /* the cut at 511 bytes may split a character */
 }

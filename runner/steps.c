@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../lib/timefmt.h"
+#include "../lib/utf8.h"
 #include "mcp.h"
 #include "runner.h"
 #include "step.h"
@@ -86,7 +87,7 @@ void steps_run(runner_t *R, sess_t *s, const session_view *v, const json_t *def,
     if (!x) {
         char msg[160];
         snprintf(msg, sizeof msg, "no step kind %.64s", kind ? kind : "(none)");
-        runner_fail_workflow(R, s, msg);
+        runner_fail_workflow(R, s, utf8_scrub(msg));
         return;
     }
     if (open) x->resume(&c);

@@ -26,6 +26,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/mcp.h"
+#include "../lib/utf8.h"
 #include "mcp.h"
 #include "runner.h"
 
@@ -165,7 +166,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         if (!server || !tool) {
             char text[200];
             snprintf(text, sizeof text, "no tool named %.100s", json_string_value(json_object_get(call, PK_NAME)));
-            json_t *why = json_string(text);
+            json_t *why = json_string(utf8_scrub(text));   /* %.100s may cut a character */
             finish(R, s, call, why, 1, 1, 0);
             json_decref(why);
             continue;
