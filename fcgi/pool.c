@@ -36,7 +36,8 @@
 #include "router.h"
 #include "wire.h"
 
-#define FINISH_WAIT_MS 120000   /* nginx's fastcgi_send_timeout in nginx/dstream.conf */
+#define FINISH_WAIT_MS 120000
+#define DRAIN_SLACK (4 << 20)   /* nginx's client_max_body_size is DSTREAM_BODY_MAX + 2 MiB */   /* nginx's fastcgi_send_timeout in nginx/dstream.conf */
 
 static atomic_int stopping;
 static atomic_int in_flight;
@@ -130,6 +131,20 @@ static void serve(req_t *r)
 {
     route(r);
     res_end(r);
+    /* A resource that answered without reading the body (a 404, a 405, a refused
+     * path) leaves it in the socket: closing over unread bytes resets the connection,
+     * and nginx, still sending, loses the answer (502). Read the rest, bounded. */
+    if (!r->parked) req_drain(r, r->cfg->body_max + DRAIN_SLACK);
+}
+
+/* Answer a request whose path req_begin refused (rc). */
+static void refuse(req_t *r, int rc)
+{
+    res_common_headers(r);
+    if (rc == REQ_ETOOLONG)
+        res_error(r, 414, "path_too_long", "request path exceeds %d bytes", REQ_PATH_MAX - 1);
+    else
+        res_error(r, 400, "bad_request", "malformed request path");
 }
 
 typedef struct worker {
@@ -170,9 +185,10 @@ static void *worker_main(void *arg)
         r.log = conn;
         r.waiter = waiter;
         r.hub = w->hub;
-        if (req_begin(&r, &fcgi_backend, &c) < 0) {
-            res_common_headers(&r);
-            res_error(&r, 400, "bad_request", "malformed request path");
+        int brc = req_begin(&r, &fcgi_backend, &c);
+        if (brc < 0) {
+            refuse(&r, brc);
+            req_drain(&r, w->cfg->body_max + DRAIN_SLACK);
         } else {
             serve(&r);
         }
@@ -357,9 +373,9 @@ int cgi_run(const cfg_t *cfg, log_t *log)
                "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
         return 0;
     }
-    if (req_begin(&r, &req_cgi_backend, NULL) < 0) {
-        res_common_headers(&r);
-        res_error(&r, 400, "bad_request", "malformed request path");
+    int brc = req_begin(&r, &req_cgi_backend, NULL);
+    if (brc < 0) {
+        refuse(&r, brc);
     } else {
         serve(&r);
     }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/utf8.h"
+
 #define HEAD_MAX 16384
 
 static const char *reason(int status)
@@ -45,7 +47,8 @@ static int unhex(int c)
     return -1;
 }
 
-/* Percent-decode s[0..n) into out; plus_space for query strings. -1 on error. */
+/* Percent-decode s[0..n) into out; plus_space for query strings. Returns the length,
+ * -1 if malformed (a bad escape, a NUL), -2 if it does not fit in cap. */
 static int pct_decode(const char *s, size_t n, char *out, size_t cap, int plus_space)
 {
     size_t o = 0;
@@ -60,7 +63,8 @@ static int pct_decode(const char *s, size_t n, char *out, size_t cap, int plus_s
         } else if (c == '+' && plus_space) {
             c = ' ';
         }
-        if (c == 0 || o + 1 >= cap) return -1;
+        if (c == 0) return -1;
+        if (o + 1 >= cap) return -2;
         out[o++] = (char)c;
     }
     out[o] = '\0';
@@ -85,8 +89,12 @@ int req_begin(req_t *r, const req_backend *be, void *ctx)
     const char *q = strchr(uri, '?');
     size_t plen = q ? (size_t)(q - uri) : strlen(uri);
     r->query = q ? q + 1 : "";
-    if (pct_decode(uri, plen, r->path, sizeof r->path, 0) < 0) return -1;
-    return 0;
+    int rc = pct_decode(uri, plen, r->path, sizeof r->path, 0);
+    if (rc == -2) {
+        r->path[0] = '\0';
+        return REQ_ETOOLONG;
+    }
+    return rc < 0 ? REQ_EMALFORMED : 0;
 }
 
 static const char *mem_param(req_t *r, const char *name)
@@ -169,8 +177,9 @@ int req_query(req_t *r, const char *name, char *out, size_t cap)
             if (found != -1) return -3;     /* given twice: ambiguous */
             const char *v = eq ? eq + 1 : p + len;
             size_t vlen = eq ? len - klen - 1 : 0;
+            /* A query value is text: bytes that are not UTF-8 are malformed. */
             int rc = pct_decode(v, vlen, out, cap, 1);
-            found = rc < 0 ? -2 : rc;
+            found = rc < 0 || !utf8_valid(out, (size_t)rc) ? -2 : rc;
         }
         p += len;
         if (*p == '&') p++;
@@ -192,6 +201,17 @@ int req_body(req_t *r, buf_t *b)
             return BUF_ETOOBIG;
         }
         if (rc) return -1;
+    }
+}
+
+void req_drain(req_t *r, size_t max)
+{
+    char tmp[16384];
+    size_t got = 0;
+    while (got < max) {
+        ssize_t n = r->be->read(r, tmp, sizeof tmp);
+        if (n <= 0) return;
+        got += (size_t)n;
     }
 }
 
@@ -367,13 +387,19 @@ void res_method_not_allowed(req_t *r, const char *allowed)
 
 void res_json(req_t *r, int status, const json_t *j)
 {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    size_t n = s ? strlen(s) : 0;
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    if (!s) {
+        /* A document that could not be built or written (a json_pack refused a
+         * string): an error in JSON, never an empty 200. */
+        res_error(r, 500, "internal", "the response could not be encoded");
+        return;
+    }
+    size_t n = strlen(s);
     res_status(r, status);
     res_header(r, "Content-Type", "application/json");
     res_header(r, "Cache-Control", "no-store");
     res_headerf(r, "Content-Length", "%zu", n);
-    res_write(r, s ? s : "", n);
+    res_write(r, s, n);
     free(s);
 }
 
@@ -410,7 +436,11 @@ void res_invalid(req_t *r, const char *code, const char *lines)
     const char *p = lines;
     while (*p) {
         size_t n = strcspn(p, "\n");
-        if (n) json_array_append_new(details, json_stringn(p, n));
+        if (n) {
+            char *line = utf8_lossy(p, n);
+            json_array_append_new(details, utf8_json(line));
+            free(line);
+        }
         p += n;
         if (*p) p++;
     }

@@ -14,6 +14,9 @@
 #include "../lib/log.h"
 
 typedef struct req req_t;
+
+/* The longest decoded request path, NUL included (DSTREAM_PATH_MAX cannot go past it). */
+#define REQ_PATH_MAX 2048
 struct wire;
 
 typedef struct req_backend {
@@ -69,7 +72,7 @@ struct req {
     const char *cors_origin;    /* the request's Origin if allowed (points into cfg), or NULL */
 
     const char *method;
-    char path[2048];            /* decoded path, no query */
+    char path[REQ_PATH_MAX];    /* decoded path, no query */
     const char *query;          /* raw query string, "" if none */
 
     int status;
@@ -79,8 +82,11 @@ struct req {
     size_t sent;                /* body bytes written */
 };
 
-/* Prepare r for a new request on backend be. Returns 0, or -1 if the request
- * line is unusable (the caller answers 400). */
+#define REQ_EMALFORMED (-1)   /* a bad percent escape or a NUL in the path: 400 */
+#define REQ_ETOOLONG   (-2)   /* the decoded path does not fit REQ_PATH_MAX: 414 */
+
+/* Prepare r for a new request on backend be. Returns 0, REQ_EMALFORMED or
+ * REQ_ETOOLONG (the caller answers 400 or 414 path_too_long). */
 int req_begin(req_t *r, const req_backend *be, void *ctx);
 /* Prepare r to write a response into out (the live hub answers parked readers this
  * way): query is the request's query string; head_sent 1 if the headers are out. */
@@ -91,10 +97,14 @@ void req_end(req_t *r);
 /* A request header by its HTTP name ("Content-Type", "Stream-Seq"); NULL if absent. */
 const char *req_header(req_t *r, const char *name);
 /* Query parameter name, percent-decoded into out. Returns its length, or -1 if absent,
- * -2 if it does not fit or is malformed, -3 if it is given more than once. */
+ * -2 if it does not fit or is malformed (a bad escape, a NUL, bytes that are not
+ * UTF-8), -3 if it is given more than once. */
 int req_query(req_t *r, const char *name, char *out, size_t cap);
 /* Read the whole body into b (whose max is the limit). Returns 0, BUF_ETOOBIG, or -1. */
 int req_body(req_t *r, buf_t *b);
+
+/* Read and drop what is left of the body, at most max bytes. */
+void req_drain(req_t *r, size_t max);
 
 void res_status(req_t *r, int status);
 /* Add a response header; value is copied. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../lib/auth.h"
+#include "../lib/utf8.h"
 #include "access.h"
 #include "metrics.h"
 #include "recordings.h"
@@ -80,6 +81,14 @@ void route(req_t *r)
         return;
     }
     if (!wake && !authorize(r, r->path)) return;
+    /* Names in paths are text (UTF-8). Stream paths are checked at creation only
+     * (fcgi/stream.c), so that a stream made before the rule can be read and deleted. */
+    int stream = !strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) &&
+                 strncmp(r->path, STREAM_PREFIX "__ds", sizeof STREAM_PREFIX + 3);
+    if (!stream && !utf8_valid(r->path, strlen(r->path))) {
+        res_error(r, 400, "bad_path", "request path is not valid UTF-8");
+        return;
+    }
     if (strncmp(r->path, STREAM_PREFIX "__ds", sizeof STREAM_PREFIX + 3) == 0 &&
         (r->path[sizeof STREAM_PREFIX + 3] == '\0' || r->path[sizeof STREAM_PREFIX + 3] == '/')) {
         subs_handle(r, r->path + sizeof STREAM_PREFIX - 1);

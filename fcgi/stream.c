@@ -14,6 +14,7 @@
 #include "../lib/sse.h"
 #include "../lib/timefmt.h"
 #include "../lib/url.h"
+#include "../lib/utf8.h"
 #include "live.h"
 #include "reply.h"
 #include "router.h"
@@ -478,6 +479,13 @@ void stream_handle(req_t *r, const char *path)
 {
     const char *m = r->method;
     if (!valid_path(r, path)) return;
+    /* A stream path is text: it is made only of UTF-8 (every JSON document that names
+     * it, a wake message, a claim, would be refused otherwise). Checked at creation
+     * only, so that a stream made before the rule can still be read and deleted. */
+    if (strcmp(m, "PUT") == 0 && !utf8_valid(path, strlen(path))) {
+        res_error(r, 400, "bad_path", "stream path is not valid UTF-8");
+        return;
+    }
     /* Session streams are written only through /v1/sessions, which keeps their
      * status and snapshots in step (lib/sstore). */
     if (strncmp(path, "sessions/", 9) == 0 && strcmp(m, "GET") && strcmp(m, "HEAD")) {

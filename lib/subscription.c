@@ -7,8 +7,9 @@
 #include <sys/random.h>
 
 #include "sha256.h"
-#include "timefmt.h"
 #include "store/sqlite/sqlite.h"
+#include "timefmt.h"
+#include "utf8.h"
 
 #define SEGS_MAX 512                      /* path segments a glob looks at */
 #define TOKEN_TTL_MS (3600 * 1000)        /* a token is refused after an hour whatever happens */
@@ -349,11 +350,12 @@ static json_t *stream_infos(const link_t *l, size_t n, const json_t *snapshot)
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         const char *tail = l[i].tail;
+        json_t *path = utf8_json(l[i].path);
         if (snapshot) {
-            const char *t = json_string_value(json_object_get(snapshot, l[i].path));
+            const char *t = json_string_value(json_object_get(snapshot, json_string_value(path)));
             if (t) tail = t;
         }
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b}", "path", l[i].path, "link_type",
+        json_array_append_new(a, json_pack("{s:o, s:s, s:s, s:s, s:b}", "path", path, "link_type",
                                            l[i].explicit_ ? "explicit" : "glob", "acked_offset", l[i].acked,
                                            "tail_offset", tail, "has_pending", strcmp(tail, l[i].acked) > 0));
     }
@@ -464,10 +466,11 @@ static int clear_wake(log_conn_t *c, const char *id)
  * made; if it is missing or closed there is no one to tell, and claims still work). */
 static int wake_event(log_conn_t *c, const row *r, const char *stream, int64_t gen, int64_t now)
 {
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "wake", "subscription_id", r->id, "stream", stream,
-                           "generation", (json_int_t)gen, "ts", (json_int_t)now);
-    char *text = json_dumps(ev, JSON_COMPACT);
+    json_t *ev = json_pack("{s:s, s:s, s:o, s:I, s:I}", "type", "wake", "subscription_id", r->id, "stream",
+                           utf8_json(stream), "generation", (json_int_t)gen, "ts", (json_int_t)now);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);
+    if (!text) return LOG_EIO;      /* out of memory: strings here are UTF-8 (utf8_json) */
     log_msg m = {text, strlen(text)};
     log_append_req a = {.path = r->wake_stream, .msgs = &m, .nmsgs = 1};
     int rc = log_tx_append(c, &a);
@@ -488,7 +491,11 @@ static int wake_if_pending(log_conn_t *c, const row *r, int *made)
     json_t *snap = json_object();
     for (size_t i = 0; i < n; i++) {
         if (!first && pending(&l[i])) first = l[i].path;
-        json_object_set_new(snap, l[i].path, json_string(l[i].tail));
+        /* Keyed as claims show the path (a stream made before paths had to be
+         * UTF-8 has U+FFFD for its bad bytes, lib/utf8). */
+        json_t *key = utf8_json(l[i].path);
+        if (key) json_object_set_new(snap, json_string_value(key), json_string(l[i].tail));
+        json_decref(key);
     }
     if (first) {
         int64_t now = timefmt_now_ms(), gen = r->generation + 1;
@@ -618,7 +625,7 @@ json_t *sub_get(log_conn_t *c, const char *id, const char *base, int *rc)
     timefmt_format(r.created_ms, created, sizeof created);
     json_t *streams = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(streams, json_pack("{s:s, s:s, s:s}", "path", l[i].path, "link_type",
+        json_array_append_new(streams, json_pack("{s:o, s:s, s:s}", "path", utf8_json(l[i].path), "link_type",
                                                  l[i].explicit_ ? "explicit" : "glob", "acked_offset", l[i].acked));
     json_t *hook = json_null();
     if (r.webhook) {
@@ -774,6 +781,19 @@ int sub_claim(log_conn_t *c, const char *id, const char *worker, json_t **out)
     return rc;
 }
 
+/* Does an ack's path (UTF-8, from JSON) name the linked stream stored? A path made
+ * before paths had to be UTF-8 is named as claims show it, U+FFFD for its bad bytes. */
+static int same_path(const char *stored, const char *given)
+{
+    if (!strcmp(stored, given)) return 1;
+    size_t n = strlen(stored);
+    if (utf8_valid(stored, n)) return 0;
+    char *shown = utf8_lossy(stored, n);
+    int same = shown && !strcmp(shown, given);
+    free(shown);
+    return same;
+}
+
 /* Move cursors as acks say: every ack checked before any is applied. */
 static int apply_acks(log_conn_t *c, const char *id, const json_t *acks)
 {
@@ -798,7 +818,7 @@ static int apply_acks(log_conn_t *c, const char *id, const json_t *acks)
             }
             link_t *hit = NULL;
             for (size_t j = 0; j < n && !hit; j++)
-                if (!strcmp(l[j].path, path)) hit = &l[j];
+                if (same_path(l[j].path, path)) hit = &l[j];
             if (!hit || offset_parse(o, strlen(o), &kind, &off) || kind != OFFSET_AT) {
                 rc = SUB_EOFFSET;
                 break;
@@ -809,7 +829,7 @@ static int apply_acks(log_conn_t *c, const char *id, const json_t *acks)
                 break;
             }
             if (pass == 1) {
-                const char *t[] = {canon, id, path};
+                const char *t[] = {canon, id, hit->path};
                 if ((rc = exec(c, "UPDATE subscription_links SET acked = ? WHERE sub = ? AND path = ?", 3, t, 0,
                                NULL)))
                     break;
