@@ -308,6 +308,25 @@ static void test_tool(void)
     teardown(&f, &v);
 }
 
+/* A failure message cut at its buffer's 511 bytes in the middle of a character
+ * still makes a workflow:failed event (json_pack refused the split character, and
+ * the event constructor aborts on a NULL payload: the runner died). */
+static void test_fail_cut(void)
+{
+    fake f;
+    session_view v;
+    setup(&f, &v, "{}");
+    char big[800] = "ab";
+    for (size_t i = 2; i + 2 < sizeof big; i += 2) memcpy(big + i, "\xc3\xa9", 2);
+    big[sizeof big - 2] = '\0';
+    step_ctx c = {&fake_ops, &f, &v, NULL, "p", 0};
+    step_failf(&c, "%s", big);
+    CHECK_EQ_STR(types(&f), "workflow:failed");
+    CHECK(utf8_valid(f.failed, strlen(f.failed)));
+    CHECK(strlen(f.failed) == 511 && f.failed[510] == '?');
+    teardown(&f, &v);
+}
+
 int main(void)
 {
     test_lookup();
@@ -315,5 +334,6 @@ int main(void)
     test_human();
     test_agent();
     test_tool();
+    test_fail_cut();
     return TEST_MAIN_END();
 }
