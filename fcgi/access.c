@@ -154,11 +154,12 @@ static void unauthorized(req_t *r, const char *error, const char *msg)
     res_error(r, 401, error ? "invalid_token" : "unauthorized", "%s", msg);
 }
 
-/* The headers of every response: nosniff, and the CORS headers for an origin the
- * operator listed (r->cors_origin, set by access_begin). */
+/* The headers of every response: nosniff and the sandbox (ACCESS_CSP), and the CORS
+ * headers for an origin the operator listed (r->cors_origin, set by access_begin). */
 void res_common_headers(req_t *r)
 {
     res_header(r, "X-Content-Type-Options", "nosniff");
+    res_header(r, "Content-Security-Policy", ACCESS_CSP);
     if (!r->cors_origin) {
         res_header(r, "Cross-Origin-Resource-Policy", "same-origin");
         return;

@@ -11,7 +11,18 @@
 
 #include "req.h"
 
-/* The headers every response carries (nosniff; CORS for a listed origin). */
+/* Every response may carry a client's bytes (a stream's body under the Content-Type
+ * its writer chose, a path or a document echoed in an error) on the API's origin,
+ * where a browser page (the viewer) may keep a token. Opened in a browser, it must be
+ * inert whatever its type: no sniffing, and a sandbox (an opaque origin: no storage,
+ * no script, no form, no subresource, no framing). */
+#define ACCESS_CSP "sandbox; default-src 'none'; frame-ancestors 'none'"
+/* The same two headers as raw CGI lines, for the answers written before a request
+ * exists (the database cannot be opened). */
+#define ACCESS_INERT_LINES "X-Content-Type-Options: nosniff\r\nContent-Security-Policy: " ACCESS_CSP "\r\n"
+
+/* The headers every response carries (nosniff and the sandbox CSP above; CORS for a
+ * listed origin). */
 void res_common_headers(req_t *r);
 
 /* Returns 1 to go on to the resource, 0 if the request has been answered (a

@@ -202,7 +202,7 @@ int main(int argc, char **argv)
         json_decref(mcp);
         free(origins);
         if (getenv("GATEWAY_INTERFACE")) {
-            printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
+            printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n" ACCESS_INERT_LINES "\r\n"
                    "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
             return 0;
         }

@@ -369,7 +369,7 @@ int cgi_run(const cfg_t *cfg, log_t *log)
     r.cfg = cfg;
     r.log = conn;
     if (!conn) {
-        printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
+        printf("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n" ACCESS_INERT_LINES "\r\n"
                "{\"error\":{\"code\":\"unavailable\",\"message\":\"database unavailable\"}}");
         return 0;
     }
