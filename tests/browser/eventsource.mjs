@@ -36,8 +36,9 @@ const browser = await chromium.launch({
 try {
     await must(await fetch(url, { method: "PUT", headers: { "Content-Type": "application/json" } }), "create");
     const page = await browser.newPage();
-    // Same origin as the stream: the health resource is a page like any other.
-    await page.goto(`${base}/v1/health`);
+    // Same origin as the stream: the viewer's page (an API answer opened as a page is
+    // a sandboxed document of no origin, docs/security.md).
+    await page.goto(`${base}/web/`);
     await page.evaluate((src) => {
         window.got = [];
         window.opens = 0;

@@ -50,6 +50,18 @@ adm() { req "$1" "$D$2" -H "Authorization: Bearer $ADMIN" "${@:3}"; }
     assert_status 200; assert_header Content-Type text/html; inert "long-poll 200"
     adm GET "$s?offset=now&live=long-poll"
     assert_status 204; inert "long-poll 204"
+    # A long-poll that waits (in the hub) and is woken by an append: appends go on
+    # until it has answered, at most 100 of them.
+    curl -sS -D "$T/lp.h" -o /dev/null -H "Authorization: Bearer $ADMIN" "$D$s?offset=now&live=long-poll" &
+    local lp=$! i
+    for i in $(seq 100); do
+        kill -0 "$lp" 2>/dev/null || break
+        curl -sS -o /dev/null -H "Authorization: Bearer $ADMIN" -H 'Content-Type: text/html' --data-binary '<b>' "$D$s"
+        sleep 0.1
+    done
+    wait "$lp"
+    DS_HDRS=$T/lp.h status_code=woken
+    grep -q '^HTTP/1.1 200' "$T/lp.h"; inert "woken long-poll 200"
     adm GET "$s?offset=-1&live=sse"
     assert_status 200; assert_header Content-Type text/event-stream; inert "SSE"
     adm GET "$s?offset=-1&access_token=$ADMIN" -H 'Authorization:'
