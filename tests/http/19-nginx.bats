@@ -46,3 +46,54 @@ no_start_warning() {
     grep -q 'worker_connections 4096;' "$dir/nginx.conf"
     no_start_warning "$dir"
 }
+
+# mk NAME SCOPE: a new token (printed).
+mk() { "$DS_BIN/dstream" --db "$DS_DB" token create --name "$1" --scope "$2" 2>/dev/null | tail -n 1; }
+
+# raw REQUEST-LINE [HEADER...]: send a request line as is (curl would drop a "#")
+# to the server's own port; prints the status line.
+raw() {
+    local line=$1 port=${D##*:} h=""
+    shift
+    for x in "$@"; do h+="$x"$'\r\n'; done
+    printf '%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s\r\n' "$line" "$h" |
+        timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; cat >&3; cat <&3" | head -n 1
+}
+
+@test "the access log and the error log hold no token, however a request line carries it" {
+    local toks=() i t s=/v1/stream/pub-log/a enc
+    for i in $(seq 0 11); do toks+=("$(mk "log$i" streams:read:pub-log/)"); done
+    curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN" -H 'Content-Type: text/plain' "$D$s"
+    # A "#" before it (the issue's case: the old pattern stopped at "#").
+    raw "GET $s?offset=-1&x=#&access_token=${toks[0]}" | grep -q ' 200 '
+    raw "GET $s?x=#y&offset=-1&access_token=${toks[1]}#frag"
+    # Twice (the pool refuses it, 401; both are logged).
+    raw "GET $s?access_token=${toks[2]}&offset=-1&access_token=${toks[3]}" | grep -q ' 401 '
+    # Another case, percent-encoded name or value, the underscore escaped.
+    raw "GET $s?offset=-1&ACCESS_TOKEN=${toks[4]}"
+    raw "GET $s?offset=-1&%61ccess_token=${toks[5]}"
+    enc=$(printf '%s' "${toks[6]}" | od -An -tx1 | tr -d ' \n' | sed 's/../%&/g')
+    raw "GET $s?offset=-1&access_token=$enc"
+    raw "GET $s?access_token=-&offset=-1&access%5Ftoken=$enc"
+    raw "GET $s?offset=-1&x=${toks[7]/_/%5F}"
+    # In the path, in the User-Agent.
+    raw "GET /v1/stream/pub-log/${toks[8]}?offset=-1" "Authorization: Bearer ${toks[9]}"
+    raw "GET $s?offset=-1" "Authorization: Bearer ${toks[9]}" "User-Agent: client/1 ${toks[10]}" | grep -q ' 200 '
+    # Refused by the rate limit (from an address that is limited: X-Forwarded-For),
+    # with the token in the query: nginx's error log would quote the request line.
+    curl -s --parallel --parallel-max 32 -H 'X-Forwarded-For: 192.0.2.77' -w '%{http_code}\n' -o /dev/null \
+        "$D$s?offset=-1&access_token=${toks[11]}&n=[1-400]" >"$T/codes"
+    grep -q '^429$' "$T/codes"
+    # The last request, then wait for the buffered access log (flushed every second).
+    curl -sS -o /dev/null "$D/v1/health?log-mark=$BATS_TEST_NUMBER"
+    ds_poll 10 grep -qF "log-mark=$BATS_TEST_NUMBER" "$DS_DIR/logs/access.log"
+    for i in "${!toks[@]}"; do
+        t=${toks[$i]}
+        ! grep -F "${t:21}" "$DS_DIR"/logs/* || { echo "token $i is in a log"; return 1; }
+    done
+    # What is logged of those lines: the request, with "-" where a token was.
+    grep -qF "GET $s?offset=-1&x=#&access_token=- HTTP/1.1" "$DS_DIR/logs/access.log"
+    grep -qF "GET $s?-" "$DS_DIR/logs/access.log"
+    grep -qF '"GET - HTTP/1.1"' "$DS_DIR/logs/access.log"
+    ! grep -qF 'client/1' "$DS_DIR/logs/access.log"
+}
