@@ -139,7 +139,9 @@ static int presented(req_t *r, char *out, size_t cap)
     const char *h = req_header(r, "Authorization");
     if (h && *h) return auth_bearer(h, out, cap);
     if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) return 0;
-    int n = req_query(r, "access_token", out, cap);
+    /* As sent: a token has nothing to escape, and nginx's per-token rate limit keys
+     * on the raw value (nginx/dstream-http.conf); an escaped one is malformed. */
+    int n = req_query_raw(r, "access_token", out, cap);
     if (n == -1) return 0;
     return n > 0 ? 1 : -1;
 }

@@ -163,7 +163,7 @@ const char *req_header(req_t *r, const char *name)
     return r->be->param(r, var);
 }
 
-int req_query(req_t *r, const char *name, char *out, size_t cap)
+static int query_find(req_t *r, const char *name, char *out, size_t cap, int decode)
 {
     size_t nl = strlen(name);
     const char *p = r->query;
@@ -178,13 +178,32 @@ int req_query(req_t *r, const char *name, char *out, size_t cap)
             const char *v = eq ? eq + 1 : p + len;
             size_t vlen = eq ? len - klen - 1 : 0;
             /* A query value is text: bytes that are not UTF-8 are malformed. */
-            int rc = pct_decode(v, vlen, out, cap, 1);
+            int rc;
+            if (decode) {
+                rc = pct_decode(v, vlen, out, cap, 1);
+            } else if (vlen >= cap) {
+                rc = -1;
+            } else {
+                memcpy(out, v, vlen);
+                out[vlen] = '\0';
+                rc = (int)vlen;
+            }
             found = rc < 0 || !utf8_valid(out, (size_t)rc) ? -2 : rc;
         }
         p += len;
         if (*p == '&') p++;
     }
     return found;
+}
+
+int req_query(req_t *r, const char *name, char *out, size_t cap)
+{
+    return query_find(r, name, out, cap, 1);
+}
+
+int req_query_raw(req_t *r, const char *name, char *out, size_t cap)
+{
+    return query_find(r, name, out, cap, 0);
 }
 
 int req_body(req_t *r, buf_t *b)

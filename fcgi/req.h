@@ -100,6 +100,9 @@ const char *req_header(req_t *r, const char *name);
  * -2 if it does not fit or is malformed (a bad escape, a NUL, bytes that are not
  * UTF-8), -3 if it is given more than once. */
 int req_query(req_t *r, const char *name, char *out, size_t cap);
+/* The same, copied as sent (no percent-decoding): for values that never need an
+ * escape, so that what is checked is what a proxy in front saw (the access token). */
+int req_query_raw(req_t *r, const char *name, char *out, size_t cap);
 /* Read the whole body into b (whose max is the limit). Returns 0, BUF_ETOOBIG, or -1. */
 int req_body(req_t *r, buf_t *b);
 

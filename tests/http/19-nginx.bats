@@ -73,7 +73,7 @@ raw() {
     raw "GET $s?offset=-1&ACCESS_TOKEN=${toks[4]}"
     raw "GET $s?offset=-1&%61ccess_token=${toks[5]}"
     enc=$(printf '%s' "${toks[6]}" | od -An -tx1 | tr -d ' \n' | sed 's/../%&/g')
-    raw "GET $s?offset=-1&access_token=$enc"
+    raw "GET $s?offset=-1&access_token=$enc" | grep -q ' 401 '
     raw "GET $s?access_token=-&offset=-1&access%5Ftoken=$enc"
     raw "GET $s?offset=-1&x=${toks[7]/_/%5F}"
     # In the path, in the User-Agent.
@@ -96,4 +96,56 @@ raw() {
     grep -qF "GET $s?-" "$DS_DIR/logs/access.log"
     grep -qF '"GET - HTTP/1.1"' "$DS_DIR/logs/access.log"
     ! grep -qF 'client/1' "$DS_DIR/logs/access.log"
+}
+
+@test "rate limit per token: 100 spellings of one Authorization header the pool accepts share one budget" {
+    # "Bearer" in 25 cases, followed by 1 to 4 spaces: the pool takes each as the
+    # token. Each request comes from its own address of 198.18.0.0/16 (through
+    # X-Forwarded-For) so that only the per-token limit can refuse it: 500/s, bursts
+    # of 1,000. As 100 keys, each would get 20 requests a round and none would be
+    # refused; as one key, a round of 2,000 goes past its burst.
+    local tok spellings=() base=bearer w c i m n round=0 got=0 deadline=$((SECONDS + 60))
+    tok=$(mk rate-spell streams:read:rl/)
+    curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN" -H 'Content-Type: text/plain' "$D/v1/stream/rl/a"
+    for m in $(seq 0 24); do
+        w=""
+        for i in 0 1 2 3 4 5; do
+            c=${base:$i:1}
+            if (( m >> i & 1 )); then w+=${c^}; else w+=$c; fi
+        done
+        for c in 1 2 3 4; do spellings+=("$w$(printf '%*s' "$c" '')$tok"); done
+    done
+    [ "$(printf '%s\n' "${spellings[@]}" | sort -u | wc -l)" = 100 ]
+    # Every spelling is the token to the pool (loopback: no limit applies).
+    for i in "${!spellings[@]}"; do
+        printf 'next\nurl = "%s/v1/stream/rl/a"\nhead\nheader = "Authorization: %s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' \
+            "$D" "${spellings[$i]}"
+    done | tail -n +2 >"$T/check.cfg"
+    curl -s --no-progress-meter --parallel --parallel-max 32 -K "$T/check.cfg" >"$T/check"
+    [ "$(grep -c '^200$' "$T/check")" = 100 ] || { sort "$T/check" | uniq -c; return 1; }
+    # Rounds of 2,000 (20 per spelling) until one is refused.
+    for i in $(seq 0 1999); do
+        printf 'next\nurl = "%s/v1/health?n=%d"\nheader = "Authorization: %s"\nheader = "X-Forwarded-For: 198.18.%d.%d"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' \
+            "$D" "$i" "${spellings[$((i % 100))]}" "$((i / 200))" "$((i % 200 + 1))"
+    done | tail -n +2 >"$T/flood.cfg"
+    while [ $SECONDS -lt $deadline ] && [ $round -lt 20 ]; do
+        round=$((round + 1))
+        curl -s --no-progress-meter --parallel --parallel-max 64 -K "$T/flood.cfg" >"$T/codes"
+        if grep -q '^429$' "$T/codes"; then got=1; break; fi
+    done
+    n=$(grep -c '^429$' "$T/codes") || true
+    echo "# round $round: $(grep -c '^200$' "$T/codes") passed, $n refused" >&3
+    [ "$got" = 1 ]
+}
+
+@test "rate limit per token: ?access_token= is the pool's token as sent; an escaped one is refused (401)" {
+    local tok enc
+    tok=$(mk rate-query streams:read:rl/)
+    run curl -s -o /dev/null -w '%{http_code}' "$D/v1/stream/rl/a?access_token=$tok"
+    assert_output 200
+    enc=$(printf '%s' "$tok" | od -An -tx1 | tr -d ' \n' | sed 's/../%&/g')
+    run curl -s -o /dev/null -w '%{http_code}' "$D/v1/stream/rl/a?access_token=$enc"
+    assert_output 401
+    run curl -s -o /dev/null -w '%{http_code}' "$D/v1/stream/rl/a?access_token=${tok/_/%5F}"
+    assert_output 401
 }
