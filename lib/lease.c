@@ -1,18 +1,13 @@
+/* lease: which runner process drives a session (see lease.h); the rows are the
+ * engine's (lib/store.h). */
 #include "lease.h"
 
-#include <time.h>
-
-#include <errno.h>
-#include <fcntl.h>
-#include <sqlite3.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
 
 void lease_new_instance(char *out)
 {
@@ -30,47 +25,9 @@ void lease_new_instance(char *out)
     out[LEASE_INSTANCE_LEN] = '\0';
 }
 
-typedef struct lease_arg {
-    const char *session;
-    const lease_id *me;
-    int64_t ttl_ms;
-    int held;
-    int64_t expires_ms;
-} lease_arg;
-
-static int busy_or_io(int rc)
-{
-    return (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
-
 static int op_acquire(log_conn_t *c, void *arg)
 {
-    lease_arg *a = arg;
-    sqlite3_stmt *st;
-    int64_t now = timefmt_now_ms();
-    /* One statement: insert, or take over when it is our owner id's (ours, or a
-     * dead predecessor's: we hold the owner lock) or expired. */
-    if (log_stmt(c, "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
-                           " ON CONFLICT(session) DO UPDATE SET owner = ?2, instance = ?3, expires_ms = ?4"
-                           " WHERE leases.owner = ?2 OR leases.expires_ms < ?5", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, now + a->ttl_ms);
-    sqlite3_bind_int64(st, 5, now);
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    if (rc != SQLITE_DONE) return busy_or_io(rc);
-    a->held = sqlite3_changes(log_db(c)) > 0;
-    a->expires_ms = now + a->ttl_ms;
-    if (a->held) return 0;
-    if (log_stmt(c, "SELECT expires_ms FROM leases WHERE session = ?", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
-    if ((rc = sqlite3_step(st)) == SQLITE_ROW) a->expires_ms = sqlite3_column_int64(st, 0);
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : busy_or_io(rc);
+    return store_of(c)->leases->acquire(c, arg);
 }
 
 int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms,
@@ -85,45 +42,17 @@ int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_
 
 int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
-                 &st))
-        return LOG_EIO;
-    sqlite3_bind_int64(st, 1, timefmt_now_ms() + ttl_ms);
-    sqlite3_bind_text(st, 2, session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    if (rc != SQLITE_DONE) return busy_or_io(rc);
-    return sqlite3_changes(log_db(c)) > 0;
+    return store_of(c)->leases->renew(c, session, me, ttl_ms);
 }
 
 int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT 1 FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, me->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, me->instance, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : busy_or_io(rc);
+    return store_of(c)->leases->held(c, session, me);
 }
 
 static int op_release(log_conn_t *c, void *arg)
 {
-    lease_arg *a = arg;
-    sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE ? 0 : busy_or_io(rc);
+    return store_of(c)->leases->release(c, arg);
 }
 
 int lease_release(log_conn_t *c, const char *session, const lease_id *me)
@@ -132,68 +61,7 @@ int lease_release(log_conn_t *c, const char *session, const lease_id *me)
     return log_transact(c, op_release, &a);
 }
 
-/* The lock file's name for owner: the id itself when it is a plain word, else a
- * hash of it (ids are free text; file names are not). */
-static void lock_name(const char *owner, char *out, size_t cap)
+int lease_lock(log_t *l, const char *owner, char *err, size_t errlen)
 {
-    size_t n = strlen(owner);
-    int plain = n > 0 && n <= 64;
-    for (const char *p = owner; plain && *p; p++)
-        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                *p == '-' || *p == '_' || (*p == '.' && p != owner);
-    if (plain) {
-        snprintf(out, cap, "%s", owner);
-        return;
-    }
-    uint64_t h = 1469598103934665603ull;    /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)owner; *p; p++) h = (h ^ *p) * 1099511628211ull;
-    snprintf(out, cap, "h%016llx", (unsigned long long)h);
-}
-
-int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen)
-{
-    char name[80], path[4200];
-    lock_name(owner, name, sizeof name);
-    int n = snprintf(path, sizeof path, "%s.runner-%s.lock", db_path, name);
-    if (n < 0 || (size_t)n >= sizeof path) {
-        snprintf(err, errlen, "database path too long");
-        return -1;
-    }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open the runner lock %s: %s", path, strerror(errno));
-        return -1;
-    }
-    /* A predecessor killed a moment ago may still hold it: its last thread can
-     * outlive the thread the pid names (whose exit is what a supervisor or a script
-     * sees) for a while on a busy machine. Wait up to LEASE_LOCK_WAIT_MS for it. */
-    int rc;
-    for (int waited = 0; (rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK &&
-                         waited < LEASE_LOCK_WAIT_MS;
-         waited += 50) {
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    if (rc != 0) {
-        int e = errno;
-        char pid[32] = "";
-        ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
-        pid[got > 0 ? got : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        if (e == EWOULDBLOCK)
-            snprintf(err, errlen,
-                     "another runner with id \"%s\" is running on this database%s%s%s (lock %s); "
-                     "stop it first, or give this one another DSTREAM_RUNNER_ID",
-                     owner, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", path);
-        else
-            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
-        close(fd);
-        return -1;
-    }
-    char line[32];
-    int len = snprintf(line, sizeof line, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)len, 0) != len) {
-        /* The pid is only for the refusal message: the lock itself holds. */
-    }
-    return fd;
+    return l->engine->leases->owner_lock(l, owner, err, errlen);
 }

@@ -44,13 +44,22 @@ int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me);
 /* Give up the lease (if me holds it). */
 int lease_release(log_conn_t *c, const char *session, const lease_id *me);
 
-/* Take the owner lock of runner id owner on the database at db_path: an exclusive
- * flock(2) on "<db_path>.runner-<owner>.lock", released by the kernel when the
+/* Take the owner lock of runner id owner on l's database, released when the
  * process ends however it ends (waiting up to LEASE_LOCK_WAIT_MS for a predecessor
- * that is still going away). Returns the descriptor (keep it open for the process's
- * life), or -1 with a message in err: another live process holds the lock (it runs
- * with the same id), or the file cannot be opened. */
+ * that is still going away). On SQLite: an exclusive flock(2) on
+ * "<database>.runner-<owner>.lock". Returns a descriptor (keep it open for the
+ * process's life), or -1 with a message in err: another live process holds the
+ * lock (it runs with the same id), or the lock cannot be taken. */
 #define LEASE_LOCK_WAIT_MS 3000
-int lease_lock(const char *db_path, const char *owner, char *err, size_t errlen);
+int lease_lock(log_t *l, const char *owner, char *err, size_t errlen);
+
+/* The arguments of the engine's acquire and release (lib/store.h). */
+typedef struct lease_arg {
+    const char *session;
+    const lease_id *me;
+    int64_t ttl_ms;
+    int held;                          /* out: acquired */
+    int64_t expires_ms;                /* out: ours, or the holder's */
+} lease_arg;
 
 #endif

@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease.h"
 #include "log.h"
 
 typedef struct store_engine store_engine;
@@ -104,6 +105,16 @@ typedef struct store_feed_ops {
                          void *ud);
 } store_feed_ops;
 
+/* Leases (lib/lease.h): which runner process drives a session. acquire and
+ * release run inside a group; renew and held inside the caller's. */
+typedef struct store_leases_ops {
+    int (*acquire)(log_conn_t *c, lease_arg *a);
+    int (*renew)(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms);
+    int (*held)(log_conn_t *c, const char *session, const lease_id *me);
+    int (*release)(log_conn_t *c, lease_arg *a);
+    int (*owner_lock)(log_t *l, const char *owner, char *err, size_t errlen);
+} store_leases_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -128,6 +139,7 @@ struct store_engine {
     int (*schema_version)(void);
     const store_streams_ops *streams;
     const store_feed_ops *feed;
+    const store_leases_ops *leases;
 };
 
 /* The engine for a database target: a postgresql:// (or postgres://) URI names

@@ -170,7 +170,13 @@ int main(int argc, char **argv)
     R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000);
     /* One process per runner id and database, for the whole process's life
      * (first: a second process says so before it loads anything). */
-    if (lease_lock(db, R.me.owner, err, sizeof err) < 0) {
+    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
+    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
+    if (!R.log) {
+        fprintf(stderr, "dstream-runner: %s\n", err);
+        return 1;
+    }
+    if (lease_lock(R.log, R.me.owner, err, sizeof err) < 0) {
         fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
         return 1;
     }
@@ -191,9 +197,7 @@ int main(int argc, char **argv)
     }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
-    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
-    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
-    if (!R.log || !(R.conn = log_conn_open(R.log, err, sizeof err))) {
+    if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 1;
     }

@@ -166,24 +166,23 @@ static void test_instances(void)
 
 static void test_lock(void)
 {
-    char db[300], err[512] = "";
-    snprintf(db, sizeof db, "%s/lock.db", dir);
-    int fd = lease_lock(db, "runner-1", err, sizeof err);
+    char err[512] = "";
+    int fd = lease_lock(lg, "runner-1", err, sizeof err);
     CHECK(fd >= 0);
     /* flock locks belong to the open file: a second open, as a second process
      * would do, is refused with a message that names the id. */
-    CHECK_EQ_INT(lease_lock(db, "runner-1", err, sizeof err), -1);
+    CHECK_EQ_INT(lease_lock(lg, "runner-1", err, sizeof err), -1);
     CHECK(strstr(err, "\"runner-1\"") != NULL);
     CHECK(strstr(err, "DSTREAM_RUNNER_ID") != NULL);
     /* Another id has a lock of its own; an id that is no file name too. */
-    int fd2 = lease_lock(db, "runner-2", err, sizeof err);
+    int fd2 = lease_lock(lg, "runner-2", err, sizeof err);
     CHECK(fd2 >= 0);
-    int fd3 = lease_lock(db, "../host name/x", err, sizeof err);
+    int fd3 = lease_lock(lg, "../host name/x", err, sizeof err);
     CHECK(fd3 >= 0);
-    CHECK_EQ_INT(lease_lock(db, "../host name/x", err, sizeof err), -1);
+    CHECK_EQ_INT(lease_lock(lg, "../host name/x", err, sizeof err), -1);
     /* Once its holder is gone (here: the descriptor closed) the lock is free. */
     close(fd);
-    fd = lease_lock(db, "runner-1", err, sizeof err);
+    fd = lease_lock(lg, "runner-1", err, sizeof err);
     CHECK(fd >= 0);
     close(fd);
     close(fd2);

@@ -237,4 +237,5 @@ const store_engine store_sqlite = {
     .schema_version = sq_schema_version,
     .streams = &sq_streams_ops,
     .feed = &sq_feed_ops,
+    .leases = &sq_leases_ops,
 };
