@@ -42,6 +42,7 @@
 
 #include "lease.h"
 #include "log.h"
+#include "rstats.h"
 
 typedef struct store_engine store_engine;
 
@@ -115,6 +116,15 @@ typedef struct store_leases_ops {
     int (*owner_lock)(log_t *l, const char *owner, char *err, size_t errlen);
 } store_leases_ops;
 
+/* Runner figures (lib/rstats.h): a row per runner id, written inside a group
+ * (start: counts a start too); the sessions counted by status. A database that
+ * has no such table yet reads as empty. */
+typedef struct store_rstats_ops {
+    int (*put)(log_conn_t *c, const rstats *s, int start);
+    int (*each)(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud);
+    int (*sessions)(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
+} store_rstats_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -140,6 +150,7 @@ struct store_engine {
     const store_streams_ops *streams;
     const store_feed_ops *feed;
     const store_leases_ops *leases;
+    const store_rstats_ops *rstats;
 };
 
 /* The engine for a database target: a postgresql:// (or postgres://) URI names

@@ -238,4 +238,5 @@ const store_engine store_sqlite = {
     .streams = &sq_streams_ops,
     .feed = &sq_feed_ops,
     .leases = &sq_leases_ops,
+    .rstats = &sq_rstats_ops,
 };

@@ -74,5 +74,6 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
 extern const store_streams_ops sq_streams_ops;
 extern const store_feed_ops sq_feed_ops;
 extern const store_leases_ops sq_leases_ops;
+extern const store_rstats_ops sq_rstats_ops;
 
 #endif
