@@ -1,95 +1,35 @@
+/* defs: stored agent and workflow definitions (see defs.h); the rows are the
+ * engine's (lib/store.h). */
 #include "defs.h"
 
-#include <sqlite3.h>
-#include <string.h>
-
-#include "timefmt.h"
-#include "store/sqlite/sqlite.h"
-
-
-typedef struct put_arg {
-    const char *name, *doc;
-    int create_only, created, version;
-} put_arg;
+#include "store.h"
 
 static int op_agent_put(log_conn_t *c, void *arg)
 {
-    put_arg *a = arg;
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT 1 FROM agents WHERE name = ?", &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    a->created = rc == SQLITE_DONE;
-    if ((rc = log_stmt_finish(c, st, rc))) return rc;
-    if (!a->created && a->create_only) return LOG_ECONFLICT;
-    if (log_stmt(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
-                " ON CONFLICT(name) DO UPDATE SET doc = ?2, updated_ms = ?3", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->doc, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, timefmt_now_ms());
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return store_of(c)->defs->agent_put(c, arg);
 }
 
 int defs_agent_put(log_conn_t *c, const char *name, const char *doc, int create_only, int *created)
 {
-    put_arg a = {name, doc, create_only, 0, 0};
+    defs_put_arg a = {name, doc, create_only, 0, 0};
     int rc = log_transact(c, op_agent_put, &a);
     if (created) *created = a.created;
     return rc;
 }
 
-static json_t *load_doc(sqlite3_stmt *st, int i)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? json_loads((const char *)t, 0, NULL) : NULL;
-}
-
 json_t *defs_agent_get(log_conn_t *c, const char *name, int *rc)
 {
-    sqlite3_stmt *st;
-    json_t *doc = NULL;
-    if (log_stmt(c, "SELECT doc FROM agents WHERE name = ?", &st)) {
-        *rc = LOG_EIO;
-        return NULL;
-    }
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW) doc = load_doc(st, 0);
-    *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    log_stmt_done(c, st);
-    return doc;
+    return store_of(c)->defs->agent_get(c, name, rc);
 }
 
 int defs_agent_list(log_conn_t *c, json_t *arr)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT name, doc, created_ms, updated_ms FROM agents ORDER BY name", &st))
-        return LOG_EIO;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *doc = load_doc(st, 1);
-        json_t *o = json_pack("{s:s, s:I, s:I}", "name", (const char *)sqlite3_column_text(st, 0),
-                              "createdMs", (json_int_t)sqlite3_column_int64(st, 2), "updatedMs",
-                              (json_int_t)sqlite3_column_int64(st, 3));
-        if (doc) {
-            json_object_set(o, "provider", json_object_get(doc, "provider"));
-            json_object_set(o, "model", json_object_get(doc, "model"));
-        }
-        json_decref(doc);
-        json_array_append_new(arr, o);
-    }
-    return log_stmt_finish(c, st, rc);
+    return store_of(c)->defs->agent_list(c, arr);
 }
 
 static int op_agent_delete(log_conn_t *c, void *arg)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    int rc = log_stmt_finish(c, st, sqlite3_step(st));
-    if (rc) return rc;
-    return sqlite3_changes(log_db(c)) ? 0 : LOG_ENOTFOUND;
+    return store_of(c)->defs->agent_delete(c, arg);
 }
 
 int defs_agent_delete(log_conn_t *c, const char *name)
@@ -99,26 +39,12 @@ int defs_agent_delete(log_conn_t *c, const char *name)
 
 static int op_workflow_add(log_conn_t *c, void *arg)
 {
-    put_arg *a = arg;
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT coalesce(max(version), 0) + 1 FROM workflows WHERE name = ?", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) a->version = sqlite3_column_int(st, 0);
-    if ((rc = log_stmt_finish(c, st, rc))) return rc;
-    if (log_stmt(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, a->version);
-    sqlite3_bind_text(st, 3, a->doc, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, timefmt_now_ms());
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return store_of(c)->defs->workflow_add(c, arg);
 }
 
 int defs_workflow_add(log_conn_t *c, const char *name, const char *doc, int *version)
 {
-    put_arg a = {name, doc, 0, 0, 0};
+    defs_put_arg a = {name, doc, 0, 0, 0};
     int rc = log_transact(c, op_workflow_add, &a);
     *version = a.version;
     return rc;
@@ -126,36 +52,10 @@ int defs_workflow_add(log_conn_t *c, const char *name, const char *doc, int *ver
 
 json_t *defs_workflow_get(log_conn_t *c, const char *name, int version, int *got_version, int *rc)
 {
-    sqlite3_stmt *st;
-    json_t *doc = NULL;
-    if (log_stmt(c, "SELECT doc, version FROM workflows WHERE name = ?1 AND (?2 = 0 OR version = ?2)"
-                " ORDER BY version DESC LIMIT 1", &st)) {
-        *rc = LOG_EIO;
-        return NULL;
-    }
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, version);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW) {
-        doc = load_doc(st, 0);
-        *got_version = sqlite3_column_int(st, 1);
-    }
-    *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    log_stmt_done(c, st);
-    return doc;
+    return store_of(c)->defs->workflow_get(c, name, version, got_version, rc);
 }
 
 int defs_workflow_list(log_conn_t *c, json_t *arr)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT name, max(version), min(created_ms) FROM workflows GROUP BY name ORDER BY name",
-             &st))
-        return LOG_EIO;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(arr, json_pack("{s:s, s:i, s:I}", "name",
-                                             (const char *)sqlite3_column_text(st, 0), "latestVersion",
-                                             sqlite3_column_int(st, 1), "createdMs",
-                                             (json_int_t)sqlite3_column_int64(st, 2)));
-    return log_stmt_finish(c, st, rc);
+    return store_of(c)->defs->workflow_list(c, arr);
 }

@@ -23,4 +23,11 @@ json_t *defs_workflow_get(log_conn_t *c, const char *name, int version, int *got
 /* Append {name, latestVersion, createdMs} for every workflow to arr. */
 int defs_workflow_list(log_conn_t *c, json_t *arr);
 
+/* The arguments of the engine's writes (lib/store.h). */
+typedef struct defs_put_arg {
+    const char *name, *doc;
+    int create_only;
+    int created, version;              /* out */
+} defs_put_arg;
+
 #endif

@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "defs.h"
 #include "lease.h"
 #include "log.h"
 #include "rstats.h"
@@ -125,6 +126,18 @@ typedef struct store_rstats_ops {
     int (*sessions)(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
 } store_rstats_ops;
 
+/* Agent and workflow definitions (lib/defs.h): the writes run inside a group,
+ * with lib/defs.h's rules (agent_delete: LOG_ENOTFOUND when there was none). */
+typedef struct store_defs_ops {
+    int (*agent_put)(log_conn_t *c, defs_put_arg *a);
+    json_t *(*agent_get)(log_conn_t *c, const char *name, int *rc);
+    int (*agent_list)(log_conn_t *c, json_t *arr);
+    int (*agent_delete)(log_conn_t *c, const char *name);
+    int (*workflow_add)(log_conn_t *c, defs_put_arg *a);
+    json_t *(*workflow_get)(log_conn_t *c, const char *name, int version, int *got_version, int *rc);
+    int (*workflow_list)(log_conn_t *c, json_t *arr);
+} store_defs_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -151,6 +164,7 @@ struct store_engine {
     const store_feed_ops *feed;
     const store_leases_ops *leases;
     const store_rstats_ops *rstats;
+    const store_defs_ops *defs;
 };
 
 /* The engine for a database target: a postgresql:// (or postgres://) URI names

@@ -239,4 +239,5 @@ const store_engine store_sqlite = {
     .feed = &sq_feed_ops,
     .leases = &sq_leases_ops,
     .rstats = &sq_rstats_ops,
+    .defs = &sq_defs_ops,
 };
