@@ -1,7 +1,6 @@
 #include "auth.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,7 @@
 #include <sys/random.h>
 
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
+#include "store.h"
 #include "sha256.h"
 
 /* The scope kinds; index 0 is admin, which has no prefix and covers everything. */
@@ -100,11 +99,6 @@ int auth_has_kind(const auth_t *a, const char *scope)
 
 /* ---- tokens --------------------------------------------------------------------------- */
 
-static int db_err(int rc)
-{
-    return (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
-
 static int random_hex(char *out, size_t nbytes)
 {
     uint8_t r[64];
@@ -133,32 +127,9 @@ static int valid_name(const char *name)
     return 1;
 }
 
-typedef struct create_arg {
-    const char *id, *name, *scopes;
-    const uint8_t *hash;
-    int64_t expires_ms;
-} create_arg;
-
 static int op_create(log_conn_t *c, void *arg)
 {
-    create_arg *a = arg;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c),
-                           "INSERT INTO tokens (id, name, hash, scopes, created_ms, expires_ms)"
-                           " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                           -1, &st, NULL) != SQLITE_OK)
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, a->hash, SHA256_LEN, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, a->scopes, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, timefmt_now_ms());
-    if (a->expires_ms >= 0) sqlite3_bind_int64(st, 6, a->expires_ms);
-    else sqlite3_bind_null(st, 6);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return db_err(rc);
-    return sqlite3_changes(log_db(c)) ? 0 : AUTH_EEXISTS;
+    return store_of(c)->tokens->insert(c, arg);
 }
 
 int auth_token_create(log_conn_t *c, const char *name, const char *const *scopes, int nscopes,
@@ -176,8 +147,15 @@ int auth_token_create(log_conn_t *c, const char *name, const char *const *scopes
     if (random_hex(id, 8) || random_hex(secret, 32)) return LOG_EIO;
     snprintf(token, cap, "dst_%s_%s", id, secret);
     sha256(token, AUTH_TOKEN_LEN, hash);
-    create_arg ca = {id, name, text, hash, expires_ms};
-    int rc = log_transact(c, op_create, &ca);
+    auth_token_row row;
+    memset(&row, 0, sizeof row);
+    memcpy(row.id, id, sizeof row.id);
+    snprintf(row.name, sizeof row.name, "%s", name);
+    snprintf(row.scopes, sizeof row.scopes, "%s", text);
+    memcpy(row.hash, hash, SHA256_LEN);
+    row.created_ms = timefmt_now_ms();
+    row.expires_ms = expires_ms;
+    int rc = log_transact(c, op_create, &row);
     if (rc) memset(token, 0, cap);
     return rc;
 }
@@ -210,78 +188,56 @@ int auth_verify(log_conn_t *c, const char *token, auth_t *out)
     char id[AUTH_ID_LEN + 1];
     memcpy(id, token + 4, AUTH_ID_LEN);
     id[AUTH_ID_LEN] = '\0';
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "SELECT name, hash, scopes, expires_ms FROM tokens WHERE id = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st), ret = AUTH_EINVALID;
-    if (rc == SQLITE_ROW) {
-        uint8_t want[SHA256_LEN];
-        sha256(token, AUTH_TOKEN_LEN, want);
-        const void *have = sqlite3_column_blob(st, 1);
-        if (have && sqlite3_column_bytes(st, 1) == SHA256_LEN && sha256_equal(have, want, SHA256_LEN)) {
-            memset(out, 0, sizeof *out);
-            memcpy(out->id, id, sizeof id);
-            snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(st, 0));
-            out->expires_ms = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3);
-            if (auth_scopes_parse((const char *)sqlite3_column_text(st, 2), out)) ret = AUTH_EINVALID;
-            else if (out->expires_ms >= 0 && timefmt_now_ms() >= out->expires_ms) ret = AUTH_EEXPIRED;
-            else ret = 0;
-        }
-    } else if (rc != SQLITE_DONE) {
-        ret = db_err(rc);
-    }
-    sqlite3_finalize(st);
-    return ret;
+    auth_token_row row;
+    int rc = store_of(c)->tokens->get(c, id, &row);
+    if (rc < 0) return rc;
+    if (rc == 0) return AUTH_EINVALID;
+    uint8_t want[SHA256_LEN];
+    sha256(token, AUTH_TOKEN_LEN, want);
+    if (!sha256_equal(row.hash, want, SHA256_LEN)) return AUTH_EINVALID;
+    memset(out, 0, sizeof *out);
+    memcpy(out->id, id, sizeof id);
+    snprintf(out->name, sizeof out->name, "%s", row.name);
+    out->expires_ms = row.expires_ms;
+    if (auth_scopes_parse(row.scopes, out)) return AUTH_EINVALID;
+    if (out->expires_ms >= 0 && timefmt_now_ms() >= out->expires_ms) return AUTH_EEXPIRED;
+    return 0;
+}
+
+typedef struct list_arg {
+    void (*fn)(void *ud, const auth_t *a, int64_t created_ms);
+    void *ud;
+} list_arg;
+
+static void list_one(void *ud, const auth_token_row *row)
+{
+    list_arg *l = ud;
+    auth_t a;
+    memset(&a, 0, sizeof a);
+    snprintf(a.id, sizeof a.id, "%s", row->id);
+    snprintf(a.name, sizeof a.name, "%s", row->name);
+    auth_scopes_parse(row->scopes, &a);
+    a.expires_ms = row->expires_ms;
+    l->fn(l->ud, &a, row->created_ms);
 }
 
 int auth_token_list(log_conn_t *c, void (*fn)(void *ud, const auth_t *a, int64_t created_ms), void *ud)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "SELECT id, name, scopes, expires_ms, created_ms FROM tokens ORDER BY name",
-                           -1, &st, NULL) != SQLITE_OK)
-        return LOG_EIO;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        auth_t a;
-        memset(&a, 0, sizeof a);
-        snprintf(a.id, sizeof a.id, "%s", (const char *)sqlite3_column_text(st, 0));
-        snprintf(a.name, sizeof a.name, "%s", (const char *)sqlite3_column_text(st, 1));
-        auth_scopes_parse((const char *)sqlite3_column_text(st, 2), &a);
-        a.expires_ms = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3);
-        fn(ud, &a, sqlite3_column_int64(st, 4));
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : db_err(rc);
+    list_arg l = {fn, ud};
+    return store_of(c)->tokens->each(c, list_one, &l);
 }
 
 int auth_token_current(log_conn_t *c, const char *id)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "SELECT expires_ms FROM tokens WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st), ret = 0;
-    if (rc == SQLITE_ROW)
-        ret = sqlite3_column_type(st, 0) == SQLITE_NULL || timefmt_now_ms() < sqlite3_column_int64(st, 0);
-    else if (rc != SQLITE_DONE)
-        ret = db_err(rc);
-    sqlite3_finalize(st);
-    return ret;
+    auth_token_row row;
+    int rc = store_of(c)->tokens->get(c, id, &row);
+    if (rc <= 0) return rc;
+    return row.expires_ms < 0 || timefmt_now_ms() < row.expires_ms;
 }
 
 static int op_revoke(log_conn_t *c, void *arg)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(c), "DELETE FROM tokens WHERE name = ?1 OR id = ?1", -1, &st, NULL) !=
-        SQLITE_OK)
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return db_err(rc);
-    return sqlite3_changes(log_db(c)) ? 0 : LOG_ENOTFOUND;
+    return store_of(c)->tokens->remove(c, arg);
 }
 
 int auth_token_revoke(log_conn_t *c, const char *name_or_id)

@@ -85,4 +85,15 @@ int auth_token_revoke(log_conn_t *c, const char *name_or_id);
  * -1 if malformed, zero or above ten years. */
 int64_t auth_parse_duration(const char *s);
 
+/* A row of the tokens table, as the engine keeps it (lib/store.h): the id, the
+ * name, the scopes as text, the SHA-256 of the whole token (never the token),
+ * and the times (expires_ms -1: never). */
+typedef struct auth_token_row {
+    char id[AUTH_ID_LEN + 1];
+    char name[AUTH_NAME_MAX + 1];
+    char scopes[AUTH_SCOPES_MAX * (AUTH_PREFIX_MAX + 20)];
+    uint8_t hash[32];
+    int64_t created_ms, expires_ms;
+} auth_token_row;
+
 #endif

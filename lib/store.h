@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "defs.h"
 #include "lease.h"
 #include "log.h"
@@ -138,6 +139,16 @@ typedef struct store_defs_ops {
     int (*workflow_list)(log_conn_t *c, json_t *arr);
 } store_defs_ops;
 
+/* Tokens (lib/auth.h): insert (inside a group; AUTH_EEXISTS when taken), get by
+ * id (1 found, 0 not, or LOG_E*), each by name, remove by name or id (inside a
+ * group; LOG_ENOTFOUND when there was none). */
+typedef struct store_tokens_ops {
+    int (*insert)(log_conn_t *c, const auth_token_row *t);
+    int (*get)(log_conn_t *c, const char *id, auth_token_row *t);
+    int (*each)(log_conn_t *c, void (*fn)(void *ud, const auth_token_row *t), void *ud);
+    int (*remove)(log_conn_t *c, const char *name_or_id);
+} store_tokens_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -165,6 +176,7 @@ struct store_engine {
     const store_leases_ops *leases;
     const store_rstats_ops *rstats;
     const store_defs_ops *defs;
+    const store_tokens_ops *tokens;
 };
 
 /* The engine for a database target: a postgresql:// (or postgres://) URI names

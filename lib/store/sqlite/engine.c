@@ -240,4 +240,5 @@ const store_engine store_sqlite = {
     .leases = &sq_leases_ops,
     .rstats = &sq_rstats_ops,
     .defs = &sq_defs_ops,
+    .tokens = &sq_tokens_ops,
 };

@@ -76,5 +76,6 @@ extern const store_feed_ops sq_feed_ops;
 extern const store_leases_ops sq_leases_ops;
 extern const store_rstats_ops sq_rstats_ops;
 extern const store_defs_ops sq_defs_ops;
+extern const store_tokens_ops sq_tokens_ops;
 
 #endif
