@@ -29,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "store.h"
+#include "store/sqlite/engine.h"
 
 typedef struct log_op {
     int (*fn)(log_conn_t *c, void *arg);
@@ -66,6 +68,19 @@ const char *log_strerror(int rc)
 }
 
 /* ---- handles ---------------------------------------------------------------- */
+
+const store_engine *store_engine_for(const char *target, char *err, size_t errlen)
+{
+    if (!target || !*target) {
+        snprintf(err, errlen, "no database given");
+        return NULL;
+    }
+    if (strncasecmp(target, "postgresql://", 13) == 0 || strncasecmp(target, "postgres://", 11) == 0) {
+        snprintf(err, errlen, "this build has no PostgreSQL engine");
+        return NULL;
+    }
+    return &store_sqlite;
+}
 
 log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errlen)
 {

@@ -32,7 +32,11 @@
  * opaque here.
  *
  * Choosing the engine: store_engine_for(target) picks it from the database target
- * a program was given (DSTREAM_DB or a --db option). */
+ * a program was given (DSTREAM_DB or a --db option); log_open does.
+ *
+ * This header has no .c of its own: it is the contract between lib/log.c (and the
+ * modules that keep rows: lease, defs, auth, rstats, ...) above, and the engines
+ * below, which never call up into them. */
 #ifndef DSTREAM_STORE_H
 #define DSTREAM_STORE_H
 
@@ -179,9 +183,9 @@ struct store_engine {
     const store_tokens_ops *tokens;
 };
 
-/* The engine for a database target: a postgresql:// (or postgres://) URI names
- * PostgreSQL, anything else is a SQLite file path. NULL with err when this build
- * has no such engine. */
+/* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)
+ * URI names PostgreSQL, anything else is a SQLite file path. NULL with err when
+ * this build has no such engine. */
 const store_engine *store_engine_for(const char *target, char *err, size_t errlen);
 
 /* The engine of a connection. */

@@ -1,5 +1,6 @@
-/* The SQLite engine: the process's handle, each thread's connection, the steps of
- * the group commit, and the statement cache of the modules' own SQL. */
+/* The SQLite engine: the process's handle, the steps of the group commit, and
+ * the table lib/log.c dispatches through (connections: conn.c; the statement
+ * cache: stmt.c; each area's SQL in a file of its own). */
 #include "sqlite.h"
 
 #include <errno.h>
@@ -13,7 +14,7 @@
 
 #include "db.h"
 
-/* ---- the process and its connections ----------------------------------------- */
+/* ---- the process ---------------------------------------------------------------- */
 
 static int sq_open(log_t *l, char *err, size_t errlen)
 {
@@ -28,46 +29,6 @@ static int sq_open(log_t *l, char *err, size_t errlen)
 static void sq_close(log_t *l)
 {
     (void)l;
-}
-
-static void sq_conn_close(log_conn_t *lc)
-{
-    if (!lc) return;
-    sq_conn *c = sq(lc);
-    sq_streams_finalize(c);
-    for (int i = 0; i < LOG_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
-    sqlite3_close_v2(c->db);
-    if (c->lockfd >= 0) close(c->lockfd);
-    free(c);
-}
-
-static log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen)
-{
-    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
-    sq_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->base.log = l;
-    /* One open file description per connection: flock excludes between them, in
-     * this process and in others. */
-    char lockpath[4200];
-    snprintf(lockpath, sizeof lockpath, "%s-wlock", l->target);
-    c->lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (db_open(l->target, &o, &c->db, err, errlen) || db_cap(c->db, l->max_bytes, err, errlen) ||
-        sq_streams_prepare(c, err, errlen)) {
-        sq_conn_close(&c->base);
-        return NULL;
-    }
-    return &c->base;
-}
-
-int sq_error(log_conn_t *c, int src)
-{
-    int e = src ? src : sqlite3_errcode(sq(c)->db);
-    if ((e & 0xff) == SQLITE_FULL) return LOG_EFULL;
-    return (e & 0xff) == SQLITE_BUSY || (e & 0xff) == SQLITE_LOCKED ? LOG_EBUSY : LOG_EIO;
 }
 
 /* ---- the group commit's steps ------------------------------------------------- */
@@ -142,83 +103,6 @@ static void sq_group_release(log_conn_t *c)
 static int sq_schema_version(void)
 {
     return db_schema_version();
-}
-
-/* ---- the statement cache --------------------------------------------------------- */
-
-sqlite3 *log_db(log_conn_t *c)
-{
-    return sq(c)->db;
-}
-
-static uint64_t sql_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-int log_stmt(log_conn_t *lc, const char *sql, sqlite3_stmt **st)
-{
-    sq_conn *c = sq(lc);
-    uint64_t h = sql_hash(sql);
-    sq_cached_stmt *victim = NULL;
-    *st = NULL;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
-        sq_cached_stmt *e = &c->cache[i];
-        if (e->st && e->hash == h && strcmp(sqlite3_sql(e->st), sql) == 0) {
-            if (e->out) {       /* in use: a fresh one, not kept */
-                victim = NULL;
-                break;
-            }
-            e->out = 1;
-            e->used = ++c->tick;
-            *st = e->st;
-            return 0;
-        }
-        if (!e->out && (!victim || !e->st || (victim->st && e->used < victim->used))) victim = e;
-    }
-    int rc = victim ? sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL)
-                    : sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_finalize(*st);
-        *st = NULL;
-        return LOG_EIO;
-    }
-    if (victim && strcmp(sqlite3_sql(*st), sql) == 0) {
-        sqlite3_finalize(victim->st);
-        victim->st = *st;
-        victim->hash = h;
-        victim->out = 1;
-        victim->used = ++c->tick;
-    }
-    return 0;
-}
-
-void log_stmt_done(log_conn_t *lc, sqlite3_stmt *st)
-{
-    sq_conn *c = sq(lc);
-    if (!st) return;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
-        sq_cached_stmt *e = &c->cache[i];
-        if (e->st != st) continue;
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        e->out = 0;
-        return;
-    }
-    sqlite3_finalize(st);
-}
-
-int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc)
-{
-    log_stmt_done(c, st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
-}
-
-int log_stmt_run(log_conn_t *c, sqlite3_stmt *st)
-{
-    return log_stmt_finish(c, st, sqlite3_step(st));
 }
 
 /* ---- the engine ---------------------------------------------------------------- */

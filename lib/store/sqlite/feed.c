@@ -53,7 +53,7 @@ static void feed_close(store_feed *f)
     if (f->ifd >= 0) close(f->ifd);
     sqlite3_finalize(f->dv);
     sqlite3_close_v2(f->probe);
-    log_conn_close(f->conn);
+    sq_conn_close(f->conn);
     free(f);
 }
 
@@ -74,7 +74,7 @@ static store_feed *feed_open(log_t *l, char *err, size_t errlen)
     f->cur = LOG_CURSOR_START;
     snprintf(f->wal, sizeof f->wal, "%s-wal", l->target);
     db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
-    if (!(f->conn = log_conn_open(l, err, errlen))) goto fail;
+    if (!(f->conn = sq_conn_open(l, err, errlen))) goto fail;
     if (db_open(l->target, &o, &f->probe, err, errlen)) goto fail;
     if (sq_changes_since(f->conn, &f->cur, ignore, NULL)) {
         snprintf(err, errlen, "cannot read the stream revision");
@@ -136,7 +136,7 @@ static int feed_event(store_feed *f)
     if (!modified) return 0;
     /* While this process writes, the file changes are its own (SQLite lets one
      * writer at a time commit), and the end of the write pokes the caller. */
-    return log_writing(f->log) ? 1 : 2;
+    return __atomic_load_n(&f->log->writing, __ATOMIC_ACQUIRE) ? 1 : 2;
 }
 
 static int feed_moved(store_feed *f)

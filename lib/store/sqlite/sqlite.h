@@ -61,6 +61,11 @@ int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc);
 /* Step st once (a write, or a read of one row nobody needs), then log_stmt_finish. */
 int log_stmt_run(log_conn_t *c, sqlite3_stmt *st);
 
+/* A connection of this engine (the engine's conn_open and conn_close), for the
+ * engine's own files, which never call up into lib/log.c. */
+log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen);
+void sq_conn_close(log_conn_t *c);
+
 /* A SQLite result code as LOG_E*: LOG_EFULL, LOG_EBUSY or LOG_EIO. */
 int sq_error(log_conn_t *c, int rc);
 
