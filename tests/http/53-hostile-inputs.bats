@@ -83,7 +83,7 @@ _wake_for() {
 }
 
 @test "a database that already holds a stream path not UTF-8: the runner starts and stays up, the wake is claimed and acked" {
-    local now tok wake gen tail starts
+    local now tok wake gen tail starts exits
     req PUT /v1/stream/old-wake -H 'Content-Type: application/json' --data-binary '[]'
     assert_status 201
     req PUT /v1/stream/__ds/subscriptions/oldsub -H 'Content-Type: application/json' \
@@ -96,6 +96,7 @@ _wake_for() {
         INSERT INTO streams (path, content_type, created_ms, access_ms, tail_seq, tail_pos)
         VALUES (CAST(X'6f6c642ffffe' AS TEXT), 'text/plain', $now, $now, 1, 5);"
     starts=$(rn_runner_starts)
+    exits=$(pool_exits)
     rn_runner_start
     # The wake names the path with U+FFFD for each bad byte.
     ds_poll 10 _wake_for old-wake $'old/\uFFFD\uFFFD'
@@ -104,6 +105,17 @@ _wake_for() {
     assert_status 200
     iconv -f UTF-8 -t UTF-8 "$DS_BODY" >/dev/null
     jq -e '.streams | map(.path) | index("old/\ufffd\ufffd") != null' <<<"$body"
+    # Done without acking it: the pool makes the next wake itself (it died there).
+    req POST /v1/stream/__ds/subscriptions/oldsub/claim -H 'Content-Type: application/json' --data-binary '{"worker": "w0"}'
+    assert_status 200
+    iconv -f UTF-8 -t UTF-8 "$DS_BODY" >/dev/null
+    req POST /v1/stream/__ds/subscriptions/oldsub/ack -H 'Content-Type: application/json' \
+        -H "Authorization: Bearer $(jq -r .token <<<"$body")" \
+        --data-binary "$(jq -c '{wake_id, generation, done: true}' <<<"$body")"
+    assert_status 200
+    assert_body_json '. == {"ok": true, "next_wake": true}'
+    _two_wakes() { req GET "/v1/stream/old-wake?offset=-1" && jq -e 'map(select(.type == "wake")) | length >= 2' <<<"$body" >/dev/null; }
+    ds_poll 10 _two_wakes
     req POST /v1/stream/__ds/subscriptions/oldsub/claim -H 'Content-Type: application/json' --data-binary '{"worker": "w1"}'
     assert_status 200
     iconv -f UTF-8 -t UTF-8 "$DS_BODY" >/dev/null
@@ -124,6 +136,7 @@ _wake_for() {
     assert_header Stream-Next-Offset
     rn_runner_alive
     [ "$(rn_runner_starts)" = $((starts + 1)) ]
+    [ "$(pool_exits)" = "$exits" ]      # no worker died on the claim or the ack
     req DELETE "/v1/stream/old/%ff%fe"
     assert_status 204
     req DELETE /v1/stream/__ds/subscriptions/oldsub
