@@ -4,6 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
+/* Free text (an error, a reason, a prompt) may come from a provider's or an MCP
+ * server's answer, or be cut to a byte count: U+FFFD for what is not UTF-8, never
+ * a NULL from json_pack (make aborts on one). */
+static json_t *text(const char *s)
+{
+    return utf8_json(s);
+}
+
 static sstore_event make(const char *type, json_t *payload)
 {
     sstore_event e;
@@ -43,12 +53,12 @@ sstore_event event_tool_result(const char *call_id, const json_t *result, int is
 
 sstore_event event_tool_loop_stopped(const char *reason, int turns)
 {
-    return make(EV_TOOL_LOOP_STOPPED, json_pack("{s:s, s:i}", PK_REASON, reason, PK_TURNS, turns));
+    return make(EV_TOOL_LOOP_STOPPED, json_pack("{s:o, s:i}", PK_REASON, text(reason), PK_TURNS, turns));
 }
 
 sstore_event event_tool_server_failed(const char *server, const char *error)
 {
-    return make(EV_TOOL_SERVER_FAILED, json_pack("{s:s, s:s}", PK_SERVER, server, PK_ERROR, error));
+    return make(EV_TOOL_SERVER_FAILED, json_pack("{s:s, s:o}", PK_SERVER, server, PK_ERROR, text(error)));
 }
 
 sstore_event event_step_started(const char *phase, int step, const char *kind, const json_t *name)
@@ -72,13 +82,14 @@ sstore_event event_state_updated(json_t *state)
 
 sstore_event event_workflow_failed(const char *error)
 {
-    return make(EV_WORKFLOW_FAILED, json_pack("{s:s}", PK_ERROR, error));
+    return make(EV_WORKFLOW_FAILED, json_pack("{s:o}", PK_ERROR, text(error)));
 }
 
 sstore_event event_input_requested(const char *interaction_id, const char *input, const char *prompt,
                                    const json_t *options, const char *expires_at)
 {
-    json_t *p = json_pack("{s:s, s:s, s:s}", PK_INTERACTION_ID, interaction_id, PK_INPUT, input, PK_PROMPT, prompt);
+    json_t *p = json_pack("{s:s, s:s, s:o}", PK_INTERACTION_ID, interaction_id, PK_INPUT, input, PK_PROMPT,
+                          text(prompt));
     if (options) json_object_set(p, PK_OPTIONS, (json_t *)options);
     if (expires_at) json_object_set_new(p, PK_EXPIRES_AT, json_string(expires_at));
     return make(EV_INPUT_REQUESTED, p);
@@ -99,8 +110,8 @@ sstore_event event_input_received(const char *interaction_id, const json_t *resp
 
 sstore_event event_failed(int workflow, const char *error, const char *reason, int attempts)
 {
-    json_t *p = json_pack("{s:s}", PK_ERROR, error);
-    if (reason) json_object_set_new(p, PK_REASON, json_string(reason));
+    json_t *p = json_pack("{s:o}", PK_ERROR, text(error));
+    if (reason) json_object_set_new(p, PK_REASON, text(reason));
     if (attempts >= 0) json_object_set_new(p, PK_ATTEMPTS, json_integer(attempts));
     return make(workflow ? EV_WORKFLOW_FAILED : EV_REPLY_FAILED, p);
 }
@@ -215,8 +226,8 @@ sstore_event event_request_ended(const char *request_id, const char *stop_reason
 
 sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error)
 {
-    json_t *p = json_pack("{s:s, s:s}", PK_REQUEST_ID, request_id, PK_REASON, reason);
-    if (error) json_object_set_new(p, PK_ERROR, json_string(error));
+    json_t *p = json_pack("{s:s, s:o}", PK_REQUEST_ID, request_id, PK_REASON, text(reason));
+    if (error) json_object_set_new(p, PK_ERROR, text(error));
     return make(EV_PROVIDER_REQUEST_CANCELLED, p);
 }
 
@@ -224,8 +235,9 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
                                    int status, const char *error, int64_t delay_ms, int64_t retry_at_ms)
 {
     return make(EV_PROVIDER_REQUEST_RETRIED,
-                json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:I, s:I}", PK_REQUEST_ID, request_id, PK_ATTEMPT, attempt,
-                          PK_REASON, reason, PK_CAUSE, cause, PK_STATUS, status, PK_ERROR, error, PK_DELAY_MS,
+                json_pack("{s:s, s:i, s:o, s:o, s:i, s:o, s:I, s:I}", PK_REQUEST_ID, request_id, PK_ATTEMPT, attempt,
+                          PK_REASON, text(reason), PK_CAUSE, text(cause), PK_STATUS, status, PK_ERROR, text(error),
+                          PK_DELAY_MS,
                           (json_int_t)delay_ms, PK_RETRY_AT, (json_int_t)retry_at_ms));
 }
 

@@ -227,9 +227,34 @@ static void test_keys_documented(void)
     }
 }
 
+/* Free text that is not UTF-8 (a provider's error cut at 200 bytes inside a
+ * character, an MCP server's message) makes an event with U+FFFD, never a NULL
+ * payload (make aborted: the runner died on every retry of the request). */
+static void test_text_not_utf8(void)
+{
+    const char *cut = "overloaded: \xc3\xbc" "berlastet \xe2\x82";
+    const char *want = "overloaded: \xc3\xbc" "berlastet \xef\xbf\xbd\xef\xbf\xbd";
+    sstore_event e = event_request_retried("r1", 2, "failed", "http_5xx", 529, cut, 1000, 2000);
+    CHECK_EQ_STR(json_string_value(json_object_get(e.payload, PK_ERROR)), want);
+    json_decref(e.payload);
+    e = event_failed(0, cut, "provider_error", 3);
+    CHECK_EQ_STR(json_string_value(json_object_get(e.payload, PK_ERROR)), want);
+    json_decref(e.payload);
+    e = event_workflow_failed("\xff");
+    CHECK_EQ_STR(json_string_value(json_object_get(e.payload, PK_ERROR)), "\xef\xbf\xbd");
+    json_decref(e.payload);
+    e = event_tool_server_failed("files", cut);
+    CHECK_EQ_STR(json_string_value(json_object_get(e.payload, PK_ERROR)), want);
+    json_decref(e.payload);
+    e = event_request_cancelled("r1", "cancelled", cut);
+    CHECK_EQ_STR(json_string_value(json_object_get(e.payload, PK_ERROR)), want);
+    json_decref(e.payload);
+}
+
 int main(void)
 {
     test_tool_events();
+    test_text_not_utf8();
     test_workflow_events();
     test_constructors_use_catalogued_keys();
     test_payloads_on_the_wire();
