@@ -3,65 +3,57 @@
  *   dstream streams [list] [--prefix P]   offline, on the database file (--db)
  *   dstream streams head PATH             over HTTP: content type, tail, closed, TTL
  *   dstream streams delete PATH           over HTTP */
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../lib/timefmt.h"
-#include "../lib/store/sqlite/sqlite.h"
-#include "../lib/store/sqlite/db.h"
+#include "../lib/log.h"
 #include "cli.h"
 #include "http.h"
 
 static int usage_streams(void) { return cli_usage("streams"); }
 
+typedef struct list_arg {
+    const cli_opts *o;
+    int n;
+} list_arg;
+
+static void list_one(void *ud, const char *path, const log_info *info)
+{
+    list_arg *a = ud;
+    long long seq = (long long)info->tail.seq, pos = (long long)info->tail.pos;
+    if (a->o->json) {
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:I}", "path", path, "contentType", info->content_type,
+                              "messages", (json_int_t)seq, "bytes", (json_int_t)pos, "closed", info->closed,
+                              "createdMs", (json_int_t)info->created_ms);
+        print_json(j);
+        json_decref(j);
+    } else {
+        printf("%-40s %-28s %10lld %12lld %s\n", path, info->content_type, seq, pos, info->closed ? "closed" : "");
+    }
+    a->n++;
+}
+
 static int list(const char *dbpath, const cli_opts *o, const char *prefix)
 {
-    sqlite3 *db;
     char err[256];
-    db_opts dopts;
-    db_opts_default(&dopts);
-    dopts.migrate = 0;
-    if (db_open(dbpath, &dopts, &db, err, sizeof err)) {
+    log_opts lo;
+    log_opts_default(&lo);
+    lo.migrate = 0;
+    log_t *log = log_open(dbpath, &lo, err, sizeof err);
+    log_conn_t *c = log ? log_conn_open(log, err, sizeof err) : NULL;
+    if (!c) {
         fprintf(stderr, "dstream: %s\n", err);
+        log_close(log);
         return EXIT_FAIL;
     }
-    sqlite3_stmt *st = NULL;
-    int rc = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT path, content_type, tail_seq, tail_pos, closed, created_ms FROM streams "
-                           "WHERE substr(path, 1, length(?1)) = ?1 ORDER BY path",
-                           -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "dstream: %s\n", sqlite3_errmsg(db));
-        sqlite3_close_v2(db);
-        return EXIT_FAIL;
-    }
-    sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
-    int n = 0, s;
     if (o->tty) printf("\033[1m%-40s %-28s %10s %12s %s\033[0m\n", "PATH", "CONTENT-TYPE", "MESSAGES", "BYTES", "");
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *path = (const char *)sqlite3_column_text(st, 0);
-        const char *ct = (const char *)sqlite3_column_text(st, 1);
-        long long seq = sqlite3_column_int64(st, 2), pos = sqlite3_column_int64(st, 3);
-        int closed = sqlite3_column_int(st, 4);
-        if (o->json) {
-            json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:I}", "path", path ? path : "", "contentType",
-                                  ct ? ct : "", "messages", (json_int_t)seq, "bytes", (json_int_t)pos, "closed",
-                                  closed, "createdMs", (json_int_t)sqlite3_column_int64(st, 5));
-            print_json(j);
-            json_decref(j);
-        } else {
-            printf("%-40s %-28s %10lld %12lld %s\n", path ? path : "", ct ? ct : "", seq, pos, closed ? "closed" : "");
-        }
-        n++;
-    }
-    if (s != SQLITE_DONE) {
-        fprintf(stderr, "dstream: %s\n", sqlite3_errmsg(db));
-        rc = EXIT_FAIL;
-    }
-    sqlite3_finalize(st);
-    sqlite3_close_v2(db);
-    return rc;
+    list_arg a = {o, 0};
+    int rc = log_list(c, prefix, list_one, &a);
+    if (rc) fprintf(stderr, "dstream: %s\n", log_strerror(rc));
+    log_conn_close(c);
+    log_close(log);
+    return rc ? EXIT_FAIL : 0;
 }
 
 /* streams head: the next offset, content type, closed. */

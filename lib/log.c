@@ -337,6 +337,22 @@ int log_head(log_conn_t *c, const char *path, log_info *info)
     return store_of(c)->streams->head(c, path, info);
 }
 
+int log_tx_nest_begin(log_conn_t *c)
+{
+    return store_of(c)->nest_begin(c);
+}
+
+int log_tx_nest_end(log_conn_t *c, int undo)
+{
+    return store_of(c)->nest_end(c, undo);
+}
+
+int log_list(log_conn_t *c, const char *prefix, void (*fn)(void *ud, const char *path, const log_info *info),
+             void *ud)
+{
+    return store_of(c)->streams->list(c, prefix ? prefix : "", fn, ud);
+}
+
 int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
     return store_of(c)->feed->changes_since(c, cur, fn, ud);

@@ -172,6 +172,17 @@ int log_append(log_conn_t *c, log_append_req *r);
  * fn may call the log_tx_* functions and any store operation that runs inside a
  * group. Returns fn's result, or LOG_EBUSY/LOG_EIO if the commit failed. */
 int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg);
+/* Inside log_transact: a nested unit of work, kept (undo = 0) or undone alone
+ * (undo = 1) by log_tx_nest_end. Returns 0 or LOG_E*. */
+int log_tx_nest_begin(log_conn_t *c);
+int log_tx_nest_end(log_conn_t *c, int undo);
+
+/* Each stream whose path starts with prefix ("" for all), in path order:
+ * fn(ud, path, info) (expired and deleted ones too; info->closed etc. as stored).
+ * Returns 0 or LOG_E*. */
+int log_list(log_conn_t *c, const char *prefix, void (*fn)(void *ud, const char *path, const log_info *info),
+             void *ud);
+
 /* log_create, log_append and log_delete for use inside log_transact. */
 int log_tx_create(log_conn_t *c, log_create_req *r);
 int log_tx_append(log_conn_t *c, log_append_req *r);

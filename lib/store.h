@@ -85,6 +85,8 @@ typedef struct store_streams_ops {
     int (*sweep)(log_conn_t *c, int *removed);      /* inside a group */
     int (*read)(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
     int (*head)(log_conn_t *c, const char *path, log_info *info);
+    int (*list)(log_conn_t *c, const char *prefix,
+                void (*fn)(void *ud, const char *path, const log_info *info), void *ud);
 } store_streams_ops;
 
 /* The change feed: what committed, by any process, since the last look. */
@@ -173,6 +175,9 @@ struct store_engine {
     int (*op_end)(log_conn_t *c, int op_rc);
     int (*group_end)(log_conn_t *c, int rc);
     void (*group_release)(log_conn_t *c);
+    /* A nested unit inside an operation (log_tx_nest_begin / _end). */
+    int (*nest_begin)(log_conn_t *c);
+    int (*nest_end)(log_conn_t *c, int undo);
     /* The schema version this build's migrations reach. */
     int (*schema_version)(void);
     const store_streams_ops *streams;

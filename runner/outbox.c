@@ -9,12 +9,10 @@
  * over finds out here, writes nothing more into it, drops what it had (counted in
  * R->dropped and logged) and stops its request. Each session is a savepoint of its
  * own, so one session's failure does not undo the others'. */
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../lib/timefmt.h"
-#include "../lib/store/sqlite/sqlite.h"
 #include "runner.h"
 
 static int is_delta(const char *type)
@@ -73,12 +71,6 @@ typedef struct commit_arg {
     size_t n;
 } commit_arg;
 
-static int exec(log_conn_t *c, const char *sql)
-{
-    sqlite3_stmt *st;
-    return log_stmt(c, sql, &st) ? LOG_EIO : log_stmt_run(c, st);
-}
-
 static int op_commit(log_conn_t *c, void *arg)
 {
     commit_arg *a = arg;
@@ -87,7 +79,7 @@ static int op_commit(log_conn_t *c, void *arg)
     int64_t now = timefmt_now_ms();
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
-        if (exec(c, "SAVEPOINT runner_session")) return LOG_EIO;
+        if (log_tx_nest_begin(c)) return LOG_EIO;
         /* Checked in every commit; renewed (a write) only once a third of it ran. */
         it->renewed = now >= it->s->lease_renew_ms;
         int held = it->renewed ? lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms)
@@ -102,8 +94,7 @@ static int op_commit(log_conn_t *c, void *arg)
         else it->outcome = C_DONE;
         it->rc = rc;
         if (it->outcome != C_DONE) it->s->view_seq = 0;
-        if (it->outcome != C_DONE && exec(c, "ROLLBACK TO runner_session")) return LOG_EIO;
-        if (exec(c, "RELEASE runner_session")) return LOG_EIO;
+        if (log_tx_nest_end(c, it->outcome != C_DONE)) return LOG_EIO;
     }
     return 0;
 }

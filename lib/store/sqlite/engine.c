@@ -100,6 +100,18 @@ static void sq_group_release(log_conn_t *c)
     sq(c)->locked = 0;
 }
 
+static int sq_nest_begin(log_conn_t *c)
+{
+    return exec(c, "SAVEPOINT nested");
+}
+
+static int sq_nest_end(log_conn_t *c, int undo)
+{
+    int rc = undo ? exec(c, "ROLLBACK TO nested") : 0;
+    int rc2 = exec(c, "RELEASE nested");
+    return rc ? rc : rc2;
+}
+
 static int sq_schema_version(void)
 {
     return db_schema_version();
@@ -118,6 +130,8 @@ const store_engine store_sqlite = {
     .op_end = sq_op_end,
     .group_end = sq_group_end,
     .group_release = sq_group_release,
+    .nest_begin = sq_nest_begin,
+    .nest_end = sq_nest_end,
     .schema_version = sq_schema_version,
     .streams = &sq_streams_ops,
     .feed = &sq_feed_ops,

@@ -784,6 +784,35 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
     return 0;
 }
 
+static int op_list(log_conn_t *c, const char *prefix,
+                   void (*fn)(void *ud, const char *path, const log_info *info), void *ud)
+{
+    sqlite3_stmt *st;
+    if (log_stmt(c, "SELECT path, " INFO_COLS " FROM streams WHERE substr(path, 1, length(?1)) = ?1"
+                    " ORDER BY path", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        log_info info;
+        memset(&info, 0, sizeof info);
+        /* INFO_COLS start at column 1 here: read them through a shifted copy. */
+        info.id = sqlite3_column_int64(st, 1);
+        copy_text(info.content_type, sizeof info.content_type, st, 2);
+        info.json = sqlite3_column_int(st, 3);
+        info.created_ms = sqlite3_column_int64(st, 4);
+        info.access_ms = sqlite3_column_int64(st, 5);
+        info.ttl_s = col_opt(st, 6);
+        info.expires_ms = col_opt(st, 7);
+        info.closed = sqlite3_column_int(st, 8);
+        info.tail.seq = (uint64_t)sqlite3_column_int64(st, 9);
+        info.tail.pos = (uint64_t)sqlite3_column_int64(st, 10);
+        const unsigned char *p = sqlite3_column_text(st, 0);
+        fn(ud, p ? (const char *)p : "", &info);
+    }
+    return log_stmt_finish(c, st, rc);
+}
+
 const store_streams_ops sq_streams_ops = {
     .create = op_create,
     .append = op_append,
@@ -792,4 +821,5 @@ const store_streams_ops sq_streams_ops = {
     .sweep = op_sweep,
     .read = op_read,
     .head = op_head,
+    .list = op_list,
 };
