@@ -13,14 +13,13 @@
 #include "sstore.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
+#include "store.h"
 #include "recorder.h"
 
 
@@ -93,42 +92,29 @@ static int replay_msg(void *ud, const void *data, size_t len, offset_t at)
 }
 
 /* Load the newest snapshot at or before seq `upto` into v; *from gets its seq. */
+/* Load the newest snapshot at or before seq `upto` into v; *from gets its seq. */
 static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_view *v,
                          offset_t *from)
 {
-    sqlite3_stmt *st;
+    char *text = NULL;
+    offset_t at;
     from->seq = from->pos = 0;
-    if (log_stmt(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
-                " ORDER BY seq DESC LIMIT 1", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (int64_t)upto);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sstore_snapshot_load(v, (const char *)sqlite3_column_text(st, 2)) == 0) {
-        from->seq = (uint64_t)sqlite3_column_int64(st, 0);
-        from->pos = (uint64_t)sqlite3_column_int64(st, 1);
-    }
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+    int rc = store_of(c)->sessions->snapshot_before(c, id, upto, &at, &text);
+    if (rc < 0) return rc;
+    if (rc == 1 && sstore_snapshot_load(v, text) == 0) *from = at;
+    free(text);
+    return 0;
 }
 
 static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const session_view *v)
 {
-    sqlite3_stmt *st;
     json_t *j = session_view_to_json(v);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) return LOG_EIO;
-    if (log_stmt(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)",
-             &st)) {
-        free(s);
-        return LOG_EIO;
-    }
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (int64_t)at.seq);
-    sqlite3_bind_int64(st, 3, (int64_t)at.pos);
-    sqlite3_bind_text(st, 4, s, -1, free);
-    return log_stmt_run(c, st);
+    int rc = store_of(c)->sessions->snapshot_put(c, id, at, s);
+    free(s);
+    return rc;
 }
 
 int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_view *v,
@@ -166,38 +152,14 @@ int sstore_view(log_conn_t *c, const char *id, int has_at, offset_t at, session_
 
 /* ---- rows ------------------------------------------------------------------------------ */
 
-static void col(char *dst, size_t cap, sqlite3_stmt *st, int i)
+int sstore_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud)
 {
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
-#define ROW_COLS "id, stream, agent, workflow, wf_version, parent, fork_offset, status, " \
-                 "created_ms, updated_ms"
-
-static void row_of(sqlite3_stmt *st, sstore_row *row)
-{
-    col(row->id, sizeof row->id, st, 0);
-    col(row->stream, sizeof row->stream, st, 1);
-    col(row->agent, sizeof row->agent, st, 2);
-    col(row->workflow, sizeof row->workflow, st, 3);
-    row->wf_version = sqlite3_column_int(st, 4);
-    col(row->parent, sizeof row->parent, st, 5);
-    col(row->fork_offset, sizeof row->fork_offset, st, 6);
-    col(row->status, sizeof row->status, st, 7);
-    row->created_ms = sqlite3_column_int64(st, 8);
-    row->updated_ms = sqlite3_column_int64(st, 9);
+    return store_of(c)->sessions->unfinished(c, fn, ud);
 }
 
 int sstore_get(log_conn_t *c, const char *id, sstore_row *row)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) row_of(st, row);
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
+    return store_of(c)->sessions->get(c, id, row);
 }
 
 static json_t *row_json(const sstore_row *row)
@@ -220,11 +182,43 @@ int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit
     return sstore_list_filtered(c, status, cursor, limit, NULL, NULL, arr, next, nextcap);
 }
 
+typedef struct list_arg {
+    int limit;
+    int (*keep)(void *ud, const char *id);
+    void *ud;
+    json_t *arr;
+    char *next;
+    size_t nextcap;
+    int n, scanned;
+    long long scan_ms;
+    sstore_row last;
+} list_arg;
+
+/* One row of a page, newest first; nonzero ends the page. */
+static int list_one(void *ud, const sstore_row *row)
+{
+    list_arg *a = ud;
+    if (a->scanned >= SSTORE_LIST_SCAN && row->created_ms != a->scan_ms) {
+        snprintf(a->next, a->nextcap, "%lld.", a->scan_ms);
+        return 1;
+    }
+    a->scanned++;
+    a->scan_ms = row->created_ms;
+    if (a->keep && !a->keep(a->ud, row->id)) return 0;
+    if (a->n == a->limit) {
+        snprintf(a->next, a->nextcap, "%lld.%s", (long long)a->last.created_ms, a->last.id);
+        return 1;
+    }
+    json_array_append_new(a->arr, row_json(row));
+    a->last = *row;
+    a->n++;
+    return 0;
+}
+
 int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
                          int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,
                          size_t nextcap)
 {
-    sqlite3_stmt *st;
     /* Cursor: "<created_ms>.<id>" of the last row the previous page showed, or
      * "<created_ms>." (no id): the sessions created before that millisecond. A cursor
      * only ever names a session the page showed, so a filtered page never hands out
@@ -239,52 +233,19 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
         if (*end != '.' || (end[1] && !sstore_valid_id(end + 1))) return LOG_EINVAL;
         else snprintf(cid, sizeof cid, "%s", end + 1);
     }
-    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
-                " AND (?1 IS NULL OR status = ?1)"
-                " AND (created_ms < ?2 OR (created_ms = ?2 AND id < ?3))"
-                " ORDER BY created_ms DESC, id DESC LIMIT ?4", &st))
-        return LOG_EIO;
-    if (status) sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, cms);
-    sqlite3_bind_text(st, 3, cid, -1, SQLITE_TRANSIENT);
+    list_arg la;
+    memset(&la, 0, sizeof la);
+    la.limit = limit, la.keep = keep, la.ud = ud, la.arr = arr, la.next = next, la.nextcap = nextcap;
+    next[0] = '\0';
     /* Filtered, a page may have to look at more rows: SSTORE_LIST_SCAN, then the rest
      * of the millisecond it is in (a handful of rows: sessions are created one at a
      * time), after which it ends short with the millisecond as its cursor. */
-    sqlite3_bind_int64(st, 4, keep ? -1 : limit + 1);
-    int rc, n = 0, scanned = 0;
-    long long scan_ms = 0;
-    sstore_row row, last;
-    next[0] = '\0';
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long long ms = sqlite3_column_int64(st, 8);
-        if (scanned >= SSTORE_LIST_SCAN && ms != scan_ms) {
-            snprintf(next, nextcap, "%lld.", scan_ms);
-            break;
-        }
-        scanned++;
-        scan_ms = ms;
-        if (keep && !keep(ud, (const char *)sqlite3_column_text(st, 0))) continue;
-        if (n == limit) {
-            snprintf(next, nextcap, "%lld.%s", (long long)last.created_ms, last.id);
-            break;
-        }
-        row_of(st, &row);
-        json_array_append_new(arr, row_json(&row));
-        last = row;
-        n++;
-    }
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+    return store_of(c)->sessions->list(c, status, cms, cid, keep ? -1 : limit + 1, list_one, &la);
 }
 
 static int set_status(log_conn_t *c, const char *id, const session_view *v)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, session_status_name(v->status), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, timefmt_now_ms());
-    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return store_of(c)->sessions->set_status(c, id, session_status_name(v->status), timefmt_now_ms());
 }
 
 /* ---- appending events ------------------------------------------------------------------- */
@@ -420,7 +381,6 @@ static int op_create(log_conn_t *c, void *arg)
 {
     sstore_create_req *r = arg;
     char path[SSTORE_ID_MAX + 16], ppath[SSTORE_ID_MAX + 16], off[OFFSET_LEN + 1] = "";
-    sqlite3_stmt *st;
     session_view v;
     sstore_row prow;
     int rc;
@@ -442,12 +402,7 @@ static int op_create(log_conn_t *c, void *arg)
     }
     /* A deleted session's id is free again (its stream is gone or, while forks
      * read it, still refused below by the stream's own conflict). */
-    if (log_stmt(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) {
-        rc = LOG_EIO;
-        goto out;
-    }
-    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    if ((rc = log_stmt_run(c, st))) goto out;
+    if ((rc = store_of(c)->sessions->forget_deleted(c, r->id))) goto out;
     if ((rc = log_tx_create(c, &cr))) goto out;
     if (!cr.created) {
         rc = LOG_ECONFLICT;
@@ -459,26 +414,21 @@ static int op_create(log_conn_t *c, void *arg)
         if ((rc = sstore_view(c, r->parent, 1, cr.info.fork, &v, NULL))) goto out;
         if ((rc = save_snapshot(c, r->id, cr.info.fork, &v))) goto out;
     }
-    if (log_stmt(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
-                " fork_offset, status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-             &st)) {
-        rc = LOG_EIO;
-        goto out;
-    }
     int64_t now = timefmt_now_ms();
-    const char *agent = r->parent ? (prow.agent[0] ? prow.agent : NULL) : r->agent;
-    const char *wf = r->parent ? (prow.workflow[0] ? prow.workflow : NULL) : r->workflow;
-    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-    if (agent) sqlite3_bind_text(st, 3, agent, -1, SQLITE_TRANSIENT);
-    if (wf) sqlite3_bind_text(st, 4, wf, -1, SQLITE_TRANSIENT);
-    if (wf) sqlite3_bind_int(st, 5, r->parent ? prow.wf_version : r->wf_version);
-    if (r->parent) sqlite3_bind_text(st, 6, r->parent, -1, SQLITE_STATIC);
-    if (r->parent) sqlite3_bind_text(st, 7, off, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 8, session_status_name(v.status), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 9, now);
-    sqlite3_bind_int64(st, 10, now);
-    if ((rc = log_stmt_run(c, st))) goto out;
+    const char *agent = r->parent ? prow.agent : r->agent;
+    const char *wf = r->parent ? prow.workflow : r->workflow;
+    sstore_row row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "%s", r->id);
+    snprintf(row.stream, sizeof row.stream, "%s", path);
+    snprintf(row.agent, sizeof row.agent, "%s", agent ? agent : "");
+    snprintf(row.workflow, sizeof row.workflow, "%s", wf ? wf : "");
+    row.wf_version = row.workflow[0] ? (r->parent ? prow.wf_version : r->wf_version) : 0;
+    if (r->parent) snprintf(row.parent, sizeof row.parent, "%s", r->parent);
+    if (r->parent) snprintf(row.fork_offset, sizeof row.fork_offset, "%s", off);
+    snprintf(row.status, sizeof row.status, "%s", session_status_name(v.status));
+    row.created_ms = row.updated_ms = now;
+    if ((rc = store_of(c)->sessions->insert(c, &row))) goto out;
 
     sstore_event ev;
     memset(&ev, 0, sizeof ev);
@@ -509,20 +459,13 @@ static int op_delete(log_conn_t *c, void *arg)
 {
     const char *id = arg;
     char path[SSTORE_ID_MAX + 16];
-    sqlite3_stmt *st;
     sstore_row row;
     int rc;
     if ((rc = sstore_get(c, id, &row))) return rc;
     stream_of(id, path, sizeof path);
     rc = log_tx_delete(c, path);
     if (rc && rc != LOG_ENOTFOUND) return rc;
-    if (log_stmt(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, timefmt_now_ms());
-    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if ((rc = log_stmt_run(c, st))) return rc;
+    if ((rc = store_of(c)->sessions->mark_deleted(c, id, timefmt_now_ms()))) return rc;
     /* Its recordings go with it, unless pinned (lib/recorder). */
     return rec_tx_delete_session(c, id);
 }

@@ -134,4 +134,8 @@ int sstore_valid_id(const char *id);
 /* A new random session id into out (at least 25 bytes). */
 void sstore_new_id(char *out, size_t cap);
 
+/* Each session with work left (pending, running, awaiting input): fn(ud, id). The
+ * runner's scan at start. Returns 0 or LOG_E*. */
+int sstore_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);
+
 #endif

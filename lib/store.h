@@ -49,6 +49,7 @@
 #include "lease.h"
 #include "log.h"
 #include "rstats.h"
+#include "sstore.h"
 
 typedef struct store_engine store_engine;
 
@@ -155,6 +156,28 @@ typedef struct store_tokens_ops {
     int (*remove)(log_conn_t *c, const char *name_or_id);
 } store_tokens_ops;
 
+/* Sessions (lib/sstore.h): their rows and the snapshots of their views. get:
+ * 0 or LOG_ENOTFOUND (deleted ones are not found); list: newest first, those
+ * created before (before_ms, before_id), at most max rows (-1: no limit), until
+ * fn returns nonzero; unfinished: the ids of sessions with work left (pending,
+ * running, awaiting input). Writes run inside a group: insert, set_status,
+ * forget_deleted (a deleted session's row, so that its id is free again),
+ * mark_deleted (and its snapshots gone). snapshot_before: the newest snapshot
+ * at or before seq upto: 1 with *at and *view (malloc'd text, the caller frees),
+ * 0 if none. */
+typedef struct store_sessions_ops {
+    int (*get)(log_conn_t *c, const char *id, sstore_row *row);
+    int (*list)(log_conn_t *c, const char *status, int64_t before_ms, const char *before_id, int max,
+                int (*fn)(void *ud, const sstore_row *row), void *ud);
+    int (*unfinished)(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);
+    int (*insert)(log_conn_t *c, const sstore_row *row);
+    int (*set_status)(log_conn_t *c, const char *id, const char *status, int64_t now_ms);
+    int (*forget_deleted)(log_conn_t *c, const char *id);
+    int (*mark_deleted)(log_conn_t *c, const char *id, int64_t now_ms);
+    int (*snapshot_before)(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view);
+    int (*snapshot_put)(log_conn_t *c, const char *id, offset_t at, const char *view);
+} store_sessions_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -186,6 +209,7 @@ struct store_engine {
     const store_rstats_ops *rstats;
     const store_defs_ops *defs;
     const store_tokens_ops *tokens;
+    const store_sessions_ops *sessions;
 };
 
 /* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)

@@ -20,7 +20,6 @@
 
 #include "../lib/diag.h"
 #include "../lib/timefmt.h"
-#include "../lib/store/sqlite/sqlite.h"
 #include "../lib/mcp.h"
 #include "../lib/opfile.h"
 #include "../lib/wake.h"
@@ -127,16 +126,14 @@ static void on_change(void *ud, int64_t id, const char *path)
 }
 
 /* Sessions with work left, at start (crash recovery). */
+static void scan_one(void *ud, const char *id)
+{
+    runner_session(ud, id)->dirty = 1;
+}
+
 static void scan(runner_t *R)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(log_db(R->conn),
-                           "SELECT id FROM sessions WHERE deleted = 0 AND status IN"
-                           " ('pending', 'running', 'awaiting_input')", -1, &st, NULL) != SQLITE_OK)
-        return;
-    while (sqlite3_step(st) == SQLITE_ROW)
-        runner_session(R, (const char *)sqlite3_column_text(st, 0))->dirty = 1;
-    sqlite3_finalize(st);
+    sstore_unfinished(R->conn, scan_one, R);
 }
 
 int main(int argc, char **argv)

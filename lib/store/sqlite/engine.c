@@ -139,4 +139,5 @@ const store_engine store_sqlite = {
     .rstats = &sq_rstats_ops,
     .defs = &sq_defs_ops,
     .tokens = &sq_tokens_ops,
+    .sessions = &sq_sessions_ops,
 };
