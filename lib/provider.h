@@ -86,18 +86,4 @@ void provider_request_url(provider_kind kind, const char *base, char *out, size_
  * line, with the key. The key is never written anywhere else by this module. */
 int provider_request_headers(provider_kind kind, const char *key, buf_t *out);
 
-/* 1 if an HTTP status should be retried: 408, 409, 429, 5xx, 529. */
-int provider_retryable(long status);
-
-/* Delay before retry attempt (1, 2, ...): the Retry-After header if given (seconds or
- * an HTTP date, relative to now_ms), else base_ms * 2^(attempt-1) with up to 25%
- * jitter, capped at max_ms. */
-int64_t provider_retry_delay_ms(int attempt, const char *retry_after, int64_t now_ms,
-                                int64_t base_ms, int64_t max_ms);
-
-/* Cost in USD from a pricing table {"model": {"input": usd_per_mtok, "output": ...},
- * "*": {...}}; 0 when the model has no price. */
-double provider_cost(const json_t *pricing, const char *model, int64_t input_tokens,
-                     int64_t output_tokens);
-
 #endif

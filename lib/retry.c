@@ -3,7 +3,56 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "provider.h"
+#include "timefmt.h"
+
+/* Retry-After as delta-seconds, saturating rather than overflowing. */
+static int delta_seconds(const char *s, int64_t *ms)
+{
+    int64_t v = 0;
+    if (*s < '0' || *s > '9') return -1;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v > (INT64_MAX / 1000 - 9) / 10 ? INT64_MAX / 1000 : v * 10 + (*s - '0');
+    while (*s == ' ' || *s == '\t') s++;
+    if (*s) return -1;
+    *ms = v * 1000;
+    return 0;
+}
+
+/* splitmix64 per thread: jitter needs spread, not quality, and no lock. */
+static uint64_t jitter_rand(int64_t now_ms)
+{
+    static _Thread_local uint64_t state;
+    if (!state) state = (uint64_t)now_ms ^ (uint64_t)(uintptr_t)&state ^ 0x9e3779b97f4a7c15u;
+    uint64_t z = (state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+int64_t retry_delay_ms(int attempt, const char *retry_after, int64_t now_ms,
+                       int64_t base_ms, int64_t max_ms)
+{
+    if (max_ms < 0) max_ms = 0;
+    if (retry_after) {
+        while (*retry_after == ' ' || *retry_after == '\t') retry_after++;
+        int64_t ms, at;
+        if (delta_seconds(retry_after, &ms) == 0)
+            return ms < max_ms ? ms : max_ms;
+        if (timefmt_http_date(retry_after, &at) == 0) {
+            ms = at > now_ms ? at - now_ms : 0;
+            return ms < max_ms ? ms : max_ms;
+        }
+        /* Unreadable: fall back to our own schedule. */
+    }
+    if (attempt < 1) attempt = 1;
+    if (base_ms < 0) base_ms = 0;
+    int shift = attempt - 1;
+    int64_t d = shift >= 62 || base_ms > (max_ms >> shift) ? max_ms : base_ms << shift;
+    if (d > max_ms) d = max_ms;
+    /* Jitter takes off up to a quarter, so that clients capped at max_ms still
+     * spread out and the cap is never exceeded. */
+    return d - (int64_t)(jitter_rand(now_ms) % ((uint64_t)d / 4 + 1));
+}
 
 /* One row per outcome, matched top to bottom: the first row whose kind, status
  * range and error type (NULL: any) fit decides. */
@@ -84,5 +133,5 @@ void retry_decide(const retry_failure *f, int provider_used, int restart_used, c
     d->retry = 1;
     int64_t max = cfg->max_ms < 0 ? 0 : cfg->max_ms;
     if (f->retry_after_ms >= 0) d->delay_ms = f->retry_after_ms < max ? f->retry_after_ms : max;
-    else d->delay_ms = provider_retry_delay_ms(used + 1, f->retry_after, now_ms, cfg->base_ms, max);
+    else d->delay_ms = retry_delay_ms(used + 1, f->retry_after, now_ms, cfg->base_ms, max);
 }

@@ -58,6 +58,11 @@ typedef struct retry_decision {
 void retry_decide(const retry_failure *f, int provider_used, int restart_used, const retry_config *cfg,
                   int64_t now_ms, retry_decision *d);
 
+/* Delay before retry attempt (1, 2, ...): the Retry-After header if given (seconds or
+ * an HTTP date, relative to now_ms), else base_ms * 2^(attempt-1) with up to 25%
+ * jitter, capped at max_ms. */
+int64_t retry_delay_ms(int attempt, const char *retry_after, int64_t now_ms, int64_t base_ms, int64_t max_ms);
+
 /* The table's reason for f (what retry_decide puts in d->reason). */
 const char *retry_reason(const retry_failure *f);
 

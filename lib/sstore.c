@@ -357,17 +357,6 @@ int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *
     return rc;
 }
 
-int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
-                     size_t n, offset_t *first)
-{
-    session_view v;
-    uint64_t seq = 0;
-    session_view_init(&v);
-    int rc = sstore_tx_append_cached(c, id, trace, ev, n, &v, &seq, first);
-    session_view_free(&v);
-    return rc;
-}
-
 int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
                    sstore_decide_fn decide, void *ud, offset_t *first)
 {

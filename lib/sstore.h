@@ -71,17 +71,13 @@ int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
 
 /* For use inside log_transact (the caller's checks and this append commit
  * together): append ev[0..n) (any number) to session id, as sstore_command does
- * with events already decided. *first gets the offset of the first. Returns 0,
- * LOG_ENOTFOUND, or LOG_E*. */
-int sstore_tx_append(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
-                     size_t n, offset_t *first);
-
-/* sstore_tx_append with the caller's view of the session kept across calls (a
- * runner appending to a session it streams into saves recomputing it from the log
- * every time): *v is used if *v_seq, the position it describes, is still the
+ * with events already decided, with the caller's view of the session kept across
+ * calls (a runner appending to a session it streams into saves recomputing it from
+ * the log every time): *v is used if *v_seq, the position it describes, is still the
  * session's tail, else recomputed. On success *v describes the new tail and *v_seq
  * says which; on failure *v_seq is 0. If the transaction is then rolled back the
- * caller must set *v_seq to 0 itself. */
+ * caller must set *v_seq to 0 itself. *first gets the offset of the first event.
+ * Returns 0, LOG_ENOTFOUND, or LOG_E*. */
 int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                             size_t n, session_view *v, uint64_t *v_seq, offset_t *first);
 

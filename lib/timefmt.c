@@ -1,6 +1,7 @@
 #include "timefmt.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -97,6 +98,54 @@ void timefmt_format(int64_t ms, char *out, size_t cap)
     if (m <= 2) y++;
     snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)y, (int)m, (int)d,
              (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (int)rem);
+}
+
+/* n decimal digits at *s into *v, advancing *s. */
+static int digits_at(const char **s, int n, int *v)
+{
+    *v = 0;
+    for (int i = 0; i < n; i++, (*s)++) {
+        if (**s < '0' || **s > '9') return -1;
+        *v = *v * 10 + (**s - '0');
+    }
+    return 0;
+}
+
+static int expect(const char **s, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (strncmp(*s, lit, n) != 0) return -1;
+    *s += n;
+    return 0;
+}
+
+/* Parsed by hand: strptime's names depend on the locale. */
+int timefmt_http_date(const char *s, int64_t *ms)
+{
+    static const char wdays[] = "MonTueWedThuFriSatSun";
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int day, mon = -1, year, h, mi, sec;
+    if (strlen(s) < 29) return -1;
+    int wd_ok = 0;
+    for (int i = 0; i < 7; i++) wd_ok |= !strncmp(s, wdays + 3 * i, 3);
+    s += 3;
+    if (!wd_ok || expect(&s, ", ") || digits_at(&s, 2, &day) || expect(&s, " ")) return -1;
+    for (int i = 0; i < 12; i++)
+        if (!strncmp(s, months + 3 * i, 3)) mon = i;
+    s += 3;
+    if (mon < 0 || expect(&s, " ") || digits_at(&s, 4, &year) || expect(&s, " ") ||
+        digits_at(&s, 2, &h) || expect(&s, ":") || digits_at(&s, 2, &mi) || expect(&s, ":") ||
+        digits_at(&s, 2, &sec) || expect(&s, " GMT"))
+        return -1;
+    while (*s == ' ' || *s == '\t') s++;
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (*s || day < 1 || day > mdays[mon] || (mon == 1 && day == 29 && !leap) || h > 23 ||
+        mi > 59 || sec > 60)
+        return -1;
+    int64_t t = days_from_civil(year, mon + 1, day) * 86400 + h * 3600 + mi * 60 + sec;
+    *ms = t * 1000;
+    return 0;
 }
 
 long long timefmt_now_ms(void)

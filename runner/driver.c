@@ -27,6 +27,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/agent.h"
+#include "../lib/cost.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
 #include "stats.h"
@@ -752,7 +753,7 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
         session_view_free(&v);
         return;
     }
-    double cost = provider_cost(R->pricing, q->model, q->in_tok, q->out_tok);
+    double cost = cost_usd(R->pricing, q->model, q->in_tok, q->out_tok);
     json_t *usage = event_usage(q->in_tok, q->out_tok);
     sstore_event ev[SSTORE_EVENTS_MAX];
     size_t n = 0;

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/cost.h"
+
 #include "../lib/timefmt.h"
 #include "../lib/rstats.h"
 #include "mcp.h"
@@ -89,7 +91,7 @@ static void ended(runner_t *R, const seen *e)
     m->failures += e->failed;
     m->input_tokens += e->in_tok;
     m->output_tokens += e->out_tok;
-    m->cost_usd += provider_cost(R->pricing, e->model, e->in_tok, e->out_tok);
+    m->cost_usd += cost_usd(R->pricing, e->model, e->in_tok, e->out_tok);
     if (e->started_ms > 0 && now >= e->started_ms) rstats_hist_observe(&m->latency, (double)(now - e->started_ms) / 1000);
     if (e->first_ms > 0 && e->first_ms >= e->started_ms)
         rstats_hist_observe(&m->first_token, (double)(e->first_ms - e->started_ms) / 1000);

@@ -15,22 +15,22 @@ out=${FUZZ_OUT:-$root/build-fuzz}
 cc=${FUZZ_CC:-clang}
 
 # The store: the log, the engine seam and every engine's files.
-STORE="lib/log.c lib/store.c $(cd "$root" && echo lib/store/*/*.c)"
+STORE="lib/log.c $(cd "$root" && echo lib/store/*/*.c)"
 
 # The lib sources each harness needs.
 sources() {
     case $1 in
-    json) echo lib/json.c lib/buf.c ;;
+    json) echo lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
     offset) echo lib/offset.c ;;
     timefmt) echo lib/timefmt.c ;;
-    workflow) echo lib/workflow.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c -ljansson ;;
-    provider) echo lib/provider.c lib/json.c lib/buf.c -ljansson ;;
-    mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c -ljansson ;;
-    recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c -ljansson -lsqlite3 ;;
-    url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c -ljansson ;;
+    workflow) echo lib/workflow.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
+    provider) echo lib/provider.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
+    mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
+    recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c lib/utf8.c -ljansson -lsqlite3 ;;
+    url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
     subscription) echo lib/subscription.c lib/webhook.c lib/url.c $STORE lib/offset.c lib/sha256.c \
-                       lib/timefmt.c lib/json.c lib/buf.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
-    auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c \
+                       lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
+    auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c \
                "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
     *) return 1 ;;
     esac

@@ -3,6 +3,8 @@
  * delay's cap. */
 #include "retry.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "test.h"
@@ -170,11 +172,84 @@ static void test_should_retry(void)
     CHECK_EQ_INT(d.exhausted, 0);
 }
 
+/* The statuses retried and those that fail at once (provider_retryable's list, a
+ * second copy of the table's that nothing used, is gone; its cases hold here). */
+static void test_statuses(void)
+{
+    static const long yes[] = {408, 409, 429, 500, 502, 503, 504, 529, 599};
+    static const long no[] = {0, 200, 400, 401, 403, 404, 413, 422, 499, 600};
+    retry_decision d;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        retry_failure f = http(yes[i]);
+        retry_decide(&f, 0, 0, &CFG, 0, &d);
+        CHECK(d.retry);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        retry_failure f = http(no[i]);
+        retry_decide(&f, 0, 0, &CFG, 0, &d);
+        CHECK(!d.retry && !d.exhausted);
+    }
+}
+
+/* The delay: Retry-After in seconds or as an HTTP date, capped; else backoff with
+ * jitter (these cases were test_provider's while the arithmetic was lib/provider's). */
+static void test_delay_ms(void)
+{
+    const int64_t now = INT64_C(1445412480000);     /* Wed, 21 Oct 2015 07:28:00 GMT */
+    CHECK_EQ_INT(retry_delay_ms(1, "120", now, 1000, 300000), 120000);
+    CHECK_EQ_INT(retry_delay_ms(1, " 7 ", now, 1000, 300000), 7000);
+    CHECK_EQ_INT(retry_delay_ms(1, "0", now, 1000, 300000), 0);
+    CHECK_EQ_INT(retry_delay_ms(1, "120", now, 1000, 60000), 60000);
+    CHECK_EQ_INT(retry_delay_ms(1, "99999999999999999999999", now, 1000, 60000), 60000);
+    CHECK_EQ_INT(retry_delay_ms(1, "Wed, 21 Oct 2015 07:28:30 GMT", now, 1000, 300000), 30000);
+    CHECK_EQ_INT(retry_delay_ms(1, "Thu, 22 Oct 2015 07:28:00 GMT", now, 1000, 300000), 300000);
+    CHECK_EQ_INT(retry_delay_ms(1, "Wed, 21 Oct 2015 07:27:00 GMT", now, 1000, 300000), 0);
+    const int64_t leap = INT64_C(1709251199000);    /* Thu, 29 Feb 2024 23:59:59 GMT */
+    CHECK_EQ_INT(retry_delay_ms(1, "Thu, 29 Feb 2024 23:59:59 GMT", leap - 1500, 1, 10000), 1500);
+
+    /* Unreadable values fall back to backoff: base 1000 on attempt 1 is 750..1000. */
+    static const char *const junk[] = {"", "soon", "-5", "1.5", "0x10", "12abc",
+        "Wed, 21 Oct 2015 07:28:30 UTC", "Wed, 32 Oct 2015 07:28:30 GMT",
+        "Fri, 29 Feb 2023 00:00:00 GMT", "Wed, 21 Oct 2015 24:00:00 GMT",
+        "Wed 21 Oct 2015 07:28:30 GMT", "Wed, 21 Foo 2015 07:28:30 GMT"};
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        int64_t d = retry_delay_ms(1, junk[i], now, 1000, 300000);
+        if (!CHECK(d >= 750 && d <= 1000)) fprintf(stderr, "  Retry-After \"%s\": %jd\n", junk[i], (intmax_t)d);
+    }
+
+    /* base * 2^(attempt-1), less up to 25%, never over the cap, never overflowing. */
+    int64_t lo[8], hi[8];
+    for (int a = 1; a <= 7; a++) lo[a] = INT64_MAX, hi[a] = 0;
+    unsigned bad = 0;
+    for (int i = 0; i < 2000; i++) {
+        for (int a = 1; a <= 7; a++) {
+            int64_t want = (INT64_C(500) << (a - 1)) < 20000 ? (INT64_C(500) << (a - 1)) : 20000;
+            int64_t d = retry_delay_ms(a, NULL, now + i, 500, 20000);
+            if (d < want - want / 4 || d > want) bad++;
+            if (d < lo[a]) lo[a] = d;
+            if (d > hi[a]) hi[a] = d;
+        }
+    }
+    CHECK_EQ_UINT(bad, 0);
+    CHECK(lo[1] < 800 && hi[1] > 450 && lo[1] != hi[1]);   /* it does jitter */
+    CHECK(lo[7] < 16000 && hi[7] > 19000);                 /* at the cap too */
+    for (int a = 60; a < 70; a++) {
+        int64_t d = retry_delay_ms(a, NULL, now, INT64_C(1) << 40, INT64_MAX / 2);
+        CHECK(d >= INT64_MAX / 2 - INT64_MAX / 8 && d <= INT64_MAX / 2);
+    }
+    CHECK_EQ_INT(retry_delay_ms(INT32_MAX, NULL, now, 1000, 5000) <= 5000, 1);
+    CHECK_EQ_INT(retry_delay_ms(0, NULL, now, 1000, 5000) <= 1000, 1);
+    CHECK_EQ_INT(retry_delay_ms(3, NULL, now, 1000, 0), 0);
+    CHECK_EQ_INT(retry_delay_ms(3, "30", now, 1000, -5), 0);
+}
+
 int main(void)
 {
     test_table();
     test_budgets();
     test_delays();
     test_should_retry();
+    test_statuses();
+    test_delay_ms();
     return TEST_MAIN_END();
 }

@@ -207,8 +207,23 @@ static void test_zone_at_the_edges(void)
     PARSES("0000-01-01T00:00:00-01:00", -62167215600000LL);
 }
 
+/* IMF-fixdate (Retry-After): the one shape, checked day by day. */
+static void test_http_date(void)
+{
+    int64_t ms = 0;
+    CHECK_EQ_INT(timefmt_http_date("Wed, 21 Oct 2015 07:28:00 GMT", &ms), 0);
+    CHECK_EQ_INT(ms, INT64_C(1445412480000));
+    CHECK_EQ_INT(timefmt_http_date("Thu, 29 Feb 2024 23:59:59 GMT  ", &ms), 0);
+    CHECK_EQ_INT(ms, INT64_C(1709251199000));
+    static const char *const bad[] = {"", "Wed, 21 Oct 2015 07:28:00 UTC", "Fri, 29 Feb 2023 00:00:00 GMT",
+        "Wed, 21 Oct 2015 24:00:00 GMT", "Wed 21 Oct 2015 07:28:30 GMT", "Wed, 21 Foo 2015 07:28:30 GMT",
+        "2015-10-21T07:28:00Z"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(timefmt_http_date(bad[i], &ms), -1);
+}
+
 int main(void)
 {
+    test_http_date();
     test_parse();
     test_reject();
     test_format();
