@@ -31,57 +31,8 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "subrule.h"
 #include "webhook.h"
-
-#define SUB_ID_MAX         128      /* A-Z a-z 0-9 . _ ~ - */
-#define SUB_LEASE_MIN_MS   1000
-#define SUB_LEASE_MAX_MS   600000
-#define SUB_LEASE_DEF_MS   30000
-#define SUB_STREAMS_MAX    1000     /* explicit streams in one request */
-#define SUB_DESC_MAX       1024
-#define SUB_WORKER_MAX     256
-#define SUB_WAKE_ID_LEN    26       /* "w_" + 24 hex */
-#define SUB_TOKEN_MAX      160
-#define SUB_RETRY_MAX_MS   60000
-
-enum {
-    SUB_ENOTFOUND = -101,   /* no such subscription */
-    SUB_EEXISTS = -102,     /* exists with another configuration */
-    SUB_EINVAL = -103,      /* malformed request body */
-    SUB_ETOKEN = -104,      /* not a token of this subscription */
-    SUB_EEXPIRED = -105,    /* a genuine token past its expiry */
-    SUB_EFENCED = -106,     /* another generation or wake, or the lease ran out */
-    SUB_ECLAIMED = -107,    /* another worker holds the lease */
-    SUB_ENOWORK = -108,     /* nothing pending to claim */
-    SUB_EOFFSET = -109,     /* an ack names an unknown stream or an offset out of range */
-    SUB_EKIND = -110        /* the action is for the other delivery type */
-};
-
-typedef struct sub_config {
-    int webhook;               /* 1: webhook, 0: pull-wake */
-    char *pattern;             /* NULL: none */
-    char **streams;            /* normalized, sorted, unique */
-    size_t nstreams;
-    char *url;                 /* webhook.url */
-    char *wake_stream;
-    int64_t lease_ttl_ms;
-    char *description;
-    char hash[65];             /* of all the above */
-} sub_config;
-
-/* 1 if id may name a subscription. */
-int sub_id_valid(const char *id);
-/* A stream path or pattern as the protocol writes it, stream-root relative:
- * leading and trailing '/' dropped. Refused (-1): empty, too long, control bytes,
- * or under the reserved "__ds". */
-int sub_path_norm(const char *in, char *out, size_t cap);
-/* 1 if path matches the glob pattern: '*' is one segment, '**' any number. */
-int sub_glob_match(const char *pattern, const char *path);
-
-/* Parse a PUT body. Returns 0 (free with sub_config_free), or -1 with the mistake
- * in err. The webhook URL's policy is the caller's (lib/webhook). */
-int sub_config_parse(const json_t *doc, sub_config *c, char *err, size_t cap);
-void sub_config_free(sub_config *c);
 
 /* Create, or re-confirm an identical configuration (*created 0); SUB_EEXISTS if
  * it differs. Links the matching and the explicit streams at their tails. */
@@ -142,9 +93,5 @@ void sub_delivery_free(sub_delivery *d);
 /* The outcome of a delivery: ok (a 2xx), done (it answered {"done": true}), else
  * error says why; a wake that moved on meanwhile is left alone. */
 int sub_delivered(log_conn_t *c, const sub_delivery *d, int ok, int done, const char *error, int64_t now);
-
-/* The retry delay after `attempts` failures: 1 s doubling to 60 s, +-20% by
- * jitter (0..1). */
-int64_t sub_backoff_ms(int attempts, double jitter);
 
 #endif

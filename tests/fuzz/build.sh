@@ -28,8 +28,8 @@ sources() {
     mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
     recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c lib/utf8.c -ljansson -lsqlite3 ;;
     url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
-    subscription) echo lib/subscription.c lib/webhook.c lib/url.c $STORE lib/offset.c lib/sha256.c \
-                       lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
+    subscription) echo lib/subrule.c lib/webhook.c lib/url.c lib/sha256.c lib/json.c lib/buf.c lib/utf8.c \
+                       -ljansson -lcrypto ;;
     auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c \
                "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
     *) return 1 ;;

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the parsers of lib/subscription.c and lib/webhook.c.
+/* libFuzzer harness for the parsers of lib/subrule.c (the subscription rules) and lib/webhook.c.
  *
  * The first byte picks what the rest is:
  *  0: a PUT body (JSON). Accepted configurations are normalized: paths without
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "subscription.h"
+#include "subrule.h"
 #include "webhook.h"
 
 #define REQUIRE(cond) \
