@@ -168,13 +168,14 @@ static const json_t *ref_get(int root, const char *rest, size_t restn, const jso
 
 /* ---- templates ----------------------------------------------------------------- */
 
-/* buf_append, with its codes turned into the message a user will read. */
+/* buf_append, with its codes turned into the message a user will read: -2 when
+ * out's ceiling was reached (what subst tells apart), -1 out of memory. */
 static int out_append(buf_t *out, const void *p, size_t n, char *err, size_t errcap)
 {
     int rc = buf_append(out, p, n);
     if (rc == BUF_ETOOBIG) jcheck_seterr(err, errcap, "rendered text over %zu bytes", out->max);
     else if (rc) jcheck_seterr(err, errcap, "out of memory");
-    return rc ? -1 : 0;
+    return rc == BUF_ETOOBIG ? -2 : rc ? -1 : 0;
 }
 
 /* A value as template text: strings as they are (prompts want the words, not a
@@ -196,13 +197,13 @@ static int render_value(const json_t *v, buf_t *out, char *err, size_t errcap)
 
 /* Render tpl into out, or with out NULL only check its syntax (the validator's
  * use: no state exists yet, so paths are not resolved). All or nothing: on
- * failure out is restored to its length on entry. */
+ * failure out is restored to its length on entry. -2 when out's ceiling stopped it. */
 static int template_run(const char *tpl, const json_t *state, const json_t *input, buf_t *out,
                         char *err, size_t errcap)
 {
     char q[JCHECK_QUOTE];
     size_t mark = out ? out->len : 0;
-    int rc = -1;
+    int rc = -1, arc;
     if (!tpl) {
         jcheck_seterr(err, errcap, "no template");
         return -1;
@@ -213,7 +214,10 @@ static int template_run(const char *tpl, const json_t *state, const json_t *inpu
     for (;;) {
         const char *open = strstr(p, "{{");
         size_t lit = open ? (size_t)(open - p) : strlen(p);
-        if (out && out_append(out, p, lit, err, errcap)) goto out;
+        if (out && (arc = out_append(out, p, lit, err, errcap))) {
+            rc = arc;
+            goto out;
+        }
         if (!open) break;
         const char *close = strstr(open + 2, "}}");
         size_t col = (size_t)(open - tpl) + 1;
@@ -249,7 +253,10 @@ static int template_run(const char *tpl, const json_t *state, const json_t *inpu
                               jcheck_show(q, sizeof q, a, n), col);
                 goto out;
             }
-            if (render_value(v, out, err, errcap)) goto out;
+            if ((arc = render_value(v, out, err, errcap))) {
+                rc = arc;
+                goto out;
+            }
         }
         p = close + 2;
     }
@@ -269,7 +276,7 @@ int workflow_render(const char *tpl, const json_t *state, const json_t *input, b
         jcheck_seterr(err, errcap, "no output buffer");
         return -1;
     }
-    return template_run(tpl, state, input, out, err, errcap);
+    return template_run(tpl, state, input, out, err, errcap) ? -1 : 0;
 }
 
 /* ---- conditions ---------------------------------------------------------------- */
@@ -912,12 +919,28 @@ int workflow_check_schema(const json_t *schema, const json_t *value, char *err, 
 
 /* ---- updates ------------------------------------------------------------------------ */
 
+/* What one update or value may still add, in bytes: the strings it renders and the
+ * values it copies in. Checked before each is built, so that a template that names
+ * a large value many times ("{{state.big}}" x 48) fails at the limit instead of
+ * building all of it. max 0: no limit (but WF_RENDER_MAX per string still holds). */
+typedef struct budget {
+    size_t max, left;
+    int over;               /* the limit stopped it: WORKFLOW_ETOOLARGE */
+} budget;
+
+static void over_budget(budget *bud, char *err, size_t errcap)
+{
+    bud->over = 1;
+    jcheck_seterr(err, errcap, "it would take more than %zu bytes (the limit on a workflow's state)", bud->max);
+}
+
 /* A new value for v: with SUB_ON, the strings "$output", "$response" and "$input"
  * become copies of those values (JSON null when absent); every other string is
- * rendered as a template against state and input. */
+ * rendered as a template against state and input. Whatever it adds is taken from
+ * bud. */
 static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
                      const json_t *response, const json_t *input, const json_t *state,
-                     int depth, char *err, size_t errcap)
+                     budget *bud, int depth, char *err, size_t errcap)
 {
     json_t *res = NULL;
     /* Values come from stored documents; the bound keeps recursion shallow
@@ -936,15 +959,27 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
             else if (strcmp(s, "$input") == 0) special = 1, sub = input;
         }
         if (special) {
+            /* Its size as JSON, measured without building the text. */
+            size_t n = sub ? json_dumpb(sub, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 4;
+            if (bud->max && n > bud->left) {
+                over_budget(bud, err, errcap);
+                return NULL;
+            }
+            if (bud->max) bud->left -= n;
             res = sub ? json_deep_copy(sub) : json_null();
             if (!res) jcheck_seterr(err, errcap, "out of memory");
             return res;
         }
         buf_t b;
-        buf_init(&b, WF_RENDER_MAX);
-        if (template_run(s, state, input, &b, err, errcap) == 0) {
+        size_t cap = bud->max && bud->left < WF_RENDER_MAX ? bud->left : WF_RENDER_MAX;
+        buf_init(&b, cap);
+        int rc = template_run(s, state, input, &b, err, errcap);
+        if (rc == 0) {
             res = json_stringn(b.p ? b.p : "", b.len);
             if (!res) jcheck_seterr(err, errcap, "rendered text is not valid UTF-8");
+            else if (bud->max) bud->left -= b.len;
+        } else if (rc == -2 && bud->max && cap == bud->left) {
+            over_budget(bud, err, errcap);
         }
         buf_free(&b);
         return res;
@@ -956,7 +991,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         const char *key;
         const json_t *x;
         json_object_foreach((json_t *)v, key, x) {
-            json_t *nx = subst(x, flags, output, response, input, state, depth + 1, err, errcap);
+            json_t *nx = subst(x, flags, output, response, input, state, bud, depth + 1, err, errcap);
             if (!nx || json_object_set_new(res, key, nx)) goto fail;
         }
         return res;
@@ -966,7 +1001,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         size_t i;
         const json_t *x;
         json_array_foreach(v, i, x) {
-            json_t *nx = subst(x, flags, output, response, input, state, depth + 1, err, errcap);
+            json_t *nx = subst(x, flags, output, response, input, state, bud, depth + 1, err, errcap);
             if (!nx || json_array_append_new(res, nx)) goto fail;
         }
         return res;
@@ -980,10 +1015,11 @@ fail:
 }
 
 int workflow_apply_update(json_t *state, const json_t *update, const json_t *output,
-                          const json_t *response, const json_t *input, char *err,
+                          const json_t *response, const json_t *input, size_t max, char *err,
                           size_t errcap)
 {
     int rc = -1;
+    budget bud = {max, max, 0};
     json_t *copy = NULL;
     char msg[WORKFLOW_ERR_MAX], q[JCHECK_QUOTE];
     if (!json_is_object(state)) {
@@ -1013,15 +1049,23 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
             jcheck_seterr(err, errcap, "%s: not a state path", k);
             goto out;
         }
-        json_t *nv = subst(v, SUB_ON, output, response, input, state, 0, msg, sizeof msg);
+        json_t *nv = subst(v, SUB_ON, output, response, input, state, &bud, 0, msg, sizeof msg);
         if (!nv) {
             jcheck_seterr(err, errcap, "%s: %s", k, msg);
+            if (bud.over) rc = WORKFLOW_ETOOLARGE;
             goto out;
         }
         if (workflow_set_path(copy, key, nv)) {
             jcheck_seterr(err, errcap, "%s: a value that is not an object is in the way", k);
             goto out;
         }
+    }
+    /* The state as a whole, as its state:updated event will carry it. */
+    size_t n = max ? json_dumpb(copy, NULL, 0, JSON_COMPACT) : 0;
+    if (n > max) {
+        jcheck_seterr(err, errcap, "the state would be %zu bytes, more than its limit of %zu", n, max);
+        rc = WORKFLOW_ETOOLARGE;
+        goto out;
     }
     /* Swap the contents, not the object: the caller's reference stays valid. */
     json_object_clear(state);
@@ -1035,16 +1079,17 @@ out:
     return rc;
 }
 
-int workflow_render_json(const json_t *value, const json_t *state, const json_t *input,
+int workflow_render_json(const json_t *value, const json_t *state, const json_t *input, size_t max,
                          json_t **out, char *err, size_t errcap)
 {
+    budget bud = {max, max, 0};
     *out = NULL;
     if (!value) {
         jcheck_seterr(err, errcap, "no value");
         return -1;
     }
-    *out = subst(value, 0, NULL, NULL, input, state, 0, err, errcap);
-    return *out ? 0 : -1;
+    *out = subst(value, 0, NULL, NULL, input, state, &bud, 0, err, errcap);
+    return *out ? 0 : bud.over ? WORKFLOW_ETOOLARGE : -1;
 }
 
 /* ---- validation -------------------------------------------------------------------- */

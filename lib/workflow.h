@@ -52,6 +52,9 @@
 #include "buf.h"
 
 #define WORKFLOW_ERR_MAX 512
+#define WORKFLOW_ETOOLARGE (-300)           /* an update or a value past its byte limit */
+#define WORKFLOW_STATE_MAX_DEFAULT (1 << 20) /* DSTREAM_WORKFLOW_STATE_MAX */
+#define WORKFLOW_REASON_TOO_LARGE "state_too_large" /* workflow:failed's reason for it */
 #define WORKFLOW_MAX_STEPS_DEFAULT 1000     /* steps a session may execute (maxSteps) */
 #define WORKFLOW_MAX_STEPS_LIMIT 1000000    /* the largest maxSteps a document may set */
 
@@ -96,16 +99,21 @@ json_t *workflow_get_path(const json_t *obj, const char *path);
 /* Apply a step's "update" (or an "update" step's "set") object to state: each key
  * is a state path, each value is a JSON value where the strings "$output",
  * "$response" and "$input" are replaced by the given values (any may be NULL) and
- * other strings are templates. Returns 0 or -1 with err; state is only modified on
- * success. */
+ * other strings are templates. The new state may be at most max bytes as compact
+ * JSON (0: no limit); what the update renders and copies in counts against max as
+ * it goes, so an update that would pass it stops there, having built no more.
+ * Returns 0, WORKFLOW_ETOOLARGE (past max) or -1 with err; state is only modified
+ * on success. */
 int workflow_apply_update(json_t *state, const json_t *update, const json_t *output,
-                          const json_t *response, const json_t *input, char *err,
+                          const json_t *response, const json_t *input, size_t max, char *err,
                           size_t errcap);
 
 /* Render every string inside value (recursively; object keys untouched) as a
- * template against state and input, e.g. a tool step's "arguments". Returns 0 with
- * a new value in *out (the caller owns it), or -1 with err and *out NULL. */
-int workflow_render_json(const json_t *value, const json_t *state, const json_t *input,
+ * template against state and input, e.g. a tool step's "arguments", rendering at
+ * most max bytes in all (0: no limit but WF_RENDER_MAX per string). Returns 0 with
+ * a new value in *out (the caller owns it), or WORKFLOW_ETOOLARGE or -1 with err
+ * and *out NULL. */
+int workflow_render_json(const json_t *value, const json_t *state, const json_t *input, size_t max,
                          json_t **out, char *err, size_t errcap);
 
 /* Validate value against the JSON-Schema subset (type, properties, required, items,

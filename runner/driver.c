@@ -337,21 +337,24 @@ static json_t *load_workflow(runner_t *R, sess_t *s, const session_view *v)
     return s->workflow;
 }
 
-static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail_workflow(runner_t *R, sess_t *s, const char *fmt, ...)
+static void fail_workflow_reason(runner_t *R, sess_t *s, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail_workflow_reason(runner_t *R, sess_t *s, const char *reason, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    runner_log("session %s: workflow failed: %s", s->id, msg);
-    put(R, s, event_workflow_failed(msg));
+    runner_log("session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", msg);
+    put(R, s, reason ? event_failed(1, msg, reason, -1) : event_workflow_failed(msg));
 }
 
-void runner_fail_workflow(runner_t *R, sess_t *s, const char *msg)
+#define fail_workflow(R, s, ...) fail_workflow_reason(R, s, NULL, __VA_ARGS__)
+
+void runner_fail_workflow(runner_t *R, sess_t *s, const char *reason, const char *msg)
 {
-    fail_workflow(R, s, "%s", msg);
+    fail_workflow_reason(R, s, reason, "%s", msg);
 }
 
 static const json_t *current_step(const json_t *doc, const char *phase, int step)
@@ -389,15 +392,17 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
     int bad = 0;
     if (skill) {
         const json_t *tpl = json_object_get(skill, "params");
-        bad = (tpl && workflow_render_json(tpl, v->state, v->input, &params, err, sizeof err)) ||
-              agent_render_skill(agent, json_string_value(json_object_get(skill, "name")), params, &prompt, err,
-                                 sizeof err) ||
-              buf_puts(&prompt, "\n\n");
+        bad = tpl ? workflow_render_json(tpl, v->state, v->input, R->workflow_state_max, &params, err, sizeof err) : 0;
+        if (!bad)
+            bad = agent_render_skill(agent, json_string_value(json_object_get(skill, "name")), params, &prompt, err,
+                                     sizeof err) ||
+                  buf_puts(&prompt, "\n\n");
         json_decref(params);
         if (bad) {
             buf_free(&prompt);
             json_decref(agent);
-            fail_workflow(R, s, "step %s[%d] skill: %s", v->phase, v->step, err);
+            fail_workflow_reason(R, s, bad == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL, "step %s[%d] skill: %s",
+                                 v->phase, v->step, err);
             return;
         }
     }
@@ -651,6 +656,7 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
     const json_t *step = s->workflow && v.phase[0] ? current_step(s->workflow, v.phase, v.step) : NULL;
     if (!step) goto out;
     json_t *schema = json_object_get(step, "outputSchema");
+    int rc = 0;
     if (schema) {
         const char *t = q->full.p ? q->full.p : "";
         size_t len = q->full.len;
@@ -667,15 +673,18 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
     }
     if (!err[0]) {
         state = json_deep_copy(v.state);
-        if (workflow_apply_update(state, json_object_get(step, "update"), output, NULL, v.input, err, sizeof err)) {
+        rc = workflow_apply_update(state, json_object_get(step, "update"), output, NULL, v.input, R->workflow_state_max,
+                                   err, sizeof err);
+        if (rc) {
             char tmp[512];
             snprintf(tmp, sizeof tmp, "step update: %s", err);
             snprintf(err, sizeof err, "%s", tmp);
         }
     }
     if (err[0]) {
-        runner_log("session %s: workflow failed: %s", s->id, err);
-        ev[(*n)++] = event_workflow_failed(err);
+        const char *reason = rc == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL;
+        runner_log("session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", err);
+        ev[(*n)++] = reason ? event_failed(1, err, reason, -1) : event_workflow_failed(err);
         goto out;
     }
     ev[(*n)++] = event_agent_completed(json_object_get(step, "agent"), output, timefmt_now_ms() - q->started_ms, usage,
@@ -724,6 +733,16 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     if (!status) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
     request_flush(R, q);
     record_finished(R, q, (int)result, status);
+    if (q->full_over) {
+        /* A workflow step's reply longer than its state may hold: the step fails at
+         * once (another attempt would say the same). */
+        char msg[200];
+        snprintf(msg, sizeof msg, "the agent's reply is over %zu bytes (the limit on a workflow's state)", q->full.max);
+        put(R, s, event_request_cancelled(q->id, "failed", msg));
+        request_free(R, q);
+        fail_workflow_reason(R, s, WORKFLOW_REASON_TOO_LARGE, "%s", msg);
+        return;
+    }
     /* Complete only when the provider's stream ended with its terminal event. */
     int complete = result == CURLE_OK && status == 200 && !q->stream_error && !q->malformed && q->done &&
                    provider_finish(q->parser) == 0;

@@ -165,6 +165,8 @@ int main(int argc, char **argv)
     R.message_requests_max = env_num("DSTREAM_MESSAGE_REQUESTS_MAX", 50);
     R.session_requests_max = env_num("DSTREAM_SESSION_REQUESTS_MAX", 1000);
     R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000);
+    R.workflow_state_max = (size_t)env_num("DSTREAM_WORKFLOW_STATE_MAX", WORKFLOW_STATE_MAX_DEFAULT);
+    R.tool_result_max = (size_t)env_num("DSTREAM_TOOL_RESULT_MAX", 1 << 20);
     /* One process per runner id and database, for the whole process's life
      * (first: a second process says so before it loads anything). */
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};

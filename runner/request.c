@@ -22,7 +22,9 @@ static int on_event(void *ud, const provider_event *ev)
     switch (ev->kind) {
     case PEV_TEXT:
         buf_append(&q->text, ev->text, ev->len);
-        if (q->step_agent) buf_append(&q->full, ev->text, ev->len);
+        /* A step's output is bounded like the state it goes into: past it the
+         * step fails (state_too_large) rather than keep a cut reply. */
+        if (q->step_agent && !q->full_over && buf_append(&q->full, ev->text, ev->len)) q->full_over = 1;
         break;
     case PEV_THINKING: buf_append(&q->thinking, ev->text, ev->len); break;
     case PEV_TOOL_CALL: {
@@ -77,7 +79,9 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
         q->malformed = 1;
         snprintf(q->error, sizeof q->error, "malformed provider stream");
     }
-    return len;
+    /* A step's reply past its limit: stop reading (the transfer ends with an error;
+     * runner_request_finished fails the step, not retrying it). */
+    return q->full_over ? 0 : len;
 }
 
 /* The value of header name (with its colon) if line is that header, else NULL. */
@@ -130,7 +134,7 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     buf_init(&q->errbody, 64 << 10);
     buf_init(&q->text, 16 << 20);
     buf_init(&q->thinking, 16 << 20);
-    buf_init(&q->full, 16 << 20);
+    buf_init(&q->full, R->workflow_state_max && R->workflow_state_max < (16u << 20) ? R->workflow_state_max : 16u << 20);
     q->tool_calls = json_array();
     /* Where it goes, with which key, and the kind from the operator's provider. */
     q->easy = curl_easy_init();

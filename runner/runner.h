@@ -43,6 +43,7 @@ typedef struct rq {
     buf_t errbody;              /* body of a non-200 answer */
     buf_t text, thinking;       /* deltas not yet appended */
     buf_t full;                 /* the whole reply text (a workflow step's output) */
+    int full_over;              /* the reply was longer than full may hold */
     json_t *tool_calls;         /* complete calls of this turn: {callId, name, arguments} (PK_*) */
     int64_t in_tok, out_tok;
     char stop[40];
@@ -113,6 +114,8 @@ typedef struct runner {
     int64_t message_requests_max;   /* provider requests per user message */
     int64_t session_requests_max;   /* provider requests per session */
     int64_t session_events_max;     /* events per session */
+    size_t workflow_state_max;      /* bytes of a workflow's state, a step's output or arguments */
+    size_t tool_result_max;         /* bytes of one tool result (its JSON) */
     json_t *mcp_config;         /* the operator's MCP servers (DSTREAM_MCP_CONFIG) */
     rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
     int rec_mode;               /* DSTREAM_RECORDING (lib/recorder rec_mode) */
@@ -157,7 +160,7 @@ void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *r
 /* driver.c, for step_agent: start, retry or leave alone the open agent step. */
 void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step);
 /* driver.c: the workflow fails (workflow:failed, logged). */
-void runner_fail_workflow(runner_t *R, sess_t *s, const char *msg);
+void runner_fail_workflow(runner_t *R, sess_t *s, const char *reason, const char *msg);
 
 /* outbox.c: every event the runner writes goes through here. */
 /* Queue an event for s (payload: a new reference, now the outbox's). */

@@ -24,8 +24,9 @@ typedef struct step_ctx step_ctx;
 typedef struct step_ops {
     /* Queue an event for the session (its payload becomes the queue's). */
     void (*emit)(step_ctx *c, sstore_event e);
-    /* The workflow fails with msg (workflow:failed, logged). */
-    void (*fail)(step_ctx *c, const char *msg);
+    /* The workflow fails with msg (workflow:failed, logged), and reason when a
+     * rule or limit decided it (NULL: none). */
+    void (*fail)(step_ctx *c, const char *reason, const char *msg);
     /* Look at the session again at this time (ms). */
     void (*timer)(step_ctx *c, int64_t at_ms);
     int64_t (*now)(step_ctx *c);
@@ -49,6 +50,7 @@ struct step_ctx {
     const json_t *def;          /* the step's definition */
     const char *phase;
     int step;                   /* its index in the phase */
+    size_t state_max;           /* bytes a state, or a step's arguments, may take (0: no limit) */
 };
 
 typedef struct step_exec {
@@ -64,6 +66,9 @@ extern const step_exec step_agent, step_tool, step_update, step_human;
 
 /* Shared by the kinds: fail the workflow with a formatted message. */
 void step_failf(step_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, for lib/workflow's result rc: past the state limit (WORKFLOW_ETOOLARGE)
+ * the failure has the reason state_too_large. */
+void step_fail_rc(step_ctx *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The tool step's completion when its call's result is in (called by the runner
  * when a step's call ends): tool:result, then state:updated + step:completed, or

@@ -40,10 +40,11 @@ static void human_resume(step_ctx *c)
     if (answer) {
         /* Answered (now or before it was asked): apply and complete the step. */
         json_t *state = json_deep_copy(v->state);
-        if (workflow_apply_update(state, json_object_get(c->def, "update"), NULL, answer, v->input, err,
-                                  sizeof err)) {
+        int rc = workflow_apply_update(state, json_object_get(c->def, "update"), NULL, answer, v->input, c->state_max,
+                                       err, sizeof err);
+        if (rc) {
             json_decref(state);
-            step_failf(c, "checkpoint %s update: %s", id, err);
+            step_fail_rc(c, rc, "checkpoint %s update: %s", id, err);
             return;
         }
         c->ops->emit(c, event_state_updated(state));
@@ -61,7 +62,7 @@ static void human_resume(step_ctx *c)
     json_t *on = json_object_get(json_object_get(c->def, "onTimeout"), "response");
     c->ops->emit(c, event_input_expired(id));
     if (!on) {
-        c->ops->fail(c, "checkpoint expired");
+        c->ops->fail(c, NULL, "checkpoint expired");
         return;
     }
     /* The default answer, as if given: the next look applies it. */

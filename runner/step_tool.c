@@ -64,8 +64,9 @@ static void tool_resume(step_ctx *c)
     }
     json_t *args = NULL;
     const json_t *tpl = json_object_get(c->def, "arguments");
-    if (tpl && workflow_render_json(tpl, c->v->state, c->v->input, &args, err, sizeof err)) {
-        step_failf(c, "tool step %s/%s arguments: %s", server, tool, err);
+    int rc = tpl ? workflow_render_json(tpl, c->v->state, c->v->input, c->state_max, &args, err, sizeof err) : 0;
+    if (rc) {
+        step_fail_rc(c, rc, "tool step %s/%s arguments: %s", server, tool, err);
         return;
     }
     c->ops->new_call_id(c, id, sizeof id);
@@ -88,10 +89,11 @@ void step_tool_finish(step_ctx *c, const json_t *call, const json_t *result, int
         return;
     }
     json_t *state = json_deep_copy(c->v->state);
-    if (workflow_apply_update(state, json_object_get(c->def, "update"), result, NULL, c->v->input, err,
-                              sizeof err)) {
+    int rc = workflow_apply_update(state, json_object_get(c->def, "update"), result, NULL, c->v->input, c->state_max,
+                                   err, sizeof err);
+    if (rc) {
         json_decref(state);
-        step_failf(c, "tool step %s update: %s", tool ? tool : "?", err);
+        step_fail_rc(c, rc, "tool step %s update: %s", tool ? tool : "?", err);
         return;
     }
     c->ops->emit(c, event_state_updated(state));

@@ -5,9 +5,11 @@ static void update_begin(step_ctx *c)
 {
     char err[512];
     json_t *state = json_deep_copy(c->v->state);
-    if (workflow_apply_update(state, json_object_get(c->def, "set"), NULL, NULL, c->v->input, err, sizeof err)) {
+    int rc = workflow_apply_update(state, json_object_get(c->def, "set"), NULL, NULL, c->v->input, c->state_max, err,
+                                   sizeof err);
+    if (rc) {
         json_decref(state);
-        step_failf(c, "update step: %s", err);
+        step_fail_rc(c, rc, "update step: %s", err);
         return;
     }
     c->ops->emit(c, event_step_started(c->phase, c->step, "update", json_object_get(c->def, "name")));

@@ -21,10 +21,10 @@ static void op_emit(step_ctx *c, sstore_event e)
     runner_emit_as(b->R, b->s, e.type, e.payload, e.actor);
 }
 
-static void op_fail(step_ctx *c, const char *msg)
+static void op_fail(step_ctx *c, const char *reason, const char *msg)
 {
     binding *b = c->ud;
-    runner_fail_workflow(b->R, b->s, msg);
+    runner_fail_workflow(b->R, b->s, reason, msg);
 }
 
 static void op_timer(step_ctx *c, int64_t at)
@@ -83,11 +83,11 @@ void steps_run(runner_t *R, sess_t *s, const session_view *v, const json_t *def,
     const char *kind = json_string_value(json_object_get(def, "kind"));
     const step_exec *x = step_lookup(kind);
     binding b = {R, s};
-    step_ctx c = {&runner_ops, &b, v, def, phase, step};
+    step_ctx c = {&runner_ops, &b, v, def, phase, step, R->workflow_state_max};
     if (!x) {
         char msg[160];
         snprintf(msg, sizeof msg, "no step kind %.64s", kind ? kind : "(none)");
-        runner_fail_workflow(R, s, utf8_scrub(msg));
+        runner_fail_workflow(R, s, NULL, utf8_scrub(msg));
         return;
     }
     if (open) x->resume(&c);
@@ -116,7 +116,7 @@ void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *r
                 def = json_array_get(json_object_get(ph, "steps"), (size_t)step);
     }
     if (def) {
-        step_ctx c = {&runner_ops, &b, &v, def, phase, step};
+        step_ctx c = {&runner_ops, &b, &v, def, phase, step, R->workflow_state_max};
         step_tool_finish(&c, call, result, is_error, failed, duration_ms);
     } else {
         sstore_event e = event_tool_result(json_string_value(json_object_get(call, PK_CALL_ID)), result, is_error,

@@ -137,9 +137,24 @@ static void unlink_call(sess_t *s, tcall_t *t)
 static void on_done(void *ud, const rmcp_outcome *o)
 {
     tcall_t *t = ud;
+    const json_t *output = o->output;
+    int is_error = o->is_error, failed = o->failed;
+    json_t *why = NULL;
+    /* A result past DSTREAM_TOOL_RESULT_MAX is not kept: the call fails, saying so
+     * (measured as the JSON its event would carry, without building that text). */
+    size_t n = t->R->tool_result_max && output ? json_dumpb(output, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
+    if (n > t->R->tool_result_max) {
+        char text[200];
+        snprintf(text, sizeof text, "the tool's result was %zu bytes, over the limit of %zu (DSTREAM_TOOL_RESULT_MAX)", n,
+                 t->R->tool_result_max);
+        runner_log("session %s: tool call %s: %s", t->s->id, json_string_value(json_object_get(t->call, PK_CALL_ID)), text);
+        output = why = json_string(text);
+        is_error = failed = 1;
+    }
     unlink_call(t->s, t);
-    record_tool_done(t->R, t->s, t->call, o->output, o->is_error, o->failed);
-    finish(t->R, t->s, t->call, o->output, o->is_error, o->failed, timefmt_now_ms() - t->started_ms);
+    record_tool_done(t->R, t->s, t->call, output, is_error, failed);
+    finish(t->R, t->s, t->call, output, is_error, failed, timefmt_now_ms() - t->started_ms);
+    json_decref(why);
     json_decref(t->call);
     free(t);
 }

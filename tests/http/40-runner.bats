@@ -479,3 +479,57 @@ retry_after() {
     run "$DS_BIN/dstream" --db "$DS_DB" check
     [ "$status" -eq 0 ] || fail "check: $output"
 }
+
+# wait_failed_file ID: poll the session, read from the database file (a session too
+# large for req's variables is read that way too), until it has failed; then its
+# JSON is in $T/s.json and its events (an array) in $T/ev.json.
+failed_in_file() { "$DS_BIN/dstream" --db "$DS_DB" sessions show "$1" --json | jq -e '.status == "failed"' >/dev/null; }
+wait_failed_file() {
+    ds_poll 30 failed_in_file "$1" ||
+        fail "not failed: $("$DS_BIN/dstream" --db "$DS_DB" sessions show "$1" --json | jq -c '{status, error}')"
+    "$DS_BIN/dstream" --db "$DS_DB" sessions show "$1" --json >"$T/s.json"
+    "$DS_BIN/dstream" --db "$DS_DB" events "$1" --json | jq -s . >"$T/ev.json"
+}
+
+# max_event FILE: the size in bytes of the largest event in FILE (an array).
+max_event() { jq -c '.[] | tojson | utf8bytelength' "$1" | sort -rn | head -1; }
+
+@test "state limit: a step whose templates would take the state past DSTREAM_WORKFLOW_STATE_MAX ends in workflow:failed (state_too_large), no event near it" {
+    local wf id
+    wf=$(ds_name wf)
+    # 48 copies of a 40 kB value (each a value of its own, under the bound on one
+    # rendered string) would be a 1.9 MB state: over the 1 MiB default.
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, phases: [{name: "p", terminal: true, steps: [
+        {kind: "update", set: {big: "{{input.big}}"}},
+        {kind: "update", set: {copies: ([range(48)] | map({key: "c\(.)", value: "{{state.big}}"}) | from_entries)}},
+        {kind: "update", set: {after: 1}}]}]}')"
+    id=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w, input: {big: ("x" * 40000)}}')")
+    wait_failed_file "$id"
+    check "$T/s.json" '.state.big == ("x" * 40000) and (.state | has("copies") | not) and (.state | has("after") | not)'
+    check "$T/ev.json" '[.[] | select(.type == "workflow:failed")] | length == 1 and (.[0].payload.reason == "state_too_large")
+        and (.[0].payload.error | test("copies: .*1048576 bytes"))'
+    # Before the limit, the failing step's state:updated was a 1.9 MB event.
+    [ "$(max_event "$T/ev.json")" -lt 200000 ] || fail "an event of $(max_event "$T/ev.json") bytes"
+}
+
+@test "state limit: an agent step's reply over DSTREAM_WORKFLOW_STATE_MAX fails the workflow (state_too_large) without agent:completed" {
+    local agent wf id
+    agent=$(rn_agent openai m)
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{name: $n, phases: [{name: "p", terminal: true, steps: [
+        {kind: "agent", agent: $a, prompt: "Write a lot.", update: {draft: "$output"}}]}]}')"
+    # (too long for rn_script's command line)
+    jq -nc '{text: ("y" * 1200000), chunkSize: 60000, usage: {input: 20, output: 5}}' >"$T/script.json"
+    curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$T/script.json" "$RN_MOCK/__script"
+    id=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w}')")
+    wait_failed_file "$id"
+    check "$T/s.json" '.state == {}'
+    check "$T/ev.json" '(map(select(.type == "agent:completed")) | length) == 0 and
+        (map(select(.type == "workflow:failed"))[0].payload | .reason == "state_too_large" and (.error | test("reply is over")))
+        and (map(select(.type == "provider:request_cancelled"))[0].payload.reason == "failed")'
+    # The reply streamed as deltas (each small): no event holds the whole of it, and
+    # it was read no further than the limit.
+    [ "$(max_event "$T/ev.json")" -lt 1100000 ] || fail "an event of $(max_event "$T/ev.json") bytes"
+    jq -j '[.[] | select(.type == "text:delta") | .payload.text] | add | length' "$T/ev.json" >"$T/len"
+    [ "$(cat "$T/len")" -le 1100000 ] || fail "$(cat "$T/len") bytes of deltas"
+}

@@ -29,7 +29,8 @@ setup_file() {
             idle: {command: $node, args: [$ts], idleStopMs: 300}}}' >"$MCP_TMP/mcp.json"
     chmod 644 "$MCP_TMP/mcp.json"
     export FILES STATE MCP_TMP
-    rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json"
+    # A tool result may be 110000 bytes here (the default is 1 MiB).
+    rn_start DSTREAM_MCP_CONFIG="$MCP_TMP/mcp.json" DSTREAM_TOOL_RESULT_MAX=110000
 }
 teardown_file() {
     rn_stop
@@ -471,4 +472,25 @@ fs_chat() {
     run "$DS_BIN/dstream" --db "$DS_DB" skills export "$out" "$a"
     [ "$status" = 1 ]
     [ -z "$(ls -A "$T/elsewhere")" ]
+}
+
+@test "a tool result over DSTREAM_TOOL_RESULT_MAX is not kept: the call fails saying so, the reply goes on" {
+    local a id
+    a=$(mcp_agent anthropic claude-test-model '["t"]')
+    rn_script "$(jq -nc '{replies: [
+        {toolCalls: [{id: "c_huge", name: "t__big", arguments: {bytes: 150000}}, {id: "c_fits", name: "t__big", arguments: {bytes: 100000}}]},
+        {text: "Done."}]}')"
+    id=$(rn_session "{\"agent\": \"$a\"}")
+    rn_say "$id" "Fetch it."
+    rn_wait "$id" '.status == "completed" and any(.messages[]; .role == "assistant" and .content == "Done.")' 30
+    events_of "$id"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "c_huge") | .payload' >"$T/huge.json"
+    jq -e '.isError == true and .failed == true and
+        (.result | test("^the tool.s result was 1[0-9]{5} bytes, over the limit of 110000 \\(DSTREAM_TOOL_RESULT_MAX\\)$"))' "$T/huge.json"
+    ev '.[] | select(.type == "tool:result" and .payload.callId == "c_fits") | .payload' >"$T/fits.json"
+    jq -e '.isError == false and (.result | length) == 100000' "$T/fits.json"
+    # The model was told.
+    rn_requests >"$T/req.json"
+    jq -e '.[1].body.messages | any(.role == "user" and any(.content[]?; .type == "tool_result" and .tool_use_id == "c_huge" and
+        (.content | tostring | test("DSTREAM_TOOL_RESULT_MAX"))))' "$T/req.json"
 }

@@ -15,6 +15,7 @@
 typedef struct fake {
     json_t *events;             /* [{type, payload}] emitted */
     char failed[512];
+    char reason[64];            /* the failure's reason, "" for none */
     int64_t now, timer;
     int agent_resumed, calls_run;
     int tools_state;            /* what ops->tools answers */
@@ -28,11 +29,12 @@ static void f_emit(step_ctx *c, sstore_event e)
     fake *f = c->ud;
     json_array_append_new(f->events, json_pack("{s:s, s:o}", "type", e.type, "payload", e.payload));
 }
-static void f_fail(step_ctx *c, const char *msg)
+static void f_fail(step_ctx *c, const char *reason, const char *msg)
 {
     fake *f = c->ud;
     snprintf(f->failed, sizeof f->failed, "%s", msg);
-    f_emit(c, event_workflow_failed(msg));
+    snprintf(f->reason, sizeof f->reason, "%s", reason ? reason : "");
+    f_emit(c, reason ? event_failed(1, msg, reason, -1) : event_workflow_failed(msg));
 }
 static void f_timer(step_ctx *c, int64_t at) { ((fake *)c->ud)->timer = at; }
 static int64_t f_now(step_ctx *c) { return ((fake *)c->ud)->now; }
@@ -130,7 +132,7 @@ static void test_update(void)
     session_view v;
     setup(&f, &v, "{\"n\": 1}");
     json_t *def = J("{\"kind\": \"update\", \"name\": \"Set\", \"set\": {\"t\": \"{{input.topic}}\", \"m.k\": \"$input\"}}");
-    step_ctx c = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_update.begin(&c);
     CHECK_EQ_STR(types(&f), "step:started state:updated step:completed");
     CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 0), "name")), "Set");
@@ -141,10 +143,21 @@ static void test_update(void)
     json_decref(def);
     /* A template that does not resolve fails the workflow, writing nothing else. */
     def = J("{\"kind\": \"update\", \"set\": {\"x\": \"{{state.missing}}\"}}");
-    step_ctx c2 = {&fake_ops, &f, &v, def, "p", 1};
+    step_ctx c2 = {&fake_ops, &f, &v, def, "p", 1, 0};
     step_update.begin(&c2);
     CHECK_EQ_STR(types(&f), "workflow:failed");
     CHECK(strstr(f.failed, "update step") != NULL);
+    CHECK_EQ_STR(f.reason, "");
+    json_decref(def);
+    /* Past the state limit: workflow:failed with reason state_too_large, nothing
+     * else written. */
+    def = J("{\"kind\": \"update\", \"set\": {\"a\": \"{{input.topic}}{{input.topic}}\", \"b\": \"{{input.topic}}\"}}");
+    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 1, 40};
+    json_array_clear(f.events);
+    step_update.begin(&c3);
+    CHECK_EQ_STR(types(&f), "workflow:failed");
+    CHECK_EQ_STR(f.reason, "state_too_large");
+    CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 0), "reason")), "state_too_large");
     json_decref(def);
     teardown(&f, &v);
 }
@@ -156,7 +169,7 @@ static void test_human(void)
     setup(&f, &v, "{}");
     json_t *def = J("{\"kind\": \"human\", \"id\": \"ok\", \"input\": \"approval\", \"prompt\": \"Publish {{input.topic}}?\","
                     " \"timeoutMs\": 5000, \"onTimeout\": {\"response\": false}, \"update\": {\"approved\": \"$response\"}}");
-    step_ctx c = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_human.begin(&c);
     CHECK_EQ_STR(types(&f), "step:started input:requested");
     CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 1), "prompt")), "Publish owls?");
@@ -182,7 +195,7 @@ static void test_human(void)
     /* Without onTimeout, expiry fails the workflow; an early answer is taken at once. */
     setup(&f, &v, "{}");
     def = J("{\"kind\": \"human\", \"id\": \"pick\", \"input\": \"choice\", \"options\": [\"a\", \"b\"], \"prompt\": \"?\", \"timeoutMs\": 10}");
-    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_human.begin(&c3);
     commit(&f, &v);
     f.now += 10;
@@ -195,7 +208,7 @@ static void test_human(void)
     setup(&f, &v, "{}");
     reduce(&v, "input:received", json_pack("{s:s, s:s}", "interactionId", "say", "response", "hello"));
     def = J("{\"kind\": \"human\", \"id\": \"say\", \"input\": \"text\", \"prompt\": \"?\", \"update\": {\"said\": \"$response\"}}");
-    step_ctx c4 = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c4 = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_human.begin(&c4);
     commit(&f, &v);
     step_human.resume(&c4);
@@ -212,7 +225,7 @@ static void test_agent(void)
     session_view v;
     setup(&f, &v, "{}");
     json_t *def = J("{\"kind\": \"agent\", \"agent\": \"writer\", \"prompt\": \"p\"}");
-    step_ctx c = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_agent.begin(&c);
     CHECK_EQ_STR(types(&f), "step:started");
     CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 0), "kind")), "agent");
@@ -232,7 +245,7 @@ static void test_tool(void)
     json_t *def = J("{\"kind\": \"tool\", \"server\": \"files\", \"tool\": \"write_file\","
                     " \"arguments\": {\"path\": \"{{state.dir}}/a.txt\", \"content\": \"about {{input.topic}}\"},"
                     " \"update\": {\"wrote\": \"$output\"}}");
-    step_ctx c = {&fake_ops, &f, &v, def, "p", 0};
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
     step_tool.begin(&c);
     CHECK_EQ_STR(types(&f), "step:started");
     commit(&f, &v);
@@ -281,7 +294,7 @@ static void test_tool(void)
     /* The operator's configuration overrides the annotations. */
     json_decref(f.conf);
     f.conf = J("{\"command\": \"/x\", \"tools\": {\"write_file\": \"readOnly\"}}");
-    step_ctx c2 = {&fake_ops, &f, &v, def, "p", 1};
+    step_ctx c2 = {&fake_ops, &f, &v, def, "p", 1, 0};
     step_tool.resume(&c2);
     CHECK_EQ_STR(types(&f), "tool:called");
     CHECK(json_is_false(json_object_get(payload(&f, 0), "sideEffecting")));
@@ -289,7 +302,7 @@ static void test_tool(void)
     json_decref(def);
     /* An unknown tool, an unavailable server, a bad template: the workflow fails. */
     def = J("{\"kind\": \"tool\", \"server\": \"files\", \"tool\": \"nope\"}");
-    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 1};
+    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 1, 0};
     step_tool.resume(&c3);
     CHECK_EQ_STR(types(&f), "workflow:failed");
     CHECK(strstr(f.failed, "has no tool named nope") != NULL);
@@ -301,7 +314,7 @@ static void test_tool(void)
     json_decref(def);
     f.tools_state = 0;
     def = J("{\"kind\": \"tool\", \"server\": \"files\", \"tool\": \"write_file\", \"arguments\": {\"p\": \"{{state.nope}}\"}}");
-    step_ctx c4 = {&fake_ops, &f, &v, def, "p", 1};
+    step_ctx c4 = {&fake_ops, &f, &v, def, "p", 1, 0};
     step_tool.resume(&c4);
     CHECK(strstr(f.failed, "arguments") != NULL);
     json_decref(def);
@@ -319,7 +332,7 @@ static void test_fail_cut(void)
     char big[800] = "ab";
     for (size_t i = 2; i + 2 < sizeof big; i += 2) memcpy(big + i, "\xc3\xa9", 2);
     big[sizeof big - 2] = '\0';
-    step_ctx c = {&fake_ops, &f, &v, NULL, "p", 0};
+    step_ctx c = {&fake_ops, &f, &v, NULL, "p", 0, 0};
     step_failf(&c, "%s", big);
     CHECK_EQ_STR(types(&f), "workflow:failed");
     CHECK(utf8_valid(f.failed, strlen(f.failed)));

@@ -628,7 +628,7 @@ static void test_apply_update(void)
                     " 'greeting': 'hi {{state.name}} on {{input.topic}}',"
                     " 'n': 'was {{state.n}}', 'lit': {'nested': ['$output', '{{state.name}}', 2, null]},"
                     " 'new.deep.path': false, 'dollar': '$5 and $outputs'}");
-    CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, 0, err, sizeof err), 0);
     CHECK(json_equal(json_object_get(state, "draft"), output));
     CHECK(json_object_get(state, "draft") != output);   /* a copy, not the caller's */
     CHECK(json_is_true(json_object_get(state, "approved")));
@@ -647,7 +647,7 @@ static void test_apply_update(void)
 
     /* A missing value is null. */
     upd = J("{'a': '$output', 'b': '$response', 'c': '$input'}");
-    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, 0, err, sizeof err), 0);
     CHECK(json_is_null(json_object_get(state, "a")));
     CHECK(json_is_null(json_object_get(state, "b")));
     CHECK(json_is_null(json_object_get(state, "c")));
@@ -656,7 +656,7 @@ static void test_apply_update(void)
     /* Scalars and arrays as outputs. */
     json_t *text = json_string("plain words");
     upd = J("{'draft': '$output', 'quoted': 'draft: {{state.draft}}'}");
-    CHECK_EQ_INT(workflow_apply_update(state, upd, text, NULL, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, text, NULL, NULL, 0, err, sizeof err), 0);
     CHECK_EQ_STR(json_string_value(json_object_get(state, "draft")), "plain words");
     CHECK_EQ_STR(json_string_value(json_object_get(state, "quoted")),
                  "draft: {\"score\":9,\"notes\":\"good\"}");
@@ -676,7 +676,7 @@ static void test_apply_update(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         upd = J(bad[i][0]);
         err[0] = '\0';
-        CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, err, sizeof err),
+        CHECK_EQ_INT(workflow_apply_update(state, upd, output, response, input, 0, err, sizeof err),
                      -1);
         if (!CHECK(strstr(err, bad[i][1]) != NULL)) fprintf(stderr, "  got \"%s\"\n", err);
         char *after = json_dumps(state, JSON_SORT_KEYS);
@@ -689,7 +689,7 @@ static void test_apply_update(void)
     /* A key with a NUL inside is not the path before the NUL. */
     upd = json_object();
     json_object_setn_new(upd, "ok\0x", 4, json_integer(1));
-    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, 0, err, sizeof err), -1);
     CHECK_EQ_STR(err, "ok?x: not a state path");
     CHECK(json_object_get(state, "ok") == NULL);
     json_t *wf = J("{'name': 'w', 'phases': [{'name': 'p', 'terminal': true, 'steps': [{'kind': 'update'}]}]}");
@@ -700,14 +700,14 @@ static void test_apply_update(void)
     json_decref(wf);
 
     /* Nothing to do, or nothing to do it on. */
-    CHECK_EQ_INT(workflow_apply_update(state, NULL, NULL, NULL, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_apply_update(state, NULL, NULL, NULL, NULL, 0, err, sizeof err), 0);
     upd = J("{}");
-    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, 0, err, sizeof err), 0);
     json_t *arr = J("[]");
-    CHECK_EQ_INT(workflow_apply_update(arr, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(arr, upd, NULL, NULL, NULL, 0, err, sizeof err), -1);
     CHECK_EQ_STR(err, "state is not an object");
-    CHECK_EQ_INT(workflow_apply_update(NULL, upd, NULL, NULL, NULL, err, sizeof err), -1);
-    CHECK_EQ_INT(workflow_apply_update(state, arr, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(NULL, upd, NULL, NULL, NULL, 0, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(state, arr, NULL, NULL, NULL, 0, err, sizeof err), -1);
     CHECK_EQ_STR(err, "update is not an object");
     json_decref(arr);
     json_decref(upd);
@@ -721,14 +721,14 @@ static void test_apply_update(void)
     }
     upd = json_object();
     json_object_set_new(upd, "deep", deep);
-    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, 0, err, sizeof err), -1);
     CHECK(strstr(err, "nested deeper than 64") != NULL);
     json_decref(upd);
 
     /* workflow_render_json: templates everywhere, no specials. */
     json_t *args = J("{'title': '{{input.topic}}', 'n': 3, 'list': ['{{state.name}}', '$output'],"
                      " 'o': {'k': '{{state.review}}'}}"), *res = NULL;
-    CHECK_EQ_INT(workflow_render_json(args, state, input, &res, err, sizeof err), 0);
+    CHECK_EQ_INT(workflow_render_json(args, state, input, 0, &res, err, sizeof err), 0);
     want = J("{'title': 'SQLite', 'n': 3, 'list': ['Ada', '$output'],"
              " 'o': {'k': '{\\'score\\':9,\\'by\\':\\'editor\\'}'}}");
     if (!CHECK(json_equal(res, want))) {
@@ -740,10 +740,10 @@ static void test_apply_update(void)
     json_decref(res);
     json_decref(args);
     args = J("{'t': '{{state.none}}'}");
-    CHECK_EQ_INT(workflow_render_json(args, state, input, &res, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_render_json(args, state, input, 0, &res, err, sizeof err), -1);
     CHECK(res == NULL);
     CHECK(strstr(err, "unknown path state.none") != NULL);
-    CHECK_EQ_INT(workflow_render_json(NULL, state, input, &res, err, sizeof err), -1);
+    CHECK_EQ_INT(workflow_render_json(NULL, state, input, 0, &res, err, sizeof err), -1);
     json_decref(args);
 
     json_decref(state);
@@ -1479,7 +1479,7 @@ static void test_docs_example(void)
             } else if (n.step_kind == STEP_TOOL) {
                 json_t *args = NULL;
                 CHECK_EQ_INT(workflow_render_json(json_object_get(n.def, "arguments"), state, input,
-                                                  &args, err, sizeof err), 0);
+                                                  0, &args, err, sizeof err), 0);
                 CHECK_EQ_STR(json_string_value(json_object_get(args, "title")), "SQLite WAL mode");
                 json_decref(args);
                 out = made = J("{'url': 'https://example.com/p/1'}");
@@ -1487,7 +1487,7 @@ static void test_docs_example(void)
                 resp = json_true();
             }
             const json_t *upd = json_object_get(n.def, n.step_kind == STEP_UPDATE ? "set" : "update");
-            if (!CHECK_EQ_INT(workflow_apply_update(state, upd, out, resp, input, err, sizeof err), 0))
+            if (!CHECK_EQ_INT(workflow_apply_update(state, upd, out, resp, input, 0, err, sizeof err), 0))
                 fprintf(stderr, "  %s\n", err);
             json_decref(made);
             s.pos.step++;
@@ -1521,6 +1521,79 @@ static void test_docs_example(void)
     json_decref(doc);
 }
 
+/* The state limit: an update that would make the state larger than max fails with
+ * WORKFLOW_ETOOLARGE, having rendered no more than max bytes, and leaves the state
+ * as it was; below it, as before. The arguments of a step likewise. */
+static void test_state_limit(void)
+{
+    char err[WORKFLOW_ERR_MAX];
+    const size_t max = 64 << 10, big = 40 << 10;
+    json_t *state = json_object();
+    char *b = malloc(big + 1);
+    memset(b, 'x', big);
+    b[big] = '\0';
+    json_object_set_new(state, "big", json_string(b));
+    free(b);
+    json_t *before = json_deep_copy(state);
+
+    /* 48 copies of it in one string: 1.9 MB if built; stopped at max. */
+    buf_t t;
+    buf_init(&t, 0);
+    for (int i = 0; i < 48; i++) buf_puts(&t, "{{state.big}}");
+    json_t *upd = json_pack("{s:s}", "copies", t.p);
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, max, err, sizeof err), WORKFLOW_ETOOLARGE);
+    if (!CHECK(strstr(err, "copies: ") == err && strstr(err, "65536 bytes") != NULL)) fprintf(stderr, "  %s\n", err);
+    CHECK(json_equal(state, before));
+    json_decref(upd);
+    /* The same in 48 strings (each under the per-string bound). */
+    upd = json_object();
+    for (int i = 0; i < 48; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "c%d", i);
+        json_object_set_new(upd, k, json_string("{{state.big}}"));
+    }
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, max, err, sizeof err), WORKFLOW_ETOOLARGE);
+    CHECK(json_equal(state, before));
+    /* Without a limit it is built (as before). */
+    json_t *s2 = json_deep_copy(state);
+    CHECK_EQ_INT(workflow_apply_update(s2, upd, NULL, NULL, NULL, 0, err, sizeof err), 0);
+    CHECK_EQ_UINT(json_object_size(s2), 49);
+    json_decref(s2);
+    json_decref(upd);
+    /* $output, $response and $input count as they are copied in. */
+    json_t *out = json_object_get(before, "big");
+    upd = J("{'a': '$output', 'b': '$output'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, out, NULL, NULL, max, err, sizeof err), WORKFLOW_ETOOLARGE);
+    CHECK(json_equal(state, before));
+    json_decref(upd);
+    /* Each part fits, the whole does not: the state with the old value is over max. */
+    upd = J("{'a': '$output'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, out, NULL, NULL, max, err, sizeof err), WORKFLOW_ETOOLARGE);
+    CHECK(strstr(err, "the state would be") != NULL);
+    CHECK(json_equal(state, before));
+    /* Replacing the big value fits. */
+    json_decref(upd);
+    upd = J("{'big': '$output'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, out, NULL, NULL, max, err, sizeof err), 0);
+    CHECK(json_equal(state, before));
+    json_decref(upd);
+    upd = J("{'small': 'a {{state.big}}'}");
+    CHECK_EQ_INT(workflow_apply_update(state, upd, NULL, NULL, NULL, 4 * big, err, sizeof err), 0);
+    CHECK_EQ_UINT(json_string_length(json_object_get(state, "small")), big + 2);
+    json_decref(upd);
+
+    /* A step's arguments: at most max rendered in all. */
+    json_t *args = J("{'x': ['{{state.big}}', '{{state.big}}']}"), *res = NULL;
+    CHECK_EQ_INT(workflow_render_json(args, state, NULL, max, &res, err, sizeof err), WORKFLOW_ETOOLARGE);
+    CHECK(res == NULL);
+    CHECK_EQ_INT(workflow_render_json(args, state, NULL, 2 * big, &res, err, sizeof err), 0);
+    json_decref(res);
+    json_decref(args);
+    buf_free(&t);
+    json_decref(before);
+    json_decref(state);
+}
+
 int main(void)
 {
     test_paths();
@@ -1536,5 +1609,6 @@ int main(void)
     test_next_walk();
     test_next_edges();
     test_docs_example();
+    test_state_limit();
     return TEST_MAIN_END();
 }
