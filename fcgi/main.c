@@ -19,6 +19,7 @@
 #include "../lib/url.h"
 #include "access.h"
 #include "pool.h"
+#include "router.h"
 
 static long long env_num(const char *name, long long def, long long min, long long max)
 {
@@ -67,6 +68,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: dstream-fcgi [--db PATH] [--listen SOCKET|HOST:PORT] [--procs N] "
             "[--threads N]\n"
+            "       dstream-fcgi --routes   (print the routes it serves: METHOD PATH, one a line)\n"
             "Environment: DSTREAM_DB, DSTREAM_LISTEN, DSTREAM_PROCS, DSTREAM_THREADS,\n"
             "  DSTREAM_BODY_MAX, DSTREAM_READ_MAX, DSTREAM_LONGPOLL_MS, DSTREAM_HEARTBEAT_MS,\n"
             "  DSTREAM_SYNC (full|normal), DSTREAM_BACKLOG, DSTREAM_LIVE_MAX, DSTREAM_AUTH (on|off),\n"
@@ -123,7 +125,8 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"db", required_argument, NULL, 'd'},     {"listen", required_argument, NULL, 'l'},
         {"procs", required_argument, NULL, 'p'},  {"threads", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},         {"routes", no_argument, NULL, 'R'},
+        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "d:l:p:t:h", opts, NULL)) != -1) {
         char *end;
@@ -141,6 +144,17 @@ int main(int argc, char **argv)
             if (ch == 'p') po.procs = (int)n;
             else po.threads = (int)n;
             break;
+        case 'R':
+            /* The router's own table (router.c): what docs/openapi.json must describe. */
+            for (size_t i = 0; i < router_nroutes; i++) {
+                const char *m = router_routes[i].methods;
+                for (m += strspn(m, ", "); *m; m += strspn(m, ", ")) {
+                    int k = (int)strcspn(m, ", ");
+                    printf("%.*s %s\n", k, m, router_routes[i].path);
+                    m += k;
+                }
+            }
+            return fflush(stdout) ? 1 : 0;
         default: usage(); return ch == 'h' ? 0 : 2;
         }
     }

@@ -9,6 +9,118 @@
 #include "recordings.h"
 
 #define STREAM_PREFIX "/v1/stream/"
+#define DS_PREFIX STREAM_PREFIX "__ds"
+
+/* Every route served, and nothing else: route() answers 404 for a path no template
+ * matches and 405 for a method its route does not list, before any resource sees
+ * the request (so a resource cannot serve what is not here). `dstream-fcgi --routes`
+ * prints this table; tests/http/60-openapi.bats checks docs/openapi.json against it
+ * both ways. The subscription routes come first: the reserved __ds segment of
+ * /v1/stream/ is theirs alone. */
+const router_route router_routes[] = {
+    {"/v1/stream/__ds/jwks.json", "GET, HEAD"},
+    {"/v1/stream/__ds/subscriptions/{id}", "GET, HEAD, PUT, DELETE"},
+    {"/v1/stream/__ds/subscriptions/{id}/streams", "POST"},
+    {"/v1/stream/__ds/subscriptions/{id}/streams/{path}", "DELETE"},
+    {"/v1/stream/__ds/subscriptions/{id}/claim", "POST"},
+    {"/v1/stream/__ds/subscriptions/{id}/callback", "POST"},
+    {"/v1/stream/__ds/subscriptions/{id}/ack", "POST"},
+    {"/v1/stream/__ds/subscriptions/{id}/release", "POST"},
+    {"/v1/stream/{path}", "GET, HEAD, PUT, POST, DELETE"},
+    {"/v1/health", "GET, HEAD"},
+    {"/metrics", "GET, HEAD"},
+    {"/v1/metrics", "GET, HEAD"},
+    {"/v1/agents", "GET, POST"},
+    {"/v1/agents/{name}", "GET, PUT, DELETE"},
+    {"/v1/workflows", "GET, POST"},
+    {"/v1/workflows/{name}", "GET, PUT"},
+    {"/v1/sessions", "GET, POST"},
+    {"/v1/sessions/{id}", "GET, DELETE"},
+    {"/v1/sessions/{id}/state", "GET"},
+    {"/v1/sessions/{id}/events", "GET"},
+    {"/v1/sessions/{id}/drift", "GET"},
+    {"/v1/sessions/{id}/messages", "POST"},
+    {"/v1/sessions/{id}/input", "POST"},
+    {"/v1/sessions/{id}/cancel", "POST"},
+    {"/v1/sessions/{id}/fork", "POST"},
+    {"/v1/recordings", "GET"},
+    {"/v1/recordings/{key}", "GET, DELETE"},
+    {"/v1/mcp/servers", "GET, HEAD"},
+    {"/v1/mcp/servers/{name}", "GET, HEAD"},
+};
+const size_t router_nroutes = sizeof router_routes / sizeof router_routes[0];
+
+/* 1 if path is under the reserved /v1/stream/__ds (or is it). */
+static int reserved(const char *path)
+{
+    size_t n = sizeof DS_PREFIX - 1;
+    return !strncmp(path, DS_PREFIX, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Does path fit the template: {path} takes the rest (maybe empty), any other
+ * {name} one non-empty segment, everything else matches itself. */
+static int fits(const char *tmpl, const char *path, size_t len)
+{
+    const char *end = path + len;
+    while (*tmpl) {
+        if (*tmpl == '{') {
+            if (!strncmp(tmpl, "{path}", 6)) return 1;
+            const char *close = strchr(tmpl, '}');
+            size_t n = 0;
+            while (path + n < end && path[n] != '/') n++;
+            if (!close || n == 0) return 0;
+            path += n;
+            tmpl = close + 1;
+            continue;
+        }
+        if (path == end || *tmpl != *path) return 0;
+        tmpl++;
+        path++;
+    }
+    return path == end;
+}
+
+const router_route *router_match(const char *path)
+{
+    size_t len = strlen(path);
+    int ds = reserved(path);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < router_nroutes; i++)
+            if (reserved(router_routes[i].path) == ds && fits(router_routes[i].path, path, len))
+                return &router_routes[i];
+        /* Then without one trailing slash. */
+        if (len < 2 || path[len - 1] != '/') break;
+        len--;
+    }
+    return NULL;
+}
+
+int router_allows(const router_route *rt, const char *method)
+{
+    size_t n = strlen(method);
+    for (const char *p = rt->methods; *p; p += strspn(p, ", ")) {
+        size_t k = strcspn(p, ", ");
+        if (k == n && !strncmp(p, method, n)) return 1;
+        p += k;
+    }
+    return 0;
+}
+
+/* 1 if the table has a route for the request's path and method; else answers 404
+ * or 405 and returns 0. */
+static int routed(req_t *r)
+{
+    const router_route *rt = router_match(r->path);
+    if (!rt) {
+        res_error(r, 404, reserved(r->path) ? "SUBSCRIPTION_NOT_FOUND" : "not_found", "no resource at %s", r->path);
+        return 0;
+    }
+    if (!router_allows(rt, r->method)) {
+        res_method_not_allowed(r, rt->methods);
+        return 0;
+    }
+    return 1;
+}
 
 /* The scope a route needs. Streams: read or write on the path; a session's own
  * stream is the session's (sessions:read on its id). Sessions: read for GET of a
@@ -77,7 +189,7 @@ void route(req_t *r)
     int wake = subs_token_route(r->method, r->path);
     if (!(wake ? access_begin_open(r) : access_begin(r))) return;
     if (strcmp(r->path, "/v1/health") == 0) {
-        health_handle(r);
+        if (routed(r)) health_handle(r);
         return;
     }
     if (!wake && !authorize(r, r->path)) return;
@@ -89,8 +201,8 @@ void route(req_t *r)
         res_error(r, 400, "bad_path", "request path is not valid UTF-8");
         return;
     }
-    if (strncmp(r->path, STREAM_PREFIX "__ds", sizeof STREAM_PREFIX + 3) == 0 &&
-        (r->path[sizeof STREAM_PREFIX + 3] == '\0' || r->path[sizeof STREAM_PREFIX + 3] == '/')) {
+    if (!routed(r)) return;
+    if (reserved(r->path)) {
         subs_handle(r, r->path + sizeof STREAM_PREFIX - 1);
         return;
     }

@@ -6,6 +6,26 @@
 
 void route(req_t *r);
 
+/* One route the router serves: an OpenAPI path template and its methods. A {name}
+ * parameter is one non-empty path segment; {path} is the rest of the path, slashes
+ * included (a stream path). docs/openapi.json describes exactly these routes (its
+ * test compares them with `dstream-fcgi --routes`). OPTIONS (CORS preflight) is
+ * answered on every path and is not listed. */
+typedef struct router_route {
+    const char *path;
+    const char *methods;        /* as in an Allow header: "GET, HEAD" */
+} router_route;
+
+extern const router_route router_routes[];
+extern const size_t router_nroutes;
+
+/* The route whose template matches a decoded path, or NULL. A trailing "/" after a
+ * collection or item is ignored ("/v1/agents/" is "/v1/agents"). */
+const router_route *router_match(const char *path);
+
+/* 1 if method is one of the route's methods. */
+int router_allows(const router_route *rt, const char *method);
+
 /* Resources. */
 void stream_handle(req_t *r, const char *path);   /* /v1/stream/{path} */
 void health_handle(req_t *r);                     /* /v1/health */
