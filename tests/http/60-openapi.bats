@@ -155,6 +155,7 @@ J=(-H 'Content-Type: application/json')
     x /v1/agents GET /v1/agents
     x /v1/agents/{name} GET "/v1/agents/$agent"
     x /v1/agents/{name} GET /v1/agents/no-such-agent
+    x /v1/agents/{name} GET /v1/agents/a%ffb
     x /v1/agents/{name} PUT "/v1/agents/$agent-2" "${J[@]}" --data-binary '{"provider": "anthropic", "model": "claude-test-model"}'
     x /v1/agents/{name} PUT "/v1/agents/$agent-2" "${J[@]}" --data-binary '{"provider": "anthropic", "model": "claude-test-model"}'
     x /v1/agents/{name} DELETE "/v1/agents/$agent-2"
