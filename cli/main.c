@@ -74,7 +74,7 @@ static int cmd_append(log_t *log, int argc, char **argv)
     ar.nmsgs = 1;
     int lrc = log_append(c, &ar);
     if (lrc) {
-        fprintf(stderr, "dstream: append to %s: %s\n", argv[0], log_strerror(lrc));
+        fprintf(stderr, "dstream: append to %s: %s\n", argv[0], errs_str(lrc));
         rc = 1;
         goto out;
     }
@@ -102,9 +102,9 @@ static int print_msg(void *ud, const void *data, size_t len, offset_t at)
         json_decref(j);
         int ok = d && puts(d) != EOF;
         free(d);
-        return ok ? 0 : -100;
+        return ok ? 0 : ERRS_CALLBACK;
     }
-    return fwrite(data, 1, len, stdout) == len && putchar('\n') != EOF ? 0 : -100;
+    return fwrite(data, 1, len, stdout) == len && putchar('\n') != EOF ? 0 : ERRS_CALLBACK;
 }
 
 static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
@@ -141,7 +141,7 @@ static int cmd_tail(log_t *log, const char *db, int argc, char **argv)
     cli_restore_stop(old);
     if (lrc) {
         fprintf(stderr, "dstream: %s: %s\n", rr.path,
-                err[0] ? err : lrc == -100 ? "cannot write" : log_strerror(lrc));
+                err[0] ? err : lrc == ERRS_CALLBACK ? "cannot write" : errs_str(lrc));
         rc = 1;
     }
     log_conn_close(c);

@@ -70,7 +70,7 @@ static log_conn_t *open_session(const char *id, char *path, size_t cap, log_t **
 
 static int session_error(const char *id, int lrc)
 {
-    fprintf(stderr, "dstream: session %s: %s\n", id, lrc == LOG_ENOTFOUND ? "no such session" : log_strerror(lrc));
+    fprintf(stderr, "dstream: session %s: %s\n", id, lrc == LOG_ENOTFOUND ? "no such session" : errs_str(lrc));
     return lrc == LOG_ENOTFOUND ? EXIT_NOTFOUND : EXIT_FAIL;
 }
 
@@ -177,7 +177,7 @@ int offline_head(const char *path, log_info *info)
     log_conn_t *c = open_db(&log, &rc);
     if (!c) return rc;
     int lrc = log_head(c, path, info);
-    if (lrc) fprintf(stderr, "dstream: %s: %s\n", path, log_strerror(lrc));
+    if (lrc) fprintf(stderr, "dstream: %s: %s\n", path, errs_str(lrc));
     log_conn_close(c);
     log_close(log);
     return !lrc ? 0 : lrc == LOG_ENOTFOUND || lrc == LOG_EGONE ? EXIT_NOTFOUND : EXIT_FAIL;

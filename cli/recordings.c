@@ -62,7 +62,7 @@ static int do_export(log_conn_t *c, int argc, char **argv)
     int rc = rec_export(c, session, write_line, &x);
     if ((f != stdout && fclose(f)) || (f == stdout && fflush(f))) rc = rc ? rc : LOG_EIO;
     if (rc) {
-        fprintf(stderr, "dstream: export: %s\n", log_strerror(rc));
+        fprintf(stderr, "dstream: export: %s\n", errs_str(rc));
         return 1;
     }
     /* Into a file: say what went there (to standard output, the lines are the answer). */
@@ -141,7 +141,7 @@ static int do_import(log_conn_t *c, int argc, char **argv)
     int rc = log_transact(c, op_import, &x);
     if (f != stdin) fclose(f);
     if (rc) {
-        if (rc != LOG_EINVAL) fprintf(stderr, "dstream: import: %s\n", log_strerror(rc));
+        if (rc != LOG_EINVAL) fprintf(stderr, "dstream: import: %s\n", errs_str(rc));
         fprintf(stderr, "dstream: nothing imported\n");
         return 1;
     }
@@ -189,7 +189,7 @@ static int do_prune(log_conn_t *c, int argc, char **argv)
     prune_ctx p = {timefmt_now_ms() - age, dry, 0, 0};
     int rc = log_transact(c, op_prune, &p);
     if (rc) {
-        fprintf(stderr, "dstream: prune: %s\n", log_strerror(rc));
+        fprintf(stderr, "dstream: prune: %s\n", errs_str(rc));
         return 1;
     }
     if (cli_json)
@@ -209,7 +209,7 @@ static int rec_sub(log_conn_t *c, const char *sub, int argc, char **argv)
     if ((!strcmp(sub, "pin") || !strcmp(sub, "unpin")) && argc == 2) {
         int n = rec_pin(c, argv[1], !strcmp(sub, "pin"));
         if (n < 0) {
-            fprintf(stderr, "dstream: %s: %s\n", sub, log_strerror(n));
+            fprintf(stderr, "dstream: %s: %s\n", sub, errs_str(n));
             return 1;
         }
         if (n == 0) {

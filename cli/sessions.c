@@ -56,12 +56,12 @@ static int show(log_conn_t *c, const char *id)
     char at[40];
     int rc = sstore_get(c, id, &row);
     if (rc) {
-        fprintf(stderr, "dstream: session %s: %s\n", id, rc == LOG_ENOTFOUND ? "no such session" : log_strerror(rc));
+        fprintf(stderr, "dstream: session %s: %s\n", id, rc == LOG_ENOTFOUND ? "no such session" : errs_str(rc));
         return rc == LOG_ENOTFOUND ? EXIT_NOTFOUND : EXIT_FAIL;
     }
     session_view_init(&v);
     if ((rc = sstore_view(c, id, 0, none, &v, &pos))) {
-        fprintf(stderr, "dstream: session %s: %s\n", id, log_strerror(rc));
+        fprintf(stderr, "dstream: session %s: %s\n", id, errs_str(rc));
         session_view_free(&v);
         return 1;
     }

@@ -50,7 +50,7 @@ static int list(const char *dbpath, const cli_opts *o, const char *prefix)
     if (o->tty) printf("\033[1m%-40s %-28s %10s %12s %s\033[0m\n", "PATH", "CONTENT-TYPE", "MESSAGES", "BYTES", "");
     list_arg a = {o, 0};
     int rc = log_list(c, prefix, list_one, &a);
-    if (rc) fprintf(stderr, "dstream: %s\n", log_strerror(rc));
+    if (rc) fprintf(stderr, "dstream: %s\n", errs_str(rc));
     log_conn_close(c);
     log_close(log);
     return rc ? EXIT_FAIL : 0;

@@ -53,7 +53,7 @@ static int create(log_conn_t *c, int argc, char **argv)
         return 1;
     }
     if (rc) {
-        fprintf(stderr, "dstream: cannot create the token: %s\n", log_strerror(rc));
+        fprintf(stderr, "dstream: cannot create the token: %s\n", errs_str(rc));
         return 1;
     }
     char ts[40] = "never";
@@ -96,7 +96,7 @@ static int check(log_conn_t *c)
     auth_t a;
     int rc = auth_verify(c, tok, &a);
     if (rc) fprintf(stderr, "dstream: the token is not valid (%s)\n",
-                    rc == AUTH_EEXPIRED ? "expired" : rc == AUTH_EINVALID ? "unknown or malformed" : log_strerror(rc));
+                    rc == AUTH_EEXPIRED ? "expired" : rc == AUTH_EINVALID ? "unknown or malformed" : errs_str(rc));
     else fprintf(stderr, "token %s is valid\n", a.name);
     if (cli_json) {
         json_t *j = json_pack("{s:b, s:s?}", "valid", !rc, "name", rc ? NULL : a.name);
@@ -121,7 +121,7 @@ int cmd_token(log_t *log, int argc, char **argv)
     else if (!strcmp(argv[0], "revoke") && argc == 2) {
         int lrc = auth_token_revoke(c, argv[1]);
         if (lrc == LOG_ENOTFOUND) fprintf(stderr, "dstream: no token %s\n", argv[1]);
-        else if (lrc) fprintf(stderr, "dstream: %s\n", log_strerror(lrc));
+        else if (lrc) fprintf(stderr, "dstream: %s\n", errs_str(lrc));
         else fprintf(stderr, "token %s revoked\n", argv[1]);
         if (!lrc && cli_json) {
             json_t *j = json_pack("{s:s}", "revoked", argv[1]);

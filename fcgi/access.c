@@ -213,7 +213,7 @@ static int begin(req_t *r, int verify)
             return 0;
         }
         if (rc) {
-            res_error(r, 503, "unavailable", "cannot check the token: %s", log_strerror(rc));
+            res_error(r, 503, "unavailable", "cannot check the token: %s", errs_str(rc));
             return 0;
         }
         memcpy(cache.token, tok, sizeof cache.token);

@@ -8,7 +8,7 @@
 #include "../lib/sse.h"
 #include "reply.h"
 
-#define MSG_FAIL (-100)         /* a message callback failed: log_read passes it back */
+#define MSG_FAIL ERRS_CALLBACK       /* a message callback failed: log_read passes it back */
 
 void frame_init(frame_t *f, const framer *fr, int envelopes)
 {

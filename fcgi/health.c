@@ -12,7 +12,7 @@ void health_handle(req_t *r)
     log_info info;
     int rc = log_head(r->log, "\x01health-probe", &info);
     if (rc != LOG_OK && rc != LOG_ENOTFOUND) {
-        res_error(r, 503, "unavailable", "database: %s", log_strerror(rc));
+        res_error(r, 503, "unavailable", "database: %s", errs_str(rc));
         return;
     }
     static const char body[] = "{\"status\":\"ok\"}";

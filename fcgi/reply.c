@@ -17,24 +17,24 @@ void reply_fail(req_t *r, int rc)
     switch (rc) {
     case LOG_ENOTFOUND: res_error(r, 404, "not_found", "stream not found"); break;
     case LOG_EGONE: res_error(r, 410, "gone", "stream was deleted"); break;
-    case LOG_ECONFLICT: res_error(r, 409, "conflict", "%s", log_strerror(rc)); break;
+    case LOG_ECONFLICT: res_error(r, 409, "conflict", "%s", errs_str(rc)); break;
     case LOG_ECLOSED:
         res_header(r, "Stream-Closed", "true");
         res_error(r, 409, "stream_closed", "stream is closed");
         break;
-    case LOG_ECTYPE: res_error(r, 409, "content_type_mismatch", "%s", log_strerror(rc)); break;
-    case LOG_ESEQ: res_error(r, 409, "sequence_conflict", "%s", log_strerror(rc)); break;
-    case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", log_strerror(rc)); break;
-    case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", log_strerror(rc)); break;
-    case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", log_strerror(rc)); break;
-    case LOG_EOFFSET: res_error(r, 400, "bad_offset", "%s", log_strerror(rc)); break;
-    case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", log_strerror(rc)); break;
-    case LOG_EFULL: res_error(r, 507, "insufficient_storage", "%s", log_strerror(rc)); break;
+    case LOG_ECTYPE: res_error(r, 409, "content_type_mismatch", "%s", errs_str(rc)); break;
+    case LOG_ESEQ: res_error(r, 409, "sequence_conflict", "%s", errs_str(rc)); break;
+    case LOG_EINVAL: res_error(r, 400, "bad_request", "%s", errs_str(rc)); break;
+    case LOG_EEMPTY: res_error(r, 400, "empty_body", "%s", errs_str(rc)); break;
+    case LOG_ERANGE: res_error(r, 400, "offset_out_of_range", "%s", errs_str(rc)); break;
+    case LOG_EOFFSET: res_error(r, 400, "bad_offset", "%s", errs_str(rc)); break;
+    case LOG_ESRCGONE: res_error(r, 409, "source_deleted", "%s", errs_str(rc)); break;
+    case LOG_EFULL: res_error(r, 507, "insufficient_storage", "%s", errs_str(rc)); break;
     case LOG_EBUSY:
         res_header(r, "Retry-After", "1");
-        res_error(r, 503, "busy", "%s", log_strerror(rc));
+        res_error(r, 503, "busy", "%s", errs_str(rc));
         break;
-    default: res_error(r, 500, "internal", "%s", log_strerror(rc)); break;
+    default: res_error(r, 500, "internal", "%s", errs_str(rc)); break;
     }
 }
 

@@ -54,10 +54,10 @@ static int msgs_push(void *ud, const char *p, size_t len)
 {
     msgs_t *m = ud;
     if (m->n == m->cap) {
-        if (m->cap >= MSGS_MAX) return -100;
+        if (m->cap >= MSGS_MAX) return ERRS_CALLBACK;
         size_t cap = m->cap ? m->cap * 2 : 16;
         log_msg *v = realloc(m->v, cap * sizeof *v);
-        if (!v) return -100;
+        if (!v) return ERRS_CALLBACK;
         m->v = v;
         m->cap = cap;
     }
@@ -82,7 +82,7 @@ static int split_msgs(const char *ct, buf_t *body, msgs_t *m, int allow_empty_ar
     if (body->len == 0) return 0;
     int is_array = 0;
     int rc = json_messages(body->p, body->len, &is_array, msgs_push, m, errpos);
-    if (rc == -100) return SPLIT_TOO_MANY;
+    if (rc == ERRS_CALLBACK) return SPLIT_TOO_MANY;
     if (rc) return SPLIT_INVALID;
     if (is_array && m->n == 0 && !allow_empty_array) return SPLIT_EMPTY;
     return 0;
@@ -340,7 +340,7 @@ static void do_post(req_t *r, const char *path)
                   ar.expected_seq, ar.seq);
         goto out;
     case LOG_EBADSEQ:
-        res_error(r, 400, "bad_producer_seq", "%s", log_strerror(rc));
+        res_error(r, 400, "bad_producer_seq", "%s", errs_str(rc));
         goto out;
     case LOG_ECLOSED:
         reply_offset(r, "Stream-Next-Offset", ar.info.tail);

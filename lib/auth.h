@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errs.h"
 #include "log.h"
 
 #define AUTH_SCOPES_MAX 16         /* scopes per token */
@@ -24,12 +25,6 @@
 #define AUTH_ID_LEN 16
 #define AUTH_TOKEN_LEN (4 + AUTH_ID_LEN + 1 + 64)
 
-enum {
-    AUTH_EINVALID = -100,      /* malformed, unknown, or the secret does not match */
-    AUTH_EEXPIRED = -101,      /* past its expiry */
-    AUTH_EEXISTS = -102,       /* a token of that name exists */
-    AUTH_ESCOPE = -103         /* a scope that does not parse */
-};
 
 typedef struct auth_scope {
     int kind;                  /* index into the kind table (auth_kind_name) */

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdarg.h>
 
-#define BUF_ENOMEM  (-1)
-#define BUF_ETOOBIG (-2)
+#include "errs.h"
+
 
 typedef struct buf {
     char *p;      /* always NUL-terminated when non-NULL */

@@ -8,10 +8,10 @@
 
 #include <stddef.h>
 
+#include "errs.h"
+
 #define JSON_MAX_DEPTH 512
 
-#define JSON_EINVAL  (-1)   /* not a JSON text */
-#define JSON_EDEPTH  (-2)   /* nested deeper than JSON_MAX_DEPTH */
 
 typedef struct json_span {
     size_t off;

@@ -43,30 +43,6 @@ typedef struct log_op {
     struct log_op *next;
 } log_op;
 
-const char *log_strerror(int rc)
-{
-    switch (rc) {
-    case LOG_OK: return "ok";
-    case LOG_ENOTFOUND: return "stream not found";
-    case LOG_ECONFLICT: return "stream exists with a different configuration";
-    case LOG_ECLOSED: return "stream is closed";
-    case LOG_ECTYPE: return "content type does not match the stream's";
-    case LOG_ESEQ: return "Stream-Seq must be greater than the last one";
-    case LOG_EFENCED: return "producer epoch is stale";
-    case LOG_EGAP: return "producer sequence gap";
-    case LOG_EBADSEQ: return "a new producer epoch must start at sequence 0";
-    case LOG_EGONE: return "stream was deleted";
-    case LOG_EINVAL: return "invalid request";
-    case LOG_EEMPTY: return "nothing to append";
-    case LOG_ERANGE: return "offset is beyond the end of the stream";
-    case LOG_EBUSY: return "database is busy";
-    case LOG_ESRCGONE: return "fork source was deleted";
-    case LOG_EOFFSET: return "offset does not name a position of this stream";
-    case LOG_EFULL: return "the database is full (DSTREAM_DB_MAX_BYTES, or the disk): nothing was written";
-    default: return "database error";
-    }
-}
-
 /* ---- handles ---------------------------------------------------------------- */
 
 const store_engine *store_engine_for(const char *target, char *err, size_t errlen)

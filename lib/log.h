@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <strings.h>
 
+#include "errs.h"
 #include "offset.h"
 
 #define LOG_PATH_MAX      1024
@@ -23,26 +24,6 @@
 #define LOG_STREAM_SEQ_MAX 256
 #define LOG_PRODUCER_MAX  256
 
-enum {
-    LOG_OK = 0,
-    LOG_ENOTFOUND = -1,    /* no such stream (or it expired) */
-    LOG_ECONFLICT = -2,    /* exists with another configuration */
-    LOG_ECLOSED = -3,      /* append to a closed stream */
-    LOG_ECTYPE = -4,       /* content type differs from the stream's */
-    LOG_ESEQ = -5,         /* Stream-Seq not greater than the last one */
-    LOG_EFENCED = -6,      /* producer epoch older than the stream's */
-    LOG_EGAP = -7,         /* producer sequence skips ahead */
-    LOG_EBADSEQ = -8,      /* producer sequence invalid for a new epoch */
-    LOG_EGONE = -9,        /* soft-deleted: still read by forks */
-    LOG_EINVAL = -10,      /* malformed request data (bad JSON, bad offset) */
-    LOG_EEMPTY = -11,      /* nothing to append */
-    LOG_ERANGE = -12,      /* offset beyond the stream's tail */
-    LOG_EBUSY = -13,       /* database locked past the busy timeout */
-    LOG_EIO = -14,         /* database error */
-    LOG_ESRCGONE = -15,    /* fork source is soft-deleted */
-    LOG_EOFFSET = -16,     /* offset names no position of this stream */
-    LOG_EFULL = -17        /* the database or the disk is full: nothing was written */
-};
 
 typedef struct log log_t;
 typedef struct log_conn log_conn_t;
@@ -247,8 +228,6 @@ static inline int log_expired(const log_info *info, int64_t now_ms)
     return 0;
 }
 
-/* Human-readable name of a LOG_E* code. */
-const char *log_strerror(int rc);
 
 /* Call fn(ud) after every group commit of this process, committed or rolled back
  * (lib/wake uses it to notice local commits without waiting for the file watch).

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "errs.h"
 #include "log.h"
 #include "session.h"
 
@@ -13,9 +14,6 @@
 #define SSTORE_SNAPSHOT_EVERY 64   /* state never replays more events than this */
 #define SSTORE_EVENTS_MAX 16       /* events one command may append */
 
-enum {
-    SSTORE_EREFUSED = -100         /* a command's check refused it (see its code) */
-};
 
 typedef struct sstore_row {
     char id[SSTORE_ID_MAX];
@@ -38,7 +36,8 @@ typedef struct sstore_event {
 
 /* A command: decide, from the current view, which events to append. Fill ev[0..*n)
  * (at most SSTORE_EVENTS_MAX) and return 0, or return a negative code of your own
- * (<= SSTORE_EREFUSED) to refuse; nothing is then written. */
+ * (SSTORE_EREFUSED - 1 down to SSTORE_EREFUSED_LAST, lib/errs.h) to refuse;
+ * nothing is then written. */
 typedef int (*sstore_decide_fn)(void *ud, const session_view *v, sstore_event *ev, size_t *n);
 
 typedef struct sstore_create_req {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errs.h"
 #include "webhook.h"
 
 #define SUB_ID_MAX         128      /* A-Z a-z 0-9 . _ ~ - */
@@ -22,18 +23,6 @@
 #define SUB_TOKEN_MAX      160
 #define SUB_RETRY_MAX_MS   60000
 
-enum {
-    SUB_ENOTFOUND = -101,   /* no such subscription */
-    SUB_EEXISTS = -102,     /* exists with another configuration */
-    SUB_EINVAL = -103,      /* malformed request body */
-    SUB_ETOKEN = -104,      /* not a token of this subscription */
-    SUB_EEXPIRED = -105,    /* a genuine token past its expiry */
-    SUB_EFENCED = -106,     /* another generation or wake, or the lease ran out */
-    SUB_ECLAIMED = -107,    /* another worker holds the lease */
-    SUB_ENOWORK = -108,     /* nothing pending to claim */
-    SUB_EOFFSET = -109,     /* an ack names an unknown stream or an offset out of range */
-    SUB_EKIND = -110        /* the action is for the other delivery type */
-};
 
 typedef struct sub_config {
     int webhook;               /* 1: webhook, 0: pull-wake */

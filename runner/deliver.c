@@ -190,7 +190,7 @@ int deliver_finished(deliver_t *D, CURLMsg *msg)
     }
     int rc = sub_delivered(D->conn, &f->d, ok, isdone, f->error, timefmt_now_ms());
     if (!ok) runner_log("subscription %s: webhook delivery failed: %s", f->d.id, f->error);
-    if (rc) runner_log("subscription %s: recording the delivery: %s", f->d.id, log_strerror(rc));
+    if (rc) runner_log("subscription %s: recording the delivery: %s", f->d.id, errs_str(rc));
     flight_free(D, f);
     D->due = 0;   /* a new wake may be due now */
     return 1;
@@ -216,7 +216,7 @@ void deliver_tick(deliver_t *D)
     if (!D->started) {
         log_changes(D->conn, &D->rev, on_change, D);   /* sets rev: later changes are seen */
         if ((rc = sub_recover(D->conn))) {
-            runner_log("subscriptions: recovery: %s", log_strerror(rc));
+            runner_log("subscriptions: recovery: %s", errs_str(rc));
             D->rev = LOG_CURSOR_START;
             return;
         }
@@ -235,14 +235,14 @@ void deliver_tick(deliver_t *D)
         for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
         D->nchanged = 0;
         D->overflow = 0;
-        if (rc) runner_log("subscriptions: changed streams: %s", log_strerror(rc));
+        if (rc) runner_log("subscriptions: changed streams: %s", errs_str(rc));
     }
     if (now < D->due) return;
-    if ((rc = sub_expire(D->conn, now))) runner_log("subscriptions: leases: %s", log_strerror(rc));
+    if ((rc = sub_expire(D->conn, now))) runner_log("subscriptions: leases: %s", errs_str(rc));
     if (D->nflying < INFLIGHT_MAX) {
         sub_delivery take[INFLIGHT_MAX];
         int n = sub_deliveries_take(D->conn, now, D->timeout_ms + 1000, D->base, take, INFLIGHT_MAX - D->nflying);
-        if (n < 0) runner_log("subscriptions: deliveries: %s", log_strerror(n));
+        if (n < 0) runner_log("subscriptions: deliveries: %s", errs_str(n));
         for (int i = 0; i < n; i++) start(D, &take[i]);
     }
     D->due = sub_next_due(D->conn);

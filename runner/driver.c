@@ -526,7 +526,7 @@ static int hold(runner_t *R, sess_t *s, int64_t now)
         s->timer_ms = expires + 50;
         return 0;
     }
-    runner_log("session %s: lease: %s", s->id, log_strerror(held));
+    runner_log("session %s: lease: %s", s->id, errs_str(held));
     s->timer_ms = now + 1000;
     return 0;
 }
@@ -569,7 +569,7 @@ void runner_drive(runner_t *R, sess_t *s)
         if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) {
             runner_forget(R, s);
         } else {
-            runner_log("session %s: cannot read: %s", s->id, log_strerror(rc));
+            runner_log("session %s: cannot read: %s", s->id, errs_str(rc));
             s->timer_ms = now + 1000;
         }
         return;

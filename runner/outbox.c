@@ -114,7 +114,7 @@ int runner_commit(runner_t *R)
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc) {
         for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
-        runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, log_strerror(rc));
+        runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, errs_str(rc));
         free(items);
         return rc;
     }
@@ -150,7 +150,7 @@ int runner_commit(runner_t *R)
             s->dirty = 1;       /* its drive finds it gone and forgets it */
             break;
         default:
-            runner_log("session %s: cannot append %s: %s", s->id, s->out[0].type, log_strerror(it->rc));
+            runner_log("session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
             runner_outbox_clear(s);
             if (s->rq) request_free(R, s->rq);
             s->dirty = 1;

@@ -208,7 +208,7 @@ void runner_stats_tick(runner_t *R)
     st.s.updated_ms = now;
     st.s.dropped = (int64_t)R->dropped;
     int rc = rstats_publish(R->conn, &st.s);
-    if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", log_strerror(rc));
+    if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", errs_str(rc));
     st.publish_failed = rc != 0;
     take_mcp(R);
     if (st.models_changed) {

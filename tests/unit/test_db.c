@@ -264,7 +264,7 @@ static void test_max_bytes(void)
     for (int i = 0; i < 200 && (rc = log_append(c, &ar)) == 0; i++) acked++;
     CHECK_EQ_INT(rc, LOG_EFULL);
     CHECK(acked >= 5 && acked < 200);
-    CHECK(strstr(log_strerror(LOG_EFULL), "full") != NULL);
+    CHECK(strstr(errs_str(LOG_EFULL), "full") != NULL);
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.path = "capped";

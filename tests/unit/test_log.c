@@ -685,12 +685,12 @@ static void test_expiry(void)
     int rc = create("/e/past", "text/plain", -1, timefmt_now_ms() - 1000, 0, &cr);
     if (!CHECK(rc == 0 || rc == LOG_EINVAL))
         fprintf(stderr, "  create with a past Stream-Expires-At: %d (%s)\n", rc,
-                log_strerror(rc));
+                errs_str(rc));
     CHECK_EQ_INT(log_head(conn, "/e/past", &info), LOG_ENOTFOUND);
     /* Likewise a TTL of 0 seconds. */
     rc = create("/e/ttl0", "text/plain", 0, -1, 0, &cr);
     if (!CHECK(rc == 0 || rc == LOG_EINVAL))
-        fprintf(stderr, "  create with Stream-TTL 0: %d (%s)\n", rc, log_strerror(rc));
+        fprintf(stderr, "  create with Stream-TTL 0: %d (%s)\n", rc, errs_str(rc));
 }
 
 /* ---- misc ------------------------------------------------------------------------------ */
@@ -733,9 +733,9 @@ static void test_ctype_and_errors(void)
     int distinct = 1;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         for (size_t j = 0; j < i; j++)
-            if (strcmp(log_strerror(codes[i]), log_strerror(codes[j])) == 0) distinct = 0;
+            if (strcmp(errs_str(codes[i]), errs_str(codes[j])) == 0) distinct = 0;
     CHECK(distinct);
-    CHECK(log_strerror(-1000) != NULL);
+    CHECK(errs_str(-1000) != NULL);
 }
 
 /* ---- group commit ------------------------------------------------------------------------ */

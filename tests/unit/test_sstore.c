@@ -917,7 +917,7 @@ static void test_delete(void)
     /* The id of a deleted session can be used again (or is refused as taken), but
      * never fails as a database error. */
     rc = create("del1", NULL, NULL);
-    if (!CHECK(rc == 0 || rc == LOG_ECONFLICT)) fprintf(stderr, "  re-create after delete: %d (%s)\n", rc, log_strerror(rc));
+    if (!CHECK(rc == 0 || rc == LOG_ECONFLICT)) fprintf(stderr, "  re-create after delete: %d (%s)\n", rc, errs_str(rc));
 
     /* A parent deleted under its forks: its snapshots go, the forks still read. */
     json_t *f100 = view_at("f100", 0, none, NULL, NULL);
