@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "../lib/diag.h"
+#include "../lib/env.h"
 #include "../lib/log.h"
 #include "../lib/mcp.h"
 #include "../lib/provcfg.h"
@@ -21,25 +22,16 @@
 #include "pool.h"
 #include "router.h"
 
+/* A number setting by lib/env's rule; a refused value stops the pool (status 2). */
 static long long env_num(const char *name, long long def, long long min, long long max)
 {
-    const char *v = getenv(name);
-    if (!v || !*v) return def;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n < min || n > max) {
-        diag("warn", "%s=%s is not a number in [%lld, %lld]", name, v, min,
-                max);
+    char err[256];
+    long long n;
+    if (env_int(name, def, min, max, &n, err, sizeof err)) {
+        diag("warn", "%s", err);
         exit(2);
     }
     return n;
-}
-
-static const char *env_str(const char *name, const char *def)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : def;
 }
 
 /* DSTREAM_PUBLIC_URL: the base URL clients reach the server at, for Location

@@ -1,7 +1,6 @@
 /* deliver: subscription wakes and webhook deliveries in the runner (deliver.h). */
 #include "deliver.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "../lib/buf.h"
+#include "../lib/env.h"
 #include "../lib/timefmt.h"
 #include "../lib/subscription.h"
 #include "../lib/webhook.h"
@@ -61,20 +61,13 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
         free(D);
         return NULL;
     }
-    const char *t = getenv("DSTREAM_WEBHOOK_TIMEOUT_MS");
-    D->timeout_ms = 10000;
-    if (t && *t) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(t, &end, 10);
-        if (errno || *end || v < 100 || v > 600000) {
-            snprintf(err, cap, "DSTREAM_WEBHOOK_TIMEOUT_MS=%s is not 100 to 600000", t);
-            webhook_allow_free(D->allow);
-            free(D);
-            return NULL;
-        }
-        D->timeout_ms = v;
+    long long v;
+    if (env_int("DSTREAM_WEBHOOK_TIMEOUT_MS", 10000, 100, 600000, &v, err, cap)) {
+        webhook_allow_free(D->allow);
+        free(D);
+        return NULL;
     }
+    D->timeout_ms = v;
     const char *base = getenv("DSTREAM_PUBLIC_URL");
     D->base = base ? base : "";
     return D;

@@ -10,6 +10,7 @@
  * session (outbox.c). Settings come from the environment (README.md, "Runner"). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "../lib/diag.h"
+#include "../lib/env.h"
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
 #include "../lib/opfile.h"
@@ -55,15 +57,14 @@ static void sd_notify_msg(const char *msg)
     close(fd);
 }
 
+/* A number setting by lib/env's rule, 0 up (WATCHDOG_USEC too); a refused value
+ * stops the runner (status 2). */
 static long long env_num(const char *name, long long def)
 {
-    const char *v = getenv(name);
-    if (!v || !*v) return def;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n < 0) {
-        fprintf(stderr, "dstream-runner: %s=%s is not a non-negative number\n", name, v);
+    char err[256];
+    long long n;
+    if (env_int(name, def, 0, LLONG_MAX, &n, err, sizeof err)) {
+        fprintf(stderr, "dstream-runner: %s\n", err);
         exit(2);
     }
     return n;
