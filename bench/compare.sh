@@ -68,35 +68,19 @@ BENCH_QUIET_S=${BENCH_QUIET_S:-120}
 CATCHUP_MSGS=1000
 FANOUT_INTERVAL_MS=10
 SYSTEMS=(dstream peer fcgi)
-stack=$here/deploy/dstream-stack
-hz=$(getconf CLK_TCK)
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/dstream-compare.XXXXXX")
-vals=$work/vals
-raw=$work/raw.txt
-mkdir -p "$vals"
-: > "$raw"
-
-say() { echo "compare: $*" >&2; }
-die() { say "$*"; exit 1; }
+BENCH_NAME=compare
+# shellcheck source=bench/lib/common.sh
+. "$here/bench/lib/common.sh"
 
 # ---- processes we start (stopped by PID, never by name) ----------------------------------
 
-declare -A url=()          # system -> base URL
 dstream_dir="" fcgi_dir="" peer_pid="" hello_pid="" hello_nginx="" client_pid="" nchan_nginx=""
 NCHAN_SO=/usr/lib/nginx/modules/ngx_nchan_module.so
 
-stop_pid() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
-    kill -KILL "$pid" 2>/dev/null || true
-}
-
 stop_all() {
     stop_pid "$client_pid"; client_pid=""
-    [ -n "$dstream_dir" ] && { "$stack" stop "$dstream_dir" >/dev/null 2>&1 || true; }
+    stack_stop dstream
     dstream_dir=""
     stop_pid "$hello_nginx"; hello_nginx=""
     stop_pid "$hello_pid"; hello_pid=""
@@ -111,34 +95,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { "$bin/dstream" free-port 127.0.0.1; }
-port_of() { local u=${url[$1]}; echo "${u##*:}"; }
-
-wait_http() {   # URL, seconds: until it answers 200
-    local u=$1 deadline=$((SECONDS + $2))
-    while [ $SECONDS -lt "$deadline" ]; do
-        curl -fsS -o /dev/null --max-time 1 "$u" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
-
 start_dstream() {   # DIR [extra env...]
     dstream_dir=$1; shift
-    # Auth off (loopback only): the reference server has none, and no proxy hop.
-    url[dstream]=$(env DSTREAM_RUNNER=0 DSTREAM_AUTH=off "$@" "$stack" start "$dstream_dir") ||
-        die "dstream-stack did not start (logs in $dstream_dir/logs)"
-    # The pool answers before every thread has opened its connection (thousands take
-    # seconds): wait until it has been idle for two seconds in a row.
-    local quiet=0 a b deadline=$((SECONDS + 120)) pids
-    mapfile -t pids < <(pool_pids "$dstream_dir")
-    a=$(ticks "${pids[@]}")
-    while [ $quiet -lt 2 ] && [ $SECONDS -lt $deadline ]; do
-        sleep 1
-        b=$(ticks "${pids[@]}")
-        if [ $((b - a)) -lt $((hz / 5)) ]; then quiet=$((quiet + 1)); else quiet=0; fi
-        a=$b
-    done
+    stack_start dstream "$here" "$dstream_dir" "$@"
 }
 
 # nginx + fcgi-hello, configured by the nginx.conf dstream-stack wrote for dstream.
@@ -227,75 +186,17 @@ start_all() {
 
 # ---- measurements ------------------------------------------------------------------------
 
-put() { echo "$3" >> "$vals/$1.$2"; }                  # KEY SYSTEM VALUE
-kv() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2; exit}'; }
-
-create() {   # SYSTEM PATH
-    local code
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
-        "${url[$1]}$2")
-    case $code in 200|201|204) ;; *) die "$1: PUT $2 answered $code" ;; esac
-}
-
-run_wrk() {   # SYSTEM KEY LUA URL [env...]: one wrk run, its numbers filed under KEY
-    local sys=$1 key=$2 lua=$3 u=$4 out; shift 4
-    out=$(env "$@" timeout $((BENCH_SECONDS + 30)) wrk -t1 -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" \
-        --timeout 10s -s "$here/bench/lib/$lua" "$u" 2>&1 | grep '^wrk ' || true)
-    echo "$key $sys: $out" >> "$raw"
-    [ -n "$out" ] || { say "$key $sys: wrk printed nothing"; return 0; }
-    put "$key.rps" "$sys" "$(kv "$out" rps)"
-    put "$key.p50" "$sys" "$(kv "$out" p50_us)"
-    put "$key.p99" "$sys" "$(kv "$out" p99_us)"
-    put "$key.err" "$sys" "$(kv "$out" errors)"
-}
-
 bench_appends() {
-    local sys i urls
-    for sys in dstream peer; do
-        create "$sys" /v1/stream/bench
-        urls=()
-        for ((i = 0; i < 100; i++)); do urls+=("${url[$sys]}/v1/stream/bench-m-$i"); done
-        curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "${urls[@]}"
-    done
-    for sys in "${SYSTEMS[@]}"; do
-        run_wrk "$sys" append1 wrk-post.lua "${url[$sys]}" BENCH_PATH=/v1/stream/bench
-    done
-    for sys in "${SYSTEMS[@]}"; do
-        run_wrk "$sys" append100 wrk-post.lua "${url[$sys]}" BENCH_PATH=/v1/stream/bench-m \
-            BENCH_STREAMS=100
-    done
+    local sys
+    for sys in dstream peer; do appends_prepare "$sys"; done
+    for sys in "${SYSTEMS[@]}"; do append1_run "$sys"; done
+    for sys in "${SYSTEMS[@]}"; do append100_run "$sys"; done
 }
 
 bench_catchup() {
-    local sys body n bytes hdr
-    body="$work/catchup-body.json"
-    # The same 200-byte message as the appends, CATCHUP_MSGS times, in one JSON array
-    # (an array POST appends one message per element in both servers).
-    node -e '
-        const m = {type:"bench.event",source:"wrk",seq:12345,at:"2026-01-01T00:00:00.000Z",
-                   data:{user:"u-000042",action:"append",tags:["a","b","c"],note:"x".repeat(43)}};
-        process.stdout.write(JSON.stringify(Array.from({length: +process.argv[1]}, () => m)));
-    ' "$CATCHUP_MSGS" > "$body"
-    for sys in dstream peer; do
-        create "$sys" /v1/stream/catchup
-        curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
-            --data-binary "@$body" "${url[$sys]}/v1/stream/catchup"
-        hdr=$(curl -fsS -D - -o "$work/catchup-$sys.out" "${url[$sys]}/v1/stream/catchup?offset=-1")
-        n=$(jq length "$work/catchup-$sys.out")
-        bytes=$(stat -c %s "$work/catchup-$sys.out")
-        # Whole stream in one response: every message, and the tail reached.
-        if [ "$n" != "$CATCHUP_MSGS" ] || ! grep -qi '^stream-up-to-date: *true' <<<"$hdr"; then
-            say "catch-up $sys: $n messages, up-to-date: $(grep -i up-to-date <<<"$hdr" || echo no)"
-            put catchup.whole "$sys" 0
-        else
-            put catchup.whole "$sys" 1
-        fi
-        put catchup.bytes "$sys" "$bytes"
-        echo "catchup $sys: messages=$n bytes=$bytes" >> "$raw"
-    done
-    for sys in dstream peer; do
-        run_wrk "$sys" catchup wrk-get.lua "${url[$sys]}/v1/stream/catchup?offset=-1"
-    done
+    local sys bytes
+    for sys in dstream peer; do catchup_prepare "$sys"; done
+    for sys in dstream peer; do catchup_run "$sys"; done
     bytes=$(stat -c %s "$work/catchup-dstream.out")
     run_wrk fcgi catchup wrk-get.lua "${url[fcgi]}/v1/stream/catchup?bytes=$bytes"
 }
@@ -330,19 +231,6 @@ bench_fanout() {
 }
 
 # The processes of a system: "pids" for CPU and RSS.
-pool_pids() {   # the pool parent and its children
-    local parent pid rest f
-    parent=$(cat "$1/fcgi.pid")
-    echo "$parent"
-    for f in /proc/[0-9]*/stat; do
-        { read -r pid rest < "$f"; } 2>/dev/null || continue
-        rest=${rest##*) }
-        set -- $rest
-        [ "$2" = "$parent" ] && echo "$pid"
-    done
-    return 0
-}
-
 sys_pids() {
     case $1 in
     dstream) pool_pids "$dstream_dir" ;;
@@ -355,17 +243,6 @@ rss_kb() {   # PIDS...: summed VmRSS
     for p in "$@"; do
         v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
         s=$((s + ${v:-0}))
-    done
-    echo "$s"
-}
-
-ticks() {   # PIDS...: summed utime+stime
-    local p s=0 st
-    for p in "$@"; do
-        st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-        st=${st##*) }
-        set -- $st
-        s=$((s + ${12} + ${13}))
     done
     echo "$s"
 }
@@ -461,30 +338,6 @@ bench_idle_cpu() {
 }
 
 # ---- report ------------------------------------------------------------------------------
-
-median() {
-    sort -g | awk '{v[NR] = $1} END { if (!NR) { print ""; exit }
-        print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-}
-
-# "median (min-max)" of KEY for SYSTEM, scaled by DIV and printed with FMT.
-cell() {   # KEY SYSTEM DIV FMT
-    local f="$vals/$1.$2"
-    [ -s "$f" ] || { echo "n/a"; return; }
-    sort -g "$f" | awk -v d="$3" -v fmt="$4" '{v[NR] = $1 / d} END {
-        m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-        if (NR == 1) printf fmt "\n", m;
-        else printf fmt " (" fmt "-" fmt ")\n", m, v[1], v[NR] }'
-}
-
-med() { local f="$vals/$1.$2"; [ -s "$f" ] && median < "$f" || echo ""; }
-
-ratio() {   # KEY A B: median(A) / median(B)
-    local a b
-    a=$(med "$1" "$2"); b=$(med "$1" "$3")
-    [ -n "$a" ] && [ -n "$b" ] || { echo "n/a"; return; }
-    awk -v a="$a" -v b="$b" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2fx\n", a / b }'
-}
 
 row() {   # LABEL KEY DIV FMT
     printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$(cell "$2" dstream "$3" "$4")" \
@@ -611,28 +464,18 @@ report() {
     row "idle responder CPU % (idle-cpu.sh, 100 idle SSE readers)" idle100.cpu 1 %.3f
     echo
     echo "Errors (wrk socket errors + non-2xx, summed over runs):" \
-        "$(for k in append1 append100 catchup; do for s in "${SYSTEMS[@]}"; do
-            [ -s "$vals/$k.err.$s" ] && printf '%s %s %s; ' "$k" "$s" "$(awk '{s += $1} END {print s}' "$vals/$k.err.$s")"
-        done; done)"
+        "$(wrk_errors "${SYSTEMS[@]}")"
     echo
     report_nchan
     report_targets
-    echo "<details><summary>Raw output</summary>"
-    echo
-    echo '```'
-    cat "$raw"
-    echo '```'
-    echo
-    echo "</details>"
+    raw_details
 }
 
 # ---- main --------------------------------------------------------------------------------
 
 main() {
     [ -x "$bin/dstream-fcgi" ] && [ -x "$bin/dstream" ] || die "build first: make"
-    command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
-    command -v node >/dev/null || die "node is not installed (make deps)"
-    command -v jq >/dev/null || die "jq is not installed (make deps)"
+    need_tools
     mkdir -p "$bin/bench"
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fcgi-hello" "$here/bench/src/fcgi-hello.c" -lfcgi -lpthread
     cc -O2 -Wall -Wextra -Werror -o "$bin/bench/sse-client" "$here/bench/src/sse-client.c" -lpthread
@@ -647,14 +490,14 @@ main() {
     # is the hard limit); the pool raises its own soft limit.
     ulimit -Sn "$(ulimit -Hn)"
 
-    local peer_version sqlite_version quiet_until=$((SECONDS + BENCH_QUIET_S))
-    while [ $SECONDS -lt $quiet_until ] && awk '{exit !($1 >= 1)}' /proc/loadavg; do sleep 2; done
+    local peer_version sqlite_version
+    wait_quiet "$BENCH_QUIET_S"
     peer_version=$(node -p 'require(process.argv[1]).version' \
         "$here/bench/peer/node_modules/@durable-streams/server/package.json")
     sqlite_version=$(sqlite3 --version 2>/dev/null | awk '{print $1}')
     echo "# dstream compared, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), kernel $(uname -r)"
+    echo "- machine: $(machine)"
     echo "- dstream commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown), build $B, pool ${DSTREAM_PROCS:-1} x ${DSTREAM_THREADS:-32}, hubs of ${DSTREAM_LIVE_MAX:-16384}, synchronous=${DSTREAM_SYNC:-full}"
     echo "- $(nginx -v 2>&1 | sed 's/^nginx version: //'), nchan $(dpkg-query -W -f='${Version}' libnginx-mod-nchan 2>/dev/null || echo none), SQLite $sqlite_version, node $(node --version), @durable-streams/server $peer_version, $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- command: \`B=$B BENCH_SECONDS=$BENCH_SECONDS BENCH_RUNS=$BENCH_RUNS BENCH_CONNS=$BENCH_CONNS BENCH_HOLD_RUNS=$BENCH_HOLD_RUNS BENCH_FIGURES=\"$BENCH_FIGURES\" BENCH_BIG=$BENCH_BIG bench/compare.sh\`"
@@ -663,7 +506,7 @@ main() {
     # The floor under every figure that waits for a durable commit (dstream's appends
     # and deliveries; nchan and the bare responder commit nothing): the disk's own
     # write + fdatasync, where the databases live, at the fan-out writer's pace.
-    echo "- disk where the databases are: $("$bin/bench/fsync-latency" "$work" 300 10 | sed 's/^fdatasync: //') (8 KiB write + fdatasync every 10 ms)"
+    echo "- disk where the databases are: $(fsync_floor "$work")"
     echo
     local r fig t0=$SECONDS
     for ((r = 1; r <= BENCH_RUNS; r++)); do

@@ -43,6 +43,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM    # so that a timeout or Ctrl-C still stops the stack
 
 mkdir -p "$(dirname "$reader")"
 [ -x "$reader" ] && [ "$reader" -nt "$here/bench/src/sse-client.c" ] ||
