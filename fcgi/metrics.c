@@ -84,10 +84,10 @@ static void family(buf_t *b, const char *name, const char *type, const char *hel
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static int64_t file_size(const char *path)
+/* One part of the database's size (log_sizes): dstream_db_bytes{file="..."}. */
+static void db_size(void *ud, const char *what, int64_t bytes)
 {
-    struct stat st;
-    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    buf_printf(ud, "dstream_db_bytes{file=\"%s\"} %" PRId64 "\n", what, bytes);
 }
 
 /* A Prometheus label value: backslash, double quote and newline escaped. */
@@ -414,11 +414,8 @@ void metrics_handle(req_t *r)
     buf_printf(&b, "dstream_wake_checks_total %" PRIu64 "\n", SUM(wake_checks));
     family(&b, "dstream_wake_wakeups_total", "counter", "Waiting readers (threads, and hubs per changed stream) woken by the watchers.");
     buf_printf(&b, "dstream_wake_wakeups_total %" PRIu64 "\n", SUM(wake_wakeups));
-    char wal[1100];
-    snprintf(wal, sizeof wal, "%s-wal", r->cfg->db_path);
     family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
-    buf_printf(&b, "dstream_db_bytes{file=\"db\"} %" PRId64 "\n", file_size(r->cfg->db_path));
-    buf_printf(&b, "dstream_db_bytes{file=\"wal\"} %" PRId64 "\n", file_size(wal));
+    log_sizes(r->log, db_size, &b);
     runner_metrics(r, &b);
     res_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     res_header(r, "Cache-Control", "no-store");

@@ -313,6 +313,11 @@ int log_head(log_conn_t *c, const char *path, log_info *info)
     return store_of(c)->streams->head(c, path, info);
 }
 
+int log_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud)
+{
+    return store_of(c)->sizes(c, fn, ud);
+}
+
 int log_tx_nest_begin(log_conn_t *c)
 {
     return store_of(c)->nest_begin(c);

@@ -228,14 +228,18 @@ static inline int log_expired(const log_info *info, int64_t now_ms)
     return 0;
 }
 
+/* The database's size as its engine measures it: fn(ud, what, bytes) for each part
+ * (SQLite: "db" and "wal", the files). Returns 0 or LOG_E*. */
+int log_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud);
+
 
 /* Call fn(ud) after every group commit of this process, committed or rolled back
  * (lib/wake uses it to notice local commits without waiting for the file watch).
  * Set before threads run. */
 void log_on_commit(log_t *l, void (*fn)(void *), void *ud);
-/* 1 while a group commit of this process is between BEGIN IMMEDIATE and its end:
- * meanwhile no other writer can commit (SQLite allows one), so changes to the -wal
- * file are this process's own, and fn of log_on_commit is called when it ends. */
+/* 1 while a group commit of this process is between the engine's group_begin and
+ * its end (on SQLite no other writer can commit meanwhile, so changes to the -wal
+ * file are this process's own), and fn of log_on_commit is called when it ends. */
 int log_writing(log_t *l);
 
 /* Report every stream changed (appended, closed, deleted) since *cur, calling

@@ -201,6 +201,8 @@ struct store_engine {
     /* A nested unit inside an operation (log_tx_nest_begin / _end). */
     int (*nest_begin)(log_conn_t *c);
     int (*nest_end)(log_conn_t *c, int undo);
+    /* The database's size, part by part (log_sizes). */
+    int (*sizes)(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud);
     /* The schema version this build's migrations reach. */
     int (*schema_version)(void);
     const store_streams_ops *streams;

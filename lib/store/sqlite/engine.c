@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +113,22 @@ static int sq_nest_end(log_conn_t *c, int undo)
     return rc ? rc : rc2;
 }
 
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+static int sq_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud)
+{
+    char wal[4200];
+    const char *db = c->log->target;
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    fn(ud, "db", file_size(db));
+    fn(ud, "wal", file_size(wal));
+    return 0;
+}
+
 static int sq_schema_version(void)
 {
     return db_schema_version();
@@ -132,6 +149,7 @@ const store_engine store_sqlite = {
     .group_release = sq_group_release,
     .nest_begin = sq_nest_begin,
     .nest_end = sq_nest_end,
+    .sizes = sq_sizes,
     .schema_version = sq_schema_version,
     .streams = &sq_streams_ops,
     .feed = &sq_feed_ops,
