@@ -122,7 +122,7 @@ static void drive(const json_t *doc)
                 buf_free(&b);
             }
             const json_t *upd = json_object_get(n.def, n.step_kind == STEP_UPDATE ? "set" : "update");
-            (void)workflow_apply_update(state, upd, state0, json_true(), input0, err, sizeof err);
+            (void)workflow_apply_update(state, upd, state0, json_true(), input0, 1 << 20, err, sizeof err);
             REQUIRE(json_is_object(state));
             pos.step++;
         } else if (n.kind == NEXT_FAIL) {
@@ -188,7 +188,7 @@ static void as_json(const uint8_t *data, size_t size)
     (void)workflow_check_schema(doc, state0, err, sizeof err);
     (void)workflow_check_schema(json_object_get(state0, "review"), doc, err, sizeof err);
     json_t *st = json_deep_copy(state0);
-    (void)workflow_apply_update(st, doc, doc, doc, doc, err, sizeof err);
+    (void)workflow_apply_update(st, doc, doc, doc, doc, 1 << 20, err, sizeof err);
     json_decref(st);
     json_decref(doc);
 }
