@@ -15,6 +15,8 @@
 #              200-byte JSON message to one stream, then spread over 100 streams
 #   catch-up   bench/compare.sh's: wrk GET ?offset=-1 of a 1,000-message stream (each
 #              tree checked to return it whole in one response)
+#              (with each, the CPU the stack's processes, pool and nginx, spent per
+#              request: utime + stime from /proc over the wrk run)
 #   tokens     bench/token-latency.sh at each count of SESSIONS, ROOT=the tree: the
 #              runner's CPU per delta and the delta latency p50/p99 (a fresh stack and
 #              runner each time)
@@ -68,6 +70,18 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 has() { [[ " $FIGURES " == *" $1 "* ]]; }   # FIGURE: is it to be measured?
+
+# FIGURE's run on SYSTEM, and the CPU its stack (pool and nginx) spent per request,
+# in us: less sensitive to the other load on the machine than the rate.
+with_cpu() {   # FIGURE SYSTEM
+    local fig=$1 sys=$2 pids c0 c1 n
+    mapfile -t pids < <(stack_pids "${stack_dir[$sys]}")
+    c0=$(ticks "${pids[@]}")
+    "${fig}_run" "$sys"
+    c1=$(ticks "${pids[@]}")
+    n=$(tail -1 "$vals/$fig.n.$sys" 2>/dev/null || echo 0)
+    put "$fig.cpu" "$sys" "$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="${n:-0}" 'BEGIN {printf "%.1f", n ? c * 1e6 / hz / n : 0}')"
+}
 
 # bench/token-latency.sh on SYSTEM's tree with N sessions: one line of its table.
 tokens_run() {   # SYSTEM N
@@ -128,14 +142,17 @@ report() {
         row "appends/s, 1 stream, c$BENCH_CONNS" append1.rps 1 %.0f 1
         row "append latency p50 ms, 1 stream" append1.p50 1000 %.2f 0
         row "append latency p99 ms, 1 stream" append1.p99 1000 %.2f 0
+        row "server CPU us per append (pool + nginx), 1 stream" append1.cpu 1 %.1f 0
         row "appends/s, 100 streams, c$BENCH_CONNS" append100.rps 1 %.0f 1
         row "append latency p50 ms, 100 streams" append100.p50 1000 %.2f 0
         row "append latency p99 ms, 100 streams" append100.p99 1000 %.2f 0
+        row "server CPU us per append (pool + nginx), 100 streams" append100.cpu 1 %.1f 0
     fi
     if has catchup; then
         row "catch-up reads/s, $CATCHUP_MSGS messages (KiB: $(kib A) / $(kib B))" catchup.rps 1 %.0f 1
         row "catch-up latency p50 ms" catchup.p50 1000 %.2f 0
         row "catch-up latency p99 ms" catchup.p99 1000 %.2f 0
+        row "server CPU us per catch-up read (pool + nginx)" catchup.cpu 1 %.1f 0
     fi
     if has tokens; then
         for n in $SESSIONS; do
@@ -145,9 +162,9 @@ report() {
         done
     fi
     echo
-    echo "Whole catch-up in one response: A $(all_of catchup.whole A), B $(all_of catchup.whole B)." \
-        "Every delta delivered: $(for n in $SESSIONS; do printf '%s sessions A %s, B %s; ' "$n" \
-            "$(all_of "tokens$n.all" A)" "$(all_of "tokens$n.all" B)"; done)"
+    has catchup && echo "Whole catch-up in one response: A $(all_of catchup.whole A), B $(all_of catchup.whole B)."
+    has tokens && echo "Every delta delivered: $(for n in $SESSIONS; do printf '%s sessions A %s, B %s; ' "$n" \
+        "$(all_of "tokens$n.all" A)" "$(all_of "tokens$n.all" B)"; done)"
     echo "wrk errors (socket errors + non-2xx, summed over runs):" \
         "$(wrk_errors A B)"
     echo
@@ -187,7 +204,7 @@ main() {
             done
             for fig in append1 append100 catchup; do
                 case $fig in append*) has appends ;; *) has catchup ;; esac || continue
-                for sys in $order; do "${fig}_run" "$sys"; done
+                for sys in $order; do with_cpu "$fig" "$sys"; done
             done
             for sys in $order; do stack_stop "$sys"; done
             rm -rf "$work/run$r-A" "$work/run$r-B"

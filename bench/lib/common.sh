@@ -54,9 +54,8 @@ wait_quiet() {   # SECONDS
     while [ $SECONDS -lt $until ] && awk '{exit !($1 >= 1)}' /proc/loadavg; do sleep 2; done
 }
 
-pool_pids() {   # DIR of a dstream-stack: the pool parent and its children
-    local parent pid rest f
-    parent=$(cat "$1/fcgi.pid")
+family() {   # PID: it and its children
+    local parent=$1 pid rest f
     echo "$parent"
     for f in /proc/[0-9]*/stat; do
         { read -r pid rest < "$f"; } 2>/dev/null || continue
@@ -66,6 +65,11 @@ pool_pids() {   # DIR of a dstream-stack: the pool parent and its children
     done
     return 0
 }
+
+pool_pids() { family "$(cat "$1/fcgi.pid")"; }   # DIR of a dstream-stack: the pool's processes
+
+# DIR of a dstream-stack: the pool's processes and nginx's (master and workers).
+stack_pids() { pool_pids "$1"; family "$(cat "$1/nginx.master.pid")"; }
 
 ticks() {   # PIDS...: summed utime+stime
     local p s=0 st
@@ -128,6 +132,7 @@ run_wrk() {   # SYSTEM KEY LUA URL [env...]: one wrk run, its numbers filed unde
     put "$key.p50" "$sys" "$(kv "$out" p50_us)"
     put "$key.p99" "$sys" "$(kv "$out" p99_us)"
     put "$key.err" "$sys" "$(kv "$out" errors)"
+    put "$key.n" "$sys" "$(kv "$out" requests)"
 }
 
 # The appends' streams on SYSTEM: /v1/stream/bench, and bench-m-0 .. bench-m-99.
