@@ -6,7 +6,12 @@
  * .../v1/chat/completions, "stream": true, "stream_options":
  * {"include_usage": true}, SSE "data: {chunk}" lines ending with "data: [DONE]").
  * Both become the same provider_event sequence. No I/O: the runner feeds bytes as
- * libcurl delivers them, in whatever chunks they come. */
+ * libcurl delivers them, in whatever chunks they come.
+ *
+ * The modules behind it: lib/provevent (the events and the tool-call slots both
+ * formats fill), lib/anthropic and lib/openai (each format's stream events and
+ * messages), lib/chathist (the history both request bodies are made from); this
+ * file reads the SSE lines and puts the request together. */
 #ifndef DSTREAM_PROVIDER_H
 #define DSTREAM_PROVIDER_H
 
@@ -15,38 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-
-#define PROVIDER_LINE_MAX (1 << 20)     /* longest SSE line accepted */
-#define PROVIDER_TOOL_ARGS_MAX (1 << 20) /* largest assembled tool-call arguments */
-
-typedef enum { PROVIDER_ANTHROPIC, PROVIDER_OPENAI } provider_kind;
-
-typedef enum {
-    PEV_TEXT,       /* text, len: a piece of the reply (may hold NULs: use len) */
-    PEV_THINKING,   /* text: a piece of the model's thinking */
-    PEV_TOOL_CALL,  /* id, name, args: one complete tool call (arguments assembled
-                       from their deltas when the block/call ends; args is JSON text,
-                       "{}" when the model sent none) */
-    PEV_USAGE,      /* input_tokens, output_tokens: totals so far (the last one wins) */
-    PEV_STOP,       /* stop_reason: "end_turn", "tool_use", "max_tokens", "stop", ... */
-    PEV_ERROR,      /* error_type, text: an error reported inside a 200 stream */
-    PEV_DONE        /* the stream ended normally (message_stop / [DONE]) */
-} pev_kind;
-
-typedef struct provider_event {
-    pev_kind kind;
-    const char *text;       /* PEV_TEXT, PEV_THINKING, PEV_ERROR message */
-    size_t len;
-    const char *id, *name, *args;   /* PEV_TOOL_CALL */
-    int64_t input_tokens, output_tokens;
-    const char *stop_reason;
-    const char *error_type; /* e.g. "overloaded_error" */
-} provider_event;
-
-/* Return non-zero to stop parsing (provider_feed returns that value). */
-typedef int (*provider_event_fn)(void *ud, const provider_event *ev);
-
-typedef struct provider_parser provider_parser;
+#include "provevent.h"
 
 /* A parser for one response stream. Returns NULL on out of memory. */
 provider_parser *provider_parser_new(provider_kind kind, provider_event_fn fn, void *ud);
