@@ -40,6 +40,7 @@ const char *errs_str(int rc)
     case BUF_ETOOBIG: return "over the buffer's limit";
     case JSON_EINVAL: return "not a JSON text";
     case JSON_EDEPTH: return "JSON nested too deep";
+    case WORKFLOW_ETOOLARGE: return "the workflow's state or a value is over its byte limit";
     case ERRS_CALLBACK: return "a callback failed";
     default:
         if (rc < SSTORE_EREFUSED && rc >= SSTORE_EREFUSED_LAST) return "the session refused the command";

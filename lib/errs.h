@@ -11,6 +11,7 @@
  *   SUB_E*    -300 .. -399   subscriptions (lib/subscription.h)
  *   BUF_E*    -400 .. -499   bounded buffers (lib/buf.h)
  *   JSON_E*   -500 .. -599   the JSON scanner (lib/json.h)
+ *   WORKFLOW_E* -600 .. -699 workflow documents (lib/workflow.h)
  *   ERRS_CALLBACK     -900   a caller's callback failed: the function that called
  *                            it passes this back (log_read, wake_follow, json_messages)
  *
@@ -63,6 +64,8 @@ enum {
 
     JSON_EINVAL = -500,    /* not a JSON text */
     JSON_EDEPTH = -501,    /* nested deeper than JSON_MAX_DEPTH */
+
+    WORKFLOW_ETOOLARGE = -600, /* an update or a value past its byte limit */
 
     ERRS_CALLBACK = -900   /* a caller's callback failed (its own reason is the caller's) */
 };

@@ -50,9 +50,11 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "errs.h"
+#include "wfexpr.h"
+#include "wfschema.h"
 
 #define WORKFLOW_ERR_MAX 512
-#define WORKFLOW_ETOOLARGE (-300)           /* an update or a value past its byte limit */
 #define WORKFLOW_STATE_MAX_DEFAULT (1 << 20) /* DSTREAM_WORKFLOW_STATE_MAX */
 #define WORKFLOW_REASON_TOO_LARGE "state_too_large" /* workflow:failed's reason for it */
 #define WORKFLOW_MAX_STEPS_DEFAULT 1000     /* steps a session may execute (maxSteps) */
@@ -74,28 +76,6 @@ int workflow_validate(const json_t *doc, char *err, size_t errcap);
  * WORKFLOW_MAX_STEPS_DEFAULT. Past it the runner fails the workflow (step_limit). */
 int workflow_max_steps(const json_t *doc);
 
-/* Render template tpl with {{path}} references resolved against state and input
- * (either may be NULL). Appends to out. Returns 0, or -1 with a message in err
- * (unknown path, unterminated "{{", bad path syntax, output over out's ceiling). */
-int workflow_render(const char *tpl, const json_t *state, const json_t *input, buf_t *out,
-                    char *err, size_t errcap);
-
-/* Evaluate condition expr. Returns 1 true, 0 false, -1 syntax error (err set).
- * Missing paths evaluate to null; they are not errors. */
-int workflow_eval(const char *expr, const json_t *state, const json_t *input, char *err,
-                  size_t errcap);
-
-/* Check a condition's syntax without evaluating it. 0 or -1 with err. */
-int workflow_check_condition(const char *expr, char *err, size_t errcap);
-
-/* Set a dotted path in obj (an object) to value (reference stolen), creating
- * intermediate objects. Returns 0, or -1 if a non-object is in the way or the path
- * is malformed (value is then released). */
-int workflow_set_path(json_t *obj, const char *path, json_t *value);
-
-/* Get a dotted path ("a.b.c") from obj; borrowed reference or NULL. */
-json_t *workflow_get_path(const json_t *obj, const char *path);
-
 /* Apply a step's "update" (or an "update" step's "set") object to state: each key
  * is a state path, each value is a JSON value where the strings "$output",
  * "$response" and "$input" are replaced by the given values (any may be NULL) and
@@ -115,10 +95,6 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
  * and *out NULL. */
 int workflow_render_json(const json_t *value, const json_t *state, const json_t *input, size_t max,
                          json_t **out, char *err, size_t errcap);
-
-/* Validate value against the JSON-Schema subset (type, properties, required, items,
- * enum). Returns 0 or -1 with the first mismatch in err. */
-int workflow_check_schema(const json_t *schema, const json_t *value, char *err, size_t errcap);
 
 /* Where a session stands in its workflow (from the reducer, lib/session). */
 typedef struct workflow_pos {

@@ -23,7 +23,7 @@ sources() {
     json) echo lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
     offset) echo lib/offset.c ;;
     timefmt) echo lib/timefmt.c ;;
-    workflow) echo lib/workflow.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
+    workflow) echo lib/workflow.c lib/wfexpr.c lib/wfschema.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
     provider) echo lib/provider.c lib/provevent.c lib/anthropic.c lib/openai.c lib/chathist.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
     mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
     recorder) echo lib/recorder.c lib/jdiff.c lib/sha256.c lib/sse.c lib/buf.c lib/utf8.c -ljansson -lsqlite3 ;;

@@ -1,4 +1,4 @@
-/* libFuzzer harness for lib/workflow.c and lib/agent.c.
+/* libFuzzer harness for lib/workflow.c (with lib/wfexpr.c, lib/wfschema.c) and lib/agent.c.
  *
  * Every input is used four ways, against a fixed small state and input:
  *  - as a condition: workflow_eval returns 1, 0 or -1, workflow_check_condition

@@ -11,6 +11,7 @@
 #include "sstore.h"
 #include "subscription.h"
 #include "test.h"
+#include "workflow.h"
 
 typedef struct code {
     int v;
@@ -35,6 +36,7 @@ static const code codes[] = {
     C(SUB_EKIND, -399, -300),
     C(BUF_ENOMEM, -499, -400), C(BUF_ETOOBIG, -499, -400),
     C(JSON_EINVAL, -599, -500), C(JSON_EDEPTH, -599, -500),
+    C(WORKFLOW_ETOOLARGE, -699, -600),
     C(ERRS_CALLBACK, -900, -900),
 };
 
