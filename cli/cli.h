@@ -40,24 +40,24 @@ int check_file(const char *path);
 int cmd_skills(const char *db, int argc, char **argv);
 
 /* dstream providers [FILE]: check the operator's provider file and show what it
- * allows (cli/providers.c). */
+ * allows (cli/cmd_providers.c). */
 int cmd_providers(int argc, char **argv);
 /* dstream mcp [FILE]: check the operator's MCP configuration and show its servers
- * (cli/mcp.c). */
+ * (cli/cmd_mcp.c). */
 int cmd_mcp(int argc, char **argv);
 
-/* dstream token ...: API tokens (cli/token.c). Returns the exit status. */
+/* dstream token ...: API tokens (cli/cmd_token.c). Returns the exit status. */
 int cmd_token(log_t *log, int argc, char **argv);
 
 /* dstream sessions [--status S] [--limit N] and dstream session ID, on the database:
- * sessions with their status, attempts and last error (cli/sessions.c). */
+ * sessions with their status, attempts and last error (cli/cmd_sessions.c). */
 int cmd_sessions(const char *db, int argc, char **argv);
 int cmd_session(const char *db, int argc, char **argv);
-/* dstream recordings export|import|prune|pin|unpin (cli/recordings.c). */
+/* dstream recordings export|import|prune|pin|unpin (cli/cmd_recordings.c). */
 int cmd_recordings(log_t *log, int argc, char **argv);
 
-/* The debug commands over HTTP ($DSTREAM_URL, $DSTREAM_TOKEN): cli/steer.c,
- * cli/events.c, cli/streams.c (docs/cli.md). Each returns the exit status. */
+/* The debug commands over HTTP ($DSTREAM_URL, $DSTREAM_TOKEN): cli/cmd_steer.c,
+ * cli/cmd_events.c, cli/cmd_streams.c (docs/cli.md). Each returns the exit status. */
 int cmd_sessions_http(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);

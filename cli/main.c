@@ -266,7 +266,7 @@ static int missing(const char *db)
 }
 
 /* dstream sessions goes over HTTP when a server is named (DSTREAM_URL, --url) and
- * no database (--db); else it reads the database (cli/sessions.c). */
+ * no database (--db); else it reads the database (cli/cmd_sessions.c). */
 static int remote_sessions(int db_given, int argc, char **argv)
 {
     if (db_given) return 0;

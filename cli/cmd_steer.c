@@ -1,5 +1,5 @@
 /* dstream sessions|chat|cancel|answer: sessions over HTTP (DSTREAM_URL, DSTREAM_TOKEN);
- * `dstream sessions` with --db reads the database instead (cli/sessions.c).
+ * `dstream sessions` with --db reads the database instead (cli/cmd_sessions.c).
  *
  *   dstream sessions [list] [--status S] [--limit N] [--all]
  *   dstream sessions show|delete ID
