@@ -22,18 +22,6 @@
 #include "pool.h"
 #include "router.h"
 
-/* A number setting by lib/env's rule; a refused value stops the pool (status 2). */
-static long long env_num(const char *name, long long def, long long min, long long max)
-{
-    char err[256];
-    long long n;
-    if (env_int(name, def, min, max, &n, err, sizeof err)) {
-        diag("warn", "%s", err);
-        exit(2);
-    }
-    return n;
-}
-
 /* DSTREAM_PUBLIC_URL: the base URL clients reach the server at, for Location
  * headers (never the client's Host). Exits on a value that is not one. */
 static const char *public_url(void)

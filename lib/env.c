@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "diag.h"
+
 int env_int(const char *name, long long def, long long min, long long max, long long *out, char *err,
             size_t errlen)
 {
@@ -21,6 +23,17 @@ int env_int(const char *name, long long def, long long min, long long max, long 
     }
     *out = n;
     return 0;
+}
+
+long long env_num(const char *name, long long def, long long min, long long max)
+{
+    char err[256];
+    long long n;
+    if (env_int(name, def, min, max, &n, err, sizeof err)) {
+        diag("error", "%s", err);
+        exit(2);
+    }
+    return n;
 }
 
 const char *env_str(const char *name, const char *def)

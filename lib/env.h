@@ -17,6 +17,10 @@
 int env_int(const char *name, long long def, long long min, long long max, long long *out, char *err,
             size_t errlen);
 
+/* env_int for a program's start: a refused value is reported (lib/diag, level
+ * error, after diag_init) and the program exits with status 2. */
+long long env_num(const char *name, long long def, long long min, long long max);
+
 /* The value of setting name, or def when it is unset or empty. The string is the
  * environment's (or def): not to be freed, valid until the variable changes. */
 const char *env_str(const char *name, const char *def);

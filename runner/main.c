@@ -57,19 +57,6 @@ static void sd_notify_msg(const char *msg)
     close(fd);
 }
 
-/* A number setting by lib/env's rule, 0 up (WATCHDOG_USEC too); a refused value
- * stops the runner (status 2). */
-static long long env_num(const char *name, long long def)
-{
-    char err[256];
-    long long n;
-    if (env_int(name, def, 0, LLONG_MAX, &n, err, sizeof err)) {
-        fprintf(stderr, "dstream-runner: %s\n", err);
-        exit(2);
-    }
-    return n;
-}
-
 /* Provider keys: the environment, or a credentials file readable by its owner
  * only ({"anthropic": "...", "openai": "..."}). */
 static int load_keys(runner_t *R)
@@ -157,21 +144,21 @@ int main(int argc, char **argv)
     R.me.owner = getenv("DSTREAM_RUNNER_ID") && *getenv("DSTREAM_RUNNER_ID") ? getenv("DSTREAM_RUNNER_ID") : host;
     lease_new_instance(R.instance);
     R.me.instance = R.instance;
-    R.lease_ms = env_num("DSTREAM_LEASE_MS", 15000);
+    R.lease_ms = env_num("DSTREAM_LEASE_MS", 15000, 0, LLONG_MAX);
     if (R.lease_ms < 100) R.lease_ms = 100;
-    R.retry.base_ms = env_num("DSTREAM_RETRY_BASE_MS", 500);
-    R.retry.max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000);
-    R.retry.provider_retries = (int)env_num("DSTREAM_PROVIDER_RETRIES", 4);
-    R.retry.restart_retries = (int)env_num("DSTREAM_RESTART_RETRIES", 10);
-    R.message_requests_max = env_num("DSTREAM_MESSAGE_REQUESTS_MAX", 50);
-    R.session_requests_max = env_num("DSTREAM_SESSION_REQUESTS_MAX", 1000);
-    R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000);
-    R.workflow_state_max = (size_t)env_num("DSTREAM_WORKFLOW_STATE_MAX", WORKFLOW_STATE_MAX_DEFAULT);
-    R.tool_result_max = (size_t)env_num("DSTREAM_TOOL_RESULT_MAX", 1 << 20);
+    R.retry.base_ms = env_num("DSTREAM_RETRY_BASE_MS", 500, 0, LLONG_MAX);
+    R.retry.max_ms = env_num("DSTREAM_RETRY_MAX_MS", 30000, 0, LLONG_MAX);
+    R.retry.provider_retries = (int)env_num("DSTREAM_PROVIDER_RETRIES", 4, 0, INT_MAX);
+    R.retry.restart_retries = (int)env_num("DSTREAM_RESTART_RETRIES", 10, 0, INT_MAX);
+    R.message_requests_max = env_num("DSTREAM_MESSAGE_REQUESTS_MAX", 50, 0, LLONG_MAX);
+    R.session_requests_max = env_num("DSTREAM_SESSION_REQUESTS_MAX", 1000, 0, LLONG_MAX);
+    R.session_events_max = env_num("DSTREAM_SESSION_EVENTS_MAX", 100000, 0, LLONG_MAX);
+    R.workflow_state_max = (size_t)env_num("DSTREAM_WORKFLOW_STATE_MAX", WORKFLOW_STATE_MAX_DEFAULT, 0, LLONG_MAX);
+    R.tool_result_max = (size_t)env_num("DSTREAM_TOOL_RESULT_MAX", 1 << 20, 0, LLONG_MAX);
     /* One process per runner id and database, for the whole process's life
      * (first: a second process says so before it loads anything). */
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
-    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0));
+    if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50));
     if (!R.log) {
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 1;
@@ -226,14 +213,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "dstream-runner: %s\n", err);
         return 2;
     }
-    int64_t watchdog_us = env_num("WATCHDOG_USEC", 0), next_watchdog = 0;
+    int64_t watchdog_us = env_num("WATCHDOG_USEC", 0, 0, LLONG_MAX), next_watchdog = 0;
     runner_log("started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
                R.providers->n);
     sd_notify_msg("READY=1\nSTATUS=running sessions");
     scan(&R);   /* crash recovery: every unfinished session, once */
 
     int commit_failed = 0;
-    int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2);
+    int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2, 0, LLONG_MAX);
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = timefmt_now_ms();

@@ -533,3 +533,21 @@ max_event() { jq -c '.[] | tojson | utf8bytelength' "$1" | sort -rn | head -1; }
     jq -j '[.[] | select(.type == "text:delta") | .payload.text] | add | length' "$T/ev.json" >"$T/len"
     [ "$(cat "$T/len")" -le 1100000 ] || fail "$(cat "$T/len") bytes of deltas"
 }
+
+@test "settings: the runner and the pool read numbers by one rule (lib/env); a value out of range or not whole stops them with exit 2, naming it" {
+    # Before, the runner took any non-negative number: a retry budget past INT_MAX
+    # was cut to another number, and DSTREAM_DB_MAX_BYTES past the pool's range was
+    # the runner's alone. Each case is bounded: a runner that started is stopped.
+    local db=$T/env.db v
+    for v in DSTREAM_PROVIDER_RETRIES=4294967297 DSTREAM_RESTART_RETRIES=2147483648 \
+             DSTREAM_DB_MAX_BYTES=1125899906842625 DSTREAM_LEASE_MS=12x DSTREAM_RUNNER_FLUSH_MS=-1; do
+        run env "$v" DSTREAM_RUNNER_ID=envtest timeout 10 "$DS_BIN/dstream-runner" --db "$db"
+        [ "$status" -eq 2 ] || fail "runner with $v: exit $status: $output"
+        [[ "$output" == *"$v is not a number in ["* ]] || fail "runner with $v: $output"
+    done
+    for v in DSTREAM_DB_MAX_BYTES=1125899906842625 DSTREAM_THREADS=12x; do
+        run env "$v" DSTREAM_DB="$db" timeout 10 "$DS_BIN/dstream-fcgi"
+        [ "$status" -eq 2 ] || fail "pool with $v: exit $status: $output"
+        [[ "$output" == *"$v is not a number in ["* ]] || fail "pool with $v: $output"
+    done
+}
