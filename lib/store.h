@@ -35,7 +35,7 @@
  * a program was given (DSTREAM_DB or a --db option); log_open does.
  *
  * This header has no .c of its own: it is the contract between lib/log.c (and the
- * modules that keep rows: lease, defs, auth, rstats, ...) above, and the engines
+ * modules that keep rows: lease, defs, auth, rstats, subscription, ...) above, and the engines
  * below, which never call up into them. */
 #ifndef DSTREAM_STORE_H
 #define DSTREAM_STORE_H
@@ -50,6 +50,7 @@
 #include "log.h"
 #include "rstats.h"
 #include "sstore.h"
+#include "subscription.h"
 
 typedef struct store_engine store_engine;
 
@@ -178,6 +179,64 @@ typedef struct store_sessions_ops {
     int (*snapshot_put)(log_conn_t *c, const char *id, offset_t at, const char *view);
 } store_sessions_ops;
 
+/* Subscriptions (lib/subscription.h): their rows, their links with cursors, the
+ * state of their wakes (leases, deliveries), and the webhook signing keys.
+ * lib/subscription keeps the rules (what links, when a wake is made or fenced)
+ * and runs every write inside a group. A row or key that is not there is
+ * LOG_ENOTFOUND. A walk calls fn for each item until fn returns nonzero, and then
+ * returns that value (else 0 or LOG_E*).
+ *
+ * Rows: get (text members malloc'd, sub_row_free), insert (the configuration and
+ * created_ms of r), remove (with its links), each (every id), patterns (those
+ * with a pattern, by id: wake_stream "" when none).
+ * Links: links (of one subscription, by path, each with its stream's tail now),
+ * link (a new link at acked, else the existing one keeps its cursor and gains
+ * the kind: explicit, or glob), unlink (the explicit kind goes; a link left with
+ * no kind goes), ack (the cursor to offset; forward_only: only if that moves it
+ * on), linked (the subscriptions linking path), stream_reset (path's stream is
+ * gone, tail NULL: its glob links go, the others start over at the start; else
+ * the links whose cursor is past tail start over: it was made again).
+ * Streams as links see them: tail (1 and its tail, or 0 and the start when it
+ * does not exist), streams (every stream that exists, with its tail).
+ * Wakes: wake_set (a new wake: generation, id, snapshot; deliver 1 makes it due
+ * at next_attempt_ms; holder, lease and failures cleared), wake_clear (idle
+ * again), lease (until, and the holder unless holder is NULL), lease_over (the
+ * wakes not being delivered whose lease ended at or before now), due (up to max
+ * deliveries due at now, the earliest first), delivery_due (next due at at;
+ * error: an attempt failed, counted with its reason), delivery_accepted (the
+ * receiver holds it: no more deliveries, a lease until lease_until), next_due
+ * (the earliest delivery or lease due, INT64_MAX when none, or on failure).
+ * Keys: key_get (the newest whole key), key_put, keys (newest first, kid and
+ * pub only; malformed ones left out). */
+typedef struct store_subs_ops {
+    int (*get)(log_conn_t *c, const char *id, sub_row *r);
+    int (*insert)(log_conn_t *c, const sub_row *r);
+    int (*remove)(log_conn_t *c, const char *id);
+    int (*each)(log_conn_t *c, int (*fn)(void *ud, const char *id), void *ud);
+    int (*patterns)(log_conn_t *c,
+                    int (*fn)(void *ud, const char *id, const char *pattern, const char *wake_stream), void *ud);
+    int (*links)(log_conn_t *c, const char *id, int (*fn)(void *ud, const sub_link *l), void *ud);
+    int (*link)(log_conn_t *c, const char *id, const char *path, int explicit_, const char *acked);
+    int (*unlink)(log_conn_t *c, const char *id, const char *path);
+    int (*ack)(log_conn_t *c, const char *id, const char *path, const char *offset, int forward_only);
+    int (*linked)(log_conn_t *c, const char *path, int (*fn)(void *ud, const char *id), void *ud);
+    int (*stream_reset)(log_conn_t *c, const char *path, const char *tail);
+    int (*tail)(log_conn_t *c, const char *path, char out[OFFSET_LEN + 1]);
+    int (*streams)(log_conn_t *c, int (*fn)(void *ud, const char *path, const char *tail), void *ud);
+    int (*wake_set)(log_conn_t *c, const char *id, int64_t generation, const char *wake_id, const char *snapshot,
+                    int deliver, int64_t next_attempt_ms);
+    int (*wake_clear)(log_conn_t *c, const char *id);
+    int (*lease)(log_conn_t *c, const char *id, const char *holder, int64_t until);
+    int (*lease_over)(log_conn_t *c, int64_t now, int (*fn)(void *ud, const char *id), void *ud);
+    int (*due)(log_conn_t *c, int64_t now, size_t max, int (*fn)(void *ud, const char *id), void *ud);
+    int (*delivery_due)(log_conn_t *c, const char *id, int64_t at, const char *error);
+    int (*delivery_accepted)(log_conn_t *c, const char *id, int64_t lease_until);
+    int64_t (*next_due)(log_conn_t *c);
+    int (*key_get)(log_conn_t *c, webhook_key *k);
+    int (*key_put)(log_conn_t *c, const webhook_key *k, int64_t created_ms);
+    int (*keys)(log_conn_t *c, int (*fn)(void *ud, const webhook_key *k), void *ud);
+} store_subs_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -212,6 +271,7 @@ struct store_engine {
     const store_defs_ops *defs;
     const store_tokens_ops *tokens;
     const store_sessions_ops *sessions;
+    const store_subs_ops *subs;
 };
 
 /* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)

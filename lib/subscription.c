@@ -1,60 +1,25 @@
 #include "subscription.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "sha256.h"
-#include "store/sqlite/sqlite.h"
+#include "store.h"
 #include "timefmt.h"
 #include "utf8.h"
 
 static const char ZERO[] = "0000000000000000_0000000000000000";
 
-/* ---- statements ---------------------------------------------------------------------- */
+#define S(c) (store_of(c)->subs)
 
-static sqlite3_stmt *prep(log_conn_t *c, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    return log_stmt(c, sql, &st) ? NULL : st;
-}
+/* ---- rows and links ------------------------------------------------------------------ */
 
+typedef sub_row row;       /* short names for what this file handles most */
+typedef sub_link link_t;
 
-/* Run sql with text parameters (NULL binds NULL) and int64 ones after them. */
-static int exec(log_conn_t *c, const char *sql, int ntext, const char *const *text, int nint, const int64_t *ints)
-{
-    sqlite3_stmt *st = prep(c, sql);
-    if (!st) return LOG_EIO;
-    for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, i + 1, text[i], -1, SQLITE_STATIC);
-    for (int i = 0; i < nint; i++) sqlite3_bind_int64(st, ntext + i + 1, ints[i]);
-    return log_stmt_finish(c, st, sqlite3_step(st));
-}
-
-static const char *col(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
-/* One subscription's row (what the state machine needs). */
-typedef struct row {
-    char id[SUB_ID_MAX + 1];
-    int webhook;
-    char *pattern, *url, *wake_stream, *description, *snapshot, *holder;
-    char hash[65];
-    int64_t lease_ttl_ms, created_ms, generation, lease_until, next_attempt_ms;
-    char wake_id[SUB_WAKE_ID_LEN + 1];     /* "" when idle */
-    int deliver, attempts;
-} row;
-
-static char *dup_col(sqlite3_stmt *st, int i)
-{
-    const char *s = col(st, i);
-    return s ? strdup(s) : NULL;
-}
-
-static void row_free(row *r)
+void sub_row_free(sub_row *r)
 {
     free(r->pattern);
     free(r->url);
@@ -66,57 +31,17 @@ static void row_free(row *r)
 
 static int row_load(log_conn_t *c, const char *id, row *r)
 {
-    memset(r, 0, sizeof *r);
-    sqlite3_stmt *st = prep(c, "SELECT type, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash,"
-                               " created_ms, generation, wake_id, snapshot, holder, lease_until, deliver, attempts,"
-                               " next_attempt_ms FROM subscriptions WHERE id = ?");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : log_stmt_finish(c, st, rc);
-    snprintf(r->id, sizeof r->id, "%s", id);
-    r->webhook = !strcmp(col(st, 0), "webhook");
-    r->pattern = dup_col(st, 1);
-    r->url = dup_col(st, 2);
-    r->wake_stream = dup_col(st, 3);
-    r->lease_ttl_ms = sqlite3_column_int64(st, 4);
-    r->description = dup_col(st, 5);
-    snprintf(r->hash, sizeof r->hash, "%s", col(st, 6));
-    r->created_ms = sqlite3_column_int64(st, 7);
-    r->generation = sqlite3_column_int64(st, 8);
-    if (col(st, 9)) snprintf(r->wake_id, sizeof r->wake_id, "%s", col(st, 9));
-    r->snapshot = dup_col(st, 10);
-    r->holder = dup_col(st, 11);
-    r->lease_until = sqlite3_column_type(st, 12) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 12);
-    r->deliver = sqlite3_column_int(st, 13);
-    r->attempts = sqlite3_column_int(st, 14);
-    r->next_attempt_ms = sqlite3_column_int64(st, 15);
-    log_stmt_done(c, st);
-    return 0;
+    int rc = S(c)->get(c, id, r);
+    return rc == LOG_ENOTFOUND ? SUB_ENOTFOUND : rc;
 }
 
 /* A stream's tail as an offset string; the start when it does not exist. */
 static void tail_of(log_conn_t *c, const char *path, char out[OFFSET_LEN + 1], int *exists)
 {
-    sqlite3_stmt *st = prep(c, "SELECT tail_seq, tail_pos FROM streams WHERE path = ? AND deleted = 0");
-    memcpy(out, ZERO, sizeof ZERO);
-    if (exists) *exists = 0;
-    if (!st) return;
-    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        offset_t o = {(uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1)};
-        offset_format(o, out);
-        if (exists) *exists = 1;
-    }
-    log_stmt_done(c, st);
+    int rc = S(c)->tail(c, path, out);
+    if (rc < 0) memcpy(out, ZERO, sizeof ZERO);
+    if (exists) *exists = rc == 1;
 }
-
-typedef struct link {
-    char *path;
-    int explicit_;
-    char acked[OFFSET_LEN + 1];
-    char tail[OFFSET_LEN + 1];
-} link_t;
 
 static void links_free(link_t *l, size_t n)
 {
@@ -124,36 +49,34 @@ static void links_free(link_t *l, size_t n)
     free(l);
 }
 
+typedef struct links_acc {
+    link_t *v;
+    size_t n, cap;
+} links_acc;
+
+static int link_push(void *ud, const sub_link *l)
+{
+    links_acc *a = ud;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 8;
+        link_t *m = realloc(a->v, a->cap * sizeof *m);
+        if (!m) abort();
+        a->v = m;
+    }
+    link_t *d = &a->v[a->n++];
+    *d = *l;
+    d->path = strdup(l->path);
+    return 0;
+}
+
 /* Every link of id with its stream's tail now, by path. */
 static int links_load(log_conn_t *c, const char *id, link_t **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *st = prep(c, "SELECT l.path, l.explicit, l.acked, s.tail_seq, s.tail_pos FROM subscription_links l"
-                               " LEFT JOIN streams s ON s.path = l.path AND s.deleted = 0 WHERE l.sub = ?"
-                               " ORDER BY l.path");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            link_t *m = realloc(*out, cap * sizeof *m);
-            if (!m) abort();
-            *out = m;
-        }
-        link_t *l = &(*out)[(*n)++];
-        l->path = strdup(col(st, 0));
-        l->explicit_ = sqlite3_column_int(st, 1);
-        snprintf(l->acked, sizeof l->acked, "%s", col(st, 2));
-        memcpy(l->tail, ZERO, sizeof ZERO);
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
-            offset_t o = {(uint64_t)sqlite3_column_int64(st, 3), (uint64_t)sqlite3_column_int64(st, 4)};
-            offset_format(o, l->tail);
-        }
-    }
-    return log_stmt_finish(c, st, rc);
+    links_acc a = {0};
+    int rc = S(c)->links(c, id, link_push, &a);
+    *out = a.v;
+    *n = a.n;
+    return rc;
 }
 
 static int pending(const link_t *l)
@@ -184,17 +107,8 @@ static json_t *stream_infos(const link_t *l, size_t n, const json_t *snapshot)
 
 static int key_load(log_conn_t *c, webhook_key *k)
 {
-    sqlite3_stmt *st = prep(c, "SELECT kid, pub, priv FROM webhook_keys ORDER BY created_ms DESC, kid LIMIT 1");
-    if (!st) return LOG_EIO;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_bytes(st, 1) == 32 && sqlite3_column_bytes(st, 2) == 32) {
-        snprintf(k->kid, sizeof k->kid, "%s", col(st, 0));
-        memcpy(k->pub, sqlite3_column_blob(st, 1), 32);
-        memcpy(k->priv, sqlite3_column_blob(st, 2), 32);
-        log_stmt_done(c, st);
-        return 0;
-    }
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? (log_stmt_done(c, st), SUB_ENOTFOUND) : log_stmt_finish(c, st, rc);
+    int rc = S(c)->key_get(c, k);
+    return rc == LOG_ENOTFOUND ? SUB_ENOTFOUND : rc;
 }
 
 /* The signing key, made on first use (inside a transaction). */
@@ -203,13 +117,7 @@ static int key_ensure(log_conn_t *c, webhook_key *k)
     int rc = key_load(c, k);
     if (rc != SUB_ENOTFOUND) return rc;
     if (webhook_key_generate(k)) return LOG_EIO;
-    sqlite3_stmt *st = prep(c, "INSERT INTO webhook_keys (kid, pub, priv, created_ms) VALUES (?, ?, ?, ?)");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_text(st, 1, k->kid, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 2, k->pub, 32, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, k->priv, 32, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, timefmt_now_ms());
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return S(c)->key_put(c, k, timefmt_now_ms());
 }
 
 /* ---- wakes --------------------------------------------------------------------------- */
@@ -225,10 +133,7 @@ static void new_wake_id(char out[SUB_WAKE_ID_LEN + 1])
 /* Forget the current wake: holder, lease, delivery. */
 static int clear_wake(log_conn_t *c, const char *id)
 {
-    const char *t[] = {id};
-    return exec(c, "UPDATE subscriptions SET wake_id = NULL, snapshot = NULL, holder = NULL, lease_until = NULL,"
-                   " deliver = 0, attempts = 0, next_attempt_ms = NULL, last_error = NULL WHERE id = ?",
-                1, t, 0, NULL);
+    return S(c)->wake_clear(c, id);
 }
 
 /* A wake message on a pull-wake subscription's wake stream (which the application
@@ -271,19 +176,7 @@ static int wake_if_pending(log_conn_t *c, const row *r, int *made)
         char wake[SUB_WAKE_ID_LEN + 1];
         new_wake_id(wake);
         char *text = json_dumps(snap, JSON_COMPACT | JSON_SORT_KEYS);
-        sqlite3_stmt *st = prep(c, "UPDATE subscriptions SET generation = ?, wake_id = ?, snapshot = ?, holder = NULL,"
-                                   " lease_until = NULL, deliver = ?, attempts = 0, next_attempt_ms = ?,"
-                                   " last_error = NULL WHERE id = ?");
-        if (!st) rc = LOG_EIO;
-        else {
-            sqlite3_bind_int64(st, 1, gen);
-            sqlite3_bind_text(st, 2, wake, -1, SQLITE_STATIC);
-            sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
-            sqlite3_bind_int(st, 4, r->webhook);
-            sqlite3_bind_int64(st, 5, now);
-            sqlite3_bind_text(st, 6, r->id, -1, SQLITE_STATIC);
-            rc = log_stmt_finish(c, st, sqlite3_step(st));
-        }
+        rc = S(c)->wake_set(c, r->id, gen, wake, text, r->webhook, now);
         free(text);
         if (!rc && !r->webhook) rc = wake_event(c, r, first, gen, now);
         if (!rc && made) *made = 1;
@@ -298,7 +191,7 @@ static int wake_id_pending(log_conn_t *c, const char *id, int *made)
     row r;
     int rc = row_load(c, id, &r);
     if (!rc) rc = wake_if_pending(c, &r, made);
-    row_free(&r);
+    sub_row_free(&r);
     return rc == SUB_ENOTFOUND ? 0 : rc;
 }
 
@@ -308,12 +201,24 @@ static int wake_id_pending(log_conn_t *c, const char *id, int *made)
  * keeps its cursor and gains the kind. */
 static int link_add(log_conn_t *c, const char *id, const char *path, int explicit_, const char *acked)
 {
-    const char *t[] = {id, path, acked};
-    return exec(c, explicit_ ? "INSERT INTO subscription_links (sub, path, explicit, acked) VALUES (?, ?, 1, ?)"
-                               " ON CONFLICT(sub, path) DO UPDATE SET explicit = 1"
-                             : "INSERT INTO subscription_links (sub, path, glob, acked) VALUES (?, ?, 1, ?)"
-                               " ON CONFLICT(sub, path) DO UPDATE SET glob = 1",
-                3, t, 0, NULL);
+    return S(c)->link(c, id, path, explicit_, acked);
+}
+
+typedef struct backfill_arg {
+    log_conn_t *c;
+    const char *id;
+    const sub_config *cfg;
+} backfill_arg;
+
+/* Backfill: a stream that matches now, linked at its tail (no replay). */
+static int backfill_one(void *ud, const char *path, const char *tail)
+{
+    backfill_arg *b = ud;
+    const sub_config *cfg = b->cfg;
+    if (!sub_glob_match(cfg->pattern, path) || (cfg->wake_stream && !strcmp(path, cfg->wake_stream)) ||
+        !strncmp(path, "__ds/", 5))
+        return 0;
+    return link_add(b->c, b->id, path, 0, tail);
 }
 
 typedef struct put_arg {
@@ -330,25 +235,17 @@ static int op_put(log_conn_t *c, void *arg)
     int rc = row_load(c, a->id, &r);
     if (rc != SUB_ENOTFOUND) {
         if (!rc && strcmp(r.hash, cfg->hash)) rc = SUB_EEXISTS;
-        row_free(&r);
+        sub_row_free(&r);
         return rc;
     }
     a->created = 1;
     webhook_key k;
     if (cfg->webhook && (rc = key_ensure(c, &k))) return rc;
-    sqlite3_stmt *st = prep(c, "INSERT INTO subscriptions (id, type, pattern, webhook_url, wake_stream, lease_ttl_ms,"
-                               " description, config_hash, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, cfg->webhook ? "webhook" : "pull-wake", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, cfg->pattern, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, cfg->url, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, cfg->wake_stream, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, cfg->lease_ttl_ms);
-    sqlite3_bind_text(st, 7, cfg->description, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 8, cfg->hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 9, timefmt_now_ms());
-    if ((rc = log_stmt_finish(c, st, sqlite3_step(st)))) return rc;
+    row n = {.webhook = cfg->webhook, .pattern = cfg->pattern, .url = cfg->url, .wake_stream = cfg->wake_stream,
+             .lease_ttl_ms = cfg->lease_ttl_ms, .description = cfg->description, .created_ms = timefmt_now_ms()};
+    snprintf(n.id, sizeof n.id, "%s", a->id);
+    memcpy(n.hash, cfg->hash, sizeof n.hash);
+    if ((rc = S(c)->insert(c, &n))) return rc;
     char tail[OFFSET_LEN + 1];
     for (size_t i = 0; i < cfg->nstreams; i++) {
         tail_of(c, cfg->streams[i], tail, NULL);
@@ -356,21 +253,8 @@ static int op_put(log_conn_t *c, void *arg)
     }
     if (!cfg->pattern) return 0;
     /* Backfill: the streams that match now, at their tails (no replay). */
-    if (!(st = prep(c, "SELECT path, tail_seq, tail_pos FROM streams WHERE deleted = 0"))) return LOG_EIO;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *path = col(st, 0);
-        if (!sub_glob_match(cfg->pattern, path) || (cfg->wake_stream && !strcmp(path, cfg->wake_stream)) ||
-            !strncmp(path, "__ds/", 5))
-            continue;
-        offset_t o = {(uint64_t)sqlite3_column_int64(st, 1), (uint64_t)sqlite3_column_int64(st, 2)};
-        offset_format(o, tail);
-        int lrc = link_add(c, a->id, path, 0, tail);
-        if (lrc) {
-            log_stmt_done(c, st);
-            return lrc;
-        }
-    }
-    return log_stmt_finish(c, st, rc);
+    backfill_arg b = {c, a->id, cfg};
+    return S(c)->streams(c, backfill_one, &b);
 }
 
 int sub_put(log_conn_t *c, const char *id, const sub_config *cfg, int *created)
@@ -414,15 +298,13 @@ json_t *sub_get(log_conn_t *c, const char *id, const char *base, int *rc)
                     r.description ? json_string(r.description) : json_null());
 out:
     links_free(l, n);
-    row_free(&r);
+    sub_row_free(&r);
     return out;
 }
 
 static int op_delete(log_conn_t *c, void *arg)
 {
-    const char *t[] = {arg};
-    int rc = exec(c, "DELETE FROM subscription_links WHERE sub = ?", 1, t, 0, NULL);
-    return rc ? rc : exec(c, "DELETE FROM subscriptions WHERE id = ?", 1, t, 0, NULL);
+    return S(c)->remove(c, arg);
 }
 
 int sub_delete(log_conn_t *c, const char *id)
@@ -445,16 +327,14 @@ static int op_members(log_conn_t *c, void *arg)
     if (rc) return rc;
     char tail[OFFSET_LEN + 1];
     for (size_t i = 0; i < a->n && !rc; i++) {
-        const char *t[] = {a->id, a->paths[i]};
         if (a->remove) {
-            rc = exec(c, "DELETE FROM subscription_links WHERE sub = ? AND path = ? AND glob = 0", 2, t, 0, NULL);
-            if (!rc) rc = exec(c, "UPDATE subscription_links SET explicit = 0 WHERE sub = ? AND path = ?", 2, t, 0, NULL);
+            rc = S(c)->unlink(c, a->id, a->paths[i]);
         } else {
             tail_of(c, a->paths[i], tail, NULL);
             rc = link_add(c, a->id, a->paths[i], 1, tail);
         }
     }
-    row_free(&r);
+    sub_row_free(&r);
     return rc;
 }
 
@@ -513,28 +393,18 @@ static int op_claim(log_conn_t *c, void *arg)
     }
     if (!r.wake_id[0]) {
         if ((rc = wake_if_pending(c, &r, NULL))) goto out;
-        row_free(&r);
+        sub_row_free(&r);
         if ((rc = row_load(c, a->id, &r))) goto out;
     }
     if ((rc = key_ensure(c, &k))) goto out;
     char tok[SUB_TOKEN_MAX];
     sub_token_make(&k, r.id, r.generation, r.wake_id, now, tok);
-    const char *t[] = {a->worker, r.id};
-    int64_t until[] = {now + r.lease_ttl_ms};
-    sqlite3_stmt *st = prep(c, "UPDATE subscriptions SET holder = ?1, lease_until = ?3 WHERE id = ?2");
-    if (!st) {
-        rc = LOG_EIO;
-        goto out;
-    }
-    sqlite3_bind_text(st, 1, t[0], -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, t[1], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, until[0]);
-    if ((rc = log_stmt_finish(c, st, sqlite3_step(st)))) goto out;
+    if ((rc = S(c)->lease(c, r.id, a->worker, now + r.lease_ttl_ms))) goto out;
     a->out = json_pack("{s:s, s:I, s:s, s:o, s:I}", "wake_id", r.wake_id, "generation", (json_int_t)r.generation,
                        "token", tok, "streams", stream_infos(l, n, NULL), "lease_ttl_ms", (json_int_t)r.lease_ttl_ms);
 out:
     links_free(l, n);
-    row_free(&r);
+    sub_row_free(&r);
     return rc;
 }
 
@@ -598,10 +468,7 @@ static int apply_acks(log_conn_t *c, const char *id, const json_t *acks)
                 break;
             }
             if (pass == 1) {
-                const char *t[] = {canon, id, hit->path};
-                if ((rc = exec(c, "UPDATE subscription_links SET acked = ? WHERE sub = ? AND path = ?", 3, t, 0,
-                               NULL)))
-                    break;
+                if ((rc = S(c)->ack(c, id, hit->path, canon, 0))) break;
                 memcpy(hit->acked, canon, sizeof canon);
             }
         }
@@ -651,12 +518,10 @@ static int op_finish(log_conn_t *c, void *arg)
         r.holder = NULL;
         rc = wake_if_pending(c, &r, &a->next_wake);
     } else {
-        const char *t[] = {r.id};
-        int64_t until[] = {now + r.lease_ttl_ms};
-        rc = exec(c, "UPDATE subscriptions SET lease_until = ?2 WHERE id = ?1", 1, t, 1, until);
+        rc = S(c)->lease(c, r.id, NULL, now + r.lease_ttl_ms);
     }
 out:
-    row_free(&r);
+    sub_row_free(&r);
     return rc;
 }
 
@@ -667,6 +532,12 @@ int sub_finish(log_conn_t *c, const char *id, sub_action action, const char *tok
     int rc = log_transact(c, op_finish, &a);
     if (next_wake) *next_wake = a.next_wake;
     return rc;
+}
+
+static int jwk_push(void *ud, const webhook_key *k)
+{
+    json_array_append_new(ud, webhook_jwk(k));
+    return 0;
 }
 
 static int op_key(log_conn_t *c, void *arg)
@@ -681,15 +552,7 @@ json_t *sub_jwks(log_conn_t *c, int *rc)
     if (*rc == SUB_ENOTFOUND) *rc = log_transact(c, op_key, &k);
     if (*rc) return NULL;
     json_t *keys = json_array();
-    sqlite3_stmt *st = prep(c, "SELECT kid, pub FROM webhook_keys ORDER BY created_ms DESC, kid");
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        if (sqlite3_column_bytes(st, 1) != 32) continue;
-        webhook_key p;
-        snprintf(p.kid, sizeof p.kid, "%s", col(st, 0));
-        memcpy(p.pub, sqlite3_column_blob(st, 1), 32);
-        json_array_append_new(keys, webhook_jwk(&p));
-    }
-    log_stmt_done(c, st);
+    S(c)->keys(c, jwk_push, keys);      /* a failure part way: the keys read so far */
     explicit_bzero(&k, sizeof k);
     return json_pack("{s:o}", "keys", keys);
 }
@@ -732,77 +595,90 @@ static void ids_free(idlist *l)
     free(l->v);
 }
 
-/* The glob subscriptions: id, pattern and wake stream of each. */
-static int patterns_load(log_conn_t *c, idlist *ids, idlist *pats, idlist *wakes)
+/* Push id (a walk's fn: ud is an idlist) unless it is there already. */
+static int id_note(void *ud, const char *id)
 {
-    sqlite3_stmt *st = prep(c, "SELECT id, pattern, coalesce(wake_stream, '') FROM subscriptions"
-                               " WHERE pattern IS NOT NULL ORDER BY id");
-    if (!st) return LOG_EIO;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        /* In step, one entry each (ids_add would merge equal patterns). */
-        ids_push(ids, col(st, 0));
-        ids_push(pats, col(st, 1));
-        ids_push(wakes, col(st, 2));
-    }
-    return log_stmt_finish(c, st, rc);
+    ids_add(ud, id);
+    return 0;
+}
+
+typedef struct patterns_acc {
+    idlist ids, pats, wakes;
+} patterns_acc;
+
+static int pattern_push(void *ud, const char *id, const char *pattern, const char *wake_stream)
+{
+    patterns_acc *a = ud;
+    /* In step, one entry each (ids_add would merge equal patterns). */
+    ids_push(&a->ids, id);
+    ids_push(&a->pats, pattern);
+    ids_push(&a->wakes, wake_stream);
+    return 0;
+}
+
+/* The glob subscriptions: id, pattern and wake stream of each. */
+static int patterns_load(log_conn_t *c, patterns_acc *p)
+{
+    return S(c)->patterns(c, pattern_push, p);
+}
+
+static void patterns_free(patterns_acc *p)
+{
+    ids_free(&p->ids);
+    ids_free(&p->pats);
+    ids_free(&p->wakes);
 }
 
 /* One changed stream: link it where it matches (at its start: everything in it
  * is new to the subscription), unlink it where it is gone; note who to wake. */
-static int one_changed(log_conn_t *c, const char *path, idlist *ids, idlist *pats, idlist *wakes, idlist *towake)
+static int one_changed(log_conn_t *c, const char *path, const patterns_acc *p, idlist *towake)
 {
     if (!strncmp(path, "__ds/", 5)) return 0;
     char tail[OFFSET_LEN + 1];
     int exists, rc = 0;
     tail_of(c, path, tail, &exists);
-    const char *t[] = {path};
-    if (!exists) {
-        rc = exec(c, "DELETE FROM subscription_links WHERE path = ? AND explicit = 0", 1, t, 0, NULL);
-        if (!rc) {
-            const char *t2[] = {ZERO, path};
-            rc = exec(c, "UPDATE subscription_links SET glob = 0, acked = ? WHERE path = ?", 2, t2, 0, NULL);
-        }
-        return rc;
-    }
-    for (size_t i = 0; i < ids->n && !rc; i++)
-        if (strcmp(wakes->v[i], path) && sub_glob_match(pats->v[i], path)) rc = link_add(c, ids->v[i], path, 0, ZERO);
+    if (!exists) return S(c)->stream_reset(c, path, NULL);
+    for (size_t i = 0; i < p->ids.n && !rc; i++)
+        if (strcmp(p->wakes.v[i], path) && sub_glob_match(p->pats.v[i], path))
+            rc = link_add(c, p->ids.v[i], path, 0, ZERO);
     if (rc) return rc;
     /* A stream made again after a delete starts over. */
-    const char *t2[] = {ZERO, path, tail};
-    if ((rc = exec(c, "UPDATE subscription_links SET acked = ? WHERE path = ? AND acked > ?", 3, t2, 0, NULL)))
-        return rc;
-    sqlite3_stmt *st = prep(c, "SELECT sub FROM subscription_links WHERE path = ?");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(towake, col(st, 0));
-    return log_stmt_finish(c, st, rc);
+    if ((rc = S(c)->stream_reset(c, path, tail))) return rc;
+    return S(c)->linked(c, path, id_note, towake);
+}
+
+typedef struct recover_arg {
+    log_conn_t *c;
+    const patterns_acc *p;
+} recover_arg;
+
+/* Recover: a stream that matches a pattern, linked at its start. */
+static int recover_one(void *ud, const char *path, const char *tail)
+{
+    recover_arg *a = ud;
+    const patterns_acc *p = a->p;
+    (void)tail;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < p->ids.n; i++)
+        if (strcmp(p->wakes.v[i], path) && strncmp(path, "__ds/", 5) && sub_glob_match(p->pats.v[i], path))
+            rc = link_add(a->c, p->ids.v[i], path, 0, ZERO);
+    return rc;
 }
 
 static int op_changed(log_conn_t *c, void *arg)
 {
     changed_arg *a = arg;
-    idlist ids = {0}, pats = {0}, wakes = {0}, towake = {0};
-    int rc = patterns_load(c, &ids, &pats, &wakes);
-    for (size_t i = 0; !rc && i < a->n; i++) rc = one_changed(c, a->paths[i], &ids, &pats, &wakes, &towake);
+    patterns_acc p = {0};
+    idlist towake = {0};
+    int rc = patterns_load(c, &p);
+    for (size_t i = 0; !rc && i < a->n; i++) rc = one_changed(c, a->paths[i], &p, &towake);
     if (!rc && a->all) {
-        sqlite3_stmt *st = prep(c, "SELECT path FROM streams WHERE deleted = 0");
-        if (!st) rc = LOG_EIO;
-        while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-            const char *path = col(st, 0);
-            for (size_t i = 0; !rc && i < ids.n; i++)
-                if (strcmp(wakes.v[i], path) && strncmp(path, "__ds/", 5) && sub_glob_match(pats.v[i], path))
-                    rc = link_add(c, ids.v[i], path, 0, ZERO);
-        }
-        log_stmt_done(c, st);
-        if (!rc && !(st = prep(c, "SELECT id FROM subscriptions"))) rc = LOG_EIO;
-        while (!rc && sqlite3_step(st) == SQLITE_ROW) ids_add(&towake, col(st, 0));
-        log_stmt_done(c, st);
+        recover_arg ra = {c, &p};
+        rc = S(c)->streams(c, recover_one, &ra);
+        if (!rc) rc = S(c)->each(c, id_note, &towake);
     }
     for (size_t i = 0; !rc && i < towake.n; i++) rc = wake_id_pending(c, towake.v[i], NULL);
-    ids_free(&ids);
-    ids_free(&pats);
-    ids_free(&wakes);
+    patterns_free(&p);
     ids_free(&towake);
     return rc;
 }
@@ -813,36 +689,32 @@ int sub_recover(log_conn_t *c)
     return log_transact(c, op_changed, &a);
 }
 
+/* A walk's fn that stops at the first item. */
+static int stop_at_first(void *ud, const char *id)
+{
+    (void)ud;
+    (void)id;
+    return 1;
+}
+
 /* 1 if a change of one of paths may concern a subscription: a read, so that the
  * runner's turns (which see its own session streams change) cost no write when
  * nothing subscribes to what changed. */
 static int relevant(log_conn_t *c, char *const *paths, size_t n)
 {
-    idlist ids = {0}, pats = {0}, wakes = {0};
-    int hit = patterns_load(c, &ids, &pats, &wakes) != 0;   /* an error: let the transaction say */
-    sqlite3_stmt *st = prep(c, "SELECT 1 FROM subscription_links WHERE path = ? LIMIT 1");
+    patterns_acc p = {0};
+    int hit = patterns_load(c, &p) != 0;   /* an error: let the transaction say */
     for (size_t i = 0; i < n && !hit; i++) {
-        for (size_t j = 0; j < ids.n && !hit; j++) hit = sub_glob_match(pats.v[j], paths[i]);
-        if (st && !hit) {
-            sqlite3_bind_text(st, 1, paths[i], -1, SQLITE_STATIC);
-            hit = sqlite3_step(st) == SQLITE_ROW;
-            sqlite3_reset(st);
-        }
+        for (size_t j = 0; j < p.ids.n && !hit; j++) hit = sub_glob_match(p.pats.v[j], paths[i]);
+        if (!hit) hit = S(c)->linked(c, paths[i], stop_at_first, NULL) == 1;
     }
-    log_stmt_done(c, st);
-    ids_free(&ids);
-    ids_free(&pats);
-    ids_free(&wakes);
+    patterns_free(&p);
     return hit;
 }
 
 int sub_any(log_conn_t *c)
 {
-    sqlite3_stmt *st = prep(c, "SELECT 1 FROM subscriptions LIMIT 1");
-    if (!st) return 0;
-    int any = sqlite3_step(st) == SQLITE_ROW;
-    log_stmt_done(c, st);
-    return any;
+    return S(c)->each(c, stop_at_first, NULL) == 1;
 }
 
 int sub_changed(log_conn_t *c, char *const *paths, size_t n)
@@ -855,13 +727,7 @@ static int op_expire(log_conn_t *c, void *arg)
 {
     const int64_t *now = arg;
     idlist over = {0};
-    sqlite3_stmt *st = prep(c, "SELECT id FROM subscriptions WHERE wake_id IS NOT NULL AND deliver = 0"
-                               " AND lease_until IS NOT NULL AND lease_until <= ?");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, *now);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&over, col(st, 0));
-    rc = log_stmt_finish(c, st, rc);
+    int rc = S(c)->lease_over(c, *now, id_note, &over);
     for (size_t i = 0; !rc && i < over.n; i++) {
         rc = clear_wake(c, over.v[i]);
         if (!rc) rc = wake_id_pending(c, over.v[i], NULL);
@@ -872,25 +738,14 @@ static int op_expire(log_conn_t *c, void *arg)
 
 int sub_expire(log_conn_t *c, int64_t now)
 {
-    sqlite3_stmt *st = prep(c, "SELECT 1 FROM subscriptions WHERE wake_id IS NOT NULL AND deliver = 0"
-                               " AND lease_until IS NOT NULL AND lease_until <= ? LIMIT 1");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, now);
-    int any = sqlite3_step(st) == SQLITE_ROW;
-    log_stmt_done(c, st);
+    int any = S(c)->lease_over(c, now, stop_at_first, NULL);
+    if (any < 0) return any;
     return any ? log_transact(c, op_expire, &now) : 0;
 }
 
 int64_t sub_next_due(log_conn_t *c)
 {
-    int64_t due = INT64_MAX;
-    sqlite3_stmt *st = prep(c, "SELECT min(next_attempt_ms) FROM subscriptions WHERE deliver = 1 UNION ALL"
-                               " SELECT min(lease_until) FROM subscriptions WHERE wake_id IS NOT NULL AND deliver = 0");
-    while (st && sqlite3_step(st) == SQLITE_ROW)
-        if (sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int64(st, 0) < due)
-            due = sqlite3_column_int64(st, 0);
-    log_stmt_done(c, st);
-    return due;
+    return S(c)->next_due(c);
 }
 
 void sub_delivery_free(sub_delivery *d)
@@ -911,14 +766,7 @@ static int op_take(log_conn_t *c, void *arg)
     take_arg *a = arg;
     webhook_key k;
     idlist due = {0};
-    sqlite3_stmt *st = prep(c, "SELECT id FROM subscriptions WHERE deliver = 1 AND next_attempt_ms <= ?"
-                               " ORDER BY next_attempt_ms LIMIT ?");
-    if (!st) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, a->now);
-    sqlite3_bind_int64(st, 2, (int64_t)a->max);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) ids_add(&due, col(st, 0));
-    rc = log_stmt_finish(c, st, rc);
+    int rc = S(c)->due(c, a->now, a->max, id_note, &due);
     if (!rc && due.n) rc = key_load(c, &k);
     for (size_t i = 0; !rc && i < due.n; i++) {
         row r;
@@ -944,14 +792,12 @@ static int op_take(log_conn_t *c, void *arg)
             json_decref(body);
             d->len = strlen(d->body);
             if (webhook_sign(&k, a->now / 1000, d->body, d->len, d->signature, sizeof d->signature)) rc = LOG_EIO;
-            const char *t[] = {r.id};
-            int64_t until[] = {a->now + a->hold};
-            if (!rc) rc = exec(c, "UPDATE subscriptions SET next_attempt_ms = ?2 WHERE id = ?1", 1, t, 1, until);
+            if (!rc) rc = S(c)->delivery_due(c, r.id, a->now + a->hold, NULL);
             if (!rc) a->n++;
             else sub_delivery_free(d);
         }
         links_free(l, n);
-        row_free(&r);
+        sub_row_free(&r);
     }
     explicit_bzero(&k, sizeof k);
     ids_free(&due);
@@ -986,20 +832,15 @@ static int op_delivered(log_conn_t *c, void *arg)
     int rc = row_load(c, a->d->id, &r);
     if (rc) return rc == SUB_ENOTFOUND ? 0 : rc;
     if (!r.deliver || r.generation != a->d->generation || strcmp(r.wake_id, a->d->wake_id)) goto out;
-    const char *t[] = {r.id};
     if (!a->ok) {
         uint32_t rnd = 0;
         if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = 0;
-        int64_t next[] = {a->now + sub_backoff_ms(r.attempts + 1, (double)rnd / 4294967295.0)};
-        const char *t2[] = {r.id, a->error ? a->error : "failed"};
-        rc = exec(c, "UPDATE subscriptions SET attempts = attempts + 1, next_attempt_ms = ?3, last_error = ?2"
-                     " WHERE id = ?1", 2, t2, 1, next);
+        rc = S(c)->delivery_due(c, r.id, a->now + sub_backoff_ms(r.attempts + 1, (double)rnd / 4294967295.0),
+                                a->error ? a->error : "failed");
         goto out;
     }
     if (!a->isdone) {
-        int64_t until[] = {a->now + r.lease_ttl_ms};
-        rc = exec(c, "UPDATE subscriptions SET deliver = 0, attempts = 0, next_attempt_ms = NULL, last_error = NULL,"
-                     " lease_until = ?2 WHERE id = ?1", 1, t, 1, until);
+        rc = S(c)->delivery_accepted(c, r.id, a->now + r.lease_ttl_ms);
         goto out;
     }
     /* {"done": true}: the snapshot's tails are acked (a cursor never goes back). */
@@ -1007,10 +848,8 @@ static int op_delivered(log_conn_t *c, void *arg)
     const char *path;
     json_t *v;
     json_object_foreach(snap, path, v) {
-        const char *t3[] = {json_string_value(v), r.id, path};
-        if (t3[0] && (rc = exec(c, "UPDATE subscription_links SET acked = ?1 WHERE sub = ?2 AND path = ?3"
-                                   " AND acked < ?1", 3, t3, 0, NULL)))
-            break;
+        const char *acked = json_string_value(v);
+        if (acked && (rc = S(c)->ack(c, r.id, path, acked, 1))) break;
     }
     json_decref(snap);
     if (!rc) rc = clear_wake(c, r.id);
@@ -1019,7 +858,7 @@ static int op_delivered(log_conn_t *c, void *arg)
         rc = wake_if_pending(c, &r, NULL);
     }
 out:
-    row_free(&r);
+    sub_row_free(&r);
     return rc;
 }
 

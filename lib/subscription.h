@@ -34,6 +34,38 @@
 #include "subrule.h"
 #include "webhook.h"
 
+/* ---- the rows (the store keeps them: lib/store.h's store_subs_ops) ------------------ */
+
+/* A subscription's row: its configuration and the state of its wake. The text
+ * members are malloc'd by whoever fills the row (NULL: none); sub_row_free frees
+ * them. */
+typedef struct sub_row {
+    char id[SUB_ID_MAX + 1];
+    int webhook;                           /* 1: webhook, 0: pull-wake */
+    char *pattern, *url, *wake_stream, *description;
+    char hash[65];                         /* of the configuration (sub_config's) */
+    int64_t lease_ttl_ms, created_ms;
+    int64_t generation;                    /* of the latest wake, 0 before the first */
+    char wake_id[SUB_WAKE_ID_LEN + 1];     /* the current wake, "" when idle */
+    char *snapshot;                        /* its {"path": "tail", ...} (JSON text) */
+    char *holder;                          /* the pull-wake worker holding it */
+    int64_t lease_until;                   /* ms; 0: no lease */
+    int deliver;                           /* a webhook wake its receiver has not accepted yet */
+    int attempts;                          /* failed deliveries of this wake */
+    int64_t next_attempt_ms;               /* when that delivery is due */
+} sub_row;
+
+/* Free the text members of a row (the row itself is the caller's). */
+void sub_row_free(sub_row *r);
+
+/* A link of a subscription to a stream, with its cursor. */
+typedef struct sub_link {
+    char *path;
+    int explicit_;                         /* linked explicitly (else by the pattern only) */
+    char acked[OFFSET_LEN + 1];            /* the last processed offset */
+    char tail[OFFSET_LEN + 1];             /* its stream's tail now; the start when it has none */
+} sub_link;
+
 /* Create, or re-confirm an identical configuration (*created 0); SUB_EEXISTS if
  * it differs. Links the matching and the explicit streams at their tails. */
 int sub_put(log_conn_t *c, const char *id, const sub_config *cfg, int *created);

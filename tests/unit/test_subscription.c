@@ -7,8 +7,8 @@
 
 #include <string.h>
 
+#include "store.h"
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -300,7 +300,7 @@ static void test_pull_flow(void)
     snprintf(wake, sizeof wake, "%s", json_string_value(json_object_get(out, "wake_id")));
     snprintf(token, sizeof token, "%s", json_string_value(json_object_get(out, "token")));
     json_decref(out);
-    sqlite3_exec(log_db(conn), "UPDATE subscriptions SET lease_until = 1 WHERE id = 'pull'", NULL, NULL, NULL);
+    CHECK_EQ_INT(store_of(conn)->subs->lease(conn, "pull", NULL, 1), 0);   /* the lease ran out long ago */
     req = finish_body(wake, gen, NULL, NULL, 0);
     CHECK_EQ_INT(sub_finish(conn, "pull", SUB_RELEASE, token, req, &next), SUB_EFENCED);
     json_decref(req);

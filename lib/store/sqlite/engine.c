@@ -158,4 +158,5 @@ const store_engine store_sqlite = {
     .defs = &sq_defs_ops,
     .tokens = &sq_tokens_ops,
     .sessions = &sq_sessions_ops,
+    .subs = &sq_subs_ops,
 };
