@@ -22,7 +22,9 @@
  * runner reports each changed stream: sub_changed); streams that exist when a
  * subscription is created, or are added explicitly, are linked at their tail.
  * Every function runs in its own transaction (log_transact) and returns 0 or a
- * negative SUB_E* or LOG_E* code. */
+ * negative SUB_E* or LOG_E* code. The rows are the store's (lib/store.h's
+ * store_subs_ops, typed by sub_row and sub_link below): this module keeps the
+ * rules, the JSON, the tokens and the wake messages, and sees no SQL. */
 #ifndef DSTREAM_SUBSCRIPTION_H
 #define DSTREAM_SUBSCRIPTION_H
 
