@@ -8,7 +8,7 @@
 
 #include "../lib/log.h"
 
-/* --json was given: print JSON, one document a line (cli/main.c). */
+/* --json was given: print JSON, one document a line (cli/dstream.c). */
 extern int cli_json;
 /* The database's path (--db, $DSTREAM_DB or ./dstream.db). */
 extern const char *cli_dbpath;

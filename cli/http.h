@@ -21,7 +21,7 @@
 #define EXIT_REJECTED 5
 
 /* Options every remote command takes: --url URL, --token TOKEN (--json and --help
- * are taken out by cli/main.c: cli_json). http_opts removes them from argv (in
+ * are taken out by cli/dstream.c: cli_json). http_opts removes them from argv (in
  * place) and returns the new argc. */
 typedef struct {
     int json;      /* --json: machine output, one JSON document (or one a line) */

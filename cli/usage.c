@@ -1,4 +1,4 @@
-/* The usage of every command of dstream (cli/main.c dispatches them by these
+/* The usage of every command of dstream (cli/dstream.c dispatches them by these
  * names): its options, a summary for dstream --help, its usage. Kept apart from
  * the dispatch so that each command can print its own usage (cli_usage) without
  * calling back into main. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The dstream CLI's surface, command by command, from its own list (`dstream --help`,
-# which cli/main.c prints from the table it dispatches with): every command and
+# which cli/dstream.c prints from the table it dispatches with): every command and
 # subcommand answers --help (usage on stdout, exit 0) and refuses an option it does
 # not take (usage on stderr, exit 2); every command that prints data prints JSON
 # with --json, one document a line, and no colour when piped; colour on a terminal
@@ -23,12 +23,12 @@ subcommands() {
     "$D" "$1" --help | sed -n "s/^\(usage:\)\? *dstream \(\[\?--db PATH\]\? \)\?$1 \[\?\([a-z][a-z-]*\).*/\3/p" | sort -u
 }
 
-@test "the commands dstream --help lists are the table cli/main.c dispatches with" {
+@test "the commands dstream --help lists are the table cli/dstream.c dispatches with" {
     run --separate-stderr "$D" --help
     assert_success
     [ -z "$stderr" ]
     listed=$(commands | sort)
-    table=$(sed -n 's/^    {"\([a-z-]*\)", .*/\1/p' "$DS_ROOT/cli/main.c" | sort)
+    table=$(sed -n 's/^    {"\([a-z-]*\)", .*/\1/p' "$DS_ROOT/cli/dstream.c" | sort)
     [ -n "$listed" ] && [ "$listed" = "$table" ] || fail "help lists: $listed; the table: $table"
     [ "$(commands | wc -l)" -ge 24 ]
     # No command: the list on stderr, exit 2; an unknown one too.

@@ -2,7 +2,7 @@
  * one of cli/usage.c: its name, the options it takes (anything else beginning with '-' is a usage error,
  * exit 2), its usage (`dstream COMMAND --help` prints it on stdout, exit 0; a wrong
  * command line prints it on stderr, exit 2), those three in cli/usage.c; and the
- * function that runs it, kept in cli/NAME.c for all but the smallest. --json, taken
+ * function that runs it, kept in cli/cmd_GROUP.c for all but the smallest. --json, taken
  * by every command, is noted (cli_json) for the command to print JSON, one
  * document a line. docs/cli.md and deploy/man/dstream.1 describe every command
  * (tests/http/25-cli-surface.bats checks both against this table). */
