@@ -241,6 +241,20 @@ int access_allows(req_t *r, const char *scope, const char *resource)
     return auth_allows(r->auth, scope, resource);
 }
 
+json_t *access_read_scope(req_t *r)
+{
+    const auth_t *a = r->auth;
+    if (r->cfg->auth_off || !a || auth_allows(a, "sessions:read", NULL)) return json_string("all");
+    json_t *arr = json_array();
+    for (int i = 0; i < a->nscopes; i++) {
+        auth_t one = {.nscopes = 1};
+        one.scopes[0] = a->scopes[i];
+        if (a->scopes[i].prefix[0] && auth_allows(&one, "sessions:read", a->scopes[i].prefix))
+            json_array_append_new(arr, json_string(a->scopes[i].prefix));
+    }
+    return arr;
+}
+
 const char *access_prefix(req_t *r, const char *scope)
 {
     const auth_t *a = r->auth;

@@ -38,6 +38,12 @@ int access_begin_open(req_t *r);
  * is off. */
 const char *access_prefix(req_t *r, const char *scope);
 
+/* What the principal may read of sessions, as a session's recording scope
+ * (docs/recording.md): the string "all" (admin, an unprefixed sessions:read, auth
+ * off), or an array of the prefixes of its sessions:read scopes (empty: none). New
+ * reference. */
+json_t *access_read_scope(req_t *r);
+
 /* 1 if the principal may use scope on resource (no answer is written). */
 int access_allows(req_t *r, const char *scope, const char *resource);
 

@@ -10,14 +10,44 @@
 #include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "../lib/sstore.h"
+#include "access.h"
 #include "recordings.h"
 #include "reply.h"
+
+/* The scope a session's recordings may come from: the body's "recordingScope" (a
+ * list of session-id prefixes, each one the principal may read: an admin names any)
+ * or, without one, all the principal may read (access_read_scope). New reference,
+ * or NULL after answering 400 or 403. */
+static json_t *recording_scope(req_t *r, const json_t *body)
+{
+    json_t *named = json_object_get(body, "recordingScope"), *p;
+    size_t i;
+    if (!named) return access_read_scope(r);
+    if (!json_is_array(named) || json_array_size(named) > REC_SCOPE_MAX) {
+        res_error(r, 400, "bad_recording_scope", "recordingScope must be a list of at most %d session-id prefixes",
+                  REC_SCOPE_MAX);
+        return NULL;
+    }
+    json_array_foreach(named, i, p) {
+        if (!json_is_string(p) || json_string_length(p) >= SSTORE_ID_MAX || strlen(json_string_value(p)) != json_string_length(p)) {
+            res_error(r, 400, "bad_recording_scope", "each prefix of recordingScope must be a string of 0 to %d bytes",
+                      SSTORE_ID_MAX - 1);
+            return NULL;
+        }
+        /* A prefix the principal could not read all of is not its to give. */
+        if (!access_allows(r, "sessions:read", json_string_value(p))) {
+            res_error(r, 403, "forbidden", "the token's scopes do not include sessions:read on every session under"
+                      " recordingScope's prefix %s", json_string_value(p));
+            return NULL;
+        }
+    }
+    return json_deep_copy(named);
+}
 
 int recording_setting(req_t *r, const json_t *body, json_t **out)
 {
     json_t *m = json_object_get(body, "mode"), *t = json_object_get(body, "timing");
     *out = NULL;
-    if (!m && !t) return 0;
     if (m && rec_mode_parse(json_string_value(m)) < 0) {
         res_error(r, 400, "bad_mode", "mode must be live, record, playback or hybrid");
         return -1;
@@ -27,7 +57,10 @@ int recording_setting(req_t *r, const json_t *body, json_t **out)
         res_error(r, 400, "bad_timing", "timing must be fast or realtime");
         return -1;
     }
+    json_t *scope = recording_scope(r, body);
+    if (!scope) return -1;
     *out = event_recording_setting(json_string_value(m), ts);
+    json_object_set_new(*out, PK_SCOPE, scope);
     return 0;
 }
 
@@ -50,9 +83,11 @@ static int drift_msg(void *ud, const void *data, size_t len, offset_t at)
             json_decref(d->report);
             d->report = rec_drift_new();
         }
-        if (rec) {
+        if (json_is_object(rec)) {   /* a fork's names what it changes (lib/session's r_session_forked) */
+            json_t *now = json_is_object(d->mode) && !strcmp(type, EV_SESSION_FORKED) ? json_deep_copy(d->mode) : json_object();
+            json_object_update(now, rec);
             json_decref(d->mode);
-            d->mode = json_incref(rec);
+            d->mode = now;
         }
     } else if (type) {
         char off[OFFSET_LEN + 1];

@@ -7,8 +7,10 @@
 #include "req.h"
 
 /* The "mode" and "timing" of a session creation or fork body as
- * {"mode", "timing"} in *out (new reference, NULL when neither is given).
- * Returns 0, or -1 after answering 400. */
+ * {"mode", "timing", "scope"} in *out (new reference; mode and timing only when
+ * given; scope always: the body's "recordingScope" if the principal may give it, else
+ * everything the principal may read of sessions, docs/recording.md). Returns 0, or -1
+ * after answering 400 or 403. */
 int recording_setting(req_t *r, const json_t *body, json_t **out);
 
 /* /v1/recordings[/{key}]: GET the list (?session=&provider=&model=&limit=&cursor=),

@@ -243,7 +243,7 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
 
 sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
                                      const char *mode, const char *outcome, const char *rec_session,
-                                     int rec_occurrence, const json_t *nearest)
+                                     int rec_occurrence, const json_t *nearest, const char *reason)
 {
     json_t *p = json_object();
     if (call_id) {
@@ -260,6 +260,7 @@ sstore_event event_recording_request(const char *request_id, const char *call_id
         json_object_set_new(p, PK_RECORDING, json_pack("{s:s, s:i}", PK_SESSION, rec_session, PK_OCCURRENCE,
                                                        rec_occurrence));
     if (nearest) json_object_set(p, PK_NEAREST, (json_t *)nearest);
+    if (reason) json_object_set_new(p, PK_REASON, json_string(reason));
     return make(EV_RECORDING_REQUEST, p);
 }
 

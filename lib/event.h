@@ -85,10 +85,11 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
  * NULL) of a session in a recording mode (docs/recording.md): its key, occurrence,
  * mode and outcome (recorded, hit, miss, diverged); on a hit the recording used
  * (rec_session and rec_occurrence; rec_session NULL: none), on a miss or divergence
- * the nearest (lib/recorder's rec_nearest, borrowed; NULL: none). */
+ * the nearest (lib/recorder's rec_nearest, borrowed; NULL: none) and why it was not
+ * answered from a recording, in words (rec_explain's; NULL: not given). */
 sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
                                      const char *mode, const char *outcome, const char *rec_session,
-                                     int rec_occurrence, const json_t *nearest);
+                                     int rec_occurrence, const json_t *nearest, const char *reason);
 /* A piece of the reply (thinking: of the model's thinking), len bytes of text. */
 sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len);
 

@@ -240,8 +240,13 @@ static int find_in(log_conn_t *c, const char *kind, const char *key, int n, cons
     return found;
 }
 
+/* The condition that a recording's session is one the asker may use: bound to a
+ * JSON array of session-id prefixes (NULL: every session; "" is every session too,
+ * as an unprefixed scope is). */
+#define REACHABLE(n) "(?" #n " IS NULL OR EXISTS (SELECT 1 FROM json_each(?" #n ") WHERE substr(session, 1, length(value)) = value))"
+
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
-             rec_found *out)
+             const char *reach, rec_found *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < nl; i++) {
@@ -250,11 +255,12 @@ int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char
     }
     sqlite3_stmt *st;
     char last[64] = "";
-    if (log_stmt(c, "SELECT session FROM recordings WHERE key = ? AND kind = ? AND complete = 1"
+    if (log_stmt(c, "SELECT session FROM recordings WHERE key = ?1 AND kind = ?2 AND complete = 1 AND " REACHABLE(3)
                 " ORDER BY created_ms DESC, id DESC LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    if (reach) sqlite3_bind_text(st, 3, reach, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) snprintf(last, sizeof last, "%s", (const char *)sqlite3_column_text(st, 0));
     log_stmt_done(c, st);
@@ -300,14 +306,18 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
     return out;
 }
 
-json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl)
+json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl,
+                    const char *reach)
 {
     sqlite3_stmt *st;
-    /* Lineage first (its sessions rank before the rest), most recent first. */
-    if (log_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ? AND complete = 1"
-                " ORDER BY (session IN (SELECT value FROM json_each(?))) DESC, created_ms DESC, id DESC LIMIT ?",
+    /* Lineage first (its sessions rank before the rest), most recent first; only
+     * the lineage and the sessions the asker may use. */
+    if (log_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ?1 AND complete = 1"
+                " AND (session IN (SELECT value FROM json_each(?2)) OR " REACHABLE(4) ")"
+                " ORDER BY (session IN (SELECT value FROM json_each(?2))) DESC, created_ms DESC, id DESC LIMIT ?3",
              &st))
         return NULL;
+    if (reach) sqlite3_bind_text(st, 4, reach, -1, SQLITE_STATIC);
     json_t *lin = json_array();
     for (size_t i = 0; i < nl; i++) json_array_append_new(lin, json_string(lineage[i]));
     char *lins = json_dumps(lin, JSON_COMPACT);
@@ -335,15 +345,36 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
     }
     log_stmt_done(c, st);
     free(lins);
+    /* The same request (recorded, but fewer times than asked) differs nowhere: no
+     * field then, and rec_explain says why it did not answer. */
     if (best) {
         char path[256], rv[REC_VALUE_MAX + 8], qv[REC_VALUE_MAX + 8];
-        rec_diff(best_req, norm, path, sizeof path, rv, sizeof rv, qv, sizeof qv);
-        json_object_set_new(best, PK_FIELD, json_string(path));
-        json_object_set_new(best, PK_RECORDED, json_string(rv));
-        json_object_set_new(best, PK_REQUESTED, json_string(qv));
+        if (rec_diff(best_req, norm, path, sizeof path, rv, sizeof rv, qv, sizeof qv)) {
+            json_object_set_new(best, PK_FIELD, json_string(path));
+            json_object_set_new(best, PK_RECORDED, json_string(rv));
+            json_object_set_new(best, PK_REQUESTED, json_string(qv));
+        }
     }
     json_decref(best_req);
     return best;
+}
+
+void rec_explain(const char *what, const char *key, int occ, int ord, const json_t *near, char *out, size_t cap)
+{
+    const char *nk = json_string_value(json_object_get(near, PK_KEY));
+    const char *field = json_string_value(json_object_get(near, PK_FIELD));
+    if (nk && !strcmp(nk, key))
+        snprintf(out, cap, "%s %s (occurrence %d) is recorded, but not as answer %d: it was asked more times than it"
+                 " was recorded", what, key, occ, ord);
+    else if (nk && field)
+        snprintf(out, cap, "no recording of %s %s (occurrence %d); the nearest, %.12s of session %s, differs at %s:"
+                 " recorded %.60s, requested %.60s", what, key, occ, nk,
+                 json_string_value(json_object_get(near, PK_SESSION)) ?: "?", field,
+                 json_string_value(json_object_get(near, PK_RECORDED)) ?: "",
+                 json_string_value(json_object_get(near, PK_REQUESTED)) ?: "");
+    else
+        snprintf(out, cap, "no recording of %s %s (occurrence %d), nor of any like it that this session may use", what,
+                 key, occ);
 }
 
 /* ---- drift ----------------------------------------------------------------------------- */

@@ -29,6 +29,7 @@
 #define REC_LINEAGE_MAX 16          /* a session and its ancestors, for lookups */
 #define REC_NEAREST_SCAN 200        /* recordings compared when looking for the nearest */
 #define REC_VALUE_MAX 160           /* bytes of a value shown in a difference */
+#define REC_SCOPE_MAX 16            /* prefixes a session's recordingScope may name */
 
 typedef enum { REC_LIVE, REC_RECORD, REC_PLAYBACK, REC_HYBRID } rec_mode;
 
@@ -95,11 +96,14 @@ typedef struct rec_found {
  * the complete recording whose meta.ordinal is n (the runner writes each one's at
  * its end), or, for a recording without one (made before ordinals), the first complete
  * occurrence >= n there (with n = REC_LATEST: the last one there); if none of them
- * has it, the same in the session that recorded key last. Returns 1 (found, free
+ * has it, the same in the session that recorded key last among those reach allows.
+ * reach is the asking session's scope (docs/recording.md): a JSON array of the
+ * session-id prefixes whose recordings it may use, or NULL for every session; the
+ * lineage is the caller's to choose and is not filtered. Returns 1 (found, free
  * out->meta), 0 (none), or LOG_E*. */
 #define REC_LATEST (-1)
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
-             rec_found *out);
+             const char *reach, rec_found *out);
 
 /* Which recorded tool list of MCP server `server` the k-th answered provider request
  * of session (its k-th complete provider recording, 0 first, in the order they
@@ -113,11 +117,19 @@ int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, c
                void *ud);
 
 /* The complete recording nearest to norm (by rec_similarity; lineage first, then
- * the REC_NEAREST_SCAN most recent), as the nearest{} of recording:request
- * ({"key", "session", "occurrence", "field", "recorded", "requested"}): where it
- * differs first. New reference, or NULL if there is no recording of the same
- * provider kind. */
-json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl);
+ * the REC_NEAREST_SCAN most recent of the sessions reach allows, as in rec_find), as
+ * the nearest{} of recording:request ({"key", "session", "occurrence", "field",
+ * "recorded", "requested"}): where it differs first. New reference, or NULL if there
+ * is no recording of the same provider kind that the asker may see. */
+json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl,
+                    const char *reach);
+
+/* Why a request (what: "request", "tool call") of key, its occurrence occ and
+ * answer ordinal ord, was not answered from a recording, in words, into out: the
+ * same request recorded fewer times than asked; or none, and where the nearest
+ * (rec_nearest's, NULL: none) differs; or nothing like it at all. Names the key,
+ * the occurrence and, for the nearest, its key, session and field. */
+void rec_explain(const char *what, const char *key, int occ, int ord, const json_t *near, char *out, size_t cap);
 
 /* ---- managing recordings (GET /v1/recordings, dstream recordings) ------------------------ */
 

@@ -62,7 +62,7 @@ int session_known_type(const char *type)
 }
 
 const char *const session_payload_keys[] = {
-    PK_AGENT, PK_WORKFLOW, PK_VERSION, PK_INITIAL_STATE, PK_INPUT, PK_RECORDING, PK_MODE, PK_TIMING,
+    PK_AGENT, PK_WORKFLOW, PK_VERSION, PK_INITIAL_STATE, PK_INPUT, PK_RECORDING, PK_MODE, PK_TIMING, PK_SCOPE,
     PK_FROM, PK_AT, PK_REASON, PK_STATE, PK_SET, PK_ERROR, PK_ATTEMPTS, PK_PHASE, PK_TO, PK_STEP,
     PK_KIND, PK_NAME, PK_MODEL, PK_OUTPUT, PK_DURATION_MS, PK_USAGE, PK_INPUT_TOKENS,
     PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
@@ -380,13 +380,18 @@ static void r_session_created(session_view *v, const json_t *p, const char *offs
     v->status = SESSION_PENDING;
 }
 
-/* A fork may run in another recording mode than its source (docs/recording.md):
- * it reads as part of what the session was created with. */
+/* A fork may run in another recording mode than its source, and has the scope of
+ * whoever forked it (docs/recording.md): what its session:forked names replaces
+ * those of what the session was created with, the rest stays its source's. */
 static void r_session_forked(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_t *rec = json_object_get(p, PK_RECORDING);
-    if (json_is_object(rec) && json_is_object(v->created)) json_object_set_new(v->created, PK_RECORDING, json_deep_copy(rec));
+    if (!json_is_object(rec) || !json_is_object(v->created)) return;
+    json_t *was = json_object_get(v->created, PK_RECORDING);
+    json_t *now = json_is_object(was) ? json_deep_copy(was) : json_object();
+    json_object_update(now, rec);
+    json_object_set_new(v->created, PK_RECORDING, now);
 }
 
 static void r_workflow_started(session_view *v, const json_t *p, const char *offset)

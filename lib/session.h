@@ -65,6 +65,7 @@
 #define PK_RECORDING "recording"        /* session:created, session:forked, recording:request */
 #define PK_MODE "mode"                  /* message:user, recording:request, recording{} */
 #define PK_TIMING "timing"              /* recording{} of session:created and session:forked */
+#define PK_SCOPE "scope"                /* recording{}: "all", or the session-id prefixes its recordings may come from */
 #define PK_FROM "from"                  /* session:forked */
 #define PK_AT "at"                      /* session:forked */
 #define PK_REASON "reason"              /* session:cancelled, workflow:failed, reply:failed, provider:request_cancelled,

@@ -242,16 +242,40 @@ static int occurrences(runner_t *R, sess_t *s, const char *key, int *ord)
     return n;
 }
 
-/* The session and its ancestors, nearest first. */
-static size_t lineage(runner_t *R, const char *sid, char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX], const char **out)
+/* Does the scope reach (a JSON array of session-id prefixes; NULL: every session)
+ * take in session id? */
+static int reaches(const char *reach, const char *id)
+{
+    if (!reach) return 1;
+    json_t *arr = json_loads(reach, 0, NULL), *p;
+    size_t i;
+    int yes = 0;
+    json_array_foreach(arr, i, p) {
+        size_t n = json_string_length(p);
+        if (json_is_string(p) && !strncmp(id, json_string_value(p), n)) yes = 1;
+    }
+    json_decref(arr);
+    return yes;
+}
+
+/* The session and the ancestors whose recordings it may use, nearest first: its
+ * source always (whoever forked it could read it), the source's own ancestors only
+ * when the session's scope reaches them. */
+static size_t lineage(runner_t *R, sess_t *s, char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX], const char **out)
 {
     size_t n = 0;
-    snprintf(ids[n], SSTORE_ID_MAX, "%s", sid);
+    char at[SSTORE_ID_MAX];
+    snprintf(at, sizeof at, "%s", s->id);
+    snprintf(ids[n], SSTORE_ID_MAX, "%s", s->id);
     out[n] = ids[n];
     n++;
     sstore_row row;
-    while (n < REC_LINEAGE_MAX && sstore_get(R->conn, ids[n - 1], &row) == 0 && row.parent[0]) {
-        snprintf(ids[n], SSTORE_ID_MAX, "%s", row.parent);
+    for (int depth = 1; n < REC_LINEAGE_MAX && depth < REC_LINEAGE_MAX * 4 && sstore_get(R->conn, at, &row) == 0 &&
+                        row.parent[0];
+         depth++) {
+        snprintf(at, sizeof at, "%s", row.parent);
+        if (depth > 1 && !reaches(s->rec_reach, at)) continue;
+        snprintf(ids[n], SSTORE_ID_MAX, "%s", at);
         out[n] = ids[n];
         n++;
     }
@@ -292,9 +316,12 @@ void record_free(rq_t *q)
     q->rec = NULL;
 }
 
-/* s's recording mode (and whether its playback is in real time). A session's is
- * fixed when it is created (a fork is another session), so it is read from its view
- * once and kept with it. */
+/* s's recording mode (and whether its playback is in real time), and its scope
+ * (s->rec_reach): the recordings of which sessions, besides its own lineage, may
+ * answer it or be compared with it. A session's are fixed when it is created (a
+ * fork is another session), so they are read from its view once and kept with it.
+ * A scope of "all" (its creator was an admin, or read every session) is NULL; a
+ * session without one (created before scopes were kept) reaches only its lineage. */
 static int session_mode(runner_t *R, sess_t *s, int *realtime)
 {
     if (!s->rec_mode_known) {
@@ -303,12 +330,22 @@ static int session_mode(runner_t *R, sess_t *s, int *realtime)
         session_view_init(&v);
         s->rec_mode = R->rec_mode;
         s->rec_realtime = R->rec_realtime;
+        free(s->rec_reach);
+        if (!(s->rec_reach = strdup("[]"))) abort();
         if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
             json_t *rec = json_object_get(v.created, PK_RECORDING);
             int m = rec_mode_parse(json_string_value(json_object_get(rec, PK_MODE)));
             const char *t = json_string_value(json_object_get(rec, PK_TIMING));
+            json_t *scope = json_object_get(rec, PK_SCOPE);
             if (m >= 0) s->rec_mode = m;
             if (t) s->rec_realtime = !strcmp(t, "realtime");
+            if (json_is_string(scope) && !strcmp(json_string_value(scope), "all")) {
+                free(s->rec_reach);
+                s->rec_reach = NULL;
+            } else if (json_is_array(scope)) {
+                free(s->rec_reach);
+                if (!(s->rec_reach = json_dumps(scope, JSON_COMPACT))) abort();
+            }
             s->rec_mode_known = 1;
         }
         session_view_free(&v);
@@ -352,13 +389,14 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     q->rec = r;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
-    size_t nl = lineage(R, s->id, ids, lin);
+    size_t nl = lineage(R, s, ids, lin);
     const char *outcome = "recorded";
     rec_found f;
     int hit = 0, ret = 0;
     json_t *near = NULL;
+    char why[768] = "";
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
-        int found = rec_find(R->conn, "provider", r->key, r->ord, lin, nl, &f);
+        int found = rec_find(R->conn, "provider", r->key, r->ord, lin, nl, s->rec_reach, &f);
         if (found == 1 && rec_chunks(R->conn, f.rowid, take_chunk, r) == 0) {
             r->playing = 1;
             r->result = f.result;
@@ -376,25 +414,12 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
             ret = 1;
         } else {
             if (found == 1) json_decref(f.meta);
-            near = rec_nearest(R->conn, "provider", norm, lin, nl);
+            near = rec_nearest(R->conn, "provider", norm, lin, nl, s->rec_reach);
             outcome = near ? "diverged" : "miss";
+            rec_explain("request", r->key, n, r->ord, near, why, sizeof why);
             if (mode == REC_PLAYBACK) {
                 char msg[1024];
-                const char *nk = json_string_value(json_object_get(near, PK_KEY));
-                if (nk && !strcmp(nk, r->key))
-                    snprintf(msg, sizeof msg,
-                             "playback: request %s is recorded, but not as answer %d (occurrence %d): it was"
-                             " asked more times than it was recorded", r->key, r->ord, n);
-                else if (near)
-                    snprintf(msg, sizeof msg,
-                             "playback: no recording of request %s (occurrence %d); the nearest differs at %s:"
-                             " recorded %.60s, requested %.60s",
-                             r->key, n, json_string_value(json_object_get(near, PK_FIELD)),
-                             json_string_value(json_object_get(near, PK_RECORDED)),
-                             json_string_value(json_object_get(near, PK_REQUESTED)));
-                else
-                    snprintf(msg, sizeof msg, "playback: no recording of request %s (occurrence %d), nor of any like it",
-                             r->key, n);
+                snprintf(msg, sizeof msg, "playback: %s", why);
                 size_t ml = strlen(msg) < sizeof R->start_error - 1 ? strlen(msg) : sizeof R->start_error - 1;
                 memcpy(R->start_error, msg, ml);
                 R->start_error[ml] = '\0';
@@ -404,15 +429,14 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
                 ret = -1;
             } else {
                 r->recording = 1;
-                runner_log("session %s: request %s: no recording of %.12s#%d (%s): live", s->id, q->id, r->key, n,
-                           near ? json_string_value(json_object_get(near, PK_FIELD)) : "nothing like it");
+                runner_log("session %s: request %s: %s: sent live", s->id, q->id, why);
             }
         }
     } else {
         r->recording = 1;
     }
     sstore_event e = event_recording_request(q->id, NULL, r->key, n, rec_mode_name(mode), outcome,
-                                             hit ? f.session : NULL, hit ? f.occurrence : 0, near);
+                                             hit ? f.session : NULL, hit ? f.occurrence : 0, near, why[0] ? why : NULL);
     runner_emit(R, s, e.type, e.payload);
     json_decref(near);
     if (r->recording) {
@@ -567,13 +591,17 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     if (cid && *cid && ord > 0 && json_object_get(json_object_get(s->rec_occ, "calls"), cid)) ord--;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
-    size_t nl = lineage(R, s->id, ids, lin);
+    size_t nl = lineage(R, s, ids, lin);
     const char *outcome = "recorded";
     int answered = 0, record = mode == REC_RECORD, hit = 0;
     rec_found f;
+    char why[512] = "";
     if (mode == REC_PLAYBACK || mode == REC_HYBRID) {
         tool_answer a = {NULL, 0, 0};
-        if (rec_find(R->conn, "tool", key, ord, lin, nl, &f) == 1) {
+        int found = rec_find(R->conn, "tool", key, ord, lin, nl, s->rec_reach, &f);
+        if (found != 1) found = rec_find(R->conn, "tool", key, REC_LATEST, lin, nl, s->rec_reach, &f) == 1 ? 2 : 0;
+        if (found == 2) json_decref(f.meta);
+        if (found == 1) {
             rec_chunks(R->conn, f.rowid, take_answer, &a);
             json_decref(f.meta);
         }
@@ -586,20 +614,28 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
             answered = 1;
         } else {
             outcome = "miss";
+            /* The same call recorded fewer times than asked, or not at all. */
+            if (found == 2) {
+                json_t *same = json_pack("{s:s}", PK_KEY, key);
+                rec_explain("tool call", key, n, ord, same, why, sizeof why);
+                json_decref(same);
+            } else {
+                snprintf(why, sizeof why, "no recording of tool call %s (occurrence %d) that this session may use", key, n);
+            }
             if (mode == REC_PLAYBACK) {
-                char msg[256];
-                snprintf(msg, sizeof msg, "playback: no recording of tool call %s as answer %d (occurrence %d): not run",
-                         key, ord, n);
+                char msg[640];
+                snprintf(msg, sizeof msg, "playback: %s: not run", why);
                 *result = json_string(msg);
                 *is_error = *failed = 1;
                 answered = 1;
             } else {
                 record = 1;
+                runner_log("session %s: tool call %s: %s: run live", s->id, cid ? cid : "", why);
             }
         }
     }
     sstore_event e = event_recording_request(NULL, cid ? cid : "", key, n, rec_mode_name(mode), outcome,
-                                             hit ? f.session : NULL, hit ? f.occurrence : 0, NULL);
+                                             hit ? f.session : NULL, hit ? f.occurrence : 0, NULL, why[0] ? why : NULL);
     runner_emit(R, s, e.type, e.payload);
     if (record) {
         struct recop *o = tool_op(s, OP_OPEN, "tool", key, n);
@@ -684,8 +720,8 @@ static const json_t *played_list(runner_t *R, sess_t *s, const char *server, con
     if (!kept) {
         char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
         const char *lin[REC_LINEAGE_MAX];
-        size_t nl = lineage(R, s->id, ids, lin);
-        json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, &f) == 1 ? found_list(R, &f) : NULL;
+        size_t nl = lineage(R, s, ids, lin);
+        json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, s->rec_reach, &f) == 1 ? found_list(R, &f) : NULL;
         if (!list) return NULL;
         keep_list(s, server, list, f.occurrence, f.session);
         runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
@@ -698,7 +734,7 @@ static const json_t *played_list(runner_t *R, sess_t *s, const char *server, con
     if (want >= 0 && want != json_integer_value(json_object_get(kept, "occurrence"))) {
         const char *one[1] = {src};
         json_t *list = NULL;
-        if (rec_find(R->conn, "tools", key, want, one, 1, &f) == 1) {
+        if (rec_find(R->conn, "tools", key, want, one, 1, s->rec_reach, &f) == 1) {
             if (!strcmp(f.session, src) && f.occurrence == want) list = found_list(R, &f);   /* frees f.meta */
             else json_decref(f.meta);
         }
@@ -739,7 +775,7 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
     if (!kept) {
         const char *own[1] = {s->id};
         json_t *last = NULL;
-        if (rec_find(R->conn, "tools", key, REC_LATEST, own, 1, &f) == 1 && !strcmp(f.session, s->id)) {
+        if (rec_find(R->conn, "tools", key, REC_LATEST, own, 1, s->rec_reach, &f) == 1 && !strcmp(f.session, s->id)) {
             occ = f.occurrence + 1;
             last = found_list(R, &f);
         } else if (f.meta) {

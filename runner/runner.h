@@ -86,6 +86,7 @@ struct sess {
     struct recop *rec_ops;      /* recording writes waiting for the commit (record.c) */
     json_t *rec_tools;          /* {server: {list, occurrence}}: MCP tool lists recorded or played (record.c) */
     int rec_mode_known, rec_mode, rec_realtime; /* its recording mode, read once (record.c) */
+    char *rec_reach;            /* its recording scope: JSON array of session-id prefixes, NULL: every session (record.c) */
     json_t *rec_occ;            /* requests counted by key in its log up to rec_occ_next (record.c) */
     offset_t rec_occ_next;
     int rec_occ_read;

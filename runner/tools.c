@@ -222,6 +222,9 @@ void tools_forget(runner_t *R, sess_t *s)
     s->servers = NULL;
     json_decref(s->rec_tools);
     s->rec_tools = NULL;
+    free(s->rec_reach);            /* read again with the mode (record.c) */
+    s->rec_reach = NULL;
+    s->rec_mode_known = 0;
     json_decref(s->rec_occ);
     s->rec_occ = NULL;
     s->rec_occ_read = 0;

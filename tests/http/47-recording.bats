@@ -568,3 +568,130 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [ "$status" = 1 ]
     [[ "$output" == *"key is not the key of request"* ]]
 }
+
+# tenant_token NAME: a token that reads and writes the sessions under NAME- (only those).
+tenant_token() {
+    "$DS_BIN/dstream" --db "$DS_DB" token create --name "$1-$(_rn_hex 4)" --scope "sessions:read:$1-" \
+        --scope "sessions:write:$1-" 2>/dev/null | tail -n 1
+}
+# as TOKEN METHOD PATH [curl args...]: req to the server itself with TOKEN (not the admin proxy).
+as() {
+    local tok=$1 method=$2 path=$3
+    shift 3
+    req "$method" "$(cat "$DS_DIR/url-direct")$path" -H "Authorization: Bearer $tok" "$@"
+}
+# as_session TOKEN JSON: create a session with TOKEN; prints its id.
+as_session() {
+    as "$1" POST /v1/sessions -H 'Content-Type: application/json' --data-binary "$2"
+    [ "$status_code" = 201 ] || { echo "session: $status_code $body" >&2; return 1; }
+    jq -r .id "$DS_BODY"
+}
+as_say() {
+    as "$1" POST "/v1/sessions/$2/messages" -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --arg c "$3" '{content: $c}')"
+    [ "$status_code" = 202 ] || { echo "message: $status_code $body" >&2; return 1; }
+}
+# leaks FILE...: any of the files names team 1's recorded session or holds its reply.
+leaks() { grep -l -e "$t1rec" -e "Confidential" "$@"; }
+
+@test "recording: a session is answered from, and compared with, only recordings its creator could read: team2 misses team1's, team1 and an admin hit" {
+    agent=$(rn_agent anthropic claude-test-model)
+    T1=$(tenant_token team1)
+    T2=$(tenant_token team2)
+    secret="Team one's launch code is $(_rn_hex 4)."
+    rn_script "$(quick_reply "Confidential reply for team one.")"
+    t1rec=$(as_session "$T1" "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    as_say "$T1" "$t1rec" "$secret"
+    rn_wait "$t1rec" '(.messages | length) == 2 and .request == null'
+    mock_stop
+    # Team 1's own playback hits.
+    t1play=$(as_session "$T1" "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    as_say "$T1" "$t1play" "$secret"
+    rn_wait "$t1play" '(.messages | length) == 2 and .request == null'
+    rn_get "$t1play"
+    check "$DS_BODY" '.messages[1].content == "Confidential reply for team one."'
+    # Team 2's playback of the identical conversation misses: its reply fails, and
+    # nothing of team 1's is in its events, its drift report or the runner's lines.
+    t2play=$(as_session "$T2" "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    as_say "$T2" "$t2play" "$secret"
+    rn_wait "$t2play" '.status == "failed" and .request == null'
+    rn_events "$t2play" >"$T/t2.json"
+    check "$T/t2.json" '[.[] | select(.type == "recording:request") | .payload | {outcome, nearest}] == [{outcome: "miss", nearest: null}]'
+    check "$T/t2.json" '[.[] | select(.type == "reply:failed")][0].payload | .reason == "playback_miss" and (.error | test("no recording of request [0-9a-f]{64} \\(occurrence 0\\)"))'
+    as "$T2" GET "/v1/sessions/$t2play/drift"
+    assert_status 200
+    cp "$DS_BODY" "$T/t2drift.json"
+    check "$T/t2drift.json" '.miss == 1 and .hit == 0 and .diverged == 0 and .requests[0].nearest == null'
+    grep "session $t2play" "$DS_DIR/logs/runner.log" >"$T/t2log.txt"
+    [ -s "$T/t2log.txt" ]
+    run leaks "$T/t2.json" "$T/t2drift.json" "$T/t2log.txt"
+    [ "$status" = 1 ]
+    # An admin's session reads every session: it hits.
+    adplay=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    rn_say "$adplay" "$secret"
+    rn_wait "$adplay" '(.messages | length) == 2 and .request == null'
+    rn_events "$adplay" >"$T/ad.json"
+    check "$T/ad.json" '[.[] | select(.type == "recording:request") | .payload | [.outcome, .recording.session]] == [["hit", "'"$t1rec"'"]]'
+    # A session named for team 2 by an admin (recordingScope) reaches only team 2's;
+    # team 2 cannot name team 1's, nor everything.
+    adt2=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\", \"recordingScope\": [\"team2-\"]}")
+    rn_say "$adt2" "$secret"
+    rn_wait "$adt2" '.status == "failed" and .request == null'
+    rn_events "$adt2" >"$T/adt2.json"
+    check "$T/adt2.json" '[.[] | select(.type == "recording:request") | .payload.outcome] == ["miss"]'
+    as "$T2" POST /v1/sessions -H 'Content-Type: application/json' \
+        --data-binary "{\"agent\": \"$agent\", \"recordingScope\": [\"team1-\"]}"
+    assert_status 403
+    as "$T2" POST /v1/sessions -H 'Content-Type: application/json' --data-binary "{\"agent\": \"$agent\", \"recordingScope\": [\"\"]}"
+    assert_status 403
+    as "$T2" POST /v1/sessions -H 'Content-Type: application/json' --data-binary "{\"agent\": \"$agent\", \"recordingScope\": \"team2-\"}"
+    assert_status 400
+    assert_body_json '.error.code == "bad_recording_scope"'
+    # A fork made by team 2 of its own session keeps team 2's scope.
+    as "$T2" POST "/v1/sessions/$t2play/fork" -H 'Content-Type: application/json' --data-binary '{}'
+    assert_status 201
+    t2fork=$(jq -r .id "$DS_BODY")
+    as_say "$T2" "$t2fork" "$secret"
+    rn_wait "$t2fork" '.status == "failed" and .request == null'
+    rn_events "$t2fork" >"$T/t2fork.json"
+    check "$T/t2fork.json" '[.[] | select(.type == "recording:request") | .payload.outcome] == ["miss", "miss"]'
+    mock_cont
+    # Team 2 in hybrid, with a question like team 1's: sent live; its drift names no
+    # nearest of team 1's (before, it showed team 1's message as the nearest).
+    rn_script "$(quick_reply "Team two's own answer.")"
+    t2hyb=$(as_session "$T2" "{\"agent\": \"$agent\", \"mode\": \"hybrid\"}")
+    as_say "$T2" "$t2hyb" "$secret Again."
+    rn_wait "$t2hyb" '(.messages | length) == 2 and .request == null'
+    as "$T2" GET "/v1/sessions/$t2hyb/drift"
+    cp "$DS_BODY" "$T/t2hyb.json"
+    check "$T/t2hyb.json" '.miss == 1 and .diverged == 0 and .requests[0].nearest == null
+        and (.requests[0].reason | test("nor of any like it that this session may use"))'
+    grep "session $t2hyb" "$DS_DIR/logs/runner.log" >"$T/t2hlog.txt"
+    run leaks "$T/t2hyb.json" "$T/t2hlog.txt"
+    [ "$status" = 1 ]
+}
+
+@test "recording: a hybrid request recorded fewer times than asked says so in words (no empty field); the runner's line names key, occurrence and reason" {
+    agent=$(rn_agent anthropic claude-test-model)
+    word=$(_rn_hex 4)
+    once=$(ds_name wf)
+    twice=$(ds_name wf)
+    step='{kind: "agent", agent: $a, prompt: ("Say " + $w + "."), update: {said: "$output"}}'
+    rn_workflow "$(jq -nc --arg n "$once" --arg a "$agent" --arg w "$word" \
+        "{name: \$n, initialState: {}, phases: [{name: \"p\", terminal: true, steps: [$step]}]}")"
+    rn_workflow "$(jq -nc --arg n "$twice" --arg a "$agent" --arg w "$word" \
+        "{name: \$n, initialState: {}, phases: [{name: \"p\", terminal: true, steps: [$step, $step]}]}")"
+    rn_script "{\"replies\": [$(quick_reply "Said once."), $(quick_reply "Said live.")]}"
+    rec=$(rn_session "$(jq -nc --arg w "$once" '{workflow: $w, mode: "record"}')")
+    rn_wait "$rec" '.status == "completed"'
+    hyb=$(rn_session "$(jq -nc --arg w "$twice" '{workflow: $w, mode: "hybrid"}')")
+    rn_wait "$hyb" '.status == "completed"'
+    req GET "/v1/sessions/$hyb/drift"
+    cp "$DS_BODY" "$T/drift.json"
+    check "$T/drift.json" '[.requests[].outcome] == ["hit", "diverged"]'
+    check "$T/drift.json" '.requests[1] | .nearest.key == .key and (.nearest | has("field") | not)
+        and .reason == "request \(.key) (occurrence 1) is recorded, but not as answer 1: it was asked more times than it was recorded"'
+    key=$(jq -r '.requests[1].key' "$T/drift.json")
+    grep -q "session $hyb: request req_[^ ]*: request $key (occurrence 1) is recorded, but not as answer 1: it was asked more times than it was recorded: sent live" \
+        "$DS_DIR/logs/runner.log"
+}

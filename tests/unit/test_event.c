@@ -146,9 +146,9 @@ static void test_constructors_use_catalogued_keys(void)
         event_tool_result("c1", obj, 1, 1, 7),
         event_tool_loop_stopped("maxTurns", 3),
         event_tool_server_failed("fs", "gone"),
-        event_recording_request("r1", NULL, "k", 0, "playback", "hit", "s", 1, NULL),
-        event_recording_request("r1", NULL, "k", 0, "playback", "diverged", NULL, 0, near),
-        event_recording_request(NULL, "c1", "k", 0, "hybrid", "hit", "s", 1, NULL),
+        event_recording_request("r1", NULL, "k", 0, "playback", "hit", "s", 1, NULL, NULL),
+        event_recording_request("r1", NULL, "k", 0, "playback", "diverged", NULL, 0, near, NULL),
+        event_recording_request(NULL, "c1", "k", 0, "hybrid", "hit", "s", 1, NULL, NULL),
     };
     int keys = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -185,10 +185,10 @@ static void test_payloads_on_the_wire(void)
          "{\"content\":\"hi\",\"mode\":\"interrupt\",\"skill\":\"greet\"}"},
         {event_input_requested("ok", "approval", "OK?", NULL, "2026-11-23T00:00:00.000Z"),
          "{\"interactionId\":\"ok\",\"input\":\"approval\",\"prompt\":\"OK?\",\"expiresAt\":\"2026-11-23T00:00:00.000Z\"}"},
-        {event_recording_request("r1", NULL, "k", 2, "playback", "hit", "s1", 1, NULL),
+        {event_recording_request("r1", NULL, "k", 2, "playback", "hit", "s1", 1, NULL, NULL),
          "{\"requestId\":\"r1\",\"key\":\"k\",\"occurrence\":2,\"mode\":\"playback\",\"outcome\":\"hit\","
          "\"recording\":{\"session\":\"s1\",\"occurrence\":1}}"},
-        {event_recording_request(NULL, "c1", "k", 0, "record", "recorded", NULL, 0, NULL),
+        {event_recording_request(NULL, "c1", "k", 0, "record", "recorded", NULL, 0, NULL, NULL),
          "{\"kind\":\"tool\",\"callId\":\"c1\",\"key\":\"k\",\"occurrence\":0,\"mode\":\"record\",\"outcome\":\"recorded\"}"},
     };
     json_t *u = event_usage(3, 4);

@@ -191,12 +191,12 @@ static void test_db(void)
     const char *lin[] = {"s1"};
     rec_found f;
     /* Occurrence 0 is incomplete: the first complete one at or after it is served. */
-    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 1);
     CHECK_EQ_INT(f.status, 529);
     CHECK_EQ_STR(json_string_value(json_object_get(f.meta, "retryAfter")), "1");
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 2);
     CHECK_EQ_INT(f.status, 200);
     got g = {{0}, 0, 0};
@@ -204,17 +204,17 @@ static void test_db(void)
     CHECK_EQ_INT(g.n, 2);
     CHECK_MEM(g.data, g.len, "abcd", 4);
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", key, 3, lin, 1, &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 3, lin, 1, NULL, &f), 0);
     /* The latest complete occurrence (an MCP server's last recorded tool list). */
-    CHECK_EQ_INT(rec_find(c, "provider", key, REC_LATEST, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, REC_LATEST, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 2);
     json_decref(f.meta);
     /* Another session finds it through the last session that recorded the key. */
     const char *other[] = {"s9"};
-    CHECK_EQ_INT(rec_find(c, "provider", key, 1, other, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 1, other, 1, NULL, &f), 1);
     CHECK_EQ_STR(f.session, "s1");
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", "0000", 0, lin, 1, &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", "0000", 0, lin, 1, NULL, &f), 0);
     /* Only the incomplete one: never served. */
     char key2[REC_KEY_LEN + 1];
     json_t *n2 = json_deep_copy(norm);
@@ -222,11 +222,11 @@ static void test_db(void)
     rec_key(n2, key2);
     rec_id id3 = {"s2", "provider", key2, 0};
     CHECK_EQ_INT(rec_tx_open(c, &id3, "r3", "anthropic", "m2", req, 6), 0);
-    CHECK_EQ_INT(rec_find(c, "provider", key2, 0, other, 1, &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", key2, 0, other, 1, NULL, &f), 0);
     /* Reopening an unfinished recording replaces it and its chunks. */
     CHECK_EQ_INT(rec_tx_open(c, &id0, "r0b", "anthropic", "m", req, 7), 0);
     CHECK_EQ_INT(rec_tx_end(c, &id0, 200, 0, NULL, 8), 0);
-    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 0);
     g = (got){{0}, 0, 0};
     rec_chunks(c, f.rowid, gather, &g);
@@ -236,7 +236,7 @@ static void test_db(void)
     /* The nearest recording: the same request with another last message. */
     json_t *ask = json_deep_copy(norm);
     json_array_set_new(json_object_get(ask, "messages"), 0, J("{'role': 'user', 'content': 'changed'}"));
-    json_t *near = rec_nearest(c, "provider", ask, lin, 1);
+    json_t *near = rec_nearest(c, "provider", ask, lin, 1, NULL);
     CHECK(near != NULL);
     CHECK_EQ_STR(json_string_value(json_object_get(near, "field")), "messages[0].content");
     CHECK_EQ_STR(json_string_value(json_object_get(near, "recorded")), "\"q\"");
@@ -244,9 +244,70 @@ static void test_db(void)
     CHECK_EQ_STR(json_string_value(json_object_get(near, "key")), key);
     json_decref(near);
     json_object_set_new(ask, "provider", json_string("openai"));
-    CHECK(rec_nearest(c, "provider", ask, lin, 1) == NULL);
+    CHECK(rec_nearest(c, "provider", ask, lin, 1, NULL) == NULL);
     json_decref(ask);
     json_decref(n2);
+    json_decref(norm);
+    free(req);
+    test_db_close(dir, lg, c);
+}
+
+/* Scopes: a session reaches the recordings of the sessions its scope's prefixes
+ * name (NULL: all), and of its lineage, whatever the scope; neither rec_find nor
+ * rec_nearest shows one out of reach. And rec_explain's words for each case. */
+static void test_reach(void)
+{
+    char dir[256];
+    log_t *lg;
+    log_conn_t *c;
+    if (test_db_open("recorder-reach", dir, sizeof dir, &lg, &c)) return;
+    json_t *norm = J("{'provider': 'anthropic', 'model': 'm', 'system': null, 'tools': [], 'parameters': {},"
+                     " 'messages': [{'role': 'user', 'content': 'secret of team 1'}]}");
+    char key[REC_KEY_LEN + 1];
+    rec_key(norm, key);
+    char *req = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+    rec_id id = {"team1-a", "provider", key, 0};
+    CHECK_EQ_INT(rec_tx_open(c, &id, "r0", "anthropic", "m", req, 1), 0);
+    CHECK_EQ_INT(rec_tx_chunk(c, &id, 0, 1, "reply", 5), 0);
+    CHECK_EQ_INT(rec_tx_end(c, &id, 200, 0, NULL, 2), 0);
+    const char *t2[] = {"team2-b"}, *fork[] = {"team2-f", "team1-a"};
+    rec_found f;
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, t2, 1, "[\"team2-\"]", &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, t2, 1, "[]", &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, t2, 1, "[\"team2-\", \"team1-\"]", &f), 1);
+    CHECK_EQ_STR(f.session, "team1-a");
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, t2, 1, "[\"\"]", &f), 1);     /* "": every session */
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, t2, 1, NULL, &f), 1);
+    json_decref(f.meta);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, fork, 2, "[\"team2-\"]", &f), 1);   /* its lineage */
+    json_decref(f.meta);
+    json_t *ask = json_deep_copy(norm);
+    json_array_set_new(json_object_get(ask, "messages"), 0, J("{'role': 'user', 'content': 'secret of team 2'}"));
+    CHECK(rec_nearest(c, "provider", ask, t2, 1, "[\"team2-\"]") == NULL);
+    CHECK(rec_nearest(c, "provider", ask, t2, 1, "[\"team10\"]") == NULL);
+    json_t *near = rec_nearest(c, "provider", ask, fork, 2, "[\"team2-\"]");
+    CHECK_EQ_STR(json_string_value(json_object_get(near, "session")), "team1-a");
+    char why[512], want[512], akey[REC_KEY_LEN + 1];
+    rec_key(ask, akey);
+    rec_explain("request", akey, 0, 0, near, why, sizeof why);
+    snprintf(want, sizeof want, "no recording of request %s (occurrence 0); the nearest, %.12s of session team1-a, differs"
+             " at messages[0].content: recorded \"secret of team 1\", requested \"secret of team 2\"", akey, key);
+    CHECK_EQ_STR(why, want);
+    json_decref(near);
+    rec_explain("request", akey, 3, 1, NULL, why, sizeof why);
+    snprintf(want, sizeof want, "no recording of request %s (occurrence 3), nor of any like it that this session may use", akey);
+    CHECK_EQ_STR(why, want);
+    /* The same request, recorded once, asked as answer 1: no field, and why. */
+    near = rec_nearest(c, "provider", norm, fork, 2, "[]");
+    CHECK(near && !json_object_get(near, "field"));
+    rec_explain("request", key, 1, 1, near, why, sizeof why);
+    snprintf(want, sizeof want, "request %s (occurrence 1) is recorded, but not as answer 1: it was asked more times than"
+             " it was recorded", key);
+    CHECK_EQ_STR(why, want);
+    json_decref(near);
+    json_decref(ask);
     json_decref(norm);
     free(req);
     test_db_close(dir, lg, c);
@@ -276,16 +337,16 @@ static void test_ordinal(void)
     }
     const char *lin[] = {"p1"};
     rec_found f;
-    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 1);
     CHECK_EQ_INT(f.status, 529);
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", key, 1, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 1, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 3);
     CHECK_EQ_INT(f.status, 200);
     CHECK_EQ_INT((int)json_integer_value(json_object_get(f.meta, "ordinal")), 1);
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, &f), 0);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 2, lin, 1, NULL, &f), 0);
     /* Which tool list each answered request offered: the complete rows in order (the
      * 529 is answer 0, the 200 answer 1; the cut ones are not answers). */
     CHECK_EQ_INT(rec_tools_used(c, "s1", 0, "srv"), -1);     /* no meta.tools */
@@ -310,10 +371,10 @@ static void test_ordinal(void)
     CHECK_EQ_INT(rec_tx_open(c, &t0, "c", "srv", "tool", req, 1), 0);
     CHECK_EQ_INT(rec_tx_open(c, &t1, "c", "srv", "tool", req, 1), 0);
     CHECK_EQ_INT(rec_tx_end(c, &t1, 0, 0, NULL, 2), 0);
-    CHECK_EQ_INT(rec_find(c, "tool", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "tool", key, 0, lin, 1, NULL, &f), 1);
     CHECK_EQ_INT(f.occurrence, 1);
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "tool", key, 2, lin, 1, &f), 0);
+    CHECK_EQ_INT(rec_find(c, "tool", key, 2, lin, 1, NULL, &f), 0);
     test_db_close(dir, lg, c);
 }
 
@@ -431,12 +492,12 @@ static void test_manage(void)
     }
     rec_found f;
     const char *lin[] = {"sa"};
-    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, &f), 1);
+    CHECK_EQ_INT(rec_find(c, "provider", key, 0, lin, 1, NULL, &f), 1);
     got g = {{0}, 0, 0};
     rec_chunks(c, f.rowid, gather, &g);
     CHECK_MEM(g.data, g.len, "data: \xe2\x82\xac\n\n", 11);
     json_decref(f.meta);
-    CHECK_EQ_INT(rec_find(c, "provider", key2, 0, lin, 1, &f), 0);   /* still incomplete */
+    CHECK_EQ_INT(rec_find(c, "provider", key2, 0, lin, 1, NULL, &f), 0);   /* still incomplete */
     /* Pinning, deleting a session, pruning. */
     CHECK_EQ_INT(rec_pin(c, key, 1), 2);
     CHECK_EQ_INT(rec_tx_delete_session(c, "sa"), 0);
@@ -480,6 +541,7 @@ int main(void)
     test_keys();
     test_diff();
     test_db();
+    test_reach();
     test_ordinal();
     test_drift();
     test_manage();
