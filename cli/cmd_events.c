@@ -263,12 +263,19 @@ int cmd_requests(int argc, char **argv)
     if (cli_args(argc, argv, &o, 1, "requests", &rc)) return rc;
     json_t *all = all_events(argv[0], NULL, 0, &rc);
     if (!all) return rc;
-    json_t *rows = json_array(), *idx = json_object(), *ev;
-    size_t k;
+    json_t *rows = json_array(), *idx = json_object(), *played = json_object(), *ev, *r;
+    size_t k, j;
     json_array_foreach(all, k, ev) {
         const char *type = json_string_value(json_object_get(ev, "type"));
         json_t *p = json_object_get(ev, "payload");
         const char *req = json_string_value(json_object_get(p, PK_REQUEST_ID));
+        /* Whose cost each row is (docs/events.md, "Cost"): a fork's requests before
+         * its fork point are its source's; a request answered from a recording cost nothing. */
+        if (type && !strcmp(type, EV_SESSION_FORKED))
+            json_array_foreach(rows, j, r) json_object_set_new(r, "costFrom", json_string("inherited"));
+        if (type && req && !strcmp(type, EV_RECORDING_REQUEST) &&
+            !strcmp(json_string_value(json_object_get(p, PK_OUTCOME)) ?: "", "hit"))
+            json_object_set_new(played, req, json_true());
         if (!type || !req || strncmp(type, "provider:request_", 17)) continue;
         json_t *row = json_object_get(idx, req);
         if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
@@ -278,6 +285,7 @@ int cmd_requests(int argc, char **argv)
                             json_string_value(json_object_get(ev, "createdAt")) ?: "", "offset",
                             json_object_get(ev, "offset"));
             if (!row) continue;
+            json_object_set_new(row, "costFrom", json_string(json_object_get(played, req) ? "recording" : "spent"));
             json_object_set(idx, req, row);
             json_array_append_new(rows, row);
             continue;
@@ -305,10 +313,14 @@ int cmd_requests(int argc, char **argv)
     } else {
         if (o.tty) printf("%s%-22s %-3s %-10s %-20s %-10s %8s %7s %7s %10s%s\n", BOLD, "REQUEST", "#", "PROVIDER",
                           "MODEL", "OUTCOME", "MS", "IN", "OUT", "USD", c_off(&o));
-        double total = 0;
+        double total = 0, inherited = 0, recorded = 0;
         json_array_foreach(rows, k, ev) {
             json_t *u = json_object_get(ev, "usage");
-            total += json_number_value(json_object_get(ev, "costUsd"));
+            const char *from = json_string_value(json_object_get(ev, "costFrom")) ?: "spent";
+            double c = json_number_value(json_object_get(ev, "costUsd"));
+            total += c;
+            if (!strcmp(from, "inherited")) inherited += c;
+            else if (!strcmp(from, "recording")) recorded += c;
             printf("%-22s %-3lld %-10s %-20s %-10s %8lld %7lld %7lld %10.6f",
                    json_string_value(json_object_get(ev, "requestId")),
                    (long long)json_integer_value(json_object_get(ev, "attempt")),
@@ -323,10 +335,16 @@ int cmd_requests(int argc, char **argv)
             if (err) printf("  %s", err);
             putchar('\n');
         }
-        printf("%zu requests, $%.6f\n", json_array_size(rows), total);
+        if (inherited > 0 || recorded > 0)
+            printf("%zu requests, $%.6f: $%.6f spent, $%.6f inherited from the fork's source, $%.6f answered from"
+                   " recordings (not spent)\n", json_array_size(rows), total, total - inherited - recorded, inherited,
+                   recorded);
+        else
+            printf("%zu requests, $%.6f\n", json_array_size(rows), total);
     }
     json_decref(rows);
     json_decref(idx);
+    json_decref(played);
     json_decref(all);
     return 0;
 }

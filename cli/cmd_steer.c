@@ -70,6 +70,7 @@ static int list(const cli_opts *o, int argc, char **argv)
     }
     char cursor[256] = "";
     int rc = 0, first = 1;
+    double spent = 0, recorded = 0;
     for (int pages = 0; pages < 100000; pages++) {
         char path[1024], es[64] = "", ec[600] = "", el[32] = "";
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec) ||
@@ -86,16 +87,22 @@ static int list(const cli_opts *o, int argc, char **argv)
         if (o->json) {
             json_array_foreach(arr, k, s) print_json(s);
         } else {
-            if (first && o->tty) printf("%s%-24s %-15s %-24s %6s%s\n", BOLD, "ID", "STATUS", "AGENT/WORKFLOW", "AGE", c_off(o));
+            if (first && o->tty)
+                printf("%s%-24s %-15s %-24s %6s %10s%s\n", BOLD, "ID", "STATUS", "AGENT/WORKFLOW", "AGE", "SPENT USD",
+                       c_off(o));
             json_array_foreach(arr, k, s) {
                 const char *st = json_string_value(json_object_get(s, "status"));
                 const char *ag = json_string_value(json_object_get(s, "agent"));
                 const char *wf = json_string_value(json_object_get(s, "workflow"));
+                json_t *cost = json_object_get(s, "cost");
                 char a[32];
                 age((long long)json_integer_value(json_object_get(s, "createdMs")), a, sizeof a);
-                printf("%-24s %s%-15s%s %-24s %6s\n", json_string_value(json_object_get(s, "id")),
+                /* Its own spending only: a fork's inherited cost is its source's row. */
+                printf("%-24s %s%-15s%s %-24s %6s %10.6f\n", json_string_value(json_object_get(s, "id")),
                        c_on(o, status_colour(st)), st ? st : "?", c_off(o),
-                       ag ? ag : wf ? wf : "-", a);
+                       ag ? ag : wf ? wf : "-", a, json_number_value(json_object_get(cost, "spentUsd")));
+                spent += json_number_value(json_object_get(cost, "spentUsd"));
+                recorded += json_number_value(json_object_get(cost, "recordedUsd"));
             }
         }
         first = 0;
@@ -106,6 +113,7 @@ static int list(const cli_opts *o, int argc, char **argv)
         json_decref(j);
         if (!more) break;
     }
+    if (!o->json) printf("$%.6f spent, $%.6f answered from recordings (not spent)\n", spent, recorded);
     return 0;
 }
 
@@ -126,10 +134,16 @@ static void print_summary(const cli_opts *o, json_t *s)
     if (ph) printf("%sphase%s     %s\n", c_on(o, BOLD), c_off(o), ph);
     printf("%sposition%s  %s (%lld events)\n", c_on(o, BOLD), c_off(o), json_string_value(json_object_get(s, "position")),
            (long long)json_integer_value(json_object_get(s, "eventCount")));
-    printf("%susage%s     %lld in, %lld out, $%.6f\n", c_on(o, BOLD), c_off(o),
+    json_t *cost = json_object_get(s, "cost");
+    double inherited = json_number_value(json_object_get(cost, "inheritedUsd")),
+           recorded = json_number_value(json_object_get(cost, "recordedUsd"));
+    printf("%susage%s     %lld in, %lld out, $%.6f spent", c_on(o, BOLD), c_off(o),
            (long long)json_integer_value(json_object_get(u, "inputTokens")),
            (long long)json_integer_value(json_object_get(u, "outputTokens")),
-           json_number_value(json_object_get(s, "costUsd")));
+           json_number_value(json_object_get(cost ? cost : s, cost ? "spentUsd" : "costUsd")));
+    if (inherited > 0) printf(", $%.6f inherited from %s", inherited, parent ? parent : "its source");
+    if (recorded > 0) printf(", $%.6f answered from recordings (not spent)", recorded);
+    putchar('\n');
     const char *err = json_string_value(json_object_get(s, "error"));
     if (err) printf("%serror%s     %s\n", c_on(o, BOLD), c_off(o), err);
     json_t *p = json_object_get(s, "pendingInput");

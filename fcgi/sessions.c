@@ -155,6 +155,39 @@ static int readable(void *ud, const char *id)
     return access_allows(ud, "sessions:read", id);
 }
 
+/* Each listed session's cost (costUsd, and cost: spent, inherited, recorded) from its
+ * view, and the page's totals: what its sessions spent and were answered from
+ * recordings, never what a fork inherited (its source counts that). */
+static int add_costs(req_t *r, json_t *arr, json_t **totals)
+{
+    json_t *s;
+    size_t i;
+    double spent = 0, recorded = 0;
+    json_array_foreach(arr, i, s) {
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        int rc = sstore_view(r->log, json_string_value(json_object_get(s, "id")), 0, none, &v, NULL);
+        if (rc == LOG_ENOTFOUND) {          /* deleted since it was listed */
+            json_object_set_new(s, "costUsd", json_null());
+            json_object_set_new(s, "cost", json_null());
+            session_view_free(&v);
+            continue;
+        }
+        if (rc) {
+            session_view_free(&v);
+            return rc;
+        }
+        json_object_set_new(s, "costUsd", json_real(v.cost_usd));
+        json_object_set_new(s, "cost", session_cost_json(&v));
+        spent += session_cost_spent(&v);
+        recorded += v.cost_recorded_usd;
+        session_view_free(&v);
+    }
+    *totals = json_pack("{s:f, s:f}", "spentUsd", spent, "recordedUsd", recorded);
+    return 0;
+}
+
 static void list(req_t *r)
 {
     char status[32], cursor[128], lim[16];
@@ -185,13 +218,16 @@ static void list(req_t *r)
     char next[160];
     int rc = sstore_list_filtered(r->log, n > 0 ? status : NULL, cn > 0 ? cursor : "", (int)limit, readable, r,
                                   arr, next, sizeof next);
+    json_t *totals = NULL;
+    if (!rc) rc = add_costs(r, arr, &totals);
     if (rc) {
         json_decref(arr);
         if (rc == LOG_EINVAL) res_error(r, 400, "bad_cursor", "malformed cursor");
         else reply_fail(r, rc);
         return;
     }
-    json_t *o = json_pack("{s:o, s:o}", "sessions", arr, "nextCursor", next[0] ? json_string(next) : json_null());
+    json_t *o = json_pack("{s:o, s:o, s:o}", "sessions", arr, "nextCursor", next[0] ? json_string(next) : json_null(),
+                          "totals", totals);
     res_json(r, 200, o);
     json_decref(o);
 }

@@ -387,6 +387,9 @@ static void r_session_forked(session_view *v, const json_t *p, const char *offse
 {
     (void)offset;
     json_t *rec = json_object_get(p, PK_RECORDING);
+    /* Everything before the fork point is its source's: inherited, never spent again. */
+    v->cost_inherited_usd = v->cost_usd;
+    v->cost_recorded_usd = 0;
     if (!json_is_object(rec) || !json_is_object(v->created)) return;
     json_t *was = json_object_get(v->created, PK_RECORDING);
     json_t *now = json_is_object(was) ? json_deep_copy(was) : json_object();
@@ -525,13 +528,26 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
     }
 }
 
+/* A request answered from a recording: its cost was not spent (r_provider_request_ended). */
+static void r_recording_request(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    const char *rid = json_string_value(json_object_get(p, PK_REQUEST_ID));
+    const char *outcome = json_string_value(json_object_get(p, PK_OUTCOME));
+    if (rid && outcome && !strcmp(outcome, "hit")) snprintf(v->played, sizeof v->played, "%s", rid);
+    else if (rid) v->played[0] = '\0';
+}
+
 static void r_provider_request_ended(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_t *u = json_object_get(p, PK_USAGE);
     v->input_tokens += int_of(u, PK_INPUT_TOKENS);
     v->output_tokens += int_of(u, PK_OUTPUT_TOKENS);
-    v->cost_usd += json_number_value(json_object_get(p, PK_COST_USD));
+    double cost = json_number_value(json_object_get(p, PK_COST_USD));
+    v->cost_usd += cost;
+    if (v->played[0] && !strcmp(v->played, str(p, PK_REQUEST_ID))) v->cost_recorded_usd += cost;
+    v->played[0] = '\0';
     v->request[0] = '\0';
     request_reset(v);
     if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
@@ -694,7 +710,7 @@ static const struct reducer {
     {EV_WORKFLOW_COMPLETED, r_workflow_completed},
     {EV_WORKFLOW_FAILED, r_workflow_failed},
     {EV_SESSION_FORKED, r_session_forked},
-    {EV_RECORDING_REQUEST, r_nothing},
+    {EV_RECORDING_REQUEST, r_recording_request},
     {EV_AGENT_STARTED, r_nothing},
     {EV_AGENT_COMPLETED, r_nothing},
     {EV_PHASE_EXITED, r_nothing},
@@ -722,6 +738,18 @@ int session_reduce(session_view *v, const json_t *ev, const char *offset)
 
 /* ---- (de)serialisation ------------------------------------------------------------------ */
 
+double session_cost_spent(const session_view *v)
+{
+    double s = v->cost_usd - v->cost_inherited_usd - v->cost_recorded_usd;
+    return s > 1e-12 ? s : 0;
+}
+
+json_t *session_cost_json(const session_view *v)
+{
+    return json_pack("{s:f, s:f, s:f}", "spentUsd", session_cost_spent(v), "inheritedUsd", v->cost_inherited_usd,
+                     "recordedUsd", v->cost_recorded_usd);
+}
+
 json_t *session_view_to_json(const session_view *v)
 {
     json_t *j = json_object();
@@ -745,6 +773,8 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(u, "outputTokens", json_integer(v->output_tokens));
     json_object_set_new(j, "usage", u);
     json_object_set_new(j, "costUsd", json_real(v->cost_usd));
+    json_object_set_new(j, "cost", session_cost_json(v));
+    json_object_set_new(j, "playedRequest", v->played[0] ? json_string(v->played) : json_null());
     json_object_set_new(j, "eventCount", json_integer((json_int_t)v->events));
     json_object_set_new(j, "error", v->error[0] ? json_string(v->error) : json_null());
     json_object_set(j, "created", v->created ? v->created : json_null());
@@ -789,6 +819,10 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->input_tokens = int_of(u, "inputTokens");
     v->output_tokens = int_of(u, "outputTokens");
     v->cost_usd = json_number_value(json_object_get(j, "costUsd"));
+    json_t *cost = json_object_get(j, "cost");
+    v->cost_inherited_usd = json_number_value(json_object_get(cost, "inheritedUsd"));
+    v->cost_recorded_usd = json_number_value(json_object_get(cost, "recordedUsd"));
+    copy_str(v->played, sizeof v->played, j, "playedRequest");
     v->events = (uint64_t)int_of(j, "eventCount");
     copy_str(v->error, sizeof v->error, j, "error");
     json_t *c = json_object_get(j, "created");

@@ -201,10 +201,23 @@ typedef struct session_view {
     int tool_wait;
     int tool_turns;
     int64_t input_tokens, output_tokens;
+    /* Cost (docs/events.md, "Cost"): cost_usd is what all its requests cost, its
+     * source's before the fork point included; of it, cost_inherited_usd came with
+     * the fork and cost_recorded_usd was answered from recordings (not spent): what
+     * it spent itself is the rest (session_cost_spent). played: the request being
+     * answered from a recording (a recording:request hit), "" if none. */
     double cost_usd;
+    double cost_inherited_usd, cost_recorded_usd;
+    char played[72];
     uint64_t events;            /* events reduced */
     char error[256];            /* why it failed */
 } session_view;
+
+/* What the session spent itself: cost_usd less what it inherited and what it was
+ * answered from recordings (never below 0). */
+double session_cost_spent(const session_view *v);
+/* {"spentUsd", "inheritedUsd", "recordedUsd"} of v. New reference. */
+json_t *session_cost_json(const session_view *v);
 
 void session_view_init(session_view *v);
 void session_view_free(session_view *v);

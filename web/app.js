@@ -1,7 +1,7 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
 //   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
-import { age, clear, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
+import { age, clear, cost as costText, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
 import { sessionPage } from "./session.js";
 
@@ -49,7 +49,7 @@ function sessionsPage(params) {
         h("table", { "aria-label": "Sessions" },
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Session"), h("th", { scope: "col" }, "Status"),
             h("th", { scope: "col" }, "Agent or workflow"), h("th", { scope: "col", class: "num" }, "Age"),
-            h("th", { scope: "col", class: "num" }, "Cost"))), body),
+            h("th", { scope: "col", class: "num" }, "Spent"))), body),
         create);
     async function load() {
         info.textContent = "loading…";
@@ -67,9 +67,14 @@ function sessionsPage(params) {
                 h("td", {}, s.agent ? `agent ${s.agent}` : s.workflow ? `workflow ${s.workflow}` : ""),
                 h("td", { class: "num" }, h("time", { datetime: new Date(s.createdMs).toISOString(), title: new Date(s.createdMs).toLocaleString() }, age(s.createdMs))),
                 cost));
-            // The list has no cost: each row asks its session (one page at a time).
-            api("GET", `/v1/sessions/${enc(s.id)}`).then((d) => { cost.textContent = usd(d.costUsd); },
-                                                           () => { cost.textContent = "?"; });
+            // What the session spent itself (a fork's inherited cost is its source's row);
+            // the breakdown in the title. A server without it: each row asks its session.
+            const show = (d) => {
+                cost.textContent = d.cost ? usd(d.cost.spentUsd) : usd(d.costUsd);
+                cost.title = costText(d);
+            };
+            if (s.cost) show(s);
+            else api("GET", `/v1/sessions/${enc(s.id)}`).then(show, () => { cost.textContent = "?"; });
         }
         if (!res.sessions.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No sessions.")));
         cursors[page + 1] = res.nextCursor || "";

@@ -49,6 +49,18 @@ export function usd(x) {
     return typeof x === "number" ? `$${x.toFixed(x < 0.01 ? 6 : 4)}` : "";
 }
 
+// A session's cost (GET /v1/sessions/{id}, or a row of the list): what it spent
+// itself first, then what a fork inherited and what recordings answered, apart, so
+// that nothing reads as spent twice. Without the breakdown (an older server), costUsd.
+export function cost(s) {
+    const c = s && s.cost;
+    if (!c) return usd(s && s.costUsd);
+    const parts = [`${usd(c.spentUsd)} spent`];
+    if (c.inheritedUsd > 0) parts.push(`${usd(c.inheritedUsd)} inherited`);
+    if (c.recordedUsd > 0) parts.push(`${usd(c.recordedUsd)} from recordings`);
+    return parts.join(" · ");
+}
+
 // A short message at the bottom of the page, for 6 s or until the page changes;
 // with {next: true} it is for the page about to open (kept across one change).
 let toastTimer, toastNext = false;

@@ -4,7 +4,7 @@
 // Every event is shown once: an offset seen twice is counted as a duplicate (the
 // test asserts there are none), never shown twice.
 import { api, enc, eventsUrl } from "./api.js";
-import { age, append, clear, h, json, short, statusBadge, toast, usd } from "./dom.js";
+import { age, append, clear, cost, h, json, short, statusBadge, toast, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
 
 // The catalogue (docs/events.md): EventSource delivers a named event only to a
@@ -330,7 +330,7 @@ export function sessionPage(main, id) {
             h("dd", {}, h("a", { href: s.agent ? `#/agents/${enc(s.agent)}` : `#/workflows/${enc(s.workflow)}` }, s.agent || s.workflow),
               s.phase ? ` · phase ${s.phase}` : ""),
             s.parent ? [h("dt", {}, "forked from"), h("dd", {}, h("a", { href: `#/session/${enc(s.parent)}` }, s.parent), ` at ${s.forkOffset}`)] : null,
-            h("dt", {}, "usage"), h("dd", { id: "session-usage" }, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out · ${usd(s.costUsd)}`),
+            h("dt", {}, "usage"), h("dd", { id: "session-usage" }, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out · ${cost(s)}`),
             h("dt", {}, "position"), position,
             h("dt", {}, "age"), h("dd", {}, age(s.createdMs)),
             s.queued && s.queued.length ? [h("dt", {}, "queued"), h("dd", {}, `${s.queued.length} message(s)`)] : null]);
@@ -450,7 +450,7 @@ export function sessionPage(main, id) {
             const s = await api("GET", `/v1/sessions/${enc(id)}/state?at=${enc(at)}`);
             if (travelAt !== at) return;
             const lines = [`at ${at}`, `status: ${s.status}${s.phase ? `, phase ${s.phase}` : ""}`,
-                `usage: ${s.usage.inputTokens} in, ${s.usage.outputTokens} out, ${usd(s.costUsd)}`];
+                `usage: ${s.usage.inputTokens} in, ${s.usage.outputTokens} out, ${cost(s)}`];
             if (s.state && Object.keys(s.state).length) lines.push(`state: ${json(s.state)}`);
             if (s.pendingInput) lines.push(`waiting for: ${s.pendingInput.interactionId}`);
             for (const m of s.messages || [])

@@ -695,3 +695,59 @@ leaks() { grep -l -e "$t1rec" -e "Confidential" "$@"; }
     grep -q "session $hyb: request req_[^ ]*: request $key (occurrence 1) is recorded, but not as answer 1: it was asked more times than it was recorded: sent live" \
         "$DS_DIR/logs/runner.log"
 }
+
+@test "cost: a fork's inherited cost and a playback's recorded cost are shown apart from what it spent; the list's totals count each once (HTTP, CLI)" {
+    agent=$(rn_agent anthropic claude-test-model)
+    T3=$(tenant_token team3)
+    word=$(_rn_hex 4)
+    # One request: 20 tokens in at $3/M, 5 out at $15/M.
+    C=0.000135
+    near() { jq -e "def near(a; b): ((a - b) | if . < 0 then -. else . end) < 1e-9; $2" "$1" >/dev/null || {
+        echo "does not hold: $2" >&2; jq -c '{costUsd, cost, totals}' "$1" >&2; return 1; }; }
+    rn_script "$(quick_reply "Priced answer.")"
+    rec=$(as_session "$T3" "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    as_say "$T3" "$rec" "Price $word."
+    rn_wait "$rec" '(.messages | length) == 2 and .request == null'
+    as "$T3" GET "/v1/sessions/$rec"
+    near "$DS_BODY" "near(.costUsd; $C) and near(.cost.spentUsd; $C) and .cost.inheritedUsd == 0 and .cost.recordedUsd == 0"
+    # A playback: the recorded cost is shown as recorded, nothing spent.
+    mock_stop
+    play=$(as_session "$T3" "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
+    as_say "$T3" "$play" "Price $word."
+    rn_wait "$play" '(.messages | length) == 2 and .request == null'
+    mock_cont
+    as "$T3" GET "/v1/sessions/$play"
+    near "$DS_BODY" "near(.costUsd; $C) and .cost.spentUsd == 0 and near(.cost.recordedUsd; $C) and .cost.inheritedUsd == 0"
+    # A fork carries its source's cost as inherited; what it asks next is its own.
+    as "$T3" POST "/v1/sessions/$rec/fork" -H 'Content-Type: application/json' --data-binary '{}'
+    assert_status 201
+    fork=$(jq -r .id "$DS_BODY")
+    near "$DS_BODY" "near(.costUsd; $C) and .cost.spentUsd == 0 and near(.cost.inheritedUsd; $C)"
+    rn_script "$(quick_reply "Forked answer.")"
+    as_say "$T3" "$fork" "And again, $word."
+    rn_wait "$fork" '(.messages | length) == 4 and .request == null'
+    as "$T3" GET "/v1/sessions/$fork"
+    near "$DS_BODY" "near(.costUsd; 2 * $C) and near(.cost.spentUsd; $C) and near(.cost.inheritedUsd; $C) and .cost.recordedUsd == 0"
+    # The list (team 3's three sessions): each row apart, totals spent once.
+    as "$T3" GET /v1/sessions
+    assert_status 200
+    cp "$DS_BODY" "$T/list.json"
+    check "$T/list.json" '(.sessions | length) == 3'
+    near "$T/list.json" "near(.totals.spentUsd; 2 * $C) and near(.totals.recordedUsd; $C)
+        and near([.sessions[].cost.spentUsd] | add; 2 * $C)
+        and (.sessions[] | select(.id == \"$fork\") | near(.cost.inheritedUsd; $C))"
+    # The CLI says the same.
+    run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" sessions show "$fork"
+    assert_success
+    assert_line "usage     40 in, 10 out, \$0.000135 spent, \$0.000135 inherited from $rec"
+    run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" sessions show "$play"
+    assert_line "usage     20 in, 5 out, \$0.000000 spent, \$0.000135 answered from recordings (not spent)"
+    run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" sessions list
+    assert_success
+    assert_line --index 3 "\$0.000270 spent, \$0.000135 answered from recordings (not spent)"
+    run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" requests "$fork"
+    assert_success
+    assert_line "2 requests, \$0.000270: \$0.000135 spent, \$0.000135 inherited from the fork's source, \$0.000000 answered from recordings (not spent)"
+    run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" requests "$play"
+    assert_line "1 requests, \$0.000135: \$0.000000 spent, \$0.000000 inherited from the fork's source, \$0.000135 answered from recordings (not spent)"
+}

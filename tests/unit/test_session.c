@@ -1092,8 +1092,54 @@ static void test_text_nul(void)
     session_view_free(&v);
 }
 
+/* Cost apart: what a request answered from a recording cost is recorded, not spent;
+ * what came before a fork point is inherited; a snapshot keeps both; a fork of a fork
+ * inherits everything before its own fork point. A fork's recording{} names only
+ * what it changes: the rest (timing, here) stays its source's. */
+static void test_cost(void)
+{
+    session_view v;
+    session_view_init(&v);
+    R(&v, "session:created", "{\"agent\": \"a\", \"recording\": {\"mode\": \"record\", \"timing\": \"realtime\", \"scope\": \"all\"}}");
+    R(&v, "recording:request", "{\"requestId\": \"r1\", \"key\": \"k\", \"outcome\": \"recorded\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r1\", \"costUsd\": 0.5}");
+    R(&v, "recording:request", "{\"requestId\": \"r2\", \"key\": \"k\", \"outcome\": \"hit\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r2\", \"costUsd\": 0.25}");
+    CHECK(v.cost_usd == 0.75 && v.cost_recorded_usd == 0.25 && v.cost_inherited_usd == 0);
+    CHECK(session_cost_spent(&v) == 0.5);
+    /* A hit that did not end (cut off), then a live request: that one is spent. */
+    R(&v, "recording:request", "{\"requestId\": \"r3\", \"key\": \"k\", \"outcome\": \"hit\"}");
+    R(&v, "recording:request", "{\"requestId\": \"r4\", \"key\": \"k\", \"outcome\": \"miss\"}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r4\", \"costUsd\": 1}");
+    CHECK(session_cost_spent(&v) == 1.5 && v.cost_recorded_usd == 0.25);
+    R(&v, "session:forked", "{\"from\": \"s\", \"at\": \"x\", \"recording\": {\"mode\": \"hybrid\", \"scope\": [\"t-\"]}}");
+    CHECK(v.cost_inherited_usd == 1.75 && v.cost_recorded_usd == 0 && session_cost_spent(&v) == 0);
+    json_t *rec = json_object_get(v.created, "recording");
+    CHECK_EQ_STR(json_string_value(json_object_get(rec, "mode")), "hybrid");
+    CHECK_EQ_STR(json_string_value(json_object_get(rec, "timing")), "realtime");
+    CHECK(json_is_array(json_object_get(rec, "scope")));
+    R(&v, "recording:request", "{\"requestId\": \"r5\", \"key\": \"k\", \"outcome\": \"hit\"}");
+    json_t *j = session_view_to_json(&v);
+    CHECK(json_real_value(json_object_get(json_object_get(j, "cost"), "inheritedUsd")) == 1.75);
+    session_view w;
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    R(&w, "provider:request_ended", "{\"requestId\": \"r5\", \"costUsd\": 0.25}");
+    CHECK(w.cost_inherited_usd == 1.75 && w.cost_recorded_usd == 0.25 && session_cost_spent(&w) == 0);
+    R(&w, "provider:request_ended", "{\"requestId\": \"r6\", \"costUsd\": 2}");
+    CHECK(session_cost_spent(&w) == 2);
+    R(&w, "session:forked", "{\"from\": \"f\", \"at\": \"y\"}");
+    CHECK(w.cost_inherited_usd == 4 && session_cost_spent(&w) == 0 && w.cost_recorded_usd == 0);
+    json_decref(j);
+    session_view_free(&w);
+    session_view_free(&v);
+}
+
 int main(void)
 {
+    test_cost();
     test_tools();
     test_workflow_lifecycle();
     test_early_answers();
