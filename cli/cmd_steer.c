@@ -113,7 +113,8 @@ static int list(const cli_opts *o, int argc, char **argv)
         json_decref(j);
         if (!more) break;
     }
-    if (!o->json) printf("$%.6f spent, $%.6f answered from recordings (not spent)\n", spent, recorded);
+    if (!o->json && o->tty) printf("%s$%.6f spent, $%.6f answered from recordings (not spent)%s\n", c_on(o, BOLD), spent,
+                                   recorded, c_off(o));
     return 0;
 }
 

@@ -744,7 +744,9 @@ leaks() { grep -l -e "$t1rec" -e "Confidential" "$@"; }
     assert_line "usage     20 in, 5 out, \$0.000000 spent, \$0.000135 answered from recordings (not spent)"
     run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" sessions list
     assert_success
-    assert_line --index 3 "\$0.000270 spent, \$0.000135 answered from recordings (not spent)"
+    assert_line --regexp "^$fork +completed +$agent +[0-9]+[smhd] +0\.000135$"
+    assert_line --regexp "^$play +completed +$agent +[0-9]+[smhd] +0\.000000$"
+    assert_line --regexp "^$rec +completed +$agent +[0-9]+[smhd] +0\.000135$"
     run env DSTREAM_URL="$(cat "$DS_DIR/url-direct")" DSTREAM_TOKEN="$T3" "$DS_BIN/dstream" requests "$fork"
     assert_success
     assert_line "2 requests, \$0.000270: \$0.000135 spent, \$0.000135 inherited from the fork's source, \$0.000000 answered from recordings (not spent)"
