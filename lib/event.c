@@ -260,7 +260,7 @@ sstore_event event_recording_request(const char *request_id, const char *call_id
         json_object_set_new(p, PK_RECORDING, json_pack("{s:s, s:i}", PK_SESSION, rec_session, PK_OCCURRENCE,
                                                        rec_occurrence));
     if (nearest) json_object_set(p, PK_NEAREST, (json_t *)nearest);
-    if (reason) json_object_set_new(p, PK_REASON, json_string(reason));
+    if (reason) json_object_set_new(p, PK_REASON, text(reason));
     return make(EV_RECORDING_REQUEST, p);
 }
 

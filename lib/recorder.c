@@ -11,6 +11,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "sse.h"
+#include "utf8.h"
 
 int rec_mode_parse(const char *s)
 {
@@ -375,6 +376,7 @@ void rec_explain(const char *what, const char *key, int occ, int ord, const json
     else
         snprintf(out, cap, "no recording of %s %s (occurrence %d), nor of any like it that this session may use", what,
                  key, occ);
+    utf8_scrub(out);                /* a value cut at 60 bytes may end inside a character */
 }
 
 /* ---- drift ----------------------------------------------------------------------------- */

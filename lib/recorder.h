@@ -128,7 +128,8 @@ json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const c
  * answer ordinal ord, was not answered from a recording, in words, into out: the
  * same request recorded fewer times than asked; or none, and where the nearest
  * (rec_nearest's, NULL: none) differs; or nothing like it at all. Names the key,
- * the occurrence and, for the nearest, its key, session and field. */
+ * the occurrence and, for the nearest, its key, session and field. out is UTF-8 (a
+ * value cut inside a character ends in '?'). */
 void rec_explain(const char *what, const char *key, int occ, int ord, const json_t *near, char *out, size_t cap);
 
 /* ---- managing recordings (GET /v1/recordings, dstream recordings) ------------------------ */

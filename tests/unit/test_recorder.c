@@ -10,6 +10,7 @@
 #include "session.h"
 #include "test.h"
 #include "test_db.h"
+#include "utf8.h"
 #pragma GCC diagnostic ignored "-Wunused-function"   /* test_doc.h's other helpers */
 #include "test_doc.h"
 
@@ -306,6 +307,15 @@ static void test_reach(void)
     snprintf(want, sizeof want, "request %s (occurrence 1) is recorded, but not as answer 1: it was asked more times than"
              " it was recorded", key);
     CHECK_EQ_STR(why, want);
+    json_decref(near);
+    /* A value cut at 60 bytes inside a character: the reason stays UTF-8. */
+    near = json_pack("{s:s, s:s, s:s, s:s, s:s}", "key", key, "session", "s", "field", "system", "recorded",
+                     "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"",
+                     "requested", "\"x\"");
+    rec_explain("request", akey, 0, 0, near, why, sizeof why);
+    CHECK(utf8_valid(why, strlen(why)));
+    CHECK(strstr(why, "differs at system") != NULL);
     json_decref(near);
     json_decref(ask);
     json_decref(norm);
