@@ -207,12 +207,19 @@ static void snap_problem(snap_check *k, const char *session, int64_t seq, const 
     k->report(k->ud, line);
 }
 
+/* Keys the view gained after snapshots were first written (the cost split,
+ * docs/events.md#cost): a snapshot of an earlier version has none of them, and is
+ * compared without them. */
+static const char *const SNAP_LATER[] = {"cost", "playedRequest"};
+
 /* The replayed view v against a snapshot's stored text. */
 static void snap_compare(snap_check *k, const session_view *v, const char *session, int64_t seq,
                          const char *text, const char *via)
 {
     json_t *want = session_view_to_json(v);
     json_t *got = text ? json_loads(text, JSON_ALLOW_NUL, NULL) : NULL;
+    for (size_t i = 0; got && i < sizeof SNAP_LATER / sizeof *SNAP_LATER; i++)
+        if (!json_object_get(got, SNAP_LATER[i])) json_object_del(want, SNAP_LATER[i]);
     if (!got || !json_equal(want, got)) {
         buf_t key;
         buf_init(&key, 4096);

@@ -359,6 +359,18 @@ static void test_check_snapshots(void)
         CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
         CHECK_EQ_INT(problems(db), 0);
     }
+    /* Snapshots written before the cost split have neither cost nor playedRequest:
+     * not a difference. An altered cost is. */
+    CHECK_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE kept AS SELECT * FROM snapshots;"
+                                  " UPDATE snapshots SET view = json_remove(view, '$.cost', '$.playedRequest')",
+                              NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ_INT(problems(db), 0);
+    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = json_set(view, '$.cost', json('{\"spentUsd\": 1}'))"
+                                  " WHERE session = 'a' AND seq = 128", NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ_INT(problems(db), 1);
+    CHECK_EQ_INT(sqlite3_exec(db, "DELETE FROM snapshots; INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept",
+                              NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ_INT(problems(db), 0);
     /* A live fork without its fork-point snapshot cannot be replayed: said so. */
     CHECK_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE kept AS SELECT * FROM snapshots WHERE session = 'b' AND seq = 101;"
                                   " DELETE FROM snapshots WHERE session = 'b' AND seq = 101", NULL, NULL, NULL),
