@@ -1,7 +1,6 @@
 /* recorder: keys, differences and the recordings table (recorder.h). */
 #include "recorder.h"
 
-#include "store/sqlite/sqlite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "session.h"
 #include "sha256.h"
 #include "sse.h"
+#include "store.h"
 #include "utf8.h"
 
 int rec_mode_parse(const char *s)
@@ -137,114 +137,35 @@ long rec_similarity(const json_t *a, const json_t *b)
 /* ---- the database -------------------------------------------------------------------- */
 
 
-static void bind_id(sqlite3_stmt *st, int at, const rec_id *id)
-{
-    sqlite3_bind_text(st, at, id->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, at + 1, id->kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, at + 2, id->key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, at + 3, id->occurrence);
-}
-
-#define WHERE_ID "session = ? AND kind = ? AND key = ? AND occurrence = ?"
-
 int rec_tx_open(log_conn_t *c, const rec_id *id, const char *request_id, const char *provider,
                 const char *model, const char *request_json, int64_t now_ms)
 {
-    sqlite3_stmt *st;
-    int rc;
-    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
-        return LOG_EIO;
-    bind_id(st, 1, id);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
-    bind_id(st, 1, id);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
-                " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", &st))
-        return LOG_EIO;
-    bind_id(st, 1, id);
-    sqlite3_bind_text(st, 5, request_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, provider, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, model, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 8, request_json, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 9, now_ms);
-    return log_stmt_run(c, st);
+    return store_of(c)->recordings->open(c, id, request_id, provider, model, request_json, now_ms);
 }
 
 int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
-                " SELECT id, ?, ?, ? FROM recordings WHERE complete = 0 AND " WHERE_ID, &st))
-        return LOG_EIO;
-    sqlite3_bind_int(st, 1, seq);
-    sqlite3_bind_int64(st, 2, t_ms);
-    sqlite3_bind_blob(st, 3, len ? data : "", (int)len, SQLITE_STATIC);
-    bind_id(st, 4, id);
-    return log_stmt_run(c, st);
+    return store_of(c)->recordings->chunk(c, id, seq, t_ms, data, len);
 }
 
 int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms)
 {
-    sqlite3_stmt *st;
     char *m = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
-    if (log_stmt(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
-             &st)) {
-        free(m);
-        return LOG_EIO;
-    }
-    sqlite3_bind_int64(st, 1, status);
-    sqlite3_bind_int(st, 2, result);
-    if (m) sqlite3_bind_text(st, 3, m, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, now_ms);
-    bind_id(st, 5, id);
-    int rc = log_stmt_run(c, st);
+    int rc = store_of(c)->recordings->end(c, id, status, result, m, now_ms);
     free(m);
     return rc;
 }
-
-/* A recording's answer ordinal (meta.ordinal), NULL when it has none. */
-#define ORDINAL "(CASE WHEN json_valid(meta) THEN json_extract(meta, '$.ordinal') END)"
 
 /* The complete recording of key in session that answers as n (see rec_find); 1, 0
  * or LOG_E*. */
 static int find_in(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out)
 {
-    sqlite3_stmt *st;
-    /* n >= 0: the one whose ordinal is n, else (a recording without one) the first
-     * complete occurrence from n; REC_LATEST: the last one. */
-    if (log_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
-                             " AND key = ?3 AND complete = 1 AND (" ORDINAL " = ?4 OR (" ORDINAL " IS NULL AND occurrence >= ?4))"
-                             " ORDER BY " ORDINAL " IS NULL, occurrence LIMIT 1"
-                           : "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
-                             " AND key = ?3 AND occurrence >= ?4 AND complete = 1 ORDER BY occurrence DESC LIMIT 1",
-                 &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, n >= 0 ? n : 0);
-    int rc = sqlite3_step(st), found = 0;
-    if (rc == SQLITE_ROW) {
-        out->rowid = sqlite3_column_int64(st, 0);
-        snprintf(out->session, sizeof out->session, "%s", session);
-        out->occurrence = sqlite3_column_int(st, 1);
-        out->status = (long)sqlite3_column_int64(st, 2);
-        out->result = sqlite3_column_int(st, 3);
-        const char *m = (const char *)sqlite3_column_text(st, 4);
-        out->meta = m ? json_loads(m, 0, NULL) : NULL;
-        found = 1;
-    } else if (rc != SQLITE_DONE) {
-        found = LOG_EIO;
-    }
-    log_stmt_done(c, st);
+    char *m = NULL;
+    int found = store_of(c)->recordings->find_in(c, kind, key, n, session, out, &m);
+    if (found == 1) out->meta = m ? json_loads(m, 0, NULL) : NULL;
+    free(m);
     return found;
 }
-
-/* The condition that a recording's session is one the asker may use: bound to a
- * JSON array of session-id prefixes (NULL: every session; "" is every session too,
- * as an unprefixed scope is). */
-#define REACHABLE(n) "(?" #n " IS NULL OR EXISTS (SELECT 1 FROM json_each(?" #n ") WHERE substr(session, 1, length(value)) = value))"
 
 int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char *const *lineage, size_t nl,
              const char *reach, rec_found *out)
@@ -254,98 +175,79 @@ int rec_find(log_conn_t *c, const char *kind, const char *key, int n, const char
         int rc = find_in(c, kind, key, n, lineage[i], out);
         if (rc) return rc;
     }
-    sqlite3_stmt *st;
-    char last[64] = "";
-    if (log_stmt(c, "SELECT session FROM recordings WHERE key = ?1 AND kind = ?2 AND complete = 1 AND " REACHABLE(3)
-                " ORDER BY created_ms DESC, id DESC LIMIT 1", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-    if (reach) sqlite3_bind_text(st, 3, reach, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) snprintf(last, sizeof last, "%s", (const char *)sqlite3_column_text(st, 0));
-    log_stmt_done(c, st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return LOG_EIO;
-    return last[0] ? find_in(c, kind, key, n, last, out) : 0;
+    char last[64];
+    int rc = store_of(c)->recordings->latest_session(c, kind, key, reach, last, sizeof last);
+    if (rc <= 0) return rc;
+    return find_in(c, kind, key, n, last, out);
 }
 
 int rec_tools_used(log_conn_t *c, const char *session, int k, const char *server)
 {
-    sqlite3_stmt *st;
     if (k < 0) return -1;
-    if (log_stmt(c, "SELECT meta FROM recordings WHERE session = ?1 AND kind = 'provider' AND complete = 1"
-                    " ORDER BY id LIMIT 1 OFFSET ?2", &st))
-        return LOG_EIO;
-    sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, k);
-    int rc = sqlite3_step(st), occ = -1;
-    if (rc == SQLITE_ROW) {
-        const char *m = (const char *)sqlite3_column_text(st, 0);
+    char *m = NULL;
+    int rc = store_of(c)->recordings->provider_meta(c, session, k, &m), occ = -1;
+    if (rc < 0) return rc;
+    if (rc == 1) {
         json_t *meta = m ? json_loads(m, 0, NULL) : NULL;
         json_t *o = json_object_get(json_object_get(meta, "tools"), server);
         if (json_is_integer(o) && json_integer_value(o) >= 0 && json_integer_value(o) <= INT32_MAX)
             occ = (int)json_integer_value(o);
         json_decref(meta);
-    } else if (rc != SQLITE_DONE) {
-        occ = LOG_EIO;
     }
-    log_stmt_done(c, st);
+    free(m);
     return occ;
 }
 
 int rec_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
                void *ud)
 {
-    sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, rowid);
-    int rc, out = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && !out)
-        out = fn(ud, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
-    if (!out && rc != SQLITE_DONE && rc != SQLITE_ROW) out = LOG_EIO;
-    log_stmt_done(c, st);
-    return out;
+    return store_of(c)->recordings->chunks(c, rowid, fn, ud);
+}
+
+typedef struct nearest_ctx {
+    const json_t *norm;
+    const char *prov;
+    json_t *best, *best_req;
+    long best_score;
+} nearest_ctx;
+
+static int nearest_one(void *ud, const char *key, const char *session, int occurrence, const char *request)
+{
+    nearest_ctx *x = ud;
+    json_t *req = request ? json_loads(request, JSON_ALLOW_NUL, NULL) : NULL;
+    const char *rp = json_string_value(json_object_get(req, "provider"));
+    long score = req && rp && x->prov && !strcmp(rp, x->prov) ? rec_similarity(req, x->norm) : -1;
+    if (score > x->best_score) {
+        x->best_score = score;
+        json_decref(x->best);
+        json_decref(x->best_req);
+        x->best = json_pack("{s:s, s:s, s:i}", PK_KEY, key, PK_SESSION, session, PK_OCCURRENCE, occurrence);
+        x->best_req = req;
+    } else {
+        json_decref(req);
+    }
+    return 0;
 }
 
 json_t *rec_nearest(log_conn_t *c, const char *kind, const json_t *norm, const char *const *lineage, size_t nl,
                     const char *reach)
 {
-    sqlite3_stmt *st;
-    /* Lineage first (its sessions rank before the rest), most recent first; only
-     * the lineage and the sessions the asker may use. */
-    if (log_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ?1 AND complete = 1"
-                " AND (session IN (SELECT value FROM json_each(?2)) OR " REACHABLE(4) ")"
-                " ORDER BY (session IN (SELECT value FROM json_each(?2))) DESC, created_ms DESC, id DESC LIMIT ?3",
-             &st))
-        return NULL;
-    if (reach) sqlite3_bind_text(st, 4, reach, -1, SQLITE_STATIC);
     json_t *lin = json_array();
     for (size_t i = 0; i < nl; i++) json_array_append_new(lin, json_string(lineage[i]));
     char *lins = json_dumps(lin, JSON_COMPACT);
     json_decref(lin);
-    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, lins ? lins : "[]", -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, REC_NEAREST_SCAN);
-    const char *prov = json_string_value(json_object_get(norm, "provider"));
-    json_t *best = NULL, *best_req = NULL;
-    long best_score = -1;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *req = json_loads((const char *)sqlite3_column_text(st, 3), JSON_ALLOW_NUL, NULL);
-        const char *rp = json_string_value(json_object_get(req, "provider"));
-        long score = req && rp && prov && !strcmp(rp, prov) ? rec_similarity(req, norm) : -1;
-        if (score > best_score) {
-            best_score = score;
-            json_decref(best);
-            json_decref(best_req);
-            best = json_pack("{s:s, s:s, s:i}", PK_KEY, (const char *)sqlite3_column_text(st, 0), PK_SESSION,
-                             (const char *)sqlite3_column_text(st, 1), PK_OCCURRENCE, sqlite3_column_int(st, 2));
-            best_req = req;
-        } else {
-            json_decref(req);
-        }
-    }
-    log_stmt_done(c, st);
+    nearest_ctx x = {norm, json_string_value(json_object_get(norm, "provider")), NULL, NULL, -1};
+    /* Lineage first (its sessions rank before the rest), most recent first; only
+     * the lineage and the sessions the asker may use. */
+    int rc = store_of(c)->recordings->candidates(c, kind, lins ? lins : "[]", reach, REC_NEAREST_SCAN,
+                                                 nearest_one, &x);
     free(lins);
+    json_t *best = x.best, *best_req = x.best_req;
+    if (rc < 0) {
+        json_decref(best);
+        json_decref(best_req);
+        return NULL;
+    }
     /* The same request (recorded, but fewer times than asked) differs nowhere: no
      * field then, and rec_explain says why it did not answer. */
     if (best) {
@@ -403,74 +305,61 @@ void rec_drift_add(json_t *report, const json_t *event)
 
 /* ---- managing recordings ---------------------------------------------------------------- */
 
-#define COLS "id, session, kind, key, occurrence, request_id, provider, model, complete, status, result, meta," \
-             " created_ms, ended_ms, pinned"
-
-static void set_text(json_t *o, const char *name, sqlite3_stmt *st, int col)
+static json_t *text_json(const char *s)
 {
-    const char *s = (const char *)sqlite3_column_text(st, col);
-    json_object_set_new(o, name, s ? json_string(s) : json_null());
+    return s ? json_string(s) : json_null();
 }
 
-static void set_int(json_t *o, const char *name, sqlite3_stmt *st, int col)
-{
-    json_object_set_new(o, name, sqlite3_column_type(st, col) == SQLITE_NULL
-                                     ? json_null() : json_integer(sqlite3_column_int64(st, col)));
-}
-
-/* The row of a COLS select as JSON (without chunks and request). */
-static json_t *row_json(sqlite3_stmt *st)
+/* A row as JSON (without chunks and request). */
+static json_t *row_json(const rec_row *r)
 {
     json_t *o = json_object();
-    set_text(o, "session", st, 1);
-    set_text(o, "kind", st, 2);
-    set_text(o, "key", st, 3);
-    set_int(o, "occurrence", st, 4);
-    set_text(o, "requestId", st, 5);
-    set_text(o, "provider", st, 6);
-    set_text(o, "model", st, 7);
-    json_object_set_new(o, "complete", json_boolean(sqlite3_column_int(st, 8)));
-    set_int(o, "status", st, 9);
-    set_int(o, "result", st, 10);
-    const char *m = (const char *)sqlite3_column_text(st, 11);
-    json_t *meta = m ? json_loads(m, 0, NULL) : NULL;
+    json_object_set_new(o, "session", text_json(r->session));
+    json_object_set_new(o, "kind", text_json(r->kind));
+    json_object_set_new(o, "key", text_json(r->key));
+    json_object_set_new(o, "occurrence", r->has_occurrence ? json_integer(r->occurrence) : json_null());
+    json_object_set_new(o, "requestId", text_json(r->request_id));
+    json_object_set_new(o, "provider", text_json(r->provider));
+    json_object_set_new(o, "model", text_json(r->model));
+    json_object_set_new(o, "complete", json_boolean(r->complete));
+    json_object_set_new(o, "status", r->has_status ? json_integer(r->status) : json_null());
+    json_object_set_new(o, "result", r->has_result ? json_integer(r->result) : json_null());
+    json_t *meta = r->meta ? json_loads(r->meta, 0, NULL) : NULL;
     json_object_set_new(o, "meta", meta ? meta : json_null());
-    set_int(o, "createdMs", st, 12);
-    set_int(o, "endedMs", st, 13);
-    json_object_set_new(o, "pinned", json_boolean(sqlite3_column_int(st, 14)));
+    json_object_set_new(o, "createdMs", r->has_created ? json_integer(r->created_ms) : json_null());
+    json_object_set_new(o, "endedMs", r->has_ended ? json_integer(r->ended_ms) : json_null());
+    json_object_set_new(o, "pinned", json_boolean(r->pinned));
     return o;
+}
+
+typedef struct list_ctx {
+    json_t *arr;
+    int limit, n;
+    int64_t last, *next;
+} list_ctx;
+
+static int list_one(void *ud, const rec_row *r)
+{
+    list_ctx *x = ud;
+    if (x->n == x->limit) {
+        *x->next = x->last;
+        return 1;
+    }
+    json_t *o = row_json(r);
+    json_object_set_new(o, "bytes", json_integer(r->bytes));
+    json_array_append_new(x->arr, o);
+    x->last = r->rowid;
+    x->n++;
+    return 0;
 }
 
 int rec_list(log_conn_t *c, const char *session, const char *provider, const char *model, int64_t cursor, int limit,
              json_t *arr, int64_t *next)
 {
-    sqlite3_stmt *st;
     *next = 0;
     if (limit < 1 || limit > REC_LIST_MAX) limit = REC_LIST_MAX;
-    if (log_stmt(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
-                " FROM recordings WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR provider = ?2)"
-                " AND (?3 IS NULL OR model = ?3) AND (?4 = 0 OR id < ?4) ORDER BY id DESC LIMIT ?5", &st))
-        return LOG_EIO;
-    if (session) sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
-    if (provider) sqlite3_bind_text(st, 2, provider, -1, SQLITE_STATIC);
-    if (model) sqlite3_bind_text(st, 3, model, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, cursor);
-    sqlite3_bind_int(st, 5, limit + 1);
-    int rc, n = 0;
-    int64_t last = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == limit) {
-            *next = last;
-            break;
-        }
-        json_t *o = row_json(st);
-        json_object_set_new(o, "bytes", json_integer(sqlite3_column_int64(st, 15)));
-        json_array_append_new(arr, o);
-        last = sqlite3_column_int64(st, 0);
-        n++;
-    }
-    log_stmt_done(c, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+    list_ctx x = {arr, limit, 0, 0, next};
+    return store_of(c)->recordings->list(c, session, provider, model, cursor, limit + 1, list_one, &x);
 }
 
 /* A chunk as JSON: its text when it is UTF-8 (what providers send), else base64. */
@@ -502,29 +391,33 @@ static int add_chunk(void *ud, int64_t t, const void *p, size_t n)
     return 0;
 }
 
-/* Recordings selected by where (binding one text: arg) with request and chunks, to fn. */
-static int each_full(log_conn_t *c, const char *where, const char *arg, int b64_only,
+typedef struct full_ctx {
+    log_conn_t *c;
+    int b64_only;
+    int (*fn)(void *ud, json_t *rec);
+    void *ud;
+} full_ctx;
+
+static int full_one(void *ud, const rec_row *r)
+{
+    full_ctx *x = ud;
+    json_t *o = row_json(r);
+    json_t *req = r->request ? json_loads(r->request, JSON_ALLOW_NUL, NULL) : NULL;
+    json_object_set_new(o, "request", req ? req : json_null());
+    chunks_ctx k = {json_array(), x->b64_only};
+    int out = rec_chunks(x->c, r->rowid, add_chunk, &k);
+    json_object_set_new(o, "chunks", k.arr);
+    if (!out) out = x->fn(x->ud, o);
+    json_decref(o);
+    return out;
+}
+
+/* Recordings of key (or of session; both NULL: all) with request and chunks, to fn. */
+static int each_full(log_conn_t *c, const char *key, const char *session, int b64_only,
                      int (*fn)(void *ud, json_t *rec), void *ud)
 {
-    sqlite3_stmt *st;
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT " COLS ", request FROM recordings WHERE %s ORDER BY id", where);
-    if (log_stmt(c, sql, &st)) return LOG_EIO;
-    if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    int rc, out = 0;
-    while (!out && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *o = row_json(st);
-        json_t *req = json_loads((const char *)sqlite3_column_text(st, 15), JSON_ALLOW_NUL, NULL);
-        json_object_set_new(o, "request", req ? req : json_null());
-        chunks_ctx k = {json_array(), b64_only};
-        out = rec_chunks(c, sqlite3_column_int64(st, 0), add_chunk, &k);
-        json_object_set_new(o, "chunks", k.arr);
-        if (!out) out = fn(ud, o);
-        json_decref(o);
-    }
-    if (!out && rc != SQLITE_DONE) out = LOG_EIO;
-    log_stmt_done(c, st);
-    return out;
+    full_ctx x = {c, b64_only, fn, ud};
+    return store_of(c)->recordings->each(c, key, session, full_one, &x);
 }
 
 static int collect(void *ud, json_t *rec)
@@ -536,7 +429,7 @@ static int collect(void *ud, json_t *rec)
 json_t *rec_get(log_conn_t *c, const char *key, int *rc)
 {
     json_t *arr = json_array();
-    *rc = each_full(c, "key = ?1", key, 0, collect, arr);
+    *rc = each_full(c, key, NULL, 0, collect, arr);
     if (*rc || !json_array_size(arr)) {
         json_decref(arr);
         return NULL;
@@ -544,60 +437,24 @@ json_t *rec_get(log_conn_t *c, const char *key, int *rc)
     return arr;
 }
 
-static int exec_count(log_conn_t *c, const char *sql, const char *arg, int iarg)
-{
-    sqlite3_stmt *st;
-    if (log_stmt(c, sql, &st)) return LOG_EIO;
-    sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    if (iarg >= 0) sqlite3_bind_int(st, 2, iarg);
-    int rc = log_stmt_run(c, st);
-    return rc ? rc : sqlite3_changes(log_db(c));
-}
-
 int rec_delete(log_conn_t *c, const char *key)
 {
-    int rc = exec_count(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE key = ?1)",
-                        key, -1);
-    return rc < 0 ? rc : exec_count(c, "DELETE FROM recordings WHERE key = ?1", key, -1);
+    return store_of(c)->recordings->delete_key(c, key);
 }
 
 int rec_pin(log_conn_t *c, const char *key, int pinned)
 {
-    return exec_count(c, "UPDATE recordings SET pinned = ?2 WHERE key = ?1", key, pinned ? 1 : 0);
+    return store_of(c)->recordings->pin(c, key, pinned);
 }
 
 int rec_tx_delete_session(log_conn_t *c, const char *session)
 {
-    int rc = exec_count(c, "DELETE FROM recording_chunks WHERE recording IN"
-                           " (SELECT id FROM recordings WHERE session = ?1 AND pinned = 0)", session, -1);
-    if (rc >= 0) rc = exec_count(c, "DELETE FROM recordings WHERE session = ?1 AND pinned = 0", session, -1);
-    return rc < 0 ? rc : 0;
+    return store_of(c)->recordings->delete_session(c, session);
 }
 
 int rec_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int64_t *bytes)
 {
-    sqlite3_stmt *st;
-    *count = *bytes = 0;
-    if (log_stmt(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
-                " FROM recording_chunks WHERE recording = id)), 0) FROM recordings WHERE pinned = 0 AND created_ms < ?",
-             &st))
-        return LOG_EIO;
-    sqlite3_bind_int64(st, 1, cutoff_ms);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *count = sqlite3_column_int64(st, 0);
-        *bytes = sqlite3_column_int64(st, 1);
-    }
-    log_stmt_done(c, st);
-    if (dry_run || !*count) return 0;
-    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN"
-                " (SELECT id FROM recordings WHERE pinned = 0 AND created_ms < ?)", &st))
-        return LOG_EIO;
-    sqlite3_bind_int64(st, 1, cutoff_ms);
-    int rc = log_stmt_run(c, st);
-    if (rc) return rc;
-    if (log_stmt(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
-    sqlite3_bind_int64(st, 1, cutoff_ms);
-    return log_stmt_run(c, st);
+    return store_of(c)->recordings->prune(c, cutoff_ms, dry_run, count, bytes);
 }
 
 typedef struct export_ctx {
@@ -618,7 +475,7 @@ static int export_one(void *ud, json_t *rec)
 int rec_export(log_conn_t *c, const char *session, int (*fn)(void *ud, const char *line, size_t len), void *ud)
 {
     export_ctx x = {fn, ud};
-    return each_full(c, session ? "session = ?1" : "1", session, 1, export_one, &x);
+    return each_full(c, NULL, session, 1, export_one, &x);
 }
 
 static int b64v(unsigned char ch)
@@ -766,11 +623,6 @@ int rec_tx_import(log_conn_t *c, const json_t *o)
                         (int)json_integer_value(json_object_get(o, "result")), json_is_object(meta) ? meta : NULL,
                         json_is_integer(ended) ? json_integer_value(ended) : 0);
     }
-    if (!rc && json_is_true(json_object_get(o, "pinned"))) {
-        sqlite3_stmt *st;
-        if (log_stmt(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
-        bind_id(st, 1, &id);
-        rc = log_stmt_run(c, st);
-    }
+    if (!rc && json_is_true(json_object_get(o, "pinned"))) rc = store_of(c)->recordings->pin_one(c, &id);
     return rc;
 }

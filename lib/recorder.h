@@ -81,6 +81,22 @@ int rec_tx_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const v
 /* End it: complete, with the HTTP status, the transport result and meta (borrowed, may be NULL). */
 int rec_tx_end(log_conn_t *c, const rec_id *id, long status, int result, const json_t *meta, int64_t now_ms);
 
+/* A row of recordings as an engine hands it out (lib/store.h): the texts are the
+ * engine's, valid during the callback only; has_* say whether a value is set. */
+typedef struct rec_row {
+    int64_t rowid;
+    const char *session, *kind, *key;
+    int has_occurrence;
+    int64_t occurrence;
+    const char *request_id, *provider, *model;
+    int complete, pinned;
+    int has_status, has_result, has_created, has_ended;
+    int64_t status, result, created_ms, ended_ms;
+    const char *meta;               /* JSON text, or NULL */
+    int64_t bytes;                  /* of its chunks (lists) */
+    const char *request;            /* the normalized request (full rows), or NULL */
+} rec_row;
+
 typedef struct rec_found {
     int64_t rowid;
     char session[64];

@@ -48,6 +48,7 @@
 #include "defs.h"
 #include "lease.h"
 #include "log.h"
+#include "recorder.h"
 #include "rstats.h"
 #include "sstore.h"
 #include "subscription.h"
@@ -237,6 +238,47 @@ typedef struct store_subs_ops {
     int (*keys)(log_conn_t *c, int (*fn)(void *ud, const webhook_key *k), void *ud);
 } store_subs_ops;
 
+/* Recordings (lib/recorder.h). The writes run inside the caller's group: open
+ * (replacing an unfinished one of the same identity), chunk, end (meta: JSON text
+ * or NULL), pin_one, delete_key and pin (return how many rows), delete_session
+ * (its unpinned ones), prune (unpinned ones created before cutoff_ms; with
+ * dry_run only counted). find_in: the complete recording of key in session that
+ * answers as n (REC_LATEST: the last), 1 with *out and *meta (malloc'd text or
+ * NULL, the caller frees), 0 if none; latest_session: the session of the newest
+ * complete recording of key that reach allows (a JSON array of session-id
+ * prefixes; NULL: any), 1/0; provider_meta: the meta of a session's k-th complete
+ * provider recording, 1/0; candidates: complete recordings of kind in lineage (a
+ * JSON array of session ids, ranked first) or reach, newest first, at most limit,
+ * to fn until it returns nonzero; list: newest first below cursor (0: from the
+ * newest), at most max rows; each: every recording of key or session (NULL: any),
+ * oldest first, with its request. */
+typedef struct store_recordings_ops {
+    int (*open)(log_conn_t *c, const rec_id *id, const char *request_id, const char *provider, const char *model,
+                const char *request_json, int64_t now_ms);
+    int (*chunk)(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len);
+    int (*end)(log_conn_t *c, const rec_id *id, long status, int result, const char *meta, int64_t now_ms);
+    int (*find_in)(log_conn_t *c, const char *kind, const char *key, int n, const char *session, rec_found *out,
+                   char **meta);
+    int (*latest_session)(log_conn_t *c, const char *kind, const char *key, const char *reach, char *out,
+                          size_t cap);
+    int (*provider_meta)(log_conn_t *c, const char *session, int k, char **meta);
+    int (*chunks)(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t_ms, const void *p, size_t n),
+                  void *ud);
+    int (*candidates)(log_conn_t *c, const char *kind, const char *lineage, const char *reach, int limit,
+                      int (*fn)(void *ud, const char *key, const char *session, int occurrence,
+                                const char *request),
+                      void *ud);
+    int (*list)(log_conn_t *c, const char *session, const char *provider, const char *model, int64_t cursor,
+                int max, int (*fn)(void *ud, const rec_row *r), void *ud);
+    int (*each)(log_conn_t *c, const char *key, const char *session, int (*fn)(void *ud, const rec_row *r),
+                void *ud);
+    int (*delete_key)(log_conn_t *c, const char *key);
+    int (*pin)(log_conn_t *c, const char *key, int pinned);
+    int (*pin_one)(log_conn_t *c, const rec_id *id);
+    int (*delete_session)(log_conn_t *c, const char *session);
+    int (*prune)(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int64_t *bytes);
+} store_recordings_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -271,6 +313,7 @@ struct store_engine {
     const store_defs_ops *defs;
     const store_tokens_ops *tokens;
     const store_sessions_ops *sessions;
+    const store_recordings_ops *recordings;
     const store_subs_ops *subs;
 };
 

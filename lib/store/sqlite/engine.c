@@ -158,5 +158,6 @@ const store_engine store_sqlite = {
     .defs = &sq_defs_ops,
     .tokens = &sq_tokens_ops,
     .sessions = &sq_sessions_ops,
+    .recordings = &sq_recordings_ops,
     .subs = &sq_subs_ops,
 };
