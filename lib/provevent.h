@@ -43,13 +43,14 @@ typedef struct provider_event {
 /* Return non-zero to stop parsing (provider_feed returns that value). */
 typedef int (*provider_event_fn)(void *ud, const provider_event *ev);
 
-
 #define PROVIDER_DATA_MAX PROVIDER_LINE_MAX /* one event's data, all its lines */
 #define PROVIDER_TOOLS_OPEN_MAX 64          /* tool calls in progress at once */
 #define PROVIDER_TOOL_ID_MAX 4096           /* a tool call's id or name */
 
 typedef struct provider_parser provider_parser;
 
+/* The parser's state, open to lib/provider and the format files only (callers see
+ * provider_parser through lib/provider.h's functions). */
 typedef struct tool_slot {
     int64_t index;      /* content block index (Anthropic) or tool_calls[].index */
     buf_t id, name, args;

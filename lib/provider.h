@@ -11,7 +11,8 @@
  * The modules behind it: lib/provevent (the events and the tool-call slots both
  * formats fill), lib/anthropic and lib/openai (each format's stream events and
  * messages), lib/chathist (the history both request bodies are made from); this
- * file reads the SSE lines and puts the request together. */
+ * file reads the SSE lines and puts the request together. The event types
+ * (provider_kind, provider_event, pev_kind) are declared in lib/provevent.h. */
 #ifndef DSTREAM_PROVIDER_H
 #define DSTREAM_PROVIDER_H
 
