@@ -1,0 +1,112 @@
+/* The PostgreSQL engine's own header: its connection and the query helpers its
+ * files share. Nothing outside lib/store/pg/ includes it (make check), except the
+ * engine's own tests (tests/unit/test_pg_*.c).
+ *
+ * One PGconn per log_conn_t (per thread), opened from the database target, a
+ * libpq connection URI (postgresql://..., multi-host ones included). Statements
+ * are prepared once per connection, by SQL text (pg_run), and run with parameters
+ * in text form (bytes in binary form); results come back in text form except
+ * where a helper says binary. No transaction is held while waiting for anything. */
+#ifndef DSTREAM_STORE_PG_H
+#define DSTREAM_STORE_PG_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../store.h"
+
+#define PG_PARAMS_MAX 24        /* parameters of one statement */
+#define PG_PREPARED_MAX 256     /* statements kept prepared per connection */
+#define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
+
+typedef struct pg_prepared {
+    uint64_t hash;              /* of the SQL text */
+    char *sql;                  /* the text (compared on a hash match) */
+    char name[24];              /* "s<n>" */
+} pg_prepared;
+
+typedef struct pg_conn {
+    struct log_conn base;       /* first: a log_conn_t * is a pg_conn * */
+    PGconn *pg;
+    int in_tx;                  /* inside BEGIN ... COMMIT/ROLLBACK */
+    int nprepared;
+    pg_prepared prepared[PG_PREPARED_MAX];
+    /* The streams the current group changed: named by its one NOTIFY. */
+    int nchanged, changed_all;
+    int64_t changed[PG_CHANGED_MAX];
+} pg_conn;
+
+static inline pg_conn *pgc(log_conn_t *c)
+{
+    return (pg_conn *)c;
+}
+
+/* The parameters of one statement, added in order ($1, $2, ...). */
+typedef struct pg_params {
+    int n;
+    const char *v[PG_PARAMS_MAX];
+    int len[PG_PARAMS_MAX];
+    int fmt[PG_PARAMS_MAX];     /* 0 text, 1 binary */
+    char num[PG_PARAMS_MAX][24];
+} pg_params;
+
+void pg_params_init(pg_params *p);
+/* A text parameter; NULL is SQL NULL. The text must live until the statement ran. */
+void pg_text(pg_params *p, const char *s);
+/* A number (formatted into the params). */
+void pg_int(pg_params *p, int64_t v);
+/* Bytes, in binary form (for bytea). */
+void pg_bytes(pg_params *p, const void *data, size_t len);
+/* SQL NULL. */
+void pg_null(pg_params *p);
+
+/* Run sql (prepared on this connection the first time its text is seen) with p
+ * (may be NULL). binary: results in binary form (bytea as raw bytes, integers as
+ * big-endian: read them with pg_int_at). Returns the result (the caller PQclears
+ * it) when it is PGRES_TUPLES_OK or PGRES_COMMAND_OK, else NULL with *rc set to a
+ * LOG_E* (pg_error). */
+PGresult *pg_run(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
+/* Run a statement whose result nobody needs. Returns 0 or LOG_E*. */
+int pg_exec(log_conn_t *c, const char *sql, const pg_params *p);
+/* Run sql that is not worth preparing (BEGIN, SAVEPOINT, ...). Returns 0 or LOG_E*. */
+int pg_simple(log_conn_t *c, const char *sql);
+
+/* Values of a text-form result: a NULL reads as 0 / NULL. */
+int64_t pg_int_of(const PGresult *r, int row, int col);
+const char *pg_text_of(const PGresult *r, int row, int col);
+int pg_null_at(const PGresult *r, int row, int col);
+/* Values of a binary-form result: an int8/int4/int2 column, and raw bytes. */
+int64_t pg_int_at(const PGresult *r, int row, int col);
+/* Rows a command changed (UPDATE, DELETE, INSERT). */
+int64_t pg_affected(const PGresult *r);
+
+/* The LOG_E* for a failed result (NULL: the connection's state): serialization
+ * failure and deadlock (40001, 40P01), lock timeouts -> LOG_EBUSY; disk full
+ * (53100) -> LOG_EFULL; a lost connection -> LOG_EIO. */
+int pg_error(log_conn_t *c, const PGresult *r);
+
+/* Note that the current group changed stream id (named by the group's NOTIFY). */
+void pg_changed(log_conn_t *c, int64_t id);
+
+/* Connections of this engine (its conn_open and conn_close), for its own files. */
+log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen);
+void pg_conn_close(log_conn_t *c);
+/* A bare connection to the target (the feed's LISTEN connection, migrations). */
+PGconn *pg_connect(const char *target, char *err, size_t errlen);
+
+/* db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
+int pg_migrate(PGconn *conn, char *err, size_t errlen);
+int pg_schema_version(void);
+
+extern const store_streams_ops pg_streams_ops;
+extern const store_feed_ops pg_feed_ops;
+extern const store_leases_ops pg_leases_ops;
+extern const store_rstats_ops pg_rstats_ops;
+extern const store_defs_ops pg_defs_ops;
+extern const store_tokens_ops pg_tokens_ops;
+extern const store_sessions_ops pg_sessions_ops;
+extern const store_recordings_ops pg_recordings_ops;
+extern const store_subs_ops pg_subs_ops;
+
+#endif
