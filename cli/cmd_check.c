@@ -1,4 +1,4 @@
-/* dstream check [FILE]: SQLite's integrity_check and the log's own invariants
+/* dstream check [FILE]: the engine's integrity check and the log's own invariants
  * (lib/backup) on the database, or on FILE (a backup). Prints each problem, then a
  * summary; exits 0 when sound, 1 on problems, 2 on usage or if it cannot look. */
 #include <stdio.h>
@@ -19,35 +19,18 @@ static void print_problem(void *ud, const char *problem)
     else printf("problem: %s\n", problem);
 }
 
-/* Open an existing database as it is: no migration, no change of journal mode. */
-static sqlite3 *open_existing(const char *path)
-{
-    sqlite3 *db = NULL;
-    if (access(path, F_OK)) {
-        fprintf(stderr, "dstream: %s: no such database\n", path);
-        return NULL;
-    }
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        fprintf(stderr, "dstream: %s: %s\n", path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close_v2(db);
-        return NULL;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    return db;
-}
-
 int cmd_check(const char *dbpath, int argc, char **argv)
 {
     if (argc > 1) return cli_usage("check");
     const char *path = argc == 1 ? argv[0] : dbpath;
-    sqlite3 *db = open_existing(path);
-    if (!db) return 2;
     char err[512];
     json_t *problems = cli_json ? json_array() : NULL;
-    int n = backup_check(db, 20, print_problem, problems, err, sizeof err);
-    sqlite3_close_v2(db);
+    int n = backup_check(path, 20, print_problem, problems, err, sizeof err);
     if (n < 0) {
-        fprintf(stderr, "dstream: check %s: %s\n", path, err);
+        /* It could not look: no such database, or not one that opens (the message
+         * names it), or the check itself failed. */
+        if (n == BACKUP_ENODB || n == BACKUP_EOPEN) fprintf(stderr, "dstream: %s\n", err);
+        else fprintf(stderr, "dstream: check %s: %s\n", path, err);
         json_decref(problems);
         return 2;
     }

@@ -35,7 +35,7 @@
  * a program was given (DSTREAM_DB or a --db option); log_open does.
  *
  * This header has no .c of its own: it is the contract between lib/log.c (and the
- * modules that keep rows: lease, defs, auth, rstats, subscription, ...) above, and the engines
+ * modules that keep rows: lease, defs, auth, rstats, subscription, backup, ...) above, and the engines
  * below, which never call up into them. */
 #ifndef DSTREAM_STORE_H
 #define DSTREAM_STORE_H
@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "backup.h"
 #include "defs.h"
 #include "lease.h"
 #include "log.h"
@@ -237,6 +238,21 @@ typedef struct store_subs_ops {
     int (*key_put)(log_conn_t *c, const webhook_key *k, int64_t created_ms);
     int (*keys)(log_conn_t *c, int (*fn)(void *ud, const webhook_key *k), void *ud);
 } store_subs_ops;
+/* Backups (lib/backup.h), each on a database target rather than an open log: the
+ * copy and the check see the database as it is (no migration, no change of journal
+ * mode), the restore migrates it after. copy: the database as of one commit into
+ * the file tmp (which does not exist; the caller syncs and renames it, or removes
+ * it on failure), with *bi filled (bytes apart; bi may be NULL). restore: the
+ * backup file from over the database. check: the engine's integrity check and the
+ * invariants of lib/backup.h, at most limit reports per kind, then (if the file is
+ * sound) the walk of every session stream, all in one read transaction; returns
+ * the number of problems it found itself. Each returns -1 or BACKUP_E* with err. */
+typedef struct store_backup_ops {
+    int (*copy)(const char *target, const char *tmp, backup_info *bi, char *err, size_t errlen);
+    int (*restore)(const char *target, const char *from, char *err, size_t errlen);
+    int (*check)(const char *target, int limit, backup_report_fn report, void *ud, const backup_walk *walk,
+                 char *err, size_t errlen);
+} store_backup_ops;
 
 /* Recordings (lib/recorder.h). The writes run inside the caller's group: open
  * (replacing an unfinished one of the same identity), chunk, end (meta: JSON text
@@ -315,6 +331,7 @@ struct store_engine {
     const store_sessions_ops *sessions;
     const store_recordings_ops *recordings;
     const store_subs_ops *subs;
+    const store_backup_ops *backup;
 };
 
 /* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)

@@ -1,10 +1,10 @@
-/* Unit tests for lib/backup.c: a backup taken while writer threads keep appending
- * opens, passes integrity_check and the invariants, and holds every append that
- * was acknowledged before it started (and nothing torn); the check is clean on a
- * database with forks and deletions and names each invariant broken by hand;
- * every session snapshot equals a replay of the session's events, and one altered
- * by hand (a session's own, or a fork's at its fork point) is named with the key
- * that differs. */
+/* Unit tests for lib/backup.c, through the engine's typed operations only: a
+ * backup taken while writer threads keep appending opens, passes the integrity
+ * check and the invariants, and holds every append that was acknowledged before it
+ * started (and nothing torn); the check is clean on a database with forks and
+ * deletions, and every session snapshot equals a replay of the session's events
+ * (text with NULs too); a target with no database is said so. The checks that
+ * break rows by hand are the engine's: test_sqlite_backup.c. */
 #include "backup.h"
 
 #include <pthread.h>
@@ -12,8 +12,6 @@
 #include <string.h>
 
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
-#include "store/sqlite/db.h"
 #include "event.h"
 #include "sstore.h"
 #include "test_db.h"
@@ -84,23 +82,46 @@ static void count_problem(void *ud, const char *problem)
     fprintf(stderr, "  problem: %s\n", problem);
 }
 
-static int problems(sqlite3 *db)
+static int problems(const char *target)
 {
     char err[256];
     int seen = 0;
-    int n = backup_check(db, 10, count_problem, &seen, err, sizeof err);
+    int n = backup_check(target, 10, count_problem, &seen, err, sizeof err);
     if (n < 0) fprintf(stderr, "  check failed: %s\n", err);
     return n;
 }
 
-static sqlite3 *open_plain(const char *path)
+/* The messages of a stream, read back: each must be "writer w message i" in order. */
+typedef struct readback {
+    int w, n, in_order;
+} readback;
+
+static int read_one(void *ud, const void *data, size_t len, offset_t at)
 {
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        sqlite3_close_v2(db);
-        return NULL;
+    readback *r = ud;
+    char want[64];
+    snprintf(want, sizeof want, "writer %d message %d", r->w, r->n);
+    if (at.seq != (uint64_t)r->n || len != strlen(want) || memcmp(data, want, len)) r->in_order = 0;
+    r->n++;
+    return 0;
+}
+
+/* Read the whole stream path from c into r (every read until the tail). */
+static int read_stream(log_conn_t *c, const char *path, readback *r)
+{
+    log_read_req q;
+    memset(&q, 0, sizeof q);
+    q.path = path;
+    q.kind = OFFSET_START;
+    q.max_bytes = (size_t)-1;
+    for (int i = 0; i < 100000; i++) {
+        int rc = log_read(c, &q, read_one, r);
+        if (rc) return rc;
+        if (q.up_to_date) return 0;
+        q.kind = OFFSET_AT;
+        q.from = q.next;
     }
-    return db;
+    return -1;
 }
 
 static void test_backup_under_load(void)
@@ -116,53 +137,40 @@ static void test_backup_under_load(void)
     for (int i = 0; i < 5000 && atomic_load(&acked[WRITERS - 1]) < 200; i++) usleep(1000);
     int before[WRITERS];
     for (int w = 0; w < WRITERS; w++) before[w] = atomic_load(&acked[w]);
-    sqlite3 *src;
-    db_opts o;
-    db_opts_default(&o);
-    o.migrate = 0;
-    char err[256];
-    snprintf(dest, sizeof dest, "%s/test.db", dir);
-    CHECK_EQ_INT(db_open(dest, &o, &src, err, sizeof err), 0);
+    char err[256], db[400];
+    snprintf(db, sizeof db, "%s/test.db", dir);
     snprintf(dest, sizeof dest, "%s/backup.db", dir);
     backup_info bi;
-    int rc = backup_copy(src, dest, &bi, err, sizeof err);
+    int rc = backup_copy(db, dest, &bi, err, sizeof err);
     if (!CHECK_EQ_INT(rc, 0)) fprintf(stderr, "  %s\n", err);
     int after[WRITERS];
     for (int w = 0; w < WRITERS; w++) after[w] = atomic_load(&acked[w]);
     /* A second backup to the same file is refused and leaves it alone. */
-    CHECK_EQ_INT(backup_copy(src, dest, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(backup_copy(db, dest, NULL, err, sizeof err), -1);
     CHECK(strstr(err, "exists") != NULL);
-    sqlite3_close_v2(src);
     atomic_store(&stop, 1);
     for (int w = 0; w < WRITERS; w++) pthread_join(th[w], NULL);
 
     /* The backup: sound, and every stream holds at least what was acknowledged
      * before it started and at most what was acknowledged when it ended, as a
      * prefix (message i is "writer w message i"). */
-    sqlite3 *b = open_plain(dest);
-    if (!CHECK(b != NULL)) return;
-    CHECK_EQ_INT(problems(b), 0);
+    CHECK_EQ_INT(problems(dest), 0);
     CHECK_EQ_INT(bi.streams, WRITERS);
+    log_opts o = {0, 5000, 0};
+    log_t *bl = log_open(dest, &o, err, sizeof err);
+    log_conn_t *bc = bl ? log_conn_open(bl, err, sizeof err) : NULL;
+    if (!CHECK(bc != NULL)) {
+        fprintf(stderr, "  %s\n", err);
+        log_close(bl);
+        return;
+    }
     int64_t total = 0;
     for (int w = 0; w < WRITERS; w++) {
-        sqlite3_stmt *st;
-        CHECK_EQ_INT(sqlite3_prepare_v2(b, "SELECT m.seq, m.data FROM messages m JOIN streams s"
-                                           " ON s.id = m.stream WHERE s.path = ? ORDER BY m.seq",
-                                        -1, &st, NULL), SQLITE_OK);
+        readback r = {w, 0, 1};
         snprintf(path, sizeof path, "w%d", w);
-        sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-        int n = 0, in_order = 1;
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            char want[64];
-            snprintf(want, sizeof want, "writer %d message %d", w, n);
-            const void *d = sqlite3_column_blob(st, 1);
-            int len = sqlite3_column_bytes(st, 1);
-            if (sqlite3_column_int64(st, 0) != n || len != (int)strlen(want) || memcmp(d, want, (size_t)len))
-                in_order = 0;
-            n++;
-        }
-        sqlite3_finalize(st);
-        CHECK(in_order);
+        CHECK_EQ_INT(read_stream(bc, path, &r), 0);
+        int n = r.n;
+        CHECK(r.in_order);
         CHECK(n >= before[w]);
         CHECK(n <= after[w]);
         total += n;
@@ -171,14 +179,27 @@ static void test_backup_under_load(void)
     }
     CHECK_EQ_INT(total, bi.messages);
     CHECK(bi.bytes > 0);
-    /* Self-contained: no -wal beside it, and the journal mode is not WAL. */
-    char wal[420];
-    snprintf(wal, sizeof wal, "%s-wal", dest);
-    CHECK(access(wal, F_OK) != 0);
-    sqlite3_close_v2(b);
+    log_conn_close(bc);
+    log_close(bl);
 }
 
-static void test_check_finds(void)
+/* A target that holds no database: said so, by the copy and by the check, and
+ * nothing is created. */
+static void test_no_database(void)
+{
+    char target[400], dest[400], err[256];
+    snprintf(target, sizeof target, "%s/nothing.db", dir);
+    snprintf(dest, sizeof dest, "%s/nothing-backup.db", dir);
+    CHECK_EQ_INT(backup_copy(target, dest, NULL, err, sizeof err), BACKUP_ENODB);
+    CHECK(strstr(err, "no such database") != NULL);
+    CHECK(access(dest, F_OK) != 0);
+    int seen = 0;
+    CHECK_EQ_INT(backup_check(target, 10, count_problem, &seen, err, sizeof err), BACKUP_ENODB);
+    CHECK(strstr(err, "no such database") != NULL);
+    CHECK(access(target, F_OK) != 0);
+}
+
+static void test_check_sound(void)
 {
     char path[400], err[256];
     /* Forks, a soft-deleted parent, a deleted stream: all sound. */
@@ -191,51 +212,18 @@ static void test_check_finds(void)
     CHECK_EQ_INT(create("gone", NULL, -1), 0);
     CHECK_EQ_INT(log_delete(conn, "gone"), 0);
     snprintf(path, sizeof path, "%s/test.db", dir);
-    sqlite3 *db = open_plain(path);
-    if (!CHECK(db != NULL)) return;
-    sqlite3_busy_timeout(db, 5000);
-    CHECK_EQ_INT(problems(db), 0);
+    CHECK_EQ_INT(problems(path), 0);
+    /* (Each broken invariant found: test_sqlite_backup.c breaks them by hand.) */
 
-    /* Each broken invariant is found, and undone. */
-    static const struct {
-        const char *breaks, *repairs;
-    } cases[] = {
-        {"UPDATE messages SET pos = pos + 1 WHERE seq = 1 AND stream = (SELECT id FROM streams WHERE path = 'f')",
-         "UPDATE messages SET pos = pos - 1 WHERE seq = 1 AND stream = (SELECT id FROM streams WHERE path = 'f')"},
-        {"UPDATE streams SET tail_seq = tail_seq + 1 WHERE path = 'w0'",
-         "UPDATE streams SET tail_seq = tail_seq - 1 WHERE path = 'w0'"},
-        {"UPDATE streams SET tail_pos = tail_pos + 7 WHERE path = 'w1'",
-         "UPDATE streams SET tail_pos = tail_pos - 7 WHERE path = 'w1'"},
-        {"UPDATE messages SET seq = seq + 100000 WHERE seq = 3 AND stream = (SELECT id FROM streams WHERE path = 'w2')",
-         "UPDATE messages SET seq = seq - 100000 WHERE seq = 100003 AND stream = (SELECT id FROM streams WHERE path = 'w2')"},
-        {"UPDATE streams SET parent = 99999 WHERE path = 'f'",
-         "UPDATE streams SET parent = (SELECT id FROM streams WHERE deleted = 1) WHERE path = 'f'"},
-        {"UPDATE streams SET forks = 0 WHERE deleted = 1",
-         "UPDATE streams SET forks = 1 WHERE deleted = 1"},
-        {"INSERT INTO messages (stream, seq, pos, rec, data) VALUES (88888, 0, 0, 0, x'00')",
-         "DELETE FROM messages WHERE stream = 88888"},
-        {"INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES ('lost', 'sessions/lost', 'pending', 0, 0)",
-         "DELETE FROM sessions WHERE id = 'lost'"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        CHECK_EQ_INT(sqlite3_exec(db, cases[i].breaks, NULL, NULL, NULL), SQLITE_OK);
-        int n = problems(db);
-        if (!CHECK(n >= 1)) fprintf(stderr, "  not found: %s\n", cases[i].breaks);
-        CHECK_EQ_INT(sqlite3_exec(db, cases[i].repairs, NULL, NULL, NULL), SQLITE_OK);
-        CHECK_EQ_INT(problems(db), 0);
-    }
     /* A file that is not a database: the check cannot run. */
-    sqlite3_close_v2(db);
     snprintf(path, sizeof path, "%s/junk.db", dir);
     FILE *f = fopen(path, "w");
     if (f) {
         fputs("this is not a database, not even close to one", f);
         fclose(f);
     }
-    db = open_plain(path);
     int seen = 0;
-    CHECK(db == NULL || backup_check(db, 10, count_problem, &seen, err, sizeof err) != 0);
-    sqlite3_close_v2(db);
+    CHECK(backup_check(path, 10, count_problem, &seen, err, sizeof err) < 0);
 }
 
 /* ---- snapshots against a replay ---------------------------------------------------- */
@@ -285,19 +273,9 @@ static int session(const char *id, const char *parent)
     return rc;
 }
 
-static char seen_problems[4096];
-
-/* Every problem reported, one a line, into seen_problems. */
-static void keep_problem(void *ud, const char *problem)
-{
-    (*(int *)ud)++;
-    size_t len = strlen(seen_problems);
-    snprintf(seen_problems + len, sizeof seen_problems - len, "%s\n", problem);
-}
-
 static void test_check_snapshots(void)
 {
-    char path[400], err[256];
+    char path[400];
     /* a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
      * fork-point snapshot) and 71 events more (its own at 128); c forked from b, e
      * from c, then c deleted: its stream stays for e, its snapshots go. */
@@ -312,93 +290,16 @@ static void test_check_snapshots(void)
     CHECK_EQ_INT(say_n("e", 2), 0);
     CHECK_EQ_INT(sstore_delete(conn, "c"), 0);
     snprintf(path, sizeof path, "%s/test.db", dir);
-    sqlite3 *db = open_plain(path);
-    if (!CHECK(db != NULL)) return;
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *st;
-    CHECK_EQ_INT(sqlite3_prepare_v2(db, "SELECT group_concat(session || ':' || seq, ' ') FROM"
-                                        " (SELECT * FROM snapshots ORDER BY session, seq)", -1, &st, NULL), SQLITE_OK);
-    CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
-    CHECK_EQ_STR((const char *)sqlite3_column_text(st, 0), "a:64 a:128 b:101 b:128 e:176");
-    sqlite3_finalize(st);
-    CHECK_EQ_INT(problems(db), 0);
-
-    /* Each altered snapshot is named; a fork's altered fork point is found in its
-     * parent's replay (and its own replay, which starts there, may differ on). */
-    static const struct {
-        const char *session;
-        int seq;
-        const char *alter, *named;
-        int problems;
-    } cases[] = {
-        {"a", 128, "json_set(view, '$.eventCount', 7)", "session=a seq=128 key=eventCount", 1},
-        {"a", 64, "json_set(view, '$.created.input.topic', 'bats')", "session=a seq=64 key=created.input.topic", 1},
-        {"a", 64, "json_remove(view, '$.messages[5]')", "session=a seq=64 key=messages[5]", 1},
-        {"b", 128, "json_set(view, '$.status', 'failed')", "session=b seq=128 key=status", 1},
-        {"b", 128, "json_set(view, '$.messages[3].extra', 1)", "session=b seq=128 key=messages[3].extra", 1},
-        {"b", 101, "json_set(view, '$.queued[0]', 'x')",
-         "session=b seq=101 fork point, replayed in sessions/a key=queued[0]", 2},
-        /* e's parent c was deleted: its fork point cannot be replayed, but e's own
-         * replay needs it whole. */
-        {"e", 176, "'not a view'", "session=e seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char sql[512];
-        snprintf(sql, sizeof sql, "CREATE TEMP TABLE kept AS SELECT view FROM snapshots WHERE session = '%s' AND seq = %d;"
-                 " UPDATE snapshots SET view = %s WHERE session = '%s' AND seq = %d",
-                 cases[i].session, cases[i].seq, cases[i].alter, cases[i].session, cases[i].seq);
-        CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        int seen = 0;
-        seen_problems[0] = '\0';
-        CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), cases[i].problems);
-        CHECK_EQ_INT(seen, cases[i].problems);
-        if (!CHECK(strstr(seen_problems, cases[i].named) != NULL))
-            fprintf(stderr, "  wanted %s in: %s\n", cases[i].named, seen_problems);
-        snprintf(sql, sizeof sql, "UPDATE snapshots SET view = (SELECT view FROM kept) WHERE session = '%s' AND seq = %d;"
-                 " DROP TABLE kept", cases[i].session, cases[i].seq);
-        CHECK_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        CHECK_EQ_INT(problems(db), 0);
-    }
-    /* Snapshots written before the cost split have neither cost nor playedRequest:
-     * not a difference. An altered cost is. */
-    CHECK_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE kept AS SELECT * FROM snapshots;"
-                                  " UPDATE snapshots SET view = json_remove(view, '$.cost', '$.playedRequest')",
-                              NULL, NULL, NULL), SQLITE_OK);
-    CHECK_EQ_INT(problems(db), 0);
-    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = json_set(view, '$.cost', json('{\"spentUsd\": 1}'))"
-                                  " WHERE session = 'a' AND seq = 128", NULL, NULL, NULL), SQLITE_OK);
-    CHECK_EQ_INT(problems(db), 1);
-    CHECK_EQ_INT(sqlite3_exec(db, "DELETE FROM snapshots; INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept",
-                              NULL, NULL, NULL), SQLITE_OK);
-    CHECK_EQ_INT(problems(db), 0);
-    /* A live fork without its fork-point snapshot cannot be replayed: said so. */
-    CHECK_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE kept AS SELECT * FROM snapshots WHERE session = 'b' AND seq = 101;"
-                                  " DELETE FROM snapshots WHERE session = 'b' AND seq = 101", NULL, NULL, NULL),
-                 SQLITE_OK);
-    int seen = 0;
-    seen_problems[0] = '\0';
-    CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), 1);
-    CHECK(strstr(seen_problems, "session=b seq=101 key=(its fork-point snapshot, missing or not a view)") != NULL);
-    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, NULL, NULL),
-                 SQLITE_OK);
-    /* Reports stop at the limit; every problem is counted (a:64, a:128, b's fork
-     * point; b:128 agrees with a replay from b's altered fork point, e's cannot be
-     * replayed). */
-    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = json_set(view, '$.steps', 99)", NULL, NULL, NULL),
-                 SQLITE_OK);
-    seen = 0;
-    CHECK_EQ_INT(backup_check(db, 2, keep_problem, &seen, err, sizeof err), 3);
-    CHECK_EQ_INT(seen, 2);
-    sqlite3_close_v2(db);
+    CHECK_EQ_INT(problems(path), 0);
+    /* (Each altered snapshot named: test_sqlite_backup.c alters them by hand.) */
 }
 
 /* Text holding NULs (JSON's \u0000), as a model may send: the snapshots of such a
- * session agree with its replay (they were "not JSON" to the check), and a snapshot
- * whose text was cut at the NUL (what a strlen on the way made of it) is named. */
+ * session agree with its replay (they were "not JSON" to the check). */
 static void test_check_snapshots_nul(void)
 {
-    char path[400], err[256];
-    /* A database of its own: the test above leaves altered snapshots behind. */
+    char path[400];
+    /* A database of its own. */
     test_db_close(dir, lg, conn);
     dir[0] = '\0';
     if (test_db_open("test", dir, sizeof dir, &lg, &conn)) return;
@@ -413,32 +314,16 @@ static void test_check_snapshots_nul(void)
         json_decref(e.payload);
     }
     snprintf(path, sizeof path, "%s/test.db", dir);
-    sqlite3 *db = open_plain(path);
-    if (!CHECK(db != NULL)) return;
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *st;
-    CHECK_EQ_INT(sqlite3_prepare_v2(db, "SELECT count(*) FROM snapshots WHERE session = 'z' AND instr(view, '\\u0000') > 0",
-                                    -1, &st, NULL), SQLITE_OK);
-    CHECK_EQ_INT(sqlite3_step(st), SQLITE_ROW);
-    CHECK_EQ_INT(sqlite3_column_int(st, 0), 1);
-    sqlite3_finalize(st);
-    CHECK_EQ_INT(problems(db), 0);
-    CHECK_EQ_INT(sqlite3_exec(db, "UPDATE snapshots SET view = replace(view, '\"z\\u0000says\"', '\"z\"')"
-                                  " WHERE session = 'z'", NULL, NULL, NULL),
-                 SQLITE_OK);
-    int seen = 0;
-    seen_problems[0] = '\0';
-    CHECK_EQ_INT(backup_check(db, 10, keep_problem, &seen, err, sizeof err), 1);
-    if (!CHECK(strstr(seen_problems, "session=z seq=64 key=messages[0].content") != NULL))
-        fprintf(stderr, "  got: %s\n", seen_problems);
-    sqlite3_close_v2(db);
+    CHECK_EQ_INT(problems(path), 0);
+    /* (A snapshot cut at the NUL named: test_sqlite_backup.c.) */
 }
 
 int main(void)
 {
     if (test_db_open("test", dir, sizeof dir, &lg, &conn) == 0) {
         test_backup_under_load();
-        test_check_finds();
+        test_no_database();
+        test_check_sound();
         test_check_snapshots();
         test_check_snapshots_nul();
     }

@@ -160,4 +160,5 @@ const store_engine store_sqlite = {
     .sessions = &sq_sessions_ops,
     .recordings = &sq_recordings_ops,
     .subs = &sq_subs_ops,
+    .backup = &sq_backup_ops,
 };
