@@ -1,13 +1,14 @@
 /* Unit tests for lib/rstats.c: a start counts, publishing keeps the count and
- * replaces the figures, rows come back by owner, sessions are counted by status,
- * a database without the tables reads as empty, and the figures by model and by
- * MCP server come back from the file beside the database. */
+ * replaces the figures, rows come back by owner, sessions are counted by status
+ * (deleted ones not), and the figures by model and by MCP server come back from
+ * the file beside the database. (A database without the tables reads as empty:
+ * test_sqlite_rstats.c.) */
 #include "rstats.h"
 
-#include "store/sqlite/sqlite.h"
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "test_db.h"
 
 static char dir[256];
@@ -81,27 +82,31 @@ static void test_publish(void)
     CHECK_EQ_INT(got[1].updated_ms, 2000);
 }
 
+/* Sessions a, b (completed), c (running) and d (completed, then deleted), written
+ * through the store. */
+static int put_sessions_tx(log_conn_t *c, void *arg)
+{
+    (void)arg;
+    static const char *const rows[][2] = {{"a", "completed"}, {"b", "completed"}, {"c", "running"}, {"d", "completed"}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        sstore_row row;
+        memset(&row, 0, sizeof row);
+        snprintf(row.id, sizeof row.id, "%s", rows[i][0]);
+        snprintf(row.stream, sizeof row.stream, "sessions/%s", rows[i][0]);
+        snprintf(row.status, sizeof row.status, "%s", rows[i][1]);
+        int rc = store_of(c)->sessions->insert(c, &row);
+        if (rc) return rc;
+    }
+    return store_of(c)->sessions->mark_deleted(c, "d", 0);
+}
+
 static void test_sessions(void)
 {
-    sqlite3 *db = log_db(conn);
-    CHECK_EQ_INT(sqlite3_exec(db,
-                              "INSERT INTO sessions (id, stream, status, created_ms, updated_ms, deleted) VALUES"
-                              " ('a', 'sessions/a', 'completed', 0, 0, 0),"
-                              " ('b', 'sessions/b', 'completed', 0, 0, 0),"
-                              " ('c', 'sessions/c', 'running', 0, 0, 0),"
-                              " ('d', 'sessions/d', 'completed', 0, 0, 1)",
-                              NULL, NULL, NULL),
-                 SQLITE_OK);
+    CHECK_EQ_INT(log_transact(conn, put_sessions_tx, NULL), 0);
     CHECK_EQ_INT(rstats_sessions(conn, count, NULL), 0);
     CHECK_EQ_INT(by_status[0], 2);
     CHECK_EQ_INT(by_status[1], 1);
     CHECK_EQ_INT(by_status[2], 0);
-    /* Without the tables (a database of an older binary): empty, not an error. */
-    CHECK_EQ_INT(sqlite3_exec(db, "DROP TABLE runner_stats; DROP TABLE sessions", NULL, NULL, NULL), SQLITE_OK);
-    ngot = 0;
-    CHECK_EQ_INT(rstats_each(conn, keep, NULL), 0);
-    CHECK_EQ_INT(ngot, 0);
-    CHECK_EQ_INT(rstats_sessions(conn, count, NULL), 0);
 }
 
 static rstats_model loaded[4];

@@ -5,11 +5,11 @@
  * offsets, listing with a status filter and cursor paging, and delete. */
 #include "sstore.h"
 
-#include "store/sqlite/sqlite.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -248,15 +248,53 @@ static void check_all_views(const char *id, const char *what)
     hist_free(&h);
 }
 
-static int64_t sql_int(const char *sql, const char *arg)
+/* The snapshots of session id, read through the store (newest first): how many,
+ * how many not at a multiple of 64 events, and the newest position (-1: none).
+ * Returns 0 or LOG_E*. */
+static int snapshots_of(const char *id, int64_t *count, int64_t *off_boundary, int64_t *newest)
 {
-    sqlite3_stmt *st;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(log_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return -1;
-    if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    uint64_t upto = UINT64_MAX >> 1;
+    *count = *off_boundary = 0;
+    *newest = -1;
+    for (int i = 0; i < 100000; i++) {
+        offset_t at;
+        char *view = NULL;
+        int rc = store_of(conn)->sessions->snapshot_before(conn, id, upto, &at, &view);
+        free(view);
+        if (rc < 0) return rc;
+        if (rc == 0) break;
+        (*count)++;
+        if (at.seq % 64) (*off_boundary)++;
+        if (*newest < 0) *newest = (int64_t)at.seq;
+        if (at.seq == 0) break;
+        upto = at.seq - 1;
+    }
+    return 0;
+}
+
+static int64_t snapshot_count(const char *id)
+{
+    int64_t n, off, newest;
+    return snapshots_of(id, &n, &off, &newest) ? -1 : n;
+}
+
+/* Store view as session id's snapshot at `at` (a write of the store's, in a group). */
+typedef struct snap_put {
+    const char *id;
+    offset_t at;
+    const char *view;
+} snap_put;
+
+static int put_snapshot_tx(log_conn_t *c, void *arg)
+{
+    snap_put *p = arg;
+    return store_of(c)->sessions->snapshot_put(c, p->id, p->at, p->view);
+}
+
+static int put_snapshot(const char *id, offset_t at, const char *view)
+{
+    snap_put p = {id, at, view};
+    return log_transact(conn, put_snapshot_tx, &p);
 }
 
 /* Append a long, varied history to session id in commands of 1 to 5 events
@@ -520,30 +558,23 @@ static void test_views_and_snapshots(void)
     CHECK_EQ_INT(fork_at("long-fork-ok", "long", 1, h.off[5]), 0);
 
     /* One snapshot per SSTORE_SNAPSHOT_EVERY events, at the boundaries. */
-    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ?", "long"),
-                 (int64_t)(n / SSTORE_SNAPSHOT_EVERY));
-    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ? AND seq % 64 != 0", "long"), 0);
-    CHECK_EQ_INT(sql_int("SELECT max(seq) FROM snapshots WHERE session = ?", "long"), 128);
+    int64_t nsnap, off_boundary, newest;
+    CHECK_EQ_INT(snapshots_of("long", &nsnap, &off_boundary, &newest), 0);
+    CHECK_EQ_INT(nsnap, (int64_t)(n / SSTORE_SNAPSHOT_EVERY));
+    CHECK_EQ_INT(off_boundary, 0);
+    CHECK_EQ_INT(newest, 128);
 
     /* Replay starts at the nearest snapshot: mark the one at 64 and the views from
      * 64 to 127 show the mark, those before 64 and from 128 on do not. */
-    sqlite3_stmt *st;
     char *saved = NULL;
-    if (CHECK(sqlite3_prepare_v2(log_db(conn), "SELECT view FROM snapshots WHERE session = 'long' AND seq = 64",
-                                 -1, &st, NULL) == SQLITE_OK)) {
-        if (CHECK(sqlite3_step(st) == SQLITE_ROW)) saved = strdup((const char *)sqlite3_column_text(st, 0));
-        sqlite3_finalize(st);
-    }
-    if (saved) {
+    offset_t at64;
+    CHECK_EQ_INT(store_of(conn)->sessions->snapshot_before(conn, "long", 64, &at64, &saved), 1);
+    if (saved && CHECK_EQ_INT(at64.seq, 64)) {
         json_t *snap = parse(saved);
         json_object_set_new(json_object_get(snap, "state"), "marked", json_true());
         char *marked = json_dumps(snap, JSON_COMPACT);
         json_decref(snap);
-        CHECK(sqlite3_prepare_v2(log_db(conn), "UPDATE snapshots SET view = ? WHERE session = 'long' AND seq = 64",
-                                 -1, &st, NULL) == SQLITE_OK);
-        sqlite3_bind_text(st, 1, marked, -1, SQLITE_STATIC);
-        CHECK(sqlite3_step(st) == SQLITE_DONE);
-        sqlite3_finalize(st);
+        CHECK_EQ_INT(put_snapshot("long", at64, marked), 0);
         static const size_t at[] = {1, 63, 64, 65, 100, 127, 128, 129, 149};
         for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
             json_t *v = view_at("long", 1, h.off[at[i]], NULL, NULL);
@@ -554,14 +585,10 @@ static void test_views_and_snapshots(void)
         json_t *v = view_at("long", 0, none, NULL, NULL);   /* the tail: from 128 */
         CHECK(json_object_get(json_object_get(v, "state"), "marked") == NULL);
         json_decref(v);
-        CHECK(sqlite3_prepare_v2(log_db(conn), "UPDATE snapshots SET view = ? WHERE session = 'long' AND seq = 64",
-                                 -1, &st, NULL) == SQLITE_OK);
-        sqlite3_bind_text(st, 1, saved, -1, SQLITE_STATIC);
-        CHECK(sqlite3_step(st) == SQLITE_DONE);
-        sqlite3_finalize(st);
+        CHECK_EQ_INT(put_snapshot("long", at64, saved), 0);
         free(marked);
-        free(saved);
     }
+    free(saved);
     check_all_views("long", "long after restoring the snapshot");
     hist_free(&h);
 
@@ -826,18 +853,47 @@ static json_t *list_visible(int limit, int *pages)
     return all;
 }
 
+/* Session rows as they are stored (no stream behind them: listing reads the rows
+ * only), inserted through the store in one group. */
+typedef struct rows_put {
+    const char *const *ids;
+    const int64_t *created_ms;
+    int n;
+} rows_put;
+
+static int put_rows_tx(log_conn_t *c, void *arg)
+{
+    rows_put *p = arg;
+    for (int i = 0; i < p->n; i++) {
+        sstore_row row;
+        memset(&row, 0, sizeof row);
+        snprintf(row.id, sizeof row.id, "%s", p->ids[i]);
+        snprintf(row.stream, sizeof row.stream, "s");
+        snprintf(row.status, sizeof row.status, "pending");
+        row.created_ms = p->created_ms[i];
+        int rc = store_of(c)->sessions->insert(c, &row);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int put_rows(const char *const *ids, const int64_t *created_ms, int n)
+{
+    rows_put p = {ids, created_ms, n};
+    return log_transact(conn, put_rows_tx, &p);
+}
+
 static void test_list_hidden(void)
 {
-    sqlite3 *db = log_db(conn);
-    /* Wipe the earlier tests' rows: this test counts. */
-    CHECK_EQ_INT(sqlite3_exec(db, "DELETE FROM sessions", NULL, NULL, NULL), SQLITE_OK);
+    /* A database of its own: this test counts (the earlier tests' rows would be listed). */
+    test_db_close(dir, lg, conn);
+    dir[0] = '\0';
+    if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn)) return;
     /* Newest first: vis-3, hid-2, vis-1, hid-0 at 1 ms apart (a page of one that ends
      * on vis-3 came from a cursor naming hid-2 before). */
-    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
-                                  " ('hid-0', 's', 'pending', 100, 100), ('vis-1', 's', 'pending', 101, 101),"
-                                  " ('hid-2', 's', 'pending', 102, 102), ('vis-3', 's', 'pending', 103, 103)",
-                              NULL, NULL, NULL),
-                 SQLITE_OK);
+    static const char *const first[] = {"hid-0", "vis-1", "hid-2", "vis-3"};
+    static const int64_t first_ms[] = {100, 101, 102, 103};
+    CHECK_EQ_INT(put_rows(first, first_ms, 4), 0);
     int pages;
     json_t *got = list_visible(1, &pages);
     json_t *want = parse("[\"vis-3\", \"vis-1\"]");
@@ -848,27 +904,22 @@ static void test_list_hidden(void)
     /* More hidden sessions than a page looks at: it ends short, with a cursor that
      * names none of them; the visible ones on both sides are all listed once. Two
      * hidden ones share the millisecond where the scan stops. */
-    char *err = NULL;
-    CHECK_EQ_INT(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_stmt *st;
-    CHECK_EQ_INT(sqlite3_prepare_v2(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms)"
-                                        " VALUES (?, 's', 'pending', ?, 0)", -1, &st, NULL),
-                 SQLITE_OK);
-    for (int i = 0; i < SSTORE_LIST_SCAN + 10; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "hid-x%05d", i);
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 2, 1000 + i / 2);
-        CHECK_EQ_INT(sqlite3_step(st), SQLITE_DONE);
-        sqlite3_reset(st);
+    enum { HIDDEN = SSTORE_LIST_SCAN + 10 };
+    static char idbuf[HIDDEN + 3][32];
+    static const char *row_ids[HIDDEN + 3];
+    static int64_t ms[HIDDEN + 3];
+    for (int i = 0; i < HIDDEN; i++) {
+        snprintf(idbuf[i], sizeof idbuf[i], "hid-x%05d", i);
+        row_ids[i] = idbuf[i];
+        ms[i] = 1000 + i / 2;
     }
-    sqlite3_finalize(st);
-    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
-                                  " ('vis-old', 's', 'pending', 999, 0), ('vis-mid', 's', 'pending', 1003, 0),"
-                                  " ('vis-new', 's', 'pending', 900000, 0); COMMIT",
-                              NULL, NULL, &err),
-                 SQLITE_OK);
-    sqlite3_free(err);
+    static const char *const vis[] = {"vis-old", "vis-mid", "vis-new"};
+    static const int64_t vis_ms[] = {999, 1003, 900000};
+    for (int i = 0; i < 3; i++) {
+        row_ids[HIDDEN + i] = vis[i];
+        ms[HIDDEN + i] = vis_ms[i];
+    }
+    CHECK_EQ_INT(put_rows(row_ids, ms, HIDDEN + 3), 0);
     got = list_visible(2, &pages);
     want = parse("[\"vis-new\", \"vis-mid\", \"vis-old\", \"vis-3\", \"vis-1\"]");
     if (!CHECK(json_equal(got, want))) {
@@ -924,7 +975,7 @@ static void test_delete(void)
     json_t *f140 = view_at("f140", 0, none, NULL, NULL);
     CHECK_EQ_INT(sstore_delete(conn, "long"), 0);
     CHECK_EQ_INT(sstore_get(conn, "long", &row), LOG_ENOTFOUND);
-    CHECK_EQ_INT(sql_int("SELECT count(*) FROM snapshots WHERE session = ?", "long"), 0);
+    CHECK_EQ_INT(snapshot_count("long"), 0);
     json_t *g100 = view_at("f100", 0, none, NULL, NULL);
     json_t *g140 = view_at("f140", 0, none, NULL, NULL);
     CHECK(same_json(g100, f100, "f100 after its parent was deleted", 0));
