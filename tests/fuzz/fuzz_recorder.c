@@ -12,44 +12,12 @@
 
 #include "buf.h"
 #include "recorder.h"
-#include "store/sqlite/sqlite.h"
 #include "sse.h"
 
 #define REQUIRE(cond) \
     do { \
         if (!(cond)) abort(); \
     } while (0)
-
-/* The database is never touched here (lib/log is not linked in). */
-struct sqlite3 *log_db(log_conn_t *c)
-{
-    (void)c;
-    abort();
-}
-
-int log_stmt(log_conn_t *c, const char *sql, struct sqlite3_stmt **st)
-{
-    (void)c, (void)sql, (void)st;
-    abort();
-}
-
-void log_stmt_done(log_conn_t *c, struct sqlite3_stmt *st)
-{
-    (void)c, (void)st;
-    abort();
-}
-
-int log_stmt_finish(log_conn_t *c, struct sqlite3_stmt *st, int rc)
-{
-    (void)c, (void)st, (void)rc;
-    abort();
-}
-
-int log_stmt_run(log_conn_t *c, struct sqlite3_stmt *st)
-{
-    (void)c, (void)st;
-    abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
