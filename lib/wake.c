@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #include "store.h"
-#include "store/sqlite/sqlite.h"
 
 #define WAKE_BUCKETS 4096
 #define WAKE_ANY (-1)           /* waiter id of wake_watch_any */

@@ -12,6 +12,13 @@
 #   no module calls into a module that calls back into it, however far round
 #   (lib/ fcgi/ cli/; runner/ is left out while its rework is under way: its driver,
 #   request and outbox modules still call each other)
+# - sqlite-confined: SQLite is the SQLite engine's alone. No C file outside
+#   lib/store/sqlite/ names it: no <sqlite3.h>, no sqlite3 type or call (no
+#   "sqlite3" at all), no include of the engine's headers (store/sqlite/...) apart
+#   from store/sqlite/engine.h, the engine's table (nothing of SQLite), which
+#   lib/log.c's store_engine_for picks;
+#   only the engine's own unit tests, tests/unit/test_sqlite_*.c, look at its rows.
+#   (The modules listed in sqlite_moving are still being moved behind the store.)
 # - event-keys: event payload keys are spelled once, by the PK_* catalogue in
 #   lib/session.h: lib/event.c (the constructors) quotes no key, and the reducer
 #   (lib/session.c, its "the reducer" section) reads none by a quoted name from a
@@ -90,6 +97,18 @@ for d in lib fcgi cli; do
 done
 [ -z "$calls" ] || printf 'call circles between modules:\n%s' "$calls"
 result calls-acyclic "$([ -z "$calls" ] && echo 0 || echo 1)"
+
+# Being moved behind the store's typed operations: empty this list as they land.
+sqlite_moving="lib/recorder.c lib/subscription.c"
+sqlite_bad=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
+    grep -vE '^(lib/store/sqlite/|tests/unit/test_sqlite_[^/]*\.c$)' |
+    while read -r f; do
+        case " $sqlite_moving " in *" $f "*) continue ;; esac
+        [ -e "$f" ] || continue
+        grep -HnE 'sqlite3|^#include .*store/sqlite/' "$f" | grep -vE '^[^:]+:[0-9]+:#include "store/sqlite/engine\.h"'
+    done)
+[ -z "$sqlite_bad" ] || printf 'SQLite outside its engine (lib/store/sqlite/, tests/unit/test_sqlite_*.c):\n%s\n' "$sqlite_bad"
+result sqlite-confined "$([ -z "$sqlite_bad" ] && echo 0 || echo 1)"
 
 quoted=$(sed -E 's://.*$::' lib/event.c | grep -nE '"[a-z][A-Za-z]*"' |
     grep -vE '^[0-9]+:#include|actor = "(runner|user|system)";|json_string\("[a-z]+"\)')
