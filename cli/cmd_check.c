@@ -3,7 +3,6 @@
  * summary; exits 0 when sound, 1 on problems, 2 on usage or if it cannot look. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../lib/backup.h"
 #include "../lib/utf8.h"

@@ -32,11 +32,13 @@
  * opaque here.
  *
  * Choosing the engine: store_engine_for(target) picks it from the database target
- * a program was given (DSTREAM_DB or a --db option); log_open does.
+ * a program was given (DSTREAM_DB or a --db option); log_open does, and so do the
+ * backups (lib/backup), which work on a target rather than an open log.
  *
  * This header has no .c of its own: it is the contract between lib/log.c (and the
- * modules that keep rows: lease, defs, auth, rstats, subscription, backup, ...) above, and the engines
- * below, which never call up into them. */
+ * modules that keep rows: lease, defs, auth, rstats, subscription, backup, ...)
+ * above, and the engines below, which never call up into them (backup's check
+ * hands its callbacks down: backup_walk). */
 #ifndef DSTREAM_STORE_H
 #define DSTREAM_STORE_H
 
