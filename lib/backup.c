@@ -32,16 +32,16 @@ int backup_copy(const char *target, const char *dest, backup_info *bi, char *err
     if (!e) return BACKUP_EOPEN;
     if (lstat(dest, &st) == 0) {
         snprintf(err, errlen, "%s exists: a backup is never written over a file", dest);
-        return -1;
+        return BACKUP_EFAIL;
     }
     if (snprintf(tmp, sizeof tmp, "%s.tmp-%d", dest, (int)getpid()) >= (int)sizeof tmp) {
         snprintf(err, errlen, "destination path too long");
-        return -1;
+        return BACKUP_EFAIL;
     }
     unlink(tmp);
     int rc = e->backup->copy(target, tmp, bi, err, errlen);
     if (rc) goto out;
-    rc = -1;
+    rc = BACKUP_EFAIL;
     if (fsync_path(tmp, 0) || rename(tmp, dest)) {
         snprintf(err, errlen, "%s: %s", dest, strerror(errno));
         goto out;

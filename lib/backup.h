@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errs.h"
+
 typedef struct backup_info {
     int64_t streams;            /* streams in the copy */
     int64_t messages;           /* messages in the copy */
@@ -45,18 +47,18 @@ typedef struct backup_info {
     int pages;                  /* database pages copied (0 if the engine has none) */
 } backup_info;
 
-/* Besides -1 (the work failed, message in err): */
-#define BACKUP_ENODB (-2)       /* the target names no database: err "TARGET: no such database" */
-#define BACKUP_EOPEN (-3)       /* the database could not be opened: err "TARGET: reason" */
+/* Each function below fails with a code of lib/errs.h and a message in err:
+ * BACKUP_ENODB, the target names no database (err "TARGET: no such database");
+ * BACKUP_EOPEN, the database could not be opened (err "TARGET: reason"); or
+ * BACKUP_EFAIL, the work itself failed. */
 
 /* Copy the database at target to the file dest (which must not exist). Returns 0
- * and fills *bi (may be NULL), or -1 (or BACKUP_E*) with a message in err and no
- * dest left behind. */
+ * and fills *bi (may be NULL), or BACKUP_E* with no dest left behind. */
 int backup_copy(const char *target, const char *dest, backup_info *bi, char *err, size_t errlen);
 
 /* Copy the backup file from over the database at target (created if needed), then
  * migrate it. Check the backup first (backup_check); stop the servers first. Returns
- * 0, or -1 (or BACKUP_EOPEN) with a message in err. */
+ * 0 or BACKUP_E*. */
 int backup_restore(const char *target, const char *from, char *err, size_t errlen);
 
 /* Called once per problem found, with a one-line description. */
@@ -65,7 +67,7 @@ typedef void (*backup_report_fn)(void *ud, const char *problem);
 /* Check the database at target as it is (no migration): the engine's integrity
  * check, the log's invariants and the snapshots against a replay; at most `limit`
  * reports per kind of problem. Returns the number of problems found (0: sound), or
- * -1 (or BACKUP_E*) if the check itself could not run (message in err). */
+ * BACKUP_E* if the check itself could not run. */
 int backup_check(const char *target, int limit, backup_report_fn report, void *ud, char *err, size_t errlen);
 
 /* The walk an engine's check gives this module, inside the same read transaction

@@ -41,6 +41,9 @@ const char *errs_str(int rc)
     case JSON_EINVAL: return "not a JSON text";
     case JSON_EDEPTH: return "JSON nested too deep";
     case WORKFLOW_ETOOLARGE: return "the workflow's state or a value is over its byte limit";
+    case BACKUP_EFAIL: return "the backup, restore or check could not be done";
+    case BACKUP_ENODB: return "no such database";
+    case BACKUP_EOPEN: return "the database could not be opened";
     case ERRS_CALLBACK: return "a callback failed";
     default:
         if (rc < SSTORE_EREFUSED && rc >= SSTORE_EREFUSED_LAST) return "the session refused the command";

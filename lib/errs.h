@@ -12,6 +12,7 @@
  *   BUF_E*    -400 .. -499   bounded buffers (lib/buf.h)
  *   JSON_E*   -500 .. -599   the JSON scanner (lib/json.h)
  *   WORKFLOW_E* -600 .. -699 workflow documents (lib/workflow.h)
+ *   BACKUP_E* -700 .. -799   backups, restores and checks of a database (lib/backup.h)
  *   ERRS_CALLBACK     -900   a caller's callback failed: the function that called
  *                            it passes this back (log_read, wake_follow, json_messages)
  *
@@ -66,6 +67,9 @@ enum {
     JSON_EDEPTH = -501,    /* nested deeper than JSON_MAX_DEPTH */
 
     WORKFLOW_ETOOLARGE = -600, /* an update or a value past its byte limit */
+    BACKUP_EFAIL = -700,   /* the copy, restore or check could not be done (its message says why) */
+    BACKUP_ENODB = -701,   /* the target names no database */
+    BACKUP_EOPEN = -702,   /* the database could not be opened */
 
     ERRS_CALLBACK = -900   /* a caller's callback failed (its own reason is the caller's) */
 };

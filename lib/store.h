@@ -248,7 +248,7 @@ typedef struct store_subs_ops {
  * backup file from over the database. check: the engine's integrity check and the
  * invariants of lib/backup.h, at most limit reports per kind, then (if the file is
  * sound) the walk of every session stream, all in one read transaction; returns
- * the number of problems it found itself. Each returns -1 or BACKUP_E* with err. */
+ * the number of problems it found itself. Each fails with BACKUP_E* and err. */
 typedef struct store_backup_ops {
     int (*copy)(const char *target, const char *tmp, backup_info *bi, char *err, size_t errlen);
     int (*restore)(const char *target, const char *from, char *err, size_t errlen);

@@ -146,7 +146,7 @@ static void test_backup_under_load(void)
     int after[WRITERS];
     for (int w = 0; w < WRITERS; w++) after[w] = atomic_load(&acked[w]);
     /* A second backup to the same file is refused and leaves it alone. */
-    CHECK_EQ_INT(backup_copy(db, dest, NULL, err, sizeof err), -1);
+    CHECK_EQ_INT(backup_copy(db, dest, NULL, err, sizeof err), BACKUP_EFAIL);
     CHECK(strstr(err, "exists") != NULL);
     atomic_store(&stop, 1);
     for (int w = 0; w < WRITERS; w++) pthread_join(th[w], NULL);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "backup.h"
 #include "buf.h"
 #include "json.h"
 #include "log.h"
@@ -37,6 +38,7 @@ static const code codes[] = {
     C(BUF_ENOMEM, -499, -400), C(BUF_ETOOBIG, -499, -400),
     C(JSON_EINVAL, -599, -500), C(JSON_EDEPTH, -599, -500),
     C(WORKFLOW_ETOOLARGE, -699, -600),
+    C(BACKUP_EFAIL, -799, -700), C(BACKUP_ENODB, -799, -700), C(BACKUP_EOPEN, -799, -700),
     C(ERRS_CALLBACK, -900, -900),
 };
 

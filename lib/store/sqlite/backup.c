@@ -37,7 +37,7 @@ static sqlite3 *open_db(const char *target, int migrate, char *err, size_t errle
 static int sq_copy(const char *target, const char *tmp, backup_info *bi, char *err, size_t errlen)
 {
     sqlite3 *src = NULL, *out = NULL;
-    int rc = -1;
+    int rc = BACKUP_EFAIL;
     if (access(target, F_OK)) {
         snprintf(err, errlen, "%s: no such database", target);
         return BACKUP_ENODB;
@@ -96,7 +96,7 @@ static int sq_restore(const char *target, const char *from, char *err, size_t er
 {
     sqlite3 *src = NULL, *dst = open_db(target, 0, err, errlen);
     if (!dst) return BACKUP_EOPEN;
-    int rc = -1;
+    int rc = BACKUP_EFAIL;
     if (sqlite3_open_v2(from, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", from, src ? sqlite3_errmsg(src) : "out of memory");
         goto out;
@@ -338,7 +338,7 @@ static sqlite3 *open_existing(const char *target, int *why, char *err, size_t er
 static int sq_check(const char *target, int limit, backup_report_fn report, void *ud, const backup_walk *w,
                     char *err, size_t errlen)
 {
-    int problems = 0, why = -1;
+    int problems = 0, why = BACKUP_EFAIL;
     sqlite3_stmt *st;
     sqlite3 *db = open_existing(target, &why, err, errlen);
     if (!db) return why;
@@ -382,7 +382,7 @@ static int sq_check(const char *target, int limit, backup_report_fn report, void
 fail:
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close_v2(db);
-    return -1;
+    return BACKUP_EFAIL;
 }
 
 const store_backup_ops sq_backup_ops = {
