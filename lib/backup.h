@@ -3,7 +3,7 @@
  *
  * Each works on a database target (a file path or a URI, as DSTREAM_DB or --db
  * give it), through the engine store_engine_for(target) picks (lib/store.h, area
- * `backup`); nothing here sees the engine.
+ * `backup`); nothing here knows which engine it is.
  *
  * The copy is the database as of one commit, taken while writers of every process
  * go on: the SQLite engine uses SQLite's online backup API in a single step, so the
