@@ -1,7 +1,7 @@
 /* log: durable append-only streams, on whichever engine keeps the database.
  *
  * Storage is the engine's (lib/store.h; SQLite's essay is at the top of
- * lib/store/sqlite/streams.c): a stream's row keeps its tail, closed flag, last
+ * lib/store/sqlite/sq_streams.c): a stream's row keeps its tail, closed flag, last
  * Stream-Seq and TTL data; its messages are rows keyed by (stream, seq); a fork
  * stores only its own messages and reads the rest from its ancestors. This file
  * holds what is the same on every engine: opening the handles, and the group
@@ -32,7 +32,7 @@
 #include <strings.h>
 
 #include "store.h"
-#include "store/sqlite/engine.h"
+#include "store/sqlite/sq_engine.h"
 
 typedef struct log_op {
     int (*fn)(log_conn_t *c, void *arg);

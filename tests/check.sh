@@ -15,7 +15,7 @@
 # - sqlite-confined: SQLite is the SQLite engine's alone. No C file outside
 #   lib/store/sqlite/ names it: no <sqlite3.h>, no sqlite3 type or call (no
 #   "sqlite3" at all), no include of the engine's headers (store/sqlite/...) apart
-#   from store/sqlite/engine.h, the engine's table (nothing of SQLite), which
+#   from store/sqlite/sq_engine.h, the engine's table (nothing of SQLite), which
 #   lib/log.c's store_engine_for picks;
 #   only the engine's own unit tests, tests/unit/test_sqlite_*.c, look at its rows.
 #   (The modules listed in sqlite_moving are still being moved behind the store.)
@@ -105,7 +105,7 @@ sqlite_bad=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
     while read -r f; do
         case " $sqlite_moving " in *" $f "*) continue ;; esac
         [ -e "$f" ] || continue
-        grep -HnE 'sqlite3|^#include .*store/sqlite/' "$f" | grep -vE '^[^:]+:[0-9]+:#include "store/sqlite/engine\.h"'
+        grep -HnE 'sqlite3|^#include .*store/sqlite/' "$f" | grep -vE '^[^:]+:[0-9]+:#include "store/sqlite/sq_engine\.h"'
     done)
 [ -z "$sqlite_bad" ] || printf 'SQLite outside its engine (lib/store/sqlite/, tests/unit/test_sqlite_*.c):\n%s\n' "$sqlite_bad"
 result sqlite-confined "$([ -z "$sqlite_bad" ] && echo 0 || echo 1)"

@@ -1,4 +1,4 @@
-/* Unit tests for the SQLite engine's backups (lib/store/sqlite/backup.c, through
+/* Unit tests for the SQLite engine's backups (lib/store/sqlite/sq_backup.c, through
  * lib/backup.c): a backup is one self-contained file (no -wal beside it); the
  * check names each invariant broken by hand in the rows; a snapshot altered by
  * hand (a session's own, or a fork's at its fork point, or its text cut at a NUL)

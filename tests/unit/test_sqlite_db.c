@@ -1,7 +1,7 @@
-/* Unit tests for lib/store/sqlite/db.c: opening, pragmas, and migrations recorded once. */
+/* Unit tests for lib/store/sqlite/sq_db.c: opening, pragmas, and migrations recorded once. */
 #include "timefmt.h"
-#include "store/sqlite/sqlite.h"
-#include "store/sqlite/db.h"
+#include "store/sqlite/sq.h"
+#include "store/sqlite/sq_db.h"
 
 #include "log.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for the SQLite engine's runner figures (lib/store/sqlite/rstats.c):
+/* Unit tests for the SQLite engine's runner figures (lib/store/sqlite/sq_runner_stats.c):
  * a database without the tables (one of an older binary) reads as empty, not as
  * an error. */
 #include "rstats.h"
@@ -6,7 +6,7 @@
 #include <sqlite3.h>
 #include <string.h>
 
-#include "store/sqlite/sqlite.h"
+#include "store/sqlite/sq.h"
 #include "test_db.h"
 
 static char dir[256];

@@ -1,11 +1,11 @@
-/* Unit tests for the SQLite engine's statement cache (lib/store/sqlite/stmt.c):
+/* Unit tests for the SQLite engine's statement cache (lib/store/sqlite/sq_stmt.c):
  * log_stmt hands out the cached statement, a fresh one while it is out, compares
  * SQL by content, serves more at once than it holds, and refuses a mistake. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "store/sqlite/sqlite.h"
+#include "store/sqlite/sq.h"
 #include "test.h"
 #include "test_db.h"
 

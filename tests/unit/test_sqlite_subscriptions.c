@@ -1,4 +1,4 @@
-/* Unit tests for the SQLite engine's subscriptions (lib/store/sqlite/subscriptions.c),
+/* Unit tests for the SQLite engine's subscriptions (lib/store/sqlite/sq_subscriptions.c),
  * through store_subs_ops and checked against the tables of
  * sql/sqlite/008_subscriptions.sql: a row's round trip, the kinds of a link (explicit,
  * glob, both) and what unlink leaves, a stream gone or made again, acks that only
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "store.h"
-#include "store/sqlite/sqlite.h"
+#include "store/sqlite/sq.h"
 #include "test.h"
 #include "test_db.h"
 

@@ -1,11 +1,11 @@
-/* Unit tests for the SQLite engine's tokens (lib/store/sqlite/tokens.c): the
+/* Unit tests for the SQLite engine's tokens (lib/store/sqlite/sq_tokens.c): the
  * database never holds a token, only its hash, in any column. */
 #include "auth.h"
 
 #include <sqlite3.h>
 #include <string.h>
 
-#include "store/sqlite/sqlite.h"
+#include "store/sqlite/sq.h"
 #include "test.h"
 #include "test_db.h"
 

@@ -2,7 +2,7 @@
  * exchange or tool call, its body pieces as rows of recording_chunks. Which
  * recording answers which request is lib/recorder's rule; the queries here find
  * rows by identity, answer ordinal (meta.ordinal) and the asker's reach. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,14 +2,14 @@
  * integrity_check and the log's invariants as queries, and the walk of the session
  * streams that lib/backup.c folds and compares (it never calls up into it: the
  * walk's callbacks are handed down). */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "sq_db.h"
 
 #define BACKUP_TRIES 50         /* a busy source (a checkpoint resetting the WAL) */
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../../store.h"
-#include "engine.h"
+#include "sq_engine.h"
 
 #define SQ_STREAM_STMTS 32     /* streams.c's prepared statements (its S_COUNT) */
 

@@ -1,6 +1,6 @@
 /* The SQLite engine's statement cache: each connection keeps the statements its
  * files prepare by SQL text (see sqlite.h). A leaf: it calls nothing above it. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <string.h>
 

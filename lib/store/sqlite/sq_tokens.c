@@ -1,6 +1,6 @@
 /* The SQLite engine's tokens (lib/auth.h): one row per token, its secret kept
  * only as a hash. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <string.h>

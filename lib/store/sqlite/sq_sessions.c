@@ -1,6 +1,6 @@
 /* The SQLite engine's sessions (lib/sstore.h): one row per session (its status
  * kept in step with its log by lib/sstore) and the snapshots of its view. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <stdlib.h>

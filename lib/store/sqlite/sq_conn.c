@@ -1,14 +1,14 @@
 /* The SQLite engine's connections: one per thread, each with its own database
  * handle, the streams' prepared statements, the statement cache and a descriptor
  * of the writers' lock file. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "sq_db.h"
 
 void sq_conn_close(log_conn_t *lc)
 {

@@ -1,6 +1,6 @@
 /* The SQLite engine's runner figures (lib/rstats.h): one row per runner id, and
  * the sessions counted by status. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <string.h>

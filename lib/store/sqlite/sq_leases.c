@@ -1,6 +1,6 @@
 /* The SQLite engine's leases (lib/lease.h): one row per session, and the owner
  * lock of a runner id as a flock(2) on a file beside the database. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* The SQLite engine's agent and workflow definitions (lib/defs.h). */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
  * Finding the streams that changed: every change to a stream row stamps it with a
  * database-wide revision (streams.rev, indexed: max(rev) + 1, safe because SQLite
  * has one writer at a time); the feed asks for rows with rev above the last it saw. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "sq_db.h"
 
 struct store_feed {
     log_t *log;

@@ -1,4 +1,4 @@
-#include "db.h"
+#include "sq_db.h"
 
 #include "../../timefmt.h"
 

@@ -2,7 +2,7 @@
  * with the state of its wake (sql/sqlite/008_subscriptions.sql), a row per link
  * with its cursor (an offset as text: offsets in their canonical form compare as
  * text), the tails read from the streams' rows, and the webhook signing keys. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The SQLite engine: the process's handle, the steps of the group commit, and
  * the table lib/log.c dispatches through (connections: conn.c; the statement
  * cache: stmt.c; each area's SQL in a file of its own). */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "sq_db.h"
 
 /* ---- the process ---------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
  *
  * Reads run on the calling thread's connection inside BEGIN/COMMIT so that the
  * stream row and its messages come from one snapshot, and never wait inside it. */
-#include "sqlite.h"
+#include "sq.h"
 
 #include <ctype.h>
 #include <errno.h>
