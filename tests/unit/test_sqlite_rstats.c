@@ -34,7 +34,7 @@ static void test_without_tables(void)
     memset(&s, 0, sizeof s);
     snprintf(s.owner, sizeof s.owner, "%s", "runner-a");
     CHECK_EQ_INT(rstats_start(conn, &s), 0);
-    sqlite3 *db = log_db(conn);
+    sqlite3 *db = sq_db(conn);
     CHECK_EQ_INT(sqlite3_exec(db,
                               "INSERT INTO sessions (id, stream, status, created_ms, updated_ms, deleted) VALUES"
                               " ('a', 'sessions/a', 'completed', 0, 0, 0)",

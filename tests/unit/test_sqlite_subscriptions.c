@@ -27,7 +27,7 @@ static int64_t q(const char *sql, const char *arg)
 {
     sqlite3_stmt *st;
     int64_t v = -1;
-    if (sqlite3_prepare_v2(log_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return -3;
+    if (sqlite3_prepare_v2(sq_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return -3;
     if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -2 : sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -39,7 +39,7 @@ static const char *qs(const char *sql, const char *arg, char *out, size_t cap)
 {
     sqlite3_stmt *st;
     out[0] = '\0';
-    if (sqlite3_prepare_v2(log_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return out;
+    if (sqlite3_prepare_v2(sq_db(conn), sql, -1, &st, NULL) != SQLITE_OK) return out;
     if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
         snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
@@ -49,7 +49,7 @@ static const char *qs(const char *sql, const char *arg, char *out, size_t cap)
 
 static void exec_sql(const char *sql)
 {
-    CHECK_EQ_INT(sqlite3_exec(log_db(conn), sql, NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(sq_db(conn), sql, NULL, NULL, NULL), SQLITE_OK);
 }
 
 static void append(const char *path, const char *data)

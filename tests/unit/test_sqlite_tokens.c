@@ -19,14 +19,14 @@ static void test_no_token_in_rows(void)
     const char *sc[] = {"streams:read:pub/", "sessions:write"};
     CHECK_EQ_INT(auth_token_create(c, "reader", sc, 2, -1, tok, sizeof tok), 0);
     sqlite3_stmt *st;
-    CHECK(sqlite3_prepare_v2(log_db(c), "SELECT count(*) FROM tokens WHERE instr(id || name || hash || scopes, ?) > 0",
+    CHECK(sqlite3_prepare_v2(sq_db(c), "SELECT count(*) FROM tokens WHERE instr(id || name || hash || scopes, ?) > 0",
                              -1, &st, NULL) == SQLITE_OK);
     sqlite3_bind_text(st, 1, tok + 21, -1, SQLITE_STATIC);
     CHECK(sqlite3_step(st) == SQLITE_ROW);
     CHECK_EQ_INT(sqlite3_column_int(st, 0), 0);
     sqlite3_finalize(st);
     /* The row is there (the query above looked at something). */
-    CHECK(sqlite3_prepare_v2(log_db(c), "SELECT count(*) FROM tokens WHERE name = 'reader'", -1, &st, NULL) ==
+    CHECK(sqlite3_prepare_v2(sq_db(c), "SELECT count(*) FROM tokens WHERE name = 'reader'", -1, &st, NULL) ==
           SQLITE_OK);
     CHECK(sqlite3_step(st) == SQLITE_ROW);
     CHECK_EQ_INT(sqlite3_column_int(st, 0), 1);

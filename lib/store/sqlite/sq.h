@@ -1,7 +1,6 @@
 /* The SQLite engine's own header: its connection, its statement cache and what
  * its files share. Nothing outside lib/store/sqlite/ includes it (make check),
- * except the modules still being moved behind typed operations (their SQL goes
- * through log_stmt until then).
+ * except the engine's own unit tests (tests/unit/test_sqlite_*.c).
  *
  * One database file in WAL mode, opened by every process with a busy timeout;
  * writers of all processes queue on a lock file beside it (DB-wlock) before
@@ -21,13 +20,13 @@
 #define SQ_STREAM_STMTS 32     /* streams.c's prepared statements (its S_COUNT) */
 
 /* Such a statement from the connection's cache: prepared the first time sql is
- * asked for, then kept (up to LOG_STMT_CACHE of them, the least recently used
+ * asked for, then kept (up to SQ_STMT_CACHE of them, the least recently used
  * replaced), since preparing costs far more than running the short statements the
- * modules use. Give it back with log_stmt_done (never sqlite3_finalize), which
+ * modules use. Give it back with sq_stmt_done (never sqlite3_finalize), which
  * resets it and clears its bindings. Asked again while still out (a nested use),
  * a fresh statement is prepared, and finalized when given back. sql is compared
  * by content, so it may be built at run time. */
-#define LOG_STMT_CACHE 48
+#define SQ_STMT_CACHE 48
 
 typedef struct sq_cached_stmt {
     uint64_t hash;             /* of the SQL text */
@@ -43,7 +42,7 @@ typedef struct sq_conn {
     int lockfd;                /* the writers' lock file, -1 if unavailable */
     int locked;                /* group_begin took it */
     uint64_t tick;
-    sq_cached_stmt cache[LOG_STMT_CACHE];  /* log_stmt */
+    sq_cached_stmt cache[SQ_STMT_CACHE];  /* sq_stmt */
 } sq_conn;
 
 static inline sq_conn *sq(log_conn_t *c)
@@ -52,14 +51,14 @@ static inline sq_conn *sq(log_conn_t *c)
 }
 
 /* The connection's database handle. */
-sqlite3 *log_db(log_conn_t *c);
-int log_stmt(log_conn_t *c, const char *sql, sqlite3_stmt **st);
-void log_stmt_done(log_conn_t *c, sqlite3_stmt *st);
+sqlite3 *sq_db(log_conn_t *c);
+int sq_stmt(log_conn_t *c, const char *sql, sqlite3_stmt **st);
+void sq_stmt_done(log_conn_t *c, sqlite3_stmt *st);
 /* Give st back and turn rc, its last sqlite3_step result, into 0 (a row, or done),
  * LOG_EBUSY or LOG_EIO. */
-int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc);
-/* Step st once (a write, or a read of one row nobody needs), then log_stmt_finish. */
-int log_stmt_run(log_conn_t *c, sqlite3_stmt *st);
+int sq_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc);
+/* Step st once (a write, or a read of one row nobody needs), then sq_stmt_finish. */
+int sq_stmt_run(log_conn_t *c, sqlite3_stmt *st);
 
 /* A connection of this engine (the engine's conn_open and conn_close), for the
  * engine's own files, which never call up into lib/log.c. */

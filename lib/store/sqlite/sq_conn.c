@@ -15,7 +15,7 @@ void sq_conn_close(log_conn_t *lc)
     if (!lc) return;
     sq_conn *c = sq(lc);
     sq_streams_finalize(c);
-    for (int i = 0; i < LOG_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
+    for (int i = 0; i < SQ_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
     sqlite3_close_v2(c->db);
     if (c->lockfd >= 0) close(c->lockfd);
     free(c);

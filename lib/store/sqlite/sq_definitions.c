@@ -8,19 +8,19 @@
 static int sq_agent_put(log_conn_t *c, defs_put_arg *a)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT 1 FROM agents WHERE name = ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "SELECT 1 FROM agents WHERE name = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     a->created = rc == SQLITE_DONE;
-    if ((rc = log_stmt_finish(c, st, rc))) return rc;
+    if ((rc = sq_stmt_finish(c, st, rc))) return rc;
     if (!a->created && a->create_only) return LOG_ECONFLICT;
-    if (log_stmt(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
+    if (sq_stmt(c, "INSERT INTO agents (name, doc, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
                 " ON CONFLICT(name) DO UPDATE SET doc = ?2, updated_ms = ?3", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, timefmt_now_ms());
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return sq_stmt_finish(c, st, sqlite3_step(st));
 }
 
 static json_t *load_doc(sqlite3_stmt *st, int i)
@@ -33,7 +33,7 @@ static json_t *sq_agent_get(log_conn_t *c, const char *name, int *rc)
 {
     sqlite3_stmt *st;
     json_t *doc = NULL;
-    if (log_stmt(c, "SELECT doc FROM agents WHERE name = ?", &st)) {
+    if (sq_stmt(c, "SELECT doc FROM agents WHERE name = ?", &st)) {
         *rc = LOG_EIO;
         return NULL;
     }
@@ -41,14 +41,14 @@ static json_t *sq_agent_get(log_conn_t *c, const char *name, int *rc)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) doc = load_doc(st, 0);
     *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return doc;
 }
 
 static int sq_agent_list(log_conn_t *c, json_t *arr)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT name, doc, created_ms, updated_ms FROM agents ORDER BY name", &st))
+    if (sq_stmt(c, "SELECT name, doc, created_ms, updated_ms FROM agents ORDER BY name", &st))
         return LOG_EIO;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -63,42 +63,42 @@ static int sq_agent_list(log_conn_t *c, json_t *arr)
         json_decref(doc);
         json_array_append_new(arr, o);
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 static int sq_agent_delete(log_conn_t *c, const char *name)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "DELETE FROM agents WHERE name = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    int rc = log_stmt_finish(c, st, sqlite3_step(st));
+    int rc = sq_stmt_finish(c, st, sqlite3_step(st));
     if (rc) return rc;
-    return sqlite3_changes(log_db(c)) ? 0 : LOG_ENOTFOUND;
+    return sqlite3_changes(sq_db(c)) ? 0 : LOG_ENOTFOUND;
 }
 
 static int sq_workflow_add(log_conn_t *c, defs_put_arg *a)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT coalesce(max(version), 0) + 1 FROM workflows WHERE name = ?", &st))
+    if (sq_stmt(c, "SELECT coalesce(max(version), 0) + 1 FROM workflows WHERE name = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) a->version = sqlite3_column_int(st, 0);
-    if ((rc = log_stmt_finish(c, st, rc))) return rc;
-    if (log_stmt(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
+    if ((rc = sq_stmt_finish(c, st, rc))) return rc;
+    if (sq_stmt(c, "INSERT INTO workflows (name, version, doc, created_ms) VALUES (?, ?, ?, ?)", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, a->version);
     sqlite3_bind_text(st, 3, a->doc, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, timefmt_now_ms());
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return sq_stmt_finish(c, st, sqlite3_step(st));
 }
 
 static json_t *sq_workflow_get(log_conn_t *c, const char *name, int version, int *got_version, int *rc)
 {
     sqlite3_stmt *st;
     json_t *doc = NULL;
-    if (log_stmt(c, "SELECT doc, version FROM workflows WHERE name = ?1 AND (?2 = 0 OR version = ?2)"
+    if (sq_stmt(c, "SELECT doc, version FROM workflows WHERE name = ?1 AND (?2 = 0 OR version = ?2)"
                 " ORDER BY version DESC LIMIT 1", &st)) {
         *rc = LOG_EIO;
         return NULL;
@@ -111,14 +111,14 @@ static json_t *sq_workflow_get(log_conn_t *c, const char *name, int version, int
         *got_version = sqlite3_column_int(st, 1);
     }
     *rc = s == SQLITE_ROW ? (doc ? 0 : LOG_EIO) : s == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return doc;
 }
 
 static int sq_workflow_list(log_conn_t *c, json_t *arr)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT name, max(version), min(created_ms) FROM workflows GROUP BY name ORDER BY name",
+    if (sq_stmt(c, "SELECT name, max(version), min(created_ms) FROM workflows GROUP BY name ORDER BY name",
              &st))
         return LOG_EIO;
     int rc;
@@ -127,7 +127,7 @@ static int sq_workflow_list(log_conn_t *c, json_t *arr)
                                              (const char *)sqlite3_column_text(st, 0), "latestVersion",
                                              sqlite3_column_int(st, 1), "createdMs",
                                              (json_int_t)sqlite3_column_int64(st, 2)));
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 const store_defs_ops sq_defs_ops = {

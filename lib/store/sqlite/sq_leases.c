@@ -23,7 +23,7 @@ static int sq_acquire(log_conn_t *c, lease_arg *a)
     int64_t now = timefmt_now_ms();
     /* One statement: insert, or take over when it is our owner id's (ours, or a
      * dead predecessor's: we hold the owner lock) or expired. */
-    if (log_stmt(c, "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
+    if (sq_stmt(c, "INSERT INTO leases (session, owner, instance, expires_ms) VALUES (?1, ?2, ?3, ?4)"
                            " ON CONFLICT(session) DO UPDATE SET owner = ?2, instance = ?3, expires_ms = ?4"
                            " WHERE leases.owner = ?2 OR leases.expires_ms < ?5", &st))
         return LOG_EIO;
@@ -33,23 +33,23 @@ static int sq_acquire(log_conn_t *c, lease_arg *a)
     sqlite3_bind_int64(st, 4, now + a->ttl_ms);
     sqlite3_bind_int64(st, 5, now);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (rc != SQLITE_DONE) return busy_or_io(rc);
-    a->held = sqlite3_changes(log_db(c)) > 0;
+    a->held = sqlite3_changes(sq_db(c)) > 0;
     a->expires_ms = now + a->ttl_ms;
     if (a->held) return 0;
-    if (log_stmt(c, "SELECT expires_ms FROM leases WHERE session = ?", &st))
+    if (sq_stmt(c, "SELECT expires_ms FROM leases WHERE session = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) a->expires_ms = sqlite3_column_int64(st, 0);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
 static int sq_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
+    if (sq_stmt(c, "UPDATE leases SET expires_ms = ? WHERE session = ? AND owner = ? AND instance = ?",
                  &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, timefmt_now_ms() + ttl_ms);
@@ -57,34 +57,34 @@ static int sq_renew(log_conn_t *c, const char *session, const lease_id *me, int6
     sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (rc != SQLITE_DONE) return busy_or_io(rc);
-    return sqlite3_changes(log_db(c)) > 0;
+    return sqlite3_changes(sq_db(c)) > 0;
 }
 
 static int sq_held(log_conn_t *c, const char *session, const lease_id *me)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT 1 FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
+    if (sq_stmt(c, "SELECT 1 FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 
 static int sq_release(log_conn_t *c, lease_arg *a)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
+    if (sq_stmt(c, "DELETE FROM leases WHERE session = ? AND owner = ? AND instance = ?", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, a->session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, a->me->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, a->me->instance, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : busy_or_io(rc);
 }
 

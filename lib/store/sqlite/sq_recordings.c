@@ -23,14 +23,14 @@ static int sq_open(log_conn_t *c, const rec_id *id, const char *request_id, cons
 {
     sqlite3_stmt *st;
     int rc;
-    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
+    if (sq_stmt(c, "DELETE FROM recording_chunks WHERE recording IN (SELECT id FROM recordings WHERE " WHERE_ID ")", &st))
         return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    if (sq_stmt(c, "DELETE FROM recordings WHERE " WHERE_ID, &st)) return LOG_EIO;
     bind_id(st, 1, id);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    if (sq_stmt(c, "INSERT INTO recordings (session, kind, key, occurrence, request_id, provider, model, request,"
                 " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", &st))
         return LOG_EIO;
     bind_id(st, 1, id);
@@ -39,26 +39,26 @@ static int sq_open(log_conn_t *c, const rec_id *id, const char *request_id, cons
     sqlite3_bind_text(st, 7, model, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, request_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, now_ms);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_chunk(log_conn_t *c, const rec_id *id, int seq, int64_t t_ms, const void *data, size_t len)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
+    if (sq_stmt(c, "INSERT OR REPLACE INTO recording_chunks (recording, seq, t_ms, data)"
                 " SELECT id, ?, ?, ? FROM recordings WHERE complete = 0 AND " WHERE_ID, &st))
         return LOG_EIO;
     sqlite3_bind_int(st, 1, seq);
     sqlite3_bind_int64(st, 2, t_ms);
     sqlite3_bind_blob(st, 3, len ? data : "", (int)len, SQLITE_STATIC);
     bind_id(st, 4, id);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_end(log_conn_t *c, const rec_id *id, long status, int result, const char *meta, int64_t now_ms)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
+    if (sq_stmt(c, "UPDATE recordings SET complete = 1, status = ?, result = ?, meta = ?, ended_ms = ? WHERE " WHERE_ID,
                  &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, status);
@@ -66,7 +66,7 @@ static int sq_end(log_conn_t *c, const rec_id *id, long status, int result, cons
     if (meta) sqlite3_bind_text(st, 3, meta, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms);
     bind_id(st, 5, id);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 /* A recording's answer ordinal (meta.ordinal), NULL when it has none. */
@@ -79,7 +79,7 @@ static int sq_find_in(log_conn_t *c, const char *kind, const char *key, int n, c
     *meta = NULL;
     /* n >= 0: the one whose ordinal is n, else (a recording without one) the first
      * complete occurrence from n; REC_LATEST: the last one. */
-    if (log_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
+    if (sq_stmt(c, n >= 0 ? "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
                              " AND key = ?3 AND complete = 1 AND (" ORDINAL " = ?4 OR (" ORDINAL " IS NULL AND occurrence >= ?4))"
                              " ORDER BY " ORDINAL " IS NULL, occurrence LIMIT 1"
                            : "SELECT id, occurrence, status, result, meta FROM recordings WHERE session = ?1 AND kind = ?2"
@@ -103,7 +103,7 @@ static int sq_find_in(log_conn_t *c, const char *kind, const char *key, int n, c
     } else if (rc != SQLITE_DONE) {
         found = LOG_EIO;
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return found;
 }
 
@@ -117,7 +117,7 @@ static int sq_latest_session(log_conn_t *c, const char *kind, const char *key, c
 {
     sqlite3_stmt *st;
     out[0] = '\0';
-    if (log_stmt(c, "SELECT session FROM recordings WHERE key = ?1 AND kind = ?2 AND complete = 1 AND " REACHABLE(3)
+    if (sq_stmt(c, "SELECT session FROM recordings WHERE key = ?1 AND kind = ?2 AND complete = 1 AND " REACHABLE(3)
                 " ORDER BY created_ms DESC, id DESC LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -125,7 +125,7 @@ static int sq_latest_session(log_conn_t *c, const char *kind, const char *key, c
     if (reach) sqlite3_bind_text(st, 3, reach, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return LOG_EIO;
     return out[0] ? 1 : 0;
 }
@@ -134,7 +134,7 @@ static int sq_provider_meta(log_conn_t *c, const char *session, int k, char **me
 {
     sqlite3_stmt *st;
     *meta = NULL;
-    if (log_stmt(c, "SELECT meta FROM recordings WHERE session = ?1 AND kind = 'provider' AND complete = 1"
+    if (sq_stmt(c, "SELECT meta FROM recordings WHERE session = ?1 AND kind = 'provider' AND complete = 1"
                     " ORDER BY id LIMIT 1 OFFSET ?2", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
@@ -147,7 +147,7 @@ static int sq_provider_meta(log_conn_t *c, const char *session, int k, char **me
     } else if (rc != SQLITE_DONE) {
         ret = LOG_EIO;
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return ret;
 }
 
@@ -155,13 +155,13 @@ static int sq_chunks(log_conn_t *c, int64_t rowid, int (*fn)(void *ud, int64_t t
                      void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
+    if (sq_stmt(c, "SELECT t_ms, data FROM recording_chunks WHERE recording = ? ORDER BY seq", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, rowid);
     int rc, out = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && !out)
         out = fn(ud, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
     if (!out && rc != SQLITE_DONE && rc != SQLITE_ROW) out = LOG_EIO;
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return out;
 }
 
@@ -173,7 +173,7 @@ static int sq_candidates(log_conn_t *c, const char *kind, const char *lineage, c
     sqlite3_stmt *st;
     /* Lineage first (its sessions rank before the rest), most recent first; only
      * the lineage and the sessions the asker may use. */
-    if (log_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ?1 AND complete = 1"
+    if (sq_stmt(c, "SELECT key, session, occurrence, request FROM recordings WHERE kind = ?1 AND complete = 1"
                 " AND (session IN (SELECT value FROM json_each(?2)) OR " REACHABLE(4) ")"
                 " ORDER BY (session IN (SELECT value FROM json_each(?2))) DESC, created_ms DESC, id DESC LIMIT ?3",
              &st))
@@ -189,7 +189,7 @@ static int sq_candidates(log_conn_t *c, const char *kind, const char *lineage, c
         out = fn(ud, k ? (const char *)k : "", s ? (const char *)s : "", sqlite3_column_int(st, 2),
                  r ? (const char *)r : NULL);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return out;
 }
 
@@ -231,7 +231,7 @@ static int sq_list(log_conn_t *c, const char *session, const char *provider, con
                    int max, int (*fn)(void *ud, const rec_row *r), void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
+    if (sq_stmt(c, "SELECT " COLS ", (SELECT coalesce(sum(length(data)), 0) FROM recording_chunks WHERE recording = id)"
                 " FROM recordings WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR provider = ?2)"
                 " AND (?3 IS NULL OR model = ?3) AND (?4 = 0 OR id < ?4) ORDER BY id DESC LIMIT ?5", &st))
         return LOG_EIO;
@@ -247,7 +247,7 @@ static int sq_list(log_conn_t *c, const char *session, const char *provider, con
         r.bytes = sqlite3_column_int64(st, 15);
         out = fn(ud, &r);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (out) return out > 0 ? 0 : out;
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
@@ -256,7 +256,7 @@ static int sq_each(log_conn_t *c, const char *key, const char *session, int (*fn
                    void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " COLS ", request FROM recordings WHERE (?1 IS NULL OR key = ?1)"
+    if (sq_stmt(c, "SELECT " COLS ", request FROM recordings WHERE (?1 IS NULL OR key = ?1)"
                     " AND (?2 IS NULL OR session = ?2) ORDER BY id", &st))
         return LOG_EIO;
     if (key) sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -269,17 +269,17 @@ static int sq_each(log_conn_t *c, const char *key, const char *session, int (*fn
         out = fn(ud, &r);
     }
     if (!out && rc != SQLITE_DONE) out = LOG_EIO;
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return out;
 }
 
 static int exec_count(log_conn_t *c, const char *sql, const char *arg, int iarg)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, sql, &st)) return LOG_EIO;
+    if (sq_stmt(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
     if (iarg >= 0) sqlite3_bind_int(st, 2, iarg);
-    int rc = log_stmt_run(c, st);
+    int rc = sq_stmt_run(c, st);
     return rc ? rc : sqlite3_changes(sq(c)->db);
 }
 
@@ -298,9 +298,9 @@ static int sq_pin(log_conn_t *c, const char *key, int pinned)
 static int sq_pin_one(log_conn_t *c, const rec_id *id)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
+    if (sq_stmt(c, "UPDATE recordings SET pinned = 1 WHERE " WHERE_ID, &st)) return LOG_EIO;
     bind_id(st, 1, id);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_delete_session(log_conn_t *c, const char *session)
@@ -315,7 +315,7 @@ static int sq_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *coun
 {
     sqlite3_stmt *st;
     *count = *bytes = 0;
-    if (log_stmt(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
+    if (sq_stmt(c, "SELECT count(*), coalesce(sum(length(request) + (SELECT coalesce(sum(length(data)), 0)"
                 " FROM recording_chunks WHERE recording = id)), 0) FROM recordings WHERE pinned = 0 AND created_ms < ?",
              &st))
         return LOG_EIO;
@@ -324,17 +324,17 @@ static int sq_prune(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *coun
         *count = sqlite3_column_int64(st, 0);
         *bytes = sqlite3_column_int64(st, 1);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (dry_run || !*count) return 0;
-    if (log_stmt(c, "DELETE FROM recording_chunks WHERE recording IN"
+    if (sq_stmt(c, "DELETE FROM recording_chunks WHERE recording IN"
                 " (SELECT id FROM recordings WHERE pinned = 0 AND created_ms < ?)", &st))
         return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    int rc = log_stmt_run(c, st);
+    int rc = sq_stmt_run(c, st);
     if (rc) return rc;
-    if (log_stmt(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "DELETE FROM recordings WHERE pinned = 0 AND created_ms < ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, cutoff_ms);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 const store_recordings_ops sq_recordings_ops = {

@@ -22,22 +22,22 @@ static int sq_put(log_conn_t *c, const rstats *s, int start)
               " ON CONFLICT (owner) DO UPDATE SET pid = ?2, started_ms = ?3, updated_ms = ?4,"
               " sessions = ?5, leased = ?6, in_flight = ?7, requests = ?8,"
               " retries = ?9, failures = ?10, loops = ?11, loop_max_ms = ?12, dropped = ?13";
-    if (log_stmt(c, sql, &st)) return LOG_EIO;
+    if (sq_stmt(c, sql, &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, s->owner, -1, SQLITE_STATIC);
     const int64_t v[] = {s->pid, s->started_ms, s->updated_ms, s->sessions, s->leased,
                          s->in_flight, s->requests, s->retries, s->failures, s->loops,
                          s->loop_max_ms, s->dropped};
     for (int i = 0; i < (int)(sizeof v / sizeof v[0]); i++) sqlite3_bind_int64(st, i + 2, v[i]);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
 /* "no such table" (a database migrated by an older binary) reads as empty. */
 static int prepare(log_conn_t *c, const char *sql, sqlite3_stmt **st)
 {
-    if (sqlite3_prepare_v2(log_db(c), sql, -1, st, NULL) == SQLITE_OK) return 0;
-    return strstr(sqlite3_errmsg(log_db(c)), "no such table") ? 1 : LOG_EIO;
+    if (sqlite3_prepare_v2(sq_db(c), sql, -1, st, NULL) == SQLITE_OK) return 0;
+    return strstr(sqlite3_errmsg(sq_db(c)), "no such table") ? 1 : LOG_EIO;
 }
 
 static int sq_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud)
@@ -58,7 +58,7 @@ static int sq_each(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void 
         for (int i = 0; i < (int)(sizeof f / sizeof f[0]); i++) *f[i] = sqlite3_column_int64(st, i + 1);
         fn(ud, &r);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
@@ -72,7 +72,7 @@ static int sq_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, i
         const char *s = (const char *)sqlite3_column_text(st, 0);
         fn(ud, s ? s : "", sqlite3_column_int64(st, 1));
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 

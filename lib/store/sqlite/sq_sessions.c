@@ -38,11 +38,11 @@ static void bind_opt(sqlite3_stmt *st, int i, const char *s)
 static int sq_get(log_conn_t *c, const char *id, sstore_row *row)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
+    if (sq_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE id = ? AND deleted = 0", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) row_of(st, row);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
 }
 
@@ -50,7 +50,7 @@ static int sq_list(log_conn_t *c, const char *status, int64_t before_ms, const c
                    int (*fn)(void *ud, const sstore_row *row), void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
+    if (sq_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
                     " AND (?1 IS NULL OR status = ?1)"
                     " AND (created_ms < ?2 OR (created_ms = ?2 AND id < ?3))"
                     " ORDER BY created_ms DESC, id DESC LIMIT ?4", &st))
@@ -65,14 +65,14 @@ static int sq_list(log_conn_t *c, const char *status, int64_t before_ms, const c
         row_of(st, &row);
         if (fn(ud, &row)) break;
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
 }
 
 static int sq_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT id FROM sessions WHERE deleted = 0 AND status IN"
+    if (sq_stmt(c, "SELECT id FROM sessions WHERE deleted = 0 AND status IN"
                     " ('pending', 'running', 'awaiting_input')", &st))
         return LOG_EIO;
     int rc;
@@ -80,13 +80,13 @@ static int sq_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), vo
         const unsigned char *id = sqlite3_column_text(st, 0);
         if (id) fn(ud, (const char *)id);
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 static int sq_insert(log_conn_t *c, const sstore_row *row)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
+    if (sq_stmt(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
                     " fork_offset, status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  &st))
         return LOG_EIO;
@@ -100,45 +100,45 @@ static int sq_insert(log_conn_t *c, const sstore_row *row)
     sqlite3_bind_text(st, 8, row->status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, row->created_ms);
     sqlite3_bind_int64(st, 10, row->updated_ms);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_set_status(log_conn_t *c, const char *id, const char *status, int64_t now_ms)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "UPDATE sessions SET status = ?, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now_ms);
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_forget_deleted(log_conn_t *c, const char *id)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) return LOG_EIO;
+    if (sq_stmt(c, "DELETE FROM sessions WHERE id = ? AND deleted = 1", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_mark_deleted(log_conn_t *c, const char *id, int64_t now_ms)
 {
     sqlite3_stmt *st;
     int rc;
-    if (log_stmt(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "UPDATE sessions SET deleted = 1, updated_ms = ? WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_int64(st, 1, now_ms);
     sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-    if ((rc = log_stmt_run(c, st))) return rc;
-    if (log_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    if (sq_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_snapshot_before(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view)
 {
     sqlite3_stmt *st;
     *view = NULL;
-    if (log_stmt(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
+    if (sq_stmt(c, "SELECT seq, pos, view FROM snapshots WHERE session = ? AND seq <= ?"
                     " ORDER BY seq DESC LIMIT 1", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -153,20 +153,20 @@ static int sq_snapshot_before(log_conn_t *c, const char *id, uint64_t upto, offs
     } else if (rc != SQLITE_DONE) {
         ret = LOG_EIO;
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return ret;
 }
 
 static int sq_snapshot_put(log_conn_t *c, const char *id, offset_t at, const char *view)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)", &st))
+    if (sq_stmt(c, "INSERT OR REPLACE INTO snapshots (session, seq, pos, view) VALUES (?, ?, ?, ?)", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)at.seq);
     sqlite3_bind_int64(st, 3, (int64_t)at.pos);
     sqlite3_bind_text(st, 4, view, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 const store_sessions_ops sq_sessions_ops = {

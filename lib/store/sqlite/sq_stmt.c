@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-sqlite3 *log_db(log_conn_t *c)
+sqlite3 *sq_db(log_conn_t *c)
 {
     return sq(c)->db;
 }
@@ -16,13 +16,13 @@ static uint64_t sql_hash(const char *s)
     return h;
 }
 
-int log_stmt(log_conn_t *lc, const char *sql, sqlite3_stmt **st)
+int sq_stmt(log_conn_t *lc, const char *sql, sqlite3_stmt **st)
 {
     sq_conn *c = sq(lc);
     uint64_t h = sql_hash(sql);
     sq_cached_stmt *victim = NULL;
     *st = NULL;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
+    for (int i = 0; i < SQ_STMT_CACHE; i++) {
         sq_cached_stmt *e = &c->cache[i];
         if (e->st && e->hash == h && strcmp(sqlite3_sql(e->st), sql) == 0) {
             if (e->out) {       /* in use: a fresh one, not kept */
@@ -53,11 +53,11 @@ int log_stmt(log_conn_t *lc, const char *sql, sqlite3_stmt **st)
     return 0;
 }
 
-void log_stmt_done(log_conn_t *lc, sqlite3_stmt *st)
+void sq_stmt_done(log_conn_t *lc, sqlite3_stmt *st)
 {
     sq_conn *c = sq(lc);
     if (!st) return;
-    for (int i = 0; i < LOG_STMT_CACHE; i++) {
+    for (int i = 0; i < SQ_STMT_CACHE; i++) {
         sq_cached_stmt *e = &c->cache[i];
         if (e->st != st) continue;
         sqlite3_reset(st);
@@ -68,15 +68,15 @@ void log_stmt_done(log_conn_t *lc, sqlite3_stmt *st)
     sqlite3_finalize(st);
 }
 
-int log_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc)
+int sq_stmt_finish(log_conn_t *c, sqlite3_stmt *st, int rc)
 {
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : (rc & 0xff) == SQLITE_BUSY ? LOG_EBUSY : LOG_EIO;
 }
 
-int log_stmt_run(log_conn_t *c, sqlite3_stmt *st)
+int sq_stmt_run(log_conn_t *c, sqlite3_stmt *st)
 {
-    return log_stmt_finish(c, st, sqlite3_step(st));
+    return sq_stmt_finish(c, st, sqlite3_step(st));
 }
 
 int sq_error(log_conn_t *c, int src)

@@ -788,7 +788,7 @@ static int op_list(log_conn_t *c, const char *prefix,
                    void (*fn)(void *ud, const char *path, const log_info *info), void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT path, " INFO_COLS " FROM streams WHERE substr(path, 1, length(?1)) = ?1"
+    if (sq_stmt(c, "SELECT path, " INFO_COLS " FROM streams WHERE substr(path, 1, length(?1)) = ?1"
                     " ORDER BY path", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
@@ -810,7 +810,7 @@ static int op_list(log_conn_t *c, const char *prefix,
         const unsigned char *p = sqlite3_column_text(st, 0);
         fn(ud, p ? (const char *)p : "", &info);
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 const store_streams_ops sq_streams_ops = {

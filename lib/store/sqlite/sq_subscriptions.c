@@ -13,7 +13,7 @@ static const char ZERO[] = "0000000000000000_0000000000000000";
 static sqlite3_stmt *prep(log_conn_t *c, const char *sql)
 {
     sqlite3_stmt *st = NULL;
-    return log_stmt(c, sql, &st) ? NULL : st;
+    return sq_stmt(c, sql, &st) ? NULL : st;
 }
 
 static const char *col(sqlite3_stmt *st, int i)
@@ -44,7 +44,7 @@ static int exec(log_conn_t *c, const char *sql, int ntext, const char *const *te
     if (!st) return LOG_EIO;
     for (int i = 0; i < ntext; i++) sqlite3_bind_text(st, i + 1, text[i], -1, SQLITE_STATIC);
     for (int i = 0; i < nint; i++) sqlite3_bind_int64(st, ntext + i + 1, ints[i]);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 /* Call fn with the text of column 0 of each row of st until it returns nonzero. */
@@ -53,10 +53,10 @@ static int walk_ids(log_conn_t *c, sqlite3_stmt *st, int (*fn)(void *ud, const c
     int rc, stop = 0;
     while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) stop = fn(ud, col(st, 0));
     if (stop) {
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return stop;
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 /* ---- rows ------------------------------------------------------------------------- */
@@ -71,8 +71,8 @@ static int sq_get(log_conn_t *c, const char *id, sub_row *r)
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        if (rc != SQLITE_DONE) return log_stmt_finish(c, st, rc);
-        log_stmt_done(c, st);
+        if (rc != SQLITE_DONE) return sq_stmt_finish(c, st, rc);
+        sq_stmt_done(c, st);
         return LOG_ENOTFOUND;
     }
     snprintf(r->id, sizeof r->id, "%s", id);
@@ -92,7 +92,7 @@ static int sq_get(log_conn_t *c, const char *id, sub_row *r)
     r->deliver = sqlite3_column_int(st, 13);
     r->attempts = sqlite3_column_int(st, 14);
     r->next_attempt_ms = sqlite3_column_int64(st, 15);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return 0;
 }
 
@@ -110,7 +110,7 @@ static int sq_insert(log_conn_t *c, const sub_row *r)
     sqlite3_bind_text(st, 7, r->description, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, r->hash, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, r->created_ms);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_remove(log_conn_t *c, const char *id)
@@ -135,10 +135,10 @@ static int sq_patterns(log_conn_t *c,
     int rc, stop = 0;
     while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) stop = fn(ud, col(st, 0), col(st, 1), col(st, 2));
     if (stop) {
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return stop;
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 /* ---- links ------------------------------------------------------------------------ */
@@ -160,10 +160,10 @@ static int sq_links(log_conn_t *c, const char *id, int (*fn)(void *ud, const sub
         stop = fn(ud, &l);
     }
     if (stop) {
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return stop;
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 static int sq_link(log_conn_t *c, const char *id, const char *path, int explicit_, const char *acked)
@@ -222,7 +222,7 @@ static int sq_tail(log_conn_t *c, const char *path, char out[OFFSET_LEN + 1])
     sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) tail_col(st, 0, out);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_ROW;
 }
 
@@ -237,10 +237,10 @@ static int sq_streams(log_conn_t *c, int (*fn)(void *ud, const char *path, const
         stop = fn(ud, col(st, 0), tail);
     }
     if (stop) {
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return stop;
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 /* ---- wakes, leases, deliveries --------------------------------------------------- */
@@ -258,7 +258,7 @@ static int sq_wake_set(log_conn_t *c, const char *id, int64_t generation, const 
     sqlite3_bind_int(st, 4, deliver);
     sqlite3_bind_int64(st, 5, next_attempt_ms);
     sqlite3_bind_text(st, 6, id, -1, SQLITE_STATIC);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_wake_clear(log_conn_t *c, const char *id)
@@ -328,7 +328,7 @@ static int64_t sq_next_due(log_conn_t *c)
     while (sqlite3_step(st) == SQLITE_ROW)
         if (sqlite3_column_type(st, 0) != SQLITE_NULL && sqlite3_column_int64(st, 0) < due)
             due = sqlite3_column_int64(st, 0);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return due;
 }
 
@@ -343,11 +343,11 @@ static int sq_key_get(log_conn_t *c, webhook_key *k)
         snprintf(k->kid, sizeof k->kid, "%s", col(st, 0));
         memcpy(k->pub, sqlite3_column_blob(st, 1), 32);
         memcpy(k->priv, sqlite3_column_blob(st, 2), 32);
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return 0;
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return log_stmt_finish(c, st, rc);
-    log_stmt_done(c, st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_stmt_finish(c, st, rc);
+    sq_stmt_done(c, st);
     return LOG_ENOTFOUND;
 }
 
@@ -359,7 +359,7 @@ static int sq_key_put(log_conn_t *c, const webhook_key *k, int64_t created_ms)
     sqlite3_bind_blob(st, 2, k->pub, 32, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, k->priv, 32, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, created_ms);
-    return log_stmt_run(c, st);
+    return sq_stmt_run(c, st);
 }
 
 static int sq_keys(log_conn_t *c, int (*fn)(void *ud, const webhook_key *k), void *ud)
@@ -376,10 +376,10 @@ static int sq_keys(log_conn_t *c, int (*fn)(void *ud, const webhook_key *k), voi
         stop = fn(ud, &p);
     }
     if (stop) {
-        log_stmt_done(c, st);
+        sq_stmt_done(c, st);
         return stop;
     }
-    return log_stmt_finish(c, st, rc);
+    return sq_stmt_finish(c, st, rc);
 }
 
 const store_subs_ops sq_subs_ops = {

@@ -19,7 +19,7 @@ static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int i)
 static int sq_insert(log_conn_t *c, const auth_token_row *t)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "INSERT INTO tokens (id, name, hash, scopes, created_ms, expires_ms)"
+    if (sq_stmt(c, "INSERT INTO tokens (id, name, hash, scopes, created_ms, expires_ms)"
                     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
@@ -30,7 +30,7 @@ static int sq_insert(log_conn_t *c, const auth_token_row *t)
     if (t->expires_ms >= 0) sqlite3_bind_int64(st, 6, t->expires_ms);
     else sqlite3_bind_null(st, 6);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (rc != SQLITE_DONE) return db_err(rc);
     return sqlite3_changes(sq(c)->db) ? 0 : AUTH_EEXISTS;
 }
@@ -53,7 +53,7 @@ static void row_of(sqlite3_stmt *st, auth_token_row *t)
 static int sq_get(log_conn_t *c, const char *id, auth_token_row *t)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?", &st)) return LOG_EIO;
+    if (sq_stmt(c, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st), ret;
     if (rc == SQLITE_ROW) {
@@ -62,31 +62,31 @@ static int sq_get(log_conn_t *c, const char *id, auth_token_row *t)
     } else {
         ret = rc == SQLITE_DONE ? 0 : db_err(rc);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return ret;
 }
 
 static int sq_each(log_conn_t *c, void (*fn)(void *ud, const auth_token_row *t), void *ud)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "SELECT " TOKEN_COLS " FROM tokens ORDER BY name", &st)) return LOG_EIO;
+    if (sq_stmt(c, "SELECT " TOKEN_COLS " FROM tokens ORDER BY name", &st)) return LOG_EIO;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         auth_token_row t;
         row_of(st, &t);
         fn(ud, &t);
     }
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     return rc == SQLITE_DONE ? 0 : db_err(rc);
 }
 
 static int sq_remove(log_conn_t *c, const char *name_or_id)
 {
     sqlite3_stmt *st;
-    if (log_stmt(c, "DELETE FROM tokens WHERE name = ?1 OR id = ?1", &st)) return LOG_EIO;
+    if (sq_stmt(c, "DELETE FROM tokens WHERE name = ?1 OR id = ?1", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, name_or_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    log_stmt_done(c, st);
+    sq_stmt_done(c, st);
     if (rc != SQLITE_DONE) return db_err(rc);
     return sqlite3_changes(sq(c)->db) ? 0 : LOG_ENOTFOUND;
 }
