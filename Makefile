@@ -10,8 +10,8 @@ CC      ?= cc
 OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 STD     := -std=gnu11
-CFLAGS  += $(STD) $(WARN) $(OPT) -g -MMD -MP -D_GNU_SOURCE -pthread
-LDLIBS  := -ljansson -lsqlite3 -lcrypto -lpthread
+CFLAGS  += $(STD) $(WARN) $(OPT) -g -MMD -MP -D_GNU_SOURCE -pthread -I/usr/include/postgresql
+LDLIBS  := -ljansson -lsqlite3 -lpq -lcrypto -lpthread
 B       := build
 
 ifneq ($(SANITIZER),)
@@ -24,7 +24,7 @@ export ASAN_OPTIONS := abort_on_error=0:detect_leaks=1
 endif
 
 LIB_SRC  := $(wildcard lib/*.c lib/store/*/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(B)/lib/migrations.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(B)/lib/migrations.o $(B)/lib/pg_migrations.o
 FCGI_SRC := $(wildcard fcgi/*.c)
 FCGI_OBJ := $(FCGI_SRC:%.c=$(B)/%.o)
 RUN_SRC  := $(wildcard runner/*.c)
@@ -34,6 +34,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 SQL      := $(sort $(wildcard sql/sqlite/*.sql))
+PG_SQL   := $(sort $(wildcard sql/pg/*.sql))
 
 Q := @
 ifeq ($(V),1)
@@ -49,9 +50,17 @@ $(B)/%.o: %.c
 
 $(B)/lib/migrations.c: $(SQL) tools/sql2c.sh
 	@mkdir -p $(dir $@)
-	$(Q)sh tools/sql2c.sh $(SQL) > $@
+	$(Q)sh tools/sql2c.sh db $(SQL) > $@
+
+$(B)/lib/pg_migrations.c: $(PG_SQL) tools/sql2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tools/sql2c.sh pg $(PG_SQL) > $@
 
 $(B)/lib/migrations.o: $(B)/lib/migrations.c
+	@echo "  CC   $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/lib/pg_migrations.o: $(B)/lib/pg_migrations.c
 	@echo "  CC   $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -83,7 +92,8 @@ $(B)/bench/%: bench/%.c $(B)/libdstream.a
 # ---- dependencies ---------------------------------------------------------------
 DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 libssl-dev \
         libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl jq nodejs npm \
-        clang apache2-bin libapache2-mod-fcgid chromium systemd man-db
+        clang apache2-bin libapache2-mod-fcgid chromium systemd man-db \
+        libpq-dev postgresql-15
 deps:
 	@missing=$$(for p in $(DEBS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \

@@ -32,6 +32,7 @@
 #include <strings.h>
 
 #include "store.h"
+#include "store/pg/pg_engine.h"
 #include "store/sqlite/sq_engine.h"
 
 typedef struct log_op {
@@ -52,8 +53,7 @@ const store_engine *store_engine_for(const char *target, char *err, size_t errle
         return NULL;
     }
     if (strncasecmp(target, "postgresql://", 13) == 0 || strncasecmp(target, "postgres://", 11) == 0) {
-        snprintf(err, errlen, "this build has no PostgreSQL engine");
-        return NULL;
+        return &store_pg;
     }
     return &store_sqlite;
 }

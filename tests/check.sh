@@ -19,6 +19,9 @@
 #   lib/log.c's store_engine_for picks;
 #   only the engine's own unit tests, tests/unit/test_sqlite_*.c, look at its rows.
 #   (The modules listed in sqlite_moving are still being moved behind the store.)
+# - libpq-confined: only the PostgreSQL engine (lib/store/pg/) and its own tests
+#   (tests/unit/test_pg_*.c) include libpq's header or the engine's headers, but
+#   for store/pg/pg_engine.h (its table), which lib/log.c's store_engine_for picks
 # - event-keys: event payload keys are spelled once, by the PK_* catalogue in
 #   lib/session.h: lib/event.c (the constructors) quotes no key, and the reducer
 #   (lib/session.c, its "the reducer" section) reads none by a quoted name from a
@@ -109,6 +112,14 @@ sqlite_bad=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
     done)
 [ -z "$sqlite_bad" ] || printf 'SQLite outside its engine (lib/store/sqlite/, tests/unit/test_sqlite_*.c):\n%s\n' "$sqlite_bad"
 result sqlite-confined "$([ -z "$sqlite_bad" ] && echo 0 || echo 1)"
+leaks=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
+    grep -vE '^(lib/store/pg/|tests/unit/test_pg_[^/]*\.c$)' |
+    while read -r f; do
+        [ -e "$f" ] || continue
+        grep -HnE '<libpq-fe\.h>|^#include .*store/pg/' "$f" | grep -vE '^[^:]+:[0-9]+:#include "store/pg/pg_engine\.h"'
+    done)
+[ -z "$leaks" ] || printf 'files outside lib/store/pg/ that include libpq or pg.h:\n%s\n' "$leaks"
+result libpq-confined "$([ -z "$leaks" ] && echo 0 || echo 1)"
 
 quoted=$(sed -E 's://.*$::' lib/event.c | grep -nE '"[a-z][A-Za-z]*"' |
     grep -vE '^[0-9]+:#include|actor = "(runner|user|system)";|json_string\("[a-z]+"\)')

@@ -33,7 +33,7 @@ sources() {
     subscription) echo lib/subrule.c lib/webhook.c lib/url.c lib/sha256.c lib/json.c lib/buf.c lib/utf8.c \
                        -ljansson -lcrypto ;;
     auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c \
-               "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
+               "$out/migrations.c" "$out/pg_migrations.c" -ljansson -lsqlite3 -lpq -lcrypto -lpthread ;;
     *) return 1 ;;
     esac
 }
@@ -53,7 +53,8 @@ fi
 
 mkdir -p "$out"
 cd "$root" || exit 1
-sh tools/sql2c.sh sql/sqlite/*.sql >"$out/migrations.c"
+sh tools/sql2c.sh db sql/sqlite/*.sql >"$out/migrations.c"
+sh tools/sql2c.sh pg sql/pg/*.sql >"$out/pg_migrations.c"
 status=0
 for n in "${names[@]}"; do
     if ! src=$(sources "$n"); then
@@ -65,7 +66,7 @@ for n in "${names[@]}"; do
     if "$cc" -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
         -Wall -Wextra -Werror -Wno-unused-parameter \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -Ilib -o "$out/fuzz_$n" "tests/fuzz/fuzz_$n.c" $src; then
+        -Ilib -I/usr/include/postgresql -o "$out/fuzz_$n" "tests/fuzz/fuzz_$n.c" $src; then
         echo "  FUZZ $out/fuzz_$n"
     else
         echo "fuzz: building fuzz_$n failed" >&2

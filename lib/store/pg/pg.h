@@ -92,10 +92,15 @@ void pg_changed(log_conn_t *c, int64_t id);
 /* Connections of this engine (its conn_open and conn_close), for its own files. */
 log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen);
 void pg_conn_close(log_conn_t *c);
-/* A bare connection to the target (the feed's LISTEN connection, migrations). */
+/* A bare connection to the target (the feed's LISTEN connection, migrations), with
+ * the engine's session settings (lock_timeout from the busy timeout, notices off). */
 PGconn *pg_connect(const char *target, char *err, size_t errlen);
+/* Reconnect c (its statements prepared again as they are next used): 1 done, 0 not.
+ * pg_run and pg_simple do it once when the connection was lost outside a
+ * transaction; never inside one (what it had done is gone with it). */
+int pg_reconnect(log_conn_t *c);
 
-/* db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
+/* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);
 int pg_schema_version(void);
 

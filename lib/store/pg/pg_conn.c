@@ -1,0 +1,99 @@
+/* The PostgreSQL engine's connections: one PGconn per log_conn_t (per thread),
+ * opened from the database target (a libpq connection URI), with the session
+ * settings every connection of the engine has; and their reconnection. */
+#include "pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void quiet(void *arg, const char *message)
+{
+    (void)arg, (void)message;     /* NOTICEs (IF NOT EXISTS, ...) are not errors */
+}
+
+/* Session settings: lock waits end as LOG_EBUSY after the busy timeout (55P03), as
+ * SQLite's busy timeout does; without synchronous_full a commit does not wait for
+ * its WAL flush (SQLite's synchronous=NORMAL). */
+static int settle(PGconn *pg, const log_t *l, char *err, size_t errlen)
+{
+    char sql[160];
+    int busy = l ? l->opts.busy_timeout_ms : 5000;
+    int full = l ? l->opts.synchronous_full : 1;
+    PQsetNoticeProcessor(pg, quiet, NULL);
+    snprintf(sql, sizeof sql, "SET lock_timeout = %d; SET synchronous_commit = %s;"
+             " SET client_min_messages = warning", busy > 0 ? busy : 5000, full ? "on" : "off");
+    PGresult *r = PQexec(pg, sql);
+    int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) snprintf(err, errlen, "%s", PQerrorMessage(pg));
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
+static PGconn *connect_to(const char *target, const log_t *l, char *err, size_t errlen)
+{
+    PGconn *pg = PQconnectdb(target);
+    if (!pg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(pg) != CONNECTION_OK) {
+        /* libpq's message ends with a newline. */
+        snprintf(err, errlen, "%s", PQerrorMessage(pg));
+        size_t n = strlen(err);
+        while (n && (err[n - 1] == '\n' || err[n - 1] == '\r')) err[--n] = 0;
+        PQfinish(pg);
+        return NULL;
+    }
+    if (settle(pg, l, err, errlen)) {
+        PQfinish(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+PGconn *pg_connect(const char *target, char *err, size_t errlen)
+{
+    return connect_to(target, NULL, err, errlen);
+}
+
+static void forget_prepared(pg_conn *c)
+{
+    for (int i = 0; i < c->nprepared; i++) free(c->prepared[i].sql);
+    c->nprepared = 0;
+}
+
+int pg_reconnect(log_conn_t *lc)
+{
+    pg_conn *c = pgc(lc);
+    char err[256];
+    forget_prepared(c);
+    c->in_tx = 0;
+    if (c->pg) PQfinish(c->pg);
+    c->pg = connect_to(lc->log->target, lc->log, err, sizeof err);
+    return c->pg != NULL;
+}
+
+void pg_conn_close(log_conn_t *lc)
+{
+    if (!lc) return;
+    pg_conn *c = pgc(lc);
+    forget_prepared(c);
+    if (c->pg) PQfinish(c->pg);
+    free(c);
+}
+
+log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen)
+{
+    pg_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->base.log = l;
+    if (!(c->pg = connect_to(l->target, l, err, errlen))) {
+        free(c);
+        return NULL;
+    }
+    return &c->base;
+}

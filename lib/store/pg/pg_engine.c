@@ -1,0 +1,161 @@
+/* The PostgreSQL engine: the process's handle, the steps of the group commit, and
+ * the table lib/log.c dispatches through (connections: pg_conn.c; the query helpers:
+ * pg_query.c; migrations: pg_db.c; each area's SQL in a file of its own).
+ *
+ * A group is one transaction on the leader's connection: BEGIN, a SAVEPOINT per
+ * operation (ROLLBACK TO it when the operation failed, so that it rolls back
+ * alone), COMMIT. Writers of every process and host run their groups at once;
+ * what they share they lock row by row (a stream's tail row, FOR UPDATE), so there
+ * is no writers' lock to take and group_release has nothing to drop. A group that
+ * lost a deadlock or a serialization conflict fails as a whole (LOG_EBUSY, nothing
+ * acknowledged), which releases its locks for the other one at once.
+ *
+ * Each committed group sends at most one NOTIFY (channel "dstream") naming the
+ * streams it changed ("12,40,41"; "*" when they would not fit), so readers on
+ * every host wake (feed.c) at the cost of one notification per commit, not one
+ * per append (NOTIFY takes a cluster-wide lock at commit). */
+#include "pg.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pg_engine.h"
+
+#define PG_NOTIFY_MAX 7900      /* payload bytes (PostgreSQL's limit is 8000) */
+
+/* ---- the process ---------------------------------------------------------------- */
+
+static int pq_open(log_t *l, char *err, size_t errlen)
+{
+    PGconn *pg = pg_connect(l->target, err, errlen);
+    if (!pg) return -1;
+    int rc = 0;
+    if (l->opts.migrate && pg_migrate(pg, err, errlen) < 0) rc = -1;
+    PQfinish(pg);
+    return rc;
+}
+
+static void pq_close(log_t *l)
+{
+    (void)l;
+}
+
+/* ---- the group commit's steps ------------------------------------------------- */
+
+static int pq_group_begin(log_conn_t *c)
+{
+    pgc(c)->nchanged = 0;
+    pgc(c)->changed_all = 0;
+    return pg_simple(c, "BEGIN");
+}
+
+static int pq_op_begin(log_conn_t *c)
+{
+    return pg_simple(c, "SAVEPOINT op");
+}
+
+static int pq_op_end(log_conn_t *c, int op_rc)
+{
+    pg_conn *pc = pgc(c);
+    /* The connection went with the transaction: the group is lost. */
+    if (PQstatus(pc->pg) != CONNECTION_OK) return LOG_EIO;
+    /* A deadlock or serialization failure loses the whole group (design: nothing of
+     * it is acknowledged, and its locks go at once). */
+    if (op_rc == LOG_EBUSY) return LOG_EBUSY;
+    /* An operation that hid a failed statement left the transaction aborted: undo it. */
+    if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
+    int rc = 0;
+    if (op_rc < 0) rc = pg_simple(c, "ROLLBACK TO op");
+    if (!rc) rc = pg_simple(c, "RELEASE op");
+    return rc;
+}
+
+/* The group's NOTIFY: the ids it changed, or "*". */
+static int notify(log_conn_t *c)
+{
+    pg_conn *pc = pgc(c);
+    char payload[PG_NOTIFY_MAX + 32];
+    size_t n = 0;
+    if (!pc->nchanged && !pc->changed_all) return 0;
+    for (int i = 0; i < pc->nchanged && !pc->changed_all; i++) {
+        int w = snprintf(payload + n, sizeof payload - n, "%s%" PRId64, i ? "," : "", pc->changed[i]);
+        if (w < 0 || n + (size_t)w > PG_NOTIFY_MAX) pc->changed_all = 1;
+        else n += (size_t)w;
+    }
+    if (pc->changed_all) snprintf(payload, sizeof payload, "*");
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, payload);
+    return pg_exec(c, "SELECT pg_notify('dstream', $1)", &p);
+}
+
+static int pq_group_end(log_conn_t *c, int rc)
+{
+    if (rc == 0) rc = notify(c);
+    if (rc == 0) rc = pg_simple(c, "COMMIT");
+    else pg_simple(c, "ROLLBACK");
+    pgc(c)->nchanged = 0;
+    pgc(c)->changed_all = 0;
+    return rc;
+}
+
+static void pq_group_release(log_conn_t *c)
+{
+    (void)c;
+}
+
+static int pq_nest_begin(log_conn_t *c)
+{
+    return pg_simple(c, "SAVEPOINT nested");
+}
+
+static int pq_nest_end(log_conn_t *c, int undo)
+{
+    int rc = undo ? pg_simple(c, "ROLLBACK TO nested") : 0;
+    int rc2 = pg_simple(c, "RELEASE nested");
+    return rc ? rc : rc2;
+}
+
+static int pq_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud)
+{
+    int rc;
+    PGresult *r = pg_run(c, "SELECT pg_database_size(current_database())", NULL, 0, &rc);
+    if (!r) return rc;
+    fn(ud, "db", pg_int_of(r, 0, 0));
+    PQclear(r);
+    return 0;
+}
+
+static int pq_schema_version(void)
+{
+    return pg_schema_version();
+}
+
+/* ---- the engine ---------------------------------------------------------------- */
+
+const store_engine store_pg = {
+    .name = "postgresql",
+    .open = pq_open,
+    .close = pq_close,
+    .conn_open = pg_conn_open,
+    .conn_close = pg_conn_close,
+    .group_begin = pq_group_begin,
+    .op_begin = pq_op_begin,
+    .op_end = pq_op_end,
+    .group_end = pq_group_end,
+    .group_release = pq_group_release,
+    .nest_begin = pq_nest_begin,
+    .nest_end = pq_nest_end,
+    .sizes = pq_sizes,
+    .schema_version = pq_schema_version,
+    .streams = NULL,            /* streams.c, feed.c and the other areas fill these */
+    .feed = NULL,
+    .leases = NULL,
+    .rstats = NULL,
+    .defs = NULL,
+    .tokens = NULL,
+    .sessions = NULL,
+    .recordings = NULL,
+    .subs = NULL,
+};

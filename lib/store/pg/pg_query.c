@@ -1,0 +1,230 @@
+/* The PostgreSQL engine's query helpers (pg.h): parameters, statements prepared by
+ * SQL text on each connection, results, and PostgreSQL's errors as LOG_E*. A leaf
+ * of the engine: it calls only libpq and pg_conn.c's reconnection. */
+#include "pg.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pg_params_init(pg_params *p)
+{
+    p->n = 0;
+}
+
+static int slot(pg_params *p)
+{
+    /* More parameters than a statement of this engine has is a bug of the caller:
+     * the statement then fails (PostgreSQL counts $n), never a buffer overrun. */
+    if (p->n >= PG_PARAMS_MAX) abort();
+    return p->n++;
+}
+
+void pg_text(pg_params *p, const char *s)
+{
+    int i = slot(p);
+    p->v[i] = s;
+    p->len[i] = 0;
+    p->fmt[i] = 0;
+}
+
+void pg_int(pg_params *p, int64_t v)
+{
+    int i = slot(p);
+    snprintf(p->num[i], sizeof p->num[i], "%" PRId64, v);
+    p->v[i] = p->num[i];
+    p->len[i] = 0;
+    p->fmt[i] = 0;
+}
+
+void pg_bytes(pg_params *p, const void *data, size_t len)
+{
+    int i = slot(p);
+    p->v[i] = data ? data : "";
+    p->len[i] = (int)len;
+    p->fmt[i] = 1;
+}
+
+void pg_null(pg_params *p)
+{
+    pg_text(p, NULL);
+}
+
+static uint64_t sql_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+int pg_error(log_conn_t *lc, const PGresult *r)
+{
+    pg_conn *c = pgc(lc);
+    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) return LOG_EIO;
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!state) return LOG_EIO;
+    if (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
+        !strcmp(state, "57014"))
+        return LOG_EBUSY;               /* serialization, deadlock, lock or statement timeout */
+    if (!strcmp(state, "53100")) return LOG_EFULL;
+    return LOG_EIO;
+}
+
+/* The prepared statement of sql on this connection (prepared now if new), or NULL
+ * when none can be kept (the caller then runs it unnamed). *rc is set on failure. */
+static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
+{
+    uint64_t h = sql_hash(sql);
+    *fail = NULL;
+    for (int i = 0; i < c->nprepared; i++)
+        if (c->prepared[i].hash == h && !strcmp(c->prepared[i].sql, sql)) return c->prepared[i].name;
+    if (c->nprepared >= PG_PREPARED_MAX) return NULL;
+    pg_prepared *e = &c->prepared[c->nprepared];
+    snprintf(e->name, sizeof e->name, "s%d", c->nprepared);
+    PGresult *r = PQprepare(c->pg, e->name, sql, 0, NULL);
+    if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+        *fail = r;
+        return NULL;
+    }
+    PQclear(r);
+    if (!(e->sql = strdup(sql))) abort();
+    e->hash = h;
+    c->nprepared++;
+    return e->name;
+}
+
+static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int binary)
+{
+    PGresult *fail = NULL;
+    const char *name = prepared(c, sql, &fail);
+    if (fail) return fail;
+    int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : NULL;
+    const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
+    if (name) return PQexecPrepared(c->pg, name, n, v, len, fmt, binary);
+    return PQexecParams(c->pg, sql, n, NULL, v, len, fmt, binary);
+}
+
+static int ok(const PGresult *r)
+{
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    return s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK;
+}
+
+/* After a statement: whether the connection is inside a transaction now. */
+static void note_tx(pg_conn *c)
+{
+    PGTransactionStatusType t = PQtransactionStatus(c->pg);
+    if (t == PQTRANS_IDLE) c->in_tx = 0;
+    else if (t == PQTRANS_INTRANS || t == PQTRANS_INERROR) c->in_tx = 1;
+    /* PQTRANS_UNKNOWN (lost): keep what it was, so that no retry happens inside one. */
+}
+
+PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary, int *rc)
+{
+    pg_conn *c = pgc(lc);
+    int dummy;
+    if (!rc) rc = &dummy;
+    *rc = 0;
+    if (!c->pg) {
+        if (!pg_reconnect(lc)) {
+            *rc = LOG_EIO;
+            return NULL;
+        }
+    }
+    PGresult *r = run_once(c, sql, p, binary);
+    if (!ok(r) && PQstatus(c->pg) == CONNECTION_BAD && !c->in_tx) {
+        /* Lost outside a transaction: nothing was half done; one more try on a new
+         * connection. */
+        PQclear(r);
+        r = NULL;
+        if (pg_reconnect(lc)) r = run_once(c, sql, p, binary);
+    }
+    if (ok(r)) {
+        note_tx(c);
+        return r;
+    }
+    *rc = pg_error(lc, r);
+    if (c->pg && PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    PQclear(r);
+    return NULL;
+}
+
+int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
+{
+    int rc;
+    PGresult *r = pg_run(c, sql, p, 0, &rc);
+    PQclear(r);
+    return rc;
+}
+
+int pg_simple(log_conn_t *lc, const char *sql)
+{
+    pg_conn *c = pgc(lc);
+    if (!c->pg && !pg_reconnect(lc)) return LOG_EIO;
+    PGresult *r = PQexec(c->pg, sql);
+    if (!ok(r) && PQstatus(c->pg) == CONNECTION_BAD && !c->in_tx) {
+        PQclear(r);
+        r = pg_reconnect(lc) ? PQexec(c->pg, sql) : NULL;
+    }
+    int rc = ok(r) ? 0 : pg_error(lc, r);
+    if (c->pg && PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    /* After COMMIT or ROLLBACK, whatever became of them, no transaction is open
+     * (on a lost connection it went with it): the next statement may reconnect. */
+    if ((!strcmp(sql, "COMMIT") || !strcmp(sql, "ROLLBACK")) && rc) c->in_tx = 0;
+    PQclear(r);
+    return rc;
+}
+
+int64_t pg_int_of(const PGresult *r, int row, int col)
+{
+    if (!r || row >= PQntuples(r) || PQgetisnull(r, row, col)) return 0;
+    const char *s = PQgetvalue(r, row, col);
+    return strtoll(s, NULL, 10);
+}
+
+const char *pg_text_of(const PGresult *r, int row, int col)
+{
+    if (!r || row >= PQntuples(r) || PQgetisnull(r, row, col)) return NULL;
+    return PQgetvalue(r, row, col);
+}
+
+int pg_null_at(const PGresult *r, int row, int col)
+{
+    return !r || row >= PQntuples(r) || PQgetisnull(r, row, col);
+}
+
+int64_t pg_int_at(const PGresult *r, int row, int col)
+{
+    if (pg_null_at(r, row, col)) return 0;
+    const unsigned char *b = (const unsigned char *)PQgetvalue(r, row, col);
+    int len = PQgetlength(r, row, col);
+    uint64_t v = 0;
+    for (int i = 0; i < len && i < 8; i++) v = (v << 8) | b[i];
+    /* Sign-extend the narrower integers. */
+    if (len == 4) return (int32_t)(uint32_t)v;
+    if (len == 2) return (int16_t)(uint16_t)v;
+    return (int64_t)v;
+}
+
+int64_t pg_affected(const PGresult *r)
+{
+    const char *s = r ? PQcmdTuples((PGresult *)r) : "";
+    return s && *s ? strtoll(s, NULL, 10) : 0;
+}
+
+void pg_changed(log_conn_t *lc, int64_t id)
+{
+    pg_conn *c = pgc(lc);
+    if (c->changed_all) return;
+    for (int i = 0; i < c->nchanged; i++)
+        if (c->changed[i] == id) return;
+    if (c->nchanged >= PG_CHANGED_MAX) {
+        c->changed_all = 1;
+        return;
+    }
+    c->changed[c->nchanged++] = id;
+}
