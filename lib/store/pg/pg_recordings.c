@@ -1,6 +1,6 @@
 /* The PostgreSQL engine's recordings (lib/recorder.h): one row per recorded provider
  * exchange or tool call, its body pieces as rows of recording_chunks (bytea). The
- * queries are lib/store/sqlite/recordings.c's, with jsonb for what SQLite reads with
+ * queries are lib/store/sqlite/sq_recordings.c's, with jsonb for what SQLite reads with
  * json_each and json_extract: the answer ordinal (meta.ordinal, meta kept as the text
  * the recorder wrote, read through ds_jsonb(), which is NULL for text that is not
  * JSON as SQLite's json_valid guard is) and the asker's reach (a JSON array of

@@ -1,5 +1,5 @@
 /* The PostgreSQL engine's subscriptions (lib/subscription.h): the rows, links and
- * keys of lib/store/sqlite/subscriptions.c, in the same tables.
+ * keys of lib/store/sqlite/sq_subscriptions.c, in the same tables.
  *
  * Many hosts. SQLite's code relies on its one writer: a transaction that read a
  * subscription's row sees it unchanged until it commits. Here every host's runner
