@@ -156,6 +156,7 @@ const store_engine store_pg = {
     .defs = NULL,
     .tokens = NULL,
     .sessions = NULL,
-    .recordings = NULL,
-    .subs = NULL,
+    .recordings = &pg_recordings_ops,
+    .subs = &pg_subs_ops,
+    .backup = &pg_backup_ops,
 };
