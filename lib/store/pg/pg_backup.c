@@ -1,0 +1,307 @@
+/* The PostgreSQL engine's backups (lib/backup.h): the check of a database in place,
+ * and, for copies and restores, the plain word that PostgreSQL's own tools do them.
+ *
+ * The check reads the database in one REPEATABLE READ, READ ONLY transaction (one
+ * snapshot: every rule and the walk see the same commits, while the servers go on
+ * writing), runs the log's invariants of lib/store/sqlite/sq_backup.c in
+ * PostgreSQL's SQL, then walks the session streams for lib/backup.c to compare
+ * each snapshot with a replay. The messages are read through a cursor, a batch at
+ * a time and only up to the stream's last snapshot, so that a long stream is not
+ * held in memory whole. PostgreSQL has no counterpart of SQLite's integrity_check
+ * in core: its pages and indexes are checked by its own tool, pg_amcheck.
+ *
+ * Copies and restores: a dstream backup is one file that `dstream check` and
+ * `dstream restore` open as a database; a PostgreSQL database is not a file, and
+ * its consistent copies are pg_dump's (one snapshot of the database, while writers
+ * go on) and pg_basebackup's (the cluster, for point-in-time recovery). copy and
+ * restore say so, with the commands, and change nothing. */
+#include "pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HOW_TO_COPY                                                                                      \
+    "a PostgreSQL database is backed up with PostgreSQL's own tools: pg_dump -Fc -d URI -f FILE (one"   \
+    " consistent snapshot while the servers go on writing; pg_restore --clean -d URI FILE puts it back)," \
+    " or pg_basebackup for the whole cluster; dstream check URI checks the database in place"
+
+static int pg_bk_copy(const char *target, const char *tmp, backup_info *bi, char *err, size_t errlen)
+{
+    (void)target, (void)tmp, (void)bi;
+    snprintf(err, errlen, "%s", HOW_TO_COPY);
+    return BACKUP_EFAIL;
+}
+
+static int pg_bk_restore(const char *target, const char *from, char *err, size_t errlen)
+{
+    (void)target, (void)from;
+    snprintf(err, errlen, "%s", HOW_TO_COPY);
+    return BACKUP_EFAIL;
+}
+
+/* ---- check ------------------------------------------------------------------------ */
+
+/* Run sql with text parameters; the result when it succeeded, else NULL with err
+ * (what: where). */
+static PGresult *run(PGconn *pg, const char *what, const char *sql, int n, const char *const *v, int binary,
+                     char *err, size_t errlen)
+{
+    PGresult *r = PQexecParams(pg, sql, n, NULL, v, NULL, NULL, binary);
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) return r;
+    snprintf(err, errlen, "%s: %s", what, PQerrorMessage(pg));
+    size_t len = strlen(err);
+    while (len && err[len - 1] == '\n') err[--len] = '\0';
+    PQclear(r);
+    return NULL;
+}
+
+/* One invariant: a query whose every row is a problem, reported with the rule's
+ * name and the row's columns. The rules and their names are SQLite's
+ * (lib/store/sqlite/sq_backup.c), so that both engines report alike. */
+typedef struct check_rule {
+    const char *name;
+    const char *sql;
+} check_rule;
+
+static const check_rule rules[] = {
+    {"stream messages not contiguous from fork point to tail",
+     "SELECT s.path, s.fork_seq, s.tail_seq, count(m.seq) AS messages, min(m.seq) AS first,"
+     " max(m.seq) AS last"
+     " FROM streams s LEFT JOIN messages m ON m.stream = s.id GROUP BY s.id"
+     " HAVING count(m.seq) != s.tail_seq - s.fork_seq"
+     " OR (count(m.seq) > 0 AND (min(m.seq) != s.fork_seq OR max(m.seq) != s.tail_seq - 1)) ORDER BY s.id"},
+    {"message position does not follow the one before",
+     "SELECT s.path, m.seq, n.pos AS next_pos, m.pos + length(m.data) AS expected"
+     " FROM messages m JOIN messages n ON n.stream = m.stream AND n.seq = m.seq + 1"
+     " JOIN streams s ON s.id = m.stream"
+     " WHERE n.pos != m.pos + length(m.data) ORDER BY m.stream, m.seq"},
+    {"stream's first message or tail position wrong",
+     "SELECT s.path, s.fork_pos, f.pos AS first_pos, s.tail_pos FROM streams s"
+     " LEFT JOIN messages f ON f.stream = s.id AND f.seq = s.fork_seq"
+     " LEFT JOIN messages l ON l.stream = s.id AND l.seq = s.tail_seq - 1"
+     " WHERE (s.tail_seq > s.fork_seq AND (f.pos IS NULL OR f.pos != s.fork_pos"
+     "        OR l.pos IS NULL OR l.pos + length(l.data) != s.tail_pos))"
+     " OR (s.tail_seq = s.fork_seq AND s.tail_pos != s.fork_pos) ORDER BY s.id"},
+    {"message's record starts after it or before the fork point",
+     "SELECT s.path, m.seq, m.rec FROM messages m JOIN streams s ON s.id = m.stream"
+     " WHERE m.rec > m.seq OR m.rec < s.fork_seq ORDER BY m.stream, m.seq"},
+    {"fork whose parent is missing or shorter than the fork point",
+     "SELECT c.path, c.parent, c.fork_seq FROM streams c LEFT JOIN streams p ON p.id = c.parent"
+     " WHERE c.parent IS NOT NULL AND (p.id IS NULL OR c.fork_seq > p.tail_seq) ORDER BY c.id"},
+    {"deleted stream kept although no fork reads it",
+     "SELECT path, forks FROM streams WHERE deleted = 1 AND forks <= 0 ORDER BY id"},
+    {"messages of a stream that does not exist",
+     "SELECT m.stream, count(*) AS messages FROM messages m LEFT JOIN streams s ON s.id = m.stream"
+     " WHERE s.id IS NULL GROUP BY m.stream ORDER BY m.stream"},
+    {"producer state of a stream that does not exist",
+     "SELECT p.stream, p.producer FROM producers p LEFT JOIN streams s ON s.id = p.stream"
+     " WHERE s.id IS NULL ORDER BY p.stream, p.producer COLLATE \"C\""},
+    {"session without its event stream",
+     "SELECT x.id, x.stream FROM sessions x LEFT JOIN streams s ON s.path = x.stream"
+     " WHERE x.deleted = 0 AND (s.id IS NULL OR s.deleted = 1) ORDER BY x.id COLLATE \"C\""},
+    {"snapshot not on a message boundary of its session's stream",
+     "SELECT x.id, n.seq, n.pos FROM snapshots n JOIN sessions x ON x.id = n.session"
+     " JOIN streams s ON s.path = x.stream AND s.deleted = 0"
+     " LEFT JOIN messages m ON m.stream = s.id AND m.seq = n.seq"
+     " WHERE n.seq > s.tail_seq"
+     " OR (n.seq = s.tail_seq AND n.pos != s.tail_pos)"
+     " OR (n.seq < s.tail_seq AND n.seq >= s.fork_seq AND (m.pos IS NULL OR m.pos != n.pos))"
+     " ORDER BY x.id COLLATE \"C\", n.seq"},
+};
+
+/* The problems of one rule (each reported while fewer than limit), or -1 with err. */
+static int run_rule(PGconn *pg, const check_rule *rule, int limit, backup_report_fn report, void *ud, char *err,
+                    size_t errlen)
+{
+    PGresult *r = run(pg, rule->name, rule->sql, 0, NULL, 0, err, errlen);
+    if (!r) return -1;
+    int n = PQntuples(r);
+    for (int i = 0; i < n && i < limit; i++) {
+        char line[1024];
+        size_t len = (size_t)snprintf(line, sizeof line, "%s:", rule->name);
+        for (int k = 0; k < PQnfields(r) && len < sizeof line; k++)
+            len += (size_t)snprintf(line + len, sizeof line - len, " %s=%.200s", PQfname(r, k),
+                                    PQgetisnull(r, i, k) ? "NULL" : PQgetvalue(r, i, k));
+        report(ud, line);
+    }
+    PQclear(r);
+    return n;
+}
+
+/* ---- the walk of the session streams ----------------------------------------------- */
+
+#define WALK_WHAT "walking the session streams"
+#define WALK_BATCH 256          /* messages fetched at a time */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The messages of one stream, read through the cursor "walk_msgs" a batch at a time. */
+typedef struct msg_reader {
+    PGconn *pg;
+    PGresult *batch;
+    int i, n, done;
+} msg_reader;
+
+/* The next message (row i of r->batch): 1, 0 when there is none, -1 with err. */
+static int msg_next(msg_reader *m, char *err, size_t errlen)
+{
+    if (m->batch && ++m->i < m->n) return 1;
+    PQclear(m->batch);
+    m->batch = NULL;
+    if (m->done) return 0;
+    m->batch = run(m->pg, WALK_WHAT, "FETCH " STR(WALK_BATCH) " FROM walk_msgs", 0, NULL, 1, err, errlen);
+    if (!m->batch) return -1;
+    m->i = 0;
+    m->n = PQntuples(m->batch);
+    if (m->n < WALK_BATCH) m->done = 1;
+    return m->n > 0;
+}
+
+/* One session stream: its start, then its snapshots (its own after its fork point,
+ * and the fork points of the live session streams forked from it) in order of
+ * position, each after the stream's own messages before that position. Each
+ * message is read once, none past the last snapshot. Returns 0, or -1 with err. */
+static int walk_stream(PGconn *pg, const backup_walk *w, const char *sid, const char *path, int64_t fork_seq,
+                       int fork, int deleted, char *err, size_t errlen)
+{
+    const char *session = path + 9;     /* "sessions/ID" */
+    char from[24], after[24], upto[24];
+    PGresult *cp = NULL, *fp = NULL, *cur = NULL;
+    msg_reader m = {pg, NULL, 0, 0, 0};
+    int rc = -1;
+    snprintf(after, sizeof after, "%lld", (long long)(fork ? fork_seq : -1));
+    snprintf(from, sizeof from, "%lld", (long long)(fork ? fork_seq : 0));
+    const char *cv[4] = {sid, session, after, path};
+    cp = run(pg, WALK_WHAT,
+             "SELECT who, seq, view, via FROM (SELECT n.session AS who, n.seq, n.view, ''::text AS via"
+             " FROM snapshots n WHERE n.session = $2 AND n.seq > $3::bigint"
+             " UNION ALL"
+             " SELECT n.session, n.seq, n.view, $4::text FROM streams c JOIN snapshots n"
+             " ON n.session = substr(c.path, 10) AND n.seq = c.fork_seq"
+             " WHERE c.parent = $1::bigint AND c.deleted = 0 AND c.path LIKE 'sessions/%') u"
+             " ORDER BY seq, who COLLATE \"C\"",
+             4, cv, 0, err, errlen);
+    if (!cp) goto out;
+    const char *fork_view = NULL;
+    if (fork) {
+        const char *fv[2] = {session, from};
+        if (!(fp = run(pg, WALK_WHAT, "SELECT view FROM snapshots WHERE session = $1 AND seq = $2::bigint", 2, fv,
+                       0, err, errlen)))
+            goto out;
+        if (PQntuples(fp) == 1) fork_view = PQgetvalue(fp, 0, 0);
+    }
+    if (w->stream(w->ud, session, fork, fork_seq, fork_view, deleted)) {
+        rc = 0;
+        goto out;
+    }
+    int nsnap = PQntuples(cp);
+    if (!nsnap) {
+        rc = 0;
+        goto out;
+    }
+    /* Messages up to the last snapshot only. */
+    snprintf(upto, sizeof upto, "%s", PQgetvalue(cp, nsnap - 1, 1));
+    const char *mv[3] = {sid, from, upto};
+    if (!(cur = run(pg, WALK_WHAT,
+                    "DECLARE walk_msgs BINARY NO SCROLL CURSOR FOR SELECT seq, pos, data FROM messages"
+                    " WHERE stream = $1::bigint AND seq >= $2::bigint AND seq < $3::bigint ORDER BY seq",
+                    3, mv, 0, err, errlen)))
+        goto out;
+    /* held: the reader's current message, read but not delivered yet (it is at or
+     * past the snapshot being delivered); more: messages are still wanted. */
+    int held = 0, more = 1;
+    for (int k = 0; k < nsnap; k++) {
+        int64_t seq = strtoll(PQgetvalue(cp, k, 1), NULL, 10);
+        while (more) {
+            if (!held) {
+                int got = msg_next(&m, err, errlen);
+                if (got < 0) goto out;
+                if (!got) {
+                    more = 0;
+                    break;
+                }
+                held = 1;
+            }
+            if (pg_int_at(m.batch, m.i, 0) >= seq) break;
+            held = 0;
+            if (w->message(w->ud, pg_int_at(m.batch, m.i, 0), pg_int_at(m.batch, m.i, 1),
+                           PQgetvalue(m.batch, m.i, 2), (size_t)PQgetlength(m.batch, m.i, 2)))
+                more = 0;
+        }
+        w->snapshot(w->ud, PQgetvalue(cp, k, 0), seq, PQgetvalue(cp, k, 2), PQgetvalue(cp, k, 3));
+    }
+    rc = 0;
+out:
+    if (cur) {
+        PQclear(cur);
+        PGresult *cl = PQexec(pg, "CLOSE walk_msgs");
+        if (rc == 0 && PQresultStatus(cl) != PGRES_COMMAND_OK) {
+            snprintf(err, errlen, "%s: %s", WALK_WHAT, PQerrorMessage(pg));
+            rc = -1;
+        }
+        PQclear(cl);
+    }
+    PQclear(m.batch);
+    PQclear(cp);
+    PQclear(fp);
+    return rc;
+}
+
+/* Every session stream, in the order they were created. */
+static int walk(PGconn *pg, const backup_walk *w, char *err, size_t errlen)
+{
+    PGresult *r = run(pg, WALK_WHAT,
+                      "SELECT id, path, fork_seq, (parent IS NOT NULL)::int, deleted FROM streams"
+                      " WHERE path LIKE 'sessions/_%' ORDER BY id", 0, NULL, 0, err, errlen);
+    if (!r) return -1;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && !rc; i++)
+        rc = walk_stream(pg, w, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), pg_int_of(r, i, 2),
+                         (int)pg_int_of(r, i, 3), (int)pg_int_of(r, i, 4), err, errlen);
+    PQclear(r);
+    return rc;
+}
+
+static int pg_bk_check(const char *target, int limit, backup_report_fn report, void *ud, const backup_walk *w,
+                       char *err, size_t errlen)
+{
+    int problems = 0;
+    PGconn *pg = pg_connect(target, err, errlen);
+    if (!pg) return strstr(err, "does not exist") ? BACKUP_ENODB : BACKUP_EOPEN;
+    PGresult *r = NULL;
+    /* One snapshot: every rule and the walk see the same commits. */
+    if (!(r = run(pg, "check", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, 0, err, errlen)))
+        goto fail;
+    PQclear(r);
+    /* A database without the log's tables is no dstream database (yet): nothing to check. */
+    if (!(r = run(pg, "check", "SELECT to_regclass('streams') IS NOT NULL AND to_regclass('sessions') IS NOT NULL",
+                  0, NULL, 0, err, errlen)))
+        goto fail;
+    int ours = !strcmp(PQgetvalue(r, 0, 0), "t");
+    PQclear(r);
+    if (!ours) {
+        snprintf(err, errlen, "%s: no dstream database (it has no streams table)", PQdb(pg));
+        PQfinish(pg);
+        return BACKUP_ENODB;
+    }
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        int n = run_rule(pg, &rules[i], limit, report, ud, err, errlen);
+        if (n < 0) goto fail;
+        problems += n;
+    }
+    if (walk(pg, w, err, errlen)) goto fail;
+    PQclear(PQexec(pg, "COMMIT"));
+    PQfinish(pg);
+    return problems;
+fail:
+    PQfinish(pg);       /* ends the transaction */
+    return BACKUP_EFAIL;
+}
+
+const store_backup_ops pg_backup_ops = {
+    .copy = pg_bk_copy,
+    .restore = pg_bk_restore,
+    .check = pg_bk_check,
+};
