@@ -1,6 +1,8 @@
 /* Unit tests for lib/recorder.c: keys stable across what does not matter and
  * different on what does, the first difference and its path, occurrences in
- * order, incomplete recordings never served, the nearest recording, drift. */
+ * order, incomplete recordings never served, the nearest recording, drift.
+ * Its databases are SQLite's, and PostgreSQL's in the second pass of
+ * tests/run-unit.sh (DSTREAM_TEST_PG, test_db.h). */
 #include "recorder.h"
 
 #include <stdlib.h>
