@@ -10,6 +10,7 @@
 
 #include "provider.h"
 #include "session.h"
+#include "store.h"
 #include "test.h"
 #include "test_db.h"
 #include "utf8.h"
@@ -548,6 +549,83 @@ static void test_manage(void)
     test_db_close(dir, lg, c);
 }
 
+static int count_row(void *ud, const rec_row *r)
+{
+    (void)r;
+    ++*(int *)ud;
+    return 0;
+}
+
+static int note_session(void *ud, const char *key, const char *session, int occurrence, const char *request)
+{
+    char *s = ud;
+    size_t n = strlen(s);
+    (void)key, (void)occurrence, (void)request;
+    snprintf(s + n, 128 - n, "%s;", session);
+    return 0;
+}
+
+/* The recordings area's edges, alike on both engines: a meta that is not JSON, or
+ * whose ordinal is null, is no ordinal (served by occurrence), a string ordinal
+ * never equals a number and a 3.0 equals 3; a chunk written again replaces the
+ * first; no limit is -1; the lineage ranks first among the candidates; prune counts
+ * a request's characters and its chunks' bytes. */
+static void test_store_rows(void)
+{
+    char dir[256];
+    log_t *lg;
+    log_conn_t *c;
+    if (test_db_open("recorder-rows", dir, sizeof dir, &lg, &c)) return;
+    const store_recordings_ops *R = store_of(c)->recordings;
+    const char *metas[] = {"not json", "{\"ordinal\": null}", "{\"ordinal\": \"2\"}", "{\"ordinal\": 3.0}"};
+    for (int i = 0; i < 4; i++) {
+        rec_id id = {"s7", "provider", "k7", i};
+        CHECK_EQ_INT(R->open(c, &id, "r", "anthropic", "m", "{}", 10 + i), 0);
+        CHECK_EQ_INT(R->chunk(c, &id, 0, 1, "first", 5), 0);
+        CHECK_EQ_INT(R->chunk(c, &id, 0, 2, "x", 1), 0);
+        CHECK_EQ_INT(R->end(c, &id, 200, 0, metas[i], 20), 0);
+    }
+    rec_found f;
+    char *meta = NULL;
+    CHECK_EQ_INT(R->find_in(c, "provider", "k7", 0, "s7", &f, &meta), 1);
+    CHECK_EQ_INT(f.occurrence, 0);
+    CHECK_EQ_STR(meta ? meta : "(null)", "not json");
+    free(meta);
+    CHECK_EQ_INT(R->find_in(c, "provider", "k7", 1, "s7", &f, &meta), 1);
+    CHECK_EQ_INT(f.occurrence, 1);
+    free(meta);
+    /* The string "2" is no answer 2 (nor no ordinal); 3.0 is answer 3. */
+    CHECK_EQ_INT(R->find_in(c, "provider", "k7", 2, "s7", &f, &meta), 0);
+    CHECK(meta == NULL);
+    CHECK_EQ_INT(R->find_in(c, "provider", "k7", 3, "s7", &f, &meta), 1);
+    CHECK_EQ_INT(f.occurrence, 3);
+    free(meta);
+    meta = NULL;
+    got g = {{0}, 0, 0};
+    CHECK_EQ_INT(R->chunks(c, f.rowid, gather, &g), 0);
+    CHECK_EQ_INT(g.n, 1);
+    CHECK_MEM(g.data, g.len, "x", 1);
+    /* Candidates: every complete one (no limit), the lineage's first. */
+    rec_id o = {"s8", "provider", "k8", 0};
+    CHECK_EQ_INT(R->open(c, &o, "r", "anthropic", "m", "{\"q\": \"\u00e9\"}", 5), 0);
+    CHECK_EQ_INT(R->end(c, &o, 200, 0, NULL, 6), 0);
+    char seen[128] = "";
+    CHECK_EQ_INT(R->candidates(c, "provider", "[\"s8\"]", "[\"s7\"]", -1, note_session, seen), 0);
+    CHECK_EQ_STR(seen, "s8;s7;s7;s7;s7;");
+    seen[0] = '\0';
+    CHECK_EQ_INT(R->candidates(c, "provider", "[]", "[\"s8\"]", -1, note_session, seen), 0);
+    CHECK_EQ_STR(seen, "s8;");
+    int n = 0;
+    CHECK_EQ_INT(R->list(c, NULL, NULL, NULL, 0, -1, count_row, &n), 0);
+    CHECK_EQ_INT(n, 5);
+    /* Prune: s8's request is 10 characters (11 bytes), no chunks. */
+    int64_t count, bytes;
+    CHECK_EQ_INT(R->prune(c, 6, 1, &count, &bytes), 0);
+    CHECK_EQ_INT(count, 1);
+    CHECK_EQ_INT(bytes, 10);
+    test_db_close(dir, lg, c);
+}
+
 int main(void)
 {
     test_keys();
@@ -557,5 +635,6 @@ int main(void)
     test_ordinal();
     test_drift();
     test_manage();
+    test_store_rows();
     return TEST_MAIN_END();
 }
