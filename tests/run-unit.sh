@@ -2,30 +2,43 @@
 # Run unit test binaries and total their "N passed, N failed" lines.
 #
 #   tests/run-unit.sh build/tests/test_buf build/tests/test_json ...
+#   DSTREAM_TEST_PG=URI|off tests/run-unit.sh ...
 #
 # Each binary's output is echoed as it comes. A binary that dies (signal, or a
 # non-zero exit with no failures reported) or prints no summary counts as one
 # failure. The last line is "unit: N passed, N failed"; the exit status is 1 if
 # anything failed.
-#
-# Both engines: the binaries whose source names DSTREAM_TEST_PG (the test_pg_*
-# ones, and those whose database tests run on either engine through test_db.h)
-# run a second time against a throwaway PostgreSQL cluster (tests/pg.sh, fsync
-# off, removed at the end), or against the cluster DSTREAM_TEST_PG names if it is
-# set. Without PostgreSQL's server binaries that pass is skipped, with a line
-# saying so.
 set -u
 
-here=$(cd "$(dirname "$0")" && pwd)
+# The tests of a database run on PostgreSQL too (tests/unit/test_db.h) when
+# DSTREAM_TEST_PG names a cluster. Unset: a throwaway one is started here for the
+# run when the server binaries are installed (tests/pg.sh), and stopped after;
+# "off": SQLite only.
+pgdir=""
+if [ "${DSTREAM_TEST_PG-}" = off ]; then
+    unset DSTREAM_TEST_PG
+elif [ -z "${DSTREAM_TEST_PG-}" ]; then
+    here=$(cd "$(dirname "$0")" && pwd)
+    if ls -d /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+        pgdir=$(mktemp -d /tmp/dstream-pg.XXXXXX) && chmod 711 "$pgdir"
+        if uri=$("$here/pg.sh" start "$pgdir/c" fast); then
+            export DSTREAM_TEST_PG=$uri
+            trap '"$here/pg.sh" stop "$pgdir/c"; rm -rf "$pgdir"' EXIT
+            echo "unit: on SQLite, and on PostgreSQL ($uri)"
+        else
+            echo "unit: no PostgreSQL cluster could start: SQLite only"
+            rm -rf "$pgdir"
+        fi
+    else
+        echo "unit: no PostgreSQL server binaries (make deps): SQLite only"
+    fi
+fi
 
 passed=0
 failed=0
-
-# run_one BIN LABEL: run a binary, add its counts.
-run_one() {
-    local bin=$1 name
+for bin in "$@"; do
     name=$(basename "$bin")
-    echo "== $name$2"
+    echo "== $name"
     out=$(mktemp)
     "$bin" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
@@ -34,7 +47,7 @@ run_one() {
     if [ -z "$line" ]; then
         echo "$name: no summary line (exit status $rc): counted as one failure"
         failed=$((failed + 1))
-        return
+        continue
     fi
     p=${line%% passed*}
     f=${line#*passed, }
@@ -45,34 +58,7 @@ run_one() {
         echo "$name: exit status $rc with no failed check: counted as one failure"
         failed=$((failed + 1))
     fi
-}
-
-pg_bins=()
-for bin in "$@"; do
-    # The PostgreSQL-only binaries run in the PostgreSQL pass only.
-    case $(basename "$bin") in test_pg_*) ;; *) DSTREAM_TEST_PG= run_one "$bin" "" ;; esac
-    src=$here/unit/$(basename "$bin").c
-    if [ -f "$src" ] && grep -q DSTREAM_TEST_PG "$src"; then pg_bins+=("$bin"); fi
 done
-
-if [ ${#pg_bins[@]} -gt 0 ]; then
-    pgdir=
-    if [ -z "${DSTREAM_TEST_PG:-}" ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-        pgdir=$(mktemp -d /tmp/dspg.XXXXXX)
-        trap '"$here/pg.sh" stop "$pgdir" >/dev/null 2>&1; rm -rf "$pgdir"' EXIT
-        if "$here/pg.sh" start "$pgdir" fast >/dev/null; then
-            export DSTREAM_TEST_PG=$pgdir
-        else
-            echo "unit: the PostgreSQL cluster did not start: counted as one failure"
-            failed=$((failed + 1))
-        fi
-    fi
-    if [ -n "${DSTREAM_TEST_PG:-}" ]; then
-        for bin in "${pg_bins[@]}"; do run_one "$bin" " (postgresql)"; done
-    else
-        echo "skipped: the PostgreSQL pass (${#pg_bins[@]} binaries): no PostgreSQL server binaries (make deps)"
-    fi
-fi
 
 echo "unit: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,65 +1,188 @@
-/* Helper for the unit tests that need a database: a fresh one in a temporary
- * directory, opened through lib/log with a connection for the calling thread.
+/* Helper for the unit tests that need a database: a fresh one, opened through
+ * lib/log with a connection for the calling thread, on each engine in turn.
  *
- * With DSTREAM_TEST_PG set to the directory of a running tests/pg.sh cluster, the
- * fresh database is one of that cluster's instead (tests/pg.sh db DIR NAME: made
- * again for each test), so that the same test runs against the PostgreSQL engine. */
+ * The engines: a test's body runs on SQLite (a file in a temporary directory),
+ * then again on PostgreSQL when DSTREAM_TEST_PG names a cluster (the URI that
+ * `tests/pg.sh start DIR` prints): each run gets a database of its own there,
+ * made with psql and dropped at the end.
+ *
+ *     for (int e = 0; test_db_engine(e); e++) {
+ *         if (test_db_open("name", dir, sizeof dir, &lg, &conn) == 0) ...;
+ *         test_db_close(dir, lg, conn);
+ *     }
+ *
+ * Nothing here includes an engine's header: a check that needs SQL of its own on
+ * PostgreSQL runs it with test_db_psql. */
 #ifndef DSTREAM_TEST_DB_H
 #define DSTREAM_TEST_DB_H
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "test.h"
 
-/* The cluster DSTREAM_TEST_PG names, or NULL (then the tests run on SQLite). */
-static inline const char *test_pg_dir(void)
+/* The state of the current run (one per test binary). */
+typedef struct test_db_state {
+    int pg;                     /* the current run is PostgreSQL's */
+    char name[64];              /* its database */
+    char uri[1024];             /* and the URI of that database */
+} test_db_state;
+
+static inline test_db_state *test_db_st(void)
 {
-    const char *d = getenv("DSTREAM_TEST_PG");
-    return d && *d ? d : NULL;
+    static test_db_state st;
+    return &st;
 }
 
-/* For the tests of the PostgreSQL engine only: 1 if there is a cluster to run on,
- * else 0 with the line that says why they are skipped. */
-static inline int test_pg_target(void)
+static inline const char *test_db_pg_cluster(void)
 {
-    if (test_pg_dir()) return 1;
-    printf("skipped: DSTREAM_TEST_PG is not set (the directory of a tests/pg.sh cluster)\n");
+    const char *u = getenv("DSTREAM_TEST_PG");
+    return u && u[0] ? u : NULL;
+}
+
+/* Run e of a test's body: 0 SQLite, 1 PostgreSQL (only when DSTREAM_TEST_PG is
+ * set). Returns 1 when run e exists (and says which engine it is), else 0. */
+static inline int test_db_engine(int e)
+{
+    test_db_st()->pg = e == 1;
+    if (e == 0) return 1;
+    if (e == 1 && test_db_pg_cluster()) {
+        printf("-- again on PostgreSQL (DSTREAM_TEST_PG)\n");
+        fflush(stdout);
+        return 1;
+    }
+    test_db_st()->pg = 0;
     return 0;
 }
 
-/* The URI of a fresh database of the cluster named for name (into out); 0 or -1. */
-static inline int test_pg_fresh(const char *name, char *out, size_t cap)
+/* Whether the current run is PostgreSQL's. */
+static inline int test_db_is_pg(void)
 {
-    char cmd[600], db[64];
-    size_t i = 0;
-    for (; name[i] && i < 40; i++)
-        db[i] = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ? name[i] : '_';
-    db[i] = '\0';
-    snprintf(cmd, sizeof cmd, "tests/pg.sh db '%s' t_%s", test_pg_dir(), db);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    out[0] = '\0';
-    if (!fgets(out, (int)cap, p)) out[0] = '\0';
-    int rc = pclose(p);
-    out[strcspn(out, "\n")] = '\0';
-    return rc == 0 && strncmp(out, "postgresql://", 13) == 0 ? 0 : -1;
+    return test_db_st()->pg;
 }
 
-/* Make dir (test_mkdtemp with name), open dir/name.db as *lg with connection *conn.
- * Returns 0; or -1 with the reason printed (whatever was opened is in *lg and *conn,
- * for test_db_close). */
+/* Run psql on uri with the statements of sql (each its own -c, so that CREATE
+ * DATABASE is outside a transaction); its output, unaligned and without headers,
+ * into out (if not NULL, cut at cap, the last newline dropped). Returns 0 when
+ * psql succeeded. */
+static inline int test_psql(const char *uri, const char *const *sql, int nsql, char *out, size_t cap)
+{
+    int fds[2];
+    if (nsql > 8 || pipe(fds) != 0) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = "psql";
+        argv[n++] = "-X";
+        argv[n++] = "-q";
+        argv[n++] = "-A";
+        argv[n++] = "-t";
+        argv[n++] = "-v";
+        argv[n++] = "ON_ERROR_STOP=1";
+        argv[n++] = "-d";
+        argv[n++] = uri;
+        for (int i = 0; i < nsql; i++) {
+            argv[n++] = "-c";
+            argv[n++] = sql[i];
+        }
+        argv[n] = NULL;
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("PGOPTIONS", "-c client_min_messages=warning", 1);
+        execvp("psql", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fds[0], buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < got && out && len + 1 < cap; i++) out[len++] = buf[i];
+    }
+    close(fds[0]);
+    if (out && cap) {
+        if (len > 0 && out[len - 1] == '\n') len--;
+        out[len] = '\0';
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Run sql (one statement) on the current run's PostgreSQL database; out as
+ * test_psql's. Returns 0 or -1. */
+static inline int test_db_psql(const char *sql, char *out, size_t cap)
+{
+    const char *one[1] = {sql};
+    return test_psql(test_db_st()->uri, one, 1, out, cap);
+}
+
+/* The cluster's URI with database name instead of its own into out. Returns 0,
+ * or -1 when it is not a URI of the form postgresql://[...]/db[?...]. */
+static inline int test_db_pg_uri(const char *cluster, const char *name, char *out, size_t cap)
+{
+    const char *s = strstr(cluster, "://");
+    if (!s) return -1;
+    const char *slash = strchr(s + 3, '/');
+    if (!slash) return -1;
+    const char *rest = slash + 1 + strcspn(slash + 1, "?");
+    int n = snprintf(out, cap, "%.*s/%s%s", (int)(slash - cluster), cluster, name, rest);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* Make dir (test_mkdtemp with name) and the database of the current run: its
+ * target (the file dir/name.db, or the URI of a fresh PostgreSQL database) into
+ * target. Returns 0, or -1 with the reason printed. */
+static inline int test_db_target(const char *name, char *dir, size_t dircap, char *target, size_t cap)
+{
+    test_db_state *st = test_db_st();
+    if (!CHECK(test_mkdtemp(dir, dircap, name) == 0)) return -1;
+    if (!st->pg) {
+        snprintf(target, cap, "%s/%s.db", dir, name);
+        return 0;
+    }
+    /* t_<name>_<pid>: a-z, 0-9 and _ */
+    size_t n = (size_t)snprintf(st->name, sizeof st->name, "t_");
+    for (const char *p = name; *p && n + 12 < sizeof st->name; p++)
+        st->name[n++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '_';
+    snprintf(st->name + n, sizeof st->name - n, "_%ld", (long)getpid());
+    char drop[1200], create[1200];
+    snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", st->name);
+    snprintf(create, sizeof create, "CREATE DATABASE %s", st->name);
+    const char *sql[2] = {drop, create};
+    if (!CHECK(test_psql(test_db_pg_cluster(), sql, 2, NULL, 0) == 0) ||
+        !CHECK(test_db_pg_uri(test_db_pg_cluster(), st->name, st->uri, sizeof st->uri) == 0)) {
+        fprintf(stderr, "  cannot make a database on %s\n", test_db_pg_cluster());
+        st->name[0] = '\0';
+        return -1;
+    }
+    snprintf(target, cap, "%s", st->uri);
+    return 0;
+}
+
+/* Make the database of the current run (test_db_target), open it as *lg with
+ * connection *conn. Returns 0; or -1 with the reason printed (whatever was
+ * opened is in *lg and *conn, for test_db_close). */
 static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t **lg,
                                log_conn_t **conn)
 {
-    char path[400], err[256] = "";
+    char path[1100], err[256] = "";
     *lg = NULL;
     *conn = NULL;
-    if (!CHECK(test_mkdtemp(dir, dircap, name) == 0)) return -1;
-    snprintf(path, sizeof path, "%s/%s.db", dir, name);
-    if (test_pg_dir() && !CHECK(test_pg_fresh(name, path, sizeof path) == 0)) return -1;
+    if (test_db_target(name, dir, dircap, path, sizeof path)) return -1;
     log_opts o = {0, 5000, 1};
     *lg = log_open(path, &o, err, sizeof err);
     *conn = *lg ? log_conn_open(*lg, err, sizeof err) : NULL;
@@ -70,12 +193,27 @@ static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t
     return 0;
 }
 
-/* Close what test_db_open opened and remove the directory. */
-static inline void test_db_close(const char *dir, log_t *lg, log_conn_t *conn)
+/* Drop the current run's PostgreSQL database, if it made one (after its
+ * connections are closed). */
+static inline void test_db_drop(void)
+{
+    test_db_state *st = test_db_st();
+    if (!st->pg || !st->name[0]) return;
+    char drop[1200];
+    snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", st->name);
+    const char *sql[1] = {drop};
+    CHECK(test_psql(test_db_pg_cluster(), sql, 1, NULL, 0) == 0);
+    st->name[0] = '\0';
+}
+
+/* Close what test_db_open opened, remove the directory and the run's database. */
+static inline void test_db_close(char *dir, log_t *lg, log_conn_t *conn)
 {
     log_conn_close(conn);
     log_close(lg);
     if (dir[0]) test_rmtree(dir);
+    dir[0] = '\0';
+    test_db_drop();
 }
 
 #endif

@@ -1,8 +1,8 @@
 /* Unit tests for lib/recorder.c: keys stable across what does not matter and
  * different on what does, the first difference and its path, occurrences in
  * order, incomplete recordings never served, the nearest recording, drift.
- * Its databases are SQLite's, and PostgreSQL's in the second pass of
- * tests/run-unit.sh (DSTREAM_TEST_PG, test_db.h). */
+ * The database tests run on each engine (test_db.h: PostgreSQL's when
+ * DSTREAM_TEST_PG names a cluster). */
 #include "recorder.h"
 
 #include <stdlib.h>
@@ -630,11 +630,13 @@ int main(void)
 {
     test_keys();
     test_diff();
-    test_db();
-    test_reach();
-    test_ordinal();
     test_drift();
-    test_manage();
-    test_store_rows();
+    for (int e = 0; test_db_engine(e); e++) {
+        test_db();
+        test_reach();
+        test_ordinal();
+        test_manage();
+        test_store_rows();
+    }
     return TEST_MAIN_END();
 }
