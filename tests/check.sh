@@ -27,6 +27,9 @@
 #   (lib/session.c, its "the reducer" section) reads none by a quoted name from a
 #   payload (p, its usage u, an open call c, the pending request, the created
 #   payload). Other JSON (the view, its messages) keeps its literal keys.
+# - migrations-numbered: no two migrations of one engine (sql/sqlite/, sql/pg/)
+#   share a version number (its file name's leading digits): the second would be
+#   taken for applied and silently skipped (branches pick numbers on their own)
 # Each check prints "ok" or what is wrong; the last line is "check: N passed, N failed".
 set -u
 
@@ -128,6 +131,15 @@ reads=$(awk '/^\/\* ---- the reducer/ { on = 1 } /^\/\* ---- \(de\)serialisation
 [ -z "$quoted" ] || printf 'lib/event.c quotes payload keys (use the PK_* of lib/session.h):\n%s\n' "$quoted"
 [ -z "$reads" ] || printf 'the reducer reads payload keys by quoted names (use PK_*):\n%s\n' "$reads"
 result event-keys "$([ -z "$quoted$reads" ] && echo 0 || echo 1)"
+
+dups=""
+for d in sql/*/; do
+    v=$(ls "$d" | sed -n 's/^0*\([0-9][0-9]*\)_.*\.sql$/\1/p' | sort | uniq -d)
+    for n in $v; do dups="$dups $d: version $n in $(ls "$d" | grep -E "^0*${n}_" | tr '\n' ' ')
+"; done
+done
+[ -z "$dups" ] || printf 'migrations sharing a version:\n%s' "$dups"
+result migrations-numbered "$([ -z "$dups" ] && echo 0 || echo 1)"
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
