@@ -165,6 +165,7 @@ int main(int argc, char **argv)
     }
     if (lease_lock(R.log, R.me.owner, err, sizeof err) < 0) {
         fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
+        log_close(R.log);
         return 1;
     }
     const char *pricing = getenv("DSTREAM_PRICING");
@@ -173,6 +174,7 @@ int main(int argc, char **argv)
         R.pricing = json_load_file(pricing, 0, &e);
         if (!json_is_object(R.pricing)) {
             fprintf(stderr, "dstream-runner: pricing %s: %s\n", pricing, e.text);
+            log_close(R.log);
             return 2;
         }
     }
@@ -180,6 +182,7 @@ int main(int argc, char **argv)
         json_decref(R.mcp_config);
         json_decref(R.pricing);
         provcfg_free(R.providers);
+        log_close(R.log);
         return 2;
     }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
