@@ -1,0 +1,291 @@
+/* The PostgreSQL engine's leases (lib/lease.h): one row per session with its
+ * expiry on the database's clock (every host compares against the same clock),
+ * and the owner lock of a runner id as a row of runner_owners.
+ *
+ * The owner lock. SQLite's is a flock(2) beside the database, gone when the
+ * process goes. Here the runners may be on several hosts, so the lock is a row
+ * runner_owners(owner, instance, host, pid, expires_ms): owner_lock takes it for
+ * this process (a token of its own in instance), and the lease code renews it
+ * (acquire and renew, at most once per half of PG_OWNER_TTL_MS). It is taken when
+ * free, expired, or held by a process of this host that is gone (same host name,
+ * pid no longer alive: a restart does not wait for the expiry). A session-level
+ * advisory lock on a connection kept for the process's life was the other choice:
+ * it is lost silently when that connection drops, and nothing fences the runner
+ * then; a row keeps its holder named until it expires.
+ *
+ * The fencing: a runner id whose owner row is held, unexpired, by another
+ * process acquires nothing (a runner that lost its row, paused past the expiry
+ * while another process of the same id started, is refused every lease, and its
+ * own leases are taken back at once by the new holder, whose instance then fails
+ * the old one's renew in every append). A runner id nobody locked behaves as on
+ * SQLite: a lease of the caller's own owner id is taken back at once. */
+#include "pg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../timefmt.h"
+
+/* Milliseconds on the database's clock. */
+#define NOW_MS "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
+
+/* How long an owner row lasts without renewal. */
+#define PG_OWNER_TTL_MS 60000
+#define PG_OWNERS_MAX 16        /* owner ids one process locks */
+
+/* The owner rows this process holds: owner id -> its token. */
+static pthread_mutex_t owners_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nowners;
+static struct {
+    char owner[256];
+    char token[33];
+} owners[PG_OWNERS_MAX];
+
+/* This process's token for owner into out (33 bytes); 0 if it holds none. */
+static int owner_token(const char *owner, char *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&owners_mu);
+    for (int i = 0; i < nowners && !found; i++)
+        if (!strcmp(owners[i].owner, owner)) {
+            memcpy(out, owners[i].token, sizeof owners[i].token);
+            found = 1;
+        }
+    pthread_mutex_unlock(&owners_mu);
+    return found;
+}
+
+/* Renew this process's owner row of owner (if it holds one) while it is still
+ * this process's, when less than half its time is left; an expired row nobody
+ * took is this process's again. */
+static int owner_renew(log_conn_t *c, const char *owner)
+{
+    char token[33];
+    if (!owner_token(owner, token)) return 0;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, owner);
+    pg_text(&p, token);
+    pg_int(&p, PG_OWNER_TTL_MS);
+    return pg_exec(c, "UPDATE runner_owners SET expires_ms = " NOW_MS " + $3::bigint"
+                      " WHERE owner = $1::text AND instance = $2::text"
+                      " AND expires_ms < " NOW_MS " + $3::bigint / 2", &p);
+}
+
+static int pg_acquire(log_conn_t *c, lease_arg *a)
+{
+    char token[33];
+    int rc, have = owner_token(a->me->owner, token);
+    if ((rc = owner_renew(c, a->me->owner))) return rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, a->session);
+    pg_text(&p, a->me->owner);
+    pg_text(&p, a->me->instance);
+    pg_int(&p, a->ttl_ms);
+    pg_text(&p, have ? token : NULL);
+    /* One statement: insert, or take over when it is our owner id's (ours, or a
+     * dead predecessor's) or expired; never while another process holds our
+     * owner id's row. */
+    PGresult *r = pg_run(c, "INSERT INTO leases (session, owner, instance, expires_ms)"
+                            " SELECT $1::text, $2::text, $3::text, n.now + $4::bigint"
+                            " FROM (SELECT " NOW_MS " AS now) n"
+                            " WHERE NOT EXISTS (SELECT 1 FROM runner_owners o WHERE o.owner = $2::text"
+                            " AND o.instance IS DISTINCT FROM $5::text AND o.expires_ms > n.now)"
+                            " ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,"
+                            " instance = EXCLUDED.instance, expires_ms = EXCLUDED.expires_ms"
+                            " WHERE leases.owner = EXCLUDED.owner"
+                            " OR leases.expires_ms < EXCLUDED.expires_ms - $4::bigint"
+                            " RETURNING expires_ms", &p, 0, &rc);
+    if (!r) return rc;
+    a->held = PQntuples(r) > 0;
+    if (a->held) a->expires_ms = pg_int_of(r, 0, 0);
+    PQclear(r);
+    if (a->held) return 0;
+    pg_params_init(&p);
+    pg_text(&p, a->session);
+    pg_int(&p, a->ttl_ms);
+    r = pg_run(c, "SELECT coalesce((SELECT expires_ms FROM leases WHERE session = $1::text),"
+                  " " NOW_MS " + $2::bigint)", &p, 0, &rc);
+    if (!r) return rc;
+    if (PQntuples(r) > 0) a->expires_ms = pg_int_of(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
+{
+    int rc;
+    if ((rc = owner_renew(c, me->owner))) return rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, ttl_ms);
+    pg_text(&p, session);
+    pg_text(&p, me->owner);
+    pg_text(&p, me->instance);
+    PGresult *r = pg_run(c, "UPDATE leases SET expires_ms = " NOW_MS " + $1::bigint"
+                            " WHERE session = $2::text AND owner = $3::text AND instance = $4::text",
+                         &p, 0, &rc);
+    if (!r) return rc;
+    rc = pg_affected(r) > 0;
+    PQclear(r);
+    return rc;
+}
+
+static int pg_held(log_conn_t *c, const char *session, const lease_id *me)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, session);
+    pg_text(&p, me->owner);
+    pg_text(&p, me->instance);
+    PGresult *r = pg_run(c, "SELECT 1 FROM leases WHERE session = $1::text AND owner = $2::text"
+                            " AND instance = $3::text", &p, 0, &rc);
+    if (!r) return rc;
+    rc = PQntuples(r) > 0;
+    PQclear(r);
+    return rc;
+}
+
+static int pg_release(log_conn_t *c, lease_arg *a)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, a->session);
+    pg_text(&p, a->me->owner);
+    pg_text(&p, a->me->instance);
+    return pg_exec(c, "DELETE FROM leases WHERE session = $1::text AND owner = $2::text"
+                      " AND instance = $3::text", &p);
+}
+
+/* 1 if the process pid of this host is gone. */
+static int gone(int64_t pid)
+{
+    if (pid <= 0 || pid > 0x7fffffff) return 1;
+    if ((pid_t)pid == getpid()) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* One attempt at owner's row: 1 taken, 0 held by another live process (its host
+ * and pid in holder), or LOG_E*. */
+static int try_take(log_conn_t *c, const char *owner, const char *token, const char *host,
+                    char *holder, size_t cap)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, owner);
+    PGresult *r = pg_run(c, "SELECT host, pid, expires_ms > " NOW_MS " FROM runner_owners"
+                            " WHERE owner = $1::text", &p, 0, &rc);
+    if (!r) return rc;
+    int taken_over = 0;    /* a dead process of this host holds it: take it at once */
+    char old_host[256] = "";
+    int64_t old_pid = 0;
+    if (PQntuples(r) > 0) {
+        snprintf(old_host, sizeof old_host, "%s", pg_text_of(r, 0, 0) ? pg_text_of(r, 0, 0) : "");
+        old_pid = pg_int_of(r, 0, 1);
+        const char *live = pg_text_of(r, 0, 2);
+        taken_over = live && live[0] == 't' && !strcmp(old_host, host) && gone(old_pid);
+    }
+    PQclear(r);
+    pg_params_init(&p);
+    pg_text(&p, owner);
+    pg_text(&p, token);
+    pg_text(&p, host);
+    pg_int(&p, getpid());
+    pg_int(&p, PG_OWNER_TTL_MS);
+    pg_int(&p, taken_over);
+    pg_int(&p, old_pid);
+    /* Taken when there is no row, it expired, or (taken_over) it still names the
+     * dead process seen above. */
+    r = pg_run(c, "INSERT INTO runner_owners (owner, instance, host, pid, expires_ms)"
+                  " VALUES ($1::text, $2::text, $3::text, $4::bigint, " NOW_MS " + $5::bigint)"
+                  " ON CONFLICT (owner) DO UPDATE SET instance = EXCLUDED.instance, host = EXCLUDED.host,"
+                  " pid = EXCLUDED.pid, expires_ms = EXCLUDED.expires_ms"
+                  " WHERE runner_owners.expires_ms <= EXCLUDED.expires_ms - $5::bigint"
+                  " OR ($6::bigint = 1 AND runner_owners.host = $3::text AND runner_owners.pid = $7::bigint)"
+                  " RETURNING 1", &p, 0, &rc);
+    if (!r) return rc;
+    int got = PQntuples(r) > 0;
+    PQclear(r);
+    if (!got) snprintf(holder, cap, "%s%s pid %lld", old_host[0] ? "on " : "", old_host, (long long)old_pid);
+    return got;
+}
+
+static int pg_owner_lock(log_t *l, const char *owner, char *err, size_t errlen)
+{
+    char host[256] = "", token[33], holder[320] = "";
+    unsigned char b[16];
+    int fd = -1, rc = 0;
+    log_conn_t *c = NULL;
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        uint64_t x = (uint64_t)timefmt_now_ms() * 1000003u ^ (uint64_t)getpid();
+        memcpy(b, &x, sizeof x);
+        memcpy(b + 8, &x, sizeof x);
+    }
+    for (size_t i = 0; i < sizeof b; i++) snprintf(token + 2 * i, 3, "%02x", b[i]);
+    pthread_mutex_lock(&owners_mu);
+    int room = nowners < PG_OWNERS_MAX && strlen(owner) < sizeof owners[0].owner;
+    pthread_mutex_unlock(&owners_mu);
+    if (!room) {
+        snprintf(err, errlen, "cannot lock runner id \"%s\": too many ids or too long", owner);
+        goto out;
+    }
+    if (!(c = pg_conn_open(l, err, errlen))) goto out;
+    /* A predecessor of this host killed a moment ago is seen gone at once; one of
+     * another host still going away may need a moment: wait up to
+     * LEASE_LOCK_WAIT_MS for its row to expire. */
+    for (int waited = 0; (rc = try_take(c, owner, token, host, holder, sizeof holder)) == 0 &&
+                         waited < LEASE_LOCK_WAIT_MS;
+         waited += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot take the runner lock of \"%s\": database error %d", owner, rc);
+        goto out;
+    }
+    if (rc == 0) {
+        snprintf(err, errlen,
+                 "another runner with id \"%s\" is running on this database (%s; its lock lasts "
+                 "%d s after its last renewal); stop it first, or give this one another DSTREAM_RUNNER_ID",
+                 owner, holder, PG_OWNER_TTL_MS / 1000);
+        goto out;
+    }
+    /* The lock is the row; the descriptor only answers lease_lock's contract. */
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open /dev/null: %s", strerror(errno));
+        goto out;
+    }
+    pthread_mutex_lock(&owners_mu);
+    int i;
+    for (i = 0; i < nowners && strcmp(owners[i].owner, owner); i++) {
+    }
+    if (i == nowners && nowners < PG_OWNERS_MAX) nowners++;
+    if (i < PG_OWNERS_MAX) {
+        snprintf(owners[i].owner, sizeof owners[i].owner, "%s", owner);
+        memcpy(owners[i].token, token, sizeof token);
+    }
+    pthread_mutex_unlock(&owners_mu);
+out:
+    if (c) pg_conn_close(c);
+    return fd;
+}
+
+const store_leases_ops pg_leases_ops = {
+    .acquire = pg_acquire,
+    .renew = pg_renew,
+    .held = pg_held,
+    .release = pg_release,
+    .owner_lock = pg_owner_lock,
+};

@@ -1,0 +1,193 @@
+/* The PostgreSQL engine's sessions (lib/sstore.h): one row per session (its
+ * status kept in step with its log by lib/sstore) and the snapshots of its view.
+ * Ids compare and sort byte by byte (COLLATE "C"), as SQLite's do, whatever the
+ * database's collation. */
+#include "pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_COLS "id, stream, agent, workflow, wf_version, parent, fork_offset, status, " \
+                 "created_ms, updated_ms"
+
+static void col(char *dst, size_t cap, const PGresult *r, int row, int i)
+{
+    const char *t = pg_text_of(r, row, i);
+    snprintf(dst, cap, "%s", t ? t : "");
+}
+
+static void row_of(const PGresult *r, int i, sstore_row *row)
+{
+    col(row->id, sizeof row->id, r, i, 0);
+    col(row->stream, sizeof row->stream, r, i, 1);
+    col(row->agent, sizeof row->agent, r, i, 2);
+    col(row->workflow, sizeof row->workflow, r, i, 3);
+    row->wf_version = (int)pg_int_of(r, i, 4);
+    col(row->parent, sizeof row->parent, r, i, 5);
+    col(row->fork_offset, sizeof row->fork_offset, r, i, 6);
+    col(row->status, sizeof row->status, r, i, 7);
+    row->created_ms = pg_int_of(r, i, 8);
+    row->updated_ms = pg_int_of(r, i, 9);
+}
+
+/* An empty text is stored as NULL (no agent, no workflow, no parent). */
+static void text_opt(pg_params *p, const char *s)
+{
+    pg_text(p, s[0] ? s : NULL);
+}
+
+static int pg_get(log_conn_t *c, const char *id, sstore_row *row)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    PGresult *r = pg_run(c, "SELECT " ROW_COLS " FROM sessions WHERE id = $1::text AND deleted = 0", &p, 0, &rc);
+    if (!r) return rc;
+    rc = PQntuples(r) > 0 ? 0 : LOG_ENOTFOUND;
+    if (!rc) row_of(r, 0, row);
+    PQclear(r);
+    return rc;
+}
+
+static int pg_list(log_conn_t *c, const char *status, int64_t before_ms, const char *before_id, int max,
+                   int (*fn)(void *ud, const sstore_row *row), void *ud)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, status);
+    pg_int(&p, before_ms);
+    pg_text(&p, before_id);
+    if (max >= 0) pg_int(&p, max);
+    else pg_null(&p);     /* LIMIT NULL: no limit */
+    PGresult *r = pg_run(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
+                            " AND ($1::text IS NULL OR status = $1::text)"
+                            " AND (created_ms < $2::bigint OR (created_ms = $2::bigint"
+                            " AND id COLLATE \"C\" < $3::text))"
+                            " ORDER BY created_ms DESC, id COLLATE \"C\" DESC LIMIT $4::bigint", &p, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        sstore_row row;
+        row_of(r, i, &row);
+        if (fn(ud, &row)) break;
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud)
+{
+    int rc;
+    PGresult *r = pg_run(c, "SELECT id FROM sessions WHERE deleted = 0 AND status IN"
+                            " ('pending', 'running', 'awaiting_input')", NULL, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *id = pg_text_of(r, i, 0);
+        if (id) fn(ud, id);
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_insert(log_conn_t *c, const sstore_row *row)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, row->id);
+    pg_text(&p, row->stream);
+    text_opt(&p, row->agent);
+    text_opt(&p, row->workflow);
+    if (row->workflow[0]) pg_int(&p, row->wf_version);
+    else pg_null(&p);
+    text_opt(&p, row->parent);
+    text_opt(&p, row->fork_offset);
+    pg_text(&p, row->status);
+    pg_int(&p, row->created_ms);
+    pg_int(&p, row->updated_ms);
+    return pg_exec(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
+                      " fork_offset, status, created_ms, updated_ms) VALUES ($1::text, $2::text, $3::text,"
+                      " $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::bigint, $10::bigint)", &p);
+}
+
+static int pg_set_status(log_conn_t *c, const char *id, const char *status, int64_t now_ms)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, status);
+    pg_int(&p, now_ms);
+    pg_text(&p, id);
+    return pg_exec(c, "UPDATE sessions SET status = $1::text, updated_ms = $2::bigint WHERE id = $3::text", &p);
+}
+
+static int pg_forget_deleted(log_conn_t *c, const char *id)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    return pg_exec(c, "DELETE FROM sessions WHERE id = $1::text AND deleted = 1", &p);
+}
+
+static int pg_mark_deleted(log_conn_t *c, const char *id, int64_t now_ms)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, now_ms);
+    pg_text(&p, id);
+    if ((rc = pg_exec(c, "UPDATE sessions SET deleted = 1, updated_ms = $1::bigint WHERE id = $2::text", &p)))
+        return rc;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    return pg_exec(c, "DELETE FROM snapshots WHERE session = $1::text", &p);
+}
+
+static int pg_snapshot_before(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view)
+{
+    int rc;
+    *view = NULL;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    /* seq is a bigint: a position past its range asks for the newest. */
+    pg_int(&p, upto > INT64_MAX ? INT64_MAX : (int64_t)upto);
+    PGresult *r = pg_run(c, "SELECT seq, pos, view FROM snapshots WHERE session = $1::text AND seq <= $2::bigint"
+                            " ORDER BY seq DESC LIMIT 1", &p, 0, &rc);
+    if (!r) return rc;
+    rc = 0;
+    if (PQntuples(r) > 0) {
+        const char *t = pg_text_of(r, 0, 2);
+        at->seq = (uint64_t)pg_int_of(r, 0, 0);
+        at->pos = (uint64_t)pg_int_of(r, 0, 1);
+        if (t && !(*view = strdup(t))) rc = LOG_EIO;
+        else rc = t ? 1 : 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static int pg_snapshot_put(log_conn_t *c, const char *id, offset_t at, const char *view)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    pg_int(&p, (int64_t)at.seq);
+    pg_int(&p, (int64_t)at.pos);
+    pg_text(&p, view);
+    return pg_exec(c, "INSERT INTO snapshots (session, seq, pos, view)"
+                      " VALUES ($1::text, $2::bigint, $3::bigint, $4::text)"
+                      " ON CONFLICT (session, seq) DO UPDATE SET pos = EXCLUDED.pos, view = EXCLUDED.view", &p);
+}
+
+const store_sessions_ops pg_sessions_ops = {
+    .get = pg_get,
+    .list = pg_list,
+    .unfinished = pg_unfinished,
+    .insert = pg_insert,
+    .set_status = pg_set_status,
+    .forget_deleted = pg_forget_deleted,
+    .mark_deleted = pg_mark_deleted,
+    .snapshot_before = pg_snapshot_before,
+    .snapshot_put = pg_snapshot_put,
+};
