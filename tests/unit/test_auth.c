@@ -176,12 +176,14 @@ static void test_bearer(void)
 
 int main(void)
 {
-    if (test_db_open("auth", dir, sizeof dir, &lg, &c) == 0) {
-        test_scopes();
-        test_tokens();
-        test_duration();
+    for (int e = 0; test_db_engine(e); e++) {
+        if (test_db_open("auth", dir, sizeof dir, &lg, &c) == 0) {
+            if (e == 0) test_scopes();
+            test_tokens();
+            if (e == 0) test_duration();
+        }
+        test_db_close(dir, lg, c);
     }
     test_bearer();
-    test_db_close(dir, lg, c);
     return TEST_MAIN_END();
 }

@@ -1,6 +1,6 @@
 /* Unit tests for lib/defs.c on a database in a temporary directory: agents (put
  * create-only and replace, get, list, delete) and versioned workflows (add, get
- * by version or latest, list). */
+ * by version or latest, list). On PostgreSQL too when DSTREAM_TEST_PG is set. */
 #include "defs.h"
 
 #include <string.h>
@@ -196,10 +196,12 @@ static void test_workflows(void)
 
 int main(void)
 {
-    if (test_db_open("test-defs", dir, sizeof dir, &lg, &conn) == 0) {
-        test_agents();
-        test_workflows();
+    for (int e = 0; test_db_engine(e); e++) {
+        if (test_db_open("test-defs", dir, sizeof dir, &lg, &conn) == 0) {
+            test_agents();
+            test_workflows();
+        }
+        test_db_close(dir, lg, conn);
     }
-    test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
