@@ -47,9 +47,13 @@ int lease_release(log_conn_t *c, const char *session, const lease_id *me);
 /* Take the owner lock of runner id owner on l's database, released when the
  * process ends however it ends (waiting up to LEASE_LOCK_WAIT_MS for a predecessor
  * that is still going away). On SQLite: an exclusive flock(2) on
- * "<database>.runner-<owner>.lock". Returns a descriptor (keep it open for the
- * process's life), or -1 with a message in err: another live process holds the
- * lock (it runs with the same id), or the lock cannot be taken. */
+ * "<database>.runner-<owner>.lock". On PostgreSQL: a row naming this process,
+ * renewed by its acquire and renew, lasting a while past the last renewal (or
+ * until a process of the same host sees this one gone); while another process
+ * holds the row, this one's runner id acquires no lease. Returns a descriptor
+ * (keep it open for the process's life), or -1 with a message in err: another
+ * live process holds the lock (it runs with the same id), or the lock cannot be
+ * taken. */
 #define LEASE_LOCK_WAIT_MS 3000
 int lease_lock(log_t *l, const char *owner, char *err, size_t errlen);
 
