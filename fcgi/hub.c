@@ -587,7 +587,7 @@ static void sink(void *ud, int64_t id)
 {
     hub_t *h = ud;
     pthread_mutex_lock(&h->mu);
-    if (h->nchanged < HUB_CHANGED_MAX) h->changed[h->nchanged++] = id;
+    if (id >= 0 && h->nchanged < HUB_CHANGED_MAX) h->changed[h->nchanged++] = id;
     else h->overflow = 1;
     pthread_mutex_unlock(&h->mu);
     uint64_t one = 1;

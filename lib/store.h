@@ -113,7 +113,9 @@ typedef struct store_feed_ops {
     /* 1 if anything may have committed since the last look, 0 if not (cheap). */
     int (*moved)(store_feed *f);
     /* Report each stream changed since the last report: fn(ud, id, path). Returns
-     * 0 or LOG_E*. */
+     * 0 or LOG_E*. id -1 (path ""): any stream may have changed (the feed lost
+     * track, e.g. its connection was made again): every waiter should look. An
+     * engine may report a path of "" where it knows only the id. */
     int (*changes)(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud);
     /* The same on a connection, from a cursor of the caller's (log_changes). */
     int (*changes_since)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),

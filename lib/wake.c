@@ -99,6 +99,12 @@ static void wake_id(void *ud, int64_t id, const char *path)
     (void)path;
     w->changed = 1;
     pthread_mutex_lock(&w->mu);
+    /* -1: the feed cannot tell what changed (it reconnected): every waiter looks. */
+    for (int i = 0; id < 0 && i < WAKE_BUCKETS; i++)
+        for (wake_waiter_t *wt = w->buckets[i]; wt; wt = wt->next) {
+            poke(wt->efd);
+            __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
+        }
     for (wake_waiter_t *wt = w->buckets[(uint64_t)id % WAKE_BUCKETS]; wt; wt = wt->next) {
         if (wt->id != id) continue;
         poke(wt->efd);

@@ -48,7 +48,8 @@ void wake_clear(wake_waiter_t *wt);
 void wake_all(wake_t *w);
 
 /* A sink: fn(ud, id) is called on the watcher thread for every stream that changed,
- * while the sink declares interest (wake_sink_interest > 0). One per process: the
+ * while the sink declares interest (wake_sink_interest > 0); id -1 when any stream
+ * may have changed (the engine's feed lost track, e.g. reconnected). One per process: the
  * live hub (fcgi/hub.c), which keeps thousands of readers without a thread each. */
 void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud);
 /* Add delta (may be negative) to the streams the sink watches; checks run while

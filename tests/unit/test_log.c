@@ -1,6 +1,11 @@
 /* Unit tests for lib/log.c through its public API, on a database in a temporary
  * directory: create, append, read, close, Stream-Seq, idempotent producers,
- * delete, expiry, and group commit under concurrent writers. */
+ * delete, expiry, group commit under concurrent writers, and the gap hunter (many
+ * writers through several handles while a reader tails: offsets contiguous).
+ *
+ * With DSTREAM_TEST_PG set to a postgresql:// URI of a fresh database (tests/pg.sh
+ * db; tests/run-unit.sh does it), every case but SQLite's writers' lock runs a
+ * second time on the PostgreSQL engine. */
 #include "log.h"
 
 #include <pthread.h>
@@ -17,6 +22,7 @@
 #include "test_db.h"
 
 static char dir[256];
+static const char *pg_uri;     /* the PostgreSQL pass: its database */
 static log_t *lg;
 static log_conn_t *conn;
 
@@ -775,8 +781,9 @@ static void *write_many(void *arg)
 static int own_db(const char *name, int sync_full, int busy_ms, const char *stream_path, log_t **l,
                   log_conn_t **c)
 {
-    char path[300], err[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[1200], err[256];
+    if (pg_uri) snprintf(path, sizeof path, "%s", pg_uri);    /* one database: streams of their own */
+    else snprintf(path, sizeof path, "%s/%s", dir, name);
     log_opts o = {sync_full, busy_ms, 1};
     *c = NULL;
     if (!CHECK((*l = log_open(path, &o, err, sizeof err)) != NULL)) {
@@ -900,22 +907,236 @@ static void test_stopped_lock_holder(void)
     log_close(l);
 }
 
+/* ---- the gap hunter ------------------------------------------------------------------- */
+
+/* Many writers append to one stream through several handles (each its own group
+ * commit: on PostgreSQL, transactions that run at once) while a reader tails it
+ * from where it got to: every read starts exactly where the last ended, its
+ * messages are contiguous (seq and pos), so no offset is ever skipped and later
+ * filled in by a commit that came late; every append got an offset of its own. */
+enum { GAP_HANDLES = 3, GAP_WRITERS = 12, GAP_PER_WRITER = 150 };
+
+typedef struct gap_writer {
+    log_t *log;
+    int id;
+    int failures;
+    uint64_t *seqs;            /* the offset each append got */
+    char err[256];
+} gap_writer;
+
+typedef struct gap_reader {
+    log_t *log;
+    uint64_t want;             /* messages to see */
+    uint64_t seen, reads, empty, skips, bad_pos, max_batch;
+    int failures;
+    int writers_done;          /* atomic: then the reader stops once up to date */
+    char err[256];
+} gap_reader;
+
+static void *gap_write(void *arg)
+{
+    gap_writer *w = arg;
+    log_conn_t *c = log_conn_open(w->log, w->err, sizeof w->err);
+    if (!c) {
+        w->failures = GAP_PER_WRITER;
+        return NULL;
+    }
+    for (int j = 0; j < GAP_PER_WRITER; j++) {
+        char m[48];
+        int n = snprintf(m, sizeof m, "gap %d %d%.*s", w->id, j, j % 7, "yyyyyyy");
+        log_msg msg = {m, (size_t)n};
+        log_append_req r;
+        memset(&r, 0, sizeof r);
+        r.path = "/gap/s";
+        r.msgs = &msg;
+        r.nmsgs = 1;
+        if (log_append(c, &r) != 0) w->failures++;
+        else w->seqs[j] = r.appended.seq;
+    }
+    log_conn_close(c);
+    return NULL;
+}
+
+typedef struct gap_page {
+    offset_t expect;
+    uint64_t n, skips, bad_pos;
+} gap_page;
+
+static int gap_collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    gap_page *p = ud;
+    (void)data;
+    if (at.seq != p->expect.seq) p->skips++;
+    if (at.pos != p->expect.pos) p->bad_pos++;
+    p->expect.seq = at.seq + 1;
+    p->expect.pos = at.pos + len;
+    p->n++;
+    return 0;
+}
+
+static void *gap_read(void *arg)
+{
+    gap_reader *g = arg;
+    log_conn_t *c = log_conn_open(g->log, g->err, sizeof g->err);
+    if (!c) {
+        g->failures = 1;
+        return NULL;
+    }
+    offset_t next = {0, 0};
+    int64_t deadline = timefmt_now_ms() + 120000;
+    while (g->seen < g->want && timefmt_now_ms() < deadline) {
+        gap_page p = {next, 0, 0, 0};
+        log_read_req r;
+        memset(&r, 0, sizeof r);
+        r.path = "/gap/s";
+        r.kind = OFFSET_AT;
+        r.from = next;
+        r.max_bytes = 4096;
+        if (log_read(c, &r, gap_collect, &p) != 0) {
+            g->failures++;
+            break;
+        }
+        g->reads++;
+        if (!p.n) {
+            g->empty++;
+            struct timespec nap = {0, 200000};  /* the writers share the cores */
+            nanosleep(&nap, NULL);
+        }
+        if (p.n > g->max_batch) g->max_batch = p.n;
+        g->skips += p.skips;
+        g->bad_pos += p.bad_pos;
+        g->seen += p.n;
+        /* The read ends where its last message ended, and never past the tail. */
+        if (r.next.seq != p.expect.seq || r.next.pos != p.expect.pos || r.next.seq > r.info.tail.seq) g->skips++;
+        next = r.next;
+        if (r.up_to_date && __atomic_load_n(&g->writers_done, __ATOMIC_ACQUIRE)) break;
+    }
+    log_conn_close(c);
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_gap_hunter(const char *engine)
+{
+    log_t *l[GAP_HANDLES] = {NULL};
+    log_conn_t *c;
+    char err[256];
+    if (own_db("gap.db", 0, 10000, "/gap/s", &l[0], &c)) return;
+    for (int i = 1; i < GAP_HANDLES; i++) {
+        log_opts o = {0, 10000, 0};
+        char path[1200];
+        if (pg_uri) snprintf(path, sizeof path, "%s", pg_uri);
+        else snprintf(path, sizeof path, "%s/gap.db", dir);
+        if (!CHECK((l[i] = log_open(path, &o, err, sizeof err)) != NULL)) fprintf(stderr, "  %s\n", err);
+    }
+    enum { N = GAP_WRITERS * GAP_PER_WRITER };
+    uint64_t *seqs = calloc(N, sizeof *seqs);
+    gap_writer w[GAP_WRITERS];
+    gap_reader rd = {.log = l[GAP_HANDLES - 1], .want = N};
+    pthread_t tw[GAP_WRITERS], tr;
+    int64_t t0 = timefmt_now_ms();
+    int started = 0;
+    if (CHECK(seqs != NULL) && CHECK(l[GAP_HANDLES - 1] != NULL)) {
+        CHECK_EQ_INT(pthread_create(&tr, NULL, gap_read, &rd), 0);
+        for (int i = 0; i < GAP_WRITERS; i++) {
+            w[i] = (gap_writer){l[i % GAP_HANDLES], i, 0, seqs + (size_t)i * GAP_PER_WRITER, ""};
+            if (!w[i].log) w[i].log = l[0];
+            CHECK_EQ_INT(pthread_create(&tw[i], NULL, gap_write, &w[i]), 0);
+        }
+        started = 1;
+    }
+    int failures = 0;
+    for (int i = 0; started && i < GAP_WRITERS; i++) {
+        pthread_join(tw[i], NULL);
+        failures += w[i].failures;
+        if (w[i].err[0]) fprintf(stderr, "  writer %d: %s\n", i, w[i].err);
+    }
+    int64_t t_write = timefmt_now_ms() - t0;
+    __atomic_store_n(&rd.writers_done, 1, __ATOMIC_RELEASE);
+    if (started) pthread_join(tr, NULL);
+    int64_t t_all = timefmt_now_ms() - t0;
+    CHECK_EQ_INT(failures, 0);
+    CHECK_EQ_INT(rd.failures, 0);
+    CHECK_EQ_UINT(rd.seen, N);
+    CHECK_EQ_UINT(rd.skips, 0);
+    CHECK_EQ_UINT(rd.bad_pos, 0);
+    /* Every append got an offset of its own: 0 .. N-1, each once. */
+    if (seqs) {
+        qsort(seqs, N, sizeof *seqs, cmp_u64);
+        int distinct = 1;
+        for (size_t i = 0; i < N; i++)
+            if (seqs[i] != i) distinct = 0;
+        CHECK(distinct);
+    }
+    log_info info;
+    CHECK_EQ_INT(log_head(c, "/gap/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, N);
+    uint64_t groups = 0, ops = 0, g1, o1;
+    for (int i = 0; i < GAP_HANDLES; i++)
+        if (l[i]) {
+            log_stats(l[i], &g1, &o1);
+            groups += g1;
+            ops += o1;
+        }
+    printf("# gap hunter (%s): %d appends by %d threads through %d handles in %" PRId64 " ms"
+           " (%.0f/s, %" PRIu64 " groups); reader: %" PRIu64 " messages in %" PRIu64 " reads (%" PRIu64
+           " empty, up to %" PRIu64 " a read), done at %" PRId64 " ms; skipped offsets %" PRIu64
+           ", position mismatches %" PRIu64 "\n",
+           engine, N, GAP_WRITERS, GAP_HANDLES, t_write, t_write > 0 ? N * 1000.0 / (double)t_write : 0.0, groups,
+           rd.seen, rd.reads, rd.empty, rd.max_batch, t_all, rd.skips, rd.bad_pos);
+    free(seqs);
+    log_conn_close(c);
+    for (int i = GAP_HANDLES - 1; i >= 0; i--) log_close(l[i]);
+}
+
+/* The cases that hold on every engine, on lg/conn. */
+static void engine_cases(void)
+{
+    test_create();
+    test_append_read();
+    test_paging();
+    test_close();
+    test_stream_seq();
+    test_producer();
+    test_delete();
+    test_changes_after_delete();
+    test_expiry();
+    test_ctype_and_errors();
+}
+
 int main(void)
 {
-    if (test_db_open("test-log", dir, sizeof dir, &lg, &conn) == 0) {
-        test_create();
-        test_append_read();
-        test_paging();
-        test_close();
-        test_stream_seq();
-        test_producer();
-        test_delete();
-        test_changes_after_delete();
-        test_expiry();
-        test_ctype_and_errors();
-    }
+    if (test_db_open("test-log", dir, sizeof dir, &lg, &conn) == 0) engine_cases();
     if (dir[0]) test_group_commit();    /* a database of its own, in the same directory */
     if (dir[0]) test_stopped_lock_holder();
+    if (dir[0]) test_gap_hunter("sqlite");
     test_db_close(dir, lg, conn);
+    dir[0] = 0;
+
+    /* The same on PostgreSQL (but the writers' lock, which is SQLite's). */
+    const char *pg = getenv("DSTREAM_TEST_PG");
+    if (pg && *pg) {
+        char err[256] = "";
+        log_opts o = {0, 5000, 1};
+        pg_uri = pg;
+        printf("# engine postgresql: %s\n", pg);
+        lg = log_open(pg, &o, err, sizeof err);
+        conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+        if (CHECK(conn != NULL)) {
+            CHECK_EQ_STR(log_engine_name(lg), "postgresql");
+            engine_cases();
+            test_group_commit();
+            test_gap_hunter("postgresql");
+        } else {
+            fprintf(stderr, "  %s\n", err);
+        }
+        log_conn_close(conn);
+        log_close(lg);
+    }
     return TEST_MAIN_END();
 }

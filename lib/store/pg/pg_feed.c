@@ -1,0 +1,233 @@
+/* The PostgreSQL engine's change feed: noticing commits made by any process on
+ * any host.
+ *
+ * Each process has one LISTEN connection (channel "dstream"); every committed
+ * group that changed streams sent one NOTIFY naming them ("12,40,41", or "*",
+ * pg_engine.c). The descriptor the caller (lib/wake) polls is a duplicate of that
+ * connection's socket, kept at the same number across reconnections (dup2), so
+ * the caller's poll never needs to learn a new one. event() consumes the input and
+ * collects the notified ids; changes() reports them.
+ *
+ * The backstop: notifications are not durable (a connection lost and made again
+ * misses those sent meanwhile), so the feed also keeps a cursor on the streams'
+ * xid column (every change stamps it with pg_current_xact_id()):
+ * changes_since(cursor) reports the rows with xid >= cursor, then moves the cursor
+ * to the xmin of the snapshot it read with (the oldest transaction still running
+ * then): a change that commits later has an xid at or above it, so none is missed,
+ * some are reported twice (harmless). The feed looks through the cursor on "*",
+ * after a reconnection (then also reporting -1: every waiter wakes and looks), and
+ * at least once a second (moved() says so). A deleted stream's row is gone: it
+ * is reported by the NOTIFY only (or by the -1 after a reconnection). */
+#include "pg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FEED_IDS_MAX 1024       /* notified ids kept between two looks ("everything" past it) */
+#define FEED_BACKSTOP_MS 1000   /* look through the cursor at least this often */
+
+struct store_feed {
+    log_t *log;
+    log_conn_t *conn;           /* for changes_since */
+    PGconn *listen;
+    int fd;                     /* what the caller polls: dup of the socket, or of quiet[0] */
+    int quiet[2];               /* a pipe nobody writes: fd while not connected */
+    log_cursor cur;
+    int64_t last_look_ms;
+    int lost;                   /* the LISTEN connection was lost: reconnect, report everything */
+    int all;                    /* a "*" came: look through the cursor */
+    int nids;
+    int64_t ids[FEED_IDS_MAX];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The change feed on a connection: rows stamped at or above the cursor's xid. */
+static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    int rc;
+    pg_params p;
+    char from[24];
+    pg_params_init(&p);
+    /* From LOG_CURSOR_START: only the position (no row has an xid above 2^62). */
+    snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
+    pg_text(&p, from);
+    PGresult *r = pg_run(c,
+                         "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x)"
+                         " SELECT s.x, st.id, st.path FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
+                         &p, 0, &rc);
+    if (!r) return rc;
+    int64_t next = cur->v;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
+        if (pg_null_at(r, i, 1) || cur->v < 0) continue;
+        const char *path = pg_text_of(r, i, 2);
+        fn(ud, pg_int_of(r, i, 1), path ? path : "");
+    }
+    PQclear(r);
+    cur->v = next;
+    return 0;
+}
+
+static int listen_on(store_feed *f)
+{
+    char err[256];
+    if (f->listen) PQfinish(f->listen);
+    f->listen = pg_connect(f->log->target, err, sizeof err);
+    if (f->listen) {
+        PGresult *r = PQexec(f->listen, "LISTEN dstream");
+        int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        if (ok && PQsetnonblocking(f->listen, 1) == 0 && dup2(PQsocket(f->listen), f->fd) >= 0) return 0;
+        PQfinish(f->listen);
+        f->listen = NULL;
+    }
+    /* Not connected: the descriptor stays quiet; the backstop tries again. */
+    dup2(f->quiet[0], f->fd);
+    return -1;
+}
+
+static void feed_close(store_feed *f)
+{
+    if (!f) return;
+    if (f->listen) PQfinish(f->listen);
+    if (f->fd >= 0) close(f->fd);
+    if (f->quiet[0] >= 0) close(f->quiet[0]);
+    if (f->quiet[1] >= 0) close(f->quiet[1]);
+    pg_conn_close(f->conn);
+    free(f);
+}
+
+static void ignore(void *ud, int64_t id, const char *path)
+{
+    (void)ud, (void)id, (void)path;
+}
+
+static store_feed *feed_open(log_t *l, char *err, size_t errlen)
+{
+    store_feed *f = calloc(1, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    f->log = l;
+    f->fd = f->quiet[0] = f->quiet[1] = -1;
+    f->cur = LOG_CURSOR_START;
+    if (pipe2(f->quiet, O_CLOEXEC) || (f->fd = fcntl(f->quiet[0], F_DUPFD_CLOEXEC, 0)) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    if (!(f->conn = pg_conn_open(l, err, errlen))) goto fail;
+    /* Listen first, then position the cursor: nothing committed between is lost. */
+    if (listen_on(f)) {
+        snprintf(err, errlen, "cannot LISTEN on the database");
+        goto fail;
+    }
+    if (changes_since(f->conn, &f->cur, ignore, NULL)) {
+        snprintf(err, errlen, "cannot read the streams' change cursor");
+        goto fail;
+    }
+    f->last_look_ms = mono_ms();
+    return f;
+fail:
+    feed_close(f);
+    return NULL;
+}
+
+static int feed_fd(store_feed *f)
+{
+    return f->fd;
+}
+
+/* LISTEN stays on while the process runs: notifications cost a process that
+ * nobody waits in one read each. */
+static void feed_watch(store_feed *f, int on)
+{
+    (void)f, (void)on;
+}
+
+static void note_id(store_feed *f, int64_t id)
+{
+    for (int i = 0; i < f->nids; i++)
+        if (f->ids[i] == id) return;
+    if (f->nids < FEED_IDS_MAX) f->ids[f->nids++] = id;
+    else f->all = 1;
+}
+
+static void take_payload(store_feed *f, const char *s)
+{
+    if (!strcmp(s, "*")) {
+        f->all = 1;
+        return;
+    }
+    while (*s) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s) {         /* not ours: look through the cursor */
+            f->all = 1;
+            return;
+        }
+        note_id(f, (int64_t)v);
+        s = *end == ',' ? end + 1 : end;
+    }
+}
+
+static int feed_event(store_feed *f)
+{
+    if (!f->listen || !PQconsumeInput(f->listen) || PQstatus(f->listen) != CONNECTION_OK) {
+        f->lost = 1;
+        dup2(f->quiet[0], f->fd);   /* a dead socket reads as ready for ever */
+        return 1;
+    }
+    int got = 0;
+    PGnotify *n;
+    while ((n = PQnotifies(f->listen))) {
+        take_payload(f, n->extra ? n->extra : "*");
+        PQfreemem(n);
+        got = 1;
+    }
+    return got;
+}
+
+static int feed_moved(store_feed *f)
+{
+    return f->nids || f->all || f->lost || mono_ms() - f->last_look_ms >= FEED_BACKSTOP_MS;
+}
+
+static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    int backstop = f->all || f->lost || mono_ms() - f->last_look_ms >= FEED_BACKSTOP_MS;
+    if (f->lost && listen_on(f) == 0) {
+        f->lost = 0;
+        fn(ud, -1, "");         /* what was notified meanwhile is lost: every waiter looks */
+    }
+    int nids = f->nids;
+    f->nids = 0;
+    for (int i = 0; i < nids; i++) fn(ud, f->ids[i], "");
+    if (!backstop) return 0;
+    f->all = 0;
+    f->last_look_ms = mono_ms();
+    return changes_since(f->conn, &f->cur, fn, ud);
+}
+
+const store_feed_ops pg_feed_ops = {
+    .open = feed_open,
+    .close = feed_close,
+    .fd = feed_fd,
+    .watch = feed_watch,
+    .event = feed_event,
+    .moved = feed_moved,
+    .changes = feed_changes,
+    .changes_since = changes_since,
+};
