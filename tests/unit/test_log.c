@@ -3,9 +3,9 @@
  * delete, expiry, group commit under concurrent writers, and the gap hunter (many
  * writers through several handles while a reader tails: offsets contiguous).
  *
- * With DSTREAM_TEST_PG set to a postgresql:// URI of a fresh database (tests/pg.sh
- * db; tests/run-unit.sh does it), every case but SQLite's writers' lock runs a
- * second time on the PostgreSQL engine. */
+ * With DSTREAM_TEST_PG naming a PostgreSQL cluster (tests/run-unit.sh starts one),
+ * every case but SQLite's writers' lock runs a second time on that engine, on a
+ * database of its own (tests/unit/test_db.h). */
 #include "log.h"
 
 #include <pthread.h>
@@ -22,7 +22,7 @@
 #include "test_db.h"
 
 static char dir[256];
-static const char *pg_uri;     /* the PostgreSQL pass: its database */
+static const char *pg_uri;     /* the PostgreSQL run: its database (the cases' own) */
 static log_t *lg;
 static log_conn_t *conn;
 
@@ -985,6 +985,8 @@ static void *gap_read(void *arg)
     offset_t next = {0, 0};
     int64_t deadline = timefmt_now_ms() + 120000;
     while (g->seen < g->want && timefmt_now_ms() < deadline) {
+        /* Done when up to date by a read begun after the last append committed. */
+        int done = __atomic_load_n(&g->writers_done, __ATOMIC_ACQUIRE);
         gap_page p = {next, 0, 0, 0};
         log_read_req r;
         memset(&r, 0, sizeof r);
@@ -1009,7 +1011,7 @@ static void *gap_read(void *arg)
         /* The read ends where its last message ended, and never past the tail. */
         if (r.next.seq != p.expect.seq || r.next.pos != p.expect.pos || r.next.seq > r.info.tail.seq) g->skips++;
         next = r.next;
-        if (r.up_to_date && __atomic_load_n(&g->writers_done, __ATOMIC_ACQUIRE)) break;
+        if (r.up_to_date && done) break;
     }
     log_conn_close(c);
     return NULL;
@@ -1111,32 +1113,20 @@ static void engine_cases(void)
 
 int main(void)
 {
-    if (test_db_open("test-log", dir, sizeof dir, &lg, &conn) == 0) engine_cases();
-    if (dir[0]) test_group_commit();    /* a database of its own, in the same directory */
-    if (dir[0]) test_stopped_lock_holder();
-    if (dir[0]) test_gap_hunter("sqlite");
-    test_db_close(dir, lg, conn);
-    dir[0] = 0;
-
-    /* The same on PostgreSQL (but the writers' lock, which is SQLite's). */
-    const char *pg = getenv("DSTREAM_TEST_PG");
-    if (pg && *pg) {
-        char err[256] = "";
-        log_opts o = {0, 5000, 1};
-        pg_uri = pg;
-        printf("# engine postgresql: %s\n", pg);
-        lg = log_open(pg, &o, err, sizeof err);
-        conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
-        if (CHECK(conn != NULL)) {
-            CHECK_EQ_STR(log_engine_name(lg), "postgresql");
+    /* On SQLite, then on PostgreSQL when DSTREAM_TEST_PG names a cluster
+     * (test_db.h): all but the writers' lock, which is SQLite's. */
+    for (int e = 0; test_db_engine(e); e++) {
+        const char *engine = test_db_is_pg() ? "postgresql" : "sqlite";
+        if (test_db_open("test-log", dir, sizeof dir, &lg, &conn) == 0) {
+            CHECK_EQ_STR(log_engine_name(lg), engine);
             engine_cases();
-            test_group_commit();
-            test_gap_hunter("postgresql");
-        } else {
-            fprintf(stderr, "  %s\n", err);
         }
-        log_conn_close(conn);
-        log_close(lg);
+        pg_uri = test_db_is_pg() ? test_db_st()->uri : NULL;
+        if (dir[0]) test_group_commit();    /* SQLite: a database of its own, in the same directory */
+        if (dir[0] && !test_db_is_pg()) test_stopped_lock_holder();
+        if (dir[0]) test_gap_hunter(engine);
+        pg_uri = NULL;
+        test_db_close(dir, lg, conn);
     }
     return TEST_MAIN_END();
 }

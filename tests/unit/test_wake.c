@@ -8,6 +8,11 @@
  * wake_unwatch. wake_watch_any, wake_all, wake_clear and the statistics are
  * checked too.
  *
+ * With DSTREAM_TEST_PG naming a PostgreSQL cluster (tests/run-unit.sh starts one),
+ * both modes run again on the PostgreSQL engine, each on a database of its own
+ * (tests/unit/test_db.h): its feed is its LISTEN connection (the descriptor) and
+ * the xid cursor.
+ *
  * Every wait is bounded: a wake-up is waited for WAKE_WAIT_MS at most, silence
  * is checked for QUIET_MS, the child process is killed if it outlives its
  * deadline, and alarm() ends the whole binary if anything still hangs. */
@@ -25,13 +30,14 @@
 
 #include "timefmt.h"
 #include "test.h"
+#include "test_db.h"
 
 #define WAKE_WAIT_MS 5000   /* a wake-up that should come comes well within this */
 #define QUIET_MS 300        /* a wake-up that should not come has had its chance */
 #define CHILD_WAIT_MS 20000 /* the --append child must have finished by then */
 #define WATCHDOG_S 120      /* the whole binary */
 
-static char dir[256], dbpath[600];
+static char dir[256], dbpath[1200];
 static log_t *lg, *lg2;        /* lg has the watcher; lg2 plays another process */
 static log_conn_t *c1, *c2;    /* on lg, on lg2 */
 static wake_t *w;
@@ -579,11 +585,8 @@ static void run_mode(int inotify)
 {
     char err[256] = "";
     inotify_mode = inotify;
-    if (test_mkdtemp(dir, sizeof dir, inotify ? "test-wake-inotify" : "test-wake-poll")) {
-        CHECK(0);
+    if (test_db_target(inotify ? "test-wake-inotify" : "test-wake-poll", dir, sizeof dir, dbpath, sizeof dbpath))
         return;
-    }
-    snprintf(dbpath, sizeof dbpath, "%s/wake.db", dir);
     log_opts o = {0, 5000, 1};
     lg = log_open(dbpath, &o, err, sizeof err);
     c1 = lg ? log_conn_open(lg, err, sizeof err) : NULL;
@@ -634,6 +637,8 @@ out:
     c1 = c2 = NULL;
     lg = lg2 = NULL;
     test_rmtree(dir);
+    dir[0] = 0;
+    test_db_drop();   /* the PostgreSQL run's database */
 }
 
 int main(int argc, char **argv)
@@ -663,7 +668,10 @@ int main(int argc, char **argv)
         log_close(l);
         test_rmtree(dir);
     }
-    run_mode(1);
-    run_mode(0);
+    for (int e = 0; test_db_engine(e); e++) {
+        alarm(WATCHDOG_S);
+        run_mode(1);
+        run_mode(0);
+    }
     return TEST_MAIN_END();
 }

@@ -35,6 +35,7 @@ typedef struct pg_conn {
     /* The streams the current group changed: named by its one NOTIFY. */
     int nchanged, changed_all;
     int64_t changed[PG_CHANGED_MAX];
+    int op_nchanged, op_changed_all;    /* as they were at op_begin: an undone operation's go */
 } pg_conn;
 
 static inline pg_conn *pgc(log_conn_t *c)

@@ -10,8 +10,9 @@
  * lost a deadlock or a serialization conflict fails as a whole (LOG_EBUSY, nothing
  * acknowledged), which releases its locks for the other one at once.
  *
- * Each committed group sends at most one NOTIFY (channel "dstream") naming the
- * streams it changed ("12,40,41"; "*" when they would not fit), so readers on
+ * Each committed group sends at most one NOTIFY (channel "dstream") naming its
+ * transaction and the streams it changed ("7301:12,40,41"; "7301:*" when they
+ * would not fit), so readers on
  * every host wake (feed.c) at the cost of one notification per commit, not one
  * per append (NOTIFY takes a cluster-wide lock at commit). */
 #include "pg.h"
@@ -22,7 +23,7 @@
 
 #include "pg_engine.h"
 
-#define PG_NOTIFY_MAX 7900      /* payload bytes (PostgreSQL's limit is 8000) */
+#define PG_NOTIFY_MAX 7870      /* the ids' bytes (PostgreSQL's payload limit is 8000; the xid goes first) */
 
 /* ---- the process ---------------------------------------------------------------- */
 
@@ -52,6 +53,8 @@ static int pq_group_begin(log_conn_t *c)
 
 static int pq_op_begin(log_conn_t *c)
 {
+    pgc(c)->op_nchanged = pgc(c)->nchanged;
+    pgc(c)->op_changed_all = pgc(c)->changed_all;
     return pg_simple(c, "SAVEPOINT op");
 }
 
@@ -66,7 +69,12 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     /* An operation that hid a failed statement left the transaction aborted: undo it. */
     if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
     int rc = 0;
-    if (op_rc < 0) rc = pg_simple(c, "ROLLBACK TO op");
+    if (op_rc < 0) {
+        /* What it changed is undone: the NOTIFY does not name it. */
+        pc->nchanged = pc->op_nchanged;
+        pc->changed_all = pc->op_changed_all;
+        rc = pg_simple(c, "ROLLBACK TO op");
+    }
     if (!rc) rc = pg_simple(c, "RELEASE op");
     return rc;
 }
@@ -87,7 +95,9 @@ static int notify(log_conn_t *c)
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, payload);
-    return pg_exec(c, "SELECT pg_notify('dstream', $1)", &p);
+    /* "xid:ids": the feed skips, in its cursor's look, rows last changed by a
+     * transaction whose NOTIFY it already reported. */
+    return pg_exec(c, "SELECT pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)", &p);
 }
 
 static int pq_group_end(log_conn_t *c, int rc)

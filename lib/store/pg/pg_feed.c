@@ -5,8 +5,9 @@
  * group that changed streams sent one NOTIFY naming them ("12,40,41", or "*",
  * pg_engine.c). The descriptor the caller (lib/wake) polls is a duplicate of that
  * connection's socket, kept at the same number across reconnections (dup2), so
- * the caller's poll never needs to learn a new one. event() consumes the input and
- * collects the notified ids; changes() reports them.
+ * the caller's poll never needs to learn a new one. event() (and moved(), for a
+ * caller that polls without the descriptor) consumes the input and collects the
+ * notified ids; changes() reports them.
  *
  * The backstop: notifications are not durable (a connection lost and made again
  * misses those sent meanwhile), so the feed also keeps a cursor on the streams'
@@ -14,7 +15,9 @@
  * changes_since(cursor) reports the rows with xid >= cursor, then moves the cursor
  * to the xmin of the snapshot it read with (the oldest transaction still running
  * then): a change that commits later has an xid at or above it, so none is missed,
- * some are reported twice (harmless). The feed looks through the cursor on "*",
+ * some could be reported twice (harmless). A row whose xid is that of a NOTIFY
+ * the feed already reported (each payload names its transaction: "xid:ids") is
+ * not reported again by the feed's own look. The feed looks through the cursor on "*",
  * after a reconnection (then also reporting -1: every waiter wakes and looks), and
  * at least once a second (moved() says so). A deleted stream's row is gone: it
  * is reported by the NOTIFY only (or by the -1 after a reconnection). */
@@ -30,6 +33,7 @@
 #include <unistd.h>
 
 #define FEED_IDS_MAX 1024       /* notified ids kept between two looks ("everything" past it) */
+#define FEED_XIDS_MAX 4096      /* notified transactions remembered until the next look */
 #define FEED_BACKSTOP_MS 1000   /* look through the cursor at least this often */
 
 struct store_feed {
@@ -44,6 +48,8 @@ struct store_feed {
     int all;                    /* a "*" came: look through the cursor */
     int nids;
     int64_t ids[FEED_IDS_MAX];
+    int nxids, xids_over;       /* notified transactions since the last look (over: too many) */
+    int64_t xids[FEED_XIDS_MAX];
 };
 
 static int64_t mono_ms(void)
@@ -53,8 +59,9 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The change feed on a connection: rows stamped at or above the cursor's xid. */
-static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+/* Rows stamped at or above the cursor's xid, but those whose xid is in skip[n]. */
+static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int nskip,
+                        void (*fn)(void *, int64_t, const char *), void *ud)
 {
     int rc;
     pg_params p;
@@ -65,19 +72,29 @@ static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int6
     pg_text(&p, from);
     PGresult *r = pg_run(c,
                          "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x)"
-                         " SELECT s.x, st.id, st.path FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
+                         " SELECT s.x, st.id, st.path, st.xid::text FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
                          &p, 0, &rc);
     if (!r) return rc;
     int64_t next = cur->v;
     for (int i = 0; i < PQntuples(r); i++) {
         if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
         if (pg_null_at(r, i, 1) || cur->v < 0) continue;
+        int64_t xid = strtoll(pg_text_of(r, i, 3), NULL, 10);
+        int seen = 0;
+        for (int k = 0; k < nskip && !seen; k++) seen = skip[k] == xid;
+        if (seen) continue;
         const char *path = pg_text_of(r, i, 2);
         fn(ud, pg_int_of(r, i, 1), path ? path : "");
     }
     PQclear(r);
     cur->v = next;
     return 0;
+}
+
+/* The change feed on a connection (store_feed_ops.changes_since). */
+static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    return changes_skip(c, cur, NULL, 0, fn, ud);
 }
 
 static int listen_on(store_feed *f)
@@ -167,12 +184,21 @@ static void note_id(store_feed *f, int64_t id)
 
 static void take_payload(store_feed *f, const char *s)
 {
+    char *end;
+    long long xid = strtoll(s, &end, 10);
+    if (end == s || *end != ':') {      /* not ours: look through the cursor */
+        f->all = 1;
+        return;
+    }
+    s = end + 1;
     if (!strcmp(s, "*")) {
         f->all = 1;
         return;
     }
+    /* Its rows are reported now: the cursor's look need not report them again. */
+    if (f->nxids < FEED_XIDS_MAX) f->xids[f->nxids++] = (int64_t)xid;
+    else f->xids_over = 1;
     while (*s) {
-        char *end;
         long long v = strtoll(s, &end, 10);
         if (end == s) {         /* not ours: look through the cursor */
             f->all = 1;
@@ -183,7 +209,9 @@ static void take_payload(store_feed *f, const char *s)
     }
 }
 
-static int feed_event(store_feed *f)
+/* Read what the LISTEN connection has (never waits): 1 if anything was notified
+ * or the connection is lost. */
+static int drain(store_feed *f)
 {
     if (!f->listen || !PQconsumeInput(f->listen) || PQstatus(f->listen) != CONNECTION_OK) {
         f->lost = 1;
@@ -200,8 +228,14 @@ static int feed_event(store_feed *f)
     return got;
 }
 
+static int feed_event(store_feed *f)
+{
+    return drain(f);
+}
+
 static int feed_moved(store_feed *f)
 {
+    if (!f->lost) drain(f);
     return f->nids || f->all || f->lost || mono_ms() - f->last_look_ms >= FEED_BACKSTOP_MS;
 }
 
@@ -218,7 +252,9 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     if (!backstop) return 0;
     f->all = 0;
     f->last_look_ms = mono_ms();
-    return changes_since(f->conn, &f->cur, fn, ud);
+    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, ud);
+    f->nxids = f->xids_over = 0;
+    return rc;
 }
 
 const store_feed_ops pg_feed_ops = {

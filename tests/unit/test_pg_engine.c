@@ -1,0 +1,558 @@
+/* Unit tests of the PostgreSQL engine's own behaviour (lib/store/pg/), beyond what
+ * test_log and test_wake run on both engines: one NOTIFY per committed group
+ * naming its streams (none for a group that changed none, or rolled back), a row
+ * lock held elsewhere (LOG_EBUSY after the busy timeout; writers that wait it out
+ * keep offsets contiguous while a reader tails), a connection lost outside a
+ * transaction (reconnected transparently), the feed's LISTEN connection lost
+ * (every waiter woken, notifications again after), migrations of processes
+ * starting together (once), SQLSTATEs as LOG_E*, and sizes.
+ *
+ * Needs DSTREAM_TEST_PG, a PostgreSQL cluster's URI (tests/run-unit.sh starts one),
+ * where it makes a database of its own (tests/unit/test_db.h); without it, it says
+ * so and checks nothing. */
+#include "log.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/pg/pg.h"
+#include "timefmt.h"
+#include "test.h"
+#include "test_db.h"
+#include "wake.h"
+
+#define WAIT_MS 5000
+
+extern const int pg_nmigrations;   /* tools/sql2c.sh pg */
+
+static char uri[1100], dir[256];
+static log_t *lg;
+static log_conn_t *conn;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void quiet(void *arg, const char *message)
+{
+    (void)arg, (void)message;
+}
+
+static PGconn *admin(void)
+{
+    PGconn *pg = PQconnectdb(uri);
+    PQsetNoticeProcessor(pg, quiet, NULL);
+    if (!CHECK(PQstatus(pg) == CONNECTION_OK)) fprintf(stderr, "  %s", PQerrorMessage(pg));
+    return pg;
+}
+
+static int sql_ok(PGconn *pg, const char *sql)
+{
+    PGresult *r = PQexec(pg, sql);
+    ExecStatusType s = PQresultStatus(r);
+    int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+    if (!ok) fprintf(stderr, "  %s: %s", sql, PQerrorMessage(pg));
+    PQclear(r);
+    return ok;
+}
+
+static int create(log_conn_t *c, const char *path)
+{
+    log_create_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.content_type = "text/plain";
+    r.ttl_s = r.expires_ms = -1;
+    return log_create(c, &r);
+}
+
+static int append(log_conn_t *c, const char *path, const char *msg)
+{
+    log_msg m = {msg, strlen(msg)};
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.msgs = &m;
+    r.nmsgs = 1;
+    return log_append(c, &r);
+}
+
+/* ---- one NOTIFY per group ---------------------------------------------------------- */
+
+static int three_appends(log_conn_t *c, void *arg)
+{
+    (void)arg;
+    const char *paths[] = {"/n/a", "/n/b", "/n/a", "/n/c"};
+    for (int i = 0; i < 4; i++) {
+        log_msg m = {"x", 1};
+        log_append_req r;
+        memset(&r, 0, sizeof r);
+        r.path = paths[i];
+        r.msgs = &m;
+        r.nmsgs = 1;
+        int rc = log_tx_append(c, &r);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int count_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    (void)ud, (void)data, (void)len, (void)at;
+    return 0;
+}
+
+static int fail_after_append(log_conn_t *c, void *arg)
+{
+    int rc = three_appends(c, arg);
+    return rc ? rc : LOG_EINVAL;
+}
+
+/* Notifications that arrived on pg within ms: their payloads, joined with '|'. */
+static int notified(PGconn *pg, int ms, char *out, size_t cap)
+{
+    int n = 0;
+    out[0] = 0;
+    int64_t end = timefmt_now_ms() + ms;
+    for (;;) {
+        PQconsumeInput(pg);
+        PGnotify *nt;
+        while ((nt = PQnotifies(pg))) {
+            size_t len = strlen(out);
+            snprintf(out + len, cap - len, "%s%s", n ? "|" : "", nt->extra);
+            n++;
+            PQfreemem(nt);
+        }
+        int64_t left = end - timefmt_now_ms();
+        if (left <= 0) return n;
+        struct pollfd pf = {PQsocket(pg), POLLIN, 0};
+        poll(&pf, 1, (int)(left > 50 ? 50 : left));
+    }
+}
+
+static void test_notify(void)
+{
+    PGconn *pg = admin();
+    char got[512];
+    if (!sql_ok(pg, "LISTEN dstream")) goto out;
+    log_info a, b, c;
+    CHECK_EQ_INT(create(conn, "/n/a"), 0);
+    CHECK_EQ_INT(create(conn, "/n/b"), 0);
+    CHECK_EQ_INT(create(conn, "/n/c"), 0);
+    CHECK_EQ_INT(log_head(conn, "/n/a", &a), 0);
+    CHECK_EQ_INT(log_head(conn, "/n/b", &b), 0);
+    CHECK_EQ_INT(log_head(conn, "/n/c", &c), 0);
+    CHECK_EQ_INT(notified(pg, 300, got, sizeof got), 3);   /* a group each */
+
+    /* Four appends to three streams in one group: one NOTIFY, "xid:a,b,c". */
+    CHECK_EQ_INT(log_transact(conn, three_appends, NULL), 0);
+    CHECK_EQ_INT(notified(pg, 300, got, sizeof got), 1);
+    char want[128];
+    snprintf(want, sizeof want, ":%lld,%lld,%lld", (long long)a.id, (long long)b.id, (long long)c.id);
+    const char *colon = strchr(got, ':');
+    CHECK(colon != NULL && strcmp(colon, want) == 0);
+    if (colon && strcmp(colon, want)) fprintf(stderr, "  payload %s, want xid%s\n", got, want);
+
+    /* A group that failed (its operation undone) sends nothing; a read sends nothing. */
+    CHECK_EQ_INT(log_transact(conn, fail_after_append, NULL), LOG_EINVAL);
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = "/n/a";
+    rr.kind = OFFSET_START;
+    rr.max_bytes = 1 << 20;
+    CHECK_EQ_INT(log_read(conn, &rr, count_msg, NULL), 0);
+    CHECK_EQ_UINT(rr.count, 2);
+    CHECK_EQ_INT(notified(pg, 300, got, sizeof got), 0);
+    CHECK_EQ_INT(log_head(conn, "/n/a", &a), 0);
+    CHECK_EQ_UINT(a.tail.seq, 2);
+
+    /* A delete names the stream too (its row is gone: the feed learns it here only). */
+    CHECK_EQ_INT(log_delete(conn, "/n/c"), 0);
+    CHECK_EQ_INT(notified(pg, 300, got, sizeof got), 1);
+    snprintf(want, sizeof want, ":%lld", (long long)c.id);
+    colon = strchr(got, ':');
+    CHECK(colon != NULL && strcmp(colon, want) == 0);
+out:
+    PQfinish(pg);
+}
+
+/* ---- a row lock held elsewhere ------------------------------------------------------- */
+
+typedef struct holder {
+    const char *path;
+    int hold_ms;
+    int ok;
+} holder;
+
+static void *hold_lock(void *arg)
+{
+    holder *h = arg;
+    PGconn *pg = PQconnectdb(uri);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT 1 FROM streams WHERE path = '%s' FOR UPDATE", h->path);
+    h->ok = PQstatus(pg) == CONNECTION_OK && sql_ok(pg, "BEGIN") && sql_ok(pg, sql);
+    sleep_ms(h->hold_ms);
+    sql_ok(pg, "COMMIT");
+    PQfinish(pg);
+    return NULL;
+}
+
+enum { LK_WRITERS = 6, LK_PER = 40 };
+
+typedef struct lk_writer {
+    log_t *log;
+    int failures;
+} lk_writer;
+
+static void *lk_write(void *arg)
+{
+    lk_writer *w = arg;
+    char err[256];
+    log_conn_t *c = log_conn_open(w->log, err, sizeof err);
+    if (!c) {
+        w->failures = LK_PER;
+        return NULL;
+    }
+    for (int i = 0; i < LK_PER; i++)
+        if (append(c, "/lk/s", "held up") != 0) w->failures++;
+    log_conn_close(c);
+    return NULL;
+}
+
+typedef struct tail_page {
+    offset_t expect;
+    int n, skips;
+} tail_page;
+
+static int tail_collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    tail_page *p = ud;
+    (void)data;
+    if (at.seq != p->expect.seq || at.pos != p->expect.pos) p->skips++;
+    p->expect.seq = at.seq + 1;
+    p->expect.pos = at.pos + len;
+    p->n++;
+    return 0;
+}
+
+static void test_row_lock(void)
+{
+    char err[256];
+    CHECK_EQ_INT(create(conn, "/lk/s"), 0);
+    /* Held longer than the busy timeout: LOG_EBUSY, nothing written. */
+    log_opts o = {0, 300, 0};
+    log_t *quick = log_open(uri, &o, err, sizeof err);
+    log_conn_t *qc = quick ? log_conn_open(quick, err, sizeof err) : NULL;
+    if (!CHECK(qc != NULL)) goto out;
+    holder h = {"/lk/s", 1500, 0};
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, hold_lock, &h), 0);
+    sleep_ms(200);
+    CHECK_EQ_INT(append(qc, "/lk/s", "too soon"), LOG_EBUSY);
+    pthread_join(t, NULL);
+    CHECK(h.ok);
+    CHECK_EQ_INT(append(qc, "/lk/s", "after"), 0);
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, "/lk/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 1);
+
+    /* Held for a second while writers of two handles wait it out and a reader
+     * tails: every append lands, the offsets stay contiguous. */
+    log_opts slow = {0, 20000, 0};
+    log_t *l2 = log_open(uri, &slow, err, sizeof err);
+    if (!CHECK(l2 != NULL)) goto out;
+    holder h2 = {"/lk/s", 1000, 0};
+    CHECK_EQ_INT(pthread_create(&t, NULL, hold_lock, &h2), 0);
+    sleep_ms(100);
+    lk_writer w[LK_WRITERS];
+    pthread_t tw[LK_WRITERS];
+    for (int i = 0; i < LK_WRITERS; i++) {
+        w[i] = (lk_writer){i % 2 ? l2 : lg, 0};
+        CHECK_EQ_INT(pthread_create(&tw[i], NULL, lk_write, &w[i]), 0);
+    }
+    tail_page p = {{1, 5}, 0, 0};
+    offset_t next = {1, 5};
+    int64_t deadline = timefmt_now_ms() + 30000;
+    while (p.n < LK_WRITERS * LK_PER && timefmt_now_ms() < deadline) {
+        log_read_req rr;
+        memset(&rr, 0, sizeof rr);
+        rr.path = "/lk/s";
+        rr.kind = OFFSET_AT;
+        rr.from = next;
+        rr.max_bytes = 1 << 16;
+        if (!CHECK_EQ_INT(log_read(conn, &rr, tail_collect, &p), 0)) break;
+        if (rr.next.seq != p.expect.seq) p.skips++;
+        next = rr.next;
+        if (!rr.count) sleep_ms(2);
+    }
+    int failures = 0;
+    for (int i = 0; i < LK_WRITERS; i++) {
+        pthread_join(tw[i], NULL);
+        failures += w[i].failures;
+    }
+    pthread_join(t, NULL);
+    CHECK(h2.ok);
+    CHECK_EQ_INT(failures, 0);
+    CHECK_EQ_INT(p.n, LK_WRITERS * LK_PER);
+    CHECK_EQ_INT(p.skips, 0);
+    printf("# row lock held 1 s: %d appends waited it out, the reader saw %d, %d skipped\n",
+           LK_WRITERS * LK_PER - failures, p.n, p.skips);
+    log_close(l2);
+out:
+    log_conn_close(qc);
+    log_close(quick);
+}
+
+/* ---- lost connections ------------------------------------------------------------------ */
+
+/* End every other session on the database (the engine's connections among them). */
+static int kill_others(void)
+{
+    PGconn *pg = admin();
+    int ok = sql_ok(pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    PQfinish(pg);
+    sleep_ms(100);
+    return ok;
+}
+
+static void test_reconnect(void)
+{
+    CHECK_EQ_INT(create(conn, "/rc/s"), 0);
+    CHECK_EQ_INT(append(conn, "/rc/s", "before"), 0);
+    CHECK(kill_others());
+    /* A read outside a transaction: reconnected, answered. */
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 1);
+    CHECK(kill_others());
+    /* A group begins on the lost connection: reconnected before BEGIN, committed. */
+    CHECK_EQ_INT(append(conn, "/rc/s", "after"), 0);
+    CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 2);
+    /* Statements prepared on the old connection are prepared again. */
+    CHECK(kill_others());
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(append(conn, "/rc/s", "again"), 0);
+    CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 5);
+}
+
+static int readable(int fd, int ms)
+{
+    struct pollfd pf = {fd, POLLIN, 0};
+    return poll(&pf, 1, ms) > 0;
+}
+
+static void test_feed_reconnect(void)
+{
+    char err[256];
+    log_info a, b;
+    CHECK_EQ_INT(create(conn, "/fr/a"), 0);
+    CHECK_EQ_INT(create(conn, "/fr/b"), 0);
+    CHECK_EQ_INT(log_head(conn, "/fr/a", &a), 0);
+    CHECK_EQ_INT(log_head(conn, "/fr/b", &b), 0);
+    wake_opts wo = {1, 2000};
+    wake_t *w = wake_start(lg, &wo, err, sizeof err);
+    if (!CHECK(w != NULL)) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    log_opts o = {0, 5000, 0};
+    log_t *other = log_open(uri, &o, err, sizeof err);     /* another process, as far as the feed knows */
+    log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
+    wake_waiter_t *wa = wake_waiter_new(w), *wb = wake_waiter_new(w);
+    if (!CHECK(oc && wa && wb)) goto out;
+    wake_watch(wa, a.id);
+    wake_watch(wb, b.id);
+    sleep_ms(300);
+    wake_clear(wa);
+    wake_clear(wb);
+    /* Woken by another handle's commit, through the NOTIFY. */
+    CHECK_EQ_INT(append(oc, "/fr/a", "1"), 0);
+    CHECK(readable(wake_waiter_fd(wa), WAIT_MS));
+    wake_clear(wa);
+    /* The LISTEN connection is lost: both waiters are woken, with no commit. */
+    CHECK(kill_others());
+    CHECK(readable(wake_waiter_fd(wa), WAIT_MS));
+    CHECK(readable(wake_waiter_fd(wb), WAIT_MS));
+    sleep_ms(300);
+    wake_clear(wa);
+    wake_clear(wb);
+    /* Listening again: the next commit elsewhere wakes its waiter only. */
+    CHECK_EQ_INT(append(oc, "/fr/b", "2"), 0);
+    CHECK(readable(wake_waiter_fd(wb), WAIT_MS));
+    CHECK(!readable(wake_waiter_fd(wa), 200));
+out:
+    wake_waiter_free(wa);
+    wake_waiter_free(wb);
+    wake_stop(w);
+    log_conn_close(oc);
+    log_close(other);
+}
+
+/* ---- migrations, errors, sizes --------------------------------------------------------------- */
+
+typedef struct opener {
+    char uri[1200];
+    int ok;
+    char err[256];
+} opener;
+
+static void *open_one(void *arg)
+{
+    opener *o = arg;
+    log_t *l = log_open(o->uri, NULL, o->err, sizeof o->err);
+    o->ok = l != NULL;
+    log_close(l);
+    return NULL;
+}
+
+static void test_migrate_together(void)
+{
+    PGconn *pg = admin();
+    char name[64], fresh[1100];
+    snprintf(name, sizeof name, "t_migrate_%ld", (long)getpid());
+    char drop[128], make[128];
+    snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+    snprintf(make, sizeof make, "CREATE DATABASE %s", name);
+    if (!CHECK(test_db_pg_uri(test_db_pg_cluster(), name, fresh, sizeof fresh) == 0) || !sql_ok(pg, drop) ||
+        !sql_ok(pg, make)) {
+        CHECK(0);
+        PQfinish(pg);
+        return;
+    }
+    /* The same server, the new database. */
+    opener o[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(o[i].uri, sizeof o[i].uri, "%s", fresh);
+        o[i].ok = 0;
+        o[i].err[0] = 0;
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, open_one, &o[i]), 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        ok += o[i].ok;
+        if (!o[i].ok) fprintf(stderr, "  open %d: %s\n", i, o[i].err);
+    }
+    CHECK_EQ_INT(ok, 6);
+    PGconn *m = PQconnectdb(o[0].uri);
+    PGresult *r = PQexec(m, "SELECT count(*), max(version) FROM schema_version");
+    if (CHECK(PQresultStatus(r) == PGRES_TUPLES_OK)) {
+        char want[16];
+        snprintf(want, sizeof want, "%d", pg_schema_version());
+        CHECK_EQ_STR(PQgetvalue(r, 0, 1), want);
+        CHECK_EQ_INT((int)strtol(PQgetvalue(r, 0, 0), NULL, 10), pg_nmigrations);
+    }
+    PQclear(r);
+    PQfinish(m);
+    sql_ok(pg, drop);
+    PQfinish(pg);
+}
+
+/* The query helpers: parameters, binary results, statements prepared once by text
+ * (more than the connection keeps still run), errors as LOG_E*. */
+static void test_query(void)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, -42);
+    pg_text(&p, "h\xc3\xa9");
+    pg_null(&p);
+    pg_bytes(&p, "a\0b", 3);
+    PGresult *r = pg_run(conn, "SELECT $1::bigint, $2::text, $3::text IS NULL, $4::bytea,"
+                               " 7::smallint, -9::int, length($4::bytea)", &p, 0, &rc);
+    if (CHECK(r != NULL)) {
+        CHECK_EQ_INT((int)pg_int_of(r, 0, 0), -42);
+        CHECK_EQ_STR(pg_text_of(r, 0, 1), "h\xc3\xa9");
+        CHECK_EQ_STR(pg_text_of(r, 0, 2), "t");
+        CHECK_EQ_INT((int)pg_int_of(r, 0, 6), 3);
+        CHECK(pg_null_at(r, 0, 9) && pg_int_of(r, 3, 0) == 0 && pg_text_of(r, 1, 0) == NULL);
+    }
+    PQclear(r);
+    r = pg_run(conn, "SELECT $1::bigint, $2::text, $3::text IS NULL, $4::bytea,"
+                     " 7::smallint, -9::int, length($4::bytea)", &p, 1, &rc);
+    if (CHECK(r != NULL)) {
+        CHECK_EQ_INT((int)pg_int_at(r, 0, 0), -42);
+        CHECK_EQ_INT(PQgetlength(r, 0, 3), 3);
+        CHECK(memcmp(PQgetvalue(r, 0, 3), "a\0b", 3) == 0);
+        CHECK_EQ_INT((int)pg_int_at(r, 0, 4), 7);
+        CHECK_EQ_INT((int)pg_int_at(r, 0, 5), -9);
+    }
+    PQclear(r);
+    /* Prepared once: the same text again adds no statement. */
+    int before = pgc(conn)->nprepared;
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(pg_exec(conn, "SELECT 1 WHERE $1::int > 0", (pg_params_init(&p), pg_int(&p, i), &p)), 0);
+    CHECK_EQ_INT(pgc(conn)->nprepared, before + 1);
+    /* Texts built at run time, more than are kept: all run. */
+    char sql[64];
+    int all = 1;
+    for (int i = 0; i < PG_PREPARED_MAX + 20; i++) {
+        snprintf(sql, sizeof sql, "SELECT %d", i);
+        r = pg_run(conn, sql, NULL, 0, &rc);
+        all &= r && pg_int_of(r, 0, 0) == i;
+        PQclear(r);
+    }
+    CHECK(all);
+    CHECK_EQ_INT(pgc(conn)->nprepared, PG_PREPARED_MAX);
+    /* Rows a command changed. */
+    CHECK_EQ_INT(create(conn, "/q/s"), 0);
+    pg_params_init(&p);
+    pg_text(&p, "/q/");
+    r = pg_run(conn, "UPDATE streams SET access_ms = access_ms WHERE starts_with(path, $1)", &p, 0, &rc);
+    CHECK(r != NULL && pg_affected(r) == 1);
+    PQclear(r);
+    /* A mistake: LOG_EIO, and the connection is fine after it. */
+    CHECK(pg_run(conn, "SELEC nothing", NULL, 0, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_EIO);
+    CHECK_EQ_INT(pg_simple(conn, "SELECT 1"), 0);
+    /* A lock not granted in time: LOG_EBUSY (55P03). */
+    CHECK_EQ_INT(pg_simple(conn, "SET lock_timeout = 50"), 0);
+    PGconn *pg = admin();
+    sql_ok(pg, "BEGIN");
+    sql_ok(pg, "LOCK TABLE producers IN ACCESS EXCLUSIVE MODE");
+    CHECK_EQ_INT(pg_simple(conn, "SELECT count(*) FROM producers"), LOG_EBUSY);
+    sql_ok(pg, "COMMIT");
+    PQfinish(pg);
+    CHECK_EQ_INT(pg_simple(conn, "SET lock_timeout = 5000"), 0);
+}
+
+static void size_of(void *ud, const char *what, int64_t bytes)
+{
+    if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
+}
+
+int main(void)
+{
+    if (!test_db_engine(1)) {
+        printf("# DSTREAM_TEST_PG names no cluster: nothing to test (tests/run-unit.sh starts one)\n");
+        return TEST_MAIN_END();
+    }
+    if (test_db_open("pg-engine", dir, sizeof dir, &lg, &conn)) {
+        test_db_close(dir, lg, conn);
+        return TEST_MAIN_END();
+    }
+    snprintf(uri, sizeof uri, "%s", test_db_st()->uri);
+    CHECK_EQ_STR(log_engine_name(lg), "postgresql");
+    CHECK_EQ_INT(log_schema_version(lg), pg_schema_version());
+    test_query();
+    test_notify();
+    test_row_lock();
+    test_reconnect();
+    test_feed_reconnect();
+    test_migrate_together();
+    int64_t bytes = 0;
+    CHECK_EQ_INT(log_sizes(conn, size_of, &bytes), 0);
+    CHECK(bytes > 0);
+    test_db_close(dir, lg, conn);
+    return TEST_MAIN_END();
+}
