@@ -2,7 +2,8 @@
  * state machine on a database: create and re-confirm, backfill at the tail, new
  * streams linked at their start, explicit links, webhook deliveries (taken, held
  * in flight, retried, done acking the snapshot), callbacks fenced by generation,
- * wake and token, pull-wake claims and leases, the wake stream, deletion. */
+ * wake and token, pull-wake claims and leases, the wake stream, deletion. On
+ * each engine (test_db.h: PostgreSQL's when DSTREAM_TEST_PG names a cluster). */
 #include "subscription.h"
 
 #include <string.h>
@@ -361,12 +362,14 @@ static void test_unrelated(void)
 
 int main(void)
 {
-    if (test_db_open("subscription", dir, sizeof dir, &lg, &conn) == 0) {
-        test_webhook_flow();
-        test_pull_flow();
-        test_rev_floor();
-        test_unrelated();
+    for (int e = 0; test_db_engine(e); e++) {
+        if (test_db_open("subscription", dir, sizeof dir, &lg, &conn) == 0) {
+            test_webhook_flow();
+            test_pull_flow();
+            test_rev_floor();
+            test_unrelated();
+        }
+        test_db_close(dir, lg, conn);
     }
-    test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
