@@ -2,7 +2,9 @@
  * lib/backup.c): the check of a database in place names each invariant broken by
  * hand in the rows (test_sqlite_backup's cases, in PostgreSQL's SQL) and a session's
  * snapshot that differs from a replay of its stream (the walk hands the stream's
- * messages and snapshots up); a database without the log's tables, or none at all,
+ * messages and snapshots up): sessions, forks and their fork-point snapshots made
+ * through lib/sstore agree with their replay, and each snapshot altered by hand is
+ * named with the key that differs; a database without the log's tables, or none at all,
  * is no database; copy and restore say to use PostgreSQL's own tools and leave
  * nothing behind. Runs only when DSTREAM_TEST_PG names a cluster (tests/pg.sh). */
 #include "backup.h"
@@ -10,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "event.h"
+#include "sstore.h"
 #include "store.h"
 #include "store/pg/pg.h"
 #include "test.h"
@@ -164,6 +168,120 @@ static void test_copy_restore(void)
     CHECK(strstr(err, "pg_restore") != NULL);
 }
 
+/* ---- snapshots against a replay, on sessions made through lib/sstore ---------------- */
+
+static int say(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    (void)v;
+    ev[0] = *(const sstore_event *)ud;
+    *n = 1;
+    return 0;
+}
+
+/* count user messages to session id, one command each. */
+static int say_n(const char *id, int count)
+{
+    session_trace t;
+    session_trace_new(&t);
+    for (int i = 0; i < count; i++) {
+        char text[48];
+        snprintf(text, sizeof text, "%s says %d", id, i);
+        json_t *c = json_string(text);
+        sstore_event e = event_message_user(c, "queue", NULL);
+        json_decref(c);
+        int rc = sstore_command(conn, id, &t, say, &e, NULL);
+        json_decref(e.payload);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* A session, or a fork of parent at its tail. */
+static int session(const char *id, const char *parent)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = id;
+    r.trace = &t;
+    r.parent = parent;
+    if (!parent) {
+        r.agent = "writer";
+        r.created = json_pack("{s:s, s:{s:s}}", "agent", "writer", "input", "topic", "owls");
+    }
+    int rc = sstore_create(conn, &r);
+    json_decref(r.created);
+    return rc;
+}
+
+static void test_check_snapshots(void)
+{
+    char err[256], got[256];
+    /* a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
+     * fork-point snapshot) and 71 events more (its own at 128); c forked from b, e
+     * from c, then c deleted: its stream stays for e, its snapshots go. */
+    CHECK_EQ_INT(session("a", NULL), 0);
+    CHECK_EQ_INT(say_n("a", 100), 0);
+    CHECK_EQ_INT(session("b", "a"), 0);
+    CHECK_EQ_INT(say_n("a", 40), 0);
+    CHECK_EQ_INT(say_n("b", 70), 0);
+    CHECK_EQ_INT(session("c", "b"), 0);
+    CHECK_EQ_INT(say_n("c", 3), 0);
+    CHECK_EQ_INT(session("e", "c"), 0);
+    CHECK_EQ_INT(say_n("e", 2), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "c"), 0);
+    PGresult *r = PQexec(pgc(conn)->pg, "SELECT string_agg(session || ':' || seq, ' ' ORDER BY session, seq)"
+                                        " FROM snapshots");
+    snprintf(got, sizeof got, "%s", PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?");
+    PQclear(r);
+    CHECK_EQ_STR(got, "a:64 a:128 b:101 b:128 e:176");
+    CHECK(sound());
+
+    /* Each altered snapshot is named; a fork's altered fork point is found in its
+     * parent's replay (and its own replay, which starts there, may differ on). */
+    static const struct {
+        const char *session;
+        int seq;
+        const char *alter, *named;
+        int problems;
+    } cases[] = {
+        {"a", 128, "jsonb_set(view::jsonb, '{eventCount}', '7')", "session=a seq=128 key=eventCount", 1},
+        {"a", 64, "jsonb_set(view::jsonb, '{created,input,topic}', '\"bats\"')",
+         "session=a seq=64 key=created.input.topic", 1},
+        {"a", 64, "view::jsonb #- '{messages,5}'", "session=a seq=64 key=messages[5]", 1},
+        {"b", 128, "jsonb_set(view::jsonb, '{status}', '\"failed\"')", "session=b seq=128 key=status", 1},
+        {"b", 101, "jsonb_set(view::jsonb, '{queued,0}', '\"x\"')",
+         "session=b seq=101 fork point, replayed in sessions/a key=queued[0]", 2},
+        {"e", 176, "'not a view'", "session=e seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "CREATE TEMP TABLE kept AS SELECT view FROM snapshots WHERE session = '%s' AND seq = %d;"
+                 " UPDATE snapshots SET view = %s WHERE session = '%s' AND seq = %d",
+                 cases[i].session, cases[i].seq, cases[i].alter, cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(exec_sql(sql), 0);
+        int seen = 0;
+        seen_problems[0] = '\0';
+        CHECK_EQ_INT(backup_check(lg->target, 10, keep_problem, &seen, err, sizeof err), cases[i].problems);
+        CHECK_EQ_INT(seen, cases[i].problems);
+        if (!CHECK(strstr(seen_problems, cases[i].named) != NULL))
+            fprintf(stderr, "  wanted %s in: %s\n", cases[i].named, seen_problems);
+        snprintf(sql, sizeof sql, "UPDATE snapshots SET view = (SELECT view FROM kept) WHERE session = '%s' AND seq = %d;"
+                 " DROP TABLE kept", cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(exec_sql(sql), 0);
+        CHECK(sound());
+    }
+    /* Reports stop at the limit; every problem is counted (a:64, a:128, b's fork
+     * point; b:128 agrees with a replay from b's altered fork point, e's cannot be
+     * replayed). */
+    CHECK_EQ_INT(exec_sql("UPDATE snapshots SET view = jsonb_set(view::jsonb, '{steps}', '99')"
+                          " WHERE view LIKE '{%'"), 0);
+    int seen = 0;
+    CHECK_EQ_INT(backup_check(lg->target, 2, keep_problem, &seen, err, sizeof err), 3);
+    CHECK_EQ_INT(seen, 2);
+}
+
 int main(void)
 {
     if (!test_db_engine(1)) {
@@ -175,6 +293,9 @@ int main(void)
         test_no_database();
         test_copy_restore();
     }
+    test_db_close(dir, lg, conn);
+    /* A database of its own: sessions made through lib/sstore. */
+    if (test_db_open("pg_backup_snapshots", dir, sizeof dir, &lg, &conn) == 0) test_check_snapshots();
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
