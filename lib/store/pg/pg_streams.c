@@ -334,7 +334,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     pg_int(&p, o->id);
     pg_int(&p, rec);
     pg_int(&p, sub);
-    if (!(r = pg_run(c, "SELECT data FROM messages WHERE stream = $1 AND rec = $2 ORDER BY seq LIMIT $3 + 1", &p, 1,
+    if (!(r = pg_run(c, "SELECT data FROM messages WHERE stream = $1 AND rec = $2 ORDER BY seq LIMIT $3::bigint + 1", &p, 1,
                      &rc)))
         return rc;
     int count = PQntuples(r);
