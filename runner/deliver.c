@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "../lib/diag.h"
 #include "../lib/buf.h"
 #include "../lib/env.h"
 #include "../lib/timefmt.h"
@@ -131,7 +132,7 @@ static void start(deliver_t *D, const sub_delivery *d)
     if (!webhook_url_allowed(D->allow, d->url, why, sizeof why)) {
         /* The operator narrowed the list since the subscription was made. */
         sub_delivered(D->conn, &f->d, 0, 0, why, timefmt_now_ms());
-        runner_log("subscription %s: webhook refused: %s", d->id, why);
+        diag("info", "subscription %s: webhook refused: %s", d->id, why);
         sub_delivery_free(&f->d);
         buf_free(&f->resp);
         free(f);
@@ -182,8 +183,8 @@ int deliver_finished(deliver_t *D, CURLMsg *msg)
         else snprintf(f->error, sizeof f->error, "HTTP %ld%s", status, status >= 300 && status < 400 ? " (redirects are not followed)" : "");
     }
     int rc = sub_delivered(D->conn, &f->d, ok, isdone, f->error, timefmt_now_ms());
-    if (!ok) runner_log("subscription %s: webhook delivery failed: %s", f->d.id, f->error);
-    if (rc) runner_log("subscription %s: recording the delivery: %s", f->d.id, errs_str(rc));
+    if (!ok) diag("info", "subscription %s: webhook delivery failed: %s", f->d.id, f->error);
+    if (rc) diag("info", "subscription %s: recording the delivery: %s", f->d.id, errs_str(rc));
     flight_free(D, f);
     D->due = 0;   /* a new wake may be due now */
     return 1;
@@ -209,7 +210,7 @@ void deliver_tick(deliver_t *D)
     if (!D->started) {
         log_changes(D->conn, &D->rev, on_change, D);   /* sets rev: later changes are seen */
         if ((rc = sub_recover(D->conn))) {
-            runner_log("subscriptions: recovery: %s", errs_str(rc));
+            diag("info", "subscriptions: recovery: %s", errs_str(rc));
             D->rev = LOG_CURSOR_START;
             return;
         }
@@ -228,14 +229,14 @@ void deliver_tick(deliver_t *D)
         for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
         D->nchanged = 0;
         D->overflow = 0;
-        if (rc) runner_log("subscriptions: changed streams: %s", errs_str(rc));
+        if (rc) diag("info", "subscriptions: changed streams: %s", errs_str(rc));
     }
     if (now < D->due) return;
-    if ((rc = sub_expire(D->conn, now))) runner_log("subscriptions: leases: %s", errs_str(rc));
+    if ((rc = sub_expire(D->conn, now))) diag("info", "subscriptions: leases: %s", errs_str(rc));
     if (D->nflying < INFLIGHT_MAX) {
         sub_delivery take[INFLIGHT_MAX];
         int n = sub_deliveries_take(D->conn, now, D->timeout_ms + 1000, D->base, take, INFLIGHT_MAX - D->nflying);
-        if (n < 0) runner_log("subscriptions: deliveries: %s", errs_str(n));
+        if (n < 0) diag("info", "subscriptions: deliveries: %s", errs_str(n));
         for (int i = 0; i < n; i++) start(D, &take[i]);
     }
     D->due = sub_next_due(D->conn);

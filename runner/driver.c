@@ -36,16 +36,6 @@
 #include "../lib/workflow.h"
 #include "runner.h"
 
-void runner_log(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    diag("info", "%s", msg);    /* text or JSON lines (DSTREAM_LOG_FORMAT) */
-}
-
 sess_t *runner_session(runner_t *R, const char *id)
 {
     for (sess_t *s = R->sessions; s; s = s->next)
@@ -80,10 +70,10 @@ void runner_forget(runner_t *R, sess_t *s)
 void runner_lost(runner_t *R, sess_t *s)
 {
     if (s->rq) {
-        runner_log("session %s: request %s stopped: another runner holds the session", s->id, s->rq->id);
+        diag("info", "session %s: request %s stopped: another runner holds the session", s->id, s->rq->id);
         request_free(R, s->rq);
     }
-    if (s->calls) runner_log("session %s: its tool calls are abandoned: another runner holds the session", s->id);
+    if (s->calls) diag("info", "session %s: its tool calls are abandoned: another runner holds the session", s->id);
     tools_forget(R, s);
     s->held = 0;
     /* Look again when the new holder's lease may have run out (it renews it
@@ -147,8 +137,8 @@ static void give_up(runner_t *R, sess_t *s, const session_view *v, const char *r
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    runner_log("session %s: %s failed (%s, %d attempt(s)): %s", s->id, v->is_workflow ? "workflow" : "reply",
-               reason, v->attempts, msg);
+    diag("info", "session %s: %s failed (%s, %d attempt(s)): %s", s->id, v->is_workflow ? "workflow" : "reply",
+                 reason, v->attempts, msg);
     put(R, s, event_failed(v->is_workflow, msg, reason, v->attempts));
 }
 
@@ -189,7 +179,7 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         return -1;
     }
     put(R, s, event_request_started(id, q->target.p->name, q->model, attempt));
-    runner_log("session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
+    diag("info", "session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
     return 0;
 }
 
@@ -200,7 +190,7 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
     if (!q) return;
     request_flush(R, q);
     put(R, s, event_request_cancelled(q->id, reason, NULL));
-    runner_log("session %s: request %s cancelled (%s)", s->id, q->id, reason);
+    diag("info", "session %s: request %s cancelled (%s)", s->id, q->id, reason);
     request_free(R, q);
 }
 
@@ -218,8 +208,8 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
         put(R, s, event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
                                         d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error, d.delay_ms,
                                         now + d.delay_ms));
-        runner_log("session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
-                   v->attempts + 1, (long long)d.delay_ms);
+        diag("info", "session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
+                     v->attempts + 1, (long long)d.delay_ms);
         s->timer_ms = now + d.delay_ms;
         return;
     }
@@ -240,7 +230,7 @@ static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
 {
     retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
     put(R, s, event_request_cancelled(v->request, "restart", NULL));
-    runner_log("session %s: request %s was cut off by a restart", s->id, v->request);
+    diag("info", "session %s: request %s was cut off by a restart", s->id, v->request);
     retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
 }
 
@@ -309,13 +299,13 @@ static void drive_chat(runner_t *R, sess_t *s, const session_view *v)
         return;
     }
     if (over_budget(agent, v)) {
-        runner_log("session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
+        diag("info", "session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
         put(R, s, event_session_cancelled("cost budget reached"));
         return;
     }
     if (tool_turn && !v->retry_at && !session_view_needs_reply(v) && v->tool_turns >= max_turns(agent)) {
-        runner_log("session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
-                   v->tool_turns);
+        diag("info", "session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
+                     v->tool_turns);
         put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
         return;
     }
@@ -346,7 +336,7 @@ static void fail_workflow_reason(runner_t *R, sess_t *s, const char *reason, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    runner_log("session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", msg);
+    diag("info", "session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", msg);
     put(R, s, reason ? event_failed(1, msg, reason, -1) : event_workflow_failed(msg));
 }
 
@@ -465,7 +455,7 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
         if (!first) first = json_string_value(json_object_get(json_array_get(json_object_get(doc, "phases"), 0), "name"));
         put(R, s, event_workflow_started(json_object_get(v->created, PK_WORKFLOW), json_object_get(v->created, PK_VERSION)));
         put(R, s, event_phase_entered(first));
-        runner_log("session %s: workflow started", s->id);
+        diag("info", "session %s: workflow started", s->id);
         break;
     }
     case NEXT_ENTER_PHASE: put(R, s, event_phase_entered(nx.phase)); break;
@@ -476,7 +466,7 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
     }
     case NEXT_COMPLETE:
         put(R, s, event_workflow_completed(v->state));
-        runner_log("session %s: workflow completed", s->id);
+        diag("info", "session %s: workflow completed", s->id);
         break;
     case NEXT_FAIL: fail_workflow(R, s, "%s", nx.error); break;
     case NEXT_STEP:
@@ -507,7 +497,7 @@ static int hold(runner_t *R, sess_t *s, int64_t now)
         /* This process was away (paused, starved) past its lease: another runner
          * may have taken the session and even let it go since. What it had in
          * flight is stale; the log says what to do now. */
-        runner_log("session %s: lease expired while this runner was away", s->id);
+        diag("info", "session %s: lease expired while this runner was away", s->id);
         runner_lost(R, s);
     }
     int64_t expires = 0;
@@ -520,13 +510,13 @@ static int hold(runner_t *R, sess_t *s, int64_t now)
         return 1;
     }
     if (held == 0) {
-        if (s->held || s->rq) runner_log("session %s: lease lost", s->id);
+        if (s->held || s->rq) diag("info", "session %s: lease lost", s->id);
         runner_lost(R, s);
         s->other_until = expires;
         s->timer_ms = expires + 50;
         return 0;
     }
-    runner_log("session %s: lease: %s", s->id, errs_str(held));
+    diag("info", "session %s: lease: %s", s->id, errs_str(held));
     s->timer_ms = now + 1000;
     return 0;
 }
@@ -569,7 +559,7 @@ void runner_drive(runner_t *R, sess_t *s)
         if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) {
             runner_forget(R, s);
         } else {
-            runner_log("session %s: cannot read: %s", s->id, errs_str(rc));
+            diag("info", "session %s: cannot read: %s", s->id, errs_str(rc));
             s->timer_ms = now + 1000;
         }
         return;
@@ -590,7 +580,7 @@ void runner_drive(runner_t *R, sess_t *s)
         if (v.is_workflow) put(R, s, event_failed(1, msg, "event_limit", v.attempts));
         else put(R, s, event_session_cancelled(msg));
         s->timer_ms = 0;
-        runner_log("session %s: %s", s->id, msg);
+        diag("info", "session %s: %s", s->id, msg);
     } else if (v.cancel_requested) {
         if (s->rq) {
             request_flush(R, s->rq);
@@ -600,11 +590,11 @@ void runner_drive(runner_t *R, sess_t *s)
             put(R, s, event_request_cancelled(v.request, "cancelled", NULL));
         /* Tool calls under way are abandoned (their servers are told); what they
          * did is not known, and nothing runs them again in a cancelled session. */
-        if (s->calls) runner_log("session %s: its tool calls under way are abandoned", s->id);
+        if (s->calls) diag("info", "session %s: its tool calls under way are abandoned", s->id);
         tools_forget(R, s);
         put(R, s, event_session_cancelled("cancel requested"));
         s->timer_ms = 0;
-        runner_log("session %s: cancelled", s->id);
+        diag("info", "session %s: cancelled", s->id);
     } else if (v.is_workflow) {
         drive_workflow(R, s, &v);
     } else {
@@ -683,7 +673,7 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
     }
     if (err[0]) {
         const char *reason = rc == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL;
-        runner_log("session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", err);
+        diag("info", "session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", err);
         ev[(*n)++] = reason ? event_failed(1, err, reason, -1) : event_workflow_failed(err);
         goto out;
     }
@@ -781,8 +771,8 @@ void runner_request_finished(runner_t *R, rq_t *q, CURLcode result)
     int calls = json_array_size(q->tool_calls) > 0;
     tools_record(R, s, q);
     ev[n++] = event_request_ended(q->id, q->stop, usage, cost);
-    runner_log("session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
-               (long long)q->in_tok, (long long)q->out_tok, cost);
+    diag("info", "session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
+                 (long long)q->in_tok, (long long)q->out_tok, cost);
     /* A workflow step's last turn adds its completion, or workflow:failed, to the
      * same commit. */
     if (q->step_agent && !calls) step_output(R, s, q, usage, cost, ev, &n);
@@ -809,7 +799,7 @@ void runner_shutdown(runner_t *R)
         if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
             retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
             put(R, s, event_request_cancelled(id, "restart", NULL));
-            runner_log("session %s: request %s cancelled (restart)", s->id, id);
+            diag("info", "session %s: request %s cancelled (restart)", s->id, id);
             retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
         }
         session_view_free(&v);

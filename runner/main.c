@@ -69,7 +69,7 @@ static int load_keys(runner_t *R)
     char err[1024];
     json_t *j = opfile_load(path, 077, "must not be readable by others (chmod 600)", NULL, err, sizeof err);
     if (!j) {
-        fprintf(stderr, "dstream-runner: credentials: %s\n", err);
+        diag("error", "credentials: %s", err);
         return -1;
     }
     const char *ka = json_string_value(json_object_get(j, "anthropic"));
@@ -89,7 +89,7 @@ static int load_mcp_config(runner_t *R)
     if (!path || !*path) return 0;
     R->mcp_config = mcp_config_load(path, err, sizeof err);
     if (!R->mcp_config) {
-        fprintf(stderr, "dstream-runner: MCP configuration %s:\n%s\n", path, err);
+        diag("error", "MCP configuration %s:\n%s", path, err);
         return -1;
     }
     return 0;
@@ -127,7 +127,7 @@ static void scan(runner_t *R)
 int main(int argc, char **argv)
 {
     if (diag_init("dstream-runner", getenv("DSTREAM_LOG_FORMAT"), 1)) {
-        fprintf(stderr, "dstream-runner: DSTREAM_LOG_FORMAT must be text or json\n");
+        diag("error", "DSTREAM_LOG_FORMAT must be text or json");
         return 2;
     }
     runner_t R;
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     if (!db || !*db) db = "dstream.db";
     if (argc > 2 && !strcmp(argv[1], "--db")) db = argv[2];
     else if (argc > 1) {
-        fprintf(stderr, "usage: dstream-runner [--db PATH]   (settings: README.md, Runner)\n");
+        diag("error", "usage: dstream-runner [--db PATH]   (settings: README.md, Runner)");
         return 2;
     }
     gethostname(host, sizeof host - 1);
@@ -160,11 +160,11 @@ int main(int argc, char **argv)
     log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50));
     if (!R.log) {
-        fprintf(stderr, "dstream-runner: %s\n", err);
+        diag("error", "%s", err);
         return 1;
     }
     if (lease_lock(R.log, R.me.owner, err, sizeof err) < 0) {
-        fprintf(stderr, "dstream-runner: refusing to start: %s\n", err);
+        diag("error", "refusing to start: %s", err);
         log_close(R.log);
         return 1;
     }
@@ -173,7 +173,7 @@ int main(int argc, char **argv)
         json_error_t e;
         R.pricing = json_load_file(pricing, 0, &e);
         if (!json_is_object(R.pricing)) {
-            fprintf(stderr, "dstream-runner: pricing %s: %s\n", pricing, e.text);
+            diag("error", "pricing %s: %s", pricing, e.text);
             log_close(R.log);
             return 2;
         }
@@ -188,13 +188,13 @@ int main(int argc, char **argv)
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
 
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
-        fprintf(stderr, "dstream-runner: %s\n", err);
+        diag("error", "%s", err);
         return 1;
     }
     wake_t *wake = wake_start(R.log, NULL, err, sizeof err);
     wake_waiter_t *waiter = wake ? wake_waiter_new(wake) : NULL;
     if (!waiter) {
-        fprintf(stderr, "dstream-runner: commit watcher: %s\n", err);
+        diag("error", "commit watcher: %s", err);
         return 1;
     }
     wake_watch_any(waiter);
@@ -213,12 +213,12 @@ int main(int argc, char **argv)
     R.multi = curl_multi_init();
     deliver_t *deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
     if (!deliver) {
-        fprintf(stderr, "dstream-runner: %s\n", err);
+        diag("error", "%s", err);
         return 2;
     }
     int64_t watchdog_us = env_num("WATCHDOG_USEC", 0, 0, LLONG_MAX), next_watchdog = 0;
-    runner_log("started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
-               R.providers->n);
+    diag("info", "started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
+                 R.providers->n);
     sd_notify_msg("READY=1\nSTATUS=running sessions");
     scan(&R);   /* crash recovery: every unfinished session, once */
 
@@ -300,7 +300,7 @@ int main(int argc, char **argv)
         }
     }
 
-    runner_log("stopping: cutting requests in flight");
+    diag("info", "stopping: cutting requests in flight");
     sd_notify_msg("STOPPING=1");
     runner_shutdown(&R);
     while (R.sessions) runner_forget(&R, R.sessions);
@@ -315,7 +315,7 @@ int main(int argc, char **argv)
     log_close(R.log);
     json_decref(R.pricing);
     provcfg_free(R.providers);
-    runner_log("stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
-               (unsigned long long)R.dropped);
+    diag("info", "stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
+                 (unsigned long long)R.dropped);
     return 0;
 }

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/diag.h"
 #include "../lib/buf.h"
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
@@ -246,7 +247,7 @@ static int start_timeout(const rmcp_server *s)
 
 static void send_line(rmcp_server *s, int rc)
 {
-    if (rc) runner_log("mcp %s: cannot queue a message (%s)", s->name, rc == BUF_ETOOBIG ? "stdin backlog full" : "no memory");
+    if (rc) diag("info", "mcp %s: cannot queue a message (%s)", s->name, rc == BUF_ETOOBIG ? "stdin backlog full" : "no memory");
 }
 
 static void send_request(rmcp_server *s, int64_t id, const char *method, json_t *params)
@@ -328,7 +329,7 @@ static void start(rmcp_t *m, rmcp_server *s)
     s->next_id = 1;
     s->restart_at = 0;
     if (spawn(s)) {
-        runner_log("mcp %s: %s", s->name, s->why);
+        diag("info", "mcp %s: %s", s->name, s->why);
         s->start_failures++;
         s->restart_at = now + RMCP_BACKOFF_MS;
         if (s->start_failures >= RMCP_START_FAILURES) {
@@ -340,7 +341,7 @@ static void start(rmcp_t *m, rmcp_server *s)
         return;
     }
     s->starts++;
-    runner_log("mcp %s: started (pid %d)", s->name, (int)s->pid);
+    diag("info", "mcp %s: started (pid %d)", s->name, (int)s->pid);
     s->state = S_INIT;
     s->init_id = s->next_id++;
     s->phase_deadline = now + start_timeout(s);
@@ -380,8 +381,8 @@ static void stop(rmcp_t *m, rmcp_server *s, const char *why, int crashed)
     for (int i = 1; i < s->crashes && delay < RMCP_BACKOFF_MAX_MS; i++) delay *= 2;
     s->restart_at = now + (delay > RMCP_BACKOFF_MAX_MS ? RMCP_BACKOFF_MAX_MS : delay);
     if (s->start_failures >= RMCP_START_FAILURES) {
-        runner_log("mcp %s: failed %d starts in a row: unavailable for %d s", s->name, s->start_failures,
-                   RMCP_FAILED_MS / 1000);
+        diag("info", "mcp %s: failed %d starts in a row: unavailable for %d s", s->name, s->start_failures,
+                     RMCP_FAILED_MS / 1000);
         s->failed_until = now + RMCP_FAILED_MS;
         s->wanted = 0;
         fail_list(m, &s->queue, s->why, RSTATS_MCP_UNAVAILABLE);
@@ -443,7 +444,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         } else if (mcp_parse_initialize(msg->result, version, sizeof version, err, sizeof err)) {
             snprintf(x->why, sizeof x->why, "%s", err);
         } else {
-            runner_log("mcp %s: initialized (protocol %s)", s->name, version);
+            diag("info", "mcp %s: initialized (protocol %s)", s->name, version);
             send_line(s, mcp_build_notification(&s->wq, "notifications/initialized", NULL));
             s->state = S_LISTING;
             list_tools(s);
@@ -465,7 +466,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
             x->broken = 1;
             return;
         }
-        if (skipped) runner_log("mcp %s: %d malformed tools left out", s->name, skipped);
+        if (skipped) diag("info", "mcp %s: %d malformed tools left out", s->name, skipped);
         if (s->cursor[0] && ++s->pages < RMCP_LIST_PAGES) {
             list_page(s);
             return;
@@ -475,7 +476,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         s->listing = NULL;
         if (s->relisting) {
             s->relisting = 0;
-            runner_log("mcp %s: tools listed again, %zu tools", s->name, json_array_size(s->tools));
+            diag("info", "mcp %s: tools listed again, %zu tools", s->name, json_array_size(s->tools));
             if (x->m->on_change) x->m->on_change(x->m->ud, s->name);
             return;
         }
@@ -483,7 +484,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         s->start_failures = 0;
         s->wanted = 0;
         s->last_used = timefmt_now_ms();
-        runner_log("mcp %s: ready, %zu tools", s->name, json_array_size(s->tools));
+        diag("info", "mcp %s: ready, %zu tools", s->name, json_array_size(s->tools));
         send_calls(s);
         if (x->m->on_change) x->m->on_change(x->m->ud, s->name);
         return;
@@ -507,7 +508,7 @@ static void on_response(msg_ctx *x, const mcp_msg *msg)
         return;
     }
     /* A late answer to a call that timed out, or an id we never used. */
-    runner_log("mcp %s: answer to unknown request %lld ignored", s->name, (long long)msg->id);
+    diag("info", "mcp %s: answer to unknown request %lld ignored", s->name, (long long)msg->id);
 }
 
 static int on_msg(void *ud, const mcp_msg *msg)
@@ -525,17 +526,17 @@ static int on_msg(void *ud, const mcp_msg *msg)
     case MCP_MSG_NOTIFICATION:
         if (!strcmp(msg->method, "notifications/message")) {
             char *d = json_dumps(json_object_get(msg->params, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
-            runner_log("mcp %s: %s: %.500s", s->name,
-                       json_string_value(json_object_get(msg->params, "level")) ?: "log", d ? d : "");
+            diag("info", "mcp %s: %s: %.500s", s->name,
+                         json_string_value(json_object_get(msg->params, "level")) ?: "log", d ? d : "");
             free(d);
         } else if (!strcmp(msg->method, "notifications/tools/list_changed")) {
             s->stale = 1;
-            runner_log("mcp %s: its tools changed (listed again before they are next offered)", s->name);
+            diag("info", "mcp %s: its tools changed (listed again before they are next offered)", s->name);
         } else {
-            runner_log("mcp %s: notification %.100s", s->name, msg->method);
+            diag("info", "mcp %s: notification %.100s", s->name, msg->method);
         }
         break;
-    case MCP_MSG_INVALID: runner_log("mcp %s: unreadable message: %s", s->name, msg->message); break;
+    case MCP_MSG_INVALID: diag("info", "mcp %s: unreadable message: %s", s->name, msg->message); break;
     }
     return x->broken;
 }
@@ -558,7 +559,7 @@ static void read_out(rmcp_t *m, rmcp_server *s)
         msg_ctx x = {m, s, 0, ""};
         mcp_reader_feed(&s->rd, buf, (size_t)n, on_msg, &x);
         if (x.broken) {
-            runner_log("mcp %s: %s", s->name, x.why);
+            diag("info", "mcp %s: %s", s->name, x.why);
             stop(m, s, x.why, 1);
             return;
         }
@@ -567,7 +568,7 @@ static void read_out(rmcp_t *m, rmcp_server *s)
 
 static void log_err_line(rmcp_server *s)
 {
-    if (s->errline.len) runner_log("mcp %s: stderr: %s", s->name, s->errline.p);
+    if (s->errline.len) diag("info", "mcp %s: stderr: %s", s->name, s->errline.p);
     buf_reset(&s->errline);
 }
 
@@ -745,7 +746,7 @@ static void reap(rmcp_t *m, rmcp_server *s, int64_t now)
         return;
     }
     /* It exited on its own. */
-    runner_log("mcp %s: %s", s->name, why + 15);
+    diag("info", "mcp %s: %s", s->name, why + 15);
     stop(m, s, why, 1);
     s->state = S_STOPPED;
 }
@@ -769,7 +770,7 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
             char why[160];
             snprintf(why, sizeof why, "the MCP server did not answer %s within %d ms",
                      s->state == S_INIT ? "initialize" : "tools/list", start_timeout(s));
-            runner_log("mcp %s: %s", s->name, why);
+            diag("info", "mcp %s: %s", s->name, why);
             stop(m, s, why, 1);
         }
         for (rmcp_call *c = s->flight, *next; c; c = next) {
@@ -782,12 +783,12 @@ void rmcp_process(rmcp_t *m, const struct curl_waitfd *fds, unsigned n)
             json_decref(p);
             char why[160];
             snprintf(why, sizeof why, "the tool did not answer within %d ms", s->timeout_ms);
-            runner_log("mcp %s: call %lld (%s) timed out", s->name, (long long)c->id, c->tool);
+            diag("info", "mcp %s: call %lld (%s) timed out", s->name, (long long)c->id, c->tool);
             finish(m, c, json_string(why), 1, 1, RSTATS_MCP_TIMEOUT);
         }
         send_calls(s);
         if (s->state == S_READY && !s->relisting && !s->flight && !s->queue && now - s->last_used >= s->idle_ms) {
-            runner_log("mcp %s: idle, stopping", s->name);
+            diag("info", "mcp %s: idle, stopping", s->name);
             stop(m, s, "stopped", 0);
         }
         reap(m, s, now);

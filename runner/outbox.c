@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/diag.h"
 #include "../lib/timefmt.h"
 #include "runner.h"
 
@@ -33,7 +34,7 @@ void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, c
         if (cap > RUNNER_OUTBOX_MAX || !(s->out = realloc(s->out, cap * sizeof *s->out))) {
             /* Cannot happen while commits succeed (a turn queues a few events per
              * session); if they keep failing, this is the bound. */
-            runner_log("session %s: outbox full, %s dropped", s->id, type);
+            diag("info", "session %s: outbox full, %s dropped", s->id, type);
             json_decref(payload);
             return;
         }
@@ -114,7 +115,7 @@ int runner_commit(runner_t *R)
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc) {
         for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
-        runner_log("cannot commit the events of %zu session(s): %s (retrying)", n, errs_str(rc));
+        diag("info", "cannot commit the events of %zu session(s): %s (retrying)", n, errs_str(rc));
         free(items);
         return rc;
     }
@@ -139,8 +140,8 @@ int runner_commit(runner_t *R)
             break;
         case C_LOST:
             R->dropped += k;
-            runner_log("session %s: lease lost to another runner: %zu event(s) dropped (%llu in all)", s->id, k,
-                       (unsigned long long)R->dropped);
+            diag("info", "session %s: lease lost to another runner: %zu event(s) dropped (%llu in all)", s->id, k,
+                         (unsigned long long)R->dropped);
             runner_outbox_clear(s);
             runner_lost(R, s);
             break;
@@ -150,7 +151,7 @@ int runner_commit(runner_t *R)
             s->dirty = 1;       /* its drive finds it gone and forgets it */
             break;
         default:
-            runner_log("session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
+            diag("info", "session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
             runner_outbox_clear(s);
             if (s->rq) request_free(R, s->rq);
             s->dirty = 1;

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "../lib/diag.h"
 #include "runner.h"
 
 int runner_providers(runner_t *R)
@@ -23,11 +24,11 @@ int runner_providers(runner_t *R)
     const char *path = getenv("DSTREAM_PROVIDERS");
     R->providers = provcfg_load(path, 1, err, sizeof err);
     if (!R->providers) {
-        fprintf(stderr, "dstream-runner: DSTREAM_PROVIDERS %s:\n%s\n", path ? path : "", err);
+        diag("error", "DSTREAM_PROVIDERS %s:\n%s", path ? path : "", err);
         return -1;
     }
     if (provcfg_builtin_keys(R->providers, R->anthropic_key, R->openai_key)) {
-        fprintf(stderr, "dstream-runner: out of memory\n");
+        diag("error", "out of memory");
         return -1;
     }
     /* Only provcfg holds them from now on. */

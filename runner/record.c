@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/diag.h"
 #include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/recorder.h"
@@ -78,11 +79,11 @@ int record_config(runner_t *R)
     const char *m = getenv("DSTREAM_RECORDING"), *t = getenv("DSTREAM_RECORDING_TIMING");
     R->rec_mode = REC_LIVE;
     if (m && *m && (R->rec_mode = rec_mode_parse(m)) < 0) {
-        fprintf(stderr, "dstream-runner: DSTREAM_RECORDING=%s: use live, record, playback or hybrid\n", m);
+        diag("error", "DSTREAM_RECORDING=%s: use live, record, playback or hybrid", m);
         return -1;
     }
     if (t && *t && strcmp(t, "fast") && strcmp(t, "realtime")) {
-        fprintf(stderr, "dstream-runner: DSTREAM_RECORDING_TIMING=%s: use fast or realtime\n", t);
+        diag("error", "DSTREAM_RECORDING_TIMING=%s: use fast or realtime", t);
         return -1;
     }
     R->rec_realtime = t && !strcmp(t, "realtime");
@@ -409,8 +410,8 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
             outcome = "hit";
             hit = 1;
             json_decref(f.meta);
-            runner_log("session %s: request %s answered from recording %.12s#%d of %s", s->id, q->id, r->key,
-                       f.occurrence, f.session);
+            diag("info", "session %s: request %s answered from recording %.12s#%d of %s", s->id, q->id, r->key,
+                         f.occurrence, f.session);
             ret = 1;
         } else {
             if (found == 1) json_decref(f.meta);
@@ -425,11 +426,11 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
                 R->start_error[ml] = '\0';
                 utf8_scrub(R->start_error);     /* %.60s and the cut may split a character */
                 snprintf(R->start_reason, sizeof R->start_reason, "playback_miss");
-                runner_log("session %s: %s", s->id, R->start_error);
+                diag("info", "session %s: %s", s->id, R->start_error);
                 ret = -1;
             } else {
                 r->recording = 1;
-                runner_log("session %s: request %s: %s: sent live", s->id, q->id, why);
+                diag("info", "session %s: request %s: %s: sent live", s->id, q->id, why);
             }
         }
     } else {
@@ -630,7 +631,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
                 answered = 1;
             } else {
                 record = 1;
-                runner_log("session %s: tool call %s: %s: run live", s->id, cid ? cid : "", why);
+                diag("info", "session %s: tool call %s: %s: run live", s->id, cid ? cid : "", why);
             }
         }
     }
@@ -724,8 +725,8 @@ static const json_t *played_list(runner_t *R, sess_t *s, const char *server, con
         json_t *list = rec_find(R->conn, "tools", key, REC_LATEST, lin, nl, s->rec_reach, &f) == 1 ? found_list(R, &f) : NULL;
         if (!list) return NULL;
         keep_list(s, server, list, f.occurrence, f.session);
-        runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
-                   f.occurrence, f.session);
+        diag("info", "session %s: MCP server %s's tools from recording %.12s#%d of %s", s->id, server, key,
+                     f.occurrence, f.session);
         kept = json_object_get(s->rec_tools, server);
     }
     snprintf(src, sizeof src, "%s", json_string_value(json_object_get(kept, "session")));
@@ -740,8 +741,8 @@ static const json_t *played_list(runner_t *R, sess_t *s, const char *server, con
         }
         if (list) {
             keep_list(s, server, list, want, src);
-            runner_log("session %s: MCP server %s's tools from recording %.12s#%d of %s (request %d)", s->id, server,
-                       key, want, src, answered);
+            diag("info", "session %s: MCP server %s's tools from recording %.12s#%d of %s (request %d)", s->id, server,
+                         key, want, src, answered);
             kept = json_object_get(s->rec_tools, server);
         }
     }
@@ -760,7 +761,7 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
     if (mode == REC_PLAYBACK) {
         json_decref(norm);
         if ((*tools = played_list(R, s, server, key))) return RMCP_READY;
-        runner_log("session %s: playback: no recorded tool list of MCP server %s: asking the server", s->id, server);
+        diag("info", "session %s: playback: no recorded tool list of MCP server %s: asking the server", s->id, server);
         return rmcp_tools(R->mcp, server, tools, err, errcap);
     }
     int st = rmcp_tools(R->mcp, server, tools, err, errcap);
@@ -801,7 +802,7 @@ int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tool
     o->len = strlen(o->data);
     tool_op(s, OP_END, "tools", key, occ);
     keep_list(s, server, json_deep_copy(*tools), occ, s->id);
-    runner_log("session %s: MCP server %s's tools recorded (%.12s#%d)", s->id, server, key, occ);
+    diag("info", "session %s: MCP server %s's tools recorded (%.12s#%d)", s->id, server, key, occ);
     json_decref(norm);
     return st;
 }

@@ -228,6 +228,4 @@ int runner_providers(runner_t *R);
  * in R->start_error. */
 int providers_prepare(runner_t *R, rq_t *q, const json_t *agent);
 
-void runner_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 #endif

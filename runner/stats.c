@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/diag.h"
 #include "../lib/cost.h"
 
 #include "../lib/timefmt.h"
@@ -198,7 +199,7 @@ void runner_stats_tick(runner_t *R)
         st.started = 1;
         st.last_tick_ms = now;
         st.next_publish_ms = now + STATS_PERIOD_MS;
-        if (rstats_start(R->conn, &st.s)) runner_log("stats: cannot publish to runner_stats");
+        if (rstats_start(R->conn, &st.s)) diag("info", "stats: cannot publish to runner_stats");
     }
     st.s.loops++;
     if (now - st.last_tick_ms > st.s.loop_max_ms) st.s.loop_max_ms = now - st.last_tick_ms;
@@ -208,13 +209,13 @@ void runner_stats_tick(runner_t *R)
     st.s.updated_ms = now;
     st.s.dropped = (int64_t)R->dropped;
     int rc = rstats_publish(R->conn, &st.s);
-    if (rc && !st.publish_failed) runner_log("stats: cannot publish to runner_stats: %s", errs_str(rc));
+    if (rc && !st.publish_failed) diag("info", "stats: cannot publish to runner_stats: %s", errs_str(rc));
     st.publish_failed = rc != 0;
     take_mcp(R);
     if (st.models_changed) {
         int mrc = rstats_figures_save(log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp, st.nmcp,
                                       st.retries, st.nretries);
-        if (mrc && !st.models_failed) runner_log("stats: cannot write the figures by model beside the database");
+        if (mrc && !st.models_failed) diag("info", "stats: cannot write the figures by model beside the database");
         st.models_failed = mrc != 0;
         st.models_changed = mrc != 0;
     }

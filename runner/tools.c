@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/diag.h"
 #include "../lib/agent.h"
 #include "../lib/timefmt.h"
 #include "../lib/event.h"
@@ -64,7 +65,7 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
                 json_array_append_new(servers, json_pack("{s:s, s:O, s:o}", "server", server, "tools", tools, "bound",
                                                          mcp_bindings_for(R->mcp_config, agent, server)));
             else {
-                runner_log("session %s: %s", s->id, err);
+                diag("info", "session %s: %s", s->id, err);
                 emit(R, s, event_tool_server_failed(server, err));
             }
         }
@@ -118,9 +119,9 @@ static void finish(runner_t *R, sess_t *s, const json_t *call, const json_t *res
                    int64_t duration_ms)
 {
     const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
-    runner_log("session %s: tool call %s (%s) %s in %lld ms", s->id, id,
-               json_string_value(json_object_get(call, PK_NAME)), failed ? "failed" : is_error ? "answered an error" : "answered",
-               (long long)duration_ms);
+    diag("info", "session %s: tool call %s (%s) %s in %lld ms", s->id, id,
+                 json_string_value(json_object_get(call, PK_NAME)), failed ? "failed" : is_error ? "answered an error" : "answered",
+                 (long long)duration_ms);
     if (json_object_get(call, PK_PHASE)) steps_tool_done(R, s, call, result, is_error, failed, duration_ms);
     else emit(R, s, event_tool_result(id, result, is_error, failed, duration_ms));
 }
@@ -147,7 +148,8 @@ static void on_done(void *ud, const rmcp_outcome *o)
         char text[200];
         snprintf(text, sizeof text, "the tool's result was %zu bytes, over the limit of %zu (DSTREAM_TOOL_RESULT_MAX)", n,
                  t->R->tool_result_max);
-        runner_log("session %s: tool call %s: %s", t->s->id, json_string_value(json_object_get(t->call, PK_CALL_ID)), text);
+        diag("info", "session %s: tool call %s: %s", t->s->id, json_string_value(json_object_get(t->call, PK_CALL_ID)),
+             text);
         output = why = json_string(text);
         is_error = failed = 1;
     }
@@ -173,7 +175,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         if (!own && json_is_true(json_object_get(call, PK_SIDE_EFFECTING))) {
             json_t *why = json_string("the runner restarted while this call was in flight; it has side effects, "
                                       "so it was not run again (it may or may not have taken effect)");
-            runner_log("session %s: side-effecting call %s cut off by a restart: not run again", s->id, id);
+            diag("info", "session %s: side-effecting call %s cut off by a restart: not run again", s->id, id);
             finish(R, s, call, why, 1, 1, 0);
             json_decref(why);
             continue;
@@ -203,7 +205,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         s->calls = t;
         t->h = rmcp_call_start(R->mcp, server, tool, json_object_get(call, PK_ARGUMENTS), on_done, t);
         if (!t->h) abort();
-        runner_log("session %s: tool call %s: %s on %s%s", s->id, id, tool, server, own ? "" : " (again, after a restart)");
+        diag("info", "session %s: tool call %s: %s on %s%s", s->id, id, tool, server, own ? "" : " (again, after a restart)");
     }
 }
 

@@ -30,3 +30,35 @@ json_lines() {
     assert_failure 2
     assert_output --partial "DSTREAM_LOG_FORMAT must be text or json"
 }
+
+# runner_refuses NAME=VALUE... [-- ARGS]: start the runner with DSTREAM_LOG_FORMAT=json
+# and the given settings; it must refuse to start (status 1 or 2) and every line it
+# wrote on standard error must be a JSON object from dstream-runner.
+runner_refuses() {
+    local err=$BATS_TEST_TMPDIR/runner.err settings=() args=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do settings+=("$1"); shift; done
+    [ "${1:-}" = -- ] && { shift; args=("$@"); }
+    local rc=0
+    timeout 20 env DSTREAM_LOG_FORMAT=json DSTREAM_DB="${RR_DB:-$BATS_TEST_TMPDIR/db}" "${settings[@]}" \
+        "$DS_BIN/dstream-runner" "${args[@]}" </dev/null >/dev/null 2>"$err" || rc=$?
+    [ "$rc" -eq 1 ] || [ "$rc" -eq 2 ] || fail "status $rc: $(cat "$err")"
+    json_lines "$err" dstream-runner || fail "not JSON lines (${settings[*]} ${args[*]}): $(cat "$err")"
+    jq -e -s 'all(.[]; .level == "error")' "$err" >/dev/null || fail "$(cat "$err")"
+}
+
+@test "DSTREAM_LOG_FORMAT=json: the runner's start-up errors are JSON lines too" {
+    echo '{' >"$BATS_TEST_TMPDIR/bad.json"
+    chmod 600 "$BATS_TEST_TMPDIR/bad.json"
+    runner_refuses -- --bogus                               # usage
+    runner_refuses DSTREAM_LEASE_MS=soon                    # a setting not a number
+    runner_refuses DSTREAM_CREDENTIALS="$BATS_TEST_TMPDIR/none.json"
+    runner_refuses DSTREAM_MCP_CONFIG="$BATS_TEST_TMPDIR/bad.json"   # a multi-line message
+    runner_refuses DSTREAM_PRICING="$BATS_TEST_TMPDIR/bad.json"
+    runner_refuses DSTREAM_PROVIDERS="$BATS_TEST_TMPDIR/bad.json"
+    runner_refuses DSTREAM_RECORDING=sometimes
+    runner_refuses DSTREAM_RECORDING_TIMING=slow
+    runner_refuses DSTREAM_WEBHOOK_ALLOW=10.0.0.0/99
+    runner_refuses DSTREAM_DB="$BATS_TEST_TMPDIR/no/such/dir/db"
+    RR_DB=$DS_DB runner_refuses                              # the stack's runner holds the lock
+    grep -q 'refusing to start' "$BATS_TEST_TMPDIR/runner.err" || fail "$(cat "$BATS_TEST_TMPDIR/runner.err")"
+}
