@@ -29,6 +29,7 @@
 #include "mcp.h"
 #include "runner.h"
 #include "stats.h"
+#include "turn.h"
 
 static int sigpipe_fds[2] = {-1, -1};
 
@@ -186,6 +187,7 @@ int main(int argc, char **argv)
         return 2;
     }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
+    R.step_call_done = steps_tool_done;     /* tools.c reports a step's call here */
 
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
         diag("error", "%s", err);
@@ -273,9 +275,9 @@ int main(int argc, char **argv)
             if (msg->msg != CURLMSG_DONE || deliver_finished(deliver, msg)) continue;
             rq_t *q = NULL;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
-            if (q) runner_request_finished(&R, q, msg->data.result);
+            if (q) turn_finished(&R, q, msg->data.result);
         }
-        record_pump(&R);
+        record_pump(&R, turn_finished);
         /* Timers that fired and leases to renew, then every session to look at. */
         now = timefmt_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {

@@ -6,9 +6,15 @@
  * (one fsync), not 200. Inside that transaction each session's events are written
  * only if this process still holds the session's lease (lease_tx_renew, which also
  * renews it): a runner that was paused or cut off while another took the session
- * over finds out here, writes nothing more into it, drops what it had (counted in
- * R->dropped and logged) and stops its request. Each session is a savepoint of its
- * own, so one session's failure does not undo the others'. */
+ * over finds out here, writes nothing more into it and drops what it had (counted
+ * in R->dropped and logged); runner_commit says which sessions that happened to,
+ * and the driver stops what they had in flight. Each session is a savepoint of its
+ * own, so one session's failure does not undo the others'. Writes of other tables
+ * that belong with a session's events (its recordings: record.c) are queued with
+ * them (runner_defer) and made in the same savepoint, after them.
+ *
+ * The outbox is a leaf: it calls nothing of the runner above it; what the commit
+ * means for a session is its return value. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,14 +55,41 @@ void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, c
     e->actor = actor;
 }
 
+void runner_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud), void (*drop)(void *ud), void *ud)
+{
+    outbox_write *w = calloc(1, sizeof *w);
+    if (!w) abort();
+    w->tx = tx;
+    w->drop = drop;
+    w->ud = ud;
+    outbox_write **pp = &s->writes;
+    while (*pp) pp = &(*pp)->next;
+    *pp = w;
+}
+
 void runner_outbox_clear(sess_t *s)
 {
     for (size_t i = 0; i < s->nout; i++) json_decref(s->out[i].payload);
     s->nout = 0;
-    record_clear(s);
+    while (s->writes) {
+        outbox_write *w = s->writes;
+        s->writes = w->next;
+        if (w->drop) w->drop(w->ud);
+        free(w);
+    }
 }
 
-enum { C_PENDING, C_DONE, C_LOST, C_GONE, C_FAILED };
+/* The deferred writes of s, in the order they were queued: 0 or the first LOG_E*. */
+static int deferred_tx(log_conn_t *c, sess_t *s)
+{
+    for (outbox_write *w = s->writes; w; w = w->next) {
+        int rc = w->tx(c, s->id, w->ud);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+enum { C_PENDING, C_DONE, C_LOST = OUTBOX_LOST, C_GONE = OUTBOX_GONE, C_FAILED = OUTBOX_FAILED };
 
 typedef struct commit_item {
     sess_t *s;
@@ -88,7 +121,7 @@ static int op_commit(log_conn_t *c, void *arg)
         int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
                                                      &it->s->view_seq, &it->first)
                            : held;
-        if (rc == 0 && held == 1) rc = record_tx(c, it->s);     /* recordings with their events */
+        if (rc == 0 && held == 1) rc = deferred_tx(c, it->s);  /* recordings with their events */
         if (held == 0) it->outcome = C_LOST;
         else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
         else if (rc) it->outcome = C_FAILED;
@@ -100,9 +133,11 @@ static int op_commit(log_conn_t *c, void *arg)
     return 0;
 }
 
-int runner_commit(runner_t *R)
+int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
 {
     size_t n = 0;
+    *outcomes = NULL;
+    *noutcomes = 0;
     for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0;
     if (n == 0) return 0;
     commit_item *items = calloc(n, sizeof *items);
@@ -121,6 +156,8 @@ int runner_commit(runner_t *R)
     }
     R->commits++;
     int64_t now = timefmt_now_ms();
+    outbox_outcome *oc = NULL;
+    size_t noc = 0;
     for (size_t i = 0; i < n; i++) {
         commit_item *it = &items[i];
         sess_t *s = it->s;
@@ -143,22 +180,26 @@ int runner_commit(runner_t *R)
             diag("info", "session %s: lease lost to another runner: %zu event(s) dropped (%llu in all)", s->id, k,
                          (unsigned long long)R->dropped);
             runner_outbox_clear(s);
-            runner_lost(R, s);
             break;
         case C_GONE:
             runner_outbox_clear(s);
-            if (s->rq) request_free(R, s->rq);
             s->dirty = 1;       /* its drive finds it gone and forgets it */
             break;
         default:
             diag("info", "session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
             runner_outbox_clear(s);
-            if (s->rq) request_free(R, s->rq);
             s->dirty = 1;
             s->timer_ms = now + 1000;   /* look again soon: nothing else will */
             break;
         }
+        if (it->outcome != C_DONE) {
+            if (!oc && !(oc = calloc(n, sizeof *oc))) abort();
+            oc[noc].s = s;
+            oc[noc++].what = it->outcome;
+        }
     }
     free(items);
+    *outcomes = oc;
+    *noutcomes = noc;
     return 0;
 }

@@ -19,7 +19,7 @@
  *             recorded.
  *
  * A recording is written with the session's events, in the runner's commit
- * (outbox.c calls record_tx): the row opened with the recording:request event,
+ * (each write queued on the outbox with runner_defer): the row opened with the recording:request event,
  * each chunk with the deltas it produced, the end with provider:request_ended.
  * A runner killed mid-stream leaves the row incomplete: never served. */
 #include <stdio.h>
@@ -71,7 +71,6 @@ struct recop {
     long status;
     int result;
     json_t *meta;
-    struct recop *next;
 };
 
 int record_config(runner_t *R)
@@ -90,6 +89,26 @@ int record_config(runner_t *R)
     return 0;
 }
 
+static void op_free(void *ud)
+{
+    struct recop *o = ud;
+    free(o->data);
+    json_decref(o->meta);
+    free(o);
+}
+
+/* One recording write, inside the commit of the session's events. */
+static int op_tx(log_conn_t *c, const char *sid, void *ud)
+{
+    struct recop *o = ud;
+    int64_t now = timefmt_now_ms();
+    rec_id id = {sid, o->kind, o->key, o->occ};
+    return o->what == OP_OPEN    ? rec_tx_open(c, &id, o->request_id, o->provider, o->model, o->data, now)
+           : o->what == OP_CHUNK ? rec_tx_chunk(c, &id, o->seq, o->t_ms, o->data, o->len)
+                                 : rec_tx_end(c, &id, o->status, o->result, o->meta, now);
+}
+
+/* A recording write, queued on s's outbox (filled in by the caller before the commit). */
 static struct recop *op_new(sess_t *s, int what, const struct rrec *r)
 {
     struct recop *o = calloc(1, sizeof *o);
@@ -98,39 +117,8 @@ static struct recop *op_new(sess_t *s, int what, const struct rrec *r)
     o->kind = "provider";
     memcpy(o->key, r->key, sizeof o->key);
     o->occ = r->occ;
-    struct recop **pp = &s->rec_ops;
-    while (*pp) pp = &(*pp)->next;
-    *pp = o;
+    runner_defer(s, op_tx, op_free, o);
     return o;
-}
-
-static void op_free(struct recop *o)
-{
-    free(o->data);
-    json_decref(o->meta);
-    free(o);
-}
-
-void record_clear(sess_t *s)
-{
-    while (s->rec_ops) {
-        struct recop *o = s->rec_ops;
-        s->rec_ops = o->next;
-        op_free(o);
-    }
-}
-
-int record_tx(log_conn_t *c, sess_t *s)
-{
-    int64_t now = timefmt_now_ms();
-    for (struct recop *o = s->rec_ops; o; o = o->next) {
-        rec_id id = {s->id, o->kind, o->key, o->occ};
-        int rc = o->what == OP_OPEN    ? rec_tx_open(c, &id, o->request_id, o->provider, o->model, o->data, now)
-                 : o->what == OP_CHUNK ? rec_tx_chunk(c, &id, o->seq, o->t_ms, o->data, o->len)
-                                       : rec_tx_end(c, &id, o->status, o->result, o->meta, now);
-        if (rc) return rc;
-    }
-    return 0;
 }
 
 /* ---- counting ----------------------------------------------------------------------- */
@@ -299,6 +287,15 @@ static int take_chunk(void *ud, int64_t t_ms, const void *p, size_t n)
     return 0;
 }
 
+static void tap_body(rq_t *q, const char *p, size_t len);
+static void tap_flush(rq_t *q);
+static int tap_call_seed(const rq_t *q, char *out, size_t cap);
+static void tap_finished(rq_t *q, int result, long status);
+static void tap_free(rq_t *q);
+
+/* A recorded or played-back request's tap (runner.h). */
+static const rq_tap tap = {tap_body, tap_flush, tap_call_seed, tap_finished, tap_free};
+
 /* ---- a request starts ---------------------------------------------------------------- */
 
 static void free_rec(struct rrec *r)
@@ -311,7 +308,7 @@ static void free_rec(struct rrec *r)
     free(r);
 }
 
-void record_free(rq_t *q)
+static void tap_free(rq_t *q)
 {
     free_rec(q->rec);
     q->rec = NULL;
@@ -388,6 +385,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     }
     r->occ = n;
     q->rec = r;
+    q->tap = &tap;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
     size_t nl = lineage(R, s, ids, lin);
@@ -452,7 +450,9 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     return ret;
 }
 
-int record_call_seed(const rq_t *q, char *out, size_t cap)
+/* The same in a recorded session and in its playback: the request's key and
+ * answer ordinal. */
+static int tap_call_seed(const rq_t *q, char *out, size_t cap)
 {
     if (!q->rec || !q->rec->key[0]) return -1;
     snprintf(out, cap, "%s#%d", q->rec->key, q->rec->ord);
@@ -461,14 +461,13 @@ int record_call_seed(const rq_t *q, char *out, size_t cap)
 
 /* ---- a live request records ---------------------------------------------------------- */
 
-void record_body(rq_t *q, const char *p, size_t len)
+static void tap_body(rq_t *q, const char *p, size_t len)
 {
     if (q->rec && q->rec->recording) buf_append(&q->rec->pending, p, len);
 }
 
-void record_flush(runner_t *R, rq_t *q)
+static void tap_flush(rq_t *q)
 {
-    (void)R;
     struct rrec *r = q->rec;
     if (!r || !r->recording || !r->pending.len) return;
     struct recop *o = op_new(q->s, OP_CHUNK, r);
@@ -481,11 +480,11 @@ void record_flush(runner_t *R, rq_t *q)
     buf_reset(&r->pending);
 }
 
-void record_finished(runner_t *R, rq_t *q, int result, long status)
+static void tap_finished(rq_t *q, int result, long status)
 {
     struct rrec *r = q->rec;
     if (!r || !r->recording) return;
-    record_flush(R, q);
+    tap_flush(q);
     struct recop *o = op_new(q->s, OP_END, r);
     o->status = status;
     o->result = result;
@@ -516,7 +515,7 @@ int64_t record_wait(runner_t *R, int64_t now, int64_t wait)
     return wait;
 }
 
-void record_pump(runner_t *R)
+void record_pump(runner_t *R, void (*finished)(runner_t *R, rq_t *q, CURLcode result))
 {
     int64_t now = timefmt_now_ms();
     for (sess_t *s = R->sessions, *next; s; s = next) {
@@ -528,7 +527,7 @@ void record_pump(runner_t *R)
             pchunk *c = &r->chunks[r->next++];
             request_feed(q, c->p, c->len);
         }
-        if (!waiting(q) && r->next == r->n) runner_request_finished(R, q, (CURLcode)r->result);
+        if (!waiting(q) && r->next == r->n) finished(R, q, (CURLcode)r->result);
     }
 }
 

@@ -34,7 +34,7 @@ static int on_event(void *ud, const provider_event *ev)
          * same one and the next request has the recorded key; else from the request id. */
         char made[96], seed[REC_KEY_LEN + 16];
         size_t idx = json_array_size(q->tool_calls);
-        if (record_call_seed(q, seed, sizeof seed) == 0) {
+        if (q->tap && q->tap->call_seed(q, seed, sizeof seed) == 0) {
             uint8_t d[SHA256_LEN];
             char hex[2 * 12 + 1];
             sha256(seed, strlen(seed), d);
@@ -69,7 +69,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     rq_t *q = ud;
     size_t len = size * n;
-    record_body(q, p, len);
+    if (q->tap) q->tap->body(q, p, len);
     if (q->status == 0) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &q->status);
     if (q->status != 200) {
         buf_append(&q->errbody, p, len);   /* bounded by its ceiling */
@@ -117,8 +117,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
-                    const char *id, int attempt, int step_agent)
+rq_t *request_new(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
+                  const char *id, int attempt, int step_agent)
 {
     R->start_error[0] = '\0';
     rq_t *q = calloc(1, sizeof *q);
@@ -173,14 +173,13 @@ rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *m
     /* A stream that stays silent this long is dead (pings come every few s). */
     curl_easy_setopt(q->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(q->easy, CURLOPT_LOW_SPEED_TIME, 120L);
-    int rec = record_start(R, s, q);
-    if (rec < 0) {
-        request_free(R, q);
-        return NULL;
-    }
-    if (rec == 0) curl_multi_add_handle(R->multi, q->easy);
-    s->rq = q;
     return q;
+}
+
+void request_send(runner_t *R, rq_t *q, int live)
+{
+    if (live) curl_multi_add_handle(R->multi, q->easy);
+    q->s->rq = q;
 }
 
 void request_free(runner_t *R, rq_t *q)
@@ -198,7 +197,7 @@ void request_free(runner_t *R, rq_t *q)
     buf_free(&q->thinking);
     buf_free(&q->full);
     json_decref(q->tool_calls);
-    record_free(q);
+    if (q->tap) q->tap->free(q);
     if (q->s && q->s->rq == q) q->s->rq = NULL;
     free(q);
 }
@@ -217,7 +216,7 @@ void request_flush(runner_t *R, rq_t *q)
     if (q->thinking.len || q->text.len) q->emitted = 1;
     buf_reset(&q->text);
     buf_reset(&q->thinking);
-    record_flush(R, q);
+    if (q->tap) q->tap->flush(q);
 }
 
 void request_feed(rq_t *q, const char *p, size_t len)

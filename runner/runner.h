@@ -21,9 +21,31 @@
 
 typedef struct sess sess_t;
 typedef struct tcall tcall_t;
+typedef struct rq rq_t;
+
+/* What watches or answers a provider request besides the provider: a recording
+ * or a playback (record.c), set on the request when it starts (q->tap, its data
+ * q->rec). NULL for a live request that nothing records. */
+typedef struct rq_tap {
+    void (*body)(rq_t *q, const char *p, size_t len);      /* answer bytes as they come */
+    void (*flush)(rq_t *q);                 /* the deltas so far were queued */
+    /* A seed for the ids of q's tool calls that came without one: 0, or -1 for none. */
+    int (*call_seed)(const rq_t *q, char *out, size_t cap);
+    void (*finished)(rq_t *q, int result, long status);     /* the answer ended (CURLcode) */
+    void (*free)(rq_t *q);                  /* q is being freed */
+} rq_tap;
+
+/* A write that belongs with a session's events (a recording's rows), made inside
+ * the commit that writes them (runner/outbox runner_defer). */
+typedef struct outbox_write {
+    int (*tx)(log_conn_t *c, const char *sid, void *ud);    /* 0 or LOG_E* */
+    void (*drop)(void *ud);     /* free ud, written or not */
+    void *ud;
+    struct outbox_write *next;
+} outbox_write;
 
 /* One provider request in flight (a curl easy handle). */
-typedef struct rq {
+struct rq {
     sess_t *s;
     CURL *easy;
     struct curl_slist *hdrs;
@@ -56,8 +78,9 @@ typedef struct rq {
     int64_t started_ms;
     int step_agent;             /* a workflow agent step (else a chat reply) */
     int turns;
-    struct rrec *rec;           /* recording or playback (record.c), NULL when live */
-} rq_t;
+    const rq_tap *tap;          /* recording or playback (record.c), NULL when live */
+    struct rrec *rec;           /* ... its data */
+};
 
 /* A session the runner is looking after: one with something in flight or
  * scheduled here, or one it has been told about and not yet looked at. */
@@ -83,7 +106,7 @@ struct sess {
     tcall_t *calls;             /* tool calls running here (tools.c) */
     json_t *own_calls;          /* {callId: true}: recorded by this process, not yet run */
     json_t *servers;            /* [{server, tools}] offered to the model in the last request */
-    struct recop *rec_ops;      /* recording writes waiting for the commit (record.c) */
+    outbox_write *writes;       /* other writes waiting for the commit (recordings: record.c) */
     json_t *rec_tools;          /* {server: {list, occurrence}}: MCP tool lists recorded or played (record.c) */
     int rec_mode_known, rec_mode, rec_realtime; /* its recording mode, read once (record.c) */
     char *rec_reach;            /* its recording scope: JSON array of session-id prefixes, NULL: every session (record.c) */
@@ -121,17 +144,23 @@ typedef struct runner {
     rmcp_t *mcp;                /* their supervisor (runner/mcp.h) */
     int rec_mode;               /* DSTREAM_RECORDING (lib/recorder rec_mode) */
     int rec_realtime;           /* DSTREAM_RECORDING_TIMING=realtime */
-    char start_reason[32];      /* the reason to fail with, when request_start says one */
+    char start_reason[32];      /* the reason to fail with, when a request cannot start */
+    /* A workflow step's tool call (its tool:called payload has a phase) ended:
+     * tools.c reports it here (steps_tool_done, set by main.c). */
+    void (*step_call_done)(struct runner *R, sess_t *s, const json_t *call, const json_t *result, int is_error,
+                           int failed, int64_t duration_ms);
 } runner_t;
 
 /* driver.c */
 sess_t *runner_session(runner_t *R, const char *id);
 void runner_drive(runner_t *R, sess_t *s);
 void runner_forget(runner_t *R, sess_t *s);
-void runner_request_finished(runner_t *R, rq_t *q, CURLcode result);
 void runner_shutdown(runner_t *R);
 /* This process no longer holds s's lease: drop what it had in flight. */
 void runner_lost(runner_t *R, sess_t *s);
+/* Commit the outbox (outbox_commit) and stop what each session whose events were
+ * not written had in flight. Returns 0, or LOG_E* if the transaction failed. */
+int runner_commit(runner_t *R);
 
 /* tools.c: tool calls on the operator's MCP servers (runner/mcp.h). */
 /* The agent as the request presents it (new reference): its system prompt with
@@ -158,27 +187,43 @@ void steps_run(runner_t *R, sess_t *s, const session_view *v, const json_t *def,
 /* A step's tool call ended: complete the step from its result. */
 void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed,
                      int64_t duration_ms);
-/* driver.c, for step_agent: start, retry or leave alone the open agent step. */
-void runner_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step);
-/* driver.c: the workflow fails (workflow:failed, logged). */
-void runner_fail_workflow(runner_t *R, sess_t *s, const char *reason, const char *msg);
 
 /* outbox.c: every event the runner writes goes through here. */
 /* Queue an event for s (payload: a new reference, now the outbox's). */
 void runner_emit(runner_t *R, sess_t *s, const char *type, json_t *payload);
 /* The same with another actor (a static string). */
 void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor);
+/* Queue a write to make with s's events, in the same commit, after them: tx(c,
+ * s's id, ud) inside the transaction (0 or LOG_E*: the session's savepoint is rolled
+ * back), then drop(ud) once it is written or thrown away. */
+void runner_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud), void (*drop)(void *ud), void *ud);
+/* What a commit did with a session's queue when it was not written. */
+#define OUTBOX_LOST 2               /* another runner holds its lease: dropped (counted in R->dropped) */
+#define OUTBOX_GONE 3               /* the session is gone */
+#define OUTBOX_FAILED 4             /* the append failed (logged; s's timer looks again) */
+typedef struct outbox_outcome {
+    sess_t *s;
+    int what;                   /* OUTBOX_* */
+} outbox_outcome;
 /* Commit every session's queued events in one transaction, each session's only
- * while this process holds its lease (else they are dropped and counted, and
- * runner_lost is called). Returns 0, or LOG_E* if the transaction failed (the
- * events stay queued for the next try). */
-int runner_commit(runner_t *R);
-/* Free s's queued events without writing them. */
+ * while this process holds its lease (else they are dropped and counted). Returns
+ * 0 with the sessions whose queue was not written and why in *outcomes (an array
+ * of *n, the caller's to free; NULL when every queue was written): the caller
+ * stops what they have in flight. Or LOG_E* if the transaction failed (the events
+ * stay queued for the next try; *n is 0). */
+int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *n);
+/* Free s's queued events and writes without writing them. */
 void runner_outbox_clear(sess_t *s);
 
 /* request.c */
-rq_t *request_start(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
-                    const char *id, int attempt, int step_agent);
+/* A request to the provider of agent (new, not yet sent): NULL if it cannot be
+ * made, with the reason in R->start_error when the operator's configuration
+ * refuses it. */
+rq_t *request_new(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
+                  const char *id, int attempt, int step_agent);
+/* q becomes s's request in flight; live: sent to the provider (else its tap
+ * answers it). */
+void request_send(runner_t *R, rq_t *q, int live);
 void request_free(runner_t *R, rq_t *q);
 /* Queue the deltas received since the last flush. */
 void request_flush(runner_t *R, rq_t *q);
@@ -188,21 +233,11 @@ void request_feed(rq_t *q, const char *p, size_t len);
 /* record.c: recording and playback (lib/recorder, docs/recording.md). */
 /* DSTREAM_RECORDING and DSTREAM_RECORDING_TIMING. Returns 0, or -1 after saying why. */
 int record_config(runner_t *R);
-/* Decide q's recording mode before it goes out: 0 it goes live (recorded or not),
- * 1 a recording answers it (it must not go out), -1 it fails (playback miss: the
- * reason in R->start_error and R->start_reason). Queues recording:request. */
+/* Decide q's recording mode before it goes out (and set its tap unless it is
+ * live): 0 it goes live (recorded or not), 1 a recording answers it (it must not go
+ * out), -1 it fails (playback miss: the reason in R->start_error and
+ * R->start_reason). Queues recording:request. */
 int record_start(runner_t *R, sess_t *s, rq_t *q);
-void record_body(rq_t *q, const char *p, size_t len);
-/* A seed for the ids of q's tool calls that came without one, the same in a recorded
- * session and in its playback (the request's key and answer ordinal): 0, or -1 when
- * q is not recorded or played back. */
-int record_call_seed(const rq_t *q, char *out, size_t cap);
-void record_flush(runner_t *R, rq_t *q);
-void record_finished(runner_t *R, rq_t *q, int result, long status);
-void record_free(rq_t *q);
-/* Write s's queued recording writes (inside the commit). 0 or LOG_E*. */
-int record_tx(log_conn_t *c, sess_t *s);
-void record_clear(sess_t *s);
 /* A tool call (its tool:called payload) is about to run: 0 run it (recorded if the
  * mode records), 1 it is answered (*result, a new reference, *is_error, *failed):
  * from a recording, or failed by a playback miss. Queues recording:request. */
@@ -214,9 +249,10 @@ void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *
  * no list was ever recorded); in record and hybrid modes from the server, each list
  * the session has not recorded yet recorded. */
 int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap);
-/* The loop: the wait before the next playback chunk is due, and feeding them. */
+/* The loop: the wait before the next playback chunk is due, and feeding them; a
+ * request whose recorded answer has been fed whole ends with finished(R, q, result). */
 int64_t record_wait(runner_t *R, int64_t now, int64_t wait);
-void record_pump(runner_t *R);
+void record_pump(runner_t *R, void (*finished)(runner_t *R, rq_t *q, CURLcode result));
 
 /* providers.c */
 /* Load DSTREAM_PROVIDERS (with keys) into R->providers; the built-in providers take

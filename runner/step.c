@@ -1,21 +1,11 @@
-/* step: the table of step kinds (see step.h). */
+/* step: what the step kinds share (see step.h; their table is step_kinds.c). */
 #include "step.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "../lib/utf8.h"
 #include "../lib/workflow.h"
-
-static const step_exec *const kinds[] = {&step_agent, &step_tool, &step_update, &step_human, NULL};
-
-const step_exec *step_lookup(const char *kind)
-{
-    for (int i = 0; kind && kinds[i]; i++)
-        if (!strcmp(kinds[i]->kind, kind)) return kinds[i];
-    return NULL;
-}
 
 void step_failf(step_ctx *c, const char *fmt, ...)
 {

@@ -1,10 +1,10 @@
 /* step: the workflow step kinds, one file each behind one interface.
  *
  * drive_workflow (driver.c) finds where a session stands (lib/workflow's
- * workflow_next) and looks the step's kind up in a table: `begin` opens a step
- * (NEXT_STEP), `resume` carries on with an open one (NEXT_WAIT: an answer came, a
- * timer fired, a call ended, the runner restarted). An executor decides from the
- * session's view alone and acts only through its context's operations, so that a
+ * workflow_next) and looks the step's kind up in a table (step_kinds.c): `begin`
+ * opens a step (NEXT_STEP), `resume` carries on with an open one (NEXT_WAIT: an
+ * answer came, a timer fired, a call ended, the runner restarted). An executor
+ * decides from the session's view alone and acts only through its context's operations, so that a
  * new kind is one file and one table row, and the unit tests (tests/unit/
  * test_steps.c) drive every kind against a fake context. Events are built with
  * lib/event's constructors. */
@@ -31,7 +31,7 @@ typedef struct step_ops {
     void (*timer)(step_ctx *c, int64_t at_ms);
     int64_t (*now)(step_ctx *c);
     /* Agent steps: start, retry or leave alone the step's provider request (the
-     * provider machinery is shared with chat replies, so it stays in the driver). */
+     * provider machinery is shared with chat replies: runner/turn.c). */
     void (*agent_resume)(step_ctx *c);
     /* Tool steps: the server's tools as lib/mcp lists them (RMCP_READY 0, PENDING
      * 1, FAILED -1 with err), its configuration (NULL: none), and running the
@@ -58,9 +58,6 @@ typedef struct step_exec {
     void (*begin)(step_ctx *c);
     void (*resume)(step_ctx *c);
 } step_exec;
-
-/* The executor of a kind ("agent", "tool", "update", "human"), or NULL. */
-const step_exec *step_lookup(const char *kind);
 
 extern const step_exec step_agent, step_tool, step_update, step_human;
 

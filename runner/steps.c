@@ -9,6 +9,8 @@
 #include "mcp.h"
 #include "runner.h"
 #include "step.h"
+#include "step_kinds.h"
+#include "turn.h"
 
 typedef struct binding {
     runner_t *R;
@@ -24,7 +26,7 @@ static void op_emit(step_ctx *c, sstore_event e)
 static void op_fail(step_ctx *c, const char *reason, const char *msg)
 {
     binding *b = c->ud;
-    runner_fail_workflow(b->R, b->s, reason, msg);
+    turn_fail_workflow(b->R, b->s, reason, "%s", msg);
 }
 
 static void op_timer(step_ctx *c, int64_t at)
@@ -42,7 +44,7 @@ static int64_t op_now(step_ctx *c)
 static void op_agent_resume(step_ctx *c)
 {
     binding *b = c->ud;
-    runner_agent_step(b->R, b->s, c->v, c->def);
+    turn_agent_step(b->R, b->s, c->v, c->def);
 }
 
 static int op_tools(step_ctx *c, const char *server, const json_t **tools, char *err, size_t errcap)
@@ -87,7 +89,7 @@ void steps_run(runner_t *R, sess_t *s, const session_view *v, const json_t *def,
     if (!x) {
         char msg[160];
         snprintf(msg, sizeof msg, "no step kind %.64s", kind ? kind : "(none)");
-        runner_fail_workflow(R, s, NULL, utf8_scrub(msg));
+        turn_fail_workflow(R, s, NULL, "%s", utf8_scrub(msg));
         return;
     }
     if (open) x->resume(&c);

@@ -17,7 +17,9 @@
  * tool:called records what it resolved to, and that is what runs.
  *
  * Calls of one request run in parallel (each server bounds its own concurrency);
- * their results come back on the runner's loop through runner/mcp's callbacks. */
+ * their results come back on the runner's loop through runner/mcp's callbacks. A
+ * workflow tool step's call is completed by whoever registered R->step_call_done
+ * (runner/steps.c, set by main.c): this file calls nothing above it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +124,8 @@ static void finish(runner_t *R, sess_t *s, const json_t *call, const json_t *res
     diag("info", "session %s: tool call %s (%s) %s in %lld ms", s->id, id,
                  json_string_value(json_object_get(call, PK_NAME)), failed ? "failed" : is_error ? "answered an error" : "answered",
                  (long long)duration_ms);
-    if (json_object_get(call, PK_PHASE)) steps_tool_done(R, s, call, result, is_error, failed, duration_ms);
+    if (json_object_get(call, PK_PHASE) && R->step_call_done)
+        R->step_call_done(R, s, call, result, is_error, failed, duration_ms);
     else emit(R, s, event_tool_result(id, result, is_error, failed, duration_ms));
 }
 

@@ -10,8 +10,7 @@
 #   sideways, never in a circle (module X includes Y.h of module Y: Y comes first)
 # - calls-acyclic: the same for calls, from the built objects ($B, default build):
 #   no module calls into a module that calls back into it, however far round
-#   (lib/ fcgi/ cli/; runner/ is left out while its rework is under way: its driver,
-#   request and outbox modules still call each other)
+#   (lib/ fcgi/ runner/ cli/)
 # - sqlite-confined: SQLite is the SQLite engine's alone. No C file outside
 #   lib/store/sqlite/ names it: no <sqlite3.h>, no sqlite3 type or call (no
 #   "sqlite3" at all), no include of the engine's headers (store/sqlite/...) apart
@@ -84,7 +83,7 @@ result includes-acyclic "$([ -z "$loops" ] && echo 0 || echo 1)"
 
 B=${B:-build}
 calls=""
-for d in lib fcgi cli; do
+for d in lib fcgi runner cli; do
     ls "$B/$d"/*.o >/dev/null 2>&1 || continue
     # lib/ with its engines (lib/store/<engine>/): one graph, so that an engine that
     # called back up into the log (or a module above it) would show as a circle.

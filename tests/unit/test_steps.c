@@ -3,6 +3,7 @@
  * a session view built by the reducer, without a database, a provider or an MCP
  * server. */
 #include "../../runner/step.c"
+#include "../../runner/step_kinds.c"
 #include "../../runner/step_agent.c"
 #include "../../runner/step_human.c"
 #include "../../runner/step_tool.c"

@@ -1,0 +1,577 @@
+/* turn: one turn of a session's conversation with its provider: a request
+ * started, cut, retried or failed, and its end turned into events.
+ *
+ * A request's life in the log: provider:request_started (one per attempt, each
+ * with a new id), deltas, and then exactly one of provider:request_ended (the
+ * provider's stream ended with its terminal event: the only way to a completed
+ * reply), provider:request_cancelled (interrupted, cancelled, or failed for good)
+ * or provider:request_retried (it failed or was cut off by a restart; the next
+ * attempt is due at retryAt). A request the log says is in flight but this process
+ * does not have was cut off by a restart (we hold the lease, so its runner is gone):
+ * it is closed and retried on the restart budget. lib/retry decides every retry;
+ * when a budget is spent the request ends with request_cancelled (failed) and the
+ * session with reply:failed (a chat: the next message tries again) or
+ * workflow:failed. So every path ends in something in flight, something
+ * scheduled (retryAt, a checkpoint's expiry: timers), or a final event.
+ *
+ * The driver (driver.c) calls in here for a chat session's turn and for a
+ * workflow's agent step (through runner/steps.c); the loop, when a request ends. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/diag.h"
+#include "../lib/agent.h"
+#include "../lib/cost.h"
+#include "../lib/defs.h"
+#include "../lib/event.h"
+#include "stats.h"
+#include "../lib/lease.h"
+#include "../lib/timefmt.h"
+#include "../lib/workflow.h"
+#include "turn.h"
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+/* Queue one event built by lib/event (its payload becomes the outbox's). */
+static void put(runner_t *R, sess_t *s, sstore_event e)
+{
+    runner_emit_as(R, s, e.type, e.payload, e.actor);
+}
+
+/* Queue ev[0..n) (their payloads become the outbox's). */
+static void emit(runner_t *R, sess_t *s, sstore_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++) put(R, s, ev[i]);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static void new_request_id(char *out, size_t cap)
+{
+    char r[16];
+    sstore_new_id(r, sizeof r);
+    snprintf(out, cap, "req_%.12s", r);
+}
+
+/* The history to send: replies cut off by a restart or a failure are left out,
+ * and so is the reply in flight (a retry of it); the first queued message, whose
+ * turn it is, goes last. */
+static json_t *history(const session_view *v)
+{
+    json_t *out = json_array(), *m;
+    size_t i;
+    json_array_foreach(v->messages, i, m) {
+        const char *reason = json_string_value(json_object_get(m, "reason"));
+        const char *rid = json_string_value(json_object_get(m, "requestId"));
+        if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
+        if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
+        json_array_append(out, m);
+    }
+    if (!v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued))
+        json_array_append(out, json_array_get(v->queued, 0));
+    return out;
+}
+
+/* The request in progress failed for good (or could not even start): the session
+ * ends failed, with error saying why and reason naming the rule (lib/retry's
+ * names, or a limit's). A workflow fails; a chat's pending reply fails and its
+ * next user message may try again. */
+void turn_give_up(runner_t *R, sess_t *s, const session_view *v, const char *reason, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag("info", "session %s: %s failed (%s, %d attempt(s)): %s", s->id, v->is_workflow ? "workflow" : "reply",
+                 reason, v->attempts, msg);
+    put(R, s, event_failed(v->is_workflow, msg, reason, v->attempts));
+}
+
+/* A new request, answered live or from a recording (record.c decides and sets its
+ * tap), made s's request in flight: NULL if it cannot start (why in
+ * R->start_error, if the configuration or a playback miss says). */
+static rq_t *open_request(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages, const char *id,
+                          int attempt, int step_agent)
+{
+    rq_t *q = request_new(R, s, agent, messages, id, attempt, step_agent);
+    if (!q) return NULL;
+    int rec = record_start(R, s, q);
+    if (rec < 0) {
+        request_free(R, q);
+        return NULL;
+    }
+    request_send(R, q, rec == 0);
+    return q;
+}
+
+/* Start attempt v->attempts + 1 of the request in progress under a new id. */
+static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *agent, json_t *messages,
+                 int step_agent)
+{
+    char id[72];
+    int attempt = v->attempts + 1;
+    if (R->session_requests_max && v->requests >= R->session_requests_max) {
+        json_decref(messages);
+        turn_give_up(R, s, v, "session_request_limit",
+                "the session made its %lld provider requests (DSTREAM_SESSION_REQUESTS_MAX)",
+                (long long)R->session_requests_max);
+        return -1;
+    }
+    /* A queued message whose turn comes now starts its own count. */
+    int64_t msg_requests = !v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued)
+                               ? 0 : v->message_requests;
+    if (!v->is_workflow && R->message_requests_max && msg_requests >= R->message_requests_max) {
+        json_decref(messages);
+        turn_give_up(R, s, v, "message_request_limit",
+                "the reply made its %lld provider requests (DSTREAM_MESSAGE_REQUESTS_MAX)",
+                (long long)R->message_requests_max);
+        return -1;
+    }
+    new_request_id(id, sizeof id);
+    rq_t *q = open_request(R, s, agent, messages, id, attempt, step_agent);
+    json_decref(messages);
+    if (!q && R->start_error[0]) {
+        /* The operator's configuration refuses it (lib/provcfg): final, said once. */
+        turn_give_up(R, s, v, R->start_reason[0] ? R->start_reason : "refused", "%s", R->start_error);
+        return -1;
+    }
+    if (!q) {
+        const char *prov = json_string_value(json_object_get(agent, "provider"));
+        turn_give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
+        return -1;
+    }
+    put(R, s, event_request_started(id, q->target.p->name, q->model, attempt));
+    diag("info", "session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
+    return 0;
+}
+
+/* Cut the request in flight (ours) with reason, as an event. */
+static void cut(runner_t *R, sess_t *s, const char *reason)
+{
+    rq_t *q = s->rq;
+    if (!q) return;
+    request_flush(R, q);
+    put(R, s, event_request_cancelled(q->id, reason, NULL));
+    diag("info", "session %s: request %s cancelled (%s)", s->id, q->id, reason);
+    request_free(R, q);
+}
+
+/* Request id (of the request in progress) did not complete, for the reason in f:
+ * schedule the next attempt (provider:request_retried, due at retryAt) or, if the
+ * policy or its budget says no, end it (request_cancelled, failed) and give up. */
+static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const char *id,
+                          const retry_failure *f, const char *error)
+{
+    retry_decision d;
+    int64_t now = timefmt_now_ms();
+    retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
+    if (d.retry) {
+        runner_stats_retry(f);
+        put(R, s, event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
+                                        d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error, d.delay_ms,
+                                        now + d.delay_ms));
+        diag("info", "session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
+                     v->attempts + 1, (long long)d.delay_ms);
+        s->timer_ms = now + d.delay_ms;
+        return;
+    }
+    if (f->kind != RETRY_RESTART)
+        put(R, s, event_request_cancelled(id, "failed", error));
+    if (d.exhausted)
+        turn_give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
+                "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
+                v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART));
+    else
+        turn_give_up(R, s, v, d.reason, "%s (%s: not retried)", error, d.reason);
+}
+
+/* The log says request v->request is in flight, and this process (which holds the
+ * lease) does not have it: its runner is gone. Close it and retry on the restart
+ * budget. */
+static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
+{
+    retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+    put(R, s, event_request_cancelled(v->request, "restart", NULL));
+    diag("info", "session %s: request %s was cut off by a restart", s->id, v->request);
+    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
+}
+
+/* A retry is scheduled (v->retry_at): 1 if it is due now, else 0 with a timer set. */
+static int retry_due(sess_t *s, const session_view *v)
+{
+    if (timefmt_now_ms() >= v->retry_at) return 1;
+    s->timer_ms = v->retry_at;
+    return 0;
+}
+
+/* ---- chat sessions ------------------------------------------------------------------------ */
+
+/* The agent's limits.costBudgetUsd, if set, is spent by the session's requests so far. */
+static int over_budget(const json_t *agent, const session_view *v)
+{
+    json_t *b = json_object_get(json_object_get(agent, "limits"), "costBudgetUsd");
+    return json_is_number(b) && v->cost_usd >= json_number_value(b);
+}
+
+/* Tool-call turns allowed in one reply: limits.maxTurns, else RUNNER_MAX_TURNS. */
+static int max_turns(const json_t *agent)
+{
+    json_t *t = json_object_get(json_object_get(agent, "limits"), "maxTurns");
+    return json_is_integer(t) && json_integer_value(t) > 0 ? (int)json_integer_value(t) : RUNNER_MAX_TURNS;
+}
+
+static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
+{
+    int rc;
+    if (s->agent) return s->agent;
+    s->agent = defs_agent_get(R->conn, name, &rc);
+    return s->agent;
+}
+
+/* A request of the log that this process does not have (its runner died: it is
+ * closed and retried), or tool calls the model asked for (they run; their results
+ * are the next request's, the model's next turn): 1 if there was either. */
+static int under_way(runner_t *R, sess_t *s, const session_view *v)
+{
+    if (v->request[0]) {
+        restart_cut(R, s, v);
+        return 1;
+    }
+    if (json_array_size(v->open_calls)) {
+        tools_run(R, s, v);
+        return 1;
+    }
+    return 0;
+}
+
+void turn_chat(runner_t *R, sess_t *s, const session_view *v)
+{
+    if (s->rq) {
+        if (session_view_interrupted(v)) cut(R, s, "interrupted");    /* the commit re-drives: the answer starts */
+        return;
+    }
+    if (under_way(R, s, v)) return;
+    int tool_turn = session_view_tools_answered(v);
+    if (!v->retry_at && !tool_turn && !session_view_needs_reply(v)) return;
+    if (v->retry_at && !retry_due(s, v)) return;
+    const char *name = json_string_value(json_object_get(v->created, PK_AGENT));
+    json_t *agent = name ? load_agent(R, s, name) : NULL;
+    if (!agent) {
+        turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name ? name : "?");
+        return;
+    }
+    if (over_budget(agent, v)) {
+        diag("info", "session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
+        put(R, s, event_session_cancelled("cost budget reached"));
+        return;
+    }
+    if (tool_turn && !v->retry_at && !session_view_needs_reply(v) && v->tool_turns >= max_turns(agent)) {
+        diag("info", "session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
+                     v->tool_turns);
+        put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
+        return;
+    }
+    json_t *shown = tools_agent(R, s, agent, 1);
+    if (!shown) return;     /* a server is starting: its timer looks again */
+    start(R, s, v, shown, history(v), 0);
+    json_decref(shown);
+}
+
+void turn_fail_workflow(runner_t *R, sess_t *s, const char *reason, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    diag("info", "session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", msg);
+    put(R, s, reason ? event_failed(1, msg, reason, -1) : event_workflow_failed(msg));
+}
+
+
+const json_t *turn_step_def(const json_t *doc, const char *phase, int step)
+{
+    size_t i;
+    json_t *ph;
+    json_array_foreach(json_object_get(doc, "phases"), i, ph) {
+        if (!strcmp(json_string_value(json_object_get(ph, "name")), phase))
+            return json_array_get(json_object_get(ph, "steps"), (size_t)step);
+    }
+    return NULL;
+}
+
+/* Start the next attempt of the agent step (announced with agent:started on the first). */
+static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
+{
+    char err[512];
+    const char *name = json_string_value(json_object_get(step, "agent"));
+    int rc;
+    json_t *agent = defs_agent_get(R->conn, name, &rc);
+    if (!agent) {
+        turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name);
+        return;
+    }
+    if (over_budget(agent, v)) {
+        json_decref(agent);
+        turn_give_up(R, s, v, "cost_budget", "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
+        return;
+    }
+    buf_t prompt;
+    buf_init(&prompt, 1 << 20);
+    /* A skill the step invokes heads the prompt, its params rendered from the state. */
+    const json_t *skill = json_object_get(step, "skill");
+    json_t *params = NULL;
+    int bad = 0;
+    if (skill) {
+        const json_t *tpl = json_object_get(skill, "params");
+        bad = tpl ? workflow_render_json(tpl, v->state, v->input, R->workflow_state_max, &params, err, sizeof err) : 0;
+        if (!bad)
+            bad = agent_render_skill(agent, json_string_value(json_object_get(skill, "name")), params, &prompt, err,
+                                     sizeof err) ||
+                  buf_puts(&prompt, "\n\n");
+        json_decref(params);
+        if (bad) {
+            buf_free(&prompt);
+            json_decref(agent);
+            turn_fail_workflow(R, s, bad == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL,
+                               "step %s[%d] skill: %s", v->phase, v->step, err);
+            return;
+        }
+    }
+    if (workflow_render(json_string_value(json_object_get(step, "prompt")), v->state, v->input,
+                        &prompt, err, sizeof err)) {
+        buf_free(&prompt);
+        json_decref(agent);
+        turn_fail_workflow(R, s, NULL, "step %s[%d] prompt: %s", v->phase, v->step, err);
+        return;
+    }
+    json_t *schema = json_object_get(step, "outputSchema");
+    if (schema) buf_puts(&prompt, "\n\nAnswer with only a JSON value, no other text.");
+    /* The prompt, then the step's conversation so far (its tool turns). */
+    json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
+    buf_free(&prompt);
+    json_t *turns = history(v);
+    json_array_extend(messages, turns);
+    json_decref(turns);
+    /* Its skills go in its system prompt, its MCP servers' tools are offered. */
+    json_t *shown = tools_agent(R, s, agent, 1);
+    if (!shown) {       /* a server is starting: its timer looks again */
+        json_decref(messages);
+        json_decref(agent);
+        return;
+    }
+    if (v->attempts == 0 && v->tool_turns == 0)
+        put(R, s, event_agent_started(name, json_object_get(agent, "model"), v->step));
+    json_decref(s->agent);
+    s->agent = agent;
+    start(R, s, v, shown, messages, 1);
+    json_decref(shown);
+}
+
+void turn_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
+{
+    if (s->rq || under_way(R, s, v)) return;
+    if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= max_turns(s->agent)) {
+        put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
+        turn_fail_workflow(R, s, NULL, "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",
+                      v->phase, v->step, v->tool_turns);
+        return;
+    }
+    if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
+}
+
+/* ---- a request ended ------------------------------------------------------------------------- */
+
+/* Strip a ```json fence a model may wrap its JSON in. */
+static void unfence(const char **p, size_t *len)
+{
+    const char *s = *p, *e = s + *len;
+    while (s < e && strchr(" \t\r\n", *s)) s++;
+    while (e > s && strchr(" \t\r\n", e[-1])) e--;
+    if (e - s >= 6 && !strncmp(s, "```", 3) && !strncmp(e - 3, "```", 3)) {
+        const char *nl = memchr(s, '\n', (size_t)(e - s));
+        if (nl && nl < e - 3) {
+            s = nl + 1;
+            e -= 3;
+        }
+    }
+    *p = s;
+    *len = (size_t)(e - s);
+}
+
+/* A workflow agent step's reply: its output (text, or JSON checked against the
+ * step's outputSchema), the state update and the step's completion, appended to
+ * ev. Returns 1, or 0 after appending workflow:failed to ev instead (or nothing,
+ * if the session's view cannot be read: the next drive retries the step). */
+static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double cost, sstore_event *ev,
+                       size_t *n)
+{
+    session_view v;
+    offset_t none = {0, 0};
+    char err[512] = "";
+    json_t *output = NULL, *state = NULL;
+    int ok = 0;
+    session_view_init(&v);
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL)) goto out;
+    const json_t *step = s->workflow && v.phase[0] ? turn_step_def(s->workflow, v.phase, v.step) : NULL;
+    if (!step) goto out;
+    json_t *schema = json_object_get(step, "outputSchema");
+    int rc = 0;
+    if (schema) {
+        const char *t = q->full.p ? q->full.p : "";
+        size_t len = q->full.len;
+        unfence(&t, &len);
+        output = json_loadb(t, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        if (!output) snprintf(err, sizeof err, "the agent's reply is not JSON");
+        else if (workflow_check_schema(schema, output, err, sizeof err)) {
+            char tmp[512];
+            snprintf(tmp, sizeof tmp, "the agent's reply does not match outputSchema: %s", err);
+            snprintf(err, sizeof err, "%s", tmp);
+        }
+    } else {
+        output = json_stringn(q->full.p ? q->full.p : "", q->full.len);
+    }
+    if (!err[0]) {
+        state = json_deep_copy(v.state);
+        rc = workflow_apply_update(state, json_object_get(step, "update"), output, NULL, v.input, R->workflow_state_max,
+                                   err, sizeof err);
+        if (rc) {
+            char tmp[512];
+            snprintf(tmp, sizeof tmp, "step update: %s", err);
+            snprintf(err, sizeof err, "%s", tmp);
+        }
+    }
+    if (err[0]) {
+        const char *reason = rc == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL;
+        diag("info", "session %s: workflow failed%s%s: %s", s->id, reason ? ": " : "", reason ? reason : "", err);
+        ev[(*n)++] = reason ? event_failed(1, err, reason, -1) : event_workflow_failed(err);
+        goto out;
+    }
+    ev[(*n)++] = event_agent_completed(json_object_get(step, "agent"), output, timefmt_now_ms() - q->started_ms, usage,
+                                       cost);
+    ev[(*n)++] = event_state_updated(json_incref(state));
+    ev[(*n)++] = event_step_completed(v.phase, v.step, NULL);
+    ok = 1;
+out:
+    json_decref(output);
+    json_decref(state);
+    session_view_free(&v);
+    return ok;
+}
+
+/* How q ended, for lib/retry (when it did not complete). */
+static void classify(const rq_t *q, CURLcode result, long status, retry_failure *f)
+{
+    memset(f, 0, sizeof *f);
+    f->should_retry = q->should_retry;
+    f->retry_after = q->retry_after[0] ? q->retry_after : NULL;
+    f->retry_after_ms = q->retry_after_ms;
+    if (q->egress.refused) {
+        f->kind = RETRY_REFUSED;   /* the address policy said why in q->egress.error */
+    } else if (result != CURLE_OK && status != 200 && status != 0) {
+        f->kind = RETRY_HTTP;
+        f->status = status;
+    } else if (result != CURLE_OK) {
+        f->kind = RETRY_TRANSPORT;
+    } else if (status != 200) {
+        f->kind = RETRY_HTTP;
+        f->status = status;
+    } else if (q->malformed) {
+        f->kind = RETRY_MALFORMED;
+    } else if (q->stream_error) {
+        f->kind = RETRY_STREAM_ERROR;
+        f->error_type = q->error_type[0] ? q->error_type : NULL;
+    } else {
+        f->kind = RETRY_CUT;
+    }
+}
+
+void turn_finished(runner_t *R, rq_t *q, CURLcode result)
+{
+    sess_t *s = q->s;
+    long status = q->status;
+    if (!status) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
+    request_flush(R, q);
+    if (q->tap) q->tap->finished(q, (int)result, status);
+    if (q->full_over) {
+        /* A workflow step's reply longer than its state may hold: the step fails at
+         * once (another attempt would say the same). */
+        char msg[200];
+        snprintf(msg, sizeof msg, "the agent's reply is over %zu bytes (the limit on a workflow's state)", q->full.max);
+        put(R, s, event_request_cancelled(q->id, "failed", msg));
+        request_free(R, q);
+        turn_fail_workflow(R, s, WORKFLOW_REASON_TOO_LARGE, "%s", msg);
+        return;
+    }
+    /* Complete only when the provider's stream ended with its terminal event. */
+    int complete = result == CURLE_OK && status == 200 && !q->stream_error && !q->malformed && q->done &&
+                   provider_finish(q->parser) == 0;
+    if (!complete) {
+        retry_failure f;
+        classify(q, result, status, &f);
+        if (f.kind == RETRY_TRANSPORT) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
+        else if (f.kind == RETRY_HTTP) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
+        else if (f.kind == RETRY_CUT) snprintf(q->error, sizeof q->error, "the stream ended without its terminal event");
+        else if (f.kind == RETRY_REFUSED) snprintf(q->error, sizeof q->error, "%s", q->egress.error);
+        char id[72], error[256], retry_after[96], etype[64];
+        snprintf(id, sizeof id, "%s", q->id);
+        snprintf(error, sizeof error, "%s", q->error);
+        /* f points into q: keep what it needs past request_free. */
+        snprintf(retry_after, sizeof retry_after, "%s", q->retry_after);
+        snprintf(etype, sizeof etype, "%s", q->error_type);
+        if (f.retry_after) f.retry_after = retry_after;
+        if (f.error_type) f.error_type = etype;
+        request_free(R, q);
+        /* The budgets come from the log (they survive restarts): read it, with the
+         * deltas just flushed or not, for the counters do not depend on them. */
+        session_view v;
+        offset_t none = {0, 0};
+        session_view_init(&v);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error);
+        else s->dirty = 1;  /* the drive finds the request cut off and retries it */
+        session_view_free(&v);
+        return;
+    }
+    double cost = cost_usd(R->pricing, q->model, q->in_tok, q->out_tok);
+    json_t *usage = event_usage(q->in_tok, q->out_tok);
+    sstore_event ev[SSTORE_EVENTS_MAX];
+    size_t n = 0;
+    /* Tool calls (of a chat reply or an agent step) are recorded here and run once
+     * they are in the log (tools.c); the reply or step goes on with their results. */
+    int calls = json_array_size(q->tool_calls) > 0;
+    tools_record(R, s, q);
+    ev[n++] = event_request_ended(q->id, q->stop, usage, cost);
+    diag("info", "session %s: request %s ended (%s, %lld in / %lld out, $%.6f)", s->id, q->id, q->stop,
+                 (long long)q->in_tok, (long long)q->out_tok, cost);
+    /* A workflow step's last turn adds its completion, or workflow:failed, to the
+     * same commit. */
+    if (q->step_agent && !calls) step_output(R, s, q, usage, cost, ev, &n);
+    json_decref(usage);
+    emit(R, s, ev, n);
+    /* A reply that asked for tools goes on once their results are in (turn_chat). */
+    request_free(R, q);
+}
+
+void turn_restart(runner_t *R, sess_t *s)
+{
+    rq_t *q = s->rq;
+    if (!q) return;
+    char id[72];
+    snprintf(id, sizeof id, "%s", q->id);
+    request_flush(R, q);
+    request_free(R, q);
+    session_view v;
+    offset_t none = {0, 0};
+    session_view_init(&v);
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
+        retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+        put(R, s, event_request_cancelled(id, "restart", NULL));
+        diag("info", "session %s: request %s cancelled (restart)", s->id, id);
+        retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
+    }
+    session_view_free(&v);
+}
