@@ -13,7 +13,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/subscription.h"
 #include "../lib/webhook.h"
-#include "runner.h"
+#include "egress.h"
 
 #define INFLIGHT_MAX 64           /* deliveries in flight at once */
 #define CHANGES_MAX 10000         /* changed streams gathered per turn; beyond: a full scan */

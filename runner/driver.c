@@ -21,10 +21,14 @@
 #include "../lib/agent.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
-#include "stats.h"
 #include "../lib/lease.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
+#include "driver.h"
+#include "outbox.h"
+#include "request.h"
+#include "steps.h"
+#include "tools.h"
 #include "turn.h"
 
 sess_t *runner_session(runner_t *R, const char *id)
@@ -50,7 +54,7 @@ void runner_forget(runner_t *R, sess_t *s)
     if (s->rq) request_free(R, s->rq);
     tools_forget(R, s);
     if (s->held) lease_release(R->conn, s->id, &R->me);
-    runner_outbox_clear(s);
+    outbox_clear(s);
     free(s->out);
     session_view_free(&s->view);
     json_decref(s->agent);
@@ -89,7 +93,7 @@ int runner_commit(runner_t *R)
 /* Queue one event built by lib/event (its payload becomes the outbox's). */
 static void put(runner_t *R, sess_t *s, sstore_event e)
 {
-    runner_emit_as(R, s, e.type, e.payload, e.actor);
+    outbox_emit_as(R, s, e.type, e.payload, e.actor);
 }
 
 /* ---- workflow sessions ---------------------------------------------------------------------- */

@@ -26,9 +26,13 @@
 #include "../lib/opfile.h"
 #include "../lib/wake.h"
 #include "deliver.h"
-#include "mcp.h"
-#include "runner.h"
+#include "driver.h"
+#include "mcp_pool.h"
+#include "providers.h"
+#include "request.h"
 #include "stats.h"
+#include "steps.h"
+#include "tap.h"
 #include "turn.h"
 
 static int sigpipe_fds[2] = {-1, -1};
@@ -179,7 +183,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (load_keys(&R) || runner_providers(&R) || load_mcp_config(&R) || record_config(&R)) {
+    if (load_keys(&R) || providers_load(&R) || load_mcp_config(&R) || tap_config(&R)) {
         json_decref(R.mcp_config);
         json_decref(R.pricing);
         provcfg_free(R.providers);
@@ -246,7 +250,7 @@ int main(int argc, char **argv)
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
         }
-        wait = record_wait(&R, now, wait);
+        wait = tap_wait(&R, now, wait);
         wait = deliver_wait(deliver, now, wait);
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
@@ -277,7 +281,7 @@ int main(int argc, char **argv)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
             if (q) turn_finished(&R, q, msg->data.result);
         }
-        record_pump(&R, turn_finished);
+        tap_pump(&R, turn_finished);
         /* Timers that fired and leases to renew, then every session to look at. */
         now = timefmt_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {

@@ -1,17 +1,17 @@
 /* outbox: the runner's one write path.
  *
  * Everything the runner decides for a session becomes events queued on that
- * session (runner_emit); once per loop turn runner_commit writes every session's
+ * session (outbox_emit); once per loop turn outbox_commit writes every session's
  * queue in one transaction, so a turn in which 200 replies stream costs one commit
  * (one fsync), not 200. Inside that transaction each session's events are written
  * only if this process still holds the session's lease (lease_tx_renew, which also
  * renews it): a runner that was paused or cut off while another took the session
  * over finds out here, writes nothing more into it and drops what it had (counted
- * in R->dropped and logged); runner_commit says which sessions that happened to,
+ * in R->dropped and logged); outbox_commit says which sessions that happened to,
  * and the driver stops what they had in flight. Each session is a savepoint of its
  * own, so one session's failure does not undo the others'. Writes of other tables
- * that belong with a session's events (its recordings: record.c) are queued with
- * them (runner_defer) and made in the same savepoint, after them.
+ * that belong with a session's events (its recordings: tap.c) are queued with
+ * them (outbox_defer) and made in the same savepoint, after them.
  *
  * The outbox is a leaf: it calls nothing of the runner above it; what the commit
  * means for a session is its return value. */
@@ -20,19 +20,19 @@
 
 #include "../lib/diag.h"
 #include "../lib/timefmt.h"
-#include "runner.h"
+#include "outbox.h"
 
 static int is_delta(const char *type)
 {
     return !strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA);
 }
 
-void runner_emit(runner_t *R, sess_t *s, const char *type, json_t *payload)
+void outbox_emit(runner_t *R, sess_t *s, const char *type, json_t *payload)
 {
-    runner_emit_as(R, s, type, payload, "runner");
+    outbox_emit_as(R, s, type, payload, "runner");
 }
 
-void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor)
+void outbox_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor)
 {
     (void)R;
     if (s->nout == s->capout) {
@@ -55,7 +55,7 @@ void runner_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, c
     e->actor = actor;
 }
 
-void runner_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud), void (*drop)(void *ud), void *ud)
+void outbox_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud), void (*drop)(void *ud), void *ud)
 {
     outbox_write *w = calloc(1, sizeof *w);
     if (!w) abort();
@@ -67,7 +67,7 @@ void runner_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud)
     *pp = w;
 }
 
-void runner_outbox_clear(sess_t *s)
+void outbox_clear(sess_t *s)
 {
     for (size_t i = 0; i < s->nout; i++) json_decref(s->out[i].payload);
     s->nout = 0;
@@ -170,7 +170,7 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
             }
             /* Deltas alone change nothing this process has to decide on. */
             if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
-            runner_outbox_clear(s);
+            outbox_clear(s);
             /* Past the events limit: the drive ends it (docs/agents.md, "Limits"). */
             if (R->session_events_max && s->view_seq && s->view.events >= (uint64_t)R->session_events_max)
                 s->due = 1;
@@ -179,15 +179,15 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
             R->dropped += k;
             diag("info", "session %s: lease lost to another runner: %zu event(s) dropped (%llu in all)", s->id, k,
                          (unsigned long long)R->dropped);
-            runner_outbox_clear(s);
+            outbox_clear(s);
             break;
         case C_GONE:
-            runner_outbox_clear(s);
+            outbox_clear(s);
             s->dirty = 1;       /* its drive finds it gone and forgets it */
             break;
         default:
             diag("info", "session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
-            runner_outbox_clear(s);
+            outbox_clear(s);
             s->dirty = 1;
             s->timer_ms = now + 1000;   /* look again soon: nothing else will */
             break;

@@ -16,9 +16,9 @@
 #include <sys/socket.h>
 
 #include "../lib/diag.h"
-#include "runner.h"
+#include "providers.h"
 
-int runner_providers(runner_t *R)
+int providers_load(runner_t *R)
 {
     char err[2048];
     const char *path = getenv("DSTREAM_PROVIDERS");

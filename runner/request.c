@@ -14,7 +14,9 @@
 #include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "../lib/sha256.h"
-#include "runner.h"
+#include "request.h"
+#include "outbox.h"
+#include "providers.h"
 
 static int on_event(void *ud, const provider_event *ev)
 {
@@ -207,11 +209,11 @@ void request_flush(runner_t *R, rq_t *q)
     sstore_event e;
     if (q->thinking.len) {
         e = event_delta(1, q->id, q->thinking.p, q->thinking.len);
-        runner_emit(R, q->s, e.type, e.payload);
+        outbox_emit(R, q->s, e.type, e.payload);
     }
     if (q->text.len) {
         e = event_delta(0, q->id, q->text.p, q->text.len);
-        runner_emit(R, q->s, e.type, e.payload);
+        outbox_emit(R, q->s, e.type, e.payload);
     }
     if (q->thinking.len || q->text.len) q->emitted = 1;
     buf_reset(&q->text);

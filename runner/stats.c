@@ -10,7 +10,7 @@
  * database). Called between curl_multi_perform and the handling of
  * finished transfers, it sees every attempt at least once and with its final
  * status. Keeping the counting here leaves the driver untouched. The MCP servers'
- * figures are the exception: runner/mcp counts calls, failures by reason and
+ * figures are the exception: runner/mcp_pool counts calls, failures by reason and
  * starts where they happen (no look from outside sees why a call failed), and
  * they go into the same file when they changed. */
 #include "stats.h"
@@ -24,7 +24,7 @@
 
 #include "../lib/timefmt.h"
 #include "../lib/rstats.h"
-#include "mcp.h"
+#include "mcp_pool.h"
 
 #define STATS_PERIOD_MS 1000
 
@@ -99,7 +99,7 @@ static void ended(runner_t *R, const seen *e)
     st.models_changed = 1;
 }
 
-/* The MCP servers' figures (runner/mcp counts them where calls end), the servers
+/* The MCP servers' figures (runner/mcp_pool counts them where calls end), the servers
  * past RSTATS_MCP_SERVERS - 1 summed as "other"; servers never used left out.
  * Marks the figures changed when they differ from the last taken. */
 static void take_mcp(runner_t *R)

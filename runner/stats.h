@@ -3,7 +3,7 @@
 #define DSTREAM_RUNNER_STATS_H
 
 #include "../lib/retry.h"
-#include "runner.h"
+#include "types.h"
 
 /* Call once per loop iteration, after curl_multi_perform and before its finished
  * transfers are handled: looks at the sessions and requests in R (so every

@@ -1,15 +1,18 @@
 /* steps: the step kinds (runner/step.h) bound to the runner: their operations
  * queue events on the session's outbox, set its timer, and reach the provider
- * machinery (driver.c) and the MCP servers (runner/mcp, tools.c). */
+ * machinery (turn.c) and the MCP servers (runner/mcp_pool, tools.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "../lib/timefmt.h"
 #include "../lib/utf8.h"
-#include "mcp.h"
-#include "runner.h"
+#include "steps.h"
+#include "mcp_pool.h"
+#include "outbox.h"
 #include "step.h"
 #include "step_kinds.h"
+#include "tap.h"
+#include "tools.h"
 #include "turn.h"
 
 typedef struct binding {
@@ -20,7 +23,7 @@ typedef struct binding {
 static void op_emit(step_ctx *c, sstore_event e)
 {
     binding *b = c->ud;
-    runner_emit_as(b->R, b->s, e.type, e.payload, e.actor);
+    outbox_emit_as(b->R, b->s, e.type, e.payload, e.actor);
 }
 
 static void op_fail(step_ctx *c, const char *reason, const char *msg)
@@ -50,7 +53,7 @@ static void op_agent_resume(step_ctx *c)
 static int op_tools(step_ctx *c, const char *server, const json_t **tools, char *err, size_t errcap)
 {
     binding *b = c->ud;
-    return record_tools(b->R, b->s, server, tools, err, errcap);
+    return tap_tools(b->R, b->s, server, tools, err, errcap);
 }
 
 static const json_t *op_server_conf(step_ctx *c, const char *server)
@@ -123,7 +126,7 @@ void steps_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *r
     } else {
         sstore_event e = event_tool_result(json_string_value(json_object_get(call, PK_CALL_ID)), result, is_error,
                                            failed, duration_ms);
-        runner_emit_as(R, s, e.type, e.payload, e.actor);
+        outbox_emit_as(R, s, e.type, e.payload, e.actor);
     }
     session_view_free(&v);
 }

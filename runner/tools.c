@@ -17,7 +17,7 @@
  * tool:called records what it resolved to, and that is what runs.
  *
  * Calls of one request run in parallel (each server bounds its own concurrency);
- * their results come back on the runner's loop through runner/mcp's callbacks. A
+ * their results come back on the runner's loop through runner/mcp_pool's callbacks. A
  * workflow tool step's call is completed by whoever registered R->step_call_done
  * (runner/steps.c, set by main.c): this file calls nothing above it. */
 #include <stdio.h>
@@ -30,8 +30,10 @@
 #include "../lib/event.h"
 #include "../lib/mcp.h"
 #include "../lib/utf8.h"
-#include "mcp.h"
-#include "runner.h"
+#include "tools.h"
+#include "mcp_pool.h"
+#include "outbox.h"
+#include "tap.h"
 
 #define TOOLS_WAIT_MS 200           /* look again this soon while a server starts */
 
@@ -46,7 +48,7 @@ struct tcall {
 
 static void emit(runner_t *R, sess_t *s, sstore_event e)
 {
-    runner_emit_as(R, s, e.type, e.payload, e.actor);
+    outbox_emit_as(R, s, e.type, e.payload, e.actor);
 }
 
 json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
@@ -61,7 +63,7 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
             const json_t *tools = NULL;
             const char *server = json_string_value(name);
             if (!server) continue;     /* an object of an earlier version: never run */
-            int st = record_tools(R, s, server, &tools, err, sizeof err);
+            int st = tap_tools(R, s, server, &tools, err, sizeof err);
             if (st == RMCP_PENDING) pending = 1;
             else if (st == RMCP_READY)      /* with the operator's bindings of the agent's declared tools */
                 json_array_append_new(servers, json_pack("{s:s, s:O, s:o}", "server", server, "tools", tools, "bound",
@@ -157,7 +159,7 @@ static void on_done(void *ud, const rmcp_outcome *o)
         is_error = failed = 1;
     }
     unlink_call(t->s, t);
-    record_tool_done(t->R, t->s, t->call, output, is_error, failed);
+    tap_tool_done(t->R, t->s, t->call, output, is_error, failed);
     finish(t->R, t->s, t->call, output, is_error, failed, timefmt_now_ms() - t->started_ms);
     json_decref(why);
     json_decref(t->call);
@@ -193,8 +195,8 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         }
         json_t *answer;
         int a_error, a_failed;
-        if (record_tool_start(R, s, call, &answer, &a_error, &a_failed)) {
-            finish(R, s, call, answer, a_error, a_failed, 0);     /* a recording answered it (record.c) */
+        if (tap_tool_start(R, s, call, &answer, &a_error, &a_failed)) {
+            finish(R, s, call, answer, a_error, a_failed, 0);     /* a recording answered it (tap.c) */
             json_decref(answer);
             continue;
         }
@@ -227,7 +229,7 @@ void tools_forget(runner_t *R, sess_t *s)
     s->servers = NULL;
     json_decref(s->rec_tools);
     s->rec_tools = NULL;
-    free(s->rec_reach);            /* read again with the mode (record.c) */
+    free(s->rec_reach);            /* read again with the mode (tap.c) */
     s->rec_reach = NULL;
     s->rec_mode_known = 0;
     json_decref(s->rec_occ);

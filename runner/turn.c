@@ -27,18 +27,22 @@
 #include "../lib/cost.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
-#include "stats.h"
 #include "../lib/lease.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
 #include "turn.h"
+#include "outbox.h"
+#include "request.h"
+#include "stats.h"
+#include "tap.h"
+#include "tools.h"
 
 /* ---- events ---------------------------------------------------------------------------- */
 
 /* Queue one event built by lib/event (its payload becomes the outbox's). */
 static void put(runner_t *R, sess_t *s, sstore_event e)
 {
-    runner_emit_as(R, s, e.type, e.payload, e.actor);
+    outbox_emit_as(R, s, e.type, e.payload, e.actor);
 }
 
 /* Queue ev[0..n) (their payloads become the outbox's). */
@@ -91,7 +95,7 @@ void turn_give_up(runner_t *R, sess_t *s, const session_view *v, const char *rea
     put(R, s, event_failed(v->is_workflow, msg, reason, v->attempts));
 }
 
-/* A new request, answered live or from a recording (record.c decides and sets its
+/* A new request, answered live or from a recording (tap.c decides and sets its
  * tap), made s's request in flight: NULL if it cannot start (why in
  * R->start_error, if the configuration or a playback miss says). */
 static rq_t *open_request(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages, const char *id,
@@ -99,7 +103,7 @@ static rq_t *open_request(runner_t *R, sess_t *s, const json_t *agent, const jso
 {
     rq_t *q = request_new(R, s, agent, messages, id, attempt, step_agent);
     if (!q) return NULL;
-    int rec = record_start(R, s, q);
+    int rec = tap_start(R, s, q);
     if (rec < 0) {
         request_free(R, q);
         return NULL;

@@ -4,7 +4,7 @@
 #ifndef DSTREAM_RUNNER_TURN_H
 #define DSTREAM_RUNNER_TURN_H
 
-#include "runner.h"
+#include "types.h"
 
 /* A chat session's turn, from its view v: cut the request in flight if the user
  * interrupted it, run the tool calls asked for, start (or retry) the reply when one

@@ -90,6 +90,7 @@ for d in lib fcgi runner cli; do
     edges=$(find "$B/$d" -name '*.o' | sort | while read -r o; do
         m=${o#"$B/$d/"}
         m=${m%.o}
+        [ -e "$d/$m.c" ] || continue   # left over from a file renamed or removed
         nm --defined-only -g "$o" | awk -v m="$m" 'NF == 3 { print "D", $3, m }'
         nm -u "$o" | awk -v m="$m" '{ print "U", $NF, m }'
     done | awk '$1 == "D" { def[$2] = $3; next }

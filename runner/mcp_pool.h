@@ -1,4 +1,4 @@
-/* runner/mcp: the operator's MCP servers as child processes on the runner's loop.
+/* mcp_pool (prefix rmcp_): the operator's MCP servers as child processes on the runner's loop.
  *
  * Servers come from the operator's configuration (lib/mcp.h, DSTREAM_MCP_CONFIG)
  * and nowhere else. A server is started on first use, in a process group of its
@@ -14,8 +14,8 @@
  * A server that cannot be started or initialized several times in a row is
  * "failed" for a while: its tools are unavailable and calls to it fail at once.
  * A server unused for idleStopMs is stopped. */
-#ifndef DSTREAM_RUNNER_MCP_H
-#define DSTREAM_RUNNER_MCP_H
+#ifndef DSTREAM_RUNNER_MCP_POOL_H
+#define DSTREAM_RUNNER_MCP_POOL_H
 
 #include <curl/curl.h>
 #include <jansson.h>

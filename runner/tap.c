@@ -19,7 +19,7 @@
  *             recorded.
  *
  * A recording is written with the session's events, in the runner's commit
- * (each write queued on the outbox with runner_defer): the row opened with the recording:request event,
+ * (each write queued on the outbox with outbox_defer): the row opened with the recording:request event,
  * each chunk with the deltas it produced, the end with provider:request_ended.
  * A runner killed mid-stream leaves the row incomplete: never served. */
 #include <stdio.h>
@@ -31,8 +31,10 @@
 #include "../lib/event.h"
 #include "../lib/recorder.h"
 #include "../lib/utf8.h"
-#include "mcp.h"
-#include "runner.h"
+#include "tap.h"
+#include "mcp_pool.h"
+#include "outbox.h"
+#include "request.h"
 
 typedef struct pchunk {
     int64_t t_ms;
@@ -73,7 +75,7 @@ struct recop {
     json_t *meta;
 };
 
-int record_config(runner_t *R)
+int tap_config(runner_t *R)
 {
     const char *m = getenv("DSTREAM_RECORDING"), *t = getenv("DSTREAM_RECORDING_TIMING");
     R->rec_mode = REC_LIVE;
@@ -117,7 +119,7 @@ static struct recop *op_new(sess_t *s, int what, const struct rrec *r)
     o->kind = "provider";
     memcpy(o->key, r->key, sizeof o->key);
     o->occ = r->occ;
-    runner_defer(s, op_tx, op_free, o);
+    outbox_defer(s, op_tx, op_free, o);
     return o;
 }
 
@@ -293,8 +295,8 @@ static int tap_call_seed(const rq_t *q, char *out, size_t cap);
 static void tap_finished(rq_t *q, int result, long status);
 static void tap_free(rq_t *q);
 
-/* A recorded or played-back request's tap (runner.h). */
-static const rq_tap tap = {tap_body, tap_flush, tap_call_seed, tap_finished, tap_free};
+/* A recorded or played-back request's tap (types.h). */
+static const rq_tap tap_ops = {tap_body, tap_flush, tap_call_seed, tap_finished, tap_free};
 
 /* ---- a request starts ---------------------------------------------------------------- */
 
@@ -352,7 +354,7 @@ static int session_mode(runner_t *R, sess_t *s, int *realtime)
     return s->rec_mode;
 }
 
-int record_start(runner_t *R, sess_t *s, rq_t *q)
+int tap_start(runner_t *R, sess_t *s, rq_t *q)
 {
     R->start_reason[0] = '\0';
     int realtime;
@@ -385,7 +387,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     }
     r->occ = n;
     q->rec = r;
-    q->tap = &tap;
+    q->tap = &tap_ops;
     char ids[REC_LINEAGE_MAX][SSTORE_ID_MAX];
     const char *lin[REC_LINEAGE_MAX];
     size_t nl = lineage(R, s, ids, lin);
@@ -436,7 +438,7 @@ int record_start(runner_t *R, sess_t *s, rq_t *q)
     }
     sstore_event e = event_recording_request(q->id, NULL, r->key, n, rec_mode_name(mode), outcome,
                                              hit ? f.session : NULL, hit ? f.occurrence : 0, near, why[0] ? why : NULL);
-    runner_emit(R, s, e.type, e.payload);
+    outbox_emit(R, s, e.type, e.payload);
     json_decref(near);
     if (r->recording) {
         struct recop *o = op_new(s, OP_OPEN, r);
@@ -503,7 +505,7 @@ static int waiting(const rq_t *q)
     return q->text.len || q->thinking.len;   /* deltas not yet flushed: one chunk, one flush */
 }
 
-int64_t record_wait(runner_t *R, int64_t now, int64_t wait)
+int64_t tap_wait(runner_t *R, int64_t now, int64_t wait)
 {
     for (sess_t *s = R->sessions; s; s = s->next) {
         rq_t *q = s->rq;
@@ -515,7 +517,7 @@ int64_t record_wait(runner_t *R, int64_t now, int64_t wait)
     return wait;
 }
 
-void record_pump(runner_t *R, void (*finished)(runner_t *R, rq_t *q, CURLcode result))
+void tap_pump(runner_t *R, void (*finished)(runner_t *R, rq_t *q, CURLcode result))
 {
     int64_t now = timefmt_now_ms();
     for (sess_t *s = R->sessions, *next; s; s = next) {
@@ -575,7 +577,7 @@ static int take_answer(void *ud, int64_t t_ms, const void *p, size_t n)
     return 0;
 }
 
-int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **result, int *is_error, int *failed)
+int tap_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **result, int *is_error, int *failed)
 {
     int realtime;
     int mode = session_mode(R, s, &realtime);
@@ -636,7 +638,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     }
     sstore_event e = event_recording_request(NULL, cid ? cid : "", key, n, rec_mode_name(mode), outcome,
                                              hit ? f.session : NULL, hit ? f.occurrence : 0, NULL, why[0] ? why : NULL);
-    runner_emit(R, s, e.type, e.payload);
+    outbox_emit(R, s, e.type, e.payload);
     if (record) {
         struct recop *o = tool_op(s, OP_OPEN, "tool", key, n);
         snprintf(o->request_id, sizeof o->request_id, "%s", cid ? cid : "");
@@ -653,7 +655,7 @@ int record_tool_start(runner_t *R, sess_t *s, const json_t *call, json_t **resul
     return answered;
 }
 
-void record_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed)
+void tap_tool_done(runner_t *R, sess_t *s, const json_t *call, const json_t *result, int is_error, int failed)
 {
     (void)R;
     const char *cid = json_string_value(json_object_get(call, PK_CALL_ID));
@@ -748,7 +750,7 @@ static const json_t *played_list(runner_t *R, sess_t *s, const char *server, con
     return json_object_get(kept, "list");
 }
 
-int record_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap)
+int tap_tools(runner_t *R, sess_t *s, const char *server, const json_t **tools, char *err, size_t errcap)
 {
     int realtime;
     int mode = session_mode(R, s, &realtime);

@@ -1,4 +1,4 @@
-/* runner/mcp: supervision of the operator's MCP servers (see mcp.h).
+/* runner/mcp_pool: supervision of the operator's MCP servers (see mcp_pool.h).
  *
  * Each configured server is a small state machine driven from the runner's loop:
  *
@@ -20,7 +20,7 @@
  * next request offers what the server offers now. Calls go on meanwhile. A server
  * that says "changed" at every list is listed at most RMCP_RELISTS_MAX times in a
  * row before its latest list is used as it is. */
-#include "mcp.h"
+#include "mcp_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +36,6 @@
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
 #include "../lib/utf8.h"
-#include "runner.h"
 
 #define RMCP_WRITE_MAX (64 << 20)   /* bytes queued for a server's stdin */
 #define RMCP_ERR_LINE 2048          /* a stderr line logged at most this long */
