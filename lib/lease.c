@@ -65,3 +65,19 @@ int lease_lock(log_t *l, const char *owner, char *err, size_t errlen)
 {
     return l->engine->leases->owner_lock(l, owner, err, errlen);
 }
+
+lease_plan lease_plan_at(const lease_clock *l, int due, int64_t now)
+{
+    if (!due && !l->held && l->other_until && now < l->other_until) return LEASE_WAIT;
+    if (l->held && now < l->renew_ms) return LEASE_KEEP;
+    if (l->held && now >= l->expires_ms) return LEASE_EXPIRED;
+    return LEASE_TAKE;
+}
+
+void lease_taken(lease_clock *l, int64_t now, int64_t ttl_ms, int64_t expires_ms)
+{
+    l->held = 1;
+    l->other_until = 0;
+    l->renew_ms = now + ttl_ms / 3;
+    l->expires_ms = expires_ms;
+}

@@ -41,6 +41,33 @@ int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64
  * has long to run. */
 int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me);
 
+/* A runner process's view of one session's lease, as it last saw it, and what to
+ * do about it when the session is to be looked at (no I/O: the runner's driver
+ * acts on the answer). A lease is renewed once a third of it has run, in a commit
+ * or a look; a process that comes back after its lease ran out (paused, starved)
+ * must drop what it had in flight first, for another runner may have taken the
+ * session meanwhile; a session another runner holds is left alone until that lease
+ * runs out, unless its own timer fired. */
+typedef struct lease_clock {
+    int held;                          /* this process holds it */
+    int64_t renew_ms;                  /* ... renewed from then */
+    int64_t expires_ms;                /* ... and it runs out then */
+    int64_t other_until;               /* another runner holds it until then (0: none known) */
+} lease_clock;
+
+typedef enum {
+    LEASE_WAIT,                        /* another runner holds it: do not look now */
+    LEASE_KEEP,                        /* held, not due for renewal: look */
+    LEASE_TAKE,                        /* take or renew it (lease_acquire), then look */
+    LEASE_EXPIRED                      /* held, but ran out while away: drop what is in flight, then take */
+} lease_plan;
+
+/* What to do about l at now (ms); due: the session's own timer fired (or its lease
+ * is due for renewal). */
+lease_plan lease_plan_at(const lease_clock *l, int due, int64_t now);
+/* l was taken or renewed at now for ttl_ms, running out at expires_ms. */
+void lease_taken(lease_clock *l, int64_t now, int64_t ttl_ms, int64_t expires_ms);
+
 /* Give up the lease (if me holds it). */
 int lease_release(log_conn_t *c, const char *session, const lease_id *me);
 

@@ -53,7 +53,7 @@ void runner_forget(runner_t *R, sess_t *s)
     }
     if (s->rq) request_free(R, s->rq);
     tools_forget(R, s);
-    if (s->held) lease_release(R->conn, s->id, &R->me);
+    if (s->lease.held) lease_release(R->conn, s->id, &R->me);
     outbox_clear(s);
     free(s->out);
     session_view_free(&s->view);
@@ -70,11 +70,11 @@ void runner_lost(runner_t *R, sess_t *s)
     }
     if (s->calls) diag("info", "session %s: its tool calls are abandoned: another runner holds the session", s->id);
     tools_forget(R, s);
-    s->held = 0;
+    s->lease.held = 0;
     /* Look again when the new holder's lease may have run out (it renews it
      * while it works; if it died, this process takes the session back). */
-    s->other_until = timefmt_now_ms() + R->lease_ms;
-    s->timer_ms = s->other_until + 50;
+    s->lease.other_until = timefmt_now_ms() + R->lease_ms;
+    s->timer_ms = s->lease.other_until + 50;
 }
 
 int runner_commit(runner_t *R)
@@ -160,10 +160,10 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
 /* Make sure this process holds s's lease (taking it, or renewing it when due).
  * Returns 1 if held; 0 if another runner holds it (a timer is set for when its
  * lease runs out) or the database is busy (a timer is set to try again). */
-static int hold(runner_t *R, sess_t *s, int64_t now)
+static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
 {
-    if (s->held && now < s->lease_renew_ms) return 1;
-    if (s->held && now >= s->lease_expires_ms) {
+    if (plan == LEASE_KEEP) return 1;
+    if (plan == LEASE_EXPIRED) {
         /* This process was away (paused, starved) past its lease: another runner
          * may have taken the session and even let it go since. What it had in
          * flight is stale; the log says what to do now. */
@@ -173,16 +173,13 @@ static int hold(runner_t *R, sess_t *s, int64_t now)
     int64_t expires = 0;
     int held = lease_acquire(R->conn, s->id, &R->me, R->lease_ms, &expires);
     if (held == 1) {
-        s->held = 1;
-        s->other_until = 0;
-        s->lease_renew_ms = now + R->lease_ms / 3;
-        s->lease_expires_ms = expires;
+        lease_taken(&s->lease, now, R->lease_ms, expires);
         return 1;
     }
     if (held == 0) {
-        if (s->held || s->rq) diag("info", "session %s: lease lost", s->id);
+        if (s->lease.held || s->rq) diag("info", "session %s: lease lost", s->id);
         runner_lost(R, s);
-        s->other_until = expires;
+        s->lease.other_until = expires;
         s->timer_ms = expires + 50;
         return 0;
     }
@@ -204,7 +201,7 @@ static int unchanged(runner_t *R, sess_t *s)
 
 void runner_drive(runner_t *R, sess_t *s)
 {
-    int due = s->due, was_held = s->held;
+    int due = s->due, was_held = s->lease.held;
     s->dirty = s->due = 0;
     if (R->stopping) return;
     if (s->nout) {      /* decide once what was decided is committed */
@@ -214,9 +211,10 @@ void runner_drive(runner_t *R, sess_t *s)
     int64_t now = timefmt_now_ms();
     /* Another runner drives it: its changes are not ours to act on until its lease
      * runs out (our timer). */
-    if (!due && !s->held && s->other_until && now < s->other_until) return;
+    lease_plan plan = lease_plan_at(&s->lease, due, now);
+    if (plan == LEASE_WAIT) return;
     if (due && s->timer_ms && now < s->timer_ms) due = 0;
-    if (!hold(R, s, now)) return;
+    if (!hold(R, s, plan, now)) return;
     if (!due && was_held && unchanged(R, s)) return;
     if (s->timer_ms && now >= s->timer_ms) s->timer_ms = 0;
 
@@ -274,8 +272,8 @@ void runner_drive(runner_t *R, sess_t *s)
     /* Nothing in flight and nothing to write: the lease goes back (a timer, if
      * any, takes it again); nothing at all: forget the session until it changes. */
     if (!s->rq && !s->nout && !s->calls) {
-        if (s->held) lease_release(R->conn, s->id, &R->me);
-        s->held = 0;
+        if (s->lease.held) lease_release(R->conn, s->id, &R->me);
+        s->lease.held = 0;
         if (!s->timer_ms) runner_forget(R, s);
     }
 }

@@ -246,7 +246,7 @@ int main(int argc, char **argv)
         for (sess_t *s = R.sessions; s; s = s->next) {
             if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
-            if (s->held && s->rq && s->lease_renew_ms - now < wait) wait = s->lease_renew_ms - now;
+            if (s->lease.held && s->rq && s->lease.renew_ms - now < wait) wait = s->lease.renew_ms - now;
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
         }
@@ -285,7 +285,7 @@ int main(int argc, char **argv)
         /* Timers that fired and leases to renew, then every session to look at. */
         now = timefmt_now_ms();
         for (sess_t *s = R.sessions; s; s = s->next) {
-            if ((s->timer_ms && now >= s->timer_ms) || (s->held && s->rq && now >= s->lease_renew_ms)) s->due = 1;
+            if ((s->timer_ms && now >= s->timer_ms) || (s->lease.held && s->rq && now >= s->lease.renew_ms)) s->due = 1;
         }
         for (sess_t *s = R.sessions, *next; s; s = next) {
             next = s->next;

@@ -115,7 +115,7 @@ static int op_commit(log_conn_t *c, void *arg)
         commit_item *it = &a->items[i];
         if (log_tx_nest_begin(c)) return LOG_EIO;
         /* Checked in every commit; renewed (a write) only once a third of it ran. */
-        it->renewed = now >= it->s->lease_renew_ms;
+        it->renewed = now >= it->s->lease.renew_ms;
         int held = it->renewed ? lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms)
                                : lease_tx_held(c, it->s->id, &a->R->me);
         int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
@@ -165,8 +165,8 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
         switch (it->outcome) {
         case C_DONE:
             if (it->renewed) {
-                s->lease_renew_ms = t0 + R->lease_ms / 3;
-                s->lease_expires_ms = t0 + R->lease_ms;
+                s->lease.renew_ms = t0 + R->lease_ms / 3;
+                s->lease.expires_ms = t0 + R->lease_ms;
             }
             /* Deltas alone change nothing this process has to decide on. */
             if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;

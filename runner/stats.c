@@ -140,7 +140,7 @@ static void observe(runner_t *R, int64_t now)
     st.s.sessions = st.s.leased = 0;
     for (sess_t *s = R->sessions; s; s = s->next) {
         st.s.sessions++;
-        st.s.leased += s->held != 0;
+        st.s.leased += s->lease.held != 0;
         if (!s->rq) continue;
         if (st.cur.n == st.cur.cap) {
             size_t cap = st.cur.cap ? st.cur.cap * 2 : 64;

@@ -26,6 +26,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/agent.h"
+#include "../lib/rturn.h"
 #include "../lib/timefmt.h"
 #include "../lib/event.h"
 #include "../lib/mcp.h"
@@ -177,7 +178,8 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
         if (own) json_object_del(s->own_calls, id);
         const char *server = json_string_value(json_object_get(call, PK_SERVER));
         const char *tool = json_string_value(json_object_get(call, PK_TOOL));
-        if (!own && json_is_true(json_object_get(call, PK_SIDE_EFFECTING))) {
+        rturn_call plan = rturn_call_plan(call, own);
+        if (plan == RTURN_CALL_CUT) {
             json_t *why = json_string("the runner restarted while this call was in flight; it has side effects, "
                                       "so it was not run again (it may or may not have taken effect)");
             diag("info", "session %s: side-effecting call %s cut off by a restart: not run again", s->id, id);
@@ -185,7 +187,7 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
             json_decref(why);
             continue;
         }
-        if (!server || !tool) {
+        if (plan == RTURN_CALL_NO_TOOL) {
             char text[200];
             snprintf(text, sizeof text, "no tool named %.100s", json_string_value(json_object_get(call, PK_NAME)));
             json_t *why = json_string(utf8_scrub(text));   /* %.100s may cut a character */

@@ -28,6 +28,7 @@
 #include "../lib/defs.h"
 #include "../lib/event.h"
 #include "../lib/lease.h"
+#include "../lib/rturn.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
 #include "turn.h"
@@ -58,25 +59,6 @@ static void new_request_id(char *out, size_t cap)
     char r[16];
     sstore_new_id(r, sizeof r);
     snprintf(out, cap, "req_%.12s", r);
-}
-
-/* The history to send: replies cut off by a restart or a failure are left out,
- * and so is the reply in flight (a retry of it); the first queued message, whose
- * turn it is, goes last. */
-static json_t *history(const session_view *v)
-{
-    json_t *out = json_array(), *m;
-    size_t i;
-    json_array_foreach(v->messages, i, m) {
-        const char *reason = json_string_value(json_object_get(m, "reason"));
-        const char *rid = json_string_value(json_object_get(m, "requestId"));
-        if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
-        if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
-        json_array_append(out, m);
-    }
-    if (!v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued))
-        json_array_append(out, json_array_get(v->queued, 0));
-    return out;
 }
 
 /* The request in progress failed for good (or could not even start): the session
@@ -118,21 +100,11 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
 {
     char id[72];
     int attempt = v->attempts + 1;
-    if (R->session_requests_max && v->requests >= R->session_requests_max) {
+    char why[256];
+    const char *limit = rturn_limit(v, R->session_requests_max, R->message_requests_max, why, sizeof why);
+    if (limit) {
         json_decref(messages);
-        turn_give_up(R, s, v, "session_request_limit",
-                "the session made its %lld provider requests (DSTREAM_SESSION_REQUESTS_MAX)",
-                (long long)R->session_requests_max);
-        return -1;
-    }
-    /* A queued message whose turn comes now starts its own count. */
-    int64_t msg_requests = !v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued)
-                               ? 0 : v->message_requests;
-    if (!v->is_workflow && R->message_requests_max && msg_requests >= R->message_requests_max) {
-        json_decref(messages);
-        turn_give_up(R, s, v, "message_request_limit",
-                "the reply made its %lld provider requests (DSTREAM_MESSAGE_REQUESTS_MAX)",
-                (long long)R->message_requests_max);
+        turn_give_up(R, s, v, limit, "%s", why);
         return -1;
     }
     new_request_id(id, sizeof id);
@@ -214,20 +186,6 @@ static int retry_due(sess_t *s, const session_view *v)
 
 /* ---- chat sessions ------------------------------------------------------------------------ */
 
-/* The agent's limits.costBudgetUsd, if set, is spent by the session's requests so far. */
-static int over_budget(const json_t *agent, const session_view *v)
-{
-    json_t *b = json_object_get(json_object_get(agent, "limits"), "costBudgetUsd");
-    return json_is_number(b) && v->cost_usd >= json_number_value(b);
-}
-
-/* Tool-call turns allowed in one reply: limits.maxTurns, else RUNNER_MAX_TURNS. */
-static int max_turns(const json_t *agent)
-{
-    json_t *t = json_object_get(json_object_get(agent, "limits"), "maxTurns");
-    return json_is_integer(t) && json_integer_value(t) > 0 ? (int)json_integer_value(t) : RUNNER_MAX_TURNS;
-}
-
 static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
 {
     int rc;
@@ -241,47 +199,43 @@ static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
  * are the next request's, the model's next turn): 1 if there was either. */
 static int under_way(runner_t *R, sess_t *s, const session_view *v)
 {
-    if (v->request[0]) {
-        restart_cut(R, s, v);
-        return 1;
+    switch (rturn_under_way(v)) {
+    case RTURN_RESTART_CUT: restart_cut(R, s, v); return 1;
+    case RTURN_RUN_CALLS: tools_run(R, s, v); return 1;
+    default: return 0;
     }
-    if (json_array_size(v->open_calls)) {
-        tools_run(R, s, v);
-        return 1;
-    }
-    return 0;
 }
 
 void turn_chat(runner_t *R, sess_t *s, const session_view *v)
 {
-    if (s->rq) {
-        if (session_view_interrupted(v)) cut(R, s, "interrupted");    /* the commit re-drives: the answer starts */
-        return;
+    switch (rturn_chat(v, s->rq != NULL, timefmt_now_ms())) {
+    case RTURN_INTERRUPT: cut(R, s, "interrupted"); return;    /* the commit re-drives: the answer starts */
+    case RTURN_RESTART_CUT: restart_cut(R, s, v); return;
+    case RTURN_RUN_CALLS: tools_run(R, s, v); return;
+    case RTURN_RETRY_LATER: s->timer_ms = v->retry_at; return;
+    case RTURN_NEEDS_AGENT: break;
+    default: return;
     }
-    if (under_way(R, s, v)) return;
-    int tool_turn = session_view_tools_answered(v);
-    if (!v->retry_at && !tool_turn && !session_view_needs_reply(v)) return;
-    if (v->retry_at && !retry_due(s, v)) return;
     const char *name = json_string_value(json_object_get(v->created, PK_AGENT));
     json_t *agent = name ? load_agent(R, s, name) : NULL;
-    if (!agent) {
+    switch (rturn_chat_agent(v, agent)) {
+    case RTURN_NO_AGENT:
         turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name ? name : "?");
         return;
-    }
-    if (over_budget(agent, v)) {
+    case RTURN_OVER_BUDGET:
         diag("info", "session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
         put(R, s, event_session_cancelled("cost budget reached"));
         return;
-    }
-    if (tool_turn && !v->retry_at && !session_view_needs_reply(v) && v->tool_turns >= max_turns(agent)) {
+    case RTURN_TOOL_LOOP:
         diag("info", "session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
-                     v->tool_turns);
+             v->tool_turns);
         put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
         return;
+    case RTURN_START: break;
     }
     json_t *shown = tools_agent(R, s, agent, 1);
     if (!shown) return;     /* a server is starting: its timer looks again */
-    start(R, s, v, shown, history(v), 0);
+    start(R, s, v, shown, rturn_history(v), 0);
     json_decref(shown);
 }
 
@@ -319,7 +273,7 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
         turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name);
         return;
     }
-    if (over_budget(agent, v)) {
+    if (rturn_over_budget(agent, v)) {
         json_decref(agent);
         turn_give_up(R, s, v, "cost_budget", "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
         return;
@@ -358,7 +312,7 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
     /* The prompt, then the step's conversation so far (its tool turns). */
     json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt.p ? prompt.p : "");
     buf_free(&prompt);
-    json_t *turns = history(v);
+    json_t *turns = rturn_history(v);
     json_array_extend(messages, turns);
     json_decref(turns);
     /* Its skills go in its system prompt, its MCP servers' tools are offered. */
@@ -379,7 +333,7 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
 void turn_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t *step)
 {
     if (s->rq || under_way(R, s, v)) return;
-    if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= max_turns(s->agent)) {
+    if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= rturn_max_turns(s->agent)) {
         put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
         turn_fail_workflow(R, s, NULL, "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",
                       v->phase, v->step, v->tool_turns);
@@ -389,23 +343,6 @@ void turn_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t
 }
 
 /* ---- a request ended ------------------------------------------------------------------------- */
-
-/* Strip a ```json fence a model may wrap its JSON in. */
-static void unfence(const char **p, size_t *len)
-{
-    const char *s = *p, *e = s + *len;
-    while (s < e && strchr(" \t\r\n", *s)) s++;
-    while (e > s && strchr(" \t\r\n", e[-1])) e--;
-    if (e - s >= 6 && !strncmp(s, "```", 3) && !strncmp(e - 3, "```", 3)) {
-        const char *nl = memchr(s, '\n', (size_t)(e - s));
-        if (nl && nl < e - 3) {
-            s = nl + 1;
-            e -= 3;
-        }
-    }
-    *p = s;
-    *len = (size_t)(e - s);
-}
 
 /* A workflow agent step's reply: its output (text, or JSON checked against the
  * step's outputSchema), the state update and the step's completion, appended to
@@ -428,7 +365,7 @@ static int step_output(runner_t *R, sess_t *s, rq_t *q, json_t *usage, double co
     if (schema) {
         const char *t = q->full.p ? q->full.p : "";
         size_t len = q->full.len;
-        unfence(&t, &len);
+        rturn_unfence(&t, &len);
         output = json_loadb(t, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         if (!output) snprintf(err, sizeof err, "the agent's reply is not JSON");
         else if (workflow_check_schema(schema, output, err, sizeof err)) {
@@ -467,33 +404,6 @@ out:
     return ok;
 }
 
-/* How q ended, for lib/retry (when it did not complete). */
-static void classify(const rq_t *q, CURLcode result, long status, retry_failure *f)
-{
-    memset(f, 0, sizeof *f);
-    f->should_retry = q->should_retry;
-    f->retry_after = q->retry_after[0] ? q->retry_after : NULL;
-    f->retry_after_ms = q->retry_after_ms;
-    if (q->egress.refused) {
-        f->kind = RETRY_REFUSED;   /* the address policy said why in q->egress.error */
-    } else if (result != CURLE_OK && status != 200 && status != 0) {
-        f->kind = RETRY_HTTP;
-        f->status = status;
-    } else if (result != CURLE_OK) {
-        f->kind = RETRY_TRANSPORT;
-    } else if (status != 200) {
-        f->kind = RETRY_HTTP;
-        f->status = status;
-    } else if (q->malformed) {
-        f->kind = RETRY_MALFORMED;
-    } else if (q->stream_error) {
-        f->kind = RETRY_STREAM_ERROR;
-        f->error_type = q->error_type[0] ? q->error_type : NULL;
-    } else {
-        f->kind = RETRY_CUT;
-    }
-}
-
 void turn_finished(runner_t *R, rq_t *q, CURLcode result)
 {
     sess_t *s = q->s;
@@ -511,16 +421,14 @@ void turn_finished(runner_t *R, rq_t *q, CURLcode result)
         turn_fail_workflow(R, s, WORKFLOW_REASON_TOO_LARGE, "%s", msg);
         return;
     }
+    rturn_end e = {result == CURLE_OK, curl_easy_strerror(result), status, q->egress.refused, q->egress.error,
+                   q->malformed, q->stream_error, q->error_type, q->done, q->should_retry, q->retry_after,
+                   q->retry_after_ms};
     /* Complete only when the provider's stream ended with its terminal event. */
-    int complete = result == CURLE_OK && status == 200 && !q->stream_error && !q->malformed && q->done &&
-                   provider_finish(q->parser) == 0;
+    int complete = rturn_complete(&e) && provider_finish(q->parser) == 0;
     if (!complete) {
         retry_failure f;
-        classify(q, result, status, &f);
-        if (f.kind == RETRY_TRANSPORT) snprintf(q->error, sizeof q->error, "%s", curl_easy_strerror(result));
-        else if (f.kind == RETRY_HTTP) snprintf(q->error, sizeof q->error, "HTTP %ld", status);
-        else if (f.kind == RETRY_CUT) snprintf(q->error, sizeof q->error, "the stream ended without its terminal event");
-        else if (f.kind == RETRY_REFUSED) snprintf(q->error, sizeof q->error, "%s", q->egress.error);
+        rturn_classify(&e, &f, q->error, sizeof q->error);
         char id[72], error[256], retry_after[96], etype[64];
         snprintf(id, sizeof id, "%s", q->id);
         snprintf(error, sizeof error, "%s", q->error);

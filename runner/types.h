@@ -18,7 +18,6 @@
 #include "../lib/sstore.h"
 #include "egress.h"
 
-#define RUNNER_MAX_TURNS 8          /* tool-call turns per chat reply */
 #define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
 
 typedef struct sess sess_t;
@@ -92,10 +91,7 @@ struct sess {
     int due;                    /* its timer fired, or its lease needs renewing */
     int64_t timer_ms;           /* look again at (0: none): a retry, a checkpoint's
                                    expiry, another runner's lease expiring */
-    int held;                   /* this process holds its lease */
-    int64_t other_until;        /* another runner holds it until then (as last seen) */
-    int64_t lease_renew_ms;
-    int64_t lease_expires_ms;   /* our lease runs out then, unless renewed */
+    lease_clock lease;          /* its lease as this process last saw it (lib/lease) */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     rq_t *rq;
     json_t *agent;              /* agent document in use */

@@ -2,9 +2,11 @@
  * refusal while another runner's lease is valid, renewal, take-over after expiry,
  * release (a no-op for anyone but the holder), a restarted process of the same
  * runner id taking its sessions back at once, the in-transaction check that only
- * the holding process passes, and the owner lock. The second runner works through
- * a log of its own, as another process would. On PostgreSQL too when
- * DSTREAM_TEST_PG is set (its owner lock's rows: test_pg_leases). */
+ * the holding process passes, the owner lock, and the runner's plan for a lease
+ * it saw (lease_plan_at: keep, renew, expired while away, wait for another's).
+ * The second runner works through a log of its own, as another process would. On
+ * PostgreSQL too when DSTREAM_TEST_PG is set (its owner lock's rows:
+ * test_pg_leases). */
 #include "lease.h"
 
 #include <string.h>
@@ -199,6 +201,48 @@ static void test_lock(void)
     close(fd3);
 }
 
+/* The runner's view of a lease (lease_plan_at): a lease held is kept until a third
+ * of it has run, then renewed; one that ran out while the process was away (paused)
+ * is dropped before it is taken again; a session another runner holds is left alone
+ * until its lease runs out, unless the session's own timer fired. Then a real
+ * take-over on the database: the process that was away finds the lease gone. */
+static void test_plan(void)
+{
+    lease_clock l = {0, 0, 0, 0};
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 1000), LEASE_TAKE);      /* never held: take it */
+    lease_taken(&l, 1000, 9000, 10000);
+    CHECK(l.held);
+    CHECK_EQ_INT(l.renew_ms, 4000);                             /* a third of the lease */
+    CHECK_EQ_INT(l.expires_ms, 10000);
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 3999), LEASE_KEEP);
+    CHECK_EQ_INT(lease_plan_at(&l, 1, 3999), LEASE_KEEP);
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 4000), LEASE_TAKE);      /* renew */
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 9999), LEASE_TAKE);
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 10000), LEASE_EXPIRED);  /* away past its end */
+    CHECK_EQ_INT(lease_plan_at(&l, 1, 60000), LEASE_EXPIRED);
+    /* Lost to another runner until 20000 (runner_lost: held 0, other_until). */
+    l.held = 0;
+    l.other_until = 20000;
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 19999), LEASE_WAIT);
+    CHECK_EQ_INT(lease_plan_at(&l, 1, 19999), LEASE_TAKE);     /* its timer fired: try */
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 20000), LEASE_TAKE);     /* the other's ran out */
+    lease_taken(&l, 20000, 9000, 29000);
+    CHECK_EQ_INT(l.other_until, 0);
+    CHECK_EQ_INT(lease_plan_at(&l, 0, 20001), LEASE_KEEP);
+
+    /* A pauses past its lease, B takes the session over: A's plan says expired, and
+     * A's own take is refused while B's lease runs. */
+    int64_t now = timefmt_now_ms(), expires = 0;
+    lease_clock a = {0, 0, 0, 0};
+    CHECK_EQ_INT(lease_acquire(ca, "s-plan", &ID_A, 150, &expires), 1);
+    lease_taken(&a, now, 150, expires);
+    while (timefmt_now_ms() <= a.expires_ms) usleep(10000);
+    CHECK_EQ_INT(acq(cb, "s-plan", "B", 60000), 1);
+    CHECK_EQ_INT(lease_plan_at(&a, 0, timefmt_now_ms()), LEASE_EXPIRED);
+    CHECK_EQ_INT(lease_acquire(ca, "s-plan", &ID_A, 150, &expires), 0);
+    CHECK(expires > timefmt_now_ms());
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -219,6 +263,7 @@ int main(void)
                 test_release();
                 test_instances();
                 test_lock();
+                test_plan();
             }
         }
         log_conn_close(cb);

@@ -1,0 +1,139 @@
+#include "rturn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+rturn_need rturn_under_way(const session_view *v)
+{
+    if (v->request[0]) return RTURN_RESTART_CUT;
+    if (json_array_size(v->open_calls)) return RTURN_RUN_CALLS;
+    return RTURN_NOTHING;
+}
+
+rturn_need rturn_chat(const session_view *v, int in_flight, int64_t now)
+{
+    if (in_flight) return session_view_interrupted(v) ? RTURN_INTERRUPT : RTURN_IN_FLIGHT;
+    rturn_need n = rturn_under_way(v);
+    if (n != RTURN_NOTHING) return n;
+    if (!v->retry_at && !session_view_tools_answered(v) && !session_view_needs_reply(v)) return RTURN_NOTHING;
+    if (v->retry_at && now < v->retry_at) return RTURN_RETRY_LATER;
+    return RTURN_NEEDS_AGENT;
+}
+
+rturn_go rturn_chat_agent(const session_view *v, const json_t *agent)
+{
+    if (!agent) return RTURN_NO_AGENT;
+    if (rturn_over_budget(agent, v)) return RTURN_OVER_BUDGET;
+    /* Only a turn that goes back to the model with tool results counts; a new user
+     * message or a retry starts afresh. */
+    if (session_view_tools_answered(v) && !v->retry_at && !session_view_needs_reply(v) &&
+        v->tool_turns >= rturn_max_turns(agent))
+        return RTURN_TOOL_LOOP;
+    return RTURN_START;
+}
+
+int rturn_over_budget(const json_t *agent, const session_view *v)
+{
+    json_t *b = json_object_get(json_object_get(agent, "limits"), "costBudgetUsd");
+    return json_is_number(b) && v->cost_usd >= json_number_value(b);
+}
+
+int rturn_max_turns(const json_t *agent)
+{
+    json_t *t = json_object_get(json_object_get(agent, "limits"), "maxTurns");
+    return json_is_integer(t) && json_integer_value(t) > 0 ? (int)json_integer_value(t) : RTURN_MAX_TURNS;
+}
+
+const char *rturn_limit(const session_view *v, int64_t session_requests_max, int64_t message_requests_max, char *msg,
+                        size_t cap)
+{
+    if (session_requests_max && v->requests >= session_requests_max) {
+        snprintf(msg, cap, "the session made its %lld provider requests (DSTREAM_SESSION_REQUESTS_MAX)",
+                 (long long)session_requests_max);
+        return "session_request_limit";
+    }
+    /* A queued message whose turn comes now starts its own count. */
+    int64_t msg_requests = !v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued)
+                               ? 0 : v->message_requests;
+    if (!v->is_workflow && message_requests_max && msg_requests >= message_requests_max) {
+        snprintf(msg, cap, "the reply made its %lld provider requests (DSTREAM_MESSAGE_REQUESTS_MAX)",
+                 (long long)message_requests_max);
+        return "message_request_limit";
+    }
+    return NULL;
+}
+
+json_t *rturn_history(const session_view *v)
+{
+    json_t *out = json_array(), *m;
+    size_t i;
+    json_array_foreach(v->messages, i, m) {
+        const char *reason = json_string_value(json_object_get(m, "reason"));
+        const char *rid = json_string_value(json_object_get(m, "requestId"));
+        if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
+        if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
+        json_array_append(out, m);
+    }
+    if (!v->request[0] && !v->attempts && !v->retry_at && json_array_size(v->queued))
+        json_array_append(out, json_array_get(v->queued, 0));
+    return out;
+}
+
+int rturn_complete(const rturn_end *e)
+{
+    return e->transport_ok && e->status == 200 && !e->stream_error && !e->malformed && e->done;
+}
+
+void rturn_classify(const rturn_end *e, retry_failure *f, char *error, size_t cap)
+{
+    memset(f, 0, sizeof *f);
+    f->should_retry = e->should_retry;
+    f->retry_after = e->retry_after && e->retry_after[0] ? e->retry_after : NULL;
+    f->retry_after_ms = e->retry_after_ms;
+    if (e->refused) {
+        f->kind = RETRY_REFUSED;
+    } else if (!e->transport_ok && e->status != 200 && e->status != 0) {
+        f->kind = RETRY_HTTP;   /* an answer came, then the transfer failed: the status says it */
+        f->status = e->status;
+    } else if (!e->transport_ok) {
+        f->kind = RETRY_TRANSPORT;
+    } else if (e->status != 200) {
+        f->kind = RETRY_HTTP;
+        f->status = e->status;
+    } else if (e->malformed) {
+        f->kind = RETRY_MALFORMED;
+    } else if (e->stream_error) {
+        f->kind = RETRY_STREAM_ERROR;
+        f->error_type = e->error_type && e->error_type[0] ? e->error_type : NULL;
+    } else {
+        f->kind = RETRY_CUT;
+    }
+    if (f->kind == RETRY_TRANSPORT) snprintf(error, cap, "%s", e->transport_error ? e->transport_error : "transport error");
+    else if (f->kind == RETRY_HTTP) snprintf(error, cap, "HTTP %ld", e->status);
+    else if (f->kind == RETRY_CUT) snprintf(error, cap, "the stream ended without its terminal event");
+    else if (f->kind == RETRY_REFUSED) snprintf(error, cap, "%s", e->refused_error ? e->refused_error : "refused");
+}
+
+rturn_call rturn_call_plan(const json_t *call, int own)
+{
+    if (!own && json_is_true(json_object_get(call, PK_SIDE_EFFECTING))) return RTURN_CALL_CUT;
+    if (!json_string_value(json_object_get(call, PK_SERVER)) || !json_string_value(json_object_get(call, PK_TOOL)))
+        return RTURN_CALL_NO_TOOL;
+    return RTURN_CALL_RUN;
+}
+
+void rturn_unfence(const char **p, size_t *len)
+{
+    const char *s = *p, *e = s + *len;
+    while (s < e && strchr(" \t\r\n", *s)) s++;
+    while (e > s && strchr(" \t\r\n", e[-1])) e--;
+    if (e - s >= 6 && !strncmp(s, "```", 3) && !strncmp(e - 3, "```", 3)) {
+        const char *nl = memchr(s, '\n', (size_t)(e - s));
+        if (nl && nl < e - 3) {
+            s = nl + 1;
+            e -= 3;
+        }
+    }
+    *p = s;
+    *len = (size_t)(e - s);
+}

@@ -1,0 +1,116 @@
+/* rturn: the runner's decisions about a turn, from data alone.
+ *
+ * A turn is one provider request of a chat reply or of a workflow agent step, with
+ * its attempts. What the runner does about one is decided from the session's view
+ * (lib/session: the log folded), what this process has in flight, and what the
+ * request's end looked like; runner/turn.c then acts (starts, cuts, retries,
+ * queues events). The decisions live here, with no I/O and no clock of their own,
+ * so that the unit tests (tests/unit/test_rturn.c) reach the crash and retry paths
+ * that only the bats suites reached before:
+ *
+ * - a request the log says is in flight that this process does not have was cut off
+ *   by a restart of its runner (this process holds the lease now): it is closed and
+ *   retried on the restart budget (lib/retry), never left hanging;
+ * - a tool call this process did not record itself ran, or may have run, under a
+ *   runner that died: it runs again only if it is read-only;
+ * - a request that did not complete is classified for lib/retry by how it ended
+ *   (the address policy, a transport error, an HTTP status, an unreadable or
+ *   erroring stream, a stream cut before its terminal event);
+ * - the limits (requests per session and per message, a cost budget, tool turns)
+ *   stop a turn before it starts. */
+#ifndef DSTREAM_RTURN_H
+#define DSTREAM_RTURN_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retry.h"
+#include "session.h"
+
+#define RTURN_MAX_TURNS 8           /* tool-call turns per reply when the agent sets no limits.maxTurns */
+
+/* What a chat session needs now (rturn_chat), before its agent is looked at. */
+typedef enum {
+    RTURN_NOTHING,          /* nothing to do until the log changes */
+    RTURN_IN_FLIGHT,        /* this process's request is under way: leave it */
+    RTURN_INTERRUPT,        /* ... and a user message interrupts it: cut it ("interrupted") */
+    RTURN_RESTART_CUT,      /* the log has a request in flight this process does not: cut off by a restart */
+    RTURN_RUN_CALLS,        /* tool calls are open: run them */
+    RTURN_RETRY_LATER,      /* a retry is scheduled, due at v->retry_at */
+    RTURN_NEEDS_AGENT       /* a request is due: decide with the agent (rturn_chat_agent) */
+} rturn_need;
+
+/* What a chat session's due request does, given its agent (rturn_chat_agent). */
+typedef enum {
+    RTURN_START,            /* start it */
+    RTURN_NO_AGENT,         /* the agent does not exist: the reply fails */
+    RTURN_OVER_BUDGET,      /* its cost budget is spent: the session is cancelled */
+    RTURN_TOOL_LOOP         /* the model asked for tools maxTurns times in one reply: stopped */
+} rturn_go;
+
+/* A chat session with view v, this process having a request in flight or not, at
+ * now (ms). */
+rturn_need rturn_chat(const session_view *v, int in_flight, int64_t now);
+/* The request rturn_chat found due, with the session's agent (NULL: none). */
+rturn_go rturn_chat_agent(const session_view *v, const json_t *agent);
+
+/* For a request about to start (any turn): RTURN_NOTHING, or RTURN_RESTART_CUT /
+ * RTURN_RUN_CALLS as rturn_chat says them, for a session whose request is not in
+ * this process. */
+rturn_need rturn_under_way(const session_view *v);
+
+/* The agent's limits.costBudgetUsd is set and spent by the session's requests so far. */
+int rturn_over_budget(const json_t *agent, const session_view *v);
+/* Tool-call turns allowed in one reply: the agent's limits.maxTurns, else RTURN_MAX_TURNS. */
+int rturn_max_turns(const json_t *agent);
+
+/* A request limit stops the request about to start (requests per session, and per
+ * user message for a chat; 0: no limit): the reason ("session_request_limit",
+ * "message_request_limit") with the message in msg, or NULL. */
+const char *rturn_limit(const session_view *v, int64_t session_requests_max, int64_t message_requests_max, char *msg,
+                        size_t cap);
+
+/* The history to send (new reference): replies cut off by a restart or a failure
+ * are left out, and so is the reply in flight (a retry of it); the first queued
+ * message, whose turn it is, goes last. */
+json_t *rturn_history(const session_view *v);
+
+/* How a provider request ended, as the runner saw it. */
+typedef struct rturn_end {
+    int transport_ok;               /* the transfer ended without a transport error */
+    const char *transport_error;    /* else what it was */
+    long status;                    /* the HTTP status (0: none came) */
+    int refused;                    /* the address policy refused a connection ... */
+    const char *refused_error;      /* ... saying why */
+    int malformed;                  /* the parser could not read the stream */
+    int stream_error;               /* an error event came in the stream ... */
+    const char *error_type;         /* ... of this type ("" or NULL: none given) */
+    int done;                       /* the stream's terminal event came */
+    int should_retry;               /* x-should-retry: 1, 0, -1 not given */
+    const char *retry_after;        /* Retry-After ("" or NULL: none) */
+    int64_t retry_after_ms;         /* retry-after-ms, -1 if not given */
+} rturn_end;
+
+/* 1 if e is a complete reply as far as the transfer goes (the parser's own end,
+ * provider_finish, is the caller's last word), else 0. */
+int rturn_complete(const rturn_end *e);
+/* An end that is not complete, for lib/retry: f (its strings point into e). The
+ * error message goes into error (cap bytes) for the ends that make their own (a
+ * transport error, an HTTP status, a cut stream, a refused connection); for an
+ * unreadable or erroring stream error is left as the parser set it. */
+void rturn_classify(const rturn_end *e, retry_failure *f, char *error, size_t cap);
+
+/* What to do with an open tool call (its tool:called payload) that is not running
+ * here; own: this process recorded it and has not started it. */
+typedef enum {
+    RTURN_CALL_RUN,         /* run it (again, if it is read-only and its runner died) */
+    RTURN_CALL_CUT,         /* side-effecting and cut off by a restart: answered as failed, not run */
+    RTURN_CALL_NO_TOOL      /* it resolved to no tool: answered as failed */
+} rturn_call;
+rturn_call rturn_call_plan(const json_t *call, int own);
+
+/* Strip a ```json fence a model may wrap its JSON in (*p, *len narrowed). */
+void rturn_unfence(const char **p, size_t *len);
+
+#endif

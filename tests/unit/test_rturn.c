@@ -1,0 +1,308 @@
+/* Unit tests for lib/rturn.c: the runner's decisions about a turn, on views folded
+ * from the events the runner and the pool write (lib/event's constructors), so
+ * that the crash, retry and limit paths that only the bats suites reached are
+ * checked here too: a request cut off by a runner's death is found and retried on
+ * the restart budget until it is spent; a retry waits for its time; an interrupt
+ * cuts the request in flight; a tool call of a dead runner runs again only if it
+ * is read-only; a request's end is classified for lib/retry as each way of ending
+ * says; the request and tool-turn limits stop a turn before it starts. */
+#include "rturn.h"
+
+#include <string.h>
+
+#include "event.h"
+#include "offset.h"
+#include "test.h"
+
+static uint64_t next_seq = 1;
+
+/* Fold e (a lib/event constructor's result; its payload is freed) into v. */
+static void fold(session_view *v, sstore_event e)
+{
+    char off[OFFSET_LEN + 1];
+    offset_t o = {next_seq, next_seq * 100};
+    next_seq++;
+    offset_format(o, off);
+    json_t *env = json_pack("{s:s, s:o}", "type", e.type, "payload", e.payload);
+    if (!CHECK(env && session_reduce(v, env, off) == 0)) abort();
+    json_decref(env);
+}
+
+/* A chat session of agent "a" with one user message (mode interrupt). */
+static void chat(session_view *v, const char *text)
+{
+    session_view_init(v);
+    fold(v, event_session_created("a", NULL, 0, NULL, NULL, NULL));
+    json_t *c = json_string(text);
+    fold(v, event_message_user(c, "interrupt", NULL));
+    json_decref(c);
+}
+
+/* Request id ended asking for tools. */
+static void ended_for_tools(session_view *v, const char *id)
+{
+    json_t *u = event_usage(1, 1);
+    fold(v, event_request_ended(id, "tool_use", u, 0));
+    json_decref(u);
+}
+
+static const retry_config CFG = {2, 3, 500, 30000};   /* 2 provider retries, 3 restarts */
+
+/* A runner dies with request r1 in flight: the next one to hold the lease finds the
+ * request in the log and not in its process, cuts it (restart) and retries it on the
+ * restart budget; the retry waits for its time; once the budget is spent the reply
+ * fails. The process that still has the request in flight leaves it alone. */
+static void test_restart_cut(void)
+{
+    session_view v;
+    chat(&v, "Hello?");
+    CHECK_EQ_INT(rturn_chat(&v, 0, 1000), RTURN_NEEDS_AGENT);
+    int64_t now = 1000;
+    for (int attempt = 1;; attempt++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", attempt);
+        fold(&v, event_request_started(id, "openai", "m", attempt));
+        fold(&v, event_delta(0, id, "Hel", 3));
+        CHECK_EQ_INT(rturn_chat(&v, 1, now), RTURN_IN_FLIGHT);          /* its own runner */
+        CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_RESTART_CUT);        /* the next runner */
+        CHECK_EQ_INT(rturn_under_way(&v), RTURN_RESTART_CUT);
+        /* The cut is retried on the restart budget, never the provider's. */
+        retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+        retry_decision d;
+        retry_decide(&f, v.failures, v.restarts, &CFG, now, &d);
+        CHECK_EQ_INT(d.budget, RETRY_BUDGET_RESTART);
+        fold(&v, event_request_cancelled(id, "restart", NULL));
+        if (!d.retry) {
+            CHECK_EQ_INT(attempt, CFG.restart_retries + 1);
+            CHECK(d.exhausted);
+            /* The runner gives up (turn_give_up): the reply fails and nothing more
+             * is started until the next user message. */
+            fold(&v, event_failed(0, "cut off by a runner restart", d.reason, v.attempts));
+            CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_NOTHING);
+            json_t *c = json_string("Again?");
+            fold(&v, event_message_user(c, "interrupt", NULL));
+            json_decref(c);
+            CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_NEEDS_AGENT);
+            break;
+        }
+        fold(&v, event_request_retried(id, attempt + 1, "restart", d.reason, 0, "cut off by a runner restart",
+                                       d.delay_ms, now + d.delay_ms));
+        CHECK_EQ_INT(v.restarts, attempt);
+        CHECK_EQ_INT(v.failures, 0);
+        CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_RETRY_LATER);
+        CHECK_EQ_INT(rturn_chat(&v, 0, now + d.delay_ms - 1), RTURN_RETRY_LATER);
+        now += d.delay_ms;
+        CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_NEEDS_AGENT);
+        /* The retry sends the history without the reply that was cut. */
+        json_t *h = rturn_history(&v);
+        CHECK_EQ_UINT(json_array_size(h), 1);
+        CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(h, 0), "role")), "user");
+        json_decref(h);
+    }
+    session_view_free(&v);
+}
+
+/* A provider error is retried on the provider budget; the runner that has the
+ * request in flight cuts it when a user message interrupts it. */
+static void test_retry_and_interrupt(void)
+{
+    session_view v;
+    chat(&v, "Hi");
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    rturn_end e = {1, NULL, 529, 0, NULL, 0, 0, NULL, 0, -1, "", -1};
+    retry_failure f;
+    char err[128] = "";
+    CHECK(!rturn_complete(&e));
+    rturn_classify(&e, &f, err, sizeof err);
+    retry_decision d;
+    retry_decide(&f, v.failures, v.restarts, &CFG, 5000, &d);
+    CHECK(d.retry);
+    CHECK_EQ_INT(d.budget, RETRY_BUDGET_PROVIDER);
+    fold(&v, event_request_retried("r1", 2, "failed", d.reason, 529, err, d.delay_ms, 5000 + d.delay_ms));
+    CHECK_EQ_INT(v.failures, 1);
+    CHECK_EQ_INT(v.restarts, 0);
+    CHECK_EQ_INT(rturn_chat(&v, 0, 5000), RTURN_RETRY_LATER);
+    CHECK_EQ_INT(rturn_chat(&v, 0, 5000 + d.delay_ms), RTURN_NEEDS_AGENT);
+    fold(&v, event_request_started("r2", "openai", "m", 2));
+    CHECK_EQ_INT(rturn_chat(&v, 1, 6000), RTURN_IN_FLIGHT);
+    json_t *c = json_string("Stop, another question");
+    fold(&v, event_message_user(c, "interrupt", NULL));
+    json_decref(c);
+    CHECK_EQ_INT(rturn_chat(&v, 1, 6000), RTURN_INTERRUPT);
+    session_view_free(&v);
+}
+
+/* Each way a request can end, classified for lib/retry, with its message. */
+static void test_classify(void)
+{
+    retry_failure f;
+    char err[128];
+    /* complete: a 200 stream with its terminal event */
+    rturn_end ok = {1, NULL, 200, 0, NULL, 0, 0, NULL, 1, -1, "", -1};
+    CHECK(rturn_complete(&ok));
+    /* a 200 stream cut before its terminal event: RETRY_CUT, retried */
+    rturn_end cut = ok;
+    cut.done = 0;
+    CHECK(!rturn_complete(&cut));
+    rturn_classify(&cut, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_CUT);
+    CHECK_EQ_STR(err, "the stream ended without its terminal event");
+    /* a transport error with no answer */
+    rturn_end tr = {0, "Couldn't connect to server", 0, 0, NULL, 0, 0, NULL, 0, -1, "", -1};
+    rturn_classify(&tr, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_TRANSPORT);
+    CHECK_EQ_STR(err, "Couldn't connect to server");
+    /* a transfer that failed after an answer: its status says */
+    rturn_end tr503 = tr;
+    tr503.status = 503;
+    rturn_classify(&tr503, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_HTTP);
+    CHECK_EQ_INT(f.status, 503);
+    CHECK_EQ_STR(err, "HTTP 503");
+    /* a 400 with the provider's hints passed on; not retried */
+    rturn_end bad = {1, NULL, 400, 0, NULL, 0, 0, NULL, 0, 0, "7", 1500};
+    rturn_classify(&bad, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_HTTP);
+    CHECK_EQ_INT(f.should_retry, 0);
+    CHECK_EQ_STR(f.retry_after, "7");
+    CHECK_EQ_INT(f.retry_after_ms, 1500);
+    retry_decision d;
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(!d.retry);
+    /* the address policy refused the connection: its reason, never retried */
+    rturn_end ref = {0, "Couldn't connect", 0, 1, "refused: 10.0.0.1 is a private address", 0, 0, NULL, 0, -1, "", -1};
+    rturn_classify(&ref, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_REFUSED);
+    CHECK_EQ_STR(err, "refused: 10.0.0.1 is a private address");
+    retry_decide(&f, 0, 0, &CFG, 0, &d);
+    CHECK(!d.retry);
+    /* an error event in the stream, and an unreadable stream: the parser's message stays */
+    rturn_end se = ok;
+    se.stream_error = 1;
+    se.error_type = "overloaded_error";
+    snprintf(err, sizeof err, "overloaded_error: busy");
+    CHECK(!rturn_complete(&se));
+    rturn_classify(&se, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_STREAM_ERROR);
+    CHECK_EQ_STR(f.error_type, "overloaded_error");
+    CHECK_EQ_STR(err, "overloaded_error: busy");
+    se.error_type = "";
+    rturn_classify(&se, &f, err, sizeof err);
+    CHECK(f.error_type == NULL);
+    rturn_end mal = ok;
+    mal.malformed = 1;
+    snprintf(err, sizeof err, "malformed provider stream");
+    rturn_classify(&mal, &f, err, sizeof err);
+    CHECK_EQ_INT(f.kind, RETRY_MALFORMED);
+    CHECK_EQ_STR(err, "malformed provider stream");
+    CHECK(f.retry_after == NULL);
+}
+
+/* A tool call open in the log and not running here: its own runner's runs; a dead
+ * runner's runs again only if it is read-only; one that resolved to no tool fails. */
+static void test_call_plan(void)
+{
+    json_t *args = json_object();
+    sstore_event rd = event_tool_called("c1", "count", args, "words", "count", 0, "r1", NULL, 0);
+    sstore_event wr = event_tool_called("c2", "send", args, "mail", "send", 1, "r1", NULL, 0);
+    sstore_event none = event_tool_called("c3", "nothing", args, NULL, NULL, 0, "r1", NULL, 0);
+    CHECK_EQ_INT(rturn_call_plan(rd.payload, 1), RTURN_CALL_RUN);
+    CHECK_EQ_INT(rturn_call_plan(rd.payload, 0), RTURN_CALL_RUN);        /* read-only: again */
+    CHECK_EQ_INT(rturn_call_plan(wr.payload, 1), RTURN_CALL_RUN);
+    CHECK_EQ_INT(rturn_call_plan(wr.payload, 0), RTURN_CALL_CUT);        /* side effects: never twice */
+    CHECK_EQ_INT(rturn_call_plan(none.payload, 1), RTURN_CALL_NO_TOOL);
+    /* Open calls in the log: the next look runs them, whoever recorded them. */
+    session_view v;
+    chat(&v, "Count");
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    fold(&v, event_tool_called("c1", "count", args, "words", "count", 0, "r1", NULL, 0));
+    ended_for_tools(&v, "r1");
+    CHECK_EQ_INT(rturn_chat(&v, 0, 0), RTURN_RUN_CALLS);
+    CHECK_EQ_INT(rturn_under_way(&v), RTURN_RUN_CALLS);
+    json_t *r = json_string("2");
+    fold(&v, event_tool_result("c1", r, 0, 0, 5));
+    json_decref(r);
+    CHECK_EQ_INT(rturn_under_way(&v), RTURN_NOTHING);
+    CHECK_EQ_INT(rturn_chat(&v, 0, 0), RTURN_NEEDS_AGENT);     /* the results go back to the model */
+    session_view_free(&v);
+    json_decref(rd.payload);
+    json_decref(wr.payload);
+    json_decref(none.payload);
+    json_decref(args);
+}
+
+/* The limits: requests per session and per message, the cost budget, tool turns. */
+static void test_limits(void)
+{
+    session_view v;
+    char msg[256];
+    chat(&v, "Hi");
+    CHECK(rturn_limit(&v, 0, 0, msg, sizeof msg) == NULL);
+    v.requests = 10;
+    v.message_requests = 3;
+    CHECK(rturn_limit(&v, 11, 4, msg, sizeof msg) == NULL);
+    CHECK_EQ_STR(rturn_limit(&v, 10, 4, msg, sizeof msg), "session_request_limit");
+    CHECK_EQ_STR(msg, "the session made its 10 provider requests (DSTREAM_SESSION_REQUESTS_MAX)");
+    CHECK_EQ_STR(rturn_limit(&v, 0, 3, msg, sizeof msg), "message_request_limit");
+    CHECK_EQ_STR(msg, "the reply made its 3 provider requests (DSTREAM_MESSAGE_REQUESTS_MAX)");
+    v.is_workflow = 1;      /* a workflow has no per-message limit */
+    CHECK(rturn_limit(&v, 0, 3, msg, sizeof msg) == NULL);
+    session_view_free(&v);
+
+    json_t *plain = json_pack("{s:s}", "model", "m");
+    json_t *tight = json_pack("{s:{s:f, s:i}}", "limits", "costBudgetUsd", 0.5, "maxTurns", 2);
+    CHECK_EQ_INT(rturn_max_turns(plain), RTURN_MAX_TURNS);
+    CHECK_EQ_INT(rturn_max_turns(tight), 2);
+    chat(&v, "Hi");
+    CHECK_EQ_INT(rturn_chat_agent(&v, NULL), RTURN_NO_AGENT);
+    CHECK_EQ_INT(rturn_chat_agent(&v, tight), RTURN_START);
+    v.cost_usd = 0.5;
+    CHECK(rturn_over_budget(tight, &v));
+    CHECK(!rturn_over_budget(plain, &v));
+    CHECK_EQ_INT(rturn_chat_agent(&v, tight), RTURN_OVER_BUDGET);
+    v.cost_usd = 0;
+    /* Two tool turns answered in one reply: the third is stopped (maxTurns 2). */
+    json_t *args = json_object(), *r = json_string("ok");
+    for (int t = 1; t <= 2; t++) {
+        char id[8], cid[8];
+        snprintf(id, sizeof id, "r%d", t);
+        snprintf(cid, sizeof cid, "c%d", t);
+        fold(&v, event_request_started(id, "openai", "m", 1));
+        fold(&v, event_tool_called(cid, "count", args, "words", "count", 0, id, NULL, 0));
+        ended_for_tools(&v, id);
+        fold(&v, event_tool_result(cid, r, 0, 0, 1));
+    }
+    CHECK_EQ_INT(v.tool_turns, 2);
+    CHECK_EQ_INT(rturn_chat(&v, 0, 0), RTURN_NEEDS_AGENT);
+    CHECK_EQ_INT(rturn_chat_agent(&v, tight), RTURN_TOOL_LOOP);
+    CHECK_EQ_INT(rturn_chat_agent(&v, plain), RTURN_START);
+    json_decref(args);
+    json_decref(r);
+    json_decref(plain);
+    json_decref(tight);
+    session_view_free(&v);
+}
+
+static void test_unfence(void)
+{
+    const char *in = "  ```json\n{\"a\": 1}\n```\n", *p = in;
+    size_t len = strlen(in);
+    rturn_unfence(&p, &len);
+    CHECK_EQ_UINT(len, strlen("{\"a\": 1}\n"));
+    CHECK(!strncmp(p, "{\"a\": 1}", 8));
+    p = "[1, 2]";
+    len = 6;
+    rturn_unfence(&p, &len);
+    CHECK_EQ_UINT(len, 6);
+}
+
+int main(void)
+{
+    test_restart_cut();
+    test_retry_and_interrupt();
+    test_classify();
+    test_call_plan();
+    test_limits();
+    test_unfence();
+    return TEST_MAIN_END();
+}
