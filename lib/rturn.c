@@ -108,7 +108,8 @@ void rturn_classify(const rturn_end *e, retry_failure *f, char *error, size_t ca
     } else {
         f->kind = RETRY_CUT;
     }
-    if (f->kind == RETRY_TRANSPORT) snprintf(error, cap, "%s", e->transport_error ? e->transport_error : "transport error");
+    if (f->kind == RETRY_TRANSPORT)
+        snprintf(error, cap, "%s", e->transport_error ? e->transport_error : "transport error");
     else if (f->kind == RETRY_HTTP) snprintf(error, cap, "HTTP %ld", e->status);
     else if (f->kind == RETRY_CUT) snprintf(error, cap, "the stream ended without its terminal event");
     else if (f->kind == RETRY_REFUSED) snprintf(error, cap, "%s", e->refused_error ? e->refused_error : "refused");

@@ -142,7 +142,7 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
     case NEXT_STEP:
         if (v->steps >= workflow_max_steps(doc))
             turn_give_up(R, s, v, "step_limit", "the workflow executed its %d steps (maxSteps) and stops",
-                    workflow_max_steps(doc));
+                         workflow_max_steps(doc));
         else
             steps_run(R, s, v, nx.def, nx.phase, nx.step, 0);
         break;

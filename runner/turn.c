@@ -159,8 +159,8 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
         put(R, s, event_request_cancelled(id, "failed", error));
     if (d.exhausted)
         turn_give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
-                "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
-                v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART));
+                     "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
+                     v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART));
     else
         turn_give_up(R, s, v, d.reason, "%s (%s: not retried)", error, d.reason);
 }
@@ -335,8 +335,9 @@ void turn_agent_step(runner_t *R, sess_t *s, const session_view *v, const json_t
     if (s->rq || under_way(R, s, v)) return;
     if (session_view_tools_answered(v) && !v->retry_at && s->agent && v->tool_turns >= rturn_max_turns(s->agent)) {
         put(R, s, event_tool_loop_stopped("maxTurns", v->tool_turns));
-        turn_fail_workflow(R, s, NULL, "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",
-                      v->phase, v->step, v->tool_turns);
+        turn_fail_workflow(R, s, NULL,
+                           "agent step %s[%d]: the model asked for tools %d times without an answer (limits.maxTurns)",
+                           v->phase, v->step, v->tool_turns);
         return;
     }
     if (!v->retry_at || retry_due(s, v)) start_agent_step(R, s, v, step);
