@@ -10,7 +10,7 @@
  * the JSON-RPC error -32601).
  *
  * This module frames, parses and builds those messages and reads the operator's
- * server configuration (DSTREAM_MCP_CONFIG); runner/mcp.c does the processes and
+ * server configuration (DSTREAM_MCP_CONFIG); runner/mcp_pool.c does the processes and
  * pipes. */
 #ifndef DSTREAM_MCP_H
 #define DSTREAM_MCP_H
