@@ -19,7 +19,7 @@
  * Calls of one request run in parallel (each server bounds its own concurrency);
  * their results come back on the runner's loop through runner/mcp_pool's callbacks. A
  * workflow tool step's call is completed by whoever registered R->step_call_done
- * (runner/steps.c, set by main.c): this file calls nothing above it. */
+ * (runner/steps.c, set by dstream_runner.c): this file calls nothing above it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

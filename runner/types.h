@@ -144,7 +144,7 @@ typedef struct runner {
     int rec_realtime;           /* DSTREAM_RECORDING_TIMING=realtime */
     char start_reason[32];      /* the reason to fail with, when a request cannot start */
     /* A workflow step's tool call (its tool:called payload has a phase) ended:
-     * tools.c reports it here (steps_tool_done, set by main.c). */
+     * tools.c reports it here (steps_tool_done, set by dstream_runner.c). */
     void (*step_call_done)(struct runner *R, sess_t *s, const json_t *call, const json_t *result, int is_error,
                            int failed, int64_t duration_ms);
 } runner_t;
