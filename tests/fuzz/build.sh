@@ -28,7 +28,7 @@ sources() {
     mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
     # (the store is linked in, never called: the parser touches no database)
     recorder) echo lib/recorder.c lib/jdiff.c lib/sse.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c \
-                   lib/buf.c lib/utf8.c "$out/migrations.c" -ljansson -lsqlite3 -lcrypto -lpthread ;;
+                   lib/buf.c lib/utf8.c "$out/migrations.c" "$out/pg_migrations.c" -ljansson -lsqlite3 -lpq -lcrypto -lpthread ;;
     url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/provevent.c lib/anthropic.c lib/openai.c lib/chathist.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
     subscription) echo lib/subrule.c lib/webhook.c lib/url.c lib/sha256.c lib/json.c lib/buf.c lib/utf8.c \
                        -ljansson -lcrypto ;;
