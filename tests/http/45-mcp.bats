@@ -232,7 +232,7 @@ fs_chat() {
         jq -e '.failed == true and (.result | test("exited with status 3 during the call"))'
     ev '.[] | select(.type == "tool:result" and .payload.callId == "c_after") | .payload' |
         jq -e '.failed == false and .result == "still here"'
-    grep -q 'mcp t: stderr: test-server: crashing mid-call' "$DS_DIR/logs/runner.log"
+    ds_poll 10 grep -q 'mcp t: stderr: test-server: crashing mid-call' "$DS_DIR/logs/runner.log"
     rn_runner_alive
 }
 
