@@ -257,10 +257,11 @@ static int check_args(const cli_doc *c, int argc, char **argv)
     return n;
 }
 
-/* 0 if the database db exists, else 1 (printed). */
+/* 0 if the database db exists, else 1 (printed). A server's database (a URI) is
+ * found by opening it: log_open says when it is not there. */
 static int missing(const char *db)
 {
-    if (!access(db, F_OK)) return 0;
+    if (log_target_is_uri(db) || !access(db, F_OK)) return 0;
     fprintf(stderr, "dstream: %s: no such database (dstream migrate creates one)\n", db);
     return 1;
 }

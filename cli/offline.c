@@ -35,12 +35,12 @@ static int add_event(void *ud, const void *data, size_t len, offset_t at)
 }
 
 /* The log and a connection on cli_db, which must exist (a mistyped path is not
- * made a new database). NULL with *rc the exit code (printed). */
+ * made a new database; a server's database, a URI, is found by log_open). NULL with *rc the exit code (printed). */
 static log_conn_t *open_db(log_t **log, int *rc)
 {
     char err[512];
     *log = NULL;
-    if (access(cli_db, R_OK)) {
+    if (!log_target_is_uri(cli_db) && access(cli_db, R_OK)) {
         fprintf(stderr, "dstream: cannot read %s\n", cli_db);
         *rc = EXIT_FAIL;
         return NULL;

@@ -52,9 +52,7 @@ const store_engine *store_engine_for(const char *target, char *err, size_t errle
         snprintf(err, errlen, "no database given");
         return NULL;
     }
-    if (strncasecmp(target, "postgresql://", 13) == 0 || strncasecmp(target, "postgres://", 11) == 0) {
-        return &store_pg;
-    }
+    if (log_target_is_uri(target)) return &store_pg;
     return &store_sqlite;
 }
 

@@ -220,6 +220,13 @@ static inline int log_ctype_json(const char *ct)
     return log_ctype_equal(ct, "application/json");
 }
 
+/* 1 if a database target is an engine's URI (postgresql://, postgres://: a server's
+ * database, which no file check can find), 0 if it is a SQLite file path. */
+static inline int log_target_is_uri(const char *target)
+{
+    return target && (strncasecmp(target, "postgresql://", 13) == 0 || strncasecmp(target, "postgres://", 11) == 0);
+}
+
 /* 1 if info's stream has expired at now_ms. */
 static inline int log_expired(const log_info *info, int64_t now_ms)
 {

@@ -13,7 +13,14 @@ load runner-helpers
 setup_file() { rn_start && rn_cli_env; }
 teardown_file() { rn_stop; }
 setup() { rn_test_setup && D=$DS_BIN/dstream; }
-teardown() { rn_test_teardown; }
+teardown() {
+    # A throwaway PostgreSQL cluster a test started (tests/pg.sh).
+    if [ -n "${PGDIR:-}" ]; then
+        "$DS_ROOT/tests/pg.sh" stop "$PGDIR/c" >/dev/null 2>&1
+        rm -rf "$PGDIR"
+    fi
+    rn_test_teardown
+}
 
 # The commands, from dstream --help's "Commands:" list.
 commands() { "$D" --help | sed -n '/^Commands:/,/^[^ ]/s/^  \([a-z-][a-z-]*\) .*/\1/p'; }
@@ -277,6 +284,26 @@ lines_are_json() {
     assert_success
     run env -u DSTREAM_URL "$D" --db "$db" sessions
     assert_success
+}
+
+@test "a server's database (a postgresql:// URI): the commands that read it open it, no file check" {
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || skip "no PostgreSQL server binaries (make deps)"
+    PGDIR=$(mktemp -d /tmp/dstream-pgcli.XXXXXX) && chmod 711 "$PGDIR"
+    uri=$("$DS_ROOT/tests/pg.sh" start "$PGDIR/c" fast)
+    run "$D" --db "$uri" migrate
+    assert_success
+    for args in "sessions" "streams list" "streams head x" "events x" "tail x" "session x"; do
+        # shellcheck disable=SC2086 # args is words
+        run --separate-stderr env -u DSTREAM_URL "$D" --db "$uri" $args
+        [[ $stderr != *"no such database"* && $stderr != *"cannot read"* ]] ||
+            fail "dstream --db URI $args: exit $status: $stderr"
+    done
+    run --separate-stderr env -u DSTREAM_URL "$D" --db "$uri" streams list
+    assert_success
+    # A database the server does not have: exit 1, the server's own words.
+    run --separate-stderr env -u DSTREAM_URL "$D" --db "${uri/\/dstream\?//nosuchdb?}" streams list
+    assert_failure 1
+    [[ $stderr == *nosuchdb* ]] || fail "stderr: $stderr"
 }
 
 # The man page as text: fonts and escapes taken out.
