@@ -31,6 +31,9 @@ int cli_usage(const char *name);
 int cmd_backup(const char *db, int argc, char **argv);
 /* dstream restore FILE: replace the contents of db by those of a checked backup. */
 int cmd_restore(const char *db, int argc, char **argv);
+/* dstream copy --from DB --to DB [--verify]: the database copied to another,
+ * between engines or on one, then verified (lib/dbcopy). */
+int cmd_copy(const char *db, int argc, char **argv);
 /* dstream check [FILE]: integrity and the log's invariants of db (or FILE). */
 int cmd_check(const char *db, int argc, char **argv);
 /* cmd_check on one file: 0 if sound, else 1 (problems printed). */

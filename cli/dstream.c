@@ -179,6 +179,7 @@ static const command commands[] = {
     {"backup", NULL, cmd_backup, NULL, 0},
     {"restore", NULL, cmd_restore, NULL, 0},
     {"check", NULL, cmd_check, NULL, 0},
+    {"copy", NULL, cmd_copy, NULL, 0},
     {"skills", NULL, cmd_skills, NULL, 1},
     {"providers", cmd_providers, NULL, NULL, 0},
     {"mcp", cmd_mcp, NULL, NULL, 0},

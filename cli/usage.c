@@ -47,6 +47,13 @@ static const cli_doc docs[] = {
      "usage: dstream [--db PATH] check [--json] [FILE]\n"
      "  SQLite's integrity check and dstream's invariants on the database (or FILE);\n"
      "  exit 1 when a problem is found, 2 when it cannot look\n"},
+    {"copy", " --from= --to= --verify ", "copy the database to another, between engines, verified",
+     "usage: dstream [--db PATH] copy [--from DB] --to DB [--verify] [--json]\n"
+     "  copy every stream, message, session, definition, token, recording and\n"
+     "  subscription of DB (default the database) into the empty database --to (a\n"
+     "  SQLite file or a postgresql:// URI), ids and offsets as they were, then verify\n"
+     "  the copy (rows per table, a SHA-256 per stream); exit 1 naming the first\n"
+     "  difference. --verify: compare the two databases only\n"},
     {"skills", "", "export the stored agents' skills as SKILL.md files",
      "usage: dstream [--db PATH] skills export DIR [AGENT...] [--json]\n"
      "  write each skill of the stored agents (or of the agents named) as DIR/<name>/SKILL.md\n"},

@@ -44,6 +44,10 @@ const char *errs_str(int rc)
     case BACKUP_EFAIL: return "the backup, restore or check could not be done";
     case BACKUP_ENODB: return "no such database";
     case BACKUP_EOPEN: return "the database could not be opened";
+    case DBCOPY_EFAIL: return "the copy could not be done";
+    case DBCOPY_EOPEN: return "a database of the copy could not be opened";
+    case DBCOPY_ENOTEMPTY: return "the destination is not empty";
+    case DBCOPY_EDIFF: return "the copy differs from its source";
     case ERRS_CALLBACK: return "a callback failed";
     default:
         if (rc < SSTORE_EREFUSED && rc >= SSTORE_EREFUSED_LAST) return "the session refused the command";

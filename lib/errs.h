@@ -13,6 +13,7 @@
  *   JSON_E*   -500 .. -599   the JSON scanner (lib/json.h)
  *   WORKFLOW_E* -600 .. -699 workflow documents (lib/workflow.h)
  *   BACKUP_E* -700 .. -799   backups, restores and checks of a database (lib/backup.h)
+ *   DBCOPY_E* -800 .. -899   copies of a database to another (lib/dbcopy.h)
  *   ERRS_CALLBACK     -900   a caller's callback failed: the function that called
  *                            it passes this back (log_read, wake_follow, json_messages)
  *
@@ -70,6 +71,11 @@ enum {
     BACKUP_EFAIL = -700,   /* the copy, restore or check could not be done (its message says why) */
     BACKUP_ENODB = -701,   /* the target names no database */
     BACKUP_EOPEN = -702,   /* the database could not be opened */
+
+    DBCOPY_EFAIL = -800,   /* the copy could not be done (its message says why) */
+    DBCOPY_EOPEN = -801,   /* a database could not be opened */
+    DBCOPY_ENOTEMPTY = -802, /* the destination holds rows already */
+    DBCOPY_EDIFF = -803,   /* the copy differs from its source (the message names the first difference) */
 
     ERRS_CALLBACK = -900   /* a caller's callback failed (its own reason is the caller's) */
 };

@@ -45,6 +45,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "auth.h"
 #include "backup.h"
@@ -299,6 +301,100 @@ typedef struct store_recordings_ops {
     int (*prune)(log_conn_t *c, int64_t cutoff_ms, int dry_run, int64_t *count, int64_t *bytes);
 } store_recordings_ops;
 
+/* Copying a whole database to another (lib/dbcopy.h, dstream copy), between
+ * engines or on one: the rows of the tables below, raw, in the same columns on
+ * every engine (an engine's own columns, SQLite's streams.rev and PostgreSQL's
+ * streams.xid, are not copied: each makes its own). The state of running
+ * processes (leases, runner owner locks, runner figures) is not copied either.
+ * cols lists a table's columns, types their kinds (I integer, T text, B bytes),
+ * key the positions of its key columns: rows are walked in key order, text
+ * compared byte by byte on every engine. */
+typedef struct store_table {
+    const char *name;
+    const char *cols;
+    const char *types;
+    const char *key;            /* column positions, "01": cols 0 and 1 */
+} store_table;
+
+#define STORE_COPY_TABLES 13
+#define STORE_COPY_COLS 20      /* columns of the widest table */
+#define STORE_T_MESSAGES 1      /* messages: (stream, seq, pos, rec, data) */
+
+/* In order: a table comes after the one its rows name (messages after streams). */
+static const store_table store_copy_tables[STORE_COPY_TABLES] = {
+    {"streams",
+     "id, path, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, tail_seq, tail_pos,"
+     " stream_seq, parent, fork_seq, fork_pos, fork_sub, deleted, forks",
+     "ITTIIIIIIIITIIIIII", "0"},
+    {"messages", "stream, seq, pos, rec, data", "IIIIB", "01"},
+    {"producers", "stream, producer, epoch, seq", "ITII", "01"},
+    {"agents", "name, doc, created_ms, updated_ms", "TTII", "0"},
+    {"workflows", "name, version, doc, created_ms", "TITI", "01"},
+    {"sessions", "id, stream, agent, workflow, wf_version, parent, fork_offset, status, created_ms, updated_ms, deleted",
+     "TTTTITTTIII", "0"},
+    {"snapshots", "session, seq, pos, view", "TIIT", "01"},
+    {"tokens", "id, name, hash, scopes, created_ms, expires_ms", "TTBTII", "0"},
+    {"subscriptions",
+     "id, type, pattern, webhook_url, wake_stream, lease_ttl_ms, description, config_hash, created_ms, generation,"
+     " wake_id, snapshot, holder, lease_until, deliver, attempts, next_attempt_ms, last_error",
+     "TTTTTITTIITTTIIIIT", "0"},
+    {"subscription_links", "sub, path, explicit, glob, acked", "TTIIT", "01"},
+    {"webhook_keys", "kid, pub, priv, created_ms", "TBBI", "0"},
+    {"recordings",
+     "id, session, kind, key, occurrence, request_id, provider, model, request, complete, pinned, status, result,"
+     " meta, created_ms, ended_ms",
+     "ITTTITTTTIIIITII", "0"},
+    {"recording_chunks", "recording, seq, t_ms, data", "IIIB", "01"},
+};
+
+/* The ORDER BY of a table's walk: its key columns by name, each text one
+ * followed by text_suffix (an engine's byte-order collation, or ""). Returns 0,
+ * or -1 if it does not fit in out. */
+static inline int store_copy_key(const store_table *t, const char *text_suffix, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (const char *k = t->key; *k; k++) {
+        int want = *k - '0', i = 0;
+        const char *p = t->cols;
+        while (i < want && (p = strchr(p, ','))) p++, i++;
+        if (!p) return -1;
+        while (*p == ' ') p++;
+        size_t n = strcspn(p, ",");
+        int w = snprintf(out + len, cap - len, "%s%.*s%s", len ? ", " : "", (int)n, p,
+                         t->types[want] == 'T' ? text_suffix : "");
+        if (w < 0 || (size_t)w >= cap - len) return -1;
+        len += (size_t)w;
+    }
+    return 0;
+}
+
+/* One value of a row: NULL, an integer, or text or bytes (p, n; text not
+ * NUL-terminated). */
+enum { STORE_NULL, STORE_INT, STORE_TEXT, STORE_BLOB };
+typedef struct store_val {
+    int type;
+    int64_t i;
+    const void *p;
+    size_t n;
+} store_val;
+
+/* The copy's operations, on store_copy_tables[table]. read_begin / read_end: the
+ * walks between them see one snapshot of the database (a read transaction).
+ * rows: each row in key order to fn (its values valid during the call) until fn
+ * returns nonzero, which rows then returns (else 0 or LOG_E*). put: one row as it
+ * was (ids included), inside a group. count: the table's rows. finish: inside a
+ * group after the puts, whatever the engine derives from the rows (PostgreSQL's
+ * identity counters past the ids copied). */
+typedef struct store_copy_ops {
+    int (*read_begin)(log_conn_t *c);
+    int (*read_end)(log_conn_t *c);
+    int (*rows)(log_conn_t *c, int table, int (*fn)(void *ud, const store_val *row), void *ud);
+    int (*put)(log_conn_t *c, int table, const store_val *row);
+    int (*count)(log_conn_t *c, int table, int64_t *n);
+    int (*finish)(log_conn_t *c);
+} store_copy_ops;
+
 struct store_engine {
     const char *name;           /* "sqlite" */
     /* The process: create or migrate the database, fill l->engine_state. Returns
@@ -336,6 +432,7 @@ struct store_engine {
     const store_recordings_ops *recordings;
     const store_subs_ops *subs;
     const store_backup_ops *backup;
+    const store_copy_ops *copy;
 };
 
 /* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)

@@ -115,5 +115,6 @@ extern const store_sessions_ops pg_sessions_ops;
 extern const store_recordings_ops pg_recordings_ops;
 extern const store_subs_ops pg_subs_ops;
 extern const store_backup_ops pg_backup_ops;
+extern const store_copy_ops pg_copy_ops;
 
 #endif

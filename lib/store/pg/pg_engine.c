@@ -169,4 +169,5 @@ const store_engine store_pg = {
     .recordings = &pg_recordings_ops,
     .subs = &pg_subs_ops,
     .backup = &pg_backup_ops,
+    .copy = &pg_copy_ops,
 };

@@ -85,5 +85,6 @@ extern const store_sessions_ops sq_sessions_ops;
 extern const store_recordings_ops sq_recordings_ops;
 extern const store_subs_ops sq_subs_ops;
 extern const store_backup_ops sq_backup_ops;
+extern const store_copy_ops sq_copy_ops;
 
 #endif

@@ -161,4 +161,5 @@ const store_engine store_sqlite = {
     .recordings = &sq_recordings_ops,
     .subs = &sq_subs_ops,
     .backup = &sq_backup_ops,
+    .copy = &sq_copy_ops,
 };
