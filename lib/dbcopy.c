@@ -91,6 +91,9 @@ static int summary_add(dbcopy_summary *s, int table, const store_val *row)
         if (!(st->path = strndup(row[1].p, row[1].n))) return -1;
         st->id = row[0].i;
         sha256_init(&st->ctx);
+        for (size_t i = 0; i < ncol; i++) put_val(&st->ctx, &row[i]);
+        sha256_final(&st->ctx, st->row);
+        sha256_init(&st->ctx);
         s->nstreams++;
     } else if (table == STORE_T_MESSAGES && row[0].type == STORE_INT) {
         dbcopy_stream *st = stream_of(s, row[0].i);
@@ -138,14 +141,19 @@ int dbcopy_compare(const dbcopy_summary *a, const dbcopy_summary *b, char *diff,
         }
         if (memcmp(a->digest[t], b->digest[t], SHA256_LEN)) {
             if (t == 0) {
-                /* Name the first stream whose row differs by path. */
-                for (size_t i = 0; i < a->nstreams && i < b->nstreams; i++)
-                    if (a->streams[i].id != b->streams[i].id || strcmp(a->streams[i].path, b->streams[i].path)) {
-                        snprintf(diff, cap, "table streams: stream %s (id %lld) is %s (id %lld) in the copy",
-                                 a->streams[i].path, (long long)a->streams[i].id, b->streams[i].path,
-                                 (long long)b->streams[i].id);
+                /* Name the first stream whose row differs. */
+                for (size_t i = 0; i < a->nstreams && i < b->nstreams; i++) {
+                    const dbcopy_stream *x = &a->streams[i], *y = &b->streams[i];
+                    if (x->id != y->id || strcmp(x->path, y->path)) {
+                        snprintf(diff, cap, "table streams: stream %s (id %lld) is %s (id %lld) in the copy", x->path,
+                                 (long long)x->id, y->path, (long long)y->id);
                         return 1;
                     }
+                    if (memcmp(x->row, y->row, SHA256_LEN)) {
+                        snprintf(diff, cap, "table streams: the row of stream %s differs", x->path);
+                        return 1;
+                    }
+                }
             }
             snprintf(diff, cap, "table %s: its rows differ", name);
             return 1;

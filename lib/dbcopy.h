@@ -23,7 +23,7 @@
  * per table, a SHA-256 over each table's rows in key order, and per stream a
  * SHA-256 over its messages in order (seq, position, append and bytes of each).
  * The first difference, in table order (a stream's messages before the table's
- * rows), is named. */
+ * rows; for streams, the first stream whose row differs), is named. */
 #ifndef DSTREAM_DBCOPY_H
 #define DSTREAM_DBCOPY_H
 
@@ -39,6 +39,7 @@
 typedef struct dbcopy_stream {
     int64_t id;
     char *path;
+    uint8_t row[SHA256_LEN];    /* of its row in streams */
     int64_t messages;
     sha256_ctx ctx;             /* while messages are added */
     uint8_t digest[SHA256_LEN]; /* of its messages in order, once finished */
