@@ -120,6 +120,7 @@ free-port|"$D" free-port $J
 backup|"$D" --db "$DS_DB" backup $J "$BATS_TEST_TMPDIR/b$N.db"
 restore|"$D" --db "$DS_DB" backup --no-check "$BATS_TEST_TMPDIR/rb$N.db" >/dev/null && "$D" --db "$BATS_TEST_TMPDIR/r$N.db" restore $J "$BATS_TEST_TMPDIR/rb$N.db"
 check|"$D" --db "$DS_DB" check $J
+copy|"$D" --db "$DS_DB" copy --to "$BATS_TEST_TMPDIR/copy$N.db" $J
 skills|"$D" --db "$DS_DB" skills export "$BATS_TEST_TMPDIR/skills$N" "$AG" $J 2>/dev/null
 providers|"$D" providers "$RN_PROVIDERS" $J
 mcp|"$D" mcp "$BATS_TEST_TMPDIR/mcp.json" $J
