@@ -110,6 +110,10 @@ deps:
 run: deps all
 	@deploy/dstream-stack run
 
+# The same on a private PostgreSQL cluster under ./var/pg (kept between runs).
+run-pg: deps all
+	@deploy/dstream-stack run-pg
+
 # ---- tests ----------------------------------------------------------------------
 unit: $(UNIT_BIN)
 	@tests/run-unit.sh $(UNIT_BIN)
@@ -150,6 +154,6 @@ check: all
 clean:
 	rm -rf build build-* var/run
 
-.PHONY: all deps run unit http conformance test check bench fuzz install uninstall clean
+.PHONY: all deps run run-pg unit http conformance test check bench fuzz install uninstall clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
