@@ -245,7 +245,7 @@ static int open_db(const char *target, int must_exist, log_t **l, log_conn_t **c
     *l = NULL;
     *c = NULL;
     /* A file path that is not there would be made empty by log_open. */
-    if (must_exist && !strstr(target, "://") && access(target, F_OK) != 0) {
+    if (must_exist && !log_target_is_uri(target) && access(target, F_OK) != 0) {
         snprintf(err, errlen, "%s: no such database", target);
         return DBCOPY_EOPEN;
     }
