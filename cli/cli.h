@@ -10,7 +10,8 @@
 
 /* --json was given: print JSON, one document a line (cli/dstream.c). */
 extern int cli_json;
-/* The database's path (--db, $DSTREAM_DB or ./dstream.db). */
+/* The database (--db TARGET, else $DSTREAM_DB, else ./dstream.db): a file or a
+ * postgresql:// URI. */
 extern const char *cli_dbpath;
 /* A command's documentation (cli/usage.c): options (" --a --b= ", '=': takes a
  * value; --json and --help go without saying), a summary, its usage. */
@@ -71,9 +72,13 @@ int cmd_requests(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_streams(const char *db, int argc, char **argv);
+/* dstream tail and append over HTTP, on /v1/stream/PATH (cli/cmd_streams.c). */
+int cmd_tail_http(int argc, char **argv);
+int cmd_append_http(int argc, char **argv);
 
-/* The database given with --db (NULL: none): events (--follow too), convo, requests
- * and export then read it instead of asking the server (cli/offline.c). */
+/* The database when --db was given (NULL: none, the commands that work both ways
+ * ask the server): events (--follow too), convo, requests, export, search, sessions
+ * show and state, streams head then read it (cli/offline.c). */
 extern const char *cli_db;
 /* Every event of session id from cli_db, with offsets (the API's form); the offset
  * after the last in next. NULL on failure with *rc the exit code. */

@@ -263,19 +263,19 @@ static int check_args(const cli_doc *c, int argc, char **argv)
 static int missing(const char *db)
 {
     if (log_target_is_uri(db) || !access(db, F_OK)) return 0;
-    fprintf(stderr, "dstream: %s: no such database (dstream migrate creates one)\n", db);
+    fprintf(stderr, "dstream: %s: no such database (dstream --db %s migrate creates one)\n", db, db);
     return 1;
 }
 
-/* dstream sessions goes over HTTP when a server is named (DSTREAM_URL, --url) and
- * no database (--db); else it reads the database (cli/cmd_sessions.c). */
-static int remote_sessions(int db_given, int argc, char **argv)
+/* The commands that work over HTTP and, with --db, on the database instead
+ * (docs/cli.md: over HTTP by default, --db is the offline mode). */
+static int both_ways(const char *name)
 {
-    if (db_given) return 0;
-    for (int k = 0; k < argc; k++)
-        if (!strcmp(argv[k], "--url")) return 1;
-    const char *u = getenv("DSTREAM_URL");
-    return u && *u;
+    static const char *const names[] = {"sessions", "tail", "append", "streams", "events", "convo",
+                                        "requests", "export", "search"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(names[k], name)) return 1;
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -284,18 +284,27 @@ int main(int argc, char **argv)
     const char *db = getenv("DSTREAM_DB");
     if (!db || !*db) db = "dstream.db";
     int i = 1;
-    /* --db for the commands on the database; --url and --token for those over HTTP. */
+    /* --db [TARGET] for the commands on the database (a command's name next: the
+     * default database); --url and --token for those over HTTP. */
     for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
         if (!strcmp(argv[i], "--json")) {
             cli_json = 1;
             continue;
         }
         if (!strcmp(argv[i], "--help")) break;
+        if (!strcmp(argv[i], "--db") && (i + 1 >= argc || find(argv[i + 1]))) {
+            db_given = 1;
+            continue;
+        }
+        if (!strncmp(argv[i], "--db=", 5) && argv[i][5]) {
+            db = argv[i] + 5;
+            db_given = 1;
+            continue;
+        }
         if (i + 1 >= argc) break;
         if (strcmp(argv[i], "--db") == 0) {
             db = argv[i + 1];
             db_given = 1;
-            cli_db = db;
         } else if (strcmp(argv[i], "--url") == 0) {
             setenv("DSTREAM_URL", argv[i + 1], 1);
         } else if (strcmp(argv[i], "--token") == 0) {
@@ -306,6 +315,7 @@ int main(int argc, char **argv)
         i++;
     }
     cli_dbpath = db;
+    if (db_given) cli_db = db;
     if (i < argc && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
         cli_usage_all(stdout);
         return 0;
@@ -328,20 +338,23 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     argv += i;
+    if (both_ways(c->name) && !db_given) {
+        /* Over HTTP: $DSTREAM_URL (or http://127.0.0.1:8080) with $DSTREAM_TOKEN. */
+        if (!strcmp(c->name, "sessions")) return cmd_sessions_http(n, argv);
+        if (!strcmp(c->name, "tail")) return cmd_tail_http(n, argv);
+        if (!strcmp(c->name, "append")) return cmd_append_http(n, argv);
+        if (!strcmp(c->name, "streams")) return cmd_streams(NULL, n, argv);
+        return c->fn_args(n, argv);
+    }
     if (!strcmp(c->name, "sessions")) {
-        /* sessions: on the database with --db or without a server to ask; else over HTTP. */
-        if (remote_sessions(db_given, n, argv)) return cmd_sessions_http(n, argv);
+        /* --db: list, show and state read the database. */
         if (missing(db)) return EXIT_FAIL;
-        if (n && (!strcmp(argv[0], "show") || !strcmp(argv[0], "state"))) {
-            cli_db = db;   /* read like events --db (cli/offline.c) */
-            return cmd_sessions_http(n, argv);
-        }
+        if (n && (!strcmp(argv[0], "show") || !strcmp(argv[0], "state"))) return cmd_sessions_http(n, argv);
         return cmd_sessions(db, n, argv);
     }
-    /* streams list (and head with --db) read the database; head and delete without
-     * --db ask the server. */
-    int lists = !strcmp(c->name, "streams") && (!n || argv[0][0] == '-' || !strcmp(argv[0], "list") || db_given);
-    if ((c->reads || lists) && missing(db)) return EXIT_FAIL;
+    /* streams with --db: list and head read the database, delete asks the server. */
+    int reads = !strcmp(c->name, "streams") && (!n || argv[0][0] == '-' || strcmp(argv[0], "delete"));
+    if ((c->reads || reads) && missing(db)) return EXIT_FAIL;
     if (c->fn_args) return c->fn_args(n, argv);
     if (c->fn_db) return c->fn_db(db, n, argv);
     char err[512];

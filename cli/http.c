@@ -153,7 +153,25 @@ static CURL *easy(const char *path, struct curl_slist **hs)
     return c;
 }
 
-int http_call(const char *method, const char *path, const json_t *body, http_res *res)
+/* The server could not be reached: say which URL, and that --db is the offline
+ * mode (docs/cli.md), for every command that asks the server. */
+static int unreachable(CURLcode cc)
+{
+    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY ||
+           cc == CURLE_OPERATION_TIMEDOUT;
+}
+
+static void say_unreachable(CURLcode cc)
+{
+    const char *u = getenv("DSTREAM_URL");
+    fprintf(stderr,
+            "dstream: cannot reach the server at %s (%s); it is $DSTREAM_URL or --url%s. "
+            "To read the database directly instead (offline): dstream --db [PATH] COMMAND\n",
+            base_url(), curl_easy_strerror(cc), u && *u ? "" : ", by default http://127.0.0.1:8080");
+}
+
+/* METHOD PATH with body data (len bytes, ctype) or none (data NULL). */
+static int call(const char *method, const char *path, const char *ctype, const char *data, size_t len, http_res *res)
 {
     memset(res, 0, sizeof *res);
     buf_init(&res->body, BODY_MAX);
@@ -163,11 +181,13 @@ int http_call(const char *method, const char *path, const json_t *body, http_res
         fprintf(stderr, "dstream: cannot make a request\n");
         return EXIT_FAIL;
     }
-    char *data = NULL;
-    if (body) {
-        data = json_dumps(body, JSON_COMPACT);
-        hs = curl_slist_append(hs, "Content-Type: application/json");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, data ? data : "");
+    if (data) {
+        buf_t h;
+        buf_init(&h, 4096);
+        if (!buf_printf(&h, "Content-Type: %s", ctype)) hs = curl_slist_append(hs, h.p);
+        buf_free(&h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
@@ -180,16 +200,29 @@ int http_call(const char *method, const char *path, const json_t *body, http_res
     CURLcode cc = curl_easy_perform(c);
     int rc = 0;
     if (cc != CURLE_OK) {
-        fprintf(stderr, "dstream: %s %s%s: %s\n", method, base_url(), path, curl_easy_strerror(cc));
+        if (unreachable(cc)) say_unreachable(cc);
+        else fprintf(stderr, "dstream: %s %s%s: %s\n", method, base_url(), path, curl_easy_strerror(cc));
         rc = EXIT_FAIL;
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res->status);
         if (res->body.len) res->json = json_loadb(res->body.p, res->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     }
-    free(data);
     curl_slist_free_all(hs);
     curl_easy_cleanup(c);
     return rc;
+}
+
+int http_call(const char *method, const char *path, const json_t *body, http_res *res)
+{
+    char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    int rc = call(method, path, "application/json", body ? (data ? data : "") : NULL, data ? strlen(data) : 0, res);
+    free(data);
+    return rc;
+}
+
+int http_post_raw(const char *path, const char *ctype, const char *data, size_t len, http_res *res)
+{
+    return call("POST", path, ctype, data, len, res);
 }
 
 void http_res_free(http_res *res)
@@ -308,7 +341,8 @@ int http_sse(const char *path, const char *last_id, sse_cb cb, void *ud)
     sa.sa_handler = on_stop;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int rc = 0;
+    int rc = 0, answered = 0;
+    CURLcode last = CURLE_OK;
     for (int failures = 0; !stop_flag && failures < 5;) {
         struct curl_slist *hs = NULL;
         CURL *c = easy(path, &hs);
@@ -342,15 +376,26 @@ int http_sse(const char *path, const char *last_id, sse_cb cb, void *ud)
             rc = http_exit(path, &r);
             break;
         }
+        if (status) answered = 1;
+        if (cc != CURLE_OK && unreachable(cc) && !answered) {
+            /* Never reached: nothing to resume. */
+            say_unreachable(cc);
+            rc = EXIT_FAIL;
+            break;
+        }
         if (cc != CURLE_OK) {
             failures++;
+            last = cc;
             fprintf(stderr, "dstream: %s: %s; reconnecting\n", path, curl_easy_strerror(cc));
             usleep(200000u * (unsigned)failures);
         } else {
             failures = 0;
         }
     }
-    if (!stop_flag && !s.stopped && rc == 0) rc = EXIT_FAIL;
+    if (!stop_flag && !s.stopped && rc == 0) {
+        if (unreachable(last)) say_unreachable(last);
+        rc = EXIT_FAIL;
+    }
     if (s.stopped < 0) rc = 0;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

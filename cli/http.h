@@ -44,8 +44,12 @@ typedef struct {
 } http_res;
 
 /* METHOD PATH (a path beginning with /v1/, query included) with an optional JSON
- * body. Returns 0 when an answer came (any status), else EXIT_FAIL (printed). */
+ * body. Returns 0 when an answer came (any status), else EXIT_FAIL (printed: a
+ * server that cannot be reached is said as such, with its URL and that --db is the
+ * offline mode). */
 int http_call(const char *method, const char *path, const json_t *body, http_res *res);
+/* POST PATH with len bytes of data as content type ctype (a stream's append). */
+int http_post_raw(const char *path, const char *ctype, const char *data, size_t len, http_res *res);
 void http_res_free(http_res *res);
 /* The exit code for res (0 for 2xx), the server's error printed for others. */
 int http_exit(const char *what, const http_res *res);
