@@ -226,6 +226,58 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     assert_failure 3
 }
 
+@test "one rule: with DSTREAM_TOKEN and DSTREAM_URL, and a DSTREAM_DB that is not there, every command asks the server; --db reads the database" {
+    id=$(chat_session)
+    rn_script '{"text": "both-ways"}'
+    "$D" chat "$id" "hello" >/dev/null
+    s=$(ds_name both)
+    req PUT "/v1/stream/$s" -H 'Content-Type: application/json'
+    export DSTREAM_DB=$BATS_TEST_TMPDIR/not-there.db
+    # Over HTTP: none of these looks for a database (main: "no such database ... migrate").
+    run --separate-stderr "$D" sessions --json
+    assert_success
+    jq -se --arg id "$id" 'map(.id) | index($id) != null' <<<"$output" || fail "sessions: $output"
+    run --separate-stderr "$D" sessions list --status completed --json
+    jq -se --arg id "$id" 'map(.id) | index($id) != null' <<<"$output" || fail "sessions list: $output $stderr"
+    run --separate-stderr "$D" sessions show "$id" --json
+    assert_success
+    jq -e --arg id "$id" '.id == $id' <<<"$output"
+    run --separate-stderr "$D" append "$s" <<<'{"a":1}'
+    assert_success
+    run --separate-stderr "$D" tail --no-follow "$s"
+    assert_success
+    assert_output '{"a":1}'
+    for args in "events $id" "convo $id" "requests $id" "export $id" "streams head $s" "search both-ways"; do
+        # shellcheck disable=SC2086 # args is words
+        run --separate-stderr "$D" $args
+        assert_success
+        [ -n "$output" ] || fail "$args: nothing"
+    done
+    [ ! -e "$DSTREAM_DB" ] || fail "a database was made"
+    # streams list has no HTTP form: it says --db.
+    run --separate-stderr "$D" streams list
+    assert_failure 2
+    [[ $stderr == *"--db"* ]] || fail "$stderr"
+    # With --db: the database, the same answers (sessions list, show, tail, append).
+    run --separate-stderr "$D" --db "$DS_DB" sessions --json
+    assert_success
+    jq -se --arg id "$id" 'map(.id) | index($id) != null' <<<"$output" || fail "--db sessions: $output"
+    run --separate-stderr "$D" --db "$DS_DB" sessions show "$id" --json
+    jq -e --arg id "$id" '.id == $id' <<<"$output"
+    echo '{"a":2}' | "$D" --db "$DS_DB" append "$s" >/dev/null
+    run "$D" --db "$DS_DB" tail --no-follow "$s"
+    assert_output $'{"a":1}\n{"a":2}'
+    run "$D" tail --no-follow "$s"
+    assert_output $'{"a":1}\n{"a":2}'
+    run --separate-stderr "$D" --db "$DS_DB" streams list --prefix "$s"
+    assert_success
+    [[ $output == "$s "* ]] || fail "$output"
+    # And an offline --db that is not there is the database's error, not the server's.
+    run --separate-stderr "$D" --db sessions
+    assert_failure 1
+    [[ $stderr == *"not-there.db: no such database"* ]] || fail "$stderr"
+}
+
 @test "exit codes: 4 without a valid token, 4 for a scope that does not allow it, 1 when nothing answers" {
     run env DSTREAM_TOKEN= "$D" sessions
     assert_failure 4
@@ -289,10 +341,16 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     done
     run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions state "$id" --at "$at" --json
     jq -e '(.messages | length) == 1 and .messages[0].role == "user"' <<<"$output"
-    # Without --db and without a server to ask, sessions show reads $DSTREAM_DB too.
-    run env -u DSTREAM_URL DSTREAM_DB="$DS_DB" "$D" sessions show "$id" --json
+    # --db alone is $DSTREAM_DB's database.
+    run env -u DSTREAM_URL DSTREAM_DB="$DS_DB" "$D" --db sessions show "$id" --json
     assert_success
     jq -e --arg id "$id" '.id == $id and .status == "completed"' <<<"$output"
+    # Without --db it asks the server, $DSTREAM_DB or not (this test said before that
+    # sessions show read $DSTREAM_DB without a DSTREAM_URL: the rule is now one, --db
+    # alone is offline); a server not there is said so, not "dstream migrate".
+    run --separate-stderr env DSTREAM_URL="http://127.0.0.1:$("$D" free-port)" DSTREAM_DB="$DS_DB" "$D" sessions show "$id"
+    assert_failure 1
+    [[ $stderr == *"cannot reach the server at http://127.0.0.1:"*"--db"* && $stderr != *migrate* ]] || fail "$stderr"
     # The server's mistakes, the same offline: an offset beyond the events is 5, an
     # unknown session 3, search with no match 3; create/fork/delete ask the server.
     run env -u DSTREAM_URL "$D" --db "$DS_DB" sessions state "$id" --at 0000000000009999_0000000000099999

@@ -112,6 +112,8 @@ json_cases() {
 migrate|"$D" --db "$DS_DB" migrate $J
 append|echo "{\"m\": $N}" | "$D" --db "$DS_DB" append "$S" $J
 tail|"$D" --db "$DS_DB" tail --no-follow "$S" $J
+append|echo "{\"m\": $N}" | "$D" append "$S" $J
+tail|"$D" tail --no-follow "$S" $J
 token|"$D" --db "$DS_DB" token create --name "t$N" --scope sessions:read $J 2>/dev/null
 token|"$D" --db "$DS_DB" token list $J
 token|"$D" --db "$DS_DB" token create --name "r$N" --scope admin >/dev/null 2>&1 && "$D" --db "$DS_DB" token revoke "r$N" $J 2>/dev/null
@@ -241,6 +243,34 @@ lines_are_json() {
     grep -q $'\033\\[2mpondering' "$BATS_TEST_TMPDIR/chat2.tty" || fail "no dimmed thinking: $(cat -v "$BATS_TEST_TMPDIR/chat2.tty")"
     # one dimmed run for all the thinking deltas (the mock sends them in pieces), ended before the answer
     grep -q $'\033\\[2mpondering\033\\[0mplain answer' "$BATS_TEST_TMPDIR/chat2.tty" || fail "thinking not one run: $(cat -v "$BATS_TEST_TMPDIR/chat2.tty")"
+}
+
+# ---- over HTTP or on the database ----------------------------------------------------------
+
+# The commands that need neither a server nor a database.
+LOCAL=" free-port providers mcp help "
+
+@test "the rule in dstream --help and in every usage: over HTTP by default, --db the offline mode, database-only said so" {
+    run --separate-stderr "$D" --help
+    [[ $output == *"Every command that can work over HTTP does so by default"* ]] || fail "dstream --help: $output"
+    [[ $output == *"--db [PATH] before the command is the offline mode"* ]] || fail "dstream --help: $output"
+    n=0
+    while read -r c; do
+        [[ $LOCAL == *" $c "* ]] && continue
+        usage=$("$D" "$c" --help)
+        if "$D" --help | grep -Eq "^  $c .*\(database only\)$"; then
+            [[ $usage == *"on the database only"* ]] || fail "$c --help does not say it is on the database only: $usage"
+        elif [[ $usage == *"over HTTP only"* ]]; then
+            n=$((n + 1))
+        else
+            [[ $usage == *"over HTTP"* && $usage == *"--db [PATH]"*"offline"* ]] ||
+                fail "$c --help does not state the rule (over HTTP, --db offline): $usage"
+            n=$((n + 1))
+        fi
+    done < <(commands)
+    [ "$n" -ge 12 ] || fail "only $n commands over HTTP"
+    # docs/cli.md states it too.
+    grep -q "Every command that can work over HTTP does so by default" "$DS_ROOT/docs/cli.md" || fail "docs/cli.md"
 }
 
 # ---- exit codes and documentation -------------------------------------------------------
