@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
-# dstream tail: the command-line tool reads a stream from the database and follows it.
+# dstream tail and append: on the database (--db) and over HTTP (the default), following.
 
 load helpers
 
-setup_file() { ds_stack_start; }
+# SSE responses end after 500 ms: tail over HTTP must resume (Last-Event-ID) across them.
+setup_file() { ds_stack_start DSTREAM_SSE_MAX_MS=500; }
 teardown_file() { ds_stack_stop; }
 
 setup() {
@@ -133,6 +134,26 @@ http_env() {
     wait "$TAIL_PID" && st=0 || st=$?
     [ "$st" = 0 ] || fail "exit $st: $(cat "$T/err")"
     [ "$(cat "$T/out")" = $'first\nsecond' ] || fail "output: $(cat "$T/out")"
+}
+
+@test "tail over HTTP resumes where it was when the server ends its SSE response: every message once, in order" {
+    http_env
+    name=$(ds_name resume)
+    ds_create "/v1/stream/$name" application/json
+    "$CLI" tail "$name" >"$T/out" 2>"$T/err" 3>&- &
+    TAIL_PID=$!
+    BG_PIDS+=("$TAIL_PID")
+    # Appends, each waited for, for at least 2 s (4 responses of 500 ms), at most 200.
+    end=$(($(date +%s%N) + 2000000000))
+    n=0
+    while [ "$(date +%s%N)" -lt "$end" ] && [ "$n" -lt 200 ]; do
+        n=$((n + 1))
+        echo "{\"n\":$n}" | "$CLI" append "$name" >/dev/null
+        ds_poll 5 grep -qx "{\"n\":$n}" "$T/out" || fail "no message $n within 5 s: $(cat "$T/out" "$T/err")"
+    done
+    kill -0 "$TAIL_PID" || fail "tail ended: $(cat "$T/err")"
+    [ "$(cat "$T/out")" = "$(seq -f '{"n":%g}' 1 "$n")" ] || fail "not every message once in order: $(cat "$T/out")"
+    [ ! -s "$T/err" ] || fail "stderr: $(cat "$T/err")"
 }
 
 @test "a server that cannot be reached is said plainly: its URL and --db, never dstream migrate" {
