@@ -28,7 +28,7 @@ long_chat() {
     rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 2' 30
     rn_say "$id" "Again."
     rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 4' 30
-    snaps=$(sqlite3 "$DS_DB" "SELECT count(*) FROM snapshots WHERE session = '$id'")
+    snaps=$(ds_sql "SELECT count(*) FROM snapshots WHERE session = '$id'")
     [ "$snaps" -ge 1 ] || fail "no snapshot was written ($snaps)"
 }
 
@@ -60,30 +60,48 @@ long_chat() {
     j=/v1/stream/$(ds_name j)
     ds_create "$j" application/json
     ds_append "$j" application/json '[{"n":1},{"n":2},{"n":3}]'
-    [ "$(sqlite3 "$DS_DB" 'SELECT count(*) FROM streams WHERE deleted = 1')" -ge 1 ] || fail "no soft-deleted stream"
+    [ "$(ds_sql 'SELECT count(*) FROM streams WHERE deleted = 1')" -ge 1 ] || fail "no soft-deleted stream"
     run "$DS_BIN/dstream" --db "$DS_DB" check
     assert_success
     assert_output "check: $DS_DB: ok"
+    # dstream backup is SQLite's: on PostgreSQL it names pg_dump and changes nothing.
     run "$DS_BIN/dstream" --db "$DS_DB" backup "$T/b.db"
-    assert_success
-    assert_line "check: $T/b.db: ok"
+    if ds_is_pg; then
+        assert_failure 1
+        assert_output --partial pg_dump
+    else
+        assert_success
+        assert_line "check: $T/b.db: ok"
+    fi
 }
 
-@test "check replays the sessions: a snapshot altered with sqlite3 makes it fail, naming the session, position and key" {
+# set_output_tokens SESSION SEQ VALUE: the snapshot's usage.outputTokens set by hand.
+set_output_tokens() {
+    if ds_is_pg; then
+        ds_sql "UPDATE snapshots SET view = jsonb_set(view::jsonb, '{usage,outputTokens}', '$3')::text
+                WHERE session = '$1' AND seq = $2"
+    else
+        ds_sql "UPDATE snapshots SET view = json_set(view, '\$.usage.outputTokens', $3) WHERE session = '$1' AND seq = $2"
+    fi
+}
+
+@test "check replays the sessions: a snapshot altered by hand makes it fail, naming the session, position and key" {
     long_chat
     run "$DS_BIN/dstream" --db "$DS_DB" check
     assert_success
-    seq=$(sqlite3 "$DS_DB" "SELECT max(seq) FROM snapshots WHERE session = '$id'")
-    was=$(sqlite3 "$DS_DB" "SELECT json_extract(view, '\$.usage.outputTokens') FROM snapshots WHERE session = '$id' AND seq = $seq")
-    sqlite3 -cmd '.timeout 5000' "$DS_DB" \
-        "UPDATE snapshots SET view = json_set(view, '\$.usage.outputTokens', 123456) WHERE session = '$id' AND seq = $seq"
+    seq=$(ds_sql "SELECT max(seq) FROM snapshots WHERE session = '$id'")
+    if ds_is_pg; then
+        was=$(ds_sql "SELECT view::jsonb #>> '{usage,outputTokens}' FROM snapshots WHERE session = '$id' AND seq = $seq")
+    else
+        was=$(ds_sql "SELECT json_extract(view, '\$.usage.outputTokens') FROM snapshots WHERE session = '$id' AND seq = $seq")
+    fi
+    set_output_tokens "$id" "$seq" 123456
     run "$DS_BIN/dstream" --db "$DS_DB" check
     [ "$status" = 1 ]
     assert_line "problem: snapshot differs from a replay of its session's events: session=$id seq=$seq key=usage.outputTokens"
     assert_line "check: $DS_DB: 1 problem"
     # Put back as it was: sound again.
-    sqlite3 -cmd '.timeout 5000' "$DS_DB" \
-        "UPDATE snapshots SET view = json_set(view, '\$.usage.outputTokens', $was) WHERE session = '$id' AND seq = $seq"
+    set_output_tokens "$id" "$seq" "$was"
     run "$DS_BIN/dstream" --db "$DS_DB" check
     assert_success
 }

@@ -431,9 +431,11 @@ retry_after() {
     [ -s "$RN_TMP/mock.log" ] && [ -s "$T/sse-a.out" ] && [ -s "$T/sse-o.out" ]
     # ... and neither key is in any of them: logs (runner, pool, nginx), the mock's
     # recording, the SSE captures, the events, nor the database itself.
+    mapfile -t dbfiles < <(ds_db_files)
+    [ ${#dbfiles[@]} -gt 0 ]
     for key in "$RN_KEY" "$RN_OKEY"; do
         run grep -rlaF -- "$key" "$DS_DIR/logs" "$RN_TMP/mock.log" "$T/sse-a.out" "$T/sse-o.out" \
-            "$T/ev-a.json" "$T/ev-o.json" "$DS_DIR"/dstream.db*
+            "$T/ev-a.json" "$T/ev-o.json" "${dbfiles[@]}"
         [ "$status" = 1 ] || { echo "the key ${key:0:12}... was found in: $output" >&2; return 1; }
     done
 }

@@ -34,7 +34,7 @@ expected() { printf 'Answer to [%s]: %s, %s, %s.' "$1" "$FILL" "$FILL" "$FILL"; 
 LAST_USER='def last_user: [.body.messages[] | select(.role == "user")] | last | .content
     | if type == "string" then . else ([.[]? | .text? // ""] | join("")) end; .'
 
-sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+sql() { ds_sql "$1"; }
 msg_count() { sql 'SELECT count(*) FROM messages'; }
 _grown() { [ "$(msg_count)" -ge "$1" ]; }
 
@@ -132,8 +132,15 @@ request_discipline() {
     # shellcheck disable=SC2086 # DS_SETTINGS is a list of NAME=VALUE words
     run env $DS_SETTINGS DSTREAM_DB="$DS_DB" timeout 10 "$DS_BIN/dstream-runner"
     [ "$status" = 1 ]
-    [[ "$output" == *"refusing to start: another runner with id \"runner-a\" is running on this database (pid $pid)"* ]] ||
-        { echo "$output" >&2; return 1; }
+    # SQLite's lock names the pid; PostgreSQL's row the host and the pid (README.md,
+    # DSTREAM_RUNNER_ID).
+    if ds_is_pg; then
+        [[ "$output" == *"refusing to start: another runner with id \"runner-a\" is running on this database (on $(hostname) pid $pid;"* ]] ||
+            { echo "$output" >&2; return 1; }
+    else
+        [[ "$output" == *"refusing to start: another runner with id \"runner-a\" is running on this database (pid $pid)"* ]] ||
+            { echo "$output" >&2; return 1; }
+    fi
     [[ "$output" == *DSTREAM_RUNNER_ID* ]]
     rn_runner_alive
     agent=$(rn_agent anthropic claude-test-model)
@@ -183,13 +190,23 @@ request_discipline() {
 # stop_between_commits PID: SIGSTOP the process at a moment it holds no write lock
 # (neither the writers' lock nor SQLite's): a writer stopped inside its commit
 # would stop every writer until it goes on, which is SQLite's rule and not what
-# the test is about. Tries again a little later until such a moment comes.
+# the test is about. Tries again a little later until such a moment comes. On
+# PostgreSQL: a moment no other session of the database is inside a transaction
+# (the rows a stopped transaction locks would stop the writers of those rows).
+no_write_lock() {
+    if ds_is_pg; then
+        [ "$(ds_sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                     AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")" = 0 ]
+    else
+        flock -n "$DS_DB-wlock" true &&
+            sqlite3 -cmd '.timeout 100' "$DS_DB" 'BEGIN IMMEDIATE; ROLLBACK;' >/dev/null 2>&1
+    fi
+}
 stop_between_commits() {
     local n
     for n in $(seq 100); do
         kill -STOP "$1"
-        if flock -n "$DS_DB-wlock" true &&
-            sqlite3 -cmd '.timeout 100' "$DS_DB" 'BEGIN IMMEDIATE; ROLLBACK;' >/dev/null 2>&1; then
+        if no_write_lock; then
             return 0
         fi
         kill -CONT "$1"

@@ -32,16 +32,76 @@ DS_STACK=$DS_ROOT/deploy/dstream-stack
 
 # ---- the stack ----------------------------------------------------------------------
 
+# The engine: DSTREAM_TEST_ENGINE=sqlite (the default) or pg. With pg, DS_PG_DIR is a
+# running throwaway cluster (tests/pg.sh start DIR; tests/run-http.sh starts one) and
+# each stack gets a database of its own on it, made by ds_stack_start and dropped by
+# ds_stack_stop; DS_DB is then its postgresql:// URI instead of a file's path.
+DS_ENGINE=${DSTREAM_TEST_ENGINE:-sqlite}
+
 # ds_stack_start [NAME=VALUE ...]: make a temp dir, start nginx + pool in it with the
-# given settings (plus DSTREAM_DB=$DS_DIR/dstream.db), export DS_DIR, DS_DB, DS_URL and
-# DS_SETTINGS (the settings, for ds_stack_restart).
+# given settings (plus DSTREAM_DB=$DS_DIR/dstream.db, or a fresh database's URI on
+# PostgreSQL), export DS_DIR, DS_DB, DS_URL and DS_SETTINGS (the settings, for
+# ds_stack_restart).
 ds_stack_start() {
     [ -x "$DS_BIN/dstream-fcgi" ] || { echo "build first: make (B=$DS_B)" >&2; return 1; }
     DS_DIR=$(mktemp -d -t dstream-http.XXXXXX)
     DS_DB=$DS_DIR/dstream.db
     DS_SETTINGS="$*"
+    if [ "$DS_ENGINE" = pg ]; then
+        DS_PG_NAME=$(ds_pg_name "$DS_DIR")
+        DS_DB=$(_ds_pg_newdb "$DS_PG_NAME") || return 1
+        export DS_PG_NAME
+    fi
     export DS_DIR DS_DB DS_SETTINGS
     _ds_stack_up
+}
+
+# ds_pg_name DIR: the name of the database of the stack in DIR (a-z, 0-9 and _).
+ds_pg_name() {
+    local b=${1##*/}
+    b=${b,,}
+    printf 'ds_%s\n' "${b//[^a-z0-9]/_}"
+}
+
+# _ds_pg_newdb NAME: a fresh database NAME on DS_PG_DIR's cluster; prints its URI.
+_ds_pg_newdb() {
+    [ -n "${DS_PG_DIR:-}" ] && [ -S "$DS_PG_DIR/.s.PGSQL.5432" ] || {
+        echo "DSTREAM_TEST_ENGINE=pg needs a running cluster in DS_PG_DIR (tests/pg.sh start DIR)" >&2
+        return 1
+    }
+    "$DS_ROOT/tests/pg.sh" db "$DS_PG_DIR" "$1"
+}
+
+# _ds_pg_dropdb NAME: drop the database NAME (its connections ended first).
+_ds_pg_dropdb() {
+    PGOPTIONS='-c client_min_messages=warning' psql -h "$DS_PG_DIR" -U postgres -d postgres -Atqc \
+        "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
+}
+
+# ds_sql QUERY: run QUERY on the stack's database (sqlite3 or psql by engine) and print
+# the result, one row a line, columns separated by |. QUERY must be valid on the
+# engine at hand (json_extract on SQLite, ->> on PostgreSQL: see ds_is_pg).
+ds_sql() {
+    if [ "$DS_ENGINE" = pg ]; then
+        PGOPTIONS='-c client_min_messages=warning' psql "$DS_DB" -Atq -v ON_ERROR_STOP=1 -c "$1"
+    else
+        sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"
+    fi
+}
+
+# ds_is_pg: the stack's database is on PostgreSQL.
+ds_is_pg() { [ "$DS_ENGINE" = pg ]; }
+
+# ds_db_files: the files holding everything the database stores, for a grep of its
+# bytes: the SQLite file and its -wal and -shm, or on PostgreSQL a plain pg_dump of
+# the database (written to $BATS_TEST_TMPDIR/db.dump).
+ds_db_files() {
+    if ds_is_pg; then
+        pg_dump -d "$DS_DB" -f "$BATS_TEST_TMPDIR/db.dump" || return 1
+        echo "$BATS_TEST_TMPDIR/db.dump"
+    else
+        ls -d "$DS_DB"*
+    fi
 }
 
 _ds_stack_up() {
@@ -76,6 +136,9 @@ ds_stack_stop() {
     "$DS_STACK" stop "$DS_DIR" >/dev/null 2>"$DS_DIR.stop.err" || rc=$?
     [ "$rc" = 0 ] || cat "$DS_DIR.stop.err" >&2
     rm -rf "$DS_DIR" "$DS_DIR.stop.err"
+    if [ "$DS_ENGINE" = pg ] && [ -n "${DS_PG_NAME:-}" ]; then
+        _ds_pg_dropdb "$DS_PG_NAME" || rc=1
+    fi
     return "$rc"
 }
 
