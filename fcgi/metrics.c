@@ -348,7 +348,7 @@ static void runner_metrics(req_t *r, buf_t *b)
     free(all.v);
     figures fig;
     memset(&fig, 0, sizeof fig);
-    rstats_figures_each(r->cfg->db_path, &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig});
+    rstats_figures_read(r->log, r->cfg->db_path, &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig});
     model_metrics(b, &fig.models);
     mcp_metrics(b, &fig.servers);
     retry_metrics(b, &fig.retries);

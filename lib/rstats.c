@@ -106,12 +106,10 @@ void rstats_retry_count(rstats_retry *v, int *n, const char *cause)
     v[i].count++;
 }
 
-int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
-                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
+/* The figures document of owner: {"owner", "models", "mcpServers", "retries"}. */
+static json_t *figures_doc(const char *owner, const rstats_model *models, int n, const rstats_mcp *mcp, int nmcp,
+                           const rstats_retry *retries, int nretries)
 {
-    char path[4300], tmp[4400];
-    if (models_path(db_path, owner, path, sizeof path)) return -1;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     json_t *arr = json_array(), *servers = json_array();
     for (int i = 0; i < n; i++) {
         const rstats_model *m = &models[i];
@@ -128,8 +126,17 @@ int rstats_figures_save(const char *db_path, const char *owner, const rstats_mod
     for (int i = 0; i < nretries; i++)
         json_array_append_new(causes, json_pack("{s:s, s:I}", "cause", retries[i].cause, "count",
                                                 (json_int_t)retries[i].count));
-    json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
-                            causes);
+    return json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
+                     causes);
+}
+
+int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
+                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
+{
+    char path[4300], tmp[4400];
+    if (models_path(db_path, owner, path, sizeof path)) return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries);
     int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
     if (rc) unlink(tmp);
     json_decref(doc);
@@ -168,6 +175,41 @@ static const char *entry(const json_t *doc, const char *key, size_t k, size_t ma
     return json_string_value(json_object_get(*o, namekey));
 }
 
+/* Call fn's callbacks for the figures of one runner's document doc (NULL or not
+ * one: nothing). Returns how many were passed. */
+static int figures_walk(const json_t *doc, const rstats_figures_fn *fn)
+{
+    int count = 0;
+    const char *owner = json_string_value(json_object_get(doc, "owner")), *name;
+    const json_t *o;
+    size_t n = owner ? json_array_size(json_object_get(doc, "models")) : 0;
+    for (size_t k = 0; fn->model && k < n; k++) {
+        if (!(name = entry(doc, "models", k, RSTATS_MODELS, "model", &o))) continue;
+        rstats_model m;
+        model_load(o, name, &m);
+        fn->model(fn->ud, owner, &m);
+        count++;
+    }
+    n = owner ? json_array_size(json_object_get(doc, "mcpServers")) : 0;
+    for (size_t k = 0; fn->mcp && k < n; k++) {
+        if (!(name = entry(doc, "mcpServers", k, RSTATS_MCP_SERVERS, "server", &o))) continue;
+        rstats_mcp m;
+        mcp_load(o, name, &m);
+        fn->mcp(fn->ud, owner, &m);
+        count++;
+    }
+    n = owner ? json_array_size(json_object_get(doc, "retries")) : 0;
+    for (size_t k = 0; fn->retry && k < n; k++) {
+        if (!(name = entry(doc, "retries", k, RSTATS_RETRY_CAUSES, "cause", &o))) continue;
+        rstats_retry r;
+        snprintf(r.cause, sizeof r.cause, "%s", name);
+        r.count = json_integer_value(json_object_get(o, "count"));
+        fn->retry(fn->ud, owner, &r);
+        count++;
+    }
+    return count;
+}
+
 int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn)
 {
     char pattern[4300];
@@ -184,35 +226,57 @@ int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn)
     /* Each file is read once, for every kind of figure asked for. */
     for (size_t i = 0; i < g.gl_pathc; i++) {
         json_t *doc = json_load_file(g.gl_pathv[i], 0, NULL);
-        const char *owner = json_string_value(json_object_get(doc, "owner")), *name;
-        const json_t *o;
-        size_t n = owner ? json_array_size(json_object_get(doc, "models")) : 0;
-        for (size_t k = 0; fn->model && k < n; k++) {
-            if (!(name = entry(doc, "models", k, RSTATS_MODELS, "model", &o))) continue;
-            rstats_model m;
-            model_load(o, name, &m);
-            fn->model(fn->ud, owner, &m);
-            count++;
-        }
-        n = owner ? json_array_size(json_object_get(doc, "mcpServers")) : 0;
-        for (size_t k = 0; fn->mcp && k < n; k++) {
-            if (!(name = entry(doc, "mcpServers", k, RSTATS_MCP_SERVERS, "server", &o))) continue;
-            rstats_mcp m;
-            mcp_load(o, name, &m);
-            fn->mcp(fn->ud, owner, &m);
-            count++;
-        }
-        n = owner ? json_array_size(json_object_get(doc, "retries")) : 0;
-        for (size_t k = 0; fn->retry && k < n; k++) {
-            if (!(name = entry(doc, "retries", k, RSTATS_RETRY_CAUSES, "cause", &o))) continue;
-            rstats_retry r;
-            snprintf(r.cause, sizeof r.cause, "%s", name);
-            r.count = json_integer_value(json_object_get(o, "count"));
-            fn->retry(fn->ud, owner, &r);
-            count++;
-        }
+        count += figures_walk(doc, fn);
         json_decref(doc);
     }
     globfree(&g);
     return count;
 }
+
+/* ---- figures by model through the engine ---------------------------------------- */
+
+typedef struct figures_put_arg {
+    const char *owner, *doc;
+} figures_put_arg;
+
+static int figures_put(log_conn_t *c, void *arg)
+{
+    const figures_put_arg *a = arg;
+    return store_of(c)->rstats->figures_put(c, a->owner, a->doc);
+}
+
+int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
+                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
+{
+    if (!store_of(c)->rstats->figures_put)
+        return rstats_figures_save(db_path, owner, models, n, mcp, nmcp, retries, nretries);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text) return -1;
+    int rc = log_transact(c, figures_put, &(figures_put_arg){owner, text}) ? -1 : 0;
+    free(text);
+    return rc;
+}
+
+typedef struct figures_read_arg {
+    const rstats_figures_fn *fn;
+    int count;
+} figures_read_arg;
+
+static void figures_row(void *ud, const char *text)
+{
+    figures_read_arg *a = ud;
+    json_t *doc = json_loads(text, 0, NULL);
+    a->count += figures_walk(doc, a->fn);
+    json_decref(doc);
+}
+
+int rstats_figures_read(log_conn_t *c, const char *db_path, const rstats_figures_fn *fn)
+{
+    if (!store_of(c)->rstats->figures_each) return rstats_figures_each(db_path, fn);
+    figures_read_arg a = {fn, 0};
+    store_of(c)->rstats->figures_each(c, figures_row, &a);
+    return a.count;
+}
+

@@ -126,4 +126,14 @@ typedef struct rstats_figures_fn {
  * causes. Returns how many figures were passed. */
 int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
 
+/* Keep owner's figures where the engine of c's database keeps them: a row of
+ * runner_figures on PostgreSQL (written in a group: the pool may run on another
+ * host), the file beside the database at db_path on SQLite (rstats_figures_save).
+ * Returns 0 or -1. */
+int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
+                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries);
+
+/* rstats_figures_each over what rstats_figures_publish kept for every runner. */
+int rstats_figures_read(log_conn_t *c, const char *db_path, const rstats_figures_fn *fn);
+
 #endif

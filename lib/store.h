@@ -136,11 +136,16 @@ typedef struct store_leases_ops {
 
 /* Runner figures (lib/rstats.h): a row per runner id, written inside a group
  * (start: counts a start too); the sessions counted by status. A database that
- * has no such table yet reads as empty. */
+ * has no such table yet reads as empty. figures_put (inside a group) and
+ * figures_each keep each runner's JSON document of figures by model, MCP server
+ * and retry cause; NULL on an engine whose documents are files beside the
+ * database (SQLite: lib/rstats.c). */
 typedef struct store_rstats_ops {
     int (*put)(log_conn_t *c, const rstats *s, int start);
     int (*each)(log_conn_t *c, void (*fn)(void *ud, const rstats *row), void *ud);
     int (*sessions)(log_conn_t *c, void (*fn)(void *ud, const char *status, int64_t n), void *ud);
+    int (*figures_put)(log_conn_t *c, const char *owner, const char *doc);
+    int (*figures_each)(log_conn_t *c, void (*fn)(void *ud, const char *doc), void *ud);
 } store_rstats_ops;
 
 /* Agent and workflow definitions (lib/defs.h): the writes run inside a group,

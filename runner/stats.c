@@ -213,9 +213,10 @@ void runner_stats_tick(runner_t *R)
     st.publish_failed = rc != 0;
     take_mcp(R);
     if (st.models_changed) {
-        int mrc = rstats_figures_save(log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp, st.nmcp,
-                                      st.retries, st.nretries);
-        if (mrc && !st.models_failed) diag("info", "stats: cannot write the figures by model beside the database");
+        int mrc = rstats_figures_publish(R->conn, log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp,
+                                         st.nmcp, st.retries, st.nretries);
+        if (mrc && !st.models_failed)
+            diag("info", "stats: cannot keep the figures by model (beside the database, or in runner_figures)");
         st.models_failed = mrc != 0;
         st.models_changed = mrc != 0;
     }

@@ -91,8 +91,37 @@ static int pg_sessions(log_conn_t *c, void (*fn)(void *ud, const char *status, i
     return 0;
 }
 
+/* The figures document of a runner (sql/pg/011), replaced whole. */
+static int pg_figures_put(log_conn_t *c, const char *owner, const char *doc)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, owner);
+    pg_text(&p, doc);
+    return pg_exec(c,
+                   "INSERT INTO runner_figures (owner, doc) VALUES ($1::text, $2::text)"
+                   " ON CONFLICT (owner) DO UPDATE SET doc = EXCLUDED.doc",
+                   &p);
+}
+
+static int pg_figures_each(log_conn_t *c, void (*fn)(void *ud, const char *doc), void *ud)
+{
+    int rc = has_table(c, "runner_figures");
+    if (rc <= 0) return rc;
+    PGresult *r = pg_run(c, "SELECT doc FROM runner_figures ORDER BY owner COLLATE \"C\"", NULL, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *d = pg_text_of(r, i, 0);
+        if (d) fn(ud, d);
+    }
+    PQclear(r);
+    return 0;
+}
+
 const store_rstats_ops pg_rstats_ops = {
     .put = pg_put,
     .each = pg_each,
     .sessions = pg_sessions,
+    .figures_put = pg_figures_put,
+    .figures_each = pg_figures_each,
 };
