@@ -191,6 +191,12 @@ lines_are_json() {
     N=0
     declare -A covered
     while IFS='|' read -r name cmd; do
+        # dstream backup and restore copy a SQLite file; on PostgreSQL they name
+        # pg_dump and pg_restore and exit 1 (17-check-live-data).
+        if ds_is_pg && { [ "$name" = backup ] || [ "$name" = restore ]; }; then
+            covered[$name]=1
+            continue
+        fi
         for J in --json ""; do
             N=$((N + 1))
             S2=$(ds_name del)
@@ -227,9 +233,12 @@ lines_are_json() {
         # shellcheck disable=SC2086 # cmd is words
         "$D" $cmd >"$BATS_TEST_TMPDIR/piped"
         ! grep -q $'\033' "$BATS_TEST_TMPDIR/piped" || fail "$cmd: colour when piped"
-        env -u NO_COLOR script -qec "$D $cmd" /dev/null >"$BATS_TEST_TMPDIR/tty" </dev/null
+        # The words quoted for script's shell (a postgresql:// URI has & and ?).
+        # shellcheck disable=SC2086 # cmd is words
+        line=$(printf '%q ' "$D" $cmd)
+        env -u NO_COLOR script -qec "$line" /dev/null >"$BATS_TEST_TMPDIR/tty" </dev/null
         grep -q $'\033\\[' "$BATS_TEST_TMPDIR/tty" || fail "$cmd: no colour on a terminal: $(cat -v "$BATS_TEST_TMPDIR/tty")"
-        NO_COLOR=1 script -qec "$D $cmd" /dev/null >"$BATS_TEST_TMPDIR/nc" </dev/null
+        NO_COLOR=1 script -qec "$line" /dev/null >"$BATS_TEST_TMPDIR/nc" </dev/null
         ! grep -q $'\033\\[' "$BATS_TEST_TMPDIR/nc" || fail "$cmd: colour with NO_COLOR: $(cat -v "$BATS_TEST_TMPDIR/nc")"
     done
     # chat: the thinking, dimmed, on stderr only when stderr is a terminal.

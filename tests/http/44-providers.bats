@@ -203,9 +203,11 @@ gw-bare /v1/chat/completions"
     now=$(date +%s000)
     # As if stored before the operator changed the file: an endpoint on a provider
     # that allows none, and a provider that no longer exists.
-    sqlite3 -cmd '.timeout 5000' "$DS_DB" "INSERT OR REPLACE INTO agents (name, doc, created_ms, updated_ms) VALUES
+    local insert="INSERT OR REPLACE INTO agents" upsert=""
+    ds_is_pg && insert="INSERT INTO agents" upsert=" ON CONFLICT (name) DO UPDATE SET doc = EXCLUDED.doc"
+    ds_sql "$insert (name, doc, created_ms, updated_ms) VALUES
         ('p-sneaky', '{\"name\":\"p-sneaky\",\"provider\":\"anthropic\",\"model\":\"m\",\"endpoint\":\"$TRAP\"}', $now, $now),
-        ('p-ghost', '{\"name\":\"p-ghost\",\"provider\":\"ghost\",\"model\":\"m\"}', $now, $now)"
+        ('p-ghost', '{\"name\":\"p-ghost\",\"provider\":\"ghost\",\"model\":\"m\"}', $now, $now)$upsert"
     id=$(chat p-sneaky)
     rn_wait "$id" '.status == "failed"'
     assert_body_json '.error | test("does not let agents choose an endpoint")'

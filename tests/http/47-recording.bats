@@ -82,7 +82,7 @@ played_tool_call() {
     diff "$T/a.json" "$T/b.json"
 }
 
-sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+sql() { ds_sql "$1"; }
 
 # echo_session AGENT MODE CALL_ID SERVER: a session of AGENT in MODE that says "Echo.":
 # with the mock's two replies scripted (record) the model calls SERVER__echo (id
@@ -127,7 +127,11 @@ sql_holds() { test "$(sql "$1")" "$2" "$3"; }
     # The provider key reached the mock, never a recording.
     rn_requests | grep -q "$RN_KEY"
     [ "$(grep -c "$RN_KEY" "$DS_DIR/logs/runner.log")" = 0 ]
-    sqlite3 "$DS_DB" '.dump recordings recording_chunks' >"$T/dump.sql"
+    if ds_is_pg; then
+        pg_dump -d "$DS_DB" -t recordings -t recording_chunks -f "$T/dump.sql"
+    else
+        sqlite3 "$DS_DB" '.dump recordings recording_chunks' >"$T/dump.sql"
+    fi
     [ -s "$T/dump.sql" ]
     [ "$(grep -c "$RN_KEY" "$T/dump.sql")" = 0 ]
     [ "$(grep -c "127.0.0.1" "$T/dump.sql")" = 0 ]
@@ -279,7 +283,7 @@ record_workflow() {
     rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
     rn_say "$rec" "Hi"
     rn_wait "$rec" '(.messages | length) == 2 and .request == null'
-    [ "$(sql "SELECT group_concat(occurrence || ':' || status || ':' || complete, ' ') FROM recordings WHERE session = '$rec'")" = "0:529:1 1:200:1" ]
+    [ "$(sql "SELECT $(ds_sql_agg "occurrence || ':' || status || ':' || complete" ' ' id) FROM recordings WHERE session = '$rec'")" = "0:529:1 1:200:1" ]
     [ "$(sql "SELECT count(DISTINCT key) FROM recordings WHERE session = '$rec'")" = 1 ]
     mock_stop
     play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
@@ -305,7 +309,7 @@ record_workflow() {
     [ "$(sql "SELECT count(*) FROM recordings WHERE session = '$rec' AND complete = 0")" = 1 ]
     rn_runner_start
     rn_wait "$rec" '(.messages | length) >= 2 and .request == null and (.messages[-1].content == "Complete at last.")' 30
-    [ "$(sql "SELECT group_concat(occurrence || ':' || complete, ' ') FROM recordings WHERE session = '$rec'")" = "0:0 1:1" ]
+    [ "$(sql "SELECT $(ds_sql_agg "occurrence || ':' || complete" ' ' id) FROM recordings WHERE session = '$rec'")" = "0:0 1:1" ]
     mock_stop
     play=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"playback\"}")
     rn_say "$play" "Count"
@@ -378,8 +382,8 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [ "$(cat "$HSTATE/ticks")" = 2 ]
     # The cut attempt stays incomplete; the two answers are answers 0 and 1 of one key.
     [ "$(sql "SELECT count(DISTINCT key) FROM recordings WHERE session = '$rec' AND kind = 'tool'")" = 1 ]
-    [ "$(sql "SELECT group_concat(x, ' ') FROM (SELECT occurrence || ':' || complete || ':' || ifnull(json_extract(meta, '\$.ordinal'), '-') AS x
-              FROM recordings WHERE session = '$rec' AND kind = 'tool' ORDER BY occurrence)")" = "0:0:- 1:1:0 2:1:1" ]
+    [ "$(sql "SELECT $(ds_sql_agg x ' ') FROM (SELECT occurrence || ':' || complete || ':' || coalesce($(ds_sql_json meta ordinal), '-') AS x
+              FROM recordings WHERE session = '$rec' AND kind = 'tool' ORDER BY occurrence) r")" = "0:0:- 1:1:0 2:1:1" ]
     rn_events "$rec" >"$T/rec.json"
     check "$T/rec.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 1")] == [true, false]'
     check "$T/rec.json" '[.[] | select(.type == "tool:result") | .payload.result | tostring | test("tick 2")] == [false, true]'
@@ -443,9 +447,9 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     rn_say "$rec" "Echo, then use what appears."
     rn_wait "$rec" 'any(.messages[]; .content == "Used the new tool.") and .request == null' 30
     # Two lists recorded (the server grew at its first call); the three requests name theirs.
-    [ "$(sql "SELECT group_concat(occurrence, ',') FROM (SELECT occurrence FROM recordings WHERE session = '$rec' AND kind = 'tools' ORDER BY id)")" = "0,1" ]
-    [ "$(sql "SELECT group_concat(t, ',') FROM (SELECT json_extract(meta, '\$.tools.g') AS t FROM recordings
-              WHERE session = '$rec' AND kind = 'provider' AND complete = 1 ORDER BY id)")" = "0,1,1" ]
+    [ "$(sql "SELECT $(ds_sql_agg occurrence ,) FROM (SELECT occurrence FROM recordings WHERE session = '$rec' AND kind = 'tools' ORDER BY id) o")" = "0,1" ]
+    [ "$(sql "SELECT $(ds_sql_agg t ,) FROM (SELECT $(ds_sql_json meta tools.g) AS t FROM recordings
+              WHERE session = '$rec' AND kind = 'provider' AND complete = 1 ORDER BY id) r")" = "0,1,1" ]
     rn_events "$rec" >"$T/rec.json"
 
     mock_stop

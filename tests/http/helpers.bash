@@ -92,6 +92,26 @@ ds_sql() {
 # ds_is_pg: the stack's database is on PostgreSQL.
 ds_is_pg() { [ "$DS_ENGINE" = pg ]; }
 
+# ds_sql_json COLUMN KEY[.KEY...]: SQL for the text of a JSON column's member (as
+# SQLite's json_extract(COLUMN, '$.KEY') gives it), for the engine at hand.
+ds_sql_json() {
+    if ds_is_pg; then
+        printf "(%s::jsonb #>> '{%s}')" "$1" "${2//./,}"
+    else
+        printf "json_extract(%s, '\$.%s')" "$1" "$2"
+    fi
+}
+
+# ds_sql_agg EXPR SEP [ORDER]: SQL joining EXPR's values with SEP (SQLite's
+# group_concat), in ORDER on PostgreSQL (SQLite's order is the rows').
+ds_sql_agg() {
+    if ds_is_pg; then
+        printf "string_agg(CAST(%s AS text), '%s'%s)" "$1" "$2" "${3:+ ORDER BY $3}"
+    else
+        printf "group_concat(%s, '%s')" "$1" "$2"
+    fi
+}
+
 # ds_db_files: the files holding everything the database stores, for a grep of its
 # bytes: the SQLite file and its -wal and -shm, or on PostgreSQL a plain pg_dump of
 # the database (written to $BATS_TEST_TMPDIR/db.dump).
