@@ -38,7 +38,7 @@ slow_default() {
 q() { printf 'test %s question %s' "$BATS_TEST_NUMBER" "$1"; }
 expected() { printf 'Reply to [%s]: %s, %s, %s.' "$1" "$FILL" "$FILL" "$FILL"; }
 
-sql() { sqlite3 -cmd '.timeout 5000' "$DS_DB" "$1"; }
+sql() { ds_sql "$1"; }
 msg_count() { sql 'SELECT count(*) FROM messages'; }
 _grown() { [ "$(msg_count)" -ge "$1" ]; }
 
@@ -139,8 +139,8 @@ check_recorded() {
         # Its recordings: one row per request started, under the request's id and
         # occurrence; the ended one complete (HTTP 200, the first answer: ordinal
         # 0), the cut ones incomplete.
-        sql "SELECT request_id || ' ' || occurrence || ' ' || complete || ' ' || coalesce(status, '-') || ' '
-             || coalesce(json_extract(meta, '$.ordinal'), '-') FROM recordings
+        sql "SELECT request_id || ' ' || occurrence || ' ' || complete || ' ' || coalesce(CAST(status AS text), '-') || ' '
+             || coalesce($(ds_sql_json meta ordinal), '-') FROM recordings
              WHERE session = '$id' AND kind = 'provider' ORDER BY occurrence" >"$T/rows-$i.txt"
         jq -r '.ended[0] as $e | .rec[] | "\(.requestId) \(.occurrence) \(if .requestId == $e then "1 200 0" else "0 - -" end)"' \
             "$T/log-$i.json" >"$T/want-$i.txt"
@@ -151,15 +151,17 @@ check_recorded() {
     done
     # No complete recording misses a chunk: its seqs are 0 .. count-1, and it ends
     # with the stream's end.
-    rows=$(sql "SELECT r.session || ' #' || r.occurrence || ': ' || count(c.seq) || ' chunks, seq ' || coalesce(min(c.seq), '-') || '..' || coalesce(max(c.seq), '-')
+    rows=$(sql "SELECT r.session || ' #' || r.occurrence || ': ' || count(c.seq) || ' chunks, seq ' || coalesce(CAST(min(c.seq) AS text), '-') || '..' || coalesce(CAST(max(c.seq) AS text), '-')
                 FROM recordings r LEFT JOIN recording_chunks c ON c.recording = r.id
                 WHERE r.complete = 1 AND r.kind = 'provider' GROUP BY r.id
                 HAVING count(c.seq) = 0 OR min(c.seq) != 0 OR max(c.seq) + 1 != count(c.seq)")
     [ -z "$rows" ] || { echo "complete recordings with gaps: $rows" >&2; bad=$((bad + 1)); }
+    local has_end="instr(CAST(c.data AS TEXT), 'message_stop') > 0"
+    ds_is_pg && has_end="position('message_stop'::bytea IN c.data) > 0"
     rows=$(sql "SELECT r.session || ' #' || r.occurrence FROM recordings r WHERE r.complete = 1 AND r.kind = 'provider'
                 AND NOT EXISTS (SELECT 1 FROM recording_chunks c WHERE c.recording = r.id
                                 AND c.seq = (SELECT max(seq) FROM recording_chunks WHERE recording = r.id)
-                                AND instr(CAST(c.data AS TEXT), 'message_stop') > 0)")
+                                AND $has_end)")
     [ -z "$rows" ] || { echo "complete recordings without the stream's end in their last chunk: $rows" >&2; bad=$((bad + 1)); }
     # Every request a kill cut off was found by the runner that then held the session.
     logged=$(($(cut_logged) - CUT_MARK))
@@ -280,9 +282,9 @@ check_playback_killed() {
     rn_runner_signal KILL
     rn_runner_start
     rn_wait "$rec" '.status == "completed" and .request == null and .messages[-1].content == "After the cut and the storm."' 30
-    [ "$(sql "SELECT group_concat(occurrence || ':' || complete || ':' || coalesce(status, '-'), ' ') FROM recordings WHERE session = '$rec'")" = "0:0:- 1:1:529 2:1:200" ]
+    [ "$(sql "SELECT $(ds_sql_agg "occurrence || ':' || complete || ':' || coalesce(CAST(status AS text), '-')" ' ' id) FROM recordings WHERE session = '$rec'")" = "0:0:- 1:1:529 2:1:200" ]
     # The answers they are: the 529 the first, the 200 the second (the cut one none).
-    [ "$(sql "SELECT group_concat(coalesce(json_extract(meta, '$.ordinal'), '-'), ' ') FROM recordings WHERE session = '$rec'")" = "- 0 1" ]
+    [ "$(sql "SELECT $(ds_sql_agg "coalesce($(ds_sql_json meta ordinal), '-')" ' ' id) FROM recordings WHERE session = '$rec'")" = "- 0 1" ]
     kill -STOP "$RN_MOCK_PID"
     play=$(rn_session "{\"agent\": \"$AGENT\", \"mode\": \"playback\"}")
     rn_say "$play" "Cut, storm, answer"
