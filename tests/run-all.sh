@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run every suite (static checks, unit, fuzz smoke, HTTP, conformance) and print one total.
+# Run every suite (static checks, unit, fuzz smoke, HTTP on SQLite and on PostgreSQL,
+# conformance) and print one total.
 #
 #   B=build tests/run-all.sh build/tests/test_buf build/tests/test_json ...
 #
@@ -53,6 +54,8 @@ run_suite unit "$here/run-unit.sh" "$@"
 # Every fuzz harness builds and runs a few seconds from its kept corpus.
 run_suite fuzz "$here/fuzz/run.sh" "${FUZZ_SMOKE_SECONDS:-3}"
 run_suite http "$here/run-http.sh"
+# The HTTP suites that exercise storage again, on PostgreSQL (tests/run-http.sh says which).
+run_suite http-pg env DSTREAM_TEST_ENGINE=pg "$here/run-http.sh"
 run_suite conformance "$here/conformance/run.sh"
 
 echo
