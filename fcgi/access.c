@@ -213,6 +213,7 @@ static int begin(req_t *r, int verify)
             return 0;
         }
         if (rc) {
+            res_header(r, "Retry-After", "1");
             res_error(r, 503, "unavailable", "cannot check the token: %s", errs_str(rc));
             return 0;
         }

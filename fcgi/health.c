@@ -12,6 +12,7 @@ void health_handle(req_t *r)
     log_info info;
     int rc = log_head(r->log, "\x01health-probe", &info);
     if (rc != LOG_OK && rc != LOG_ENOTFOUND) {
+        res_header(r, "Retry-After", "1");
         res_error(r, 503, "unavailable", "database: %s", errs_str(rc));
         return;
     }

@@ -34,6 +34,10 @@ void reply_fail(req_t *r, int rc)
         res_header(r, "Retry-After", "1");
         res_error(r, 503, "busy", "%s", errs_str(rc));
         break;
+    case LOG_EDOWN:
+        res_header(r, "Retry-After", "1");
+        res_error(r, 503, "unavailable", "%s", errs_str(rc));
+        break;
     default: res_error(r, 500, "internal", "%s", errs_str(rc)); break;
     }
 }

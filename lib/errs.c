@@ -20,6 +20,7 @@ const char *errs_str(int rc)
     case LOG_EIO: return "database error";
     case LOG_ESRCGONE: return "fork source was deleted";
     case LOG_EOFFSET: return "offset does not name a position of this stream";
+    case LOG_EDOWN: return "the database server cannot be reached: try again later";
     case LOG_EFULL: return "the database is full (DSTREAM_DB_MAX_BYTES, or the disk): nothing was written";
     case AUTH_EINVALID: return "token is malformed, unknown, or its secret does not match";
     case AUTH_EEXPIRED: return "token has expired";

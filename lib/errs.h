@@ -41,6 +41,8 @@ enum {
     LOG_ESRCGONE = -15,    /* fork source is soft-deleted */
     LOG_EOFFSET = -16,     /* offset names no position of this stream */
     LOG_EFULL = -17,       /* the database or the disk is full: nothing was written */
+    LOG_EDOWN = -18,       /* the database server cannot be reached (connection lost or
+                            * refused): not acknowledged, try again later */
 
     AUTH_EINVALID = -100,  /* malformed, unknown, or the secret does not match */
     AUTH_EEXPIRED = -101,  /* past its expiry */

@@ -171,7 +171,7 @@ static void lead(log_conn_t *c, log_op *group)
 }
 
 /* Queue fn(arg) for the next group commit and wait until it has committed (or
- * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO/LOG_EFULL when the group failed.
+ * failed). Returns fn's result, or LOG_EBUSY/LOG_EIO/LOG_EFULL/LOG_EDOWN when the group failed.
  *
  * Each waiting thread sleeps on a semaphore of its own and is posted exactly once:
  * when its group has committed, or when it is to lead the next group (the leader

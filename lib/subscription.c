@@ -149,7 +149,7 @@ static int wake_event(log_conn_t *c, const row *r, const char *stream, int64_t g
     log_append_req a = {.path = r->wake_stream, .msgs = &m, .nmsgs = 1};
     int rc = log_tx_append(c, &a);
     free(text);
-    return rc == LOG_EBUSY || rc == LOG_EIO ? rc : 0;
+    return rc == LOG_EBUSY || rc == LOG_EIO || rc == LOG_EDOWN ? rc : 0;
 }
 
 /* If r is idle and has pending work, make a wake. *made 1 if it did. */

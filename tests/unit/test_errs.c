@@ -27,7 +27,7 @@ static const code codes[] = {
     C(LOG_ESEQ, -99, -1), C(LOG_EFENCED, -99, -1), C(LOG_EGAP, -99, -1), C(LOG_EBADSEQ, -99, -1),
     C(LOG_EGONE, -99, -1), C(LOG_EINVAL, -99, -1), C(LOG_EEMPTY, -99, -1), C(LOG_ERANGE, -99, -1),
     C(LOG_EBUSY, -99, -1), C(LOG_EIO, -99, -1), C(LOG_ESRCGONE, -99, -1), C(LOG_EOFFSET, -99, -1),
-    C(LOG_EFULL, -99, -1),
+    C(LOG_EFULL, -99, -1), C(LOG_EDOWN, -99, -1),
     C(AUTH_EINVALID, -199, -100), C(AUTH_EEXPIRED, -199, -100), C(AUTH_EEXISTS, -199, -100),
     C(AUTH_ESCOPE, -199, -100),
     C(SSTORE_EREFUSED, -299, -200),

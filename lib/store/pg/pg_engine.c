@@ -62,7 +62,7 @@ static int pq_op_end(log_conn_t *c, int op_rc)
 {
     pg_conn *pc = pgc(c);
     /* The connection went with the transaction: the group is lost. */
-    if (PQstatus(pc->pg) != CONNECTION_OK) return LOG_EIO;
+    if (PQstatus(pc->pg) != CONNECTION_OK) return LOG_EDOWN;
     /* A deadlock or serialization failure loses the whole group (design: nothing of
      * it is acknowledged, and its locks go at once). */
     if (op_rc == LOG_EBUSY) return LOG_EBUSY;

@@ -63,14 +63,35 @@ static uint64_t sql_hash(const char *s)
 int pg_error(log_conn_t *lc, const PGresult *r)
 {
     pg_conn *c = pgc(lc);
-    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) return LOG_EIO;
+    /* Lost (or never made again): the server is down or restarting. Not I/O: the
+     * client is told to come back (503 with Retry-After), nothing was acknowledged. */
+    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) return LOG_EDOWN;
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    if (!state) return LOG_EIO;
+    /* An error libpq made itself (no SQLSTATE): the connection failed under the
+     * statement ("server closed the connection unexpectedly"), which PQstatus may
+     * not say yet when the failure was found on a write. */
+    if (!state) return LOG_EDOWN;
     if (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
         !strcmp(state, "57014"))
         return LOG_EBUSY;               /* serialization, deadlock, lock or statement timeout */
     if (!strcmp(state, "53100")) return LOG_EFULL;
+    /* The server going down or coming up: a connection exception (class 08), an
+     * administrator's or a crash's shutdown, the server still starting (57P01..03),
+     * no connection slot left (53300). */
+    if (!strncmp(state, "08", 2) || !strcmp(state, "57P01") || !strcmp(state, "57P02") ||
+        !strcmp(state, "57P03") || !strcmp(state, "53300"))
+        return LOG_EDOWN;
     return LOG_EIO;
+}
+
+/* Whether a failed statement's connection is gone: closed, or the statement failed
+ * with an error of libpq's own (no SQLSTATE: "server closed the connection
+ * unexpectedly"), which PQstatus does not say yet when the failure was found on a
+ * write. */
+static int lost(const pg_conn *c, const PGresult *r)
+{
+    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) return 1;
+    return !r || !PQresultErrorField(r, PG_DIAG_SQLSTATE);
 }
 
 /* The prepared statement of sql on this connection (prepared now if new), or NULL
@@ -131,14 +152,15 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     *rc = 0;
     if (!c->pg) {
         if (!pg_reconnect(lc)) {
-            *rc = LOG_EIO;
+            *rc = LOG_EDOWN;
             return NULL;
         }
     }
     PGresult *r = run_once(c, sql, p, binary);
-    if (!ok(r) && PQstatus(c->pg) == CONNECTION_BAD && !c->in_tx) {
+    if (!ok(r) && !c->in_tx && lost(c, r)) {
         /* Lost outside a transaction: nothing was half done; one more try on a new
-         * connection. */
+         * connection (the first statement after a restart of the server finds the
+         * old one dead). */
         PQclear(r);
         r = NULL;
         if (pg_reconnect(lc)) r = run_once(c, sql, p, binary);
@@ -164,9 +186,9 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
 int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
-    if (!c->pg && !pg_reconnect(lc)) return LOG_EIO;
+    if (!c->pg && !pg_reconnect(lc)) return LOG_EDOWN;
     PGresult *r = PQexec(c->pg, sql);
-    if (!ok(r) && PQstatus(c->pg) == CONNECTION_BAD && !c->in_tx) {
+    if (!ok(r) && !c->in_tx && lost(c, r)) {
         PQclear(r);
         r = pg_reconnect(lc) ? PQexec(c->pg, sql) : NULL;
     }
