@@ -52,6 +52,11 @@ int frame_step(frame_t *f, req_t *r, log_read_req *rr, buf_t *out)
 {
     int rc = read_batch(f, r, rr, out);
     if (rc) {
+        /* A stream under way outlives an outage of the database: the reader stays
+         * where it is and reads again at its next wake-up (every waiter is woken
+         * once the database is back: the feed's reconnection reports -1). A
+         * response not begun gets the error (503 with Retry-After). */
+        if (r->head_sent && !r->gone && (rc == LOG_EDOWN || rc == LOG_EBUSY)) return FRAME_WAIT;
         if (!r->head_sent && !r->gone) reply_fail(r, rc);
         return FRAME_END;
     }
