@@ -5,6 +5,8 @@
 #                                  database "dstream": postgresql:///dstream?host=DIR&user=postgres
 #   tests/pg.sh db DIR NAME        a fresh database NAME (dropped first if there): prints its URI
 #   tests/pg.sh stop DIR           stop it (the directory stays; remove it yourself)
+#   tests/pg.sh crash DIR          stop it as a crash would (pg_ctl stop -m immediate:
+#                                  no checkpoint; the next start recovers from the WAL)
 #
 # Debian's server binaries (postgresql-15, /usr/lib/postgresql/15/bin). As root, the
 # cluster belongs to the postgres user (initdb refuses root): DIR is made theirs, so
@@ -29,7 +31,7 @@ uri() { echo "postgresql:///$1?host=$dir&user=postgres"; }
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: pg.sh start|db|stop DIR ..."
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: pg.sh start|db|stop|crash DIR ..."
 case "$dir" in /*) ;; *) dir=$(pwd)/$dir ;; esac
 [ ${#dir} -le 90 ] || die "$dir: too long for a socket path"
 
@@ -67,6 +69,9 @@ stop)
     if [ -e "$dir/data/PG_VERSION" ] && as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 30 -m fast stop >/dev/null
     fi
+    ;;
+crash)
+    as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 30 -m immediate stop >/dev/null
     ;;
 *) die "unknown command $cmd" ;;
 esac
