@@ -732,7 +732,7 @@ static void test_ctype_and_errors(void)
     static const int codes[] = {
         LOG_OK, LOG_ENOTFOUND, LOG_ECONFLICT, LOG_ECLOSED, LOG_ECTYPE, LOG_ESEQ,
         LOG_EFENCED, LOG_EGAP, LOG_EBADSEQ, LOG_EGONE, LOG_EINVAL, LOG_EEMPTY, LOG_ERANGE,
-        LOG_EBUSY, LOG_EIO, LOG_ESRCGONE, LOG_EOFFSET,
+        LOG_EBUSY, LOG_EIO, LOG_ESRCGONE, LOG_EOFFSET, LOG_EFULL, LOG_EDOWN,
     };
     int distinct = 1;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)

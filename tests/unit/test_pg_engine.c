@@ -342,6 +342,17 @@ static void test_reconnect(void)
     for (int i = 0; i < 3; i++) CHECK_EQ_INT(append(conn, "/rc/s", "again"), 0);
     CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 5);
+    /* Lost inside a transaction: no retry, LOG_EDOWN (the server is away: 503 with
+     * Retry-After, not a 500), and the next statement reconnects. */
+    CHECK_EQ_INT(pg_simple(conn, "BEGIN"), 0);
+    CHECK(kill_others());
+    int rc = 0;
+    CHECK(pg_run(conn, "SELECT 1", NULL, 0, &rc) == NULL);
+    CHECK_EQ_INT(rc, LOG_EDOWN);
+    CHECK(pg_simple(conn, "ROLLBACK") != 0);
+    CHECK_EQ_INT(append(conn, "/rc/s", "back"), 0);
+    CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 6);
 }
 
 static int readable(int fd, int ms)
