@@ -188,6 +188,7 @@ int main(int argc, char **argv)
 
     log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1};
     int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
+    int64_t touch_ms = env_num("DSTREAM_TTL_TOUCH_MS", LOG_TOUCH_MS_DEFAULT, 0, 3600000);
     char err[512];
     log_t *log = log_open(cfg.db_path, &lo, err, sizeof err);
     if (!log) {
@@ -203,6 +204,7 @@ int main(int argc, char **argv)
         return 1;
     }
     log_set_max_bytes(log, max_bytes);
+    log_set_touch_ms(log, touch_ms);
     int status;
     po.fd = po.listen ? -1 : pool_systemd_fd();
     if (po.fd < 0 && !po.listen && stdin_is_listening()) po.fd = 0;

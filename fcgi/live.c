@@ -124,8 +124,9 @@ static void run(req_t *r, log_read_req *rr, frame_t *f, buf_t *out)
     int64_t token_due = wake_now_ms() + TOKEN_CHECK_MS;
     int watching = 0, tried = 0;
     int st = frame_step(f, r, rr, out);
-    /* A read counts as activity for a sliding TTL. */
-    if (rr->info.id && rr->info.ttl_s >= 0) log_touch(r->log, rr->info.id);
+    /* A read counts as activity for a sliding TTL: recorded unless it was so
+     * recently that the expiry would hardly move (log_touch_due). */
+    if (rr->info.id && rr->info.ttl_s >= 0) log_touch(r->log, &rr->info);
     while (st != FRAME_END) {
         if (st == FRAME_WAIT && !r->waiter) {
             /* Plain CGI: nothing can wake us, answer with what there is. */

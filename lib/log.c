@@ -32,6 +32,7 @@
 #include <strings.h>
 
 #include "store.h"
+#include "timefmt.h"
 #include "store/pg/pg_engine.h"
 #include "store/sqlite/sq_engine.h"
 
@@ -70,6 +71,7 @@ log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errl
     l->opts.synchronous_full = opts ? opts->synchronous_full : 1;
     l->opts.busy_timeout_ms = opts && opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
     l->opts.migrate = opts ? opts->migrate : 1;
+    l->touch_ms = LOG_TOUCH_MS_DEFAULT;
     pthread_mutex_init(&l->mu, NULL);
     if (e->open(l, err, errlen)) {
         pthread_mutex_destroy(&l->mu);
@@ -105,6 +107,11 @@ int log_schema_version(const log_t *l)
 void log_set_max_bytes(log_t *l, int64_t max_bytes)
 {
     l->max_bytes = max_bytes;
+}
+
+void log_set_touch_ms(log_t *l, int64_t touch_ms)
+{
+    l->touch_ms = touch_ms < 0 ? 0 : touch_ms;
 }
 
 void log_close(log_t *l)
@@ -289,16 +296,45 @@ int log_tx_delete(log_conn_t *c, const char *path)
     return rc ? rc : d.answer;
 }
 
-int log_touch(log_conn_t *c, int64_t id)
+int log_touch(log_conn_t *c, const log_info *info)
 {
-    return log_transact(c, op_touch, &id);
+    if (!info->id || !log_touch_due(info, timefmt_now_ms(), c->log->touch_ms)) return 0;
+    int64_t id = info->id;
+    int rc = log_transact(c, op_touch, &id);
+    return rc < 0 ? rc : 1;
+}
+
+int log_sweep_run(log_conn_t *c, const log_sweep_limits *lim, log_sweep_stats *st)
+{
+    log_sweep_stats mine;
+    if (!st) st = &mine;
+    memset(st, 0, sizeof *st);
+    int streams = lim && lim->streams > 0 ? lim->streams : LOG_SWEEP_STREAMS;
+    int64_t messages = lim && lim->messages > 0 ? lim->messages : LOG_SWEEP_MESSAGES;
+    int64_t budget = lim && lim->budget_ms > 0 ? lim->budget_ms : LOG_SWEEP_BUDGET_MS;
+    int64_t end = timefmt_now_ms() + budget;
+    for (;;) {
+        log_sweep_batch b = {streams, messages, 0, 0, 0};
+        int rc = log_transact(c, op_sweep, &b);
+        if (rc < 0) return rc;
+        st->batches++;
+        st->streams += b.streams;
+        st->messages += b.messages;
+        if (b.streams > st->max_batch_streams) st->max_batch_streams = b.streams;
+        if (b.messages > st->max_batch_messages) st->max_batch_messages = b.messages;
+        /* A batch that did nothing cannot be followed by one that does more. */
+        if (!b.more || (b.streams == 0 && b.messages == 0)) break;
+        if (timefmt_now_ms() >= end) {
+            st->more = 1;
+            break;
+        }
+    }
+    return st->streams > INT32_MAX ? INT32_MAX : (int)st->streams;
 }
 
 int log_sweep(log_conn_t *c)
 {
-    int n = 0;
-    int rc = log_transact(c, op_sweep, &n);
-    return rc < 0 ? rc : n;
+    return log_sweep_run(c, NULL, NULL);
 }
 
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)

@@ -178,13 +178,71 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
 int log_head(log_conn_t *c, const char *path, log_info *info);
 
-/* Extend a sliding TTL after a read (a write of its own). */
-int log_touch(log_conn_t *c, int64_t id);
+/* The longest a read may leave a sliding TTL's access time unrecorded
+ * (DSTREAM_TTL_TOUCH_MS): the default, and log_set_touch_ms to change it. */
+#define LOG_TOUCH_MS_DEFAULT 1000
+void log_set_touch_ms(log_t *l, int64_t touch_ms);
+
+/* 1 if a read at now_ms of a stream with a sliding TTL (info->ttl_s >= 0) must
+ * record its access (a write), 0 if the touch may be skipped: when the recorded
+ * access time is less than min(ttl/10, touch_ms) old. Skipping moves the expiry
+ * at most that interval earlier than the exact sliding rule (last read + TTL),
+ * never later, and never below 9/10 of the TTL after the last read. */
+static inline int log_touch_due(const log_info *info, int64_t now_ms, int64_t touch_ms)
+{
+    if (info->ttl_s < 0) return 0;
+    int64_t interval = touch_ms;
+    if (info->ttl_s < touch_ms / 100) interval = info->ttl_s * 100;     /* ttl/10, in ms */
+    return now_ms - info->access_ms >= interval;
+}
+
+/* Extend the sliding TTL of a stream just read (info as the read saw it): a
+ * write group of its own, skipped when log_touch_due says so. Returns 1 when it
+ * wrote, 0 when skipped (or no sliding TTL), or LOG_E*. */
+int log_touch(log_conn_t *c, const log_info *info);
 
 /* Delete a stream. A stream that forks still read is soft-deleted. */
 int log_delete(log_conn_t *c, const char *path);
 
-/* Delete every expired stream. Returns how many, or LOG_E*. */
+/* The retention sweep works in batches, a write group each, so that one sweep
+ * never holds the write lock for long: a batch removes at most `streams` expired
+ * streams and deletes at most `messages` of their messages (a stream with more
+ * loses them over several batches and goes in the batch that finds it empty);
+ * the sweep goes on batch after batch until nothing expired is left or
+ * `budget_ms` has passed (the rest waits for the next sweep). One exception to
+ * the message bound: an ancestor that was deleted while forks still read it goes
+ * whole with its last fork. */
+typedef struct log_sweep_limits {
+    int streams;                /* per batch; <= 0: LOG_SWEEP_STREAMS */
+    int64_t messages;           /* per batch; <= 0: LOG_SWEEP_MESSAGES */
+    int64_t budget_ms;          /* per sweep; <= 0: LOG_SWEEP_BUDGET_MS */
+} log_sweep_limits;
+#define LOG_SWEEP_STREAMS 100
+#define LOG_SWEEP_MESSAGES 10000
+#define LOG_SWEEP_BUDGET_MS 2000
+
+/* What a sweep did: its totals, its batches, and the most one batch took. */
+typedef struct log_sweep_stats {
+    int64_t streams, messages;
+    int64_t batches;
+    int64_t max_batch_streams, max_batch_messages;
+    int more;                   /* the budget ran out with expired streams left */
+} log_sweep_stats;
+
+/* One batch, as the engine does it (lib/store.h): filled by the engine. */
+typedef struct log_sweep_batch {
+    int streams_max;
+    int64_t messages_max;
+    int streams;                /* removed (or marked deleted: forks read them) */
+    int64_t messages;           /* deleted */
+    int more;                   /* there may be more to do */
+} log_sweep_batch;
+
+/* Delete every expired stream, in batches (lim NULL: the defaults); st (may be
+ * NULL) gets the figures. Returns how many streams, or LOG_E*. */
+int log_sweep_run(log_conn_t *c, const log_sweep_limits *lim, log_sweep_stats *st);
+
+/* log_sweep_run with the defaults. Returns how many, or LOG_E*. */
 int log_sweep(log_conn_t *c);
 
 /* The rules below are the same on every engine, and engines use them: kept here,

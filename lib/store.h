@@ -67,6 +67,7 @@ struct log {
     char *target;               /* as given to log_open: a file path or a URI */
     log_opts opts;
     int64_t max_bytes;          /* log_set_max_bytes: 0, none */
+    int64_t touch_ms;           /* log_set_touch_ms */
     /* the group commit (lib/log.c) */
     pthread_mutex_t mu;
     struct log_op *head, *tail;
@@ -90,7 +91,11 @@ typedef struct store_streams_ops {
     int (*append)(log_conn_t *c, log_append_req *r);
     int (*remove)(log_conn_t *c, const char *path, int *answer);  /* answer: 0 or LOG_E*, after commit */
     int (*touch)(log_conn_t *c, int64_t id);        /* inside a group */
-    int (*sweep)(log_conn_t *c, int *removed);      /* inside a group */
+    /* One batch of the retention sweep (log.h), inside a group: the expired
+     * streams newest first (a fork before the stream it forks), at most
+     * b->streams_max of them and b->messages_max messages; b->more when it
+     * stopped at a bound. */
+    int (*sweep)(log_conn_t *c, log_sweep_batch *b);
     int (*read)(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
     int (*head)(log_conn_t *c, const char *path, log_info *info);
     int (*list)(log_conn_t *c, const char *prefix,

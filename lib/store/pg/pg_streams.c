@@ -621,30 +621,59 @@ static int op_touch(log_conn_t *c, int64_t id)
     return pg_exec(c, "UPDATE streams SET access_ms = $1 WHERE id = $2", &p);
 }
 
-static int op_sweep(log_conn_t *c, int *count)
+/* One batch of the sweep, as SQLite's (sq_streams.c): the expired streams newest
+ * first, at most b->streams_max; messages b->messages_max a batch at most. */
+static int op_sweep(log_conn_t *c, log_sweep_batch *b)
 {
-    int64_t ids[100];
+    int64_t ids[LOG_SWEEP_STREAMS];
+    int max = b->streams_max > 0 && b->streams_max < LOG_SWEEP_STREAMS ? b->streams_max : LOG_SWEEP_STREAMS;
     int n = 0, rc;
     pg_params p;
     pg_params_init(&p);
     pg_int(&p, timefmt_now_ms());
+    pg_int(&p, max);
     /* Rows another host is sweeping (or writing) now are left to it. */
     PGresult *r = pg_run(c,
                          "SELECT id FROM streams WHERE deleted = 0 AND"
                          " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= $1) OR"
-                         "  (expires_ms IS NOT NULL AND expires_ms <= $1)) LIMIT 100 FOR UPDATE SKIP LOCKED",
+                         "  (expires_ms IS NOT NULL AND expires_ms <= $1))"
+                         " ORDER BY id DESC LIMIT $2 FOR UPDATE SKIP LOCKED",
                          &p, 0, &rc);
     if (!r) return rc;
-    for (int i = 0; i < PQntuples(r) && n < 100; i++) ids[n++] = pg_int_of(r, i, 0);
+    for (int i = 0; i < PQntuples(r) && n < max; i++) ids[n++] = pg_int_of(r, i, 0);
     PQclear(r);
-    *count = 0;
+    b->streams = 0;
+    b->messages = 0;
+    b->more = n == max;
     for (int i = 0; i < n; i++) {
         log_info info;
         int deleted;
         if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
         if (rc == 0 || deleted) continue;
+        if (info.forks == 0) {
+            int64_t left = b->messages_max - b->messages;
+            if (left <= 0) {
+                b->more = 1;
+                break;
+            }
+            pg_params_init(&p);
+            pg_int(&p, info.id);
+            pg_int(&p, left);
+            r = pg_run(c,
+                       "DELETE FROM messages WHERE stream = $1 AND"
+                       " seq < (SELECT min(seq) FROM messages WHERE stream = $1) + $2",
+                       &p, 0, &rc);
+            if (!r) return rc;
+            int64_t gone = pg_affected(r);
+            PQclear(r);
+            b->messages += gone;
+            if (gone == left) {         /* perhaps more of them: the next batch */
+                b->more = 1;
+                break;
+            }
+        }
         if ((rc = remove_stream(c, &info))) return rc;
-        (*count)++;
+        b->streams++;
     }
     return 0;
 }

@@ -27,7 +27,7 @@
 enum {
     S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
     S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
-    S_EXPIRED, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
+    S_EXPIRED, S_DEL_MSGS_SOME, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_BEGIN_READ, S_COUNT
 };
 
@@ -73,7 +73,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_FORKS_ADD] = "UPDATE streams SET forks = forks + ? WHERE id = ?",
     [S_EXPIRED] = "SELECT id FROM streams WHERE deleted = 0 AND"
                   " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= ?1) OR"
-                  "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) LIMIT 100",
+                  "  (expires_ms IS NOT NULL AND expires_ms <= ?1)) ORDER BY id DESC LIMIT ?2",
+    /* At most ?2 of a stream's own messages, its oldest (they are numbered
+     * without gaps from its first). */
+    [S_DEL_MSGS_SOME] = "DELETE FROM messages WHERE stream = ?1 AND"
+                        " seq < (SELECT min(seq) FROM messages WHERE stream = ?1) + ?2",
     [S_CHANGES] = "SELECT id, rev, path FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
     [S_MAXREV] = "SELECT coalesce(max(rev), 0) FROM streams",
     [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
@@ -640,23 +644,49 @@ static int op_touch(log_conn_t *c, int64_t id)
     return run(c, s);
 }
 
-static int op_sweep(log_conn_t *c, int *count)
+/* One batch of the sweep: the expired streams newest first (a fork, made after
+ * the stream it forks, goes before it and no longer holds it), at most
+ * b->streams_max of them; a stream that forks still read is only marked deleted
+ * (its messages stay for them); another loses its messages b->messages_max a
+ * batch at most, and its row in the batch that finds it without any. */
+static int op_sweep(log_conn_t *c, log_sweep_batch *b)
 {
-    int64_t ids[100];
+    int64_t ids[LOG_SWEEP_STREAMS];
+    int max = b->streams_max > 0 && b->streams_max < LOG_SWEEP_STREAMS ? b->streams_max : LOG_SWEEP_STREAMS;
     int n = 0, rc;
     sqlite3_stmt *s = stmt(c, S_EXPIRED);
     sqlite3_bind_int64(s, 1, timefmt_now_ms());
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) ids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_bind_int(s, 2, max);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) ids[n++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
-    *count = 0;
+    b->streams = 0;
+    b->messages = 0;
+    b->more = n == max;
     for (int i = 0; i < n; i++) {
         log_info info;
         int deleted;
         if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
         if (rc == 0 || deleted) continue;
+        if (info.forks == 0) {
+            int64_t left = b->messages_max - b->messages;
+            if (left <= 0) {
+                b->more = 1;
+                break;
+            }
+            s = stmt(c, S_DEL_MSGS_SOME);
+            sqlite3_bind_int64(s, 1, info.id);
+            sqlite3_bind_int64(s, 2, left);
+            if ((rc = run(c, s))) return rc;
+            int64_t gone = sqlite3_changes(sq(c)->db);
+            b->messages += gone;
+            if (gone == left) {         /* perhaps more of them: the next batch */
+                b->more = 1;
+                break;
+            }
+        }
         if ((rc = remove_stream(c, &info))) return rc;
-        (*count)++;
+        b->streams++;
     }
     return 0;
 }
