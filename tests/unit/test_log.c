@@ -697,6 +697,164 @@ static void test_expiry(void)
         fprintf(stderr, "  create with Stream-TTL 0: %d (%s)\n", rc, errs_str(rc));
 }
 
+/* A read's touch of a sliding TTL is a write group, skipped while the recorded
+ * access is younger than min(ttl/10, the touch setting). */
+static void test_touch(void)
+{
+    /* The rule at its edges. */
+    log_info info;
+    memset(&info, 0, sizeof info);
+    info.access_ms = 1000;
+    info.expires_ms = -1;
+    info.ttl_s = 10;                                    /* ttl/10 = 1000 ms */
+    CHECK_EQ_INT(log_touch_due(&info, 1999, 1000), 0);
+    CHECK_EQ_INT(log_touch_due(&info, 2000, 1000), 1);
+    CHECK_EQ_INT(log_touch_due(&info, 1499, 500), 0);   /* the setting is smaller */
+    CHECK_EQ_INT(log_touch_due(&info, 1500, 500), 1);
+    info.ttl_s = 2;                                     /* ttl/10 = 200 ms is smaller */
+    CHECK_EQ_INT(log_touch_due(&info, 1199, 1000), 0);
+    CHECK_EQ_INT(log_touch_due(&info, 1200, 1000), 1);
+    CHECK_EQ_INT(log_touch_due(&info, 1000, 0), 1);     /* 0: every read touches */
+    info.ttl_s = INT64_MAX / 1000;                      /* no overflow */
+    CHECK_EQ_INT(log_touch_due(&info, 1999, 1000), 0);
+    CHECK_EQ_INT(log_touch_due(&info, 2000, 1000), 1);
+    info.ttl_s = -1;                                    /* no sliding TTL: never */
+    CHECK_EQ_INT(log_touch_due(&info, INT64_MAX / 2, 0), 0);
+
+    /* N reads within the interval: no write group at all. */
+    enum { N = 20 };
+    const char *p = "/touch/s";
+    CHECK_EQ_INT(create(p, "text/plain", 3600, -1, 0, NULL), 0);
+    CHECK_EQ_INT(append1(p, "x"), 0);
+    log_set_touch_ms(lg, 60000);
+    uint64_t g0, o0, g1, o1;
+    log_stats(lg, &g0, &o0);
+    int touched = 0;
+    for (int i = 0; i < N; i++) {
+        got g = {0};
+        log_read_req rr;
+        CHECK_EQ_INT(read_all(p, &g, &rr), 0);
+        CHECK_EQ_UINT(g.n, 1);
+        CHECK_EQ_INT(rr.info.ttl_s, 3600);
+        int rc = log_touch(conn, &rr.info);
+        CHECK(rc == 0 || rc == 1);
+        touched += rc == 1;
+    }
+    log_stats(lg, &g1, &o1);
+    CHECK_EQ_INT(touched, 0);
+    CHECK_EQ_UINT(g1 - g0, 0);
+
+    /* The same reads past the interval (0 here): one write group each, and the
+     * access time moves. */
+    log_set_touch_ms(lg, 0);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    int64_t before = info.access_ms;
+    log_stats(lg, &g0, &o0);
+    for (int i = 0; i < N; i++) {
+        got g = {0};
+        log_read_req rr;
+        CHECK_EQ_INT(read_all(p, &g, &rr), 0);
+        CHECK_EQ_INT(log_touch(conn, &rr.info), 1);
+    }
+    log_stats(lg, &g1, &o1);
+    CHECK_EQ_UINT(g1 - g0, N);
+    CHECK_EQ_UINT(o1 - o0, N);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK(info.access_ms >= before);
+
+    /* With a real interval: skipped within it, written once it has passed. */
+    log_set_touch_ms(lg, 50);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    int64_t deadline = timefmt_now_ms() + 5000;
+    while (timefmt_now_ms() - info.access_ms < 50 && timefmt_now_ms() < deadline) sleep_ms(10);
+    log_stats(lg, &g0, &o0);
+    CHECK_EQ_INT(log_touch(conn, &info), 1);
+    log_stats(lg, &g1, &o1);
+    CHECK_EQ_UINT(g1 - g0, 1);
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    if (timefmt_now_ms() - info.access_ms < 50) CHECK_EQ_INT(log_touch(conn, &info), 0);
+    log_set_touch_ms(lg, LOG_TOUCH_MS_DEFAULT);
+
+    /* A stream without a sliding TTL is never touched. */
+    CHECK_EQ_INT(create("/touch/plain", "text/plain", -1, -1, 0, NULL), 0);
+    CHECK_EQ_INT(log_head(conn, "/touch/plain", &info), 0);
+    CHECK_EQ_INT(log_touch(conn, &info), 0);
+}
+
+static void count_path(void *ud, const char *path, const log_info *info)
+{
+    (void)path;
+    (void)info;
+    (*(int *)ud)++;
+}
+
+/* The sweep deletes many expired streams with many messages in batches: no group
+ * holds more than the bounds, and everything expired is gone at the end. */
+static void test_sweep_batches(void)
+{
+    enum { STREAMS = 20, APPENDS = 10, PER = 13, EMPTY = 10, BATCH_STREAMS = 3, BATCH_MSGS = 50 };
+    CHECK(log_sweep(conn) >= 0);    /* what earlier cases left expired */
+    int64_t exp = timefmt_now_ms() + 400;
+    char path[64];
+    const char *msgs[PER];
+    for (int k = 0; k < PER; k++) msgs[k] = "some message";
+    for (int i = 0; i < STREAMS; i++) {
+        snprintf(path, sizeof path, "/sweep/x/%d", i);
+        CHECK_EQ_INT(create(path, "text/plain", -1, exp, 0, NULL), 0);
+        for (int a = 0; a < APPENDS; a++) CHECK_EQ_INT(append_n(path, msgs, PER, NULL), 0);
+    }
+    /* A fork of one, expiring with it, with messages of its own. */
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = "/sweep/x/fork";
+    fr.content_type = "text/plain";
+    fr.ttl_s = -1;
+    fr.expires_ms = exp;
+    fr.fork_from = "/sweep/x/0";
+    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(append_n("/sweep/x/fork", msgs, PER, NULL), 0);
+    /* Empty ones, made last: the first batch (newest first) is bound by streams. */
+    for (int i = 0; i < EMPTY; i++) {
+        snprintf(path, sizeof path, "/sweep/x/empty%d", i);
+        CHECK_EQ_INT(create(path, "text/plain", -1, exp, 0, NULL), 0);
+    }
+    /* One that stays. */
+    CHECK_EQ_INT(create("/sweep/live", "text/plain", -1, -1, 0, NULL), 0);
+    CHECK_EQ_INT(append1("/sweep/live", "kept"), 0);
+
+    int64_t deadline = timefmt_now_ms() + 5000;
+    while (timefmt_now_ms() <= exp && timefmt_now_ms() < deadline) sleep_ms(20);
+    uint64_t g0, o0, g1, o1;
+    log_stats(lg, &g0, &o0);
+    log_sweep_limits lim = {BATCH_STREAMS, BATCH_MSGS, 600000};
+    log_sweep_stats st;
+    CHECK_EQ_INT(log_sweep_run(conn, &lim, &st), STREAMS + 1 + EMPTY);
+    log_stats(lg, &g1, &o1);
+    CHECK_EQ_INT(st.streams, STREAMS + 1 + EMPTY);
+    CHECK_EQ_INT(st.messages, STREAMS * APPENDS * PER + PER);
+    CHECK_EQ_INT(st.more, 0);
+    CHECK_EQ_INT(st.max_batch_streams, BATCH_STREAMS);
+    CHECK_EQ_INT(st.max_batch_messages, BATCH_MSGS);
+    CHECK(st.batches >= (STREAMS * APPENDS * PER + PER) / BATCH_MSGS);
+    /* Each batch was a write group of its own, one operation. */
+    CHECK_EQ_UINT(g1 - g0, (uint64_t)st.batches);
+    CHECK_EQ_UINT(o1 - o0, (uint64_t)st.batches);
+    printf("  sweep: %lld streams, %lld messages in %lld groups (at most %lld streams, %lld messages a group)\n",
+           (long long)st.streams, (long long)st.messages, (long long)st.batches,
+           (long long)st.max_batch_streams, (long long)st.max_batch_messages);
+
+    /* Everything expired is gone; nothing left to sweep; the live one stays. */
+    int n = 0;
+    log_list(conn, "/sweep/", count_path, &n);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(log_sweep(conn), 0);
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, "/sweep/live", &info), 0);
+    got g = {0};
+    CHECK_EQ_INT(read_all("/sweep/live", &g, NULL), 0);
+    CHECK_EQ_UINT(g.n, 1);
+}
+
 /* ---- misc ------------------------------------------------------------------------------ */
 
 static void test_ctype_and_errors(void)
@@ -1108,6 +1266,8 @@ static void engine_cases(void)
     test_delete();
     test_changes_after_delete();
     test_expiry();
+    test_touch();
+    test_sweep_batches();
     test_ctype_and_errors();
 }
 
