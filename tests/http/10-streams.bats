@@ -7,7 +7,12 @@ load helpers
 
 # Small limits so that paging and the 413 are reachable with small bodies. nginx's
 # client_max_body_size stays above DSTREAM_BODY_MAX, so the pool's JSON 413 is seen.
-setup_file() { ds_stack_start DSTREAM_READ_MAX=1000 DSTREAM_BODY_MAX=65536 DSTREAM_CORS_ORIGINS=http://example.com; }
+# DSTREAM_TTL_TOUCH_MS=60000: a read records a sliding TTL's access at most once
+# a minute (or a tenth of the TTL, when that is shorter).
+setup_file() {
+    ds_stack_start DSTREAM_READ_MAX=1000 DSTREAM_BODY_MAX=65536 DSTREAM_CORS_ORIGINS=http://example.com \
+        DSTREAM_TTL_TOUCH_MS=60000
+}
 teardown_file() { ds_stack_stop; }
 
 # ---- PUT ----------------------------------------------------------------------------
@@ -681,6 +686,49 @@ follow_pages() {
     assert_status 201
     ds_read_all "$s"
     assert_body_json '. == []'
+}
+
+commit_groups() {
+    req GET /metrics
+    awk '$1 == "dstream_commit_groups_total" {print $2; exit}' "$DS_BODY"
+}
+
+@test "Stream-TTL: reads keep the stream alive without a commit each; left alone it expires" {
+    s=$(ds_stream)
+    ds_create "$s" text/plain -H 'Stream-TTL: 3600'
+    ds_append "$s" text/plain 'kept'
+    # 20 reads well within min(3600 s / 10, DSTREAM_TTL_TOUCH_MS): none is a write.
+    g0=$(commit_groups)
+    [ -n "$g0" ] || fail "no dstream_commit_groups_total in /metrics"
+    for _ in $(seq 20); do
+        ds_read_all "$s"
+        assert_body kept
+    done
+    g1=$(commit_groups)
+    [ $((g1 - g0)) -lt 5 ] || fail "20 reads of a TTL stream cost $((g1 - g0)) commit groups"
+
+    # A 2 s TTL read continuously for 5 s (three TTLs) stays alive: a read records
+    # the access once the recorded one is 200 ms (a tenth of the TTL) old.
+    t=$(ds_stream)
+    ds_create "$t" text/plain -H 'Stream-TTL: 2'
+    ds_append "$t" text/plain 'alive'
+    u=$(ds_stream)
+    ds_create "$u" text/plain -H 'Stream-TTL: 2'
+    end=$(($(date +%s%N) + 5000000000))
+    n=0
+    while [ "$(date +%s%N)" -lt "$end" ] && [ $n -lt 500 ]; do
+        ds_read_all "$t"
+        assert_body alive
+        n=$((n + 1))
+        sleep 0.1
+    done
+    # The one left alone for as long has expired (HEAD does not touch).
+    ds_poll 4 ds_head_is "$u" 404 || fail "the unread 2 s TTL stream is still $status_code"
+    # The one read is still there, and still expires once reads stop.
+    req HEAD "$t"
+    assert_status 200
+    sleep 2
+    ds_poll 4 ds_head_is "$t" 404 || fail "the 2 s TTL stream is still $status_code after reads stopped"
 }
 
 @test "invalid Stream-TTL values are 400" {
