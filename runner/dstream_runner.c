@@ -7,7 +7,9 @@
  * Nothing is re-examined on a clock: a session is looked at when its log changes,
  * its timer fires or a lease expires (and all unfinished ones once, at start).
  * Each turn of the loop ends with one commit of everything it decided, for every
- * session (outbox.c). Settings come from the environment (README.md, "Runner"). */
+ * session (outbox.c). Every DSTREAM_SWEEP_MS it also removes expired streams
+ * (retention), a few bounded batches at a time so that the loop is never held long.
+ * Settings come from the environment (README.md, "Runner"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +23,8 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/errs.h"
+#include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
 #include "../lib/opfile.h"
@@ -34,6 +38,13 @@
 #include "steps.h"
 #include "tap.h"
 #include "turn.h"
+
+/* One retention sweep of the loop: at most this many batches' worth of work
+ * within this many milliseconds; a backlog is taken up again soon after. */
+#define RUNNER_SWEEP_STREAMS 50
+#define RUNNER_SWEEP_MESSAGES 2000
+#define RUNNER_SWEEP_BUDGET_MS 20
+#define RUNNER_SWEEP_AGAIN_MS 200
 
 static int sigpipe_fds[2] = {-1, -1};
 
@@ -230,6 +241,10 @@ int main(int argc, char **argv)
 
     int commit_failed = 0;
     int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2, 0, LLONG_MAX);
+    /* Retention: expired streams are removed a little at a time (a few batches, a
+     * few milliseconds of the loop), more often while a backlog lasts. */
+    int64_t sweep_ms = env_num("DSTREAM_SWEEP_MS", 60000, 0, LLONG_MAX);
+    int64_t next_sweep = timefmt_now_ms() + (sweep_ms ? sweep_ms : 0);
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = timefmt_now_ms();
@@ -250,6 +265,7 @@ int main(int argc, char **argv)
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
         }
+        if (sweep_ms && next_sweep - now < wait) wait = next_sweep - now;
         wait = tap_wait(&R, now, wait);
         wait = deliver_wait(deliver, now, wait);
         if (commit_failed && wait > 100) wait = 100;
@@ -292,6 +308,16 @@ int main(int argc, char **argv)
             if (s->dirty || s->due) runner_drive(&R, s);
         }
         deliver_tick(deliver);
+        if (sweep_ms && (now = timefmt_now_ms()) >= next_sweep) {
+            log_sweep_limits lim = {RUNNER_SWEEP_STREAMS, RUNNER_SWEEP_MESSAGES, RUNNER_SWEEP_BUDGET_MS};
+            log_sweep_stats st;
+            memset(&st, 0, sizeof st);
+            int rc = log_sweep_run(R.conn, &lim, &st);
+            if (rc < 0) diag("warn", "retention sweep: %s", errs_str(rc));
+            else if (st.streams) diag("info", "retention sweep: %lld expired streams removed (%lld messages)%s",
+                                      (long long)st.streams, (long long)st.messages, st.more ? ", more left" : "");
+            next_sweep = timefmt_now_ms() + (st.more ? RUNNER_SWEEP_AGAIN_MS : sweep_ms);
+        }
         /* The deltas gathered, then one commit for everything: at once when
          * anything but deltas waits, else at most one every flush_ms (deltas
          * gather meanwhile: fewer, bigger commits under load). */

@@ -13,7 +13,7 @@
 
 load runner-helpers
 
-setup_file() { rn_start; }
+setup_file() { rn_start DSTREAM_SWEEP_MS=300; }
 teardown_file() { rn_stop; }
 setup() {
     rn_test_setup
@@ -552,4 +552,19 @@ max_event() { jq -c '.[] | tojson | utf8bytelength' "$1" | sort -rn | head -1; }
         [ "$status" -eq 2 ] || fail "pool with $v: exit $status: $output"
         [[ "$output" == *"$v is not a number in ["* ]] || fail "pool with $v: $output"
     done
+}
+
+@test "retention: the runner removes expired streams from the database (DSTREAM_SWEEP_MS), not the live ones" {
+    req PUT /v1/stream/sweep/short -H 'Content-Type: text/plain' -H 'Stream-TTL: 1' --data-binary 'x'
+    assert_status 201
+    req PUT /v1/stream/sweep/long -H 'Content-Type: text/plain' -H 'Stream-TTL: 3600' --data-binary 'y'
+    assert_status 201
+    [ "$(ds_sql "SELECT count(*) FROM streams WHERE path = 'sweep/short'")" = 1 ]
+    # Expired after a second (404 at once); gone from the database at the next sweep.
+    short_gone() { [ "$(ds_sql "SELECT count(*) FROM streams WHERE path = 'sweep/short'")" = 0 ]; }
+    ds_poll 15 short_gone || fail "the expired stream is still in the database"
+    req GET /v1/stream/sweep/short
+    assert_status 404
+    [ "$(ds_sql "SELECT count(*) FROM streams WHERE path = 'sweep/long'")" = 1 ]
+    grep -q 'retention sweep: [0-9]* expired streams removed' "$DS_DIR/logs/runner.log"
 }
