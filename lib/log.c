@@ -20,7 +20,11 @@
  * everyone who arrived while the last one ran. An operation is answered only
  * after the commit that holds it has succeeded; if that commit fails every
  * operation in the group fails. Other processes serialise with us through the
- * engine's own locks. */
+ * engine's own locks. An engine with many writers (group_lock) is first handed
+ * every stream path the group's creates, appends and deletes will write, so that
+ * it locks them in one global order before any operation runs: two hosts' groups
+ * that touch the same streams in opposite orders then queue instead of
+ * deadlocking. */
 #include "log.h"
 
 #include <errno.h>
@@ -40,6 +44,7 @@ typedef struct log_op {
     int (*fn)(log_conn_t *c, void *arg);
     void *arg;
     int rc;
+    const char *lock[2];        /* the stream paths it writes, for the engine's group_lock */
     int done;                   /* committed (or failed); else, when posted: lead */
     sem_t sem;                  /* posted once: done, or this thread leads next */
     struct log_op *next;
@@ -154,6 +159,24 @@ void log_conn_close(log_conn_t *c)
 
 /* ---- group commit ------------------------------------------------------------ */
 
+/* Hand the engine the paths the group will write (group_lock), when it wants them. */
+static int lock_paths(log_conn_t *c, log_op *group)
+{
+    const store_engine *e = c->log->engine;
+    if (!e->group_lock) return 0;
+    size_t n = 0;
+    for (log_op *op = group; op; op = op->next) n += 2;
+    const char **paths = calloc(n ? n : 1, sizeof *paths);
+    if (!paths) return 0;       /* no order taken: a deadlock still fails as LOG_EBUSY */
+    size_t k = 0;
+    for (log_op *op = group; op; op = op->next)
+        for (int i = 0; i < 2; i++)
+            if (op->lock[i]) paths[k++] = op->lock[i];
+    int rc = k ? e->group_lock(c, paths, k) : 0;
+    free(paths);
+    return rc;
+}
+
 /* Run one group: everything queued when the leader took over. */
 static void lead(log_conn_t *c, log_op *group)
 {
@@ -161,7 +184,8 @@ static void lead(log_conn_t *c, log_op *group)
     __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
     int rc = e->group_begin(c);
     if (rc == 0) {
-        for (log_op *op = group; op; op = op->next) {
+        rc = lock_paths(c, group);
+        for (log_op *op = rc ? NULL : group; op; op = op->next) {
             if ((rc = e->op_begin(c))) break;
             op->rc = op->fn(c, op->arg);
             if ((rc = e->op_end(c, op->rc))) break;
@@ -184,10 +208,12 @@ static void lead(log_conn_t *c, log_op *group)
  * when its group has committed, or when it is to lead the next group (the leader
  * hands over to the first operation queued during its commit). No thread wakes
  * for someone else's commit, and nobody takes the mutex to find out. */
-int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
+/* log_transact, for an operation that writes the streams at p1 and p2 (either NULL). */
+static int transact_paths(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg, const char *p1,
+                          const char *p2)
 {
     log_t *l = c->log;
-    log_op op = {fn, arg, 0, 0, {{0}}, NULL};
+    log_op op = {fn, arg, 0, {p1, p2}, 0, {{0}}, NULL};
     sem_init(&op.sem, 0, 0);
     pthread_mutex_lock(&l->mu);
     if (l->tail) l->tail->next = &op;
@@ -227,6 +253,11 @@ int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
     return op.rc;
 }
 
+int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
+{
+    return transact_paths(c, fn, arg, NULL, NULL);
+}
+
 /* ---- the streams' operations, on the engine --------------------------------- */
 
 static int op_create(log_conn_t *c, void *arg)
@@ -264,7 +295,7 @@ static int op_sweep(log_conn_t *c, void *arg)
 
 int log_create(log_conn_t *c, log_create_req *r)
 {
-    return log_transact(c, op_create, r);
+    return transact_paths(c, op_create, r, r->path, r->fork_from);
 }
 
 int log_tx_create(log_conn_t *c, log_create_req *r)
@@ -274,7 +305,7 @@ int log_tx_create(log_conn_t *c, log_create_req *r)
 
 int log_append(log_conn_t *c, log_append_req *r)
 {
-    return log_transact(c, op_append, r);
+    return transact_paths(c, op_append, r, r->path, NULL);
 }
 
 int log_tx_append(log_conn_t *c, log_append_req *r)
@@ -285,7 +316,7 @@ int log_tx_append(log_conn_t *c, log_append_req *r)
 int log_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, 0};
-    int rc = log_transact(c, op_delete, &d);
+    int rc = transact_paths(c, op_delete, &d, path, NULL);
     return rc ? rc : d.answer;
 }
 

@@ -421,6 +421,12 @@ struct store_engine {
      * commits (rc == 0) or rolls back and returns the group's result;
      * group_release drops the lock group_begin took. */
     int (*group_begin)(log_conn_t *c);
+    /* Optional (NULL: nothing to do, as with SQLite's one writer). Right after
+     * group_begin, the paths of the streams the group's creates, appends and
+     * deletes write (n > 0; repeats possible): lock the existing ones in one
+     * global order, so that groups writing the same streams never deadlock.
+     * Returns 0 or LOG_E* (the whole group fails). */
+    int (*group_lock)(log_conn_t *c, const char *const *paths, size_t n);
     int (*op_begin)(log_conn_t *c);
     int (*op_end)(log_conn_t *c, int op_rc);
     int (*group_end)(log_conn_t *c, int rc);

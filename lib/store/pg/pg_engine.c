@@ -6,7 +6,9 @@
  * operation (ROLLBACK TO it when the operation failed, so that it rolls back
  * alone), COMMIT. Writers of every process and host run their groups at once;
  * what they share they lock row by row (a stream's tail row, FOR UPDATE), so there
- * is no writers' lock to take and group_release has nothing to drop. A group that
+ * is no writers' lock to take and group_release has nothing to drop. The rows of
+ * the streams a group writes are locked first, all in id order (group_lock), so
+ * that groups writing the same streams queue rather than deadlock. A group that
  * lost a deadlock or a serialization conflict fails as a whole (LOG_EBUSY, nothing
  * acknowledged), which releases its locks for the other one at once.
  *
@@ -19,6 +21,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pg_engine.h"
@@ -49,6 +52,38 @@ static int pq_group_begin(log_conn_t *c)
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     return pg_simple(c, "BEGIN");
+}
+
+/* The group's stream rows, locked in id order before any operation runs (each
+ * operation's own FOR UPDATE then finds its row already held): every group takes
+ * its rows in the same order, so two hosts' groups writing the same streams wait
+ * for each other instead of deadlocking. The paths go as one text[] literal
+ * (every element quoted, " and \ escaped), so the statement's text never varies. */
+static int pq_group_lock(log_conn_t *c, const char *const *paths, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++) cap += 2 * strlen(paths[i]) + 3;
+    char *arr = malloc(cap);
+    if (!arr) return LOG_EIO;
+    size_t k = 0;
+    arr[k++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i) arr[k++] = ',';
+        arr[k++] = '"';
+        for (const char *s = paths[i]; *s; s++) {
+            if (*s == '"' || *s == '\\') arr[k++] = '\\';
+            arr[k++] = *s;
+        }
+        arr[k++] = '"';
+    }
+    arr[k++] = '}';
+    arr[k] = '\0';
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, arr);
+    int rc = pg_exec(c, "SELECT id FROM streams WHERE path = ANY($1::text[]) ORDER BY id FOR UPDATE", &p);
+    free(arr);
+    return rc;
 }
 
 static int pq_op_begin(log_conn_t *c)
@@ -151,6 +186,7 @@ const store_engine store_pg = {
     .conn_open = pg_conn_open,
     .conn_close = pg_conn_close,
     .group_begin = pq_group_begin,
+    .group_lock = pq_group_lock,
     .op_begin = pq_op_begin,
     .op_end = pq_op_end,
     .group_end = pq_group_end,
