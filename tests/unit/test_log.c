@@ -578,6 +578,11 @@ static void test_delete(void)
     CHECK_EQ_INT(append1(p, "x"), LOG_ENOTFOUND);
     CHECK_EQ_INT(log_delete(conn, p), LOG_ENOTFOUND);
     CHECK_EQ_INT(log_delete(conn, "/d/never"), LOG_ENOTFOUND);
+    /* A path that is not UTF-8 names no stream (none can be made: the pool refuses
+     * one): not found, not a database error, on either engine. */
+    CHECK_EQ_INT(log_head(conn, "/d/\xff\xfe", &info), LOG_ENOTFOUND);
+    CHECK_EQ_INT(read_all("/d/\xc0\xaf", &g, NULL), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_delete(conn, "/d/\xff"), LOG_ENOTFOUND);
 
     /* The path can be created anew, with another configuration, empty. */
     CHECK_EQ_INT(create(p, "application/json", -1, -1, 0, &cr), 0);

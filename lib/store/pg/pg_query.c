@@ -81,6 +81,10 @@ int pg_error(log_conn_t *lc, const PGresult *r)
     if (!strncmp(state, "08", 2) || !strcmp(state, "57P01") || !strcmp(state, "57P02") ||
         !strcmp(state, "57P03") || !strcmp(state, "53300"))
         return LOG_EDOWN;
+    /* A text parameter that is not UTF-8 (character_not_in_repertoire): the
+     * database holds only UTF-8, so it names nothing stored; not found, as on
+     * SQLite, where such a name is refused at creation and so never found. */
+    if (!strcmp(state, "22021")) return LOG_ENOTFOUND;
     return LOG_EIO;
 }
 
