@@ -16,11 +16,13 @@
 # streams, producers, durability, the CLI on the database (tail, the offline
 # commands), tokens, backup and check, the disk-full cap (skipped: SQLite's), the
 # live readers (the change feed), sessions, the runner (leases, owner locks, its
-# figures, crashes), subscriptions and recording. Not the others: nginx's
-# configuration, the web UI, MCP and providers, the CLI's surface, hostile inputs,
-# installing and systemd go through the same engine calls as these and do not
-# depend on the engine, and the whole set twice would not fit `make test`'s budget
-# on 2 cores (every file passes on PostgreSQL when named here as an argument).
+# figures, crashes), subscriptions, recording, and hostile inputs (names that are
+# not UTF-8 reach the engine). Not the others: nginx's configuration, the web UI,
+# MCP and providers, the CLI's surface, installing and systemd go through the same
+# engine calls as these and do not depend on the engine (each passes on PostgreSQL
+# when named here as an argument; 71-copy and 72-run-pg choose their engines
+# themselves), and the whole set twice would not fit `make test`'s budget on 2
+# cores.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +31,7 @@ engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
 17-check-live-data 20-live 24-debug-cli 30-sessions 40-runner 42-runner-metrics
-43-runner-crash 46-subscriptions 47-recording 49-recording-chaos"
+43-runner-crash 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs"
 
 files=()
 if [ $# -gt 0 ]; then
