@@ -203,7 +203,7 @@ bench_catchup() {
 
 FANOUT_RUN=0
 bench_fanout() {
-    local n sys out order
+    local n sys order
     # Alternate the order from run to run, so that a drift of the machine weighs on
     # every system alike.
     FANOUT_RUN=$((FANOUT_RUN + 1))
@@ -214,18 +214,7 @@ bench_fanout() {
         for sys in $order; do
             # nchan makes a channel on its first publish or subscriber.
             [ "$sys" = nchan ] || create "$sys" "/v1/stream/fan-$n"
-            out=$(timeout $((BENCH_SECONDS + 120)) "$bin/bench/sse-client" fanout \
-                --port "$(port_of "$sys")" --path "/v1/stream/fan-$n" --readers "$n" \
-                --interval-ms "$FANOUT_INTERVAL_MS" --seconds "$BENCH_SECONDS" --connect-s 60 \
-                --linger-s 2 || true)
-            echo "fanout$n $sys: $out" >> "$raw"
-            [ -n "$out" ] || { say "fan-out $n $sys: no result"; continue; }
-            local exp del
-            exp=$(kv "$out" expected); del=$(kv "$out" delivered)
-            put "fanout$n.pct" "$sys" "$(awk -v d="$del" -v e="$exp" 'BEGIN {printf "%.2f", e ? 100 * d / e : 0}')"
-            put "fanout$n.all" "$sys" "$([ "$del" = "$exp" ] && [ "$exp" -gt 0 ] && echo 1 || echo 0)"
-            put "fanout$n.p50" "$sys" "$(kv "$out" p50_us)"
-            put "fanout$n.p99" "$sys" "$(kv "$out" p99_us)"
+            fanout_run "$sys" "$n" "fanout$n" "/v1/stream/fan-$n"
         done
     done
 }

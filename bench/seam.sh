@@ -83,26 +83,6 @@ with_cpu() {   # FIGURE SYSTEM
     put "$fig.cpu" "$sys" "$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="${n:-0}" 'BEGIN {printf "%.1f", n ? c * 1e6 / hz / n : 0}')"
 }
 
-# bench/token-latency.sh on SYSTEM's tree with N sessions: one line of its table.
-tokens_run() {   # SYSTEM N
-    local sys=$1 n=$2 out row
-    out=$(ROOT=${root[$sys]} B=$B SESSIONS=$n RUNS=1 DELTAS=$DELTAS INTERVAL_MS=$INTERVAL_MS \
-        timeout $((DELTAS * INTERVAL_MS / 1000 + 240)) "$here/bench/token-latency.sh" 2>&1 || true)
-    # | sessions | deltas/s | delivered/expected | p50 | p90 | p99 | max | CPU ms | CPU us/delta |
-    row=$(awk -F'|' -v n="$n" '$2 + 0 == n && $4 ~ /\// {print; exit}' <<<"$out")
-    echo "tokens$n $sys: ${row:-$(tail -3 <<<"$out" | tr '\n' ' ')}" >> "$raw"
-    [ -n "$row" ] || { say "tokens $n $sys: token-latency.sh printed no row"; return 0; }
-    awk -F'|' '{ split($4, d, "/"); gsub(/ /, "", $5); gsub(/ /, "", $7); gsub(/ /, "", $9)
-        print d[1] + 0, d[2] + 0, $5, $7, $9 }' <<<"$row" | {
-        local del exp p50 p99 cpu
-        read -r del exp p50 p99 cpu
-        put "tokens$n.p50" "$sys" "$p50"
-        put "tokens$n.p99" "$sys" "$p99"
-        put "tokens$n.cpu" "$sys" "$(awk -v c="$cpu" -v d="$del" 'BEGIN {printf "%.2f", d ? c * 1000 / d : 0}')"
-        put "tokens$n.all" "$sys" "$([ "$del" = "$exp" ] && [ "$exp" -gt 0 ] && echo 1 || echo 0)"
-    }
-}
-
 commit_of() {   # TREE: its commit, and whether files git tracks differ from it
     local c
     c=$(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -213,7 +193,7 @@ main() {
             for n in $SESSIONS; do
                 for sys in $order; do
                     say "tokens $n $sys ($((SECONDS - t0)) s)"
-                    tokens_run "$sys" "$n"
+                    tokens_run "$sys" "$n" "${root[$sys]}"
                 done
             done
         fi

@@ -21,7 +21,9 @@
 # PROVIDER (c or node: c),
 # PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N),
 # ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
-# one; the mock and the reader always come from this one).
+# one; the mock and the reader always come from this one), DB (the stack's database:
+# default a SQLite file in the work directory; a postgresql:// URI of an empty
+# database puts the stack on PostgreSQL, as bench/engines.sh does).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,7 +71,7 @@ mkdir -p "$work/stack"
 # runners from before there were provider files).
 printf '{"providers": {"anthropic": {"kind": "anthropic", "baseUrl": "%s", "keyEnv": "ANTHROPIC_API_KEY", "allowPrivate": ["127.0.0.1"]}}}\n' \
     "$mock" >"$work/providers.json"
-DSTREAM_DB=$work/stack/dstream.db DSTREAM_PROVIDERS=$work/providers.json DSTREAM_PROVIDER_URL=$mock \
+DSTREAM_DB=${DB:-$work/stack/dstream.db} DSTREAM_PROVIDERS=$work/providers.json DSTREAM_PROVIDER_URL=$mock \
     ANTHROPIC_API_KEY=sk-bench B=$B "$ROOT/deploy/dstream-stack" start "$work/stack" >"$work/start.out" 2>&1 ||
     { cat "$work/start.out" >&2; exit 1; }
 url=$(cat "$work/stack/url")

@@ -1,4 +1,5 @@
-# bench/lib/common.sh: what bench/compare.sh and bench/seam.sh share, sourced by both.
+# bench/lib/common.sh: what bench/compare.sh, bench/seam.sh and bench/engines.sh share,
+# sourced by each.
 # shellcheck shell=bash
 #
 # The sourcing script sets here (the repository: its bench/lib and $B/dstream are
@@ -180,6 +181,49 @@ catchup_prepare() {   # SYSTEM
 
 # wrk GET of the whole catch-up stream.
 catchup_run() { run_wrk "$1" catchup wrk-get.lua "${url[$1]}/v1/stream/catchup?offset=-1"; }
+
+# bench/src/sse-client.c fanout: N SSE readers of SYSTEM on PATH while a writer appends a
+# timestamped message every FANOUT_INTERVAL_MS ms for BENCH_SECONDS, to WRITER's server
+# (default SYSTEM: another host on the same database measures the cross-host wake-up);
+# filed under KEY (.pct, .all: every message delivered, .p50, .p99, .ap50: the append's
+# own latency). PATH must exist.
+fanout_run() {   # SYSTEM N KEY PATH [WRITER]
+    local sys=$1 n=$2 key=$3 path=$4 writer=${5:-$1} out exp del
+    out=$(timeout $((BENCH_SECONDS + 120)) "$bin/bench/sse-client" fanout \
+        --port "$(port_of "$sys")" --write-port "$(port_of "$writer")" --path "$path" --readers "$n" \
+        --interval-ms "$FANOUT_INTERVAL_MS" --seconds "$BENCH_SECONDS" --connect-s 60 \
+        --linger-s 2 || true)
+    echo "$key $sys: $out" >> "$raw"
+    [ -n "$out" ] || { say "$key $sys: no result"; return 0; }
+    exp=$(kv "$out" expected); del=$(kv "$out" delivered)
+    put "$key.pct" "$sys" "$(awk -v d="$del" -v e="$exp" 'BEGIN {printf "%.2f", e ? 100 * d / e : 0}')"
+    put "$key.all" "$sys" "$([ "$del" = "$exp" ] && [ "$exp" -gt 0 ] && echo 1 || echo 0)"
+    put "$key.p50" "$sys" "$(kv "$out" p50_us)"
+    put "$key.p99" "$sys" "$(kv "$out" p99_us)"
+    put "$key.ap50" "$sys" "$(kv "$out" append_p50_us)"
+}
+
+# bench/token-latency.sh on ROOT's tree with N sessions, DELTAS deltas INTERVAL_MS apart
+# (ENV: more of its settings, DB=... for its database), filed under tokensN (.p50 and
+# .p99 in ms, .cpu: the runner's us per delta, .all: every delta delivered).
+tokens_run() {   # SYSTEM N ROOT [ENV...]
+    local sys=$1 n=$2 tree=$3 out row; shift 3
+    out=$(env ROOT="$tree" B="$B" SESSIONS="$n" RUNS=1 DELTAS="$DELTAS" INTERVAL_MS="$INTERVAL_MS" "$@" \
+        timeout $((DELTAS * INTERVAL_MS / 1000 + 240)) "$here/bench/token-latency.sh" 2>&1 || true)
+    # | sessions | deltas/s | delivered/expected | p50 | p90 | p99 | max | CPU ms | CPU us/delta |
+    row=$(awk -F'|' -v n="$n" '$2 + 0 == n && $4 ~ /\// {print; exit}' <<<"$out")
+    echo "tokens$n $sys: ${row:-$(tail -3 <<<"$out" | tr '\n' ' ')}" >> "$raw"
+    [ -n "$row" ] || { say "tokens $n $sys: token-latency.sh printed no row"; return 0; }
+    awk -F'|' '{ split($4, d, "/"); gsub(/ /, "", $5); gsub(/ /, "", $7); gsub(/ /, "", $9)
+        print d[1] + 0, d[2] + 0, $5, $7, $9 }' <<<"$row" | {
+        local del exp p50 p99 cpu
+        read -r del exp p50 p99 cpu
+        put "tokens$n.p50" "$sys" "$p50"
+        put "tokens$n.p99" "$sys" "$p99"
+        put "tokens$n.cpu" "$sys" "$(awk -v c="$cpu" -v d="$del" 'BEGIN {printf "%.2f", d ? c * 1000 / d : 0}')"
+        put "tokens$n.all" "$sys" "$([ "$del" = "$exp" ] && [ "$exp" -gt 0 ] && echo 1 || echo 0)"
+    }
+}
 
 # ---- report ------------------------------------------------------------------------------
 

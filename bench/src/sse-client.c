@@ -1,7 +1,7 @@
 /* sse-client: many Server-Sent Events readers on one stream, for bench/compare.sh.
  *
  *   sse-client fanout --port P --path PATH --readers N [--interval-ms 10] [--seconds 10]
- *                     [--msg-bytes 200] [--connect-s 60] [--linger-s 3]
+ *                     [--msg-bytes 200] [--connect-s 60] [--linger-s 3] [--write-port P]
  *   sse-client hold   --port P --path PATH --readers N [--hold-s 60] [--connect-s 60]
  *   sse-client tokens --port P --paths FILE --expect N [--seconds 60] [--connect-s 60]
  *
@@ -22,6 +22,8 @@
  *   p99_us= max_us= append_p50_us= append_p99_us=
  * expected is readers x sent (a reader that never connected misses them all). The
  * writer stops after --seconds even if a slow server let it send fewer messages.
+ * --write-port sends the writer's appends to another server than the readers' (a
+ * second host on the same database: the latency is then the cross-host wake-up's).
  *
  * hold: prints "mode=hold readers= held= refused= failed= connect_ms=" as soon as every
  * reader is resolved (or --connect-s passed), then keeps the connections open, reading
@@ -88,7 +90,7 @@ typedef struct opts {
     int fanout, tokens;
     const char *paths;
     long expect;
-    int port;
+    int port, write_port;     /* write_port: the writer's server (0: port) */
     const char *path;
     int readers;
     int interval_ms, seconds, msg_bytes, connect_s, linger_s, hold_s;
@@ -154,14 +156,19 @@ static int64_t pct(const int64_t *v, size_t n, double p)
     return v[i < n ? i : n - 1];
 }
 
-static struct sockaddr_in server_addr(void)
+static struct sockaddr_in addr_of(int port)
 {
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)O.port);
+    a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return a;
+}
+
+static struct sockaddr_in server_addr(void)
+{
+    return addr_of(O.port);
 }
 
 /* ---- readers ----------------------------------------------------------------------- */
@@ -372,7 +379,7 @@ static int writer_connect(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in a = server_addr();
+    struct sockaddr_in a = addr_of(O.write_port ? O.write_port : O.port);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct timeval tv = {5, 0};
@@ -483,7 +490,7 @@ static void *writer_main(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: sse-client fanout|hold --port P --path PATH --readers N [--interval-ms N]\n"
-                    "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N]\n"
+                    "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N] [--write-port P]\n"
                     "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N]\n");
     exit(2);
 }
@@ -497,6 +504,7 @@ int main(int argc, char **argv)
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--port")) O.port = (int)num(v, 1, 65535);
+        else if (!strcmp(k, "--write-port")) O.write_port = (int)num(v, 1, 65535);
         else if (!strcmp(k, "--path")) O.path = v;
         else if (!strcmp(k, "--readers")) O.readers = (int)num(v, 0, 1000000);
         else if (!strcmp(k, "--interval-ms")) O.interval_ms = (int)num(v, 1, 60000);
