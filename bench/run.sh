@@ -7,7 +7,8 @@
 # Environment: B (build directory, default build), RUNS (repetitions of each
 # latency measurement, default 3), WAKE_COUNT (messages per run, 500),
 # WAKE_INTERVAL_MS (5), WAKE_RATES (sparser runs, "interval_ms:count ..."), IDLE_S
-# and READERS (see idle-cpu.sh), SESSIONS, DELTAS and INTERVAL_MS (token-latency.sh).
+# and READERS (see idle-cpu.sh), SESSIONS, DELTAS and INTERVAL_MS (token-latency.sh;
+# bench/engines.sh takes them too, and its own: see its header).
 #
 # One function per benchmark (bench_*); main calls them in order. A benchmark
 # prints its own section: a heading, the command, a table.
@@ -204,6 +205,18 @@ bench_compare() {
     "$here/bench/compare.sh"
 }
 
+# dstream on PostgreSQL next to SQLite, and pgbench's ceiling for the append
+# (bench/engines.sh: a throwaway cluster of its own).
+bench_engines() {
+    echo "## PostgreSQL next to SQLite"
+    echo
+    echo '```'
+    echo "B=$B bench/engines.sh"
+    echo '```'
+    echo
+    "$here/bench/engines.sh"
+}
+
 main() {
     need "$bin/dstream-fcgi"
     echo "# Benchmark run $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -218,6 +231,7 @@ main() {
     bench_idle_cpu
     bench_token_latency
     bench_compare
+    bench_engines
     echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
