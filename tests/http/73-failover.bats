@@ -87,7 +87,9 @@ sse_text() {
 
 psql_a() { psql -X -q -At -h "$FO_A" -U postgres -d postgres "$@"; }
 psql_b() { psql -X -q -At -h "$FO_B" -U postgres -d postgres "$@"; }
-_sync_standby() { [ "$(psql_a -c "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'")" = sync ]; }
+# _sync_standby_of PSQL: the server PSQL reaches has a synchronous standby streaming.
+_sync_standby_of() { [ "$("$1" -c "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'")" = sync ]; }
+_sync_standby() { _sync_standby_of psql_a; }
 _promoted() { [ "$(psql_b -c 'SELECT pg_is_in_recovery()')" = f ]; }
 
 # fo_up N: host N's stack (nginx, pool, runner) in $FO_TMP/hN on the multi-host URI.
@@ -176,13 +178,16 @@ _each_acked_after() {
     done
 }
 
-# probe_refused HOST PATH: an append and a read on HOST are refused with 503,
-# Retry-After and a JSON error (no primary to write to).
+# probe_refused HOST PATH [appends]: an append and a read on HOST are refused with
+# 503, Retry-After and a JSON error (no primary to connect to); "appends": only
+# the append (a fenced primary still answers reads, with what it has: all that was
+# acknowledged, nothing being written anywhere meanwhile).
 probe_refused() {
     req POST "$(fo_url "$1")$2" -H 'Content-Type: text/plain' --data-binary "probe;"
     [ "$status_code" = 503 ] || { echo "host $1 append with no primary: $status_code $body" >&2; return 1; }
     header Retry-After >/dev/null || { echo "host $1: no Retry-After: $(cat "$DS_HDRS")" >&2; return 1; }
     assert_json_error || return 1
+    [ "${3:-}" != appends ] || return 0
     req GET "$(fo_url "$1")$2?offset=-1"
     [ "$status_code" = 503 ] || { echo "host $1 read with no primary: $status_code $body" >&2; return 1; }
     header Retry-After >/dev/null || { echo "host $1: no Retry-After on a read" >&2; return 1; }
@@ -240,6 +245,81 @@ probe_refused() {
     ds_poll 30 eval '[ "$(sse_text "$T/sse")" = "$(cat "$T/final")" ]' ||
         fail "SSE on host 2 stopped at $(sse_text "$T/sse" | tr -cd ';' | wc -c) of $(tr -cd ';' <"$T/final" | wc -c) appends"
     # Nothing was restarted: the processes the stacks started are the ones running.
+    for h in $(seq 1 $FO_HOSTS); do
+        for f in fcgi.pid runner.pid nginx.master.pid; do
+            kill -0 "$(cat "$FO_TMP/h$h/$f")" 2>/dev/null || fail "host $h: $f is gone"
+        done
+    done
+}
+
+# A planned switchover back, as an operator makes it: the old primary (a, killed by
+# the test above) re-made as a synchronous standby of the new one (b); b fenced
+# (default_transaction_read_only = on, reloaded: every session of it, the open ones
+# too, refuses writes from its next transaction: SQLSTATE 25006), a promoted while
+# b still runs, b stopped last. While b is fenced an append is refused with 503,
+# Retry-After and a JSON error (never 500); once a is promoted every host writes to
+# it, b still running (connections that b refuses a write are dropped, and libpq's
+# target_session_attrs=read-write skips b).
+@test "switchover: the primary fenced read-only (25006) while the standby is promoted: 503 + Retry-After, never 500; every host moves to the new primary while the old one still runs; 0 acknowledged appends lost" {
+    _promoted || skip "needs the failover test before it"
+    local nw=4 k h s p w=() t_fence t_promote
+    s=$(ds_stream sw)
+    p=$(ds_stream probe)
+    for x in "$s" "$p"; do
+        req PUT "$(fo_url 1)$x" -H 'Content-Type: text/plain'
+        assert_status 201
+    done
+    # a again, as b's standby: a new base backup (its old data diverged at the kill).
+    as_pg rm -rf "$FO_A/data"
+    as_pg "$FO_BIN/pg_basebackup" -h "$FO_B" -U postgres -D "$FO_A/data" -R -X stream \
+        --checkpoint=fast >"$FO_TMP/basebackup2.log" 2>&1 || fail "base backup of b: $(cat "$FO_TMP/basebackup2.log")"
+    as_pg "$FO_BIN/pg_ctl" -D "$FO_A/data" -l "$FO_A/server.log" -w -t 30 \
+        -o "-c listen_addresses='' -k $FO_A -c max_connections=200 -c shared_buffers=32MB" start >/dev/null ||
+        fail "a did not start: $(tail -n 20 "$FO_A/server.log")"
+    psql_b -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+    ds_poll 30 _sync_standby_of psql_b || fail "a is not b's synchronous standby"
+
+    spawn "$T/sse.err" curl -N -sS --max-time 150 -o "$T/sse" "$(fo_url 2)$s?offset=-1&live=sse"
+    for k in $(seq 1 $nw); do
+        spawn "$T/w$k.err" writer "$(fo_url $(((k - 1) % FO_HOSTS + 1)))$s" "$T/w$k" "w$k" 100000 "$T/stop"
+        w+=("$T/w$k")
+    done
+    ds_poll 30 _acks_ge 100 || fail "no progress before the fence ($(acks) acknowledged)"
+
+    t_fence=$(date +%s%N)
+    psql_b -c "ALTER SYSTEM SET default_transaction_read_only = on" -c "SELECT pg_reload_conf()" >/dev/null
+    local before=$(acks)
+    ds_poll 10 eval '[ "$(psql_b -c "SHOW default_transaction_read_only")" = on ]'
+    for h in $(seq 1 $FO_HOSTS); do probe_refused "$h" "$p" appends || fail "host $h with the primary fenced"; done
+    # a has everything b acknowledged (synchronous): promote it.
+    for k in $(seq 1 $nw); do wc -l <"$T/w$k"; done >"$T/marks"
+    t_promote=$(date +%s%N)
+    as_pg "$FO_BIN/pg_ctl" -D "$FO_A/data" -w -t 30 promote >/dev/null
+    ds_poll 30 eval '[ "$(psql_a -c "SELECT pg_is_in_recovery()")" = f ]' || fail "a was not promoted"
+    # b still runs (fenced): every writer appends again, on a.
+    ds_poll 30 _each_acked_after $nw || fail "a writer has no acknowledgement since the promotion (b still fenced)"
+    local t_back=0 first
+    for k in $(seq 1 $nw); do
+        first=$(tail -n +$(($(sed -n "${k}p" "$T/marks") + 1)) "$T/w$k" | awk '$2 == 204 { print $4; exit }')
+        [ "$first" -gt "$t_back" ] && t_back=$first
+    done
+    touch "$T/stop"
+    for k in $(seq 1 $nw); do ds_poll 20 eval "! kill -0 ${BG_PIDS[$k]} 2>/dev/null"; done
+    # The reader on host 2 follows a as well, b still running.
+    read_all "$(fo_url 2)$s" "$T/final"
+    ds_poll 30 eval '[ "$(sse_text "$T/sse")" = "$(cat "$T/final")" ]' ||
+        fail "SSE on host 2 stopped at $(sse_text "$T/sse" | tr -cd ';' | wc -c) of $(tr -cd ';' <"$T/final" | wc -c) appends (b still fenced)"
+    as_pg "$FO_BIN/pg_ctl" -D "$FO_B/data" -w -t 30 -m fast stop >/dev/null
+
+    read -r a lost dup bad < <(tally "$T/final" "${w[@]}")
+    local refused not503
+    refused=$(cat "$T"/w*.refused 2>/dev/null | wc -l)
+    not503=$(cat "$T"/w*.refused 2>/dev/null | grep -vc ' 503 retry-after=' || true)
+    echo "# switchover: writers=$nw acknowledged=$a (before the fence: $before) lost=$lost duplicated=$dup misplaced=$bad refused=$refused not_503_with_retry_after=$not503 fence->every writer acknowledged again: $(((t_back - t_fence) / 1000000)) ms, promote->: $(((t_back - t_promote) / 1000000)) ms" >&3
+    [ "$lost" = 0 ]
+    [ "$dup" = 0 ]
+    [ "$bad" = 0 ]
+    [ "$not503" = 0 ] || { grep -hv ' 503 retry-after=' "$T"/w*.refused | head >&2; return 1; }
     for h in $(seq 1 $FO_HOSTS); do
         for f in fcgi.pid runner.pid nginx.master.pid; do
             kill -0 "$(cat "$FO_TMP/h$h/$f")" 2>/dev/null || fail "host $h: $f is gone"

@@ -30,6 +30,12 @@ typedef struct pg_conn {
     struct log_conn base;       /* first: a log_conn_t * is a pg_conn * */
     PGconn *pg;
     int in_tx;                  /* inside BEGIN ... COMMIT/ROLLBACK */
+    int readonly;               /* its server refused a write (25006: a standby, or a
+                                 * primary fenced read-only): made again at the next
+                                 * statement outside a transaction (a multi-host target
+                                 * with target_session_attrs=read-write then finds the
+                                 * writable one) */
+    unsigned epoch;             /* pg_epoch when it was made (pg_stale_all) */
     int nprepared;
     pg_prepared prepared[PG_PREPARED_MAX];
     /* The streams the current group changed: named by its one NOTIFY. */
@@ -84,7 +90,8 @@ int64_t pg_affected(const PGresult *r);
 
 /* The LOG_E* for a failed result (NULL: the connection's state): serialization
  * failure and deadlock (40001, 40P01), lock timeouts -> LOG_EBUSY; disk full
- * (53100) -> LOG_EFULL; a lost connection -> LOG_EIO. */
+ * (53100) -> LOG_EFULL; a lost connection, the server going down or starting, a
+ * write refused by a read-only server (25006) -> LOG_EDOWN. */
 int pg_error(log_conn_t *c, const PGresult *r);
 
 /* Note that the current group changed stream id (named by the group's NOTIFY). */
@@ -97,9 +104,19 @@ void pg_conn_close(log_conn_t *c);
  * the engine's session settings (lock_timeout from the busy timeout, notices off). */
 PGconn *pg_connect(const char *target, char *err, size_t errlen);
 /* Reconnect c (its statements prepared again as they are next used): 1 done, 0 not.
- * pg_run and pg_simple do it once when the connection was lost outside a
- * transaction; never inside one (what it had done is gone with it). */
+ * pg_run and pg_simple do it once when the connection was lost, or its server
+ * refused a write as read-only (25006), outside a transaction; never inside one
+ * (what it had done is gone with it; after a 25006 the connection is made again
+ * at the next statement outside one). */
 int pg_reconnect(log_conn_t *c);
+
+/* Every connection of this process is made again at its next statement outside a
+ * transaction (the feed found its server fenced read-only: a connection that only
+ * reads would never learn it, and go on reading what the old primary has). */
+void pg_stale_all(void);
+/* Whether c is to be made again before its next statement outside a transaction
+ * (its server refused a write as read-only, or pg_stale_all since it was made). */
+int pg_stale(const log_conn_t *c);
 
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);

@@ -3,9 +3,24 @@
  * settings every connection of the engine has; and their reconnection. */
 #include "pg.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Bumped by pg_stale_all: a connection made under an older value is made again. */
+static atomic_uint pg_epoch;
+
+void pg_stale_all(void)
+{
+    atomic_fetch_add(&pg_epoch, 1);
+}
+
+int pg_stale(const log_conn_t *lc)
+{
+    const pg_conn *c = (const pg_conn *)lc;
+    return c->readonly || c->epoch != atomic_load(&pg_epoch);
+}
 
 static void quiet(void *arg, const char *message)
 {
@@ -69,6 +84,8 @@ int pg_reconnect(log_conn_t *lc)
     char err[256];
     forget_prepared(c);
     c->in_tx = 0;
+    c->readonly = 0;
+    c->epoch = atomic_load(&pg_epoch);
     if (c->pg) PQfinish(c->pg);
     c->pg = connect_to(lc->log->target, lc->log, err, sizeof err);
     return c->pg != NULL;
@@ -91,6 +108,7 @@ log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen)
         return NULL;
     }
     c->base.log = l;
+    c->epoch = atomic_load(&pg_epoch);
     if (!(c->pg = connect_to(l->target, l, err, errlen))) {
         free(c);
         return NULL;

@@ -99,8 +99,9 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     /* The connection went with the transaction: the group is lost. */
     if (PQstatus(pc->pg) != CONNECTION_OK) return LOG_EDOWN;
     /* A deadlock or serialization failure loses the whole group (design: nothing of
-     * it is acknowledged, and its locks go at once). */
-    if (op_rc == LOG_EBUSY) return LOG_EBUSY;
+     * it is acknowledged, and its locks go at once); so does a write refused by a
+     * read-only server (LOG_EDOWN: the group's other writes would be refused too). */
+    if (op_rc == LOG_EBUSY || op_rc == LOG_EDOWN) return op_rc;
     /* An operation that hid a failed statement left the transaction aborted: undo it. */
     if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
     int rc = 0;

@@ -20,7 +20,15 @@
  * not reported again by the feed's own look. The feed looks through the cursor on "*",
  * after a reconnection (then also reporting -1: every waiter wakes and looks), and
  * at least once a second (moved() says so). A deleted stream's row is gone: it
- * is reported by the NOTIFY only (or by the -1 after a reconnection). */
+ * is reported by the NOTIFY only (or by the -1 after a reconnection).
+ *
+ * Switchover: a primary fenced read-only (default_transaction_read_only, before a
+ * standby is promoted) keeps its connections but no longer sees the streams'
+ * writes. The look through the cursor notices (transaction_read_only is on), and
+ * the feed then connects again, LISTEN and cursor, as after a lost connection, and
+ * has every connection of the process made again (pg_stale_all: one that only
+ * reads would never learn it): a multi-host target with
+ * target_session_attrs=read-write finds the new primary. */
 #include "pg.h"
 
 #include <errno.h>
@@ -59,9 +67,10 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Rows stamped at or above the cursor's xid, but those whose xid is in skip[n]. */
+/* Rows stamped at or above the cursor's xid, but those whose xid is in skip[n].
+ * *ro (may be NULL) is set when the server is read-only. */
 static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int nskip,
-                        void (*fn)(void *, int64_t, const char *), void *ud)
+                        void (*fn)(void *, int64_t, const char *), void *ud, int *ro)
 {
     int rc;
     pg_params p;
@@ -71,10 +80,19 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
     snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
     pg_text(&p, from);
     PGresult *r = pg_run(c,
-                         "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x)"
-                         " SELECT s.x, st.id, st.path, st.xid::text FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
+                         "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x,"
+                         " current_setting('transaction_read_only') AS ro)"
+                         " SELECT s.x, st.id, st.path, st.xid::text, s.ro FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
                          &p, 0, &rc);
     if (!r) return rc;
+    /* A read-only server (a primary fenced for a switchover, still up): what it says
+     * is soon no longer the streams' state. The connection is made again at its
+     * next statement; the caller's LISTEN connection too (ro). */
+    const char *ro_s = pg_text_of(r, 0, 4);
+    if (ro_s && !strcmp(ro_s, "on")) {
+        pgc(c)->readonly = 1;
+        if (ro) *ro = 1;
+    }
     int64_t next = cur->v;
     for (int i = 0; i < PQntuples(r); i++) {
         if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
@@ -94,7 +112,7 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
 /* The change feed on a connection (store_feed_ops.changes_since). */
 static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
-    return changes_skip(c, cur, NULL, 0, fn, ud);
+    return changes_skip(c, cur, NULL, 0, fn, ud, NULL);
 }
 
 static int listen_on(store_feed *f)
@@ -252,8 +270,17 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     if (!backstop) return 0;
     f->all = 0;
     f->last_look_ms = mono_ms();
-    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, ud);
+    int ro = 0;
+    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, ud, &ro);
     f->nxids = f->xids_over = 0;
+    if (ro) {
+        /* Fenced for a switchover: its NOTIFYs have stopped, the new primary's never
+         * come here. Listen again (the target's read-write host, when it has one)
+         * and wake every waiter then. */
+        f->lost = 1;
+        dup2(f->quiet[0], f->fd);
+        pg_stale_all();         /* and every connection of the process reads there too */
+    }
     return rc;
 }
 

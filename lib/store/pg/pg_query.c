@@ -85,7 +85,19 @@ int pg_error(log_conn_t *lc, const PGresult *r)
      * database holds only UTF-8, so it names nothing stored; not found, as on
      * SQLite, where such a name is refused at creation and so never found. */
     if (!strcmp(state, "22021")) return LOG_ENOTFOUND;
+    /* A write refused by a read-only server: a standby (before or without its
+     * promotion), or a primary fenced for a switchover (default_transaction_read_only).
+     * The writable server is elsewhere, or coming: try again later. */
+    if (!strcmp(state, "25006")) return LOG_EDOWN;
     return LOG_EIO;
+}
+
+/* Whether a failed statement was a write its server refused as read-only (25006):
+ * the connection is then made again (pg_conn.readonly). */
+static int read_only(const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return state && !strcmp(state, "25006");
 }
 
 /* Whether a failed statement's connection is gone: closed, or the statement failed
@@ -154,17 +166,19 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     int dummy;
     if (!rc) rc = &dummy;
     *rc = 0;
-    if (!c->pg) {
+    if (!c->pg || (!c->in_tx && pg_stale(lc))) {
         if (!pg_reconnect(lc)) {
             *rc = LOG_EDOWN;
             return NULL;
         }
     }
     PGresult *r = run_once(c, sql, p, binary);
-    if (!ok(r) && !c->in_tx && lost(c, r)) {
-        /* Lost outside a transaction: nothing was half done; one more try on a new
-         * connection (the first statement after a restart of the server finds the
-         * old one dead). */
+    if (!ok(r) && read_only(r)) c->readonly = 1;
+    if (!ok(r) && !c->in_tx && (lost(c, r) || read_only(r))) {
+        /* Lost, or refused as read-only, outside a transaction: nothing was half
+         * done; one more try on a new connection (the first statement after a
+         * restart of the server finds the old one dead; after a switchover, libpq's
+         * target_session_attrs=read-write finds the new primary). */
         PQclear(r);
         r = NULL;
         if (pg_reconnect(lc)) r = run_once(c, sql, p, binary);
@@ -190,9 +204,10 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
 int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
-    if (!c->pg && !pg_reconnect(lc)) return LOG_EDOWN;
+    if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
     PGresult *r = PQexec(c->pg, sql);
-    if (!ok(r) && !c->in_tx && lost(c, r)) {
+    if (!ok(r) && read_only(r)) c->readonly = 1;
+    if (!ok(r) && !c->in_tx && (lost(c, r) || read_only(r))) {
         PQclear(r);
         r = pg_reconnect(lc) ? PQexec(c->pg, sql) : NULL;
     }
