@@ -220,6 +220,7 @@ probe_refused() {
     t_promote=$(date +%s%N)
     as_pg "$FO_BIN/pg_ctl" -D "$FO_B/data" -w -t 30 promote >/dev/null
     ds_poll 30 _promoted || fail "the standby was not promoted"
+    local t_promoted=$(date +%s%N)
     # Every writer (so both hosts' pools) appends again, on the new primary.
     ds_poll 30 _each_acked_after $nw || fail "a writer has no acknowledgement since the promotion"
     local t_back=0 first
@@ -235,7 +236,7 @@ probe_refused() {
     local refused not503
     refused=$(cat "$T"/w*.refused 2>/dev/null | wc -l)
     not503=$(cat "$T"/w*.refused 2>/dev/null | grep -vc ' 503 retry-after=' || true)
-    echo "# failover: writers=$nw acknowledged=$a (before the kill: $before) lost=$lost duplicated=$dup misplaced=$bad refused=$refused not_503_with_retry_after=$not503 kill->every writer acknowledged again: $(((t_back - t_kill) / 1000000)) ms, promote->: $(((t_back - t_promote) / 1000000)) ms" >&3
+    echo "# failover: writers=$nw acknowledged=$a (before the kill: $before) lost=$lost duplicated=$dup misplaced=$bad refused=$refused not_503_with_retry_after=$not503 kill->every writer acknowledged again: $(((t_back - t_kill) / 1000000)) ms, promote->: $(((t_back - t_promote) / 1000000)) ms (the promotion itself: $(((t_promoted - t_promote) / 1000000)) ms)" >&3
     [ "$lost" = 0 ]
     [ "$dup" = 0 ]
     [ "$bad" = 0 ]
@@ -296,6 +297,7 @@ probe_refused() {
     t_promote=$(date +%s%N)
     as_pg "$FO_BIN/pg_ctl" -D "$FO_A/data" -w -t 30 promote >/dev/null
     ds_poll 30 eval '[ "$(psql_a -c "SELECT pg_is_in_recovery()")" = f ]' || fail "a was not promoted"
+    local t_promoted=$(date +%s%N)
     # b still runs (fenced): every writer appends again, on a.
     ds_poll 30 _each_acked_after $nw || fail "a writer has no acknowledgement since the promotion (b still fenced)"
     local t_back=0 first
@@ -315,7 +317,7 @@ probe_refused() {
     local refused not503
     refused=$(cat "$T"/w*.refused 2>/dev/null | wc -l)
     not503=$(cat "$T"/w*.refused 2>/dev/null | grep -vc ' 503 retry-after=' || true)
-    echo "# switchover: writers=$nw acknowledged=$a (before the fence: $before) lost=$lost duplicated=$dup misplaced=$bad refused=$refused not_503_with_retry_after=$not503 fence->every writer acknowledged again: $(((t_back - t_fence) / 1000000)) ms, promote->: $(((t_back - t_promote) / 1000000)) ms" >&3
+    echo "# switchover: writers=$nw acknowledged=$a (before the fence: $before) lost=$lost duplicated=$dup misplaced=$bad refused=$refused not_503_with_retry_after=$not503 fence->every writer acknowledged again: $(((t_back - t_fence) / 1000000)) ms, promote->: $(((t_back - t_promote) / 1000000)) ms (the promotion itself: $(((t_promoted - t_promote) / 1000000)) ms)" >&3
     [ "$lost" = 0 ]
     [ "$dup" = 0 ]
     [ "$bad" = 0 ]

@@ -92,12 +92,25 @@ int pg_error(log_conn_t *lc, const PGresult *r)
     return LOG_EIO;
 }
 
-/* Whether a failed statement was a write its server refused as read-only (25006):
- * the connection is then made again (pg_conn.readonly). */
-static int read_only(const PGresult *r)
+static int ok(const PGresult *r)
 {
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    return s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK;
+}
+
+/* Whether a failed statement was a write its server refused as read-only (25006).
+ * If so, the connection is made again at its next statement outside a transaction
+ * (pg_conn.readonly), and so is every other connection of the process
+ * (pg_stale_all): they are on the same server, and one that has not written since
+ * would fail its next write the same way (each pool thread's once). */
+static int read_only(pg_conn *c, const PGresult *r)
+{
+    if (ok(r)) return 0;
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    return state && !strcmp(state, "25006");
+    if (!state || strcmp(state, "25006")) return 0;
+    if (!c->readonly) pg_stale_all();
+    c->readonly = 1;
+    return 1;
 }
 
 /* Whether a failed statement's connection is gone: closed, or the statement failed
@@ -145,12 +158,6 @@ static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int b
     return PQexecParams(c->pg, sql, n, NULL, v, len, fmt, binary);
 }
 
-static int ok(const PGresult *r)
-{
-    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    return s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK;
-}
-
 /* After a statement: whether the connection is inside a transaction now. */
 static void note_tx(pg_conn *c)
 {
@@ -173,8 +180,8 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
         }
     }
     PGresult *r = run_once(c, sql, p, binary);
-    if (!ok(r) && read_only(r)) c->readonly = 1;
-    if (!ok(r) && !c->in_tx && (lost(c, r) || read_only(r))) {
+    int ro = read_only(c, r);
+    if (!ok(r) && !c->in_tx && (lost(c, r) || ro)) {
         /* Lost, or refused as read-only, outside a transaction: nothing was half
          * done; one more try on a new connection (the first statement after a
          * restart of the server finds the old one dead; after a switchover, libpq's
@@ -206,8 +213,8 @@ int pg_simple(log_conn_t *lc, const char *sql)
     pg_conn *c = pgc(lc);
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
     PGresult *r = PQexec(c->pg, sql);
-    if (!ok(r) && read_only(r)) c->readonly = 1;
-    if (!ok(r) && !c->in_tx && (lost(c, r) || read_only(r))) {
+    int ro = read_only(c, r);
+    if (!ok(r) && !c->in_tx && (lost(c, r) || ro)) {
         PQclear(r);
         r = pg_reconnect(lc) ? PQexec(c->pg, sql) : NULL;
     }
