@@ -449,6 +449,44 @@ static void test_reconnect(void)
     CHECK_EQ_UINT(info.tail.seq, 6);
 }
 
+/* A server that refuses writes (25006: a standby, or a primary fenced read-only for a
+ * switchover; here the session is made read-only): LOG_EDOWN (503 with Retry-After,
+ * not a 500), and the connection is made again at its next statement outside a
+ * transaction, as are the process's other connections (they are on the same
+ * server); a statement outside a transaction is tried once more at once. */
+static void test_read_only(void)
+{
+    char err[256];
+    log_info info;
+    CHECK_EQ_INT(create(conn, "/ro/s"), 0);
+    CHECK_EQ_INT(append(conn, "/ro/s", "before"), 0);
+    log_conn_t *other = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(other != NULL)) return;
+    CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
+    CHECK(!pg_stale(other));
+    CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
+    /* Refused inside the group's transaction: nothing written, the group lost. */
+    CHECK_EQ_INT(append(conn, "/ro/s", "refused"), LOG_EDOWN);
+    CHECK(pg_stale(conn));
+    CHECK(pg_stale(other));
+    /* The next group runs on a new connection (not read-only). */
+    CHECK_EQ_INT(append(conn, "/ro/s", "after"), 0);
+    CHECK(!pg_stale(conn));
+    CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
+    CHECK(!pg_stale(other));
+    CHECK_EQ_UINT(info.tail.seq, 2);
+    /* Outside a transaction: tried once more on a new connection, at once. */
+    CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, "/ro/s");
+    CHECK_EQ_INT(pg_exec(conn, "UPDATE streams SET access_ms = access_ms WHERE path = $1", &p), 0);
+    CHECK_EQ_INT(append(conn, "/ro/s", "last"), 0);
+    CHECK_EQ_INT(log_head(conn, "/ro/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 3);
+    log_conn_close(other);
+}
+
 static int readable(int fd, int ms)
 {
     struct pollfd pf = {fd, POLLIN, 0};
@@ -654,6 +692,7 @@ int main(void)
     test_row_lock();
     test_group_order();
     test_reconnect();
+    test_read_only();
     test_feed_reconnect();
     test_migrate_together();
     int64_t bytes = 0;
