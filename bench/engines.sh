@@ -22,11 +22,14 @@
 #              200-byte JSON message to one stream, then spread over 100 streams
 #   catch-up   bench/compare.sh's: wrk GET ?offset=-1 of a 1,000-message stream (each
 #              checked to come back whole in one response)
+#              (with each, the CPU per request of the stack, pool and nginx, and of
+#              PostgreSQL's processes: utime + stime from /proc over the wrk run)
 #   pgbench    PostgreSQL's ceiling for that append: pgbench -n -M prepared -j 1
 #              -c BENCH_CONNS -T BENCH_SECONDS on pg's database, each transaction the
 #              tail update of a stream's row (UPDATE streams ... RETURNING) and the
 #              insert of a 200-byte message, on one stream, then on 100 (streams made
-#              through dstream's API, so the rows are dstream's)
+#              through dstream's API, so the rows are dstream's); PostgreSQL's CPU per
+#              transaction likewise
 #   fanout     bench/compare.sh's: bench/src/sse-client.c, N SSE readers of one stream
 #              while a writer appends a timestamped message every 10 ms for
 #              BENCH_SECONDS, N in BENCH_FANOUT
@@ -84,6 +87,17 @@ trap 'exit 130' INT TERM
 has() { [[ " $FIGURES " == *" $1 "* ]]; }   # FIGURE: is it to be measured?
 
 psql_pg() { "$pgbin/psql" -h "$pg_dir" -U postgres -Atq "$@"; }
+# The CPU ticks PostgreSQL's processes have spent so far: the postmaster's and its
+# children's (backends, checkpointer, walwriter...), and those of its children that
+# have exited (cutime + cstime: pgbench's backends end with it).
+pg_ticks() {
+    local pm st procs
+    pm=$(head -1 "$pg_dir/data/postmaster.pid")
+    mapfile -t procs < <(family "$pm")
+    st=$(cat "/proc/$pm/stat"); st=${st##*) }
+    set -- $st
+    echo $(($(ticks "${procs[@]}") + ${14} + ${15}))
+}
 
 # ---- pgbench: the append transaction alone -----------------------------------------------
 
@@ -106,19 +120,30 @@ SQL
 }
 
 pgbench_run() {   # DBNAME KEY PATH-PATTERN: the streams whose path is LIKE it
-    local db=$1 key=$2 like=$3 range lo hi n out tps lat
+    local db=$1 key=$2 like=$3 range lo hi n out tps lat tx c0 c1 nproc0 i
     range=$(psql_pg -d "$db" -F ' ' -c "SELECT min(id), max(id), count(*) FROM streams WHERE path LIKE '$like'")
     read -r lo hi n <<<"$range"
     [ -n "$n" ] && [ "$n" -gt 0 ] && [ $((hi - lo + 1)) = "$n" ] || die "pgbench: streams $like: $range"
+    nproc0=$(family "$(head -1 "$pg_dir/data/postmaster.pid")" | wc -l)
+    c0=$(pg_ticks)
     out=$(PGOPTIONS='-c synchronous_commit=on' timeout $((BENCH_SECONDS + 60)) "$pgbin/pgbench" -n \
         -M prepared -j 1 -c "$BENCH_CONNS" -T "$BENCH_SECONDS" -D lo="$lo" -D hi="$hi" \
         -f "$work/append.sql" -h "$pg_dir" -U postgres "$db" 2>&1 || true)
+    # Until pgbench's backends have exited and been reaped (at most 5 s).
+    for ((i = 0; i < 100; i++)); do
+        [ "$(family "$(head -1 "$pg_dir/data/postmaster.pid")" | wc -l)" -le "$nproc0" ] && break
+        sleep 0.05
+    done
+    c1=$(pg_ticks)
     tps=$(awk '/^tps = / {print $3; exit}' <<<"$out")
+    tx=$(awk -F': ' '/^number of transactions actually processed/ {print $2 + 0; exit}' <<<"$out")
     lat=$(awk '/^latency average = / {print $4 * 1000; exit}' <<<"$out")
     echo "$key pgbench ($n streams): tps=$tps latency_avg_us=$lat $(grep -E '^number of (failed|transactions actually)' <<<"$out" | tr '\n' ' ')" >> "$raw"
     [ -n "$tps" ] || { say "$key pgbench: no tps: $(tail -3 <<<"$out")"; return 0; }
     put "$key.rps" pgbench "$tps"
     put "$key.avg" pgbench "$lat"
+    # PostgreSQL's CPU per transaction (pgbench's own process excluded).
+    put "$key.dbcpu" pgbench "$(per_request $((c1 - c0)) "${tx:-0}")"
 }
 
 # ---- one run -----------------------------------------------------------------------------
@@ -138,13 +163,12 @@ run_stacks() {   # RUN ORDER
         has "$fig" || continue
         for sys in $order; do "${fig}_prepare" "$sys"; done
     done
-    if has appends; then
-        for sys in $order; do append1_run "$sys"; done
-        for sys in $order; do append100_run "$sys"; done
-    fi
-    if has catchup; then
-        for sys in $order; do catchup_run "$sys"; done
-    fi
+    for fig in append1 append100 catchup; do
+        case $fig in append*) has appends ;; *) has catchup ;; esac || continue
+        for sys in $order; do
+            if [ "$sys" = pg ]; then with_cpu "$fig" pg pg_ticks; else with_cpu "$fig" "$sys"; fi
+        done
+    done
     if has pgbench; then
         say "pgbench run $r"
         pgbench_prepare "run$r"
@@ -220,14 +244,20 @@ report() {
         row "appends/s, 1 stream, c$BENCH_CONNS" append1.rps 1 %.0f ">=" 0.6
         row "append latency p50 ms, 1 stream" append1.p50 1000 %.2f
         row "append latency p99 ms, 1 stream" append1.p99 1000 %.2f
+        row "server CPU us per append (pool + nginx), 1 stream" append1.cpu 1 %.1f
+        row "PostgreSQL's CPU us per append, 1 stream" append1.dbcpu 1 %.1f
         row "appends/s, 100 streams, c$BENCH_CONNS" append100.rps 1 %.0f ">=" 0.6
         row "append latency p50 ms, 100 streams" append100.p50 1000 %.2f
         row "append latency p99 ms, 100 streams" append100.p99 1000 %.2f
+        row "server CPU us per append (pool + nginx), 100 streams" append100.cpu 1 %.1f
+        row "PostgreSQL's CPU us per append, 100 streams" append100.dbcpu 1 %.1f
     fi
     if has catchup; then
         row "catch-up reads/s, $CATCHUP_MSGS messages" catchup.rps 1 %.0f ">=" 0.6
         row "catch-up latency p50 ms" catchup.p50 1000 %.2f
         row "catch-up latency p99 ms" catchup.p99 1000 %.2f
+        row "server CPU us per catch-up read (pool + nginx)" catchup.cpu 1 %.1f
+        row "PostgreSQL's CPU us per catch-up read" catchup.dbcpu 1 %.1f
     fi
     if has fanout; then
         for n in $BENCH_FANOUT; do
@@ -271,6 +301,8 @@ report() {
                 "$(ratio "$k.rps" pg pgbench)" "$(ratio "$k.rps" sqlite pgbench)"
             printf '| %s | %s | %s | | |\n' "latency ms, ${k#append} stream(s) (dstream p50; pgbench average)" \
                 "$(cell "$k.p50" pg 1000 %.2f)" "$(cell "$k.avg" pgbench 1000 %.2f)"
+            printf '| %s | %s | %s | %s | |\n' "PostgreSQL's CPU us per append, ${k#append} stream(s)" \
+                "$(cell "$k.dbcpu" pg 1 %.1f)" "$(cell "$k.dbcpu" pgbench 1 %.1f)" "$(ratio "$k.dbcpu" pg pgbench)"
         done
         echo
     fi

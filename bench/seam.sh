@@ -71,18 +71,6 @@ trap 'exit 130' INT TERM
 
 has() { [[ " $FIGURES " == *" $1 "* ]]; }   # FIGURE: is it to be measured?
 
-# FIGURE's run on SYSTEM, and the CPU its stack (pool and nginx) spent per request,
-# in us: less sensitive to the other load on the machine than the rate.
-with_cpu() {   # FIGURE SYSTEM
-    local fig=$1 sys=$2 pids c0 c1 n
-    mapfile -t pids < <(stack_pids "${stack_dir[$sys]}")
-    c0=$(ticks "${pids[@]}")
-    "${fig}_run" "$sys"
-    c1=$(ticks "${pids[@]}")
-    n=$(tail -1 "$vals/$fig.n.$sys" 2>/dev/null || echo 0)
-    put "$fig.cpu" "$sys" "$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="${n:-0}" 'BEGIN {printf "%.1f", n ? c * 1e6 / hz / n : 0}')"
-}
-
 commit_of() {   # TREE: its commit, and whether files git tracks differ from it
     local c
     c=$(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo unknown)

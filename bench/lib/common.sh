@@ -182,6 +182,25 @@ catchup_prepare() {   # SYSTEM
 # wrk GET of the whole catch-up stream.
 catchup_run() { run_wrk "$1" catchup wrk-get.lua "${url[$1]}/v1/stream/catchup?offset=-1"; }
 
+# FIGURE's run on SYSTEM (FIGURE_run), and the CPU its stack (pool and nginx) spent per
+# request, in us (FIGURE.cpu): less sensitive to the other load on the machine than the
+# rate; with DBTICKS (a command printing a database server's ticks so far), the
+# server's too (FIGURE.dbcpu).
+with_cpu() {   # FIGURE SYSTEM [DBTICKS]
+    local fig=$1 sys=$2 db=${3:-} pids c0 c1 d0=0 d1=0 n
+    mapfile -t pids < <(stack_pids "${stack_dir[$sys]}")
+    c0=$(ticks "${pids[@]}")
+    [ -z "$db" ] || d0=$($db)
+    "${fig}_run" "$sys"
+    c1=$(ticks "${pids[@]}")
+    [ -z "$db" ] || d1=$($db)
+    n=$(tail -1 "$vals/$fig.n.$sys" 2>/dev/null || echo 0)
+    put "$fig.cpu" "$sys" "$(per_request $((c1 - c0)) "${n:-0}")"
+    [ -z "$db" ] || put "$fig.dbcpu" "$sys" "$(per_request $((d1 - d0)) "${n:-0}")"
+}
+
+per_request() { awk -v c="$1" -v hz="$hz" -v n="$2" 'BEGIN {printf "%.1f", n ? c * 1e6 / hz / n : 0}'; }   # TICKS N: us each
+
 # bench/src/sse-client.c fanout: N SSE readers of SYSTEM on PATH while a writer appends a
 # timestamped message every FANOUT_INTERVAL_MS ms for BENCH_SECONDS, to WRITER's server
 # (default SYSTEM: another host on the same database measures the cross-host wake-up);
