@@ -68,6 +68,14 @@ void sq_conn_close(log_conn_t *c);
 /* A SQLite result code as LOG_E*: LOG_EFULL, LOG_EBUSY or LOG_EIO. */
 int sq_error(log_conn_t *c, int rc);
 
+/* The group commit's statements, kept prepared with the streams' (sq_streams.c):
+ * parsing BEGIN, SAVEPOINT and COMMIT again at every group costs the pool CPU on
+ * every append. Returns 0 or LOG_E*. */
+typedef enum {
+    SQ_TX_BEGIN, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE, SQ_TX_ROLLBACK_TO
+} sq_tx_step;
+int sq_tx(log_conn_t *c, sq_tx_step step);
+
 /* streams.c: prepare and finalize its statements on a new connection. */
 int sq_streams_prepare(sq_conn *c, char *err, size_t errlen);
 void sq_streams_finalize(sq_conn *c);

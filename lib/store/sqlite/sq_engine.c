@@ -71,12 +71,12 @@ static int writers_lock(sq_conn *c)
 static int sq_group_begin(log_conn_t *c)
 {
     sq(c)->locked = writers_lock(sq(c));
-    return exec(c, "BEGIN IMMEDIATE");
+    return sq_tx(c, SQ_TX_BEGIN);
 }
 
 static int sq_op_begin(log_conn_t *c)
 {
-    return exec(c, "SAVEPOINT op");
+    return sq_tx(c, SQ_TX_SAVEPOINT);
 }
 
 static int sq_op_end(log_conn_t *c, int op_rc)
@@ -84,14 +84,14 @@ static int sq_op_end(log_conn_t *c, int op_rc)
     /* A full database may make SQLite roll the whole transaction back (not only
      * the statement): then the group is lost, all of it. */
     if (op_rc == LOG_EFULL && sqlite3_get_autocommit(sq(c)->db)) return LOG_EFULL;
-    if (op_rc < 0) exec(c, "ROLLBACK TO op");
-    return exec(c, "RELEASE op");
+    if (op_rc < 0) sq_tx(c, SQ_TX_ROLLBACK_TO);
+    return sq_tx(c, SQ_TX_RELEASE);
 }
 
 static int sq_group_end(log_conn_t *c, int rc)
 {
-    if (rc == 0) rc = exec(c, "COMMIT");
-    if (rc) exec(c, "ROLLBACK");
+    if (rc == 0) rc = sq_tx(c, SQ_TX_COMMIT);
+    if (rc) sq_tx(c, SQ_TX_ROLLBACK);
     return rc;
 }
 

@@ -843,6 +843,14 @@ static int op_list(log_conn_t *c, const char *prefix,
     return sq_stmt_finish(c, st, rc);
 }
 
+int sq_tx(log_conn_t *c, sq_tx_step step)
+{
+    static const int which[] = {[SQ_TX_BEGIN] = S_BEGIN, [SQ_TX_COMMIT] = S_COMMIT, [SQ_TX_ROLLBACK] = S_ROLLBACK,
+                                [SQ_TX_SAVEPOINT] = S_SAVEPOINT, [SQ_TX_RELEASE] = S_RELEASE,
+                                [SQ_TX_ROLLBACK_TO] = S_ROLLBACK_TO};
+    return run_simple(c, which[step]);
+}
+
 const store_streams_ops sq_streams_ops = {
     .create = op_create,
     .append = op_append,
