@@ -1,5 +1,6 @@
 /* The PostgreSQL engine's streams: the log's operations (lib/log.h) in SQL, with
- * exactly the SQLite engine's behaviour (lib/store/sqlite/sq_streams.c has the
+ * the SQLite engine's behaviour: what each operation decides from the rows is
+ * lib/logrule's, shared by both (lib/store/sqlite/sq_streams.c has the
  * essay on storage: rows of `streams`, messages keyed by (stream, seq), forks that
  * read their ancestors' messages below their fork point, soft deletion while forks
  * read a stream).
@@ -27,12 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../logrule.h"
 #include "../../timefmt.h"
 
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
                   "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
 
-#define READ_PAGE 64            /* messages fetched per statement by a read (its LIMIT) */
+#define READ_PAGE 64            /* messages fetched per statement by a read (the LIMIT of scan's SQL) */
 
 /* ---- rows ------------------------------------------------------------------------- */
 
@@ -83,35 +85,29 @@ static int get_row(log_conn_t *c, const char *sql, pg_params *p, log_info *info,
     return found;
 }
 
-enum { FOUND_NONE, FOUND_LIVE, FOUND_EXPIRED, FOUND_GONE };
-
-/* Look up a stream by path (lock: FOR UPDATE, for a writer that changes it or
- * relies on its tail). One of FOUND_*, or <0; info filled but for FOUND_NONE. */
-static int lookup_lock(log_conn_t *c, const char *path, log_info *info, int lock)
+/* The stream at path, locked (FOR UPDATE) for a writer that changes it or relies
+ * on its tail: one of LOGRULE_*, or LOG_E*. */
+static int lookup_lock(log_conn_t *c, const char *path, log_info *info)
 {
     pg_params p;
     int deleted = 0;
     pg_params_init(&p);
     pg_text(&p, path);
-    int rc = get_row(c, lock ? "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE"
-                             : "SELECT " INFO_COLS " FROM streams WHERE path = $1",
-                     &p, info, &deleted);
-    if (rc <= 0) return rc < 0 ? rc : FOUND_NONE;
-    if (deleted) return FOUND_GONE;
-    return log_expired(info, timefmt_now_ms()) ? FOUND_EXPIRED : FOUND_LIVE;
+    return logrule_found(get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, &deleted),
+                         info, deleted);
 }
 
-static int lookup(log_conn_t *c, const char *path, log_info *info)
+/* ---- the rows lib/logrule decides from (logrule_rows) ----------------------------- */
+
+static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
-    return lookup_lock(c, path, info, 0);
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, path);
+    return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1", &p, info, deleted);
 }
 
-static int state_error(int found)
-{
-    return found == FOUND_GONE ? LOG_EGONE : found < 0 ? found : LOG_ENOTFOUND;
-}
-
-static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
+static int by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
 {
     pg_params p;
     pg_params_init(&p);
@@ -119,7 +115,7 @@ static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
     return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE id = $1", &p, info, deleted);
 }
 
-/* Run sql with one id parameter (and an optional second number). */
+/* Run sql with one id parameter. */
 static int exec_id(log_conn_t *c, const char *sql, int64_t id)
 {
     pg_params p;
@@ -128,90 +124,57 @@ static int exec_id(log_conn_t *c, const char *sql, int64_t id)
     return pg_exec(c, sql, &p);
 }
 
-/* ---- helpers used inside write transactions -------------------------------- */
-
-static int delete_rows(log_conn_t *c, int64_t id)
-{
-    static const char *const sql[] = {
-        "DELETE FROM messages WHERE stream = $1",
-        "DELETE FROM producers WHERE stream = $1",
-        "DELETE FROM streams WHERE id = $1",
-    };
-    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
-        int rc = exec_id(c, sql[i], id);
-        if (rc) return rc;
-    }
-    pg_changed(c, id);
-    return 0;
-}
-
-static int forks_add(log_conn_t *c, int64_t id, int delta)
+/* The message at seq of stream id (binary: pos, rec, data), or NULL with *rc. */
+static PGresult *msg_at(log_conn_t *c, int64_t id, uint64_t seq, int *rc)
 {
     pg_params p;
     pg_params_init(&p);
-    pg_int(&p, delta);
     pg_int(&p, id);
-    return pg_exec(c, "UPDATE streams SET forks = forks + $1 WHERE id = $2", &p);
+    pg_int(&p, (int64_t)seq);
+    return pg_run(c, "SELECT pos, rec, data FROM messages WHERE stream = $1 AND seq = $2", &p, 1, rc);
 }
 
-/* Remove stream id for good, then any soft-deleted ancestors it was the last
- * reader of. */
-static int purge(log_conn_t *c, int64_t id)
-{
-    for (;;) {
-        log_info info, p;
-        int deleted = 0;
-        int rc = get_by_id(c, id, &info, &deleted);
-        if (rc <= 0) return rc;
-        if ((rc = delete_rows(c, id))) return rc;
-        if (!info.parent) return 0;
-        if ((rc = forks_add(c, info.parent, -1))) return rc;
-        if ((rc = get_by_id(c, info.parent, &p, &deleted)) < 0) return rc;
-        if (rc == 0 || !deleted || p.forks > 0) return 0;
-        id = info.parent;
-    }
-}
-
-static int remove_stream(log_conn_t *c, const log_info *info);
-
-/* Remove the expired forks of a stream, so that they no longer hold it. */
-static int reap_expired_children(log_conn_t *c, int64_t id)
-{
-    int64_t kids[64];
-    int n = 0, rc;
-    pg_params p;
-    pg_params_init(&p);
-    pg_int(&p, id);
-    PGresult *r = pg_run(c, "SELECT id FROM streams WHERE parent = $1 AND deleted = 0 LIMIT 64", &p, 0, &rc);
-    if (!r) return rc;
-    for (int i = 0; i < PQntuples(r) && n < 64; i++) kids[n++] = pg_int_of(r, i, 0);
-    PQclear(r);
-    int64_t now = timefmt_now_ms();
-    for (int i = 0; i < n; i++) {
-        log_info k;
-        int deleted;
-        if ((rc = get_by_id(c, kids[i], &k, &deleted)) < 0) return rc;
-        if (rc == 1 && !deleted && log_expired(&k, now) && (rc = remove_stream(c, &k))) return rc;
-    }
-    return 0;
-}
-
-/* Delete a stream: only marked deleted while live forks still read it. */
-static int remove_stream(log_conn_t *c, const log_info *info)
+static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
 {
     int rc;
-    if (info->forks > 0) {
-        log_info now;
-        int deleted;
-        if ((rc = reap_expired_children(c, info->id))) return rc;
-        if ((rc = get_by_id(c, info->id, &now, &deleted)) <= 0) return rc;
-        if (now.forks > 0) {
-            rc = exec_id(c, "UPDATE streams SET deleted = 1, xid = pg_current_xact_id() WHERE id = $1", info->id);
-            if (!rc) pg_changed(c, info->id);
-            return rc;
+    PGresult *r = msg_at(c, id, seq, &rc);
+    if (!r) return rc;
+    int found = PQntuples(r) > 0;
+    if (found) *pos = (uint64_t)pg_int_at(r, 0, 0);
+    PQclear(r);
+    return found;
+}
+
+/* Messages [lo, hi) of stream id, a page of rows (READ_PAGE) a statement. */
+static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
+                int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
+{
+    int rows = READ_PAGE;
+    while (lo < hi && rows == READ_PAGE) {
+        pg_params p;
+        int rc;
+        pg_params_init(&p);
+        pg_int(&p, id);
+        pg_int(&p, (int64_t)lo);
+        pg_int(&p, (int64_t)hi);
+        PGresult *res = pg_run(c,
+                               "SELECT seq, pos, data FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
+                               " ORDER BY seq LIMIT 64",
+                               &p, 1, &rc);
+        if (!res) return rc;
+        rows = PQntuples(res);
+        for (int i = 0; i < rows; i++) {
+            offset_t at = {(uint64_t)pg_int_at(res, i, 0), (uint64_t)pg_int_at(res, i, 1)};
+            int stop = fn(ud, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2), at);
+            if (stop) {
+                PQclear(res);
+                return stop;
+            }
+            lo = at.seq + 1;
         }
+        PQclear(res);
     }
-    return purge(c, info->id);
+    return 0;
 }
 
 /* Append msgs as one record (one request body) at the tail of info. */
@@ -252,27 +215,129 @@ static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
     return rc;
 }
 
-/* ---- forks: the chain of streams a read walks ---------------------------------- */
-
-#define CHAIN_MAX 64
-
-static int load_chain(log_conn_t *c, log_info *chain, int n)
+static int producer_get(log_conn_t *c, int64_t id, const char *producer, int64_t *epoch, int64_t *seq)
 {
-    while (chain[n - 1].parent && n < CHAIN_MAX) {
-        int deleted, rc;
-        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) return rc;
-        if (rc == 0) break;
-        n++;
+    pg_params p;
+    int rc;
+    pg_params_init(&p);
+    pg_int(&p, id);
+    pg_text(&p, producer);
+    PGresult *res = pg_run(c, "SELECT epoch, seq FROM producers WHERE stream = $1 AND producer = $2", &p, 0, &rc);
+    if (!res) return rc;
+    int found = PQntuples(res) > 0;
+    if (found) {
+        *epoch = pg_int_of(res, 0, 0);
+        *seq = pg_int_of(res, 0, 1);
     }
+    PQclear(res);
+    return found;
+}
+
+static int producer_put(log_conn_t *c, int64_t id, const char *producer, int64_t epoch, int64_t seq)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, id);
+    pg_text(&p, producer);
+    pg_int(&p, epoch);
+    pg_int(&p, seq);
+    return pg_exec(c, "INSERT INTO producers (stream, producer, epoch, seq) VALUES ($1, $2, $3, $4)"
+                      " ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
+                   &p);
+}
+
+/* The ids (the first column) of sql's rows (parameters p), at most max. */
+static int ids_of(log_conn_t *c, const char *sql, pg_params *p, int64_t *ids, int max)
+{
+    int rc, n = 0;
+    PGresult *r = pg_run(c, sql, p, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r) && n < max; i++) ids[n++] = pg_int_of(r, i, 0);
+    PQclear(r);
     return n;
 }
 
-static const log_info *owner(const log_info *chain, int n, uint64_t seq)
+static int children(log_conn_t *c, int64_t id, int64_t *ids, int max)
 {
-    for (int k = 0; k < n; k++)
-        if (seq >= chain[k].fork.seq || k == n - 1) return &chain[k];
-    return &chain[n - 1];
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, id);
+    pg_int(&p, max);
+    return ids_of(c, "SELECT id FROM streams WHERE parent = $1 AND deleted = 0 LIMIT $2", &p, ids, max);
 }
+
+static int forks_add(log_conn_t *c, int64_t id, int delta)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, delta);
+    pg_int(&p, id);
+    return pg_exec(c, "UPDATE streams SET forks = forks + $1 WHERE id = $2", &p);
+}
+
+static int drop(log_conn_t *c, int64_t id)
+{
+    static const char *const sql[] = {
+        "DELETE FROM messages WHERE stream = $1",
+        "DELETE FROM producers WHERE stream = $1",
+        "DELETE FROM streams WHERE id = $1",
+    };
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        int rc = exec_id(c, sql[i], id);
+        if (rc) return rc;
+    }
+    pg_changed(c, id);
+    return 0;
+}
+
+static int mark_deleted(log_conn_t *c, int64_t id)
+{
+    int rc = exec_id(c, "UPDATE streams SET deleted = 1, xid = pg_current_xact_id() WHERE id = $1", id);
+    if (!rc) pg_changed(c, id);
+    return rc;
+}
+
+static int expired(log_conn_t *c, int64_t now_ms, int max, int64_t *ids)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_int(&p, now_ms);
+    pg_int(&p, max);
+    /* Rows another host is sweeping (or writing) now are left to it. */
+    return ids_of(c,
+                  "SELECT id FROM streams WHERE deleted = 0 AND"
+                  " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= $1) OR"
+                  "  (expires_ms IS NOT NULL AND expires_ms <= $1))"
+                  " ORDER BY id DESC LIMIT $2 FOR UPDATE SKIP LOCKED",
+                  &p, ids, max);
+}
+
+static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
+{
+    pg_params p;
+    int rc;
+    pg_params_init(&p);
+    pg_int(&p, id);
+    pg_int(&p, max);
+    PGresult *r = pg_run(c,
+                         "DELETE FROM messages WHERE stream = $1 AND"
+                         " seq < (SELECT min(seq) FROM messages WHERE stream = $1) + $2",
+                         &p, 0, &rc);
+    if (!r) return rc;
+    int64_t gone = pg_affected(r);
+    PQclear(r);
+    return gone;
+}
+
+static const logrule_rows rows = {
+    .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan,
+    .insert = insert_msgs, .update_tail = update_tail,
+    .producer_get = producer_get, .producer_put = producer_put,
+    .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
+    .expired = expired, .drop_messages = drop_messages,
+};
+
+/* ---- create ------------------------------------------------------------------- */
 
 static void *dup_bytes(const void *p, size_t n)
 {
@@ -280,16 +345,6 @@ static void *dup_bytes(const void *p, size_t n)
     if (!copy) abort();
     if (n) memcpy(copy, p, n);
     return copy;
-}
-
-/* The message at seq of stream id (binary: pos, rec, data), or NULL with *rc. */
-static PGresult *msg_at(log_conn_t *c, int64_t id, uint64_t seq, int *rc)
-{
-    pg_params p;
-    pg_params_init(&p);
-    pg_int(&p, id);
-    pg_int(&p, (int64_t)seq);
-    return pg_run(c, "SELECT pos, rec, data FROM messages WHERE stream = $1 AND seq = $2", &p, 1, rc);
 }
 
 /* The messages a fork at anchor with sub-offset sub copies into itself (as SQLite's). */
@@ -301,7 +356,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     *nout = 0;
     if (sub == 0) return 0;
     if (anchor.seq >= chain[0].tail.seq) return LOG_ERANGE;
-    const log_info *o = owner(chain, n, anchor.seq);
+    const log_info *o = logrule_owner(chain, n, anchor.seq);
     PGresult *r = msg_at(c, o->id, anchor.seq, &rc);
     if (!r) return rc;
     if (PQntuples(r) == 0) {
@@ -355,49 +410,6 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     return 0;
 }
 
-/* The exact position of message seq in a chain. */
-static int position_of(log_conn_t *c, const log_info *chain, int n, uint64_t seq, offset_t *at)
-{
-    int rc;
-    if (seq >= chain[0].tail.seq) {
-        *at = chain[0].tail;
-        return 0;
-    }
-    const log_info *o = owner(chain, n, seq);
-    PGresult *r = msg_at(c, o->id, seq, &rc);
-    if (!r) return rc;
-    rc = PQntuples(r) ? 0 : LOG_ERANGE;
-    if (!rc) {
-        at->seq = seq;
-        at->pos = (uint64_t)pg_int_at(r, 0, 0);
-    }
-    PQclear(r);
-    return rc;
-}
-
-/* ---- create ------------------------------------------------------------------- */
-
-static int same_config(const log_create_req *r, const log_info *info, const log_info *src)
-{
-    if (r->content_type && !log_ctype_equal(r->content_type, info->content_type)) return 0;
-    if (!r->fork_from || r->ttl_s >= 0 || r->expires_ms >= 0) {
-        if (r->ttl_s != info->ttl_s) return 0;
-        if (r->expires_ms != info->expires_ms) return 0;
-    }
-    if (!!r->closed != !!info->closed) return 0;
-    if (!r->fork_from) return info->parent == 0;
-    if (!src || info->parent != src->id) return 0;
-    if (r->fork_has_offset && r->fork_offset.seq != info->fork.seq) return 0;
-    if (r->fork_sub != info->fork_sub) return 0;
-    return 1;
-}
-
-static void free_msgs(log_msg *m, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free((void *)m[i].data);
-    free(m);
-}
-
 /* Insert the stream row; 1 inserted, 0 when another transaction made the path
  * meanwhile (committed: look again), or LOG_E*. */
 static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct, int64_t ttl, int64_t expires,
@@ -434,7 +446,7 @@ static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct,
 
 static int op_create(log_conn_t *c, log_create_req *r)
 {
-    log_info cur, chain[CHAIN_MAX];
+    log_info cur, chain[LOGRULE_CHAIN_MAX];
     int found, rc, n = 0, tries = 0;
     int64_t now = timefmt_now_ms();
     log_msg *prefix = NULL;
@@ -452,41 +464,28 @@ again:
     n = 0;
     if (r->fork_from) {
         /* The source is locked: its tail and forks count hold until commit. */
-        if ((found = lookup_lock(c, r->fork_from, &chain[0], 1)) < 0) return found;
-        if (found == FOUND_GONE) return LOG_ESRCGONE;
-        n = found == FOUND_LIVE;
+        if ((found = lookup_lock(c, r->fork_from, &chain[0])) < 0) return found;
+        if (found == LOGRULE_GONE) return LOG_ESRCGONE;
+        n = found == LOGRULE_LIVE;
     }
-    if ((found = lookup(c, r->path, &cur)) < 0) return found;
-    if (found == FOUND_LIVE) {
-        if (!same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
+    if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
+    if (found == LOGRULE_LIVE) {
+        if (!logrule_same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
         r->created = 0;
         r->info = cur;
         return 0;
     }
-    if (found == FOUND_GONE) return LOG_ECONFLICT;
-    if (found == FOUND_EXPIRED) {
-        if ((found = lookup_lock(c, r->path, &cur, 1)) < 0) return found;
-        if (found == FOUND_EXPIRED && (rc = remove_stream(c, &cur))) return rc;
-        if ((found = lookup(c, r->path, &cur)) < 0) return found;
-        if (found != FOUND_NONE) return LOG_ECONFLICT;
+    if (found == LOGRULE_GONE) return LOG_ECONFLICT;
+    if (found == LOGRULE_EXPIRED) {
+        if ((found = lookup_lock(c, r->path, &cur)) < 0) return found;
+        if (found == LOGRULE_EXPIRED && (rc = logrule_remove(c, &rows, &cur))) return rc;
+        if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
+        if (found != LOGRULE_NONE) return LOG_ECONFLICT;
     }
 
     if (r->fork_from) {
         if (!n) return LOG_ENOTFOUND;
-        if (ct && !log_ctype_equal(ct, chain[0].content_type)) return LOG_ECTYPE;
-        ct = chain[0].content_type;
-        if (ttl < 0 && expires < 0) {
-            ttl = chain[0].ttl_s;
-            expires = chain[0].expires_ms;
-        }
-        if ((n = load_chain(c, chain, 1)) < 0) return n;
-        if (r->fork_has_offset) {
-            if (r->fork_offset.seq > chain[0].tail.seq) return LOG_ERANGE;
-            if ((rc = position_of(c, chain, n, r->fork_offset.seq, &fork))) return rc;
-            if (fork.pos != r->fork_offset.pos) return LOG_EOFFSET;
-        } else {
-            fork = chain[0].tail;
-        }
+        if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix))) return rc;
     }
     if (!ct) ct = "application/octet-stream";
@@ -494,7 +493,7 @@ again:
     rc = insert_stream(c, r, ct, ttl, expires, fork, r->fork_from ? chain[0].id : 0, now);
     if (rc == 0) {
         /* Made by another transaction meanwhile: answer as if it had come first. */
-        free_msgs(prefix, nprefix);
+        logrule_free_msgs(prefix, nprefix);
         prefix = NULL;
         nprefix = 0;
         if (++tries < 3) goto again;
@@ -502,114 +501,25 @@ again:
     }
     if (rc < 0) goto out;
     if (r->fork_from && (rc = forks_add(c, chain[0].id, 1))) goto out;
-    if ((found = lookup(c, r->path, &r->info)) < 0) {
-        rc = found;
-        goto out;
-    }
-    if (found != FOUND_LIVE && found != FOUND_EXPIRED) {
-        rc = LOG_EIO;
-        goto out;
-    }
-    if ((rc = insert_msgs(c, &r->info, prefix, nprefix))) goto out;
-    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) goto out;
-    r->info.closed = r->closed;
-    if ((rc = update_tail(c, &r->info, now))) goto out;
-    r->created = 1;
+    rc = logrule_create_fill(c, &rows, r, prefix, nprefix, now);
 out:
-    free_msgs(prefix, nprefix);
+    logrule_free_msgs(prefix, nprefix);
     return rc;
 }
 
-/* ---- append ------------------------------------------------------------------- */
+/* ---- append, delete, touch, sweep, reads ------------------------------------------ */
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    log_info *info = &r->info;
-    int rc, found;
-    int64_t now = timefmt_now_ms();
-    int64_t pepoch = -1, pseq = -1;
-
     if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
-
-    r->duplicate = 0;
-    /* The tail row, locked until commit: the offsets below are ours alone. */
-    if ((found = lookup_lock(c, r->path, info, 1)) != FOUND_LIVE) return state_error(found);
-    r->appended = info->tail;
-
-    if (r->producer) {
-        pg_params p;
-        pg_params_init(&p);
-        pg_int(&p, info->id);
-        pg_text(&p, r->producer);
-        PGresult *res = pg_run(c, "SELECT epoch, seq FROM producers WHERE stream = $1 AND producer = $2", &p, 0, &rc);
-        if (!res) return rc;
-        if (PQntuples(res) > 0) {
-            pepoch = pg_int_of(res, 0, 0);
-            pseq = pg_int_of(res, 0, 1);
-        }
-        PQclear(res);
-        r->producer_epoch = pepoch;
-        r->last_seq = pseq;
-        if (pepoch >= 0 && r->epoch < pepoch) return LOG_EFENCED;
-        if (pepoch >= 0 && r->epoch == pepoch) {
-            if (r->seq <= pseq) {
-                r->duplicate = 1;
-                return 0;
-            }
-            if (r->seq != pseq + 1) {
-                r->expected_seq = pseq + 1;
-                return LOG_EGAP;
-            }
-        } else if (r->seq != 0) {
-            if (pepoch < 0) {
-                r->expected_seq = 0;
-                return LOG_EGAP;
-            }
-            return LOG_EBADSEQ;
-        }
-    }
-
-    if (info->closed) {
-        if (r->close && r->nmsgs == 0 && !r->producer) return 0;
-        return LOG_ECLOSED;
-    }
-    if (r->nmsgs && r->content_type && !log_ctype_equal(r->content_type, info->content_type)) return LOG_ECTYPE;
-    if (r->stream_seq) {
-        if (info->stream_seq[0] && strcmp(r->stream_seq, info->stream_seq) <= 0) return LOG_ESEQ;
-        snprintf(info->stream_seq, sizeof info->stream_seq, "%s", r->stream_seq);
-    }
-    if ((rc = insert_msgs(c, info, r->msgs, r->nmsgs))) return rc;
-    if (r->close) info->closed = 1;
-    if ((rc = update_tail(c, info, now))) return rc;
-    info->access_ms = now;
-
-    if (r->producer) {
-        pg_params p;
-        pg_params_init(&p);
-        pg_int(&p, info->id);
-        pg_text(&p, r->producer);
-        pg_int(&p, r->epoch);
-        pg_int(&p, r->seq);
-        if ((rc = pg_exec(c, "INSERT INTO producers (stream, producer, epoch, seq) VALUES ($1, $2, $3, $4)"
-                             " ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
-                          &p)))
-            return rc;
-        r->producer_epoch = r->epoch;
-        r->last_seq = r->seq;
-    }
-    return 0;
+    /* The tail row, locked until commit: the offsets written are ours alone. */
+    return logrule_append(c, &rows, r, lookup_lock(c, r->path, &r->info));
 }
-
-/* ---- delete, touch, sweep ------------------------------------------------------ */
 
 static int op_delete(log_conn_t *c, const char *path, int *answer)
 {
     log_info info;
-    int found = lookup_lock(c, path, &info, 1);
-    if (found < 0) return found;
-    *answer = found == FOUND_LIVE ? 0 : state_error(found);
-    if (found == FOUND_LIVE || found == FOUND_EXPIRED) return remove_stream(c, &info);
-    return 0;
+    return logrule_delete(c, &rows, lookup_lock(c, path, &info), &info, answer);
 }
 
 static int op_touch(log_conn_t *c, int64_t id)
@@ -621,154 +531,21 @@ static int op_touch(log_conn_t *c, int64_t id)
     return pg_exec(c, "UPDATE streams SET access_ms = $1 WHERE id = $2", &p);
 }
 
-/* One batch of the sweep, as SQLite's (sq_streams.c): the expired streams newest
- * first, at most b->streams_max; messages b->messages_max a batch at most. */
 static int op_sweep(log_conn_t *c, log_sweep_batch *b)
 {
-    int64_t ids[LOG_SWEEP_STREAMS];
-    int max = b->streams_max > 0 && b->streams_max < LOG_SWEEP_STREAMS ? b->streams_max : LOG_SWEEP_STREAMS;
-    int n = 0, rc;
-    pg_params p;
-    pg_params_init(&p);
-    pg_int(&p, timefmt_now_ms());
-    pg_int(&p, max);
-    /* Rows another host is sweeping (or writing) now are left to it. */
-    PGresult *r = pg_run(c,
-                         "SELECT id FROM streams WHERE deleted = 0 AND"
-                         " ((ttl_s IS NOT NULL AND access_ms + ttl_s * 1000 <= $1) OR"
-                         "  (expires_ms IS NOT NULL AND expires_ms <= $1))"
-                         " ORDER BY id DESC LIMIT $2 FOR UPDATE SKIP LOCKED",
-                         &p, 0, &rc);
-    if (!r) return rc;
-    for (int i = 0; i < PQntuples(r) && n < max; i++) ids[n++] = pg_int_of(r, i, 0);
-    PQclear(r);
-    b->streams = 0;
-    b->messages = 0;
-    b->more = n == max;
-    for (int i = 0; i < n; i++) {
-        log_info info;
-        int deleted;
-        if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
-        if (rc == 0 || deleted) continue;
-        if (info.forks == 0) {
-            int64_t left = b->messages_max - b->messages;
-            if (left <= 0) {
-                b->more = 1;
-                break;
-            }
-            pg_params_init(&p);
-            pg_int(&p, info.id);
-            pg_int(&p, left);
-            r = pg_run(c,
-                       "DELETE FROM messages WHERE stream = $1 AND"
-                       " seq < (SELECT min(seq) FROM messages WHERE stream = $1) + $2",
-                       &p, 0, &rc);
-            if (!r) return rc;
-            int64_t gone = pg_affected(r);
-            PQclear(r);
-            b->messages += gone;
-            if (gone == left) {         /* perhaps more of them: the next batch */
-                b->more = 1;
-                break;
-            }
-        }
-        if ((rc = remove_stream(c, &info))) return rc;
-        b->streams++;
-    }
-    return 0;
+    return logrule_sweep(c, &rows, b);
 }
-
-/* ---- reads ---------------------------------------------------------------------- */
 
 static int op_head(log_conn_t *c, const char *path, log_info *info)
 {
-    int found = lookup(c, path, info);
-    return found == FOUND_LIVE ? 0 : state_error(found);
-}
-
-/* Deliver messages [from, to) of the chain, a page of rows at a time. */
-static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint64_t to,
-                      log_read_req *r, log_msg_fn fn, void *ud)
-{
-    for (int k = n - 1; k >= 0; k--) {
-        uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;
-        uint64_t hi = k > 0 ? chain[k - 1].fork.seq : to;
-        if (lo < from) lo = from;
-        if (hi > to) hi = to;
-        while (lo < hi) {
-            pg_params p;
-            int rc;
-            pg_params_init(&p);
-            pg_int(&p, chain[k].id);
-            pg_int(&p, (int64_t)lo);
-            pg_int(&p, (int64_t)hi);
-            PGresult *res = pg_run(c,
-                                   "SELECT seq, pos, data FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
-                                   " ORDER BY seq LIMIT 64",
-                                   &p, 1, &rc);
-            if (!res) return rc;
-            int rows = PQntuples(res);
-            for (int i = 0; i < rows; i++) {
-                offset_t at = {(uint64_t)pg_int_at(res, i, 0), (uint64_t)pg_int_at(res, i, 1)};
-                const void *data = PQgetvalue(res, i, 2);
-                size_t len = (size_t)PQgetlength(res, i, 2);
-                if (r->count == 0 && r->kind == OFFSET_AT && at.pos != r->from.pos) {
-                    PQclear(res);
-                    return LOG_EOFFSET;
-                }
-                int stop = fn(ud, data ? data : "", len, at);
-                if (stop) {
-                    PQclear(res);
-                    return stop;
-                }
-                r->count++;
-                r->bytes += len;
-                r->next.seq = at.seq + 1;
-                r->next.pos = at.pos + len;
-                lo = at.seq + 1;
-                if (r->bytes >= r->max_bytes) {
-                    PQclear(res);
-                    return 1;
-                }
-            }
-            PQclear(res);
-            if (rows < READ_PAGE) break;
-        }
-    }
-    return 0;
+    return logrule_head(c, &rows, path, info);
 }
 
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
-    log_info chain[CHAIN_MAX];
-    int n, rc, found;
-
-    r->count = r->bytes = 0;
-    r->up_to_date = 0;
-    int own_tx = !pgc(c)->in_tx;
+    int own_tx = !pgc(c)->in_tx, rc;
     if (own_tx && (rc = pg_simple(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) return rc;
-    if ((found = lookup(c, r->path, &chain[0])) != FOUND_LIVE) {
-        rc = state_error(found);
-        goto out;
-    }
-    r->info = chain[0];
-    offset_t from = r->kind == OFFSET_AT ? r->from : (offset_t){0, 0};
-    if (r->kind == OFFSET_NOW) from = r->info.tail;
-    if (from.seq > r->info.tail.seq) {
-        rc = LOG_ERANGE;
-        goto out;
-    }
-    if ((n = load_chain(c, chain, 1)) < 0) {
-        rc = n;
-        goto out;
-    }
-    r->next = from;
-    rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
-    if (rc == 1) rc = 0;
-    if (rc == 0 && r->count == 0) rc = position_of(c, chain, n, from.seq, &r->next);
-    if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos) rc = LOG_EOFFSET;
-    r->up_to_date = r->next.seq == r->info.tail.seq;
-out:
+    rc = logrule_read(c, &rows, r, fn, ud);
     if (own_tx) pg_simple(c, "COMMIT");
     return rc;
 }

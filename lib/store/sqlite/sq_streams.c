@@ -9,6 +9,11 @@
  * forks still read is only marked deleted (its path is free again); the last fork
  * to go takes such ancestors with it.
  *
+ * What each operation decides from these rows (a stream's state, the fork chain,
+ * the producer and Stream-Seq rules, a read's offset checks, soft deletion, the
+ * sweep's batches) is lib/logrule's, the same on every engine: this file is the
+ * SQL it runs on (its logrule_rows).
+ *
  * Writes run inside the group commit of lib/log.c, one SAVEPOINT per operation.
  *
  * Reads run on the calling thread's connection inside BEGIN/COMMIT so that the
@@ -22,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../logrule.h"
 #include "../../timefmt.h"
 
 enum {
@@ -154,144 +160,81 @@ static void copy_text(char *dst, size_t cap, sqlite3_stmt *s, int i)
     snprintf(dst, cap, "%s", t ? (const char *)t : "");
 }
 
-/* Fill info from a row of INFO_COLS; *deleted gets the soft-delete flag. */
-static void row_info(sqlite3_stmt *s, log_info *info, int *deleted)
+/* Fill info from a row of INFO_COLS starting at column k; *deleted gets the
+ * soft-delete flag. */
+static void row_info(sqlite3_stmt *s, int k, log_info *info, int *deleted)
 {
     memset(info, 0, sizeof *info);
-    info->id = sqlite3_column_int64(s, 0);
-    copy_text(info->content_type, sizeof info->content_type, s, 1);
-    info->json = sqlite3_column_int(s, 2);
-    info->created_ms = sqlite3_column_int64(s, 3);
-    info->access_ms = sqlite3_column_int64(s, 4);
-    info->ttl_s = col_opt(s, 5);
-    info->expires_ms = col_opt(s, 6);
-    info->closed = sqlite3_column_int(s, 7);
-    info->tail.seq = (uint64_t)sqlite3_column_int64(s, 8);
-    info->tail.pos = (uint64_t)sqlite3_column_int64(s, 9);
-    copy_text(info->stream_seq, sizeof info->stream_seq, s, 10);
-    info->parent = col_opt(s, 11);
+    info->id = sqlite3_column_int64(s, k + 0);
+    copy_text(info->content_type, sizeof info->content_type, s, k + 1);
+    info->json = sqlite3_column_int(s, k + 2);
+    info->created_ms = sqlite3_column_int64(s, k + 3);
+    info->access_ms = sqlite3_column_int64(s, k + 4);
+    info->ttl_s = col_opt(s, k + 5);
+    info->expires_ms = col_opt(s, k + 6);
+    info->closed = sqlite3_column_int(s, k + 7);
+    info->tail.seq = (uint64_t)sqlite3_column_int64(s, k + 8);
+    info->tail.pos = (uint64_t)sqlite3_column_int64(s, k + 9);
+    copy_text(info->stream_seq, sizeof info->stream_seq, s, k + 10);
+    info->parent = col_opt(s, k + 11);
     if (info->parent < 0) info->parent = 0;
-    info->fork.seq = (uint64_t)sqlite3_column_int64(s, 12);
-    info->fork.pos = (uint64_t)sqlite3_column_int64(s, 13);
-    info->forks = sqlite3_column_int64(s, 14);
-    if (deleted) *deleted = sqlite3_column_int(s, 15);
-    info->fork_sub = sqlite3_column_int64(s, 16);
+    info->fork.seq = (uint64_t)sqlite3_column_int64(s, k + 12);
+    info->fork.pos = (uint64_t)sqlite3_column_int64(s, k + 13);
+    info->forks = sqlite3_column_int64(s, k + 14);
+    if (deleted) *deleted = sqlite3_column_int(s, k + 15);
+    info->fork_sub = sqlite3_column_int64(s, k + 16);
 }
 
-/* Look up a stream by path. Returns one of the FOUND_* states, or <0 on error;
- * info is filled for every state but FOUND_NONE. */
-enum { FOUND_NONE, FOUND_LIVE, FOUND_EXPIRED, FOUND_GONE };
+/* ---- the rows lib/logrule decides from (logrule_rows) ----------------------------- */
 
-static int lookup(log_conn_t *c, const char *path, log_info *info)
+/* One stream row by statement which (its first parameter bound): 1, 0, or LOG_E*. */
+static int get_row(log_conn_t *c, sqlite3_stmt *s, log_info *info, int *deleted)
+{
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) row_info(s, 0, info, deleted);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
+}
+
+static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
     sqlite3_stmt *s = stmt(c, S_GET);
-    int deleted = 0;
     sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) { sqlite3_reset(s); return FOUND_NONE; }
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    row_info(s, info, &deleted);
-    sqlite3_reset(s);
-    if (deleted) return FOUND_GONE;
-    return log_expired(info, timefmt_now_ms()) ? FOUND_EXPIRED : FOUND_LIVE;
+    return get_row(c, s, info, deleted);
 }
 
-/* The LOG_E* code a reader or writer gets for a lookup state. */
-static int state_error(int found)
-{
-    return found == FOUND_GONE ? LOG_EGONE : found < 0 ? found : LOG_ENOTFOUND;
-}
-
-static int get_by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
+static int by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
 {
     sqlite3_stmt *s = stmt(c, S_GET_ID);
     sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) { sqlite3_reset(s); return 0; }
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
-    row_info(s, info, deleted);
-    sqlite3_reset(s);
-    return 1;
+    return get_row(c, s, info, deleted);
 }
 
-/* ---- helpers used inside write transactions -------------------------------- */
-
-static int delete_rows(log_conn_t *c, int64_t id)
+static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
 {
-    int rc;
-    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM};
-    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
-        sqlite3_stmt *s = stmt(c, which[i]);
-        sqlite3_bind_int64(s, 1, id);
-        if ((rc = run(c, s))) return rc;
-    }
-    return 0;
-}
-
-static int forks_add(log_conn_t *c, int64_t id, int delta)
-{
-    sqlite3_stmt *s = stmt(c, S_FORKS_ADD);
-    sqlite3_bind_int(s, 1, delta);
-    sqlite3_bind_int64(s, 2, id);
-    return run(c, s);
-}
-
-/* Remove stream id for good, then any soft-deleted ancestors it was the last
- * reader of. */
-static int purge(log_conn_t *c, int64_t id)
-{
-    for (;;) {
-        log_info info, p;
-        int deleted = 0;
-        int rc = get_by_id(c, id, &info, &deleted);
-        if (rc <= 0) return rc;
-        if ((rc = delete_rows(c, id))) return rc;
-        if (!info.parent) return 0;
-        if ((rc = forks_add(c, info.parent, -1))) return rc;
-        if ((rc = get_by_id(c, info.parent, &p, &deleted)) < 0) return rc;
-        if (rc == 0 || !deleted || p.forks > 0) return 0;
-        id = info.parent;
-    }
-}
-
-static int remove_stream(log_conn_t *c, const log_info *info);
-
-/* Remove the expired forks of a stream, so that they no longer hold it. */
-static int reap_expired_children(log_conn_t *c, int64_t id)
-{
-    int64_t kids[64];
-    int n = 0, rc;
-    sqlite3_stmt *s = stmt(c, S_CHILDREN);
+    sqlite3_stmt *s = stmt(c, S_MSG_AT);
     sqlite3_bind_int64(s, 1, id);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 64) kids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_bind_int64(s, 2, (int64_t)seq);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) *pos = (uint64_t)sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
-    int64_t now = timefmt_now_ms();
-    for (int i = 0; i < n; i++) {
-        log_info k;
-        int deleted;
-        if ((rc = get_by_id(c, kids[i], &k, &deleted)) < 0) return rc;
-        if (rc == 1 && !deleted && log_expired(&k, now) && (rc = remove_stream(c, &k))) return rc;
-    }
-    return 0;
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
 }
 
-/* Delete a stream: only marked deleted while live forks still read it. */
-static int remove_stream(log_conn_t *c, const log_info *info)
+static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
+                int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
 {
-    int rc;
-    if (info->forks > 0) {
-        log_info now;
-        int deleted;
-        if ((rc = reap_expired_children(c, info->id))) return rc;
-        if ((rc = get_by_id(c, info->id, &now, &deleted)) <= 0) return rc;
-        if (now.forks > 0) {
-            sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
-            sqlite3_bind_int64(s, 1, info->id);
-            return run(c, s);
-        }
+    sqlite3_stmt *s = stmt(c, S_READ);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, (int64_t)lo);
+    sqlite3_bind_int64(s, 3, (int64_t)hi);
+    int rc, stop = 0;
+    while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        offset_t at = {(uint64_t)sqlite3_column_int64(s, 0), (uint64_t)sqlite3_column_int64(s, 1)};
+        stop = fn(ud, sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), at);
     }
-    return purge(c, info->id);
+    sqlite3_reset(s);
+    return stop ? stop : rc == SQLITE_DONE ? 0 : dberr(c, rc);
 }
 
 /* Append msgs as one record (one request body) at the tail of info. */
@@ -325,30 +268,99 @@ static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
     return run(c, s);
 }
 
-/* ---- forks: the chain of streams a read walks ---------------------------------- */
-
-#define CHAIN_MAX 64
-
-/* chain[0] is the stream itself, chain[k+1] the parent of chain[k]. Returns the
- * chain's length, or <0 on error. */
-static int load_chain(log_conn_t *c, log_info *chain, int n)
+static int producer_get(log_conn_t *c, int64_t id, const char *producer, int64_t *epoch, int64_t *seq)
 {
-    while (chain[n - 1].parent && n < CHAIN_MAX) {
-        int deleted, rc;
-        if ((rc = get_by_id(c, chain[n - 1].parent, &chain[n], &deleted)) < 0) return rc;
-        if (rc == 0) break;
-        n++;
+    sqlite3_stmt *s = stmt(c, S_PROD_GET);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_text(s, 2, producer, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *epoch = sqlite3_column_int64(s, 0);
+        *seq = sqlite3_column_int64(s, 1);
     }
-    return n;
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
 }
 
-/* The stream of the chain that stores message seq. */
-static const log_info *owner(const log_info *chain, int n, uint64_t seq)
+static int producer_put(log_conn_t *c, int64_t id, const char *producer, int64_t epoch, int64_t seq)
 {
-    for (int k = 0; k < n; k++)
-        if (seq >= chain[k].fork.seq || k == n - 1) return &chain[k];
-    return &chain[n - 1];
+    sqlite3_stmt *s = stmt(c, S_PROD_PUT);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_text(s, 2, producer, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, epoch);
+    sqlite3_bind_int64(s, 4, seq);
+    return run(c, s);
 }
+
+/* Rows of ids (the first column) of statement s, at most max. */
+static int ids_of(log_conn_t *c, sqlite3_stmt *s, int64_t *ids, int max)
+{
+    int n = 0, rc = SQLITE_DONE;
+    while (n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) ids[n++] = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return n == max || rc == SQLITE_DONE ? n : dberr(c, rc);
+}
+
+static int children(log_conn_t *c, int64_t id, int64_t *ids, int max)
+{
+    sqlite3_stmt *s = stmt(c, S_CHILDREN);
+    sqlite3_bind_int64(s, 1, id);
+    return ids_of(c, s, ids, max);
+}
+
+static int forks_add(log_conn_t *c, int64_t id, int delta)
+{
+    sqlite3_stmt *s = stmt(c, S_FORKS_ADD);
+    sqlite3_bind_int(s, 1, delta);
+    sqlite3_bind_int64(s, 2, id);
+    return run(c, s);
+}
+
+static int drop(log_conn_t *c, int64_t id)
+{
+    int rc;
+    static const int which[] = {S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM};
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        sqlite3_stmt *s = stmt(c, which[i]);
+        sqlite3_bind_int64(s, 1, id);
+        if ((rc = run(c, s))) return rc;
+    }
+    return 0;
+}
+
+static int mark_deleted(log_conn_t *c, int64_t id)
+{
+    sqlite3_stmt *s = stmt(c, S_SOFT_DELETE);
+    sqlite3_bind_int64(s, 1, id);
+    return run(c, s);
+}
+
+static int expired(log_conn_t *c, int64_t now_ms, int max, int64_t *ids)
+{
+    sqlite3_stmt *s = stmt(c, S_EXPIRED);
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int(s, 2, max);
+    return ids_of(c, s, ids, max);
+}
+
+static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
+{
+    sqlite3_stmt *s = stmt(c, S_DEL_MSGS_SOME);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, max);
+    int rc = run(c, s);
+    return rc ? rc : sqlite3_changes(sq(c)->db);
+}
+
+static const logrule_rows rows = {
+    .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan,
+    .insert = insert_msgs, .update_tail = update_tail,
+    .producer_get = producer_get, .producer_put = producer_put,
+    .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
+    .expired = expired, .drop_messages = drop_messages,
+};
+
+/* ---- create ------------------------------------------------------------------- */
 
 /* The messages that a fork at anchor with sub-offset sub copies into itself: the
  * first sub bytes (or, for JSON, messages) of the record that starts at anchor.
@@ -360,7 +372,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     *nout = 0;
     if (sub == 0) return 0;
     if (anchor.seq >= chain[0].tail.seq) return LOG_ERANGE;
-    const log_info *o = owner(chain, n, anchor.seq);
+    const log_info *o = logrule_owner(chain, n, anchor.seq);
     sqlite3_stmt *s = stmt(c, S_MSG_AT);
     sqlite3_bind_int64(s, 1, o->id);
     sqlite3_bind_int64(s, 2, (int64_t)anchor.seq);
@@ -415,51 +427,11 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
 
 /* The exact position of message seq in a chain (client offsets carry a pos that is
  * not trusted). */
-static int position_of(log_conn_t *c, const log_info *chain, int n, uint64_t seq, offset_t *at)
-{
-    if (seq >= chain[0].tail.seq) {
-        *at = chain[0].tail;
-        return 0;
-    }
-    const log_info *o = owner(chain, n, seq);
-    sqlite3_stmt *s = stmt(c, S_MSG_AT);
-    sqlite3_bind_int64(s, 1, o->id);
-    sqlite3_bind_int64(s, 2, (int64_t)seq);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        at->seq = seq;
-        at->pos = (uint64_t)sqlite3_column_int64(s, 0);
-    }
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc);
-}
 
-/* ---- create ------------------------------------------------------------------- */
-
-static int same_config(const log_create_req *r, const log_info *info, const log_info *src)
-{
-    if (r->content_type && !log_ctype_equal(r->content_type, info->content_type)) return 0;
-    if (!r->fork_from || r->ttl_s >= 0 || r->expires_ms >= 0) {
-        if (r->ttl_s != info->ttl_s) return 0;
-        if (r->expires_ms != info->expires_ms) return 0;
-    }
-    if (!!r->closed != !!info->closed) return 0;
-    if (!r->fork_from) return info->parent == 0;
-    if (!src || info->parent != src->id) return 0;
-    if (r->fork_has_offset && r->fork_offset.seq != info->fork.seq) return 0;
-    if (r->fork_sub != info->fork_sub) return 0;
-    return 1;
-}
-
-static void free_msgs(log_msg *m, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free((void *)m[i].data);
-    free(m);
-}
 
 static int op_create(log_conn_t *c, log_create_req *r)
 {
-    log_info cur, chain[CHAIN_MAX];
+    log_info cur, chain[LOGRULE_CHAIN_MAX];
     int found, rc, n = 0;
     int64_t now = timefmt_now_ms();
     log_msg *prefix = NULL;
@@ -471,41 +443,27 @@ static int op_create(log_conn_t *c, log_create_req *r)
     if (ct && !log_ctype_valid(ct)) return LOG_EINVAL;
 
     if (r->fork_from) {
-        if ((found = lookup(c, r->fork_from, &chain[0])) < 0) return found;
-        if (found == FOUND_GONE) return LOG_ESRCGONE;
-        n = found == FOUND_LIVE;
+        if ((found = logrule_lookup(c, &rows, r->fork_from, &chain[0])) < 0) return found;
+        if (found == LOGRULE_GONE) return LOG_ESRCGONE;
+        n = found == LOGRULE_LIVE;
     }
-    if ((found = lookup(c, r->path, &cur)) < 0) return found;
-    if (found == FOUND_LIVE) {
-        if (!same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
+    if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
+    if (found == LOGRULE_LIVE) {
+        if (!logrule_same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
         r->created = 0;
         r->info = cur;
         return 0;
     }
-    if (found == FOUND_GONE) return LOG_ECONFLICT;
-    if (found == FOUND_EXPIRED) {
-        if ((rc = remove_stream(c, &cur))) return rc;
-        if ((found = lookup(c, r->path, &cur)) < 0) return found;
-        if (found != FOUND_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
+    if (found == LOGRULE_GONE) return LOG_ECONFLICT;
+    if (found == LOGRULE_EXPIRED) {
+        if ((rc = logrule_remove(c, &rows, &cur))) return rc;
+        if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
+        if (found != LOGRULE_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
     }
 
     if (r->fork_from) {
         if (!n) return LOG_ENOTFOUND;
-        if (ct && !log_ctype_equal(ct, chain[0].content_type)) return LOG_ECTYPE;
-        ct = chain[0].content_type;
-        if (ttl < 0 && expires < 0) {
-            ttl = chain[0].ttl_s;
-            expires = chain[0].expires_ms;
-        }
-        if ((n = load_chain(c, chain, 1)) < 0) return n;
-        if (r->fork_has_offset) {
-            if (r->fork_offset.seq > chain[0].tail.seq) return LOG_ERANGE;
-            if ((rc = position_of(c, chain, n, r->fork_offset.seq, &fork))) return rc;
-            /* As for reads: the offset must be the source's own position. */
-            if (fork.pos != r->fork_offset.pos) return LOG_EOFFSET;
-        } else {
-            fork = chain[0].tail;
-        }
+        if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix)))
             return rc;
         if ((rc = forks_add(c, chain[0].id, 1))) goto out;
@@ -528,112 +486,25 @@ static int op_create(log_conn_t *c, log_create_req *r)
     sqlite3_bind_int64(s, 13, r->fork_sub);
     if ((rc = run(c, s))) goto out;
 
-    if ((found = lookup(c, r->path, &r->info)) < 0) { rc = found; goto out; }
-    /* An Expires-At already past creates a stream that is expired at once. */
-    if (found != FOUND_LIVE && found != FOUND_EXPIRED) { rc = LOG_EIO; goto out; }
-    if ((rc = insert_msgs(c, &r->info, prefix, nprefix))) goto out;
-    if ((rc = insert_msgs(c, &r->info, r->msgs, r->nmsgs))) goto out;
-    r->info.closed = r->closed;
-    if ((rc = update_tail(c, &r->info, now))) goto out;
-    r->created = 1;
+    rc = logrule_create_fill(c, &rows, r, prefix, nprefix, now);
 out:
-    free_msgs(prefix, nprefix);
+    logrule_free_msgs(prefix, nprefix);
     return rc;
 }
 
-/* ---- append ------------------------------------------------------------------- */
+
+/* ---- append, delete, touch, sweep, reads ------------------------------------------ */
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    log_info *info = &r->info;
-    int rc, found;
-    int64_t now = timefmt_now_ms();
-    int64_t pepoch = -1, pseq = -1;
-
     if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
-
-    r->duplicate = 0;
-    if ((found = lookup(c, r->path, info)) != FOUND_LIVE) return state_error(found);
-    r->appended = info->tail;
-
-    /* Producer checks come first: a retry of an accepted request is answered as a
-     * duplicate whatever happened since (a close, a Stream-Seq). */
-    if (r->producer) {
-        sqlite3_stmt *s = stmt(c, S_PROD_GET);
-        sqlite3_bind_int64(s, 1, info->id);
-        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            pepoch = sqlite3_column_int64(s, 0);
-            pseq = sqlite3_column_int64(s, 1);
-        } else if (rc != SQLITE_DONE) {
-            sqlite3_reset(s);
-            return dberr(c, rc);
-        }
-        sqlite3_reset(s);
-        r->producer_epoch = pepoch;
-        r->last_seq = pseq;
-        if (pepoch >= 0 && r->epoch < pepoch) return LOG_EFENCED;
-        if (pepoch >= 0 && r->epoch == pepoch) {
-            if (r->seq <= pseq) {
-                r->duplicate = 1;
-                return 0;
-            }
-            if (r->seq != pseq + 1) {
-                r->expected_seq = pseq + 1;
-                return LOG_EGAP;
-            }
-        } else if (r->seq != 0) {
-            if (pepoch < 0) {           /* a new producer starts at 0 */
-                r->expected_seq = 0;
-                return LOG_EGAP;
-            }
-            return LOG_EBADSEQ;         /* a new epoch starts at 0 */
-        }
-    }
-
-    if (info->closed) {
-        /* Closing again is harmless; anything else is refused. */
-        if (r->close && r->nmsgs == 0 && !r->producer) return 0;
-        return LOG_ECLOSED;
-    }
-    if (r->nmsgs && r->content_type && !log_ctype_equal(r->content_type, info->content_type))
-        return LOG_ECTYPE;
-    if (r->stream_seq) {
-        if (info->stream_seq[0] && strcmp(r->stream_seq, info->stream_seq) <= 0)
-            return LOG_ESEQ;
-        snprintf(info->stream_seq, sizeof info->stream_seq, "%s", r->stream_seq);
-    }
-    if ((rc = insert_msgs(c, info, r->msgs, r->nmsgs))) return rc;
-    if (r->close) info->closed = 1;
-    if ((rc = update_tail(c, info, now))) return rc;
-    info->access_ms = now;
-
-    if (r->producer) {
-        sqlite3_stmt *s = stmt(c, S_PROD_PUT);
-        sqlite3_bind_int64(s, 1, info->id);
-        sqlite3_bind_text(s, 2, r->producer, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, r->epoch);
-        sqlite3_bind_int64(s, 4, r->seq);
-        if ((rc = run(c, s))) return rc;
-        r->producer_epoch = r->epoch;
-        r->last_seq = r->seq;
-    }
-    return 0;
+    return logrule_append(c, &rows, r, logrule_lookup(c, &rows, r->path, &r->info));
 }
-
-/* ---- delete, touch, sweep ------------------------------------------------------ */
 
 static int op_delete(log_conn_t *c, const char *path, int *answer)
 {
     log_info info;
-    int found = lookup(c, path, &info);
-    if (found < 0) return found;
-    /* An expired stream is removed too, but answered as missing: the removal
-     * must commit, so the error is returned outside the operation. */
-    *answer = found == FOUND_LIVE ? 0 : state_error(found);
-    if (found == FOUND_LIVE || found == FOUND_EXPIRED) return remove_stream(c, &info);
-    return 0;
+    return logrule_delete(c, &rows, logrule_lookup(c, &rows, path, &info), &info, answer);
 }
 
 static int op_touch(log_conn_t *c, int64_t id)
@@ -644,136 +515,22 @@ static int op_touch(log_conn_t *c, int64_t id)
     return run(c, s);
 }
 
-/* One batch of the sweep: the expired streams newest first (a fork, made after
- * the stream it forks, goes before it and no longer holds it), at most
- * b->streams_max of them; a stream that forks still read is only marked deleted
- * (its messages stay for them); another loses its messages b->messages_max a
- * batch at most, and its row in the batch that finds it without any. */
 static int op_sweep(log_conn_t *c, log_sweep_batch *b)
 {
-    int64_t ids[LOG_SWEEP_STREAMS];
-    int max = b->streams_max > 0 && b->streams_max < LOG_SWEEP_STREAMS ? b->streams_max : LOG_SWEEP_STREAMS;
-    int n = 0, rc;
-    sqlite3_stmt *s = stmt(c, S_EXPIRED);
-    sqlite3_bind_int64(s, 1, timefmt_now_ms());
-    sqlite3_bind_int(s, 2, max);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < max) ids[n++] = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return dberr(c, rc);
-    b->streams = 0;
-    b->messages = 0;
-    b->more = n == max;
-    for (int i = 0; i < n; i++) {
-        log_info info;
-        int deleted;
-        if ((rc = get_by_id(c, ids[i], &info, &deleted)) < 0) return rc;
-        if (rc == 0 || deleted) continue;
-        if (info.forks == 0) {
-            int64_t left = b->messages_max - b->messages;
-            if (left <= 0) {
-                b->more = 1;
-                break;
-            }
-            s = stmt(c, S_DEL_MSGS_SOME);
-            sqlite3_bind_int64(s, 1, info.id);
-            sqlite3_bind_int64(s, 2, left);
-            if ((rc = run(c, s))) return rc;
-            int64_t gone = sqlite3_changes(sq(c)->db);
-            b->messages += gone;
-            if (gone == left) {         /* perhaps more of them: the next batch */
-                b->more = 1;
-                break;
-            }
-        }
-        if ((rc = remove_stream(c, &info))) return rc;
-        b->streams++;
-    }
-    return 0;
+    return logrule_sweep(c, &rows, b);
 }
-
-/* ---- reads ---------------------------------------------------------------------- */
 
 static int op_head(log_conn_t *c, const char *path, log_info *info)
 {
-    int found = lookup(c, path, info);
-    return found == FOUND_LIVE ? 0 : state_error(found);
-}
-
-/* Deliver messages [from, to) of the stream whose ancestry is chain[0..n) (leaf
- * first), each stream supplying the part of the range it owns. */
-static int read_chain(log_conn_t *c, log_info *chain, int n, uint64_t from, uint64_t to,
-                      log_read_req *r, log_msg_fn fn, void *ud)
-{
-    for (int k = n - 1; k >= 0; k--) {
-        uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;   /* owned: [lo, hi) */
-        uint64_t hi = k > 0 ? chain[k - 1].fork.seq : to;
-        if (lo < from) lo = from;
-        if (hi > to) hi = to;
-        if (lo >= hi) continue;
-        sqlite3_stmt *s = stmt(c, S_READ);
-        sqlite3_bind_int64(s, 1, chain[k].id);
-        sqlite3_bind_int64(s, 2, (int64_t)lo);
-        sqlite3_bind_int64(s, 3, (int64_t)hi);
-        int rc;
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            offset_t at = {(uint64_t)sqlite3_column_int64(s, 0),
-                           (uint64_t)sqlite3_column_int64(s, 1)};
-            const void *data = sqlite3_column_blob(s, 2);
-            size_t len = (size_t)sqlite3_column_bytes(s, 2);
-            /* The client's offset must be this message's own position. */
-            if (r->count == 0 && r->kind == OFFSET_AT && at.pos != r->from.pos) {
-                sqlite3_reset(s);
-                return LOG_EOFFSET;
-            }
-            int stop = fn(ud, data ? data : "", len, at);
-            if (stop) { sqlite3_reset(s); return stop; }
-            r->count++;
-            r->bytes += len;
-            r->next.seq = at.seq + 1;
-            r->next.pos = at.pos + len;
-            if (r->bytes >= r->max_bytes) { sqlite3_reset(s); return 1; }
-        }
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE) return dberr(c, rc);
-    }
-    return 0;
+    return logrule_head(c, &rows, path, info);
 }
 
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
-    log_info chain[CHAIN_MAX];
-    int n, rc, found;
-
-    r->count = r->bytes = 0;
-    r->up_to_date = 0;
     /* Inside log_transact the read sees the transaction's own writes. */
-    int own_tx = sqlite3_get_autocommit(sq(c)->db);
+    int own_tx = sqlite3_get_autocommit(sq(c)->db), rc;
     if (own_tx && (rc = run_simple(c, S_BEGIN_READ))) return rc;
-    if ((found = lookup(c, r->path, &chain[0])) != FOUND_LIVE) {
-        rc = state_error(found);
-        goto out;
-    }
-    r->info = chain[0];
-    offset_t from = r->kind == OFFSET_AT ? r->from : (offset_t){0, 0};
-    if (r->kind == OFFSET_NOW) from = r->info.tail;
-    if (from.seq > r->info.tail.seq) {
-        rc = LOG_ERANGE;
-        goto out;
-    }
-    if ((n = load_chain(c, chain, 1)) < 0) {
-        rc = n;
-        goto out;
-    }
-    /* A client's offset names a message and its byte position, which must match:
-     * checked on the first message read, or (nothing read) by a look-up. */
-    r->next = from;
-    rc = read_chain(c, chain, n, from.seq, r->info.tail.seq, r, fn, ud);
-    if (rc == 1) rc = 0;
-    if (rc == 0 && r->count == 0) rc = position_of(c, chain, n, from.seq, &r->next);
-    if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos)
-        rc = LOG_EOFFSET;
-    r->up_to_date = r->next.seq == r->info.tail.seq;
-out:
+    rc = logrule_read(c, &rows, r, fn, ud);
     if (own_tx) run_simple(c, S_COMMIT);
     return rc;
 }
@@ -825,23 +582,18 @@ static int op_list(log_conn_t *c, const char *prefix,
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         log_info info;
-        memset(&info, 0, sizeof info);
-        /* INFO_COLS start at column 1 here: read them through a shifted copy. */
-        info.id = sqlite3_column_int64(st, 1);
-        copy_text(info.content_type, sizeof info.content_type, st, 2);
-        info.json = sqlite3_column_int(st, 3);
-        info.created_ms = sqlite3_column_int64(st, 4);
-        info.access_ms = sqlite3_column_int64(st, 5);
-        info.ttl_s = col_opt(st, 6);
-        info.expires_ms = col_opt(st, 7);
-        info.closed = sqlite3_column_int(st, 8);
-        info.tail.seq = (uint64_t)sqlite3_column_int64(st, 9);
-        info.tail.pos = (uint64_t)sqlite3_column_int64(st, 10);
+        row_info(st, 1, &info, NULL);
+        /* What a listing shows of a row: no Stream-Seq, fork or forks. */
+        info.stream_seq[0] = 0;
+        info.parent = 0;
+        info.fork = (offset_t){0, 0};
+        info.fork_sub = info.forks = 0;
         const unsigned char *p = sqlite3_column_text(st, 0);
         fn(ud, p ? (const char *)p : "", &info);
     }
     return sq_stmt_finish(c, st, rc);
 }
+
 
 int sq_tx(log_conn_t *c, sq_tx_step step)
 {
