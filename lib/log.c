@@ -37,6 +37,7 @@
 
 #include "store.h"
 #include "timefmt.h"
+#include "utf8.h"
 #include "store/pg/pg_engine.h"
 #include "store/sqlite/sq_engine.h"
 
@@ -293,37 +294,79 @@ static int op_sweep(log_conn_t *c, void *arg)
     return store_of(c)->streams->sweep(c, arg);
 }
 
+/* ---- the inputs' text, checked before the engine --------------------------------
+ *
+ * Text a write stores (a new stream's path, a Producer-Id, a Stream-Seq) must be
+ * UTF-8, on every engine: LOG_EINVAL otherwise (a database whose text is UTF-8
+ * only, PostgreSQL's, could not hold it, and SQLite would keep bytes no JSON
+ * document can name). A path a request looks up is another matter: on such an
+ * engine (store_engine.utf8_text) one that is not UTF-8 names nothing, and is
+ * answered as missing here, before the engine sees it; on SQLite it goes on, as
+ * a stream made before the rule (fcgi/stream.c) may have such a path and is still
+ * read, appended to and deleted. */
+
+static int text_ok(const char *s)
+{
+    return !s || utf8_valid(s, strlen(s));
+}
+
+/* 0 if path may name a stream on c's engine, else LOG_ENOTFOUND. */
+static int lookable(log_conn_t *c, const char *path)
+{
+    return store_of(c)->utf8_text && !text_ok(path) ? LOG_ENOTFOUND : 0;
+}
+
+static int create_check(log_conn_t *c, const log_create_req *r)
+{
+    if (!text_ok(r->path)) return LOG_EINVAL;
+    if (r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
+    return lookable(c, r->fork_from);
+}
+
+static int append_check(log_conn_t *c, const log_append_req *r)
+{
+    if (!text_ok(r->producer) || !text_ok(r->stream_seq)) return LOG_EINVAL;
+    if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
+    return lookable(c, r->path);
+}
+
 int log_create(log_conn_t *c, log_create_req *r)
 {
-    return transact_paths(c, op_create, r, r->path, r->fork_from);
+    int rc = create_check(c, r);
+    return rc ? rc : transact_paths(c, op_create, r, r->path, r->fork_from);
 }
 
 int log_tx_create(log_conn_t *c, log_create_req *r)
 {
-    return op_create(c, r);
+    int rc = create_check(c, r);
+    return rc ? rc : op_create(c, r);
 }
 
 int log_append(log_conn_t *c, log_append_req *r)
 {
-    return transact_paths(c, op_append, r, r->path, NULL);
+    int rc = append_check(c, r);
+    return rc ? rc : transact_paths(c, op_append, r, r->path, NULL);
 }
 
 int log_tx_append(log_conn_t *c, log_append_req *r)
 {
-    return op_append(c, r);
+    int rc = append_check(c, r);
+    return rc ? rc : op_append(c, r);
 }
 
 int log_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, 0};
-    int rc = transact_paths(c, op_delete, &d, path, NULL);
+    int rc = lookable(c, path);
+    if (!rc) rc = transact_paths(c, op_delete, &d, path, NULL);
     return rc ? rc : d.answer;
 }
 
 int log_tx_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, 0};
-    int rc = op_delete(c, &d);
+    int rc = lookable(c, path);
+    if (!rc) rc = op_delete(c, &d);
     return rc ? rc : d.answer;
 }
 
@@ -370,12 +413,19 @@ int log_sweep(log_conn_t *c)
 
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
+    int rc = lookable(c, r->path);
+    if (rc) {
+        r->count = r->bytes = 0;
+        r->up_to_date = 0;
+        return rc;
+    }
     return store_of(c)->streams->read(c, r, fn, ud);
 }
 
 int log_head(log_conn_t *c, const char *path, log_info *info)
 {
-    return store_of(c)->streams->head(c, path, info);
+    int rc = lookable(c, path);
+    return rc ? rc : store_of(c)->streams->head(c, path, info);
 }
 
 int log_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud)
@@ -396,7 +446,9 @@ int log_tx_nest_end(log_conn_t *c, int undo)
 int log_list(log_conn_t *c, const char *prefix, void (*fn)(void *ud, const char *path, const log_info *info),
              void *ud)
 {
-    return store_of(c)->streams->list(c, prefix ? prefix : "", fn, ud);
+    if (!prefix) prefix = "";
+    if (lookable(c, prefix)) return 0;      /* no stream's path starts so there */
+    return store_of(c)->streams->list(c, prefix, fn, ud);
 }
 
 int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)

@@ -407,6 +407,10 @@ typedef struct store_copy_ops {
 
 struct store_engine {
     const char *name;           /* "sqlite" */
+    /* 1 if the database's text is UTF-8 only (PostgreSQL's): lib/log.c answers a
+     * look-up of a path that is not UTF-8 as missing before the engine sees it (a
+     * write of such text is refused on every engine: LOG_EINVAL). */
+    int utf8_text;
     /* The process: create or migrate the database, fill l->engine_state. Returns
      * 0, or -1 with err. */
     int (*open)(log_t *l, char *err, size_t errlen);

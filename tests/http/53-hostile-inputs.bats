@@ -144,6 +144,36 @@ _wake_for() {
     assert_status 204
 }
 
+@test "a Producer-Id or Stream-Seq that is not UTF-8 is refused (400) and writes nothing; a path not UTF-8 is not found (404), on either engine" {
+    req PUT /v1/stream/u8-hdr -H 'Content-Type: text/plain' --data-binary a
+    assert_status 201
+    for h in $'Producer-Id: \xff' $'Producer-Id: w\xed\xa0\x80'; do
+        req POST /v1/stream/u8-hdr -H 'Content-Type: text/plain' -H "$h" -H 'Producer-Epoch: 0' \
+            -H 'Producer-Seq: 0' --data-binary b
+        assert_status 400
+        assert_json_error
+        body_is_json
+    done
+    req POST /v1/stream/u8-hdr -H 'Content-Type: text/plain' -H $'Stream-Seq: 1\xfe' --data-binary b
+    assert_status 400
+    assert_json_error
+    body_is_json
+    # Nothing was written: one message, no Stream-Seq, and a producer's seq 0 still starts it.
+    req GET "/v1/stream/u8-hdr?offset=-1"
+    assert_status 200
+    [ "$body" = a ]
+    req POST /v1/stream/u8-hdr -H 'Content-Type: text/plain' -H 'Stream-Seq: 1' -H $'Producer-Id: w\xc3\xa9' \
+        -H 'Producer-Epoch: 0' -H 'Producer-Seq: 0' --data-binary b
+    assert_status 200
+    for m in GET HEAD DELETE; do
+        req "$m" "/v1/stream/u8-hdr/%ff%fe"
+        assert_status 404
+    done
+    req POST "/v1/stream/u8-hdr/%c0%af" -H 'Content-Type: text/plain' --data-binary x
+    assert_status 404
+    body_is_json
+}
+
 @test "error bodies that name a path or a header are valid JSON (U+FFFD for bytes that are not UTF-8)" {
     local nobody
     nobody=$("$DS_BIN/dstream" --db "$DS_DB" token create --name nobody --scope streams:read:elsewhere/ 2>/dev/null | tail -n 1)

@@ -1260,6 +1260,80 @@ static void test_gap_hunter(const char *engine)
 }
 
 /* The cases that hold on every engine, on lg/conn. */
+/* Text that is not UTF-8: a write that would store it (a new stream's path, a
+ * Producer-Id, a Stream-Seq) is LOG_EINVAL and writes nothing, on both engines
+ * (SQLite stored such bytes, PostgreSQL answered "not found" for a write); a
+ * look-up of such a path (head, read, delete, append, a fork's source, a listing)
+ * finds nothing. Inside a group too. */
+static int tx_not_utf8(log_conn_t *c, void *arg)
+{
+    (void)arg;
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/u8/\xff";
+    cr.ttl_s = cr.expires_ms = -1;
+    int rc = log_tx_create(c, &cr);
+    if (rc != LOG_EINVAL) return rc ? rc : -100;
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    ar.path = "/u8/s";
+    ar.stream_seq = "\xc0\xaf";
+    rc = log_tx_append(c, &ar);
+    if (rc != LOG_EINVAL) return rc ? rc : -101;
+    return log_tx_delete(c, "/u8/\xfe") == LOG_ENOTFOUND ? 0 : -102;
+}
+
+static void count_listed(void *ud, const char *path, const log_info *info)
+{
+    (void)path;
+    (void)info;
+    (*(int *)ud)++;
+}
+
+static void test_not_utf8(void)
+{
+    const char *p = "/u8/s";
+    log_append_req ar;
+    log_create_req cr;
+    log_info info;
+    got g = {0};
+    CHECK_EQ_INT(create_plain(p), 0);
+    CHECK_EQ_INT(append1(p, "a"), 0);
+
+    CHECK_EQ_INT(create_plain("/u8/\xff"), LOG_EINVAL);
+    CHECK_EQ_INT(create_plain("/u8/a\xe2\x82"), LOG_EINVAL);
+    CHECK_EQ_INT(produce(p, "\xff", 0, 0, "b", &ar), LOG_EINVAL);
+    CHECK_EQ_INT(produce(p, "w\xed\xa0\x80", 0, 0, "b", &ar), LOG_EINVAL);
+    memset(&ar, 0, sizeof ar);
+    ar.stream_seq = "1\xfe";
+    CHECK_EQ_INT(append_n(p, (const char *const[]){"b"}, 1, &ar), LOG_EINVAL);
+    CHECK_EQ_INT(log_transact(conn, tx_not_utf8, NULL), 0);
+    /* Nothing of them was written: one message, no Stream-Seq, and a producer's
+     * first append at seq 0 of a UTF-8 name still starts it. */
+    CHECK_EQ_INT(log_head(conn, p, &info), 0);
+    CHECK_OFFSET(info.tail, 1, 1);
+    CHECK_EQ_STR(info.stream_seq, "");
+    CHECK_EQ_INT(produce(p, "w\xc3\xa9", 0, 0, "b", &ar), 0);
+    CHECK_EQ_INT(ar.duplicate, 0);
+
+    /* Look-ups of such a path find nothing. */
+    CHECK_EQ_INT(log_head(conn, "/u8/\xff", &info), LOG_ENOTFOUND);
+    CHECK_EQ_INT(read_all("/u8/\xff", &g, NULL), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1("/u8/\xff", "x"), LOG_ENOTFOUND);
+    CHECK_EQ_INT(log_delete(conn, "/u8/\xff"), LOG_ENOTFOUND);
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/u8/fork";
+    cr.ttl_s = cr.expires_ms = -1;
+    cr.fork_from = "/u8/\xff";
+    CHECK_EQ_INT(log_create(conn, &cr), LOG_ENOTFOUND);
+    int listed = 0;
+    CHECK_EQ_INT(log_list(conn, "/u8/\xff", count_listed, &listed), 0);
+    CHECK_EQ_INT(listed, 0);
+    CHECK_EQ_INT(log_list(conn, "/u8/", count_listed, &listed), 0);
+    CHECK_EQ_INT(listed, 1);
+    got_free(&g);
+}
+
 static void engine_cases(void)
 {
     test_create();
@@ -1269,6 +1343,7 @@ static void engine_cases(void)
     test_stream_seq();
     test_producer();
     test_delete();
+    test_not_utf8();
     test_changes_after_delete();
     test_expiry();
     test_touch();

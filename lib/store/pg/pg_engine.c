@@ -182,6 +182,7 @@ static int pq_schema_version(void)
 
 const store_engine store_pg = {
     .name = "postgresql",
+    .utf8_text = 1,
     .open = pq_open,
     .close = pq_close,
     .conn_open = pg_conn_open,

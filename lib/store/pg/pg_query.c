@@ -82,9 +82,12 @@ int pg_error(log_conn_t *lc, const PGresult *r)
         !strcmp(state, "57P03") || !strcmp(state, "53300"))
         return LOG_EDOWN;
     /* A text parameter that is not UTF-8 (character_not_in_repertoire): the
-     * database holds only UTF-8, so it names nothing stored; not found, as on
-     * SQLite, where such a name is refused at creation and so never found. */
-    if (!strcmp(state, "22021")) return LOG_ENOTFOUND;
+     * database holds only UTF-8. This cannot tell a look-up from a write, so the
+     * streams' inputs are checked above it (lib/log.c: a look-up of such a path
+     * is answered as missing, a write refused on every engine); whatever else
+     * gets here is a client's text that no check stopped: a bad request, never
+     * a database error, and not "not found" for a write. */
+    if (!strcmp(state, "22021")) return LOG_EINVAL;
     /* A write refused by a read-only server: a standby (before or without its
      * promotion), or a primary fenced for a switchover (default_transaction_read_only).
      * The writable server is elsewhere, or coming: try again later. */

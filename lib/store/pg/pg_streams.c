@@ -455,7 +455,6 @@ static int op_create(log_conn_t *c, log_create_req *r)
     int64_t ttl, expires;
     offset_t fork;
 
-    if (r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
 again:
     ct = r->content_type;
     ttl = r->ttl_s;
@@ -511,7 +510,6 @@ out:
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
     /* The tail row, locked until commit: the offsets written are ours alone. */
     return logrule_append(c, &rows, r, lookup_lock(c, r->path, &r->info));
 }

@@ -440,8 +440,6 @@ static int op_create(log_conn_t *c, log_create_req *r)
     int64_t ttl = r->ttl_s, expires = r->expires_ms;
     offset_t fork = {0, 0};
 
-    if (ct && !log_ctype_valid(ct)) return LOG_EINVAL;
-
     if (r->fork_from) {
         if ((found = logrule_lookup(c, &rows, r->fork_from, &chain[0])) < 0) return found;
         if (found == LOGRULE_GONE) return LOG_ESRCGONE;
@@ -497,7 +495,6 @@ out:
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    if (r->content_type && *r->content_type && !log_ctype_valid(r->content_type)) return LOG_EINVAL;
     return logrule_append(c, &rows, r, logrule_lookup(c, &rows, r->path, &r->info));
 }
 
