@@ -164,48 +164,7 @@ int dbcopy_compare(const dbcopy_summary *a, const dbcopy_summary *b, char *diff,
 
 /* ---- the copy ------------------------------------------------------------------ */
 
-typedef struct copy_state {
-    log_conn_t *src;
-    dbcopy_summary *sum;        /* the source's */
-    dbcopy_progress_fn progress;
-    void *ud;
-    log_conn_t *dst;            /* inside the destination's group */
-    int table;
-    int64_t n;
-    int rc;                     /* a put's failure */
-    int oom;
-} copy_state;
-
-static int copy_row(void *ud, const store_val *row)
-{
-    copy_state *cs = ud;
-    if (summary_add(cs->sum, cs->table, row)) {
-        cs->oom = 1;
-        return 1;
-    }
-    if ((cs->rc = store_of(cs->dst)->copy->put(cs->dst, cs->table, row))) return 1;
-    if (++cs->n % DBCOPY_PROGRESS_ROWS == 0 && cs->progress)
-        cs->progress(cs->ud, store_copy_tables[cs->table].name, cs->n, 0);
-    return 0;
-}
-
-/* The destination's one operation: every table walked from the source into it. */
-static int copy_all(log_conn_t *dst, void *arg)
-{
-    copy_state *cs = arg;
-    cs->dst = dst;
-    for (int t = 0; t < STORE_COPY_TABLES; t++) {
-        cs->table = t;
-        cs->n = 0;
-        int rc = store_of(cs->src)->copy->rows(cs->src, t, copy_row, cs);
-        if (cs->oom) return LOG_EIO;
-        if (cs->rc) return cs->rc;
-        if (rc) return rc;
-        if (cs->progress) cs->progress(cs->ud, store_copy_tables[t].name, cs->n, 1);
-    }
-    return store_of(dst)->copy->finish(dst);
-}
-
+/* A walk of table's rows into a summary (oom: it ran out of memory). */
 typedef struct sum_state {
     dbcopy_summary *sum;
     int table, oom;
@@ -219,6 +178,43 @@ static int sum_row(void *ud, const store_val *row)
         return 1;
     }
     return 0;
+}
+
+typedef struct copy_state {
+    sum_state ss;               /* the source's summary, and the table walked */
+    log_conn_t *src;
+    dbcopy_progress_fn progress;
+    void *ud;
+    log_conn_t *dst;            /* inside the destination's group */
+    int64_t n;
+    int rc;                     /* a put's failure */
+} copy_state;
+
+static int copy_row(void *ud, const store_val *row)
+{
+    copy_state *cs = ud;
+    if (sum_row(&cs->ss, row)) return 1;
+    if ((cs->rc = store_of(cs->dst)->copy->put(cs->dst, cs->ss.table, row))) return 1;
+    if (++cs->n % DBCOPY_PROGRESS_ROWS == 0 && cs->progress)
+        cs->progress(cs->ud, store_copy_tables[cs->ss.table].name, cs->n, 0);
+    return 0;
+}
+
+/* The destination's one operation: every table walked from the source into it. */
+static int copy_all(log_conn_t *dst, void *arg)
+{
+    copy_state *cs = arg;
+    cs->dst = dst;
+    for (int t = 0; t < STORE_COPY_TABLES; t++) {
+        cs->ss.table = t;
+        cs->n = 0;
+        int rc = store_of(cs->src)->copy->rows(cs->src, t, copy_row, cs);
+        if (cs->ss.oom) return LOG_EIO;
+        if (cs->rc) return cs->rc;
+        if (rc) return rc;
+        if (cs->progress) cs->progress(cs->ud, store_copy_tables[t].name, cs->n, 1);
+    }
+    return store_of(dst)->copy->finish(dst);
 }
 
 /* The summary of a database, in one read transaction. 0 or LOG_E*. */
@@ -268,6 +264,15 @@ static void close_db(log_t *l, log_conn_t *c)
     if (l) log_close(l);
 }
 
+/* The summaries' difference in err: DBCOPY_EDIFF, or 0 when they agree. */
+static int differ(const dbcopy_summary *a, const dbcopy_summary *b, char *err, size_t errlen)
+{
+    char diff[512];
+    if (!dbcopy_compare(a, b, diff, sizeof diff)) return 0;
+    snprintf(err, errlen, "%s", diff);
+    return DBCOPY_EDIFF;
+}
+
 int dbcopy_run(const char *from, const char *to, dbcopy_progress_fn progress, void *ud,
                int64_t rows[DBCOPY_TABLES], char *err, size_t errlen)
 {
@@ -299,13 +304,13 @@ int dbcopy_run(const char *from, const char *to, dbcopy_progress_fn progress, vo
         rc = DBCOPY_EFAIL;
         goto out;
     }
-    copy_state cs = {sc, &ssum, progress, ud, NULL, 0, 0, 0, 0};
+    copy_state cs = {{&ssum, 0, 0}, sc, progress, ud, NULL, 0, 0};
     rc = log_transact(dc, copy_all, &cs);
     store_of(sc)->copy->read_end(sc);
     dbcopy_summary_finish(&ssum);
     if (rc) {
-        snprintf(err, errlen, "copying table %s (row %lld): %s%s", store_copy_tables[cs.table].name,
-                 (long long)cs.n + 1, cs.oom ? "out of memory" : errs_str(rc),
+        snprintf(err, errlen, "copying table %s (row %lld): %s%s", store_copy_tables[cs.ss.table].name,
+                 (long long)cs.n + 1, cs.ss.oom ? "out of memory" : errs_str(rc),
                  cs.rc ? " (writing the copy; nothing was written)" : " (nothing was written)");
         rc = DBCOPY_EFAIL;
         goto out;
@@ -316,11 +321,7 @@ int dbcopy_run(const char *from, const char *to, dbcopy_progress_fn progress, vo
         rc = DBCOPY_EFAIL;
         goto out;
     }
-    char diff[512];
-    if (dbcopy_compare(&ssum, &dsum, diff, sizeof diff)) {
-        snprintf(err, errlen, "%s", diff);
-        rc = DBCOPY_EDIFF;
-    }
+    rc = differ(&ssum, &dsum, err, errlen);
 out:
     dbcopy_summary_free(&ssum);
     dbcopy_summary_free(&dsum);
@@ -349,11 +350,7 @@ int dbcopy_verify(const char *from, const char *to, char *err, size_t errlen)
         rc = DBCOPY_EFAIL;
         goto out;
     }
-    char diff[512];
-    if (dbcopy_compare(&ssum, &dsum, diff, sizeof diff)) {
-        snprintf(err, errlen, "%s", diff);
-        rc = DBCOPY_EDIFF;
-    }
+    rc = differ(&ssum, &dsum, err, errlen);
 out:
     dbcopy_summary_free(&ssum);
     dbcopy_summary_free(&dsum);
