@@ -22,6 +22,13 @@ int logrule_lookup(log_conn_t *c, const logrule_rows *rows, const char *path, lo
     return logrule_found(rc, info, deleted);
 }
 
+int logrule_lookup_lock(log_conn_t *c, const logrule_rows *rows, const char *path, log_info *info)
+{
+    int deleted = 0;
+    int rc = (rows->lock_path ? rows->lock_path : rows->by_path)(c, path, info, &deleted);
+    return logrule_found(rc, info, deleted);
+}
+
 int logrule_state_error(int found)
 {
     return found == LOGRULE_GONE ? LOG_EGONE : found < 0 ? found : LOG_ENOTFOUND;
@@ -83,6 +90,34 @@ int logrule_same_config(const log_create_req *r, const log_info *info, const log
     if (r->fork_has_offset && r->fork_offset.seq != info->fork.seq) return 0;
     if (r->fork_sub != info->fork_sub) return 0;
     return 1;
+}
+
+int logrule_create_begin(log_conn_t *c, const logrule_rows *rows, log_create_req *r, log_info *chain)
+{
+    log_info cur;
+    int found, rc, live_src = 0;
+    if (r->fork_from) {
+        /* The source is locked: its tail and forks count hold until commit. */
+        if ((found = logrule_lookup_lock(c, rows, r->fork_from, &chain[0])) < 0) return found;
+        if (found == LOGRULE_GONE) return LOG_ESRCGONE;
+        live_src = found == LOGRULE_LIVE;
+    }
+    if ((found = logrule_lookup(c, rows, r->path, &cur)) < 0) return found;
+    if (found == LOGRULE_LIVE) {
+        if (!logrule_same_config(r, &cur, live_src ? &chain[0] : NULL)) return LOG_ECONFLICT;
+        r->created = 0;
+        r->info = cur;
+        return 1;
+    }
+    if (found == LOGRULE_GONE) return LOG_ECONFLICT;
+    if (found == LOGRULE_EXPIRED) {
+        /* Locked, and looked at again: another writer may have removed it. */
+        if (rows->lock_path && (found = logrule_lookup_lock(c, rows, r->path, &cur)) < 0) return found;
+        if (found == LOGRULE_EXPIRED && (rc = logrule_remove(c, rows, &cur))) return rc;
+        if ((found = logrule_lookup(c, rows, r->path, &cur)) < 0) return found;
+        if (found != LOGRULE_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
+    }
+    return r->fork_from && !live_src ? LOG_ENOTFOUND : 0;
 }
 
 int logrule_fork(log_conn_t *c, const logrule_rows *rows, const log_create_req *r, log_info *chain, int *n,
@@ -153,13 +188,15 @@ static int producer_check(log_append_req *r, int64_t pepoch, int64_t pseq)
     return LOG_EBADSEQ;         /* a new epoch starts at 0 */
 }
 
-int logrule_append(log_conn_t *c, const logrule_rows *rows, log_append_req *r, int found)
+int logrule_append(log_conn_t *c, const logrule_rows *rows, log_append_req *r)
 {
     log_info *info = &r->info;
     int64_t now = timefmt_now_ms();
     int rc;
 
     r->duplicate = 0;
+    /* The tail row, locked until commit: the offsets written are ours alone. */
+    int found = logrule_lookup_lock(c, rows, r->path, info);
     if (found != LOGRULE_LIVE) return logrule_state_error(found);
     r->appended = info->tail;
     if (r->producer) {
@@ -241,13 +278,15 @@ int logrule_remove(log_conn_t *c, const logrule_rows *rows, const log_info *info
     return purge(c, rows, info->id);
 }
 
-int logrule_delete(log_conn_t *c, const logrule_rows *rows, int found, const log_info *info, int *answer)
+int logrule_delete(log_conn_t *c, const logrule_rows *rows, const char *path, int *answer)
 {
+    log_info info;
+    int found = logrule_lookup_lock(c, rows, path, &info);
     if (found < 0) return found;
     /* An expired stream is removed too, but answered as missing: the removal
      * must commit, so the error is returned outside the operation. */
     *answer = found == LOGRULE_LIVE ? 0 : logrule_state_error(found);
-    if (found == LOGRULE_LIVE || found == LOGRULE_EXPIRED) return logrule_remove(c, rows, info);
+    if (found == LOGRULE_LIVE || found == LOGRULE_EXPIRED) return logrule_remove(c, rows, &info);
     return 0;
 }
 

@@ -30,6 +30,10 @@ typedef struct logrule_rows {
      * soft-delete flag, 0 if none. */
     int (*by_path)(log_conn_t *c, const char *path, log_info *info, int *deleted);
     int (*by_id)(log_conn_t *c, int64_t id, log_info *info, int *deleted);
+    /* As by_path, the row locked against other writers until the group ends (FOR
+     * UPDATE), for a writer that changes it or relies on its tail; NULL where
+     * writers take turns (SQLite's one writer): by_path. */
+    int (*lock_path)(log_conn_t *c, const char *path, log_info *info, int *deleted);
     /* The position of message seq of stream id: 1 with *pos, 0 if none. */
     int (*pos_at)(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos);
     /* Messages [lo, hi) of stream id in order, each to fn until it returns
@@ -62,8 +66,10 @@ typedef struct logrule_rows {
 /* The state of a fetched row: rc of by_path (1 a row, 0 none, or LOG_E*, given
  * back), with the row and its flag. One of LOGRULE_*, or LOG_E*. */
 int logrule_found(int rc, const log_info *info, int deleted);
-/* Look the stream at path up: one of LOGRULE_*, or LOG_E*. */
+/* Look the stream at path up (logrule_lookup_lock: with lock_path). One of
+ * LOGRULE_*, or LOG_E*. */
 int logrule_lookup(log_conn_t *c, const logrule_rows *rows, const char *path, log_info *info);
+int logrule_lookup_lock(log_conn_t *c, const logrule_rows *rows, const char *path, log_info *info);
 /* The LOG_E* a reader or writer gets for a state that is not LOGRULE_LIVE (a
  * negative state is given back). */
 int logrule_state_error(int found);
@@ -82,6 +88,11 @@ int logrule_position(log_conn_t *c, const logrule_rows *rows, const log_info *ch
 /* Creation. 1 if the stream info (live) is what r would create from source src
  * (the fork's source, NULL when none or not live): an identical re-create. */
 int logrule_same_config(const log_create_req *r, const log_info *info, const log_info *src);
+/* The start of a creation, inside a group: the fork's source (locked) into
+ * chain[0], the path looked up. Returns 1 when r is answered (an identical stream
+ * is there: r->info, r->created 0), 0 when the path is free (an expired stream
+ * there removed) and the source, if any, live; else LOG_E*. */
+int logrule_create_begin(log_conn_t *c, const logrule_rows *rows, log_create_req *r, log_info *chain);
 /* A fork from chain[0] (live): its content type, TTL and expiry (each as the
  * request says, else the source's), the rest of the chain loaded (*n), and the
  * fork point (the request's offset, which must be a position of the source,
@@ -94,17 +105,16 @@ int logrule_fork(log_conn_t *c, const logrule_rows *rows, const log_create_req *
 int logrule_create_fill(log_conn_t *c, const logrule_rows *rows, log_create_req *r, const log_msg *prefix,
                         size_t nprefix, int64_t now_ms);
 
-/* An append to r->info, the stream at r->path as found (a LOGRULE_* state or
- * LOG_E*: the engine looked it up, locked if it has many writers): the producer,
- * close, content type and Stream-Seq rules, then the messages, the tail and the
- * producer's state written. Returns 0 (r->duplicate set for a producer's retry)
- * or LOG_E*. */
-int logrule_append(log_conn_t *c, const logrule_rows *rows, log_append_req *r, int found);
+/* An append, inside a group: the stream at r->path looked up (locked) into
+ * r->info, the producer, close, content type and Stream-Seq rules, then the
+ * messages, the tail and the producer's state written. Returns 0 (r->duplicate
+ * set for a producer's retry) or LOG_E*. */
+int logrule_append(log_conn_t *c, const logrule_rows *rows, log_append_req *r);
 
-/* A delete of info, the stream at a path as found (LOGRULE_* or LOG_E*): *answer
- * is what the caller gets after the commit (an expired stream is removed but
+/* A delete, inside a group, of the stream at path (looked up locked): *answer is
+ * what the caller gets after the commit (an expired stream is removed but
  * answered as missing). Returns 0 or LOG_E*. */
-int logrule_delete(log_conn_t *c, const logrule_rows *rows, int found, const log_info *info, int *answer);
+int logrule_delete(log_conn_t *c, const logrule_rows *rows, const char *path, int *answer);
 /* Remove a stream (inside a group): only marked deleted while live forks still
  * read it (expired forks are removed first); else its rows go, and any deleted
  * ancestors it was the last reader of. Returns 0 or LOG_E*. */

@@ -85,18 +85,6 @@ static int get_row(log_conn_t *c, const char *sql, pg_params *p, log_info *info,
     return found;
 }
 
-/* The stream at path, locked (FOR UPDATE) for a writer that changes it or relies
- * on its tail: one of LOGRULE_*, or LOG_E*. */
-static int lookup_lock(log_conn_t *c, const char *path, log_info *info)
-{
-    pg_params p;
-    int deleted = 0;
-    pg_params_init(&p);
-    pg_text(&p, path);
-    return logrule_found(get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, &deleted),
-                         info, deleted);
-}
-
 /* ---- the rows lib/logrule decides from (logrule_rows) ----------------------------- */
 
 static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
@@ -105,6 +93,14 @@ static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted
     pg_params_init(&p);
     pg_text(&p, path);
     return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1", &p, info, deleted);
+}
+
+static int lock_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, path);
+    return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, deleted);
 }
 
 static int by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
@@ -330,7 +326,7 @@ static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
 }
 
 static const logrule_rows rows = {
-    .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan,
+    .by_path = by_path, .by_id = by_id, .lock_path = lock_path, .pos_at = pos_at, .scan = scan,
     .insert = insert_msgs, .update_tail = update_tail,
     .producer_get = producer_get, .producer_put = producer_put,
     .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
@@ -446,8 +442,8 @@ static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct,
 
 static int op_create(log_conn_t *c, log_create_req *r)
 {
-    log_info cur, chain[LOGRULE_CHAIN_MAX];
-    int found, rc, n = 0, tries = 0;
+    log_info chain[LOGRULE_CHAIN_MAX];
+    int rc, n = 0, tries = 0;
     int64_t now = timefmt_now_ms();
     log_msg *prefix = NULL;
     size_t nprefix = 0;
@@ -461,29 +457,8 @@ again:
     expires = r->expires_ms;
     fork = (offset_t){0, 0};
     n = 0;
+    if ((rc = logrule_create_begin(c, &rows, r, chain))) return rc < 0 ? rc : 0;
     if (r->fork_from) {
-        /* The source is locked: its tail and forks count hold until commit. */
-        if ((found = lookup_lock(c, r->fork_from, &chain[0])) < 0) return found;
-        if (found == LOGRULE_GONE) return LOG_ESRCGONE;
-        n = found == LOGRULE_LIVE;
-    }
-    if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
-    if (found == LOGRULE_LIVE) {
-        if (!logrule_same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
-        r->created = 0;
-        r->info = cur;
-        return 0;
-    }
-    if (found == LOGRULE_GONE) return LOG_ECONFLICT;
-    if (found == LOGRULE_EXPIRED) {
-        if ((found = lookup_lock(c, r->path, &cur)) < 0) return found;
-        if (found == LOGRULE_EXPIRED && (rc = logrule_remove(c, &rows, &cur))) return rc;
-        if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
-        if (found != LOGRULE_NONE) return LOG_ECONFLICT;
-    }
-
-    if (r->fork_from) {
-        if (!n) return LOG_ENOTFOUND;
         if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix))) return rc;
     }
@@ -510,14 +485,12 @@ out:
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    /* The tail row, locked until commit: the offsets written are ours alone. */
-    return logrule_append(c, &rows, r, lookup_lock(c, r->path, &r->info));
+    return logrule_append(c, &rows, r);
 }
 
 static int op_delete(log_conn_t *c, const char *path, int *answer)
 {
-    log_info info;
-    return logrule_delete(c, &rows, lookup_lock(c, path, &info), &info, answer);
+    return logrule_delete(c, &rows, path, answer);
 }
 
 static int op_touch(log_conn_t *c, int64_t id)

@@ -431,8 +431,8 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
 
 static int op_create(log_conn_t *c, log_create_req *r)
 {
-    log_info cur, chain[LOGRULE_CHAIN_MAX];
-    int found, rc, n = 0;
+    log_info chain[LOGRULE_CHAIN_MAX];
+    int rc, n = 0;
     int64_t now = timefmt_now_ms();
     log_msg *prefix = NULL;
     size_t nprefix = 0;
@@ -440,27 +440,8 @@ static int op_create(log_conn_t *c, log_create_req *r)
     int64_t ttl = r->ttl_s, expires = r->expires_ms;
     offset_t fork = {0, 0};
 
+    if ((rc = logrule_create_begin(c, &rows, r, chain))) return rc < 0 ? rc : 0;
     if (r->fork_from) {
-        if ((found = logrule_lookup(c, &rows, r->fork_from, &chain[0])) < 0) return found;
-        if (found == LOGRULE_GONE) return LOG_ESRCGONE;
-        n = found == LOGRULE_LIVE;
-    }
-    if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
-    if (found == LOGRULE_LIVE) {
-        if (!logrule_same_config(r, &cur, n ? &chain[0] : NULL)) return LOG_ECONFLICT;
-        r->created = 0;
-        r->info = cur;
-        return 0;
-    }
-    if (found == LOGRULE_GONE) return LOG_ECONFLICT;
-    if (found == LOGRULE_EXPIRED) {
-        if ((rc = logrule_remove(c, &rows, &cur))) return rc;
-        if ((found = logrule_lookup(c, &rows, r->path, &cur)) < 0) return found;
-        if (found != LOGRULE_NONE) return LOG_ECONFLICT;   /* soft-deleted: forks hold it */
-    }
-
-    if (r->fork_from) {
-        if (!n) return LOG_ENOTFOUND;
         if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix)))
             return rc;
@@ -495,13 +476,12 @@ out:
 
 static int op_append(log_conn_t *c, log_append_req *r)
 {
-    return logrule_append(c, &rows, r, logrule_lookup(c, &rows, r->path, &r->info));
+    return logrule_append(c, &rows, r);
 }
 
 static int op_delete(log_conn_t *c, const char *path, int *answer)
 {
-    log_info info;
-    return logrule_delete(c, &rows, logrule_lookup(c, &rows, path, &info), &info, answer);
+    return logrule_delete(c, &rows, path, answer);
 }
 
 static int op_touch(log_conn_t *c, int64_t id)
