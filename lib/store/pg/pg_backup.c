@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../store_check.h"
+
 #define HOW_TO_COPY                                                                                      \
     "a PostgreSQL database is backed up with PostgreSQL's own tools: pg_dump -Fc -d URI -f FILE (one"   \
     " consistent snapshot while the servers go on writing; pg_restore --clean -d URI FILE puts it back)," \
@@ -57,62 +59,11 @@ static PGresult *run(PGconn *pg, const char *what, const char *sql, int n, const
     return NULL;
 }
 
-/* One invariant: a query whose every row is a problem, reported with the rule's
- * name and the row's columns. The rules and their names are SQLite's
- * (lib/store/sqlite/sq_backup.c), so that both engines report alike. */
-typedef struct check_rule {
-    const char *name;
-    const char *sql;
-} check_rule;
-
-static const check_rule rules[] = {
-    {"stream messages not contiguous from fork point to tail",
-     "SELECT s.path, s.fork_seq, s.tail_seq, count(m.seq) AS messages, min(m.seq) AS first,"
-     " max(m.seq) AS last"
-     " FROM streams s LEFT JOIN messages m ON m.stream = s.id GROUP BY s.id"
-     " HAVING count(m.seq) != s.tail_seq - s.fork_seq"
-     " OR (count(m.seq) > 0 AND (min(m.seq) != s.fork_seq OR max(m.seq) != s.tail_seq - 1)) ORDER BY s.id"},
-    {"message position does not follow the one before",
-     "SELECT s.path, m.seq, n.pos AS next_pos, m.pos + length(m.data) AS expected"
-     " FROM messages m JOIN messages n ON n.stream = m.stream AND n.seq = m.seq + 1"
-     " JOIN streams s ON s.id = m.stream"
-     " WHERE n.pos != m.pos + length(m.data) ORDER BY m.stream, m.seq"},
-    {"stream's first message or tail position wrong",
-     "SELECT s.path, s.fork_pos, f.pos AS first_pos, s.tail_pos FROM streams s"
-     " LEFT JOIN messages f ON f.stream = s.id AND f.seq = s.fork_seq"
-     " LEFT JOIN messages l ON l.stream = s.id AND l.seq = s.tail_seq - 1"
-     " WHERE (s.tail_seq > s.fork_seq AND (f.pos IS NULL OR f.pos != s.fork_pos"
-     "        OR l.pos IS NULL OR l.pos + length(l.data) != s.tail_pos))"
-     " OR (s.tail_seq = s.fork_seq AND s.tail_pos != s.fork_pos) ORDER BY s.id"},
-    {"message's record starts after it or before the fork point",
-     "SELECT s.path, m.seq, m.rec FROM messages m JOIN streams s ON s.id = m.stream"
-     " WHERE m.rec > m.seq OR m.rec < s.fork_seq ORDER BY m.stream, m.seq"},
-    {"fork whose parent is missing or shorter than the fork point",
-     "SELECT c.path, c.parent, c.fork_seq FROM streams c LEFT JOIN streams p ON p.id = c.parent"
-     " WHERE c.parent IS NOT NULL AND (p.id IS NULL OR c.fork_seq > p.tail_seq) ORDER BY c.id"},
-    {"deleted stream kept although no fork reads it",
-     "SELECT path, forks FROM streams WHERE deleted = 1 AND forks <= 0 ORDER BY id"},
-    {"messages of a stream that does not exist",
-     "SELECT m.stream, count(*) AS messages FROM messages m LEFT JOIN streams s ON s.id = m.stream"
-     " WHERE s.id IS NULL GROUP BY m.stream ORDER BY m.stream"},
-    {"producer state of a stream that does not exist",
-     "SELECT p.stream, p.producer FROM producers p LEFT JOIN streams s ON s.id = p.stream"
-     " WHERE s.id IS NULL ORDER BY p.stream, p.producer COLLATE \"C\""},
-    {"session without its event stream",
-     "SELECT x.id, x.stream FROM sessions x LEFT JOIN streams s ON s.path = x.stream"
-     " WHERE x.deleted = 0 AND (s.id IS NULL OR s.deleted = 1) ORDER BY x.id COLLATE \"C\""},
-    {"snapshot not on a message boundary of its session's stream",
-     "SELECT x.id, n.seq, n.pos FROM snapshots n JOIN sessions x ON x.id = n.session"
-     " JOIN streams s ON s.path = x.stream AND s.deleted = 0"
-     " LEFT JOIN messages m ON m.stream = s.id AND m.seq = n.seq"
-     " WHERE n.seq > s.tail_seq"
-     " OR (n.seq = s.tail_seq AND n.pos != s.tail_pos)"
-     " OR (n.seq < s.tail_seq AND n.seq >= s.fork_seq AND (m.pos IS NULL OR m.pos != n.pos))"
-     " ORDER BY x.id COLLATE \"C\", n.seq"},
-};
+/* The invariants (lib/store/store_check.h), in this engine's spelling. */
+static const store_check_rule rules[] = {STORE_CHECK_RULES("length(", ")", " COLLATE \"C\"")};
 
 /* The problems of one rule (each reported while fewer than limit), or -1 with err. */
-static int run_rule(PGconn *pg, const check_rule *rule, int limit, backup_report_fn report, void *ud, char *err,
+static int run_rule(PGconn *pg, const store_check_rule *rule, int limit, backup_report_fn report, void *ud, char *err,
                     size_t errlen)
 {
     PGresult *r = run(pg, rule->name, rule->sql, 0, NULL, 0, err, errlen);
