@@ -32,22 +32,30 @@ static json_t *load_doc(const PGresult *r, int row, int col)
     return t ? json_loads(t, 0, NULL) : NULL;
 }
 
-static json_t *pg_agent_get(log_conn_t *c, const char *name, int *rc)
+/* The document of r's first row (column 0; its version in column 1 into *version
+ * unless NULL), r cleared: *rc 0, LOG_ENOTFOUND without a row, LOG_EIO when it
+ * does not load. r NULL (the statement failed, *rc set): NULL. */
+static json_t *first_doc(PGresult *r, int *version, int *rc)
 {
     json_t *doc = NULL;
-    pg_params p;
-    pg_params_init(&p);
-    pg_text(&p, name);
-    PGresult *r = pg_run(c, "SELECT doc FROM agents WHERE name = $1::text", &p, 0, rc);
     if (!r) return NULL;
     if (PQntuples(r) > 0) {
         doc = load_doc(r, 0, 0);
+        if (version) *version = (int)pg_int_of(r, 0, 1);
         *rc = doc ? 0 : LOG_EIO;
     } else {
         *rc = LOG_ENOTFOUND;
     }
     PQclear(r);
     return doc;
+}
+
+static json_t *pg_agent_get(log_conn_t *c, const char *name, int *rc)
+{
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, name);
+    return first_doc(pg_run(c, "SELECT doc FROM agents WHERE name = $1::text", &p, 0, rc), NULL, rc);
 }
 
 static int pg_agent_list(log_conn_t *c, json_t *arr)
@@ -106,7 +114,6 @@ static int pg_workflow_add(log_conn_t *c, defs_put_arg *a)
 
 static json_t *pg_workflow_get(log_conn_t *c, const char *name, int version, int *got_version, int *rc)
 {
-    json_t *doc = NULL;
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, name);
@@ -114,16 +121,7 @@ static json_t *pg_workflow_get(log_conn_t *c, const char *name, int version, int
     PGresult *r = pg_run(c, "SELECT doc, version FROM workflows WHERE name = $1::text"
                             " AND ($2::bigint = 0 OR version = $2::bigint) ORDER BY version DESC LIMIT 1",
                          &p, 0, rc);
-    if (!r) return NULL;
-    if (PQntuples(r) > 0) {
-        doc = load_doc(r, 0, 0);
-        *got_version = (int)pg_int_of(r, 0, 1);
-        *rc = doc ? 0 : LOG_EIO;
-    } else {
-        *rc = LOG_ENOTFOUND;
-    }
-    PQclear(r);
-    return doc;
+    return first_doc(r, got_version, rc);
 }
 
 static int pg_workflow_list(log_conn_t *c, json_t *arr)
