@@ -79,7 +79,7 @@ $(B)/dstream: $(CLI_OBJ) $(B)/libdstream.a
 	@echo "  LINK $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libdstream.a -lcurl $(LDLIBS)
 
-$(B)/tests/%: tests/unit/%.c $(B)/libdstream.a tests/unit/test.h tests/unit/test_doc.h
+$(B)/tests/%: tests/unit/%.c $(B)/libdstream.a $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  CC   $<"
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)

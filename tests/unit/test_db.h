@@ -11,8 +11,9 @@
  *         test_db_close(dir, lg, conn);
  *     }
  *
- * Nothing here includes an engine's header: a check that needs SQL of its own on
- * PostgreSQL runs it with test_db_psql. */
+ * Nothing here includes an engine's header: a check that looks at or changes the
+ * rows by hand runs its SQL with test_db_sql, through the engine's command-line
+ * program (SQLite's or psql), as another process. */
 #ifndef DSTREAM_TEST_DB_H
 #define DSTREAM_TEST_DB_H
 
@@ -30,7 +31,7 @@
 typedef struct test_db_state {
     int pg;                     /* the current run is PostgreSQL's */
     char name[64];              /* its database */
-    char uri[1024];             /* and the URI of that database */
+    char uri[1024];             /* and the URI of that database (on SQLite: its file) */
 } test_db_state;
 
 static inline test_db_state *test_db_st(void)
@@ -66,14 +67,13 @@ static inline int test_db_is_pg(void)
     return test_db_st()->pg;
 }
 
-/* Run psql on uri with the statements of sql (each its own -c, so that CREATE
- * DATABASE is outside a transaction); its output, unaligned and without headers,
- * into out (if not NULL, cut at cap, the last newline dropped). Returns 0 when
- * psql succeeded. */
-static inline int test_psql(const char *uri, const char *const *sql, int nsql, char *out, size_t cap)
+/* Run the command-line program argv[0] (found on PATH) with argv; its standard
+ * output into out (if not NULL, cut at cap, the last newline dropped). Returns 0
+ * when it exited with status 0, else -1. */
+static inline int test_run_tool(const char *const *argv, char *out, size_t cap)
 {
     int fds[2];
-    if (nsql > 8 || pipe(fds) != 0) return -1;
+    if (pipe(fds) != 0) return -1;
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {
@@ -82,27 +82,11 @@ static inline int test_psql(const char *uri, const char *const *sql, int nsql, c
         return -1;
     }
     if (pid == 0) {
-        const char *argv[32];
-        int n = 0;
-        argv[n++] = "psql";
-        argv[n++] = "-X";
-        argv[n++] = "-q";
-        argv[n++] = "-A";
-        argv[n++] = "-t";
-        argv[n++] = "-v";
-        argv[n++] = "ON_ERROR_STOP=1";
-        argv[n++] = "-d";
-        argv[n++] = uri;
-        for (int i = 0; i < nsql; i++) {
-            argv[n++] = "-c";
-            argv[n++] = sql[i];
-        }
-        argv[n] = NULL;
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
         setenv("PGOPTIONS", "-c client_min_messages=warning", 1);
-        execvp("psql", (char *const *)argv);
+        execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);
@@ -122,12 +106,121 @@ static inline int test_psql(const char *uri, const char *const *sql, int nsql, c
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* Run psql on uri with the statements of sql (each its own -c, so that CREATE
+ * DATABASE is outside a transaction); its output, unaligned and without headers,
+ * into out as test_run_tool's. Returns 0 when psql succeeded. */
+static inline int test_psql(const char *uri, const char *const *sql, int nsql, char *out, size_t cap)
+{
+    const char *argv[32];
+    int n = 0;
+    if (nsql > 8) return -1;
+    argv[n++] = "psql";
+    argv[n++] = "-X";
+    argv[n++] = "-q";
+    argv[n++] = "-A";
+    argv[n++] = "-t";
+    argv[n++] = "-v";
+    argv[n++] = "ON_ERROR_STOP=1";
+    argv[n++] = "-d";
+    argv[n++] = uri;
+    for (int i = 0; i < nsql; i++) {
+        argv[n++] = "-c";
+        argv[n++] = sql[i];
+    }
+    argv[n] = NULL;
+    return test_run_tool(argv, out, cap);
+}
+
 /* Run sql (one statement) on the current run's PostgreSQL database; out as
  * test_psql's. Returns 0 or -1. */
 static inline int test_db_psql(const char *sql, char *out, size_t cap)
 {
     const char *one[1] = {sql};
     return test_psql(test_db_st()->uri, one, 1, out, cap);
+}
+
+/* SQLite's command-line program (a separate process, as psql is for PostgreSQL:
+ * no test links or includes SQLite's library for this). */
+#define TEST_DB_SQLITE_CLI "sqlite3"
+
+/* Run sql (one or more statements, ';' between them) on the current run's database
+ * (its file, or PostgreSQL's database) through the engine's command-line program,
+ * SQLite's or psql, as another process would: all of it or none (one transaction),
+ * waiting up to 5 s for the test's own writes. Its output into out as
+ * test_run_tool's: the rows one a line, columns split by '|', no headers, NULL as
+ * "(null)". For the checks that look at or break an engine's rows by hand, in SQL
+ * that both engines read (or chosen with test_db_is_pg), without an engine's
+ * header. Returns 0, or -1 with the statement printed. */
+static inline int test_db_sql(const char *sql, char *out, size_t cap)
+{
+    test_db_state *st = test_db_st();
+    char body[8192];
+    int n = snprintf(body, sizeof body, "%s; %s; COMMIT;", st->pg ? "BEGIN" : "BEGIN IMMEDIATE", sql);
+    int rc = -1;
+    if (n < 0 || (size_t)n >= sizeof body) {
+        if (out && cap) out[0] = '\0';
+    } else if (st->pg) {
+        const char *argv[] = {"psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-P", "null=(null)",
+                              "-d", st->uri, "-c", body, NULL};
+        rc = test_run_tool(argv, out, cap);
+    } else {
+        const char *argv[] = {TEST_DB_SQLITE_CLI, "-batch", "-bail", "-noheader", "-list", "-nullvalue", "(null)",
+                              "-cmd", ".timeout 5000", st->uri, body, NULL};
+        rc = test_run_tool(argv, out, cap);
+    }
+    if (rc) fprintf(stderr, "  test_db_sql failed: %s\n", sql);
+    return rc;
+}
+
+/* sql with each '?' replaced by arg as an SQL string literal (quotes doubled), into
+ * out; the result, or "" when it does not fit. For test_db_sql's callers that look
+ * a row up by a name. */
+static inline const char *test_db_bind(const char *sql, const char *arg, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = sql; *p; p++) {
+        if (*p != '?') {
+            if (n + 1 >= cap) goto full;
+            out[n++] = *p;
+            continue;
+        }
+        if (n + 1 >= cap) goto full;
+        out[n++] = '\'';
+        for (const char *a = arg; *a; a++) {
+            if (n + 2 >= cap) goto full;
+            if (*a == '\'') out[n++] = '\'';
+            out[n++] = *a;
+        }
+        if (n + 1 >= cap) goto full;
+        out[n++] = '\'';
+    }
+    out[n] = '\0';
+    return out;
+full:
+    if (cap) out[0] = '\0';
+    return out;
+}
+
+/* The first column of test_db_sql(sql)'s first row as an integer: -1 when there is
+ * no row, -2 when it is NULL, -3 when the statement failed. */
+static inline int64_t test_db_int(const char *sql)
+{
+    char out[256];
+    if (test_db_sql(sql, out, sizeof out)) return -3;
+    if (!out[0]) return -1;
+    out[strcspn(out, "|\n")] = '\0';
+    if (!strcmp(out, "(null)")) return -2;
+    return strtoll(out, NULL, 10);
+}
+
+/* The same as text, into out: "" when there is no row, when it is NULL, or when the
+ * statement failed. */
+static inline const char *test_db_str(const char *sql, char *out, size_t cap)
+{
+    if (test_db_sql(sql, out, cap)) return out;
+    out[strcspn(out, "|\n")] = '\0';
+    if (!strcmp(out, "(null)")) out[0] = '\0';
+    return out;
 }
 
 /* The cluster's URI with database name instead of its own into out. Returns 0,
@@ -151,7 +244,8 @@ static inline int test_db_target(const char *name, char *dir, size_t dircap, cha
     test_db_state *st = test_db_st();
     if (!CHECK(test_mkdtemp(dir, dircap, name) == 0)) return -1;
     if (!st->pg) {
-        snprintf(target, cap, "%s/%s.db", dir, name);
+        snprintf(st->uri, sizeof st->uri, "%s/%s.db", dir, name);
+        snprintf(target, cap, "%s", st->uri);
         return 0;
     }
     /* t_<name>_<pid>: a-z, 0-9 and _ */
