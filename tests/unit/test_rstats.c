@@ -1,8 +1,11 @@
 /* Unit tests for lib/rstats.c: a start counts, publishing keeps the count and
  * replaces the figures, rows come back by owner, sessions are counted by status
  * (deleted ones not), and the figures by model and by MCP server come back from
- * the file beside the database. (A database without the tables reads as empty:
- * test_sqlite_rstats.c.) */
+ * the file beside the database; a database without the tables (one of an older
+ * binary) reads as empty, not as an error. On each engine (test_db.h; the figures
+ * files beside a database path on SQLite's run only); the tables are dropped by hand
+ * with the engine's command-line program (test_db_sql). The figures in a row of
+ * PostgreSQL's: test_pg_rstats.c. */
 #include "rstats.h"
 
 #include <string.h>
@@ -266,6 +269,54 @@ static void test_retries(void)
     CHECK_EQ_STR(loaded_retry[RSTATS_RETRY_CAUSES - 1].cause, "other");
 }
 
+static int ngone;
+static int64_t ngone_status;
+
+static void keep_gone(void *ud, const rstats *r)
+{
+    (void)ud, (void)r;
+    ngone++;
+}
+
+static void count_gone(void *ud, const char *status, int64_t n)
+{
+    (void)ud, (void)status;
+    ngone_status += n;
+}
+
+/* On a database of its own: its tables go. */
+static void test_without_tables(void)
+{
+    rstats s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.owner, sizeof s.owner, "%s", "runner-a");
+    CHECK_EQ_INT(rstats_start(conn, &s), 0);
+    CHECK_EQ_INT(test_db_sql("INSERT INTO sessions (id, stream, status, created_ms, updated_ms, deleted) VALUES"
+                             " ('a', 'sessions/a', 'completed', 0, 0, 0)", NULL, 0), 0);
+    ngone = 0;
+    CHECK_EQ_INT(rstats_each(conn, keep_gone, NULL), 0);
+    CHECK_EQ_INT(ngone, 1);
+    ngone_status = 0;
+    CHECK_EQ_INT(rstats_sessions(conn, count_gone, NULL), 0);
+    CHECK_EQ_INT(ngone_status, 1);
+    /* Without the tables (a database of an older binary): empty, not an error. */
+    CHECK_EQ_INT(test_db_sql("DROP TABLE runner_stats; DROP TABLE sessions", NULL, 0), 0);
+    /* (Dropped by another process: a connection made since reads the schema as it is.) */
+    char err[256] = "";
+    log_conn_close(conn);
+    conn = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(conn != NULL)) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    ngone = 0;
+    CHECK_EQ_INT(rstats_each(conn, keep_gone, NULL), 0);
+    CHECK_EQ_INT(ngone, 0);
+    ngone_status = 0;
+    CHECK_EQ_INT(rstats_sessions(conn, count_gone, NULL), 0);
+    CHECK_EQ_INT(ngone_status, 0);
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -279,6 +330,8 @@ int main(void)
                 test_retries();
             }
         }
+        test_db_close(dir, lg, conn);
+        if (test_db_open("rstats_without", dir, sizeof dir, &lg, &conn) == 0) test_without_tables();
         test_db_close(dir, lg, conn);
     }
     return TEST_MAIN_END();
