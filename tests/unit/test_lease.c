@@ -5,8 +5,8 @@
  * the holding process passes, the owner lock, and the runner's plan for a lease
  * it saw (lease_plan_at: keep, renew, expired while away, wait for another's).
  * The second runner works through a log of its own, as another process would. On
- * PostgreSQL too when DSTREAM_TEST_PG is set (its owner lock's rows:
- * test_pg_leases). */
+ * PostgreSQL too when DSTREAM_TEST_PG is set, where the owner lock is a row
+ * (test_lock_rows). */
 #include "lease.h"
 
 #include <string.h>
@@ -186,7 +186,7 @@ static void test_lock(void)
     CHECK_EQ_INT(lease_lock(lg, "../host name/x", err, sizeof err), -1);
     if (test_db_is_pg()) {
         /* There the lock is a row, held until its process is gone or it expires
-         * (test_pg_leases). */
+         * (test_lock_rows). */
         close(fd);
         close(fd2);
         close(fd3);
@@ -199,6 +199,71 @@ static void test_lock(void)
     close(fd);
     close(fd2);
     close(fd3);
+}
+
+/* On PostgreSQL the owner lock is a row of runner_owners naming its process
+ * (host, pid) until it expires; the lease code renews it. The row is looked at and
+ * changed by hand (with psql) to play the other processes: a holder of this host
+ * that is gone (its lock taken at once), another host's live one (refused, named)
+ * and expired one (taken), and the fencing: a runner id whose lock another process
+ * holds takes no lease, not even a free one, while the holder takes the id's leases
+ * back at once. On a database of its own. */
+static void test_lock_rows(void)
+{
+    char err[512] = "", host[256] = "", sql[600];
+    gethostname(host, sizeof host - 1);
+    int fd0 = lease_lock(lg, "runner-1", err, sizeof err);
+    CHECK(fd0 >= 0);
+    if (fd0 >= 0) close(fd0);
+    /* The row names this process, for the message that refuses another. */
+    char who[300] = "", want[300];
+    CHECK_EQ_INT(test_db_psql("SELECT host || ' ' || pid FROM runner_owners WHERE owner = 'runner-1'", who,
+                              sizeof who), 0);
+    snprintf(want, sizeof want, "%s %ld", host, (long)getpid());
+    CHECK_EQ_STR(who, want);
+    /* Its holder gone: a process of this host that no longer runs (pid 0 is none). */
+    snprintf(sql, sizeof sql, "UPDATE runner_owners SET pid = 0 WHERE owner = 'runner-1' AND host = '%s'", host);
+    CHECK_EQ_INT(test_db_psql(sql, NULL, 0), 0);
+    long long t0 = timefmt_now_ms();
+    int fd = lease_lock(lg, "runner-1", err, sizeof err);
+    CHECK(fd >= 0);
+    CHECK(timefmt_now_ms() - t0 < LEASE_LOCK_WAIT_MS);  /* at once */
+    if (fd >= 0) close(fd);
+    /* Another host's live process holds runner-3: refused, naming it; taken once
+     * its row expired. */
+    CHECK_EQ_INT(test_db_psql("INSERT INTO runner_owners (owner, instance, host, pid, expires_ms) VALUES"
+                              " ('runner-3', 'x', 'elsewhere', 1, 9223372036854775807)", NULL, 0), 0);
+    CHECK_EQ_INT(lease_lock(lg, "runner-3", err, sizeof err), -1);
+    CHECK(strstr(err, "\"runner-3\"") != NULL);
+    CHECK(strstr(err, "elsewhere") != NULL);
+    /* The fencing: a runner id whose lock another process holds takes no lease,
+     * not even a free one, nor one of its own id. */
+    const lease_id r3 = {"runner-3", "c0000001"}, r3b = {"runner-3", "c0000002"};
+    CHECK_EQ_INT(lease_acquire(ca, "f1", &r3, 60000, NULL), 0);
+    CHECK_EQ_INT(test_db_psql("INSERT INTO leases (session, owner, instance, expires_ms) VALUES"
+                              " ('f2', 'runner-3', 'c0000001', 9223372036854775807)", NULL, 0), 0);
+    CHECK_EQ_INT(lease_acquire(ca, "f2", &r3b, 60000, NULL), 0);
+    CHECK_EQ_INT(test_db_psql("UPDATE runner_owners SET expires_ms = 0 WHERE owner = 'runner-3'", NULL, 0), 0);
+    fd = lease_lock(lg, "runner-3", err, sizeof err);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    /* Holding it, the id's leases are ours at once (a dead predecessor's), and the
+     * old instance is fenced off; free ones too. */
+    CHECK_EQ_INT(lease_acquire(ca, "f2", &r3b, 60000, NULL), 1);
+    CHECK_EQ_INT(tx_renew(ca, "f2", &r3), 0);
+    CHECK_EQ_INT(tx_renew(ca, "f2", &r3b), 1);
+    CHECK_EQ_INT(lease_acquire(ca, "f1", &r3b, 60000, NULL), 1);
+    /* A lock lost to another process (it expired, and another took it): this
+     * process's runner takes nothing more, and the taker takes its leases. */
+    CHECK_EQ_INT(test_db_psql("UPDATE runner_owners SET instance = 'y', host = 'elsewhere', pid = 1,"
+                              " expires_ms = 9223372036854775807 WHERE owner = 'runner-3'", NULL, 0), 0);
+    CHECK_EQ_INT(lease_acquire(ca, "f3", &r3b, 60000, NULL), 0);
+    CHECK_EQ_INT(lease_acquire(ca, "f1", &r3b, 60000, NULL), 0);
+    /* The expiry is on the database's clock and is renewed by the lease code. */
+    char exp[64] = "";
+    CHECK_EQ_INT(test_db_psql("SELECT expires_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 50000"
+                              " FROM leases WHERE session = 'f2'", exp, sizeof exp), 0);
+    CHECK_EQ_STR(exp, "t");
 }
 
 /* The runner's view of a lease (lease_plan_at): a lease held is kept until a third
@@ -269,6 +334,10 @@ int main(void)
         log_conn_close(cb);
         log_close(lg2);
         test_db_close(dir, lg, ca);
+        if (test_db_is_pg()) {
+            if (test_db_open("pg-leases", dir, sizeof dir, &lg, &ca) == 0) test_lock_rows();
+            test_db_close(dir, lg, ca);
+        }
     }
     return TEST_MAIN_END();
 }
