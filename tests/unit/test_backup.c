@@ -1,10 +1,14 @@
-/* Unit tests for lib/backup.c, through the engine's typed operations only: a
- * backup taken while writer threads keep appending opens, passes the integrity
- * check and the invariants, and holds every append that was acknowledged before it
- * started (and nothing torn); the check is clean on a database with forks and
- * deletions, and every session snapshot equals a replay of the session's events
- * (text with NULs too); a target with no database is said so. The checks that
- * break rows by hand are the engine's: test_sqlite_backup.c. */
+/* Unit tests for lib/backup.c: a backup taken while writer threads keep appending
+ * opens, passes the integrity check and the invariants, and holds every append
+ * that was acknowledged before it started (and nothing torn); on PostgreSQL, copy
+ * and restore name its own tools instead. On each engine (test_db.h): a target with
+ * no database is said so; the check is
+ * clean on a database with forks and deletions, names each invariant broken by
+ * hand in the rows, and every session snapshot equals a replay of the session's
+ * events (text with NULs too), each one altered by hand (a session's own, a fork's
+ * at its fork point, its text cut at a NUL) named with the key that differs. The
+ * rows are changed with the engine's command-line program (test_db_sql). A backup's
+ * file: test_sqlite_backup.c. */
 #include "backup.h"
 
 #include <pthread.h>
@@ -13,6 +17,7 @@
 
 #include "timefmt.h"
 #include "event.h"
+#include "log.h"
 #include "sstore.h"
 #include "test_db.h"
 
@@ -137,8 +142,8 @@ static void test_backup_under_load(void)
     for (int i = 0; i < 5000 && atomic_load(&acked[WRITERS - 1]) < 200; i++) usleep(1000);
     int before[WRITERS];
     for (int w = 0; w < WRITERS; w++) before[w] = atomic_load(&acked[w]);
-    char err[256], db[400];
-    snprintf(db, sizeof db, "%s/test.db", dir);
+    char err[256];
+    const char *db = log_path(lg);
     snprintf(dest, sizeof dest, "%s/backup.db", dir);
     backup_info bi;
     int rc = backup_copy(db, dest, &bi, err, sizeof err);
@@ -184,10 +189,26 @@ static void test_backup_under_load(void)
 }
 
 /* A target that holds no database: said so, by the copy and by the check, and
- * nothing is created. */
+ * nothing is created. On PostgreSQL: a database without the log's tables, or none
+ * at all (the same server, other databases: a URI's path is its name). */
 static void test_no_database(void)
 {
-    char target[400], dest[400], err[256];
+    char target[1200], dest[400], err[512];
+    if (test_db_is_pg()) {
+        const char *drop[1] = {"DROP DATABASE IF EXISTS t_pg_backup_empty"},
+                   *create[1] = {"CREATE DATABASE t_pg_backup_empty"};
+        int seen = 0;
+        CHECK_EQ_INT(test_psql(test_db_pg_cluster(), drop, 1, NULL, 0), 0);
+        CHECK_EQ_INT(test_psql(test_db_pg_cluster(), create, 1, NULL, 0), 0);
+        CHECK_EQ_INT(test_db_pg_uri(test_db_pg_cluster(), "t_pg_backup_empty", target, sizeof target), 0);
+        CHECK_EQ_INT(backup_check(target, 10, count_problem, &seen, err, sizeof err), BACKUP_ENODB);
+        CHECK(strstr(err, "no dstream database") != NULL);
+        CHECK_EQ_INT(test_db_pg_uri(test_db_pg_cluster(), "t_pg_backup_nothing", target, sizeof target), 0);
+        CHECK_EQ_INT(backup_check(target, 10, count_problem, &seen, err, sizeof err), BACKUP_ENODB);
+        CHECK_EQ_INT(seen, 0);
+        CHECK_EQ_INT(test_psql(test_db_pg_cluster(), drop, 1, NULL, 0), 0);
+        return;
+    }
     snprintf(target, sizeof target, "%s/nothing.db", dir);
     snprintf(dest, sizeof dest, "%s/nothing-backup.db", dir);
     CHECK_EQ_INT(backup_copy(target, dest, NULL, err, sizeof err), BACKUP_ENODB);
@@ -197,6 +218,18 @@ static void test_no_database(void)
     CHECK_EQ_INT(backup_check(target, 10, count_problem, &seen, err, sizeof err), BACKUP_ENODB);
     CHECK(strstr(err, "no such database") != NULL);
     CHECK(access(target, F_OK) != 0);
+}
+
+/* PostgreSQL's copy and restore: its own tools, said plainly; no file left behind. */
+static void test_copy_restore(void)
+{
+    char err[512], dest[400];
+    snprintf(dest, sizeof dest, "%s/backup.db", dir);
+    CHECK_EQ_INT(backup_copy(log_path(lg), dest, NULL, err, sizeof err), BACKUP_EFAIL);
+    CHECK(strstr(err, "pg_dump") && strstr(err, "pg_basebackup"));
+    CHECK(access(dest, F_OK) != 0);
+    CHECK_EQ_INT(backup_restore(log_path(lg), dest, err, sizeof err), BACKUP_EFAIL);
+    CHECK(strstr(err, "pg_restore") != NULL);
 }
 
 static void test_check_sound(void)
@@ -211,11 +244,11 @@ static void test_check_sound(void)
     CHECK_EQ_INT(log_delete(conn, "p"), 0);
     CHECK_EQ_INT(create("gone", NULL, -1), 0);
     CHECK_EQ_INT(log_delete(conn, "gone"), 0);
-    snprintf(path, sizeof path, "%s/test.db", dir);
-    CHECK_EQ_INT(problems(path), 0);
-    /* (Each broken invariant found: test_sqlite_backup.c breaks them by hand.) */
+    CHECK_EQ_INT(problems(log_path(lg)), 0);
+    /* (Each broken invariant found: test_check_finds.) */
 
     /* A file that is not a database: the check cannot run. */
+    if (test_db_is_pg()) return;
     snprintf(path, sizeof path, "%s/junk.db", dir);
     FILE *f = fopen(path, "w");
     if (f) {
@@ -273,9 +306,136 @@ static int session(const char *id, const char *parent)
     return rc;
 }
 
+static char seen_problems[4096];
+
+/* Every problem reported, one a line, into seen_problems. */
+static void keep_problem(void *ud, const char *problem)
+{
+    (*(int *)ud)++;
+    size_t len = strlen(seen_problems);
+    snprintf(seen_problems + len, sizeof seen_problems - len, "%s\n", problem);
+}
+
+/* The check of the test's database: the number of problems, each in seen_problems. */
+static int problems_kept(int limit, int *seen)
+{
+    char err[256];
+    *seen = 0;
+    seen_problems[0] = '\0';
+    int n = backup_check(log_path(lg), limit, keep_problem, seen, err, sizeof err);
+    if (n < 0) fprintf(stderr, "  check failed: %s\n", err);
+    return n;
+}
+
+/* 1 when the check of the test's database finds nothing (else what it found is
+ * printed). */
+static int sound(void)
+{
+    int seen;
+    int n = problems_kept(10, &seen);
+    if (n > 0) fprintf(stderr, "  problems:\n%s", seen_problems);
+    return n == 0;
+}
+
+/* SQL of one engine or the other's. */
+static const char *dialect(const char *sqlite, const char *pg)
+{
+    return test_db_is_pg() ? pg : sqlite;
+}
+
+/* A sound log, row by row as the streams area leaves it, on a database of its own:
+ * w0 of three messages; p (deleted, kept for its fork) of two; f forked from p after
+ * its first, with one of its own; a session's stream of two messages. Then each
+ * invariant broken by hand is found, and undone. */
+static void test_check_finds(void)
+{
+    CHECK_EQ_INT(test_db_sql("INSERT INTO streams (id, path, content_type, created_ms, access_ms, tail_seq, tail_pos,"
+                             " parent, fork_seq, fork_pos, deleted, forks) VALUES"
+                             " (1, 'w0', 'text/plain', 1, 1, 3, 6, NULL, 0, 0, 0, 0),"
+                             " (2, 'p', 'text/plain', 1, 1, 2, 7, NULL, 0, 0, 1, 1),"
+                             " (3, 'f', 'text/plain', 1, 1, 2, 8, 2, 1, 3, 0, 0),"
+                             " (4, 'sessions/s1', 'application/json', 1, 1, 2, 4, NULL, 0, 0, 0, 0)", NULL, 0),
+                 0);
+    CHECK_EQ_INT(test_db_sql("INSERT INTO messages (stream, seq, pos, rec, data) VALUES"
+                             " (1, 0, 0, 0, 'aa'), (1, 1, 2, 1, 'bbb'), (1, 2, 5, 2, 'c'),"
+                             " (2, 0, 0, 0, 'one'), (2, 1, 3, 1, 'two!'), (3, 1, 3, 1, 'three'),"
+                             " (4, 0, 0, 0, '{}'), (4, 1, 2, 1, '{}')", NULL, 0),
+                 0);
+    CHECK_EQ_INT(test_db_sql("INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
+                             " ('s1', 'sessions/s1', 'idle', 1, 1)", NULL, 0),
+                 0);
+    CHECK(sound());
+
+    static const struct {
+        const char *breaks, *repairs, *named;
+    } cases[] = {
+        {"UPDATE messages SET pos = pos + 1 WHERE seq = 1 AND stream = (SELECT id FROM streams WHERE path = 'f')",
+         "UPDATE messages SET pos = pos - 1 WHERE seq = 1 AND stream = (SELECT id FROM streams WHERE path = 'f')",
+         "stream's first message"},
+        {"UPDATE messages SET pos = pos + 1 WHERE seq = 2 AND stream = 1",
+         "UPDATE messages SET pos = pos - 1 WHERE seq = 2 AND stream = 1", "message position does not follow"},
+        {"UPDATE streams SET tail_seq = tail_seq + 1 WHERE path = 'w0'",
+         "UPDATE streams SET tail_seq = tail_seq - 1 WHERE path = 'w0'", "not contiguous"},
+        {"UPDATE streams SET tail_pos = tail_pos + 7 WHERE path = 'w0'",
+         "UPDATE streams SET tail_pos = tail_pos - 7 WHERE path = 'w0'", "tail position wrong"},
+        {"UPDATE messages SET seq = seq + 100000 WHERE seq = 1 AND stream = (SELECT id FROM streams WHERE path = 'w0')",
+         "UPDATE messages SET seq = seq - 100000 WHERE seq = 100001 AND stream = (SELECT id FROM streams WHERE path = 'w0')",
+         "not contiguous"},
+        {"UPDATE messages SET rec = 2 WHERE seq = 1 AND stream = 1",
+         "UPDATE messages SET rec = 1 WHERE seq = 1 AND stream = 1", "record starts after it"},
+        {"UPDATE streams SET parent = 99999 WHERE path = 'f'",
+         "UPDATE streams SET parent = (SELECT id FROM streams WHERE deleted = 1) WHERE path = 'f'",
+         "fork whose parent is missing"},
+        {"UPDATE streams SET forks = 0 WHERE deleted = 1", "UPDATE streams SET forks = 1 WHERE deleted = 1",
+         "deleted stream kept"},
+        {"INSERT INTO messages (stream, seq, pos, rec, data) VALUES (88888, 0, 0, 0, 'x')",
+         "DELETE FROM messages WHERE stream = 88888", "messages of a stream that does not exist"},
+        {"INSERT INTO producers (stream, producer, epoch, seq) VALUES (77777, 'pr', 0, 0)",
+         "DELETE FROM producers WHERE stream = 77777", "producer state of a stream"},
+        {"INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
+         " ('lost', 'sessions/lost', 'pending', 0, 0)",
+         "DELETE FROM sessions WHERE id = 'lost'", "session without its event stream"},
+        {"INSERT INTO snapshots (session, seq, pos, view) VALUES ('s1', 1, 3, '{}')",
+         "DELETE FROM snapshots WHERE session = 's1'", "not on a message boundary"},
+        /* The walk: a snapshot on a boundary that a replay of the stream disagrees with. */
+        {"INSERT INTO snapshots (session, seq, pos, view) VALUES ('s1', 1, 2, '{\"not\": \"a view\"}')",
+         "DELETE FROM snapshots WHERE session = 's1'", "differs from a replay of its session's events: session=s1 seq=1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(test_db_sql(cases[i].breaks, NULL, 0), 0);
+        int seen;
+        int n = problems_kept(10, &seen);
+        if (!CHECK(n >= 1 && strstr(seen_problems, cases[i].named)))
+            fprintf(stderr, "  not found: %s (wanted %s) in:\n%s", cases[i].breaks, cases[i].named, seen_problems);
+        CHECK_EQ_INT(test_db_sql(cases[i].repairs, NULL, 0), 0);
+        CHECK(sound());
+    }
+    /* Reports stop at the limit; every problem is counted. */
+    CHECK_EQ_INT(test_db_sql("UPDATE streams SET forks = 0 WHERE deleted = 1;"
+                             " INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
+                             " ('l1', 'sessions/l1', 'pending', 0, 0), ('l2', 'sessions/l2', 'pending', 0, 0)", NULL, 0),
+                 0);
+    int seen;
+    CHECK_EQ_INT(problems_kept(1, &seen), 3);
+    CHECK_EQ_INT(seen, 2);      /* one of each rule */
+    CHECK_EQ_INT(test_db_sql("UPDATE streams SET forks = 1 WHERE deleted = 1;"
+                             " DELETE FROM sessions WHERE id IN ('l1', 'l2')", NULL, 0),
+                 0);
+    CHECK(sound());
+}
+
+/* The snapshots' "session:seq", in order, into out (space between them). */
+static const char *snapshot_list(char *out, size_t cap)
+{
+    if (test_db_sql("SELECT session || ':' || seq FROM snapshots ORDER BY session, seq", out, cap)) return "?";
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ' ';
+    return out;
+}
+
 static void test_check_snapshots(void)
 {
-    char path[400];
+    char got[256];
     /* a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
      * fork-point snapshot) and 71 events more (its own at 128); c forked from b, e
      * from c, then c deleted: its stream stays for e, its snapshots go. */
@@ -289,20 +449,90 @@ static void test_check_snapshots(void)
     CHECK_EQ_INT(session("e", "c"), 0);
     CHECK_EQ_INT(say_n("e", 2), 0);
     CHECK_EQ_INT(sstore_delete(conn, "c"), 0);
-    snprintf(path, sizeof path, "%s/test.db", dir);
-    CHECK_EQ_INT(problems(path), 0);
-    /* (Each altered snapshot named: test_sqlite_backup.c alters them by hand.) */
+    CHECK_EQ_STR(snapshot_list(got, sizeof got), "a:64 a:128 b:101 b:128 e:176");
+    CHECK_EQ_INT(problems(log_path(lg)), 0);
+
+    /* Each altered snapshot is named; a fork's altered fork point is found in its
+     * parent's replay (and its own replay, which starts there, may differ on). The
+     * change in SQLite's SQL, then PostgreSQL's. */
+    static const struct {
+        const char *session;
+        int seq;
+        const char *alter, *alter_pg, *named;
+        int problems;
+    } cases[] = {
+        {"a", 128, "json_set(view, '$.eventCount', 7)", "jsonb_set(view::jsonb, '{eventCount}', '7')",
+         "session=a seq=128 key=eventCount", 1},
+        {"a", 64, "json_set(view, '$.created.input.topic', 'bats')",
+         "jsonb_set(view::jsonb, '{created,input,topic}', '\"bats\"')", "session=a seq=64 key=created.input.topic", 1},
+        {"a", 64, "json_remove(view, '$.messages[5]')", "view::jsonb #- '{messages,5}'",
+         "session=a seq=64 key=messages[5]", 1},
+        {"b", 128, "json_set(view, '$.status', 'failed')", "jsonb_set(view::jsonb, '{status}', '\"failed\"')",
+         "session=b seq=128 key=status", 1},
+        {"b", 128, "json_set(view, '$.messages[3].extra', 1)", "jsonb_set(view::jsonb, '{messages,3,extra}', '1')",
+         "session=b seq=128 key=messages[3].extra", 1},
+        {"b", 101, "json_set(view, '$.queued[0]', 'x')", "jsonb_set(view::jsonb, '{queued,0}', '\"x\"')",
+         "session=b seq=101 fork point, replayed in sessions/a key=queued[0]", 2},
+        /* e's parent c was deleted: its fork point cannot be replayed, but e's own
+         * replay needs it whole. */
+        {"e", 176, "'not a view'", "'not a view'",
+         "session=e seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "CREATE TABLE kept AS SELECT view FROM snapshots WHERE session = '%s' AND seq = %d;"
+                 " UPDATE snapshots SET view = %s WHERE session = '%s' AND seq = %d", cases[i].session,
+                 cases[i].seq, dialect(cases[i].alter, cases[i].alter_pg), cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(test_db_sql(sql, NULL, 0), 0);
+        int seen;
+        CHECK_EQ_INT(problems_kept(10, &seen), cases[i].problems);
+        CHECK_EQ_INT(seen, cases[i].problems);
+        if (!CHECK(strstr(seen_problems, cases[i].named) != NULL))
+            fprintf(stderr, "  wanted %s in: %s\n", cases[i].named, seen_problems);
+        snprintf(sql, sizeof sql, "UPDATE snapshots SET view = (SELECT view FROM kept) WHERE session = '%s' AND seq = %d;"
+                 " DROP TABLE kept", cases[i].session, cases[i].seq);
+        CHECK_EQ_INT(test_db_sql(sql, NULL, 0), 0);
+        CHECK(sound());
+    }
+    /* Snapshots written before the cost split have neither cost nor playedRequest:
+     * not a difference. An altered cost is. */
+    CHECK_EQ_INT(test_db_sql(dialect("CREATE TABLE kept AS SELECT * FROM snapshots;"
+                                     " UPDATE snapshots SET view = json_remove(view, '$.cost', '$.playedRequest')",
+                                     "CREATE TABLE kept AS SELECT * FROM snapshots;"
+                                     " UPDATE snapshots SET view = view::jsonb - 'cost' - 'playedRequest'"
+                                     " WHERE view LIKE '{%'"), NULL, 0), 0);
+    CHECK_EQ_INT(problems(log_path(lg)), 0);
+    CHECK_EQ_INT(test_db_sql(dialect("UPDATE snapshots SET view = json_set(view, '$.cost', json('{\"spentUsd\": 1}'))"
+                                     " WHERE session = 'a' AND seq = 128",
+                                     "UPDATE snapshots SET view = jsonb_set(view::jsonb, '{cost}', '{\"spentUsd\": 1}')"
+                                     " WHERE session = 'a' AND seq = 128"), NULL, 0), 0);
+    CHECK_EQ_INT(problems(log_path(lg)), 1);
+    CHECK_EQ_INT(test_db_sql("DELETE FROM snapshots; INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, 0),
+                 0);
+    CHECK_EQ_INT(problems(log_path(lg)), 0);
+    /* A live fork without its fork-point snapshot cannot be replayed: said so. */
+    CHECK_EQ_INT(test_db_sql("CREATE TABLE kept AS SELECT * FROM snapshots WHERE session = 'b' AND seq = 101;"
+                             " DELETE FROM snapshots WHERE session = 'b' AND seq = 101", NULL, 0), 0);
+    int seen;
+    CHECK_EQ_INT(problems_kept(10, &seen), 1);
+    CHECK(strstr(seen_problems, "session=b seq=101 key=(its fork-point snapshot, missing or not a view)") != NULL);
+    CHECK_EQ_INT(test_db_sql("INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, 0), 0);
+    /* Reports stop at the limit; every problem is counted (a:64, a:128, b's fork
+     * point; b:128 agrees with a replay from b's altered fork point, e's cannot be
+     * replayed). */
+    CHECK_EQ_INT(test_db_sql(dialect("UPDATE snapshots SET view = json_set(view, '$.steps', 99)",
+                                     "UPDATE snapshots SET view = jsonb_set(view::jsonb, '{steps}', '99')"
+                                     " WHERE view LIKE '{%'"), NULL, 0), 0);
+    CHECK_EQ_INT(problems_kept(2, &seen), 3);
+    CHECK_EQ_INT(seen, 2);
 }
 
 /* Text holding NULs (JSON's \u0000), as a model may send: the snapshots of such a
- * session agree with its replay (they were "not JSON" to the check). */
+ * session agree with its replay (they were "not JSON" to the check), and a snapshot
+ * whose text was cut at the NUL (what a strlen on the way made of it) is named. On a
+ * database of its own. */
 static void test_check_snapshots_nul(void)
 {
-    char path[400];
-    /* A database of its own. */
-    test_db_close(dir, lg, conn);
-    dir[0] = '\0';
-    if (test_db_open("test", dir, sizeof dir, &lg, &conn)) return;
     CHECK_EQ_INT(session("z", NULL), 0);
     session_trace t;
     session_trace_new(&t);
@@ -313,20 +543,33 @@ static void test_check_snapshots_nul(void)
         CHECK_EQ_INT(sstore_command(conn, "z", &t, say, &e, NULL), 0);
         json_decref(e.payload);
     }
-    snprintf(path, sizeof path, "%s/test.db", dir);
-    CHECK_EQ_INT(problems(path), 0);
-    /* (A snapshot cut at the NUL named: test_sqlite_backup.c.) */
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'z' AND view LIKE '%\\u0000%' ESCAPE '!'"),
+                 1);
+    CHECK_EQ_INT(problems(log_path(lg)), 0);
+    CHECK_EQ_INT(test_db_sql("UPDATE snapshots SET view = replace(view, '\"z\\u0000says\"', '\"z\"')"
+                             " WHERE session = 'z'", NULL, 0),
+                 0);
+    int seen;
+    CHECK_EQ_INT(problems_kept(10, &seen), 1);
+    if (!CHECK(strstr(seen_problems, "session=z seq=64 key=messages[0].content") != NULL))
+        fprintf(stderr, "  got: %s\n", seen_problems);
 }
 
 int main(void)
 {
-    if (test_db_open("test", dir, sizeof dir, &lg, &conn) == 0) {
-        test_backup_under_load();
-        test_no_database();
-        test_check_sound();
-        test_check_snapshots();
-        test_check_snapshots_nul();
+    for (int e = 0; test_db_engine(e); e++) {
+        if (test_db_open("test", dir, sizeof dir, &lg, &conn) == 0) {
+            if (test_db_is_pg()) test_copy_restore();
+            else test_backup_under_load();
+            test_no_database();
+            test_check_sound();
+            test_check_snapshots();
+        }
+        test_db_close(dir, lg, conn);
+        if (test_db_open("test_rows", dir, sizeof dir, &lg, &conn) == 0) test_check_finds();
+        test_db_close(dir, lg, conn);
+        if (test_db_open("test_nul", dir, sizeof dir, &lg, &conn) == 0) test_check_snapshots_nul();
+        test_db_close(dir, lg, conn);
     }
-    test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
 }
