@@ -182,37 +182,37 @@ static void test_request_body(void)
 static void test_url_headers(void)
 {
     char url[256];
-    provider_request_url(PROVIDER_ANTHROPIC, NULL, url, sizeof url);
-    CHECK_EQ_STR(url, "https://api.anthropic.com/v1/messages");
-    provider_request_url(PROVIDER_OPENAI, "", url, sizeof url);
-    CHECK_EQ_STR(url, "https://api.openai.com/v1/chat/completions");
-    provider_request_url(PROVIDER_OPENAI, "http://127.0.0.1:8080/", url, sizeof url);
-    CHECK_EQ_STR(url, "http://127.0.0.1:8080/v1/chat/completions");
-    provider_request_url(PROVIDER_ANTHROPIC, "http://proxy//", url, sizeof url);
-    CHECK_EQ_STR(url, "http://proxy//v1/messages");  /* only one '/' is stripped */
-    /* The OpenAI SDK's habit: a base ending in a version segment gets the API's path. */
-    provider_request_url(PROVIDER_OPENAI, "http://127.0.0.1:8080/v1", url, sizeof url);
-    CHECK_EQ_STR(url, "http://127.0.0.1:8080/v1/chat/completions");
-    provider_request_url(PROVIDER_OPENAI, "https://gw.example/team/openai/v1/", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/team/openai/v1/chat/completions");
-    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/anthropic/v1", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/anthropic/v1/messages");
-    provider_request_url(PROVIDER_OPENAI, "https://g.example/v1beta", url, sizeof url);
-    CHECK_EQ_STR(url, "https://g.example/v1beta/chat/completions");
-    /* A prefix without a version (the Anthropic SDK's habit) gets /v1 as before. */
-    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/anthropic", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/anthropic/v1/messages");
-    provider_request_url(PROVIDER_OPENAI, "https://gw.example/vx1", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/vx1/v1/chat/completions");
-    provider_request_url(PROVIDER_OPENAI, "http://v1.example:8080", url, sizeof url);
-    CHECK_EQ_STR(url, "http://v1.example:8080/v1/chat/completions");  /* a host is no segment */
-    /* The whole endpoint URL is used as is. */
-    provider_request_url(PROVIDER_OPENAI, "https://g.example/v1beta/openai/chat/completions", url, sizeof url);
-    CHECK_EQ_STR(url, "https://g.example/v1beta/openai/chat/completions");
-    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/x/messages/", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/x/messages");
-    provider_request_url(PROVIDER_ANTHROPIC, "https://gw.example/chat/completions", url, sizeof url);
-    CHECK_EQ_STR(url, "https://gw.example/chat/completions/v1/messages");
+    /* A base URL (NULL or "": the provider's own) and the request's URL. */
+    static const struct {
+        provider_kind kind;
+        const char *base, *want;
+    } urls[] = {
+        {PROVIDER_ANTHROPIC, NULL, "https://api.anthropic.com/v1/messages"},
+        {PROVIDER_OPENAI, "", "https://api.openai.com/v1/chat/completions"},
+        {PROVIDER_OPENAI, "http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1/chat/completions"},
+        {PROVIDER_ANTHROPIC, "http://proxy//", "http://proxy//v1/messages"},  /* only one '/' is stripped */
+        /* The OpenAI SDK's habit: a base ending in a version segment gets the API's path. */
+        {PROVIDER_OPENAI, "http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/chat/completions"},
+        {PROVIDER_OPENAI, "https://gw.example/team/openai/v1/",
+         "https://gw.example/team/openai/v1/chat/completions"},
+        {PROVIDER_ANTHROPIC, "https://gw.example/anthropic/v1", "https://gw.example/anthropic/v1/messages"},
+        {PROVIDER_OPENAI, "https://g.example/v1beta", "https://g.example/v1beta/chat/completions"},
+        /* A prefix without a version (the Anthropic SDK's habit) gets /v1 as before. */
+        {PROVIDER_ANTHROPIC, "https://gw.example/anthropic", "https://gw.example/anthropic/v1/messages"},
+        {PROVIDER_OPENAI, "https://gw.example/vx1", "https://gw.example/vx1/v1/chat/completions"},
+        {PROVIDER_OPENAI, "http://v1.example:8080",
+         "http://v1.example:8080/v1/chat/completions"},     /* a host is no segment */
+        /* The whole endpoint URL is used as is. */
+        {PROVIDER_OPENAI, "https://g.example/v1beta/openai/chat/completions",
+         "https://g.example/v1beta/openai/chat/completions"},
+        {PROVIDER_ANTHROPIC, "https://gw.example/x/messages/", "https://gw.example/x/messages"},
+        {PROVIDER_ANTHROPIC, "https://gw.example/chat/completions",
+         "https://gw.example/chat/completions/v1/messages"},
+    };
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        provider_request_url(urls[i].kind, urls[i].base, url, sizeof url);
+        if (!CHECK_EQ_STR(url, urls[i].want)) fprintf(stderr, "  base %s\n", urls[i].base ? urls[i].base : "(null)");
+    }
     provider_request_url(PROVIDER_ANTHROPIC, NULL, url, 10);
     CHECK_EQ_STR(url, "https://a");
 
