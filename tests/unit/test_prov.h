@@ -201,4 +201,22 @@ static inline void check_body(json_t *got, const char *want_text, int line)
     json_decref(want);
 }
 
+/* The agent and history above as kind's request body, against want_text; the
+ * caller's history is left untouched. */
+static inline void check_request_body(provider_kind kind, const char *want_text, int line)
+{
+    json_t *agent = json_loads(agent_json, 0, NULL);
+    json_t *hist = json_loads(history_json, 0, NULL);
+    if (test_note(agent && hist, __FILE__, line, "agent and history parse")) {
+        json_t *hist_before = json_deep_copy(hist);
+        json_t *b = provider_request_body(kind, agent, hist);
+        check_body(b, want_text, line);
+        json_decref(b);
+        test_note(json_equal(hist, hist_before), __FILE__, line, "history untouched");
+        json_decref(hist_before);
+    }
+    json_decref(hist);
+    json_decref(agent);
+}
+
 #endif
