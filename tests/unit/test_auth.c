@@ -95,7 +95,7 @@ static void test_tokens(void)
     CHECK(!auth_allows(&a, "streams:read", "priv/a"));
 
     /* The store is never given the token, only its hash (the rows as the engine
-     * keeps them: test_sqlite_tokens.c). */
+     * keeps them: test_no_token_in_rows). */
     holding = 0;
     CHECK_EQ_INT(store_of(c)->tokens->each(c, holds_secret, tok + 21), 0);
     CHECK_EQ_INT(holding, 0);
