@@ -53,22 +53,40 @@ static void msg_row(store_val *r, int64_t stream, int64_t seq, const char *data)
     r[4] = vb(data, strlen(data));
 }
 
-/* A summary of two streams, a and b, with messages "x","y" and "z" unless given. */
-static void two_streams(dbcopy_summary *s, const char *a2, const char *b1)
+/* Rows of a summary: streams (id, path, tail), then messages (stream, seq, data). */
+typedef struct srow {
+    int64_t id;
+    const char *path;
+    int64_t tail;
+} srow;
+
+typedef struct mrow {
+    int64_t stream, seq;
+    const char *data;
+} mrow;
+
+/* The summary of streams st[0..ns) and messages m[0..nm), in that order. */
+static void summary_of(dbcopy_summary *s, const srow *st, size_t ns, const mrow *m, size_t nm)
 {
     store_val r[18];
     dbcopy_summary_init(s);
-    stream_row(r, 1, "a", 2);
-    summary_add(s, 0, r);
-    stream_row(r, 7, "b", 1);
-    summary_add(s, 0, r);
-    msg_row(r, 1, 1, "x");
-    summary_add(s, STORE_T_MESSAGES, r);
-    msg_row(r, 1, 2, a2 ? a2 : "y");
-    summary_add(s, STORE_T_MESSAGES, r);
-    msg_row(r, 7, 1, b1 ? b1 : "z");
-    summary_add(s, STORE_T_MESSAGES, r);
+    for (size_t i = 0; i < ns; i++) {
+        stream_row(r, st[i].id, st[i].path, st[i].tail);
+        summary_add(s, 0, r);
+    }
+    for (size_t i = 0; i < nm; i++) {
+        msg_row(r, m[i].stream, m[i].seq, m[i].data);
+        summary_add(s, STORE_T_MESSAGES, r);
+    }
     dbcopy_summary_finish(s);
+}
+
+/* A summary of two streams, a and b, with messages "x","y" and "z" unless given. */
+static void two_streams(dbcopy_summary *s, const char *a2, const char *b1)
+{
+    const srow st[] = {{1, "a", 2}, {7, "b", 1}};
+    const mrow m[] = {{1, 1, "x"}, {1, 2, a2 ? a2 : "y"}, {7, 1, b1 ? b1 : "z"}};
+    summary_of(s, st, 2, m, 3);
 }
 
 static void test_compare(void)
@@ -94,44 +112,25 @@ static void test_compare(void)
     CHECK(!strncmp(diff, "stream a: its messages differ", 29));
     dbcopy_summary_free(&b);
 
-    /* A message of a moved to b: the totals agree, the streams' counts do not. */
-    store_val r[18];
-    dbcopy_summary_init(&b);
-    stream_row(r, 1, "a", 2);
-    summary_add(&b, 0, r);
-    stream_row(r, 7, "b", 1);
-    summary_add(&b, 0, r);
-    msg_row(r, 1, 1, "x");
-    summary_add(&b, STORE_T_MESSAGES, r);
-    msg_row(r, 7, 1, "z");
-    summary_add(&b, STORE_T_MESSAGES, r);
-    msg_row(r, 7, 2, "y");
-    summary_add(&b, STORE_T_MESSAGES, r);
-    dbcopy_summary_finish(&b);
-    CHECK_EQ_INT(dbcopy_compare(&a, &b, diff, sizeof diff), 1);
-    CHECK_EQ_STR(diff, "stream a: 2 messages, 1 in the copy");
-    dbcopy_summary_free(&b);
-
-    /* A stream's row (its tail): named. */
-    dbcopy_summary_init(&b);
-    stream_row(r, 1, "a", 3);
-    summary_add(&b, 0, r);
-    stream_row(r, 7, "b", 1);
-    summary_add(&b, 0, r);
-    dbcopy_summary_finish(&b);
-    CHECK_EQ_INT(dbcopy_compare(&a, &b, diff, sizeof diff), 1);
-    CHECK_EQ_STR(diff, "table streams: the row of stream a differs");
-    dbcopy_summary_free(&b);
-    /* Another path under an id. */
-    dbcopy_summary_init(&b);
-    stream_row(r, 1, "a", 2);
-    summary_add(&b, 0, r);
-    stream_row(r, 7, "c", 1);
-    summary_add(&b, 0, r);
-    dbcopy_summary_finish(&b);
-    CHECK_EQ_INT(dbcopy_compare(&a, &b, diff, sizeof diff), 1);
-    CHECK_EQ_STR(diff, "table streams: stream b (id 7) is c (id 7) in the copy");
-    dbcopy_summary_free(&b);
+    static const struct {
+        srow st[2];
+        mrow m[3];
+        size_t nm;
+        const char *want;
+    } copies[] = {
+        /* A message of a moved to b: the totals agree, the streams' counts do not. */
+        {{{1, "a", 2}, {7, "b", 1}}, {{1, 1, "x"}, {7, 1, "z"}, {7, 2, "y"}}, 3, "stream a: 2 messages, 1 in the copy"},
+        /* A stream's row (its tail): named. */
+        {{{1, "a", 3}, {7, "b", 1}}, {{0}}, 0, "table streams: the row of stream a differs"},
+        /* Another path under an id. */
+        {{{1, "a", 2}, {7, "c", 1}}, {{0}}, 0, "table streams: stream b (id 7) is c (id 7) in the copy"},
+    };
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+        summary_of(&b, copies[i].st, 2, copies[i].m, copies[i].nm);
+        CHECK_EQ_INT(dbcopy_compare(&a, &b, diff, sizeof diff), 1);
+        CHECK_EQ_STR(diff, copies[i].want);
+        dbcopy_summary_free(&b);
+    }
     dbcopy_summary_free(&a);
 
     /* Counts first: a table with a row less. */
