@@ -47,6 +47,18 @@ static int has_table(sqlite3 *db, const char *name)
     return found;
 }
 
+/* Open p with the default options into *db: db_open's result (its error printed). */
+static int open_default(const char *p, sqlite3 **db)
+{
+    db_opts o;
+    char err[256] = "";
+    db_opts_default(&o);
+    *db = NULL;
+    int rc = db_open(p, &o, db, err, sizeof err);
+    if (rc) fprintf(stderr, "  db_open %s: %s\n", p, err);
+    return rc;
+}
+
 static void test_defaults(void)
 {
     db_opts o;
@@ -63,14 +75,8 @@ static void test_defaults(void)
 
 static void test_open_creates_schema(void)
 {
-    db_opts o;
-    sqlite3 *db = NULL;
-    char err[256] = "";
-    db_opts_default(&o);
-    if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) {
-        fprintf(stderr, "  db_open: %s\n", err);
-        return;
-    }
+    sqlite3 *db;
+    if (!CHECK_EQ_INT(open_default(path, &db), 0)) return;
     CHECK(db != NULL);
     CHECK(access(path, F_OK) == 0);
 
@@ -103,11 +109,9 @@ static void test_open_creates_schema(void)
 
 static void test_reopen_idempotent(void)
 {
-    db_opts o;
-    sqlite3 *db = NULL;
+    sqlite3 *db;
     char err[256] = "";
-    db_opts_default(&o);
-    if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) return;
+    if (!CHECK_EQ_INT(open_default(path, &db), 0)) return;
     long long rows = query_int(db, "SELECT count(*) FROM schema_version");
     long long applied = query_int(db, "SELECT sum(applied_ms) FROM schema_version");
     CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO streams (path, content_type, created_ms,"
@@ -118,10 +122,7 @@ static void test_reopen_idempotent(void)
 
     /* Open again (twice): no migration runs again, no data is lost. */
     for (int i = 0; i < 2; i++) {
-        if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) {
-            fprintf(stderr, "  re-open: %s\n", err);
-            return;
-        }
+        if (!CHECK_EQ_INT(open_default(path, &db), 0)) return;
         CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM schema_version"), rows);
         CHECK_EQ_INT(query_int(db, "SELECT sum(applied_ms) FROM schema_version"), applied);
         CHECK_EQ_INT(query_int(db, "SELECT count(*) FROM streams WHERE path = '/keep'"), 1);
@@ -136,11 +137,9 @@ static void test_reopen_idempotent(void)
  * is still applied at the next open. */
 static void test_gap_filled(void)
 {
-    db_opts o;
-    sqlite3 *db = NULL;
+    sqlite3 *db;
     char err[256] = "";
-    db_opts_default(&o);
-    if (!CHECK_EQ_INT(db_open(path, &o, &db, err, sizeof err), 0)) return;
+    if (!CHECK_EQ_INT(open_default(path, &db), 0)) return;
     long long rows = query_int(db, "SELECT count(*) FROM schema_version");
     CHECK_EQ_INT(sqlite3_exec(db, "DROP TABLE leases; DELETE FROM schema_version WHERE version = 3", NULL, NULL,
                               NULL),
@@ -175,11 +174,9 @@ static void test_newer_schema_refused(void)
 {
     char p3[300];
     snprintf(p3, sizeof p3, "%s/newer.db", dir);
-    db_opts o;
-    sqlite3 *db = NULL;
+    sqlite3 *db;
     char err[256] = "";
-    db_opts_default(&o);
-    if (!CHECK_EQ_INT(db_open(p3, &o, &db, err, sizeof err), 0)) return;
+    if (!CHECK_EQ_INT(open_default(p3, &db), 0)) return;
     char sql[160];
     snprintf(sql, sizeof sql, "INSERT INTO schema_version VALUES (%d, 'future', 1)",
              db_schema_version() + 1);
@@ -191,6 +188,8 @@ static void test_newer_schema_refused(void)
     CHECK(sqlite3_get_autocommit(db) != 0);
     sqlite3_close_v2(db);
 
+    db_opts o;
+    db_opts_default(&o);
     db = (sqlite3 *)&o;
     err[0] = '\0';
     CHECK_EQ_INT(db_open(p3, &o, &db, err, sizeof err), -1);
@@ -226,10 +225,8 @@ static void test_max_bytes(void)
 {
     char p[320], err[256];
     snprintf(p, sizeof p, "%s/capped.db", dir);
-    db_opts o;
-    db_opts_default(&o);
-    sqlite3 *db = NULL;
-    CHECK_EQ_INT(db_open(p, &o, &db, err, sizeof err), 0);
+    sqlite3 *db;
+    CHECK_EQ_INT(open_default(p, &db), 0);
     CHECK_EQ_INT(db_cap(db, 300000, err, sizeof err), 0);
     CHECK_EQ_INT(query_int(db, "PRAGMA max_page_count"), 300000 / query_int(db, "PRAGMA page_size") + 1);
     sqlite3_close_v2(db);
