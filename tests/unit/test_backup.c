@@ -54,17 +54,6 @@ static int create(const char *path, const char *from, int64_t at)
     return create_at(path, from, at, 0);
 }
 
-static int append(log_conn_t *c, const char *path, const char *text)
-{
-    log_msg m = {text, strlen(text)};
-    log_append_req a;
-    memset(&a, 0, sizeof a);
-    a.path = path;
-    a.msgs = &m;
-    a.nmsgs = 1;
-    return log_append(c, &a);
-}
-
 static void *writer(void *arg)
 {
     int w = (int)(intptr_t)arg;
@@ -74,7 +63,7 @@ static void *writer(void *arg)
     snprintf(path, sizeof path, "w%d", w);
     for (int i = 0; i < APPENDS && !atomic_load(&stop); i++) {
         snprintf(msg, sizeof msg, "writer %d message %d", w, i);
-        if (append(c, path, msg)) break;
+        if (test_db_append(c, path, msg)) break;
         atomic_store(&acked[w], i + 1);
     }
     log_conn_close(c);
@@ -237,10 +226,10 @@ static void test_check_sound(void)
     char path[400], err[256];
     /* Forks, a soft-deleted parent, a deleted stream: all sound. */
     CHECK_EQ_INT(create("p", NULL, -1), 0);
-    CHECK_EQ_INT(append(conn, "p", "one"), 0);
-    CHECK_EQ_INT(append(conn, "p", "two!"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "p", "one"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "p", "two!"), 0);
     CHECK_EQ_INT(create_at("f", "p", 1, 3), 0);     /* after "one" */
-    CHECK_EQ_INT(append(conn, "f", "three"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "f", "three"), 0);
     CHECK_EQ_INT(log_delete(conn, "p"), 0);
     CHECK_EQ_INT(create("gone", NULL, -1), 0);
     CHECK_EQ_INT(log_delete(conn, "gone"), 0);

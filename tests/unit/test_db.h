@@ -287,6 +287,42 @@ static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t
     return 0;
 }
 
+/* Make the text stream path on c (no TTL, no expiry): log_create's result. */
+static inline int test_db_create(log_conn_t *c, const char *path)
+{
+    log_create_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.content_type = "text/plain";
+    r.ttl_s = r.expires_ms = -1;
+    return log_create(c, &r);
+}
+
+/* Append msg to path on c, one message: log_append's result. */
+static inline int test_db_append(log_conn_t *c, const char *path, const char *msg)
+{
+    log_msg m = {msg, strlen(msg)};
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.msgs = &m;
+    r.nmsgs = 1;
+    return log_append(c, &r);
+}
+
+/* Append the JSON message data to path on c, or make path (a JSON stream, no TTL)
+ * with it when there is none; the creation checked. */
+static inline void test_db_append_json(log_conn_t *c, const char *path, const char *data)
+{
+    log_msg m = {data, strlen(data)};
+    log_append_req a = {.path = path, .msgs = &m, .nmsgs = 1};
+    if (log_append(c, &a) == LOG_ENOTFOUND) {
+        log_create_req r = {.path = path, .content_type = "application/json", .ttl_s = -1, .expires_ms = -1,
+                            .msgs = &m, .nmsgs = 1};
+        CHECK_EQ_INT(log_create(c, &r), 0);
+    }
+}
+
 /* Drop the current run's PostgreSQL database, if it made one (after its
  * connections are closed). */
 static inline void test_db_drop(void)

@@ -63,27 +63,6 @@ static int sql_ok(PGconn *pg, const char *sql)
     return ok;
 }
 
-static int create(log_conn_t *c, const char *path)
-{
-    log_create_req r;
-    memset(&r, 0, sizeof r);
-    r.path = path;
-    r.content_type = "text/plain";
-    r.ttl_s = r.expires_ms = -1;
-    return log_create(c, &r);
-}
-
-static int append(log_conn_t *c, const char *path, const char *msg)
-{
-    log_msg m = {msg, strlen(msg)};
-    log_append_req r;
-    memset(&r, 0, sizeof r);
-    r.path = path;
-    r.msgs = &m;
-    r.nmsgs = 1;
-    return log_append(c, &r);
-}
-
 /* ---- one NOTIFY per group ---------------------------------------------------------- */
 
 static int three_appends(log_conn_t *c, void *arg)
@@ -143,9 +122,9 @@ static void test_notify(void)
     char got[512];
     if (!sql_ok(pg, "LISTEN dstream")) goto out;
     log_info a, b, c;
-    CHECK_EQ_INT(create(conn, "/n/a"), 0);
-    CHECK_EQ_INT(create(conn, "/n/b"), 0);
-    CHECK_EQ_INT(create(conn, "/n/c"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/n/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/n/b"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/n/c"), 0);
     CHECK_EQ_INT(log_head(conn, "/n/a", &a), 0);
     CHECK_EQ_INT(log_head(conn, "/n/b", &b), 0);
     CHECK_EQ_INT(log_head(conn, "/n/c", &c), 0);
@@ -221,7 +200,7 @@ static void *lk_write(void *arg)
         return NULL;
     }
     for (int i = 0; i < LK_PER; i++)
-        if (append(c, "/lk/s", "held up") != 0) w->failures++;
+        if (test_db_append(c, "/lk/s", "held up") != 0) w->failures++;
     log_conn_close(c);
     return NULL;
 }
@@ -245,7 +224,7 @@ static int tail_collect(void *ud, const void *data, size_t len, offset_t at)
 static void test_row_lock(void)
 {
     char err[256];
-    CHECK_EQ_INT(create(conn, "/lk/s"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/lk/s"), 0);
     /* Held longer than the busy timeout: LOG_EBUSY, nothing written. */
     log_opts o = {0, 300, 0};
     log_t *quick = log_open(uri, &o, err, sizeof err);
@@ -255,10 +234,10 @@ static void test_row_lock(void)
     pthread_t t;
     CHECK_EQ_INT(pthread_create(&t, NULL, hold_lock, &h), 0);
     sleep_ms(200);
-    CHECK_EQ_INT(append(qc, "/lk/s", "too soon"), LOG_EBUSY);
+    CHECK_EQ_INT(test_db_append(qc, "/lk/s", "too soon"), LOG_EBUSY);
     pthread_join(t, NULL);
     CHECK(h.ok);
-    CHECK_EQ_INT(append(qc, "/lk/s", "after"), 0);
+    CHECK_EQ_INT(test_db_append(qc, "/lk/s", "after"), 0);
     log_info info;
     CHECK_EQ_INT(log_head(conn, "/lk/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 1);
@@ -332,7 +311,7 @@ static void *order_write(void *arg)
         return NULL;
     }
     for (int i = 0; i < OR_PER; i++) {
-        int rc = append(c, i % 2 ? w->second : w->first, "crossed");
+        int rc = test_db_append(c, i % 2 ? w->second : w->first, "crossed");
         if (rc == LOG_EBUSY) w->busy++;
         if (rc) w->failures++;
     }
@@ -368,8 +347,8 @@ static int contiguous(const char *path, int *skips)
 static void test_group_order(void)
 {
     char err[256];
-    CHECK_EQ_INT(create(conn, "/or/a"), 0);
-    CHECK_EQ_INT(create(conn, "/or/b"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/or/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/or/b"), 0);
     log_opts slow = {0, 20000, 0};
     log_t *h1 = log_open(uri, &slow, err, sizeof err);
     log_t *h2 = log_open(uri, &slow, err, sizeof err);
@@ -419,8 +398,8 @@ static int kill_others(void)
 
 static void test_reconnect(void)
 {
-    CHECK_EQ_INT(create(conn, "/rc/s"), 0);
-    CHECK_EQ_INT(append(conn, "/rc/s", "before"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/rc/s"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/rc/s", "before"), 0);
     CHECK(kill_others());
     /* A read outside a transaction: reconnected, answered. */
     log_info info;
@@ -428,12 +407,12 @@ static void test_reconnect(void)
     CHECK_EQ_UINT(info.tail.seq, 1);
     CHECK(kill_others());
     /* A group begins on the lost connection: reconnected before BEGIN, committed. */
-    CHECK_EQ_INT(append(conn, "/rc/s", "after"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/rc/s", "after"), 0);
     CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 2);
     /* Statements prepared on the old connection are prepared again. */
     CHECK(kill_others());
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(append(conn, "/rc/s", "again"), 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(test_db_append(conn, "/rc/s", "again"), 0);
     CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 5);
     /* Lost inside a transaction: no retry, LOG_EDOWN (the server is away: 503 with
@@ -444,7 +423,7 @@ static void test_reconnect(void)
     CHECK(pg_run(conn, "SELECT 1", NULL, 0, &rc) == NULL);
     CHECK_EQ_INT(rc, LOG_EDOWN);
     CHECK(pg_simple(conn, "ROLLBACK") != 0);
-    CHECK_EQ_INT(append(conn, "/rc/s", "back"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/rc/s", "back"), 0);
     CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 6);
 }
@@ -458,19 +437,19 @@ static void test_read_only(void)
 {
     char err[256];
     log_info info;
-    CHECK_EQ_INT(create(conn, "/ro/s"), 0);
-    CHECK_EQ_INT(append(conn, "/ro/s", "before"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/ro/s"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "before"), 0);
     log_conn_t *other = log_conn_open(lg, err, sizeof err);
     if (!CHECK(other != NULL)) return;
     CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
     CHECK(!pg_stale(other));
     CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
     /* Refused inside the group's transaction: nothing written, the group lost. */
-    CHECK_EQ_INT(append(conn, "/ro/s", "refused"), LOG_EDOWN);
+    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "refused"), LOG_EDOWN);
     CHECK(pg_stale(conn));
     CHECK(pg_stale(other));
     /* The next group runs on a new connection (not read-only). */
-    CHECK_EQ_INT(append(conn, "/ro/s", "after"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "after"), 0);
     CHECK(!pg_stale(conn));
     CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
     CHECK(!pg_stale(other));
@@ -481,7 +460,7 @@ static void test_read_only(void)
     pg_params_init(&p);
     pg_text(&p, "/ro/s");
     CHECK_EQ_INT(pg_exec(conn, "UPDATE streams SET access_ms = access_ms WHERE path = $1", &p), 0);
-    CHECK_EQ_INT(append(conn, "/ro/s", "last"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "last"), 0);
     CHECK_EQ_INT(log_head(conn, "/ro/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 3);
     log_conn_close(other);
@@ -497,8 +476,8 @@ static void test_feed_reconnect(void)
 {
     char err[256];
     log_info a, b;
-    CHECK_EQ_INT(create(conn, "/fr/a"), 0);
-    CHECK_EQ_INT(create(conn, "/fr/b"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/fr/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/fr/b"), 0);
     CHECK_EQ_INT(log_head(conn, "/fr/a", &a), 0);
     CHECK_EQ_INT(log_head(conn, "/fr/b", &b), 0);
     wake_opts wo = {1, 2000};
@@ -518,7 +497,7 @@ static void test_feed_reconnect(void)
     wake_clear(wa);
     wake_clear(wb);
     /* Woken by another handle's commit, through the NOTIFY. */
-    CHECK_EQ_INT(append(oc, "/fr/a", "1"), 0);
+    CHECK_EQ_INT(test_db_append(oc, "/fr/a", "1"), 0);
     CHECK(readable(wake_waiter_fd(wa), WAIT_MS));
     wake_clear(wa);
     /* The LISTEN connection is lost: both waiters are woken, with no commit. */
@@ -529,7 +508,7 @@ static void test_feed_reconnect(void)
     wake_clear(wa);
     wake_clear(wb);
     /* Listening again: the next commit elsewhere wakes its waiter only. */
-    CHECK_EQ_INT(append(oc, "/fr/b", "2"), 0);
+    CHECK_EQ_INT(test_db_append(oc, "/fr/b", "2"), 0);
     CHECK(readable(wake_waiter_fd(wb), WAIT_MS));
     CHECK(!readable(wake_waiter_fd(wa), 200));
 out:
@@ -648,7 +627,7 @@ static void test_query(void)
     CHECK(all);
     CHECK_EQ_INT(pgc(conn)->nprepared, PG_PREPARED_MAX);
     /* Rows a command changed. */
-    CHECK_EQ_INT(create(conn, "/q/s"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/q/s"), 0);
     pg_params_init(&p);
     pg_text(&p, "/q/");
     r = pg_run(conn, "UPDATE streams SET access_ms = access_ms WHERE starts_with(path, $1)", &p, 0, &rc);

@@ -13,24 +13,6 @@ static char dir[256];
 static log_t *lg;
 static log_conn_t *conn;
 
-/* A stream of text. */
-static int create(const char *path)
-{
-    log_create_req r = {.path = path, .content_type = "text/plain", .ttl_s = -1, .expires_ms = -1};
-    return log_create(conn, &r);
-}
-
-static int append(log_conn_t *c, const char *path, const char *text)
-{
-    log_msg m = {text, strlen(text)};
-    log_append_req a;
-    memset(&a, 0, sizeof a);
-    a.path = path;
-    a.msgs = &m;
-    a.nmsgs = 1;
-    return log_append(c, &a);
-}
-
 static void count_problem(void *ud, const char *problem)
 {
     (*(int *)ud)++;
@@ -62,10 +44,10 @@ static void test_backup_file(void)
     char path[32], msg[64], db[400], dest[400], err[256];
     for (int w = 0; w < 3; w++) {
         snprintf(path, sizeof path, "w%d", w);
-        CHECK_EQ_INT(create(path), 0);
+        CHECK_EQ_INT(test_db_create(conn, path), 0);
         for (int i = 0; i < 5; i++) {
             snprintf(msg, sizeof msg, "writer %d message %d", w, i);
-            CHECK_EQ_INT(append(conn, path, msg), 0);
+            CHECK_EQ_INT(test_db_append(conn, path, msg), 0);
         }
     }
     snprintf(db, sizeof db, "%s/test.db", dir);

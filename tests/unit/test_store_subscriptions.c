@@ -42,17 +42,6 @@ static void exec_sql(const char *sql)
     CHECK_EQ_INT(test_db_sql(sql, NULL, 0), 0);
 }
 
-static void append(const char *path, const char *data)
-{
-    log_msg m = {data, strlen(data)};
-    log_append_req a = {.path = path, .msgs = &m, .nmsgs = 1};
-    if (log_append(conn, &a) == LOG_ENOTFOUND) {
-        log_create_req r = {.path = path, .content_type = "application/json", .ttl_s = -1, .expires_ms = -1,
-                            .msgs = &m, .nmsgs = 1};
-        CHECK_EQ_INT(log_create(conn, &r), 0);
-    }
-}
-
 static void insert(const char *id, int webhook, const char *pattern)
 {
     sub_row r = {.webhook = webhook, .pattern = (char *)pattern, .url = webhook ? "https://h.example/" : NULL,
@@ -168,7 +157,7 @@ static void test_links(void)
     CHECK_EQ_STR(s.tail, ZERO);
     CHECK_EQ_INT(SUBS->tail(conn, "x/1", tail), 0);
     CHECK_EQ_STR(tail, ZERO);
-    append("x/1", "{\"a\":1}");
+    test_db_append_json(conn, "x/1", "{\"a\":1}");
     CHECK_EQ_INT(SUBS->tail(conn, "x/1", tail), 1);
     CHECK(strcmp(tail, ZERO) > 0);
     log_info info;

@@ -41,17 +41,6 @@ static void put_config(const char *id, const char *text, int want_rc, int want_c
     sub_config_free(&c);
 }
 
-static void append(const char *path, const char *data)
-{
-    log_msg m = {data, strlen(data)};
-    log_append_req a = {.path = path, .msgs = &m, .nmsgs = 1};
-    if (log_append(conn, &a) == LOG_ENOTFOUND) {
-        log_create_req r = {.path = path, .content_type = "application/json", .ttl_s = -1, .expires_ms = -1,
-                            .msgs = &m, .nmsgs = 1};
-        CHECK_EQ_INT(log_create(conn, &r), 0);
-    }
-}
-
 /* A stream's tail offset. */
 static void tail(const char *path, char out[OFFSET_LEN + 1])
 {
@@ -87,7 +76,7 @@ static void test_webhook_flow(void)
 {
     int rc;
     char t_old[OFFSET_LEN + 1], t_new[OFFSET_LEN + 1];
-    append("events/old", "{\"a\":1}");
+    test_db_append_json(conn, "events/old", "{\"a\":1}");
     tail("events/old", t_old);
     put_config("hook", "{\"type\":\"webhook\",\"pattern\":\"events/*\",\"streams\":[\"manual/a\"],"
                        "\"webhook\":{\"url\":\"https://h.example.com/\"},\"lease_ttl_ms\":1000}", 0, 1);
@@ -114,7 +103,7 @@ static void test_webhook_flow(void)
     CHECK(sub_next_due(conn) == INT64_MAX);
 
     /* A new matching stream is linked at its start and wakes the subscription. */
-    append("events/new", "{\"b\":2}");
+    test_db_append_json(conn, "events/new", "{\"b\":2}");
     tail("events/new", t_new);
     report("events/new");
     int64_t now = timefmt_now_ms();
@@ -191,12 +180,12 @@ static void test_webhook_flow(void)
     sub_delivery_free(&d[0]);
 
     /* {"done": true} from the receiver acks the snapshot; more work wakes again. */
-    append("events/new", "{\"c\":3}");
+    test_db_append_json(conn, "events/new", "{\"c\":3}");
     report("events/new");
     n = sub_deliveries_take(conn, timefmt_now_ms(), 5000, "", d, 4);
     if (!CHECK_EQ_INT(n, 1)) return;
     CHECK_EQ_INT(d[0].generation, 2);
-    append("manual/a", "{\"d\":4}");     /* after the snapshot */
+    test_db_append_json(conn, "manual/a", "{\"d\":4}");     /* after the snapshot */
     tail("events/new", t_new);
     CHECK_EQ_INT(sub_delivered(conn, &d[0], 1, 1, NULL, timefmt_now_ms()), 0);
     sub_delivery_free(&d[0]);
@@ -261,7 +250,7 @@ static void test_pull_flow(void)
                0, 1);
     json_t *out = NULL;
     CHECK_EQ_INT(sub_claim(conn, "pull", "w1", &out), SUB_ENOWORK);
-    append("jobs/1", "{\"j\":1}");
+    test_db_append_json(conn, "jobs/1", "{\"j\":1}");
     report("jobs/1");
     report("wake/pool");                    /* its own wake stream is never linked */
     CHECK_EQ_INT(wakes_on("wake/pool"), 1);
@@ -286,7 +275,7 @@ static void test_pull_flow(void)
     CHECK_EQ_INT(sub_finish(conn, "pull", SUB_ACK, token, req, &next), 0);   /* a heartbeat */
     json_decref(req);
     /* More work, then done: a new wake (and its message) at once. */
-    append("jobs/2", "{\"j\":2}");
+    test_db_append_json(conn, "jobs/2", "{\"j\":2}");
     report("jobs/2");
     req = finish_body(wake, gen, "jobs/1", t, 1);
     CHECK_EQ_INT(sub_finish(conn, "pull", SUB_ACK, token, req, &next), 0);
@@ -334,11 +323,11 @@ static void on(void *ud, int64_t id, const char *path)
 static void test_rev_floor(void)
 {
     log_cursor rev = LOG_CURSOR_START;
-    append("rev/a", "1");
-    append("rev/b", "2");
+    test_db_append_json(conn, "rev/a", "1");
+    test_db_append_json(conn, "rev/b", "2");
     log_changes(conn, &rev, NULL, NULL);
     CHECK_EQ_INT(log_delete(conn, "rev/b"), 0);
-    append("rev/a", "3");
+    test_db_append_json(conn, "rev/a", "3");
     int seen = 0;
     log_changes(conn, &rev, on, &seen);
     CHECK_EQ_INT(seen, 1);
@@ -350,7 +339,7 @@ static void test_unrelated(void)
     uint64_t g0, o0, g1, o1;
     CHECK_EQ_INT(sub_delete(conn, "pull"), 0);
     put_config("jobs", "{\"type\":\"pull-wake\",\"pattern\":\"jobs/*\",\"wake_stream\":\"wake/pool\"}", 0, 1);
-    append("nobody/x", "{}");
+    test_db_append_json(conn, "nobody/x", "{}");
     log_stats(lg, &g0, &o0);
     report("nobody/x");
     log_stats(lg, &g1, &o1);
