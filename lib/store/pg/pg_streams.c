@@ -536,11 +536,6 @@ static int op_list(log_conn_t *c, const char *prefix,
     for (int i = 0; i < PQntuples(r); i++) {
         log_info info;
         row_info(r, i, 1, &info, NULL);
-        /* As SQLite's: what a listing shows of a row (no Stream-Seq, fork or forks). */
-        info.stream_seq[0] = 0;
-        info.parent = 0;
-        info.fork = (offset_t){0, 0};
-        info.fork_sub = info.forks = 0;
         const char *path = pg_text_of(r, i, 0);
         fn(ud, path ? path : "", &info);
     }

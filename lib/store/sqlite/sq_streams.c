@@ -20,9 +20,6 @@
  * stream row and its messages come from one snapshot, and never wait inside it. */
 #include "sq.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,17 +128,12 @@ static sqlite3_stmt *stmt(log_conn_t *c, int which)
     return s;
 }
 
-static int dberr(log_conn_t *c, int src)
-{
-    return sq_error(c, src);
-}
-
 /* Run a statement that returns no rows. */
 static int run(log_conn_t *c, sqlite3_stmt *s)
 {
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : dberr(c, rc);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sq_error(c, rc);
 }
 
 static int run_simple(log_conn_t *c, int which)
@@ -193,7 +185,7 @@ static int get_row(log_conn_t *c, sqlite3_stmt *s, log_info *info, int *deleted)
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) row_info(s, 0, info, deleted);
     sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
 static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
@@ -218,7 +210,7 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) *pos = (uint64_t)sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
 static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
@@ -234,7 +226,7 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
         stop = fn(ud, sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), at);
     }
     sqlite3_reset(s);
-    return stop ? stop : rc == SQLITE_DONE ? 0 : dberr(c, rc);
+    return stop ? stop : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
 /* Append msgs as one record (one request body) at the tail of info. */
@@ -279,7 +271,7 @@ static int producer_get(log_conn_t *c, int64_t id, const char *producer, int64_t
         *seq = sqlite3_column_int64(s, 1);
     }
     sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : dberr(c, rc);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
 static int producer_put(log_conn_t *c, int64_t id, const char *producer, int64_t epoch, int64_t seq)
@@ -298,7 +290,7 @@ static int ids_of(log_conn_t *c, sqlite3_stmt *s, int64_t *ids, int max)
     int n = 0, rc = SQLITE_DONE;
     while (n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) ids[n++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    return n == max || rc == SQLITE_DONE ? n : dberr(c, rc);
+    return n == max || rc == SQLITE_DONE ? n : sq_error(c, rc);
 }
 
 static int children(log_conn_t *c, int64_t id, int64_t *ids, int max)
@@ -377,7 +369,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     sqlite3_bind_int64(s, 1, o->id);
     sqlite3_bind_int64(s, 2, (int64_t)anchor.seq);
     int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) { sqlite3_reset(s); return rc == SQLITE_DONE ? LOG_ERANGE : dberr(c, rc); }
+    if (rc != SQLITE_ROW) { sqlite3_reset(s); return rc == SQLITE_DONE ? LOG_ERANGE : sq_error(c, rc); }
     int64_t rec = sqlite3_column_int64(s, 1);
     size_t len = (size_t)sqlite3_column_bytes(s, 2);
     const void *data = sqlite3_column_blob(s, 2);
@@ -399,7 +391,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
     s = stmt(c, S_REC_COUNT);
     sqlite3_bind_int64(s, 1, o->id);
     sqlite3_bind_int64(s, 2, rec);
-    if ((rc = sqlite3_step(s)) != SQLITE_ROW) { sqlite3_reset(s); return dberr(c, rc); }
+    if ((rc = sqlite3_step(s)) != SQLITE_ROW) { sqlite3_reset(s); return sq_error(c, rc); }
     int64_t count = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     if (sub > count) return LOG_ERANGE;
@@ -523,7 +515,7 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
         rc = sqlite3_step(s);
         if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
         sqlite3_reset(s);
-        return rc == SQLITE_ROW ? 0 : dberr(c, rc);
+        return rc == SQLITE_ROW ? 0 : sq_error(c, rc);
     }
     /* The counter went back (the last stream was removed): every stream is new
      * to this watcher. */
@@ -531,7 +523,7 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) < *rev) *rev = 0;
     sqlite3_reset(s);
-    if (rc != SQLITE_ROW) return dberr(c, rc);
+    if (rc != SQLITE_ROW) return sq_error(c, rc);
     int n = 0;
     do {
         s = stmt(c, S_CHANGES);
@@ -543,7 +535,7 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
             n++;
         }
         sqlite3_reset(s);
-        if (rc != SQLITE_DONE) return dberr(c, rc);
+        if (rc != SQLITE_DONE) return sq_error(c, rc);
     } while (n == 1000);
     return 0;
 }
@@ -560,11 +552,6 @@ static int op_list(log_conn_t *c, const char *prefix,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         log_info info;
         row_info(st, 1, &info, NULL);
-        /* What a listing shows of a row: no Stream-Seq, fork or forks. */
-        info.stream_seq[0] = 0;
-        info.parent = 0;
-        info.fork = (offset_t){0, 0};
-        info.fork_sub = info.forks = 0;
         const unsigned char *p = sqlite3_column_text(st, 0);
         fn(ud, p ? (const char *)p : "", &info);
     }
