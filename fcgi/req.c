@@ -456,8 +456,8 @@ void res_invalid(req_t *r, const char *code, const char *lines)
     while (*p) {
         size_t n = strcspn(p, "\n");
         if (n) {
-            char *line = utf8_lossy(p, n);
-            json_array_append_new(details, utf8_json(line));
+            char *line = utf8_lossy(p, n);      /* UTF-8 whatever the validator echoed */
+            json_array_append_new(details, line ? json_stringn_nocheck(line, strlen(line)) : NULL);
             free(line);
         }
         p += n;

@@ -76,10 +76,13 @@ char *utf8_scrub(char *s)
 json_t *utf8_json(const char *s)
 {
     if (!s) return json_null();
+    /* jansson checks the bytes itself (and refuses what utf8_seq refuses): one look
+     * at them when they are UTF-8, the copy only when they are not. */
     size_t len = strlen(s);
-    if (utf8_valid(s, len)) return json_stringn(s, len);
+    json_t *j = json_stringn(s, len);
+    if (j) return j;
     char *fixed = utf8_lossy(s, len);
-    json_t *j = fixed ? json_string(fixed) : NULL;
+    j = fixed ? json_stringn_nocheck(fixed, strlen(fixed)) : NULL;
     free(fixed);
     return j;
 }

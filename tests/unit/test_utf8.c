@@ -76,6 +76,20 @@ static void test_json(void)
     j = utf8_json(NULL);
     CHECK(json_is_null(j));
     json_decref(j);
+    /* utf8_json lets jansson judge the bytes first: it must refuse what utf8_seq
+     * refuses (overlong, surrogate, above U+10FFFF, truncated), so that every such
+     * string comes out as utf8_lossy's copy, never as NULL. */
+    static const char *const bad[] = {"a\xc0\xaf", "a\xed\xa0\x80", "a\xf4\x90\x80\x80", "a\xe2\x82",
+                                      "a\xf8\x88\x80\x80\x80", "\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(!utf8_valid(bad[i], strlen(bad[i])));
+        char *want = utf8_lossy(bad[i], strlen(bad[i]));
+        j = utf8_json(bad[i]);
+        CHECK(j != NULL);
+        CHECK_EQ_STR(json_string_value(j), want);
+        json_decref(j);
+        free(want);
+    }
 }
 
 int main(void)
