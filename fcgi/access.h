@@ -17,8 +17,8 @@
  * inert whatever its type: no sniffing, and a sandbox (an opaque origin: no storage,
  * no script, no form, no subresource, no framing). */
 #define ACCESS_CSP "sandbox; default-src 'none'; frame-ancestors 'none'"
-/* The same two headers as raw CGI lines, for the answers written before a request
- * exists (the database cannot be opened). */
+/* The same two headers as raw header lines: every response's (res_common_headers),
+ * and those written before a request exists (the database cannot be opened). */
 #define ACCESS_INERT_LINES "X-Content-Type-Options: nosniff\r\nContent-Security-Policy: " ACCESS_CSP "\r\n"
 
 /* The headers every response carries (nosniff and the sandbox CSP above; CORS for a

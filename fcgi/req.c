@@ -246,6 +246,11 @@ void res_header(req_t *r, const char *name, const char *value)
     buf_printf(&r->head, "%s: %s\r\n", name, value);
 }
 
+void res_header_lines(req_t *r, const char *lines, size_t len)
+{
+    buf_append(&r->head, lines, len);
+}
+
 void res_headerf(req_t *r, const char *name, const char *fmt, ...)
 {
     char v[1024];

@@ -112,6 +112,9 @@ void req_drain(req_t *r, size_t max);
 void res_status(req_t *r, int status);
 /* Add a response header; value is copied. */
 void res_header(req_t *r, const char *name, const char *value);
+/* Add header lines already formed ("Name: value\r\n" each, len bytes; a constant
+ * the caller vouches for: no check, no formatting). */
+void res_header_lines(req_t *r, const char *lines, size_t len);
 void res_headerf(req_t *r, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Write body bytes (sending the headers first if needed). 0 or -1 if gone. */
