@@ -165,8 +165,7 @@ void live_run(req_t *r, log_read_req *rr, frame_t *f)
     buf_init(&out, r->cfg->read_max + (1 << 20));
     /* Finish reading the request so that the connection carries nothing more
      * until the client leaves: then a hang-up is all poll() can see. */
-    char tmp[4096];
-    while (r->be->read(r, tmp, sizeof tmp) > 0) {}
+    req_drain(r);
     run(r, rr, f, &out);
     if (r->waiter) wake_unwatch(r->waiter);
     metrics_slot *m = metrics_self();

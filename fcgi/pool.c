@@ -36,8 +36,7 @@
 #include "router.h"
 #include "wire.h"
 
-#define FINISH_WAIT_MS 120000
-#define DRAIN_SLACK (4 << 20)   /* nginx's client_max_body_size is DSTREAM_BODY_MAX + 2 MiB */   /* nginx's fastcgi_send_timeout in nginx/dstream.conf */
+#define FINISH_WAIT_MS 120000   /* nginx's fastcgi_send_timeout in nginx/dstream.conf */
 
 static atomic_int stopping;
 static atomic_int in_flight;
@@ -134,7 +133,7 @@ static void serve(req_t *r)
     /* A resource that answered without reading the body (a 404, a 405, a refused
      * path) leaves it in the socket: closing over unread bytes resets the connection,
      * and nginx, still sending, loses the answer (502). Read the rest, bounded. */
-    if (!r->parked) req_drain(r, r->cfg->body_max + DRAIN_SLACK);
+    if (!r->parked) req_drain(r);
 }
 
 /* Answer a request whose path req_begin refused (rc). */
@@ -188,7 +187,7 @@ static void *worker_main(void *arg)
         int brc = req_begin(&r, &fcgi_backend, &c);
         if (brc < 0) {
             refuse(&r, brc);
-            req_drain(&r, w->cfg->body_max + DRAIN_SLACK);
+            req_drain(&r);
         } else {
             serve(&r);
         }

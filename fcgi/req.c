@@ -223,10 +223,10 @@ int req_body(req_t *r, buf_t *b)
     }
 }
 
-void req_drain(req_t *r, size_t max)
+void req_drain(req_t *r)
 {
     char tmp[16384];
-    size_t got = 0;
+    size_t got = 0, max = r->cfg->body_max + REQ_DRAIN_SLACK;
     while (got < max) {
         ssize_t n = r->be->read(r, tmp, sizeof tmp);
         if (n <= 0) return;

@@ -106,8 +106,11 @@ int req_query_raw(req_t *r, const char *name, char *out, size_t cap);
 /* Read the whole body into b (whose max is the limit). Returns 0, BUF_ETOOBIG, or -1. */
 int req_body(req_t *r, buf_t *b);
 
-/* Read and drop what is left of the body, at most max bytes. */
-void req_drain(req_t *r, size_t max);
+/* Read and drop what is left of the body, at most the largest body nginx lets
+ * through (r->cfg->body_max + REQ_DRAIN_SLACK): a response sent over unread bytes,
+ * or a reader that must see its client's hang-up, needs the socket emptied first. */
+#define REQ_DRAIN_SLACK (4 << 20)   /* nginx's client_max_body_size is DSTREAM_BODY_MAX + 2 MiB */
+void req_drain(req_t *r);
 
 void res_status(req_t *r, int status);
 /* Add a response header; value is copied. */
