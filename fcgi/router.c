@@ -195,8 +195,7 @@ void route(req_t *r)
     if (!wake && !authorize(r, r->path)) return;
     /* Names in paths are text (UTF-8). Stream paths are checked at creation only
      * (fcgi/stream.c), so that a stream made before the rule can be read and deleted. */
-    int stream = !strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) &&
-                 strncmp(r->path, STREAM_PREFIX "__ds", sizeof STREAM_PREFIX + 3);
+    int stream = !strncmp(r->path, STREAM_PREFIX, sizeof STREAM_PREFIX - 1) && !reserved(r->path);
     if (!stream && !utf8_valid(r->path, strlen(r->path))) {
         res_error(r, 400, "bad_path", "request path is not valid UTF-8");
         return;
