@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../lib/buf.h"
+#include "../lib/env.h"
 #include "../lib/timefmt.h"
 #include "../lib/log.h"
 #include "../lib/wake.h"
@@ -281,8 +282,7 @@ static int both_ways(const char *name)
 int main(int argc, char **argv)
 {
     int db_given = 0;
-    const char *db = getenv("DSTREAM_DB");
-    if (!db || !*db) db = "dstream.db";
+    const char *db = env_str("DSTREAM_DB", "dstream.db");
     int i = 1;
     /* --db [TARGET] for the commands on the database (a command's name next: the
      * default database); --url and --token for those over HTTP. */

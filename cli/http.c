@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../lib/env.h"
 #include "cli.h"
 
 #define BODY_MAX (256u << 20)
@@ -15,8 +16,7 @@
 
 static const char *base_url(void)
 {
-    const char *u = getenv("DSTREAM_URL");
-    return u && *u ? u : "http://127.0.0.1:8080";
+    return env_str("DSTREAM_URL", "http://127.0.0.1:8080");
 }
 
 int http_opts(int argc, char **argv, cli_opts *o)

@@ -80,8 +80,8 @@ static int load_keys(runner_t *R)
     const char *a = getenv("ANTHROPIC_API_KEY"), *o = getenv("OPENAI_API_KEY");
     if (a) snprintf(R->anthropic_key, sizeof R->anthropic_key, "%s", a);
     if (o) snprintf(R->openai_key, sizeof R->openai_key, "%s", o);
-    const char *path = getenv("DSTREAM_CREDENTIALS");
-    if (!path || !*path) return 0;
+    const char *path = env_str("DSTREAM_CREDENTIALS", NULL);
+    if (!path) return 0;
     char err[1024];
     json_t *j = opfile_load(path, 077, "must not be readable by others (chmod 600)", NULL, err, sizeof err);
     if (!j) {
@@ -101,8 +101,8 @@ static int load_keys(runner_t *R)
 static int load_mcp_config(runner_t *R)
 {
     char err[4096];
-    const char *path = getenv("DSTREAM_MCP_CONFIG");
-    if (!path || !*path) return 0;
+    const char *path = env_str("DSTREAM_MCP_CONFIG", NULL);
+    if (!path) return 0;
     R->mcp_config = mcp_config_load(path, err, sizeof err);
     if (!R->mcp_config) {
         diag("error", "MCP configuration %s:\n%s", path, err);
@@ -149,15 +149,14 @@ int main(int argc, char **argv)
     runner_t R;
     char err[512], host[128] = "runner";
     memset(&R, 0, sizeof R);
-    const char *db = getenv("DSTREAM_DB");
-    if (!db || !*db) db = "dstream.db";
+    const char *db = env_str("DSTREAM_DB", "dstream.db");
     if (argc > 2 && !strcmp(argv[1], "--db")) db = argv[2];
     else if (argc > 1) {
         diag("error", "usage: dstream-runner [--db PATH]   (settings: README.md, Runner)");
         return 2;
     }
     gethostname(host, sizeof host - 1);
-    R.me.owner = getenv("DSTREAM_RUNNER_ID") && *getenv("DSTREAM_RUNNER_ID") ? getenv("DSTREAM_RUNNER_ID") : host;
+    R.me.owner = env_str("DSTREAM_RUNNER_ID", host);
     lease_new_instance(R.instance);
     R.me.instance = R.instance;
     R.lease_ms = env_num("DSTREAM_LEASE_MS", 15000, 0, LLONG_MAX);
@@ -173,7 +172,7 @@ int main(int argc, char **argv)
     R.tool_result_max = (size_t)env_num("DSTREAM_TOOL_RESULT_MAX", 1 << 20, 0, LLONG_MAX);
     /* One process per runner id and database, for the whole process's life
      * (first: a second process says so before it loads anything). */
-    log_opts lo = {strcmp(getenv("DSTREAM_SYNC") ? getenv("DSTREAM_SYNC") : "full", "normal") != 0, 5000, 1};
+    log_opts lo = {strcmp(env_str("DSTREAM_SYNC", "full"), "normal") != 0, 5000, 1};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50));
     if (!R.log) {
         diag("error", "%s", err);
@@ -184,8 +183,8 @@ int main(int argc, char **argv)
         log_close(R.log);
         return 1;
     }
-    const char *pricing = getenv("DSTREAM_PRICING");
-    if (pricing && *pricing) {
+    const char *pricing = env_str("DSTREAM_PRICING", NULL);
+    if (pricing) {
         json_error_t e;
         R.pricing = json_load_file(pricing, 0, &e);
         if (!json_is_object(R.pricing)) {
@@ -244,7 +243,7 @@ int main(int argc, char **argv)
     /* Retention: expired streams are removed a little at a time (a few batches, a
      * few milliseconds of the loop), more often while a backlog lasts. */
     int64_t sweep_ms = env_num("DSTREAM_SWEEP_MS", 60000, 0, LLONG_MAX);
-    int64_t next_sweep = timefmt_now_ms() + (sweep_ms ? sweep_ms : 0);
+    int64_t next_sweep = timefmt_now_ms() + sweep_ms;
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = timefmt_now_ms();
