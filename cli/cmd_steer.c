@@ -39,7 +39,7 @@ int session_path(char *out, size_t cap, const char *id, const char *suffix)
     return 0;
 }
 
-const char *status_colour(const char *st)
+static const char *status_colour(const char *st)
 {
     if (!st) return "";
     if (!strcmp(st, "completed")) return GREEN;

@@ -169,34 +169,39 @@ typedef struct {
     int (*fn_db)(const char *db, int argc, char **argv);
     int (*fn_log)(log_t *log, int argc, char **argv);
     int reads;  /* only reads the database: it must exist (a mistyped --db is not made a new one) */
+    /* Works both ways (docs/cli.md): over HTTP by default, this; with --db, the
+     * above on the database (the offline mode). */
+    int (*fn_http)(int argc, char **argv);
 } command;
 
+static int cmd_streams_http(int argc, char **argv) { return cmd_streams(NULL, argc, argv); }
+
 static const command commands[] = {
-    {"migrate", NULL, NULL, cmd_migrate, 0},
-    {"append", NULL, NULL, cmd_append, 0},
-    {"tail", NULL, NULL, cmd_tail_db, 1},
-    {"token", NULL, NULL, cmd_token, 0},
-    {"free-port", cmd_free_port, NULL, NULL, 0},
-    {"backup", NULL, cmd_backup, NULL, 0},
-    {"restore", NULL, cmd_restore, NULL, 0},
-    {"check", NULL, cmd_check, NULL, 0},
-    {"copy", NULL, cmd_copy, NULL, 0},
-    {"skills", NULL, cmd_skills, NULL, 1},
-    {"providers", cmd_providers, NULL, NULL, 0},
-    {"mcp", cmd_mcp, NULL, NULL, 0},
-    {"recordings", NULL, NULL, cmd_recordings, 0},
-    {"session", NULL, cmd_session, NULL, 1},
-    {"sessions", NULL, cmd_sessions, NULL, 0},
-    {"chat", cmd_chat, NULL, NULL, 0},
-    {"cancel", cmd_cancel, NULL, NULL, 0},
-    {"answer", cmd_answer, NULL, NULL, 0},
-    {"events", cmd_events, NULL, NULL, 0},
-    {"convo", cmd_convo, NULL, NULL, 0},
-    {"requests", cmd_requests, NULL, NULL, 0},
-    {"export", cmd_export, NULL, NULL, 0},
-    {"search", cmd_search, NULL, NULL, 0},
-    {"streams", NULL, cmd_streams, NULL, 0},
-    {"help", cmd_help, NULL, NULL, 0},
+    {"migrate", NULL, NULL, cmd_migrate, 0, NULL},
+    {"append", NULL, NULL, cmd_append, 0, cmd_append_http},
+    {"tail", NULL, NULL, cmd_tail_db, 1, cmd_tail_http},
+    {"token", NULL, NULL, cmd_token, 0, NULL},
+    {"free-port", cmd_free_port, NULL, NULL, 0, NULL},
+    {"backup", NULL, cmd_backup, NULL, 0, NULL},
+    {"restore", NULL, cmd_restore, NULL, 0, NULL},
+    {"check", NULL, cmd_check, NULL, 0, NULL},
+    {"copy", NULL, cmd_copy, NULL, 0, NULL},
+    {"skills", NULL, cmd_skills, NULL, 1, NULL},
+    {"providers", cmd_providers, NULL, NULL, 0, NULL},
+    {"mcp", cmd_mcp, NULL, NULL, 0, NULL},
+    {"recordings", NULL, NULL, cmd_recordings, 0, NULL},
+    {"session", NULL, cmd_session, NULL, 1, NULL},
+    {"sessions", NULL, cmd_sessions, NULL, 0, cmd_sessions_http},
+    {"chat", cmd_chat, NULL, NULL, 0, NULL},
+    {"cancel", cmd_cancel, NULL, NULL, 0, NULL},
+    {"answer", cmd_answer, NULL, NULL, 0, NULL},
+    {"events", cmd_events, NULL, NULL, 0, cmd_events},
+    {"convo", cmd_convo, NULL, NULL, 0, cmd_convo},
+    {"requests", cmd_requests, NULL, NULL, 0, cmd_requests},
+    {"export", cmd_export, NULL, NULL, 0, cmd_export},
+    {"search", cmd_search, NULL, NULL, 0, cmd_search},
+    {"streams", NULL, cmd_streams, NULL, 0, cmd_streams_http},
+    {"help", cmd_help, NULL, NULL, 0, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -268,17 +273,6 @@ static int missing(const char *db)
     return 1;
 }
 
-/* The commands that work over HTTP and, with --db, on the database instead
- * (docs/cli.md: over HTTP by default, --db is the offline mode). */
-static int both_ways(const char *name)
-{
-    static const char *const names[] = {"sessions", "tail", "append", "streams", "events", "convo",
-                                        "requests", "export", "search"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        if (!strcmp(names[k], name)) return 1;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     int db_given = 0;
@@ -338,14 +332,8 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     argv += i;
-    if (both_ways(c->name) && !db_given) {
-        /* Over HTTP: $DSTREAM_URL (or http://127.0.0.1:8080) with $DSTREAM_TOKEN. */
-        if (!strcmp(c->name, "sessions")) return cmd_sessions_http(n, argv);
-        if (!strcmp(c->name, "tail")) return cmd_tail_http(n, argv);
-        if (!strcmp(c->name, "append")) return cmd_append_http(n, argv);
-        if (!strcmp(c->name, "streams")) return cmd_streams(NULL, n, argv);
-        return c->fn_args(n, argv);
-    }
+    /* Over HTTP: $DSTREAM_URL (or http://127.0.0.1:8080) with $DSTREAM_TOKEN. */
+    if (c->fn_http && !db_given) return c->fn_http(n, argv);
     if (!strcmp(c->name, "sessions")) {
         /* --db: list, show and state read the database. */
         if (missing(db)) return EXIT_FAIL;
