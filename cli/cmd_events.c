@@ -370,48 +370,39 @@ static void yaml_scalar(json_t *v)
 
 static int yaml_nested(json_t *v) { return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v)); }
 
+/* v after a key's colon or an item's dash: " scalar" on the line, or a nested
+ * block on the lines below, indented by indent. */
 static void yaml_value(json_t *v, int indent, int depth)
 {
+    if (!yaml_nested(v)) {
+        putchar(' ');
+        yaml_scalar(v);
+        putchar('\n');
+        return;
+    }
     if (depth > 64) {
         fputs(" null\n", stdout);
         return;
     }
-    if (json_is_object(v) && json_object_size(v)) {
+    putchar('\n');
+    if (json_is_object(v)) {
         const char *key;
         json_t *x;
-        putchar('\n');
         json_object_foreach(v, key, x) {
             json_t *ks = json_string(key);
             printf("%*s", indent, "");
             yaml_scalar(ks);
             json_decref(ks);
             putchar(':');
-            if (yaml_nested(x)) {
-                yaml_value(x, indent + 2, depth + 1);
-            } else {
-                putchar(' ');
-                yaml_scalar(x);
-                putchar('\n');
-            }
-        }
-    } else if (json_is_array(v) && json_array_size(v)) {
-        size_t i;
-        json_t *x;
-        putchar('\n');
-        json_array_foreach(v, i, x) {
-            printf("%*s-", indent, "");
-            if (yaml_nested(x)) {
-                yaml_value(x, indent + 2, depth + 1);
-            } else {
-                putchar(' ');
-                yaml_scalar(x);
-                putchar('\n');
-            }
+            yaml_value(x, indent + 2, depth + 1);
         }
     } else {
-        putchar(' ');
-        yaml_scalar(v);
-        putchar('\n');
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            printf("%*s-", indent, "");
+            yaml_value(x, indent + 2, depth + 1);
+        }
     }
 }
 
