@@ -100,14 +100,11 @@ void timefmt_format(int64_t ms, char *out, size_t cap)
              (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), (int)rem);
 }
 
-/* n decimal digits at *s into *v, advancing *s. */
+/* num at *s, advancing *s past the digits. */
 static int digits_at(const char **s, int n, int *v)
 {
-    *v = 0;
-    for (int i = 0; i < n; i++, (*s)++) {
-        if (**s < '0' || **s > '9') return -1;
-        *v = *v * 10 + (**s - '0');
-    }
+    if (num(*s, n, v)) return -1;
+    *s += n;
     return 0;
 }
 
@@ -124,7 +121,6 @@ int timefmt_http_date(const char *s, int64_t *ms)
 {
     static const char wdays[] = "MonTueWedThuFriSatSun";
     static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int day, mon = -1, year, h, mi, sec;
     if (strlen(s) < 29) return -1;
     int wd_ok = 0;
@@ -139,10 +135,7 @@ int timefmt_http_date(const char *s, int64_t *ms)
         digits_at(&s, 2, &sec) || expect(&s, " GMT"))
         return -1;
     while (*s == ' ' || *s == '\t') s++;
-    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    if (*s || day < 1 || day > mdays[mon] || (mon == 1 && day == 29 && !leap) || h > 23 ||
-        mi > 59 || sec > 60)
-        return -1;
+    if (*s || day < 1 || day > days_in_month(year, mon + 1) || h > 23 || mi > 59 || sec > 60) return -1;
     int64_t t = days_from_civil(year, mon + 1, day) * 86400 + h * 3600 + mi * 60 + sec;
     *ms = t * 1000;
     return 0;

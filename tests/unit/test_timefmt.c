@@ -215,9 +215,11 @@ static void test_http_date(void)
     CHECK_EQ_INT(ms, INT64_C(1445412480000));
     CHECK_EQ_INT(timefmt_http_date("Thu, 29 Feb 2024 23:59:59 GMT  ", &ms), 0);
     CHECK_EQ_INT(ms, INT64_C(1709251199000));
+    CHECK_EQ_INT(timefmt_http_date("Tue, 29 Feb 2000 00:00:00 GMT", &ms), 0);    /* the 400-year rule */
+    CHECK_EQ_INT(ms, INT64_C(951782400000));
     static const char *const bad[] = {"", "Wed, 21 Oct 2015 07:28:00 UTC", "Fri, 29 Feb 2023 00:00:00 GMT",
         "Wed, 21 Oct 2015 24:00:00 GMT", "Wed 21 Oct 2015 07:28:30 GMT", "Wed, 21 Foo 2015 07:28:30 GMT",
-        "2015-10-21T07:28:00Z"};
+        "2015-10-21T07:28:00Z", "Thu, 29 Feb 1900 00:00:00 GMT", "Wed, 31 Apr 2024 00:00:00 GMT"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(timefmt_http_date(bad[i], &ms), -1);
 }
 
