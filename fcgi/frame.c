@@ -3,9 +3,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "../lib/sse.h"
+#include "../lib/timefmt.h"
 #include "reply.h"
 
 #define MSG_FAIL ERRS_CALLBACK       /* a message callback failed: log_read passes it back */
@@ -106,10 +106,8 @@ int frame_array_seal(frame_t *f, buf_t *out, const log_read_req *rr)
 void frame_cursor(req_t *r, char *out, size_t cap)
 {
     char client[32];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     int n = req_query(r, "cursor", client, sizeof client);
-    sse_cursor((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, n > 0 ? client : NULL, out, cap);
+    sse_cursor(timefmt_now_ms(), n > 0 ? client : NULL, out, cap);
 }
 
 void frame_sse_headers(req_t *r, int text)
