@@ -305,22 +305,17 @@ void rec_drift_add(json_t *report, const json_t *event)
 
 /* ---- managing recordings ---------------------------------------------------------------- */
 
-static json_t *text_json(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
-
 /* A row as JSON (without chunks and request). */
 static json_t *row_json(const rec_row *r)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "session", text_json(r->session));
-    json_object_set_new(o, "kind", text_json(r->kind));
-    json_object_set_new(o, "key", text_json(r->key));
+    json_object_set_new(o, "session", utf8_json(r->session));
+    json_object_set_new(o, "kind", utf8_json(r->kind));
+    json_object_set_new(o, "key", utf8_json(r->key));
     json_object_set_new(o, "occurrence", r->has_occurrence ? json_integer(r->occurrence) : json_null());
-    json_object_set_new(o, "requestId", text_json(r->request_id));
-    json_object_set_new(o, "provider", text_json(r->provider));
-    json_object_set_new(o, "model", text_json(r->model));
+    json_object_set_new(o, "requestId", utf8_json(r->request_id));
+    json_object_set_new(o, "provider", utf8_json(r->provider));
+    json_object_set_new(o, "model", utf8_json(r->model));
     json_object_set_new(o, "complete", json_boolean(r->complete));
     json_object_set_new(o, "status", r->has_status ? json_integer(r->status) : json_null());
     json_object_set_new(o, "result", r->has_result ? json_integer(r->result) : json_null());
