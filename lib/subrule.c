@@ -10,7 +10,6 @@
 
 #include "log.h"
 #include "sha256.h"
-#include "utf8.h"
 
 #define SEGS_MAX 512                      /* path segments a glob looks at */
 #define TOKEN_TTL_MS (3600 * 1000)        /* a token is refused after an hour whatever happens */
