@@ -73,7 +73,7 @@ static void print_head(const cli_opts *o, const char *path, const http_res *r)
     }
 }
 
-static int stream_path(char *out, size_t cap, const char *path)
+static int escape_path(char *out, size_t cap, const char *path)
 {
     /* Each segment escaped, the slashes kept. */
     size_t n = 0;
@@ -96,6 +96,15 @@ static int stream_path(char *out, size_t cap, const char *path)
     return 0;
 }
 
+/* The API path of the stream the user named (one leading '/' dropped) into out.
+ * 0, or EXIT_USAGE (said) when it does not fit. */
+static int stream_path(char *out, size_t cap, const char *arg)
+{
+    if (!escape_path(out, cap, arg[0] == '/' ? arg + 1 : arg)) return 0;
+    fprintf(stderr, "dstream: stream path too long\n");
+    return EXIT_USAGE;
+}
+
 int cmd_streams(const char *db, int argc, char **argv)
 {
     cli_opts o;
@@ -115,10 +124,7 @@ int cmd_streams(const char *db, int argc, char **argv)
     }
     if (argc != 2) return usage_streams();
     char path[4096];
-    if (stream_path(path, sizeof path, argv[1][0] == '/' ? argv[1] + 1 : argv[1])) {
-        fprintf(stderr, "dstream: stream path too long\n");
-        return EXIT_USAGE;
-    }
+    if (stream_path(path, sizeof path, argv[1])) return EXIT_USAGE;
     http_res r;
     int rc;
     memset(&r, 0, sizeof r);
@@ -262,10 +268,7 @@ int cmd_tail_http(int argc, char **argv)
     }
     if (argc != 1) return cli_usage("tail");
     char path[4096], url[4300], e[200];
-    if (stream_path(path, sizeof path, argv[0][0] == '/' ? argv[0] + 1 : argv[0])) {
-        fprintf(stderr, "dstream: stream path too long\n");
-        return EXIT_USAGE;
-    }
+    if (stream_path(path, sizeof path, argv[0])) return EXIT_USAGE;
     tail_http t;
     memset(&t, 0, sizeof t);
     snprintf(t.next, sizeof t.next, "%s", from);
@@ -304,10 +307,7 @@ int cmd_append_http(int argc, char **argv)
     argc = http_opts(argc, argv, &o);
     if (argc != 1) return cli_usage("append");
     char path[4096];
-    if (stream_path(path, sizeof path, argv[0][0] == '/' ? argv[0] + 1 : argv[0])) {
-        fprintf(stderr, "dstream: stream path too long\n");
-        return EXIT_USAGE;
-    }
+    if (stream_path(path, sizeof path, argv[0])) return EXIT_USAGE;
     /* The stream's content type, which a POST must carry. */
     http_res r;
     int rc = http_call("HEAD", path, NULL, &r);
