@@ -7,22 +7,27 @@
 #include "../lib/utf8.h"
 #include "../lib/workflow.h"
 
-void step_failf(step_ctx *c, const char *fmt, ...)
+/* Fail the step with the message formatted (reason: the machine-readable one, or
+ * NULL). The cut at 511 bytes may split a character: scrubbed. */
+static void vfail(step_ctx *c, const char *reason, const char *fmt, va_list ap)
 {
     char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    c->ops->fail(c, reason, utf8_scrub(msg));
+}
+
+void step_failf(step_ctx *c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vfail(c, NULL, fmt, ap);
     va_end(ap);
-    c->ops->fail(c, NULL, utf8_scrub(msg));   /* the cut at 511 bytes may split a character */
 }
 
 void step_fail_rc(step_ctx *c, int rc, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vfail(c, rc == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL, fmt, ap);
     va_end(ap);
-    c->ops->fail(c, rc == WORKFLOW_ETOOLARGE ? WORKFLOW_REASON_TOO_LARGE : NULL, utf8_scrub(msg));
 }
