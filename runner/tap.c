@@ -419,12 +419,10 @@ int tap_start(runner_t *R, sess_t *s, rq_t *q)
             outcome = near ? "diverged" : "miss";
             rec_explain("request", r->key, n, r->ord, near, why, sizeof why);
             if (mode == REC_PLAYBACK) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "playback: %s", why);
-                size_t ml = strlen(msg) < sizeof R->start_error - 1 ? strlen(msg) : sizeof R->start_error - 1;
-                memcpy(R->start_error, msg, ml);
-                R->start_error[ml] = '\0';
-                utf8_scrub(R->start_error);     /* %.60s and the cut may split a character */
+                /* Cut to fit: %.60s and the cut may split a character. */
+                snprintf(R->start_error, sizeof R->start_error, "playback: %.*s",
+                         (int)(sizeof R->start_error - sizeof "playback: "), why);
+                utf8_scrub(R->start_error);
                 snprintf(R->start_reason, sizeof R->start_reason, "playback_miss");
                 diag("info", "session %s: %s", s->id, R->start_error);
                 ret = -1;
