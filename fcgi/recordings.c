@@ -64,22 +64,6 @@ int recording_setting(req_t *r, const json_t *body, json_t **out)
     return 0;
 }
 
-void recording_fork_trim(req_t *r, const char *source, json_t **rec)
-{
-    session_view v;
-    offset_t none = {0, 0};
-    session_view_init(&v);
-    if (*rec && sstore_view(r->log, source, 0, none, &v, NULL) == 0) {
-        json_t *was = json_object_get(json_object_get(v.created, PK_RECORDING), PK_SCOPE);
-        if (was && json_equal(was, json_object_get(*rec, PK_SCOPE))) json_object_del(*rec, PK_SCOPE);
-        if (!json_object_size(*rec)) {
-            json_decref(*rec);
-            *rec = NULL;
-        }
-    }
-    session_view_free(&v);
-}
-
 typedef struct drift_ctx {
     json_t *report;
     json_t *mode;               /* the session's recording setting, as last seen */

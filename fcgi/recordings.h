@@ -13,11 +13,6 @@
  * after answering 400 or 403. */
 int recording_setting(req_t *r, const json_t *body, json_t **out);
 
-/* A fork's recording{} (recording_setting's, in *rec) names only what differs from
- * its source's: the scope is dropped when it is the source's, and *rec becomes NULL
- * when nothing is left (its session:forked then says nothing of recording). */
-void recording_fork_trim(req_t *r, const char *source, json_t **rec);
-
 /* /v1/recordings[/{key}]: GET the list (?session=&provider=&model=&limit=&cursor=),
  * GET one key's recordings with their chunks, DELETE them. Admin only (router.c). */
 void recordings_handle(req_t *r, const char *key);

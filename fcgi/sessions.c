@@ -509,7 +509,6 @@ static void fork_session(req_t *r, const char *id)
     }
     if (recording_setting(r, body, &rec)) goto out;
     if (new_id(r, idj, nid, sizeof nid)) goto out;
-    recording_fork_trim(r, id, &rec);
     session_trace tr;
     trace_of(r, &tr);
     cr.id = nid;

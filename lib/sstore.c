@@ -366,6 +366,21 @@ int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
 
 /* ---- create, fork, delete --------------------------------------------------------------- */
 
+/* What a fork's session:forked says of recording (docs/recording.md): what the fork
+ * named (named, borrowed; NULL: nothing) less the scope when it is its source's
+ * (created: the source's session:created as its view has it), NULL when nothing is
+ * left. New reference. */
+static json_t *fork_recording(const json_t *named, const json_t *created)
+{
+    if (!named) return NULL;
+    json_t *rec = json_copy((json_t *)named);
+    json_t *was = json_object_get(json_object_get(created, PK_RECORDING), PK_SCOPE);
+    if (was && json_equal(was, json_object_get(rec, PK_SCOPE))) json_object_del(rec, PK_SCOPE);
+    if (json_object_size(rec)) return rec;
+    json_decref(rec);
+    return NULL;
+}
+
 static int op_create(log_conn_t *c, void *arg)
 {
     sstore_create_req *r = arg;
@@ -425,7 +440,8 @@ static int op_create(log_conn_t *c, void *arg)
     if (r->parent) {
         ev.type = EV_SESSION_FORKED;
         ev.payload = json_pack("{s:s, s:s}", PK_FROM, r->parent, PK_AT, off);
-        if (r->forked_recording) json_object_set(ev.payload, PK_RECORDING, r->forked_recording);
+        json_t *rec = fork_recording(r->forked_recording, v.created);
+        if (rec) json_object_set_new(ev.payload, PK_RECORDING, rec);
     } else {
         ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);

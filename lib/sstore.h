@@ -51,7 +51,8 @@ typedef struct sstore_create_req {
     const char *parent;       /* session id, or NULL */
     int has_at;
     offset_t at;              /* fork position in the parent's stream */
-    json_t *forked_recording; /* a fork's own recording mode (borrowed, or NULL: its source's) */
+    json_t *forked_recording; /* a fork's own recording setting (borrowed, or NULL: its source's);
+                               * its session:forked names only what differs from the source's */
     /* out */
     offset_t tail;
 } sstore_create_req;

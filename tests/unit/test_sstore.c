@@ -988,6 +988,64 @@ static void test_delete(void)
     json_decref(g140);
 }
 
+/* The recording{} of session id's session:forked (new reference; NULL: none). */
+static json_t *forked_recording(const char *id)
+{
+    hist h;
+    json_t *rec = NULL;
+    /* After the source's history it shares: the fork's first event of its own, last. */
+    if (CHECK_EQ_INT(hist_read(id, &h), 0) && CHECK(h.n >= 1) &&
+        CHECK_EQ_STR(json_string_value(json_object_get(h.ev[h.n - 1], "type")), EV_SESSION_FORKED))
+        rec = json_incref(json_object_get(json_object_get(h.ev[h.n - 1], "payload"), PK_RECORDING));
+    hist_free(&h);
+    return rec;
+}
+
+/* A fork's session:forked names only the recording setting that differs from its
+ * source's: the scope when it is another, nothing when nothing differs. */
+static void test_fork_recording(void)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = "recsrc";
+    r.trace = &t;
+    r.agent = "writer";
+    r.created = parse("{\"agent\": \"writer\", \"input\": {}, \"recording\": {\"mode\": \"record\", \"scope\": [\"t1\"]}}");
+    if (!CHECK_EQ_INT(sstore_create(conn, &r), 0)) {
+        json_decref(r.created);
+        return;
+    }
+    json_decref(r.created);
+    static const struct {
+        const char *id, *named, *want;   /* what the fork names; what session:forked says (NULL: nothing) */
+    } cases[] = {
+        {"recf-same", "{\"scope\": [\"t1\"]}", NULL},
+        {"recf-mode", "{\"mode\": \"playback\", \"scope\": [\"t1\"]}", "{\"mode\": \"playback\"}"},
+        {"recf-scope", "{\"scope\": [\"t2\"]}", "{\"scope\": [\"t2\"]}"},
+        {"recf-none", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&r, 0, sizeof r);
+        r.id = cases[i].id;
+        r.trace = &t;
+        r.parent = "recsrc";
+        r.forked_recording = cases[i].named ? parse(cases[i].named) : NULL;
+        json_t *before = r.forked_recording ? json_deep_copy(r.forked_recording) : NULL;
+        if (CHECK_EQ_INT(sstore_create(conn, &r), 0)) {
+            json_t *got = forked_recording(cases[i].id), *want = cases[i].want ? parse(cases[i].want) : NULL;
+            if (!CHECK(want ? json_equal(got, want) : got == NULL)) fprintf(stderr, "  fork %s\n", cases[i].id);
+            json_decref(got);
+            json_decref(want);
+        }
+        /* The caller's setting is borrowed: left as it was. */
+        if (before) CHECK(json_equal(before, r.forked_recording));
+        json_decref(before);
+        json_decref(r.forked_recording);
+    }
+}
+
 int main(void)
 {
     if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn) == 0) {
@@ -995,6 +1053,7 @@ int main(void)
         test_command();
         test_views_and_snapshots();
         test_fork();
+        test_fork_recording();
         test_list();
         test_delete();
         test_list_hidden();
