@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "utf8.h"
+
 typedef struct parser {
     const unsigned char *s;
     size_t len, i;
@@ -50,24 +52,12 @@ static int hex4(parser *p, unsigned *out)
     return 0;
 }
 
-/* One UTF-8 sequence starting at p->i (already known to be >= 0x80). */
+/* One UTF-8 sequence starting at p->i (already known to be >= 0x80): well-formed
+ * by lib/utf8's rule, the one every text of dstream is held to. */
 static int utf8(parser *p)
 {
-    const unsigned char *s = p->s + p->i;
-    size_t left = p->len - p->i;
-    unsigned c = s[0], cp, n;
-    if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1f; }
-    else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0f; }
-    else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07; }
-    else return fail(p, JSON_EINVAL);
-    if (left < n) return fail(p, JSON_EINVAL);
-    for (unsigned k = 1; k < n; k++) {
-        if ((s[k] & 0xc0) != 0x80) return fail(p, JSON_EINVAL);
-        cp = (cp << 6) | (s[k] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return fail(p, JSON_EINVAL);
+    size_t n = utf8_seq((const char *)p->s + p->i, p->len - p->i);
+    if (!n) return fail(p, JSON_EINVAL);
     p->i += n;
     return 0;
 }
