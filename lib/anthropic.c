@@ -31,12 +31,7 @@ static int anthropic_usage(provider_parser *p, const json_t *u)
 static int anthropic_error(provider_parser *p, const json_t *d)
 {
     json_t *e = json_object_get(d, "error");
-    const char *type = json_string_value(json_object_get(e, "type"));
-    json_t *msg = json_object_get(e, "message");
-    provider_event ev = {.kind = PEV_ERROR, .error_type = type ? type : "error",
-                         .text = json_is_string(msg) ? json_string_value(msg) : "",
-                         .len = json_string_length(msg)};
-    return pev_emit(p, &ev);
+    return pev_error(p, json_string_value(json_object_get(e, "type")), json_object_get(e, "message"));
 }
 
 static int anthropic_block_start(provider_parser *p, int64_t index, const json_t *cb)

@@ -18,11 +18,7 @@ static int openai_error(provider_parser *p, const json_t *e)
 {
     const char *type = json_string_value(json_object_get(e, "type"));
     if (!type) type = json_string_value(json_object_get(e, "code"));
-    json_t *msg = json_is_string(e) ? (json_t *)e : json_object_get(e, "message");
-    provider_event ev = {.kind = PEV_ERROR, .error_type = type ? type : "error",
-                         .text = json_is_string(msg) ? json_string_value(msg) : "",
-                         .len = json_string_length(msg)};
-    return pev_emit(p, &ev);
+    return pev_error(p, type, json_is_string(e) ? e : json_object_get(e, "message"));
 }
 
 /* One tool_calls[] element: the first names the call, the rest carry arguments. */

@@ -20,6 +20,14 @@ int pev_text(provider_parser *p, pev_kind kind, const json_t *s)
     return pev_emit(p, &ev);
 }
 
+int pev_error(provider_parser *p, const char *type, const json_t *msg)
+{
+    provider_event ev = {.kind = PEV_ERROR, .error_type = type ? type : "error",
+                         .text = json_is_string(msg) ? json_string_value(msg) : "",
+                         .len = json_string_length(msg)};
+    return pev_emit(p, &ev);
+}
+
 int pev_usage(provider_parser *p)
 {
     provider_event ev = {.kind = PEV_USAGE, .input_tokens = p->input_tokens,

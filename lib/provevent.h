@@ -80,6 +80,9 @@ int pev_emit(provider_parser *p, provider_event *ev);
 /* A PEV_TEXT or PEV_THINKING event of the JSON string s (nothing for an empty or
  * absent one). Returns 0 or the callback's value. */
 int pev_text(provider_parser *p, pev_kind kind, const json_t *s);
+/* A PEV_ERROR event: the provider's error type (NULL: "error") and message (a JSON
+ * string; anything else: ""). Returns 0 or the callback's value. */
+int pev_error(provider_parser *p, const char *type, const json_t *msg);
 /* A PEV_USAGE event of the parser's totals. */
 int pev_usage(provider_parser *p);
 /* The PEV_DONE event; the parser is done from here on, whatever the callback says. */
