@@ -99,17 +99,15 @@ static void wake_id(void *ud, int64_t id, const char *path)
     (void)path;
     w->changed = 1;
     pthread_mutex_lock(&w->mu);
-    /* -1: the feed cannot tell what changed (it reconnected): every waiter looks. */
-    for (int i = 0; id < 0 && i < WAKE_BUCKETS; i++)
+    /* -1: the feed cannot tell what changed (it reconnected): every waiter looks;
+     * else the waiters of that stream. */
+    int first = id < 0 ? 0 : (int)(id % WAKE_BUCKETS), last = id < 0 ? WAKE_BUCKETS - 1 : first;
+    for (int i = first; i <= last; i++)
         for (wake_waiter_t *wt = w->buckets[i]; wt; wt = wt->next) {
+            if (id >= 0 && wt->id != id) continue;
             poke(wt->efd);
             __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
         }
-    for (wake_waiter_t *wt = w->buckets[(uint64_t)id % WAKE_BUCKETS]; wt; wt = wt->next) {
-        if (wt->id != id) continue;
-        poke(wt->efd);
-        __atomic_add_fetch(&w->st.wakeups, 1, __ATOMIC_RELAXED);
-    }
     void (*sink)(void *, int64_t) = w->sink;
     void *sink_ud = w->sink_ud;
     pthread_mutex_unlock(&w->mu);
