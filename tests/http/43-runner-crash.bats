@@ -21,22 +21,11 @@ teardown() { rn_crash_teardown; }
 
 # ---- helpers ------------------------------------------------------------------------
 
-# A reply of about 60 deltas, DELAY ms apart (default 40), naming the question.
-FILL="the quick brown fox jumps over the lazy dog while the runner restarts"
-slow_default() {
-    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary \
-        "$(jq -nc --arg t "Answer to [{{user}}]: $FILL, $FILL, $FILL." --argjson d "${1:-40}" \
-            '{text: $t, chunkSize: 4, delayMs: $d, usage: {input: 10, output: 60}}')"
-}
-expected() { printf 'Answer to [%s]: %s, %s, %s.' "$1" "$FILL" "$FILL" "$FILL"; }
-
 # jq: last_user, the text of a provider request's last user message.
 LAST_USER='def last_user: [.body.messages[] | select(.role == "user")] | last | .content
     | if type == "string" then . else ([.[]? | .text? // ""] | join("")) end; .'
 
 sql() { ds_sql "$1"; }
-msg_count() { sql 'SELECT count(*) FROM messages'; }
-_grown() { [ "$(msg_count)" -ge "$1" ]; }
 
 # request_discipline FILE: the session's events (a JSON array) never show a request
 # doing anything after it was closed: every delta, tool call and end belongs to a
@@ -60,13 +49,13 @@ request_discipline() {
 @test "chaos: 24 chat sessions stream while the runner is SIGKILLed and restarted 4 times; every session completes with its reply exactly once" {
     local n=24 kills=4 agent i k id base cuts=0 logged exact=0 stuck=0 dup=0 ids=()
     agent=$(rn_agent anthropic claude-test-model)
-    slow_default 40
+    rn_slow_default 40
     for i in $(seq 1 $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
     for i in $(seq 1 $n); do rn_say "${ids[$((i - 1))]}" "question $i"; done
     for k in $(seq 1 $kills); do
         # Mid-stream: deltas are arriving for this runner (the log grew by 2n events).
-        base=$(msg_count)
-        ds_poll 30 _grown $((base + 2 * n)) || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+        base=$(rn_msg_count)
+        ds_poll 30 _rn_msgs_ge $((base + 2 * n)) || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
         rn_runner_signal KILL
         rn_runner_start
     done
@@ -78,12 +67,12 @@ request_discipline() {
         fi
         cp "$DS_BODY" "$T/s-$i.json"
         rn_events "$id" >"$T/ev-$i.json"
-        if rn_one_reply "$T/s-$i.json" "$(expected "question $i")"; then
+        if rn_one_reply "$T/s-$i.json" "$(rn_slow_expected "question $i")"; then
             exact=$((exact + 1))
         else
             jq -c '{status, messages: [.messages[] | {role, interrupted, reason, content: (.content | tostring | .[0:40])}]}' "$T/s-$i.json" >&2
         fi
-        if [ "$(jq --arg e "$(expected "question $i")" '[.messages[] | select(.content == $e)] | length' "$T/s-$i.json")" -gt 1 ]; then
+        if [ "$(jq --arg e "$(rn_slow_expected "question $i")" '[.messages[] | select(.content == $e)] | length' "$T/s-$i.json")" -gt 1 ]; then
             dup=$((dup + 1))
             jq -c '.[] | select(.type != "text:delta") | [.offset, .type, .payload.requestId, .payload.reason, .payload.attempt]' "$T/ev-$i.json" >&2
         fi
@@ -153,7 +142,7 @@ request_discipline() {
 @test "two runners, two ids: each session is driven by one; after one is killed the other takes its sessions once the lease expires" {
     local agent i id a_sessions owners ids=()
     agent=$(rn_agent anthropic claude-test-model)
-    slow_default 80
+    rn_slow_default 80
     # Four sessions that only runner-a can have, streaming ...
     for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
@@ -170,7 +159,7 @@ request_discipline() {
         id=${ids[$((i - 1))]}
         rn_wait "$id" '.status == "completed" and .request == null' 60
         cp "$DS_BODY" "$T/s-$i.json"
-        rn_one_reply "$T/s-$i.json" "$(expected "question $i")" || { cat "$T/owners" >&2; return 1; }
+        rn_one_reply "$T/s-$i.json" "$(rn_slow_expected "question $i")" || { cat "$T/owners" >&2; return 1; }
         rn_events "$id" >"$T/ev-$i.json"
         request_discipline "$T/ev-$i.json"
         # One request for a session nobody lost; two for runner-a's (the one cut
@@ -225,11 +214,11 @@ dropped_metric() {
 @test "a runner paused past its lease writes nothing more into the sessions another runner took over (late events dropped)" {
     local agent i id a_pid base before after mark dropped0 ids=()
     agent=$(rn_agent anthropic claude-test-model)
-    slow_default 50
+    rn_slow_default 50
     for i in 1 2 3; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 3 ]'
-    base=$(msg_count)
-    ds_poll 20 _grown $((base + 6))
+    base=$(rn_msg_count)
+    ds_poll 20 _rn_msgs_ge $((base + 6))
     rn_runner_b runner-b
     a_pid=$(rn_runner_pid)
     ds_poll 10 eval '[ -n "$(dropped_metric)" ]'
@@ -239,14 +228,14 @@ dropped_metric() {
     for i in 1 2 3; do
         rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60
     done
-    before=$(msg_count)
+    before=$(rn_msg_count)
     kill -CONT "$a_pid"
     # runner-a finds out (at its next look at each session, or when its commit's
     # lease check fails) and writes nothing.
     ds_poll 20 grep -qE 'lease expired while this runner was away|lease lost' "$DS_DIR/logs/runner.log"
     # Once runner-a is back to waiting, nothing it had has reached the log.
     ds_poll 20 eval '[ "$(grep -cE "lease expired while this runner was away|lease lost" "$DS_DIR/logs/runner.log")" -ge 3 ]' || true
-    after=$(msg_count)
+    after=$(rn_msg_count)
     [ "$before" = "$after" ] || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
     # What runner-a dropped is counted where an operator sees it: /metrics grew by
     # what its log says it dropped since the pause (0 when it found out at a look,
@@ -260,7 +249,7 @@ dropped_metric() {
     for i in 1 2 3; do
         id=${ids[$((i - 1))]}
         rn_get "$id"
-        rn_one_reply "$DS_BODY" "$(expected "question $i")"
+        rn_one_reply "$DS_BODY" "$(rn_slow_expected "question $i")"
         rn_events "$id" >"$T/ev-$i.json"
         request_discipline "$T/ev-$i.json"
     done

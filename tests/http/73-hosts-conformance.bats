@@ -10,21 +10,18 @@
 # the suite's 5 s limit; loopback webhooks allowed) and must pass all of its tests;
 # both hosts must have answered some of them.
 #
-# Every process is stopped by the PID recorded when it was started; HC_KEEP=1 keeps
-# the file's directory (logs, cluster) for a look after a failure.
+# Every process is stopped by the PID recorded when it was started; HOSTS_KEEP=1
+# keeps the file's directory (logs, cluster) for a look after a failure. The hosts:
+# hosts-helpers.bash.
 
-load helpers
+load hosts-helpers
 
 HC_HOSTS=2
 
 setup_file() {
-    command -v node >/dev/null || { echo "node is not installed (make deps)" >&2; return 1; }
-    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "no PostgreSQL server (make deps)" >&2; return 1; }
-    # Short: the cluster's socket lives in it. The postgres user passes through.
-    HC_TMP=$(mktemp -d /tmp/ds73.XXXXXX)
-    chmod 711 "$HC_TMP"
-    export HC_TMP
-    HC_URI=$("$DS_ROOT/tests/pg.sh" start "$HC_TMP/pg") || return 1
+    hosts_need_pg || return 1
+    hosts_tmp ds73 || return 1
+    HC_URI=$("$DS_ROOT/tests/pg.sh" start "$HOSTS_TMP/pg") || return 1
     HC_PORT=$("$DS_BIN/dstream" free-port)
     export HC_URI HC_PORT
     local h
@@ -33,14 +30,10 @@ setup_file() {
 }
 
 teardown_file() {
-    local h
-    [ -s "${HC_TMP:-/nonexistent}/front/nginx.master.pid" ] && kill -TERM "$(cat "$HC_TMP/front/nginx.master.pid")" 2>/dev/null
-    for h in $(seq 1 $HC_HOSTS); do
-        [ -d "${HC_TMP:-/nonexistent}/h$h" ] && "$DS_STACK" stop "$HC_TMP/h$h" >/dev/null 2>&1
-    done
-    [ -n "${HC_TMP:-}" ] && "$DS_ROOT/tests/pg.sh" stop "$HC_TMP/pg" >/dev/null 2>&1
-    [ -n "${HC_TMP:-}" ] && [ -z "${HC_KEEP:-}" ] && rm -rf "$HC_TMP"
-    return 0
+    [ -s "${HOSTS_TMP:-/nonexistent}/front/nginx.master.pid" ] && kill -TERM "$(cat "$HOSTS_TMP/front/nginx.master.pid")" 2>/dev/null
+    hosts_down
+    [ -n "${HOSTS_TMP:-}" ] && "$DS_ROOT/tests/pg.sh" stop "$HOSTS_TMP/pg" >/dev/null 2>&1
+    hosts_rm
 }
 
 # The settings tests/conformance/run.sh gives its stack, for both hosts; Location
@@ -48,28 +41,23 @@ teardown_file() {
 hc_env() {
     printf '%s\n' DSTREAM_DB="$HC_URI" DSTREAM_RUNNER_ID="host-$1" DSTREAM_STACK_TOKEN_NAME="host-$1" \
         DSTREAM_AUTH=on DSTREAM_LONGPOLL_MS=1500 DSTREAM_CORS_ORIGINS=https://example.com \
-        DSTREAM_WEBHOOK_ALLOW=127.0.0.1 DSTREAM_PUBLIC_URL="http://127.0.0.1:$HC_PORT" B="$DS_B"
+        DSTREAM_WEBHOOK_ALLOW=127.0.0.1 DSTREAM_PUBLIC_URL="http://127.0.0.1:$HC_PORT"
 }
 
-# hc_up N: start host N's stack in $HC_TMP/hN.
+# hc_up N: start host N's stack in $HOSTS_TMP/hN.
 hc_up() {
-    local dir=$HC_TMP/h$1 env_
-    mkdir -p "$dir"
+    local env_
     mapfile -t env_ < <(hc_env "$1")
-    if ! env "${env_[@]}" "$DS_STACK" start "$dir" >"$dir.start" 2>&1; then
-        echo "host $1 did not start:" >&2
-        cat "$dir.start" >&2
-        return 1
-    fi
+    hosts_up "$1" "${env_[@]}"
 }
 
 # hc_front: the round-robin nginx on HC_PORT, upstream of every host's proxy (which
 # adds that host's admin token, as a site's authenticating proxy would).
 hc_front() {
-    local dir=$HC_TMP/front h hp servers="" user=""
+    local dir=$HOSTS_TMP/front h hp servers="" user=""
     mkdir -p "$dir/tmp" "$dir/logs"
     for h in $(seq 1 $HC_HOSTS); do
-        hp=$(cat "$HC_TMP/h$h/url")
+        hp=$(hosts_url "$h")
         servers="$servers        server ${hp#http://};"$'\n'
     done
     [ "$(id -u)" = 0 ] && user="user root;"
@@ -116,8 +104,8 @@ CONF
 # answered_by N: how many requests the front sent to host N's proxy.
 answered_by() {
     local hp
-    hp=$(cat "$HC_TMP/h$1/url")
-    grep -c "^${hp#http://} " "$HC_TMP/front/logs/access.log" || true
+    hp=$(hosts_url "$1")
+    grep -c "^${hp#http://} " "$HOSTS_TMP/front/logs/access.log" || true
 }
 
 @test "conformance through an nginx that round-robins between two hosts on one PostgreSQL: every test passes" {

@@ -34,6 +34,17 @@ rn_start() {
     [ -x "$DS_BIN/dstream-runner" ] || { echo "build first: make (B=$DS_B)" >&2; return 1; }
     RN_TMP=$(mktemp -d -t dstream-runner.XXXXXX)
     export RN_TMP
+    rn_mock_start || return 1
+    # A short retry base: a delay of about 1000 ms can only come from Retry-After.
+    ds_stack_start DSTREAM_PROVIDERS="$RN_PROVIDERS" DSTREAM_PRICING="$RN_PRICING" \
+        ANTHROPIC_API_KEY="$RN_KEY" OPENAI_API_KEY="$RN_OKEY" DSTREAM_RETRY_BASE_MS=100 "$@" || return 1
+    rn_runner_wait_started 1
+}
+
+# rn_mock_start: start the mock provider in $RN_TMP and write the files a runner
+# using it reads; exports RN_MOCK_PID, RN_MOCK, RN_KEY, RN_OKEY, RN_PRICING and
+# RN_PROVIDERS (see rn_start; 70-hosts gives them to several stacks).
+rn_mock_start() {
     rn_mock_spawn "$RN_TMP/mock" || return 1
     RN_MOCK_PID=$RN_SPAWNED_PID
     RN_MOCK=$RN_SPAWNED_URL
@@ -48,10 +59,6 @@ rn_start() {
     RN_PROVIDERS=$RN_TMP/providers.json
     rn_providers_file "${RN_EXTRA_PROVIDERS:-}" >"$RN_PROVIDERS"
     export RN_PROVIDERS
-    # A short retry base: a delay of about 1000 ms can only come from Retry-After.
-    ds_stack_start DSTREAM_PROVIDERS="$RN_PROVIDERS" DSTREAM_PRICING="$RN_PRICING" \
-        ANTHROPIC_API_KEY="$RN_KEY" OPENAI_API_KEY="$RN_OKEY" DSTREAM_RETRY_BASE_MS=100 "$@" || return 1
-    rn_runner_wait_started 1
 }
 
 # rn_providers_file [EXTRA_PROVIDERS_JSON]: the providers file of rn_start on stdout,
@@ -334,6 +341,21 @@ rn_sse_start() {
 
 # rn_sse_events FILE: the `event:` names of an SSE capture, one per line, in order.
 rn_sse_events() { sed -n 's/^event: *//p' "$1" | tr -d '\r'; }
+
+# rn_slow_default [DELAY]: the mock's default reply, about 60 deltas DELAY ms apart
+# (40), naming the question ({{user}}); rn_slow_expected QUESTION: that reply's text.
+# For the files that kill runners with chats in flight (43-runner-crash, 70-hosts).
+RN_FILL="the quick brown fox jumps over the lazy dog while the runner restarts"
+rn_slow_default() {
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary \
+        "$(jq -nc --arg t "Answer to [{{user}}]: $RN_FILL, $RN_FILL, $RN_FILL." --argjson d "${1:-40}" \
+            '{text: $t, chunkSize: 4, delayMs: $d, usage: {input: 10, output: 60}}')"
+}
+rn_slow_expected() { printf 'Answer to [%s]: %s, %s, %s.' "$1" "$RN_FILL" "$RN_FILL" "$RN_FILL"; }
+
+# rn_msg_count: the messages the database holds; _rn_msgs_ge N: at least N (for ds_poll).
+rn_msg_count() { ds_sql 'SELECT count(*) FROM messages'; }
+_rn_msgs_ge() { [ "$(rn_msg_count)" -ge "$1" ]; }
 
 # rn_sse_data FILE TYPE: the data of every SSE event named TYPE, one JSON per line.
 rn_sse_data() {
