@@ -90,7 +90,7 @@ stop_all() {
 
 cleanup() {
     stop_all
-    if [ "$BENCH_KEEP" = 1 ]; then say "work directory kept: $work"; else rm -rf "$work"; fi
+    work_done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -465,10 +465,8 @@ report() {
 main() {
     [ -x "$bin/dstream-fcgi" ] && [ -x "$bin/dstream" ] || die "build first: make"
     need_tools
-    mkdir -p "$bin/bench"
-    cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fcgi-hello" "$here/bench/src/fcgi-hello.c" -lfcgi -lpthread
-    cc -O2 -Wall -Wextra -Werror -o "$bin/bench/sse-client" "$here/bench/src/sse-client.c" -lpthread
-    cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fsync-latency" "$here/bench/src/fsync-latency.c"
+    tool_build fcgi-hello -lfcgi -lpthread
+    tool_build sse-client -lpthread
     # npm install --no-save, not npm ci: the lock pins every version, but npm 11's ci
     # wants the optional packages of other platforms listed in it (msgpackr-extract's
     # darwin and win32 builds), which no npm writes on Linux; install takes the lock

@@ -79,12 +79,10 @@ cleanup() {
     stack_stop pg
     stack_stop pg2
     [ "$pg_up" = 1 ] && "$here/tests/pg.sh" stop "$pg_dir" >/dev/null 2>&1
-    if [ "$BENCH_KEEP" = 1 ]; then say "work directory kept: $work"; else rm -rf "$work"; fi
+    work_done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-has() { [[ " $FIGURES " == *" $1 "* ]]; }   # FIGURE: is it to be measured?
 
 psql_pg() { "$pgbin/psql" -h "$pg_dir" -U postgres -Atq "$@"; }
 # The CPU ticks PostgreSQL's processes have spent so far: the postmaster's and its
@@ -98,6 +96,7 @@ pg_ticks() {
     set -- $st
     echo $(($(ticks "${procs[@]}") + ${14} + ${15}))
 }
+dbticks[pg]=pg_ticks
 
 # ---- pgbench: the append transaction alone -----------------------------------------------
 
@@ -149,7 +148,7 @@ pgbench_run() {   # DBNAME KEY PATH-PATTERN: the streams whose path is LIKE it
 # ---- one run -----------------------------------------------------------------------------
 
 run_stacks() {   # RUN ORDER
-    local r=$1 order=$2 sys fig n uri
+    local r=$1 order=$2 sys n uri
     uri=$("$here/tests/pg.sh" db "$pg_dir" "run$r")
     for sys in $order; do
         case $sys in
@@ -159,16 +158,7 @@ run_stacks() {   # RUN ORDER
     done
     has wake && stack_start pg2 "$here" "$work/run$r-pg2" DSTREAM_DB="$uri"
     echo "run $r: sqlite ${url[sqlite]} pg ${url[pg]} pg2 ${url[pg2]:-} ($uri)" >> "$raw"
-    for fig in appends catchup; do
-        has "$fig" || continue
-        for sys in $order; do "${fig}_prepare" "$sys"; done
-    done
-    for fig in append1 append100 catchup; do
-        case $fig in append*) has appends ;; *) has catchup ;; esac || continue
-        for sys in $order; do
-            if [ "$sys" = pg ]; then with_cpu "$fig" pg pg_ticks; else with_cpu "$fig" "$sys"; fi
-        done
-    done
+    wrk_figures "$order"
     if has pgbench; then
         say "pgbench run $r"
         pgbench_prepare "run$r"
@@ -215,11 +205,6 @@ run_tokens() {   # RUN ORDER
 verdict() { if [ "$1" = 1 ]; then echo "**met**"; else echo "**not met**"; fi; }
 cmp() { awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN { if (a == "" || b == "") { print 0; exit }
     print (op == ">=" ? a >= b : a <= b) ? 1 : 0 }'; }
-all_of() {   # KEY SYSTEM
-    local f="$vals/$1.$2"
-    [ -s "$f" ] || { echo "n/a"; return; }
-    if grep -qv '^1$' "$f"; then echo "not every run"; else echo "every run"; fi
-}
 
 # A row: SQLite, PostgreSQL, PG / SQLite; a target on the ratio (">= 0.6") if given.
 row() {   # LABEL KEY DIV FMT [OP BOUND]
@@ -321,9 +306,7 @@ main() {
         die "build first: make"
     [ -x "$pgbin/pgbench" ] || die "no PostgreSQL binaries (make deps installs postgresql-15)"
     need_tools
-    mkdir -p "$bin/bench"
-    [ -x "$bin/bench/sse-client" ] && [ "$bin/bench/sse-client" -nt "$here/bench/src/sse-client.c" ] ||
-        cc -O2 -Wall -Wextra -Werror -o "$bin/bench/sse-client" "$here/bench/src/sse-client.c" -lpthread
+    tool_build sse-client -lpthread
     ulimit -Sn "$(ulimit -Hn)"
     # The cluster belongs to the postgres user when run as root: it must pass $work.
     [ "$(id -u)" = 0 ] && chmod 711 "$work"
@@ -342,8 +325,7 @@ main() {
     echo
     local r order t0=$SECONDS
     for ((r = 1; r <= RUNS; r++)); do
-        order="sqlite pg"
-        [ $((r % 2)) = 0 ] && order="pg sqlite"
+        order=$(run_order "$r" sqlite pg)
         say "run $r of $RUNS ($order, $((SECONDS - t0)) s)"
         if has appends || has catchup || has pgbench || has fanout || has wake; then
             run_stacks "$r" "$order"

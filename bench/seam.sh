@@ -64,12 +64,10 @@ BENCH_NAME=seam
 cleanup() {
     stack_stop A
     stack_stop B
-    if [ "$BENCH_KEEP" = 1 ]; then say "work directory kept: $work"; else rm -rf "$work"; fi
+    work_done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-has() { [[ " $FIGURES " == *" $1 "* ]]; }   # FIGURE: is it to be measured?
 
 commit_of() {   # TREE: its commit, and whether files git tracks differ from it
     local c
@@ -88,12 +86,6 @@ row() {   # LABEL KEY DIV FMT HIGHER
     printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$(cell "$2" A "$3" "$4")" "$(cell "$2" B "$3" "$4")" \
         "$(ratio "$2" B A)" "${speed:+${speed}x}" \
         "$(if [ -z "$speed" ]; then echo n/a; elif awk -v s="$speed" 'BEGIN {exit !(s >= 0.95)}'; then echo yes; else echo "**no**"; fi)"
-}
-
-all_of() {   # KEY SYSTEM: "all" when every run's value is 1
-    local f="$vals/$1.$2"
-    [ -s "$f" ] || { echo "n/a"; return; }
-    if grep -qv '^1$' "$f"; then echo "not every run"; else echo "every run"; fi
 }
 
 kib() { awk -v b="$(med catchup.bytes "$1")" 'BEGIN {printf "%.0f", b / 1024}'; }   # SYSTEM: catch-up size
@@ -147,7 +139,6 @@ main() {
     done
     [ -x "$bin/dstream" ] || die "build this tree first: make"
     need_tools
-    mkdir -p "$bin/bench"
     wait_quiet "$BENCH_QUIET_S"
     echo "# Two builds interleaved, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
@@ -158,22 +149,14 @@ main() {
     echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- disk where the databases are: $(fsync_floor "$work")"
     echo
-    local r order fig n t0=$SECONDS
+    local r order n t0=$SECONDS
     for ((r = 1; r <= RUNS; r++)); do
-        order="A B"
-        [ $((r % 2)) = 0 ] && order="B A"
+        order=$(run_order "$r" A B)
         say "run $r of $RUNS ($order, $((SECONDS - t0)) s)"
         if has appends || has catchup; then
             for sys in $order; do stack_start "$sys" "${root[$sys]}" "$work/run$r-$sys"; done
             echo "run $r: A ${url[A]} B ${url[B]}" >> "$raw"
-            for fig in appends catchup; do
-                has "$fig" || continue
-                for sys in $order; do "${fig}_prepare" "$sys"; done
-            done
-            for fig in append1 append100 catchup; do
-                case $fig in append*) has appends ;; *) has catchup ;; esac || continue
-                for sys in $order; do with_cpu "$fig" "$sys"; done
-            done
+            wrk_figures "$order"
             for sys in $order; do stack_stop "$sys"; done
             rm -rf "$work/run$r-A" "$work/run$r-B"
         fi

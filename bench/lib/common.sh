@@ -27,6 +27,26 @@ declare -A stack_root=()   # system -> the tree whose deploy/dstream-stack start
 say() { echo "${BENCH_NAME:-bench}: $*" >&2; }
 die() { say "$*"; exit 1; }
 
+has() { [[ " ${FIGURES:-} " == *" $1 "* ]]; }   # FIGURE: is it in FIGURES, to be measured?
+
+# The systems of run R in the order they are measured: A B in odd runs, B A in even
+# ones, so that a drift of the machine weighs on both alike.
+run_order() {   # R A B
+    if [ $(($1 % 2)) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi
+}
+
+work_done() {   # for the EXIT trap: remove $work, or keep it (BENCH_KEEP=1) and say where
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "work directory kept: $work"; else rm -rf "$work"; fi
+}
+
+# bench/src/NAME.c built into $bin/bench/NAME when it is missing or older than its source.
+tool_build() {   # NAME [LIBS...]
+    local name=$1; shift
+    mkdir -p "$bin/bench"
+    [ -x "$bin/bench/$name" ] && [ "$bin/bench/$name" -nt "$here/bench/src/$name.c" ] ||
+        cc -O2 -Wall -Wextra -Werror -o "$bin/bench/$name" "$here/bench/src/$name.c" "$@"
+}
+
 # ---- processes ---------------------------------------------------------------------------
 
 stop_pid() {   # PID: TERM, then KILL after 5 s
@@ -199,6 +219,22 @@ with_cpu() {   # FIGURE SYSTEM [DBTICKS]
     [ -z "$db" ] || put "$fig.dbcpu" "$sys" "$(per_request $((d1 - d0)) "${n:-0}")"
 }
 
+# The appends' and catch-up's figures on each SYSTEM of ORDER (those of FIGURES):
+# every system's streams prepared first, then each figure measured on one system
+# after the other, with its CPU (with_cpu; a system's DBTICKS from dbticks[SYSTEM]).
+declare -A dbticks=()
+wrk_figures() {   # ORDER
+    local fig sys
+    for fig in appends catchup; do
+        has "$fig" || continue
+        for sys in $1; do "${fig}_prepare" "$sys"; done
+    done
+    for fig in append1 append100 catchup; do
+        case $fig in append*) has appends ;; *) has catchup ;; esac || continue
+        for sys in $1; do with_cpu "$fig" "$sys" "${dbticks[$sys]:-}"; done
+    done
+}
+
 per_request() { awk -v c="$1" -v hz="$hz" -v n="$2" 'BEGIN {printf "%.1f", n ? c * 1e6 / hz / n : 0}'; }   # TICKS N: us each
 
 # bench/src/sse-client.c fanout: N SSE readers of SYSTEM on PATH while a writer appends a
@@ -263,6 +299,12 @@ cell() {   # KEY SYSTEM DIV FMT
 
 med() { local f="$vals/$1.$2"; [ -s "$f" ] && median < "$f" || echo ""; }
 
+all_of() {   # KEY SYSTEM: "every run" when every run's value is 1
+    local f="$vals/$1.$2"
+    [ -s "$f" ] || { echo "n/a"; return; }
+    if grep -qv '^1$' "$f"; then echo "not every run"; else echo "every run"; fi
+}
+
 ratio() {   # KEY A B: median(A) / median(B)
     local a b
     a=$(med "$1" "$2"); b=$(med "$1" "$3")
@@ -273,8 +315,7 @@ ratio() {   # KEY A B: median(A) / median(B)
 # The disk's own write + fdatasync latency in DIR (bench/src/fsync-latency.c, 300
 # samples 10 ms apart): the floor under every figure that waits for a durable commit.
 fsync_floor() {   # DIR
-    [ -x "$bin/bench/fsync-latency" ] && [ "$bin/bench/fsync-latency" -nt "$here/bench/src/fsync-latency.c" ] ||
-        cc -O2 -Wall -Wextra -Werror -o "$bin/bench/fsync-latency" "$here/bench/src/fsync-latency.c"
+    tool_build fsync-latency
     echo "$("$bin/bench/fsync-latency" "$1" 300 10 | sed 's/^fdatasync: //') (8 KiB write + fdatasync every 10 ms)"
 }
 
