@@ -15,6 +15,27 @@ setup() {
 
 teardown() { ds_bg_stop; }
 
+# follow_check S FIRST TAIL_COMMAND...: TAIL_COMMAND (a following tail of S's stream
+# from an offset before anything below) runs in the background; the command FIRST
+# appends 'first', then 'second' is POSTed and the stream closed: the tail printed
+# both, one a line, and ended by itself with status 0.
+follow_check() {
+    local s=$1 first=$2 st
+    shift 2
+    "$@" >"$T/out" 2>"$T/err" 3>&- &
+    TAIL_PID=$!
+    BG_PIDS+=("$TAIL_PID")
+    "$first"
+    ds_poll 5 grep -qx first "$T/out" || fail "no 'first' within 5 s: $(cat "$T/out" "$T/err")"
+    req POST "$s" -H 'Content-Type: text/plain' --data-binary 'second'
+    ds_poll 5 grep -qx second "$T/out" || fail "no 'second' within 5 s: $(cat "$T/out" "$T/err")"
+    req POST "$s" -H 'Stream-Closed: true'
+    ds_poll 5 eval '! kill -0 "$TAIL_PID" 2>/dev/null' || fail "tail still running 5 s after the stream was closed"
+    wait "$TAIL_PID" && st=0 || st=$?
+    [ "$st" = 0 ] || fail "exit $st: $(cat "$T/err")"
+    [ "$(cat "$T/out")" = $'first\nsecond' ] || fail "output: $(cat "$T/out")"
+}
+
 @test "tail --no-follow prints every message of a JSON stream, one value a line" {
     name=$(ds_name tail)
     s=/v1/stream/$name
@@ -33,24 +54,19 @@ teardown() { ds_bg_stop; }
     [ "$output" = '{"n":5}' ] || fail "output from $off: $output"
 }
 
-@test "tail follows appends made over HTTP and ends when the stream is closed" {
+@test "tail follows appends made over HTTP and ends when the stream is closed; --from now" {
     name=$(ds_name follow)
     s=/v1/stream/$name
     ds_create "$s" text/plain
-    "$CLI" --db "$DS_DB" tail --from now "$name" > "$T/out" 2> "$T/err" 3>&- &
-    TAIL_PID=$!
-    BG_PIDS+=("$TAIL_PID")
-    sleep 0.3
-    req POST "$s" -H 'Content-Type: text/plain' --data-binary 'first'
-    ds_poll 5 grep -qx first "$T/out" || fail "no 'first' within 5 s: $(cat "$T/out" "$T/err")"
-    req POST "$s" -H 'Content-Type: text/plain' --data-binary 'second'
-    ds_poll 5 grep -qx second "$T/out" || fail "no 'second' within 5 s: $(cat "$T/out" "$T/err")"
-    req POST "$s" -H 'Stream-Closed: true'
-    not_running() { ! kill -0 "$TAIL_PID" 2>/dev/null; }
-    ds_poll 5 not_running || fail "tail still running 5 s after the stream was closed"
-    wait "$TAIL_PID" && st=0 || st=$?
-    [ "$st" = 0 ] || fail "exit $st: $(cat "$T/err")"
-    [ "$(cat "$T/out")" = $'first\nsecond' ] || fail "output: $(cat "$T/out")"
+    req POST "$s" -H 'Content-Type: text/plain' --data-binary 'before'
+    off=$(header Stream-Next-Offset)
+    # --from now: nothing of what is there; the follow starts from the offset that
+    # was now (a follow --from now would miss what is appended before it has looked).
+    run "$CLI" --db "$DS_DB" tail --no-follow --from now "$name"
+    assert_success
+    [ -z "$output" ] || fail "--from now: $output"
+    _first() { req POST "$s" -H 'Content-Type: text/plain' --data-binary 'first'; }
+    follow_check "$s" _first "$CLI" --db "$DS_DB" tail --from "$off" "$name"
 }
 
 @test "tail: an unknown stream is exit 1, a bad offset or a missing stream name exit 2" {
@@ -121,19 +137,8 @@ http_env() {
     run "$CLI" tail --no-follow --from now "$name"
     assert_success
     [ -z "$output" ] || fail "--from now: $output"
-    "$CLI" tail --from "$off" "$name" >"$T/out" 2>"$T/err" 3>&- &
-    TAIL_PID=$!
-    BG_PIDS+=("$TAIL_PID")
-    echo -n first | "$CLI" append "$name" >/dev/null
-    ds_poll 5 grep -qx first "$T/out" || fail "no 'first' within 5 s: $(cat "$T/out" "$T/err")"
-    req POST "$s" -H 'Content-Type: text/plain' --data-binary 'second'
-    ds_poll 5 grep -qx second "$T/out" || fail "no 'second' within 5 s: $(cat "$T/out" "$T/err")"
-    req POST "$s" -H 'Stream-Closed: true'
-    not_running() { ! kill -0 "$TAIL_PID" 2>/dev/null; }
-    ds_poll 5 not_running || fail "tail still running 5 s after the stream was closed"
-    wait "$TAIL_PID" && st=0 || st=$?
-    [ "$st" = 0 ] || fail "exit $st: $(cat "$T/err")"
-    [ "$(cat "$T/out")" = $'first\nsecond' ] || fail "output: $(cat "$T/out")"
+    _first() { echo -n first | "$CLI" append "$name" >/dev/null; }
+    follow_check "$s" _first "$CLI" tail --from "$off" "$name"
 }
 
 @test "tail over HTTP resumes where it was when the server ends its SSE response: every message once, in order" {
