@@ -9,7 +9,7 @@
 // which is the offset after it. The page must receive every message exactly once, in
 // order, and the test waits for one more reconnection after the last message so that
 // a replay would be seen. Prints "eventsource: PASS ..." or "eventsource: FAIL ...".
-import { chromium } from "playwright-core";
+import { launch } from "./lib.mjs";
 
 const base = process.argv[2];
 if (!base) {
@@ -29,10 +29,7 @@ function fail(msg) {
     process.exitCode = 1;
 }
 
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--headless=new"],
-});
+const browser = await launch();
 try {
     await must(await fetch(url, { method: "PUT", headers: { "Content-Type": "application/json" } }), "create");
     const page = await browser.newPage();

@@ -12,7 +12,7 @@
 // markers. Before that, the same script run by DevTools on the origin creates
 // "control" (the harness can see a script that runs). Prints one line per URL
 // ("# opened URL: STATUS TYPE") and "inert: PASS" or "inert: FAIL ...".
-import { chromium } from "playwright-core";
+import { launch } from "./lib.mjs";
 
 const [base, token, ...urls] = process.argv.slice(2);
 if (!base || !token || urls.length === 0) {
@@ -20,10 +20,7 @@ if (!base || !token || urls.length === 0) {
     process.exit(2);
 }
 
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--headless=new"],
-});
+const browser = await launch();
 let failed = false;
 try {
     const page = await (await browser.newContext()).newPage();

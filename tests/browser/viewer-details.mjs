@@ -18,7 +18,7 @@
 //                  moved live as the session goes round the loop
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
-import { chromium } from "playwright-core";
+import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
 
 const [which, base, admin, mock, out] = process.argv.slice(2);
 if (!which || !base || !admin || !mock || !out) {
@@ -26,23 +26,8 @@ if (!which || !base || !admin || !mock || !out) {
     process.exit(2);
 }
 const tag = `${process.pid}-${Date.now().toString(36)}`;
-const checks = [];
-const ok = (what) => { checks.push(what); console.log(`# ok ${what}`); };
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-
-async function api(method, path, body) {
-    const res = await fetch(base + path, {
-        method, headers: { Authorization: `Bearer ${admin}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text}`);
-    return text ? JSON.parse(text) : null;
-}
-async function script(reply) {
-    const res = await fetch(`${mock}/__script`, { method: "POST", body: JSON.stringify(reply) });
-    if (!res.ok) throw new Error(`mock: ${res.status}`);
-}
+const api = apiOf(base, admin);
+const script = scriptOf(mock);
 async function statusIs(id, want) {
     for (let i = 0; i < 300; i++) {
         const s = await api("GET", `/v1/sessions/${id}`);
@@ -295,29 +280,20 @@ const cases = {
 
 const run = cases[which];
 if (!run) { console.error(`viewer-details: no case ${which}`); process.exit(2); }
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--headless=new"],
-});
+const browser = await launch();
 let failed = false, page = null;
 try {
     await fetch(`${mock}/__script`, { method: "DELETE" });
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await ctx.newPage();
-    const pageErrors = [], external = [];
-    page.on("pageerror", (e) => pageErrors.push(String(e)));
-    page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
-    page.on("request", (r) => { if (!r.url().startsWith(base)) external.push(r.url()); });
+    const clean = watch(page, base);
     await page.exposeFunction("__pwned", (what) => { throw new Error(`script ran: ${what}`); });
     await page.goto(`${base}/web/#/sessions`);
     await page.getByLabel("API token").fill(admin);
     await page.getByRole("button", { name: "Use" }).click();
     await page.waitForSelector("tr[data-session], td.muted", { timeout: 10000 });
     await run(page);
-    assert(external.length === 0, `requests to other origins: ${external.join(" ")}`);
-    const bad = pageErrors.filter((e) => !/Failed to load resource|401|EventSource/.test(e));
-    assert(bad.length === 0, `page errors: ${bad.join(" | ")}`);
-    ok("no request left the origin, no script error");
+    clean();
 } catch (e) {
     failed = true;
     console.log(`viewer-details ${which}: FAIL ${e.stack || e}`);

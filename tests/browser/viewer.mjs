@@ -15,7 +15,7 @@
 // which a token without admin cannot change (403 shown), and the MCP page it may not
 // see. Screenshots of every page go to OUT_DIR. Prints
 // "viewer: PASS ..." or "viewer: FAIL ...".
-import { chromium } from "playwright-core";
+import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
 
 const [base, admin, mock, out, readToken] = process.argv.slice(2);
 if (!base || !admin || !mock || !out) {
@@ -23,22 +23,8 @@ if (!base || !admin || !mock || !out) {
     process.exit(2);
 }
 const tag = `${process.pid}-${Date.now().toString(36)}`;
-const checks = [];
-const ok = (what) => { checks.push(what); console.log(`# ok ${what}`); };
-
-async function api(method, path, body, tok = admin) {
-    const res = await fetch(base + path, {
-        method, headers: { Authorization: `Bearer ${tok}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text}`);
-    return text ? JSON.parse(text) : null;
-}
-async function script(reply) {
-    const res = await fetch(`${mock}/__script`, { method: "POST", body: JSON.stringify(reply) });
-    if (!res.ok) throw new Error(`mock: ${res.status}`);
-}
+const api = apiOf(base, admin);
+const script = scriptOf(mock);
 async function allEvents(id) {
     let off = "-1", all = [];
     for (let i = 0; i < 1000; i++) {
@@ -49,12 +35,8 @@ async function allEvents(id) {
     }
     return all;
 }
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
 
-const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--headless=new"],
-});
+const browser = await launch();
 let failed = false;
 try {
     await fetch(`${mock}/__script`, { method: "DELETE" });
@@ -64,10 +46,7 @@ try {
 
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await ctx.newPage();
-    const pageErrors = [], external = [];
-    page.on("pageerror", (e) => pageErrors.push(String(e)));
-    page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
-    page.on("request", (r) => { if (!r.url().startsWith(base)) external.push(r.url()); });
+    const clean = watch(page, base);
     await page.exposeFunction("__pwned", (what) => { throw new Error(`script ran: ${what}`); });
 
     // ---- no token: the API says 401 and the page asks for one ------------------------
@@ -337,10 +316,7 @@ try {
     await page.screenshot({ path: `${out}/workflow.png`, fullPage: true });
     ok("a workflow's document");
 
-    assert(external.length === 0, `requests to other origins: ${external.join(" ")}`);
-    const bad = pageErrors.filter((e) => !/Failed to load resource|401|EventSource/.test(e));
-    assert(bad.length === 0, `page errors: ${bad.join(" | ")}`);
-    ok("no request left the origin, no script error");
+    clean();
 } catch (e) {
     failed = true;
     console.log(`viewer: FAIL ${e.stack || e}`);
