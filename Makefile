@@ -90,10 +90,14 @@ $(B)/bench/%: bench/%.c $(B)/libdstream.a
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
 
 # ---- dependencies ---------------------------------------------------------------
+# Everything `make`, `make test` and `make run-pg` need on Debian 12: libpq-dev to
+# build, postgresql-15 for the throwaway clusters of the tests (its client too:
+# psql, pg_dump, pg_basebackup), python3-yaml for 24-debug-cli's YAML check, python3
+# for 41-runner-systemd's notify socket. `make bench` adds wrk and nginx's nchan module.
 DEBS := libfcgi-dev libfcgi-bin spawn-fcgi nginx-light libsqlite3-dev sqlite3 libssl-dev \
         libcurl4-openssl-dev libjansson-dev bats bats-assert bats-support curl jq nodejs npm \
         clang apache2-bin libapache2-mod-fcgid chromium systemd man-db \
-        libpq-dev postgresql-15
+        libpq-dev postgresql-15 python3 python3-yaml
 deps:
 	@missing=$$(for p in $(DEBS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \

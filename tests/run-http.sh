@@ -19,10 +19,11 @@
 # figures, crashes), subscriptions, recording, and hostile inputs (names that are
 # not UTF-8 reach the engine). Not the others: nginx's configuration, the web UI,
 # MCP and providers, the CLI's surface, installing and systemd go through the same
-# engine calls as these and do not depend on the engine (each passes on PostgreSQL
-# when named here as an argument; 71-copy and 72-run-pg choose their engines
-# themselves), and the whole set twice would not fit `make test`'s budget on 2
-# cores.
+# engine calls as these and do not depend on the engine (each may be named here as
+# an argument to run on PostgreSQL), and the whole set twice would not fit `make
+# test`'s budget on 2 cores. The files that start clusters of their own (70-hosts,
+# 71-copy, 72-run-pg, 73-failover, 73-hosts-conformance) choose their engines
+# themselves and run in the SQLite pass only.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
