@@ -199,10 +199,15 @@ lines_are_json() {
         fi
         for J in --json ""; do
             N=$((N + 1))
-            S2=$(ds_name del)
-            req PUT "/v1/stream/$S2" -H 'Content-Type: text/plain'
-            # cancel: a session that has nothing to do yet; answer: a fresh checkpoint.
-            "$D" sessions create --agent "$AG" --id "c2$N" >/dev/null
+            # What a case consumes, made for the cases that name it: a stream to
+            # delete; a session to delete or cancel (with nothing to do yet); a
+            # fresh checkpoint to answer.
+            case $cmd in *'$S2'*)
+                S2=$(ds_name del)
+                req PUT "/v1/stream/$S2" -H 'Content-Type: text/plain'
+                ;;
+            esac
+            case $cmd in *'c2$N'*) "$D" sessions create --agent "$AG" --id "c2$N" >/dev/null ;; esac
             if [ "$name" = answer ]; then
                 WID=$("$D" sessions create --workflow "$WF")
                 rn_wait "$WID" '.status == "awaiting_input"'
