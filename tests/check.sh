@@ -20,7 +20,6 @@
 #   (tests/unit/test_db.h runs the sqlite3 command-line program, as it runs psql,
 #   for the tests of both engines that change rows by hand: its one #define of the
 #   program's name is let through).
-#   (The modules listed in sqlite_moving are still being moved behind the store.)
 # - libpq-confined: only the PostgreSQL engine (lib/store/pg/) and its own tests
 #   (tests/unit/test_pg_*.c) include libpq's header or the engine's headers, but
 #   for store/pg/pg_engine.h (its table), which lib/log.c's store_engine_for picks
@@ -107,27 +106,25 @@ done
 [ -z "$calls" ] || printf 'call circles between modules:\n%s' "$calls"
 result calls-acyclic "$([ -z "$calls" ] && echo 0 || echo 1)"
 
-# Being moved behind the store's typed operations: empty this list as they land.
-sqlite_moving=""
-sqlite_bad=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
-    grep -vE '^(lib/store/sqlite/|tests/unit/test_sqlite_[^/]*\.c$)' |
-    while read -r f; do
-        case " $sqlite_moving " in *" $f "*) continue ;; esac
-        [ -e "$f" ] || continue
-        grep -HnE 'sqlite3|^#include .*store/sqlite/' "$f" |
-            grep -vE '^[^:]+:[0-9]+:#include "store/sqlite/sq_engine\.h"' |
-            grep -vE '^tests/unit/test_db\.h:[0-9]+:#define TEST_DB_SQLITE_CLI "sqlite3"$'
-    done)
-[ -z "$sqlite_bad" ] || printf 'SQLite outside its engine (lib/store/sqlite/, tests/unit/test_sqlite_*.c):\n%s\n' "$sqlite_bad"
-result sqlite-confined "$([ -z "$sqlite_bad" ] && echo 0 || echo 1)"
-leaks=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
-    grep -vE '^(lib/store/pg/|tests/unit/test_pg_[^/]*\.c$)' |
-    while read -r f; do
-        [ -e "$f" ] || continue
-        grep -HnE '<libpq-fe\.h>|^#include .*store/pg/' "$f" | grep -vE '^[^:]+:[0-9]+:#include "store/pg/pg_engine\.h"'
-    done)
-[ -z "$leaks" ] || printf 'files outside lib/store/pg/ that include libpq or pg.h:\n%s\n' "$leaks"
-result libpq-confined "$([ -z "$leaks" ] && echo 0 || echo 1)"
+# confined NAME DIR TESTS PATTERN TABLE [ALLOWED]: no C file outside DIR and the
+# engine's own unit tests (TESTS, an ERE) matches PATTERN (an ERE), but for the
+# include of the engine's table TABLE, which lib/log.c's store_engine_for picks, and
+# the lines ALLOWED (an ERE of grep -Hn's "file:line:text"). The check NAME-confined.
+confined() {
+    local bad
+    bad=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null |
+        grep -vE "^($2|$3)" |
+        while read -r f; do
+            [ -e "$f" ] || continue
+            grep -HnE "$4" "$f" | grep -vE "^[^:]+:[0-9]+:#include \"$5\"" |
+                grep -vE "${6:-^\$}"
+        done)
+    [ -z "$bad" ] || printf '%s outside its engine (%s, %s):\n%s\n' "$1" "$2" "$3" "$bad"
+    result "$1-confined" "$([ -z "$bad" ] && echo 0 || echo 1)"
+}
+confined sqlite lib/store/sqlite/ 'tests/unit/test_sqlite_[^/]*\.c$' 'sqlite3|^#include .*store/sqlite/' 'store/sqlite/sq_engine\.h' \
+    '^tests/unit/test_db\.h:[0-9]+:#define TEST_DB_SQLITE_CLI "sqlite3"$'
+confined libpq lib/store/pg/ 'tests/unit/test_pg_[^/]*\.c$' '<libpq-fe\.h>|^#include .*store/pg/' 'store/pg/pg_engine\.h'
 
 quoted=$(sed -E 's://.*$::' lib/event.c | grep -nE '"[a-z][A-Za-z]*"' |
     grep -vE '^[0-9]+:#include|actor = "(runner|user|system)";|json_string\("[a-z]+"\)')
