@@ -7,11 +7,13 @@
 #   tests/pg.sh stop DIR           stop it (the directory stays; remove it yourself)
 #   tests/pg.sh crash DIR          stop it as a crash would (pg_ctl stop -m immediate:
 #                                  no checkpoint; the next start recovers from the WAL)
+#   tests/pg.sh tmp [PREFIX]       make and print a directory for clusters to live in:
+#                                  /tmp/PREFIX.XXXXXX (dspg), short, mode 0711
 #
 # Debian's server binaries (postgresql-15, /usr/lib/postgresql/15/bin). As root, the
 # cluster belongs to the postgres user (initdb refuses root): DIR is made theirs, so
 # every directory above it must be one they may pass through (a mktemp -d needs
-# chmod 711 first). Nothing listens on TCP: the socket is DIR/.s.PGSQL.5432, so DIR's path must
+# chmod 711 first: tests/pg.sh tmp makes one so). Nothing listens on TCP: the socket is DIR/.s.PGSQL.5432, so DIR's path must
 # be short (a socket path has at most 107 bytes). "fast" turns fsync off (unit tests
 # only: a crash of the machine may lose the cluster; never for tests of durability).
 # start is idempotent (a running cluster is left as it is) and takes about a second.
@@ -29,9 +31,14 @@ as_pg() {
 
 uri() { echo "postgresql:///$1?host=$dir&user=postgres"; }
 
+if [ "${1:-}" = tmp ]; then
+    d=$(mktemp -d "/tmp/${2:-dspg}.XXXXXX") && chmod 711 "$d" && echo "$d"
+    exit
+fi
+
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: pg.sh start|db|stop|crash DIR ..."
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: pg.sh start|db|stop|crash DIR ... | tmp [PREFIX]"
 case "$dir" in /*) ;; *) dir=$(pwd)/$dir ;; esac
 [ ${#dir} -le 90 ] || die "$dir: too long for a socket path"
 

@@ -49,8 +49,7 @@ if [ "$engine" = pg ]; then
     name=http-pg
     export DSTREAM_TEST_ENGINE=pg
     # A short path: the cluster's socket lives in it. The postgres user must reach it.
-    DS_PG_DIR=$(mktemp -d /tmp/dspg.XXXXXX)
-    chmod 711 "$DS_PG_DIR"
+    DS_PG_DIR=$("$here/pg.sh" tmp dspg)
     export DS_PG_DIR
     pg_cleanup() { "$here/pg.sh" stop "$DS_PG_DIR" >/dev/null 2>&1; rm -rf "$DS_PG_DIR"; }
     if ! "$here/pg.sh" start "$DS_PG_DIR" >/dev/null; then

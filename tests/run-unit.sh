@@ -20,7 +20,7 @@ if [ "${DSTREAM_TEST_PG-}" = off ]; then
 elif [ -z "${DSTREAM_TEST_PG-}" ]; then
     here=$(cd "$(dirname "$0")" && pwd)
     if ls -d /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-        pgdir=$(mktemp -d /tmp/dstream-pg.XXXXXX) && chmod 711 "$pgdir"
+        pgdir=$("$here/pg.sh" tmp dstream-pg)
         if uri=$("$here/pg.sh" start "$pgdir/c" fast); then
             export DSTREAM_TEST_PG=$uri
             trap '"$here/pg.sh" stop "$pgdir/c"; rm -rf "$pgdir"' EXIT

@@ -333,7 +333,7 @@ LOCAL=" free-port providers mcp help "
 
 @test "a server's database (a postgresql:// URI): the commands that read it open it, no file check" {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || skip "no PostgreSQL server binaries (make deps)"
-    PGDIR=$(mktemp -d /tmp/dstream-pgcli.XXXXXX) && chmod 711 "$PGDIR"
+    PGDIR=$("$DS_ROOT/tests/pg.sh" tmp dstream-pgcli)
     uri=$("$DS_ROOT/tests/pg.sh" start "$PGDIR/c" fast)
     run "$D" --db "$uri" migrate
     assert_success

@@ -14,8 +14,7 @@ load runner-helpers
 setup_file() {
     PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
     [ -x "${PG_BIN:-/nonexistent}/initdb" ] || return 0
-    CP_PG=$(mktemp -d /tmp/dscp.XXXXXX)
-    chmod 711 "$CP_PG"
+    CP_PG=$("$DS_ROOT/tests/pg.sh" tmp dscp) || return 1
     CP_URI=$("$DS_ROOT/tests/pg.sh" start "$CP_PG/pg" fast) || return 1
     export CP_PG CP_URI
     rn_start && rn_cli_env

@@ -11,8 +11,7 @@ load helpers
 setup() {
     PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
     [ -x "${PG_BIN:-/nonexistent}/initdb" ] || skip "no PostgreSQL server binaries (apt-get install postgresql-15)"
-    RUN_DIR=$(mktemp -d /tmp/dsrp.XXXXXX)
-    chmod 711 "$RUN_DIR"    # the postgres user passes through to RUN_DIR/pg
+    RUN_DIR=$("$DS_ROOT/tests/pg.sh" tmp dsrp)    # the postgres user passes through to RUN_DIR/pg
     RUN_PORT=$("$DS_BIN/dstream" free-port)
 }
 

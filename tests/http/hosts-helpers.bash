@@ -28,11 +28,10 @@ hosts_need_pg() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "no PostgreSQL server (make deps)" >&2; return 1; }
 }
 
-# hosts_tmp PREFIX: make HOSTS_TMP, /tmp/PREFIX.XXXXXX: short, since the clusters'
-# sockets live in it, and one the postgres user may pass through.
+# hosts_tmp PREFIX: make HOSTS_TMP (tests/pg.sh tmp: short, since the clusters'
+# sockets live in it, and one the postgres user may pass through).
 hosts_tmp() {
-    HOSTS_TMP=$(mktemp -d "/tmp/$1.XXXXXX") || return 1
-    chmod 711 "$HOSTS_TMP"
+    HOSTS_TMP=$("$DS_ROOT/tests/pg.sh" tmp "$1") || return 1
     export HOSTS_TMP
 }
 
