@@ -727,8 +727,7 @@ commit_groups() {
     # The one read is still there, and still expires once reads stop.
     req HEAD "$t"
     assert_status 200
-    sleep 2
-    ds_poll 4 ds_head_is "$t" 404 || fail "the 2 s TTL stream is still $status_code after reads stopped"
+    ds_poll 6 ds_head_is "$t" 404 || fail "the 2 s TTL stream is still $status_code 6 s after reads stopped"
 }
 
 @test "invalid Stream-TTL values are 400" {
