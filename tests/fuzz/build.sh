@@ -3,40 +3,18 @@
 #
 #   tests/fuzz/build.sh [NAME...]      e.g. tests/fuzz/build.sh json offset
 #
-# Each harness is compiled with clang and -fsanitize=fuzzer,address,undefined
-# together with the lib/*.c sources it exercises (compiled directly, not taken from
-# the archive, so that the library code carries the sanitizer instrumentation).
-# Prints one line per harness; exits non-zero if any fails to build.
+# The library is built once into $FUZZ_OUT/lib/libdstream.a by the Makefile's own
+# rules (every lib/ and store source, so no harness's list of sources can miss one),
+# with clang and -fsanitize=fuzzer-no-link,address,undefined so that the library code
+# carries the instrumentation; each harness is linked against it with
+# -fsanitize=fuzzer,address,undefined, taking what it calls. Prints one line per
+# harness; exits non-zero if any fails to build.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${FUZZ_OUT:-$root/build-fuzz}
 cc=${FUZZ_CC:-clang}
-
-# The store: the log, the engine seam and every engine's files.
-STORE="lib/log.c $(cd "$root" && echo lib/store/*/*.c)"
-
-# The lib sources each harness needs.
-sources() {
-    case $1 in
-    json) echo lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
-    offset) echo lib/offset.c ;;
-    timefmt) echo lib/timefmt.c ;;
-    workflow) echo lib/workflow.c lib/wfexpr.c lib/wfschema.c lib/agent.c lib/mcp.c lib/opfile.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
-    provider) echo lib/provider.c lib/provevent.c lib/anthropic.c lib/openai.c lib/chathist.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
-    mcp) echo lib/mcp.c lib/opfile.c lib/agent.c lib/jcheck.c lib/buf.c lib/utf8.c -ljansson ;;
-    # (the store is linked in, never called: the parser touches no database)
-    recorder) echo lib/recorder.c lib/jdiff.c lib/sse.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c \
-                   lib/buf.c lib/utf8.c "$out/migrations.c" "$out/pg_migrations.c" -ljansson -lsqlite3 -lpq -lcrypto -lpthread ;;
-    url) echo lib/url.c lib/provcfg.c lib/opfile.c lib/agent.c lib/jcheck.c lib/provider.c lib/provevent.c lib/anthropic.c lib/openai.c lib/chathist.c lib/json.c lib/buf.c lib/utf8.c -ljansson ;;
-    subscription) echo lib/subrule.c lib/webhook.c lib/url.c lib/sha256.c lib/json.c lib/buf.c lib/utf8.c \
-                       -ljansson -lcrypto ;;
-    auth) echo lib/auth.c $STORE lib/offset.c lib/sha256.c lib/timefmt.c lib/json.c lib/buf.c lib/utf8.c \
-               "$out/migrations.c" "$out/pg_migrations.c" -ljansson -lsqlite3 -lpq -lcrypto -lpthread ;;
-    *) return 1 ;;
-    esac
-}
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "fuzz: $cc not found (apt-get install clang)" >&2
@@ -53,20 +31,22 @@ fi
 
 mkdir -p "$out"
 cd "$root" || exit 1
-sh tools/sql2c.sh db sql/sqlite/*.sql >"$out/migrations.c"
-sh tools/sql2c.sh pg sql/pg/*.sql >"$out/pg_migrations.c"
+warn="-Wall -Wextra -Werror -Wno-unused-parameter"
+make -s -j2 CC="$cc" OPT=-O1 B="$out/lib" WARN="$warn" \
+    "SANITIZER=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+    "$out/lib/libdstream.a" >"$out/lib.log" 2>&1 ||
+    { grep -v '^  CC ' "$out/lib.log"; echo "fuzz: building the library failed" >&2; exit 1; }
 status=0
 for n in "${names[@]}"; do
-    if ! src=$(sources "$n"); then
+    if [ ! -f "tests/fuzz/fuzz_$n.c" ]; then
         echo "fuzz: no harness named $n" >&2
         status=1
         continue
     fi
-    # shellcheck disable=SC2086  # $src is a list of paths without spaces
-    if "$cc" -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-        -Wall -Wextra -Werror -Wno-unused-parameter \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -Ilib -I/usr/include/postgresql -o "$out/fuzz_$n" "tests/fuzz/fuzz_$n.c" $src; then
+    # shellcheck disable=SC2086  # $warn is a list of flags
+    if "$cc" -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer $warn -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -Ilib -I/usr/include/postgresql -o "$out/fuzz_$n" "tests/fuzz/fuzz_$n.c" "$out/lib/libdstream.a" \
+        -ljansson -lsqlite3 -lpq -lcrypto -lpthread; then
         echo "  FUZZ $out/fuzz_$n"
     else
         echo "fuzz: building fuzz_$n failed" >&2
