@@ -372,7 +372,7 @@ int logrule_read(log_conn_t *c, const logrule_rows *rows, log_read_req *r, log_m
         uint64_t hi = k > 0 ? chain[k - 1].fork.seq : r->info.tail.seq;
         if (lo < from.seq) lo = from.seq;
         if (hi > r->info.tail.seq) hi = r->info.tail.seq;
-        if (lo < hi) rc = rows->scan(c, chain[k].id, lo, hi, read_msg, &x);
+        if (lo < hi) rc = rows->scan(c, chain[k].id, lo, hi, r->max_bytes - r->bytes, read_msg, &x);
     }
     if (rc == 1) rc = 0;
     if (rc == 0 && r->count == 0) rc = logrule_position(c, rows, chain, n, from.seq, &r->next);

@@ -37,8 +37,11 @@ typedef struct logrule_rows {
     /* The position of message seq of stream id: 1 with *pos, 0 if none. */
     int (*pos_at)(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos);
     /* Messages [lo, hi) of stream id in order, each to fn until it returns
-     * nonzero; returns that value, else 0. */
-    int (*scan)(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
+     * nonzero; returns that value, else 0. budget: the bytes the read still
+     * takes (it stops at the message that reaches them), for an engine that
+     * fetches rows in batches: messages lie end to end, so none at or past the
+     * first one's position + budget is delivered. */
+    int (*scan)(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud);
     /* Inside a group: msgs as one record at info's tail (info->tail moved on);
      * the stream row's tail, closed flag, Stream-Seq and access time from info

@@ -412,6 +412,143 @@ static void test_paging(void)
     CHECK_EQ_INT(n, 2);
 }
 
+/* Long reads: more messages than an engine fetches in one statement (PostgreSQL:
+ * 4,096 rows, 4 MiB), read whole, from the middle, with budgets that end inside a
+ * batch, and through a fork whose messages come from two streams. Each message
+ * is checked in order, at its own offset, with its own bytes. */
+enum { LONG_MSGS = 5000, LONG_FORK_AT = 3000, LONG_FORK_MSGS = 50 };
+
+/* Message seq of /long/s (and, past LONG_FORK_AT, of its fork /long/f: 'f'). */
+static size_t long_msg(uint64_t seq, int fork, char *buf)
+{
+    size_t len = 900 + (size_t)(seq * 37 % 200);
+    memset(buf, fork ? 'f' : 'a' + (int)(seq % 26), len);
+    snprintf(buf, 8, "%07u", (unsigned)seq);
+    buf[7] = '.';
+    return len;
+}
+
+typedef struct long_walk {
+    int fork;               /* reading /long/f */
+    offset_t next;          /* the offset the next message must have */
+    size_t count, bytes;
+    int bad;
+} long_walk;
+
+static int long_check(void *ud, const void *data, size_t len, offset_t at)
+{
+    long_walk *w = ud;
+    char want[1200];
+    size_t wlen = long_msg(at.seq, w->fork && at.seq >= LONG_FORK_AT, want);
+    if (at.seq != w->next.seq || at.pos != w->next.pos || len != wlen || memcmp(data, want, len) != 0) w->bad++;
+    w->next = (offset_t){at.seq + 1, at.pos + len};
+    w->count++;
+    w->bytes += len;
+    return 0;
+}
+
+static int long_append(const char *path, uint64_t from, uint64_t n, int fork)
+{
+    static char bufs[100][1200];
+    log_msg m[100];
+    for (uint64_t s = from; s < from + n; s += 100) {
+        size_t k = 0;
+        for (; k < 100 && s + k < from + n; k++) m[k] = (log_msg){bufs[k], long_msg(s + k, fork, bufs[k])};
+        log_append_req r;
+        memset(&r, 0, sizeof r);
+        r.path = path;
+        r.msgs = m;
+        r.nmsgs = k;
+        int rc = log_append(conn, &r);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Read path from `from` with max_bytes, each message checked; the request back. */
+static log_read_req long_read(const char *path, offset_t from, size_t max_bytes, long_walk *w)
+{
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = OFFSET_AT;
+    r.from = from;
+    r.max_bytes = max_bytes;
+    w->next = from;
+    CHECK_EQ_INT(log_read(conn, &r, long_check, w), 0);
+    CHECK_EQ_INT(w->bad, 0);
+    CHECK_EQ_UINT(r.count, w->count);
+    CHECK_EQ_UINT(r.bytes, w->bytes);
+    CHECK_OFFSET(r.next, w->next.seq, w->next.pos);
+    return r;
+}
+
+static void test_long_reads(void)
+{
+    char buf[1200];
+    uint64_t pos[LONG_MSGS + LONG_FORK_MSGS + 1];
+    pos[0] = 0;
+    for (uint64_t i = 0; i < LONG_MSGS + LONG_FORK_MSGS; i++)
+        pos[i + 1] = pos[i] + long_msg(i, 0, buf);
+    CHECK_EQ_INT(create("/long/s", "application/octet-stream", -1, -1, 0, NULL), 0);
+    CHECK_EQ_INT(long_append("/long/s", 0, LONG_MSGS, 0), 0);
+
+    /* Whole: past a batch's rows (4,096) and bytes (4 MiB). */
+    long_walk w = {0};
+    log_read_req r = long_read("/long/s", (offset_t){0, 0}, (size_t)-1, &w);
+    CHECK_EQ_UINT(r.count, LONG_MSGS);
+    CHECK_EQ_INT(r.up_to_date, 1);
+    /* Budgets: one byte (one message), one that ends inside a message, one past
+     * 4 MiB, from the start and from the middle. */
+    size_t budgets[] = {1, 100000, 100001, (4 << 20) + 1234, 3000000};
+    uint64_t starts[] = {0, 1, 2500, 4990};
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)
+        for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+            uint64_t at = starts[s], end = at;
+            while (end < LONG_MSGS && pos[end] - pos[at] < budgets[b]) end++;  /* the last one reaches it */
+            memset(&w, 0, sizeof w);
+            r = long_read("/long/s", (offset_t){at, pos[at]}, budgets[b], &w);
+            CHECK_EQ_UINT(r.count, end - at);
+            CHECK_EQ_INT(r.up_to_date, end == LONG_MSGS);
+        }
+
+    /* A fork at LONG_FORK_AT with messages of its own: the source's part, then its own. */
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = "/long/f";
+    fr.ttl_s = -1;
+    fr.expires_ms = -1;
+    fr.fork_from = "/long/s";
+    fr.fork_has_offset = 1;
+    fr.fork_offset = (offset_t){LONG_FORK_AT, pos[LONG_FORK_AT]};
+    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(long_append("/long/f", LONG_FORK_AT, LONG_FORK_MSGS, 1), 0);
+    uint64_t fpos[LONG_FORK_AT + LONG_FORK_MSGS + 1];
+    for (uint64_t i = 0; i <= LONG_FORK_AT + LONG_FORK_MSGS; i++)
+        fpos[i] = i <= LONG_FORK_AT ? pos[i] : fpos[i - 1] + long_msg(i - 1, 1, buf);
+    size_t fbudgets[] = {(size_t)-1, 1, fpos[LONG_FORK_AT] - fpos[2990] + 5, 2000000};
+    uint64_t fstarts[] = {0, 2990, LONG_FORK_AT, LONG_FORK_AT + 10};
+    for (size_t b = 0; b < sizeof fbudgets / sizeof fbudgets[0]; b++)
+        for (size_t s = 0; s < sizeof fstarts / sizeof fstarts[0]; s++) {
+            uint64_t at = fstarts[s], end = at;
+            while (end < LONG_FORK_AT + LONG_FORK_MSGS && fpos[end] - fpos[at] < fbudgets[b]) end++;
+            memset(&w, 0, sizeof w);
+            w.fork = 1;
+            r = long_read("/long/f", (offset_t){at, fpos[at]}, fbudgets[b], &w);
+            CHECK_EQ_UINT(r.count, end - at);
+            CHECK_EQ_INT(r.up_to_date, end == LONG_FORK_AT + LONG_FORK_MSGS);
+        }
+    /* A client's position that is not the message's own is refused, as before. */
+    memset(&w, 0, sizeof w);
+    log_read_req bad;
+    memset(&bad, 0, sizeof bad);
+    bad.path = "/long/s";
+    bad.kind = OFFSET_AT;
+    bad.from = (offset_t){2500, pos[2500] + 1};
+    bad.max_bytes = (size_t)-1;
+    CHECK_EQ_INT(log_read(conn, &bad, long_check, &w), LOG_EOFFSET);
+}
+
 /* ---- close, Stream-Seq --------------------------------------------------------------- */
 
 static void test_close(void)
@@ -1342,6 +1479,7 @@ static void engine_cases(void)
     test_create();
     test_append_read();
     test_paging();
+    test_long_reads();
     test_close();
     test_stream_seq();
     test_producer();

@@ -648,6 +648,76 @@ static void test_query(void)
     CHECK_EQ_INT(pg_simple(conn, "SET lock_timeout = 5000"), 0);
 }
 
+/* ---- statements per read ------------------------------------------------------------ */
+
+static int count_msgs(void *ud, const void *data, size_t len, offset_t at)
+{
+    (void)data, (void)len, (void)at;
+    ++*(size_t *)ud;
+    return 0;
+}
+
+/* The extended-protocol statements (Bind messages) a read of path sends, from
+ * libpq's trace of the connection; *count gets the messages read. */
+static int binds_of_read(const char *path, size_t max_bytes, size_t *count)
+{
+    char *trace = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&trace, &tlen);
+    if (!CHECK(f != NULL)) return -1;
+    PQtrace(pgc(conn)->pg, f);
+    PQsetTraceFlags(pgc(conn)->pg, PQTRACE_SUPPRESS_TIMESTAMPS);
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = OFFSET_START;
+    r.max_bytes = max_bytes;
+    *count = 0;
+    CHECK_EQ_INT(log_read(conn, &r, count_msgs, count), 0);
+    PQuntrace(pgc(conn)->pg);
+    fclose(f);
+    int binds = 0;
+    for (const char *t = trace; t && (t = strstr(t, "\tBind\t")); t++) binds++;
+    free(trace);
+    return binds;
+}
+
+/* A catch-up read (1,000 messages of 200 bytes, DSTREAM_READ_MAX's 1 MiB) is two
+ * statements: the stream's row and its messages (it was one per 64 messages). A
+ * fork's read: a statement for each stream of the chain's row and its messages. */
+static void test_read_statements(void)
+{
+    static log_msg m[1000];
+    static char body[200];
+    memset(body, 'x', sizeof body);
+    for (int i = 0; i < 1000; i++) m[i] = (log_msg){body, sizeof body};
+    CHECK_EQ_INT(test_db_create(conn, "/rs/s"), 0);
+    log_append_req a;
+    memset(&a, 0, sizeof a);
+    a.path = "/rs/s";
+    a.msgs = m;
+    a.nmsgs = 1000;
+    CHECK_EQ_INT(log_append(conn, &a), 0);
+    size_t count;
+    CHECK_EQ_INT(binds_of_read("/rs/s", 1 << 20, &count), 2);
+    CHECK_EQ_UINT(count, 1000);
+    /* A page of a catch-up: what the budget takes, in one statement too. */
+    CHECK_EQ_INT(binds_of_read("/rs/s", 10000, &count), 2);
+    CHECK_EQ_UINT(count, 50);
+
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = "/rs/f";
+    fr.ttl_s = -1;
+    fr.expires_ms = -1;
+    fr.fork_from = "/rs/s";
+    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    a.path = "/rs/f";
+    CHECK_EQ_INT(log_append(conn, &a), 0);
+    CHECK_EQ_INT(binds_of_read("/rs/f", (size_t)-1, &count), 4);
+    CHECK_EQ_UINT(count, 2000);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -667,6 +737,7 @@ int main(void)
     CHECK_EQ_STR(log_engine_name(lg), "postgresql");
     CHECK_EQ_INT(log_schema_version(lg), pg_schema_version());
     test_query();
+    test_read_statements();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -20,7 +20,8 @@
  * (pg_changed); deleting a row notes it too.
  *
  * Reads run in one REPEATABLE READ READ ONLY transaction (one snapshot for the
- * stream row, its ancestors and their messages), fetch messages in pages, and
+ * stream row, its ancestors and their messages), fetch a stream's messages up
+ * to the read's budget in one statement where a page holds them (scan), and
  * never wait inside it. Inside a group they see the group's own writes. */
 #include "pg.h"
 
@@ -34,7 +35,8 @@
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
                   "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
 
-#define READ_PAGE 64            /* messages fetched per statement by a read (the LIMIT of scan's SQL) */
+#define READ_PAGE 4096          /* messages a statement of a read looks at, at most (scan) */
+#define READ_BYTES (4 << 20)    /* bytes a statement of a read fetches, at most (and one message) */
 
 /* ---- rows ------------------------------------------------------------------------- */
 
@@ -141,34 +143,44 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
     return found;
 }
 
-/* Messages [lo, hi) of stream id, a page of rows (READ_PAGE) a statement. */
-static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
+/* Messages [lo, hi) of stream id, as many as the read takes in one statement
+ * when they fit in a page: at most READ_PAGE rows looked at, and no more bytes
+ * than budget (at most READ_BYTES) past the first one's position (messages of a
+ * stream lie end to end, so a message at or past it would not be delivered: the
+ * budget is spent before it). A longer read takes a statement per page. */
+static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
 {
-    int rows = READ_PAGE;
-    while (lo < hi && rows == READ_PAGE) {
+    while (lo < hi) {
         pg_params p;
         int rc;
         pg_params_init(&p);
         pg_int(&p, id);
         pg_int(&p, (int64_t)lo);
-        pg_int(&p, (int64_t)hi);
+        pg_int(&p, (int64_t)(hi - lo > READ_PAGE ? lo + READ_PAGE : hi));
+        /* At least 1: a read delivers at least one message. */
+        pg_int(&p, budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1);
         PGresult *res = pg_run(c,
                                "SELECT seq, pos, data FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
-                               " ORDER BY seq LIMIT 64",
+                               " AND pos < (SELECT pos FROM messages WHERE stream = $1 AND seq >= $2"
+                               "  ORDER BY seq LIMIT 1) + $4"
+                               " ORDER BY seq",
                                &p, 1, &rc);
         if (!res) return rc;
-        rows = PQntuples(res);
+        int rows = PQntuples(res);
         for (int i = 0; i < rows; i++) {
             offset_t at = {(uint64_t)pg_int_at(res, i, 0), (uint64_t)pg_int_at(res, i, 1)};
-            int stop = fn(ud, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2), at);
+            size_t len = (size_t)PQgetlength(res, i, 2);
+            int stop = fn(ud, PQgetvalue(res, i, 2), len, at);
             if (stop) {
                 PQclear(res);
                 return stop;
             }
             lo = at.seq + 1;
+            budget = budget > len ? budget - len : 0;
         }
         PQclear(res);
+        if (rows == 0) break;
     }
     return 0;
 }

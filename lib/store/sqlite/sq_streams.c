@@ -213,9 +213,11 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
     return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
-static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi,
+/* A cursor over the rows: budget (for engines that fetch in batches) does not matter. */
+static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
 {
+    (void)budget;
     sqlite3_stmt *s = stmt(c, S_READ);
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_int64(s, 2, (int64_t)lo);
