@@ -327,9 +327,11 @@ rn_one_reply() {
         and (.messages[1].interrupted | not)' "$1" >/dev/null
 }
 
-# rn_has_event ID JQ_FILTER: some event satisfies the filter (for ds_poll).
+# rn_has_event ID JQ_FILTER: some event satisfies the filter (for ds_poll). A session
+# that cannot be read (not created yet) has none: jq -e on no input would succeed.
 rn_has_event() {
-    rn_events "$1" | jq -e "any(.[]; $2)" >/dev/null 2>&1
+    local events
+    events=$(rn_events "$1") && jq -e "any(.[]; $2)" >/dev/null 2>&1 <<<"$events"
 }
 
 # rn_sse_start ID FILE: read the session's events over SSE into FILE in the
