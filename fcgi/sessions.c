@@ -19,6 +19,7 @@
 #include "reply.h"
 #include "access.h"
 #include "router.h"
+#include "sessions.h"
 #include "stream.h"
 
 #define CONTENT_MAX (1 << 20)   /* a user message */
@@ -84,12 +85,35 @@ static int new_id(req_t *r, const json_t *idj, char *id, size_t cap)
     return req_allow(r, "sessions:write", id) ? 0 : -1;
 }
 
+/* Create session id of agent (a chat) or of workflow name at version (doc its
+ * definition), with its input and recording setting. 0, or the store's code
+ * (LOG_ECONFLICT: the id is taken). */
+static int insert(req_t *r, const char *id, const char *agent, const char *name, int version, const json_t *doc,
+                  const json_t *input, const json_t *rec)
+{
+    json_t *created = event_session_created(agent, name, version, json_object_get(doc, "initialState"), input,
+                                            rec).payload;
+    session_trace tr;
+    trace_of(r, &tr);
+    sstore_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.id = id;
+    cr.agent = agent;
+    cr.workflow = agent ? NULL : name;
+    cr.wf_version = version;
+    cr.created = created;
+    cr.trace = &tr;
+    int rc = sstore_create(r->log, &cr);
+    json_decref(created);
+    return rc;
+}
+
 static void create(req_t *r)
 {
     json_t *body = req_json_object(r);
     if (!body) return;
     json_t *agent = json_object_get(body, "agent"), *wf = json_object_get(body, "workflow");
-    json_t *input = json_object_get(body, "input"), *doc = NULL, *created = NULL, *rec = NULL;
+    json_t *input = json_object_get(body, "input"), *doc = NULL, *rec = NULL;
     json_t *idj = json_object_get(body, "id");
     char id[SSTORE_ID_MAX];
     int rc, version = 0;
@@ -111,19 +135,7 @@ static void create(req_t *r)
         else reply_fail(r, rc);
         goto out;
     }
-    created = event_session_created(agent ? name : NULL, name, version, json_object_get(doc, "initialState"), input,
-                                    rec).payload;
-    session_trace tr;
-    trace_of(r, &tr);
-    sstore_create_req cr;
-    memset(&cr, 0, sizeof cr);
-    cr.id = id;
-    cr.agent = agent ? name : NULL;
-    cr.workflow = wf ? name : NULL;
-    cr.wf_version = version;
-    cr.created = created;
-    cr.trace = &tr;
-    if ((rc = sstore_create(r->log, &cr))) {
+    if ((rc = insert(r, id, agent ? name : NULL, name, version, doc, input, rec))) {
         if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
         else reply_fail(r, rc);
         goto out;
@@ -144,9 +156,49 @@ static void create(req_t *r)
     session_view_free(&v);
 out:
     json_decref(rec);
-    json_decref(created);
     json_decref(doc);
     json_decref(body);
+}
+
+/* The chat of agent that row is: else 409 (answered) and -1. */
+static int chat_of(req_t *r, const sstore_row *row, const char *agent)
+{
+    if (!row->workflow[0] && !strcmp(row->agent, agent)) return 0;
+    res_error(r, 409, "chat_agent_mismatch", "session %s is %s %s, not a chat with agent %s", row->id,
+              row->workflow[0] ? "a run of workflow" : "a chat with agent", row->workflow[0] ? row->workflow : row->agent,
+              agent);
+    return -1;
+}
+
+int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *row)
+{
+    json_t *doc = NULL, *none = NULL, *rec = NULL;
+    int rc = sstore_get(r->log, id, row), ret = -1;
+    if (!rc) return chat_of(r, row, agent);
+    if (rc != LOG_ENOTFOUND) {
+        reply_fail(r, rc);
+        return -1;
+    }
+    if (!(doc = defs_agent_get(r->log, agent, &rc))) {
+        if (rc == LOG_ENOTFOUND) res_error(r, 422, "unknown_agent", "no agent named %s", agent);
+        else reply_fail(r, rc);
+        goto out;
+    }
+    none = json_object();
+    if (recording_setting(r, none, &rec)) goto out;
+    rc = insert(r, id, agent, agent, 0, doc, NULL, rec);
+    if (rc && rc != LOG_ECONFLICT) {
+        reply_fail(r, rc);
+        goto out;
+    }
+    /* Made by another request meanwhile (LOG_ECONFLICT): that one is it. */
+    if ((rc = sstore_get(r->log, id, row))) reply_fail(r, rc);
+    else ret = chat_of(r, row, agent);
+out:
+    json_decref(rec);
+    json_decref(none);
+    json_decref(doc);
+    return ret;
 }
 
 /* The list shows the sessions the token may read. */
@@ -364,6 +416,26 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
     return 0;
 }
 
+/* Append the user message (content, mode, skill or NULL) to session id; *at gets
+ * its offset. 0, or -1 after answering the refusal. */
+static int say(req_t *r, const char *id, json_t *content, const char *mode, const json_t *skill, offset_t *at)
+{
+    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, ""};
+    session_trace tr;
+    trace_of(r, &tr);
+    int rc = sstore_command(r->log, id, &tr, decide_message, &m, at);
+    json_decref(m.content);
+    json_decref(m.event_payload);
+    if (rc == E_SKILL) res_error(r, 400, "bad_skill", "%s", m.err);
+    else if (rc) fail(r, rc);
+    return rc ? -1 : 0;
+}
+
+int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at)
+{
+    return say(r, id, content, "interrupt", NULL, at);
+}
+
 static void message(req_t *r, const char *id)
 {
     json_t *body = req_json_object(r);
@@ -374,7 +446,6 @@ static void message(req_t *r, const char *id)
     const char *mode = modej ? json_string_value(modej) : "interrupt";
     json_t *empty = NULL;       /* a skill alone is a whole message */
     offset_t at;
-    int rc;
     if (skill && (!json_is_object(skill) || !json_is_string(json_object_get(skill, "name")))) {
         res_error(r, 400, "bad_skill", "skill must be {\"name\": ..., \"params\": {...}}");
         goto out;
@@ -389,15 +460,7 @@ static void message(req_t *r, const char *id)
         res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
         goto out;
     }
-    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, ""};
-    session_trace tr;
-    trace_of(r, &tr);
-    rc = sstore_command(r->log, id, &tr, decide_message, &m, &at);
-    json_decref(m.content);
-    json_decref(m.event_payload);
-    if (rc == E_SKILL) res_error(r, 400, "bad_skill", "%s", m.err);
-    else if (rc) fail(r, rc);
-    else accepted(r, id, at);
+    if (!say(r, id, content, mode, skill, &at)) accepted(r, id, at);
 out:
     json_decref(empty);
     json_decref(body);
@@ -476,7 +539,7 @@ static int decide_cancel(void *ud, const session_view *v, sstore_event *ev, size
     return 0;
 }
 
-static void cancel(req_t *r, const char *id)
+void sessions_cancel(req_t *r, const char *id)
 {
     session_trace tr;
     offset_t at;
@@ -567,7 +630,7 @@ void sessions_handle(req_t *r, const char *rest)
         const char *sub, *method;
         void (*fn)(req_t *, const char *);
     } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
-                  {"cancel", "POST", cancel},    {"fork", "POST", fork_session},
+                  {"cancel", "POST", sessions_cancel},    {"fork", "POST", fork_session},
                   {"events", "GET", events},     {"drift", "GET", recording_drift}};
     if (!*sub) {
         if (!strcmp(m, "GET")) get(r, id, 0);

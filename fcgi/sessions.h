@@ -1,0 +1,25 @@
+/* sessions: what other resources (fcgi/aisdk.c) share with /v1/sessions
+ * (fcgi/sessions.c): the same commands, the same checks, the same errors. */
+#ifndef DSTREAM_FCGI_SESSIONS_H
+#define DSTREAM_FCGI_SESSIONS_H
+
+#include <jansson.h>
+
+#include "../lib/sstore.h"
+#include "req.h"
+
+/* The chat session id of agent: *row gets it, created (as POST /v1/sessions
+ * {"id", "agent"} does) when there is none. The caller has checked that the token
+ * may write id. 0, or -1 after answering (422 unknown_agent, 409 chat_agent_mismatch
+ * when id is a session of another agent or a workflow's, 5xx). */
+int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *row);
+
+/* Post content (a string) to session id as a user message in interrupt mode, as
+ * POST /v1/sessions/{id}/messages does; *at gets the message's offset. 0, or -1
+ * after answering (404, 409, 5xx). */
+int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at);
+
+/* POST /v1/sessions/{id}/cancel: 202 {id, offset}, or the error. */
+void sessions_cancel(req_t *r, const char *id);
+
+#endif
