@@ -11,6 +11,8 @@
  *                     offset) per batch, comments as heartbeats
  *   frame_events.c    a session's events over SSE: one event per session event, named
  *                     by its type, with the offset after it as its id
+ *   frame_uimsg.c     one chat reply as the AI SDK's UI message stream (docs/clients.md),
+ *                     from its user message to its end
  *
  * The framer also decides how each message joins the batch while the log is read
  * (elements of a JSON array, session envelopes given their offset, typed events), so
@@ -35,7 +37,20 @@ typedef struct frame {
     int started;                /* the response's headers are out (SSE after begin) */
     int sent;                   /* a batch or control went out */
     int64_t id;                 /* the stream first read: another one at the path ends it */
+    /* frame_uimsg: how far the reply it serves has come (ints only: the hub
+     * compares positions bytewise). */
+    struct frame_ui {
+        int phase;              /* FRAME_UI_* */
+        int text, reasoning;    /* a text or reasoning part is open */
+        int step;               /* a step is open */
+        int tools;              /* the request of the step asked for tools */
+        int part;               /* parts begun (their ids) */
+    } ui;
 } frame_t;
+
+/* Where frame_uimsg's reply is: at its user message, waiting for its first
+ * request, under way, over (the response ends). */
+enum { FRAME_UI_MESSAGE, FRAME_UI_WAITING, FRAME_UI_REPLY, FRAME_UI_DONE };
 
 struct framer {
     const char *name;
@@ -61,7 +76,7 @@ struct framer {
     void (*end)(frame_t *f, req_t *r, const log_read_req *rr);
 };
 
-extern const framer frame_catchup, frame_longpoll, frame_sse, frame_events;
+extern const framer frame_catchup, frame_longpoll, frame_sse, frame_events, frame_uimsg;
 
 /* Set f up for framer fr (envelopes: a session's events). */
 void frame_init(frame_t *f, const framer *fr, int envelopes);

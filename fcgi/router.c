@@ -10,6 +10,7 @@
 
 #define STREAM_PREFIX "/v1/stream/"
 #define DS_PREFIX STREAM_PREFIX "__ds"
+#define AISDK_PREFIX "/v1/aisdk/chat/"
 
 /* Every route served, and nothing else: route() answers 404 for a path no template
  * matches and 405 for a method its route does not list, before any resource sees
@@ -47,6 +48,9 @@ const router_route router_routes[] = {
     {"/v1/recordings/{key}", "GET, DELETE"},
     {"/v1/mcp/servers", "GET, HEAD"},
     {"/v1/mcp/servers/{name}", "GET, HEAD"},
+    {"/v1/aisdk/chat/{agent}", "POST"},
+    {"/v1/aisdk/chat/{agent}/{id}/stream", "GET"},
+    {"/v1/aisdk/chat/{agent}/{id}/stop", "POST"},
 };
 const size_t router_nroutes = sizeof router_routes / sizeof router_routes[0];
 
@@ -178,6 +182,23 @@ static int authorize(req_t *r, const char *path)
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));
         return req_allow(r, read ? "sessions:read" : "sessions:write", id);
     }
+    /* The AI SDK's chats are sessions: a message needs sessions:write on the chat's
+     * id (in the body: the resource checks it), a resume sessions:read on it, a
+     * stop sessions:write. */
+    if (!strncmp(path, AISDK_PREFIX, sizeof AISDK_PREFIX - 1)) {
+        const char *rest = path + sizeof AISDK_PREFIX - 1;
+        rest += strcspn(rest, "/");
+        if (*rest == '/') rest++;
+        size_t n = strcspn(rest, "/");
+        if (n == 0) {
+            if (r->auth && auth_has_kind(r->auth, "sessions:write")) return 1;
+            return req_allow(r, "sessions:write", NULL);
+        }
+        if (n >= sizeof id) n = sizeof id - 1;
+        memcpy(id, rest, n);
+        id[n] = '\0';
+        return req_allow(r, get ? "sessions:read" : "sessions:write", id);
+    }
     /* Anything else (404s included) is for token holders only. */
     if (!r->auth && !r->cfg->auth_off) return req_allow(r, "admin", NULL);
     return 1;
@@ -221,7 +242,8 @@ void route(req_t *r)
                 {"/v1/workflows", workflows_handle},
                 {"/v1/sessions", sessions_handle},
                 {"/v1/recordings", recordings_handle},
-                {"/v1/mcp/servers", mcp_servers_handle}};
+                {"/v1/mcp/servers", mcp_servers_handle},
+                {"/v1/aisdk/chat", aisdk_handle}};
     for (size_t i = 0; i < sizeof coll / sizeof coll[0]; i++) {
         size_t n = strlen(coll[i].prefix);
         if (strncmp(r->path, coll[i].prefix, n) != 0) continue;

@@ -15,7 +15,8 @@
 # Without FILE arguments it runs the files that exercise storage (PG_FILES below):
 # streams, producers, durability, the CLI on the database (tail, the offline
 # commands), tokens, backup and check, the disk-full cap (skipped: SQLite's), the
-# live readers (the change feed), sessions, the runner (leases, owner locks, its
+# live readers (the change feed), sessions, the AI SDK's chat routes (a reply read
+# live from the log, resumed mid-reply), the runner (leases, owner locks, its
 # figures, crashes), subscriptions, recording, and hostile inputs (names that are
 # not UTF-8 reach the engine). Not the others: nginx's configuration, the web UI,
 # MCP and providers, the CLI's surface, installing and systemd go through the same
@@ -31,7 +32,7 @@ export B=${B:-build}
 engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
-17-check-live-data 20-live 24-debug-cli 30-sessions 40-runner 42-runner-metrics
+17-check-live-data 20-live 24-debug-cli 27-aisdk 30-sessions 40-runner 42-runner-metrics
 43-runner-crash 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs"
 
 files=()

@@ -212,6 +212,22 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/cancel' POST "/v1/sessions/$fid/cancel"
     x '/v1/sessions/{id}/cancel' POST /v1/sessions/no-such-session/cancel
 
+    # the AI SDK's chat routes (docs/clients.md): a chat and its reply, mistakes, a
+    # workflow's session, no reply under way, a stop
+    local chat msgs='[{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}]'
+    chat=$(ds_name oa-chat)
+    x '/v1/aisdk/chat/{agent}' POST "/v1/aisdk/chat/$agent" "${J[@]}" --data-binary \
+        "$(jq -nc --arg id "$chat" --argjson m "$msgs" '{id: $id, messages: $m, trigger: "submit-message", messageId: null}')"
+    x '/v1/aisdk/chat/{agent}' POST "/v1/aisdk/chat/$agent" "${J[@]}" --data-binary '{"id": "x", "messages": []}'
+    x '/v1/aisdk/chat/{agent}' POST /v1/aisdk/chat/no-such-agent "${J[@]}" --data-binary \
+        "$(jq -nc --arg id "$chat-2" --argjson m "$msgs" '{id: $id, messages: $m}')"
+    x '/v1/aisdk/chat/{agent}' POST "/v1/aisdk/chat/$agent" "${J[@]}" --data-binary \
+        "$(jq -nc --arg id "$ws" --argjson m "$msgs" '{id: $id, messages: $m}')"
+    rn_wait "$chat" '.status == "completed"'
+    x '/v1/aisdk/chat/{agent}/{id}/stream' GET "/v1/aisdk/chat/$agent/$chat/stream"
+    x '/v1/aisdk/chat/{agent}/{id}/stop' POST "/v1/aisdk/chat/$agent/$chat/stop"
+    x '/v1/aisdk/chat/{agent}/{id}/stop' POST "/v1/aisdk/chat/$agent/no-such-session/stop"
+
     # recordings: the chat's, recorded by the runner
     ds_poll 20 _recorded "$sid"
     x /v1/recordings GET "/v1/recordings?session=$sid&limit=10"

@@ -1,0 +1,222 @@
+/* frame_uimsg: one chat reply as the Vercel AI SDK's UI message stream (frame.h;
+ * docs/clients.md), the answer of POST /v1/aisdk/chat/{agent} and of its resume GET.
+ *
+ * The read starts at the user message the reply answers and maps the session's
+ * events as they come, each chunk one SSE `data:` line of JSON:
+ *
+ *   message:user (the first)        start {messageId: "msg_<its offset>"}
+ *   provider:request_started        start-step (not again after a retry: reset-step)
+ *   text:delta / thinking:delta     text-* / reasoning-* (a part per run of one kind)
+ *   tool:called / tool:result       tool-input-available / tool-output-available
+ *                                   (tool-output-error when it failed or is an error)
+ *   provider:request_retried        reset-step: the retry replaces what the attempt sent
+ *   provider:request_ended          finish-step, and finish unless it asked for tools
+ *   tool:loop_stopped               finish (other)
+ *   reply:failed                    error, finish (error)
+ *   session:cancelled               abort
+ *   a later message:user (interrupt) finish (interrupted): that message has a reply of its own
+ *
+ * then `data: [DONE]` and the response ends. Before its first provider request the
+ * reply has not begun: what the log holds then (an interrupted request's end) is
+ * another reply's. The state is frame_t.ui, so the hub carries it like a position. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/session.h"
+#include "frame.h"
+
+/* One chunk: the object as a data line (stolen). 0 or -1. */
+static int chunk(buf_t *out, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;     /* one line: control characters are escaped */
+    int rc = s ? buf_printf(out, "data: %s\n\n", s) : -1;
+    free(s);
+    json_decref(o);
+    return rc ? -1 : 0;
+}
+
+static int simple(buf_t *out, const char *type)
+{
+    return chunk(out, json_pack("{s:s}", "type", type));
+}
+
+/* A part's chunk: {"type", "id"[, "delta"]}. */
+static int part(buf_t *out, const char *type, const char *kind, int n, const char *delta)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%s-%d", kind, n);
+    json_t *o = json_pack("{s:s, s:s}", "type", type, "id", id);
+    if (o && delta) json_object_set_new(o, "delta", json_string(delta));
+    return chunk(out, o);
+}
+
+static int close_parts(frame_t *f, buf_t *out)
+{
+    int rc = 0;
+    if (f->ui.text) rc |= part(out, "text-end", "text", f->ui.part, NULL);
+    if (f->ui.reasoning) rc |= part(out, "reasoning-end", "reasoning", f->ui.part, NULL);
+    f->ui.text = f->ui.reasoning = 0;
+    return rc;
+}
+
+static int close_step(frame_t *f, buf_t *out)
+{
+    int rc = close_parts(f, out);
+    if (f->ui.step) rc |= simple(out, "finish-step");
+    f->ui.step = 0;
+    return rc;
+}
+
+/* The reply is over: the chunk that says how (stolen), then [DONE]. */
+static int over(frame_t *f, buf_t *out, json_t *last)
+{
+    int rc = close_step(f, out);
+    rc |= chunk(out, last);
+    rc |= buf_puts(out, "data: [DONE]\n\n") ? -1 : 0;
+    f->ui.phase = FRAME_UI_DONE;
+    return rc;
+}
+
+static int finish(frame_t *f, buf_t *out, const char *reason)
+{
+    return over(f, out, json_pack("{s:s, s:s}", "type", "finish", "finishReason", reason));
+}
+
+/* A provider's stop reason as the SDK's finish reason. */
+static const char *finish_reason(const char *stop)
+{
+    static const struct {
+        const char *stop, *reason;
+    } map[] = {{"end_turn", "stop"},       {"stop", "stop"},           {"stop_sequence", "stop"},
+               {"max_tokens", "length"},   {"length", "length"},       {"tool_use", "tool-calls"},
+               {"tool_calls", "tool-calls"}, {"content_filter", "content-filter"}, {"refusal", "content-filter"}};
+    for (size_t i = 0; stop && i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(stop, map[i].stop)) return map[i].reason;
+    return "other";
+}
+
+/* A text or reasoning delta: its part, begun if it is not open. */
+static int delta(frame_t *f, buf_t *out, int reasoning, const char *text)
+{
+    int *open = reasoning ? &f->ui.reasoning : &f->ui.text;
+    const char *kind = reasoning ? "reasoning" : "text";
+    int rc = 0;
+    if (!*open) {
+        rc |= close_parts(f, out);
+        f->ui.part++;
+        rc |= part(out, reasoning ? "reasoning-start" : "text-start", kind, f->ui.part, NULL);
+        *open = 1;
+    }
+    return rc | part(out, reasoning ? "reasoning-delta" : "text-delta", kind, f->ui.part, text ? text : "");
+}
+
+static int tool_result(buf_t *out, const json_t *p)
+{
+    json_t *call = json_object_get(p, PK_CALL_ID), *result = json_object_get(p, PK_RESULT);
+    if (!json_is_true(json_object_get(p, PK_FAILED)) && !json_is_true(json_object_get(p, PK_IS_ERROR)))
+        return chunk(out, json_pack("{s:s, s:O, s:O}", "type", "tool-output-available", "toolCallId", call, "output",
+                                    result ? result : json_null()));
+    char *text = json_is_string(result) ? NULL : json_dumps(result ? result : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+    int rc = chunk(out, json_pack("{s:s, s:O, s:s}", "type", "tool-output-error", "toolCallId", call, "errorText",
+                                  text ? text : json_string_value(result)));
+    free(text);
+    return rc;
+}
+
+/* One event of the reply under way (or about to begin). */
+static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
+{
+    const char *s;
+    if (!strcmp(type, EV_SESSION_CANCELLED)) {
+        json_t *o = json_pack("{s:s}", "type", "abort");
+        if (o && (s = json_string_value(json_object_get(p, PK_REASON)))) json_object_set_new(o, "reason", json_string(s));
+        return over(f, out, o);
+    }
+    if (!strcmp(type, EV_REPLY_FAILED)) {
+        s = json_string_value(json_object_get(p, PK_ERROR));
+        int rc = close_step(f, out);
+        rc |= chunk(out, json_pack("{s:s, s:s}", "type", "error", "errorText", s ? s : "the reply failed"));
+        return rc | finish(f, out, "error");
+    }
+    if (!strcmp(type, EV_MESSAGE_USER)) {
+        s = json_string_value(json_object_get(p, PK_MODE));
+        return s && !strcmp(s, "interrupt") ? finish(f, out, "interrupted") : 0;
+    }
+    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
+        f->ui.phase = FRAME_UI_REPLY;
+        f->ui.tools = 0;
+        if (f->ui.step) return 0;   /* a retry, after reset-step */
+        f->ui.step = 1;
+        return simple(out, "start-step");
+    }
+    if (f->ui.phase != FRAME_UI_REPLY) return 0;    /* another reply's */
+    if (!strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA))
+        return delta(f, out, !strcmp(type, EV_THINKING_DELTA), json_string_value(json_object_get(p, PK_TEXT)));
+    if (!strcmp(type, EV_TOOL_CALLED)) {
+        f->ui.tools = 1;
+        json_t *args = json_object_get(p, PK_ARGUMENTS);
+        return close_parts(f, out) |
+               chunk(out, json_pack("{s:s, s:O, s:O, s:O}", "type", "tool-input-available", "toolCallId",
+                                    json_object_get(p, PK_CALL_ID), "toolName", json_object_get(p, PK_NAME), "input",
+                                    args ? args : json_null()));
+    }
+    if (!strcmp(type, EV_TOOL_RESULT)) return tool_result(out, p);
+    if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) return close_parts(f, out) | simple(out, "reset-step");
+    if (!strcmp(type, EV_PROVIDER_REQUEST_CANCELLED)) return close_parts(f, out);  /* what ends it follows */
+    if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) {
+        if (f->ui.tools) return close_step(f, out);     /* its tools' results, then the next turn */
+        return finish(f, out, finish_reason(json_string_value(json_object_get(p, PK_STOP_REASON))));
+    }
+    if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) return finish(f, out, "other");
+    return 0;
+}
+
+static int message(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len, offset_t at)
+{
+    (void)info;
+    if (f->ui.phase == FRAME_UI_DONE) return 0;
+    json_t *ev = json_loadb(data, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const json_t *p = json_object_get(ev, "payload");
+    int rc = 0;
+    if (!type) {
+        rc = 0;     /* not an envelope: nothing of a reply */
+    } else if (f->ui.phase == FRAME_UI_MESSAGE) {
+        char id[OFFSET_LEN + 8];
+        char off[OFFSET_LEN + 1];
+        offset_format(at, off);
+        snprintf(id, sizeof id, "msg_%s", off);
+        rc = chunk(out, json_pack("{s:s, s:s}", "type", "start", "messageId", id));
+        f->ui.phase = FRAME_UI_WAITING;
+    } else {
+        rc = reply_event(f, out, type, p);
+    }
+    json_decref(ev);
+    return rc;
+}
+
+static void begin(frame_t *f, req_t *r, const log_read_req *rr)
+{
+    (void)rr;
+    f->text = 1;
+    frame_sse_headers(r, 1);
+    res_header(r, "x-vercel-ai-ui-message-stream", "v1");
+}
+
+static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
+{
+    if (out->len && res_write(r, out->p, out->len)) return FRAME_END;
+    if (out->len) f->sent = 1;
+    if (f->ui.phase == FRAME_UI_DONE) return FRAME_END;
+    return rr->info.closed && rr->up_to_date ? FRAME_END : frame_next(rr);
+}
+
+const framer frame_uimsg = {
+    .name = "uimsg",
+    .streamed = 1,
+    .message = message,
+    .begin = begin,
+    .batch = batch,
+    .heartbeat = frame_sse_heartbeat,
+};

@@ -1,0 +1,263 @@
+#!/usr/bin/env bats
+# The Vercel AI SDK's chat client against /v1/aisdk/chat/{agent} (docs/clients.md):
+# the real `ai` package from npm (tests/aisdk: its AbstractChat, the class useChat
+# wraps, with DefaultChatTransport), through nginx, the pool and the runner, with the
+# mock provider (tests/mock-provider) standing in for Anthropic. A round trip with
+# text, a tool call, a reload mid-reply that resumes and shows each word once (the
+# client's abort did not stop the reply), regenerate, a stop; the route's errors
+# and scopes with curl. Waits are polls with deadlines.
+
+load runner-helpers
+
+setup_file() {
+    AISDK_NODE=$("$DS_ROOT/tests/aisdk/install.sh") || return 1
+    export AISDK_NODE
+    rn_start
+}
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+}
+teardown() { rn_test_teardown; }
+
+# sdk CHAT_ID COMMAND [ARGS...]: run the SDK's chat (tests/aisdk/chat.mjs) against
+# $AGENT's route; its JSON result on stdout.
+sdk() {
+    local id=$1
+    shift
+    timeout 60 "$AISDK_NODE" "$DS_ROOT/tests/aisdk/chat.mjs" "$DS_URL/v1/aisdk/chat/$AGENT" "$id" "$@"
+}
+
+# text JQ_PATH: the text parts of a UI message joined (a jq function for the checks).
+TEXT='def text: [.parts[] | select(.type == "text") | .text] | join("");'
+
+# check FILE JQ [JQ_ARGS...]: the program holds on FILE; else print both and fail.
+check() {
+    local file=$1 prog=$2
+    shift 2
+    jq -e "$@" "$TEXT $prog" "$file" >/dev/null && return 0
+    { echo "does not hold: $prog"; jq -c . "$file" | cut -c1-1500; } >&2
+    return 1
+}
+
+@test "aisdk: a chat round trip: the SDK's messages in, the reply streamed as UI message chunks, the history in the session" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    rn_script '{"text": "Hello there, how can I help?", "chunkSize": 5, "usage": {"input": 12, "output": 7}}'
+    sdk "$id" send "Hi, who are you?" >"$T/one.json"
+    check "$T/one.json" '.status == "ready" and .error == null and ([.messages[].role] == ["user", "assistant"])
+        and (.messages[0] | text) == "Hi, who are you?" and (.messages[1] | text) == "Hello there, how can I help?"
+        and (.messages[1].id | startswith("msg_"))'
+    # The chat is a session of that agent, created on first use; a second message goes
+    # on with the history the session holds (the model is sent it).
+    rn_script '{"text": "Still me.", "usage": {"input": 30, "output": 3}}'
+    sdk "$id" send "And now?" >"$T/two.json"
+    check "$T/two.json" '(.messages | length) == 2 and (.messages[1] | text) == "Still me."'
+    rn_get "$id"
+    check "$DS_BODY" '.agent == $a and .status == "completed" and ([.messages[] | [.role, .content]] ==
+        [["user", "Hi, who are you?"], ["assistant", "Hello there, how can I help?"], ["user", "And now?"], ["assistant", "Still me."]])' \
+        --arg a "$AGENT"
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" '(.[1].body.messages | map(.role)) == ["user", "assistant", "user"]'
+    # The raw answer: the SDK's header, the chunks in order, [DONE] last.
+    rn_script '{"text": "Raw.", "usage": {"input": 1, "output": 1}}'
+    curl -sS --max-time 20 -D "$T/h" -o "$T/raw" -H 'Content-Type: application/json' "$DS_URL/v1/aisdk/chat/$AGENT" \
+        --data-binary "$(jq -nc --arg id "$id" '{id: $id, trigger: "submit-message", messageId: null,
+            messages: [{id: "u3", role: "user", parts: [{type: "text", text: "Raw?"}]}]}')"
+    grep -qi '^x-vercel-ai-ui-message-stream: v1' "$T/h"
+    grep -qi '^content-type: text/event-stream' "$T/h"
+    sed -n 's/^data: //p' "$T/raw" | tr -d '\r' >"$T/chunks"
+    [ "$(tail -n 1 "$T/chunks")" = "[DONE]" ]
+    [ "$(sed '$d' "$T/chunks" | jq -r .type | tr '\n' ' ')" = "start start-step text-start text-delta text-end finish-step finish " ] ||
+        { cat "$T/chunks" >&2; false; }
+    sed -n 7p "$T/chunks" | jq -e '.finishReason == "stop"'
+    # A fork of the chat is a chat with the same agent under a new id: the SDK can
+    # go on there, with the history up to the fork.
+    req POST "/v1/sessions/$id/fork" -H 'Content-Type: application/json' --data-binary "{\"id\": \"$id-f\"}"
+    assert_status 201
+    rn_script '{"text": "On the fork.", "usage": {"input": 40, "output": 3}}'
+    sdk "$id-f" send "Fork?" >"$T/fork.json"
+    check "$T/fork.json" '(.messages[1] | text) == "On the fork."'
+    rn_holds "$id-f" '(.messages | length) == 8'
+}
+
+@test "aisdk: a tool call streams as tool input and output parts, then the next turn's text" {
+    AGENT=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$AGENT" '{name: $n,
+        provider: "anthropic", model: "claude-test-model", tools: [{name: "word_count", description: "Count words",
+        inputSchema: {type: "object", properties: {text: {type: "string"}}}}]}')"
+    assert_status 201
+    rn_script '{"replies": [
+        {"text": "Let me count.", "toolCalls": [{"id": "call_wc", "name": "word_count", "arguments": {"text": "a b c"}}],
+         "usage": {"input": 10, "output": 5}},
+        {"text": "I could not count them.", "usage": {"input": 20, "output": 6}}]}'
+    id=$(ds_name chat)
+    sdk "$id" send "How many words in a b c?" >"$T/tool.json"
+    # No server runs word_count here (the operator binds none): its result is a failed
+    # one, which the SDK shows as the tool part's error; then the model's next turn.
+    check "$T/tool.json" '.status == "ready" and (.messages | length) == 2 and
+        ([.messages[1].parts[].type] == ["step-start", "text", "tool-word_count", "step-start", "text"]) and
+        (.messages[1].parts[2] | .toolCallId == "call_wc" and .input == {text: "a b c"} and .state == "output-error"
+            and (.errorText | test("no tool named"))) and
+        (.messages[1] | text) == "Let me count.I could not count them."'
+}
+
+@test "aisdk: reasoning streams as reasoning parts; a retried attempt leaves nothing behind (reset-step)" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    # The first attempt streams its thinking and three deltas, then the provider says
+    # it is overloaded: the runner retries, and the retry's reply replaces it.
+    rn_script '{"replies": [
+        {"thinking": "Hmm, let me see.", "text": "A first try that breaks off here", "chunkSize": 4, "errorAfter": 3},
+        {"thinking": "Once more.", "text": "The whole answer.", "usage": {"input": 8, "output": 4}}]}'
+    sdk "$id" send "Think, then answer." >"$T/r.json"
+    check "$T/r.json" '.status == "ready" and ([.messages[1].parts[].type] == ["step-start", "reasoning", "text"]) and
+        .messages[1].parts[1].text == "Once more." and (.messages[1] | text) == "The whole answer."'
+    rn_has_event "$id" '.type == "provider:request_retried"'
+    [ "$(rn_request_count)" = 2 ]
+}
+
+# A reply slow enough to reload in: 80 deltas 50 ms apart (about 4 s).
+SLOW=$(seq -s ' ' 1 80 | sed 's/[0-9]*/w&/g')
+slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 80}}'; }
+
+@test "aisdk: a reload mid-reply resumes from the log and shows each word once; the client's abort stopped nothing" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    rn_script "$(slow_reply)"
+    # The first client goes away (chat.stop(): its fetch is aborted) after 20 characters.
+    sdk "$id" send "Count to eighty." 20 >"$T/a.json"
+    check "$T/a.json" '(.messages[1] | text | length) >= 20 and (.messages[1] | text) != $all' --arg all "$SLOW"
+    # The page reloads: a new chat with what the page kept (only the question, or the
+    # partial reply too) resumes, while the reply still streams.
+    jq '.messages[:1]' "$T/a.json" >"$T/kept1.json"
+    jq '.messages' "$T/a.json" >"$T/kept2.json"
+    sdk "$id" resume "$T/kept1.json" >"$T/b1.json" &
+    p1=$!
+    sdk "$id" resume "$T/kept2.json" >"$T/b2.json"
+    wait "$p1"
+    for f in b1 b2; do
+        check "$T/$f.json" '.status == "ready" and .resumed and ([.messages[].role] == ["user", "assistant"])
+            and (.messages[1] | text) == $all and (.messages[1].id == $mid)' \
+            --arg all "$SLOW" --arg mid "$(jq -r '.messages[1].id' "$T/a.json")"
+    done
+    # Each word once, in order.
+    [ "$(jq -r "$TEXT"' .messages[1] | text' "$T/b1.json" | tr ' ' '\n' | sort | uniq -d | wc -l)" = 0 ]
+    # The abort cancelled nothing: one provider request, the session completed with it.
+    rn_wait "$id" '.status == "completed"'
+    [ "$(rn_request_count)" = 1 ]
+    rn_holds "$id" '[.messages[] | .role] == ["user", "assistant"] and .messages[1].content == "'"$SLOW"'"'
+    # Nothing under way now: 204, as for a chat that never began.
+    req GET "/v1/aisdk/chat/$AGENT/$id/stream"
+    assert_status 204
+    req GET "/v1/aisdk/chat/$AGENT/$(ds_name never)/stream"
+    assert_status 204
+}
+
+@test "aisdk: regenerate asks again: the SDK's last reply is replaced, the session keeps both" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    rn_script '{"text": "First answer.", "usage": {"input": 5, "output": 2}}'
+    sdk "$id" send "Say something." >"$T/a.json"
+    jq '.messages' "$T/a.json" >"$T/kept.json"
+    rn_script '{"text": "Second answer.", "usage": {"input": 9, "output": 2}}'
+    sdk "$id" regenerate "$T/kept.json" >"$T/b.json"
+    check "$T/b.json" '.status == "ready" and ([.messages[].role] == ["user", "assistant"]) and (.messages[1] | text) == "Second answer."'
+    rn_holds "$id" '[.messages[] | .content] == ["Say something.", "First answer.", "Say something.", "Second answer."]'
+}
+
+@test "aisdk: the stop route cancels the reply under way; the client's stream ends with it" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    rn_script "$(slow_reply)"
+    sdk "$id" send "Count slowly." >"$T/a.json" &
+    p=$!
+    ds_poll 20 rn_has_event "$id" '.type == "text:delta"'
+    req POST "/v1/aisdk/chat/$AGENT/$id/stop"
+    assert_status 202
+    wait "$p"
+    rn_wait "$id" '.status == "cancelled"'
+    check "$T/a.json" '.status == "ready" and .error == null and (.messages[1] | text) != $all' --arg all "$SLOW"
+    # A stopped chat is over (the session's cancel): a new message is refused.
+    req POST "/v1/aisdk/chat/$AGENT" -H 'Content-Type: application/json' --data-binary \
+        "$(jq -nc --arg id "$id" '{id: $id, messages: [{id: "u", role: "user", parts: [{type: "text", text: "More?"}]}]}')"
+    assert_status 409
+    assert_json_error session_finished
+}
+
+@test "aisdk: bad bodies, unknown agents, another agent's chat and scopes get JSON errors" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    other=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    msg='[{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]'
+    post() { req POST "/v1/aisdk/chat/$1" -H 'Content-Type: application/json' --data-binary "$2"; }
+    post "$AGENT" 'not json'
+    assert_status 400
+    assert_json_error
+    post "$AGENT" '[1]'
+    assert_status 400
+    assert_json_error
+    post "$AGENT" "{\"messages\": $msg}"
+    assert_status 400
+    assert_json_error bad_id
+    post "$AGENT" "{\"id\": \"a/b\", \"messages\": $msg}"
+    assert_status 400
+    assert_json_error bad_id
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": []}"
+    assert_status 400
+    assert_json_error bad_messages
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": {}}"
+    assert_status 400
+    assert_json_error bad_messages
+    post "$AGENT" "{\"id\": \"$id\", \"trigger\": \"resume-stream\", \"messages\": $msg}"
+    assert_status 400
+    assert_json_error bad_trigger
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": [{\"role\": \"assistant\", \"parts\": []}]}"
+    assert_status 400
+    assert_json_error bad_messages
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": [{\"role\": \"user\", \"parts\": [{\"type\": \"file\", \"url\": \"x\", \"mediaType\": \"image/png\"}]}]}"
+    assert_status 400
+    assert_json_error unsupported_part
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": [{\"role\": \"user\", \"parts\": [{\"type\": \"text\", \"text\": \"\"}]}]}"
+    assert_status 400
+    assert_json_error bad_content
+    post "$(ds_name noagent)" "{\"id\": \"$id\", \"messages\": $msg}"
+    assert_status 422
+    assert_json_error unknown_agent
+    # None of these made the session.
+    rn_get "$id" || [ "$status_code" = 404 ]
+    # The chat is a chat with one agent: another agent's route refuses it.
+    rn_script '{"text": "ok", "usage": {"input": 1, "output": 1}}'
+    post "$AGENT" "{\"id\": \"$id\", \"messages\": $msg}"
+    assert_status 200
+    post "$other" "{\"id\": \"$id\", \"messages\": $msg}"
+    assert_status 409
+    assert_json_error chat_agent_mismatch
+    req GET "/v1/aisdk/chat/$AGENT/$id/nothing"
+    assert_status 404
+    req DELETE "/v1/aisdk/chat/$AGENT/$id/stream"
+    assert_status 405
+    # Scopes: the session's. A token that may write only its own prefix makes chats
+    # there and no others; one that may only read cannot post, but can resume.
+    p=$(ds_name tk)
+    w=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$p-w" --scope "sessions:write:$p-" --scope "sessions:read:$p-" | tail -n 1)
+    ro=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$p-r" --scope "sessions:read:$p-" | tail -n 1)
+    rn_script '{"text": "mine", "usage": {"input": 1, "output": 1}}'
+    req POST "/v1/aisdk/chat/$AGENT" -H "Authorization: Bearer $w" -H 'Content-Type: application/json' \
+        --data-binary "{\"id\": \"$p-1\", \"messages\": $msg}"
+    assert_status 200
+    grep -q '"finish"' "$DS_BODY"
+    req POST "/v1/aisdk/chat/$AGENT" -H "Authorization: Bearer $w" -H 'Content-Type: application/json' \
+        --data-binary "{\"id\": \"x$p-1\", \"messages\": $msg}"
+    assert_status 403
+    req POST "/v1/aisdk/chat/$AGENT" -H "Authorization: Bearer $ro" -H 'Content-Type: application/json' \
+        --data-binary "{\"id\": \"$p-1\", \"messages\": $msg}"
+    assert_status 403
+    req GET "/v1/aisdk/chat/$AGENT/$p-1/stream" -H "Authorization: Bearer $ro"
+    assert_status 204
+    req POST "/v1/aisdk/chat/$AGENT/$p-1/stop" -H "Authorization: Bearer $ro"
+    assert_status 403
+    req GET "/v1/aisdk/chat/$AGENT/$id/stream" -H "Authorization: Bearer $ro"
+    assert_status 403
+}
