@@ -5,7 +5,7 @@
  * sessions:write on its id, resuming sessions:read.
  *
  *   POST /v1/aisdk/chat/{agent}              {id, messages, trigger, messageId}:
- *        the last message (the user's) joins the session (created on first use),
+ *        the last message (the user's; or "message") joins the session (created on first use),
  *        the answer is its reply as a UI message stream
  *   GET  /v1/aisdk/chat/{agent}/{id}/stream  the reply under way, from its start;
  *        204 when there is none
@@ -37,17 +37,16 @@ static void serve_reply(req_t *r, const sstore_row *row, offset_t at)
     live_run(r, &rr, &f);
 }
 
-/* The text of the body's last message, which must be the user's and made of text
- * parts ({"role": "user", "parts": [{"type": "text", "text": ...}, ...]}). A new
- * string, or NULL after answering 400. */
-static json_t *user_text(req_t *r, const json_t *messages)
+/* The text of the message posted, which must be the user's and made of text parts
+ * ({"role": "user", "parts": [{"type": "text", "text": ...}, ...]}). A new string, or
+ * NULL after answering 400. */
+static json_t *user_text(req_t *r, const json_t *last)
 {
-    json_t *last = json_array_get(messages, json_array_size(messages) - 1), *p;
-    json_t *parts = json_object_get(last, "parts");
+    json_t *p, *parts = json_object_get(last, "parts");
     const char *role = json_string_value(json_object_get(last, "role"));
     size_t i;
     if (!json_is_object(last) || !role || strcmp(role, "user") || !json_is_array(parts)) {
-        res_error(r, 400, "bad_messages", "the last of messages must be the user's: {\"role\": \"user\", \"parts\": [...]}");
+        res_error(r, 400, "bad_messages", "the message posted (the last of messages) must be the user's: {\"role\": \"user\", \"parts\": [...]}");
         return NULL;
     }
     buf_t text;
@@ -77,6 +76,7 @@ static void send_message(req_t *r, const char *agent)
     json_t *body = req_json_object(r), *content = NULL;
     if (!body) return;
     json_t *idj = json_object_get(body, "id"), *messages = json_object_get(body, "messages");
+    json_t *last = json_object_get(body, "message");
     json_t *trig = json_object_get(body, "trigger");
     const char *trigger = trig ? json_string_value(trig) : "submit-message";
     sstore_row row;
@@ -91,11 +91,14 @@ static void send_message(req_t *r, const char *agent)
         res_error(r, 400, "bad_trigger", "trigger must be submit-message or regenerate-message");
         goto out;
     }
-    if (!json_is_array(messages) || json_array_size(messages) == 0) {
-        res_error(r, 400, "bad_messages", "messages must be a non-empty array");
+    /* The SDK sends the whole chat; a client that sends only its new message (its
+     * prepareSendMessagesRequest, as the SDK's persistence guide shows) names it "message". */
+    if (!last && (!json_is_array(messages) || json_array_size(messages) == 0)) {
+        res_error(r, 400, "bad_messages", "messages must be a non-empty array (or message the one to post)");
         goto out;
     }
-    if (!(content = user_text(r, messages)) ||
+    if (!last) last = json_array_get(messages, json_array_size(messages) - 1);
+    if (!(content = user_text(r, last)) ||
         sessions_open_chat(r, id, agent, &row) || sessions_say(r, id, content, &at))
         goto out;
     serve_reply(r, &row, at);
@@ -106,9 +109,8 @@ out:
 
 /* The reply under way (the session is pending or running): from the user message
  * it answers. */
-static void resume(req_t *r, const char *agent, const char *id)
+static void resume(req_t *r, const char *id)
 {
-    (void)agent;
     sstore_row row;
     session_view v;
     offset_t none = {0, 0}, at;
@@ -176,6 +178,7 @@ void aisdk_handle(req_t *r, const char *rest)
         res_error(r, 404, "not_found", "no such chat");
         return;
     }
-    if (!strcmp(p + n, "/stream")) resume(r, agent, id);
+    /* The agent names a new chat's: resume and stop go by the chat. */
+    if (!strcmp(p + n, "/stream")) resume(r, id);
     else sessions_cancel(r, id);
 }

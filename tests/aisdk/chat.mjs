@@ -13,7 +13,8 @@
 //                                                   (GET {api}/{id}/stream)
 //   node chat.mjs API CHAT_ID regenerate FILE       regenerate the last reply of FILE's chat
 //
-// Prints {status, error, resumed, messages} as JSON once the chat is done.
+// AISDK_LAST_ONLY=1 sends only the new message (below). Prints {status, error,
+// resumed, messages} as JSON once the chat is done.
 import { readFileSync } from "node:fs";
 import { AbstractChat, DefaultChatTransport } from "ai";
 
@@ -48,7 +49,14 @@ let stopping = false;
 const chat = new Chat({
     id: chatId,
     messages: initial,
-    transport: new DefaultChatTransport({ api }),
+    // AISDK_LAST_ONLY=1: send only the new message, as the SDK's guide to persisting
+    // chats shows (prepareSendMessagesRequest).
+    transport: new DefaultChatTransport({
+        api,
+        ...(process.env.AISDK_LAST_ONLY === "1" && {
+            prepareSendMessagesRequest: ({ id, messages, trigger }) => ({ body: { id, trigger, message: messages.at(-1) } }),
+        }),
+    }),
     onChange: (c) => {
         const last = c.messages.at(-1);
         if (abortAt && !stopping && last?.role === "assistant" && text(last).length >= Number(abortAt)) {
