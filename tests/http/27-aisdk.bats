@@ -11,10 +11,20 @@ load runner-helpers
 
 setup_file() {
     AISDK_NODE=$("$DS_ROOT/tests/aisdk/install.sh") || return 1
-    export AISDK_NODE
-    rn_start
+    AISDK_TMP=$(mktemp -d -t dstream-aisdk.XXXXXX)
+    export AISDK_NODE AISDK_TMP
+    # An MCP server of the operator's (tests/mcp/test-server.mjs: its echo tool) for
+    # the tool call.
+    jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" \
+        '{mcpServers: {t: {command: $node, args: [$ts]}}}' >"$AISDK_TMP/mcp.json"
+    chmod 644 "$AISDK_TMP/mcp.json"
+    rn_start DSTREAM_MCP_CONFIG="$AISDK_TMP/mcp.json"
 }
-teardown_file() { rn_stop; }
+teardown_file() {
+    rn_stop
+    [ -n "${AISDK_TMP:-}" ] && rm -rf "$AISDK_TMP"
+    return 0
+}
 setup() {
     rn_test_setup
     T=$BATS_TEST_TMPDIR
@@ -83,25 +93,28 @@ check() {
     rn_holds "$id-f" '(.messages | length) == 8'
 }
 
-@test "aisdk: a tool call streams as tool input and output parts, then the next turn's text" {
+@test "aisdk: tool calls stream as tool input and output parts, then the next turn's text" {
     AGENT=$(ds_name agent)
     req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$AGENT" '{name: $n,
-        provider: "anthropic", model: "claude-test-model", tools: [{name: "word_count", description: "Count words",
-        inputSchema: {type: "object", properties: {text: {type: "string"}}}}]}')"
+        provider: "anthropic", model: "claude-test-model", mcpServers: ["t"], tools: [{name: "word_count",
+        description: "Count words", inputSchema: {type: "object", properties: {text: {type: "string"}}}}]}')"
     assert_status 201
     rn_script '{"replies": [
-        {"text": "Let me count.", "toolCalls": [{"id": "call_wc", "name": "word_count", "arguments": {"text": "a b c"}}],
-         "usage": {"input": 10, "output": 5}},
-        {"text": "I could not count them.", "usage": {"input": 20, "output": 6}}]}'
+        {"text": "Let me look.", "toolCalls": [{"id": "call_echo", "name": "t__echo", "arguments": {"text": "echoed"}},
+            {"id": "call_wc", "name": "word_count", "arguments": {"text": "a b c"}}], "usage": {"input": 10, "output": 5}},
+        {"text": "Done looking.", "usage": {"input": 20, "output": 6}}]}'
     id=$(ds_name chat)
-    sdk "$id" send "How many words in a b c?" >"$T/tool.json"
-    # No server runs word_count here (the operator binds none): its result is a failed
-    # one, which the SDK shows as the tool part's error; then the model's next turn.
+    sdk "$id" send "Echo it, and count a b c." >"$T/tool.json"
+    # The operator's server runs t__echo: its output. Nothing runs word_count here (no
+    # binding): its result is a failed one, the tool part's error. Then the model's
+    # next turn, a step of its own.
     check "$T/tool.json" '.status == "ready" and (.messages | length) == 2 and
-        ([.messages[1].parts[].type] == ["step-start", "text", "tool-word_count", "step-start", "text"]) and
-        (.messages[1].parts[2] | .toolCallId == "call_wc" and .input == {text: "a b c"} and .state == "output-error"
+        ([.messages[1].parts[].type] == ["step-start", "text", "tool-t__echo", "tool-word_count", "step-start", "text"]) and
+        (.messages[1].parts[2] | .toolCallId == "call_echo" and .input == {text: "echoed"} and .state == "output-available"
+            and (.output | tostring | test("echoed"))) and
+        (.messages[1].parts[3] | .toolCallId == "call_wc" and .input == {text: "a b c"} and .state == "output-error"
             and (.errorText | test("no tool named"))) and
-        (.messages[1] | text) == "Let me count.I could not count them."'
+        (.messages[1] | text) == "Let me look.Done looking."'
 }
 
 @test "aisdk: reasoning streams as reasoning parts; a retried attempt leaves nothing behind (reset-step)" {
