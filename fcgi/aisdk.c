@@ -166,19 +166,9 @@ void aisdk_handle(req_t *r, const char *rest)
         send_message(r, agent);
         return;
     }
-    const char *p = rest + n + 1;
-    n = strcspn(p, "/");
-    if (n == 0 || n >= sizeof id) {
-        res_error(r, 404, "not_found", "no such chat");
-        return;
-    }
-    memcpy(id, p, n);
-    id[n] = '\0';
-    if (!sstore_valid_id(id)) {
-        res_error(r, 404, "not_found", "no such chat");
-        return;
-    }
+    const char *sub = sessions_path_id(r, rest + n + 1, id);
+    if (!sub) return;
     /* The agent names a new chat's: resume and stop go by the chat. */
-    if (!strcmp(p + n, "/stream")) resume(r, id);
+    if (!strcmp(sub, "/stream")) resume(r, id);
     else sessions_cancel(r, id);
 }

@@ -103,6 +103,9 @@ int frame_envelope(buf_t *out, const void *data, size_t len, offset_t at);
 void frame_cursor(req_t *r, char *out, size_t cap);
 /* The headers of an SSE response (with the base64 note if not text). */
 void frame_sse_headers(req_t *r, int text);
+/* frame_events' batch: out as it is; over when the stream is closed at its tail
+ * (frame_uimsg.c shares it). */
+int frame_events_batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out);
 /* The SSE heartbeat, a comment (frame_sse.c; frame_events.c shares it). */
 int frame_sse_heartbeat(frame_t *f, req_t *r);
 

@@ -51,7 +51,7 @@ static void begin(frame_t *f, req_t *r, const log_read_req *rr)
     frame_sse_headers(r, 1);
 }
 
-static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
+int frame_events_batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
 {
     if (out->len && res_write(r, out->p, out->len)) return FRAME_END;
     if (out->len) f->sent = 1;
@@ -63,6 +63,6 @@ const framer frame_events = {
     .streamed = 1,
     .message = message,
     .begin = begin,
-    .batch = batch,
+    .batch = frame_events_batch,
     .heartbeat = frame_sse_heartbeat,
 };

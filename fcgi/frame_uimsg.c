@@ -204,12 +204,11 @@ static void begin(frame_t *f, req_t *r, const log_read_req *rr)
     res_header(r, "x-vercel-ai-ui-message-stream", "v1");
 }
 
+/* As a session's events go, and over once the reply is. */
 static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
 {
-    if (out->len && res_write(r, out->p, out->len)) return FRAME_END;
-    if (out->len) f->sent = 1;
-    if (f->ui.phase == FRAME_UI_DONE) return FRAME_END;
-    return rr->info.closed && rr->up_to_date ? FRAME_END : frame_next(rr);
+    int st = frame_events_batch(f, r, rr, out);
+    return f->ui.phase == FRAME_UI_DONE ? FRAME_END : st;
 }
 
 const framer frame_uimsg = {

@@ -602,6 +602,22 @@ out:
     json_decref(body);
 }
 
+const char *sessions_path_id(req_t *r, const char *path, char id[SSTORE_ID_MAX])
+{
+    size_t n = strcspn(path, "/");
+    if (n == 0 || n >= SSTORE_ID_MAX) {
+        res_error(r, 404, "not_found", "no such session");
+        return NULL;
+    }
+    memcpy(id, path, n);
+    id[n] = '\0';
+    if (!sstore_valid_id(id)) {
+        res_error(r, 404, "not_found", "no such session");
+        return NULL;
+    }
+    return path + n;
+}
+
 void sessions_handle(req_t *r, const char *rest)
 {
     const char *m = r->method;
@@ -614,18 +630,9 @@ void sessions_handle(req_t *r, const char *rest)
         return;
     }
     char id[SSTORE_ID_MAX];
-    size_t n = strcspn(rest, "/");
-    const char *sub = rest[n] ? rest + n + 1 : "";
-    if (n == 0 || n >= sizeof id) {
-        res_error(r, 404, "not_found", "no such session");
-        return;
-    }
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    if (!sstore_valid_id(id)) {
-        res_error(r, 404, "not_found", "no such session");
-        return;
-    }
+    const char *sub = sessions_path_id(r, rest, id);
+    if (!sub) return;
+    if (*sub) sub++;
     static const struct {
         const char *sub, *method;
         void (*fn)(req_t *, const char *);

@@ -19,6 +19,10 @@ int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *
  * after answering (404, 409, 5xx). */
 int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at);
 
+/* The session id that path ("{id}" or "{id}/...") begins with, into id: what follows
+ * it ("" or "/..."), or NULL after answering 404 (not an id). */
+const char *sessions_path_id(req_t *r, const char *path, char id[SSTORE_ID_MAX]);
+
 /* POST /v1/sessions/{id}/cancel: 202 {id, offset}, or the error. */
 void sessions_cancel(req_t *r, const char *id);
 
