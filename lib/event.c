@@ -162,6 +162,18 @@ sstore_event event_cancel_requested(void)
     return e;
 }
 
+sstore_event event_stop_requested(void)
+{
+    sstore_event e = make(EV_STOP_REQUESTED, json_object());
+    e.actor = "user";
+    return e;
+}
+
+sstore_event event_reply_stopped(void)
+{
+    return make(EV_REPLY_STOPPED, json_object());
+}
+
 sstore_event event_message_user(const json_t *content, const char *mode, const char *skill)
 {
     sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", PK_CONTENT, content, PK_MODE, mode));

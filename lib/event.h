@@ -58,6 +58,10 @@ sstore_event event_session_created(const char *agent, const char *workflow, int 
 json_t *event_recording_setting(const char *mode, const char *timing);
 sstore_event event_session_cancelled(const char *reason);
 sstore_event event_cancel_requested(void);
+/* stop:requested (a user's) and reply:stopped (the runner's): a chat's reply stops,
+ * the chat goes on. */
+sstore_event event_stop_requested(void);
+sstore_event event_reply_stopped(void);
 /* mode: interrupt, queue or background (actor user); skill: the name of the skill
  * the message invoked (its content is the rendered skill), or NULL. */
 sstore_event event_message_user(const json_t *content, const char *mode, const char *skill);
@@ -75,7 +79,7 @@ sstore_event event_agent_completed(const json_t *agent, const json_t *output, in
 sstore_event event_request_started(const char *request_id, const char *provider, const char *model, int attempt);
 sstore_event event_request_ended(const char *request_id, const char *stop_reason, const json_t *usage,
                                  double cost_usd);
-/* reason: interrupted, cancelled, failed or restart; error may be NULL. */
+/* reason: interrupted, stopped, cancelled, failed or restart; error may be NULL. */
 sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error);
 /* The attempt failed (reason "failed") or was cut off (reason "restart"); the next
  * is due at retry_at_ms. cause: lib/retry's rule; status: HTTP status or 0. */

@@ -45,6 +45,8 @@ const char *const session_event_types[] = {
     EV_INPUT_EXPIRED,
     EV_MESSAGE_USER,
     EV_CANCEL_REQUESTED,
+    EV_STOP_REQUESTED,
+    EV_REPLY_STOPPED,
     EV_REPLY_FAILED,
     EV_RECORDING_REQUEST,
     NULL};
@@ -659,6 +661,35 @@ static void r_cancel_requested(session_view *v, const json_t *p, const char *off
     v->cancel_requested = 1;
 }
 
+/* A chat's reply under way is to stop: the runner cuts it and says so (reply:stopped). */
+static void r_stop_requested(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    if (!v->is_workflow) v->stop_requested = 1;
+}
+
+static json_t *open_user_message(const session_view *v);
+
+/* The reply was stopped (its request, if one was in flight, is cancelled "stopped";
+ * its tool calls under way were abandoned): the message it answered is answered by
+ * nothing, no retry and no next tool turn follow. Queued messages are answered
+ * next. */
+static void r_reply_stopped(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    json_t *m = open_user_message(v);
+    if (m) json_object_set_new(m, "stopped", json_true());
+    v->stop_requested = 0;
+    v->request[0] = '\0';
+    v->tool_wait = 0;
+    json_array_clear(v->open_calls);
+    request_reset(v);
+    if (v->status == SESSION_PENDING || v->status == SESSION_RUNNING)
+        set_status(v, json_array_size(v->queued) ? SESSION_PENDING : SESSION_COMPLETED);
+}
+
 static void r_session_cancelled(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
@@ -706,6 +737,8 @@ static const struct reducer {
     {EV_INPUT_EXPIRED, r_input_expired},
     {EV_MESSAGE_USER, r_message_user},
     {EV_CANCEL_REQUESTED, r_cancel_requested},
+    {EV_STOP_REQUESTED, r_stop_requested},
+    {EV_REPLY_STOPPED, r_reply_stopped},
     {EV_SESSION_CANCELLED, r_session_cancelled},
     {EV_WORKFLOW_COMPLETED, r_workflow_completed},
     {EV_WORKFLOW_FAILED, r_workflow_failed},
@@ -761,6 +794,7 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(j, "started", json_boolean(v->started));
     json_object_set_new(j, "request", v->request[0] ? json_string(v->request) : json_null());
     json_object_set_new(j, "cancelRequested", json_boolean(v->cancel_requested));
+    json_object_set_new(j, "stopRequested", json_boolean(v->stop_requested));
     json_object_set_new(j, "attempts", json_integer(v->attempts));
     json_object_set_new(j, "failures", json_integer(v->failures));
     json_object_set_new(j, "restarts", json_integer(v->restarts));
@@ -808,6 +842,7 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->started = json_is_true(json_object_get(j, "started"));
     copy_str(v->request, sizeof v->request, j, "request");
     v->cancel_requested = json_is_true(json_object_get(j, "cancelRequested"));
+    v->stop_requested = json_is_true(json_object_get(j, "stopRequested"));
     v->attempts = (int)int_of(j, "attempts");
     v->failures = (int)int_of(j, "failures");
     v->restarts = (int)int_of(j, "restarts");
@@ -866,7 +901,7 @@ void session_view_pos(const session_view *v, workflow_pos *pos)
 }
 
 /* The last message, if it is a user message that expects a reply. */
-static int last_is_open_user(const session_view *v)
+static json_t *open_user_message(const session_view *v)
 {
     size_t n = json_array_size(v->messages);
     /* Replies cut off by a restart or a failure answer nothing. */
@@ -877,9 +912,18 @@ static int last_is_open_user(const session_view *v)
             break;
         n--;
     }
-    if (n == 0) return 0;
+    if (n == 0) return NULL;
     json_t *m = json_array_get(v->messages, n - 1);
-    return !strcmp(str(m, "role"), "user") && !json_is_true(json_object_get(m, "background"));
+    /* A background message wants none; a stopped one's reply was stopped. */
+    if (strcmp(str(m, "role"), "user") || json_is_true(json_object_get(m, "background")) ||
+        json_is_true(json_object_get(m, "stopped")))
+        return NULL;
+    return m;
+}
+
+static int last_is_open_user(const session_view *v)
+{
+    return open_user_message(v) != NULL;
 }
 
 int session_view_needs_reply(const session_view *v)
@@ -888,6 +932,11 @@ int session_view_needs_reply(const session_view *v)
         session_view_finished(v))
         return 0;
     return json_array_size(v->queued) > 0 || last_is_open_user(v);
+}
+
+int session_view_replying(const session_view *v)
+{
+    return !v->is_workflow && (v->status == SESSION_RUNNING || (v->status == SESSION_PENDING && session_view_needs_reply(v)));
 }
 
 int session_view_interrupted(const session_view *v)

@@ -49,6 +49,8 @@
 #define EV_INPUT_EXPIRED "input:expired"
 #define EV_MESSAGE_USER "message:user"
 #define EV_CANCEL_REQUESTED "cancel:requested"
+#define EV_STOP_REQUESTED "stop:requested"
+#define EV_REPLY_STOPPED "reply:stopped"
 #define EV_REPLY_FAILED "reply:failed"
 #define EV_RECORDING_REQUEST "recording:request"
 
@@ -182,6 +184,7 @@ typedef struct session_view {
     int started;                /* workflow:started (or a chat request) seen */
     char request[72];           /* provider request in flight, "" if none */
     int cancel_requested;
+    int stop_requested;         /* a chat's reply under way was asked to stop (stop:requested) */
     /* The request in progress (a chat reply, or a tool turn of it, or an agent
      * step): counted from its first attempt, reset when it ends, when a new user
      * message is answered and when a workflow step starts. */
@@ -240,6 +243,10 @@ void session_view_pos(const session_view *v, workflow_pos *pos);
  * flight or scheduled, and the last reply did not fail (the runner should start
  * one). */
 int session_view_needs_reply(const session_view *v);
+
+/* Chat sessions: 1 if a reply is under way (its request, a retry, its tool calls)
+ * or due (a message waits for it). */
+int session_view_replying(const session_view *v);
 
 /* Chat sessions: 1 if a user message (mode interrupt) arrived after the reply in
  * flight began (the runner should cut that request and answer the message). */

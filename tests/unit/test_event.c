@@ -118,6 +118,8 @@ static void test_constructors_use_catalogued_keys(void)
         event_session_created(NULL, "w", 2, obj, obj, rec),
         event_session_cancelled("user"),
         event_cancel_requested(),
+        event_stop_requested(),
+        event_reply_stopped(),
         event_message_user(str, "queue", "summarise"),
         event_workflow_started(str, num),
         event_workflow_completed(obj),

@@ -560,6 +560,80 @@ static void test_reply_failed(void)
     session_view_free(&v);
 }
 
+/* A chat's reply stopped (stop:requested, the runner's reply:stopped): in flight, with
+ * tool calls open, before it began; the chat goes on, a queued message is answered. */
+static void test_reply_stopped(void)
+{
+    session_view v, w;
+    chat(&v);
+    CHECK(!session_view_replying(&v));     /* a chat that was never asked anything */
+    R(&v, "message:user", "{\"content\": \"q\", \"mode\": \"interrupt\"}");
+    CHECK(session_view_replying(&v));      /* due */
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "text:delta", "{\"requestId\": \"r1\", \"text\": \"par\"}");
+    CHECK(session_view_replying(&v));
+    R(&v, "stop:requested", "{}");
+    CHECK(v.stop_requested);
+    CHECK_EQ_STR(status(&v), "running");   /* asked, not yet done */
+    CHECK(!session_view_interrupted(&v));  /* not a new message to answer */
+    /* The stop survives a snapshot. */
+    json_t *j = session_view_to_json(&v);
+    CHECK(json_is_true(json_object_get(j, "stopRequested")));
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    CHECK(w.stop_requested);
+    session_view_free(&w);
+    json_decref(j);
+    R(&v, "provider:request_cancelled", "{\"requestId\": \"r1\", \"reason\": \"stopped\"}");
+    R(&v, "reply:stopped", "{}");
+    CHECK(!v.stop_requested);
+    CHECK_EQ_STR(status(&v), "completed");
+    CHECK_EQ_STR(v.request, "");
+    CHECK(!session_view_needs_reply(&v));
+    CHECK(!session_view_replying(&v));
+    CHECK_JSON(json_object_get(json_array_get(v.messages, 1), "reason"), "\"stopped\"");
+    /* The chat goes on: the next message is answered. */
+    R(&v, "message:user", "{\"content\": \"next\", \"mode\": \"interrupt\"}");
+    CHECK_EQ_STR(status(&v), "pending");
+    CHECK(session_view_needs_reply(&v));
+    /* Stopped before its request began: that message is answered by nothing. */
+    R(&v, "stop:requested", "{}");
+    R(&v, "reply:stopped", "{}");
+    CHECK_EQ_STR(status(&v), "completed");
+    CHECK(!session_view_needs_reply(&v));
+    CHECK(json_is_true(json_object_get(json_array_get(v.messages, 2), "stopped")));
+    /* Stopped between tool turns: the open calls and the next turn are dropped. */
+    R(&v, "message:user", "{\"content\": \"tools\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    R(&v, "tool:called", "{\"requestId\": \"r2\", \"callId\": \"c1\", \"name\": \"t\", \"arguments\": {}}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r2\", \"stopReason\": \"tool_use\"}");
+    CHECK_EQ_UINT(json_array_size(v.open_calls), 1);
+    CHECK(session_view_replying(&v));      /* between tool turns */
+    R(&v, "stop:requested", "{}");
+    R(&v, "reply:stopped", "{}");
+    CHECK_EQ_UINT(json_array_size(v.open_calls), 0);
+    CHECK(!session_view_tools_answered(&v));
+    CHECK(!session_view_needs_reply(&v));
+    CHECK_EQ_STR(status(&v), "completed");
+    /* A message queued behind the stopped reply is answered next. */
+    R(&v, "message:user", "{\"content\": \"a\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r3\"}");
+    R(&v, "message:user", "{\"content\": \"b\", \"mode\": \"queue\"}");
+    R(&v, "stop:requested", "{}");
+    R(&v, "provider:request_cancelled", "{\"requestId\": \"r3\", \"reason\": \"stopped\"}");
+    R(&v, "reply:stopped", "{}");
+    CHECK_EQ_STR(status(&v), "pending");
+    CHECK(session_view_needs_reply(&v));
+    session_view_free(&v);
+    /* A workflow has no reply to stop. */
+    workflow(&v);
+    R(&v, "workflow:started", "{}");
+    CHECK(!session_view_replying(&v));
+    R(&v, "stop:requested", "{}");
+    CHECK(!v.stop_requested);
+    session_view_free(&v);
+}
+
 /* ---- malformed and unknown --------------------------------------------------------------- */
 
 static void test_malformed(void)
@@ -1147,6 +1221,7 @@ int main(void)
     test_chat_modes();
     test_restarts();
     test_reply_failed();
+    test_reply_stopped();
     test_malformed();
     test_view_json();
     test_names();
