@@ -385,6 +385,11 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
         chat_undim(c);
         fprintf(stderr, "\ndstream: the session was cancelled\n");
         rc = EXIT_FAIL;
+    } else if (!strcmp(event, EV_REPLY_STOPPED)) {
+        /* Stopped before its request began (a request in flight said so above). */
+        chat_undim(c);
+        fprintf(stderr, "\ndstream: the reply was stopped\n");
+        rc = EXIT_FAIL;
     }
     if (c->o->json && json_object_get(c->ours, req ? req : "")) print_json(ev);
     json_decref(ev);

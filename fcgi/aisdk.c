@@ -1,7 +1,7 @@
 /* /v1/aisdk/chat/{agent}: the Vercel AI SDK's chat transport over chat sessions
  * (docs/clients.md). A thin mapping: the chat id is the session's id, a message is
  * POST /v1/sessions/{id}/messages, the reply is read from the session's log by
- * frame_uimsg, stop is the session's cancel. Same scopes: writing the chat needs
+ * frame_uimsg, stop is POST /v1/sessions/{id}/stop. Same scopes: writing the chat needs
  * sessions:write on its id, resuming sessions:read.
  *
  *   POST /v1/aisdk/chat/{agent}              {id, messages, trigger, messageId}:
@@ -9,7 +9,7 @@
  *        the answer is its reply as a UI message stream
  *   GET  /v1/aisdk/chat/{agent}/{id}/stream  the reply under way, from its start;
  *        204 when there is none
- *   POST /v1/aisdk/chat/{agent}/{id}/stop    cancel the session (its reply stops)
+ *   POST /v1/aisdk/chat/{agent}/{id}/stop    the reply under way stops; the chat goes on
  *
  * Closing a reply's connection stops only that reader: the runner goes on, the
  * reply stays in the log for a resume. */
@@ -107,8 +107,7 @@ out:
     json_decref(body);
 }
 
-/* The reply under way (the session is pending or running): from the user message
- * it answers. */
+/* The reply under way (or due): from the user message it answers. */
 static void resume(req_t *r, const char *id)
 {
     sstore_row row;
@@ -126,7 +125,7 @@ static void resume(req_t *r, const char *id)
     }
     session_view_init(&v);
     rc = sstore_view(r->log, id, 0, none, &v, NULL);
-    if (!rc && !v.is_workflow && (v.status == SESSION_PENDING || v.status == SESSION_RUNNING)) {
+    if (!rc && session_view_replying(&v)) {
         json_t *m;
         size_t i = json_array_size(v.messages);
         offset_kind k;
@@ -170,5 +169,5 @@ void aisdk_handle(req_t *r, const char *rest)
     if (!sub) return;
     /* The agent names a new chat's: resume and stop go by the chat. */
     if (!strcmp(sub, "/stream")) resume(r, id);
-    else sessions_cancel(r, id);
+    else sessions_stop(r, id);
 }

@@ -13,6 +13,7 @@
  *   provider:request_ended          finish-step, and finish unless it asked for tools
  *   tool:loop_stopped               finish (other)
  *   reply:failed                    error, finish (error)
+ *   reply:stopped                   abort (stopped)
  *   session:cancelled               abort
  *   a later message:user (interrupt) finish (interrupted): that message has a reply of its own
  *
@@ -133,6 +134,7 @@ static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         if (o && (s = json_string_value(json_object_get(p, PK_REASON)))) json_object_set_new(o, "reason", json_string(s));
         return over(f, out, o);
     }
+    if (!strcmp(type, EV_REPLY_STOPPED)) return over(f, out, json_pack("{s:s, s:s}", "type", "abort", "reason", "stopped"));
     if (!strcmp(type, EV_REPLY_FAILED)) {
         s = json_string_value(json_object_get(p, PK_ERROR));
         int rc = close_step(f, out);

@@ -43,6 +43,7 @@ const router_route router_routes[] = {
     {"/v1/sessions/{id}/messages", "POST"},
     {"/v1/sessions/{id}/input", "POST"},
     {"/v1/sessions/{id}/cancel", "POST"},
+    {"/v1/sessions/{id}/stop", "POST"},
     {"/v1/sessions/{id}/fork", "POST"},
     {"/v1/recordings", "GET"},
     {"/v1/recordings/{key}", "GET, DELETE"},

@@ -32,6 +32,7 @@ enum {
     E_BAD_RESPONSE = SSTORE_EREFUSED - 4,
     E_CANCELLING = SSTORE_EREFUSED - 5,
     E_SKILL = SSTORE_EREFUSED - 6,      /* the skill cannot be used: message in the command */
+    E_NOT_CHAT = SSTORE_EREFUSED - 7,   /* a workflow's session */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -51,6 +52,7 @@ static void fail(req_t *r, int rc)
     case E_ANSWERED: res_error(r, 409, "input_answered", "that input has already been answered"); break;
     case E_BAD_RESPONSE: res_error(r, 400, "bad_response", "the response does not fit the input's kind"); break;
     case E_CANCELLING: res_error(r, 409, "cancel_requested", "the session is being cancelled"); break;
+    case E_NOT_CHAT: res_error(r, 409, "not_a_chat", "a workflow's session has no reply to stop"); break;
     default: reply_fail(r, rc);
     }
 }
@@ -539,7 +541,34 @@ static int decide_cancel(void *ud, const session_view *v, sstore_event *ev, size
     return 0;
 }
 
-void sessions_cancel(req_t *r, const char *id)
+/* A chat's reply under way stops; nothing under way (or already asked): nothing new
+ * to write. */
+static int decide_stop(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    (void)ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) return E_CANCELLING;
+    if (v->is_workflow) return E_NOT_CHAT;
+    *n = 0;
+    if (v->stop_requested || !session_view_replying(v)) return 0;
+    ev[0] = event_stop_requested();
+    json_decref(ev[0].payload);   /* an empty payload: sstore writes {} */
+    ev[0].payload = NULL;
+    *n = 1;
+    return 0;
+}
+
+void sessions_stop(req_t *r, const char *id)
+{
+    session_trace tr;
+    offset_t at;
+    trace_of(r, &tr);
+    int rc = sstore_command(r->log, id, &tr, decide_stop, NULL, &at);
+    if (rc) fail(r, rc);
+    else accepted(r, id, at);
+}
+
+static void cancel(req_t *r, const char *id)
 {
     session_trace tr;
     offset_t at;
@@ -637,8 +666,9 @@ void sessions_handle(req_t *r, const char *rest)
         const char *sub, *method;
         void (*fn)(req_t *, const char *);
     } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
-                  {"cancel", "POST", sessions_cancel},    {"fork", "POST", fork_session},
-                  {"events", "GET", events},     {"drift", "GET", recording_drift}};
+                  {"cancel", "POST", cancel},    {"stop", "POST", sessions_stop},
+                  {"fork", "POST", fork_session}, {"events", "GET", events},
+                  {"drift", "GET", recording_drift}};
     if (!*sub) {
         if (!strcmp(m, "GET")) get(r, id, 0);
         else if (!strcmp(m, "DELETE")) {

@@ -23,7 +23,8 @@ int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at);
  * it ("" or "/..."), or NULL after answering 404 (not an id). */
 const char *sessions_path_id(req_t *r, const char *path, char id[SSTORE_ID_MAX]);
 
-/* POST /v1/sessions/{id}/cancel: 202 {id, offset}, or the error. */
-void sessions_cancel(req_t *r, const char *id);
+/* POST /v1/sessions/{id}/stop: a chat's reply under way stops (stop:requested; the
+ * runner answers reply:stopped); 202 {id, offset}, or the error. */
+void sessions_stop(req_t *r, const char *id);
 
 #endif

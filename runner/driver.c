@@ -263,6 +263,18 @@ void runner_drive(runner_t *R, sess_t *s)
         put(R, s, event_session_cancelled("cancel requested"));
         s->timer_ms = 0;
         diag("info", "session %s: cancelled", s->id);
+    } else if (v.stop_requested && !v.is_workflow) {
+        /* A chat's reply stops, as a cancel would end it, and the chat goes on. */
+        if (s->rq) {
+            request_flush(R, s->rq);
+            request_free(R, s->rq);
+        }
+        if (v.request[0]) put(R, s, event_request_cancelled(v.request, "stopped", NULL));
+        if (s->calls) diag("info", "session %s: its tool calls under way are abandoned", s->id);
+        tools_forget(R, s);
+        put(R, s, event_reply_stopped());
+        s->timer_ms = 0;
+        diag("info", "session %s: reply stopped", s->id);
     } else if (v.is_workflow) {
         drive_workflow(R, s, &v);
     } else {

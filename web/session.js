@@ -14,7 +14,8 @@ const TYPES = ["session:created", "session:forked", "session:cancelled", "workfl
     "agent:completed", "provider:request_started", "provider:request_ended", "provider:request_cancelled",
     "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
     "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
-    "input:expired", "message:user", "cancel:requested", "message"];
+    "input:expired", "message:user", "cancel:requested", "stop:requested",
+    "reply:stopped", "message"];
 
 const TIMELINE_MAX = 2000;
 
@@ -248,6 +249,9 @@ export function sessionPage(main, id) {
                 break;
             case "reply:failed":
                 message("system", `the reply failed: ${p.error || ""}`, null, "assistant");
+                break;
+            case "reply:stopped":
+                message("system", "the reply was stopped", null, "assistant");
                 break;
             case "agent:started":
                 agentRun = { agent: p.agent || "", replies: [] };

@@ -80,6 +80,7 @@ ROUTES=(
     "POST /v1/sessions/team1-s/messages {\"content\":\"hi\",\"mode\":\"background\"}"
     "POST /v1/sessions/team1-s/input {\"interactionId\":\"x\",\"response\":1}"
     "POST /v1/sessions/team1-nope/cancel {}"
+    "POST /v1/sessions/team1-s/stop {}"
     "POST /v1/sessions/team1-s/fork {}"
     "PUT /v1/stream/__ds/subscriptions/s1 {\"type\":\"pull-wake\",\"pattern\":\"pub/*\",\"wake_stream\":\"pub/w\"}"
     "GET /v1/stream/__ds/subscriptions/s1"

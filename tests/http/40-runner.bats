@@ -276,6 +276,48 @@ chat_over_sse() {
     [ "$(jq length "$T/ev2.json")" = "$(jq length "$T/ev.json")" ]
 }
 
+@test "stop: during a slow reply the request is cut (stopped), the chat goes on and answers its next message" {
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    # Nothing under way: nothing to stop, nothing written.
+    req POST "/v1/sessions/$id/stop"
+    assert_status 202
+    rn_script "$(slow_reply)"
+    rn_say "$id" "A question to stop."
+    ds_poll 10 deltas_are_streaming "$id"
+    req POST "/v1/sessions/$id/stop"
+    assert_status 202
+    rn_wait "$id" '.status == "completed" and .request == null and (.stopRequested | not)'
+    check "$DS_BODY" '[.messages[] | .role] == ["user", "assistant"] and .messages[1].interrupted == true and .messages[1].reason == "stopped"'
+    rn_events "$id" >"$T/ev.json"
+    r1=$(ev "$T/ev.json" '[.[] | select(.type == "provider:request_started")][0].payload.requestId')
+    check "$T/ev.json" "[.[] | select(.type == \"provider:request_cancelled\") | .payload] == [{requestId: \"$r1\", reason: \"stopped\"}]"
+    check "$T/ev.json" '[.[] | .type | select(. == "stop:requested" or . == "provider:request_cancelled" or . == "reply:stopped")]
+        == ["stop:requested", "provider:request_cancelled", "reply:stopped"]'
+    check "$T/ev.json" '[.[] | select(.type == "provider:request_ended" or .type == "provider:request_retried" or .type == "session:cancelled")] == []'
+    # The chat goes on: the next message gets its reply, with the stopped one in its history.
+    rn_script "$(quick_reply "After the stop.")"
+    rn_say "$id" "Go on."
+    rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 4'
+    check "$DS_BODY" '[.messages[] | .content][2:] == ["Go on.", "After the stop."]'
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 2 and ([.[1].body.messages[] | .role] == ["user", "assistant", "user"])'
+    # A stop with nothing under way writes nothing; a workflow's session has no reply to stop.
+    rn_events "$id" >"$T/ev2.json"
+    req POST "/v1/sessions/$id/stop"
+    assert_status 202
+    rn_events "$id" >"$T/ev3.json"
+    [ "$(jq length "$T/ev3.json")" = "$(jq length "$T/ev2.json")" ]
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, initialState: {ok: null}, phases: [
+        {name: "ask", steps: [{kind: "human", id: "go", input: "approval", prompt: "Go?", update: {ok: "$response"}}],
+         transitions: [{to: "done"}]}, {name: "done", terminal: true}]}')"
+    ws=$(rn_session "{\"workflow\": \"$wf\", \"input\": {}}")
+    req POST "/v1/sessions/$ws/stop"
+    assert_status 409
+    assert_json_error not_a_chat
+}
+
 # ---- 4. retries ---------------------------------------------------------------------
 
 # retry_after STATUS: STATUS with Retry-After: 1, then a reply; the retry waits ~1 s.

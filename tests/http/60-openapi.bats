@@ -209,6 +209,9 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"interactionId": "go", "response": true}'
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"interactionId": "go", "response": true}'
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"response": true}'
+    x '/v1/sessions/{id}/stop' POST "/v1/sessions/$sid/stop"
+    x '/v1/sessions/{id}/stop' POST "/v1/sessions/$ws/stop"
+    x '/v1/sessions/{id}/stop' POST /v1/sessions/no-such-session/stop
     x '/v1/sessions/{id}/cancel' POST "/v1/sessions/$fid/cancel"
     x '/v1/sessions/{id}/cancel' POST /v1/sessions/no-such-session/cancel
 
