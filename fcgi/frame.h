@@ -55,6 +55,8 @@ enum { FRAME_UI_MESSAGE, FRAME_UI_WAITING, FRAME_UI_REPLY, FRAME_UI_DONE };
 struct framer {
     const char *name;
     int streamed;               /* the response goes on after its headers (SSE) */
+    int whole_reply;            /* it ends with its chat reply, whose client does not reconnect:
+                                 * DSTREAM_REPLY_MAX_MS bounds it, not DSTREAM_SSE_MAX_MS */
     /* While the log is read: append the message stored at offset at to out. 0 or -1. */
     int (*message)(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len,
                    offset_t at);

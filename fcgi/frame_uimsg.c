@@ -216,6 +216,7 @@ static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
 const framer frame_uimsg = {
     .name = "uimsg",
     .streamed = 1,
+    .whole_reply = 1,
     .message = message,
     .begin = begin,
     .batch = batch,

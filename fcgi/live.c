@@ -11,7 +11,7 @@
  * framer's heartbeats. No read transaction is held while waiting. A peer hang-up
  * (nginx closes the connection when its client leaves) ends the request at once.
  * The wait ends at the framer's deadline (DSTREAM_LONGPOLL_MS for a long-poll,
- * DSTREAM_SSE_MAX_MS for SSE) with the framer's end (the long-poll's 204), or as
+ * DSTREAM_SSE_MAX_MS for SSE, DSTREAM_REPLY_MAX_MS for a chat reply's stream) with the framer's end (the long-poll's 204), or as
  * soon as a look-up once a second finds the reader's token revoked or expired. */
 #include "live.h"
 
@@ -120,7 +120,8 @@ static int wait_writable(req_t *r, int64_t end)
 
 static void run(req_t *r, log_read_req *rr, frame_t *f, buf_t *out)
 {
-    int64_t end = wake_now_ms() + (f->fr->streamed ? r->cfg->sse_max_ms : r->cfg->longpoll_ms);
+    int life = f->fr->whole_reply ? r->cfg->reply_max_ms : f->fr->streamed ? r->cfg->sse_max_ms : r->cfg->longpoll_ms;
+    int64_t end = wake_now_ms() + life;
     int64_t token_due = wake_now_ms() + TOKEN_CHECK_MS;
     int watching = 0, tried = 0;
     int st = frame_step(f, r, rr, out);

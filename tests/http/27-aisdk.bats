@@ -18,7 +18,8 @@ setup_file() {
     jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" \
         '{mcpServers: {t: {command: $node, args: [$ts]}}}' >"$AISDK_TMP/mcp.json"
     chmod 644 "$AISDK_TMP/mcp.json"
-    rn_start DSTREAM_MCP_CONFIG="$AISDK_TMP/mcp.json"
+    # SSE responses end after 1.5 s here; a reply's stream lasts as long as the reply.
+    rn_start DSTREAM_MCP_CONFIG="$AISDK_TMP/mcp.json" DSTREAM_SSE_MAX_MS=1500
 }
 teardown_file() {
     rn_stop
@@ -135,6 +136,14 @@ check() {
 # A reply slow enough to reload in: 80 deltas 50 ms apart (about 4 s).
 SLOW=$(seq -s ' ' 1 80 | sed 's/[0-9]*/w&/g')
 slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 80}}'; }
+
+@test "aisdk: a reply longer than DSTREAM_SSE_MAX_MS arrives whole in its POST's stream" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    rn_script "$(slow_reply)"
+    sdk "$id" send "Count to eighty, slowly." >"$T/long.json"
+    check "$T/long.json" '.status == "ready" and (.messages[1] | text) == $all' --arg all "$SLOW"
+}
 
 @test "aisdk: a reload mid-reply resumes from the log and shows each word once; the client's abort stopped nothing" {
     AGENT=$(rn_agent anthropic claude-test-model)
