@@ -191,10 +191,11 @@ playback_sessions() {
 
 # played I FILE: playback session I ended with the reply of recorded session I,
 # every request of it answered by a recording (a hit) and one of them ended; its
-# events in FILE.
+# events in FILE. (Settled: neither running nor pending, which a session is from
+# its message until the runner's request begins, with no request either.)
 played() {
     local id=${PLAYS[$(($1 - 1))]}
-    rn_wait "$id" '.status != "running" and .request == null' 60 || return 1
+    rn_wait "$id" '(.status | IN("running", "pending") | not) and .request == null' 60 || return 1
     rn_one_reply "$DS_BODY" "$(expected "$(q "$1")")" ||
         { echo "playback $1 ($id):" >&2; jq -c '{status, error, messages}' "$DS_BODY" >&2; return 1; }
     rn_events "$id" >"$2"
@@ -288,7 +289,7 @@ check_playback_killed() {
     kill -STOP "$RN_MOCK_PID"
     play=$(rn_session "{\"agent\": \"$AGENT\", \"mode\": \"playback\"}")
     rn_say "$play" "Cut, storm, answer"
-    rn_wait "$play" '.status != "running" and .request == null' 30
+    rn_wait "$play" '(.status | IN("running", "pending") | not) and .request == null' 30
     kill -CONT "$RN_MOCK_PID"
     rn_get "$play"
     rn_one_reply "$DS_BODY" "After the cut and the storm." || { jq -c '{status, error, messages}' "$DS_BODY" >&2; return 1; }
