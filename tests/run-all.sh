@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every suite (static checks, unit, fuzz smoke, HTTP on SQLite and on PostgreSQL,
-# conformance) and print one total.
+# conformance on SQLite and on PostgreSQL) and print one total.
 #
 #   B=build tests/run-all.sh build/tests/test_buf build/tests/test_json ...
 #
@@ -57,6 +57,9 @@ run_suite http "$here/run-http.sh"
 # The HTTP suites that exercise storage again, on PostgreSQL (tests/run-http.sh says which).
 run_suite http-pg env DSTREAM_TEST_ENGINE=pg "$here/run-http.sh"
 run_suite conformance "$here/conformance/run.sh"
+# The same suite on one stack on PostgreSQL (73-hosts-conformance.bats, in http, runs
+# it through two hosts on one cluster).
+run_suite conformance-pg env DSTREAM_TEST_ENGINE=pg "$here/conformance/run.sh"
 
 echo
 for s in "${summaries[@]}"; do echo "$s"; done
