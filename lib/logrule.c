@@ -148,10 +148,9 @@ int logrule_create_fill(log_conn_t *c, const logrule_rows *rows, log_create_req 
     if (found < 0) return found;
     /* An Expires-At already past creates a stream that is expired at once. */
     if (found != LOGRULE_LIVE && found != LOGRULE_EXPIRED) return LOG_EIO;
-    if ((rc = rows->insert(c, &r->info, prefix, nprefix))) return rc;
-    if ((rc = rows->insert(c, &r->info, r->msgs, r->nmsgs))) return rc;
+    logrule_rec recs[2] = {{prefix, nprefix}, {r->msgs, r->nmsgs}};
     r->info.closed = r->closed;
-    if ((rc = rows->update_tail(c, &r->info, now_ms))) return rc;
+    if ((rc = rows->write(c, &r->info, recs, 2, now_ms))) return rc;
     r->created = 1;
     return 0;
 }
@@ -218,9 +217,9 @@ int logrule_append(log_conn_t *c, const logrule_rows *rows, log_append_req *r)
         if (info->stream_seq[0] && strcmp(r->stream_seq, info->stream_seq) <= 0) return LOG_ESEQ;
         snprintf(info->stream_seq, sizeof info->stream_seq, "%s", r->stream_seq);
     }
-    if ((rc = rows->insert(c, info, r->msgs, r->nmsgs))) return rc;
+    logrule_rec rec = {r->msgs, r->nmsgs};
     if (r->close) info->closed = 1;
-    if ((rc = rows->update_tail(c, info, now))) return rc;
+    if ((rc = rows->write(c, info, &rec, 1, now))) return rc;
     info->access_ms = now;
     if (r->producer) {
         if ((rc = rows->producer_put(c, info->id, r->producer, r->epoch, r->seq))) return rc;

@@ -24,6 +24,13 @@ enum { LOGRULE_NONE, LOGRULE_LIVE, LOGRULE_EXPIRED, LOGRULE_GONE };
 /* The most streams a fork chain holds (the stream itself and its ancestors). */
 #define LOGRULE_CHAIN_MAX 64
 
+/* A record: the messages of one request body, numbered on from the first one's
+ * offset (its seq is the record's). */
+typedef struct logrule_rec {
+    const log_msg *msgs;
+    size_t n;
+} logrule_rec;
+
 /* An engine's row operations. Each returns as said, or a negative LOG_E*. */
 typedef struct logrule_rows {
     /* The stream at path (by_path) or id (by_id): 1 with its row and its
@@ -43,11 +50,10 @@ typedef struct logrule_rows {
      * first one's position + budget is delivered. */
     int (*scan)(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud);
-    /* Inside a group: msgs as one record at info's tail (info->tail moved on);
-     * the stream row's tail, closed flag, Stream-Seq and access time from info
-     * (a change the feed reports). */
-    int (*insert)(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n);
-    int (*update_tail)(log_conn_t *c, const log_info *info, int64_t now_ms);
+    /* Inside a group: the records recs[0..nrecs) at info's tail, one after the
+     * other (info->tail moved on), then the stream row's tail, closed flag,
+     * Stream-Seq and access time from info (a change the feed reports). */
+    int (*write)(log_conn_t *c, log_info *info, const logrule_rec *recs, int nrecs, int64_t now_ms);
     /* A producer's state on stream id: 1 with epoch and seq, 0 if none; put:
      * inserted or replaced. */
     int (*producer_get)(log_conn_t *c, int64_t id, const char *producer, int64_t *epoch, int64_t *seq);

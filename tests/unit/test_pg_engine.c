@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "store/pg/pg.h"
+#include "store/pg/pg_engine.h"
 #include "timefmt.h"
 #include "test.h"
 #include "test_db.h"
@@ -718,6 +719,148 @@ static void test_read_statements(void)
     CHECK_EQ_UINT(count, 2000);
 }
 
+/* ---- a group's operations: each one's savepoint in its own round trips ---------------- */
+
+/* libpq's trace of conn, from trace_on to trace_off. */
+typedef struct tracer {
+    FILE *f;
+    char *buf;
+    size_t len;
+} tracer;
+
+static void trace_on(tracer *t)
+{
+    t->buf = NULL;
+    t->len = 0;
+    t->f = open_memstream(&t->buf, &t->len);
+    if (!CHECK(t->f != NULL)) return;
+    PQtrace(pgc(conn)->pg, t->f);
+    PQsetTraceFlags(pgc(conn)->pg, PQTRACE_SUPPRESS_TIMESTAMPS);
+}
+
+/* The round trips since *mark (a position in the trace, moved to its end): the
+ * Sync and Query messages the client sent, each answered once by the server. */
+static int round_trips(tracer *t, size_t *mark)
+{
+    fflush(t->f);
+    int n = 0;
+    /* Line by line from the mark (a line's start): "F\t<length>\t<message>...". */
+    for (const char *s = t->buf ? t->buf + *mark : NULL; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
+        const char *kind = strncmp(s, "F\t", 2) ? NULL : strchr(s + 2, '\t');
+        if (kind && (!strncmp(kind, "\tSync", 5) || !strncmp(kind, "\tQuery\t", 7))) n++;
+    }
+    *mark = t->len;
+    return n;
+}
+
+static void trace_off(tracer *t)
+{
+    if (!t->f) return;
+    PQuntrace(pgc(conn)->pg);
+    fclose(t->f);
+    free(t->buf);
+}
+
+static int tx_append(const char *path, const char *msg)
+{
+    log_msg m = {msg, strlen(msg)};
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.msgs = &m;
+    r.nmsgs = 1;
+    return log_tx_append(conn, &r);
+}
+
+static int collect_text(void *ud, const void *data, size_t len, offset_t at)
+{
+    char *out = ud;
+    size_t n = strlen(out);
+    snprintf(out + n, 256 - n, "%s%llu@%llu:%.*s", n ? " " : "", (unsigned long long)at.seq,
+             (unsigned long long)at.pos, (int)len, (const char *)data);
+    return 0;
+}
+
+/* The messages of path as "seq@pos:text ...". */
+static void text_of(const char *path, char out[256])
+{
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = OFFSET_START;
+    r.max_bytes = (size_t)-1;
+    out[0] = 0;
+    CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+}
+
+/* One group, its steps called as lib/log.c's group commit calls them: operations
+ * that succeed, one that fails after its append (undone alone), one that fails
+ * before any statement, one whose first statement fails. An append in a group is
+ * two round trips (its row with its savepoint before it, its write); the
+ * savepoint's RELEASE goes with the next SAVEPOINT, or in the COMMIT. */
+static void test_group_ops(void)
+{
+    const store_engine *e = &store_pg;
+    const char *paths[] = {"/go/a", "/go/b"};
+    CHECK_EQ_INT(test_db_create(conn, "/go/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/go/b"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/go/b", "warm"), 0);    /* its statements prepared */
+    tracer t;
+    size_t mark = 0;
+    trace_on(&t);
+    if (!t.f) return;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 2), 0);
+    round_trips(&t, &mark);
+    /* An append: 2 round trips (it was 5: SAVEPOINT, the row, the insert, the
+     * tail, RELEASE). */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/a", "one"), 0);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 2);
+    /* An append, then a statement that fails: the operation is undone alone. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/a", "undone"), 0);
+    int rc = pg_exec(conn, "SELECT 1 / 0", NULL);
+    CHECK_EQ_INT(rc, LOG_EIO);
+    CHECK_EQ_INT(e->op_end(conn, rc), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 4);   /* + the failed statement, ROLLBACK TO */
+    /* One that fails before it sends anything: no statement at all. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 0);
+    /* An append to the other stream. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/b", "two"), 0);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    /* One whose first statement (sent with its savepoint) fails: undone alone. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    rc = pg_exec(conn, "SELECT 1 / 0", NULL);
+    CHECK_EQ_INT(rc, LOG_EIO);
+    CHECK_EQ_INT(e->op_end(conn, rc), 0);
+    /* And one more after it. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/a", "three"), 0);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    trace_off(&t);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    char got[256];
+    text_of("/go/a", got);
+    CHECK_EQ_STR(got, "0@0:one 1@3:three");
+    text_of("/go/b", got);
+    CHECK_EQ_STR(got, "0@0:warm 1@4:two");
+
+    /* A group whose operations all failed commits nothing. */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/a", "gone"), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    text_of("/go/a", got);
+    CHECK_EQ_STR(got, "0@0:one 1@3:three");
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -738,6 +881,7 @@ int main(void)
     CHECK_EQ_INT(log_schema_version(lg), pg_schema_version());
     test_query();
     test_read_statements();
+    test_group_ops();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -18,6 +18,8 @@
 
 #define PG_PARAMS_MAX 24        /* parameters of one statement */
 #define PG_PREPARED_MAX 256     /* statements kept prepared per connection */
+#define PG_INT8_OID 20          /* the types of pg_array's elements */
+#define PG_BYTEA_OID 17
 #define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
 
 typedef struct pg_prepared {
@@ -42,6 +44,13 @@ typedef struct pg_conn {
     int nchanged, changed_all;
     int64_t changed[PG_CHANGED_MAX];
     int op_nchanged, op_changed_all;    /* as they were at op_begin: an undone operation's go */
+    /* An operation's savepoint (pg_engine.c) is sent with its first statement, in
+     * the same round trip (pg_run: libpq's pipeline mode), and released with the
+     * next one's or by the group's COMMIT; an operation that sends nothing takes none. */
+    int savepoint_due;          /* SAVEPOINT op goes before the next statement */
+    int release_due;            /* ... and RELEASE op before it (the last operation's) */
+    int savepoint_lost;         /* a RELEASE or SAVEPOINT sent so failed: the operation
+                                 * cannot roll back alone, the group is lost */
 } pg_conn;
 
 static inline pg_conn *pgc(log_conn_t *c)
@@ -67,15 +76,33 @@ void pg_int(pg_params *p, int64_t v);
 void pg_bytes(pg_params *p, const void *data, size_t len);
 /* SQL NULL. */
 void pg_null(pg_params *p);
+/* A one-dimensional array in binary form of n elements of type elem_oid
+ * (PG_INT8_OID, PG_BYTEA_OID), each given in the type's binary form: elem_len[i]
+ * bytes at elem[i]. The array is built in a buffer returned (malloc'd: the caller
+ * frees it after the statement ran), or NULL (nothing added) when out of memory
+ * or past a parameter's 2 GiB. */
+char *pg_array(pg_params *p, unsigned elem_oid, size_t n, const void *const *elem, const size_t *elem_len);
 
 /* Run sql (prepared on this connection the first time its text is seen) with p
- * (may be NULL). binary: results in binary form (bytea as raw bytes, integers as
- * big-endian: read them with pg_int_at). Returns the result (the caller PQclears
+ * (may be NULL), after the savepoint due if any (pg_conn.savepoint_due). binary:
+ * results in binary form (bytea as raw bytes, integers as big-endian: read them
+ * with pg_int_at). Returns the result (the caller PQclears
  * it) when it is PGRES_TUPLES_OK or PGRES_COMMAND_OK, else NULL with *rc set to a
  * LOG_E* (pg_error). */
 PGresult *pg_run(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
 /* Run a statement whose result nobody needs. Returns 0 or LOG_E*. */
 int pg_exec(log_conn_t *c, const char *sql, const pg_params *p);
+/* Statements sent together, in one round trip (pg_flight). */
+#define PG_FLIGHT_MAX 4
+typedef struct pg_stmt {
+    const char *sql;
+    const pg_params *p;         /* may be NULL */
+} pg_stmt;
+/* Inside a transaction: run st[0..n) (n <= PG_FLIGHT_MAX; prepared as pg_run's),
+ * after the savepoint due if any, sent together in libpq's pipeline mode, one
+ * round trip for all; their results are not kept. Returns 0, or the LOG_E* of the
+ * first that failed (those after it did not run). */
+int pg_flight(log_conn_t *c, const pg_stmt *st, int n);
 /* Run sql that is not worth preparing (BEGIN, SAVEPOINT, ...). Returns 0 or LOG_E*. */
 int pg_simple(log_conn_t *c, const char *sql);
 

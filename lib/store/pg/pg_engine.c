@@ -4,9 +4,13 @@
  *
  * A group is one transaction on the leader's connection: BEGIN, a SAVEPOINT per
  * operation (ROLLBACK TO it when the operation failed, so that it rolls back
- * alone), COMMIT. Writers of every process and host run their groups at once;
- * what they share they lock row by row (a stream's tail row, FOR UPDATE), so there
- * is no writers' lock to take and group_release has nothing to drop. The rows of
+ * alone), COMMIT. The savepoint costs no round trip of its own: it goes with the
+ * operation's first statement, and its RELEASE with the next operation's
+ * SAVEPOINT or in the COMMIT (pg.h: pg_conn.savepoint_due); an operation that
+ * sends no statement takes none. Writers of every process and host run their
+ * groups at once; what they share they lock row by row (a stream's tail row, FOR
+ * UPDATE), so there is no writers' lock to take and group_release has nothing to
+ * drop. The rows of
  * the streams a group writes are locked first, all in id order (group_lock), so
  * that groups writing the same streams queue rather than deadlock. A group that
  * lost a deadlock or a serialization conflict fails as a whole (LOG_EBUSY, nothing
@@ -49,8 +53,10 @@ static void pq_close(log_t *l)
 
 static int pq_group_begin(log_conn_t *c)
 {
-    pgc(c)->nchanged = 0;
-    pgc(c)->changed_all = 0;
+    pg_conn *pc = pgc(c);
+    pc->nchanged = 0;
+    pc->changed_all = 0;
+    pc->savepoint_due = pc->release_due = pc->savepoint_lost = 0;
     return pg_simple(c, "BEGIN");
 }
 
@@ -90,7 +96,8 @@ static int pq_op_begin(log_conn_t *c)
 {
     pgc(c)->op_nchanged = pgc(c)->nchanged;
     pgc(c)->op_changed_all = pgc(c)->changed_all;
-    return pg_simple(c, "SAVEPOINT op");
+    pgc(c)->savepoint_due = 1;     /* sent with its first statement */
+    return 0;
 }
 
 static int pq_op_end(log_conn_t *c, int op_rc)
@@ -102,6 +109,14 @@ static int pq_op_end(log_conn_t *c, int op_rc)
      * it is acknowledged, and its locks go at once); so does a write refused by a
      * read-only server (LOG_EDOWN: the group's other writes would be refused too). */
     if (op_rc == LOG_EBUSY || op_rc == LOG_EDOWN) return op_rc;
+    /* It sent no statement: nothing to undo, and no savepoint of its to release. */
+    if (pc->savepoint_due) {
+        pc->savepoint_due = 0;
+        return 0;
+    }
+    /* Its savepoint, or the last one's release, failed: it cannot be undone alone
+     * (ROLLBACK TO might reach an operation before it). */
+    if (pc->savepoint_lost) return op_rc == LOG_EFULL ? op_rc : LOG_EIO;
     /* An operation that hid a failed statement left the transaction aborted: undo it. */
     if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
     int rc = 0;
@@ -111,7 +126,9 @@ static int pq_op_end(log_conn_t *c, int op_rc)
         pc->changed_all = pc->op_changed_all;
         rc = pg_simple(c, "ROLLBACK TO op");
     }
-    if (!rc) rc = pg_simple(c, "RELEASE op");
+    /* Released with the next SAVEPOINT, or by the COMMIT (a subtransaction
+     * commits with its parent): what it did stays either way. */
+    if (!rc) pc->release_due = 1;
     return rc;
 }
 
@@ -138,6 +155,8 @@ static int notify(log_conn_t *c)
 
 static int pq_group_end(log_conn_t *c, int rc)
 {
+    /* COMMIT releases every savepoint; ROLLBACK undoes them. */
+    pgc(c)->savepoint_due = pgc(c)->release_due = 0;
     if (rc == 0) rc = notify(c);
     if (rc == 0) rc = pg_simple(c, "COMMIT");
     else pg_simple(c, "ROLLBACK");

@@ -53,6 +53,44 @@ void pg_null(pg_params *p)
     pg_text(p, NULL);
 }
 
+static char *put32(char *b, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(b, &v, 4);
+    return b + 4;
+}
+
+char *pg_array(pg_params *p, unsigned elem_oid, size_t n, const void *const *elem, const size_t *elem_len)
+{
+    /* array_recv's form: dimensions, has-nulls flag, element type, then each
+     * dimension's size and lower bound, then each element's length and bytes. */
+    size_t size = 20;
+    for (size_t i = 0; i < n; i++) {
+        if (elem_len[i] > INT32_MAX || size > INT32_MAX) return NULL;
+        size += 4 + elem_len[i];
+    }
+    if (size > INT32_MAX) return NULL;
+    char *buf = malloc(size), *b = buf;
+    if (!buf) return NULL;
+    b = put32(b, n ? 1 : 0);
+    b = put32(b, 0);
+    b = put32(b, elem_oid);
+    if (n) {
+        b = put32(b, (uint32_t)n);
+        b = put32(b, 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        b = put32(b, (uint32_t)elem_len[i]);
+        if (elem_len[i]) memcpy(b, elem[i], elem_len[i]);
+        b += elem_len[i];
+    }
+    int i = slot(p);
+    p->v[i] = buf;
+    p->len[i] = (int)(b - buf);
+    p->fmt[i] = 1;
+    return buf;
+}
+
 static uint64_t sql_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
@@ -149,11 +187,66 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     return e->name;
 }
 
+/* The savepoint statements due before the next statement (pg.h), into pre
+ * (at most 2); they are then no longer due. */
+static int savepoint_stmts(pg_conn *c, const char **pre)
+{
+    int n = 0;
+    if (!c->savepoint_due) return 0;
+    if (c->release_due) pre[n++] = "RELEASE op";
+    pre[n++] = "SAVEPOINT op";
+    c->savepoint_due = c->release_due = 0;
+    return n;
+}
+
+/* Run the statements st[0..nst) (name[i]: prepared, else st[i].sql unnamed)
+ * after the savepoint statements pre[0..npre), in one round trip: libpq's
+ * pipeline mode, each sent, one sync, every result read. Returns the first
+ * failed statement's result (those after it were not run: the transaction is
+ * aborted), else the last one's; NULL when the connection went. */
+static PGresult *run_pipelined(pg_conn *c, const char *const *pre, int npre, const char *const *name,
+                               const pg_stmt *st, int nst, int binary)
+{
+    PGresult *got = NULL;
+    int sent = PQenterPipelineMode(c->pg), all = npre + nst;
+    for (int i = 0; i < npre && sent; i++) sent = PQsendQueryParams(c->pg, pre[i], 0, NULL, NULL, NULL, NULL, 0);
+    for (int i = 0; i < nst && sent; i++) {
+        const pg_params *p = st[i].p;
+        int n = p ? p->n : 0;
+        const char *const *v = p ? p->v : NULL;
+        const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
+        sent = name[i] ? PQsendQueryPrepared(c->pg, name[i], n, v, len, fmt, binary)
+                       : PQsendQueryParams(c->pg, st[i].sql, n, NULL, v, len, fmt, binary);
+    }
+    if (sent) sent = PQpipelineSync(c->pg);
+    /* Each statement's result, then the NULL that ends it; then the sync's. */
+    int i = 0;
+    for (; sent && i < all; i++) {
+        PGresult *r = PQgetResult(c->pg);
+        if (!r) break;          /* the connection went */
+        for (PGresult *x; (x = PQgetResult(c->pg));) PQclear(x);
+        if (i < npre && !ok(r)) c->savepoint_lost = 1;
+        if (!got && (i == all - 1 || !ok(r))) got = r;
+        else PQclear(r);
+    }
+    if (i < npre) c->savepoint_lost = 1;    /* not known to be taken */
+    /* The sync's result, and out of pipeline mode (a lost connection may leave
+     * results that never come: it is made again before its next use). */
+    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
+        if (PQexitPipelineMode(c->pg)) break;
+        PQclear(PQgetResult(c->pg));
+    }
+    return got;
+}
+
 static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int binary)
 {
     PGresult *fail = NULL;
     const char *name = prepared(c, sql, &fail);
     if (fail) return fail;
+    const char *pre[2];
+    int npre = savepoint_stmts(c, pre);
+    if (npre) return run_pipelined(c, pre, npre, &name, &(pg_stmt){sql, p}, 1, binary);
     int n = p ? p->n : 0;
     const char *const *v = p ? p->v : NULL;
     const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
@@ -211,11 +304,46 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
     return rc;
 }
 
+int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
+{
+    pg_conn *c = pgc(lc);
+    const char *name[PG_FLIGHT_MAX], *pre[2];
+    PGresult *r = NULL;
+    if (n < 1 || n > PG_FLIGHT_MAX) abort();    /* a bug of the caller */
+    if (!c->pg || !c->in_tx) return LOG_EIO;    /* ditto: inside a group only */
+    for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);
+    if (!r) {
+        int npre = savepoint_stmts(c, pre);
+        r = run_pipelined(c, pre, npre, name, st, n, 0);
+    }
+    read_only(c, r);
+    int rc = ok(r) ? 0 : pg_error(lc, r);
+    if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    PQclear(r);
+    return rc;
+}
+
 int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
-    PGresult *r = PQexec(c->pg, sql);
+    const char *pre[2];
+    int npre = savepoint_stmts(c, pre);
+    PGresult *r = NULL;
+    /* The savepoint due, first (a round trip of its own: the operations that send
+     * such statements are few). */
+    for (int i = 0; i < npre; i++) {
+        PQclear(r);
+        r = PQexec(c->pg, pre[i]);
+        if (!ok(r)) {
+            c->savepoint_lost = 1;
+            break;
+        }
+    }
+    if (!npre || ok(r)) {
+        PQclear(r);
+        r = PQexec(c->pg, sql);
+    }
     int ro = read_only(c, r);
     if (!ok(r) && !c->in_tx && (lost(c, r) || ro)) {
         PQclear(r);

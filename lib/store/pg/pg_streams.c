@@ -25,6 +25,7 @@
  * never wait inside it. Inside a group they see the group's own writes. */
 #include "pg.h"
 
+#include <endian.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,41 +186,90 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
     return 0;
 }
 
-/* Append msgs as one record (one request body) at the tail of info. */
-static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n)
+/* The insert of n messages (n > 1) from arrays: the seq, pos, rec and data of
+ * each, in binary form, into ins after its first parameter; the arrays' buffers
+ * into arr[0..4) (the caller frees them). 0, or LOG_EIO when out of memory. */
+static int msg_arrays(pg_params *ins, log_info *info, const logrule_rec *recs, int nrecs, size_t n, char **arr)
 {
-    uint64_t rec = info->tail.seq;
-    for (size_t i = 0; i < n; i++) {
-        pg_params p;
-        pg_params_init(&p);
-        pg_int(&p, info->id);
-        pg_int(&p, (int64_t)info->tail.seq);
-        pg_int(&p, (int64_t)info->tail.pos);
-        pg_int(&p, (int64_t)rec);
-        pg_bytes(&p, msgs[i].data, msgs[i].len);
-        int rc = pg_exec(c, "INSERT INTO messages (stream, seq, pos, rec, data) VALUES ($1, $2, $3, $4, $5)", &p);
-        if (rc) return rc;
-        info->tail.seq++;
-        info->tail.pos += msgs[i].len;
+    uint64_t *num = malloc(3 * n * sizeof *num);        /* seq, pos, rec: big-endian */
+    const void **elem = malloc(4 * n * sizeof *elem);
+    size_t *len = malloc(4 * n * sizeof *len);
+    int rc = LOG_EIO;
+    if (!num || !elem || !len) goto out;
+    size_t i = 0;
+    for (int k = 0; k < nrecs; k++) {
+        uint64_t rec = info->tail.seq;
+        for (size_t j = 0; j < recs[k].n; j++, i++) {
+            num[i] = htobe64(info->tail.seq);
+            num[n + i] = htobe64(info->tail.pos);
+            num[2 * n + i] = htobe64(rec);
+            elem[3 * n + i] = recs[k].msgs[j].data;
+            len[3 * n + i] = recs[k].msgs[j].len;
+            info->tail.seq++;
+            info->tail.pos += recs[k].msgs[j].len;
+        }
     }
-    return 0;
+    for (i = 0; i < 3 * n; i++) {
+        elem[i] = &num[i];
+        len[i] = sizeof num[i];
+    }
+    for (int a = 0; a < 4; a++)
+        if (!(arr[a] = pg_array(ins, a < 3 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n))) goto out;
+    rc = 0;
+out:
+    free(len);
+    free(elem);
+    free(num);
+    return rc;
 }
 
-static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
+/* The records at info's tail (info->tail moved on), and the stream's row moved
+ * to the new tail: two statements in one round trip (pg_flight), the insert of
+ * one message by its values, of more from arrays (one statement however many),
+ * then the row's update. */
+static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, int nrecs, int64_t now)
 {
-    pg_params p;
-    pg_params_init(&p);
-    pg_int(&p, (int64_t)info->tail.seq);
-    pg_int(&p, (int64_t)info->tail.pos);
-    pg_int(&p, info->closed);
-    if (info->stream_seq[0]) pg_text(&p, info->stream_seq);
-    else pg_null(&p);
-    pg_int(&p, now);
-    pg_int(&p, info->id);
-    int rc = pg_exec(c, "UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
-                        " access_ms = $5, xid = pg_current_xact_id() WHERE id = $6",
-                     &p);
+    size_t n = 0;
+    for (int k = 0; k < nrecs; k++) n += recs[k].n;
+    char *arr[4] = {NULL, NULL, NULL, NULL};
+    pg_params ins, tail;
+    pg_stmt st[2];
+    int rc = 0, nst = 0;
+    pg_params_init(&ins);
+    pg_int(&ins, info->id);
+    if (n == 1) {
+        const log_msg *m = NULL;
+        for (int k = 0; k < nrecs && !m; k++)
+            if (recs[k].n) m = recs[k].msgs;
+        pg_int(&ins, (int64_t)info->tail.seq);
+        pg_int(&ins, (int64_t)info->tail.pos);
+        pg_int(&ins, (int64_t)info->tail.seq);
+        pg_bytes(&ins, m->data, m->len);
+        info->tail.seq++;
+        info->tail.pos += m->len;
+        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data) VALUES ($1, $2, $3, $4, $5)", &ins};
+    } else if (n > 1) {
+        if ((rc = msg_arrays(&ins, info, recs, nrecs, n, arr))) goto out;
+        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data)"
+                              " SELECT $1, s, p, r, d FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[])"
+                              " AS t(s, p, r, d)",
+                              &ins};
+    }
+    pg_params_init(&tail);
+    pg_int(&tail, (int64_t)info->tail.seq);
+    pg_int(&tail, (int64_t)info->tail.pos);
+    pg_int(&tail, info->closed);
+    if (info->stream_seq[0]) pg_text(&tail, info->stream_seq);
+    else pg_null(&tail);
+    pg_int(&tail, now);
+    pg_int(&tail, info->id);
+    st[nst++] = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
+                          " access_ms = $5, xid = pg_current_xact_id() WHERE id = $6",
+                          &tail};
+    rc = pg_flight(c, st, nst);
     if (!rc) pg_changed(c, info->id);
+out:
+    for (int a = 0; a < 4; a++) free(arr[a]);
     return rc;
 }
 
@@ -339,7 +389,7 @@ static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
 
 static const logrule_rows rows = {
     .by_path = by_path, .by_id = by_id, .lock_path = lock_path, .pos_at = pos_at, .scan = scan,
-    .insert = insert_msgs, .update_tail = update_tail,
+    .write = write_recs,
     .producer_get = producer_get, .producer_put = producer_put,
     .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
     .expired = expired, .drop_messages = drop_messages,

@@ -250,8 +250,14 @@ static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_
     return 0;
 }
 
-static int update_tail(log_conn_t *c, const log_info *info, int64_t now)
+/* The records, a statement per message (the writer's own statements: in-process,
+ * nothing to batch), then the tail. */
+static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, int nrecs, int64_t now)
 {
+    for (int k = 0; k < nrecs; k++) {
+        int rc = insert_msgs(c, info, recs[k].msgs, recs[k].n);
+        if (rc) return rc;
+    }
     sqlite3_stmt *s = stmt(c, S_UPDATE_TAIL);
     sqlite3_bind_int64(s, 1, (int64_t)info->tail.seq);
     sqlite3_bind_int64(s, 2, (int64_t)info->tail.pos);
@@ -348,7 +354,7 @@ static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
 
 static const logrule_rows rows = {
     .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan,
-    .insert = insert_msgs, .update_tail = update_tail,
+    .write = write_recs,
     .producer_get = producer_get, .producer_put = producer_put,
     .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
     .expired = expired, .drop_messages = drop_messages,
