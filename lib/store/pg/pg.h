@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../../store.h"
 
@@ -27,6 +28,13 @@ typedef struct pg_prepared {
     char *sql;                  /* the text (compared on a hash match) */
     char name[24];              /* "s<n>" */
 } pg_prepared;
+
+/* A stream row the current group holds locked (pg_conn.rows). */
+typedef struct pg_row {
+    char *path;
+    log_info info;
+    int deleted;
+} pg_row;
 
 typedef struct pg_conn {
     struct log_conn base;       /* first: a log_conn_t * is a pg_conn * */
@@ -51,11 +59,26 @@ typedef struct pg_conn {
     int release_due;            /* ... and RELEASE op before it (the last operation's) */
     int savepoint_lost;         /* a RELEASE or SAVEPOINT sent so failed: the operation
                                  * cannot roll back alone, the group is lost */
+    /* The stream rows this transaction holds locked (FOR UPDATE), as it has them:
+     * filled by the group's lock, kept up to date by the streams' statements
+     * (pg_streams.c). They hold while no other statement ran since (rows_at ==
+     * nstmts): any other may have changed a row, an undone operation among them. */
+    unsigned nstmts;            /* statements (and flights) run on this connection */
+    unsigned rows_at;
+    int nrows, rows_cap;
+    pg_row *rows;
 } pg_conn;
 
 static inline pg_conn *pgc(log_conn_t *c)
 {
     return (pg_conn *)c;
+}
+
+/* Forget the rows kept (pg_conn.rows). */
+static inline void pg_rows_forget(pg_conn *c)
+{
+    for (int i = 0; i < c->nrows; i++) free(c->rows[i].path);
+    c->nrows = 0;
 }
 
 /* The parameters of one statement, added in order ($1, $2, ...). */
@@ -144,6 +167,10 @@ void pg_stale_all(void);
 /* Whether c is to be made again before its next statement outside a transaction
  * (its server refused a write as read-only, or pg_stale_all since it was made). */
 int pg_stale(const log_conn_t *c);
+
+/* pg_streams.c: lock the stream rows of paths[0..n) (a group's: any order,
+ * repeats allowed) in id order, and keep them (pg_conn.rows). 0 or LOG_E*. */
+int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
 
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);

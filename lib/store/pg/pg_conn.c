@@ -83,6 +83,7 @@ int pg_reconnect(log_conn_t *lc)
     pg_conn *c = pgc(lc);
     char err[256];
     forget_prepared(c);
+    c->nstmts++;                /* what it kept is not this connection's */
     c->in_tx = 0;
     c->readonly = 0;
     c->epoch = atomic_load(&pg_epoch);
@@ -96,6 +97,8 @@ void pg_conn_close(log_conn_t *lc)
     if (!lc) return;
     pg_conn *c = pgc(lc);
     forget_prepared(c);
+    pg_rows_forget(c);
+    free(c->rows);
     if (c->pg) PQfinish(c->pg);
     free(c);
 }

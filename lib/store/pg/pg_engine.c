@@ -63,33 +63,11 @@ static int pq_group_begin(log_conn_t *c)
 /* The group's stream rows, locked in id order before any operation runs (each
  * operation's own FOR UPDATE then finds its row already held): every group takes
  * its rows in the same order, so two hosts' groups writing the same streams wait
- * for each other instead of deadlocking. The paths go as one text[] literal
- * (every element quoted, " and \ escaped), so the statement's text never varies. */
+ * for each other instead of deadlocking. The rows are kept (pg_streams.c): an
+ * append finds its stream's there instead of reading it again. */
 static int pq_group_lock(log_conn_t *c, const char *const *paths, size_t n)
 {
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++) cap += 2 * strlen(paths[i]) + 3;
-    char *arr = malloc(cap);
-    if (!arr) return LOG_EIO;
-    size_t k = 0;
-    arr[k++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i) arr[k++] = ',';
-        arr[k++] = '"';
-        for (const char *s = paths[i]; *s; s++) {
-            if (*s == '"' || *s == '\\') arr[k++] = '\\';
-            arr[k++] = *s;
-        }
-        arr[k++] = '"';
-    }
-    arr[k++] = '}';
-    arr[k] = '\0';
-    pg_params p;
-    pg_params_init(&p);
-    pg_text(&p, arr);
-    int rc = pg_exec(c, "SELECT id FROM streams WHERE path = ANY($1::text[]) ORDER BY id FOR UPDATE", &p);
-    free(arr);
-    return rc;
+    return pg_streams_lock(c, paths, n);
 }
 
 static int pq_op_begin(log_conn_t *c)

@@ -269,6 +269,7 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     int dummy;
     if (!rc) rc = &dummy;
     *rc = 0;
+    c->nstmts++;
     if (!c->pg || (!c->in_tx && pg_stale(lc))) {
         if (!pg_reconnect(lc)) {
             *rc = LOG_EDOWN;
@@ -310,6 +311,7 @@ int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
     const char *name[PG_FLIGHT_MAX], *pre[2];
     PGresult *r = NULL;
     if (n < 1 || n > PG_FLIGHT_MAX) abort();    /* a bug of the caller */
+    c->nstmts++;
     if (!c->pg || !c->in_tx) return LOG_EIO;    /* ditto: inside a group only */
     for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);
     if (!r) {
@@ -326,6 +328,7 @@ int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
 int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
+    c->nstmts++;
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
     const char *pre[2];
     int npre = savepoint_stmts(c, pre);

@@ -15,6 +15,13 @@
  * on the path's unique index (INSERT ... ON CONFLICT DO NOTHING waits for the
  * other and then sees it).
  *
+ * The group's lock (pg_streams_lock) reads the rows of the streams the group
+ * writes, FOR UPDATE, and keeps them: nobody else can change a row held so, and
+ * the group's appends keep theirs up to date, so an append finds its row there
+ * and costs one round trip (its savepoint, insert and tail update sent together)
+ * while no other statement ran since (any other may have changed a row: an
+ * operation undone, a delete; the rows are read again then).
+ *
  * Every change to a stream row stamps streams.xid = pg_current_xact_id() (the
  * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY
  * (pg_changed); deleting a row notes it too.
@@ -98,12 +105,113 @@ static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted
     return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1", &p, info, deleted);
 }
 
+/* ---- the rows the group holds locked (pg.h: pg_conn.rows) ------------------------ */
+
+/* Whether the rows kept hold now (no other statement since). */
+static int rows_held(log_conn_t *c)
+{
+    return pgc(c)->rows_at == pgc(c)->nstmts;
+}
+
+/* After a statement that changed no stream row but the one of id, if any (to
+ * info): the rows hold if they held before it (held), with id's brought up to date. */
+static void rows_still(log_conn_t *c, int held, int64_t id, const log_info *info)
+{
+    pg_conn *pc = pgc(c);
+    if (!held) return;
+    for (int i = 0; info && i < pc->nrows; i++)
+        if (pc->rows[i].info.id == id) pc->rows[i].info = *info;
+    pc->rows_at = pc->nstmts;
+}
+
+static int row_of(const pg_conn *pc, const char *path)
+{
+    for (int i = 0; i < pc->nrows; i++)
+        if (!strcmp(pc->rows[i].path, path)) return i;
+    return -1;
+}
+
+/* Keep path's row (locked by this transaction) as a statement just found it;
+ * held: whether the rows held before that statement. */
+static void row_keep(log_conn_t *c, int held, const char *path, const log_info *info, int deleted)
+{
+    pg_conn *pc = pgc(c);
+    if (!held) pg_rows_forget(pc);
+    pc->rows_at = pc->nstmts;
+    int i = row_of(pc, path);
+    if (i < 0) {
+        if (pc->nrows == pc->rows_cap) {
+            int cap = pc->rows_cap ? 2 * pc->rows_cap : 16;
+            pg_row *t = realloc(pc->rows, (size_t)cap * sizeof *t);
+            if (!t) return;     /* not kept: looked up again */
+            pc->rows = t;
+            pc->rows_cap = cap;
+        }
+        char *copy = strdup(path);
+        if (!copy) return;
+        i = pc->nrows++;
+        pc->rows[i].path = copy;
+    }
+    pc->rows[i].info = *info;
+    pc->rows[i].deleted = deleted;
+}
+
+int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
+{
+    /* The paths go as one text[] literal (every element quoted, " and \ escaped),
+     * so that the statement's text never varies. */
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++) cap += 2 * strlen(paths[i]) + 3;
+    char *arr = malloc(cap);
+    if (!arr) return LOG_EIO;
+    size_t k = 0;
+    arr[k++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i) arr[k++] = ',';
+        arr[k++] = '"';
+        for (const char *s = paths[i]; *s; s++) {
+            if (*s == '"' || *s == '\\') arr[k++] = '\\';
+            arr[k++] = *s;
+        }
+        arr[k++] = '"';
+    }
+    arr[k++] = '}';
+    arr[k] = '\0';
+    pg_params p;
+    int rc;
+    pg_params_init(&p);
+    pg_text(&p, arr);
+    PGresult *r = pg_run(c, "SELECT path, " INFO_COLS " FROM streams WHERE path = ANY($1::text[])"
+                            " ORDER BY id FOR UPDATE",
+                         &p, 0, &rc);
+    free(arr);
+    for (int i = 0; r && i < PQntuples(r); i++) {
+        log_info info;
+        int deleted;
+        row_info(r, i, 1, &info, &deleted);
+        row_keep(c, i > 0, pg_text_of(r, i, 0), &info, deleted);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* The row at path, locked: the kept one while the rows hold, else read (and kept). */
 static int lock_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
+    int held = rows_held(c), i = held ? row_of(pgc(c), path) : -1, d = 0;
+    if (i >= 0) {
+        *info = pgc(c)->rows[i].info;
+        if (deleted) *deleted = pgc(c)->rows[i].deleted;
+        return 1;
+    }
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, path);
-    return get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, deleted);
+    int rc = get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, &d);
+    if (deleted) *deleted = d;
+    if (rc == 1) row_keep(c, held, path, info, d);
+    else if (rc == 0) rows_still(c, held, 0, NULL);
+    return rc;
 }
 
 static int by_id(log_conn_t *c, int64_t id, log_info *info, int *deleted)
@@ -266,8 +374,12 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     st[nst++] = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
                           " access_ms = $5, xid = pg_current_xact_id() WHERE id = $6",
                           &tail};
-    rc = pg_flight(c, st, nst);
-    if (!rc) pg_changed(c, info->id);
+    int held = rows_held(c);
+    if ((rc = pg_flight(c, st, nst))) goto out;
+    pg_changed(c, info->id);
+    log_info now_info = *info;
+    now_info.access_ms = now;
+    rows_still(c, held, info->id, &now_info);
 out:
     for (int a = 0; a < 4; a++) free(arr[a]);
     return rc;
@@ -276,12 +388,13 @@ out:
 static int producer_get(log_conn_t *c, int64_t id, const char *producer, int64_t *epoch, int64_t *seq)
 {
     pg_params p;
-    int rc;
+    int rc, held = rows_held(c);
     pg_params_init(&p);
     pg_int(&p, id);
     pg_text(&p, producer);
     PGresult *res = pg_run(c, "SELECT epoch, seq FROM producers WHERE stream = $1 AND producer = $2", &p, 0, &rc);
     if (!res) return rc;
+    rows_still(c, held, 0, NULL);
     int found = PQntuples(res) > 0;
     if (found) {
         *epoch = pg_int_of(res, 0, 0);
@@ -299,9 +412,12 @@ static int producer_put(log_conn_t *c, int64_t id, const char *producer, int64_t
     pg_text(&p, producer);
     pg_int(&p, epoch);
     pg_int(&p, seq);
-    return pg_exec(c, "INSERT INTO producers (stream, producer, epoch, seq) VALUES ($1, $2, $3, $4)"
-                      " ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
-                   &p);
+    int held = rows_held(c);
+    int rc = pg_exec(c, "INSERT INTO producers (stream, producer, epoch, seq) VALUES ($1, $2, $3, $4)"
+                        " ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
+                     &p);
+    if (!rc) rows_still(c, held, 0, NULL);
+    return rc;
 }
 
 /* The ids (the first column) of sql's rows (parameters p), at most max. */
