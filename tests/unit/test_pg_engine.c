@@ -647,6 +647,18 @@ static void test_query(void)
     sql_ok(pg, "COMMIT");
     PQfinish(pg);
     CHECK_EQ_INT(pg_simple(conn, "SET lock_timeout = 5000"), 0);
+    /* A COMMIT of a transaction a statement failed in: PostgreSQL answers it
+     * "ROLLBACK" with no error; it is a failure, and the write is not there. */
+    CHECK_EQ_INT(pg_simple(conn, "BEGIN"), 0);
+    pg_params_init(&p);
+    pg_text(&p, "/q/");
+    CHECK_EQ_INT(pg_exec(conn, "UPDATE streams SET access_ms = 12345 WHERE starts_with(path, $1)", &p), 0);
+    CHECK(pg_simple(conn, "SELECT 1/0") != 0);
+    CHECK_EQ_INT(pg_simple(conn, "COMMIT"), LOG_EIO);
+    CHECK_EQ_INT(pg_simple(conn, "SELECT 1"), 0);     /* and the connection goes on */
+    r = pg_run(conn, "SELECT count(*) FROM streams WHERE access_ms = 12345", NULL, 0, &rc);
+    CHECK(r != NULL && pg_int_of(r, 0, 0) == 0);
+    PQclear(r);
 }
 
 /* ---- statements per read ------------------------------------------------------------ */

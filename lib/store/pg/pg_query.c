@@ -353,6 +353,9 @@ int pg_simple(log_conn_t *lc, const char *sql)
         r = pg_reconnect(lc) ? PQexec(c->pg, sql) : NULL;
     }
     int rc = ok(r) ? 0 : pg_error(lc, r);
+    /* A COMMIT of a transaction that had failed is answered "ROLLBACK", without an
+     * error: nothing was committed, and nothing of it may be acknowledged. */
+    if (!rc && !strcmp(sql, "COMMIT") && strcmp(PQcmdStatus(r), "COMMIT")) rc = LOG_EIO;
     if (c->pg && PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
     /* After COMMIT or ROLLBACK, whatever became of them, no transaction is open
      * (on a lost connection it went with it): the next statement may reconnect. */
