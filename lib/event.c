@@ -174,10 +174,11 @@ sstore_event event_reply_stopped(void)
     return make(EV_REPLY_STOPPED, json_object());
 }
 
-sstore_event event_message_user(const json_t *content, const char *mode, const char *skill)
+sstore_event event_message_user(const json_t *content, const char *mode, const char *skill, const char *replaces)
 {
     sstore_event e = make(EV_MESSAGE_USER, json_pack("{s:O, s:s}", PK_CONTENT, content, PK_MODE, mode));
     if (skill) json_object_set_new(e.payload, PK_SKILL, json_string(skill));
+    if (replaces) json_object_set_new(e.payload, PK_REPLACES, json_string(replaces));
     e.actor = "user";
     return e;
 }

@@ -64,7 +64,9 @@ sstore_event event_stop_requested(void);
 sstore_event event_reply_stopped(void);
 /* mode: interrupt, queue or background (actor user); skill: the name of the skill
  * the message invoked (its content is the rendered skill), or NULL. */
-sstore_event event_message_user(const json_t *content, const char *mode, const char *skill);
+/* skill and replaces (the offset of the user message this one replaces, with what
+ * answered it) may be NULL. */
+sstore_event event_message_user(const json_t *content, const char *mode, const char *skill, const char *replaces);
 sstore_event event_workflow_started(const json_t *workflow, const json_t *version);
 sstore_event event_workflow_completed(const json_t *state);
 sstore_event event_phase_entered(const char *phase);

@@ -71,6 +71,7 @@ json_t *rturn_history(const session_view *v)
         const char *reason = json_string_value(json_object_get(m, "reason"));
         const char *rid = json_string_value(json_object_get(m, "requestId"));
         if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
+        if (json_is_true(json_object_get(m, "superseded"))) continue;  /* a later message replaced it */
         if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
         json_array_append(out, m);
     }

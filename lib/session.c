@@ -70,7 +70,7 @@ const char *const session_payload_keys[] = {
     PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
     PK_STATUS, PK_DELAY_MS, PK_RETRY_AT, PK_TEXT, PK_CALL_ID, PK_ARGUMENTS, PK_SERVER, PK_TOOL,
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
-    PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
+    PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, NULL};
 
 int session_known_key(const char *key)
@@ -280,9 +280,39 @@ static int64_t int_of(const json_t *o, const char *k)
 }
 
 /* A user message answered now: queued ones wait for the reply in flight. */
+/* The index in v->messages of the user message at offset, or -1. */
+static ssize_t user_message_at(const session_view *v, const char *offset)
+{
+    for (size_t i = json_array_size(v->messages); i-- > 0;) {
+        json_t *m = json_array_get(v->messages, i);
+        if (!strcmp(str(m, "role"), "user") && !strcmp(str(m, "offset"), offset)) return (ssize_t)i;
+    }
+    return -1;
+}
+
+int session_view_has_user_message(const session_view *v, const char *offset)
+{
+    return user_message_at(v, offset) >= 0;
+}
+
+const char *session_view_last_user(const session_view *v)
+{
+    for (size_t i = json_array_size(v->messages); i-- > 0;) {
+        json_t *m = json_array_get(v->messages, i);
+        if (!strcmp(str(m, "role"), "user") && !json_is_true(json_object_get(m, "background")))
+            return json_string_value(json_object_get(m, "offset"));
+    }
+    return NULL;
+}
+
 static void user_message(session_view *v, const json_t *p, const char *offset)
 {
     const char *mode = str(p, PK_MODE);
+    /* It replaces an earlier message: that one and everything after it leave the
+     * history the model is sent (superseded; the events keep them). */
+    ssize_t from = json_object_get(p, PK_REPLACES) ? user_message_at(v, str(p, PK_REPLACES)) : -1;
+    for (size_t i = from < 0 ? json_array_size(v->messages) : (size_t)from; i < json_array_size(v->messages); i++)
+        json_object_set_new(json_array_get(v->messages, i), "superseded", json_true());
     json_t *m = json_object();
     json_object_set_new(m, "role", json_string("user"));
     json_object_set(m, "content", json_object_get(p, PK_CONTENT));

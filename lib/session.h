@@ -115,6 +115,7 @@
 #define PK_RESPONSE "response"          /* input:received */
 #define PK_CONTENT "content"            /* message:user */
 #define PK_SKILL "skill"                /* message:user (the skill it invoked, by name) */
+#define PK_REPLACES "replaces"          /* message:user (the offset of the user message it replaces) */
 #define PK_KEY "key"                    /* recording:request, nearest{} */
 #define PK_OCCURRENCE "occurrence"      /* recording:request, recording{} and nearest{} of it */
 #define PK_OUTCOME "outcome"            /* recording:request */
@@ -243,6 +244,12 @@ void session_view_pos(const session_view *v, workflow_pos *pos);
  * flight or scheduled, and the last reply did not fail (the runner should start
  * one). */
 int session_view_needs_reply(const session_view *v);
+
+/* 1 if the view's messages hold a user message at offset (a message may replace it). */
+int session_view_has_user_message(const session_view *v, const char *offset);
+/* The offset of the last user message that wanted a reply (not a background one),
+ * borrowed from v, or NULL. */
+const char *session_view_last_user(const session_view *v);
 
 /* Chat sessions: 1 if a reply is under way (its request, a retry, its tool calls)
  * or due (a message waits for it). */

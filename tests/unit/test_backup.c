@@ -267,7 +267,7 @@ static int say_n(const char *id, int count)
         char text[48];
         snprintf(text, sizeof text, "%s says %d", id, i);
         json_t *c = json_string(text);
-        sstore_event e = event_message_user(c, "queue", NULL);
+        sstore_event e = event_message_user(c, "queue", NULL, NULL);
         json_decref(c);
         int rc = sstore_command(conn, id, &t, say, &e, NULL);
         json_decref(e.payload);
@@ -527,7 +527,7 @@ static void test_check_snapshots_nul(void)
     session_trace_new(&t);
     for (int i = 0; i < 70; i++) {
         json_t *c = json_stringn("z\0says", 6);
-        sstore_event e = event_message_user(c, "queue", NULL);
+        sstore_event e = event_message_user(c, "queue", NULL, NULL);
         json_decref(c);
         CHECK_EQ_INT(sstore_command(conn, "z", &t, say, &e, NULL), 0);
         json_decref(e.payload);

@@ -120,7 +120,7 @@ static void test_constructors_use_catalogued_keys(void)
         event_cancel_requested(),
         event_stop_requested(),
         event_reply_stopped(),
-        event_message_user(str, "queue", "summarise"),
+        event_message_user(str, "queue", "summarise", "0000000000000001_0000000000000002"),
         event_workflow_started(str, num),
         event_workflow_completed(obj),
         event_workflow_failed("boom"),
@@ -183,7 +183,7 @@ static void test_payloads_on_the_wire(void)
         const char *want;
     } cases[] = {
         {event_session_created("a", NULL, 0, NULL, NULL, NULL), "{\"agent\":\"a\",\"input\":{}}"},
-        {event_message_user(hi, "interrupt", "greet"),
+        {event_message_user(hi, "interrupt", "greet", NULL),
          "{\"content\":\"hi\",\"mode\":\"interrupt\",\"skill\":\"greet\"}"},
         {event_input_requested("ok", "approval", "OK?", NULL, "2026-11-23T00:00:00.000Z"),
          "{\"interactionId\":\"ok\",\"input\":\"approval\",\"prompt\":\"OK?\",\"expiresAt\":\"2026-11-23T00:00:00.000Z\"}"},

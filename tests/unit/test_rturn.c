@@ -34,7 +34,7 @@ static void chat(session_view *v, const char *text)
     session_view_init(v);
     fold(v, event_session_created("a", NULL, 0, NULL, NULL, NULL));
     json_t *c = json_string(text);
-    fold(v, event_message_user(c, "interrupt", NULL));
+    fold(v, event_message_user(c, "interrupt", NULL, NULL));
     json_decref(c);
 }
 
@@ -80,7 +80,7 @@ static void test_restart_cut(void)
             fold(&v, event_failed(0, "cut off by a runner restart", d.reason, v.attempts));
             CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_NOTHING);
             json_t *c = json_string("Again?");
-            fold(&v, event_message_user(c, "interrupt", NULL));
+            fold(&v, event_message_user(c, "interrupt", NULL, NULL));
             json_decref(c);
             CHECK_EQ_INT(rturn_chat(&v, 0, now), RTURN_NEEDS_AGENT);
             break;
@@ -126,9 +126,46 @@ static void test_retry_and_interrupt(void)
     fold(&v, event_request_started("r2", "openai", "m", 2));
     CHECK_EQ_INT(rturn_chat(&v, 1, 6000), RTURN_IN_FLIGHT);
     json_t *c = json_string("Stop, another question");
-    fold(&v, event_message_user(c, "interrupt", NULL));
+    fold(&v, event_message_user(c, "interrupt", NULL, NULL));
     json_decref(c);
     CHECK_EQ_INT(rturn_chat(&v, 1, 6000), RTURN_INTERRUPT);
+    session_view_free(&v);
+}
+
+/* A message that replaces an earlier one (regenerate): that one and its reply leave
+ * the history the model is sent; the new one is answered. */
+static void test_history_replaced(void)
+{
+    session_view v;
+    chat(&v, "First question");
+    const char *first = json_string_value(json_object_get(json_array_get(v.messages, 0), "offset"));
+    char q1[OFFSET_LEN + 1];
+    snprintf(q1, sizeof q1, "%s", first);
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    fold(&v, event_delta(0, "r1", "First answer", 12));
+    json_t *u = event_usage(1, 1);
+    fold(&v, event_request_ended("r1", "stop", u, 0));
+    json_decref(u);
+    json_t *c = json_string("First question");
+    fold(&v, event_message_user(c, "interrupt", NULL, q1));
+    json_decref(c);
+    CHECK_EQ_INT(rturn_chat(&v, 0, 1000), RTURN_NEEDS_AGENT);
+    json_t *h = rturn_history(&v);
+    CHECK_EQ_UINT(json_array_size(h), 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(h, 0), "role")), "user");
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(h, 0), "offset")), session_view_last_user(&v));
+    json_decref(h);
+    /* The view keeps them, marked. */
+    CHECK_EQ_UINT(json_array_size(v.messages), 3);
+    CHECK(json_is_true(json_object_get(json_array_get(v.messages, 0), "superseded")));
+    CHECK(json_is_true(json_object_get(json_array_get(v.messages, 1), "superseded")));
+    CHECK(!json_object_get(json_array_get(v.messages, 2), "superseded"));
+    /* An offset that is no user message's replaces nothing. */
+    c = json_string("Another");
+    fold(&v, event_message_user(c, "interrupt", NULL, "0000000000000099_0000000000000099"));
+    json_decref(c);
+    CHECK(!json_object_get(json_array_get(v.messages, 2), "superseded"));
+    CHECK(session_view_has_user_message(&v, session_view_last_user(&v)));
     session_view_free(&v);
 }
 
@@ -300,6 +337,7 @@ int main(void)
 {
     test_restart_cut();
     test_retry_and_interrupt();
+    test_history_replaced();
     test_classify();
     test_call_plan();
     test_limits();
