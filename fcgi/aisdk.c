@@ -79,6 +79,8 @@ static void send_message(req_t *r, const char *agent)
     json_t *last = json_object_get(body, "message");
     json_t *trig = json_object_get(body, "trigger");
     const char *trigger = trig ? json_string_value(trig) : "submit-message";
+    const char *msgid = json_string_value(json_object_get(body, "messageId"));
+    char replaces[OFFSET_LEN + 1];
     sstore_row row;
     offset_t at;
     if (!json_is_string(idj) || !sstore_valid_id(json_string_value(idj))) {
@@ -98,8 +100,18 @@ static void send_message(req_t *r, const char *agent)
         goto out;
     }
     if (!last) last = json_array_get(messages, json_array_size(messages) - 1);
+    /* Regenerating replaces the question the reply answered, and the reply: the one
+     * a messageId of ours (msg_<offset>) names, else the last. */
+    int regen = !strcmp(trigger, "regenerate-message");
+    offset_kind k;
+    offset_t o;
+    if (regen && msgid && !strncmp(msgid, "msg_", 4) && !offset_parse(msgid + 4, strlen(msgid + 4), &k, &o) &&
+        k == OFFSET_AT)
+        offset_format(o, replaces);
+    else
+        snprintf(replaces, sizeof replaces, "last");
     if (!(content = user_text(r, last)) ||
-        sessions_open_chat(r, id, agent, &row) || sessions_say(r, id, content, &at))
+        sessions_open_chat(r, id, agent, &row) || sessions_say(r, id, content, regen ? replaces : NULL, &at))
         goto out;
     serve_reply(r, &row, at);
 out:
@@ -125,20 +137,9 @@ static void resume(req_t *r, const char *id)
     }
     session_view_init(&v);
     rc = sstore_view(r->log, id, 0, none, &v, NULL);
-    if (!rc && session_view_replying(&v)) {
-        json_t *m;
-        size_t i = json_array_size(v.messages);
-        offset_kind k;
-        while (i-- > 0) {
-            m = json_array_get(v.messages, i);
-            const char *off = json_string_value(json_object_get(m, "offset"));
-            const char *role = json_string_value(json_object_get(m, "role"));
-            if (!role || strcmp(role, "user") || json_is_true(json_object_get(m, "background")) || !off)
-                continue;
-            active = offset_parse(off, strlen(off), &k, &at) == 0 && k == OFFSET_AT;
-            break;
-        }
-    }
+    const char *off = !rc && session_view_replying(&v) ? session_view_last_user(&v) : NULL;
+    offset_kind k;
+    active = off && offset_parse(off, strlen(off), &k, &at) == 0 && k == OFFSET_AT;
     session_view_free(&v);
     if (rc) {
         reply_fail(r, rc);

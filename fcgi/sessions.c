@@ -33,6 +33,7 @@ enum {
     E_CANCELLING = SSTORE_EREFUSED - 5,
     E_SKILL = SSTORE_EREFUSED - 6,      /* the skill cannot be used: message in the command */
     E_NOT_CHAT = SSTORE_EREFUSED - 7,   /* a workflow's session */
+    E_REPLACES = SSTORE_EREFUSED - 8,   /* no user message to replace there */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -53,6 +54,9 @@ static void fail(req_t *r, int rc)
     case E_BAD_RESPONSE: res_error(r, 400, "bad_response", "the response does not fit the input's kind"); break;
     case E_CANCELLING: res_error(r, 409, "cancel_requested", "the session is being cancelled"); break;
     case E_NOT_CHAT: res_error(r, 409, "not_a_chat", "a workflow's session has no reply to stop"); break;
+    case E_REPLACES:
+        res_error(r, 409, "nothing_to_replace", "replaces names no user message of the session");
+        break;
     default: reply_fail(r, rc);
     }
 }
@@ -368,6 +372,7 @@ typedef struct message_cmd {
     json_t *event_payload;      /* the event's, once decided (freed by the caller) */
     log_conn_t *conn;
     const json_t *skill;        /* {"name", "params"} or NULL */
+    const char *replaces;       /* the offset of the user message it replaces, "last", or NULL */
     char err[512];
 } message_cmd;
 
@@ -411,18 +416,21 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
     if (v->cancel_requested) return E_CANCELLING;
     int rc = m->skill ? use_skill(m, v) : 0;
     if (rc) return rc;
-    ev[0] = event_message_user(m->content, m->mode, m->skill_used);
+    const char *replaces = m->replaces && !strcmp(m->replaces, "last") ? session_view_last_user(v) : m->replaces;
+    if (m->replaces && (!replaces || !session_view_has_user_message(v, replaces))) return E_REPLACES;
+    ev[0] = event_message_user(m->content, m->mode, m->skill_used, replaces);
     json_decref(m->event_payload);
     m->event_payload = ev[0].payload;
     *n = 1;
     return 0;
 }
 
-/* Append the user message (content, mode, skill or NULL) to session id; *at gets
- * its offset. 0, or -1 after answering the refusal. */
-static int say(req_t *r, const char *id, json_t *content, const char *mode, const json_t *skill, offset_t *at)
+/* Append the user message (content, mode, skill or NULL, replaces or NULL) to
+ * session id; *at gets its offset. 0, or -1 after answering the refusal. */
+static int say(req_t *r, const char *id, json_t *content, const char *mode, const json_t *skill,
+               const char *replaces, offset_t *at)
 {
-    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, ""};
+    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, replaces, ""};
     session_trace tr;
     trace_of(r, &tr);
     int rc = sstore_command(r->log, id, &tr, decide_message, &m, at);
@@ -433,9 +441,26 @@ static int say(req_t *r, const char *id, json_t *content, const char *mode, cons
     return rc ? -1 : 0;
 }
 
-int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at)
+int sessions_say(req_t *r, const char *id, json_t *content, const char *replaces, offset_t *at)
 {
-    return say(r, id, content, "interrupt", NULL, at);
+    return say(r, id, content, "interrupt", NULL, replaces, at);
+}
+
+int sessions_replaces(req_t *r, const json_t *j, char out[OFFSET_LEN + 1])
+{
+    const char *s = json_string_value(j);
+    offset_kind k;
+    offset_t o;
+    if (s && !strcmp(s, "last")) {
+        snprintf(out, OFFSET_LEN + 1, "last");
+        return 0;
+    }
+    if (!s || offset_parse(s, json_string_length(j), &k, &o) || k != OFFSET_AT) {
+        res_error(r, 400, "bad_replaces", "replaces must be \"last\" or the offset of a user message of the session");
+        return -1;
+    }
+    offset_format(o, out);
+    return 0;
 }
 
 static void message(req_t *r, const char *id)
@@ -445,8 +470,10 @@ static void message(req_t *r, const char *id)
     json_t *content = json_object_get(body, "content");
     json_t *modej = json_object_get(body, "mode");
     json_t *skill = json_object_get(body, "skill");
+    json_t *replj = json_object_get(body, "replaces");
     const char *mode = modej ? json_string_value(modej) : "interrupt";
     json_t *empty = NULL;       /* a skill alone is a whole message */
+    char replaces[OFFSET_LEN + 1];
     offset_t at;
     if (skill && (!json_is_object(skill) || !json_is_string(json_object_get(skill, "name")))) {
         res_error(r, 400, "bad_skill", "skill must be {\"name\": ..., \"params\": {...}}");
@@ -462,7 +489,8 @@ static void message(req_t *r, const char *id)
         res_error(r, 400, "bad_mode", "mode must be interrupt, queue or background");
         goto out;
     }
-    if (!say(r, id, content, mode, skill, &at)) accepted(r, id, at);
+    if (replj && sessions_replaces(r, replj, replaces)) goto out;
+    if (!say(r, id, content, mode, skill, replj ? replaces : NULL, &at)) accepted(r, id, at);
 out:
     json_decref(empty);
     json_decref(body);

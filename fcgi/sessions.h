@@ -15,9 +15,14 @@
 int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *row);
 
 /* Post content (a string) to session id as a user message in interrupt mode, as
- * POST /v1/sessions/{id}/messages does; *at gets the message's offset. 0, or -1
- * after answering (404, 409, 5xx). */
-int sessions_say(req_t *r, const char *id, json_t *content, offset_t *at);
+ * POST /v1/sessions/{id}/messages does, replacing the user message at offset
+ * replaces ("last": the last one) and what answered it, unless NULL; *at gets the
+ * message's offset. 0, or -1 after answering (404, 409, 5xx). */
+int sessions_say(req_t *r, const char *id, json_t *content, const char *replaces, offset_t *at);
+
+/* A message's "replaces" (j): "last" or an offset, into out (the offset as the server
+ * writes it). 0, or -1 after answering 400 bad_replaces. */
+int sessions_replaces(req_t *r, const json_t *j, char out[OFFSET_LEN + 1]);
 
 /* The session id that path ("{id}" or "{id}/...") begins with, into id: what follows
  * it ("" or "/..."), or NULL after answering 404 (not an id). */

@@ -12,6 +12,7 @@
 //                                                   messages in FILE (JSON) resumes
 //                                                   (GET {api}/{id}/stream)
 //   node chat.mjs API CHAT_ID regenerate FILE       regenerate the last reply of FILE's chat
+//                                                   (AISDK_REGENERATE_ID: the reply with that id)
 //
 // AISDK_LAST_ONLY=1 sends only the new message (below). Prints {status, error,
 // resumed, messages} as JSON once the chat is done.
@@ -72,7 +73,8 @@ else if (command === "resume") {
     const before = chat.messages.length;
     await chat.resumeStream();
     resumed = chat.messages.length !== before || JSON.stringify(chat.messages) !== JSON.stringify(initial);
-} else if (command === "regenerate") await chat.regenerate();
+} else if (command === "regenerate")
+    await chat.regenerate(process.env.AISDK_REGENERATE_ID ? { messageId: process.env.AISDK_REGENERATE_ID } : {});
 else throw new Error(`unknown command ${command}`);
 
 console.log(JSON.stringify({ status: chat.status, error: chat.error?.message ?? null, resumed, messages: chat.messages }));

@@ -178,7 +178,7 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
     assert_status 204
 }
 
-@test "aisdk: regenerate asks again: the SDK's last reply is replaced, the session keeps both" {
+@test "aisdk: regenerate replaces the last reply: the model is asked afresh, the session keeps both, marked" {
     AGENT=$(rn_agent anthropic claude-test-model)
     id=$(ds_name chat)
     rn_script '{"text": "First answer.", "usage": {"input": 5, "output": 2}}'
@@ -187,7 +187,23 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
     rn_script '{"text": "Second answer.", "usage": {"input": 9, "output": 2}}'
     sdk "$id" regenerate "$T/kept.json" >"$T/b.json"
     check "$T/b.json" '.status == "ready" and ([.messages[].role] == ["user", "assistant"]) and (.messages[1] | text) == "Second answer."'
-    rn_holds "$id" '[.messages[] | .content] == ["Say something.", "First answer.", "Say something.", "Second answer."]'
+    rn_holds "$id" '[.messages[] | .content] == ["Say something.", "First answer.", "Say something.", "Second answer."]
+        and [.messages[] | .superseded == true] == [true, true, false, false]'
+    # The model was asked the question alone, not after its first answer.
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 2 and [.[1].body.messages[] | .role] == ["user"]'
+    # Regenerating by the reply's id (msg_<offset of its question>) replaces from there:
+    # an earlier reply of the chat is regenerated, what came after it goes too (the
+    # page holds the whole chat: both answers' pages joined).
+    rn_script '{"text": "Third answer.", "usage": {"input": 9, "output": 2}}'
+    sdk "$id" send "And more?" >"$T/c.json"
+    jq -s '.[0].messages + .[1].messages' "$T/b.json" "$T/c.json" >"$T/page.json"
+    rn_script '{"text": "Fourth answer.", "usage": {"input": 9, "output": 2}}'
+    AISDK_REGENERATE_ID=$(jq -r '.[1].id' "$T/page.json") sdk "$id" regenerate "$T/page.json" >"$T/d.json"
+    check "$T/d.json" '([.messages[].role] == ["user", "assistant"]) and (.messages[1] | text) == "Fourth answer."'
+    rn_holds "$id" '[.messages[] | select(.superseded | not) | .content] == ["Say something.", "Fourth answer."]'
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 4 and [.[3].body.messages[] | .role] == ["user"]'
 }
 
 @test "aisdk: the stop route stops the reply under way: the client's stream ends with it, the chat goes on" {

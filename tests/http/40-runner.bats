@@ -276,6 +276,38 @@ chat_over_sse() {
     [ "$(jq length "$T/ev2.json")" = "$(jq length "$T/ev.json")" ]
 }
 
+@test "replaces: a message that replaces an earlier one is answered without it and its reply, which stay marked" {
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script "$(quick_reply "One.")"
+    rn_say "$id" "Question?"
+    rn_wait "$id" '.status == "completed" and (.messages | length) == 2'
+    q1=$(jq -r '.messages[0].offset' "$DS_BODY")
+    say() { req POST "/v1/sessions/$id/messages" -H 'Content-Type: application/json' --data-binary "$1"; }
+    say '{"content": "x", "replaces": 7}'
+    assert_status 400
+    assert_json_error bad_replaces
+    say '{"content": "x", "replaces": "soon"}'
+    assert_status 400
+    assert_json_error bad_replaces
+    say '{"content": "x", "replaces": "0000000000000000_0000000000000000"}'
+    assert_status 409
+    assert_json_error nothing_to_replace
+    rn_script "$(quick_reply "Two.")"
+    say "$(jq -nc --arg q "$q1" '{content: "Question, again?", replaces: $q}')"
+    assert_status 202
+    rn_wait "$id" '.status == "completed" and (.messages | length) == 4'
+    check "$DS_BODY" '[.messages[] | [.content, (.superseded == true)]] == [["Question?", true], ["One.", true], ["Question, again?", false], ["Two.", false]]'
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 2 and [.[1].body.messages[] | .content | tostring] == ["Question, again?"]'
+    # "last": the last question, here the one just answered.
+    rn_script "$(quick_reply "Three.")"
+    say '{"content": "Once more?", "replaces": "last"}'
+    assert_status 202
+    rn_wait "$id" '.status == "completed" and (.messages | length) == 6'
+    check "$DS_BODY" '[.messages[] | select(.superseded | not) | .content] == ["Once more?", "Three."]'
+}
+
 @test "stop: during a slow reply the request is cut (stopped), the chat goes on and answers its next message" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")

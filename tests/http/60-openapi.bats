@@ -184,6 +184,7 @@ J=(-H 'Content-Type: application/json')
     x /v1/sessions POST /v1/sessions "${J[@]}" --data-binary "$(jq -nc --arg a "$agent" --arg id "$sid" '{agent: $a, id: $id}')"
     x '/v1/sessions/{id}/messages' POST "/v1/sessions/$sid/messages" "${J[@]}" --data-binary '{"content": "Hello"}'
     x '/v1/sessions/{id}/messages' POST "/v1/sessions/$sid/messages" "${J[@]}" --data-binary '{"content": ""}'
+    x '/v1/sessions/{id}/messages' POST "/v1/sessions/$sid/messages" "${J[@]}" --data-binary '{"content": "x", "replaces": "0000000000000000_0000000000000000"}'
     rn_wait "$sid" '.request == null and (.messages | length) >= 2'
     x '/v1/sessions/{id}/messages' POST "/v1/sessions/$sid/messages" "${J[@]}" \
         --data-binary '{"skill": {"name": "sum", "params": {"who": "kids"}}, "content": "text", "mode": "queue"}'
