@@ -22,8 +22,6 @@
 #include "router.h"
 #include "sessions.h"
 
-#define TEXT_MAX (1 << 20)      /* a user message, as POST /v1/sessions/{id}/messages */
-
 /* Serve the reply that answers the user message at `at` of row's session. */
 static void serve_reply(req_t *r, const sstore_row *row, offset_t at)
 {
@@ -50,7 +48,7 @@ static json_t *user_text(req_t *r, const json_t *last)
         return NULL;
     }
     buf_t text;
-    buf_init(&text, TEXT_MAX);
+    buf_init(&text, SESSIONS_CONTENT_MAX);
     json_array_foreach(parts, i, p) {
         const char *type = json_string_value(json_object_get(p, "type"));
         json_t *t = json_object_get(p, "text");
@@ -61,7 +59,7 @@ static json_t *user_text(req_t *r, const json_t *last)
         }
         if ((text.len && buf_puts(&text, "\n")) || buf_append(&text, json_string_value(t), json_string_length(t))) {
             buf_free(&text);
-            res_error(r, 400, "bad_content", "the user's message is over %d bytes", TEXT_MAX);
+            res_error(r, 400, "bad_content", "the user's message is over %d bytes", SESSIONS_CONTENT_MAX);
             return NULL;
         }
     }

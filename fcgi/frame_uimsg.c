@@ -42,13 +42,13 @@ static int simple(buf_t *out, const char *type)
     return chunk(out, json_pack("{s:s}", "type", type));
 }
 
-/* A part's chunk: {"type", "id"[, "delta"]}. */
-static int part(buf_t *out, const char *type, const char *kind, int n, const char *delta)
+/* A part's chunk: {"type", "id"[, "delta"]} (delta a JSON string, NULs and all). */
+static int part(buf_t *out, const char *type, const char *kind, int n, const json_t *delta)
 {
     char id[32];
     snprintf(id, sizeof id, "%s-%d", kind, n);
     json_t *o = json_pack("{s:s, s:s}", "type", type, "id", id);
-    if (o && delta) json_object_set_new(o, "delta", json_string(delta));
+    if (o && delta) json_object_set_new(o, "delta", json_is_string(delta) ? json_incref((json_t *)delta) : json_string(""));
     return chunk(out, o);
 }
 
@@ -98,7 +98,7 @@ static const char *finish_reason(const char *stop)
 }
 
 /* A text or reasoning delta: its part, begun if it is not open. */
-static int delta(frame_t *f, buf_t *out, int reasoning, const char *text)
+static int delta(frame_t *f, buf_t *out, int reasoning, const json_t *text)
 {
     int *open = reasoning ? &f->ui.reasoning : &f->ui.text;
     const char *kind = reasoning ? "reasoning" : "text";
@@ -109,7 +109,7 @@ static int delta(frame_t *f, buf_t *out, int reasoning, const char *text)
         rc |= part(out, reasoning ? "reasoning-start" : "text-start", kind, f->ui.part, NULL);
         *open = 1;
     }
-    return rc | part(out, reasoning ? "reasoning-delta" : "text-delta", kind, f->ui.part, text ? text : "");
+    return rc | part(out, reasoning ? "reasoning-delta" : "text-delta", kind, f->ui.part, text);
 }
 
 static int tool_result(buf_t *out, const json_t *p)
@@ -154,7 +154,7 @@ static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p
     }
     if (f->ui.phase != FRAME_UI_REPLY) return 0;    /* another reply's */
     if (!strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA))
-        return delta(f, out, !strcmp(type, EV_THINKING_DELTA), json_string_value(json_object_get(p, PK_TEXT)));
+        return delta(f, out, !strcmp(type, EV_THINKING_DELTA), json_object_get(p, PK_TEXT));
     if (!strcmp(type, EV_TOOL_CALLED)) {
         f->ui.tools = 1;
         json_t *args = json_object_get(p, PK_ARGUMENTS);
@@ -178,12 +178,13 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
 {
     (void)info;
     if (f->ui.phase == FRAME_UI_DONE) return 0;
-    json_t *ev = json_loadb(data, len, 0, NULL);
+    /* A model's text may hold NULs (\u0000): kept, as the events keep them. */
+    json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     const char *type = json_string_value(json_object_get(ev, "type"));
     const json_t *p = json_object_get(ev, "payload");
     int rc = 0;
     if (!type) {
-        rc = 0;     /* not an envelope: nothing of a reply */
+        /* not an envelope: nothing of a reply */
     } else if (f->ui.phase == FRAME_UI_MESSAGE) {
         char id[OFFSET_LEN + 8];
         char off[OFFSET_LEN + 1];

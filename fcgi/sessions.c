@@ -22,7 +22,6 @@
 #include "sessions.h"
 #include "stream.h"
 
-#define CONTENT_MAX (1 << 20)   /* a user message */
 #define LIST_MAX 100
 
 enum {
@@ -393,13 +392,13 @@ static int use_skill(message_cmd *m, const session_view *v)
         return E_SKILL;
     }
     buf_t out;
-    buf_init(&out, CONTENT_MAX);
+    buf_init(&out, SESSIONS_CONTENT_MAX);
     rc = agent_render_skill(doc, name ? name : "", json_object_get(m->skill, "params"), &out, m->err,
                             sizeof m->err);
     json_decref(doc);
     size_t clen = json_string_length(m->content);
     if (!rc && clen) rc = buf_puts(&out, "\n\n") || buf_append(&out, json_string_value(m->content), clen);
-    if (rc && !m->err[0]) snprintf(m->err, sizeof m->err, "the message is over %d bytes", CONTENT_MAX);
+    if (rc && !m->err[0]) snprintf(m->err, sizeof m->err, "the message is over %d bytes", SESSIONS_CONTENT_MAX);
     if (!rc) {
         json_decref(m->content);
         m->content = json_stringn(out.p ? out.p : "", out.len);
@@ -481,8 +480,8 @@ static void message(req_t *r, const char *id)
     }
     if (skill && !content) content = empty = json_string("");
     if (!json_is_string(content) || (json_string_length(content) == 0 && !skill) ||
-        json_string_length(content) > CONTENT_MAX) {
-        res_error(r, 400, "bad_content", "content must be a non-empty string of at most %d bytes", CONTENT_MAX);
+        json_string_length(content) > SESSIONS_CONTENT_MAX) {
+        res_error(r, 400, "bad_content", "content must be a non-empty string of at most %d bytes", SESSIONS_CONTENT_MAX);
         goto out;
     }
     if (!mode || (strcmp(mode, "interrupt") && strcmp(mode, "queue") && strcmp(mode, "background"))) {

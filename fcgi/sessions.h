@@ -8,6 +8,8 @@
 #include "../lib/sstore.h"
 #include "req.h"
 
+#define SESSIONS_CONTENT_MAX (1 << 20)  /* bytes of a user message */
+
 /* The chat session id of agent: *row gets it, created (as POST /v1/sessions
  * {"id", "agent"} does) when there is none. The caller has checked that the token
  * may write id. 0, or -1 after answering (422 unknown_agent, 409 chat_agent_mismatch

@@ -94,6 +94,16 @@ check() {
     rn_holds "$id-f" '(.messages | length) == 8'
 }
 
+@test "aisdk: model text holding NULs (\\u0000) reaches the SDK whole" {
+    AGENT=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name chat)
+    text=$(jq -nr '"\u0000lead, mid\u0000dle\u0000\u0000, end\u0000" | @json')
+    rn_script "$(jq -nc --argjson t "$text" '{text: $t, chunkSize: 3, thinking: $t, usage: {input: 20, output: 5}}')"
+    sdk "$id" send "Zero bytes?" >"$T/nul.json"
+    check "$T/nul.json" '.status == "ready" and (.messages[1] | text) == $t and
+        ([.messages[1].parts[] | select(.type == "reasoning") | .text] == [$t])' --argjson t "$text"
+}
+
 @test "aisdk: tool calls stream as tool input and output parts, then the next turn's text" {
     AGENT=$(ds_name agent)
     req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$AGENT" '{name: $n,
