@@ -3,9 +3,11 @@
 # the real `ai` package from npm (tests/aisdk: its AbstractChat, the class useChat
 # wraps, with DefaultChatTransport), through nginx, the pool and the runner, with the
 # mock provider (tests/mock-provider) standing in for Anthropic. A round trip with
-# text, a tool call, a reload mid-reply that resumes and shows each word once (the
-# client's abort did not stop the reply), regenerate, a stop; the route's errors
-# and scopes with curl. Waits are polls with deadlines.
+# text (and a fork), text holding NULs, tool calls (an MCP server's and an unbound
+# one), reasoning and a retried attempt, a reply longer than DSTREAM_SSE_MAX_MS, a
+# reload mid-reply that resumes and shows each word once (the client's abort did not
+# stop the reply), regenerate, a stop after which the chat goes on; the route's
+# errors and scopes with curl. Waits are polls with deadlines.
 
 load runner-helpers
 
