@@ -881,6 +881,7 @@ static void test_touch(void)
         int rc = log_touch(conn, &rr.info);
         CHECK(rc == 0 || rc == 1);
         touched += rc == 1;
+        got_free(&g);
     }
     log_stats(lg, &g1, &o1);
     CHECK_EQ_INT(touched, 0);
@@ -897,6 +898,7 @@ static void test_touch(void)
         log_read_req rr;
         CHECK_EQ_INT(read_all(p, &g, &rr), 0);
         CHECK_EQ_INT(log_touch(conn, &rr.info), 1);
+        got_free(&g);
     }
     log_stats(lg, &g1, &o1);
     CHECK_EQ_UINT(g1 - g0, N);
@@ -998,6 +1000,7 @@ static void test_sweep_batches(void)
     got g = {0};
     CHECK_EQ_INT(read_all("/sweep/live", &g, NULL), 0);
     CHECK_EQ_UINT(g.n, 1);
+    got_free(&g);
 }
 
 /* ---- misc ------------------------------------------------------------------------------ */
