@@ -203,21 +203,33 @@ int main(int argc, char **argv)
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
     R.step_call_done = steps_tool_done;     /* tools.c reports a step's call here */
 
+    /* From here a refusal goes out through out, which frees what was made (as a
+     * normal stop does), so that nothing is left behind by an exit status 1 or 2. */
+    int status = 0;
+    wake_t *wake = NULL;
+    wake_waiter_t *waiter = NULL;
+    deliver_t *deliver = NULL;
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
         diag("error", "%s", err);
-        return 1;
+        status = 1;
+        goto out;
     }
-    wake_t *wake = wake_start(R.log, NULL, err, sizeof err);
-    wake_waiter_t *waiter = wake ? wake_waiter_new(wake) : NULL;
+    wake = wake_start(R.log, NULL, err, sizeof err);
+    waiter = wake ? wake_waiter_new(wake) : NULL;
     if (!waiter) {
         diag("error", "commit watcher: %s", err);
-        return 1;
+        status = 1;
+        goto out;
     }
     wake_watch_any(waiter);
     log_cursor rev = LOG_CURSOR_START;
     log_changes(R.conn, &rev, on_change, &R);
 
-    if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) return 1;
+    if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) {
+        diag("error", "pipe: %s", strerror(errno));
+        status = 1;
+        goto out;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -227,10 +239,11 @@ int main(int argc, char **argv)
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     R.multi = curl_multi_init();
-    deliver_t *deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
+    deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
     if (!deliver) {
         diag("error", "%s", err);
-        return 2;
+        status = 2;
+        goto out;
     }
     int64_t watchdog_us = env_num("WATCHDOG_USEC", 0, 0, LLONG_MAX), next_watchdog = 0;
     diag("info", "started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
@@ -335,17 +348,21 @@ int main(int argc, char **argv)
     sd_notify_msg("STOPPING=1");
     runner_shutdown(&R);
     while (R.sessions) runner_forget(&R, R.sessions);
+out:
     rmcp_free(R.mcp);
     json_decref(R.mcp_config);
     deliver_free(deliver);
-    curl_multi_cleanup(R.multi);
-    curl_global_cleanup();
+    if (R.multi) {
+        curl_multi_cleanup(R.multi);
+        curl_global_cleanup();
+    }
     wake_waiter_free(waiter);
     wake_stop(wake);
     log_conn_close(R.conn);
     log_close(R.log);
     json_decref(R.pricing);
     provcfg_free(R.providers);
+    if (status) return status;
     diag("info", "stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
                  (unsigned long long)R.dropped);
     return 0;
