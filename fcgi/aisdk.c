@@ -40,33 +40,13 @@ static void serve_reply(req_t *r, const sstore_row *row, offset_t at)
  * NULL after answering 400. */
 static json_t *user_text(req_t *r, const json_t *last)
 {
-    json_t *p, *parts = json_object_get(last, "parts");
+    json_t *parts = json_object_get(last, "parts");
     const char *role = json_string_value(json_object_get(last, "role"));
-    size_t i;
     if (!json_is_object(last) || !role || strcmp(role, "user") || !json_is_array(parts)) {
         res_error(r, 400, "bad_messages", "the message posted (the last of messages) must be the user's: {\"role\": \"user\", \"parts\": [...]}");
         return NULL;
     }
-    buf_t text;
-    buf_init(&text, SESSIONS_CONTENT_MAX);
-    json_array_foreach(parts, i, p) {
-        const char *type = json_string_value(json_object_get(p, "type"));
-        json_t *t = json_object_get(p, "text");
-        if (!type || strcmp(type, "text") || !json_is_string(t)) {
-            buf_free(&text);
-            res_error(r, 400, "unsupported_part", "parts[%zu] of the user's message: only text parts are supported", i);
-            return NULL;
-        }
-        if ((text.len && buf_puts(&text, "\n")) || buf_append(&text, json_string_value(t), json_string_length(t))) {
-            buf_free(&text);
-            res_error(r, 400, "bad_content", "the user's message is over %d bytes", SESSIONS_CONTENT_MAX);
-            return NULL;
-        }
-    }
-    json_t *s = text.len ? json_stringn(text.p, text.len) : NULL;
-    buf_free(&text);
-    if (!s) res_error(r, 400, "bad_content", "the user's message has no text");
-    return s;
+    return sessions_text_parts(r, parts, "parts");
 }
 
 static void send_message(req_t *r, const char *agent)
@@ -109,7 +89,7 @@ static void send_message(req_t *r, const char *agent)
     else
         snprintf(replaces, sizeof replaces, "last");
     if (!(content = user_text(r, last)) ||
-        sessions_open_chat(r, id, agent, &row) || sessions_say(r, id, content, regen ? replaces : NULL, &at))
+        sessions_open_chat(r, id, agent, &row) || sessions_say(r, id, content, regen ? replaces : NULL, 0, &at))
         goto out;
     serve_reply(r, &row, at);
 out:

@@ -33,6 +33,7 @@ enum {
     E_SKILL = SSTORE_EREFUSED - 6,      /* the skill cannot be used: message in the command */
     E_NOT_CHAT = SSTORE_EREFUSED - 7,   /* a workflow's session */
     E_REPLACES = SSTORE_EREFUSED - 8,   /* no user message to replace there */
+    E_BUSY = SSTORE_EREFUSED - 9,       /* a reply is under way (sessions_say's refuse_busy) */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -56,6 +57,7 @@ static void fail(req_t *r, int rc)
     case E_REPLACES:
         res_error(r, 409, "nothing_to_replace", "replaces names no user message of the session");
         break;
+    case E_BUSY: res_error(r, 409, "busy", "a reply is under way"); break;
     default: reply_fail(r, rc);
     }
 }
@@ -71,10 +73,7 @@ static void accepted(req_t *r, const char *id, offset_t at)
 
 /* ---- create, list ------------------------------------------------------------------------ */
 
-/* The id of a new session: the one asked for, or a fresh one (under the token's
- * prefix when its sessions:write scope has one). -1 after answering 403 when the
- * token may not create it. */
-static int new_id(req_t *r, const json_t *idj, char *id, size_t cap)
+int sessions_new_id(req_t *r, const json_t *idj, char *id, size_t cap)
 {
     if (idj) {
         snprintf(id, cap, "%s", json_string_value(idj));
@@ -113,15 +112,31 @@ static int insert(req_t *r, const char *id, const char *agent, const char *name,
     return rc;
 }
 
+int sessions_create(req_t *r, const char *id, int is_agent, const char *name, const json_t *input, const json_t *rec)
+{
+    int rc, version = 0;
+    json_t *doc = is_agent ? defs_agent_get(r->log, name, &rc) : defs_workflow_get(r->log, name, 0, &version, &rc);
+    if (!doc) {
+        if (rc == LOG_ENOTFOUND) res_error(r, 422, is_agent ? "unknown_agent" : "unknown_workflow", "no %s named %s", is_agent ? "agent" : "workflow", name);
+        else reply_fail(r, rc);
+        return -1;
+    }
+    rc = insert(r, id, is_agent ? name : NULL, name, version, doc, input, rec);
+    json_decref(doc);
+    if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
+    else if (rc) reply_fail(r, rc);
+    return rc ? -1 : 0;
+}
+
 static void create(req_t *r)
 {
     json_t *body = req_json_object(r);
     if (!body) return;
     json_t *agent = json_object_get(body, "agent"), *wf = json_object_get(body, "workflow");
-    json_t *input = json_object_get(body, "input"), *doc = NULL, *rec = NULL;
+    json_t *input = json_object_get(body, "input"), *rec = NULL;
     json_t *idj = json_object_get(body, "id");
     char id[SSTORE_ID_MAX];
-    int rc, version = 0;
+    int rc;
     if ((agent != NULL) == (wf != NULL) || (agent && !json_is_string(agent)) || (wf && !json_is_string(wf))) {
         res_error(r, 400, "bad_session", "give exactly one of \"agent\" or \"workflow\" (a name)");
         goto out;
@@ -131,20 +146,8 @@ static void create(req_t *r)
         goto out;
     }
     if (recording_setting(r, body, &rec)) goto out;
-    if (new_id(r, idj, id, sizeof id)) goto out;
-    const char *name = json_string_value(agent ? agent : wf);
-    if (agent) doc = defs_agent_get(r->log, name, &rc);
-    else doc = defs_workflow_get(r->log, name, 0, &version, &rc);
-    if (!doc) {
-        if (rc == LOG_ENOTFOUND) res_error(r, 422, agent ? "unknown_agent" : "unknown_workflow", "no %s named %s", agent ? "agent" : "workflow", name);
-        else reply_fail(r, rc);
-        goto out;
-    }
-    if ((rc = insert(r, id, agent ? name : NULL, name, version, doc, input, rec))) {
-        if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
-        else reply_fail(r, rc);
-        goto out;
-    }
+    if (sessions_new_id(r, idj, id, sizeof id)) goto out;
+    if (sessions_create(r, id, agent != NULL, json_string_value(agent ? agent : wf), input, rec)) goto out;
     sstore_row row;
     session_view v;
     offset_t pos = {0, 0};
@@ -161,7 +164,6 @@ static void create(req_t *r)
     session_view_free(&v);
 out:
     json_decref(rec);
-    json_decref(doc);
     json_decref(body);
 }
 
@@ -373,6 +375,7 @@ typedef struct message_cmd {
     const json_t *skill;        /* {"name", "params"} or NULL */
     const char *replaces;       /* the offset of the user message it replaces, "last", or NULL */
     char err[512];
+    int refuse_busy;            /* refused (E_BUSY) while a reply is under way or due */
 } message_cmd;
 
 /* A message that invokes a skill of the session's agent: the rendered skill goes
@@ -413,6 +416,7 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
     message_cmd *m = ud;
     if (session_view_finished(v)) return E_FINISHED;
     if (v->cancel_requested) return E_CANCELLING;
+    if (m->refuse_busy && session_view_replying(v)) return E_BUSY;
     int rc = m->skill ? use_skill(m, v) : 0;
     if (rc) return rc;
     const char *replaces = m->replaces && !strcmp(m->replaces, "last") ? session_view_last_user(v) : m->replaces;
@@ -425,11 +429,12 @@ static int decide_message(void *ud, const session_view *v, sstore_event *ev, siz
 }
 
 /* Append the user message (content, mode, skill or NULL, replaces or NULL) to
- * session id; *at gets its offset. 0, or -1 after answering the refusal. */
+ * session id, refused while a reply is under way when refuse_busy; *at gets its
+ * offset. 0, or -1 after answering the refusal. */
 static int say(req_t *r, const char *id, json_t *content, const char *mode, const json_t *skill,
-               const char *replaces, offset_t *at)
+               const char *replaces, int refuse_busy, offset_t *at)
 {
-    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, replaces, ""};
+    message_cmd m = {json_incref(content), mode, NULL, NULL, r->log, skill, replaces, "", refuse_busy};
     session_trace tr;
     trace_of(r, &tr);
     int rc = sstore_command(r->log, id, &tr, decide_message, &m, at);
@@ -440,9 +445,35 @@ static int say(req_t *r, const char *id, json_t *content, const char *mode, cons
     return rc ? -1 : 0;
 }
 
-int sessions_say(req_t *r, const char *id, json_t *content, const char *replaces, offset_t *at)
+json_t *sessions_text_parts(req_t *r, const json_t *parts, const char *name)
 {
-    return say(r, id, content, "interrupt", NULL, replaces, at);
+    json_t *p;
+    size_t i;
+    buf_t text;
+    buf_init(&text, SESSIONS_CONTENT_MAX);
+    json_array_foreach(parts, i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        json_t *t = json_object_get(p, "text");
+        if (!type || strcmp(type, "text") || !json_is_string(t)) {
+            buf_free(&text);
+            res_error(r, 400, "unsupported_part", "%s[%zu] of the user's message: only text parts are supported", name, i);
+            return NULL;
+        }
+        if ((text.len && buf_puts(&text, "\n")) || buf_append(&text, json_string_value(t), json_string_length(t))) {
+            buf_free(&text);
+            res_error(r, 400, "bad_content", "the user's message is over %d bytes", SESSIONS_CONTENT_MAX);
+            return NULL;
+        }
+    }
+    json_t *s = text.len ? json_stringn(text.p, text.len) : NULL;
+    buf_free(&text);
+    if (!s) res_error(r, 400, "bad_content", "the user's message has no text");
+    return s;
+}
+
+int sessions_say(req_t *r, const char *id, json_t *content, const char *replaces, int refuse_busy, offset_t *at)
+{
+    return say(r, id, content, "interrupt", NULL, replaces, refuse_busy, at);
 }
 
 int sessions_replaces(req_t *r, const json_t *j, char out[OFFSET_LEN + 1])
@@ -489,7 +520,7 @@ static void message(req_t *r, const char *id)
         goto out;
     }
     if (replj && sessions_replaces(r, replj, replaces)) goto out;
-    if (!say(r, id, content, mode, skill, replj ? replaces : NULL, &at)) accepted(r, id, at);
+    if (!say(r, id, content, mode, skill, replj ? replaces : NULL, 0, &at)) accepted(r, id, at);
 out:
     json_decref(empty);
     json_decref(body);
@@ -507,6 +538,8 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
     input_cmd *c = ud;
     if (session_view_finished(v)) return E_FINISHED;
     if (v->cancel_requested) return E_CANCELLING;
+    if (!c->interaction) c->interaction = json_string_value(json_object_get(v->pending, PK_INTERACTION_ID));
+    if (!c->interaction) return E_NOT_REQUESTED;
     const char *off;
     switch (checkpoint_decide(v, c->workflow, c->interaction, c->response, &off)) {
     case CHECKPOINT_ANSWERED: return E_ANSWERED;
@@ -523,33 +556,37 @@ static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_
     return 0;
 }
 
+int sessions_answer(req_t *r, const char *id, const char *interaction, json_t *response, offset_t *at)
+{
+    json_t *doc = NULL;
+    sstore_row row;
+    int rc, got;
+    if ((rc = sstore_get(r->log, id, &row))) {
+        fail(r, rc);
+        return -1;
+    }
+    if (row.workflow[0]) doc = defs_workflow_get(r->log, row.workflow, row.wf_version, &got, &rc);
+    input_cmd c = {interaction, response, doc, NULL};
+    session_trace tr;
+    trace_of(r, &tr);
+    rc = sstore_command(r->log, id, &tr, decide_input, &c, at);
+    json_decref(c.payload);
+    json_decref(doc);
+    if (rc) fail(r, rc);
+    return rc ? -1 : 0;
+}
+
 static void input(req_t *r, const char *id)
 {
-    json_t *body = req_json_object(r), *doc = NULL;
+    json_t *body = req_json_object(r);
     if (!body) return;
     json_t *iid = json_object_get(body, "interactionId");
     json_t *resp = json_object_get(body, "response");
-    sstore_row row;
     offset_t at;
-    int rc, got;
-    if (!json_is_string(iid) || json_string_length(iid) == 0 || json_string_length(iid) > 128 || !resp) {
+    if (!json_is_string(iid) || json_string_length(iid) == 0 || json_string_length(iid) > 128 || !resp)
         res_error(r, 400, "bad_input", "give interactionId (a string) and response");
-        goto out;
-    }
-    if ((rc = sstore_get(r->log, id, &row))) {
-        fail(r, rc);
-        goto out;
-    }
-    if (row.workflow[0]) doc = defs_workflow_get(r->log, row.workflow, row.wf_version, &got, &rc);
-    input_cmd c = {json_string_value(iid), resp, doc, NULL};
-    session_trace tr;
-    trace_of(r, &tr);
-    rc = sstore_command(r->log, id, &tr, decide_input, &c, &at);
-    json_decref(c.payload);
-    if (rc) fail(r, rc);
-    else accepted(r, id, at);
-out:
-    json_decref(doc);
+    else if (!sessions_answer(r, id, json_string_value(iid), resp, &at))
+        accepted(r, id, at);
     json_decref(body);
 }
 
@@ -595,7 +632,7 @@ void sessions_stop(req_t *r, const char *id)
     else accepted(r, id, at);
 }
 
-static void cancel(req_t *r, const char *id)
+void sessions_cancel(req_t *r, const char *id)
 {
     session_trace tr;
     offset_t at;
@@ -605,54 +642,60 @@ static void cancel(req_t *r, const char *id)
     else accepted(r, id, at);
 }
 
+int sessions_fork(req_t *r, const char *id, const json_t *idj, int has_at, offset_t at, const json_t *rec,
+                  char nid[SSTORE_ID_MAX])
+{
+    sstore_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.has_at = has_at;
+    cr.at = at;
+    if (sessions_new_id(r, idj, nid, SSTORE_ID_MAX)) return -1;
+    session_trace tr;
+    trace_of(r, &tr);
+    cr.id = nid;
+    cr.forked_recording = (json_t *)rec;
+    cr.parent = id;
+    cr.trace = &tr;
+    int rc = sstore_create(r->log, &cr);
+    if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "at is beyond the session's last event");
+    else if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", nid);
+    else if (rc) fail(r, rc);
+    return rc ? -1 : 0;
+}
+
 static void fork_session(req_t *r, const char *id)
 {
     json_t *body = req_json_object(r);
     if (!body) return;
     json_t *atj = json_object_get(body, "at"), *idj = json_object_get(body, "id"), *rec = NULL;
     char nid[SSTORE_ID_MAX];
-    sstore_create_req cr;
-    memset(&cr, 0, sizeof cr);
+    offset_t at = {0, 0};
     int rc;
     if (atj) {
         if (!json_is_string(atj)) {
             res_error(r, 400, "bad_offset", "at must be an offset string");
             goto out;
         }
-        if (parse_at(r, json_string_value(atj), (int)json_string_length(atj), &cr.at)) goto out;
-        cr.has_at = 1;
+        if (parse_at(r, json_string_value(atj), (int)json_string_length(atj), &at)) goto out;
     }
     if (idj && (!json_is_string(idj) || !sstore_valid_id(json_string_value(idj)))) {
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
-    if (recording_setting(r, body, &rec)) goto out;
-    if (new_id(r, idj, nid, sizeof nid)) goto out;
-    session_trace tr;
-    trace_of(r, &tr);
-    cr.id = nid;
-    cr.forked_recording = rec;
-    cr.parent = id;
-    cr.trace = &tr;
-    rc = sstore_create(r->log, &cr);
-    if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "at is beyond the session's last event");
-    else if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", nid);
-    else if (rc) fail(r, rc);
+    if (recording_setting(r, body, &rec) || sessions_fork(r, id, idj, atj != NULL, at, rec, nid)) goto out;
+    sstore_row row;
+    session_view v;
+    offset_t pos = {0, 0};
+    session_view_init(&v);
+    if ((rc = sstore_get(r->log, nid, &row)) || (rc = sstore_view(r->log, nid, 0, pos, &v, &pos)))
+        reply_fail(r, rc);
     else {
-        sstore_row row;
-        session_view v;
-        offset_t pos = {0, 0};
-        session_view_init(&v);
-        if ((rc = sstore_get(r->log, nid, &row)) || (rc = sstore_view(r->log, nid, 0, pos, &v, &pos)))
-            reply_fail(r, rc);
-        else {
-            res_headerf(r, "Location", "/v1/sessions/%s", nid);
-            json_t *j = sstore_session_json(&row, &v, pos);
-            res_json(r, 201, j);
-            json_decref(j);
-        }
-        session_view_free(&v);
+        res_headerf(r, "Location", "/v1/sessions/%s", nid);
+        json_t *j = sstore_session_json(&row, &v, pos);
+        res_json(r, 201, j);
+        json_decref(j);
     }
+    session_view_free(&v);
 out:
     json_decref(rec);
     json_decref(body);
@@ -693,7 +736,7 @@ void sessions_handle(req_t *r, const char *rest)
         const char *sub, *method;
         void (*fn)(req_t *, const char *);
     } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
-                  {"cancel", "POST", cancel},    {"stop", "POST", sessions_stop},
+                  {"cancel", "POST", sessions_cancel},    {"stop", "POST", sessions_stop},
                   {"fork", "POST", fork_session}, {"events", "GET", events},
                   {"drift", "GET", recording_drift}};
     if (!*sub) {
