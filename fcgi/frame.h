@@ -13,6 +13,8 @@
  *                     by its type, with the offset after it as its id
  *   frame_uimsg.c     one chat reply as the AI SDK's UI message stream (docs/clients.md),
  *                     from its user message to its end
+ *   frame_lgraph.c    one run as the LangGraph SDK's stream (metadata, values, messages,
+ *                     end); frame_lgraph_wait its end state as one JSON answer
  *
  * The framer also decides how each message joins the batch while the log is read
  * (elements of a JSON array, session envelopes given their offset, typed events), so
@@ -46,11 +48,22 @@ typedef struct frame {
         int tools;              /* the request of the step asked for tools */
         int part;               /* parts begun (their ids) */
     } ui;
+    /* frame_lgraph (ui.phase and ui.tools as frame_uimsg's): what the run streams and
+     * where it began and ended (the positions its values are read at). */
+    struct frame_lg {
+        uint64_t modes;         /* FRAME_LG_*: the stream modes asked for */
+        uint64_t start_seq, start_pos;  /* after the run's first event */
+        uint64_t end_seq, end_pos;      /* after its last */
+    } lg;
 } frame_t;
 
+/* frame_lgraph's stream modes. */
+enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2 };
+
 /* Where frame_uimsg's reply is: at its user message, waiting for its first
- * request, under way, over (the response ends). */
-enum { FRAME_UI_MESSAGE, FRAME_UI_WAITING, FRAME_UI_REPLY, FRAME_UI_DONE };
+ * request, under way, over (the response ends); frame_lgraph's run may also be a
+ * workflow's under way. */
+enum { FRAME_UI_MESSAGE, FRAME_UI_WAITING, FRAME_UI_REPLY, FRAME_UI_DONE, FRAME_UI_WORKFLOW };
 
 struct framer {
     const char *name;
@@ -78,7 +91,8 @@ struct framer {
     void (*end)(frame_t *f, req_t *r, const log_read_req *rr);
 };
 
-extern const framer frame_catchup, frame_longpoll, frame_sse, frame_events, frame_uimsg;
+extern const framer frame_catchup, frame_longpoll, frame_sse, frame_events, frame_uimsg, frame_lgraph,
+    frame_lgraph_wait;
 
 /* Set f up for framer fr (envelopes: a session's events). */
 void frame_init(frame_t *f, const framer *fr, int envelopes);

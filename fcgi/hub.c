@@ -349,7 +349,7 @@ static int same_position(const hconn *a, const hconn *b)
 {
     return a->f.fr == b->f.fr && a->f.envelopes == b->f.envelopes && a->f.text == b->f.text &&
            a->f.started == b->f.started && a->f.sent == b->f.sent && a->kind == b->kind &&
-           memcmp(&a->f.ui, &b->f.ui, sizeof a->f.ui) == 0 &&
+           memcmp(&a->f.ui, &b->f.ui, sizeof a->f.ui) == 0 && memcmp(&a->f.lg, &b->f.lg, sizeof a->f.lg) == 0 &&
            a->from.seq == b->from.seq && a->from.pos == b->from.pos &&
            strcmp(a->query, b->query) == 0 && a->headlen == b->headlen &&
            (!a->headlen || memcmp(a->head, b->head, a->headlen) == 0);

@@ -11,6 +11,7 @@
 #define STREAM_PREFIX "/v1/stream/"
 #define DS_PREFIX STREAM_PREFIX "__ds"
 #define AISDK_PREFIX "/v1/aisdk/chat/"
+#define LANGGRAPH_PREFIX "/v1/langgraph/"
 
 /* Every route served, and nothing else: route() answers 404 for a path no template
  * matches and 405 for a method its route does not list, before any resource sees
@@ -52,6 +53,22 @@ const router_route router_routes[] = {
     {"/v1/aisdk/chat/{agent}", "POST"},
     {"/v1/aisdk/chat/{agent}/{id}/stream", "GET"},
     {"/v1/aisdk/chat/{agent}/{id}/stop", "POST"},
+    {"/v1/langgraph/assistants/search", "POST"},
+    {"/v1/langgraph/assistants/{id}", "GET"},
+    {"/v1/langgraph/threads", "POST"},
+    {"/v1/langgraph/threads/search", "POST"},
+    {"/v1/langgraph/threads/{id}", "GET, DELETE"},
+    {"/v1/langgraph/threads/{id}/state", "GET"},
+    {"/v1/langgraph/threads/{id}/state/{checkpoint}", "GET"},
+    {"/v1/langgraph/threads/{id}/history", "POST"},
+    {"/v1/langgraph/threads/{id}/copy", "POST"},
+    {"/v1/langgraph/threads/{id}/runs", "POST"},
+    {"/v1/langgraph/threads/{id}/runs/stream", "POST"},
+    {"/v1/langgraph/threads/{id}/runs/wait", "POST"},
+    {"/v1/langgraph/threads/{id}/runs/{run}", "GET"},
+    {"/v1/langgraph/threads/{id}/runs/{run}/join", "GET"},
+    {"/v1/langgraph/threads/{id}/runs/{run}/stream", "GET"},
+    {"/v1/langgraph/threads/{id}/runs/{run}/cancel", "POST"},
 };
 const size_t router_nroutes = sizeof router_routes / sizeof router_routes[0];
 
@@ -200,6 +217,34 @@ static int authorize(req_t *r, const char *path)
         id[n] = '\0';
         return req_allow(r, get ? "sessions:read" : "sessions:write", id);
     }
+    /* The LangGraph SDK's assistants are the agents and workflows (read as those are);
+     * its threads are sessions: a new one needs sessions:write (the resource checks
+     * its id), a search sessions:read (it lists what the token may read); a thread's
+     * state, history, runs read and a copy's source need sessions:read on its id, a
+     * run, a cancel and a delete sessions:write. */
+    if (!strncmp(path, LANGGRAPH_PREFIX, sizeof LANGGRAPH_PREFIX - 1)) {
+        const char *rest = path + sizeof LANGGRAPH_PREFIX - 1;
+        if (!strncmp(rest, "assistants/", 11)) {
+            if (access_allows(r, "admin", NULL) ||
+                (r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write"))))
+                return 1;
+            return req_allow(r, "admin", NULL);
+        }
+        if (!strncmp(rest, "threads/", 8)) rest += 8;
+        else rest = "";
+        size_t n = strcspn(rest, "/");
+        if (n == 0 || !strcmp(rest, "search")) {
+            const char *kind = *rest ? "sessions:read" : "sessions:write";
+            if (r->auth && auth_has_kind(r->auth, kind)) return 1;
+            return req_allow(r, kind, NULL);
+        }
+        if (n >= sizeof id) n = sizeof id - 1;
+        memcpy(id, rest, n);
+        id[n] = '\0';
+        const char *sub = rest[n] ? rest + n + 1 : "";
+        int read = get || !strcmp(sub, "history") || !strcmp(sub, "copy");
+        return req_allow(r, read ? "sessions:read" : "sessions:write", id);
+    }
     /* Anything else (404s included) is for token holders only. */
     if (!r->auth && !r->cfg->auth_off) return req_allow(r, "admin", NULL);
     return 1;
@@ -244,7 +289,8 @@ void route(req_t *r)
                 {"/v1/sessions", sessions_handle},
                 {"/v1/recordings", recordings_handle},
                 {"/v1/mcp/servers", mcp_servers_handle},
-                {"/v1/aisdk/chat", aisdk_handle}};
+                {"/v1/aisdk/chat", aisdk_handle},
+                {"/v1/langgraph", langgraph_handle}};
     for (size_t i = 0; i < sizeof coll / sizeof coll[0]; i++) {
         size_t n = strlen(coll[i].prefix);
         if (strncmp(r->path, coll[i].prefix, n) != 0) continue;

@@ -35,6 +35,7 @@ void sessions_handle(req_t *r, const char *rest);  /* /v1/sessions[/{id}[/...]] 
 void subs_handle(req_t *r, const char *path);      /* /v1/stream/__ds/... (path from "__ds") */
 void mcp_servers_handle(req_t *r, const char *name); /* /v1/mcp/servers[/{name}] */
 void aisdk_handle(req_t *r, const char *rest);     /* /v1/aisdk/chat/{agent}[/{id}/...] (docs/clients.md) */
+void langgraph_handle(req_t *r, const char *rest); /* /v1/langgraph/... (docs/clients.md) */
 /* 1 if the request is a subscription callback, ack or release (its wake token is its credential). */
 int subs_token_route(const char *method, const char *path);
 

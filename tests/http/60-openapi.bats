@@ -232,6 +232,46 @@ J=(-H 'Content-Type: application/json')
     x '/v1/aisdk/chat/{agent}/{id}/stop' POST "/v1/aisdk/chat/$agent/$chat/stop"
     x '/v1/aisdk/chat/{agent}/{id}/stop' POST "/v1/aisdk/chat/$agent/no-such-session/stop"
 
+    # the LangGraph SDK's routes (docs/clients.md): assistants, a thread and its runs,
+    # its state and history, a copy, mistakes, a workflow's interrupt answered
+    local th run ck lw
+    th=$(ds_name oa-th)
+    x /v1/langgraph/assistants/search POST /v1/langgraph/assistants/search "${J[@]}" --data-binary '{"limit": 100}'
+    x /v1/langgraph/assistants/search POST /v1/langgraph/assistants/search "${J[@]}" --data-binary '{"limit": 0}'
+    x '/v1/langgraph/assistants/{id}' GET "/v1/langgraph/assistants/$agent"
+    x '/v1/langgraph/assistants/{id}' GET /v1/langgraph/assistants/no-such-assistant
+    x /v1/langgraph/threads POST /v1/langgraph/threads "${J[@]}" --data-binary "$(jq -nc --arg id "$th" --arg a "$agent" '{thread_id: $id, metadata: {graph_id: $a}}')"
+    x /v1/langgraph/threads POST /v1/langgraph/threads "${J[@]}" --data-binary "$(jq -nc --arg id "$th" '{thread_id: $id}')"
+    x /v1/langgraph/threads POST /v1/langgraph/threads "${J[@]}" --data-binary '{}'
+    x '/v1/langgraph/threads/{id}/runs/stream' POST "/v1/langgraph/threads/$th/runs/stream" "${J[@]}" --data-binary \
+        "$(jq -nc --arg a "$agent" '{assistant_id: $a, input: {messages: [{role: "user", content: "Hi"}]}, stream_mode: ["values", "messages-tuple"]}')"
+    x '/v1/langgraph/threads/{id}/runs/stream' POST "/v1/langgraph/threads/$th/runs/stream" "${J[@]}" --data-binary '{"input": {}}'
+    x '/v1/langgraph/threads/{id}/runs/wait' POST "/v1/langgraph/threads/$th/runs/wait" "${J[@]}" --data-binary \
+        "$(jq -nc --arg a "$agent" '{assistant_id: $a, input: {messages: [{role: "user", content: "Again"}]}}')"
+    x '/v1/langgraph/threads/{id}/runs' POST "/v1/langgraph/threads/$th/runs" "${J[@]}" --data-binary \
+        "$(jq -nc --arg a "$agent" '{assistant_id: $a, input: {messages: [{role: "user", content: "Once more"}]}}')"
+    run=$(jq -r .run_id "$DS_BODY")
+    x '/v1/langgraph/threads/{id}/runs/{run}/join' GET "/v1/langgraph/threads/$th/runs/$run/join"
+    x '/v1/langgraph/threads/{id}/runs/{run}/stream' GET "/v1/langgraph/threads/$th/runs/$run/stream"
+    x '/v1/langgraph/threads/{id}/runs/{run}' GET "/v1/langgraph/threads/$th/runs/$run"
+    x '/v1/langgraph/threads/{id}/runs/{run}' GET "/v1/langgraph/threads/$th/runs/x"
+    x '/v1/langgraph/threads/{id}/runs/{run}/cancel' POST "/v1/langgraph/threads/$th/runs/$run/cancel"
+    x '/v1/langgraph/threads/{id}' GET "/v1/langgraph/threads/$th"
+    x '/v1/langgraph/threads/{id}' GET /v1/langgraph/threads/no-such-thread
+    x /v1/langgraph/threads/search POST /v1/langgraph/threads/search "${J[@]}" --data-binary '{"limit": 5}'
+    x '/v1/langgraph/threads/{id}/state' GET "/v1/langgraph/threads/$th/state"
+    x '/v1/langgraph/threads/{id}/history' POST "/v1/langgraph/threads/$th/history" "${J[@]}" --data-binary '{"limit": 3}'
+    ck=$(jq -r '.[1].checkpoint.checkpoint_id' "$DS_BODY")
+    x '/v1/langgraph/threads/{id}/state/{checkpoint}' GET "/v1/langgraph/threads/$th/state/$ck"
+    x '/v1/langgraph/threads/{id}/state/{checkpoint}' GET "/v1/langgraph/threads/$th/state/nowhere"
+    x '/v1/langgraph/threads/{id}/copy' POST "/v1/langgraph/threads/$th/copy"
+    x '/v1/langgraph/threads/{id}' DELETE "/v1/langgraph/threads/$(jq -r .thread_id "$DS_BODY")"
+    lw=$(ds_name oa-lw)
+    x '/v1/langgraph/threads/{id}/runs' POST "/v1/langgraph/threads/$lw/runs" "${J[@]}" --data-binary "$(jq -nc --arg w "$wf" '{assistant_id: $w, input: {}}')"
+    rn_wait "$lw" '.status == "awaiting_input"'
+    x '/v1/langgraph/threads/{id}/runs/wait' POST "/v1/langgraph/threads/$lw/runs/wait" "${J[@]}" --data-binary "$(jq -nc --arg w "$wf" '{assistant_id: $w, command: {resume: true}}')"
+    x '/v1/langgraph/threads/{id}/runs/wait' POST "/v1/langgraph/threads/$lw/runs/wait" "${J[@]}" --data-binary "$(jq -nc --arg w "$wf" '{assistant_id: $w, command: {resume: true}}')"
+
     # recordings: the chat's, recorded by the runner
     ds_poll 20 _recorded "$sid"
     x /v1/recordings GET "/v1/recordings?session=$sid&limit=10"

@@ -1,0 +1,337 @@
+/* frame_lgraph: one run as the LangGraph SDK's stream (frame.h; docs/clients.md), the
+ * answer of POST /v1/langgraph/threads/{id}/runs/stream and of a run's stream GET;
+ * frame_lgraph_wait: its end state as one JSON answer (runs/wait, join).
+ *
+ * A chat's run is a user message and its reply: the read starts at that message and
+ * maps the session's events as they come, each an SSE event as the SDK reads it:
+ *
+ *   (begin)                         metadata {run_id, attempt}, values (the thread's
+ *                                   state with the message)                 [values]
+ *   text:delta                      messages [AIMessageChunk, metadata]  [messages-tuple]
+ *   tool:called                     messages [AIMessageChunk with tool_call_chunks, ...]
+ *   tool:result                     messages [tool message, metadata]
+ *   the reply's end                 values (the thread's state after it), then end
+ *   reply:failed                    error {error, message}, then end
+ *
+ * The reply's end is frame_uimsg's: its last provider request ending without tools,
+ * tool:loop_stopped, reply:failed, reply:stopped, session:cancelled or a later
+ * message:user that interrupts it. A workflow's run starts at its session's start (or
+ * at the answer that resumes it) and ends when the workflow waits for a human input
+ * (its values then carry __interrupt__), completes, fails or is cancelled.
+ *
+ * Values are the session's view at the run's start and end (sstore_view on the
+ * request's connection, the hub's when it carries the reader): the framer keeps
+ * only the two positions, so the hub can compare it like any position. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/sse.h"
+#include "../lib/sstore.h"
+#include "frame.h"
+#include "lgraph.h"
+#include "reply.h"
+
+/* ---- a thread's values ------------------------------------------------------------------- */
+
+/* One message of the view as LangGraph's: human, ai (with its tool calls), tool. */
+static json_t *lg_message(const json_t *m, size_t i)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    json_t *content = json_object_get(m, "content"), *o;
+    char id[96];
+    if (!content) content = json_string("");
+    else json_incref(content);
+    if (role && !strcmp(role, "assistant")) {
+        const char *rid = json_string_value(json_object_get(m, "requestId"));
+        snprintf(id, sizeof id, "%s", rid ? rid : "");
+        json_t *calls = json_array(), *c;
+        size_t k;
+        json_array_foreach(json_object_get(m, "toolCalls"), k, c) {
+            json_t *args = json_object_get(c, "arguments");
+            json_array_append_new(calls, json_pack("{s:O, s:O, s:o, s:s}", "id", json_object_get(c, "callId"), "name",
+                                                   json_object_get(c, "name"), "args",
+                                                   json_is_object(args) ? json_incref(args) : json_object(), "type",
+                                                   "tool_call"));
+        }
+        o = json_pack("{s:s, s:o, s:s, s:o}", "type", "ai", "content", content, "id", id, "tool_calls", calls);
+    } else if (role && !strcmp(role, "tool")) {
+        const char *call = json_string_value(json_object_get(m, "callId"));
+        snprintf(id, sizeof id, "tool_%s", call ? call : "");
+        o = json_pack("{s:s, s:o, s:s, s:s}", "type", "tool", "content", content, "id", id, "tool_call_id",
+                      call ? call : "");
+    } else {
+        const char *off = json_string_value(json_object_get(m, "offset"));
+        if (off) snprintf(id, sizeof id, "msg_%s", off);
+        else snprintf(id, sizeof id, "msg_%zu", i);
+        o = json_pack("{s:s, s:o, s:s}", "type", "human", "content", content, "id", id);
+    }
+    return o;
+}
+
+json_t *lgraph_interrupts(const session_view *v)
+{
+    json_t *a = json_array();
+    if (!v->pending) return a;
+    json_t *value = json_deep_copy(v->pending);
+    json_object_del(value, "offset");
+    json_t *iid = json_object_get(v->pending, PK_INTERACTION_ID);
+    json_array_append_new(a, json_pack("{s:O, s:o}", "id", iid ? iid : json_null(), "value", value));
+    return a;
+}
+
+json_t *lgraph_values(const session_view *v)
+{
+    if (v->is_workflow) {
+        json_t *o = json_is_object(v->state) ? json_deep_copy(v->state) : json_object();
+        if (v->pending) json_object_set_new(o, "__interrupt__", lgraph_interrupts(v));
+        return o;
+    }
+    json_t *msgs = json_array(), *m;
+    size_t i;
+    json_array_foreach(v->messages, i, m) json_array_append_new(msgs, lg_message(m, i));
+    return json_pack("{s:o}", "messages", msgs);
+}
+
+const char *lgraph_status(const session_view *v)
+{
+    if (!v->is_workflow && (v->status == SESSION_PENDING || v->status == SESSION_RUNNING))
+        return session_view_replying(v) ? "busy" : "idle";     /* a chat waiting for its first message */
+    switch (v->status) {
+    case SESSION_PENDING:
+    case SESSION_RUNNING: return "busy";
+    case SESSION_AWAITING_INPUT: return "interrupted";
+    case SESSION_FAILED: return "error";
+    default: return "idle";
+    }
+}
+
+/* ---- the framer ----------------------------------------------------------------------------- */
+
+/* The session id of the stream read ("sessions/{id}"). */
+static const char *session_of(const log_read_req *rr)
+{
+    const char *s = strchr(rr->path, '/');
+    return s ? s + 1 : rr->path;
+}
+
+/* One SSE event: name and the JSON (stolen). 0 or -1. */
+static int event(buf_t *out, const char *name, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    int rc = s ? sse_event(out, name, NULL, s, strlen(s)) : -1;
+    free(s);
+    json_decref(o);
+    return rc ? -1 : 0;
+}
+
+/* The session's values at (seq, pos) into a new object, or NULL (the database failed). */
+static json_t *values_at(req_t *r, const log_read_req *rr, uint64_t seq, uint64_t pos)
+{
+    session_view v;
+    offset_t at = {seq, pos};
+    session_view_init(&v);
+    json_t *o = sstore_view(r->log, session_of(rr), 1, at, &v, NULL) ? NULL : lgraph_values(&v);
+    session_view_free(&v);
+    return o;
+}
+
+static json_t *chunk_meta(const json_t *p)
+{
+    json_t *rid = json_object_get(p, PK_REQUEST_ID);
+    return json_pack("{s:s, s:O}", "langgraph_node", "agent", "run_attempt", rid ? rid : json_null());
+}
+
+/* The run is over after the event of len bytes at `at` (or before it: a message that
+ * interrupts the reply has a run of its own). */
+static int over(frame_t *f, offset_t at, size_t len, int before)
+{
+    f->ui.phase = FRAME_UI_DONE;
+    f->lg.end_seq = before ? at.seq : at.seq + 1;
+    f->lg.end_pos = before ? at.pos : at.pos + len;
+    return 0;
+}
+
+/* A chat's event within the run. */
+static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
+{
+    int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
+    if (!strcmp(type, EV_SESSION_CANCELLED) || !strcmp(type, EV_REPLY_STOPPED) || !strcmp(type, EV_REPLY_FAILED))
+        return over(f, at, len, 0);
+    if (!strcmp(type, EV_MESSAGE_USER)) {
+        const char *mode = json_string_value(json_object_get(p, PK_MODE));
+        return mode && !strcmp(mode, "interrupt") ? over(f, at, len, 1) : 0;
+    }
+    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
+        f->ui.phase = FRAME_UI_REPLY;
+        f->ui.tools = 0;
+        return 0;
+    }
+    if (f->ui.phase != FRAME_UI_REPLY) return 0;    /* another reply's */
+    if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
+        json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
+        return event(out, "messages", json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
+                                                t ? t : json_null(), "id", rid ? rid : json_null(), chunk_meta(p)));
+    }
+    if (!strcmp(type, EV_TOOL_CALLED)) {
+        f->ui.tools = 1;
+        if (!msgs) return 0;
+        json_t *args = json_object_get(p, PK_ARGUMENTS), *rid = json_object_get(p, PK_REQUEST_ID);
+        char *a = json_dumps(args ? args : json_object(), JSON_COMPACT | JSON_ENCODE_ANY);
+        json_t *tc = json_pack("[{s:O, s:O, s:s, s:i, s:s}]", "id", json_object_get(p, PK_CALL_ID), "name",
+                               json_object_get(p, PK_NAME), "args", a ? a : "{}", "index", 0, "type", "tool_call_chunk");
+        free(a);
+        return event(out, "messages", json_pack("[{s:s, s:s, s:O, s:o}, o]", "type", "AIMessageChunk", "content", "",
+                                                "id", rid ? rid : json_null(), "tool_call_chunks", tc, chunk_meta(p)));
+    }
+    if (!strcmp(type, EV_TOOL_RESULT) && msgs) {
+        const char *call = json_string_value(json_object_get(p, PK_CALL_ID));
+        json_t *res = json_object_get(p, PK_RESULT);
+        char id[96], *text = json_is_string(res) ? NULL : json_dumps(res ? res : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(id, sizeof id, "tool_%s", call ? call : "");
+        json_t *content = text ? json_string(text) : json_incref(res);     /* a string result kept whole */
+        free(text);
+        return event(out, "messages", json_pack("[{s:s, s:o, s:s, s:s}, {s:s}]", "type", "tool", "content", content,
+                                                "id", id, "tool_call_id", call ? call : "", "langgraph_node", "tools"));
+    }
+    if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) return f->ui.tools ? 0 : over(f, at, len, 0);
+    if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) return over(f, at, len, 0);
+    return 0;
+}
+
+/* A workflow's event within the run: it ends when the workflow waits or is over. */
+static int workflow_event(frame_t *f, const char *type, offset_t at, size_t len)
+{
+    if (!strcmp(type, EV_INPUT_REQUESTED) || !strcmp(type, EV_WORKFLOW_COMPLETED) ||
+        !strcmp(type, EV_WORKFLOW_FAILED) || !strcmp(type, EV_SESSION_CANCELLED))
+        return over(f, at, len, 0);
+    return 0;
+}
+
+static int message(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len, offset_t at)
+{
+    (void)info;
+    if (f->ui.phase == FRAME_UI_DONE) return 0;
+    json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);   /* a model's text may hold NULs */
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const json_t *p = json_object_get(ev, "payload");
+    int rc = 0;
+    if (!type) {
+        rc = 0;     /* not an envelope */
+    } else if (f->ui.phase == FRAME_UI_MESSAGE) {
+        /* The run's first event: a chat's user message, or what starts or resumes a
+         * workflow. Any other is no run's: it is over where it began. */
+        f->lg.start_seq = at.seq + 1;
+        f->lg.start_pos = at.pos + len;
+        if (!strcmp(type, EV_MESSAGE_USER)) f->ui.phase = FRAME_UI_WAITING;
+        else if (!strcmp(type, EV_SESSION_CREATED) || !strcmp(type, EV_INPUT_RECEIVED)) f->ui.phase = FRAME_UI_WORKFLOW;
+        else rc = over(f, at, len, 0);
+        if (f->ui.phase == FRAME_UI_WORKFLOW) rc = workflow_event(f, type, at, len);
+    } else if (f->ui.phase == FRAME_UI_WORKFLOW) {
+        rc = workflow_event(f, type, at, len);
+    } else {
+        rc = chat_event(f, out, type, p, at, len);
+    }
+    json_decref(ev);
+    return rc;
+}
+
+static void begin(frame_t *f, req_t *r, const log_read_req *rr)
+{
+    char run[OFFSET_LEN + 1];
+    offset_format(rr->from, run);
+    f->text = 1;
+    frame_sse_headers(r, 1);
+    res_headerf(r, "Content-Location", "/v1/langgraph/threads/%s/runs/%s", session_of(rr), run);
+    buf_t out;
+    buf_init(&out, 0);
+    int rc = event(&out, "metadata", json_pack("{s:s, s:i}", "run_id", run, "attempt", 1));
+    if (!rc && (f->lg.modes & FRAME_LG_VALUES)) {
+        json_t *v = values_at(r, rr, f->lg.start_seq, f->lg.start_pos);
+        rc = v ? event(&out, "values", v) : -1;
+    }
+    if (!rc) res_write(r, out.p, out.len);
+    buf_free(&out);
+}
+
+/* The run is over: its last values (or its error), then end. */
+static int finish(frame_t *f, req_t *r, const log_read_req *rr)
+{
+    session_view v;
+    offset_t at = {f->lg.end_seq, f->lg.end_pos};
+    session_view_init(&v);
+    int rc = sstore_view(r->log, session_of(rr), 1, at, &v, NULL);
+    buf_t out;
+    buf_init(&out, 0);
+    if (rc) {
+        rc = event(&out, "error", json_pack("{s:s, s:s}", "error", "ServiceUnavailable", "message",
+                                            "the session could not be read"));
+    } else {
+        if (f->lg.modes & FRAME_LG_VALUES) rc |= event(&out, "values", lgraph_values(&v));
+        if (v.status == SESSION_FAILED)
+            rc |= event(&out, "error", json_pack("{s:s, s:s}", "error", "RunError", "message",
+                                                 v.error[0] ? v.error : "the run failed"));
+    }
+    rc |= buf_puts(&out, "event: end\ndata: null\n\n") ? -1 : 0;
+    session_view_free(&v);
+    if (!rc) res_write(r, out.p, out.len);
+    buf_free(&out);
+    return FRAME_END;
+}
+
+/* The thread's values at (seq, pos), or at its tail (seq 0), as the JSON answer. */
+static void answer(req_t *r, const log_read_req *rr, uint64_t seq, uint64_t pos)
+{
+    session_view v;
+    offset_t at = {seq, pos};
+    session_view_init(&v);
+    int rc = sstore_view(r->log, session_of(rr), seq != 0, at, &v, NULL);
+    if (rc) {
+        reply_fail(r, rc);
+    } else {
+        json_t *o = lgraph_values(&v);
+        if (v.status == SESSION_FAILED)
+            json_object_set_new(o, "__error__", json_pack("{s:s, s:s}", "error", "RunError", "message",
+                                                          v.error[0] ? v.error : "the run failed"));
+        res_json(r, 200, o);
+        json_decref(o);
+    }
+    session_view_free(&v);
+}
+
+static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
+{
+    if (f->fr == &frame_lgraph_wait) {
+        if (f->ui.phase != FRAME_UI_DONE) return frame_next(rr);
+        answer(r, rr, f->lg.end_seq, f->lg.end_pos);
+        return FRAME_END;
+    }
+    int st = frame_events_batch(f, r, rr, out);
+    return f->ui.phase == FRAME_UI_DONE ? finish(f, r, rr) : st;
+}
+
+/* A wait that outlived its deadline: the values as they are. */
+static void end(frame_t *f, req_t *r, const log_read_req *rr)
+{
+    if (f->fr == &frame_lgraph_wait) answer(r, rr, 0, 0);
+}
+
+const framer frame_lgraph = {
+    .name = "lgraph",
+    .streamed = 1,
+    .whole_reply = 1,
+    .message = message,
+    .begin = begin,
+    .batch = batch,
+    .heartbeat = frame_sse_heartbeat,
+    .end = end,
+};
+
+/* runs/wait and join: nothing until the run is over, then its values. */
+const framer frame_lgraph_wait = {
+    .name = "lgraph-wait",
+    .whole_reply = 1,
+    .message = message,
+    .batch = batch,
+    .end = end,
+};

@@ -1,0 +1,230 @@
+#!/usr/bin/env bats
+# The LangGraph SDK's Client against /v1/langgraph (docs/clients.md): the real
+# @langchain/langgraph-sdk from npm (tests/langgraph: one small case script per test,
+# run by run.mjs), through nginx, the pool and the runner, with the mock provider
+# (tests/mock-provider) standing in for Anthropic. Assistants, threads (create, get,
+# search, state, history, copy), runs streamed with messages-tuple and values, wait,
+# join and cancel, a workflow's human checkpoint as an interrupt answered by a resumed
+# run; the routes' errors and scopes with curl. Waits are polls with deadlines.
+
+load runner-helpers
+
+setup_file() {
+    LG_NODE=$("$DS_ROOT/tests/langgraph/install.sh") || return 1
+    export LG_NODE
+    rn_start
+}
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+}
+teardown() { rn_test_teardown; }
+
+# sdk CASE [ARGS...]: run tests/langgraph/cases/CASE.mjs with the SDK's Client; its JSON
+# result on stdout.
+sdk() {
+    timeout 60 "$LG_NODE" "$DS_ROOT/tests/langgraph/run.mjs" "$DS_URL/v1/langgraph" "$@"
+}
+
+# check FILE JQ [JQ_ARGS...]: the program holds on FILE; else print both and fail.
+check() {
+    local file=$1 prog=$2
+    shift 2
+    jq -e "$@" "$prog" "$file" >/dev/null && return 0
+    { echo "does not hold: $prog"; jq -c . "$file" | cut -c1-3000; } >&2
+    return 1
+}
+
+reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, output: 5}}'; }
+
+@test "langgraph: assistants are the agents and the workflows, read-only" {
+    agent=$(rn_agent anthropic claude-test-model)
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, initialState: {}, phases: [{name: "done", terminal: true}]}')"
+    sdk assistants "$agent" "$wf" >"$T/a.json"
+    check "$T/a.json" '(.search | map(.assistant_id) | index($a) != null and index($w) != null) and
+        .agent.assistant_id == $a and .agent.graph_id == $a and .agent.metadata.kind == "agent" and
+        .workflow.metadata.kind == "workflow" and .workflow.version == 1 and
+        (.byGraph | map(.assistant_id)) == [$a]' --arg a "$agent" --arg w "$wf"
+    req GET "/v1/langgraph/assistants/$(ds_name none)"
+    assert_status 404
+    assert_json_error not_found
+}
+
+@test "langgraph: a chat through threads and runs: streamed messages and values, state, history" {
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "$(reply "Hello there, how can I help?")"
+    rn_script "$(reply "Still me.")"
+    sdk chat "$agent" "Hi, who are you?" "And now?" >"$T/c.json"
+    # The run's stream: metadata first, the values with the user's message, the reply's
+    # chunks as (message chunk, metadata) tuples, the values with the reply, end.
+    check "$T/c.json" '.one | map(.event) | .[0] == "metadata" and .[1] == "values" and .[-2] == "values" and
+        (.[2:-2] | unique) == ["messages"]'
+    check "$T/c.json" '.one[0].data.run_id != null and .one[1].data.messages == [.one[1].data.messages[0]] and
+        .one[1].data.messages[0].type == "human" and .one[1].data.messages[0].content == "Hi, who are you?" and
+        ([.one[] | select(.event == "messages") | .data[0].content] | join("")) == "Hello there, how can I help?" and
+        ([.one[] | select(.event == "messages") | .data[0].type] | unique) == ["AIMessageChunk"] and
+        (.one[-2].data.messages | map([.type, .content])) == [["human", "Hi, who are you?"], ["ai", "Hello there, how can I help?"]]'
+    # The second run goes on with the thread's history.
+    check "$T/c.json" '(.two[-2].data.messages | map(.content)) == ["Hi, who are you?", "Hello there, how can I help?", "And now?", "Still me."]'
+    check "$T/c.json" '.state.values == .two[-2].data and .state.next == [] and .state.checkpoint.thread_id == .created.thread_id and
+        .got.status == "idle" and .got.values == .state.values and .got.metadata.graph_id == $a and
+        (.found | map(.thread_id)) == [.created.thread_id]' --arg a "$agent"
+    # History: now, then the thread before each turn, newest first, each naming its parent.
+    check "$T/c.json" '(.history | map(.values.messages | length)) == [4, 2, 0] and
+        .history[0].checkpoint == .state.checkpoint and
+        .history[0].parent_checkpoint.checkpoint_id == .history[1].checkpoint.checkpoint_id and
+        .history[-1].parent_checkpoint == null and .earlier.values == .history[1].values'
+    id=$(jq -r .created.thread_id "$T/c.json")
+    rn_get "$id"
+    check "$DS_BODY" '.agent == $a and (.messages | length) == 4' --arg a "$agent"
+    # A fork by copy: the history up to now, and a run of its own.
+    rn_script "$(reply "On the fork.")"
+    sdk fork "$id" "$agent" "Fork?" >"$T/f.json"
+    check "$T/f.json" '.copy.thread_id != $id and (.copy.values.messages | length) == 4 and
+        (.fork.values.messages | map(.content)) == ["Hi, who are you?", "Hello there, how can I help?", "And now?", "Still me.", "Fork?", "On the fork."] and
+        (.source.values.messages | length) == 4 and .run[-2].data == .fork.values' --arg id "$id"
+    # Deleted, it is gone.
+    req DELETE "/v1/langgraph/threads/$id"
+    assert_status 204
+    req GET "/v1/langgraph/threads/$id"
+    assert_status 404
+    assert_json_error not_found
+}
+
+@test "langgraph: runs.wait, runs.create then join, runs.get; a cancel stops the reply and the thread goes on" {
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "$(reply "Waited for.")"
+    rn_script "$(reply "Joined.")"
+    sdk wait "$agent" "First?" "Second?" >"$T/w.json"
+    check "$T/w.json" '.thread.status == "idle" and (.waited.messages | map(.content)) == ["First?", "Waited for."] and
+        .run.status == "pending" and .run.thread_id == .thread.thread_id and
+        (.joined.messages | map(.content)) == ["First?", "Waited for.", "Second?", "Joined."] and .got.status == "success"'
+    # A slow reply, cancelled once it has begun: it stops where it was.
+    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 80)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 80}}')"
+    sdk cancel "$agent" "Count slowly." >"$T/x.json"
+    check "$T/x.json" '.status == "success" and (.joined.messages | length) == 2 and (.joined.messages[1].content | length) < 200'
+    id=$(jq -r .thread.thread_id "$T/x.json")
+    rn_has_event "$id" '.type == "reply:stopped"'
+}
+
+@test "langgraph: a workflow's human checkpoint is an interrupt, answered by a run resumed with command" {
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, initialState: {ok: null}, phases: [
+        {name: "ask", steps: [{kind: "human", id: "go", input: "approval", prompt: "Go?", update: {ok: "$response"}}],
+         transitions: [{to: "done"}]}, {name: "done", terminal: true}]}')"
+    sdk interrupt "$wf" true >"$T/i.json"
+    check "$T/i.json" '.first[0].event == "metadata" and .first[-1].event == "end" and
+        (.first[-2].data.__interrupt__ | length) == 1 and .first[-2].data.__interrupt__[0].id == "go" and
+        .first[-2].data.__interrupt__[0].value.prompt == "Go?" and
+        .waiting.status == "interrupted" and (.waiting.interrupts.go | length) == 1 and
+        .waitingState.next == ["ask"] and .waitingState.tasks[0].interrupts[0].id == "go"'
+    check "$T/i.json" '.resumed[-2].data == {ok: true} and .done.status == "idle" and .done.values == {ok: true}'
+}
+
+@test "langgraph: bad bodies and unknown names get JSON errors; scopes are the sessions'" {
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(ds_name th)
+    J=(-H 'Content-Type: application/json')
+    run_post() { req POST "/v1/langgraph/threads/$1/runs/stream" "${J[@]}" --data-binary "$2"; }
+    msg='{"messages": [{"role": "user", "content": "hi"}]}'
+    run_post "$id" 'not json'
+    assert_status 400
+    assert_json_error
+    run_post "$id" "{\"input\": $msg}"
+    assert_status 400
+    assert_json_error bad_assistant
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": {\"messages\": []}}"
+    assert_status 400
+    assert_json_error bad_messages
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": {\"messages\": [{\"role\": \"ai\", \"content\": \"x\"}]}}"
+    assert_status 400
+    assert_json_error bad_messages
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}}"
+    assert_status 400
+    assert_json_error unsupported_part
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": {\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}}"
+    assert_status 400
+    assert_json_error bad_content
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": $msg, \"stream_mode\": [\"debug\"]}"
+    assert_status 400
+    assert_json_error unsupported_stream_mode
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": $msg, \"multitask_strategy\": \"later\"}"
+    assert_status 400
+    assert_json_error bad_multitask_strategy
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"command\": {\"goto\": \"x\"}}"
+    assert_status 400
+    assert_json_error bad_command
+    run_post "$id" "{\"assistant_id\": \"$(ds_name none)\", \"input\": {}}"
+    assert_status 422
+    assert_json_error unknown_workflow
+    req POST /v1/langgraph/threads "${J[@]}" --data-binary '{"thread_id": "a/b"}'
+    assert_status 400
+    assert_json_error bad_id
+    req POST /v1/langgraph/threads/search "${J[@]}" --data-binary '{"limit": 0}'
+    assert_status 400
+    assert_json_error bad_limit
+    req POST "/v1/langgraph/threads/$id/history" "${J[@]}" --data-binary '{"before": {"configurable": {"checkpoint_id": "x"}}}'
+    assert_status 400
+    assert_json_error bad_checkpoint
+    # None of these made the thread.
+    req GET "/v1/langgraph/threads/$id/state"
+    assert_status 404
+    # reject: a run while a reply is under way is refused; interrupt cuts it.
+    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 60)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 1, output: 1}}')"
+    req POST "/v1/langgraph/threads/$id/runs" "${J[@]}" --data-binary "{\"assistant_id\": \"$agent\", \"input\": $msg}"
+    assert_status 200
+    run=$(jq -r .run_id "$DS_BODY")
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": $msg, \"multitask_strategy\": \"reject\"}"
+    assert_status 409
+    assert_json_error busy
+    other=$(rn_agent anthropic claude-test-model)
+    run_post "$id" "{\"assistant_id\": \"$other\", \"input\": $msg}"
+    assert_status 409
+    assert_json_error assistant_mismatch
+    req POST "/v1/langgraph/threads/$id/runs/$run/cancel"
+    assert_status 202
+    rn_wait "$id" '.status == "completed"'
+    # A run is named by its first event's offset: another offset is none (its join ends
+    # at once), one not of the thread's log is 400.
+    req GET "/v1/langgraph/threads/$id/runs/0000000000000001_0000000000000001/join"
+    assert_status 400
+    assert_json_error bad_offset
+    req GET "/v1/langgraph/threads/$id/runs/nothing"
+    assert_status 400
+    assert_json_error bad_checkpoint
+    rn_events "$id" >"$T/ev.json"
+    tdelta=$(jq -r '[.[] | select(.type == "text:delta")][0].offset' "$T/ev.json")
+    DS_CURL_MAX_TIME=5 req GET "/v1/langgraph/threads/$id/runs/$tdelta/join"
+    assert_status 200
+    check "$DS_BODY" '(.messages | length) >= 1'
+    # Scopes: a token that may read and write only its own prefix sees only its
+    # threads; one without sessions:read gets 403.
+    p=$(ds_name tk)
+    w=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$p-w" --scope "sessions:write:$p-" --scope "sessions:read:$p-" | tail -n 1)
+    wo=$("$DS_BIN/dstream" --db "$DS_DB" token create --name "$p-o" --scope "sessions:write:$p-" | tail -n 1)
+    A=(-H "Authorization: Bearer $w")
+    req POST /v1/langgraph/threads/search "${A[@]}" "${J[@]}" --data-binary '{"limit": 100}'
+    assert_status 200
+    check "$DS_BODY" 'length == 0'
+    req POST /v1/langgraph/threads/search "${A[@]}" "${J[@]}" --data-binary "{\"ids\": [\"$id\"]}"
+    assert_status 200
+    check "$DS_BODY" 'length == 0'
+    req GET "/v1/langgraph/threads/$id" "${A[@]}"
+    assert_status 403
+    req POST /v1/langgraph/threads "${A[@]}" "${J[@]}" --data-binary "{\"thread_id\": \"x$p\"}"
+    assert_status 403
+    req POST /v1/langgraph/threads "${A[@]}" "${J[@]}" --data-binary "{\"metadata\": {\"graph_id\": \"$agent\"}}"
+    assert_status 200
+    mine=$(jq -r .thread_id "$DS_BODY")
+    [[ $mine == "$p-"* ]]
+    req POST /v1/langgraph/threads/search "${A[@]}" "${J[@]}" --data-binary '{}'
+    check "$DS_BODY" 'map(.thread_id) == [$m]' --arg m "$mine"
+    req GET "/v1/langgraph/threads/$mine/state" -H "Authorization: Bearer $wo"
+    assert_status 403
+    req POST /v1/langgraph/threads/search -H "Authorization: Bearer $wo" "${J[@]}" --data-binary '{}'
+    assert_status 403
+    req POST "/v1/langgraph/threads/$mine/copy" -H "Authorization: Bearer $wo"
+    assert_status 403
+}
