@@ -52,13 +52,14 @@ typedef struct frame {
      * where it began and ended (the positions its values are read at). */
     struct frame_lg {
         uint64_t modes;         /* FRAME_LG_*: the stream modes asked for */
-        uint64_t start_seq, start_pos;  /* after the run's first event */
+        uint64_t run_seq;       /* the run's first event (a chat's user message) */
+        uint64_t start_seq, start_pos;  /* after it */
         uint64_t end_seq, end_pos;      /* after its last */
     } lg;
 } frame_t;
 
 /* frame_lgraph's stream modes. */
-enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2 };
+enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2, FRAME_LG_UPDATES = 4 };
 
 /* Where frame_uimsg's reply is: at its user message, waiting for its first
  * request, under way, over (the response ends); frame_lgraph's run may also be a

@@ -10,7 +10,8 @@
  *   text:delta                      messages [AIMessageChunk, metadata]  [messages-tuple]
  *   tool:called                     messages [AIMessageChunk with tool_call_chunks, ...]
  *   tool:result                     messages [tool message, metadata]
- *   the reply's end                 values (the thread's state after it), then end
+ *   the reply's end                 updates {agent: {messages: the run's}}      [updates]
+ *                                   values (the thread's state after it), then end
  *   reply:failed                    error {error, message}, then end
  *
  * The reply's end is frame_uimsg's: its last provider request ending without tools,
@@ -221,6 +222,7 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
     } else if (f->ui.phase == FRAME_UI_MESSAGE) {
         /* The run's first event: a chat's user message, or what starts or resumes a
          * workflow. Any other is no run's: it is over where it began. */
+        f->lg.run_seq = at.seq;
         f->lg.start_seq = at.seq + 1;
         f->lg.start_pos = at.pos + len;
         if (!strcmp(type, EV_MESSAGE_USER)) f->ui.phase = FRAME_UI_WAITING;
@@ -254,6 +256,26 @@ static void begin(frame_t *f, req_t *r, const log_read_req *rr)
     buf_free(&out);
 }
 
+/* What the run's node wrote: a chat's agent the messages after the run's user message
+ * ({"agent": {"messages": [...]}}), a workflow its state ({"<its phase>": state}). */
+static json_t *updates(const frame_t *f, const session_view *v)
+{
+    if (v->is_workflow) return json_pack("{s:o}", v->phase[0] ? v->phase : "workflow", lgraph_values(v));
+    json_t *all = lgraph_values(v), *msgs = json_object_get(all, "messages"), *out = json_array(), *m;
+    size_t i;
+    int after = 0;
+    json_array_foreach(msgs, i, m) {
+        if (after) json_array_append(out, m);
+        /* The run's user message (v's messages and lgraph_values' are one to one). */
+        const char *id = json_string_value(json_object_get(json_array_get(v->messages, i), "offset"));
+        offset_kind k;
+        offset_t o;
+        if (id && !offset_parse(id, strlen(id), &k, &o) && o.seq == f->lg.run_seq) after = 1;
+    }
+    json_decref(all);
+    return json_pack("{s:{s:o}}", "agent", "messages", out);
+}
+
 /* The run is over: its last values (or its error), then end. */
 static int finish(frame_t *f, req_t *r, const log_read_req *rr)
 {
@@ -267,6 +289,7 @@ static int finish(frame_t *f, req_t *r, const log_read_req *rr)
         rc = event(&out, "error", json_pack("{s:s, s:s}", "error", "ServiceUnavailable", "message",
                                             "the session could not be read"));
     } else {
+        if (f->lg.modes & FRAME_LG_UPDATES) rc |= event(&out, "updates", updates(f, &v));
         if (f->lg.modes & FRAME_LG_VALUES) rc |= event(&out, "values", lgraph_values(&v));
         if (v.status == SESSION_FAILED)
             rc |= event(&out, "error", json_pack("{s:s, s:s}", "error", "RunError", "message",

@@ -519,8 +519,9 @@ static int stream_modes(req_t *r, const json_t *v, uint64_t *modes)
         const char *m = json_string_value(one);
         if (m && !strcmp(m, "values")) *modes |= FRAME_LG_VALUES;
         else if (m && !strcmp(m, "messages-tuple")) *modes |= FRAME_LG_MESSAGES;
+        else if (m && !strcmp(m, "updates")) *modes |= FRAME_LG_UPDATES;
         else {
-            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values and messages-tuple are supported");
+            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple and updates are supported");
             return -1;
         }
     }

@@ -66,8 +66,9 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
         ([.one[] | select(.event == "messages") | .data[0].content] | join("")) == "Hello there, how can I help?" and
         ([.one[] | select(.event == "messages") | .data[0].type] | unique) == ["AIMessageChunk"] and
         (.one[-2].data.messages | map([.type, .content])) == [["human", "Hi, who are you?"], ["ai", "Hello there, how can I help?"]]'
-    # The second run goes on with the thread's history.
-    check "$T/c.json" '(.two[-2].data.messages | map(.content)) == ["Hi, who are you?", "Hello there, how can I help?", "And now?", "Still me."]'
+    # The second run goes on with the thread's history; its updates: what the agent wrote.
+    check "$T/c.json" '(.two[-2].data.messages | map(.content)) == ["Hi, who are you?", "Hello there, how can I help?", "And now?", "Still me."] and
+        ([.two[] | select(.event == "updates") | .data.agent.messages | map([.type, .content])]) == [[["ai", "Still me."]]]'
     check "$T/c.json" '.state.values == .two[-2].data and .state.next == [] and .state.checkpoint.thread_id == .created.thread_id and
         .got.status == "idle" and .got.values == .state.values and .got.metadata.graph_id == $a and
         (.found | map(.thread_id)) == [.created.thread_id]' --arg a "$agent"
@@ -91,6 +92,30 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     req GET "/v1/langgraph/threads/$id"
     assert_status 404
     assert_json_error not_found
+}
+
+@test "langgraph: a tool call streams as a chunk with tool_call_chunks and a tool message; values hold both" {
+    agent=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$agent" '{name: $n,
+        provider: "anthropic", model: "claude-test-model", tools: [{name: "word_count", description: "Count words",
+        inputSchema: {type: "object", properties: {text: {type: "string"}}}}]}')"
+    assert_status 201
+    rn_script '{"replies": [
+        {"text": "Let me count.", "toolCalls": [{"id": "call_wc", "name": "word_count", "arguments": {"text": "a b c"}}],
+         "usage": {"input": 10, "output": 5}},
+        {"text": "Counted.", "usage": {"input": 20, "output": 6}}]}'
+    sdk tools "$agent" "Count a b c." >"$T/t.json"
+    # Nothing runs word_count here (no binding): its result is a failed one, still a
+    # tool message; then the model's next turn.
+    check "$T/t.json" '[.run[] | select(.event == "messages") | .data[0] | select(.tool_call_chunks)] |
+        length == 1 and .[0].tool_call_chunks[0].id == "call_wc" and .[0].tool_call_chunks[0].name == "word_count" and
+        (.[0].tool_call_chunks[0].args | fromjson) == {text: "a b c"}'
+    check "$T/t.json" '[.run[] | select(.event == "messages") | .data[0] | select(.type == "tool")] |
+        length == 1 and .[0].tool_call_id == "call_wc" and (.[0].content | test("no tool named"))'
+    check "$T/t.json" '(.state.values.messages | map(.type)) == ["human", "ai", "tool", "ai"] and
+        .state.values.messages[1].tool_calls == [{id: "call_wc", name: "word_count", args: {text: "a b c"}, type: "tool_call"}] and
+        .state.values.messages[2].tool_call_id == "call_wc" and .state.values.messages[3].content == "Counted." and
+        .run[-2].data == .state.values'
 }
 
 @test "langgraph: runs.wait, runs.create then join, runs.get; a cancel stops the reply and the thread goes on" {
@@ -120,7 +145,8 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
         .first[-2].data.__interrupt__[0].value.prompt == "Go?" and
         .waiting.status == "interrupted" and (.waiting.interrupts.go | length) == 1 and
         .waitingState.next == ["ask"] and .waitingState.tasks[0].interrupts[0].id == "go"'
-    check "$T/i.json" '.resumed[-2].data == {ok: true} and .done.status == "idle" and .done.values == {ok: true}'
+    check "$T/i.json" '.resumed[-2].data == {ok: true} and .resumed[-3] == {event: "updates", data: {done: {ok: true}}} and
+        .done.status == "idle" and .done.values == {ok: true}'
 }
 
 @test "langgraph: bad bodies and unknown names get JSON errors; scopes are the sessions'" {

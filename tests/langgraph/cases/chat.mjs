@@ -8,7 +8,7 @@ export default async (client, agent, first, second) => {
     const one = await collect(client.runs.stream(thread.thread_id, agent, {
         input: { messages: [{ role: "user", content: first }] }, streamMode }));
     const two = await collect(client.runs.stream(thread.thread_id, agent, {
-        input: { messages: [{ type: "human", content: second }] }, streamMode }));
+        input: { messages: [{ type: "human", content: second }] }, streamMode: [...streamMode, "updates"] }));
     const state = await client.threads.getState(thread.thread_id);
     const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
     const earlier = await client.threads.getState(thread.thread_id, history[1].checkpoint.checkpoint_id);

@@ -9,6 +9,6 @@ export default async (client, workflow, answer) => {
     const waiting = await client.threads.get(thread.thread_id);
     const waitingState = await client.threads.getState(thread.thread_id);
     const resumed = await collect(client.runs.stream(thread.thread_id, workflow, {
-        command: { resume: JSON.parse(answer) }, streamMode: "values" }));
+        command: { resume: JSON.parse(answer) }, streamMode: ["values", "updates"] }));
     return { first, waiting, waitingState, resumed, done: await client.threads.get(thread.thread_id) };
 };
