@@ -570,6 +570,12 @@ static int start_run(req_t *r, const char *id, const json_t *body, const char *a
     *kind = OFFSET_AT;
     if (json_is_null(input)) input = NULL;
     if (json_is_null(command)) command = NULL;
+    /* A run from an earlier checkpoint would branch the thread: a fork does that. */
+    json_t *ck = json_object_get(body, "checkpoint"), *ckid = json_object_get(body, "checkpoint_id");
+    if ((ck && !json_is_null(ck)) || (ckid && !json_is_null(ckid))) {
+        res_error(r, 400, "unsupported_checkpoint", "a run goes on from the thread's end: copy the thread (a fork) to branch it");
+        return -1;
+    }
     if (command && (!json_is_object(command) || !json_object_get(command, "resume"))) {
         res_error(r, 400, "bad_command", "command must be {\"resume\": ...}: goto and update are not supported");
         return -1;
@@ -719,6 +725,55 @@ static void run_get(req_t *r, const char *id, const char *run, const char *sub)
     session_view_free(&v);
 }
 
+/* GET /threads/{id}/runs[?limit=&offset=]: newest first, a chat's user messages (not
+ * background ones), a workflow's start. */
+static void run_list(req_t *r, const char *id)
+{
+    sstore_row row;
+    session_view v;
+    offset_t none = {0, 0};
+    char q[16];
+    long lim[2] = {10, 0};
+    static const char *const names[] = {"limit", "offset"};
+    for (int k = 0; k < 2; k++) {
+        int n = req_query(r, names[k], q, sizeof q);
+        char *end = NULL;
+        if (n >= 0) lim[k] = strtol(q, &end, 10);
+        if (n < -1 || (n >= 0 && (n == 0 || *end || lim[k] < (k ? 0 : 1) || lim[k] > (k ? OFFSET_SKIP_MAX : LIST_MAX)))) {
+            res_error(r, 400, "bad_limit", "limit must be 1 to %d and offset 0 to %d", LIST_MAX, OFFSET_SKIP_MAX);
+            return;
+        }
+    }
+    session_view_init(&v);
+    if (thread_view(r, id, 0, none, &row, &v, NULL)) goto out;
+    const char *assistant = row.workflow[0] ? row.workflow : row.agent;
+    json_t *out = json_array();
+    long skip = lim[1];
+    if (v.is_workflow) {
+        if (!skip) json_array_append_new(out, run_json(id, assistant, none, run_status(&v, none), "interrupt"));
+    } else {
+        for (size_t i = json_array_size(v.messages); i-- > 0 && (long)json_array_size(out) < lim[0];) {
+            json_t *m = json_array_get(v.messages, i);
+            const char *off = json_string_value(json_object_get(m, "offset"));
+            const char *role = json_string_value(json_object_get(m, "role"));
+            offset_kind k;
+            offset_t at;
+            if (!role || strcmp(role, "user") || json_is_true(json_object_get(m, "background")) || !off ||
+                offset_parse(off, strlen(off), &k, &at) || k != OFFSET_AT)
+                continue;
+            if (skip) {
+                skip--;
+                continue;
+            }
+            json_array_append_new(out, run_json(id, assistant, at, run_status(&v, at), "interrupt"));
+        }
+    }
+    res_json(r, 200, out);
+    json_decref(out);
+out:
+    session_view_free(&v);
+}
+
 static void threads_handle(req_t *r, const char *rest)
 {
     const char *m = r->method;
@@ -745,7 +800,8 @@ static void threads_handle(req_t *r, const char *rest)
     } else if (!strcmp(sub, "/copy")) {
         thread_copy(r, id);
     } else if (!strcmp(sub, "/runs")) {
-        run_post(r, id, RUN_CREATE);
+        if (!strcmp(m, "GET")) run_list(r, id);
+        else run_post(r, id, RUN_CREATE);
     } else if (!strcmp(sub, "/runs/stream")) {
         run_post(r, id, RUN_STREAM);
     } else if (!strcmp(sub, "/runs/wait")) {

@@ -62,7 +62,7 @@ const router_route router_routes[] = {
     {"/v1/langgraph/threads/{id}/state/{checkpoint}", "GET"},
     {"/v1/langgraph/threads/{id}/history", "POST"},
     {"/v1/langgraph/threads/{id}/copy", "POST"},
-    {"/v1/langgraph/threads/{id}/runs", "POST"},
+    {"/v1/langgraph/threads/{id}/runs", "GET, POST"},
     {"/v1/langgraph/threads/{id}/runs/stream", "POST"},
     {"/v1/langgraph/threads/{id}/runs/wait", "POST"},
     {"/v1/langgraph/threads/{id}/runs/{run}", "GET"},

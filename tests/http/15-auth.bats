@@ -109,6 +109,7 @@ ROUTES=(
     "POST /v1/langgraph/threads/team1-s/runs {\"assistant_id\":\"helper\"}"
     "POST /v1/langgraph/threads/team1-s/runs/stream {\"assistant_id\":\"helper\"}"
     "POST /v1/langgraph/threads/team1-s/runs/wait {\"assistant_id\":\"helper\"}"
+    "GET /v1/langgraph/threads/team1-s/runs"
     "GET /v1/langgraph/threads/team1-s/runs/0000000000000001_0000000000000001"
     "GET /v1/langgraph/threads/team1-s/runs/0000000000000001_0000000000000001/join"
     "GET /v1/langgraph/threads/team1-s/runs/0000000000000001_0000000000000001/stream"

@@ -125,13 +125,29 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     sdk wait "$agent" "First?" "Second?" >"$T/w.json"
     check "$T/w.json" '.thread.status == "idle" and (.waited.messages | map(.content)) == ["First?", "Waited for."] and
         .run.status == "pending" and .run.thread_id == .thread.thread_id and
-        (.joined.messages | map(.content)) == ["First?", "Waited for.", "Second?", "Joined."] and .got.status == "success"'
+        (.joined.messages | map(.content)) == ["First?", "Waited for.", "Second?", "Joined."] and .got.status == "success" and
+        (.list | length) == 2 and .list[0].run_id == .run.run_id and (.list | map(.status) | unique) == ["success"] and
+        (.older | map(.run_id)) == [.list[1].run_id] and .list[1].run_id == (.joined.messages[0].id | ltrimstr("msg_"))'
     # A slow reply, cancelled once it has begun: it stops where it was.
     rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 80)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 80}}')"
     sdk cancel "$agent" "Count slowly." >"$T/x.json"
     check "$T/x.json" '.status == "success" and (.joined.messages | length) == 2 and (.joined.messages[1].content | length) < 200'
     id=$(jq -r .thread.thread_id "$T/x.json")
     rn_has_event "$id" '.type == "reply:stopped"'
+}
+
+@test "langgraph: a run joined while it streams (joinStream, a reload) reads the whole reply from the log, each word once" {
+    agent=$(rn_agent anthropic claude-test-model)
+    slow=$(seq -s ' ' 1 60 | sed 's/[0-9]*/w&/g')
+    rn_script "$(jq -nc --arg t "$slow" '{text: $t, chunkSize: 4, delayMs: 40, usage: {input: 40, output: 60}}')"
+    sdk slow "$agent" "Count slowly." >"$T/s.json"
+    # It was joined mid-reply: the thread had part of it.
+    check "$T/s.json" '.seen > 0 and .seen < ($all | length)' --arg all "$slow"
+    check "$T/s.json" '.runId != null and .midway == "success" and
+        ([.own[] | select(.event == "messages") | .data[0].content] | join("")) == $all and
+        ([.joined[] | select(.event == "messages") | .data[0].content] | join("")) == $all and
+        .joined[0] == {event: "metadata", data: {run_id: .runId, attempt: 1}} and .joined[-1].event == "end" and
+        .joined[-2].data == .own[-2].data and (.own[-2].data.messages[1].content) == $all' --arg all "$slow"
 }
 
 @test "langgraph: a workflow's human checkpoint is an interrupt, answered by a run resumed with command" {
@@ -179,6 +195,9 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": $msg, \"multitask_strategy\": \"later\"}"
     assert_status 400
     assert_json_error bad_multitask_strategy
+    run_post "$id" "{\"assistant_id\": \"$agent\", \"input\": $msg, \"checkpoint\": {\"checkpoint_id\": \"x\"}}"
+    assert_status 400
+    assert_json_error unsupported_checkpoint
     run_post "$id" "{\"assistant_id\": \"$agent\", \"command\": {\"goto\": \"x\"}}"
     assert_status 400
     assert_json_error bad_command
@@ -220,6 +239,9 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     req GET "/v1/langgraph/threads/$id/runs/nothing"
     assert_status 400
     assert_json_error bad_checkpoint
+    req GET "/v1/langgraph/threads/$id/runs?limit=0"
+    assert_status 400
+    assert_json_error bad_limit
     rn_events "$id" >"$T/ev.json"
     tdelta=$(jq -r '[.[] | select(.type == "text:delta")][0].offset' "$T/ev.json")
     DS_CURL_MAX_TIME=5 req GET "/v1/langgraph/threads/$id/runs/$tdelta/join"

@@ -253,6 +253,8 @@ J=(-H 'Content-Type: application/json')
     run=$(jq -r .run_id "$DS_BODY")
     x '/v1/langgraph/threads/{id}/runs/{run}/join' GET "/v1/langgraph/threads/$th/runs/$run/join"
     x '/v1/langgraph/threads/{id}/runs/{run}/stream' GET "/v1/langgraph/threads/$th/runs/$run/stream"
+    x '/v1/langgraph/threads/{id}/runs' GET "/v1/langgraph/threads/$th/runs?limit=2"
+    x '/v1/langgraph/threads/{id}/runs' GET "/v1/langgraph/threads/$th/runs?limit=1000"
     x '/v1/langgraph/threads/{id}/runs/{run}' GET "/v1/langgraph/threads/$th/runs/$run"
     x '/v1/langgraph/threads/{id}/runs/{run}' GET "/v1/langgraph/threads/$th/runs/x"
     x '/v1/langgraph/threads/{id}/runs/{run}/cancel' POST "/v1/langgraph/threads/$th/runs/$run/cancel"
