@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/session.h"
 #include "../lib/sse.h"
 #include "../lib/timefmt.h"
 #include "reply.h"
@@ -77,6 +78,32 @@ int frame_step(frame_t *f, req_t *r, log_read_req *rr, buf_t *out)
 }
 
 /* ---- shared by the framers ---------------------------------------------------------------- */
+
+int frame_reply_track(frame_t *f, const char *type, const json_t *p)
+{
+    if (!strcmp(type, EV_SESSION_CANCELLED) || !strcmp(type, EV_REPLY_STOPPED) || !strcmp(type, EV_REPLY_FAILED)) {
+        f->ui.phase = FRAME_UI_DONE;
+        return FRAME_REPLY_END;
+    }
+    if (!strcmp(type, EV_MESSAGE_USER)) {
+        const char *mode = json_string_value(json_object_get(p, PK_MODE));
+        if (!mode || strcmp(mode, "interrupt")) return FRAME_REPLY_OTHER;
+        f->ui.phase = FRAME_UI_DONE;
+        return FRAME_REPLY_CUT;
+    }
+    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
+        f->ui.phase = FRAME_UI_REPLY;
+        f->ui.tools = 0;
+        return FRAME_REPLY_EVENT;
+    }
+    if (f->ui.phase != FRAME_UI_REPLY) return FRAME_REPLY_OTHER;    /* another reply's */
+    if (!strcmp(type, EV_TOOL_CALLED)) f->ui.tools = 1;
+    if ((!strcmp(type, EV_PROVIDER_REQUEST_ENDED) && !f->ui.tools) || !strcmp(type, EV_TOOL_LOOP_STOPPED)) {
+        f->ui.phase = FRAME_UI_DONE;
+        return FRAME_REPLY_END;
+    }
+    return FRAME_REPLY_EVENT;
+}
 
 int frame_envelope(buf_t *out, const void *data, size_t len, offset_t at)
 {

@@ -123,6 +123,16 @@ void frame_sse_headers(req_t *r, int text);
 /* frame_events' batch: out as it is; over when the stream is closed at its tail
  * (frame_uimsg.c shares it). */
 int frame_events_batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out);
+/* A chat reply's course, the same for every framer that serves one (frame_uimsg,
+ * frame_lgraph): event type (payload p, read after the reply's user message) moves
+ * f->ui.phase and f->ui.tools on and is FRAME_REPLY_OTHER (no event of this reply:
+ * another reply's, before its first request), FRAME_REPLY_EVENT (of the reply under
+ * way), FRAME_REPLY_END (the reply is over with it: its last request ended without
+ * tools, tool:loop_stopped, reply:failed, reply:stopped, session:cancelled) or
+ * FRAME_REPLY_CUT (over before it: a message that interrupts the reply, answered by a
+ * reply of its own). */
+enum { FRAME_REPLY_OTHER, FRAME_REPLY_EVENT, FRAME_REPLY_END, FRAME_REPLY_CUT };
+int frame_reply_track(frame_t *f, const char *type, const json_t *p);
 /* The SSE heartbeat, a comment (frame_sse.c; frame_events.c shares it). */
 int frame_sse_heartbeat(frame_t *f, req_t *r);
 

@@ -14,9 +14,9 @@
  *                                   values (the thread's state after it), then end
  *   reply:failed                    error {error, message}, then end
  *
- * The reply's end is frame_uimsg's: its last provider request ending without tools,
- * tool:loop_stopped, reply:failed, reply:stopped, session:cancelled or a later
- * message:user that interrupts it. A workflow's run starts at its session's start (or
+ * The reply's course is frame_uimsg's (frame_reply_track): it ends when its last
+ * provider request ends without tools, at tool:loop_stopped, reply:failed,
+ * reply:stopped, session:cancelled, or before a later message:user that interrupts it. A workflow's run starts at its session's start (or
  * at the answer that resumes it) and ends when the workflow waits for a human input
  * (its values then carry __interrupt__), completes, fails or is cancelled.
  *
@@ -157,26 +157,18 @@ static int over(frame_t *f, offset_t at, size_t len, int before)
 static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
 {
     int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
-    if (!strcmp(type, EV_SESSION_CANCELLED) || !strcmp(type, EV_REPLY_STOPPED) || !strcmp(type, EV_REPLY_FAILED))
-        return over(f, at, len, 0);
-    if (!strcmp(type, EV_MESSAGE_USER)) {
-        const char *mode = json_string_value(json_object_get(p, PK_MODE));
-        return mode && !strcmp(mode, "interrupt") ? over(f, at, len, 1) : 0;
+    switch (frame_reply_track(f, type, p)) {
+    case FRAME_REPLY_OTHER: return 0;
+    case FRAME_REPLY_END: return over(f, at, len, 0);
+    case FRAME_REPLY_CUT: return over(f, at, len, 1);
+    default: break;
     }
-    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
-        f->ui.phase = FRAME_UI_REPLY;
-        f->ui.tools = 0;
-        return 0;
-    }
-    if (f->ui.phase != FRAME_UI_REPLY) return 0;    /* another reply's */
     if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
         json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
         return event(out, "messages", json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
                                                 t ? t : json_null(), "id", rid ? rid : json_null(), chunk_meta(p)));
     }
-    if (!strcmp(type, EV_TOOL_CALLED)) {
-        f->ui.tools = 1;
-        if (!msgs) return 0;
+    if (!strcmp(type, EV_TOOL_CALLED) && msgs) {
         json_t *args = json_object_get(p, PK_ARGUMENTS), *rid = json_object_get(p, PK_REQUEST_ID);
         char *a = json_dumps(args ? args : json_object(), JSON_COMPACT | JSON_ENCODE_ANY);
         json_t *tc = json_pack("[{s:O, s:O, s:s, s:i, s:s}]", "id", json_object_get(p, PK_CALL_ID), "name",
@@ -195,8 +187,6 @@ static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p,
         return event(out, "messages", json_pack("[{s:s, s:o, s:s, s:s}, {s:s}]", "type", "tool", "content", content,
                                                 "id", id, "tool_call_id", call ? call : "", "langgraph_node", "tools"));
     }
-    if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) return f->ui.tools ? 0 : over(f, at, len, 0);
-    if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) return over(f, at, len, 0);
     return 0;
 }
 

@@ -125,10 +125,14 @@ static int tool_result(buf_t *out, const json_t *p)
     return rc;
 }
 
-/* One event of the reply under way (or about to begin). */
+/* One event of the reply under way (or about to begin): its course is
+ * frame_reply_track's. */
 static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
 {
     const char *s;
+    int course = frame_reply_track(f, type, p);
+    if (course == FRAME_REPLY_OTHER) return 0;
+    if (course == FRAME_REPLY_CUT) return finish(f, out, "interrupted");
     if (!strcmp(type, EV_SESSION_CANCELLED)) {
         json_t *o = json_pack("{s:s}", "type", "abort");
         if (o && (s = json_string_value(json_object_get(p, PK_REASON)))) json_object_set_new(o, "reason", json_string(s));
@@ -141,22 +145,14 @@ static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         rc |= chunk(out, json_pack("{s:s, s:s}", "type", "error", "errorText", s ? s : "the reply failed"));
         return rc | finish(f, out, "error");
     }
-    if (!strcmp(type, EV_MESSAGE_USER)) {
-        s = json_string_value(json_object_get(p, PK_MODE));
-        return s && !strcmp(s, "interrupt") ? finish(f, out, "interrupted") : 0;
-    }
     if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
-        f->ui.phase = FRAME_UI_REPLY;
-        f->ui.tools = 0;
         if (f->ui.step) return 0;   /* a retry, after reset-step */
         f->ui.step = 1;
         return simple(out, "start-step");
     }
-    if (f->ui.phase != FRAME_UI_REPLY) return 0;    /* another reply's */
     if (!strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA))
         return delta(f, out, !strcmp(type, EV_THINKING_DELTA), json_object_get(p, PK_TEXT));
     if (!strcmp(type, EV_TOOL_CALLED)) {
-        f->ui.tools = 1;
         json_t *args = json_object_get(p, PK_ARGUMENTS);
         return close_parts(f, out) |
                chunk(out, json_pack("{s:s, s:O, s:O, s:O}", "type", "tool-input-available", "toolCallId",
@@ -167,7 +163,7 @@ static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p
     if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) return close_parts(f, out) | simple(out, "reset-step");
     if (!strcmp(type, EV_PROVIDER_REQUEST_CANCELLED)) return close_parts(f, out);  /* what ends it follows */
     if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) {
-        if (f->ui.tools) return close_step(f, out);     /* its tools' results, then the next turn */
+        if (course == FRAME_REPLY_EVENT) return close_step(f, out);     /* its tools' results, then the next turn */
         return finish(f, out, finish_reason(json_string_value(json_object_get(p, PK_STOP_REASON))));
     }
     if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) return finish(f, out, "other");
