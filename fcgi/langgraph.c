@@ -248,8 +248,9 @@ static void thread_create(req_t *r)
     if (sessions_new_id(r, idj, id, sizeof id)) goto out;
     rc = sstore_get(r->log, id, &row);
     if (!rc) {
-        if (exists && !strcmp(exists, "do_nothing")) answer_thread(r, id, 200);
-        else res_error(r, 409, "thread_exists", "a thread %s exists", id);
+        /* The thread there is answered only to a token that may read it. */
+        if (!exists || strcmp(exists, "do_nothing")) res_error(r, 409, "thread_exists", "a thread %s exists", id);
+        else if (req_allow(r, "sessions:read", id)) answer_thread(r, id, 200);
         goto out;
     }
     if (rc != LOG_ENOTFOUND) {

@@ -221,7 +221,7 @@ static int authorize(req_t *r, const char *path)
      * its threads are sessions: a new one needs sessions:write (the resource checks
      * its id), a search sessions:read (it lists what the token may read); a thread's
      * state, history, runs read and a copy's source need sessions:read on its id, a
-     * run, a cancel and a delete sessions:write. */
+     * run, a cancel and a delete sessions:write (a run streamed or waited for both). */
     if (!strncmp(path, LANGGRAPH_PREFIX, sizeof LANGGRAPH_PREFIX - 1)) {
         const char *rest = path + sizeof LANGGRAPH_PREFIX - 1;
         if (!strncmp(rest, "assistants/", 11)) {
@@ -243,6 +243,9 @@ static int authorize(req_t *r, const char *path)
         id[n] = '\0';
         const char *sub = rest[n] ? rest + n + 1 : "";
         int read = get || !strcmp(sub, "history") || !strcmp(sub, "copy");
+        /* A streamed or waited run answers the thread's values: it reads it too. */
+        if (!strcmp(sub, "runs/stream") || !strcmp(sub, "runs/wait"))
+            return req_allow(r, "sessions:write", id) && req_allow(r, "sessions:read", id);
         return req_allow(r, read ? "sessions:read" : "sessions:write", id);
     }
     /* Anything else (404s included) is for token holders only. */

@@ -275,4 +275,17 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     assert_status 403
     req POST "/v1/langgraph/threads/$mine/copy" -H "Authorization: Bearer $wo"
     assert_status 403
+    # Without sessions:read a run may be started but not streamed or waited for (their
+    # answers hold the thread's values), nor an existing thread answered.
+    lgmsg="{\"assistant_id\": \"$agent\", \"input\": $msg}"
+    req POST "/v1/langgraph/threads/$mine/runs/stream" -H "Authorization: Bearer $wo" "${J[@]}" --data-binary "$lgmsg"
+    assert_status 403
+    req POST "/v1/langgraph/threads/$mine/runs/wait" -H "Authorization: Bearer $wo" "${J[@]}" --data-binary "$lgmsg"
+    assert_status 403
+    req POST /v1/langgraph/threads -H "Authorization: Bearer $wo" "${J[@]}" --data-binary "{\"thread_id\": \"$mine\", \"if_exists\": \"do_nothing\"}"
+    assert_status 403
+    rn_script '{"text": "ok", "usage": {"input": 1, "output": 1}}'
+    req POST "/v1/langgraph/threads/$mine/runs" -H "Authorization: Bearer $wo" "${J[@]}" --data-binary "$lgmsg"
+    assert_status 200
+    rn_wait "$mine" '.status == "completed" and (.messages | length) == 2'
 }
