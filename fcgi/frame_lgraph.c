@@ -18,7 +18,8 @@
  * provider request ends without tools, at tool:loop_stopped, reply:failed,
  * reply:stopped, session:cancelled, or before a later message:user that interrupts it. A workflow's run starts at its session's start (or
  * at the answer that resumes it) and ends when the workflow waits for a human input
- * (its values then carry __interrupt__), completes, fails or is cancelled.
+ * (its values then carry __interrupt__), completes, fails or is cancelled; its agent
+ * steps' text and tool calls are messages as a chat's are.
  *
  * Values are the session's view at the run's start and end (sstore_view on the
  * request's connection, the hub's when it carries the reader): the framer keeps
@@ -153,16 +154,11 @@ static int over(frame_t *f, offset_t at, size_t len, int before)
     return 0;
 }
 
-/* A chat's event within the run. */
-static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
+/* A model's event (a chat's reply, a workflow's agent step) as messages-tuple's
+ * messages, when asked for. */
+static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
 {
     int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
-    switch (frame_reply_track(f, type, p)) {
-    case FRAME_REPLY_OTHER: return 0;
-    case FRAME_REPLY_END: return over(f, at, len, 0);
-    case FRAME_REPLY_CUT: return over(f, at, len, 1);
-    default: break;
-    }
     if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
         json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
         return event(out, "messages", json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
@@ -190,13 +186,25 @@ static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p,
     return 0;
 }
 
-/* A workflow's event within the run: it ends when the workflow waits or is over. */
-static int workflow_event(frame_t *f, const char *type, offset_t at, size_t len)
+/* A chat's event within the run. */
+static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
+{
+    switch (frame_reply_track(f, type, p)) {
+    case FRAME_REPLY_OTHER: return 0;
+    case FRAME_REPLY_END: return over(f, at, len, 0);
+    case FRAME_REPLY_CUT: return over(f, at, len, 1);
+    default: return model_event(f, out, type, p);
+    }
+}
+
+/* A workflow's event within the run: it ends when the workflow waits or is over; its
+ * agent steps' text and tools are messages. */
+static int workflow_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
 {
     if (!strcmp(type, EV_INPUT_REQUESTED) || !strcmp(type, EV_WORKFLOW_COMPLETED) ||
         !strcmp(type, EV_WORKFLOW_FAILED) || !strcmp(type, EV_SESSION_CANCELLED))
         return over(f, at, len, 0);
-    return 0;
+    return model_event(f, out, type, p);
 }
 
 static int message(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len, offset_t at)
@@ -218,9 +226,9 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
         if (!strcmp(type, EV_MESSAGE_USER)) f->ui.phase = FRAME_UI_WAITING;
         else if (!strcmp(type, EV_SESSION_CREATED) || !strcmp(type, EV_INPUT_RECEIVED)) f->ui.phase = FRAME_UI_WORKFLOW;
         else rc = over(f, at, len, 0);
-        if (f->ui.phase == FRAME_UI_WORKFLOW) rc = workflow_event(f, type, at, len);
+        if (f->ui.phase == FRAME_UI_WORKFLOW) rc = workflow_event(f, out, type, p, at, len);
     } else if (f->ui.phase == FRAME_UI_WORKFLOW) {
-        rc = workflow_event(f, type, at, len);
+        rc = workflow_event(f, out, type, p, at, len);
     } else {
         rc = chat_event(f, out, type, p, at, len);
     }

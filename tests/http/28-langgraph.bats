@@ -151,18 +151,27 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
 }
 
 @test "langgraph: a workflow's human checkpoint is an interrupt, answered by a run resumed with command" {
+    agent=$(rn_agent anthropic claude-test-model)
     wf=$(ds_name wf)
-    rn_workflow "$(jq -nc --arg n "$wf" '{name: $n, initialState: {ok: null}, phases: [
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{name: $n, initialState: {ok: null}, phases: [
+        {name: "draft", steps: [{kind: "agent", name: "Draft", agent: $a, prompt: "Write about {{input.topic}}.",
+            update: {draft: "$output"}}], transitions: [{to: "ask"}]},
         {name: "ask", steps: [{kind: "human", id: "go", input: "approval", prompt: "Go?", update: {ok: "$response"}}],
          transitions: [{to: "done"}]}, {name: "done", terminal: true}]}')"
+    rn_script "$(reply "A draft about tests.")"
     sdk interrupt "$wf" true >"$T/i.json"
+    # The first run: the workflow's start, its agent step's text as messages, then the
+    # human step: values with __interrupt__, the thread interrupted.
+    check "$T/i.json" '([.first[] | select(.event == "messages") | .data[0].content] | join("")) == "A draft about tests." and
+        .first[1] == {event: "values", data: {ok: null}} and .first[-2].data.draft == "A draft about tests."'
     check "$T/i.json" '.first[0].event == "metadata" and .first[-1].event == "end" and
         (.first[-2].data.__interrupt__ | length) == 1 and .first[-2].data.__interrupt__[0].id == "go" and
         .first[-2].data.__interrupt__[0].value.prompt == "Go?" and
         .waiting.status == "interrupted" and (.waiting.interrupts.go | length) == 1 and
         .waitingState.next == ["ask"] and .waitingState.tasks[0].interrupts[0].id == "go"'
-    check "$T/i.json" '.resumed[-2].data == {ok: true} and .resumed[-3] == {event: "updates", data: {done: {ok: true}}} and
-        .done.status == "idle" and .done.values == {ok: true}'
+    check "$T/i.json" '.resumed[-2].data == {ok: true, draft: "A draft about tests."} and
+        .resumed[-3] == {event: "updates", data: {done: {ok: true, draft: "A draft about tests."}}} and
+        .done.status == "idle" and .done.values == .resumed[-2].data'
 }
 
 @test "langgraph: bad bodies and unknown names get JSON errors; scopes are the sessions'" {
