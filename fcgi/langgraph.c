@@ -26,7 +26,8 @@
 #include "sessions.h"
 
 #define LIST_MAX 100            /* a search's limit */
-#define OFFSET_SKIP_MAX 10000   /* a search's offset */
+#define OFFSET_SKIP_MAX 1000    /* a search's offset */
+#define SEARCH_SCAN_MAX 2000    /* sessions a thread search looks at */
 #define HISTORY_MAX 100         /* states a history answers */
 
 static void not_found(req_t *r, const char *what)
@@ -324,17 +325,20 @@ static void thread_search(req_t *r)
             if ((rc = add_thread(r, out, id, status, graph))) break;
         }
     } else {
-        /* Pages of sessions the token may read until offset + limit are in. */
+        /* Pages of sessions the token may read until offset + limit are in, looking
+         * at SEARCH_SCAN_MAX of them at most (each a view): a filter that matches few
+         * answers what the newest of them hold. */
+        size_t scanned = 0;
         do {
             json_decref(page);
             page = json_array();
             rc = sstore_list_filtered(r->log, NULL, cursor, LIST_MAX, readable, r, page, next, sizeof next);
             json_array_foreach(page, i, s) {
-                if (rc || json_array_size(out) >= skip + limit) break;
+                if (rc || json_array_size(out) >= skip + limit || scanned++ >= SEARCH_SCAN_MAX) break;
                 rc = add_thread(r, out, json_string_value(json_object_get(s, "id")), status, graph);
             }
             snprintf(cursor, sizeof cursor, "%s", next);
-        } while (!rc && next[0] && json_array_size(out) < skip + limit);
+        } while (!rc && next[0] && json_array_size(out) < skip + limit && scanned < SEARCH_SCAN_MAX);
     }
     if (rc) {
         reply_fail(r, rc);

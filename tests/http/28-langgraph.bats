@@ -219,6 +219,9 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     req POST /v1/langgraph/threads/search "${J[@]}" --data-binary '{"limit": 0}'
     assert_status 400
     assert_json_error bad_limit
+    req POST /v1/langgraph/threads/search "${J[@]}" --data-binary '{"offset": 1001}'
+    assert_status 400
+    assert_json_error bad_limit
     req POST "/v1/langgraph/threads/$id/history" "${J[@]}" --data-binary '{"before": {"configurable": {"checkpoint_id": "x"}}}'
     assert_status 400
     assert_json_error bad_checkpoint
