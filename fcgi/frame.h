@@ -55,6 +55,7 @@ typedef struct frame {
         uint64_t run_seq;       /* the run's first event (a chat's user message) */
         uint64_t start_seq, start_pos;  /* after it */
         uint64_t end_seq, end_pos;      /* after its last */
+        uint64_t skip_seq;      /* a reconnection's Last-Event-ID: events before it are not sent */
     } lg;
 } frame_t;
 

@@ -117,11 +117,12 @@ static const char *session_of(const log_read_req *rr)
     return s ? s + 1 : rr->path;
 }
 
-/* One SSE event: name and the JSON (stolen). 0 or -1. */
-static int event(buf_t *out, const char *name, json_t *o)
+/* One SSE event: name, the JSON (stolen), its id (the offset after the event it comes
+ * from: a reconnecting client's Last-Event-ID). 0 or -1. */
+static int event(buf_t *out, const char *name, const char *id, json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    int rc = s ? sse_event(out, name, NULL, s, strlen(s)) : -1;
+    int rc = s ? sse_event(out, name, id, s, strlen(s)) : -1;
     free(s);
     json_decref(o);
     return rc ? -1 : 0;
@@ -156,12 +157,12 @@ static int over(frame_t *f, offset_t at, size_t len, int before)
 
 /* A model's event (a chat's reply, a workflow's agent step) as messages-tuple's
  * messages, when asked for. */
-static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
+static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p, const char *id)
 {
     int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
     if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
         json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
-        return event(out, "messages", json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
+        return event(out, "messages", id, json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
                                                 t ? t : json_null(), "id", rid ? rid : json_null(), chunk_meta(p)));
     }
     if (!strcmp(type, EV_TOOL_CALLED) && msgs) {
@@ -170,41 +171,43 @@ static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         json_t *tc = json_pack("[{s:O, s:O, s:s, s:i, s:s}]", "id", json_object_get(p, PK_CALL_ID), "name",
                                json_object_get(p, PK_NAME), "args", a ? a : "{}", "index", 0, "type", "tool_call_chunk");
         free(a);
-        return event(out, "messages", json_pack("[{s:s, s:s, s:O, s:o}, o]", "type", "AIMessageChunk", "content", "",
+        return event(out, "messages", id, json_pack("[{s:s, s:s, s:O, s:o}, o]", "type", "AIMessageChunk", "content", "",
                                                 "id", rid ? rid : json_null(), "tool_call_chunks", tc, chunk_meta(p)));
     }
     if (!strcmp(type, EV_TOOL_RESULT) && msgs) {
         const char *call = json_string_value(json_object_get(p, PK_CALL_ID));
         json_t *res = json_object_get(p, PK_RESULT);
-        char id[96], *text = json_is_string(res) ? NULL : json_dumps(res ? res : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
-        snprintf(id, sizeof id, "tool_%s", call ? call : "");
+        char mid[96], *text = json_is_string(res) ? NULL : json_dumps(res ? res : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(mid, sizeof mid, "tool_%s", call ? call : "");
         json_t *content = text ? json_string(text) : json_incref(res);     /* a string result kept whole */
         free(text);
-        return event(out, "messages", json_pack("[{s:s, s:o, s:s, s:s}, {s:s}]", "type", "tool", "content", content,
-                                                "id", id, "tool_call_id", call ? call : "", "langgraph_node", "tools"));
+        return event(out, "messages", id, json_pack("[{s:s, s:o, s:s, s:s}, {s:s}]", "type", "tool", "content", content,
+                                                "id", mid, "tool_call_id", call ? call : "", "langgraph_node", "tools"));
     }
     return 0;
 }
 
 /* A chat's event within the run. */
-static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
+static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len,
+                      const char *id)
 {
     switch (frame_reply_track(f, type, p)) {
     case FRAME_REPLY_OTHER: return 0;
     case FRAME_REPLY_END: return over(f, at, len, 0);
     case FRAME_REPLY_CUT: return over(f, at, len, 1);
-    default: return model_event(f, out, type, p);
+    default: return model_event(f, out, type, p, id);
     }
 }
 
 /* A workflow's event within the run: it ends when the workflow waits or is over; its
  * agent steps' text and tools are messages. */
-static int workflow_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len)
+static int workflow_event(frame_t *f, buf_t *out, const char *type, const json_t *p, offset_t at, size_t len,
+                          const char *id)
 {
     if (!strcmp(type, EV_INPUT_REQUESTED) || !strcmp(type, EV_WORKFLOW_COMPLETED) ||
         !strcmp(type, EV_WORKFLOW_FAILED) || !strcmp(type, EV_SESSION_CANCELLED))
         return over(f, at, len, 0);
-    return model_event(f, out, type, p);
+    return model_event(f, out, type, p, id);
 }
 
 static int message(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len, offset_t at)
@@ -214,7 +217,11 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
     json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);   /* a model's text may hold NULs */
     const char *type = json_string_value(json_object_get(ev, "type"));
     const json_t *p = json_object_get(ev, "payload");
+    offset_t next = {at.seq + 1, at.pos + len};
+    char id[OFFSET_LEN + 1];
+    size_t mark = out->len;
     int rc = 0;
+    offset_format(next, id);
     if (!type) {
         rc = 0;     /* not an envelope */
     } else if (f->ui.phase == FRAME_UI_MESSAGE) {
@@ -226,12 +233,15 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
         if (!strcmp(type, EV_MESSAGE_USER)) f->ui.phase = FRAME_UI_WAITING;
         else if (!strcmp(type, EV_SESSION_CREATED) || !strcmp(type, EV_INPUT_RECEIVED)) f->ui.phase = FRAME_UI_WORKFLOW;
         else rc = over(f, at, len, 0);
-        if (f->ui.phase == FRAME_UI_WORKFLOW) rc = workflow_event(f, out, type, p, at, len);
+        if (f->ui.phase == FRAME_UI_WORKFLOW) rc = workflow_event(f, out, type, p, at, len, id);
     } else if (f->ui.phase == FRAME_UI_WORKFLOW) {
-        rc = workflow_event(f, out, type, p, at, len);
+        rc = workflow_event(f, out, type, p, at, len, id);
     } else {
-        rc = chat_event(f, out, type, p, at, len);
+        rc = chat_event(f, out, type, p, at, len, id);
     }
+    /* A client that reconnected (Last-Event-ID) has what came before: the course is
+     * followed, nothing of it sent again. */
+    if (at.seq < f->lg.skip_seq) out->len = mark;
     json_decref(ev);
     return rc;
 }
@@ -240,15 +250,22 @@ static void begin(frame_t *f, req_t *r, const log_read_req *rr)
 {
     char run[OFFSET_LEN + 1];
     offset_format(rr->from, run);
+    offset_t start = {f->lg.start_seq, f->lg.start_pos};
+    char id[OFFSET_LEN + 1];
+    offset_format(start, id);
     f->text = 1;
     frame_sse_headers(r, 1);
     res_headerf(r, "Content-Location", "/v1/langgraph/threads/%s/runs/%s", session_of(rr), run);
+    /* Where the SDK reconnects to when the response ends before the run (relative to
+     * its apiUrl, as it reads it): the run's stream, from its Last-Event-ID. */
+    res_headerf(r, "Location", "/threads/%s/runs/%s/stream", session_of(rr), run);
+    if (f->lg.skip_seq) return;     /* a reconnection: the client had these */
     buf_t out;
     buf_init(&out, 0);
-    int rc = event(&out, "metadata", json_pack("{s:s, s:i}", "run_id", run, "attempt", 1));
+    int rc = event(&out, "metadata", id, json_pack("{s:s, s:i}", "run_id", run, "attempt", 1));
     if (!rc && (f->lg.modes & FRAME_LG_VALUES)) {
         json_t *v = values_at(r, rr, f->lg.start_seq, f->lg.start_pos);
-        rc = v ? event(&out, "values", v) : -1;
+        rc = v ? event(&out, "values", id, v) : -1;
     }
     if (!rc) res_write(r, out.p, out.len);
     buf_free(&out);
@@ -279,21 +296,23 @@ static int finish(frame_t *f, req_t *r, const log_read_req *rr)
 {
     session_view v;
     offset_t at = {f->lg.end_seq, f->lg.end_pos};
+    char id[OFFSET_LEN + 1];
+    offset_format(at, id);
     session_view_init(&v);
     int rc = sstore_view(r->log, session_of(rr), 1, at, &v, NULL);
     buf_t out;
     buf_init(&out, 0);
     if (rc) {
-        rc = event(&out, "error", json_pack("{s:s, s:s}", "error", "ServiceUnavailable", "message",
+        rc = event(&out, "error", id, json_pack("{s:s, s:s}", "error", "ServiceUnavailable", "message",
                                             "the session could not be read"));
     } else {
-        if (f->lg.modes & FRAME_LG_UPDATES) rc |= event(&out, "updates", updates(f, &v));
-        if (f->lg.modes & FRAME_LG_VALUES) rc |= event(&out, "values", lgraph_values(&v));
+        if (f->lg.modes & FRAME_LG_UPDATES) rc |= event(&out, "updates", id, updates(f, &v));
+        if (f->lg.modes & FRAME_LG_VALUES) rc |= event(&out, "values", id, lgraph_values(&v));
         if (v.status == SESSION_FAILED)
-            rc |= event(&out, "error", json_pack("{s:s, s:s}", "error", "RunError", "message",
+            rc |= event(&out, "error", id, json_pack("{s:s, s:s}", "error", "RunError", "message",
                                                  v.error[0] ? v.error : "the run failed"));
     }
-    rc |= buf_puts(&out, "event: end\ndata: null\n\n") ? -1 : 0;
+    rc |= sse_event(&out, "end", id, "null", 4) ? -1 : 0;
     session_view_free(&v);
     if (!rc) res_write(r, out.p, out.len);
     buf_free(&out);

@@ -534,8 +534,10 @@ static int stream_modes(req_t *r, const json_t *v, uint64_t *modes)
 }
 
 /* Serve the run of thread id that begins at `at` (kind: OFFSET_START for a workflow's
- * first) through fr with modes. */
-static void serve_run(req_t *r, const char *id, offset_kind kind, offset_t at, const framer *fr, uint64_t modes)
+ * first) through fr with modes, sending nothing of the events before skip_seq (a
+ * reconnection's; 0: all). */
+static void serve_run(req_t *r, const char *id, offset_kind kind, offset_t at, const framer *fr, uint64_t modes,
+                      uint64_t skip_seq)
 {
     char path[SSTORE_ID_MAX + 16];
     snprintf(path, sizeof path, "sessions/%s", id);
@@ -547,6 +549,7 @@ static void serve_run(req_t *r, const char *id, offset_kind kind, offset_t at, c
     frame_t f;
     frame_init(&f, fr, 0);
     f.lg.modes = modes;
+    f.lg.skip_seq = skip_seq;
     live_run(r, &rr, &f);
 }
 
@@ -657,7 +660,7 @@ static void run_post(req_t *r, const char *id, run_kind what)
         res_json(r, 200, run);
         json_decref(run);
     } else {
-        serve_run(r, id, kind, at, what == RUN_WAIT ? &frame_lgraph_wait : &frame_lgraph, modes);
+        serve_run(r, id, kind, at, what == RUN_WAIT ? &frame_lgraph_wait : &frame_lgraph, modes, 0);
     }
 out:
     json_decref(body);
@@ -692,7 +695,9 @@ static void run_get(req_t *r, const char *id, const char *run, const char *sub)
     session_view v;
     offset_t at, none = {0, 0};
     char qs[32];
-    uint64_t modes = FRAME_LG_VALUES | FRAME_LG_MESSAGES;
+    /* Every mode unless one is named (several: every mode too; a reconnection names
+     * none). */
+    uint64_t modes = FRAME_LG_VALUES | FRAME_LG_MESSAGES | FRAME_LG_UPDATES;
     if (parse_checkpoint(r, run, &at)) return;
     if (!strcmp(sub, "/cancel")) {
         /* A chat's run stops (the chat goes on); a workflow's is cancelled. */
@@ -703,18 +708,26 @@ static void run_get(req_t *r, const char *id, const char *run, const char *sub)
     }
     if (!strcmp(sub, "/join") || !strcmp(sub, "/stream")) {
         int n = req_query(r, "stream_mode", qs, sizeof qs);
+        if (n == -2) {
+            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple and updates are supported");
+            return;
+        }
         if (n >= 0) {
             json_t *m = json_string(qs);
             int bad = stream_modes(r, m, &modes);
             json_decref(m);
             if (bad) return;
         }
+        /* A reconnecting SDK sends the id of the last event it had. */
+        const char *last = !strcmp(sub, "/stream") ? req_header(r, "Last-Event-ID") : NULL;
+        offset_t seen = {0, 0};
+        if (last && parse_checkpoint(r, last, &seen)) return;
         if (sstore_get(r->log, id, &row)) {
             not_found(r, "thread");
             return;
         }
         serve_run(r, id, at.seq ? OFFSET_AT : OFFSET_START, at, !strcmp(sub, "/join") ? &frame_lgraph_wait : &frame_lgraph,
-                  modes);
+                  modes, seen.seq);
         return;
     }
     session_view_init(&v);

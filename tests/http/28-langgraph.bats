@@ -12,7 +12,9 @@ load runner-helpers
 setup_file() {
     LG_NODE=$("$DS_ROOT/tests/langgraph/install.sh") || return 1
     export LG_NODE
-    rn_start
+    # A run's response ends after 3 s here: a longer one is followed by the SDK's
+    # reconnection (Location, Last-Event-ID).
+    rn_start DSTREAM_REPLY_MAX_MS=3000
 }
 teardown_file() { rn_stop; }
 setup() {
@@ -136,13 +138,16 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     rn_has_event "$id" '.type == "reply:stopped"'
 }
 
-@test "langgraph: a run joined while it streams (joinStream, a reload) reads the whole reply from the log, each word once" {
+@test "langgraph: a run joined while it streams (joinStream, a reload) reads the whole reply from the log, each word once; a run longer than DSTREAM_REPLY_MAX_MS is followed by the SDK's reconnection" {
     agent=$(rn_agent anthropic claude-test-model)
-    slow=$(seq -s ' ' 1 60 | sed 's/[0-9]*/w&/g')
+    slow=$(seq -s ' ' 1 130 | sed 's/[0-9]*/w&/g')
     rn_script "$(jq -nc --arg t "$slow" '{text: $t, chunkSize: 4, delayMs: 40, usage: {input: 40, output: 60}}')"
     sdk slow "$agent" "Count slowly." >"$T/s.json"
-    # It was joined mid-reply: the thread had part of it.
-    check "$T/s.json" '.seen > 0 and .seen < ($all | length)' --arg all "$slow"
+    # It was joined mid-reply: the thread had part of it. The reply took longer than a
+    # response lasts: both readers reconnected (from their last event) and saw one
+    # metadata event, each word once.
+    check "$T/s.json" '.seen > 0 and .seen < ($all | length) and .elapsed > 3000 and
+        ([.own[], .joined[] | select(.event == "metadata")] | length) == 2' --arg all "$slow"
     check "$T/s.json" '.runId != null and .midway == "success" and
         ([.own[] | select(.event == "messages") | .data[0].content] | join("")) == $all and
         ([.joined[] | select(.event == "messages") | .data[0].content] | join("")) == $all and
