@@ -263,7 +263,8 @@ write_plan() {
         "$BATS_FILE_TMPDIR/plan.json" "$report"
     assert_success
     jq -c '{requests, statuses, nfailures}' "$report"
-    jq -e '.requests >= 2000 and .requests <= 6000' "$report"
+    # About 7,000 with the LangGraph routes and their fields (4,477 when it was written).
+    jq -e '.requests >= 2000 and .requests <= 10000' "$report"
     jq -e '.nfailures == 0' "$report" || { jq '.failures[:20]' "$report" >&2; false; }
     # Nothing exited: the same processes, no worker restarted, no runner restarted.
     [ "$(pids)" = "$before" ]
