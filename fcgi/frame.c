@@ -93,14 +93,26 @@ int frame_reply_track(frame_t *f, const char *type, const json_t *p)
     }
     if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
         f->ui.phase = FRAME_UI_REPLY;
-        f->ui.tools = 0;
+        f->ui.tools = f->ui.ended = f->ui.calls = f->ui.asked = 0;
         return FRAME_REPLY_EVENT;
     }
     if (f->ui.phase != FRAME_UI_REPLY) return FRAME_REPLY_OTHER;    /* another reply's */
-    if (!strcmp(type, EV_TOOL_CALLED)) f->ui.tools = 1;
+    if (!strcmp(type, EV_TOOL_CALLED)) {
+        f->ui.tools = 1;
+        f->ui.calls++;
+    }
     if ((!strcmp(type, EV_PROVIDER_REQUEST_ENDED) && !f->ui.tools) || !strcmp(type, EV_TOOL_LOOP_STOPPED)) {
         f->ui.phase = FRAME_UI_DONE;
         return FRAME_REPLY_END;
+    }
+    /* A turn's tool calls: each gets a result, or a question (a call waiting for approval). */
+    int asks = !strcmp(type, EV_INPUT_REQUESTED) && json_is_string(json_object_get(p, PK_CALL_ID));
+    if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) f->ui.ended = 1;
+    if ((asks || !strcmp(type, EV_TOOL_RESULT)) && f->ui.calls) f->ui.calls--;
+    if (asks) f->ui.asked++;
+    if (f->ui.ended && f->ui.asked && !f->ui.calls) {
+        f->ui.phase = FRAME_UI_DONE;
+        return FRAME_REPLY_WAIT;
     }
     return FRAME_REPLY_EVENT;
 }

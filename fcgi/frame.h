@@ -47,6 +47,11 @@ typedef struct frame {
         int step;               /* a step is open */
         int tools;              /* the request of the step asked for tools */
         int part;               /* parts begun (their ids) */
+        int ended;              /* the request of the step ended (asking for tools) */
+        int calls;              /* tool calls of the step with neither a result nor an approval request */
+        int asked;              /* tool calls of the step waiting for approval */
+        int resumed;            /* the reply goes on after answers to its approvals ... */
+        offset_t from;          /* ... recorded here: before it only tool results are sent */
     } ui;
     /* frame_lgraph (ui.phase and ui.tools as frame_uimsg's): what the run streams and
      * where it began and ended (the positions its values are read at). */
@@ -129,10 +134,12 @@ int frame_events_batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t
  * f->ui.phase and f->ui.tools on and is FRAME_REPLY_OTHER (no event of this reply:
  * another reply's, before its first request), FRAME_REPLY_EVENT (of the reply under
  * way), FRAME_REPLY_END (the reply is over with it: its last request ended without
- * tools, tool:loop_stopped, reply:failed, reply:stopped, session:cancelled) or
+ * tools, tool:loop_stopped, reply:failed, reply:stopped, session:cancelled),
  * FRAME_REPLY_CUT (over before it: a message that interrupts the reply, answered by a
- * reply of its own). */
-enum { FRAME_REPLY_OTHER, FRAME_REPLY_EVENT, FRAME_REPLY_END, FRAME_REPLY_CUT };
+ * reply of its own) or FRAME_REPLY_WAIT (of the reply, which is over with it until
+ * its tool calls waiting for approval are answered: each call of its turn has a result
+ * or waits, and some wait). */
+enum { FRAME_REPLY_OTHER, FRAME_REPLY_EVENT, FRAME_REPLY_END, FRAME_REPLY_CUT, FRAME_REPLY_WAIT };
 int frame_reply_track(frame_t *f, const char *type, const json_t *p);
 /* The SSE heartbeat, a comment (frame_sse.c; frame_events.c shares it). */
 int frame_sse_heartbeat(frame_t *f, req_t *r);

@@ -15,7 +15,8 @@
  *   reply:failed                    error {error, message}, then end
  *
  * The reply's course is frame_uimsg's (frame_reply_track): it ends when its last
- * provider request ends without tools, at tool:loop_stopped, reply:failed,
+ * provider request ends without tools, when its tool calls wait for approval, at
+ * tool:loop_stopped, reply:failed,
  * reply:stopped, session:cancelled, or before a later message:user that interrupts it. A workflow's run starts at its session's start (or
  * at the answer that resumes it) and ends when the workflow waits for a human input
  * (its values then carry __interrupt__), completes, fails or is cancelled; its agent
@@ -193,7 +194,8 @@ static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p,
 {
     switch (frame_reply_track(f, type, p)) {
     case FRAME_REPLY_OTHER: return 0;
-    case FRAME_REPLY_END: return over(f, at, len, 0);
+    case FRAME_REPLY_END:
+    case FRAME_REPLY_WAIT: return over(f, at, len, 0);     /* its tool calls wait for approval */
     case FRAME_REPLY_CUT: return over(f, at, len, 1);
     default: return model_event(f, out, type, p, id);
     }

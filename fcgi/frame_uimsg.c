@@ -8,7 +8,11 @@
  *   provider:request_started        start-step (not again after a retry: reset-step)
  *   text:delta / thinking:delta     text-* / reasoning-* (a part per run of one kind)
  *   tool:called / tool:result       tool-input-available / tool-output-available
- *                                   (tool-output-error when it failed or is an error)
+ *                                   (tool-output-error when it failed or is an error,
+ *                                   tool-output-denied when it was not approved)
+ *   input:requested of a tool call  tool-approval-request {approvalId, toolCallId}; once
+ *                                   each call of the step has a result or waits for
+ *                                   approval, finish (tool-calls): the reply waits
  *   provider:request_retried        reset-step: the retry replaces what the attempt sent
  *   provider:request_ended          finish-step, and finish unless it asked for tools
  *   tool:loop_stopped               finish (other)
@@ -17,7 +21,11 @@
  *   session:cancelled               abort
  *   a later message:user (interrupt) finish (interrupted): that message has a reply of its own
  *
- * then `data: [DONE]` and the response ends. Before its first provider request the
+ * then `data: [DONE]` and the response ends. A reply that goes on after answers to its
+ * approvals is read from its user message too: `start` without a messageId (the SDK's
+ * message goes on), then, before the answers, only its tools' results (a call
+ * approved earlier may have its result there; the SDK takes one again as it is),
+ * and from the answers on its events as they come. Before its first provider request the
  * reply has not begun: what the log holds then (an interrupted request's end) is
  * another reply's. The state is frame_t.ui, so the hub carries it like a position. */
 #include <stdio.h>
@@ -115,6 +123,8 @@ static int delta(frame_t *f, buf_t *out, int reasoning, const json_t *text)
 static int tool_result(buf_t *out, const json_t *p)
 {
     json_t *call = json_object_get(p, PK_CALL_ID), *result = json_object_get(p, PK_RESULT);
+    if (json_is_true(json_object_get(p, PK_DENIED)))
+        return chunk(out, json_pack("{s:s, s:O}", "type", "tool-output-denied", "toolCallId", call));
     if (!json_is_true(json_object_get(p, PK_FAILED)) && !json_is_true(json_object_get(p, PK_IS_ERROR)))
         return chunk(out, json_pack("{s:s, s:O, s:O}", "type", "tool-output-available", "toolCallId", call, "output",
                                     result ? result : json_null()));
@@ -125,13 +135,11 @@ static int tool_result(buf_t *out, const json_t *p)
     return rc;
 }
 
-/* One event of the reply under way (or about to begin): its course is
- * frame_reply_track's. */
-static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
+/* The chunks of one event of the reply under way, whose course (frame_reply_track)
+ * is not FRAME_REPLY_OTHER. */
+static int event_chunks(frame_t *f, buf_t *out, const char *type, const json_t *p, int course)
 {
     const char *s;
-    int course = frame_reply_track(f, type, p);
-    if (course == FRAME_REPLY_OTHER) return 0;
     if (course == FRAME_REPLY_CUT) return finish(f, out, "interrupted");
     if (!strcmp(type, EV_SESSION_CANCELLED)) {
         json_t *o = json_pack("{s:s}", "type", "abort");
@@ -160,14 +168,26 @@ static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p
                                     args ? args : json_null()));
     }
     if (!strcmp(type, EV_TOOL_RESULT)) return tool_result(out, p);
+    if (!strcmp(type, EV_INPUT_REQUESTED) && json_is_string(json_object_get(p, PK_CALL_ID)))
+        return chunk(out, json_pack("{s:s, s:O, s:O}", "type", "tool-approval-request", "approvalId",
+                                    json_object_get(p, PK_INTERACTION_ID), "toolCallId", json_object_get(p, PK_CALL_ID)));
     if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) return close_parts(f, out) | simple(out, "reset-step");
     if (!strcmp(type, EV_PROVIDER_REQUEST_CANCELLED)) return close_parts(f, out);  /* what ends it follows */
     if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) {
-        if (course == FRAME_REPLY_EVENT) return close_step(f, out);     /* its tools' results, then the next turn */
+        if (course != FRAME_REPLY_END) return close_step(f, out);     /* its tools' results, then the next turn */
         return finish(f, out, finish_reason(json_string_value(json_object_get(p, PK_STOP_REASON))));
     }
     if (!strcmp(type, EV_TOOL_LOOP_STOPPED)) return finish(f, out, "other");
     return 0;
+}
+
+/* One event of the reply under way (or about to begin): its course is
+ * frame_reply_track's. A reply whose tool calls wait for approval is over, for now. */
+static int reply_event(frame_t *f, buf_t *out, const char *type, const json_t *p)
+{
+    int course = frame_reply_track(f, type, p);
+    int rc = course == FRAME_REPLY_OTHER ? 0 : event_chunks(f, out, type, p, course);
+    return course == FRAME_REPLY_WAIT ? rc | finish(f, out, "tool-calls") : rc;
 }
 
 static int message(frame_t *f, buf_t *out, const log_info *info, const void *data, size_t len, offset_t at)
@@ -181,6 +201,12 @@ static int message(frame_t *f, buf_t *out, const log_info *info, const void *dat
     int rc = 0;
     if (!type) {
         /* not an envelope: nothing of a reply */
+    } else if (f->ui.phase == FRAME_UI_MESSAGE && f->ui.resumed) {
+        /* No messageId: the SDK's message, which the answers came with, goes on. */
+        rc = simple(out, "start");
+        f->ui.phase = FRAME_UI_REPLY;
+    } else if (f->ui.resumed && at.seq < f->ui.from.seq) {
+        if (!strcmp(type, EV_TOOL_RESULT)) rc = tool_result(out, p);
     } else if (f->ui.phase == FRAME_UI_MESSAGE) {
         char id[OFFSET_LEN + 8];
         char off[OFFSET_LEN + 1];

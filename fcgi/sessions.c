@@ -208,6 +208,16 @@ out:
     return ret;
 }
 
+int sessions_chat(req_t *r, const char *id, const char *agent, sstore_row *row)
+{
+    int rc = sstore_get(r->log, id, row);
+    if (rc) {
+        fail(r, rc);
+        return -1;
+    }
+    return chat_of(r, row, agent);
+}
+
 /* The list shows the sessions the token may read. */
 static int readable(void *ud, const char *id)
 {
@@ -526,54 +536,86 @@ out:
     json_decref(body);
 }
 
+/* Answers (each {interactionId, response[, reason]}; no interactionId: the one
+ * pending) to record in one command: all or none. With skip_answered, one whose input
+ * has an answer already is left out (the AI SDK sends its chat's answers again);
+ * E_ANSWERED when none is left. */
 typedef struct input_cmd {
-    const char *interaction;
-    json_t *response;
+    const json_t *answers;
     const json_t *workflow;     /* the session's workflow document, or NULL */
-    json_t *payload;
+    int skip_answered;
+    json_t *made;               /* the payloads of the events decided (they hold them) */
 } input_cmd;
 
 static int decide_input(void *ud, const session_view *v, sstore_event *ev, size_t *n)
 {
     input_cmd *c = ud;
+    size_t i;
+    const json_t *a;
     if (session_view_finished(v)) return E_FINISHED;
     if (v->cancel_requested) return E_CANCELLING;
-    if (!c->interaction) c->interaction = json_string_value(json_object_get(v->pending, PK_INTERACTION_ID));
-    if (!c->interaction) return E_NOT_REQUESTED;
-    const char *off;
-    switch (checkpoint_decide(v, c->workflow, c->interaction, c->response, &off)) {
-    case CHECKPOINT_ANSWERED: return E_ANSWERED;
-    case CHECKPOINT_NOT_REQUESTED: return E_NOT_REQUESTED;
-    case CHECKPOINT_BAD_RESPONSE: return E_BAD_RESPONSE;
-    case CHECKPOINT_OK: break;
+    json_array_foreach(c->answers, i, a) {
+        const char *iid = json_string_value(json_object_get(a, "interactionId")), *off;
+        const json_t *resp = json_object_get(a, "response");
+        if (!iid) iid = json_string_value(json_object_get(v->pending, PK_INTERACTION_ID));
+        if (!iid) return E_NOT_REQUESTED;
+        switch (checkpoint_decide(v, c->workflow, iid, resp, &off)) {
+        case CHECKPOINT_ANSWERED:
+            if (c->skip_answered) continue;
+            return E_ANSWERED;
+        case CHECKPOINT_NOT_REQUESTED: return E_NOT_REQUESTED;
+        case CHECKPOINT_BAD_RESPONSE: return E_BAD_RESPONSE;
+        case CHECKPOINT_OK: break;
+        }
+        for (size_t j = 0; j < *n; j++)     /* the same input twice in one request */
+            if (!strcmp(json_string_value(json_object_get(ev[j].payload, PK_INTERACTION_ID)), iid)) return E_ANSWERED;
+        if (*n == SSTORE_EVENTS_MAX) return E_BAD_RESPONSE;
+        sstore_event e = event_input_answered(iid, resp, json_object_get(a, "reason"));
+        json_array_append_new(c->made, e.payload);
+        if (off) snprintf(e.caused_by, sizeof e.caused_by, "%s", off);
+        ev[(*n)++] = e;
     }
-    if (off) snprintf(ev[0].caused_by, sizeof ev[0].caused_by, "%s", off);
-    sstore_event e = event_input_answered(c->interaction, c->response);
-    snprintf(e.caused_by, sizeof e.caused_by, "%s", ev[0].caused_by);
-    ev[0] = e;
-    c->payload = e.payload;
-    *n = 1;
-    return 0;
+    return *n ? 0 : E_ANSWERED;
 }
 
-int sessions_answer(req_t *r, const char *id, const char *interaction, json_t *response, offset_t *at)
+int sessions_answers(req_t *r, const char *id, const json_t *answers, int skip_answered, offset_t *at)
 {
     json_t *doc = NULL;
     sstore_row row;
     int rc, got;
-    if ((rc = sstore_get(r->log, id, &row))) {
-        fail(r, rc);
-        return -1;
-    }
+    if ((rc = sstore_get(r->log, id, &row))) goto out;
     if (row.workflow[0]) doc = defs_workflow_get(r->log, row.workflow, row.wf_version, &got, &rc);
-    input_cmd c = {interaction, response, doc, NULL};
+    input_cmd c = {answers, doc, skip_answered, json_array()};
     session_trace tr;
     trace_of(r, &tr);
     rc = sstore_command(r->log, id, &tr, decide_input, &c, at);
-    json_decref(c.payload);
+    json_decref(c.made);
+out:
     json_decref(doc);
     if (rc) fail(r, rc);
     return rc ? -1 : 0;
+}
+
+int sessions_answer(req_t *r, const char *id, const char *interaction, json_t *response, offset_t *at)
+{
+    json_t *one = json_pack("[{s:O}]", "response", response);
+    if (one && interaction) json_object_set_new(json_array_get(one, 0), "interactionId", json_string(interaction));
+    int rc = sessions_answers(r, id, one, 0, at);
+    json_decref(one);
+    return rc;
+}
+
+int sessions_valid_answer(req_t *r, const json_t *iid, const json_t *resp, const json_t *reason)
+{
+    if (!json_is_string(iid) || json_string_length(iid) == 0 || json_string_length(iid) > 128 || !resp) {
+        res_error(r, 400, "bad_input", "give interactionId (a string of 1 to 128 bytes) and response");
+        return -1;
+    }
+    if (reason && (!json_is_string(reason) || json_string_length(reason) > SESSIONS_REASON_MAX)) {
+        res_error(r, 400, "bad_input", "reason must be a string of at most %d bytes", SESSIONS_REASON_MAX);
+        return -1;
+    }
+    return 0;
 }
 
 static void input(req_t *r, const char *id)
@@ -582,11 +624,14 @@ static void input(req_t *r, const char *id)
     if (!body) return;
     json_t *iid = json_object_get(body, "interactionId");
     json_t *resp = json_object_get(body, "response");
+    json_t *reason = json_object_get(body, "reason");
     offset_t at;
-    if (!json_is_string(iid) || json_string_length(iid) == 0 || json_string_length(iid) > 128 || !resp)
-        res_error(r, 400, "bad_input", "give interactionId (a string) and response");
-    else if (!sessions_answer(r, id, json_string_value(iid), resp, &at))
-        accepted(r, id, at);
+    if (sessions_valid_answer(r, iid, resp, reason)) goto out;
+    json_t *one = json_pack("[{s:O, s:O}]", "interactionId", iid, "response", resp);
+    if (one && reason) json_object_set(json_array_get(one, 0), "reason", reason);
+    if (!sessions_answers(r, id, one, 0, &at)) accepted(r, id, at);
+    json_decref(one);
+out:
     json_decref(body);
 }
 

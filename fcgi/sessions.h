@@ -9,6 +9,7 @@
 #include "req.h"
 
 #define SESSIONS_CONTENT_MAX (1 << 20)  /* bytes of a user message */
+#define SESSIONS_REASON_MAX 4096        /* bytes of an answer's reason */
 
 /* The chat session id of agent: *row gets it, created (as POST /v1/sessions
  * {"id", "agent"} does) when there is none. The caller has checked that the token
@@ -21,6 +22,10 @@ int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *
  * (unsupported_part, bad_content: none, or over SESSIONS_CONTENT_MAX). */
 json_t *sessions_text_parts(req_t *r, const json_t *parts, const char *name);
 
+/* The chat session id of agent, which must exist: as sessions_open_chat, but 404
+ * not_found when there is none. */
+int sessions_chat(req_t *r, const char *id, const char *agent, sstore_row *row);
+
 /* Post content (a string) to session id as a user message in interrupt mode, as
  * POST /v1/sessions/{id}/messages does, replacing the user message at offset
  * replaces ("last": the last one) and what answered it, unless NULL; *at gets the
@@ -31,6 +36,18 @@ int sessions_say(req_t *r, const char *id, json_t *content, const char *replaces
 /* A message's "replaces" (j): "last" or an offset, into out (the offset as the server
  * writes it). 0, or -1 after answering 400 bad_replaces. */
 int sessions_replaces(req_t *r, const json_t *j, char out[OFFSET_LEN + 1]);
+
+/* 0 if an answer's interactionId, response and reason (NULL: none) are well-formed,
+ * else -1 after answering 400 bad_input. */
+int sessions_valid_answer(req_t *r, const json_t *iid, const json_t *resp, const json_t *reason);
+
+/* Record answers ([{interactionId, response[, reason]}], at most SSTORE_EVENTS_MAX,
+ * each checked with sessions_valid_answer; no interactionId: the one pending) to
+ * session id's input requests in one command, as POST /v1/sessions/{id}/input does
+ * for one: all or none. With skip_answered, those answered already are left out (409
+ * input_answered if all are). *at gets the offset of the first written. 0, or -1
+ * after answering. */
+int sessions_answers(req_t *r, const char *id, const json_t *answers, int skip_answered, offset_t *at);
 
 /* The session id that path ("{id}" or "{id}/...") begins with, into id: what follows
  * it ("" or "/..."), or NULL after answering 404 (not an id). */

@@ -251,6 +251,51 @@ static void check_servers(jcheck_errlist *e, const json_t *doc)
     }
 }
 
+/* The tool a name of `approval` names in doc: a declared tool, a server of its
+ * mcpServers (all that server's tools) or one tool of such a server
+ * (<server>__<tool>, as the model sees it). 1 if it names one. */
+static int names_tool(const json_t *doc, const char *name)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(doc, "tools"), i, t) {
+        const char *d = json_string_value(json_object_get(t, "name"));
+        if (d && !strcmp(name, d)) return 1;
+    }
+    json_array_foreach(json_object_get(doc, "mcpServers"), i, t) {
+        const char *s = json_string_value(t);
+        size_t n = s ? strlen(s) : 0;
+        if (s && (!strcmp(name, s) || (!strncmp(name, s, n) && !strncmp(name + n, "__", 2) &&
+                                       agent_valid_tool_name(name + n + 2))))
+            return 1;
+    }
+    return 0;
+}
+
+/* approval: {name: "required"}, each name a tool or server of the agent's
+ * (names_tool). A call of such a tool in a chat waits for a person's answer. */
+static void check_approval(jcheck_errlist *e, const json_t *doc)
+{
+    const json_t *a = json_object_get(doc, "approval"), *v;
+    const char *k;
+    char path[AGENT_JPATH];
+    if (!a) return;
+    if (!json_is_object(a)) {
+        jcheck_mistake(e, "approval", "must be an object: {\"<tool or server>\": \"required\"}");
+        return;
+    }
+    if (json_object_size(a) > AGENT_TOOLS_MAX + AGENT_SERVERS_MAX)
+        jcheck_mistake(e, "approval", "at most %d names", AGENT_TOOLS_MAX + AGENT_SERVERS_MAX);
+    json_object_foreach((json_t *)a, k, v) {
+        jcheck_key(path, sizeof path, "approval", k);
+        if (!json_is_string(v) || strcmp(json_string_value(v), "required"))
+            jcheck_mistake(e, path, "must be \"required\"");
+        if (!names_tool(doc, k))
+            jcheck_mistake(e, path, "names no tool of the agent: a declared tool, a server of mcpServers or "
+                                    "<server>__<tool>");
+    }
+}
+
 /* Skills: instructions whose placeholders must all be declared params, so that
  * rendering can only fail on what the caller passes, never on the document. */
 static void check_skills(jcheck_errlist *e, const json_t *doc)
@@ -335,7 +380,7 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
 {
     static const char *const keys[] = {"name", "provider", "model", "system", "parameters",
                                        "tools", "mcpServers", "skills", "limits", "endpoint",
-                                       NULL};
+                                       "approval", NULL};
     jcheck_errlist e;
     jcheck_init(&e, err, errcap, AGENT_JPATH);
     if (!json_is_object(doc)) {
@@ -359,6 +404,7 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
     check_parameters(&e, doc);
     check_tools(&e, doc);
     check_servers(&e, doc);
+    check_approval(&e, doc);
     check_skills(&e, doc);
     check_limits(&e, doc);
     check_endpoint(&e, doc);
@@ -476,6 +522,14 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
         return -1;
     }
     return 0;
+}
+
+/* ---- approval ---------------------------------------------------------------------------- */
+
+int agent_needs_approval(const json_t *doc, const char *name, const char *server)
+{
+    const json_t *a = json_object_get(doc, "approval");
+    return (name && json_object_get(a, name)) || (server && json_object_get(a, server));
 }
 
 /* ---- output ----------------------------------------------------------------------------- */

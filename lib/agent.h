@@ -17,6 +17,9 @@
  *                 costBudgetUsd (number >0)
  *   endpoint      string, optional: a base URL of its own, when the operator allows
  *                 it for the provider (no operator key is sent there)
+ *   approval      object, optional: {name: "required"}, name a declared tool, a server
+ *                 of mcpServers (all its tools) or <server>__<tool>: a chat's call of
+ *                 it waits for a person's approval
  * Unknown top-level keys are mistakes. */
 #ifndef DSTREAM_AGENT_H
 #define DSTREAM_AGENT_H
@@ -40,6 +43,10 @@ int agent_render_skill(const json_t *doc, const char *name, const json_t *params
  * (name, parameters, instructions with their {{placeholders}}) under "# Skills".
  * Appends to out; returns 0 or a BUF_E* code (out unchanged). */
 int agent_system_prompt(const json_t *doc, buf_t *out);
+
+/* 1 if the agent's `approval` says a call of the tool `name` (as the model called
+ * it), which resolved to a tool of `server` (NULL: none), waits for approval. */
+int agent_needs_approval(const json_t *doc, const char *name, const char *server);
 
 /* Redact, in place, what a stored document may hold that a GET must never show:
  * the environment values of MCP servers in documents stored by earlier versions

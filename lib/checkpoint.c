@@ -46,6 +46,14 @@ checkpoint_verdict checkpoint_decide(const session_view *v, const json_t *workfl
         *caused_by = json_string_value(json_object_get(v->pending, "offset"));
         return CHECKPOINT_OK;
     }
+    /* A chat's tool call waiting for approval (a yes or no). */
+    const json_t *call = session_view_approval_call(v, id);
+    if (call) {
+        const json_t *ask = json_object_get(call, SESSION_CALL_APPROVAL);
+        if (!checkpoint_fits(ask, response)) return CHECKPOINT_BAD_RESPONSE;
+        *caused_by = json_string_value(json_object_get(ask, "offset"));
+        return CHECKPOINT_OK;
+    }
     /* Not asked yet: kept for when the runner reaches that checkpoint. */
     const json_t *st = checkpoint_step(workflow, id);
     if (!st) return CHECKPOINT_NOT_REQUESTED;

@@ -51,6 +51,18 @@ sstore_event event_tool_result(const char *call_id, const json_t *result, int is
     return make(EV_TOOL_RESULT, p);
 }
 
+sstore_event event_tool_denied(const char *call_id, const json_t *result)
+{
+    sstore_event e = event_tool_result(call_id, result, 1, 0, 0);
+    json_object_set_new(e.payload, PK_DENIED, json_true());
+    return e;
+}
+
+sstore_event event_tool_approved(const char *call_id)
+{
+    return make(EV_TOOL_APPROVED, json_pack("{s:s}", PK_CALL_ID, call_id));
+}
+
 sstore_event event_tool_loop_stopped(const char *reason, int turns)
 {
     return make(EV_TOOL_LOOP_STOPPED, json_pack("{s:o, s:i}", PK_REASON, text(reason), PK_TURNS, turns));
@@ -95,6 +107,12 @@ sstore_event event_input_requested(const char *interaction_id, const char *input
     return make(EV_INPUT_REQUESTED, p);
 }
 
+sstore_event event_approval_requested(const char *call_id, const char *prompt)
+{
+    return make(EV_INPUT_REQUESTED, json_pack("{s:s, s:o, s:o, s:s}", PK_INTERACTION_ID, call_id, PK_INPUT,
+                                              json_string("approval"), PK_PROMPT, text(prompt), PK_CALL_ID, call_id));
+}
+
 sstore_event event_input_expired(const char *interaction_id)
 {
     return make(EV_INPUT_EXPIRED, json_pack("{s:s}", PK_INTERACTION_ID, interaction_id));
@@ -116,9 +134,10 @@ sstore_event event_failed(int workflow, const char *error, const char *reason, i
     return make(workflow ? EV_WORKFLOW_FAILED : EV_REPLY_FAILED, p);
 }
 
-sstore_event event_input_answered(const char *interaction_id, const json_t *response)
+sstore_event event_input_answered(const char *interaction_id, const json_t *response, const json_t *reason)
 {
     sstore_event e = event_input_received(interaction_id, response);
+    if (reason) json_object_set(e.payload, PK_REASON, (json_t *)reason);
     e.actor = "user";
     return e;
 }

@@ -25,6 +25,12 @@ sstore_event event_tool_called(const char *call_id, const char *name, const json
 /* Its result (borrowed), whole. failed: no result came from the tool itself. */
 sstore_event event_tool_result(const char *call_id, const json_t *result, int is_error, int failed,
                                int64_t duration_ms);
+/* The result of a chat's tool call a person did not approve (not run): an error
+ * result, not failed, denied. */
+sstore_event event_tool_denied(const char *call_id, const json_t *result);
+/* A chat's call that was approved is taken by the runner: it runs next (an open call
+ * like any other from here). */
+sstore_event event_tool_approved(const char *call_id);
 sstore_event event_tool_loop_stopped(const char *reason, int turns);
 sstore_event event_tool_server_failed(const char *server, const char *error);
 
@@ -41,11 +47,14 @@ sstore_event event_failed(int workflow, const char *error, const char *reason, i
  * (borrowed) and expires_at (RFC 3339) may be NULL. */
 sstore_event event_input_requested(const char *interaction_id, const char *input, const char *prompt,
                                    const json_t *options, const char *expires_at);
+/* input:requested for a chat's tool call callId that waits for approval: interaction id
+ * the call's id, input "approval", the prompt naming the tool and its arguments. */
+sstore_event event_approval_requested(const char *call_id, const char *prompt);
 sstore_event event_input_expired(const char *interaction_id);
 /* The default answer of an expired checkpoint (actor system). */
 sstore_event event_input_received(const char *interaction_id, const json_t *response);
 /* An answer given by a person (actor user; POST /input). */
-sstore_event event_input_answered(const char *interaction_id, const json_t *response);
+sstore_event event_input_answered(const char *interaction_id, const json_t *response, const json_t *reason);
 
 /* ---- sessions, workflows, phases ---- */
 /* A new session (actor user): of an agent, or of a workflow at version with its

@@ -37,6 +37,7 @@ const char *const session_event_types[] = {
     EV_THINKING_DELTA,
     EV_TOOL_CALLED,
     EV_TOOL_RESULT,
+    EV_TOOL_APPROVED,
     EV_TOOL_LOOP_STOPPED,
     EV_TOOL_SERVER_FAILED,
     EV_STATE_UPDATED,
@@ -69,7 +70,7 @@ const char *const session_payload_keys[] = {
     PK_KIND, PK_NAME, PK_MODEL, PK_OUTPUT, PK_DURATION_MS, PK_USAGE, PK_INPUT_TOKENS,
     PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
     PK_STATUS, PK_DELAY_MS, PK_RETRY_AT, PK_TEXT, PK_CALL_ID, PK_ARGUMENTS, PK_SERVER, PK_TOOL,
-    PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
+    PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, NULL};
 
@@ -305,6 +306,8 @@ const char *session_view_last_user(const session_view *v)
     return NULL;
 }
 
+static void chat_approvals(session_view *v);
+
 static void user_message(session_view *v, const json_t *p, const char *offset)
 {
     const char *mode = str(p, PK_MODE);
@@ -337,6 +340,7 @@ static void user_message(session_view *v, const json_t *p, const char *offset)
         v->message_requests = 0;
         v->error[0] = '\0';
         set_status(v, SESSION_PENDING);
+        chat_approvals(v);      /* still waiting for an approval: it is answered after it */
     }
 }
 
@@ -378,6 +382,27 @@ static json_t *tool_content(const json_t *result)
     return out;
 }
 
+/* A chat's input requests are its tool calls waiting for approval: the open one
+ * (pendingInput) is the first of them without an answer, and the session awaits
+ * input while there is one. Called after whatever changes its calls or answers. */
+static void chat_approvals(session_view *v)
+{
+    size_t i;
+    const json_t *c, *ask = NULL;
+    if (v->is_workflow) return;
+    json_array_foreach(v->open_calls, i, c) {
+        const json_t *a = json_object_get(c, SESSION_CALL_APPROVAL);
+        if (a && !json_object_get(v->early, str(a, PK_INTERACTION_ID))) {
+            ask = a;
+            break;
+        }
+    }
+    json_decref(v->pending);
+    v->pending = ask ? json_deep_copy(ask) : NULL;
+    if (ask) set_status(v, SESSION_AWAITING_INPUT);
+    else if (v->status == SESSION_AWAITING_INPUT) set_status(v, SESSION_RUNNING);
+}
+
 /* The calls of a request that was cut off will have no results: forget them. */
 static void drop_calls_of(session_view *v, const char *request)
 {
@@ -385,6 +410,7 @@ static void drop_calls_of(session_view *v, const char *request)
         if (!strcmp(str(json_array_get(v->open_calls, i), PK_REQUEST_ID), request))
             json_array_remove(v->open_calls, i);
     if (v->tool_wait == -1 && !strcmp(request, v->request)) v->tool_wait = 0;
+    chat_approvals(v);
 }
 
 /* The reducers, one per event type of the catalogue (docs/events.md). */
@@ -490,6 +516,9 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
     /* A new reply (not its next turn, nor another attempt of one): no turns yet. */
     if (!next_turn && !v->attempts) v->tool_turns = 0;
     v->tool_wait = 0;
+    /* A chat's answers were to the approvals of the calls before: each call has its
+     * result now, and a later call with the same id asks anew. */
+    if (!v->is_workflow) json_object_clear(v->early);
     snprintf(v->request, sizeof v->request, "%s", str(p, PK_REQUEST_ID));
     set_status(v, SESSION_RUNNING);
     /* A queued message's turn has come (not for a retry, nor a tool turn). */
@@ -549,6 +578,7 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
         if (!same_str(c, p, PK_CALL_ID)) continue;
         if (*str(c, PK_REQUEST_ID)) from_model = 1;   /* not a workflow tool step's */
         json_array_remove(v->open_calls, i);
+        chat_approvals(v);
         break;
     }
     if (from_model) {
@@ -558,6 +588,16 @@ static void r_tool_result(session_view *v, const json_t *p, const char *offset)
         json_object_set_new(m, "content", tool_content(json_object_get(p, PK_RESULT)));
         json_array_append_new(v->messages, m);
     }
+}
+
+/* A chat's call was approved and the runner takes it: from here it is an open call
+ * like any other (one that may have run if its runner dies before its result). */
+static void r_tool_approved(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_t *c = (json_t *)session_view_open_call(v, str(p, PK_CALL_ID));
+    if (c) json_object_del(c, SESSION_CALL_APPROVAL);
+    chat_approvals(v);
 }
 
 /* A request answered from a recording: its cost was not spent (r_provider_request_ended). */
@@ -646,6 +686,16 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
 
 static void r_input_requested(session_view *v, const json_t *p, const char *offset)
 {
+    /* A chat's tool call waits for approval: the call holds the request. */
+    if (!v->is_workflow) {
+        json_t *c = (json_t *)session_view_open_call(v, str(p, PK_CALL_ID));
+        if (!c) return;
+        json_t *a = json_deep_copy(p);
+        if (offset) json_object_set_new(a, "offset", json_string(offset));
+        json_object_set_new(c, SESSION_CALL_APPROVAL, a);
+        chat_approvals(v);
+        return;
+    }
     /* Answered before it was asked: nothing to wait for. */
     if (!json_object_get(v->early, str(p, PK_INTERACTION_ID))) {
         json_decref(v->pending);
@@ -662,7 +712,13 @@ static void r_input_received(session_view *v, const json_t *p, const char *offse
      * step that asked for it completes. */
     const char *id = str(p, PK_INTERACTION_ID);
     json_object_set(v->early, id, json_object_get(p, PK_RESPONSE));
-    if (v->pending && strcmp(str(v->pending, PK_INTERACTION_ID), id) == 0) {
+    if (!v->is_workflow) {
+        /* The call keeps the answer's reason (a denial's goes to the model). */
+        json_t *c = (json_t *)session_view_approval_call(v, id);
+        json_t *why = json_object_get(p, PK_REASON);
+        if (c && json_is_string(why)) json_object_set(json_object_get(c, SESSION_CALL_APPROVAL), PK_REASON, why);
+        chat_approvals(v);
+    } else if (v->pending && strcmp(str(v->pending, PK_INTERACTION_ID), id) == 0) {
         json_decref(v->pending);
         v->pending = NULL;
         set_status(v, SESSION_RUNNING);
@@ -715,6 +771,7 @@ static void r_reply_stopped(session_view *v, const json_t *p, const char *offset
     v->request[0] = '\0';
     v->tool_wait = 0;
     json_array_clear(v->open_calls);
+    chat_approvals(v);      /* its calls' approvals are asked no more */
     request_reset(v);
     if (v->status == SESSION_PENDING || v->status == SESSION_RUNNING)
         set_status(v, json_array_size(v->queued) ? SESSION_PENDING : SESSION_COMPLETED);
@@ -757,6 +814,7 @@ static const struct reducer {
     {EV_THINKING_DELTA, r_thinking_delta},
     {EV_TOOL_CALLED, r_tool_called},
     {EV_TOOL_RESULT, r_tool_result},
+    {EV_TOOL_APPROVED, r_tool_approved},
     {EV_PROVIDER_REQUEST_ENDED, r_provider_request_ended},
     {EV_TOOL_LOOP_STOPPED, r_tool_loop_stopped},
     {EV_PROVIDER_REQUEST_CANCELLED, r_provider_request_cancelled},
@@ -979,6 +1037,17 @@ int session_view_tools_answered(const session_view *v)
     /* Not after a failed reply (a view folded before reply:failed ended the wait). */
     return v->tool_wait == 1 && !v->request[0] && json_array_size(v->open_calls) == 0 &&
            v->status != SESSION_FAILED && !session_view_finished(v);
+}
+
+const json_t *session_view_approval_call(const session_view *v, const char *id)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(v->open_calls, i, c) {
+        const json_t *a = json_object_get(c, SESSION_CALL_APPROVAL);
+        if (a && !strcmp(str(a, PK_INTERACTION_ID), id)) return c;
+    }
+    return NULL;
 }
 
 const json_t *session_view_open_call(const session_view *v, const char *call_id)

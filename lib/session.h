@@ -41,6 +41,7 @@
 #define EV_THINKING_DELTA "thinking:delta"
 #define EV_TOOL_CALLED "tool:called"
 #define EV_TOOL_RESULT "tool:result"
+#define EV_TOOL_APPROVED "tool:approved"
 #define EV_TOOL_LOOP_STOPPED "tool:loop_stopped"
 #define EV_TOOL_SERVER_FAILED "tool:server_failed"
 #define EV_STATE_UPDATED "state:updated"
@@ -71,7 +72,7 @@
 #define PK_FROM "from"                  /* session:forked */
 #define PK_AT "at"                      /* session:forked */
 #define PK_REASON "reason"              /* session:cancelled, workflow:failed, reply:failed, provider:request_cancelled,
-                                         * provider:request_retried, tool:loop_stopped */
+                                         * provider:request_retried, tool:loop_stopped, input:received */
 #define PK_STATE "state"                /* workflow:completed, state:updated */
 #define PK_SET "set"                    /* state:updated */
 #define PK_ERROR "error"                /* workflow:failed, reply:failed, provider:request_cancelled,
@@ -99,7 +100,8 @@
 #define PK_DELAY_MS "delayMs"           /* provider:request_retried */
 #define PK_RETRY_AT "retryAt"           /* provider:request_retried */
 #define PK_TEXT "text"                  /* text:delta, thinking:delta */
-#define PK_CALL_ID "callId"             /* tool:called, tool:result, recording:request (of a tool call) */
+#define PK_CALL_ID "callId"             /* tool:called, tool:result, recording:request (of a tool call),
+                                         * input:requested (a chat's tool call waiting for approval) */
 #define PK_ARGUMENTS "arguments"        /* tool:called */
 #define PK_SERVER "server"              /* tool:called, tool:server_failed */
 #define PK_TOOL "tool"                  /* tool:called */
@@ -107,6 +109,7 @@
 #define PK_RESULT "result"              /* tool:result */
 #define PK_IS_ERROR "isError"           /* tool:result */
 #define PK_FAILED "failed"              /* tool:result */
+#define PK_DENIED "denied"              /* tool:result (a person did not approve the call) */
 #define PK_TURNS "turns"                /* tool:loop_stopped */
 #define PK_INTERACTION_ID "interactionId" /* input:requested, input:received, input:expired, step:completed */
 #define PK_PROMPT "prompt"              /* input:requested */
@@ -124,6 +127,10 @@
 #define PK_FIELD "field"                /* nearest{} */
 #define PK_RECORDED "recorded"          /* nearest{} */
 #define PK_REQUESTED "requested"        /* nearest{} */
+
+/* In the view's openCalls (not a payload key): a chat's call waiting for approval
+ * holds the input:requested that asks for it (its payload and "offset"). */
+#define SESSION_CALL_APPROVAL "approval"
 
 typedef enum {
     SESSION_PENDING,
@@ -176,7 +183,8 @@ typedef struct session_view {
     json_t *input;              /* the session input (borrowed from created) */
     json_t *state;              /* workflow state object (owned) */
     json_t *messages;           /* chat history: [{role, content, [interrupted]}] (owned) */
-    json_t *pending;            /* the open human input request (payload + offset) or NULL */
+    json_t *pending;            /* the open human input request (payload + offset) or NULL; in a
+                                 * chat, the first of its tool calls waiting for approval */
     json_t *early;              /* answers received before they were requested: {id: response} */
     json_t *queued;             /* user messages in queue mode waiting for the reply: [offset] */
     char phase[72];             /* current workflow phase, "" before the first */
@@ -262,6 +270,10 @@ int session_view_interrupted(const session_view *v);
 /* 1 if the last provider request asked for tools, every call has its result, and
  * nothing is in flight: the results go back to the model in a new request. */
 int session_view_tools_answered(const session_view *v);
+
+/* The open call of a chat that waits for approval with interaction id `id` (its
+ * tool:called payload, borrowed; its SESSION_CALL_APPROVAL the request), or NULL. */
+const json_t *session_view_approval_call(const session_view *v, const char *id);
 
 /* The tool:called payload of the open call callId (borrowed), or NULL. */
 const json_t *session_view_open_call(const session_view *v, const char *call_id);

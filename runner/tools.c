@@ -94,6 +94,18 @@ json_t *tools_agent(runner_t *R, sess_t *s, const json_t *agent, int with_tools)
     return out;
 }
 
+/* input:requested for call c (the model's {callId, name, arguments}): approve it or not. */
+static void ask_approval(runner_t *R, sess_t *s, const json_t *c)
+{
+    char *args = json_dumps(json_object_get(c, PK_ARGUMENTS), JSON_COMPACT | JSON_ENCODE_ANY);
+    char prompt[1200];
+    snprintf(prompt, sizeof prompt, "Run the tool %.100s with %.1000s?", json_string_value(json_object_get(c, PK_NAME)),
+             args ? args : "{}");
+    free(args);
+    diag("info", "session %s: tool call %s waits for approval", s->id, json_string_value(json_object_get(c, PK_CALL_ID)));
+    emit(R, s, event_approval_requested(json_string_value(json_object_get(c, PK_CALL_ID)), utf8_scrub(prompt)));
+}
+
 void tools_record(runner_t *R, sess_t *s, const rq_t *q)
 {
     size_t i;
@@ -109,6 +121,9 @@ void tools_record(runner_t *R, sess_t *s, const rq_t *q)
         emit(R, s, event_tool_called(id, name ? name : "", json_object_get(c, PK_ARGUMENTS), tool ? server : NULL,
                                      tname, side, q->id, NULL, 0));
         json_object_set_new(s->own_calls, id, json_true());
+        /* A chat's call the agent wants approved is asked in the same commit: the log
+         * never holds it without its question. */
+        if (!q->step_agent && agent_needs_approval(s->agent, name, tool ? server : NULL)) ask_approval(R, s, c);
     }
 }
 
@@ -167,6 +182,21 @@ static void on_done(void *ud, const rmcp_outcome *o)
     free(t);
 }
 
+/* A call a person did not approve: not run; the model is told, with their reason. */
+static void deny(runner_t *R, sess_t *s, const json_t *call)
+{
+    const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
+    const json_t *why = json_object_get(json_object_get(call, SESSION_CALL_APPROVAL), PK_REASON);
+    char text[1200];
+    snprintf(text, sizeof text, "The user did not approve this call of %.100s: it was not run.%s%.1000s",
+             json_string_value(json_object_get(call, PK_NAME)), why ? " Their reason: " : "",
+             why ? json_string_value(why) : "");
+    json_t *result = json_string(utf8_scrub(text));
+    diag("info", "session %s: tool call %s was not approved: not run", s->id, id);
+    emit(R, s, event_tool_denied(id, result));
+    json_decref(result);
+}
+
 void tools_run(runner_t *R, sess_t *s, const session_view *v)
 {
     size_t i;
@@ -174,6 +204,22 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
     json_array_foreach(v->open_calls, i, call) {
         const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
         if (!id || running(s, id)) continue;
+        if (json_object_get(call, SESSION_CALL_APPROVAL)) {
+            /* It waits for its approval (never run so far). Denied: the model is told.
+             * Approved: taken (tool:approved) before it runs, as tool:called is
+             * recorded before a call runs; the look that finds that in the log runs it
+             * as this process's own. A runner that dies between the two leaves a call
+             * that may have run, as for any other. */
+            const json_t *answer = json_object_get(v->early, id);
+            const json_t *mine = s->own_calls ? json_object_get(s->own_calls, id) : NULL;
+            if (json_is_false(answer)) deny(R, s, call);
+            else if (json_is_true(answer) && !json_is_string(mine)) {
+                if (!s->own_calls) s->own_calls = json_object();
+                json_object_set_new(s->own_calls, id, json_string("approved"));
+                emit(R, s, event_tool_approved(id));
+            }
+            continue;
+        }
         int own = s->own_calls && json_object_get(s->own_calls, id);
         if (own) json_object_del(s->own_calls, id);
         const char *server = json_string_value(json_object_get(call, PK_SERVER));

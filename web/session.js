@@ -13,7 +13,7 @@ const TYPES = ["session:created", "session:forked", "session:cancelled", "workfl
     "workflow:failed", "phase:entered", "phase:exited", "step:started", "step:completed", "agent:started",
     "agent:completed", "provider:request_started", "provider:request_ended", "provider:request_cancelled",
     "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
-    "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
+    "tool:approved", "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
     "input:expired", "message:user", "cancel:requested", "stop:requested",
     "reply:stopped", "message"];
 

@@ -13,13 +13,21 @@
 //                                                   (GET {api}/{id}/stream)
 //   node chat.mjs API CHAT_ID regenerate FILE       regenerate the last reply of FILE's chat
 //                                                   (AISDK_REGENERATE_ID: the reply with that id)
+//   node chat.mjs API CHAT_ID approve FILE yes|no [REASON]
+//                                                   a new Chat holding FILE's messages answers
+//                                                   each tool call waiting for approval
+//                                                   (addToolApprovalResponse); the SDK sends the
+//                                                   answers itself (sendAutomaticallyWhen)
+//
+// With AISDK_APPROVE=yes|no (AISDK_REASON), send answers the approvals its reply asks
+// for in the same Chat, as a page would.
 //
 // AISDK_LAST_ONLY=1 sends only the new message (below). Prints {status, error,
 // resumed, messages} as JSON once the chat is done.
 import { readFileSync } from "node:fs";
-import { AbstractChat, DefaultChatTransport } from "ai";
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 
-const [api, chatId, command, arg, abortAt] = process.argv.slice(2);
+const [api, chatId, command, arg, abortAt, reason] = process.argv.slice(2);
 
 class ArrayState {
     constructor(messages, onChange) {
@@ -58,6 +66,7 @@ const chat = new Chat({
             prepareSendMessagesRequest: ({ id, messages, trigger }) => ({ body: { id, trigger, message: messages.at(-1) } }),
         }),
     }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onChange: (c) => {
         const last = c.messages.at(-1);
         if (abortAt && !stopping && last?.role === "assistant" && text(last).length >= Number(abortAt)) {
@@ -67,8 +76,24 @@ const chat = new Chat({
     },
 });
 
-let resumed = null;
-if (command === "send") await chat.sendMessage({ text: arg });
+// The tool parts of the last message waiting for approval.
+const asking = () => (chat.messages.at(-1)?.parts ?? []).filter((p) => p.state === "approval-requested");
+// Answer each (approved: yes), then wait until the request the SDK sends by itself is done.
+async function answer(approved, why) {
+    const ids = asking().map((p) => p.approval.id);
+    for (const id of ids) await chat.addToolApprovalResponse({ id, approved, ...(why && { reason: why }) });
+    const until = Date.now() + 30000;
+    const busy = () => chat.status === "submitted" || chat.status === "streaming" ||
+        (chat.messages.at(-1)?.parts ?? []).some((p) => p.state === "approval-responded");
+    while (ids.length && busy() && chat.status !== "error" && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    return ids;
+}
+
+let resumed = null, answered = null;
+if (command === "send") {
+    await chat.sendMessage({ text: arg });
+    if (process.env.AISDK_APPROVE) answered = await answer(process.env.AISDK_APPROVE === "yes", process.env.AISDK_REASON);
+} else if (command === "approve") answered = await answer(abortAt === "yes", reason);
 else if (command === "resume") {
     const before = chat.messages.length;
     await chat.resumeStream();
@@ -77,4 +102,4 @@ else if (command === "resume") {
     await chat.regenerate(process.env.AISDK_REGENERATE_ID ? { messageId: process.env.AISDK_REGENERATE_ID } : {});
 else throw new Error(`unknown command ${command}`);
 
-console.log(JSON.stringify({ status: chat.status, error: chat.error?.message ?? null, resumed, messages: chat.messages }));
+console.log(JSON.stringify({ status: chat.status, error: chat.error?.message ?? null, resumed, answered, messages: chat.messages }));

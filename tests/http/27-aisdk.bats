@@ -4,7 +4,8 @@
 # wraps, with DefaultChatTransport), through nginx, the pool and the runner, with the
 # mock provider (tests/mock-provider) standing in for Anthropic. A round trip with
 # text (and a fork), text holding NULs, tool calls (an MCP server's and an unbound
-# one), reasoning and a retried attempt, a reply longer than DSTREAM_SSE_MAX_MS, a
+# one), tool calls that wait for approval (approved, denied with a reason, answered
+# after a kill -9 of the runner), reasoning and a retried attempt, a reply longer than DSTREAM_SSE_MAX_MS, a
 # reload mid-reply that resumes and shows each word once (the client's abort did not
 # stop the reply), regenerate, a stop after which the chat goes on; the route's
 # errors and scopes with curl. Waits are polls with deadlines.
@@ -17,8 +18,10 @@ setup_file() {
     export AISDK_NODE AISDK_TMP
     # An MCP server of the operator's (tests/mcp/test-server.mjs: its echo tool) for
     # the tool call.
-    jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" \
-        '{mcpServers: {t: {command: $node, args: [$ts]}}}' >"$AISDK_TMP/mcp.json"
+    # Its state (--state: DIR/count counts the side-effecting count tool's runs).
+    mkdir -p "$AISDK_TMP/mcp-state"
+    jq -n --arg node "$(command -v node)" --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg st "$AISDK_TMP/mcp-state" \
+        '{mcpServers: {t: {command: $node, args: [$ts, "--state", $st]}}}' >"$AISDK_TMP/mcp.json"
     chmod 644 "$AISDK_TMP/mcp.json"
     # SSE responses end after 1.5 s here; a reply's stream lasts as long as the reply.
     rn_start DSTREAM_MCP_CONFIG="$AISDK_TMP/mcp.json" DSTREAM_SSE_MAX_MS=1500
@@ -320,4 +323,156 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
     assert_status 403
     req GET "/v1/aisdk/chat/$AGENT/$id/stream" -H "Authorization: Bearer $ro"
     assert_status 403
+}
+
+# ---- tool approval --------------------------------------------------------------------
+
+# approval_agent APPROVAL_JSON: an agent with the operator's server t whose approval is
+# APPROVAL_JSON; its name on stdout.
+approval_agent() {
+    local name
+    name=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$name" --argjson a "$1" \
+        '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["t"], approval: $a}')"
+    [ "$status_code" = 201 ] || { echo "agent: $status_code $(cat "$DS_BODY")" >&2; return 1; }
+    echo "$name"
+}
+
+# The tool part of the SDK's reply: its last message's tool-NAME part.
+TOOL='def tool($n): [.messages[-1].parts[] | select(.type == "tool-" + $n)][0];'
+
+@test "aisdk: a tool that needs approval: the SDK is asked (tool-approval-request), approves, the tool runs and the reply goes on" {
+    AGENT=$(approval_agent '{"t__echo": "required"}')
+    id=$(ds_name chat)
+    rn_script '{"replies": [
+        {"text": "Let me echo.", "toolCalls": [{"id": "call_ok", "name": "t__echo", "arguments": {"text": "approved words"}}],
+            "usage": {"input": 10, "output": 5}},
+        {"text": "Echoed it.", "usage": {"input": 20, "output": 3}}]}'
+    # The first reply stops at the question: the SDK shows the call waiting for approval.
+    sdk "$id" send "Echo, please." >"$T/ask.json"
+    check "$T/ask.json" "$TOOL"' .status == "ready" and .error == null and (.messages | length) == 2 and
+        (tool("t__echo") | .toolCallId == "call_ok" and .state == "approval-requested" and .approval.id == "call_ok"
+            and .input == {text: "approved words"})'
+    # The session waits for the answer, holding nothing: awaiting_input, the call its
+    # open input; no reply is under way to resume; the tool has not run.
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.callId == "call_ok" and .pendingInput.input == "approval"'
+    req GET "/v1/aisdk/chat/$AGENT/$id/stream"
+    assert_status 204
+    rn_has_event "$id" '.type == "tool:result"' && false
+    [ "$(rn_request_count)" = 1 ]
+    # The page approves, in the same Chat: the SDK sends the answer by itself, the tool
+    # runs, the model's next turn streams into the same message.
+    jq '.messages' "$T/ask.json" >"$T/page.json"
+    sdk "$id" approve "$T/page.json" yes >"$T/ok.json"
+    check "$T/ok.json" "$TOOL"' .status == "ready" and .error == null and .answered == ["call_ok"] and (.messages | length) == 2 and
+        (tool("t__echo") | .state == "output-available" and .approval.approved == true and (.output | tostring | test("approved words")))
+        and ([.messages[1].parts[] | select(.type == "text") | .text] == ["Let me echo.", "Echoed it."])'
+    rn_wait "$id" '.status == "completed" and .pendingInput == null'
+    rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '[.[] | select(.type == "input:received") | .payload] == [{interactionId: "call_ok", response: true}]
+        and ([.[] | select(.type == "tool:result") | .payload.isError] == [false])'
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 2 and (.[1].body.messages | tostring | test("approved words"))'
+}
+
+@test "aisdk: a tool call the user denies is not run: the SDK shows it denied, the model is told why and replies" {
+    AGENT=$(approval_agent '{"t": "required"}')
+    id=$(ds_name chat)
+    rn_script '{"replies": [
+        {"toolCalls": [{"id": "call_no", "name": "t__count", "arguments": {}}], "usage": {"input": 10, "output": 5}},
+        {"text": "Understood, I did not count.", "usage": {"input": 20, "output": 3}}]}'
+    before=$(cat "$AISDK_TMP/mcp-state/count" 2>/dev/null || echo 0)
+    AISDK_APPROVE=no AISDK_REASON="not today" sdk "$id" send "Count, please." >"$T/no.json"
+    check "$T/no.json" "$TOOL"' .status == "ready" and .error == null and .answered == ["call_no"] and
+        (tool("t__count") | .state == "output-denied" and .approval.approved == false and .approval.reason == "not today")
+        and ([.messages[1].parts[] | select(.type == "text") | .text] == ["Understood, I did not count."])'
+    rn_wait "$id" '.status == "completed"'
+    rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '([.[] | select(.type == "input:received") | .payload] == [{interactionId: "call_no", response: false, reason: "not today"}])
+        and ([.[] | select(.type == "tool:result") | .payload | {isError, failed, denied}] == [{isError: true, failed: false, denied: true}])'
+    # The model was told: not run, and why.
+    rn_requests >"$T/requests.json"
+    check "$T/requests.json" 'length == 2 and (.[1].body.messages | tostring | test("did not approve") and test("not today"))'
+    [ "$(cat "$AISDK_TMP/mcp-state/count" 2>/dev/null || echo 0)" = "$before" ]
+}
+
+@test "aisdk: an approval pending across a kill -9 of the runner: approved after the restart, the call runs once" {
+    AGENT=$(approval_agent '{"t__count": "required"}')
+    id=$(ds_name chat)
+    # Two calls: one needs approval, one does not (it runs at once).
+    rn_script '{"replies": [
+        {"text": "Counting.", "toolCalls": [{"id": "call_c", "name": "t__count", "arguments": {}},
+            {"id": "call_e", "name": "t__echo", "arguments": {"text": "free"}}], "usage": {"input": 10, "output": 5}},
+        {"text": "Counted.", "usage": {"input": 20, "output": 3}}]}'
+    before=$(cat "$AISDK_TMP/mcp-state/count" 2>/dev/null || echo 0)
+    sdk "$id" send "Count once." >"$T/ask.json"
+    check "$T/ask.json" "$TOOL"' .status == "ready" and (tool("t__count") | .state == "approval-requested") and
+        (tool("t__echo") | .state == "output-available")'
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.callId == "call_c"'
+    # The runner dies while the approval waits; another one starts. The wait is in the log.
+    rn_runner_signal KILL
+    rn_runner_start
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.callId == "call_c"'
+    jq '.messages' "$T/ask.json" >"$T/page.json"
+    sdk "$id" approve "$T/page.json" yes >"$T/ok.json"
+    check "$T/ok.json" "$TOOL"' .status == "ready" and .error == null and
+        (tool("t__count") | .state == "output-available" and .approval.approved == true) and
+        ([.messages[1].parts[] | select(.type == "text") | .text] == ["Counting.", "Counted."])'
+    rn_wait "$id" '.status == "completed"'
+    # It ran once, as approved: not cut off as a side-effecting call of a dead runner.
+    [ "$(cat "$AISDK_TMP/mcp-state/count")" = "$((before + 1))" ]
+    rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '[.[] | select(.type == "tool:result") | .payload | [.callId, .isError]] == [["call_e", false], ["call_c", false]]'
+}
+
+@test "aisdk: several approvals in one step, one answered on the session's input route, the rest by the SDK; the answers' errors" {
+    AGENT=$(approval_agent '{"t__echo": "required"}')
+    id=$(ds_name chat)
+    rn_script '{"replies": [
+        {"toolCalls": [{"id": "call_1", "name": "t__echo", "arguments": {"text": "one"}},
+            {"id": "call_2", "name": "t__echo", "arguments": {"text": "two"}}], "usage": {"input": 10, "output": 5}},
+        {"text": "Both done.", "usage": {"input": 20, "output": 3}}]}'
+    sdk "$id" send "Echo twice." >"$T/ask.json"
+    check "$T/ask.json" '[.messages[1].parts[] | select(.type == "tool-t__echo") | .state] == ["approval-requested", "approval-requested"]'
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.callId == "call_1"'
+    # The answer route (as the viewer and the CLI use it): a yes or no only.
+    req POST "/v1/sessions/$id/input" -H 'Content-Type: application/json' --data-binary '{"interactionId": "call_2", "response": "yes"}'
+    assert_status 400
+    assert_json_error bad_response
+    req POST "/v1/sessions/$id/input" -H 'Content-Type: application/json' --data-binary '{"interactionId": "call_2", "response": true, "reason": 5}'
+    assert_status 400
+    assert_json_error bad_input
+    req POST "/v1/sessions/$id/input" -H 'Content-Type: application/json' --data-binary '{"interactionId": "call_9", "response": true}'
+    assert_status 409
+    assert_json_error input_not_requested
+    req POST "/v1/sessions/$id/input" -H 'Content-Type: application/json' --data-binary '{"interactionId": "call_2", "response": true}'
+    assert_status 202
+    req POST "/v1/sessions/$id/input" -H 'Content-Type: application/json' --data-binary '{"interactionId": "call_2", "response": true}'
+    assert_status 409
+    assert_json_error input_answered
+    # Still waiting, for the other one; call_2 has not run (its step goes on when both are answered).
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.callId == "call_1"'
+    # The SDK answers both (the page still shows both waiting): the one answered already is left as it is.
+    jq '.messages' "$T/ask.json" >"$T/page.json"
+    sdk "$id" approve "$T/page.json" yes >"$T/ok.json"
+    check "$T/ok.json" '.status == "ready" and .error == null and
+        ([.messages[1].parts[] | select(.type == "tool-t__echo") | .state] == ["output-available", "output-available"]) and
+        ([.messages[1].parts[] | select(.type == "text") | .text] == ["Both done."])'
+    rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '[.[] | select(.type == "input:received") | .payload.interactionId] == ["call_2", "call_1"]'
+    # An approval POST for a chat with nothing waiting, or for no chat, is refused.
+    post() { req POST "/v1/aisdk/chat/$AGENT" -H 'Content-Type: application/json' --data-binary "$1"; }
+    answered=$(jq -c --arg id "$id" '{id: $id, trigger: "submit-message", messages: .}' "$T/page.json" |
+        jq -c '.messages[-1].parts |= map(if .state == "approval-requested" then .state = "approval-responded" | .approval.approved = true else . end)')
+    post "$answered"
+    assert_status 409
+    assert_json_error input_not_requested
+    post "$(jq -c --arg id "$(ds_name none)" '.id = $id' <<<"$answered")"
+    assert_status 404
+    post "$(jq -c '.messages[-1].parts |= map(.approval.approved = "yes")' <<<"$answered")"
+    assert_status 400
+    assert_json_error bad_messages
+    post "$(jq -c '.messages[-1].parts |= map(select(.type != "tool-t__echo"))' <<<"$answered")"
+    assert_status 400
+    assert_json_error bad_messages
 }
