@@ -313,6 +313,7 @@ int cmd_answer(int argc, char **argv)
 
 typedef struct {
     const cli_opts *o;
+    const char *id;       /* the session's */
     cli_opts err;         /* stderr's: colour and thinking when it is a terminal */
     char after[64];       /* offset of our message */
     int seen_ours;
@@ -377,6 +378,12 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
                     json_string_value(json_object_get(p, PK_ERROR)) ? json_string_value(json_object_get(p, PK_ERROR)) : "");
             rc = !strcmp(r, "failed") ? 0 : EXIT_FAIL;
         }
+    } else if (!strcmp(event, EV_INPUT_REQUESTED) && json_is_string(json_object_get(p, PK_CALL_ID))) {
+        /* A tool call of the reply waits for approval: the reply goes on once answered. */
+        chat_undim(c);
+        fprintf(stderr, "\ndstream: %s\ndstream: the reply waits for approval: dstream answer %s %s true|false\n",
+                json_string_value(json_object_get(p, PK_PROMPT)), c->id, json_string_value(json_object_get(p, PK_CALL_ID)));
+        rc = -1;
     } else if (!strcmp(event, EV_REPLY_FAILED)) {
         chat_undim(c);
         fprintf(stderr, "\ndstream: the reply failed: %s\n", json_string_value(json_object_get(p, PK_ERROR)));
@@ -427,6 +434,7 @@ int cmd_chat(int argc, char **argv)
     chat_state c;
     memset(&c, 0, sizeof c);
     c.o = &o;
+    c.id = id;
     c.err = o;
     c.err.tty = isatty(2) && !getenv("NO_COLOR") && !o.json;
     snprintf(c.after, sizeof c.after, "%s", off);

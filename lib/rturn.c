@@ -116,8 +116,12 @@ void rturn_classify(const rturn_end *e, retry_failure *f, char *error, size_t ca
     else if (f->kind == RETRY_REFUSED) snprintf(error, cap, "%s", e->refused_error ? e->refused_error : "refused");
 }
 
-rturn_call rturn_call_plan(const json_t *call, int own)
+rturn_call rturn_call_plan(const session_view *v, const json_t *call, int own)
 {
+    if (json_object_get(call, SESSION_CALL_APPROVAL)) {
+        const json_t *answer = v ? json_object_get(v->early, json_string_value(json_object_get(call, PK_CALL_ID))) : NULL;
+        return json_is_true(answer) ? RTURN_CALL_TAKE : json_is_false(answer) ? RTURN_CALL_DENY : RTURN_CALL_WAIT;
+    }
     if (!own && json_is_true(json_object_get(call, PK_SIDE_EFFECTING))) return RTURN_CALL_CUT;
     if (!json_string_value(json_object_get(call, PK_SERVER)) || !json_string_value(json_object_get(call, PK_TOOL)))
         return RTURN_CALL_NO_TOOL;

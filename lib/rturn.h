@@ -101,14 +101,18 @@ int rturn_complete(const rturn_end *e);
  * unreadable or erroring stream error is left as the parser set it. */
 void rturn_classify(const rturn_end *e, retry_failure *f, char *error, size_t cap);
 
-/* What to do with an open tool call (its tool:called payload) that is not running
- * here; own: this process recorded it and has not started it. */
+/* What to do with an open tool call of view v (its tool:called payload as v's
+ * openCalls hold it) that is not running here; own: this process recorded it (or
+ * took its approval) and has not started it. v may be NULL: no answers. */
 typedef enum {
     RTURN_CALL_RUN,         /* run it (again, if it is read-only and its runner died) */
     RTURN_CALL_CUT,         /* side-effecting and cut off by a restart: answered as failed, not run */
-    RTURN_CALL_NO_TOOL      /* it resolved to no tool: answered as failed */
+    RTURN_CALL_NO_TOOL,     /* it resolved to no tool: answered as failed */
+    RTURN_CALL_WAIT,        /* it waits for its approval: nothing to do (it never ran) */
+    RTURN_CALL_DENY,        /* its approval was refused: answered as denied, not run */
+    RTURN_CALL_TAKE         /* it was approved: take it (tool:approved), the next look runs it */
 } rturn_call;
-rturn_call rturn_call_plan(const json_t *call, int own);
+rturn_call rturn_call_plan(const session_view *v, const json_t *call, int own);
 
 /* Strip a ```json fence a model may wrap its JSON in (*p, *len narrowed). */
 void rturn_unfence(const char **p, size_t *len);

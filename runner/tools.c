@@ -204,27 +204,29 @@ void tools_run(runner_t *R, sess_t *s, const session_view *v)
     json_array_foreach(v->open_calls, i, call) {
         const char *id = json_string_value(json_object_get(call, PK_CALL_ID));
         if (!id || running(s, id)) continue;
-        if (json_object_get(call, SESSION_CALL_APPROVAL)) {
-            /* It waits for its approval (never run so far). Denied: the model is told.
-             * Approved: taken (tool:approved) before it runs, as tool:called is
+        const json_t *mine = s->own_calls ? json_object_get(s->own_calls, id) : NULL;
+        rturn_call plan = rturn_call_plan(v, call, mine != NULL);
+        if (plan == RTURN_CALL_WAIT) continue;      /* never run so far */
+        if (plan == RTURN_CALL_DENY) {
+            deny(R, s, call);
+            continue;
+        }
+        if (plan == RTURN_CALL_TAKE) {
+            /* Approved: taken (tool:approved) before it runs, as tool:called is
              * recorded before a call runs; the look that finds that in the log runs it
              * as this process's own. A runner that dies between the two leaves a call
              * that may have run, as for any other. */
-            const json_t *answer = json_object_get(v->early, id);
-            const json_t *mine = s->own_calls ? json_object_get(s->own_calls, id) : NULL;
-            if (json_is_false(answer)) deny(R, s, call);
-            else if (json_is_true(answer) && !json_is_string(mine)) {
+            if (!json_is_string(mine)) {
                 if (!s->own_calls) s->own_calls = json_object();
                 json_object_set_new(s->own_calls, id, json_string("approved"));
                 emit(R, s, event_tool_approved(id));
             }
             continue;
         }
-        int own = s->own_calls && json_object_get(s->own_calls, id);
-        if (own) json_object_del(s->own_calls, id);
+        if (mine) json_object_del(s->own_calls, id);
+        int own = mine != NULL;
         const char *server = json_string_value(json_object_get(call, PK_SERVER));
         const char *tool = json_string_value(json_object_get(call, PK_TOOL));
-        rturn_call plan = rturn_call_plan(call, own);
         if (plan == RTURN_CALL_CUT) {
             json_t *why = json_string("the runner restarted while this call was in flight; it has side effects, "
                                       "so it was not run again (it may or may not have taken effect)");

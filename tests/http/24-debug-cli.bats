@@ -208,6 +208,30 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     rn_wait "$id" '.status == "cancelled"'
 }
 
+@test "chat: a tool call waiting for approval ends the wait, saying how to answer; answer false goes on" {
+    agent=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$agent" '{name: $n,
+        provider: "anthropic", model: "claude-test-model", approval: {word_count: "required"},
+        tools: [{name: "word_count", inputSchema: {type: "object"}}]}')"
+    assert_status 201
+    id=$("$D" sessions create --agent "$agent")
+    rn_script '{"replies": [{"text": "Counting.", "toolCalls": [{"id": "call_wc", "name": "word_count", "arguments": {"text": "a b"}}],
+        "usage": {"input": 1, "output": 1}}, {"text": "Not counted.", "usage": {"input": 1, "output": 1}}]}'
+    run --separate-stderr timeout 30 "$D" chat "$id" "count a b"
+    assert_success
+    assert_output "Counting."
+    [[ "$stderr" == *"Run the tool word_count with {\"text\":\"a b\"}?"* ]]
+    [[ "$stderr" == *"dstream answer $id call_wc true|false"* ]]
+    rn_wait "$id" '.status == "awaiting_input" and .pendingInput.interactionId == "call_wc"'
+    run "$D" sessions show "$id"
+    assert_line --partial '"interactionId":"call_wc"'
+    run "$D" answer "$id" call_wc '"yes"'
+    assert_failure 5
+    run "$D" answer "$id" call_wc false
+    assert_success
+    rn_wait "$id" '.status == "completed" and .messages[-1].content == "Not counted."'
+}
+
 @test "streams: list offline on the database, head and delete over HTTP" {
     s=$(ds_name plain)
     req PUT "/v1/stream/$s" -H 'Content-Type: text/plain'

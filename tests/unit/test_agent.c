@@ -195,6 +195,29 @@ static void test_validate_lists(void)
             "mcpServers[0]: commands and environment cannot be given in an agent");
     INVALID("{" BASE ", 'mcpServers': [{'name': 'fs'}]}", "mcpServers[0]: must be the name of a configured MCP server");
 
+    /* approval: tools (declared, a server's, or all of a server's) whose calls wait. */
+    VALID("{" BASE ", 'tools': [{'name': 'wc', 'inputSchema': {}}], 'mcpServers': ['fs', 'mail'],"
+          " 'approval': {'wc': 'required', 'fs__write': 'required', 'mail': 'required'}}");
+    VALID("{" BASE ", 'approval': {}}");
+    INVALID("{" BASE ", 'approval': ['wc']}", "approval: must be an object");
+    INVALID("{" BASE ", 'tools': [{'name': 'wc', 'inputSchema': {}}], 'approval': {'wc': true}}",
+            "approval.wc: must be \"required\"");
+    INVALID("{" BASE ", 'tools': [{'name': 'wc', 'inputSchema': {}}], 'approval': {'wc': 'always'}}",
+            "approval.wc: must be \"required\"");
+    INVALID("{" BASE ", 'mcpServers': ['fs'], 'approval': {'other': 'required'}}",
+            "approval.other: names no tool of the agent");
+    INVALID("{" BASE ", 'mcpServers': ['fs'], 'approval': {'fs__': 'required'}}", "approval.fs__: names no tool");
+    INVALID("{" BASE ", 'mcpServers': ['fs'], 'approval': {'fsx__write': 'required'}}", "approval.fsx__write: names no tool");
+    {
+        json_t *a = J("{\"approval\": {\"wc\": \"required\", \"mail\": \"required\"}}");
+        CHECK(agent_needs_approval(a, "wc", NULL));
+        CHECK(agent_needs_approval(a, "mail__send", "mail"));       /* by its server */
+        CHECK(!agent_needs_approval(a, "fs__read", "fs"));
+        CHECK(!agent_needs_approval(a, "other", NULL));
+        CHECK(!agent_needs_approval(a, NULL, NULL));
+        json_decref(a);
+    }
+
     /* skills */
     VALID("{" BASE ", 'skills': [{'name': 'plain', 'instructions': 'No parameters.'},"
           " {'name': 's', 'instructions': 'For {{who}} in {{ lang }}, {{who}} again.', 'params': ['who', 'lang', 'unused']}]}");

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "checkpoint.h"
 #include "event.h"
 #include "offset.h"
 #include "test.h"
@@ -243,11 +244,11 @@ static void test_call_plan(void)
     sstore_event rd = event_tool_called("c1", "count", args, "words", "count", 0, "r1", NULL, 0);
     sstore_event wr = event_tool_called("c2", "send", args, "mail", "send", 1, "r1", NULL, 0);
     sstore_event none = event_tool_called("c3", "nothing", args, NULL, NULL, 0, "r1", NULL, 0);
-    CHECK_EQ_INT(rturn_call_plan(rd.payload, 1), RTURN_CALL_RUN);
-    CHECK_EQ_INT(rturn_call_plan(rd.payload, 0), RTURN_CALL_RUN);        /* read-only: again */
-    CHECK_EQ_INT(rturn_call_plan(wr.payload, 1), RTURN_CALL_RUN);
-    CHECK_EQ_INT(rturn_call_plan(wr.payload, 0), RTURN_CALL_CUT);        /* side effects: never twice */
-    CHECK_EQ_INT(rturn_call_plan(none.payload, 1), RTURN_CALL_NO_TOOL);
+    CHECK_EQ_INT(rturn_call_plan(NULL, rd.payload, 1), RTURN_CALL_RUN);
+    CHECK_EQ_INT(rturn_call_plan(NULL, rd.payload, 0), RTURN_CALL_RUN);        /* read-only: again */
+    CHECK_EQ_INT(rturn_call_plan(NULL, wr.payload, 1), RTURN_CALL_RUN);
+    CHECK_EQ_INT(rturn_call_plan(NULL, wr.payload, 0), RTURN_CALL_CUT);        /* side effects: never twice */
+    CHECK_EQ_INT(rturn_call_plan(NULL, none.payload, 1), RTURN_CALL_NO_TOOL);
     /* Open calls in the log: the next look runs them, whoever recorded them. */
     session_view v;
     chat(&v, "Count");
@@ -266,6 +267,62 @@ static void test_call_plan(void)
     json_decref(wr.payload);
     json_decref(none.payload);
     json_decref(args);
+}
+
+/* A chat's call that waits for approval: it waits (never run), is denied, or is
+ * taken when approved and then runs as any call (a side-effecting one taken by a
+ * runner that died is not run twice). */
+static void test_call_approval(void)
+{
+    json_t *args = json_object(), *yes = json_true(), *no = json_false(), *why = json_string("not now");
+    session_view v;
+    const char *by;
+    chat(&v, "Send it");
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    fold(&v, event_tool_called("c1", "mail__send", args, "mail", "send", 1, "r1", NULL, 0));
+    fold(&v, event_approval_requested("c1", "Run mail__send?"));
+    fold(&v, event_tool_called("c2", "mail__read", args, "mail", "read", 0, "r1", NULL, 0));
+    ended_for_tools(&v, "r1");
+    CHECK_EQ_STR(session_status_name(v.status), "awaiting_input");
+    CHECK_EQ_INT(rturn_chat(&v, 0, 0), RTURN_RUN_CALLS);
+    const json_t *c1 = session_view_open_call(&v, "c1"), *c2 = session_view_open_call(&v, "c2");
+    CHECK_EQ_INT(rturn_call_plan(&v, c1, 1), RTURN_CALL_WAIT);
+    CHECK_EQ_INT(rturn_call_plan(&v, c1, 0), RTURN_CALL_WAIT);          /* after a restart too */
+    CHECK_EQ_INT(rturn_call_plan(&v, c2, 1), RTURN_CALL_RUN);           /* one without approval runs */
+    /* The answer route's checks: a yes or no to a call that waits. */
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "c1", why, &by), CHECKPOINT_BAD_RESPONSE);
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "c2", yes, &by), CHECKPOINT_NOT_REQUESTED);
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "c1", yes, &by), CHECKPOINT_OK);
+    CHECK(by && by[0]);                                                  /* caused by its request */
+    session_view w;
+    session_view_init(&w);
+    json_t *j = session_view_to_json(&v);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);                      /* a snapshot keeps the wait */
+    json_decref(j);
+    fold(&v, event_input_answered("c1", yes, NULL));
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "c1", yes, &by), CHECKPOINT_ANSWERED);
+    CHECK_EQ_STR(session_status_name(v.status), "running");
+    CHECK_EQ_INT(rturn_call_plan(&v, session_view_open_call(&v, "c1"), 0), RTURN_CALL_TAKE);
+    fold(&v, event_tool_approved("c1"));
+    CHECK_EQ_INT(rturn_call_plan(&v, session_view_open_call(&v, "c1"), 1), RTURN_CALL_RUN);
+    CHECK_EQ_INT(rturn_call_plan(&v, session_view_open_call(&v, "c1"), 0), RTURN_CALL_CUT); /* taken, runner gone */
+    /* Denied (in the snapshot's copy): the reason stays with the call for the model. */
+    CHECK_EQ_STR(session_status_name(w.status), "awaiting_input");
+    fold(&w, event_input_answered("c1", no, why));
+    const json_t *d = session_view_open_call(&w, "c1");
+    CHECK_EQ_INT(rturn_call_plan(&w, d, 1), RTURN_CALL_DENY);
+    CHECK(json_equal(json_object_get(json_object_get(d, SESSION_CALL_APPROVAL), PK_REASON), why));
+    fold(&w, event_tool_denied("c1", why));
+    fold(&w, event_tool_result("c2", why, 0, 0, 1));
+    CHECK_EQ_INT(rturn_chat(&w, 0, 0), RTURN_NEEDS_AGENT);              /* the results go back to the model */
+    fold(&w, event_request_started("r2", "openai", "m", 1));
+    CHECK_EQ_UINT(json_object_size(w.early), 0);                        /* a later c1 asks anew */
+    session_view_free(&w);
+    session_view_free(&v);
+    json_decref(args);
+    json_decref(yes);
+    json_decref(no);
+    json_decref(why);
 }
 
 /* The limits: requests per session and per message, the cost budget, tool turns. */
@@ -340,6 +397,7 @@ int main(void)
     test_history_replaced();
     test_classify();
     test_call_plan();
+    test_call_approval();
     test_limits();
     test_unfence();
     return TEST_MAIN_END();

@@ -68,6 +68,13 @@ static int json_is(const json_t *j, const char *want)
 
 static const char *status(const session_view *v) { return session_status_name(v->status); }
 
+/* The string k of o, or "" (none). */
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
 static void chat(session_view *v)
 {
     session_view_init(v);
@@ -631,6 +638,65 @@ static void test_reply_stopped(void)
     CHECK(!session_view_replying(&v));
     R(&v, "stop:requested", "{}");
     CHECK(!v.stop_requested);
+    session_view_free(&v);
+}
+
+/* A chat's tool calls waiting for approval: the session awaits input while one
+ * waits without an answer; pendingInput is the first such; a message sent meanwhile
+ * waits behind them; a stop drops them. */
+static void test_chat_approvals(void)
+{
+    session_view v;
+    char ask1[OFFSET_LEN + 1], ask2[OFFSET_LEN + 1];
+    chat(&v);
+    R(&v, "message:user", "{\"content\": \"q\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "tool:called", "{\"requestId\": \"r1\", \"callId\": \"c1\", \"name\": \"t\", \"arguments\": {}}");
+    ROFF(&v, "input:requested", "{\"interactionId\": \"c1\", \"input\": \"approval\", \"prompt\": \"?\", \"callId\": \"c1\"}", ask1);
+    R(&v, "tool:called", "{\"requestId\": \"r1\", \"callId\": \"c2\", \"name\": \"t\", \"arguments\": {}}");
+    ROFF(&v, "input:requested", "{\"interactionId\": \"c2\", \"input\": \"approval\", \"prompt\": \"?\", \"callId\": \"c2\"}", ask2);
+    /* An input request for no open call (a stale one) is nothing. */
+    R(&v, "input:requested", "{\"interactionId\": \"c9\", \"input\": \"approval\", \"prompt\": \"?\", \"callId\": \"c9\"}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r1\", \"stopReason\": \"tool_use\"}");
+    CHECK_EQ_STR(status(&v), "awaiting_input");
+    CHECK_EQ_STR(str(v.pending, "interactionId"), "c1");
+    CHECK_EQ_STR(str(v.pending, "offset"), ask1);
+    CHECK(session_view_approval_call(&v, "c2") != NULL);
+    CHECK(session_view_approval_call(&v, "c9") == NULL);
+    CHECK(!session_view_replying(&v));      /* nothing to resume while it waits */
+    /* A message meanwhile waits behind the approvals. */
+    R(&v, "message:user", "{\"content\": \"and?\", \"mode\": \"interrupt\"}");
+    CHECK_EQ_STR(status(&v), "awaiting_input");
+    /* The first answered: the second is the open one now. */
+    R(&v, "input:received", "{\"interactionId\": \"c1\", \"response\": true}");
+    CHECK_EQ_STR(status(&v), "awaiting_input");
+    CHECK_EQ_STR(str(v.pending, "interactionId"), "c2");
+    CHECK_EQ_STR(str(v.pending, "offset"), ask2);
+    R(&v, "input:received", "{\"interactionId\": \"c2\", \"response\": false, \"reason\": \"no\"}");
+    CHECK(v.pending == NULL);
+    CHECK_EQ_STR(status(&v), "running");
+    CHECK_JSON(json_object_get(json_object_get(session_view_open_call(&v, "c2"), SESSION_CALL_APPROVAL), "reason"),
+               "\"no\"");
+    /* Taken, then answered: the step's results go back to the model. */
+    R(&v, "tool:approved", "{\"callId\": \"c1\"}");
+    CHECK(session_view_approval_call(&v, "c1") == NULL);
+    R(&v, "tool:result", "{\"callId\": \"c1\", \"result\": \"ok\", \"isError\": false, \"failed\": false}");
+    R(&v, "tool:result", "{\"callId\": \"c2\", \"result\": \"no\", \"isError\": true, \"failed\": false, \"denied\": true}");
+    CHECK(session_view_tools_answered(&v));
+    R(&v, "provider:request_started", "{\"requestId\": \"r2\"}");
+    CHECK_EQ_UINT(json_object_size(v.early), 0);
+    R(&v, "provider:request_ended", "{\"requestId\": \"r2\", \"stopReason\": \"end_turn\"}");
+    /* A stop while a call waits: the call and its question go. */
+    R(&v, "message:user", "{\"content\": \"again\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r3\"}");
+    R(&v, "tool:called", "{\"requestId\": \"r3\", \"callId\": \"c1\", \"name\": \"t\", \"arguments\": {}}");
+    R(&v, "input:requested", "{\"interactionId\": \"c1\", \"input\": \"approval\", \"prompt\": \"?\", \"callId\": \"c1\"}");
+    R(&v, "provider:request_ended", "{\"requestId\": \"r3\", \"stopReason\": \"tool_use\"}");
+    CHECK_EQ_STR(status(&v), "awaiting_input");     /* a call id used before asks anew */
+    R(&v, "stop:requested", "{}");
+    R(&v, "reply:stopped", "{}");
+    CHECK(v.pending == NULL);
+    CHECK_EQ_STR(status(&v), "completed");
     session_view_free(&v);
 }
 
@@ -1222,6 +1288,7 @@ int main(void)
     test_restarts();
     test_reply_failed();
     test_reply_stopped();
+    test_chat_approvals();
     test_malformed();
     test_view_json();
     test_names();
