@@ -150,6 +150,30 @@ static int routed(req_t *r)
  * collection needs a scope of the kind (create and fork check the new id, the list
  * shows only what the token may read). Agents and workflows: any session scope may
  * read them, admin changes them. Metrics, recordings and the MCP servers: admin. */
+/* A request on a collection (a list, a new item: the resource checks the new id)
+ * needs a scope of the kind on anything. */
+static int allow_kind(req_t *r, const char *kind)
+{
+    if (r->auth && auth_has_kind(r->auth, kind)) return 1;
+    return req_allow(r, kind, NULL);
+}
+
+/* Any session scope: what may read the agents and workflows. */
+static int any_session_scope(req_t *r)
+{
+    return r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write"));
+}
+
+/* The first segment of rest (n bytes, cut to fit) into id[256]; what follows its
+ * '/' (or ""). */
+static const char *path_id(const char *rest, size_t n, char id[256])
+{
+    if (n >= 256) n = 255;
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    return rest[n] ? rest + n + 1 : "";
+}
+
 static int authorize(req_t *r, const char *path)
 {
     const char *m = r->method;
@@ -165,10 +189,7 @@ static int authorize(req_t *r, const char *path)
             return req_allow(r, "admin", NULL);
         }
         if (!strncmp(sp, "sessions/", 9)) {
-            size_t n = strcspn(sp + 9, "/");
-            if (n >= sizeof id) n = sizeof id - 1;
-            memcpy(id, sp + 9, n);
-            id[n] = '\0';
+            path_id(sp + 9, strcspn(sp + 9, "/"), id);
             return req_allow(r, get ? "sessions:read" : "sessions:write", id);
         }
         return req_allow(r, get ? "streams:read" : "streams:write", sp);
@@ -179,22 +200,15 @@ static int authorize(req_t *r, const char *path)
     if (!strncmp(path, "/v1/mcp", 7) && (path[7] == '\0' || path[7] == '/')) return req_allow(r, "admin", NULL);
     if (!strncmp(path, "/v1/agents", 10) || !strncmp(path, "/v1/workflows", 13)) {
         if (get && (access_allows(r, "admin", NULL) ||
-                    (r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write")))))
+                    any_session_scope(r)))
             return 1;
         return req_allow(r, "admin", NULL);
     }
     if (!strncmp(path, "/v1/sessions", 12) && (path[12] == '\0' || path[12] == '/')) {
         const char *rest = path[12] ? path + 13 : "";
         size_t n = strcspn(rest, "/");
-        if (n == 0) {
-            const char *kind = get ? "sessions:read" : "sessions:write";
-            if (r->auth && auth_has_kind(r->auth, kind)) return 1;
-            return req_allow(r, kind, NULL);
-        }
-        if (n >= sizeof id) n = sizeof id - 1;
-        memcpy(id, rest, n);
-        id[n] = '\0';
-        const char *sub = rest[n] ? rest + n + 1 : "";
+        if (n == 0) return allow_kind(r, get ? "sessions:read" : "sessions:write");
+        const char *sub = path_id(rest, n, id);
         /* A fork reads its source; the new session's id is checked by the resource. */
         int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift"))) ||
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));
@@ -208,13 +222,8 @@ static int authorize(req_t *r, const char *path)
         rest += strcspn(rest, "/");
         if (*rest == '/') rest++;
         size_t n = strcspn(rest, "/");
-        if (n == 0) {
-            if (r->auth && auth_has_kind(r->auth, "sessions:write")) return 1;
-            return req_allow(r, "sessions:write", NULL);
-        }
-        if (n >= sizeof id) n = sizeof id - 1;
-        memcpy(id, rest, n);
-        id[n] = '\0';
+        if (n == 0) return allow_kind(r, "sessions:write");
+        path_id(rest, n, id);
         return req_allow(r, get ? "sessions:read" : "sessions:write", id);
     }
     /* The LangGraph SDK's assistants are the agents and workflows (read as those are);
@@ -226,22 +235,15 @@ static int authorize(req_t *r, const char *path)
         const char *rest = path + sizeof LANGGRAPH_PREFIX - 1;
         if (!strncmp(rest, "assistants/", 11)) {
             if (access_allows(r, "admin", NULL) ||
-                (r->auth && (auth_has_kind(r->auth, "sessions:read") || auth_has_kind(r->auth, "sessions:write"))))
+                any_session_scope(r))
                 return 1;
             return req_allow(r, "admin", NULL);
         }
         if (!strncmp(rest, "threads/", 8)) rest += 8;
         else rest = "";
         size_t n = strcspn(rest, "/");
-        if (n == 0 || !strcmp(rest, "search")) {
-            const char *kind = *rest ? "sessions:read" : "sessions:write";
-            if (r->auth && auth_has_kind(r->auth, kind)) return 1;
-            return req_allow(r, kind, NULL);
-        }
-        if (n >= sizeof id) n = sizeof id - 1;
-        memcpy(id, rest, n);
-        id[n] = '\0';
-        const char *sub = rest[n] ? rest + n + 1 : "";
+        if (n == 0 || !strcmp(rest, "search")) return allow_kind(r, *rest ? "sessions:read" : "sessions:write");
+        const char *sub = path_id(rest, n, id);
         int read = get || !strcmp(sub, "history") || !strcmp(sub, "copy");
         /* A streamed or waited run answers the thread's values: it reads it too. */
         if (!strcmp(sub, "runs/stream") || !strcmp(sub, "runs/wait"))
