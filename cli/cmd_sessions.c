@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/sfilter.h"
 #include "../lib/sstore.h"
 #include "../lib/timefmt.h"
 #include "cli.h"
@@ -122,9 +123,17 @@ int cmd_sessions(const char *db, int argc, char **argv)
 {
     const char *status = NULL;
     long limit = 50;
+    sstore_filter f;
+    char err[256];
+    memset(&f, 0, sizeof f);
     for (int i = argc && !strcmp(argv[0], "list") ? 1 : 0; i < argc; i++) {
         if (!strcmp(argv[i], "--status") && i + 1 < argc) {
             status = argv[++i];
+        } else if (!strcmp(argv[i], "--label") && i + 1 < argc) {
+            if (sfilter_add_labels(&f, argv[++i], err, sizeof err)) {
+                fprintf(stderr, "dstream: --label: %s\n", err);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             char *end;
             errno = 0;
@@ -134,7 +143,7 @@ int cmd_sessions(const char *db, int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(stderr, "dstream: on the database, sessions takes [list] [--status S] [--limit N]\n");
+            fprintf(stderr, "dstream: on the database, sessions takes [list] [--status S] [--label K:V] [--limit N]\n");
             return cli_usage("sessions");
         }
     }
@@ -149,7 +158,8 @@ int cmd_sessions(const char *db, int argc, char **argv)
     json_t *rows = json_array(), *r;
     char next[128];
     size_t i;
-    if (sstore_list(c, status, "", (int)limit, rows, next, sizeof next)) {
+    if (status) snprintf(f.status, sizeof f.status, "%s", status);
+    if (sstore_list(c, &f, "", (int)limit, rows, next, sizeof next)) {
         fprintf(stderr, "dstream: cannot list sessions\n");
         rc = 1;
     }

@@ -1,8 +1,9 @@
 /* dstream sessions|chat|cancel|answer: sessions over HTTP (DSTREAM_URL, DSTREAM_TOKEN);
  * `dstream sessions` with --db reads the database instead (cli/cmd_sessions.c).
  *
- *   dstream sessions [list] [--status S] [--limit N] [--all]
+ *   dstream sessions [list] [--status S] [--label K:V] [--limit N] [--all]
  *   dstream sessions show|delete ID
+ *   dstream sessions cancel|delete|retry FILTER... [--dry-run] [--limit N] [--all]
  *   dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]
  *   dstream sessions fork ID --at OFFSET [--id NEW]
  *   dstream sessions state ID [--at OFFSET]
@@ -58,28 +59,43 @@ static void age(long long ms, char *out, size_t cap)
     else snprintf(out, cap, "%lldd", s / 86400);
 }
 
+/* --label K:V (repeated: every one) into labels ("k:v,k2:v2", the query's form). 0,
+ * or -1 when it does not fit. */
+static int add_label(char *labels, size_t cap, const char *kv)
+{
+    size_t n = strlen(labels);
+    if (!*kv || strchr(kv, ',') || (size_t)snprintf(labels + n, cap - n, "%s%s", n ? "," : "", kv) >= cap - n) {
+        fprintf(stderr, "dstream: --label takes KEY:VALUE (no comma)\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int list(const cli_opts *o, int argc, char **argv)
 {
     const char *status = NULL, *limit = "50";
+    char labels[1024] = "";
     int all = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--status") && i + 1 < argc) status = argv[++i];
         else if (!strcmp(argv[i], "--limit") && i + 1 < argc) limit = argv[++i];
-        else if (!strcmp(argv[i], "--all")) all = 1;
+        else if (!strcmp(argv[i], "--label") && i + 1 < argc) {
+            if (add_label(labels, sizeof labels, argv[++i])) return EXIT_USAGE;
+        } else if (!strcmp(argv[i], "--all")) all = 1;
         else return usage_sessions();
     }
     char cursor[256] = "";
     int rc = 0, first = 1;
     double spent = 0, recorded = 0;
     for (int pages = 0; pages < 100000; pages++) {
-        char path[1024], es[64] = "", ec[600] = "", el[32] = "";
+        char path[4096], es[64] = "", ec[600] = "", el[32] = "", elab[3072] = "";
         if ((status && http_escape(status, es, sizeof es)) || http_escape(cursor, ec, sizeof ec) ||
-            http_escape(limit, el, sizeof el)) {
+            http_escape(limit, el, sizeof el) || http_escape(labels, elab, sizeof elab)) {
             fprintf(stderr, "dstream: bad argument\n");
             return EXIT_USAGE;
         }
-        snprintf(path, sizeof path, "/v1/sessions?limit=%s%s%s%s%s", el, status ? "&status=" : "", es,
-                 cursor[0] ? "&cursor=" : "", ec);
+        snprintf(path, sizeof path, "/v1/sessions?limit=%s%s%s%s%s%s%s", el, status ? "&status=" : "", es,
+                 cursor[0] ? "&cursor=" : "", ec, labels[0] ? "&label=" : "", elab);
         json_t *j = http_json("GET", path, NULL, &rc);
         if (!j) return rc;
         json_t *arr = json_object_get(j, "sessions"), *s;
@@ -227,6 +243,107 @@ static int simple_post(const cli_opts *o, const char *method, const char *id, co
     return 0;
 }
 
+/* dstream sessions cancel|delete|retry FILTER... [--dry-run] [--limit N] [--all]:
+ * POST /v1/sessions/{op} with the filter of the options (--status, --agent,
+ * --workflow, --label K:V, --created-before, --created-after: an RFC 3339 time or
+ * milliseconds); --all follows `next` until every session the filter takes was
+ * taken. Prints what was done (or would be) and what was skipped and why. */
+static int bulk(const cli_opts *o, const char *op, int argc, char **argv)
+{
+    json_t *filter = json_object(), *labels = json_object(), *body = NULL;
+    int dry = 0, all = 0, rc = 0;
+    long limit = 0;
+    static const struct { const char *opt, *key; } fields[] = {
+        {"--status", "status"}, {"--agent", "agent"}, {"--workflow", "workflow"},
+        {"--created-before", "createdBefore"}, {"--created-after", "createdAfter"}};
+    for (int i = 0; i < argc; i++) {
+        size_t f;
+        for (f = 0; f < sizeof fields / sizeof fields[0]; f++)
+            if (!strcmp(argv[i], fields[f].opt)) break;
+        if (f < sizeof fields / sizeof fields[0] && i + 1 < argc) {
+            const char *v = argv[++i];
+            char *end;
+            long long ms = strtoll(v, &end, 10);
+            /* A time in milliseconds goes as a number. */
+            if (f >= 3 && *v && !*end && ms >= 0) json_object_set_new(filter, fields[f].key, json_integer(ms));
+            else json_object_set_new(filter, fields[f].key, json_string(v));
+        } else if (!strcmp(argv[i], "--label") && i + 1 < argc) {
+            const char *kv = argv[++i], *colon = strchr(kv, ':');
+            if (!colon || colon == kv) {
+                fprintf(stderr, "dstream: --label takes KEY:VALUE\n");
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            char key[128];
+            snprintf(key, sizeof key, "%.*s", (int)(colon - kv) < 127 ? (int)(colon - kv) : 127, kv);
+            json_object_set_new(labels, key, json_string(colon + 1));
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+            char *end;
+            limit = strtol(argv[++i], &end, 10);
+            if (*end || limit < 1) {
+                fprintf(stderr, "dstream: --limit takes a number\n");
+                rc = EXIT_USAGE;
+                goto out;
+            }
+        } else if (!strcmp(argv[i], "--dry-run")) {
+            dry = 1;
+        } else if (!strcmp(argv[i], "--all")) {
+            all = 1;
+        } else {
+            rc = usage_sessions();
+            goto out;
+        }
+    }
+    if (json_object_size(labels)) json_object_set(filter, "labels", labels);
+    if (!json_object_size(filter) && strcmp(op, "retry")) {
+        fprintf(stderr, "dstream: sessions %s takes a filter: --status, --agent, --workflow, --label, "
+                        "--created-before or --created-after\n", op);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/v1/sessions/%s", op);
+    long done = 0, skipped = 0;
+    const char *verb = !strcmp(op, "cancel") ? "cancelled" : !strcmp(op, "delete") ? "deleted" : "retried";
+    for (int pages = 0; pages < 100000; pages++) {
+        json_t *next = body ? json_object_get(body, "next") : NULL;
+        json_t *req = json_pack("{s:O, s:b}", "filter", filter, "dryRun", dry);
+        if (limit) json_object_set_new(req, "limit", json_integer(limit));
+        if (json_is_string(next)) json_object_set(req, "cursor", next);
+        json_decref(body);
+        body = http_json("POST", path, req, &rc);
+        json_decref(req);
+        if (!body) goto out;
+        json_t *d;
+        size_t k;
+        if (o->json) print_json(body);
+        json_array_foreach(json_object_get(body, "done"), k, d) {
+            const char *nid = json_string_value(json_object_get(d, "newId"));
+            if (!o->json)
+                printf("%s%s %s%s%s\n", dry ? "would be " : "", verb, json_string_value(json_object_get(d, "id")),
+                       nid ? " -> " : "", nid ? nid : "");
+            done++;
+        }
+        json_array_foreach(json_object_get(body, "skipped"), k, d) {
+            if (!o->json)
+                fprintf(stderr, "skipped %s: %s (%s)\n", json_string_value(json_object_get(d, "id")),
+                        json_string_value(json_object_get(d, "reason")),
+                        json_string_value(json_object_get(d, "message")));
+            skipped++;
+        }
+        if (!json_is_string(json_object_get(body, "next")) || !all) break;
+    }
+    if (!o->json) {
+        fprintf(stderr, "%ld %s%s, %ld skipped%s\n", done, dry ? "would be " : "", verb, skipped, dry ? " (dry run)" : "");
+        if (json_is_string(json_object_get(body, "next")) && !all) fprintf(stderr, "(more: --all)\n");
+    }
+out:
+    json_decref(body);
+    json_decref(labels);
+    json_decref(filter);
+    return rc;
+}
+
 int cmd_sessions_http(int argc, char **argv)
 {
     cli_opts o;
@@ -235,6 +352,10 @@ int cmd_sessions_http(int argc, char **argv)
     const char *sub = argv[0];
     if (!strcmp(sub, "list")) return list(&o, argc - 1, argv + 1);
     if (!strcmp(sub, "create")) return create(&o, argc - 1, argv + 1);
+    /* A bulk operation: a filter of options, not an id. */
+    if ((!strcmp(sub, "cancel") || !strcmp(sub, "retry") || !strcmp(sub, "delete")) &&
+        (argc == 1 || argv[1][0] == '-'))
+        return bulk(&o, sub, argc - 1, argv + 1);
     if (argc < 2) return usage_sessions();
     const char *id = argv[1];
     if (!strcmp(sub, "show") && argc == 2) return show(&o, id, NULL);

@@ -155,10 +155,13 @@ json_t *offline_list(const char *status, const char *cursor, int limit, int *rc)
     if (!c) return NULL;
     json_t *rows = json_array();
     json_t *j = NULL;
+    sstore_filter f;
+    memset(&f, 0, sizeof f);
+    if (status) snprintf(f.status, sizeof f.status, "%.23s", status);
     if (status && session_status_parse(status) < 0) {
         fprintf(stderr, "dstream: no status %s\n", status);
         *rc = EXIT_USAGE;
-    } else if (sstore_list(c, status, cursor, limit, rows, next, sizeof next)) {
+    } else if (sstore_list(c, &f, cursor, limit, rows, next, sizeof next)) {
         fprintf(stderr, "dstream: cannot list sessions\n");
         *rc = EXIT_FAIL;
     } else {

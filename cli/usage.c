@@ -96,17 +96,23 @@ static const cli_doc docs[] = {
      "  one session, read from the database: status, the request in flight, its attempts\n"
      "  and the retries spent, when the next attempt is due, and why it failed\n"
      DB_ONLY},
-    {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= " REMOTE,
-     "sessions: list, show, create, delete, fork --at, state --at",
-     "usage: dstream sessions [list] [--status S] [--limit N] [--all]\n"
+    {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= --label= --dry-run"
+                 " --created-before= --created-after= " REMOTE,
+     "sessions: list, show, create, delete, fork --at, state --at; cancel, delete, retry by filter",
+     "usage: dstream sessions [list] [--status S] [--label KEY:VALUE]... [--limit N] [--all]\n"
      "       dstream sessions show ID | delete ID\n"
+     "       dstream sessions cancel|delete|retry [--status S] [--agent NAME] [--workflow NAME]\n"
+     "           [--label KEY:VALUE]... [--created-before TIME] [--created-after TIME]\n"
+     "           [--dry-run] [--limit N] [--all]\n"
      "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
      "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
      "       dstream sessions state ID [--at OFFSET]\n"
-     "       dstream --db PATH sessions [--status S] [--limit N]\n"
+     "       dstream --db PATH sessions [--status S] [--label KEY:VALUE]... [--limit N]\n"
      "  over HTTP ($DSTREAM_URL, else http://127.0.0.1:8080, with $DSTREAM_TOKEN; or --url,\n"
      "  --token); with --db [PATH] list (status, attempts, error), show and state are read\n"
-     "  from the database instead (offline); create, delete and fork only over HTTP\n"},
+     "  from the database instead (offline); create, delete, fork and the operations by\n"
+     "  filter only over HTTP (TIME: RFC 3339 or milliseconds since the epoch; --all\n"
+     "  follows the answer's next until the filter takes no more)\n"},
     {"chat", " --queue --background --interrupt " REMOTE, "talk to a session, print the streamed answer",
      "usage: dstream chat ID MESSAGE [--queue|--background]\n"
      "  post MESSAGE to a chat session and print the answer as it streams (not with\n"

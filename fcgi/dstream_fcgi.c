@@ -83,6 +83,7 @@ int main(int argc, char **argv)
     cfg.heartbeat_ms = (int)env_num("DSTREAM_HEARTBEAT_MS", 15000, 10, 3600000);
     cfg.sse_max_ms = (int)env_num("DSTREAM_SSE_MAX_MS", 60000, 100, 86400000);
     cfg.reply_max_ms = (int)env_num("DSTREAM_REPLY_MAX_MS", 600000, 100, 86400000);
+    cfg.bulk_rate = (int)env_num("DSTREAM_BULK_RATE", 50, 1, 100000);
     cfg.path_max = (size_t)env_num("DSTREAM_PATH_MAX", 1024, 1, LOG_PATH_MAX);
     cfg.wake_inotify = strcmp(env_str("DSTREAM_WAKE", "inotify"), "poll") != 0;
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);

@@ -45,6 +45,7 @@ typedef struct cfg {
     int heartbeat_ms;           /* DSTREAM_HEARTBEAT_MS */
     int sse_max_ms;             /* DSTREAM_SSE_MAX_MS: an SSE response is ended after */
     int reply_max_ms;           /* DSTREAM_REPLY_MAX_MS: a chat reply's stream (frame_uimsg) is ended after */
+    int bulk_rate;              /* DSTREAM_BULK_RATE: sessions a bulk operation takes per second */
     size_t path_max;            /* DSTREAM_PATH_MAX */
     int wake_inotify;           /* DSTREAM_WAKE: inotify (1) or poll (0) */
     int wake_poll_us;           /* DSTREAM_WAKE_POLL_US */

@@ -46,6 +46,9 @@ const router_route router_routes[] = {
     {"/v1/sessions/{id}/cancel", "POST"},
     {"/v1/sessions/{id}/stop", "POST"},
     {"/v1/sessions/{id}/fork", "POST"},
+    {"/v1/sessions/cancel", "POST"},
+    {"/v1/sessions/delete", "POST"},
+    {"/v1/sessions/retry", "POST"},
     {"/v1/recordings", "GET"},
     {"/v1/recordings/{key}", "GET, DELETE"},
     {"/v1/mcp/servers", "GET, HEAD"},
@@ -102,19 +105,30 @@ static int fits(const char *tmpl, const char *path, size_t len)
     return path == end;
 }
 
-const router_route *router_match(const char *path)
+/* 1 if path fits route rt (or does without one trailing slash). */
+static int route_fits(const router_route *rt, const char *path)
 {
     size_t len = strlen(path);
-    int ds = reserved(path);
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < router_nroutes; i++)
-            if (reserved(router_routes[i].path) == ds && fits(router_routes[i].path, path, len))
-                return &router_routes[i];
-        /* Then without one trailing slash. */
+    if (reserved(rt->path) != reserved(path)) return 0;
+    if (fits(rt->path, path, len)) return 1;
+    return len >= 2 && path[len - 1] == '/' && fits(rt->path, path, len - 1);
+}
+
+const router_route *router_match(const char *path, const char *method)
+{
+    const router_route *first = NULL;
+    size_t len = strlen(path);
+    /* A path that fits as it is goes before one that fits without its slash. */
+    for (int pass = 0; pass < 2 && !first; pass++) {
+        for (size_t i = 0; i < router_nroutes; i++) {
+            const router_route *rt = &router_routes[i];
+            if (reserved(rt->path) != reserved(path) || !fits(rt->path, path, pass ? len - 1 : len)) continue;
+            if (!method || router_allows(rt, method)) return rt;
+            if (!first) first = rt;
+        }
         if (len < 2 || path[len - 1] != '/') break;
-        len--;
     }
-    return NULL;
+    return first;
 }
 
 int router_allows(const router_route *rt, const char *method)
@@ -132,13 +146,19 @@ int router_allows(const router_route *rt, const char *method)
  * or 405 and returns 0. */
 static int routed(req_t *r)
 {
-    const router_route *rt = router_match(r->path);
+    const router_route *rt = router_match(r->path, r->method);
     if (!rt) {
         res_error(r, 404, reserved(r->path) ? "SUBSCRIPTION_NOT_FOUND" : "not_found", "no resource at %s", r->path);
         return 0;
     }
     if (!router_allows(rt, r->method)) {
-        res_method_not_allowed(r, rt->methods);
+        /* Allow: the methods of every route the path fits. */
+        char allow[128] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < router_nroutes && n < sizeof allow; i++)
+            if (route_fits(&router_routes[i], r->path))
+                n += (size_t)snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", router_routes[i].methods);
+        res_method_not_allowed(r, n < sizeof allow ? allow : rt->methods);
         return 0;
     }
     return 1;
@@ -209,6 +229,11 @@ static int authorize(req_t *r, const char *path)
         size_t n = strcspn(rest, "/");
         if (n == 0) return allow_kind(r, get ? "sessions:read" : "sessions:write");
         const char *sub = path_id(rest, n, id);
+        /* A bulk operation (POST /v1/sessions/cancel, delete, retry) needs a scope of
+         * the kind; it touches only the sessions the token may write (the resource
+         * checks each, fcgi/bulk.c). */
+        if (!strcmp(m, "POST") && !*sub && sessions_bulk_action(id))
+            return allow_kind(r, "sessions:write");
         /* A fork reads its source; the new session's id is checked by the resource. */
         int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift"))) ||
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));

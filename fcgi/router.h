@@ -19,9 +19,11 @@ typedef struct router_route {
 extern const router_route router_routes[];
 extern const size_t router_nroutes;
 
-/* The route whose template matches a decoded path, or NULL. A trailing "/" after a
- * collection or item is ignored ("/v1/agents/" is "/v1/agents"). */
-const router_route *router_match(const char *path);
+/* The route whose template matches a decoded path, or NULL: the first that lists
+ * method (NULL: any), else the first that matches ("/v1/sessions/cancel" is both a
+ * session's path and the bulk cancel's). A trailing "/" after a collection or item
+ * is ignored ("/v1/agents/" is "/v1/agents"). */
+const router_route *router_match(const char *path, const char *method);
 
 /* 1 if method is one of the route's methods. */
 int router_allows(const router_route *rt, const char *method);
@@ -32,6 +34,10 @@ void health_handle(req_t *r);                     /* /v1/health */
 void agents_handle(req_t *r, const char *name);    /* /v1/agents[/{name}] */
 void workflows_handle(req_t *r, const char *name); /* /v1/workflows[/{name}] */
 void sessions_handle(req_t *r, const char *rest);  /* /v1/sessions[/{id}[/...]] */
+/* POST /v1/sessions/{cancel,delete,retry} (fcgi/bulk.c): action is one of the three. */
+void sessions_bulk(req_t *r, const char *action);
+/* 1 if name is a bulk operation's ("cancel", "delete", "retry"). */
+int sessions_bulk_action(const char *name);
 void subs_handle(req_t *r, const char *path);      /* /v1/stream/__ds/... (path from "__ds") */
 void mcp_servers_handle(req_t *r, const char *name); /* /v1/mcp/servers[/{name}] */
 void aisdk_handle(req_t *r, const char *rest);     /* /v1/aisdk/chat/{agent}[/{id}/...] (docs/clients.md) */

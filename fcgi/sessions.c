@@ -12,6 +12,7 @@
 #include "../lib/checkpoint.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
+#include "../lib/sfilter.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
 #include "live.h"
@@ -93,10 +94,19 @@ int sessions_new_id(req_t *r, const json_t *idj, char *id, size_t cap)
  * definition), with its input and recording setting. 0, or the store's code
  * (LOG_ECONFLICT: the id is taken). */
 static int insert(req_t *r, const char *id, const char *agent, const char *name, int version, const json_t *doc,
-                  const json_t *input, const json_t *rec)
+                  const json_t *input, const json_t *rec, const json_t *labels)
 {
     json_t *created = event_session_created(agent, name, version, json_object_get(doc, "initialState"), input,
                                             rec).payload;
+    char stored[SSTORE_LABELS_MAX] = "", err[256];
+    /* The labels are in the log (session:created) and on the row (for filtering). */
+    if (labels && json_object_size(labels)) {
+        if (sfilter_labels(labels, stored, sizeof stored, err, sizeof err)) {
+            json_decref(created);
+            return LOG_EINVAL;
+        }
+        json_object_set(created, PK_LABELS, (json_t *)labels);
+    }
     session_trace tr;
     trace_of(r, &tr);
     sstore_create_req cr;
@@ -105,6 +115,7 @@ static int insert(req_t *r, const char *id, const char *agent, const char *name,
     cr.agent = agent;
     cr.workflow = agent ? NULL : name;
     cr.wf_version = version;
+    cr.labels = stored;
     cr.created = created;
     cr.trace = &tr;
     int rc = sstore_create(r->log, &cr);
@@ -112,7 +123,8 @@ static int insert(req_t *r, const char *id, const char *agent, const char *name,
     return rc;
 }
 
-int sessions_create(req_t *r, const char *id, int is_agent, const char *name, const json_t *input, const json_t *rec)
+int sessions_create(req_t *r, const char *id, int is_agent, const char *name, const json_t *input, const json_t *rec,
+                    const json_t *labels)
 {
     int rc, version = 0;
     json_t *doc = is_agent ? defs_agent_get(r->log, name, &rc) : defs_workflow_get(r->log, name, 0, &version, &rc);
@@ -121,7 +133,7 @@ int sessions_create(req_t *r, const char *id, int is_agent, const char *name, co
         else reply_fail(r, rc);
         return -1;
     }
-    rc = insert(r, id, is_agent ? name : NULL, name, version, doc, input, rec);
+    rc = insert(r, id, is_agent ? name : NULL, name, version, doc, input, rec, labels);
     json_decref(doc);
     if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
     else if (rc) reply_fail(r, rc);
@@ -134,11 +146,15 @@ static void create(req_t *r)
     if (!body) return;
     json_t *agent = json_object_get(body, "agent"), *wf = json_object_get(body, "workflow");
     json_t *input = json_object_get(body, "input"), *rec = NULL;
-    json_t *idj = json_object_get(body, "id");
-    char id[SSTORE_ID_MAX];
+    json_t *idj = json_object_get(body, "id"), *labels = json_object_get(body, "labels");
+    char id[SSTORE_ID_MAX], err[256], stored[SSTORE_LABELS_MAX];
     int rc;
     if ((agent != NULL) == (wf != NULL) || (agent && !json_is_string(agent)) || (wf && !json_is_string(wf))) {
         res_error(r, 400, "bad_session", "give exactly one of \"agent\" or \"workflow\" (a name)");
+        goto out;
+    }
+    if (labels && sfilter_labels(labels, stored, sizeof stored, err, sizeof err)) {
+        res_error(r, 400, "bad_labels", "%s", err);
         goto out;
     }
     if (idj && (!json_is_string(idj) || !sstore_valid_id(json_string_value(idj)))) {
@@ -147,7 +163,7 @@ static void create(req_t *r)
     }
     if (recording_setting(r, body, &rec)) goto out;
     if (sessions_new_id(r, idj, id, sizeof id)) goto out;
-    if (sessions_create(r, id, agent != NULL, json_string_value(agent ? agent : wf), input, rec)) goto out;
+    if (sessions_create(r, id, agent != NULL, json_string_value(agent ? agent : wf), input, rec, labels)) goto out;
     sstore_row row;
     session_view v;
     offset_t pos = {0, 0};
@@ -193,7 +209,7 @@ int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *
     }
     none = json_object();
     if (recording_setting(r, none, &rec)) goto out;
-    rc = insert(r, id, agent, agent, 0, doc, NULL, rec);
+    rc = insert(r, id, agent, agent, 0, doc, NULL, rec, NULL);
     if (rc && rc != LOG_ECONFLICT) {
         reply_fail(r, rc);
         goto out;
@@ -257,14 +273,58 @@ static int add_costs(req_t *r, json_t *arr, json_t **totals)
     return 0;
 }
 
+/* The list's filter from the query: status, agent, workflow, label (key:value pairs
+ * joined by commas), createdBefore, createdAfter (RFC 3339 or ms). 0, or -1 after
+ * answering 400. */
+static int list_filter(req_t *r, sstore_filter *f)
+{
+    char v[SSTORE_LABELS_MAX], err[256];
+    int n;
+    memset(f, 0, sizeof *f);
+    n = req_query(r, "status", v, sizeof v);
+    if (n == 0 || n < -1 || (n > 0 && session_status_parse(v) < 0)) {
+        res_error(r, 400, "bad_status", "status must be pending, running, awaiting_input, completed, failed or cancelled");
+        return -1;
+    }
+    if (n > 0) snprintf(f->status, sizeof f->status, "%.23s", v);
+    static const char *const names[] = {"agent", "workflow"};
+    for (int i = 0; i < 2; i++) {
+        n = req_query(r, names[i], v, sizeof v);
+        if (n == -1) continue;
+        if (n <= 0 || n > SFILTER_NAME_MAX) {
+            res_error(r, 400, "bad_filter", "%s must be a name of 1 to %d bytes, given once", names[i], SFILTER_NAME_MAX);
+            return -1;
+        }
+        snprintf(i ? f->workflow : f->agent, sizeof f->agent, "%.71s", v);
+    }
+    n = req_query(r, "label", v, sizeof v);
+    if (n != -1 && (n < 0 || sfilter_add_labels(f, v, err, sizeof err))) {
+        if (n < 0) snprintf(err, sizeof err, "label must be given once (pairs joined by commas) and fit %zu bytes",
+                            sizeof v - 1);
+        res_error(r, 400, "bad_label", "%s", err);
+        return -1;
+    }
+    static const char *const times[] = {"createdBefore", "createdAfter"};
+    for (int i = 0; i < 2; i++) {
+        int64_t ms;
+        n = req_query(r, times[i], v, sizeof v);
+        if (n == -1) continue;
+        if (n <= 0 || sfilter_time(v, &ms)) {
+            res_error(r, 400, "bad_filter", "%s must be an RFC 3339 date-time or milliseconds since the epoch",
+                      times[i]);
+            return -1;
+        }
+        if (i) f->has_after = 1, f->created_after = ms;
+        else f->has_before = 1, f->created_before = ms;
+    }
+    return 0;
+}
+
 static void list(req_t *r)
 {
-    char status[32], cursor[128], lim[16];
-    int n = req_query(r, "status", status, sizeof status);
-    if (n == 0 || n < -1 || (n > 0 && session_status_parse(status) < 0)) {
-        res_error(r, 400, "bad_status", "status must be pending, running, awaiting_input, completed, failed or cancelled");
-        return;
-    }
+    char cursor[128], lim[16];
+    sstore_filter filter;
+    if (list_filter(r, &filter)) return;
     int cn = req_query(r, "cursor", cursor, sizeof cursor);
     if (cn < -1) {
         res_error(r, 400, "bad_cursor", "malformed cursor");
@@ -285,7 +345,7 @@ static void list(req_t *r)
     }
     json_t *arr = json_array();
     char next[160];
-    int rc = sstore_list_filtered(r->log, n > 0 ? status : NULL, cn > 0 ? cursor : "", (int)limit, readable, r,
+    int rc = sstore_list_filtered(r->log, &filter, cn > 0 ? cursor : "", (int)limit, readable, r,
                                   arr, next, sizeof next);
     json_t *totals = NULL;
     if (!rc) rc = add_costs(r, arr, &totals);
@@ -776,6 +836,10 @@ void sessions_handle(req_t *r, const char *rest)
     char id[SSTORE_ID_MAX];
     const char *sub = sessions_path_id(r, rest, id);
     if (!sub) return;
+    if (!strcmp(m, "POST") && (!*sub || !strcmp(sub, "/")) && sessions_bulk_action(id)) {
+        sessions_bulk(r, id);
+        return;
+    }
     if (*sub) sub++;
     static const struct {
         const char *sub, *method;

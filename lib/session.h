@@ -66,6 +66,7 @@
 #define PK_INITIAL_STATE "initialState" /* session:created */
 #define PK_INPUT "input"                /* session:created (the session's), input:requested (its kind) */
 #define PK_RECORDING "recording"        /* session:created, session:forked, recording:request */
+#define PK_LABELS "labels"              /* session:created: {key: value} (lib/sfilter's limits) */
 #define PK_MODE "mode"                  /* message:user, recording:request, recording{} */
 #define PK_TIMING "timing"              /* recording{} of session:created and session:forked */
 #define PK_SCOPE "scope"                /* recording{}: "all", or the session-id prefixes its recordings may come from */

@@ -173,13 +173,22 @@ static json_t *row_json(const sstore_row *row)
     json_object_set_new(j, "parent", row->parent[0] ? json_string(row->parent) : json_null());
     json_object_set_new(j, "createdMs", json_integer(row->created_ms));
     json_object_set_new(j, "updatedMs", json_integer(row->updated_ms));
+    json_object_set_new(j, "labels", sstore_labels_json(row));
     return j;
 }
 
-int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
+json_t *sstore_labels_json(const sstore_row *row)
+{
+    json_t *l = row->labels[0] ? json_loads(row->labels, 0, NULL) : NULL;
+    if (json_is_object(l)) return l;
+    json_decref(l);
+    return json_object();
+}
+
+int sstore_list(log_conn_t *c, const sstore_filter *f, const char *cursor, int limit, json_t *arr,
                 char *next, size_t nextcap)
 {
-    return sstore_list_filtered(c, status, cursor, limit, NULL, NULL, arr, next, nextcap);
+    return sstore_list_filtered(c, f, cursor, limit, NULL, NULL, arr, next, nextcap);
 }
 
 typedef struct list_arg {
@@ -215,7 +224,7 @@ static int list_one(void *ud, const sstore_row *row)
     return 0;
 }
 
-int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
+int sstore_list_filtered(log_conn_t *c, const sstore_filter *f, const char *cursor, int limit,
                          int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,
                          size_t nextcap)
 {
@@ -240,7 +249,8 @@ int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, 
     /* Filtered, a page may have to look at more rows: SSTORE_LIST_SCAN, then the rest
      * of the millisecond it is in (a handful of rows: sessions are created one at a
      * time), after which it ends short with the millisecond as its cursor. */
-    return store_of(c)->sessions->list(c, status, cms, cid, keep ? -1 : limit + 1, list_one, &la);
+    static const sstore_filter all;
+    return store_of(c)->sessions->list(c, f ? f : &all, cms, cid, keep ? -1 : limit + 1, list_one, &la);
 }
 
 static int set_status(log_conn_t *c, const char *id, const session_view *v)
@@ -430,6 +440,9 @@ static int op_create(log_conn_t *c, void *arg)
     row.wf_version = row.workflow[0] ? (r->parent ? prow.wf_version : r->wf_version) : 0;
     if (r->parent) snprintf(row.parent, sizeof row.parent, "%s", r->parent);
     if (r->parent) snprintf(row.fork_offset, sizeof row.fork_offset, "%s", off);
+    /* A fork carries its parent's labels (its history begins with the same
+     * session:created); the caller's otherwise. */
+    snprintf(row.labels, sizeof row.labels, "%s", r->parent ? prow.labels : r->labels ? r->labels : "");
     snprintf(row.status, sizeof row.status, "%s", session_status_name(v.status));
     row.created_ms = row.updated_ms = now;
     if ((rc = store_of(c)->sessions->insert(c, &row))) goto out;
@@ -497,5 +510,62 @@ json_t *sstore_session_json(const sstore_row *row, const session_view *v, offset
     snprintf(url, sizeof url, "/v1/sessions/%s/events", row->id);
     json_object_set_new(j, "events", json_string(url));
     json_object_set_new(j, "createdMs", json_integer(row->created_ms));
+    json_object_set_new(j, "labels", sstore_labels_json(row));
     return j;
+}
+
+/* ---- retry ----------------------------------------------------------------------------- */
+
+typedef struct retry_scan {
+    int workflow;
+    int after_user;         /* the event before this one was a user message that wanted a reply */
+    int found;
+    offset_t at;
+} retry_scan;
+
+static int retry_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    retry_scan *rs = ud;
+    json_t *ev = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (rs->after_user) {
+        rs->at = at;
+        rs->found = 1;
+        rs->after_user = 0;
+    }
+    if (type && rs->workflow && !strcmp(type, EV_STEP_STARTED)) {
+        rs->at = at;
+        rs->found = 1;
+    } else if (type && !rs->workflow && !strcmp(type, EV_MESSAGE_USER)) {
+        const char *mode = json_string_value(json_object_get(json_object_get(ev, "payload"), PK_MODE));
+        rs->after_user = !mode || strcmp(mode, "background");
+    }
+    json_decref(ev);
+    return 0;
+}
+
+int sstore_retry_point(log_conn_t *c, const char *id, offset_t *at)
+{
+    sstore_row row;
+    log_info info;
+    int rc;
+    if ((rc = sstore_get(c, id, &row))) return rc;
+    if ((rc = log_head(c, row.stream, &info))) return rc;
+    retry_scan rs;
+    memset(&rs, 0, sizeof rs);
+    rs.workflow = row.workflow[0] != '\0';
+    log_read_req rr;
+    memset(&rr, 0, sizeof rr);
+    rr.path = row.stream;
+    rr.kind = OFFSET_START;
+    rr.max_bytes = (size_t)-1;
+    if ((rc = log_read(c, &rr, retry_msg, &rs))) return rc;
+    /* The user message was the last event: the fork keeps all of it. */
+    if (rs.after_user) {
+        rs.at = info.tail;
+        rs.found = 1;
+    }
+    if (!rs.found) return LOG_ERANGE;
+    *at = rs.at;
+    return 0;
 }

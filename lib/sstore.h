@@ -13,6 +13,7 @@
 #define SSTORE_ID_MAX 64
 #define SSTORE_SNAPSHOT_EVERY 64   /* state never replays more events than this */
 #define SSTORE_EVENTS_MAX 16       /* events one command may append */
+#define SSTORE_LABELS_MAX 2200     /* bytes of a session's labels as stored: lib/sfilter's most, 16 * (63 + 63 + 6) + 2, fits */
 
 
 typedef struct sstore_row {
@@ -25,7 +26,22 @@ typedef struct sstore_row {
     char fork_offset[OFFSET_LEN + 1];
     char status[24];
     int64_t created_ms, updated_ms;
+    char labels[SSTORE_LABELS_MAX];   /* a JSON object of strings, compact, keys sorted; "" for none */
 } sstore_row;
+
+/* Which sessions a list (or a bulk operation) takes: each field given narrows it;
+ * zeroed, every session. labels: a JSON object text (as stored: compact), each of
+ * whose keys the session's labels must have with that value. created_after /
+ * created_before: created strictly after / before that millisecond (has_*: given).
+ * lib/sfilter parses one from a query or a JSON document. */
+typedef struct sstore_filter {
+    char status[24];
+    char agent[72];
+    char workflow[72];
+    char labels[SSTORE_LABELS_MAX];
+    int has_after, has_before;
+    int64_t created_after, created_before;
+} sstore_filter;
 
 typedef struct sstore_event {
     const char *type;
@@ -45,6 +61,8 @@ typedef struct sstore_create_req {
     const char *agent;        /* or NULL */
     const char *workflow;     /* or NULL */
     int wf_version;
+    const char *labels;       /* the row's labels (sstore_row.labels' form), or NULL: none; a fork
+                               * takes its parent's */
     json_t *created;          /* session:created payload (borrowed) */
     const session_trace *trace;
     /* for forks */
@@ -106,10 +124,10 @@ int sstore_get(log_conn_t *c, const char *id, sstore_row *row);
  * position, its stream and events URLs and the creation time. */
 json_t *sstore_session_json(const sstore_row *row, const session_view *v, offset_t pos);
 
-/* Sessions by creation (newest first), optionally of one status, after cursor (a
- * value returned as *next; "" for the start). Appends row objects to arr. *next
+/* Sessions by creation (newest first), those filter f takes (NULL: all), after cursor
+ * (a value returned as *next; "" for the start). Appends row objects to arr. *next
  * gets the cursor of the next page or "" at the end. */
-int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit, json_t *arr,
+int sstore_list(log_conn_t *c, const sstore_filter *f, const char *cursor, int limit, json_t *arr,
                 char *next, size_t nextcap);
 
 /* sstore_list showing only the sessions whose id keep() accepts. A page looks at no
@@ -117,9 +135,19 @@ int sstore_list(log_conn_t *c, const char *status, const char *cursor, int limit
  * created in): past them it ends short, with a cursor. A cursor names only a session
  * the page showed (or just a creation time), never one keep() refused. */
 #define SSTORE_LIST_SCAN 10000
-int sstore_list_filtered(log_conn_t *c, const char *status, const char *cursor, int limit,
+int sstore_list_filtered(log_conn_t *c, const sstore_filter *f, const char *cursor, int limit,
                          int (*keep)(void *ud, const char *id), void *ud, json_t *arr, char *next,
                          size_t nextcap);
+
+/* The labels of a row as a JSON object (an empty one when it has none). New reference. */
+json_t *sstore_labels_json(const sstore_row *row);
+
+/* Where a failed session is retried from (POST /v1/sessions/retry): the position to
+ * fork it at so that the fork runs again what failed. A chat: just after its last
+ * user message that wanted a reply (the fork answers it anew); a workflow: its last
+ * step:started (the fork starts that step again). 0 with *at, LOG_ENOTFOUND (no
+ * session), or LOG_ERANGE when it has no such point (nothing was asked or started). */
+int sstore_retry_point(log_conn_t *c, const char *id, offset_t *at);
 
 /* Delete session id: its row and its stream (soft while forks read it). */
 int sstore_delete(log_conn_t *c, const char *id);

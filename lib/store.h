@@ -176,8 +176,9 @@ typedef struct store_tokens_ops {
 } store_tokens_ops;
 
 /* Sessions (lib/sstore.h): their rows and the snapshots of their views. get:
- * 0 or LOG_ENOTFOUND (deleted ones are not found); list: newest first, those
- * created before (before_ms, before_id), at most max rows (-1: no limit), until
+ * 0 or LOG_ENOTFOUND (deleted ones are not found); list: newest first, those f
+ * takes (lib/sstore.h's sstore_filter: status, agent, workflow, labels, creation
+ * range) created before (before_ms, before_id), at most max rows (-1: no limit), until
  * fn returns nonzero; unfinished: the ids of sessions with work left (pending,
  * running, awaiting input). Writes run inside a group: insert, set_status,
  * forget_deleted (a deleted session's row, so that its id is free again),
@@ -186,7 +187,7 @@ typedef struct store_tokens_ops {
  * 0 if none. */
 typedef struct store_sessions_ops {
     int (*get)(log_conn_t *c, const char *id, sstore_row *row);
-    int (*list)(log_conn_t *c, const char *status, int64_t before_ms, const char *before_id, int max,
+    int (*list)(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                 int (*fn)(void *ud, const sstore_row *row), void *ud);
     int (*unfinished)(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);
     int (*insert)(log_conn_t *c, const sstore_row *row);
@@ -340,8 +341,9 @@ static const store_table store_copy_tables[STORE_COPY_TABLES] = {
     {"producers", "stream, producer, epoch, seq", "ITII", "01"},
     {"agents", "name, doc, created_ms, updated_ms", "TTII", "0"},
     {"workflows", "name, version, doc, created_ms", "TITI", "01"},
-    {"sessions", "id, stream, agent, workflow, wf_version, parent, fork_offset, status, created_ms, updated_ms, deleted",
-     "TTTTITTTIII", "0"},
+    {"sessions",
+     "id, stream, agent, workflow, wf_version, parent, fork_offset, status, created_ms, updated_ms, deleted, labels",
+     "TTTTITTTIIIT", "0"},
     {"snapshots", "session, seq, pos, view", "TIIT", "01"},
     {"tokens", "id, name, hash, scopes, created_ms, expires_ms", "TTBTII", "0"},
     {"subscriptions",

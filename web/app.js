@@ -1,5 +1,5 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
-//   #/sessions[?status=S&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
+//   #/sessions[?status=S&label=K:V,...&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, cost as costText, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
@@ -32,20 +32,30 @@ function route() {
 
 function sessionsPage(params) {
     const status = params.get("status") || "";
+    const label = params.get("label") || "";
     const limit = /^[1-9][0-9]{0,2}$/.test(params.get("limit") || "") ? params.get("limit") : "20";
     const cursors = [""]; // the cursor of each page seen, for "Previous"
     let page = 0;
-    const select = h("select", { id: "status-filter", onchange: () => {
-        location.hash = select.value ? `#/sessions?status=${enc(select.value)}` : "#/sessions";
-    } }, ["", "pending", "running", "awaiting_input", "completed", "failed", "cancelled"].map((s) =>
-        h("option", { value: s, selected: s === status }, s || "all")));
+    // The filter is the page's address: status and labels (key:value pairs, commas).
+    const go = () => {
+        const q = new URLSearchParams();
+        if (select.value) q.set("status", select.value);
+        if (labels.value.trim()) q.set("label", labels.value.trim());
+        location.hash = q.toString() ? `#/sessions?${q}` : "#/sessions";
+    };
+    const select = h("select", { id: "status-filter", onchange: go },
+        ["", "pending", "running", "awaiting_input", "completed", "failed", "cancelled"].map((s) =>
+            h("option", { value: s, selected: s === status }, s || "all")));
+    const labels = h("input", { id: "label-filter", value: label, placeholder: "team:red,env:prod",
+        onkeydown: (e) => { if (e.key === "Enter") go(); }, onchange: go });
     const body = h("tbody");
     const prev = h("button", { type: "button", disabled: true, onclick: () => { page--; load(); } }, "Previous");
     const next = h("button", { type: "button", disabled: true, onclick: () => { page++; load(); } }, "Next");
     const info = h("span", { class: "muted", role: "status" });
     const create = newSessionForm();
     main.append(h("h1", {}, "Sessions"),
-        h("div", { class: "row" }, h("label", { for: "status-filter" }, "Status"), select, prev, next, info),
+        h("div", { class: "row" }, h("label", { for: "status-filter" }, "Status"), select,
+          h("label", { for: "label-filter" }, "Labels"), labels, prev, next, info),
         h("table", { "aria-label": "Sessions" },
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Session"), h("th", { scope: "col" }, "Status"),
             h("th", { scope: "col" }, "Agent or workflow"), h("th", { scope: "col", class: "num" }, "Age"),
@@ -55,6 +65,7 @@ function sessionsPage(params) {
         info.textContent = "loading…";
         const q = new URLSearchParams({ limit });
         if (status) q.set("status", status);
+        if (label) q.set("label", label);
         if (cursors[page]) q.set("cursor", cursors[page]);
         let res;
         try { res = await api("GET", `/v1/sessions?${q}`); } catch (e) { info.textContent = e.message; return; }
@@ -62,7 +73,8 @@ function sessionsPage(params) {
         for (const s of res.sessions) {
             const cost = h("td", { class: "num" }, "…");
             body.append(h("tr", { "data-session": s.id },
-                h("td", {}, h("a", { href: `#/session/${enc(s.id)}` }, s.id), s.parent ? h("span", { class: "muted" }, ` (fork of ${s.parent})`) : null),
+                h("td", {}, h("a", { href: `#/session/${enc(s.id)}` }, s.id), s.parent ? h("span", { class: "muted" }, ` (fork of ${s.parent})`) : null,
+                  ...Object.entries(s.labels || {}).map(([k, v]) => h("span", { class: "label", "data-label": k }, `${k}:${v}`))),
                 h("td", {}, statusBadge(s.status)),
                 h("td", {}, s.agent ? `agent ${s.agent}` : s.workflow ? `workflow ${s.workflow}` : ""),
                 h("td", { class: "num" }, h("time", { datetime: new Date(s.createdMs).toISOString(), title: new Date(s.createdMs).toLocaleString() }, age(s.createdMs))),

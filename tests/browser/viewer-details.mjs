@@ -11,6 +11,8 @@
 //   toast          a toast stays on the page it belongs to: "Answer sent" is gone on
 //                  the next page, also when the answer comes back after leaving; the
 //                  fork's "Forked as" is shown on the fork's page
+//   labels         the sessions list shows each session's labels and filters on them
+//                  (the Labels box, key:value pairs; kept in the page's address)
 //   workflow-picture
 //                  the Workflows page draws each workflow's phases, steps and
 //                  transitions (a loop included), names and conditions as text; a
@@ -179,6 +181,31 @@ const cases = {
         const forkToast = await toastText();
         assert(/^Forked as /.test(forkToast), `the fork's page shows "${forkToast}"`);
         ok("the fork's toast is shown on the fork's page");
+    },
+
+    async labels(page) {
+        const agent = `details-labels-${tag}`;
+        await api("POST", "/v1/agents", agentDoc(agent));
+        const red = (await api("POST", "/v1/sessions", { agent, labels: { run: tag, team: "red" } })).id;
+        const blue = (await api("POST", "/v1/sessions", { agent, labels: { run: tag, team: "blue" } })).id;
+        const rows = () => page.evaluate(() => [...document.querySelectorAll("tr[data-session]")].map((r) => ({
+            id: r.dataset.session, labels: [...r.querySelectorAll(".label")].map((l) => l.textContent) })));
+        await page.goto(`${base}/web/#/sessions?label=run:${tag}`);
+        await page.waitForFunction((n) => document.querySelectorAll("tr[data-session]").length === n, 2, { timeout: 10000 });
+        let got = await rows();
+        assert(got.map((r) => r.id).sort().join() === [red, blue].sort().join(), `the run's sessions: ${JSON.stringify(got)}`);
+        const redRow = got.find((r) => r.id === red);
+        assert(redRow.labels.includes("team:red") && redRow.labels.includes(`run:${tag}`), `its labels: ${JSON.stringify(redRow)}`);
+        ok("the list filtered by a label shows the sessions with it, each with its labels");
+        await page.fill("#label-filter", `run:${tag},team:red`);
+        await page.press("#label-filter", "Enter");
+        await page.waitForFunction(() => document.querySelectorAll("tr[data-session]").length === 1, null, { timeout: 10000 });
+        got = await rows();
+        assert(got[0].id === red, `filtered on two labels: ${JSON.stringify(got)}`);
+        assert(decodeURIComponent(await page.evaluate(() => location.hash)).includes(`label=run:${tag},team:red`),
+               "the filter is not in the page's address");
+        await page.screenshot({ path: `${out}/details-labels.png`, fullPage: true });
+        ok("typing key:value pairs in the Labels box filters the list on all of them");
     },
 
     async "workflow-picture"(page) {

@@ -98,6 +98,10 @@ details() {
     details toast
 }
 
+@test "headless Chromium: the sessions list shows labels and filters on them" {
+    details labels
+}
+
 @test "headless Chromium: each workflow drawn (phases, steps, transitions, loops); a session's current phase marked live" {
     details workflow-picture
 }

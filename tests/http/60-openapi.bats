@@ -204,6 +204,20 @@ J=(-H 'Content-Type: application/json')
     x /v1/sessions GET "/v1/sessions?limit=1"
     x /v1/sessions GET "/v1/sessions?status=running&limit=100"
     x /v1/sessions GET "/v1/sessions?status=sleeping"
+    # labels, the list's filter and the bulk operations (docs/agents.md)
+    local lab
+    lab=$(ds_name oa-lab)
+    x /v1/sessions POST /v1/sessions "${J[@]}" --data-binary "$(jq -nc --arg a "$agent" --arg l "$lab" '{agent: $a, labels: {oa: $l}}')"
+    x /v1/sessions POST /v1/sessions "${J[@]}" --data-binary "$(jq -nc --arg a "$agent" '{agent: $a, labels: {"a b": "c"}}')"
+    x /v1/sessions GET "/v1/sessions?label=oa:$lab&agent=$agent&createdAfter=0&createdBefore=2100-01-01T00:00:00Z"
+    x /v1/sessions GET "/v1/sessions?label=oa"
+    x /v1/sessions/cancel POST /v1/sessions/cancel "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}, dryRun: true}')"
+    x /v1/sessions/cancel POST /v1/sessions/cancel "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}, limit: 1}')"
+    x /v1/sessions/cancel POST /v1/sessions/cancel "${J[@]}" --data-binary '{"filter": {}}'
+    x /v1/sessions/retry POST /v1/sessions/retry "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}, dryRun: true}')"
+    x /v1/sessions/retry POST /v1/sessions/retry "${J[@]}" --data-binary '{"filter": {"status": "running"}}'
+    x /v1/sessions/delete POST /v1/sessions/delete "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}}')"
+    x /v1/sessions/delete POST /v1/sessions/delete "${J[@]}" --data-binary '{"filter": {"createdBefore": "soon"}}'
     local ws
     x /v1/sessions POST /v1/sessions "${J[@]}" --data-binary "$(jq -nc --arg w "$wf" '{workflow: $w, input: {}}')"
     ws=$(jq -r .id "$DS_BODY")

@@ -717,7 +717,10 @@ static json_t *list_all(const char *status, int limit, int *pages)
     *pages = 0;
     for (;;) {
         json_t *page = json_array();
-        int rc = sstore_list(conn, status, cursor, limit, page, next, sizeof next);
+        sstore_filter f;
+        memset(&f, 0, sizeof f);
+        if (status) snprintf(f.status, sizeof f.status, "%s", status);
+        int rc = sstore_list(conn, &f, cursor, limit, page, next, sizeof next);
         if (!CHECK_EQ_INT(rc, 0)) {
             json_decref(page);
             break;
@@ -1046,6 +1049,89 @@ static void test_fork_recording(void)
     }
 }
 
+/* Labels: the row keeps the caller's, a fork its parent's, and the JSON of a session
+ * and of a list row show them ({} for none). */
+static void test_labels(void)
+{
+    sstore_create_req r;
+    session_trace t;
+    memset(&r, 0, sizeof r);
+    session_trace_new(&t);
+    r.id = "lab1";
+    r.trace = &t;
+    r.agent = "writer";
+    r.labels = "{\"team\":\"red\"}";
+    r.created = json_pack("{s:s, s:{}}", "agent", "writer", "input");
+    CHECK_EQ_INT(sstore_create(conn, &r), 0);
+    json_decref(r.created);
+    CHECK_EQ_INT(create("lab2", NULL, NULL), 0);
+    offset_t none = {0, 0};
+    CHECK_EQ_INT(fork_at("lab3", "lab1", 0, none), 0);
+    sstore_row row;
+    CHECK_EQ_INT(sstore_get(conn, "lab3", &row), 0);
+    CHECK_EQ_STR(row.labels, "{\"team\":\"red\"}");
+    json_t *l = sstore_labels_json(&row);
+    CHECK_EQ_STR(json_string_value(json_object_get(l, "team")), "red");
+    json_decref(l);
+    CHECK_EQ_INT(sstore_get(conn, "lab2", &row), 0);
+    l = sstore_labels_json(&row);
+    CHECK(json_is_object(l) && json_object_size(l) == 0);
+    json_decref(l);
+    sstore_filter f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.labels, sizeof f.labels, "{\"team\":\"red\"}");
+    json_t *page = json_array();
+    char next[160];
+    CHECK_EQ_INT(sstore_list(conn, &f, "", 10, page, next, sizeof next), 0);
+    CHECK_EQ_UINT(json_array_size(page), 2);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(json_array_get(page, 0), "labels"), "team")), "red");
+    json_decref(page);
+}
+
+/* Where a failed session is retried from: a chat just after its last user message
+ * that wanted a reply (a background one does not count), its tail when that message
+ * is the last event; a workflow its last step:started; nothing asked or started:
+ * LOG_ERANGE; no session: LOG_ENOTFOUND. */
+static void test_retry_point(void)
+{
+    hist h;
+    offset_t at;
+    CHECK_EQ_INT(create("rp1", NULL, NULL), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp1", &at), LOG_ERANGE);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp-none", &at), LOG_ENOTFOUND);
+    CHECK_EQ_INT(append1("rp1", EV_MESSAGE_USER, "{\"content\": \"hi\", \"mode\": \"interrupt\"}"), 0);
+    CHECK_EQ_INT(hist_read("rp1", &h), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp1", &at), 0);
+    CHECK(at.seq == h.off[h.n].seq && at.pos == h.off[h.n].pos);     /* the tail */
+    hist_free(&h);
+    CHECK_EQ_INT(append1("rp1", EV_PROVIDER_REQUEST_STARTED, "{\"requestId\": \"q1\"}"), 0);
+    CHECK_EQ_INT(append1("rp1", EV_REPLY_FAILED, "{\"error\": \"no\"}"), 0);
+    CHECK_EQ_INT(append1("rp1", EV_MESSAGE_USER, "{\"content\": \"aside\", \"mode\": \"background\"}"), 0);
+    CHECK_EQ_INT(hist_read("rp1", &h), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp1", &at), 0);
+    CHECK_EQ_UINT(at.seq, 2);                   /* just after the message at 1 */
+    CHECK(at.pos == h.off[2].pos);
+    hist_free(&h);
+
+    CHECK_EQ_INT(create("rp2", "wf", NULL), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp2", &at), LOG_ERANGE);
+    CHECK_EQ_INT(append1("rp2", EV_WORKFLOW_STARTED, "{}"), 0);
+    CHECK_EQ_INT(append1("rp2", EV_STEP_STARTED, "{\"phase\": \"a\", \"step\": 0}"), 0);
+    CHECK_EQ_INT(append1("rp2", EV_STEP_COMPLETED, "{\"phase\": \"a\", \"step\": 0}"), 0);
+    CHECK_EQ_INT(append1("rp2", EV_STEP_STARTED, "{\"phase\": \"a\", \"step\": 1}"), 0);
+    CHECK_EQ_INT(append1("rp2", EV_WORKFLOW_FAILED, "{\"error\": \"no\"}"), 0);
+    CHECK_EQ_INT(hist_read("rp2", &h), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp2", &at), 0);
+    CHECK_EQ_UINT(at.seq, 4);                   /* the second step:started */
+    CHECK(at.pos == h.off[4].pos);
+    hist_free(&h);
+    /* A fork reads its source's history: its point may lie there. */
+    offset_t none = {0, 0};
+    CHECK_EQ_INT(fork_at("rp3", "rp2", 0, none), 0);
+    CHECK_EQ_INT(sstore_retry_point(conn, "rp3", &at), 0);
+    CHECK_EQ_UINT(at.seq, 4);
+}
+
 int main(void)
 {
     if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn) == 0) {
@@ -1057,6 +1143,8 @@ int main(void)
         test_list();
         test_delete();
         test_list_hidden();
+        test_labels();
+        test_retry_point();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();

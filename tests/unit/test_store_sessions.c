@@ -5,7 +5,8 @@
  * limit (and none: -1) and early stop, the unfinished ones, status updates,
  * deletion (hidden, its snapshots gone, its id free again only once deleted),
  * and the snapshots (the newest at or before a position; one position written
- * again is replaced). On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
+ * again is replaced); the list's filter (agent, workflow, creation range, labels
+ * matched key by key, all at once) and labels kept on the row. On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
  * set. */
 #include "sstore.h"
 
@@ -28,6 +29,7 @@ static const store_sessions_ops *ops(void)
 typedef struct put_arg {
     const char *id, *status, *workflow, *parent;
     int64_t created_ms;
+    const char *agent, *labels;
 } put_arg;
 
 static int op_insert(log_conn_t *c, void *arg)
@@ -46,6 +48,8 @@ static int op_insert(log_conn_t *c, void *arg)
         snprintf(r.parent, sizeof r.parent, "%s", a->parent);
         snprintf(r.fork_offset, sizeof r.fork_offset, "%s", "0000000000000002_0000000000000040");
     }
+    if (a->agent) snprintf(r.agent, sizeof r.agent, "%s", a->agent);
+    if (a->labels) snprintf(r.labels, sizeof r.labels, "%s", a->labels);
     r.created_ms = a->created_ms;
     r.updated_ms = a->created_ms + 1;
     return store_of(c)->sessions->insert(c, &r);
@@ -53,7 +57,14 @@ static int op_insert(log_conn_t *c, void *arg)
 
 static int insert(const char *id, const char *status, int64_t created_ms, const char *workflow, const char *parent)
 {
-    put_arg a = {id, status, workflow, parent, created_ms};
+    put_arg a = {id, status, workflow, parent, created_ms, NULL, NULL};
+    return log_transact(conn, op_insert, &a);
+}
+
+static int insert_labelled(const char *id, const char *agent, const char *workflow, int64_t created_ms,
+                           const char *labels)
+{
+    put_arg a = {id, "pending", workflow, NULL, created_ms, agent, labels};
     return log_transact(conn, op_insert, &a);
 }
 
@@ -79,13 +90,79 @@ static void collect_id(void *ud, const char *id)
     snprintf(x->s + len, sizeof x->s - len, "%s%s", len ? " " : "", id);
 }
 
-static const char *list(const char *status, int64_t before_ms, const char *before_id, int max, int stop_after)
+static const char *list_f(const sstore_filter *f, int64_t before_ms, const char *before_id, int max, int stop_after)
 {
     static ids x;
     memset(&x, 0, sizeof x);
     x.stop_after = stop_after;
-    CHECK_EQ_INT(ops()->list(conn, status, before_ms, before_id, max, collect, &x), 0);
+    CHECK_EQ_INT(ops()->list(conn, f, before_ms, before_id, max, collect, &x), 0);
     return x.s;
+}
+
+static const char *list(const char *status, int64_t before_ms, const char *before_id, int max, int stop_after)
+{
+    sstore_filter f;
+    memset(&f, 0, sizeof f);
+    if (status) snprintf(f.status, sizeof f.status, "%s", status);
+    return list_f(&f, before_ms, before_id, max, stop_after);
+}
+
+/* The ids (newest first) the filter takes among the rows of test_filters. */
+static const char *where(const char *agent, const char *workflow, const char *labels, int64_t after, int64_t before)
+{
+    sstore_filter f;
+    memset(&f, 0, sizeof f);
+    if (agent) snprintf(f.agent, sizeof f.agent, "%s", agent);
+    if (workflow) snprintf(f.workflow, sizeof f.workflow, "%s", workflow);
+    if (labels) snprintf(f.labels, sizeof f.labels, "%s", labels);
+    if (after >= 0) f.has_after = 1, f.created_after = after;
+    if (before >= 0) f.has_before = 1, f.created_before = before;
+    return list_f(&f, INT64_MAX, "", -1, 0);
+}
+
+/* After test_rows' rows (created before 1001, none with labels or an agent). */
+static void test_filters(void)
+{
+    CHECK_EQ_INT(insert_labelled("f1", "ag", NULL, 5000, "{\"env\":\"prod\",\"team\":\"red\"}"), 0);
+    CHECK_EQ_INT(insert_labelled("f2", "ag", NULL, 5001, "{\"team\":\"red\"}"), 0);
+    CHECK_EQ_INT(insert_labelled("f3", "other", NULL, 5002, "{\"team\":\"blue\"}"), 0);
+    CHECK_EQ_INT(insert_labelled("f4", NULL, "wf", 5003, NULL), 0);
+    CHECK_EQ_INT(insert_labelled("f5", NULL, "wf2", 5004, "{\"a.b/c-d_e\":\"x:y@z+1\"}"), 0);
+    sstore_row r;
+    CHECK_EQ_INT(ops()->get(conn, "f1", &r), 0);
+    CHECK_EQ_STR(r.labels, "{\"env\":\"prod\",\"team\":\"red\"}");
+    CHECK_EQ_STR(r.agent, "ag");
+    CHECK_EQ_INT(ops()->get(conn, "f4", &r), 0);
+    CHECK_EQ_STR(r.labels, "");
+
+    const int64_t none = -1;
+    CHECK_EQ_STR(where(NULL, NULL, NULL, 4999, none), "f5 f4 f3 f2 f1");
+    CHECK_EQ_STR(where("ag", NULL, NULL, none, none), "f2 f1");
+    CHECK_EQ_STR(where(NULL, "wf", NULL, 4999, none), "f4");     /* (s_a of test_rows is wf's too) */
+    CHECK_EQ_STR(where("ag", "wf", NULL, none, none), "");
+    /* Strictly after, strictly before. */
+    CHECK_EQ_STR(where(NULL, NULL, NULL, 5001, 5004), "f4 f3");
+    CHECK_EQ_STR(where(NULL, NULL, NULL, 5003, none), "f5");
+    CHECK_EQ_STR(where(NULL, NULL, NULL, 4999, 5001), "f1");
+    /* Labels: every key with its value; a session without one, or with another
+     * value, is left out; a key with dots, slashes and dashes is one key. */
+    CHECK_EQ_STR(where(NULL, NULL, "{\"team\":\"red\"}", none, none), "f2 f1");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"env\":\"prod\",\"team\":\"red\"}", none, none), "f1");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"env\":\"prod\",\"team\":\"blue\"}", none, none), "");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"team\":\"re\"}", none, none), "");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"nokey\":\"\"}", none, none), "");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"a.b/c-d_e\":\"x:y@z+1\"}", none, none), "f5");
+    CHECK_EQ_STR(where(NULL, NULL, "{\"a\":\"x:y@z+1\"}", none, none), "");
+    CHECK_EQ_STR(where("ag", NULL, "{\"team\":\"red\"}", 5000, none), "f2");
+    /* With a status and a page's bounds too. */
+    sstore_filter f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.status, sizeof f.status, "pending");
+    snprintf(f.labels, sizeof f.labels, "{\"team\":\"red\"}");
+    CHECK_EQ_STR(list_f(&f, 5001, "f2", -1, 0), "f1");
+    CHECK_EQ_STR(list_f(&f, INT64_MAX, "", 1, 0), "f2");
+    snprintf(f.status, sizeof f.status, "running");
+    CHECK_EQ_STR(list_f(&f, INT64_MAX, "", -1, 0), "");
 }
 
 typedef struct status_arg {
@@ -219,6 +296,7 @@ int main(void)
         if (test_db_open("store-sessions", dir, sizeof dir, &lg, &conn) == 0) {
             test_rows();
             test_snapshots_and_delete();
+            test_filters();
         }
         test_db_close(dir, lg, conn);
     }

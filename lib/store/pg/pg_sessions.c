@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define ROW_COLS "id, stream, agent, workflow, wf_version, parent, fork_offset, status, " \
-                 "created_ms, updated_ms"
+                 "created_ms, updated_ms, labels"
 
 static void col(char *dst, size_t cap, const PGresult *r, int row, int i)
 {
@@ -29,6 +29,7 @@ static void row_of(const PGresult *r, int i, sstore_row *row)
     col(row->status, sizeof row->status, r, i, 7);
     row->created_ms = pg_int_of(r, i, 8);
     row->updated_ms = pg_int_of(r, i, 9);
+    col(row->labels, sizeof row->labels, r, i, 10);
 }
 
 /* An empty text is stored as NULL (no agent, no workflow, no parent). */
@@ -51,21 +52,33 @@ static int pg_get(log_conn_t *c, const char *id, sstore_row *row)
     return rc;
 }
 
-static int pg_list(log_conn_t *c, const char *status, int64_t before_ms, const char *before_id, int max,
+/* The filter's labels (a JSON object) must all be in the session's: containment. */
+static int pg_list(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                    int (*fn)(void *ud, const sstore_row *row), void *ud)
 {
     int rc;
     pg_params p;
     pg_params_init(&p);
-    pg_text(&p, status);
+    text_opt(&p, f->status);
     pg_int(&p, before_ms);
     pg_text(&p, before_id);
     if (max >= 0) pg_int(&p, max);
     else pg_null(&p);     /* LIMIT NULL: no limit */
+    text_opt(&p, f->agent);
+    text_opt(&p, f->workflow);
+    if (f->has_after) pg_int(&p, f->created_after);
+    else pg_null(&p);
+    if (f->has_before) pg_int(&p, f->created_before);
+    else pg_null(&p);
+    text_opt(&p, f->labels);
     PGresult *r = pg_run(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
                             " AND ($1::text IS NULL OR status = $1::text)"
                             " AND (created_ms < $2::bigint OR (created_ms = $2::bigint"
                             " AND id COLLATE \"C\" < $3::text))"
+                            " AND ($5::text IS NULL OR agent = $5::text) AND ($6::text IS NULL OR workflow = $6::text)"
+                            " AND ($7::bigint IS NULL OR created_ms > $7::bigint)"
+                            " AND ($8::bigint IS NULL OR created_ms < $8::bigint)"
+                            " AND ($9::text IS NULL OR ds_jsonb(labels) @> $9::jsonb)"
                             " ORDER BY created_ms DESC, id COLLATE \"C\" DESC LIMIT $4::bigint", &p, 0, &rc);
     if (!r) return rc;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -106,9 +119,10 @@ static int pg_insert(log_conn_t *c, const sstore_row *row)
     pg_text(&p, row->status);
     pg_int(&p, row->created_ms);
     pg_int(&p, row->updated_ms);
+    text_opt(&p, row->labels);
     return pg_exec(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
-                      " fork_offset, status, created_ms, updated_ms) VALUES ($1::text, $2::text, $3::text,"
-                      " $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::bigint, $10::bigint)", &p);
+                      " fork_offset, status, created_ms, updated_ms, labels) VALUES ($1::text, $2::text, $3::text,"
+                      " $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::bigint, $10::bigint, $11::text)", &p);
 }
 
 static int pg_set_status(log_conn_t *c, const char *id, const char *status, int64_t now_ms)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define ROW_COLS "id, stream, agent, workflow, wf_version, parent, fork_offset, status, " \
-                 "created_ms, updated_ms"
+                 "created_ms, updated_ms, labels"
 
 static void col(char *dst, size_t cap, sqlite3_stmt *st, int i)
 {
@@ -27,6 +27,7 @@ static void row_of(sqlite3_stmt *st, sstore_row *row)
     col(row->status, sizeof row->status, st, 7);
     row->created_ms = sqlite3_column_int64(st, 8);
     row->updated_ms = sqlite3_column_int64(st, 9);
+    col(row->labels, sizeof row->labels, st, 10);
 }
 
 /* An empty text is stored as NULL (no agent, no workflow, no parent). */
@@ -46,19 +47,30 @@ static int sq_get(log_conn_t *c, const char *id, sstore_row *row)
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
 }
 
-static int sq_list(log_conn_t *c, const char *status, int64_t before_ms, const char *before_id, int max,
+/* The filter's labels (a JSON object) are matched key by key: a session lacking one,
+ * or holding another value, is left out (keys are lib/sfilter's: no quote to escape). */
+static int sq_list(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                    int (*fn)(void *ud, const sstore_row *row), void *ud)
 {
     sqlite3_stmt *st;
     if (sq_stmt(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
                     " AND (?1 IS NULL OR status = ?1)"
                     " AND (created_ms < ?2 OR (created_ms = ?2 AND id < ?3))"
+                    " AND (?5 IS NULL OR agent = ?5) AND (?6 IS NULL OR workflow = ?6)"
+                    " AND (?7 IS NULL OR created_ms > ?7) AND (?8 IS NULL OR created_ms < ?8)"
+                    " AND (?9 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?9) AS f"
+                    "   WHERE json_extract(sessions.labels, '$.\"' || f.key || '\"') IS NOT f.value))"
                     " ORDER BY created_ms DESC, id DESC LIMIT ?4", &st))
         return LOG_EIO;
-    if (status) sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+    bind_opt(st, 1, f->status);
     sqlite3_bind_int64(st, 2, before_ms);
     sqlite3_bind_text(st, 3, before_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, max);
+    bind_opt(st, 5, f->agent);
+    bind_opt(st, 6, f->workflow);
+    if (f->has_after) sqlite3_bind_int64(st, 7, f->created_after);
+    if (f->has_before) sqlite3_bind_int64(st, 8, f->created_before);
+    bind_opt(st, 9, f->labels);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         sstore_row row;
@@ -87,7 +99,7 @@ static int sq_insert(log_conn_t *c, const sstore_row *row)
 {
     sqlite3_stmt *st;
     if (sq_stmt(c, "INSERT INTO sessions (id, stream, agent, workflow, wf_version, parent,"
-                    " fork_offset, status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " fork_offset, status, created_ms, updated_ms, labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  &st))
         return LOG_EIO;
     sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
@@ -100,6 +112,7 @@ static int sq_insert(log_conn_t *c, const sstore_row *row)
     sqlite3_bind_text(st, 8, row->status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 9, row->created_ms);
     sqlite3_bind_int64(st, 10, row->updated_ms);
+    bind_opt(st, 11, row->labels);
     return sq_stmt_run(c, st);
 }
 
