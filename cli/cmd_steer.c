@@ -465,7 +465,10 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
         json_decref(ev);
         return 0;
     }
-    if (!strcmp(event, EV_PROVIDER_REQUEST_STARTED) && req) {
+    const char *purpose = json_string_value(json_object_get(p, PK_PURPOSE));
+    if (purpose && !strcmp(purpose, "compaction")) {
+        /* A compaction's summarization request: not the reply's (session:compacted says it). */
+    } else if (!strcmp(event, EV_PROVIDER_REQUEST_STARTED) && req) {
         json_object_set_new(c->ours, req, json_true());
     } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
         /* Whole, by length: a model's text may hold NULs (JSON's \u0000). */

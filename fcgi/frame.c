@@ -81,6 +81,10 @@ int frame_step(frame_t *f, req_t *r, log_read_req *rr, buf_t *out)
 
 int frame_reply_track(frame_t *f, const char *type, const json_t *p)
 {
+    /* A compaction's summarization request is no part of the reply (its summary is
+     * in session:compacted, which no reply shows). */
+    const char *purpose = json_string_value(json_object_get(p, PK_PURPOSE));
+    if (purpose && !strcmp(purpose, "compaction")) return FRAME_REPLY_OTHER;
     if (!strcmp(type, EV_SESSION_CANCELLED) || !strcmp(type, EV_REPLY_STOPPED) || !strcmp(type, EV_REPLY_FAILED)) {
         f->ui.phase = FRAME_UI_DONE;
         return FRAME_REPLY_END;

@@ -45,6 +45,7 @@ const router_route router_routes[] = {
     {"/v1/sessions/{id}/input", "POST"},
     {"/v1/sessions/{id}/cancel", "POST"},
     {"/v1/sessions/{id}/stop", "POST"},
+    {"/v1/sessions/{id}/compact", "POST"},
     {"/v1/sessions/{id}/fork", "POST"},
     {"/v1/sessions/cancel", "POST"},
     {"/v1/sessions/delete", "POST"},

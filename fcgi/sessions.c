@@ -10,6 +10,7 @@
 
 #include "../lib/agent.h"
 #include "../lib/checkpoint.h"
+#include "../lib/compact.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
 #include "../lib/sfilter.h"
@@ -35,6 +36,9 @@ enum {
     E_NOT_CHAT = SSTORE_EREFUSED - 7,   /* a workflow's session */
     E_REPLACES = SSTORE_EREFUSED - 8,   /* no user message to replace there */
     E_BUSY = SSTORE_EREFUSED - 9,       /* a reply is under way (sessions_say's refuse_busy) */
+    E_WORKFLOW = SSTORE_EREFUSED - 10,  /* a workflow's session has no chat to compact */
+    E_NOTHING = SSTORE_EREFUSED - 11,   /* nothing to compact */
+    E_COMPACTING = SSTORE_EREFUSED - 12, /* a compaction is queued or under way */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -59,6 +63,13 @@ static void fail(req_t *r, int rc)
         res_error(r, 409, "nothing_to_replace", "replaces names no user message of the session");
         break;
     case E_BUSY: res_error(r, 409, "busy", "a reply is under way"); break;
+    case E_WORKFLOW: res_error(r, 409, "not_a_chat", "a workflow's session has no chat history to compact"); break;
+    case E_NOTHING:
+        res_error(r, 409, "nothing_to_compact",
+                  "nothing to compact: the history holds no user message with earlier messages before it (the "
+                  "last exchange is always kept)");
+        break;
+    case E_COMPACTING: res_error(r, 409, "busy", "a compaction is already queued or under way"); break;
     default: reply_fail(r, rc);
     }
 }
@@ -737,6 +748,56 @@ void sessions_stop(req_t *r, const char *id)
     else accepted(r, id, at);
 }
 
+/* What a compaction asked for will do: the offset its kept part starts at, and how
+ * many history entries it summarizes. */
+typedef struct compact_plan {
+    char up_to[OFFSET_LEN + 1];
+    size_t entries;
+} compact_plan;
+
+/* A chat with something to compact, and nothing under way: compact:requested (the
+ * runner summarizes all but the last exchange). */
+static int decide_compact(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    compact_plan *plan = ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) return E_CANCELLING;
+    if (v->is_workflow) return E_WORKFLOW;
+    if (v->compact_requested || v->compact_reason[0]) return E_COMPACTING;
+    if (session_view_replying(v) || v->status == SESSION_AWAITING_INPUT) return E_BUSY;
+    ssize_t cut = compact_cut(v->messages, 0);
+    if (cut < 0) return E_NOTHING;
+    snprintf(plan->up_to, sizeof plan->up_to, "%s",
+             json_string_value(json_object_get(json_array_get(v->messages, (size_t)cut), "offset")));
+    plan->entries = 0;
+    for (size_t i = 0; i < (size_t)cut; i++)
+        if (compact_sent(json_array_get(v->messages, i))) plan->entries++;
+    ev[0] = event_compact_requested();
+    json_decref(ev[0].payload);   /* an empty payload: sstore writes {} */
+    ev[0].payload = NULL;
+    *n = 1;
+    return 0;
+}
+
+void sessions_compact(req_t *r, const char *id)
+{
+    session_trace tr;
+    offset_t at;
+    compact_plan plan = {"", 0};
+    char off[OFFSET_LEN + 1];
+    trace_of(r, &tr);
+    int rc = sstore_command(r->log, id, &tr, decide_compact, &plan, &at);
+    if (rc) {
+        fail(r, rc);
+        return;
+    }
+    offset_format(at, off);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I}", "id", id, "offset", off, "queued", EV_COMPACT_REQUESTED, "upTo",
+                          plan.up_to, "messages", (json_int_t)plan.entries);
+    res_json(r, 202, o);
+    json_decref(o);
+}
+
 void sessions_cancel(req_t *r, const char *id)
 {
     session_trace tr;
@@ -846,6 +907,7 @@ void sessions_handle(req_t *r, const char *rest)
         void (*fn)(req_t *, const char *);
     } routes[] = {{"messages", "POST", message}, {"input", "POST", input},
                   {"cancel", "POST", sessions_cancel},    {"stop", "POST", sessions_stop},
+                  {"compact", "POST", sessions_compact},
                   {"fork", "POST", fork_session}, {"events", "GET", events},
                   {"drift", "GET", recording_drift}};
     if (!*sub) {

@@ -86,4 +86,9 @@ void sessions_cancel(req_t *r, const char *id);
  * runner answers reply:stopped); 202 {id, offset}, or the error. */
 void sessions_stop(req_t *r, const char *id);
 
+/* POST /v1/sessions/{id}/compact: a chat's older history is summarized now
+ * (compact:requested; the runner answers session:compacted); 202 {id, offset,
+ * queued, upTo, messages}, or the error (409 busy, nothing_to_compact, not_a_chat). */
+void sessions_compact(req_t *r, const char *id);
+
 #endif

@@ -341,7 +341,7 @@ static void check_skills(jcheck_errlist *e, const json_t *doc)
 /* Spending limits; zero would stop a session before it starts, so all are > 0. */
 static void check_limits(jcheck_errlist *e, const json_t *doc)
 {
-    static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", NULL};
+    static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", "contextTokens", NULL};
     const json_t *l = json_object_get(doc, "limits");
     if (!l) return;
     if (!json_is_object(l)) {
@@ -358,6 +358,9 @@ static void check_limits(jcheck_errlist *e, const json_t *doc)
     v = json_object_get(l, "costBudgetUsd");
     if (v && (!json_is_number(v) || json_number_value(v) <= 0))
         jcheck_mistake(e, "limits.costBudgetUsd", "must be a number > 0");
+    v = json_object_get(l, "contextTokens");
+    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > AGENT_CONTEXT_MAX))
+        jcheck_mistake(e, "limits.contextTokens", "must be an integer from 1 to %d", AGENT_CONTEXT_MAX);
 }
 
 /* http(s)://something, printable, no spaces: enough to catch a pasted model name

@@ -14,7 +14,7 @@
  *   skills        array, optional, up to 64: {name, instructions (string, may contain
  *                 {{param}} placeholders), params (array of names, optional)}
  *   limits        object, optional: maxTokens (int >0), maxTurns (int >0),
- *                 costBudgetUsd (number >0)
+ *                 costBudgetUsd (number >0), contextTokens (int 1..AGENT_CONTEXT_MAX)
  *   endpoint      string, optional: a base URL of its own, when the operator allows
  *                 it for the provider (no operator key is sent there)
  *   approval      object, optional: {name: "required"}, name a declared tool, a server
@@ -28,6 +28,8 @@
 #include <stddef.h>
 
 #include "buf.h"
+
+#define AGENT_CONTEXT_MAX 100000000     /* limits.contextTokens */
 
 /* Validate an agent document. Returns 0, or -1 with every mistake named in err,
  * one per line, each prefixed by its JSON path ("limits.maxTurns: must be ..."). */

@@ -301,3 +301,34 @@ sstore_event event_delta(int thinking, const char *request_id, const char *text,
     return make(thinking ? EV_THINKING_DELTA : EV_TEXT_DELTA,
                 json_pack("{s:s, s:s%}", PK_REQUEST_ID, request_id, PK_TEXT, text, len));
 }
+
+sstore_event event_compaction(sstore_event e, const char *reason)
+{
+    json_object_set_new(e.payload, PK_PURPOSE, json_string("compaction"));
+    if (reason) json_object_set_new(e.payload, PK_REASON, text(reason));
+    return e;
+}
+
+sstore_event event_session_compacted(const char *request_id, const char *up_to, const char *summary,
+                                     size_t summary_len, int64_t tokens_before, int64_t tokens_after,
+                                     const char *reason, const char *error)
+{
+    json_t *p = json_pack("{s:s, s:I, s:I}", PK_REASON, reason, PK_TOKENS_BEFORE, (json_int_t)tokens_before,
+                          PK_TOKENS_AFTER, (json_int_t)tokens_after);
+    if (request_id) json_object_set_new(p, PK_REQUEST_ID, json_string(request_id));
+    if (up_to) json_object_set_new(p, PK_UP_TO, json_string(up_to));
+    if (summary) {
+        /* A model's text: kept whole, NULs and all (as text:delta keeps it). */
+        json_t *s = json_stringn(summary, summary_len);
+        json_object_set_new(p, PK_SUMMARY, s ? s : text(summary));
+    }
+    if (error) json_object_set_new(p, PK_ERROR, text(error));
+    return make(EV_SESSION_COMPACTED, p);
+}
+
+sstore_event event_compact_requested(void)
+{
+    sstore_event e = make(EV_COMPACT_REQUESTED, json_object());
+    e.actor = "user";
+    return e;
+}

@@ -105,6 +105,20 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
 sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
                                      const char *mode, const char *outcome, const char *rec_session,
                                      int rec_occurrence, const json_t *nearest, const char *reason);
+/* ---- context compaction (lib/compact) ---- */
+/* e (a provider:request_* event) is of a compaction's summarization request: its
+ * payload gets purpose "compaction" and, when given, the compaction's reason
+ * ("budget", "overflow", "request": for provider:request_started). Returns e. */
+sstore_event event_compaction(sstore_event e, const char *reason);
+/* The history before up_to (the offset of the first message kept) is summarized by
+ * summary (summary_len bytes) of request request_id; tokens_* are the estimates of
+ * the next request before and after (lib/compact). Without up_to and summary (both
+ * NULL), with error: an asked-for compaction that found nothing to compact. */
+sstore_event event_session_compacted(const char *request_id, const char *up_to, const char *summary,
+                                     size_t summary_len, int64_t tokens_before, int64_t tokens_after,
+                                     const char *reason, const char *error);
+/* compact:requested (actor user; POST /v1/sessions/{id}/compact). */
+sstore_event event_compact_requested(void);
 /* A piece of the reply (thinking: of the model's thinking), len bytes of text. */
 sstore_event event_delta(int thinking, const char *request_id, const char *text, size_t len);
 

@@ -25,6 +25,7 @@ static void provider_clear(provcfg_provider *p)
     free(p->hosts);
     free(p->private_hosts);
     free(p->nets);
+    json_decref(p->models);
     memset(p, 0, sizeof *p);
 }
 
@@ -242,11 +243,69 @@ static const char *literal_refused(const provcfg_provider *p, const url_t *u, ch
     return NULL;
 }
 
+/* models: {"<model>": {"contextTokens": N}}: the operator's context window of each
+ * model it names (lib/compact compacts a chat before a request would exceed it). */
+static void load_models(jcheck_errlist *e, const char *base, provcfg_provider *p, const json_t *v)
+{
+    static const char *const keys[] = {"contextTokens", NULL};
+    char path[PATHCAP], sub[PATHCAP];
+    const char *model;
+    const json_t *m;
+    jcheck_key(path, sizeof path, base, "models");
+    if (!v) return;
+    if (!json_is_object(v) || json_object_size(v) > PROVCFG_MODELS_MAX) {
+        jcheck_mistake(e, path, "must be an object of at most %d models", PROVCFG_MODELS_MAX);
+        return;
+    }
+    json_object_foreach((json_t *)v, model, m) {
+        jcheck_key(sub, sizeof sub, path, model);
+        if (!*model || strlen(model) > 128) {
+            jcheck_mistake(e, sub, "a model name is 1 to 128 bytes");
+            continue;
+        }
+        if (!json_is_object(m)) {
+            jcheck_mistake(e, sub, "must be an object ({\"contextTokens\": N})");
+            continue;
+        }
+        jcheck_unknown_keys(e, sub, m, keys);
+        const json_t *ct = json_object_get(m, "contextTokens");
+        if (ct && (!json_is_integer(ct) || json_integer_value(ct) < 1 || json_integer_value(ct) > PROVCFG_CONTEXT_MAX)) {
+            char k[PATHCAP];
+            jcheck_key(k, sizeof k, sub, "contextTokens");
+            jcheck_mistake(e, k, "must be an integer from 1 to %d", PROVCFG_CONTEXT_MAX);
+        }
+    }
+    p->models = json_deep_copy(v);
+}
+
+/* compaction: {"provider", "model"}: what summarizes the chats compacted, instead of
+ * each agent's own provider and model. */
+static void load_compaction(jcheck_errlist *e, provcfg_t *c, const json_t *v)
+{
+    static const char *const keys[] = {"provider", "model", NULL};
+    if (!v) return;
+    if (!json_is_object(v)) {
+        jcheck_mistake(e, "compaction", "must be an object ({\"provider\", \"model\"})");
+        return;
+    }
+    jcheck_unknown_keys(e, "compaction", v, keys);
+    const json_t *pr = jcheck_string(e, "compaction", v, "provider", 1);
+    const json_t *mo = jcheck_string(e, "compaction", v, "model", 1);
+    if (pr && !provcfg_find(c, json_string_value(pr)))
+        jcheck_mistake(e, "compaction.provider", "no provider named %.64s is configured", json_string_value(pr));
+    if (mo && (json_string_length(mo) < 1 || json_string_length(mo) > 128))
+        jcheck_mistake(e, "compaction.model", "must be 1 to 128 bytes");
+    if (pr && mo) {
+        snprintf(c->compact_provider, sizeof c->compact_provider, "%s", json_string_value(pr));
+        snprintf(c->compact_model, sizeof c->compact_model, "%s", json_string_value(mo));
+    }
+}
+
 static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, const json_t *doc,
                           int file_private, int with_keys)
 {
     static const char *const keys[] = {"kind", "baseUrl", "key", "keyEnv", "allowEndpoints",
-                                       "allowPrivate", NULL};
+                                       "allowPrivate", "models", NULL};
     char base[PATHCAP], path[PATHCAP], why[256];
     jcheck_key(base, sizeof base, "providers", name);
     if (!agent_valid_name(name)) {
@@ -271,6 +330,7 @@ static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, con
     load_allow_endpoints(e, base, p, json_object_get(doc, "allowEndpoints"));
     load_allow_private(e, base, p, json_object_get(doc, "allowPrivate"));
     load_key(e, base, p, doc, file_private, with_keys);
+    load_models(e, base, p, json_object_get(doc, "models"));
 
     const json_t *bu = jcheck_string(e, base, doc, "baseUrl", 0);
     jcheck_key(path, sizeof path, base, "baseUrl");
@@ -284,7 +344,7 @@ static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, con
 
 provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errcap)
 {
-    static const char *const keys[] = {"builtins", "providers", NULL};
+    static const char *const keys[] = {"builtins", "providers", "compaction", NULL};
     jcheck_errlist e;
     jcheck_init(&e, err, errcap, PATHCAP);
     provcfg_t *c = calloc(1, sizeof *c);
@@ -314,6 +374,7 @@ provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errca
         if (ps && (!json_is_object(ps) || json_object_size(ps) > PROVCFG_PROVIDERS_MAX))
             jcheck_mistake(&e, "providers", "must be an object of at most %d providers", PROVCFG_PROVIDERS_MAX);
         else json_object_foreach((json_t *)ps, name, p) load_provider(&e, c, name, p, private, with_keys);
+        load_compaction(&e, c, json_object_get(doc, "compaction"));
     } else if (add_builtins(c)) {
         jcheck_mistake(&e, "$", "out of memory");
     }
@@ -327,6 +388,13 @@ fail:
 }
 
 /* ---- decisions ----------------------------------------------------------------------------- */
+
+int64_t provcfg_context_tokens(const provcfg_t *c, const char *provider, const char *model)
+{
+    const provcfg_provider *p = provcfg_find(c, provider);
+    const json_t *ct = p && model ? json_object_get(json_object_get(p->models, model), "contextTokens") : NULL;
+    return json_is_integer(ct) ? json_integer_value(ct) : 0;
+}
 
 const provcfg_provider *provcfg_find(const provcfg_t *c, const char *name)
 {

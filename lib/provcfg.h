@@ -25,7 +25,9 @@
  *               "keyEnv": "VARIABLE",        the key from the runner's environment
  *               "key": "sk-...",             or in the file (only if mode 0600)
  *               "allowEndpoints": false | true | ["host", "*.example.com"],
- *               "allowPrivate": ["127.0.0.1", "10.0.0.0/8", "llm.internal"]}}}
+ *               "allowPrivate": ["127.0.0.1", "10.0.0.0/8", "llm.internal"],
+ *               "models": {"MODEL": {"contextTokens": N}}}},   optional: context windows
+ *    "compaction": {"provider": "NAME", "model": "MODEL"}}   optional: who summarizes
  *
  * It must be a regular file owned by root or the user reading it, writable by
  * nobody else; a key written in it needs mode 0600 (or 0400). Without a file, or
@@ -37,6 +39,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "provider.h"
 #include "url.h"
@@ -44,6 +47,8 @@
 #define PROVCFG_PROVIDERS_MAX 64
 #define PROVCFG_LIST_MAX 32         /* patterns in allowEndpoints, entries in allowPrivate */
 #define PROVCFG_KEY_MAX 1024
+#define PROVCFG_MODELS_MAX 256          /* models one provider names */
+#define PROVCFG_CONTEXT_MAX 100000000   /* a model's contextTokens */
 
 typedef struct provcfg_provider {
     char name[65];
@@ -61,11 +66,14 @@ typedef struct provcfg_provider {
     size_t nnets;
     char **private_hosts;           /* allowPrivate host names (patterns) */
     size_t nprivate_hosts;
+    json_t *models;                 /* {"<model>": {"contextTokens": N}}, or NULL */
 } provcfg_provider;
 
 typedef struct provcfg {
     provcfg_provider *v;
     size_t n;
+    char compact_provider[65];      /* compaction's provider and model ("": the agent's own) */
+    char compact_model[129];
 } provcfg_t;
 
 /* Load the configuration at path (NULL or "": the built-ins alone). with_keys: read
@@ -75,6 +83,9 @@ provcfg_t *provcfg_load(const char *path, int with_keys, char *err, size_t errca
 
 /* Free c, wiping the keys it holds. */
 void provcfg_free(provcfg_t *c);
+
+/* The context window the operator gives model of provider (models.contextTokens), 0: none. */
+int64_t provcfg_context_tokens(const provcfg_t *c, const char *provider, const char *model);
 
 /* The provider called name, or NULL. */
 const provcfg_provider *provcfg_find(const provcfg_t *c, const char *name);

@@ -15,7 +15,8 @@ rturn_need rturn_chat(const session_view *v, int in_flight, int64_t now)
     if (in_flight) return session_view_interrupted(v) ? RTURN_INTERRUPT : RTURN_IN_FLIGHT;
     rturn_need n = rturn_under_way(v);
     if (n != RTURN_NOTHING) return n;
-    if (!v->retry_at && !session_view_tools_answered(v) && !session_view_needs_reply(v)) return RTURN_NOTHING;
+    if (!v->retry_at && !session_view_tools_answered(v) && !session_view_needs_reply(v) && !v->compact_requested)
+        return RTURN_NOTHING;
     if (v->retry_at && now < v->retry_at) return RTURN_RETRY_LATER;
     return RTURN_NEEDS_AGENT;
 }
@@ -72,6 +73,7 @@ json_t *rturn_history(const session_view *v)
         const char *rid = json_string_value(json_object_get(m, "requestId"));
         if (reason && (!strcmp(reason, "restart") || !strcmp(reason, "failed"))) continue;
         if (json_is_true(json_object_get(m, "superseded"))) continue;  /* a later message replaced it */
+        if (json_is_true(json_object_get(m, "compacted"))) continue;   /* its summary goes instead */
         if (v->request[0] && rid && !strcmp(rid, v->request)) continue;
         json_array_append(out, m);
     }

@@ -72,7 +72,8 @@ const char *rturn_limit(const session_view *v, int64_t session_requests_max, int
                         size_t cap);
 
 /* The history to send (new reference): replies cut off by a restart or a failure
- * are left out, and so are messages a later one replaced (superseded) and the reply
+ * are left out, and so are messages a later one replaced (superseded), messages a
+ * compaction summarized (compacted: the summary goes in their place) and the reply
  * in flight (a retry of it); the first queued message, whose turn it is, goes last. */
 json_t *rturn_history(const session_view *v);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "compact.h"
 #include "timefmt.h"
 
 const char *const session_event_types[] = {
@@ -50,6 +51,8 @@ const char *const session_event_types[] = {
     EV_REPLY_STOPPED,
     EV_REPLY_FAILED,
     EV_RECORDING_REQUEST,
+    EV_SESSION_COMPACTED,
+    EV_COMPACT_REQUESTED,
     NULL};
 
 static int listed(const char *const *list, const char *s)
@@ -72,7 +75,8 @@ const char *const session_payload_keys[] = {
     PK_STATUS, PK_DELAY_MS, PK_RETRY_AT, PK_TEXT, PK_CALL_ID, PK_ARGUMENTS, PK_SERVER, PK_TOOL,
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
-    PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, NULL};
+    PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, PK_PURPOSE, PK_UP_TO, PK_SUMMARY,
+    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, NULL};
 
 int session_known_key(const char *key)
 {
@@ -210,6 +214,7 @@ void session_view_free(session_view *v)
     json_decref(v->early);
     json_decref(v->queued);
     json_decref(v->open_calls);
+    json_decref(v->summary);
     memset(v, 0, sizeof *v);
 }
 
@@ -224,6 +229,7 @@ static void request_reset(session_view *v)
 {
     v->attempts = v->failures = v->restarts = 0;
     v->retry_at = 0;
+    v->compacted_turn = 0;
 }
 
 static void set_status(session_view *v, session_status s)
@@ -508,9 +514,64 @@ static void r_state_updated(session_view *v, const json_t *p, const char *offset
         workflow_set_path(v->state, path, json_deep_copy(val));
 }
 
+static int is_compaction(const json_t *p)
+{
+    return !strcmp(str(p, PK_PURPOSE), "compaction");
+}
+
+/* The request in flight is a compaction's summarization request. */
+static int compaction_in_flight(const session_view *v, const json_t *p)
+{
+    return v->compact_started && v->request[0] && !strcmp(str(p, PK_REQUEST_ID), v->request);
+}
+
+/* A compaction is over (done, abandoned, or the reply it was for is): restore puts
+ * back the counters of the request it came before. */
+static void compact_clear(session_view *v, int restore)
+{
+    if (restore && v->compact_started) {
+        v->attempts = v->saved_attempts;
+        v->failures = v->saved_failures;
+        v->restarts = v->saved_restarts;
+        v->retry_at = v->saved_retry_at;
+        set_status(v, v->saved_status);
+    }
+    v->compact_reason[0] = '\0';
+    v->compact_started = 0;
+}
+
+/* A compaction's summarization request starts: from its first attempt on, it is the
+ * request in progress, with counters of its own; the history, the tool turns and
+ * the queue are not its business. */
+static void compaction_started(session_view *v, const json_t *p)
+{
+    if (!v->compact_started) {
+        v->saved_attempts = v->attempts;
+        v->saved_failures = v->failures;
+        v->saved_restarts = v->restarts;
+        v->saved_retry_at = v->retry_at;
+        v->saved_status = v->status;
+        v->attempts = v->failures = v->restarts = 0;
+        v->compact_started = 1;
+        if (!v->compact_reason[0]) snprintf(v->compact_reason, sizeof v->compact_reason, "%s", str(p, PK_REASON));
+        v->compact_requested = 0;
+    }
+    v->started = 1;
+    snprintf(v->request, sizeof v->request, "%s", str(p, PK_REQUEST_ID));
+    v->attempts++;
+    v->retry_at = 0;
+    v->requests++;
+    v->message_requests++;
+    set_status(v, SESSION_RUNNING);
+}
+
 static void r_provider_request_started(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
+    if (is_compaction(p)) {
+        compaction_started(v, p);
+        return;
+    }
     v->started = 1;
     int next_turn = v->tool_wait == 1;
     /* A new reply (not its next turn, nor another attempt of one): no turns yet. */
@@ -620,6 +681,10 @@ static void r_provider_request_ended(session_view *v, const json_t *p, const cha
     v->cost_usd += cost;
     if (v->played[0] && !strcmp(v->played, str(p, PK_REQUEST_ID))) v->cost_recorded_usd += cost;
     v->played[0] = '\0';
+    if (compaction_in_flight(v, p)) {   /* its session:compacted follows, in the same commit */
+        v->request[0] = '\0';
+        return;
+    }
     v->request[0] = '\0';
     request_reset(v);
     if (v->tool_wait == -1) {       /* it asked for tools: the reply goes on */
@@ -646,8 +711,11 @@ static void r_provider_request_cancelled(session_view *v, const json_t *p, const
         json_object_set_new(m, "interrupted", json_true());
         json_object_set(m, "reason", json_object_get(p, PK_REASON));
     }
+    int compaction = compaction_in_flight(v, p);
     drop_calls_of(v, str(p, PK_REQUEST_ID));
     if (!strcmp(str(p, PK_REQUEST_ID), v->request)) v->request[0] = '\0';
+    /* A compaction cut off by a restart is retried; any other end abandons it. */
+    if (compaction && strcmp(str(p, PK_REASON), "restart")) compact_clear(v, 1);
     /* An interrupted request is over: what answers the message is a new one. */
     if (!strcmp(str(p, PK_REASON), "interrupted")) request_reset(v);
 }
@@ -670,6 +738,9 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
         }
     if (!strcmp(reason, "restart")) v->restarts++;
     else v->failures++;
+    /* The reply was over the model's context window: compacted before its retry. */
+    if (!v->compact_started && !strcmp(str(p, PK_CAUSE), "context_overflow"))
+        snprintf(v->compact_reason, sizeof v->compact_reason, "overflow");
     int64_t at = int_of(p, PK_RETRY_AT);
     v->retry_at = at > 0 ? at : 1;
 }
@@ -681,6 +752,7 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
     v->request[0] = '\0';
     v->retry_at = 0;
     v->tool_wait = 0;   /* the reply is over: its tools' answers wait for no next turn */
+    compact_clear(v, 0);
     set_status(v, SESSION_FAILED);
 }
 
@@ -770,11 +842,42 @@ static void r_reply_stopped(session_view *v, const json_t *p, const char *offset
     v->stop_requested = 0;
     v->request[0] = '\0';
     v->tool_wait = 0;
+    compact_clear(v, 0);
     json_array_clear(v->open_calls);
     chat_approvals(v);      /* its calls' approvals are asked no more */
     request_reset(v);
     if (v->status == SESSION_PENDING || v->status == SESSION_RUNNING)
         set_status(v, json_array_size(v->queued) ? SESSION_PENDING : SESSION_COMPLETED);
+}
+
+/* The history before upTo (a user message's offset) is summarized: those messages
+ * are marked compacted (they stay in the view, and leave what the model is sent),
+ * the summary goes with later requests. Without upTo (an asked-for compaction that
+ * found nothing to compact) only the compaction is over. */
+static void r_session_compacted(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    const char *up = str(p, PK_UP_TO), *reason = str(p, PK_REASON);
+    ssize_t k = *up ? user_message_at(v, up) : -1;
+    const json_t *summary = json_object_get(p, PK_SUMMARY);
+    if (k >= 0 && json_is_string(summary)) {
+        for (ssize_t i = 0; i < k; i++)
+            json_object_set_new(json_array_get(v->messages, (size_t)i), "compacted", json_true());
+        json_decref(v->summary);
+        v->summary = json_deep_copy(summary);
+        snprintf(v->compacted_to, sizeof v->compacted_to, "%s", up);
+    }
+    compact_clear(v, 1);
+    v->compact_requested = 0;
+    if (!strcmp(reason, "overflow")) v->compacted_turn |= COMPACT_DONE_OVERFLOW;
+    else if (!strcmp(reason, "budget")) v->compacted_turn |= COMPACT_DONE_BUDGET;
+}
+
+static void r_compact_requested(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    if (!v->is_workflow) v->compact_requested = 1;
 }
 
 static void r_session_cancelled(session_view *v, const json_t *p, const char *offset)
@@ -832,6 +935,8 @@ static const struct reducer {
     {EV_WORKFLOW_FAILED, r_workflow_failed},
     {EV_SESSION_FORKED, r_session_forked},
     {EV_RECORDING_REQUEST, r_recording_request},
+    {EV_SESSION_COMPACTED, r_session_compacted},
+    {EV_COMPACT_REQUESTED, r_compact_requested},
     {EV_AGENT_STARTED, r_nothing},
     {EV_AGENT_COMPLETED, r_nothing},
     {EV_PHASE_EXITED, r_nothing},
@@ -908,6 +1013,19 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set(j, "openCalls", v->open_calls);
     json_object_set_new(j, "toolWait", json_integer(v->tool_wait));
     json_object_set_new(j, "toolTurns", json_integer(v->tool_turns));
+    /* Compaction's keys only when there is something to say: a session that never
+     * compacted folds to the same view as before they existed (dstream check). */
+    if (v->summary)
+        json_object_set_new(j, "compacted", json_pack("{s:s, s:O}", "upTo", v->compacted_to, "summary", v->summary));
+    if (v->compact_reason[0])
+        json_object_set_new(j, "compaction",
+                            json_pack("{s:s, s:b, s:i, s:i, s:i, s:I, s:s}", "reason", v->compact_reason, "started",
+                                      v->compact_started, "savedAttempts", v->saved_attempts, "savedFailures",
+                                      v->saved_failures, "savedRestarts", v->saved_restarts, "savedRetryAt",
+                                      (json_int_t)v->saved_retry_at, "savedStatus",
+                                      session_status_name(v->saved_status)));
+    if (v->compacted_turn) json_object_set_new(j, "compactedTurn", json_integer(v->compacted_turn));
+    if (v->compact_requested) json_object_set_new(j, "compactRequested", json_true());
     return j;
 }
 
@@ -976,6 +1094,24 @@ int session_view_from_json(session_view *v, const json_t *j)
     }
     v->tool_wait = (int)int_of(j, "toolWait");
     v->tool_turns = (int)int_of(j, "toolTurns");
+    const json_t *cd = json_object_get(j, "compacted");
+    if (json_is_string(json_object_get(cd, "summary"))) {
+        v->summary = json_deep_copy(json_object_get(cd, "summary"));
+        copy_str(v->compacted_to, sizeof v->compacted_to, cd, "upTo");
+    }
+    const json_t *cn = json_object_get(j, "compaction");
+    if (json_is_object(cn)) {
+        copy_str(v->compact_reason, sizeof v->compact_reason, cn, "reason");
+        v->compact_started = json_is_true(json_object_get(cn, "started"));
+        v->saved_attempts = (int)int_of(cn, "savedAttempts");
+        v->saved_failures = (int)int_of(cn, "savedFailures");
+        v->saved_restarts = (int)int_of(cn, "savedRestarts");
+        v->saved_retry_at = int_of(cn, "savedRetryAt");
+        int ss = session_status_parse(str(cn, "savedStatus"));
+        v->saved_status = ss < 0 ? SESSION_PENDING : (session_status)ss;
+    }
+    v->compacted_turn = (int)int_of(j, "compactedTurn");
+    v->compact_requested = json_is_true(json_object_get(j, "compactRequested"));
     return 0;
 }
 
@@ -1029,7 +1165,9 @@ int session_view_replying(const session_view *v)
 
 int session_view_interrupted(const session_view *v)
 {
-    return !v->is_workflow && v->request[0] && last_is_open_user(v);
+    /* A compaction's request adds no reply to the history: the message it came before
+     * is still the last; one sent meanwhile waits for it. */
+    return !v->is_workflow && v->request[0] && !v->compact_started && last_is_open_user(v);
 }
 
 int session_view_tools_answered(const session_view *v)

@@ -54,6 +54,8 @@
 #define EV_REPLY_STOPPED "reply:stopped"
 #define EV_REPLY_FAILED "reply:failed"
 #define EV_RECORDING_REQUEST "recording:request"
+#define EV_SESSION_COMPACTED "session:compacted"
+#define EV_COMPACT_REQUESTED "compact:requested"
 
 /* The catalogue of payload keys (docs/events.md), each spelled here only: lib/event
  * writes payloads by these names, the reducer and every other reader of an event
@@ -128,6 +130,11 @@
 #define PK_FIELD "field"                /* nearest{} */
 #define PK_RECORDED "recorded"          /* nearest{} */
 #define PK_REQUESTED "requested"        /* nearest{} */
+#define PK_PURPOSE "purpose"            /* provider:request_* of a compaction's summarization request ("compaction") */
+#define PK_UP_TO "upTo"                 /* session:compacted (the offset of the first message kept) */
+#define PK_SUMMARY "summary"            /* session:compacted */
+#define PK_TOKENS_BEFORE "tokensBefore" /* session:compacted */
+#define PK_TOKENS_AFTER "tokensAfter"   /* session:compacted */
 
 /* In the view's openCalls (not a payload key): a chat's call waiting for approval
  * holds the input:requested that asks for it (its payload and "offset"). */
@@ -222,6 +229,22 @@ typedef struct session_view {
     double cost_usd;
     double cost_inherited_usd, cost_recorded_usd;
     char played[72];
+    /* Context compaction (lib/compact, docs/agents.md): compact_reason is set while
+     * one is due or under way ("budget", "overflow", "request"); once its
+     * summarization request started (compact_started), that request is the request
+     * in progress and the counters it replaced (the reply's) wait in saved_*, put
+     * back by session:compacted. compacted_turn: COMPACT_DONE_* of the request in
+     * progress; compact_requested: a compact:requested waits; summary and
+     * compacted_to: the last compaction's summary (a string, owned) and upTo. */
+    char compact_reason[16];
+    int compact_started;
+    int saved_attempts, saved_failures, saved_restarts;
+    int64_t saved_retry_at;
+    session_status saved_status;
+    int compacted_turn;
+    int compact_requested;
+    json_t *summary;
+    char compacted_to[40];
     uint64_t events;            /* events reduced */
     char error[256];            /* why it failed */
 } session_view;

@@ -23,12 +23,19 @@ static int on_event(void *ud, const provider_event *ev)
     rq_t *q = ud;
     switch (ev->kind) {
     case PEV_TEXT:
+        /* A summary is not a reply: it goes whole into session:compacted. */
+        if (q->compaction) {
+            buf_append(&q->full, ev->text, ev->len);
+            break;
+        }
         buf_append(&q->text, ev->text, ev->len);
         /* A step's output is bounded like the state it goes into: past it the
          * step fails (state_too_large) rather than keep a cut reply. */
         if (q->step_agent && !q->full_over && buf_append(&q->full, ev->text, ev->len)) q->full_over = 1;
         break;
-    case PEV_THINKING: buf_append(&q->thinking, ev->text, ev->len); break;
+    case PEV_THINKING:
+        if (!q->compaction) buf_append(&q->thinking, ev->text, ev->len);
+        break;
     case PEV_TOOL_CALL: {
         json_t *args = json_loads(ev->args ? ev->args : "{}", 0, NULL);
         /* Some OpenAI-compatible servers send no call id: make one up. Recorded or

@@ -24,6 +24,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/agent.h"
+#include "../lib/compact.h"
 #include "../lib/cost.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
@@ -131,7 +132,8 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
     rq_t *q = s->rq;
     if (!q) return;
     request_flush(R, q);
-    put(R, s, event_request_cancelled(q->id, reason, NULL));
+    sstore_event e = event_request_cancelled(q->id, reason, NULL);
+    put(R, s, q->compaction ? event_compaction(e, NULL) : e);
     diag("info", "session %s: request %s cancelled (%s)", s->id, q->id, reason);
     request_free(R, q);
 }
@@ -147,16 +149,19 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
     retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
     if (d.retry) {
         runner_stats_retry(f);
-        put(R, s, event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
-                                        d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error, d.delay_ms,
-                                        now + d.delay_ms));
+        sstore_event e = event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
+                                               d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error,
+                                               d.delay_ms, now + d.delay_ms);
+        put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
         diag("info", "session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
                      v->attempts + 1, (long long)d.delay_ms);
         s->timer_ms = now + d.delay_ms;
         return;
     }
-    if (f->kind != RETRY_RESTART)
-        put(R, s, event_request_cancelled(id, "failed", error));
+    if (f->kind != RETRY_RESTART) {
+        sstore_event e = event_request_cancelled(id, "failed", error);
+        put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
+    }
     if (d.exhausted)
         turn_give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
                      "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
@@ -171,7 +176,8 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
 static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
 {
     retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
-    put(R, s, event_request_cancelled(v->request, "restart", NULL));
+    sstore_event e = event_request_cancelled(v->request, "restart", NULL);
+    put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
     diag("info", "session %s: request %s was cut off by a restart", s->id, v->request);
     retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
 }
@@ -182,6 +188,146 @@ static int retry_due(sess_t *s, const session_view *v)
     if (timefmt_now_ms() >= v->retry_at) return 1;
     s->timer_ms = v->retry_at;
     return 0;
+}
+
+/* ---- context compaction (lib/compact) -------------------------------------------------------- */
+
+/* Start the summarization request of a compaction for reason, cutting v's history
+ * at index cut: provider:request_started with purpose "compaction" (its attempts
+ * its own, lib/session). before: the estimate of the request it comes before;
+ * fixed: of that request's system prompt and tools without a summary. */
+static void compaction_start(runner_t *R, sess_t *s, const session_view *v, const json_t *agent, const char *reason,
+                             ssize_t cut, int64_t before, int64_t fixed)
+{
+    char why[256], id[72];
+    const char *limit = rturn_limit(v, R->session_requests_max, R->message_requests_max, why, sizeof why);
+    if (limit) {
+        turn_give_up(R, s, v, limit, "%s", why);
+        return;
+    }
+    const provcfg_t *c = R->providers;
+    json_t *sagent = compact_agent(agent, c->compact_provider[0] ? c->compact_provider : NULL,
+                                   c->compact_provider[0] ? c->compact_model : NULL);
+    json_t *msgs = compact_request_messages(v->messages, (size_t)cut, json_string_value(v->summary));
+    json_t *kept = json_array();
+    for (size_t i = (size_t)cut; i < json_array_size(v->messages); i++)
+        json_array_append(kept, json_array_get(v->messages, i));
+    int attempt = v->compact_started ? v->attempts + 1 : 1;
+    new_request_id(id, sizeof id);
+    rq_t *q = open_request(R, s, sagent, msgs, id, attempt, 0);
+    json_decref(msgs);
+    json_decref(sagent);
+    if (!q) {
+        json_decref(kept);
+        if (R->start_error[0])
+            turn_give_up(R, s, v, R->start_reason[0] ? R->start_reason : "refused", "compaction: %s", R->start_error);
+        else
+            turn_give_up(R, s, v, "start", "cannot start the compaction's request");
+        return;
+    }
+    q->compaction = 1;
+    snprintf(q->compact_reason, sizeof q->compact_reason, "%s", reason);
+    snprintf(q->compact_upto, sizeof q->compact_upto, "%s",
+             json_string_value(json_object_get(json_array_get(v->messages, (size_t)cut), "offset")));
+    q->compact_before = before;
+    q->compact_kept = fixed + compact_estimate_messages(kept);
+    json_decref(kept);
+    put(R, s, event_compaction(event_request_started(id, q->target.p->name, q->model, attempt), reason));
+    diag("info", "session %s: compaction (%s) started: request %s, history cut at %s, %lld tokens estimated",
+         s->id, reason, id, q->compact_upto, (long long)before);
+}
+
+/* Before a chat's request (shown: its agent as sent, without a summary): 1 if a
+ * compaction comes first (started, or it could not be and the reply failed), 0 to
+ * go on. One is due when the log says so (an overflow's retry, compact:requested)
+ * or when the request's estimate is over the agent's context budget. */
+static int compaction(runner_t *R, sess_t *s, const session_view *v, const json_t *agent, const json_t *shown)
+{
+    const char *reason = v->compact_reason[0] ? v->compact_reason : v->compact_requested ? "request" : NULL;
+    const char *summary = json_string_value(v->summary);
+    int64_t window = provcfg_context_tokens(R->providers, json_string_value(json_object_get(agent, "provider")),
+                                            json_string_value(json_object_get(agent, "model")));
+    int64_t budget = compact_budget(agent, window);
+    json_t *hist = rturn_history(v);
+    int64_t fixed = compact_estimate_agent(shown, NULL);
+    int64_t before = compact_estimate_agent(shown, summary) + compact_estimate_messages(hist);
+    json_decref(hist);
+    if (!reason && budget && before > budget && !(v->compacted_turn & COMPACT_DONE_BUDGET)) reason = "budget";
+    if (!reason) return 0;
+    /* Keep what fits in half the budget besides the system prompt and tools (the
+     * other half is the summary's and the reply's); asked for, or without a
+     * budget, the last user message and what followed it. */
+    int64_t keep = strcmp(reason, "request") && budget ? budget / 2 - fixed : 0;
+    ssize_t cut = compact_cut(v->messages, keep > 0 ? keep : 0);
+    if (cut >= 0) {
+        compaction_start(R, s, v, agent, reason, cut, before, fixed);
+        return 1;
+    }
+    if (!strcmp(reason, "budget")) return 0;    /* nothing to compact: it goes as it is */
+    if (!strcmp(reason, "overflow")) {
+        turn_give_up(R, s, v, "context_overflow",
+                     "the conversation is over the model's context window and has nothing left to compact "
+                     "(%lld tokens estimated)", (long long)before);
+        return 1;
+    }
+    put(R, s, event_session_compacted(NULL, NULL, NULL, 0, before, before, reason, "nothing to compact"));
+    return 1;
+}
+
+/* q, a compaction's summarization request, ended: its end and session:compacted,
+ * in one commit (so a runner killed after it never compacts twice, nor loses the
+ * summary). An empty summary compacts nothing (the compaction is over all the same). */
+static void compaction_done(runner_t *R, sess_t *s, rq_t *q)
+{
+    double cost = cost_usd(R->pricing, q->model, q->in_tok, q->out_tok);
+    json_t *usage = event_usage(q->in_tok, q->out_tok);
+    const char *t = q->full.p ? q->full.p : "";
+    size_t len = q->full.len;
+    while (len && strchr(" \t\r\n", *t)) t++, len--;
+    while (len && strchr(" \t\r\n", t[len - 1])) len--;
+    put(R, s, event_compaction(event_request_ended(q->id, q->stop, usage, cost), NULL));
+    json_decref(usage);
+    /* Only the summary's tokens (estimated) join what stays. */
+    char *sum = len ? strndup(t, len) : NULL;
+    int64_t after = q->compact_kept + compact_estimate_agent(NULL, sum ? sum : "");
+    free(sum);
+    if (len)
+        put(R, s, event_session_compacted(q->id, q->compact_upto, t, len, q->compact_before, after, q->compact_reason,
+                                          NULL));
+    else
+        put(R, s, event_session_compacted(q->id, NULL, NULL, 0, q->compact_before, q->compact_before, q->compact_reason,
+                                          "the summary came back empty"));
+    diag("info", "session %s: compacted (%s) up to %s: %lld -> %lld tokens estimated, summary %zu bytes", s->id,
+         q->compact_reason, q->compact_upto, (long long)q->compact_before, (long long)after, len);
+    request_free(R, q);
+}
+
+/* A chat's request id was refused as over the model's context window (msg, the
+ * provider's words): compacted and retried once (provider:request_retried, cause
+ * context_overflow: the compaction comes before the retry), or, if it was compacted
+ * after an overflow already, the reply fails. */
+static void overflowed(runner_t *R, sess_t *s, const char *id, const char *msg)
+{
+    session_view v;
+    offset_t none = {0, 0};
+    session_view_init(&v);
+    if (sstore_view(R->conn, s->id, 0, none, &v, NULL)) {
+        s->dirty = 1;   /* the drive finds the request cut off and retries it */
+        goto out;
+    }
+    if (v.compacted_turn & COMPACT_DONE_OVERFLOW) {
+        put(R, s, event_request_cancelled(id, "failed", msg));
+        turn_give_up(R, s, &v, "context_overflow",
+                     "the conversation is over the model's context window even after it was compacted: %s", msg);
+        goto out;
+    }
+    int64_t now = timefmt_now_ms();
+    put(R, s, event_request_retried(id, v.attempts + 1, "failed", "context_overflow", 400, msg, 0, now));
+    diag("info", "session %s: request %s: over the context window (%s): compacting, then attempt %d", s->id, id, msg,
+         v.attempts + 1);
+    s->timer_ms = now;
+out:
+    session_view_free(&v);
 }
 
 /* ---- chat sessions ------------------------------------------------------------------------ */
@@ -235,6 +381,11 @@ void turn_chat(runner_t *R, sess_t *s, const session_view *v)
     }
     json_t *shown = tools_agent(R, s, agent, 1);
     if (!shown) return;     /* a server is starting: its timer looks again */
+    if (compaction(R, s, v, agent, shown)) {
+        json_decref(shown);
+        return;
+    }
+    compact_apply_summary(shown, json_string_value(v->summary));
     start(R, s, v, shown, rturn_history(v), 0);
     json_decref(shown);
 }
@@ -427,6 +578,19 @@ void turn_finished(runner_t *R, rq_t *q, CURLcode result)
                    q->retry_after_ms};
     /* Complete only when the provider's stream ended with its terminal event. */
     int complete = rturn_complete(&e) && provider_finish(q->parser) == 0;
+    char over_msg[256];
+    if (!complete && !q->compaction && !q->step_agent &&
+        compact_overflow(status, q->errbody.p, q->errbody.len, over_msg, sizeof over_msg)) {
+        char id[72];
+        snprintf(id, sizeof id, "%s", q->id);
+        request_free(R, q);
+        overflowed(R, s, id, over_msg);
+        return;
+    }
+    if (complete && q->compaction) {
+        compaction_done(R, s, q);
+        return;
+    }
     if (!complete) {
         retry_failure f;
         rturn_classify(&e, &f, q->error, sizeof q->error);
@@ -482,7 +646,8 @@ void turn_restart(runner_t *R, sess_t *s)
     session_view_init(&v);
     if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) {
         retry_failure f = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
-        put(R, s, event_request_cancelled(id, "restart", NULL));
+        sstore_event e = event_request_cancelled(id, "restart", NULL);
+        put(R, s, v.compact_started ? event_compaction(e, NULL) : e);
         diag("info", "session %s: request %s cancelled (restart)", s->id, id);
         retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
     }

@@ -81,6 +81,13 @@ struct rq {
     int turns;
     const rq_tap *tap;          /* recording or playback (tap.c), NULL when live */
     struct rrec *rec;           /* ... its data */
+    /* A compaction's summarization request (lib/compact): its text gathers in full
+     * (no deltas), for session:compacted with these. */
+    int compaction;
+    char compact_reason[16];
+    char compact_upto[40];      /* the offset of the first message kept */
+    int64_t compact_before;     /* tokens estimated of the request before ... */
+    int64_t compact_kept;       /* ... and of what stays, without the summary */
 };
 
 /* A session the runner is looking after: one with something in flight or
