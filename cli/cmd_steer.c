@@ -7,6 +7,7 @@
  *   dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]
  *   dstream sessions fork ID --at OFFSET [--id NEW]
  *   dstream sessions state ID [--at OFFSET]
+ *   dstream sessions compact ID
  *   dstream chat ID MESSAGE [--queue|--background]
  *   dstream cancel ID
  *   dstream answer ID INTERACTION RESPONSE */
@@ -378,6 +379,23 @@ int cmd_sessions_http(int argc, char **argv)
         if (argc == 2) return show(&o, id, NULL);
         if (argc == 4 && !strcmp(argv[2], "--at")) return show(&o, id, argv[3]);
         return usage_sessions();
+    }
+    if (!strcmp(sub, "compact") && argc == 2) {
+        /* The older history summarized now (POST /compact): what was queued. */
+        char path[1200];
+        int rc;
+        if (session_path(path, sizeof path, id, "/compact")) return EXIT_USAGE;
+        json_t *j = http_json("POST", path, NULL, &rc);
+        if (!j) return rc;
+        if (o.json) print_json(j);
+        else
+            printf("%s queued at %s: %lld message(s) before %s to be summarized\n",
+                   json_string_value(json_object_get(j, "queued")) ?: "?",
+                   json_string_value(json_object_get(j, "offset")) ?: "?",
+                   (long long)json_integer_value(json_object_get(j, "messages")),
+                   json_string_value(json_object_get(j, "upTo")) ?: "?");
+        json_decref(j);
+        return 0;
     }
     if (!strcmp(sub, "fork")) {
         json_t *body = json_object();

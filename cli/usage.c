@@ -98,7 +98,7 @@ static const cli_doc docs[] = {
      DB_ONLY},
     {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= --label= --dry-run"
                  " --created-before= --created-after= " REMOTE,
-     "sessions: list, show, create, delete, fork --at, state --at; cancel, delete, retry by filter",
+     "sessions: list, show, create, delete, fork --at, state --at; cancel, delete, retry by filter; compact",
      "usage: dstream sessions [list] [--status S] [--label KEY:VALUE]... [--limit N] [--all]\n"
      "       dstream sessions show ID | delete ID\n"
      "       dstream sessions cancel|delete|retry [--status S] [--agent NAME] [--workflow NAME]\n"
@@ -107,6 +107,7 @@ static const cli_doc docs[] = {
      "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
      "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
      "       dstream sessions state ID [--at OFFSET]\n"
+     "       dstream sessions compact ID\n"
      "       dstream --db PATH sessions [--status S] [--label KEY:VALUE]... [--limit N]\n"
      "  over HTTP ($DSTREAM_URL, else http://127.0.0.1:8080, with $DSTREAM_TOKEN; or --url,\n"
      "  --token); with --db [PATH] list (status, attempts, error), show and state are read\n"

@@ -15,7 +15,7 @@ const TYPES = ["session:created", "session:forked", "session:cancelled", "workfl
     "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
     "tool:approved", "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
     "input:expired", "message:user", "cancel:requested", "stop:requested",
-    "reply:stopped", "message"];
+    "reply:stopped", "session:compacted", "compact:requested", "message"];
 
 const TIMELINE_MAX = 2000;
 
@@ -207,6 +207,8 @@ export function sessionPage(main, id) {
                 message("user", p.content, p.mode && p.mode !== "interrupt" ? p.mode : null);
                 break;
             case "provider:request_started": {
+                // A compaction's summarization request is no reply: session:compacted shows it.
+                if (p.purpose === "compaction") break;
                 const r = reply(p.requestId);
                 if (p.attempt > 1) r.flags.append(h("span", { class: "flag" }, `attempt ${p.attempt}`));
                 break;
@@ -253,6 +255,22 @@ export function sessionPage(main, id) {
             case "reply:stopped":
                 message("system", "the reply was stopped", null, "assistant");
                 break;
+            case "session:compacted": {
+                // The older history was summarized: the summary, collapsed, where it happened.
+                const est = `${p.tokensBefore ?? "?"} → ${p.tokensAfter ?? "?"} tokens (estimated)`;
+                const why = { budget: "over the context budget", overflow: "the provider said the prompt was too long",
+                    request: "asked for" }[p.reason] || p.reason || "";
+                const box = h("article", { class: "msg msg-compacted", "data-compacted": p.upTo || "" },
+                    h("div", { class: "who" }, "compacted", h("span", { class: "flag" }, why)));
+                if (p.summary !== undefined) {
+                    box.append(h("div", { class: "usage" }, `the conversation before this point is summarized: ${est}`),
+                        h("details", {}, h("summary", {}, "summary"), h("div", { class: "text" }, p.summary)));
+                } else {
+                    box.append(h("div", { class: "usage" }, `nothing compacted: ${p.error || ""}`));
+                }
+                chat.append(box);
+                break;
+            }
             case "agent:started":
                 agentRun = { agent: p.agent || "", replies: [] };
                 break;
@@ -427,7 +445,7 @@ export function sessionPage(main, id) {
     function showPast(i, s) {
         clear(pastChat);
         for (const m of s.messages || []) {
-            const flag = m.interrupted ? "interrupted" : null;
+            const flag = m.interrupted ? "interrupted" : m.compacted ? "compacted" : null;
             const text = typeof m.content === "string" ? m.content : json(m.content);
             pastChat.append(h("article", { class: `msg msg-${m.role === "user" ? "user" : "assistant"}` },
                 h("div", { class: "who" }, m.role, flag ? h("span", { class: "flag" }, flag) : null),

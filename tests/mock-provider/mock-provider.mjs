@@ -155,11 +155,13 @@ function normalizeReply(r) {
         output: nonNegInt(usage.output, 7),
         chunkSize: Number.isInteger(r.chunkSize) && r.chunkSize > 0 ? r.chunkSize : 4,
         delayMs: nonNegInt(r.delayMs, 0),
-        status: Number.isInteger(r.status) ? r.status : 200,
+        status: r.overflow === true ? 400 : Number.isInteger(r.status) ? r.status : 200,
         retryAfter: r.retryAfter,
         location: typeof r.location === 'string' ? r.location : null,
         errorType: typeof r.errorType === 'string' ? r.errorType : null,
         errorMessage: typeof r.errorMessage === 'string' ? r.errorMessage : null,
+        errorCode: typeof r.errorCode === 'string' ? r.errorCode : null,
+        overflow: r.overflow === true,
         errorAfter: nonNegInt(r.errorAfter, null),
         cutAfter: nonNegInt(r.cutAfter, null),
         ping: r.ping === true,
@@ -209,7 +211,20 @@ const ERROR_MESSAGES = {
     503: 'Service unavailable', 529: 'Overloaded',
 };
 
-function errorBody(kind, status, type, message) {
+// A context-overflow error as each API words it: Anthropic's invalid_request_error
+// "prompt is too long: N tokens > M maximum", OpenAI's error.code
+// context_length_exceeded. N is the request body's bytes / 4.
+function overflowBody(kind, bytes) {
+    const n = Math.ceil(bytes / 4);
+    if (kind === 'anthropic') {
+        return errorBody(kind, 400, 'invalid_request_error', `prompt is too long: ${n + 200000} tokens > 200000 maximum`);
+    }
+    return errorBody(kind, 400, 'invalid_request_error',
+        `This model's maximum context length is 8192 tokens. However, your messages resulted in ${n + 8192} tokens. ` +
+        'Please reduce the length of the messages.', 'context_length_exceeded', 'messages');
+}
+
+function errorBody(kind, status, type, message, code = null, param = null) {
     const msg = message || ERROR_MESSAGES[status] || `HTTP ${status}`;
     if (kind === 'anthropic') {
         return {
@@ -222,8 +237,8 @@ function errorBody(kind, status, type, message) {
         error: {
             message: msg,
             type: type || OPENAI_ERROR_TYPES[status] || 'server_error',
-            param: null,
-            code: status === 429 ? 'rate_limit_exceeded' : null,
+            param,
+            code: code || (status === 429 ? 'rate_limit_exceeded' : null),
         },
     };
 }
@@ -472,7 +487,7 @@ function handleProvider(req, res, kind, rawBody, record) {
     }
     const r = normalizeReply(queue.length ? queue.shift() : defaultReply);
     if (r.text.includes('{{user}}')) r.text = r.text.split('{{user}}').join(lastUserText(body));
-    record.reply = r.status !== 200 ? { status: r.status } : {
+    record.reply = r.status !== 200 ? { status: r.status, ...(r.overflow ? { overflow: true } : {}) } : {
         text: r.text.length, thinking: r.thinking !== null, toolCalls: r.toolCalls.length,
         ...(r.errorAfter !== null ? { errorAfter: r.errorAfter } : {}),
         ...(r.cutAfter !== null ? { cutAfter: r.cutAfter } : {}),
@@ -485,8 +500,8 @@ function handleProvider(req, res, kind, rawBody, record) {
         }
         if (r.location !== null) headers['Location'] = r.location;
         if (kind === 'anthropic' && r.status === 529) headers['x-should-retry'] = 'true';
-        return sendJson(res, r.status, errorBody(kind, r.status, r.errorType, r.errorMessage),
-            headers);
+        return sendJson(res, r.status, r.overflow ? overflowBody(kind, rawBody.length)
+            : errorBody(kind, r.status, r.errorType, r.errorMessage, r.errorCode), headers);
     }
     return stream(req, res, kind, r, body);
 }

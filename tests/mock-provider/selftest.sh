@@ -189,6 +189,16 @@ script '{"status":500,"errorMessage":"boom"}'
 code=$(curl -sS -o "$dir/s3" -w '%{http_code}' "$U/v1/chat/completions" -d '{"model":"m","stream":true}')
 check "500: openai error body" sh -c "test '$code' = 500 && grep -q '\"error\":{\"message\":\"boom\"' '$dir/s3'"
 
+script '{"overflow":true}'
+code=$(curl -sS -o "$dir/o1" -w '%{http_code}' "$U/v1/messages" -d '{"model":"m","stream":true}')
+check "overflow: anthropic's prompt is too long" sh -c "test '$code' = 400 && grep -q '\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: [0-9]* tokens > 200000 maximum\"' '$dir/o1'"
+script '{"overflow":true}'
+code=$(curl -sS -o "$dir/o2" -w '%{http_code}' "$U/v1/chat/completions" -d '{"model":"m","stream":true}')
+check "overflow: openai's context_length_exceeded" sh -c "test '$code' = 400 && grep -q '\"code\":\"context_length_exceeded\"' '$dir/o2'"
+script '{"status":400,"errorCode":"custom_code"}'
+code=$(curl -sS -o "$dir/o3" -w '%{http_code}' "$U/v1/chat/completions" -d '{"model":"m","stream":true}')
+check "errorCode: openai error.code" sh -c "test '$code' = 400 && grep -q '\"code\":\"custom_code\"' '$dir/o3'"
+
 # ---- connection cut, hang, client going away ---------------------------------------------
 
 script '{"text":"one two three four five six","cutAfter":2,"delayMs":20}'
