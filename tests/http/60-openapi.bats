@@ -227,6 +227,9 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/stop' POST "/v1/sessions/$sid/stop"
     x '/v1/sessions/{id}/stop' POST "/v1/sessions/$ws/stop"
     x '/v1/sessions/{id}/stop' POST /v1/sessions/no-such-session/stop
+    x '/v1/sessions/{id}/compact' POST "/v1/sessions/$sid/compact"
+    x '/v1/sessions/{id}/compact' POST "/v1/sessions/$ws/compact"
+    x '/v1/sessions/{id}/compact' POST /v1/sessions/no-such-session/compact
     x '/v1/sessions/{id}/cancel' POST "/v1/sessions/$fid/cancel"
     x '/v1/sessions/{id}/cancel' POST /v1/sessions/no-such-session/cancel
 
