@@ -286,6 +286,8 @@ int cmd_requests(int argc, char **argv)
                             json_object_get(ev, "offset"));
             if (!row) continue;
             json_object_set_new(row, "costFrom", json_string(json_object_get(played, req) ? "recording" : "spent"));
+            /* A compaction's summarization request (docs/agents.md, "Context compaction"). */
+            if (json_is_string(json_object_get(p, PK_PURPOSE))) json_object_set(row, "purpose", json_object_get(p, PK_PURPOSE));
             json_object_set(idx, req, row);
             json_array_append_new(rows, row);
             continue;
@@ -332,6 +334,8 @@ int cmd_requests(int argc, char **argv)
                    (long long)json_integer_value(json_object_get(u, PK_OUTPUT_TOKENS)),
                    json_number_value(json_object_get(ev, "costUsd")));
             const char *err = json_string_value(json_object_get(ev, "error"));
+            if (json_string_value(json_object_get(ev, "purpose")))
+                printf("  (%s)", json_string_value(json_object_get(ev, "purpose")));
             if (err) printf("  %s", err);
             putchar('\n');
         }

@@ -18,6 +18,8 @@
 //                  transitions (a loop included), names and conditions as text; a
 //                  workflow session's page draws it with the current phase marked,
 //                  moved live as the session goes round the loop
+//   compaction     a chat's context compaction is shown where it happened, the summary
+//                  collapsed, and its summarization request is not shown as a reply
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
@@ -47,6 +49,51 @@ const summaryEvents = () => {
 };
 
 const cases = {
+    async compaction(page) {
+        const agent = `details-compact-${tag}`;
+        await api("POST", "/v1/agents", { ...agentDoc(agent), limits: { contextTokens: 200 } });
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-compact-${tag}` })).id;
+        const say = async (content, reply) => {
+            await script(reply);
+            const before = (await api("GET", `/v1/sessions/${id}`)).messages.length;
+            await api("POST", `/v1/sessions/${id}/messages`, { content });
+            for (let i = 0; i < 300; i++) {
+                const s = await api("GET", `/v1/sessions/${id}`);
+                if (s.status === "completed" && s.messages.length > before + 1) return s;
+                await new Promise((r) => setTimeout(r, 100));
+            }
+            throw new Error("no reply");
+        };
+        await say("A".repeat(300), { text: "first reply" });
+        await say("B".repeat(300), { text: "second reply" });
+        const s = await say("C".repeat(300), { replies: [{ text: "SUMMARY-SHOWN <b>x</b>" }, { text: "third reply" }] });
+        assert(s.compacted && s.compacted.summary === "SUMMARY-SHOWN <b>x</b>", `not compacted: ${JSON.stringify(s.compacted)}`);
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction(() => /third reply/.test(document.getElementById("chat")?.textContent), null, { timeout: 15000 });
+        const got = await page.evaluate(() => {
+            const chat = document.getElementById("chat");
+            const box = chat.querySelector(".msg-compacted");
+            const details = box?.querySelector("details");
+            const msgs = [...chat.querySelectorAll(".msg")];
+            return {
+                box: !!box, open: details ? details.open : null, summary: details?.querySelector(".text")?.textContent,
+                bold: box ? box.querySelectorAll("b").length : -1, text: box?.textContent || "",
+                // Where it is: after the second reply, before the third.
+                at: msgs.indexOf(box), second: msgs.findIndex((m) => m.textContent.includes("second reply")),
+                third: msgs.findIndex((m) => m.textContent.includes("third reply")),
+                replies: msgs.filter((m) => m.classList.contains("msg-assistant")).length,
+            };
+        });
+        assert(got.box && got.open === false && got.summary === "SUMMARY-SHOWN <b>x</b>" && got.bold === 0,
+               `the compaction: ${JSON.stringify(got)}`);
+        assert(/over the context budget/.test(got.text) && /tokens \(estimated\)/.test(got.text), `its words: ${got.text}`);
+        assert(got.second < got.at && got.at < got.third, `its place: ${JSON.stringify(got)}`);
+        assert(got.replies === 3, `the summarization request shown as a reply: ${got.replies} replies`);
+        await page.click(".msg-compacted details summary");
+        await page.screenshot({ path: `${out}/details-compaction.png`, fullPage: true });
+        ok("the compaction is shown between the replies, its summary collapsed (as text), and no fourth reply");
+    },
+
     async summary(page) {
         const agent = `details-agent-${tag}`;
         await api("POST", "/v1/agents", agentDoc(agent));

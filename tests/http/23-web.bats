@@ -102,6 +102,10 @@ details() {
     details labels
 }
 
+@test "headless Chromium: a chat's compaction is shown where it happened, the summary collapsed" {
+    details compaction
+}
+
 @test "headless Chromium: each workflow drawn (phases, steps, transitions, loops); a session's current phase marked live" {
     details workflow-picture
 }

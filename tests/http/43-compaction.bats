@@ -194,6 +194,9 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     [ "$status" -eq 0 ]
     [[ $output == *"compact:requested"* ]]
     rn_wait "$id" '.compacted.summary == "SUMMARY-CLI"'
+    run "$DS_BIN/dstream" requests "$id"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '(compaction)' <<<"$output")" = 1 ]
     run "$DS_BIN/dstream" sessions compact "$id"
     [ "$status" -ne 0 ]
     [[ $output == *nothing_to_compact* || $output == *"nothing to compact"* ]]
@@ -244,4 +247,28 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     jq -e '[.[] | select(.type == "provider:request_cancelled" and .payload.purpose == "compaction") | .payload.reason] == ["restart"]' "$T/ev.json"
     [[ $(last_body) == *SUMMARY-AFTER-KILL* ]]
     [[ $(last_body) != *"$A300"* ]]
+}
+
+@test "a compaction recorded is played back: its summarization request is answered from the recording, the same summary" {
+    local ag rec play
+    ag=$(agent anthropic '{"contextTokens": 200}')
+    rec=$(rn_session "{\"agent\": \"$ag\", \"mode\": \"record\"}")
+    exchange "$rec" "$A300" "first reply"
+    exchange "$rec" "$B300" "second reply"
+    rn_script '{"replies": [{"text": "SUMMARY-RECORDED"}, {"text": "third reply"}]}'
+    rn_say "$rec" "$C300"
+    rn_wait "$rec" '.status == "completed" and .compacted.summary == "SUMMARY-RECORDED" and .messages[-1].content == "third reply"'
+    # Played back: nothing reaches the mock; the four requests and the summary come
+    # from the recording.
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    play=$(rn_session "{\"agent\": \"$ag\", \"mode\": \"playback\"}")
+    for m in "$A300" "$B300" "$C300"; do
+        rn_say "$play" "$m"
+        rn_wait "$play" '.status == "completed" or .status == "failed"'
+    done
+    rn_wait "$play" '.status == "completed" and .compacted.summary == "SUMMARY-RECORDED" and .messages[-1].content == "third reply"'
+    [ "$(rn_request_count)" = 0 ]
+    rn_events "$play" >"$T/play.json"
+    jq -e '[.[] | select(.type == "recording:request") | .payload.outcome] == ["hit", "hit", "hit", "hit"]' "$T/play.json"
+    jq -e '[.[] | select(.type == "session:compacted")] | length == 1' "$T/play.json"
 }

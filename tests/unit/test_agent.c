@@ -158,6 +158,9 @@ static void test_validate_parameters(void)
     INVALID("{" BASE ", 'limits': {'maxTurns': -3}}", "limits.maxTurns: must be an integer > 0");
     INVALID("{" BASE ", 'limits': {'maxTurns': '3'}}", "limits.maxTurns: must be an integer > 0");
     INVALID("{" BASE ", 'limits': {'costBudgetUsd': 0}}", "limits.costBudgetUsd: must be a number > 0");
+    VALID("{" BASE ", 'limits': {'contextTokens': 200000}}");
+    INVALID("{" BASE ", 'limits': {'contextTokens': 0}}", "limits.contextTokens: must be an integer from 1 to 100000000");
+    INVALID("{" BASE ", 'limits': {'contextTokens': 1.5}}", "limits.contextTokens: must be an integer from 1 to 100000000");
     INVALID("{" BASE ", 'limits': {'costBudgetUsd': '1'}}", "limits.costBudgetUsd: must be a number > 0");
     INVALID("{" BASE ", 'limits': {'maxTurn': 3}}", "limits.maxTurn: unknown key");
 }

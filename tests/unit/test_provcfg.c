@@ -277,6 +277,37 @@ static void test_docs_example(void)
     provcfg_free(c);
 }
 
+/* The operator's context windows (models) and the compaction's provider and model. */
+static void test_models(void)
+{
+    provcfg_t *c = LOAD_OK("{'providers': {'local': {'kind': 'openai', 'baseUrl': 'https://llm.example',"
+                           " 'models': {'small': {'contextTokens': 8192}, 'other': {}}}},"
+                           " 'compaction': {'provider': 'local', 'model': 'small'}}", 0644, 0);
+    if (c) {
+        CHECK_EQ_INT(provcfg_context_tokens(c, "local", "small"), 8192);
+        CHECK_EQ_INT(provcfg_context_tokens(c, "local", "other"), 0);
+        CHECK_EQ_INT(provcfg_context_tokens(c, "local", "big"), 0);
+        CHECK_EQ_INT(provcfg_context_tokens(c, "anthropic", "small"), 0);
+        CHECK_EQ_STR(c->compact_provider, "local");
+        CHECK_EQ_STR(c->compact_model, "small");
+        provcfg_free(c);
+    }
+    c = LOAD_OK("{'providers': {}}", 0644, 0);
+    if (c) {
+        CHECK_EQ_STR(c->compact_provider, "");
+        provcfg_free(c);
+    }
+    LOAD_BAD("{'providers': {'x': {'kind': 'openai', 'models': {'m': {'contextTokens': 0}}}}}", 0644,
+             "providers.x.models.m.contextTokens: must be an integer from 1 to");
+    LOAD_BAD("{'providers': {'x': {'kind': 'openai', 'models': {'m': {'window': 5}}}}}", 0644,
+             "providers.x.models.m.window: unknown key");
+    LOAD_BAD("{'providers': {'x': {'kind': 'openai', 'models': ['m']}}}", 0644, "providers.x.models: must be an object");
+    LOAD_BAD("{'compaction': {'provider': 'nope', 'model': 'm'}}", 0644,
+             "compaction.provider: no provider named nope is configured");
+    LOAD_BAD("{'compaction': {'provider': 'openai'}}", 0644, "compaction.model: missing");
+    LOAD_BAD("{'compaction': 'openai'}", 0644, "compaction: must be an object");
+}
+
 int main(void)
 {
     setenv("TEST_PROVCFG_KEY", "sk-from-env", 1);
@@ -286,6 +317,7 @@ int main(void)
         test_file();
         test_endpoints();
         test_docs_example();
+        test_models();
         test_rmtree(dir);
     }
     return TEST_MAIN_END();
