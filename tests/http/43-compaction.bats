@@ -272,3 +272,29 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     jq -e '[.[] | select(.type == "recording:request") | .payload.outcome] == ["hit", "hit", "hit", "hit"]' "$T/play.json"
     jq -e '[.[] | select(.type == "session:compacted")] | length == 1' "$T/play.json"
 }
+
+@test "the AI SDK's stream and dstream chat show the reply after a compaction, not the summary, and end with the reply" {
+    local ag id types text
+    ag=$(agent anthropic '{"contextTokens": 200}')
+    id=$(rn_session "{\"agent\": \"$ag\"}")
+    exchange "$id" "$A300" "first reply"
+    exchange "$id" "$B300" "second reply"
+    rn_script '{"replies": [{"text": "SUMMARY-NOT-A-REPLY"}, {"text": "third reply", "chunkSize": 3}]}'
+    curl -sS --max-time 30 -o "$T/raw" -H 'Content-Type: application/json' "$DS_URL/v1/aisdk/chat/$ag" \
+        --data-binary "$(jq -nc --arg id "$id" --arg c "$C300" '{id: $id, trigger: "submit-message", messageId: null,
+            messages: [{id: "u3", role: "user", parts: [{type: "text", text: $c}]}]}')"
+    sed -n 's/^data: //p' "$T/raw" | tr -d '\r' | sed '$d' >"$T/chunks"
+    types=$(jq -r .type "$T/chunks" | uniq | tr '\n' ' ')
+    [ "$types" = "start start-step text-start text-delta text-end finish-step finish " ] || { cat "$T/chunks" >&2; false; }
+    text=$(jq -rj 'select(.type == "text-delta") | .delta' "$T/chunks")
+    [ "$text" = "third reply" ]
+    rn_wait "$id" '.compacted.summary == "SUMMARY-NOT-A-REPLY" and .status == "completed"'
+    # dstream chat: the next compaction's summary is not printed as the reply.
+    rn_cli_env
+    exchange "$id" "short" "fourth reply"
+    rn_script '{"replies": [{"text": "SUMMARY-TWO"}, {"text": "fifth reply"}]}'
+    run "$DS_BIN/dstream" chat "$id" "$B300"
+    [ "$status" -eq 0 ]
+    [ "$output" = "fifth reply" ] || { echo "output: $output" >&2; false; }
+    rn_wait "$id" '.compacted.summary == "SUMMARY-TWO"'
+}
