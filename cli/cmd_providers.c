@@ -26,10 +26,11 @@ static json_t *provider_json(const provcfg_provider *p)
     for (size_t i = 0; i < p->nprivate_hosts; i++) json_array_append_new(reach, json_string(p->private_hosts[i]));
     char url[URL_MAX + 32];
     provider_request_url(p->kind, p->base, url, sizeof url);
-    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o}", "name", p->name, "kind",
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o, s:s}", "name", p->name, "kind",
                      p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "requestUrl", url,
                      "builtin", p->builtin,
-                     "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach);
+                     "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach,
+                     "continuation", provider_cont_name(p->cont));
 }
 
 static void print_provider(const provcfg_provider *p)
@@ -58,7 +59,10 @@ static void print_provider(const provcfg_provider *p)
     }
     char url[URL_MAX + 32];
     provider_request_url(p->kind, p->base, url, sizeof url);
-    printf("\n  requests go to %s\n", url);
+    printf("\n  requests go to %s\n  a reply cut off is %s\n", url,
+           p->cont == PROVIDER_CONT_OFF ? "asked again from the start (continuation off)"
+           : p->cont == PROVIDER_CONT_PREFILL ? "continued (continuation prefill)"
+                                              : "continued (continuation continue_final_message)");
 }
 
 int cmd_providers(int argc, char **argv)

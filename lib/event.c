@@ -273,6 +273,24 @@ sstore_event event_request_retried(const char *request_id, int attempt, const ch
                           (json_int_t)delay_ms, PK_RETRY_AT, (json_int_t)retry_at_ms));
 }
 
+void event_started_continued(sstore_event *started, const char *from, int64_t chars, int trimmed)
+{
+    json_object_set_new(started->payload, PK_CONTINUED_FROM,
+                        json_pack("{s:s, s:I, s:i}", PK_REQUEST_ID, from, PK_CHARS, (json_int_t)chars, PK_TRIMMED,
+                                  trimmed));
+}
+
+void event_started_restarted(sstore_event *started, const char *reason)
+{
+    json_object_set_new(started->payload, PK_CONTINUED, json_false());
+    json_object_set_new(started->payload, PK_REASON, text(reason));
+}
+
+void event_retried_cut_in(sstore_event *retried, const char *block)
+{
+    json_object_set_new(retried->payload, PK_CUT_IN, text(block));
+}
+
 sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
                                      const char *mode, const char *outcome, const char *rec_session,
                                      int rec_occurrence, const json_t *nearest, const char *reason)

@@ -96,6 +96,15 @@ sstore_event event_request_cancelled(const char *request_id, const char *reason,
  * is due at retry_at_ms. cause: lib/retry's rule; status: HTTP status or 0. */
 sstore_event event_request_retried(const char *request_id, int attempt, const char *reason, const char *cause,
                                    int status, const char *error, int64_t delay_ms, int64_t retry_at_ms);
+/* Say in started (event_request_started's) that its attempt continues the text of
+ * cut attempt from: chars characters kept, trimmed whitespace characters left off
+ * its end (docs/events.md). */
+void event_started_continued(sstore_event *started, const char *from, int64_t chars, int trimmed);
+/* Say in started that its attempt starts over although its cut attempt had output:
+ * "continued": false and why (lib/rturn's reasons). */
+void event_started_restarted(sstore_event *started, const char *reason);
+/* Say in retried (event_request_retried's) the block its stream was cut in ("tool_use"). */
+void event_retried_cut_in(sstore_event *retried, const char *block);
 /* A provider request (call_id NULL) or, with kind "tool", a tool call (request_id
  * NULL) of a session in a recording mode (docs/recording.md): its key, occurrence,
  * mode and outcome (recorded, hit, miss, diverged); on a hit the recording used

@@ -74,6 +74,7 @@ static int add_builtins(provcfg_t *c)
         if (!p) return -1;
         p->kind = b[i].kind;
         p->builtin = 1;
+        p->cont = b[i].kind == PROVIDER_ANTHROPIC ? PROVIDER_CONT_PREFILL : PROVIDER_CONT_OFF;
         snprintf(p->key_from, sizeof p->key_from, "builtin");
         set_base(p, provider_default_base(b[i].kind));
     }
@@ -305,7 +306,7 @@ static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, con
                           int file_private, int with_keys)
 {
     static const char *const keys[] = {"kind", "baseUrl", "key", "keyEnv", "allowEndpoints",
-                                       "allowPrivate", "models", NULL};
+                                       "allowPrivate", "models", "continuation", NULL};
     char base[PATHCAP], path[PATHCAP], why[256];
     jcheck_key(base, sizeof base, "providers", name);
     if (!agent_valid_name(name)) {
@@ -327,6 +328,14 @@ static void load_provider(jcheck_errlist *e, provcfg_t *c, const char *name, con
     jcheck_key(path, sizeof path, base, "kind");
     if (kind && k < 0) jcheck_mistake(e, path, "must be \"anthropic\" or \"openai\"");
     p->kind = k < 0 ? PROVIDER_ANTHROPIC : (provider_kind)k;
+    /* Claude models continue a prefill; OpenAI's own API does not continue a last
+     * assistant message (many compatible servers do, when asked: the operator says). */
+    p->cont = p->kind == PROVIDER_ANTHROPIC ? PROVIDER_CONT_PREFILL : PROVIDER_CONT_OFF;
+    const json_t *cont = jcheck_string(e, base, doc, "continuation", 0);
+    int ct = cont ? provider_cont_parse(json_string_value(cont)) : -1;
+    jcheck_key(path, sizeof path, base, "continuation");
+    if (cont && ct < 0) jcheck_mistake(e, path, "must be \"prefill\", \"continue_final_message\" or \"off\"");
+    else if (cont) p->cont = (provider_cont)ct;
     load_allow_endpoints(e, base, p, json_object_get(doc, "allowEndpoints"));
     load_allow_private(e, base, p, json_object_get(doc, "allowPrivate"));
     load_key(e, base, p, doc, file_private, with_keys);

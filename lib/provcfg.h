@@ -26,7 +26,11 @@
  *               "key": "sk-...",             or in the file (only if mode 0600)
  *               "allowEndpoints": false | true | ["host", "*.example.com"],
  *               "allowPrivate": ["127.0.0.1", "10.0.0.0/8", "llm.internal"],
- *               "models": {"MODEL": {"contextTokens": N}}}},   optional: context windows
+ *               "models": {"MODEL": {"contextTokens": N}},   optional: context windows
+ *               "continuation": "prefill" | "continue_final_message" | "off"}},
+ *                                            how a reply cut off is continued (lib/rturn);
+ *                                            default "prefill" for kind anthropic, "off" for
+ *                                            openai (OpenAI's API does not continue)
  *    "compaction": {"provider": "NAME", "model": "MODEL"}}   optional: who summarizes
  *
  * It must be a regular file owned by root or the user reading it, writable by
@@ -67,6 +71,7 @@ typedef struct provcfg_provider {
     char **private_hosts;           /* allowPrivate host names (patterns) */
     size_t nprivate_hosts;
     json_t *models;                 /* {"<model>": {"contextTokens": N}}, or NULL */
+    provider_cont cont;             /* continuation: how a reply cut off is continued */
 } provcfg_provider;
 
 typedef struct provcfg {

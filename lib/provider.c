@@ -173,6 +173,11 @@ int provider_finish(provider_parser *p)
     return p->done ? 0 : -1;
 }
 
+size_t provider_open_calls(const provider_parser *p)
+{
+    return p ? p->ntools : 0;
+}
+
 int provider_kind_parse(const char *s)
 {
     if (!s) return -1;
@@ -251,6 +256,28 @@ json_t *provider_request_body(provider_kind kind, const json_t *agent, const jso
     if (kind == PROVIDER_OPENAI)
         json_object_set_new(body, "stream_options", json_pack("{s:b}", "include_usage", 1));
     return body;
+}
+
+static const char *const cont_names[] = {"off", "prefill", "continue_final_message"};
+
+int provider_cont_parse(const char *s)
+{
+    for (size_t i = 0; s && i < sizeof cont_names / sizeof cont_names[0]; i++)
+        if (!strcmp(s, cont_names[i])) return (int)i;
+    return -1;
+}
+
+const char *provider_cont_name(provider_cont c)
+{
+    return (unsigned)c < sizeof cont_names / sizeof cont_names[0] ? cont_names[c] : "off";
+}
+
+void provider_body_continue(json_t *body, provider_cont c)
+{
+    /* vLLM's chat template otherwise opens a new assistant turn after the message. */
+    if (c != PROVIDER_CONT_FINAL_MESSAGE) return;
+    json_object_set_new(body, "continue_final_message", json_true());
+    json_object_set_new(body, "add_generation_prompt", json_false());
 }
 
 const char *provider_default_base(provider_kind kind)

@@ -38,6 +38,9 @@ int provider_feed(provider_parser *p, const char *data, size_t len);
  * (PEV_DONE was delivered), -1 if it was cut off. */
 int provider_finish(provider_parser *p);
 
+/* Tool calls whose arguments are still streaming (a stream cut there cut a call). */
+size_t provider_open_calls(const provider_parser *p);
+
 /* "anthropic" / "openai" -> kind; -1 if unknown. */
 int provider_kind_parse(const char *s);
 
@@ -46,6 +49,24 @@ int provider_kind_parse(const char *s);
  * lib/session's view; entries marked background are sent as user messages,
  * interrupted replies are sent with what they had). New reference. */
 json_t *provider_request_body(provider_kind kind, const json_t *agent, const json_t *messages);
+
+/* How a provider continues a reply whose request ends with an assistant message
+ * (the operator's "continuation", lib/provcfg; docs/agents.md). */
+typedef enum {
+    PROVIDER_CONT_OFF,              /* it does not: a cut reply is asked again from the start */
+    PROVIDER_CONT_PREFILL,          /* the last assistant message is its reply's beginning (Anthropic,
+                                     * llama.cpp, Ollama) */
+    PROVIDER_CONT_FINAL_MESSAGE     /* the same, with "continue_final_message": true and
+                                     * "add_generation_prompt": false (vLLM) */
+} provider_cont;
+
+/* "off" / "prefill" / "continue_final_message" -> style; -1 if unknown. */
+int provider_cont_parse(const char *s);
+/* The name of style c. */
+const char *provider_cont_name(provider_cont c);
+/* A request body (provider_request_body's) whose messages end with the assistant
+ * message to continue: what style c adds to it. */
+void provider_body_continue(json_t *body, provider_cont c);
 
 /* The public API base URL of kind ("https://api.anthropic.com"). */
 const char *provider_default_base(provider_kind kind);

@@ -82,6 +82,50 @@ json_t *rturn_history(const session_view *v)
     return out;
 }
 
+/* A cut (not a provider's error): a restart, a lost connection, a stream that stopped. */
+static int was_cut(const json_t *cut)
+{
+    const char *reason = json_string_value(json_object_get(cut, PK_REASON));
+    const char *cause = json_string_value(json_object_get(cut, PK_CAUSE));
+    if (reason && !strcmp(reason, "restart")) return 1;
+    return cause && (!strcmp(cause, "connection") || !strcmp(cause, "stream_cut"));
+}
+
+void rturn_continuation(const session_view *v, int allowed, int recording, rturn_cont *c)
+{
+    memset(c, 0, sizeof *c);
+    const json_t *cut = v->cut;
+    if (!cut || !v->attempts) return;
+    const json_t *content = json_object_get(cut, PK_CONTENT);
+    const char *t = json_is_string(content) ? json_string_value(content) : "";
+    size_t n = json_is_string(content) ? json_string_length(content) : 0;
+    const char *in = json_string_value(json_object_get(cut, PK_CUT_IN));
+    int thinking = json_is_true(json_object_get(cut, "thinking"));
+    if (!n && !thinking && !in) return;    /* it streamed nothing: a retry like any other */
+    c->from = json_string_value(json_object_get(cut, PK_REQUEST_ID));
+    /* Anthropic refuses a final assistant message that ends in whitespace. */
+    size_t keep = n;
+    while (keep && strchr(" \t\r\n\f\v", t[keep - 1]) && t[keep - 1]) keep--;
+    if (thinking) c->reason = "thinking";
+    else if (in) c->reason = in;
+    else if (!was_cut(cut)) c->reason = "error";
+    else if (!allowed) c->reason = "off";
+    else if (recording) c->reason = "recording";
+    else if (!keep) c->reason = "empty";
+    if (c->reason || !c->from) return;
+    c->continued = 1;
+    c->text = t;
+    c->bytes = keep;
+    c->trimmed = (int)(n - keep);
+    for (size_t i = 0; i < keep; i++)
+        if (((unsigned char)t[i] & 0xc0) != 0x80) c->chars++;
+}
+
+json_t *rturn_prefill(const rturn_cont *c)
+{
+    return json_pack("{s:s, s:s%}", "role", "assistant", "content", c->text ? c->text : "", c->bytes);
+}
+
 int rturn_complete(const rturn_end *e)
 {
     return e->transport_ok && e->status == 200 && !e->stream_error && !e->malformed && e->done;

@@ -77,6 +77,38 @@ const char *rturn_limit(const session_view *v, int64_t session_requests_max, int
  * in flight (a retry of it); the first queued message, whose turn it is, goes last. */
 json_t *rturn_history(const session_view *v);
 
+/* Whether the next attempt of a request continues the text its cut attempt
+ * committed (docs/agents.md, "A reply cut off is continued"): the retry sends the
+ * history with a last assistant message holding that text (the provider's prefill),
+ * and its reply is that text and what the model adds. A cut attempt is one that did
+ * not complete (provider:request_retried: the view's cut). It is continued when it
+ * was cut (a runner restart, a lost connection, a stream that stopped), streamed
+ * only text (no thinking: a thinking block cannot be prefilled; not cut in a
+ * tool-use block: its call is not in the log), its provider continues replies and
+ * the session neither records nor plays back (a recording is one request's whole
+ * answer, which playback asks for whole). Anthropic refuses a prefill that ends in
+ * whitespace: the text is sent without its trailing whitespace, which the
+ * continuation gives again, so the reply is the text kept and what follows. */
+typedef struct rturn_cont {
+    int continued;                  /* 1: the next attempt continues from text */
+    const char *reason;             /* else why not: "thinking", "tool_use", "error" (the attempt
+                                     * ended with a provider error, not a cut), "off" (its provider
+                                     * does not continue replies), "recording", "empty" (nothing but
+                                     * whitespace committed); NULL: there was nothing to continue */
+    const char *from;               /* the cut attempt's request id (borrowed from the view) */
+    const char *text;               /* the prefill: its text without trailing whitespace (borrowed) */
+    size_t bytes;                   /* ... in bytes */
+    int64_t chars;                  /* ... in characters (code points) */
+    int trimmed;                    /* whitespace characters left off its end */
+} rturn_cont;
+
+/* Decide c for the request about to start in view v; allowed: its provider
+ * continues replies (lib/provcfg), recording: the session records or plays back. */
+void rturn_continuation(const session_view *v, int allowed, int recording, rturn_cont *c);
+/* The last message of a continued request's history: {"role": "assistant",
+ * "content": c's text}. New reference. */
+json_t *rturn_prefill(const rturn_cont *c);
+
 /* How a provider request ended, as the runner saw it. */
 typedef struct rturn_end {
     int transport_ok;               /* the transfer ended without a transport error */

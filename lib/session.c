@@ -76,7 +76,7 @@ const char *const session_payload_keys[] = {
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, PK_PURPOSE, PK_UP_TO, PK_SUMMARY,
-    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, NULL};
+    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, NULL};
 
 int session_known_key(const char *key)
 {
@@ -215,6 +215,7 @@ void session_view_free(session_view *v)
     json_decref(v->queued);
     json_decref(v->open_calls);
     json_decref(v->summary);
+    json_decref(v->cut);
     memset(v, 0, sizeof *v);
 }
 
@@ -230,6 +231,8 @@ static void request_reset(session_view *v)
     v->attempts = v->failures = v->restarts = 0;
     v->retry_at = 0;
     v->compacted_turn = 0;
+    json_decref(v->cut);
+    v->cut = NULL;
 }
 
 static void set_status(session_view *v, session_status s)
@@ -278,6 +281,16 @@ static void append_text(json_t *msg, const char *key, const json_t *piece)
     if (json_is_string(cur) && cur->refcount == 1) json_string_setn_nocheck(cur, s, a + b);
     else json_object_set_new(msg, key, json_stringn_nocheck(s, a + b));
     free(s);
+}
+
+size_t session_chars_prefix(const char *s, size_t len, int64_t chars)
+{
+    size_t i = 0;
+    if (chars <= 0) return 0;
+    /* Past the start of the chars-th character's successor, or the end. */
+    for (int64_t n = 0; i < len; i++)
+        if (((unsigned char)s[i] & 0xc0) != 0x80 && n++ == chars) break;
+    return i;
 }
 
 static int64_t int_of(const json_t *o, const char *k)
@@ -592,6 +605,17 @@ static void r_provider_request_started(session_view *v, const json_t *p, const c
     json_object_set_new(m, "role", json_string("assistant"));
     json_object_set_new(m, "content", json_string(""));
     json_object_set_new(m, "requestId", json_string(v->request));
+    /* A retry that continues the cut attempt: its reply begins with the text kept. */
+    const json_t *from = json_object_get(p, PK_CONTINUED_FROM);
+    if (json_is_object(from) && v->cut && same_str(from, v->cut, PK_REQUEST_ID)) {
+        const json_t *c = json_object_get(v->cut, PK_CONTENT);
+        size_t n = json_is_string(c) ? json_string_length(c) : 0;
+        size_t keep = session_chars_prefix(n ? json_string_value(c) : "", n, int_of(from, PK_CHARS));
+        json_object_set_new(m, "content", json_stringn_nocheck(n ? json_string_value(c) : "", keep));
+        json_object_set(m, PK_CONTINUED_FROM, (json_t *)from);
+    }
+    json_decref(v->cut);
+    v->cut = NULL;
     json_array_append_new(v->messages, m);
     v->attempts++;
     v->retry_at = 0;
@@ -731,6 +755,18 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     /* The retry replaces the attempt: what it streamed leaves the history (the
      * events keep it), so a reply shows once however often it was cut. */
     json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
+    /* ... but its next attempt may continue its text: kept until that one starts. */
+    json_decref(v->cut);
+    v->cut = NULL;
+    if (m) {
+        const json_t *think = json_object_get(m, "thinking");
+        v->cut = json_pack("{s:O, s:O, s:b}", PK_REQUEST_ID, json_object_get(p, PK_REQUEST_ID), PK_CONTENT,
+                           json_object_get(m, "content"), "thinking", json_string_length(think) > 0);
+        if (v->cut && json_is_string(json_object_get(p, PK_CUT_IN)))
+            json_object_set(v->cut, PK_CUT_IN, json_object_get(p, PK_CUT_IN));
+        if (v->cut) json_object_set(v->cut, PK_REASON, json_object_get(p, PK_REASON));
+        if (v->cut) json_object_set(v->cut, PK_CAUSE, json_object_get(p, PK_CAUSE));
+    }
     for (size_t i = json_array_size(v->messages); m && i-- > 0;)
         if (json_array_get(v->messages, i) == m) {
             json_array_remove(v->messages, i);
@@ -751,6 +787,8 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
     snprintf(v->error, sizeof v->error, "%s", str(p, PK_ERROR));
     v->request[0] = '\0';
     v->retry_at = 0;
+    json_decref(v->cut);
+    v->cut = NULL;
     v->tool_wait = 0;   /* the reply is over: its tools' answers wait for no next turn */
     compact_clear(v, 0);
     set_status(v, SESSION_FAILED);
@@ -1026,6 +1064,8 @@ json_t *session_view_to_json(const session_view *v)
                                       session_status_name(v->saved_status)));
     if (v->compacted_turn) json_object_set_new(j, "compactedTurn", json_integer(v->compacted_turn));
     if (v->compact_requested) json_object_set_new(j, "compactRequested", json_true());
+    /* The same for a cut attempt: only while there is one. */
+    if (v->cut) json_object_set(j, "cutReply", v->cut);
     return j;
 }
 
@@ -1112,6 +1152,8 @@ int session_view_from_json(session_view *v, const json_t *j)
     }
     v->compacted_turn = (int)int_of(j, "compactedTurn");
     v->compact_requested = json_is_true(json_object_get(j, "compactRequested"));
+    json_t *cut = json_object_get(j, "cutReply");
+    if (json_is_object(cut)) v->cut = json_deep_copy(cut);
     return 0;
 }
 

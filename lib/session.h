@@ -135,6 +135,11 @@
 #define PK_SUMMARY "summary"            /* session:compacted */
 #define PK_TOKENS_BEFORE "tokensBefore" /* session:compacted */
 #define PK_TOKENS_AFTER "tokensAfter"   /* session:compacted */
+#define PK_CONTINUED_FROM "continuedFrom" /* provider:request_started (a retry that continues a cut attempt) */
+#define PK_CHARS "chars"                /* continuedFrom{}: characters (code points) of the cut attempt's text kept */
+#define PK_TRIMMED "trimmed"            /* continuedFrom{}: whitespace characters dropped from its end */
+#define PK_CONTINUED "continued"        /* provider:request_started (false: a retry that starts over, reason says why) */
+#define PK_CUT_IN "cutIn"               /* provider:request_retried: the block the stream was cut in ("tool_use") */
 
 /* In the view's openCalls (not a payload key): a chat's call waiting for approval
  * holds the input:requested that asks for it (its payload and "offset"). */
@@ -245,9 +250,18 @@ typedef struct session_view {
     int compact_requested;
     json_t *summary;
     char compacted_to[40];
+    /* The last attempt that did not complete (provider:request_retried), until the
+     * next attempt starts: {requestId, content (its text, as committed), thinking
+     * (true: it streamed thinking), cutIn, reason, cause}, or NULL. A retry may
+     * continue its text (lib/rturn: rturn_continuation). */
+    json_t *cut;
     uint64_t events;            /* events reduced */
     char error[256];            /* why it failed */
 } session_view;
+
+/* The bytes of s (len bytes of UTF-8) that hold its first chars characters (code
+ * points): len when it has no more. */
+size_t session_chars_prefix(const char *s, size_t len, int64_t chars);
 
 /* What the session spent itself: cost_usd less what it inherited and what it was
  * answered from recordings (never below 0). */

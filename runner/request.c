@@ -153,6 +153,11 @@ rq_t *request_new(runner_t *R, sess_t *s, const json_t *agent, const json_t *mes
     }
     q->parser = provider_parser_new(q->kind, on_event, q);
     json_t *body = provider_request_body(q->kind, agent, messages);
+    /* A history that ends with the assistant's text continues it (runner/turn.c):
+     * the provider's style may want more than the message. */
+    const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (body && role && !strcmp(role, "assistant")) provider_body_continue(body, q->target.p->cont);
     q->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     buf_t h;

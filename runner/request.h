@@ -7,7 +7,8 @@
 
 /* A request to the provider of agent (new, not yet sent): NULL if it cannot be
  * made, with the reason in R->start_error when the operator's configuration
- * refuses it. */
+ * refuses it. messages ending with an assistant message continue it (the
+ * provider's continuation style adds what it needs to the body). */
 rq_t *request_new(runner_t *R, sess_t *s, const json_t *agent, const json_t *messages,
                   const char *id, int attempt, int step_agent);
 /* q becomes s's request in flight; live: sent to the provider (else its tap

@@ -354,6 +354,12 @@ static int session_mode(runner_t *R, sess_t *s, int *realtime)
     return s->rec_mode;
 }
 
+int tap_records(runner_t *R, sess_t *s)
+{
+    int realtime;
+    return session_mode(R, s, &realtime) != REC_LIVE;
+}
+
 int tap_start(runner_t *R, sess_t *s, rq_t *q)
 {
     R->start_reason[0] = '\0';

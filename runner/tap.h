@@ -7,6 +7,8 @@
 
 /* DSTREAM_RECORDING and DSTREAM_RECORDING_TIMING. Returns 0, or -1 after saying why. */
 int tap_config(runner_t *R);
+/* 1 if s records or plays back its requests (its mode is not live). */
+int tap_records(runner_t *R, sess_t *s);
 /* Decide q's recording mode before it goes out (and set its tap unless it is
  * live): 0 it goes live (recorded or not), 1 a recording answers it (it must not go
  * out), -1 it fails (playback miss: the reason in R->start_error and

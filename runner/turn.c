@@ -29,6 +29,7 @@
 #include "../lib/defs.h"
 #include "../lib/event.h"
 #include "../lib/lease.h"
+#include "../lib/provcfg.h"
 #include "../lib/rturn.h"
 #include "../lib/timefmt.h"
 #include "../lib/workflow.h"
@@ -109,6 +110,12 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         return -1;
     }
     new_request_id(id, sizeof id);
+    /* A retry after a cut may continue the text its attempt committed: the history
+     * ends with that text as the assistant's (lib/rturn). */
+    const provcfg_provider *pp = provcfg_find(R->providers, json_string_value(json_object_get(agent, "provider")));
+    rturn_cont cont;
+    rturn_continuation(v, pp && pp->cont != PROVIDER_CONT_OFF, tap_records(R, s), &cont);
+    if (cont.continued) json_array_append_new(messages, rturn_prefill(&cont));
     rq_t *q = open_request(R, s, agent, messages, id, attempt, step_agent);
     json_decref(messages);
     if (!q && R->start_error[0]) {
@@ -121,7 +128,17 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         turn_give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
         return -1;
     }
-    put(R, s, event_request_started(id, q->target.p->name, q->model, attempt));
+    sstore_event e = event_request_started(id, q->target.p->name, q->model, attempt);
+    if (cont.continued) {
+        /* A workflow step's output is the whole reply: the text kept, then the rest. */
+        if (step_agent && buf_append(&q->full, cont.text, cont.bytes)) q->full_over = 1;
+        event_started_continued(&e, cont.from, cont.chars, cont.trimmed);
+        diag("info", "session %s: request %s continues %s from its %lld character(s)", s->id, id, cont.from,
+             (long long)cont.chars);
+    } else if (cont.reason) {
+        event_started_restarted(&e, cont.reason);
+    }
+    put(R, s, e);
     diag("info", "session %s: request %s started (%s, attempt %d)", s->id, id, q->model, attempt);
     return 0;
 }
@@ -142,7 +159,7 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
  * schedule the next attempt (provider:request_retried, due at retryAt) or, if the
  * policy or its budget says no, end it (request_cancelled, failed) and give up. */
 static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const char *id,
-                          const retry_failure *f, const char *error)
+                          const retry_failure *f, const char *error, const char *cut_in)
 {
     retry_decision d;
     int64_t now = timefmt_now_ms();
@@ -152,6 +169,7 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
         sstore_event e = event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
                                                d.reason, (int)(f->kind == RETRY_HTTP ? f->status : 0), error,
                                                d.delay_ms, now + d.delay_ms);
+        if (cut_in) event_retried_cut_in(&e, cut_in);
         put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
         diag("info", "session %s: request %s: %s (%s); attempt %d in %lld ms", s->id, id, error, d.reason,
                      v->attempts + 1, (long long)d.delay_ms);
@@ -179,7 +197,7 @@ static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
     sstore_event e = event_request_cancelled(v->request, "restart", NULL);
     put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
     diag("info", "session %s: request %s was cut off by a restart", s->id, v->request);
-    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart");
+    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart", NULL);
 }
 
 /* A retry is scheduled (v->retry_at): 1 if it is due now, else 0 with a timer set. */
@@ -602,13 +620,16 @@ void turn_finished(runner_t *R, rq_t *q, CURLcode result)
         snprintf(etype, sizeof etype, "%s", q->error_type);
         if (f.retry_after) f.retry_after = retry_after;
         if (f.error_type) f.error_type = etype;
+        /* Cut inside a tool-use block (or after one, its call never recorded): the
+         * retry cannot continue it (lib/rturn). */
+        const char *cut_in = json_array_size(q->tool_calls) || provider_open_calls(q->parser) ? "tool_use" : NULL;
         request_free(R, q);
         /* The budgets come from the log (they survive restarts): read it, with the
          * deltas just flushed or not, for the counters do not depend on them. */
         session_view v;
         offset_t none = {0, 0};
         session_view_init(&v);
-        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error, cut_in);
         else s->dirty = 1;  /* the drive finds the request cut off and retries it */
         session_view_free(&v);
         return;
@@ -649,7 +670,7 @@ void turn_restart(runner_t *R, sess_t *s)
         sstore_event e = event_request_cancelled(id, "restart", NULL);
         put(R, s, v.compact_started ? event_compaction(e, NULL) : e);
         diag("info", "session %s: request %s cancelled (restart)", s->id, id);
-        retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart");
+        retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart", NULL);
     }
     session_view_free(&v);
 }

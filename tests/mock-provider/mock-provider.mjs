@@ -164,6 +164,8 @@ function normalizeReply(r) {
         overflow: r.overflow === true,
         errorAfter: nonNegInt(r.errorAfter, null),
         cutAfter: nonNegInt(r.cutAfter, null),
+        cutInTool: r.cutInTool === true,
+        prefill: r.prefill !== false,
         ping: r.ping === true,
         hang: r.hang === true,
         raw: Array.isArray(r.raw) ? r.raw.map(String) : null,
@@ -186,6 +188,19 @@ function lastUserText(body) {
         return '';
     }
     return '';
+}
+
+// The text of a request's last message when it is the assistant's (a prefill: the
+// reply is to continue it), else null. Both formats: a string, or text blocks.
+function prefillText(body) {
+    const msgs = Array.isArray(body.messages) ? body.messages : [];
+    const m = msgs[msgs.length - 1];
+    if (!m || m.role !== 'assistant') return null;
+    if (typeof m.content === 'string') return m.content;
+    if (Array.isArray(m.content)) {
+        return m.content.filter((b) => b && b.type === 'text' && typeof b.text === 'string').map((b) => b.text).join('');
+    }
+    return null;
 }
 
 // The wall clock in microseconds (for stamped deltas).
@@ -320,7 +335,7 @@ function anthropicPlan(r, model) {
             content({ data: sse('content_block_delta', {
                 type: 'content_block_delta', index,
                 delta: { type: 'input_json_delta', partial_json: piece },
-            }) });
+            }), toolDelta: true });
         }
         content({ data: sse('content_block_stop', { type: 'content_block_stop', index }) });
         index++;
@@ -374,7 +389,7 @@ function openaiPlan(r, model, includeUsage) {
             index: i, id: t.id, type: 'function', function: { name: t.name, arguments: '' },
         }] }) });
         for (const piece of splitParts(t.args, 3)) {
-            content({ data: chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] }) });
+            content({ data: chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] }), toolDelta: true });
         }
     });
     const stop = r.stopReason || (r.toolCalls.length ? 'tool_calls' : 'stop');
@@ -467,6 +482,10 @@ async function stream(req, res, kind, r, body) {
         if (step.textDelta && ++deltas === limit) {
             if (await trigger()) return;
         }
+        if (step.toolDelta && r.cutInTool) {
+            res.socket?.destroy(); // cut inside a tool call's arguments
+            return;
+        }
     }
     if (alive()) res.end();
 }
@@ -487,11 +506,26 @@ function handleProvider(req, res, kind, rawBody, record) {
     }
     const r = normalizeReply(queue.length ? queue.shift() : defaultReply);
     if (r.text.includes('{{user}}')) r.text = r.text.split('{{user}}').join(lastUserText(body));
+    // A prefill (the request ends with the assistant's text): Anthropic refuses one
+    // that ends in whitespace; the reply continues it when the canned text begins
+    // with it, as a model would (prefill: false ignores it, as OpenAI's API does).
+    const prefill = r.prefill && r.status === 200 ? prefillText(body) : null;
+    if (prefill !== null && kind === 'anthropic' && /\s$/.test(prefill)) {
+        return sendJson(res, 400, errorBody(kind, 400, 'invalid_request_error',
+            'messages: final assistant content cannot end with trailing whitespace'));
+    }
+    let continued = null;
+    if (prefill !== null && prefill !== '' && r.text.startsWith(prefill)) {
+        r.text = r.text.slice(prefill.length);
+        continued = Array.from(prefill).length;
+    }
     record.reply = r.status !== 200 ? { status: r.status, ...(r.overflow ? { overflow: true } : {}) } : {
         text: r.text.length, thinking: r.thinking !== null, toolCalls: r.toolCalls.length,
         ...(r.errorAfter !== null ? { errorAfter: r.errorAfter } : {}),
         ...(r.cutAfter !== null ? { cutAfter: r.cutAfter } : {}),
         ...(r.hang ? { hang: true } : {}),
+        ...(r.cutInTool ? { cutInTool: true } : {}),
+        ...(continued !== null ? { continued } : {}),
     };
     if (r.status !== 200) {
         const headers = {};

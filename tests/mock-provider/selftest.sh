@@ -224,6 +224,30 @@ check "client leaving mid-delay: server still answers" \
     curl -sS -f -o /dev/null "$U/__health"
 check "client leaving mid-delay: server process alive" kill -0 "$pid"
 
+# ---- prefill (a reply continued), a cut inside a tool call ------------------------------------
+
+script '{"text":"Hello there, general reader."}'
+curl -sS -N -o "$dir/p1" "$U/v1/messages" -H 'Content-Type: application/json' \
+    -d '{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello there,"}]}'
+check "prefill: the reply continues after it" \
+    sh -c "grep -o '\"text\":\"[^\"]*\"' '$dir/p1' | sed 's/\"text\":\"//; s/\"\$//' | tr -d '\n' | grep -qx ' general reader.'"
+script '{"text":"Hello there, general reader."}'
+code=$(curl -sS -o "$dir/p2" -w '%{http_code}' "$U/v1/messages" -H 'Content-Type: application/json' \
+    -d '{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"Hello there, "}]}]}')
+check "prefill ending in whitespace (anthropic): 400" sh -c "test '$code' = 400 && grep -q 'trailing whitespace' '$dir/p2'"
+script '{"text":"Hello there, general reader.","prefill":false}'
+curl -sS -N -o "$dir/p3" "$U/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello there,"}]}'
+check "prefill: false ignores it (the whole text)" grep -q '"content":"Hell"' "$dir/p3"
+script '{"text":"Hello there, general reader."}'
+curl -sS -N -o "$dir/p4" "$U/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello there,"}]}'
+check "prefill (openai): the reply continues after it" sh -c "grep -q '\"content\":\" gen\"' '$dir/p4' && ! grep -q Hell '$dir/p4'"
+script '{"text":"Let me call.","toolCalls":[{"name":"t","arguments":{"q":"a long argument"}}],"cutInTool":true}'
+anthropic "$dir/p5" >/dev/null 2>&1; rc=$?
+check "cutInTool: cut after the first argument piece" \
+    sh -c "test $rc -ne 0 && test \$(grep -c input_json_delta '$dir/p5') = 1 && ! grep -q message_stop '$dir/p5'"
+
 # ---- robustness -------------------------------------------------------------------------
 
 code=$(curl -sS -o "$dir/r1" -w '%{http_code}' "$U/v1/messages" -d '{"model":"m"}')

@@ -253,6 +253,28 @@ static void test_endpoints(void)
 
 /* The example of docs/agents.md's Providers section loads (tests run from the
  * repository root). */
+/* continuation: prefill for anthropic and off for openai unless the file says;
+ * a built-in keeps its kind's default; anything else is a mistake. */
+static void test_continuation(void)
+{
+    provcfg_t *c = LOAD_OK("{'providers': {'a': {'kind': 'anthropic'}, 'o': {'kind': 'openai'},"
+                           " 'v': {'kind': 'openai', 'continuation': 'continue_final_message'},"
+                           " 'l': {'kind': 'openai', 'continuation': 'prefill'},"
+                           " 'g': {'kind': 'anthropic', 'continuation': 'off'}}}", 0644, 1);
+    if (!c) return;
+    CHECK_EQ_INT(provcfg_find(c, "a")->cont, PROVIDER_CONT_PREFILL);
+    CHECK_EQ_INT(provcfg_find(c, "o")->cont, PROVIDER_CONT_OFF);
+    CHECK_EQ_INT(provcfg_find(c, "v")->cont, PROVIDER_CONT_FINAL_MESSAGE);
+    CHECK_EQ_INT(provcfg_find(c, "l")->cont, PROVIDER_CONT_PREFILL);
+    CHECK_EQ_INT(provcfg_find(c, "g")->cont, PROVIDER_CONT_OFF);
+    CHECK_EQ_INT(provcfg_find(c, "anthropic")->cont, PROVIDER_CONT_PREFILL);
+    CHECK_EQ_INT(provcfg_find(c, "openai")->cont, PROVIDER_CONT_OFF);
+    provcfg_free(c);
+    LOAD_BAD("{'providers': {'a': {'kind': 'anthropic', 'continuation': 'yes'}}}", 0644,
+             "providers.a.continuation: must be \"prefill\", \"continue_final_message\" or \"off\"");
+    LOAD_BAD("{'providers': {'a': {'kind': 'anthropic', 'continuation': true}}}", 0644, "providers.a.continuation:");
+}
+
 static void test_docs_example(void)
 {
     static char text[1 << 17];
@@ -316,6 +338,7 @@ int main(void)
         snprintf(file, sizeof file, "%s/providers.json", dir);
         test_file();
         test_endpoints();
+        test_continuation();
         test_docs_example();
         test_models();
         test_rmtree(dir);

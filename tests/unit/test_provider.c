@@ -245,10 +245,38 @@ static void test_url_headers(void)
     CHECK_EQ_INT(provider_kind_parse(NULL), -1);
 }
 
+/* A history that ends with the assistant's text (a reply continued): it is the last
+ * message of either format, and only vLLM's style adds its flags. */
+static void test_continue(void)
+{
+    json_t *a = json_loads("{\"model\":\"m\"}", 0, NULL);
+    json_t *h = json_loads("[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Hel\"}]", 0, NULL);
+    json_t *b = provider_request_body(PROVIDER_ANTHROPIC, a, h);
+    provider_body_continue(b, PROVIDER_CONT_PREFILL);
+    check_body(b, "{\"model\":\"m\",\"max_tokens\":4096,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                  "{\"role\":\"assistant\",\"content\":\"Hel\"}],\"stream\":true}", __LINE__);
+    json_decref(b);
+    b = provider_request_body(PROVIDER_OPENAI, a, h);
+    provider_body_continue(b, PROVIDER_CONT_FINAL_MESSAGE);
+    check_body(b, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                  "{\"role\":\"assistant\",\"content\":\"Hel\"}],\"stream\":true,"
+                  "\"stream_options\":{\"include_usage\":true},\"continue_final_message\":true,"
+                  "\"add_generation_prompt\":false}", __LINE__);
+    json_decref(b);
+    CHECK_EQ_INT(provider_cont_parse("prefill"), PROVIDER_CONT_PREFILL);
+    CHECK_EQ_INT(provider_cont_parse("continue_final_message"), PROVIDER_CONT_FINAL_MESSAGE);
+    CHECK_EQ_INT(provider_cont_parse("off"), PROVIDER_CONT_OFF);
+    CHECK_EQ_INT(provider_cont_parse("on"), -1);
+    CHECK_EQ_STR(provider_cont_name(PROVIDER_CONT_FINAL_MESSAGE), "continue_final_message");
+    json_decref(a);
+    json_decref(h);
+}
+
 int main(void)
 {
     test_protocol_errors();
     test_request_body();
     test_url_headers();
+    test_continue();
     return TEST_MAIN_END();
 }

@@ -377,6 +377,153 @@ static void test_limits(void)
     session_view_free(&v);
 }
 
+/* Request id of v was cut after streaming text (a restart when restart, else a lost
+ * connection; cut_in: the block its stream was in), its retry scheduled. */
+static void cut_after(session_view *v, const char *id, const char *text, int restart, const char *cut_in)
+{
+    fold(v, event_delta(0, id, text, strlen(text)));
+    if (restart) fold(v, event_request_cancelled(id, "restart", NULL));
+    sstore_event e = event_request_retried(id, v->attempts + 1, restart ? "restart" : "failed",
+                                           restart ? "restart" : "connection", 0, "cut", 10, 2000);
+    if (cut_in) event_retried_cut_in(&e, cut_in);
+    fold(v, e);
+}
+
+/* The assistant message of request id in v's messages, or NULL. */
+static const json_t *reply_of(const session_view *v, const char *id)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(v->messages, i, m) {
+        const char *r = json_string_value(json_object_get(m, "requestId"));
+        if (r && !strcmp(r, id)) return m;
+    }
+    return NULL;
+}
+
+/* A reply cut by a restart or a lost connection is continued from its committed
+ * text, trailing whitespace left off (Anthropic refuses it; the continuation gives
+ * it again), twice over; the view's reply is the text kept and the continuation.
+ * What cannot be continued starts over and says why: thinking, a cut in a tool-use
+ * block, a provider's error, continuation off, a recorded session, only whitespace. */
+static void test_continuation(void)
+{
+    session_view v;
+    rturn_cont c;
+    chat(&v, "Tell me.");
+    /* A first attempt and no cut: nothing to say. */
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && !c.reason);
+    fold(&v, event_request_started("r1", "anthropic", "m", 1));
+    cut_after(&v, "r1", "Caf\xc3\xa9 au lait, ", 1, NULL);
+    CHECK(!reply_of(&v, "r1"));                 /* the attempt left the history */
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(c.continued);
+    CHECK_EQ_STR(c.from, "r1");
+    CHECK_MEM(c.text, c.bytes, "Caf\xc3\xa9 au lait,", strlen("Caf\xc3\xa9 au lait,"));
+    CHECK_EQ_INT(c.chars, 13);
+    CHECK_EQ_INT(c.trimmed, 1);
+    json_t *h = rturn_history(&v);
+    json_array_append_new(h, rturn_prefill(&c));
+    CHECK_EQ_UINT(json_array_size(h), 2);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(h, 1), "role")), "assistant");
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(h, 1), "content")), "Caf\xc3\xa9 au lait,");
+    json_decref(h);
+    /* The retry says so; its reply starts with the kept text. */
+    sstore_event e = event_request_started("r2", "anthropic", "m", 2);
+    event_started_continued(&e, c.from, c.chars, c.trimmed);
+    fold(&v, e);
+    CHECK(!v.cut);
+    fold(&v, event_delta(0, "r2", " please, and ", 13));
+    const json_t *m = reply_of(&v, "r2");
+    CHECK_EQ_STR(json_string_value(json_object_get(m, "content")), "Caf\xc3\xa9 au lait, please, and ");
+    CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(m, PK_CONTINUED_FROM), PK_REQUEST_ID)), "r1");
+    /* Cut again, by a lost connection: continued from the whole of it. */
+    cut_after(&v, "r2", "a crois", 0, NULL);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(c.continued);
+    CHECK_EQ_STR(c.from, "r2");
+    CHECK_MEM(c.text, c.bytes, "Caf\xc3\xa9 au lait, please, and a crois", strlen("Caf\xc3\xa9 au lait, please, and a crois"));
+    CHECK_EQ_INT(c.trimmed, 0);
+    e = event_request_started("r3", "anthropic", "m", 3);
+    event_started_continued(&e, c.from, c.chars, c.trimmed);
+    fold(&v, e);
+    fold(&v, event_delta(0, "r3", "sant.", 5));
+    json_t *u = event_usage(1, 1);
+    fold(&v, event_request_ended("r3", "end_turn", u, 0));
+    json_decref(u);
+    CHECK_EQ_STR(json_string_value(json_object_get(reply_of(&v, "r3"), "content")),
+                 "Caf\xc3\xa9 au lait, please, and a croissant.");
+    CHECK_EQ_UINT(json_array_size(v.messages), 2);
+    /* The view survives a snapshot with the cut attempt it holds. */
+    fold(&v, event_request_started("r4", "anthropic", "m", 1));
+    cut_after(&v, "r4", "Sure", 1, NULL);
+    json_t *snap = session_view_to_json(&v);
+    session_view w;
+    session_view_init(&w);
+    CHECK(session_view_from_json(&w, snap) == 0);
+    json_decref(snap);
+    rturn_continuation(&w, 1, 0, &c);
+    CHECK(c.continued && c.bytes == 4 && !strcmp(c.from, "r4"));
+    /* ... and not where it cannot be: */
+    rturn_continuation(&w, 0, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "off"));
+    rturn_continuation(&w, 1, 1, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "recording"));
+    session_view_free(&w);
+    session_view_free(&v);
+
+    chat(&v, "Think.");
+    fold(&v, event_request_started("t1", "anthropic", "m", 1));
+    fold(&v, event_delta(1, "t1", "hmm", 3));
+    cut_after(&v, "t1", "So", 1, NULL);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "thinking"));
+    /* A retry that starts over replaces the attempt (no text kept). */
+    e = event_request_started("t2", "anthropic", "m", 2);
+    event_started_restarted(&e, c.reason);
+    fold(&v, e);
+    CHECK_EQ_STR(json_string_value(json_object_get(reply_of(&v, "t2"), "content")), "");
+    session_view_free(&v);
+
+    chat(&v, "Call.");
+    fold(&v, event_request_started("k1", "anthropic", "m", 1));
+    cut_after(&v, "k1", "Let me look. ", 0, "tool_use");
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "tool_use"));
+    session_view_free(&v);
+
+    chat(&v, "Overload.");
+    fold(&v, event_request_started("o1", "anthropic", "m", 1));
+    fold(&v, event_delta(0, "o1", "Partial", 7));
+    fold(&v, event_request_retried("o1", 2, "failed", "overloaded", 0, "overloaded_error", 10, 2000));
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "error"));
+    session_view_free(&v);
+
+    chat(&v, "Blank.");
+    fold(&v, event_request_started("b1", "anthropic", "m", 1));
+    cut_after(&v, "b1", " \n\t", 1, NULL);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "empty"));
+    /* A new message after the cut answers afresh: the cut attempt is forgotten. */
+    fold(&v, event_request_cancelled("b1", "interrupted", NULL));
+    json_t *q = json_string("Other.");
+    fold(&v, event_message_user(q, "interrupt", NULL, NULL));
+    json_decref(q);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && !c.reason);
+    session_view_free(&v);
+
+    /* A cut that streamed nothing is a retry like any other. */
+    chat(&v, "Nothing.");
+    fold(&v, event_request_started("n1", "anthropic", "m", 1));
+    fold(&v, event_request_retried("n1", 2, "failed", "connection", 0, "refused", 10, 2000));
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && !c.reason);
+    session_view_free(&v);
+}
+
 static void test_unfence(void)
 {
     const char *in = "  ```json\n{\"a\": 1}\n```\n", *p = in;
@@ -400,5 +547,6 @@ int main(void)
     test_call_approval();
     test_limits();
     test_unfence();
+    test_continuation();
     return TEST_MAIN_END();
 }
