@@ -293,7 +293,7 @@ dropped_metric() {
     rn_wait "$id" '.status == "completed" and .messages[-1].content == "Better now." and .error == null'
 }
 
-@test "a stream that stops without its terminal event is retried, then one complete reply" {
+@test "a stream that stops without its terminal event is retried (continued from its text), then one complete reply" {
     local agent id
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
@@ -304,13 +304,16 @@ dropped_metric() {
         "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Half an \"}}\n\n",
         "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"answer\"}}\n\n"],
         delayMs: 20}')"
-    rn_script "$(jq -nc '{text: "A whole answer.", usage: {input: 5, output: 3}}')"
+    # The retry continues the text the log holds (docs/agents.md): the mock goes on
+    # from where that prefill ends.
+    rn_script "$(jq -nc '{text: "Half an answer, and then a whole one.", usage: {input: 5, output: 3}}')"
     rn_say "$id" "Answer me."
-    rn_wait "$id" '.status == "completed" and .request == null and .messages[-1].content == "A whole answer."'
-    jq -e '[.messages[] | select(.role == "assistant" and (.interrupted | not)) | .content] == ["A whole answer."]' "$DS_BODY" >/dev/null
+    rn_wait "$id" '.status == "completed" and .request == null and .messages[-1].content == "Half an answer, and then a whole one."'
+    jq -e '[.messages[] | select(.role == "assistant" and (.interrupted | not)) | .content] == ["Half an answer, and then a whole one."]' "$DS_BODY" >/dev/null
     jq -e '[.messages[] | .role] == ["user", "assistant"]' "$DS_BODY" >/dev/null
     rn_events "$id" >"$T/ev.json"
-    jq -e '[.[] | select(.type == "text:delta") | .payload.text] | add == "Half an answerA whole answer."' "$T/ev.json" >/dev/null
+    jq -e '[.[] | select(.type == "text:delta") | .payload.text] | add == "Half an answer, and then a whole one."' "$T/ev.json" >/dev/null
+    rn_requests | jq -e '(.[1].body.messages | last) == {role: "assistant", content: "Half an answer"}' >/dev/null
     request_discipline "$T/ev.json"
     jq -e '[.[] | select(.type == "provider:request_retried") | .payload | {reason, cause, attempt}] == [{reason: "failed", cause: "stream_cut", attempt: 2}]' "$T/ev.json" >/dev/null
     jq -e '[.[] | select(.type == "provider:request_ended")] | length == 1' "$T/ev.json" >/dev/null
