@@ -52,6 +52,8 @@ typedef struct frame {
         int asked;              /* tool calls of the step waiting for approval */
         int resumed;            /* the reply goes on after answers to its approvals ... */
         offset_t from;          /* ... recorded here: before it only tool results are sent */
+        int reset;              /* an attempt was retried: reset-step, unless the next continues it */
+        int skip_ws;            /* whitespace a continuation gives again, already sent: not again */
     } ui;
     /* frame_lgraph (ui.phase and ui.tools as frame_uimsg's): what the run streams and
      * where it began and ended (the positions its values are read at). */
@@ -61,8 +63,18 @@ typedef struct frame {
         uint64_t start_seq, start_pos;  /* after it */
         uint64_t end_seq, end_pos;      /* after its last */
         uint64_t skip_seq;      /* a reconnection's Last-Event-ID: events before it are not sent */
+        /* A reply continued (docs/events.md): the attempt that continues (cont_req) streams
+         * as the message it continues (cont_id, the first attempt's id), without the
+         * whitespace (skip_ws) it gives again. Zero-filled past their text. */
+        char cont_req[72], cont_id[72];
+        int skip_ws;
     } lg;
 } frame_t;
+
+/* A continuation's text (text, len bytes) without the leading whitespace it gives
+ * again, at most *skip characters of it (which counts down; any other character
+ * ends the skipping): how many leading bytes to leave out. */
+size_t frame_skip_ws(const char *text, size_t len, int *skip);
 
 /* frame_lgraph's stream modes. */
 enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2, FRAME_LG_UPDATES = 4 };

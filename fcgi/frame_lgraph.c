@@ -161,8 +161,32 @@ static int over(frame_t *f, offset_t at, size_t len, int before)
 static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p, const char *id)
 {
     int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
+    const json_t *from = json_object_get(p, PK_CONTINUED_FROM);
+    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED) && json_is_object(from)) {
+        /* A continuation streams as the message it continues (the first attempt's id). */
+        const char *was = json_string_value(json_object_get(from, PK_REQUEST_ID));
+        const char *now = json_string_value(json_object_get(p, PK_REQUEST_ID));
+        json_t *t = json_object_get(from, PK_TRIMMED);
+        char root[sizeof f->lg.cont_id];
+        snprintf(root, sizeof root, "%s", was && !strcmp(was, f->lg.cont_req) ? f->lg.cont_id : was ? was : "");
+        memset(f->lg.cont_id, 0, sizeof f->lg.cont_id);
+        memset(f->lg.cont_req, 0, sizeof f->lg.cont_req);
+        snprintf(f->lg.cont_id, sizeof f->lg.cont_id, "%s", root);
+        snprintf(f->lg.cont_req, sizeof f->lg.cont_req, "%s", now ? now : "");
+        f->lg.skip_ws = json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) < 64
+                            ? (int)json_integer_value(t) : 0;
+        return 0;
+    }
     if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
         json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
+        const char *r = json_string_value(rid);
+        if (r && f->lg.cont_req[0] && !strcmp(r, f->lg.cont_req)) {
+            size_t n = json_string_length(t), skip = f->lg.skip_ws ? frame_skip_ws(json_string_value(t), n, &f->lg.skip_ws) : 0;
+            if (skip == n) return 0;
+            return event(out, "messages", id, json_pack("[{s:s, s:s%, s:s}, o]", "type", "AIMessageChunk", "content",
+                                                    json_string_value(t) + skip, n - skip, "id", f->lg.cont_id,
+                                                    chunk_meta(p)));
+        }
         return event(out, "messages", id, json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
                                                 t ? t : json_null(), "id", rid ? rid : json_null(), chunk_meta(p)));
     }

@@ -13,7 +13,10 @@
  *   input:requested of a tool call  tool-approval-request {approvalId, toolCallId}; once
  *                                   each call of the step has a result or waits for
  *                                   approval, finish (tool-calls): the reply waits
- *   provider:request_retried        reset-step: the retry replaces what the attempt sent
+ *   provider:request_retried        reset-step: the retry replaces what the attempt sent,
+ *                                   unless it continues it (continuedFrom): then the text
+ *                                   part goes on, without the whitespace the continuation
+ *                                   gives again (docs/events.md, "A reply continued")
  *   provider:request_ended          finish-step, and finish unless it asked for tools
  *   tool:loop_stopped               finish (other)
  *   reply:failed                    error, finish (error)
@@ -135,9 +138,34 @@ static int tool_result(buf_t *out, const json_t *p)
     return rc;
 }
 
+static int event_chunk(frame_t *f, buf_t *out, const char *type, const json_t *p, int course);
+
 /* The chunks of one event of the reply under way, whose course (frame_reply_track)
- * is not FRAME_REPLY_OTHER. */
+ * is not FRAME_REPLY_OTHER: a reset-step owed after a retry first. */
 static int event_chunks(frame_t *f, buf_t *out, const char *type, const json_t *p, int course)
+{
+    int rc = 0;
+    if (f->ui.reset && !strcmp(type, EV_PROVIDER_REQUEST_STARTED)) {
+        const json_t *from = json_object_get(p, PK_CONTINUED_FROM);
+        f->ui.reset = 0;
+        if (json_is_object(from)) {
+            /* The reader has the attempt's text: the continuation goes on from it. */
+            json_t *t = json_object_get(from, PK_TRIMMED);
+            f->ui.skip_ws = json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) < 64
+                                ? (int)json_integer_value(t) : 0;
+            return 0;
+        }
+        return close_parts(f, out) | simple(out, "reset-step");
+    }
+    if (f->ui.reset && strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) {
+        /* Something else ends the reply or comes before the next attempt: as before. */
+        f->ui.reset = 0;
+        rc = close_parts(f, out) | simple(out, "reset-step");
+    }
+    return rc | event_chunk(f, out, type, p, course);
+}
+
+static int event_chunk(frame_t *f, buf_t *out, const char *type, const json_t *p, int course)
 {
     const char *s;
     if (course == FRAME_REPLY_CUT) return finish(f, out, "interrupted");
@@ -158,6 +186,15 @@ static int event_chunks(frame_t *f, buf_t *out, const char *type, const json_t *
         f->ui.step = 1;
         return simple(out, "start-step");
     }
+    if (!strcmp(type, EV_TEXT_DELTA) && f->ui.skip_ws) {
+        const json_t *t = json_object_get(p, PK_TEXT);
+        size_t n = json_string_length(t), skip = frame_skip_ws(json_string_value(t), n, &f->ui.skip_ws);
+        if (skip == n) return 0;
+        json_t *rest = json_stringn_nocheck(json_string_value(t) + skip, n - skip);
+        int r = delta(f, out, 0, rest);
+        json_decref(rest);
+        return r;
+    }
     if (!strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA))
         return delta(f, out, !strcmp(type, EV_THINKING_DELTA), json_object_get(p, PK_TEXT));
     if (!strcmp(type, EV_TOOL_CALLED)) {
@@ -171,7 +208,10 @@ static int event_chunks(frame_t *f, buf_t *out, const char *type, const json_t *
     if (!strcmp(type, EV_INPUT_REQUESTED) && json_is_string(json_object_get(p, PK_CALL_ID)))
         return chunk(out, json_pack("{s:s, s:O, s:O}", "type", "tool-approval-request", "approvalId",
                                     json_object_get(p, PK_INTERACTION_ID), "toolCallId", json_object_get(p, PK_CALL_ID)));
-    if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) return close_parts(f, out) | simple(out, "reset-step");
+    if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) {
+        f->ui.reset = 1;    /* the next attempt says whether it continues this one */
+        return 0;
+    }
     if (!strcmp(type, EV_PROVIDER_REQUEST_CANCELLED)) return close_parts(f, out);  /* what ends it follows */
     if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) {
         if (course != FRAME_REPLY_END) return close_step(f, out);     /* its tools' results, then the next turn */

@@ -409,12 +409,14 @@ retry_after() {
 @test "kill -9 of the runner mid-reply: after a restart the session completes, one request_cancelled (restart), nothing duplicated" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "Recovered after the restart.")]}"
+    # The retry continues the cut reply (docs/agents.md): the mock goes on from the
+    # text the log holds.
+    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "$SLOW_TEXT")]}"
     rn_say "$id" "A question that outlives a crash."
     ds_poll 10 deltas_are_streaming "$id"
     rn_runner_signal KILL
     rn_runner_start
-    rn_wait "$id" '.status == "completed" and .request == null and .messages[-1].content == "Recovered after the restart."'
+    rn_wait "$id" ".status == \"completed\" and .request == null and .messages[-1].content == \"$SLOW_TEXT\""
 
     rn_events "$id" >"$T/ev.json"
     r1=$(ev "$T/ev.json" '[.[] | select(.type == "provider:request_started")][0].payload.requestId')
@@ -433,7 +435,10 @@ retry_after() {
     # second's are the whole reply.
     check "$T/ev.json" "[.[] | select(.type == \"text:delta\" and .payload.requestId == \"$r1\") | .payload.text] | add as \$p
         | (\$p | length) > 0 and (\$t | startswith(\$p))" --arg t "$SLOW_TEXT"
-    check "$T/ev.json" "[.[] | select(.type == \"text:delta\" and .payload.requestId == \"$r2\") | .payload.text] | add == \"Recovered after the restart.\""
+    # ... and the second's continue it from the characters it kept: the reply, each word once.
+    check "$T/ev.json" "([.[] | select(.type == \"provider:request_started\")][1].payload.continuedFrom) as \$c
+        | \$c.requestId == \"$r1\" and ([.[] | select(.type == \"text:delta\" and .payload.requestId == \"$r2\") | .payload.text] | add)
+          == (\$t | .[\$c.chars:])" --arg t "$SLOW_TEXT"
     rn_get "$id"
     # The cut attempt left the history (its retry replaced it; the events keep it).
     check "$DS_BODY" '[.messages[] | {role, reason}] == [{role: "user", reason: null}, {role: "assistant", reason: null}]'

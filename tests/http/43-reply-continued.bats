@@ -161,3 +161,40 @@ cut_then_continue() {
         and (has("continuedFrom") | not)' "$T/ev2.json" >/dev/null
     rn_requests | jq -e 'length == 2 and (.[1].body.messages | last | .role) == "user"' >/dev/null
 }
+
+# A cut after "abcd efgh ijkl " (3 deltas of 5): the prefill leaves the space off, the
+# continuation (" mnop ...") gives it again.
+SPACED="abcd efgh ijkl mnop qrst uvwx yz."
+spaced_script() {
+    rn_script "$(jq -nc --arg t "$SPACED" '{replies: [{text: $t, chunkSize: 5, cutAfter: 3, delayMs: 10},
+        {text: $t, chunkSize: 5, usage: {input: 5, output: 9}}]}')"
+}
+
+@test "the AI SDK's and the LangGraph SDK's streams show a continued reply as one text, each word once" {
+    local agent id
+    agent=$(rn_agent anthropic claude-test-model)
+    # The AI SDK's UI message stream: one text part, no reset-step, the space once.
+    spaced_script
+    id=$(ds_name chat)
+    curl -sS --max-time 30 -o "$T/raw" -H 'Content-Type: application/json' "$DS_URL/v1/aisdk/chat/$agent" \
+        --data-binary "$(jq -nc --arg id "$id" '{id: $id, trigger: "submit-message", messageId: null,
+            messages: [{id: "u1", role: "user", parts: [{type: "text", text: "Letters?"}]}]}')"
+    sed -n 's/^data: //p' "$T/raw" | tr -d '\r' | sed '$d' >"$T/chunks"
+    jq -s -e --arg t "$SPACED" '([.[] | select(.type == "text-delta") | .delta] | add) == $t
+        and ([.[] | select(.type == "reset-step" or .type == "text-start")] | map(.type)) == ["text-start"]' "$T/chunks" >/dev/null ||
+        { cat "$T/chunks" >&2; return 1; }
+    rn_holds "$id" '.messages[1].content == "abcd efgh ijkl mnop qrst uvwx yz."'
+    rn_events "$id" | jq -e '[.[] | select(.type == "provider:request_started")][1].payload.continuedFrom.trimmed == 1' >/dev/null
+
+    # The LangGraph SDK's messages: the continuation's chunks carry the first attempt's id.
+    spaced_script
+    id=$(ds_name th)
+    req POST "/v1/langgraph/threads/$id/runs/stream" -H 'Content-Type: application/json' --data-binary \
+        "{\"assistant_id\": \"$agent\", \"input\": {\"messages\": [{\"role\": \"user\", \"content\": \"Letters?\"}]}, \"stream_mode\": [\"messages-tuple\", \"values\"]}"
+    assert_status 200
+    rn_sse_data "$DS_BODY" messages >"$T/lg"
+    jq -s -e --arg t "$SPACED" '[.[] | .[0] | select(.type == "AIMessageChunk")] as $c
+        | ($c | map(.id) | unique | length) == 1 and ([$c[].content] | add) == $t' "$T/lg" >/dev/null ||
+        { cat "$T/lg" >&2; return 1; }
+    rn_sse_data "$DS_BODY" values | tail -n 1 | jq -e --arg t "$SPACED" '.messages[-1].content == $t' >/dev/null
+}
