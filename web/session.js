@@ -190,6 +190,21 @@ export function sessionPage(main, id) {
         }
         return r;
     }
+    // Keep the first n characters (code points) of el's text, dropping what follows
+    // (its markers before that point stay).
+    function keepChars(el, n) {
+        let left = n;
+        for (const node of [...el.childNodes]) {
+            if (node.nodeType !== Node.TEXT_NODE) {
+                if (left <= 0) node.remove();
+                continue;
+            }
+            const cps = Array.from(node.data);
+            if (left >= cps.length) left -= cps.length;
+            else if (left > 0) { node.data = cps.slice(0, left).join(""); left = 0; }
+            else node.remove();
+        }
+    }
     function message(role, content, flag, cls) {
         const text = typeof content === "string" ? content : json(content);
         chat.append(h("article", { class: `msg msg-${cls || role}` },
@@ -209,6 +224,19 @@ export function sessionPage(main, id) {
             case "provider:request_started": {
                 // A compaction's summarization request is no reply: session:compacted shows it.
                 if (p.purpose === "compaction") break;
+                // A retry that continues a cut attempt (docs/events.md, "A reply
+                // continued") goes on in that attempt's reply: its text kept up to
+                // the characters it says, then a marker, then the continuation.
+                const cont = p.continuedFrom && replies.get(p.continuedFrom.requestId);
+                if (cont) {
+                    keepChars(cont.text, p.continuedFrom.chars || 0);
+                    cont.text.append(h("span", { class: "continued",
+                        title: `continued after a cut: request ${p.requestId} goes on from ${p.continuedFrom.requestId}` }));
+                    cont.flags.append(h("span", { class: "flag" }, `continued (attempt ${p.attempt})`));
+                    cont.box.dataset.request = p.requestId;
+                    replies.set(p.requestId, cont);
+                    break;
+                }
                 const r = reply(p.requestId);
                 if (p.attempt > 1) r.flags.append(h("span", { class: "flag" }, `attempt ${p.attempt}`));
                 break;

@@ -13,6 +13,9 @@
 //                  fork's "Forked as" is shown on the fork's page
 //   labels         the sessions list shows each session's labels and filters on them
 //                  (the Labels box, key:value pairs; kept in the page's address)
+//   continued      a reply cut off and continued (docs/events.md, "A reply continued")
+//                  is one reply: the text kept, a marker, the continuation, each word
+//                  once
 //   workflow-picture
 //                  the Workflows page draws each workflow's phases, steps and
 //                  transitions (a loop included), names and conditions as text; a
@@ -121,6 +124,30 @@ const cases = {
         const end = await page.evaluate(`(${summaryEvents})()`);
         assert(end === done.eventCount, `at the end: the summary says ${end} events, the session has ${done.eventCount}`);
         ok(`at the end both say ${end}, as the API does`);
+    },
+
+    async continued(page) {
+        const agent = `details-cont-${tag}`;
+        await api("POST", "/v1/agents", agentDoc(agent));
+        // Cut after "abcd efgh ijkl " (the mock drops the connection); the retry
+        // continues from "abcd efgh ijkl" and the mock goes on from there.
+        const text = "abcd efgh ijkl mnop qrst uvwx yz.";
+        await script({ replies: [{ text, chunkSize: 5, cutAfter: 3, delayMs: 10 }, { text, chunkSize: 5 }] });
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-cont-${tag}` })).id;
+        await api("POST", `/v1/sessions/${id}/messages`, { content: "Letters?" });
+        await statusIs(id, ["completed"]);
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction(() => /yz\./.test(document.getElementById("chat")?.textContent), null, { timeout: 15000 });
+        const got = await page.evaluate(() => {
+            const boxes = [...document.querySelectorAll("#chat .msg-assistant")];
+            const b = boxes[0];
+            return { boxes: boxes.length, text: b?.querySelector(".text:not(details .text)")?.textContent,
+                     markers: b ? b.querySelectorAll(".continued").length : 0, flags: b?.querySelector(".flags")?.textContent };
+        });
+        assert(got.boxes === 1 && got.text === text && got.markers === 1 && /continued/.test(got.flags),
+               `one reply, continued once: ${JSON.stringify(got)}`);
+        await page.screenshot({ path: `${out}/details-continued.png`, fullPage: true });
+        ok("a continued reply is one reply with a marker where it was continued, each word once");
     },
 
     async prompt(page) {

@@ -86,6 +86,10 @@ details() {
     details summary
 }
 
+@test "headless Chromium: a reply cut off and continued is one reply, with a marker where it was continued" {
+    details continued
+}
+
 @test "headless Chromium: a checkpoint's prompt keeps its line breaks" {
     details prompt
 }

@@ -198,3 +198,17 @@ spaced_script() {
         { cat "$T/lg" >&2; return 1; }
     rn_sse_data "$DS_BODY" values | tail -n 1 | jq -e --arg t "$SPACED" '.messages[-1].content == $t' >/dev/null
 }
+
+@test "a session that records starts a cut reply over (reason recording): each recording is one request's whole answer" {
+    local agent id
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "$(jq -nc '{replies: [{text: "Recorded first go, cut.", chunkSize: 5, cutAfter: 2},
+        {text: "Recorded whole.", usage: {input: 5, output: 3}}]}')"
+    id=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
+    rn_say "$id" "Record me."
+    rn_wait "$id" '.status == "completed" and .request == null'
+    rn_one_reply "$DS_BODY" "Recorded whole."
+    rn_events "$id" | jq -e '[.[] | select(.type == "provider:request_started") | .payload][1]
+        | .continued == false and .reason == "recording"' >/dev/null
+    rn_requests | jq -e 'length == 2 and (.[1].body.messages | last | .role) == "user"' >/dev/null
+}
