@@ -212,3 +212,20 @@ spaced_script() {
         | .continued == false and .reason == "recording"' >/dev/null
     rn_requests | jq -e 'length == 2 and (.[1].body.messages | last | .role) == "user"' >/dev/null
 }
+
+@test "a workflow agent step's reply cut off is continued: its output, the state and agent:completed hold the whole reply" {
+    local agent wf id
+    agent=$(rn_agent anthropic claude-test-model)
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{name: $n, phases: [
+        {name: "write", terminal: true, steps: [{kind: "agent", agent: $a, prompt: "Write.", update: {draft: "$output"}}]}]}')"
+    rn_script "$(jq -nc --arg t "$SPACED" '{replies: [{text: $t, chunkSize: 5, cutAfter: 3, delayMs: 10},
+        {text: $t, chunkSize: 5, usage: {input: 5, output: 9}}]}')"
+    id=$(rn_session "{\"workflow\": \"$wf\", \"input\": {}}")
+    rn_wait "$id" '.status == "completed"'
+    jq -e --arg t "$SPACED" '.state.draft == $t' "$DS_BODY" >/dev/null || { jq -c .state "$DS_BODY" >&2; return 1; }
+    rn_events "$id" >"$T/ev.json"
+    jq -e --arg t "$SPACED" '([.[] | select(.type == "agent:completed") | .payload.output] == [$t])
+        and ([.[] | select(.type == "provider:request_started")][1].payload.continuedFrom.trimmed == 1)' "$T/ev.json" >/dev/null
+    rn_requests | jq -e '(.[1].body.messages | last) == {role: "assistant", content: "abcd efgh ijkl"}' >/dev/null
+}
