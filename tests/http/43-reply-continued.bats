@@ -160,6 +160,9 @@ cut_then_continue() {
     jq -e '[.[] | select(.type == "provider:request_started") | .payload][1] | .continued == false and .reason == "off"
         and (has("continuedFrom") | not)' "$T/ev2.json" >/dev/null
     rn_requests | jq -e 'length == 2 and (.[1].body.messages | last | .role) == "user"' >/dev/null
+    # dstream providers says each provider's continuation.
+    "$DS_BIN/dstream" providers --json "$RN_PROVIDERS" | jq -e '[.providers[] | {key: .name, value: .continuation}] | from_entries
+        == {anthropic: "prefill", openai: "off", vllm: "continue_final_message", nocont: "off"}' >/dev/null
 }
 
 # A cut after "abcd efgh ijkl " (3 deltas of 5): the prefill leaves the space off, the
