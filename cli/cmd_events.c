@@ -288,6 +288,9 @@ int cmd_requests(int argc, char **argv)
             json_object_set_new(row, "costFrom", json_string(json_object_get(played, req) ? "recording" : "spent"));
             /* A compaction's summarization request (docs/agents.md, "Context compaction"). */
             if (json_is_string(json_object_get(p, PK_PURPOSE))) json_object_set(row, "purpose", json_object_get(p, PK_PURPOSE));
+            /* A retry that continued a cut attempt's text (docs/events.md). */
+            if (json_is_object(json_object_get(p, PK_CONTINUED_FROM)))
+                json_object_set(row, "continuedFrom", json_object_get(p, PK_CONTINUED_FROM));
             json_object_set(idx, req, row);
             json_array_append_new(rows, row);
             continue;

@@ -459,6 +459,7 @@ typedef struct {
     json_t *ours;         /* request ids started after our message */
     int printed;
     int dim;              /* a thinking run is open on stderr: one DIM for all its deltas */
+    int skip_ws;          /* a continuation's whitespace, printed already (docs/events.md) */
 } chat_state;
 
 /* Ends the open thinking run, so what comes next is not dimmed. */
@@ -488,12 +489,18 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
         /* A compaction's summarization request: not the reply's (session:compacted says it). */
     } else if (!strcmp(event, EV_PROVIDER_REQUEST_STARTED) && req) {
         json_object_set_new(c->ours, req, json_true());
+        /* A retry that continues the cut reply (printed up to its cut): what follows is
+         * printed after it, without the whitespace the continuation gives again. */
+        json_t *tr = json_object_get(json_object_get(p, PK_CONTINUED_FROM), PK_TRIMMED);
+        c->skip_ws = json_is_integer(tr) && json_integer_value(tr) > 0 && json_integer_value(tr) < 64
+                         ? (int)json_integer_value(tr) : 0;
     } else if (!strcmp(event, EV_TEXT_DELTA) && req && json_object_get(c->ours, req)) {
         /* Whole, by length: a model's text may hold NULs (JSON's \u0000). */
         const json_t *t = json_object_get(p, PK_TEXT);
         if (json_is_string(t) && !c->o->json) {
+            size_t n = json_string_length(t), skip = c->skip_ws ? session_skip_ws(json_string_value(t), n, &c->skip_ws) : 0;
             chat_undim(c);
-            fwrite(json_string_value(t), 1, json_string_length(t), stdout);
+            fwrite(json_string_value(t) + skip, 1, n - skip, stdout);
             fflush(stdout);
             c->printed = 1;
         }

@@ -121,17 +121,6 @@ int frame_reply_track(frame_t *f, const char *type, const json_t *p)
     return FRAME_REPLY_EVENT;
 }
 
-size_t frame_skip_ws(const char *text, size_t len, int *skip)
-{
-    size_t i = 0;
-    while (i < len && *skip > 0 && text[i] && strchr(" \t\r\n\f\v", text[i])) {
-        i++;
-        (*skip)--;
-    }
-    if (i < len) *skip = 0;
-    return i;
-}
-
 int frame_envelope(buf_t *out, const void *data, size_t len, offset_t at)
 {
     const char *d = data;

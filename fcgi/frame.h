@@ -71,11 +71,6 @@ typedef struct frame {
     } lg;
 } frame_t;
 
-/* A continuation's text (text, len bytes) without the leading whitespace it gives
- * again, at most *skip characters of it (which counts down; any other character
- * ends the skipping): how many leading bytes to leave out. */
-size_t frame_skip_ws(const char *text, size_t len, int *skip);
-
 /* frame_lgraph's stream modes. */
 enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2, FRAME_LG_UPDATES = 4 };
 

@@ -181,7 +181,7 @@ static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
         const char *r = json_string_value(rid);
         if (r && f->lg.cont_req[0] && !strcmp(r, f->lg.cont_req)) {
-            size_t n = json_string_length(t), skip = f->lg.skip_ws ? frame_skip_ws(json_string_value(t), n, &f->lg.skip_ws) : 0;
+            size_t n = json_string_length(t), skip = f->lg.skip_ws ? session_skip_ws(json_string_value(t), n, &f->lg.skip_ws) : 0;
             if (skip == n) return 0;
             return event(out, "messages", id, json_pack("[{s:s, s:s%, s:s}, o]", "type", "AIMessageChunk", "content",
                                                     json_string_value(t) + skip, n - skip, "id", f->lg.cont_id,

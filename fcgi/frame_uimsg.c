@@ -188,7 +188,7 @@ static int event_chunk(frame_t *f, buf_t *out, const char *type, const json_t *p
     }
     if (!strcmp(type, EV_TEXT_DELTA) && f->ui.skip_ws) {
         const json_t *t = json_object_get(p, PK_TEXT);
-        size_t n = json_string_length(t), skip = frame_skip_ws(json_string_value(t), n, &f->ui.skip_ws);
+        size_t n = json_string_length(t), skip = session_skip_ws(json_string_value(t), n, &f->ui.skip_ws);
         if (skip == n) return 0;
         json_t *rest = json_stringn_nocheck(json_string_value(t) + skip, n - skip);
         int r = delta(f, out, 0, rest);

@@ -293,6 +293,17 @@ size_t session_chars_prefix(const char *s, size_t len, int64_t chars)
     return i;
 }
 
+size_t session_skip_ws(const char *text, size_t len, int *skip)
+{
+    size_t i = 0;
+    while (i < len && *skip > 0 && text[i] && strchr(" \t\r\n\f\v", text[i])) {
+        i++;
+        (*skip)--;
+    }
+    if (i < len) *skip = 0;
+    return i;
+}
+
 static int64_t int_of(const json_t *o, const char *k)
 {
     json_t *x = json_object_get(o, k);

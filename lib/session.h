@@ -262,6 +262,12 @@ typedef struct session_view {
 /* The bytes of s (len bytes of UTF-8) that hold its first chars characters (code
  * points): len when it has no more. */
 size_t session_chars_prefix(const char *s, size_t len, int64_t chars);
+/* A continuation's text (text, len bytes) without the leading whitespace it gives
+ * again (docs/events.md, "A reply continued": continuedFrom's trimmed), for a
+ * reader that showed the cut attempt's text whole: at most *skip whitespace
+ * characters (*skip counts down; any other character ends the skipping). Returns
+ * how many leading bytes to leave out. */
+size_t session_skip_ws(const char *text, size_t len, int *skip);
 
 /* What the session spent itself: cost_usd less what it inherited and what it was
  * answered from recordings (never below 0). */

@@ -173,7 +173,7 @@ spaced_script() {
         {text: $t, chunkSize: 5, usage: {input: 5, output: 9}}]}')"
 }
 
-@test "the AI SDK's and the LangGraph SDK's streams show a continued reply as one text, each word once" {
+@test "the AI SDK's and the LangGraph SDK's streams and dstream chat show a continued reply as one text, each word once" {
     local agent id
     agent=$(rn_agent anthropic claude-test-model)
     # The AI SDK's UI message stream: one text part, no reset-step, the space once.
@@ -200,6 +200,17 @@ spaced_script() {
         | ($c | map(.id) | unique | length) == 1 and ([$c[].content] | add) == $t' "$T/lg" >/dev/null ||
         { cat "$T/lg" >&2; return 1; }
     rn_sse_data "$DS_BODY" values | tail -n 1 | jq -e --arg t "$SPACED" '.messages[-1].content == $t' >/dev/null
+
+    # dstream chat prints it once too; dstream requests says which request continued which.
+    rn_cli_env
+    spaced_script
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    run --separate-stderr "$DS_BIN/dstream" chat "$id" "Letters?"
+    assert_success
+    assert_output "$SPACED"
+    run --separate-stderr "$DS_BIN/dstream" requests "$id" --json
+    assert_success
+    jq -s -e '.[0].outcome == "retried" and .[1].continuedFrom == {requestId: .[0].requestId, chars: 14, trimmed: 1}' <<<"$output" >/dev/null
 }
 
 @test "a session that records starts a cut reply over (reason recording): each recording is one request's whole answer" {
