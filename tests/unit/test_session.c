@@ -1277,6 +1277,28 @@ static void test_cost(void)
     session_view_free(&v);
 }
 
+/* A continued reply's text: the characters kept (code points, not bytes), and the
+ * whitespace a continuation gives again left out for a reader that showed it. */
+static void test_continued_text(void)
+{
+    const char *t = "Caf\xc3\xa9 au lait";
+    CHECK_EQ_UINT(session_chars_prefix(t, strlen(t), 4), 5);
+    CHECK_EQ_UINT(session_chars_prefix(t, strlen(t), 3), 3);
+    CHECK_EQ_UINT(session_chars_prefix(t, strlen(t), 0), 0);
+    CHECK_EQ_UINT(session_chars_prefix(t, strlen(t), 99), strlen(t));
+    int skip = 1;
+    CHECK_EQ_UINT(session_skip_ws(" mnop", 5, &skip), 1);
+    CHECK_EQ_INT(skip, 0);
+    skip = 2;
+    CHECK_EQ_UINT(session_skip_ws("\n", 1, &skip), 1);     /* a delta of only whitespace: the next goes on */
+    CHECK_EQ_INT(skip, 1);
+    CHECK_EQ_UINT(session_skip_ws("\n\nx", 3, &skip), 1);
+    CHECK_EQ_INT(skip, 0);
+    skip = 1;
+    CHECK_EQ_UINT(session_skip_ws("word", 4, &skip), 0);   /* no whitespace given again: nothing left out */
+    CHECK_EQ_INT(skip, 0);
+}
+
 int main(void)
 {
     test_cost();
@@ -1297,5 +1319,6 @@ int main(void)
     test_trace();
     test_encode();
     test_text_nul();
+    test_continued_text();
     return TEST_MAIN_END();
 }
