@@ -766,10 +766,13 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     /* The retry replaces the attempt: what it streamed leaves the history (the
      * events keep it), so a reply shows once however often it was cut. */
     json_t *m = assistant_for(v, str(p, PK_REQUEST_ID));
-    /* ... but its next attempt may continue its text: kept until that one starts. */
-    json_decref(v->cut);
-    v->cut = NULL;
-    if (m) {
+    /* ... but its next attempt may continue its text: kept until that one starts (a
+     * compaction's summarization request, which is no reply, leaves it be). */
+    if (!is_compaction(p)) {
+        json_decref(v->cut);
+        v->cut = NULL;
+    }
+    if (m && !is_compaction(p)) {
         const json_t *think = json_object_get(m, "thinking");
         v->cut = json_pack("{s:O, s:O, s:b}", PK_REQUEST_ID, json_object_get(p, PK_REQUEST_ID), PK_CONTENT,
                            json_object_get(m, "content"), "thinking", json_string_length(think) > 0);
