@@ -41,6 +41,8 @@ const router_route router_routes[] = {
     {"/v1/sessions/{id}/state", "GET"},
     {"/v1/sessions/{id}/events", "GET"},
     {"/v1/sessions/{id}/drift", "GET"},
+    {"/v1/sessions/{id}/lineage", "GET"},
+    {"/v1/sessions/{id}/diff", "GET"},
     {"/v1/sessions/{id}/messages", "POST"},
     {"/v1/sessions/{id}/input", "POST"},
     {"/v1/sessions/{id}/cancel", "POST"},
@@ -167,7 +169,7 @@ static int routed(req_t *r)
 
 /* The scope a route needs. Streams: read or write on the path; a session's own
  * stream is the session's (sessions:read on its id). Sessions: read for GET of a
- * session, its state, events and drift report, write for everything else that names one; the
+ * session, its state, events, drift report, lineage and diff, write for everything else that names one; the
  * collection needs a scope of the kind (create and fork check the new id, the list
  * shows only what the token may read). Agents and workflows: any session scope may
  * read them, admin changes them. Metrics, recordings and the MCP servers: admin. */
@@ -235,8 +237,10 @@ static int authorize(req_t *r, const char *path)
          * checks each, fcgi/bulk.c). */
         if (!strcmp(m, "POST") && !*sub && sessions_bulk_action(id))
             return allow_kind(r, "sessions:write");
-        /* A fork reads its source; the new session's id is checked by the resource. */
-        int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift"))) ||
+        /* A fork reads its source; the new session's id is checked by the resource, as
+         * are a diff's other session and the sessions a lineage shows. */
+        int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift") ||
+                            !strcmp(sub, "lineage") || !strcmp(sub, "diff"))) ||
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));
         return req_allow(r, read ? "sessions:read" : "sessions:write", id);
     }

@@ -13,6 +13,7 @@
 #include "../lib/compact.h"
 #include "../lib/defs.h"
 #include "../lib/event.h"
+#include "../lib/lineage.h"
 #include "../lib/sfilter.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
@@ -443,6 +444,88 @@ static void events(req_t *r, const char *id)
     frame_t f;
     frame_init(&f, sse ? &frame_events : ln >= 0 ? &frame_longpoll : &frame_catchup, 1);
     live_run(r, &rr, &f);
+}
+
+/* A whole-number query parameter in [lo, hi] into *v (def when absent). 0, or -1
+ * after answering 400 code. */
+static int query_int(req_t *r, const char *name, long lo, long hi, long def, const char *code, long *v)
+{
+    char q[24];
+    int n = req_query(r, name, q, sizeof q);
+    *v = def;
+    if (n == -1) return 0;
+    char *end = q;
+    if (n > 0) *v = strtol(q, &end, 10);
+    if (n <= 0 || *end || end == q || *v < lo || *v > hi) {
+        res_error(r, 400, code, "%s must be a whole number from %ld to %ld", name, lo, hi);
+        return -1;
+    }
+    return 0;
+}
+
+/* GET /v1/sessions/{id}/lineage: the tree of forks around it; the sessions the
+ * token may not read are hidden (lib/lineage). */
+static void lineage(req_t *r, const char *id)
+{
+    long limit;
+    json_t *j = NULL;
+    if (query_int(r, "limit", 1, LINEAGE_LIMIT_MAX, LINEAGE_LIMIT_DEFAULT, "bad_limit", &limit)) return;
+    int rc = lineage_tree(r->log, id, (int)limit, readable, r, &j);
+    if (rc) {
+        fail(r, rc);
+        return;
+    }
+    res_json(r, 200, j);
+    json_decref(j);
+}
+
+/* An optional position query parameter (as state's at=) into *at; *has says whether
+ * it was given. 0, or -1 after answering 400 bad_offset. */
+static int query_at(req_t *r, const char *name, int *has, offset_t *at)
+{
+    char q[64];
+    offset_kind k;
+    int n = req_query(r, name, q, sizeof q);
+    *has = n != -1;
+    if (n == -1) return 0;
+    if (n <= 0 || offset_parse(q, (size_t)n, &k, at) || k == OFFSET_NOW) {
+        res_error(r, 400, "bad_offset", "%s must be -1 or an offset the server returned", name);
+        return -1;
+    }
+    if (k == OFFSET_START) at->seq = at->pos = 0;
+    return 0;
+}
+
+/* GET /v1/sessions/{a}/diff?with={b}[&at=][&withAt=][&context=]: where the two agree
+ * and how they differ (lib/lineage). The token reads both. */
+static void diff(req_t *r, const char *id)
+{
+    char with[SSTORE_ID_MAX + 1];
+    long context;
+    json_t *j = NULL;
+    lineage_diff_req q;
+    memset(&q, 0, sizeof q);
+    int n = req_query(r, "with", with, sizeof with);
+    if (n == -1 || n <= 0 || !sstore_valid_id(with)) {
+        res_error(r, 400, "bad_with", "with must name the other session (1 to 63 of [A-Za-z0-9_-])");
+        return;
+    }
+    if (!req_allow(r, "sessions:read", with)) return;
+    if (query_at(r, "at", &q.has_at_a, &q.at_a) || query_at(r, "withAt", &q.has_at_b, &q.at_b) ||
+        query_int(r, "context", 0, LINEAGE_CONTEXT_MAX, LINEAGE_CONTEXT_DEFAULT, "bad_context", &context))
+        return;
+    q.a = id;
+    q.b = with;
+    q.context = (int)context;
+    q.scan = LINEAGE_SCAN_DEFAULT;
+    int rc = lineage_diff(r->log, &q, &j);
+    const char *which = q.side == 'b' ? "withAt" : "at";
+    if (rc == LOG_ENOTFOUND) res_error(r, 404, "not_found", "no such session %s", q.side == 'b' ? with : id);
+    else if (rc == LOG_ERANGE) res_error(r, 400, "bad_offset", "%s is beyond the session's last event", which);
+    else if (rc == LOG_EOFFSET) res_error(r, 400, "bad_offset", "%s is not a position of the session", which);
+    else if (rc) fail(r, rc);
+    else res_json(r, 200, j);
+    json_decref(j);
 }
 
 /* ---- commands ----------------------------------------------------------------------------- */
@@ -909,7 +992,8 @@ void sessions_handle(req_t *r, const char *rest)
                   {"cancel", "POST", sessions_cancel},    {"stop", "POST", sessions_stop},
                   {"compact", "POST", sessions_compact},
                   {"fork", "POST", fork_session}, {"events", "GET", events},
-                  {"drift", "GET", recording_drift}};
+                  {"drift", "GET", recording_drift}, {"lineage", "GET", lineage},
+                  {"diff", "GET", diff}};
     if (!*sub) {
         if (!strcmp(m, "GET")) get(r, id, 0);
         else if (!strcmp(m, "DELETE")) {

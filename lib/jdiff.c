@@ -48,3 +48,49 @@ int jdiff(const json_t *a, const json_t *b, buf_t *path, const json_t **da, cons
     *db = b;
     return 1;
 }
+
+/* path ends at len again, NUL-terminated. */
+static void cut(buf_t *path, size_t len)
+{
+    path->len = len;
+    if (path->p) path->p[len] = '\0';
+}
+
+int jdiff_each(const json_t *a, const json_t *b, buf_t *path,
+               int (*fn)(void *ud, const char *path, const json_t *da, const json_t *db), void *ud)
+{
+    size_t at = path->len;
+    int rc = 0;
+    if (a && b && json_typeof(a) == json_typeof(b) && json_is_object(a)) {
+        size_t n = json_object_size(a) + json_object_size(b), k = 0;
+        const char **keys = calloc(n ? n : 1, sizeof *keys);
+        if (!keys) abort();
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)a, key, v) keys[k++] = key;
+        json_object_foreach((json_t *)b, key, v)
+            if (!json_object_get(a, key)) keys[k++] = key;
+        qsort(keys, k, sizeof *keys, cmp_str);
+        for (size_t i = 0; i < k && !rc; i++) {
+            if ((rc = buf_printf(path, "%s%s", at ? "." : "", keys[i]))) break;
+            rc = jdiff_each(json_object_get(a, keys[i]), json_object_get(b, keys[i]), path, fn, ud);
+            cut(path, at);
+        }
+        free(keys);
+        return rc;
+    }
+    if (a && b && json_typeof(a) == json_typeof(b) && json_is_array(a)) {
+        size_t na = json_array_size(a), nb = json_array_size(b);
+        for (size_t i = 0; (i < na || i < nb) && !rc; i++) {
+            if ((rc = buf_printf(path, "[%zu]", i))) break;
+            rc = jdiff_each(json_array_get(a, i), json_array_get(b, i), path, fn, ud);
+            cut(path, at);
+        }
+        return rc;
+    }
+    if (!a && !b) return 0;
+    if (a && b && json_equal((json_t *)a, (json_t *)b)) return 0;
+    if ((rc = buf_reserve(path, 1))) return rc;
+    path->p[path->len] = '\0';
+    return fn(ud, path->p, a, b);
+}

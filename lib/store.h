@@ -176,7 +176,10 @@ typedef struct store_tokens_ops {
 } store_tokens_ops;
 
 /* Sessions (lib/sstore.h): their rows and the snapshots of their views. get:
- * 0 or LOG_ENOTFOUND (deleted ones are not found); list: newest first, those f
+ * 0 or LOG_ENOTFOUND (deleted ones are not found); kin_get: the same, a deleted
+ * row too (whose forks may still read its stream), *deleted says which; children:
+ * the rows (deleted ones too, *deleted said) whose parent is id, oldest first
+ * (created_ms, then id), at most max, until fn returns nonzero; list: newest first, those f
  * takes (lib/sstore.h's sstore_filter: status, agent, workflow, labels, creation
  * range) created before (before_ms, before_id), at most max rows (-1: no limit), until
  * fn returns nonzero; unfinished: the ids of sessions with work left (pending,
@@ -187,6 +190,9 @@ typedef struct store_tokens_ops {
  * 0 if none. */
 typedef struct store_sessions_ops {
     int (*get)(log_conn_t *c, const char *id, sstore_row *row);
+    int (*kin_get)(log_conn_t *c, const char *id, sstore_row *row, int *deleted);
+    int (*children)(log_conn_t *c, const char *id, int max, int (*fn)(void *ud, const sstore_row *row, int deleted),
+                    void *ud);
     int (*list)(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                 int (*fn)(void *ud, const sstore_row *row), void *ud);
     int (*unfinished)(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);

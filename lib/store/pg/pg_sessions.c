@@ -52,6 +52,43 @@ static int pg_get(log_conn_t *c, const char *id, sstore_row *row)
     return rc;
 }
 
+static int pg_kin_get(log_conn_t *c, const char *id, sstore_row *row, int *deleted)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    PGresult *r = pg_run(c, "SELECT " ROW_COLS ", deleted FROM sessions WHERE id = $1::text", &p, 0, &rc);
+    if (!r) return rc;
+    rc = PQntuples(r) > 0 ? 0 : LOG_ENOTFOUND;
+    if (!rc) {
+        row_of(r, 0, row);
+        *deleted = pg_int_of(r, 0, 11) != 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static int pg_children(log_conn_t *c, const char *id, int max,
+                       int (*fn)(void *ud, const sstore_row *row, int deleted), void *ud)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    pg_int(&p, max);
+    PGresult *r = pg_run(c, "SELECT " ROW_COLS ", deleted FROM sessions WHERE parent = $1::text"
+                            " ORDER BY created_ms, id COLLATE \"C\" LIMIT $2::bigint", &p, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        sstore_row row;
+        row_of(r, i, &row);
+        if (fn(ud, &row, pg_int_of(r, i, 11) != 0)) break;
+    }
+    PQclear(r);
+    return 0;
+}
+
 /* The filter's labels (a JSON object) must all be in the session's: containment. */
 static int pg_list(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                    int (*fn)(void *ud, const sstore_row *row), void *ud)
@@ -196,6 +233,8 @@ static int pg_snapshot_put(log_conn_t *c, const char *id, offset_t at, const cha
 
 const store_sessions_ops pg_sessions_ops = {
     .get = pg_get,
+    .kin_get = pg_kin_get,
+    .children = pg_children,
     .list = pg_list,
     .unfinished = pg_unfinished,
     .insert = pg_insert,

@@ -47,6 +47,39 @@ static int sq_get(log_conn_t *c, const char *id, sstore_row *row)
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
 }
 
+static int sq_kin_get(log_conn_t *c, const char *id, sstore_row *row, int *deleted)
+{
+    sqlite3_stmt *st;
+    if (sq_stmt(c, "SELECT " ROW_COLS ", deleted FROM sessions WHERE id = ?", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_of(st, row);
+        *deleted = sqlite3_column_int(st, 11) != 0;
+    }
+    sq_stmt_done(c, st);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LOG_ENOTFOUND : LOG_EIO;
+}
+
+static int sq_children(log_conn_t *c, const char *id, int max,
+                       int (*fn)(void *ud, const sstore_row *row, int deleted), void *ud)
+{
+    sqlite3_stmt *st;
+    if (sq_stmt(c, "SELECT " ROW_COLS ", deleted FROM sessions WHERE parent = ?"
+                    " ORDER BY created_ms, id LIMIT ?", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, max);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sstore_row row;
+        row_of(st, &row);
+        if (fn(ud, &row, sqlite3_column_int(st, 11) != 0)) break;
+    }
+    sq_stmt_done(c, st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : LOG_EIO;
+}
+
 /* The filter's labels (a JSON object) are matched key by key: a session lacking one,
  * or holding another value, is left out (keys are lib/sfilter's: no quote to escape). */
 static int sq_list(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
@@ -184,6 +217,8 @@ static int sq_snapshot_put(log_conn_t *c, const char *id, offset_t at, const cha
 
 const store_sessions_ops sq_sessions_ops = {
     .get = sq_get,
+    .kin_get = sq_kin_get,
+    .children = sq_children,
     .list = sq_list,
     .unfinished = sq_unfinished,
     .insert = sq_insert,
