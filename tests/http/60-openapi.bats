@@ -201,6 +201,14 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/fork' POST "/v1/sessions/$sid/fork" "${J[@]}" --data-binary '{"at": "-1", "mode": "playback"}'
     fid=$(jq -r .id "$DS_BODY")
     x '/v1/sessions/{id}/fork' POST "/v1/sessions/$sid/fork" "${J[@]}" --data-binary '{"at": 7}'
+    x '/v1/sessions/{id}/lineage' GET "/v1/sessions/$fid/lineage"
+    x '/v1/sessions/{id}/lineage' GET "/v1/sessions/$sid/lineage?limit=1"
+    x '/v1/sessions/{id}/lineage' GET "/v1/sessions/$sid/lineage?limit=0"
+    x '/v1/sessions/{id}/lineage' GET /v1/sessions/no-such-session/lineage
+    x '/v1/sessions/{id}/diff' GET "/v1/sessions/$fid/diff?with=$sid"
+    x '/v1/sessions/{id}/diff' GET "/v1/sessions/$sid/diff?with=$sid&at=-1&context=0"
+    x '/v1/sessions/{id}/diff' GET "/v1/sessions/$sid/diff"
+    x '/v1/sessions/{id}/diff' GET "/v1/sessions/$sid/diff?with=no-such-session"
     x /v1/sessions GET "/v1/sessions?limit=1"
     x /v1/sessions GET "/v1/sessions?status=running&limit=100"
     x /v1/sessions GET "/v1/sessions?status=sleeping"

@@ -6,7 +6,9 @@
  * deletion (hidden, its snapshots gone, its id free again only once deleted),
  * and the snapshots (the newest at or before a position; one position written
  * again is replaced); the list's filter (agent, workflow, creation range, labels
- * matched key by key, all at once) and labels kept on the row. On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
+ * matched key by key, all at once) and labels kept on the row; the rows of a lineage (kin_get: a deleted row
+ * too, said; children: a session's forks oldest first, ids byte by byte, deleted
+ * ones said, at most max, an early stop). On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
  * set. */
 #include "sstore.h"
 
@@ -290,6 +292,51 @@ static void test_snapshots_and_delete(void)
     CHECK_EQ_STR(list(NULL, INT64_MAX, "", 1, 0), "s_b");
 }
 
+static int collect_kin(void *ud, const sstore_row *r, int deleted)
+{
+    ids *x = ud;
+    size_t len = strlen(x->s);
+    snprintf(x->s + len, sizeof x->s - len, "%s%s%s", len ? " " : "", r->id, deleted ? "(deleted)" : "");
+    x->n++;
+    return x->stop_after && x->n >= x->stop_after;
+}
+
+static const char *kids(const char *id, int max, int stop_after)
+{
+    static ids x;
+    memset(&x, 0, sizeof x);
+    x.stop_after = stop_after;
+    CHECK_EQ_INT(ops()->children(conn, id, max, collect_kin, &x), 0);
+    return x.s;
+}
+
+static void test_kin(void)
+{
+    sstore_row r;
+    int deleted = -1;
+    CHECK_EQ_INT(insert("k_r", "completed", 10, NULL, NULL), 0);
+    CHECK_EQ_INT(insert("k_b", "running", 30, NULL, "k_r"), 0);
+    CHECK_EQ_INT(insert("k_a", "pending", 20, NULL, "k_r"), 0);
+    CHECK_EQ_INT(insert("K_c", "pending", 20, NULL, "k_r"), 0);
+    CHECK_EQ_INT(insert("k_aa", "pending", 40, "wf", "k_a"), 0);
+    CHECK_EQ_INT(write_op(1, "k_a", NULL, 50, 0, NULL), 0);
+    CHECK_EQ_STR(kids("k_r", 10, 0), "K_c k_a(deleted) k_b");
+    CHECK_EQ_STR(kids("k_r", 2, 0), "K_c k_a(deleted)");
+    CHECK_EQ_STR(kids("k_r", 10, 1), "K_c");
+    CHECK_EQ_STR(kids("k_a", 10, 0), "k_aa");
+    CHECK_EQ_STR(kids("k_b", 10, 0), "");
+    CHECK_EQ_INT(ops()->get(conn, "k_a", &r), LOG_ENOTFOUND);
+    CHECK_EQ_INT(ops()->kin_get(conn, "k_a", &r, &deleted), 0);
+    CHECK_EQ_INT(deleted, 1);
+    CHECK_EQ_STR(r.parent, "k_r");
+    CHECK_EQ_STR(r.fork_offset, "0000000000000002_0000000000000040");
+    CHECK_EQ_INT(ops()->kin_get(conn, "k_aa", &r, &deleted), 0);
+    CHECK_EQ_INT(deleted, 0);
+    CHECK_EQ_STR(r.workflow, "wf");
+    CHECK_EQ_STR(r.parent, "k_a");
+    CHECK_EQ_INT(ops()->kin_get(conn, "k_nosuch", &r, &deleted), LOG_ENOTFOUND);
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -297,6 +344,7 @@ int main(void)
             test_rows();
             test_snapshots_and_delete();
             test_filters();
+            test_kin();
         }
         test_db_close(dir, lg, conn);
     }
