@@ -71,6 +71,9 @@ int cmd_convo(int argc, char **argv);
 int cmd_requests(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_search(int argc, char **argv);
+/* dstream lineage ID and dstream diff A B (cli/cmd_lineage.c). */
+int cmd_lineage(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_streams(const char *db, int argc, char **argv);
 /* dstream tail and append over HTTP, on /v1/stream/PATH (cli/cmd_streams.c). */
 int cmd_tail_http(int argc, char **argv);
@@ -86,6 +89,11 @@ json_t *offline_events(const char *id, char *next, size_t ncap, int *rc);
 /* Session id from cli_db as GET /v1/sessions/ID (at NULL) or GET .../state?at=AT
  * give it; NULL on failure with *rc the exit code. */
 json_t *offline_session(const char *id, const char *at, int *rc);
+/* The lineage of session id (at most limit sessions looked at), or the diff of a
+ * and b (at, with_at: positions or NULL), from cli_db as GET .../lineage and GET
+ * .../diff give them; NULL with *rc. */
+json_t *offline_lineage(const char *id, int limit, int *rc);
+json_t *offline_diff(const char *a, const char *b, const char *at, const char *with_at, int context, int *rc);
 /* A page of sessions from cli_db as GET /v1/sessions gives it: {"sessions": [{id,
  * status, ...}], "nextCursor"}; NULL with *rc. */
 json_t *offline_list(const char *status, const char *cursor, int limit, int *rc);

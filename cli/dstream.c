@@ -200,6 +200,8 @@ static const command commands[] = {
     {"requests", cmd_requests, NULL, NULL, 0, cmd_requests},
     {"export", cmd_export, NULL, NULL, 0, cmd_export},
     {"search", cmd_search, NULL, NULL, 0, cmd_search},
+    {"lineage", cmd_lineage, NULL, NULL, 0, cmd_lineage},
+    {"diff", cmd_diff, NULL, NULL, 0, cmd_diff},
     {"streams", NULL, cmd_streams, NULL, 0, cmd_streams_http},
     {"help", cmd_help, NULL, NULL, 0, NULL},
 };

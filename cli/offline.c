@@ -1,6 +1,6 @@
 /* The debug commands that read the database file instead of asking the server
  * (`dstream --db PATH events ID`): events and events --follow, convo, requests,
- * export, search, sessions show and state, streams head. The events are the
+ * export, search, sessions show and state, lineage, diff, streams head. The events are the
  * messages of the stream sessions/ID, each given its offset as the API does; a
  * session is shown as GET /v1/sessions/ID shows it (lib/sstore). */
 #include <signal.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/lineage.h"
 #include "../lib/log.h"
 #include "../lib/session.h"
 #include "../lib/sstore.h"
@@ -142,6 +143,67 @@ json_t *offline_session(const char *id, const char *at, int *rc)
         }
     }
     session_view_free(&v);
+    log_conn_close(c);
+    log_close(log);
+    return j;
+}
+
+json_t *offline_lineage(const char *id, int limit, int *rc)
+{
+    char path[300];
+    log_t *log;
+    json_t *j = NULL;
+    log_conn_t *c = open_session(id, path, sizeof path, &log, rc);
+    if (!c) return NULL;
+    int lrc = lineage_tree(c, id, limit, NULL, NULL, &j);
+    if (lrc) *rc = session_error(id, lrc);
+    log_conn_close(c);
+    log_close(log);
+    return j;
+}
+
+/* An optional --at of diff into *at (*has: given). 0, or -1 (printed). */
+static int diff_at(const char *opt, const char *s, int *has, offset_t *at)
+{
+    offset_kind k;
+    *has = s != NULL;
+    if (!s) return 0;
+    if (offset_parse(s, strlen(s), &k, at) || k == OFFSET_NOW) {
+        fprintf(stderr, "dstream: %s %s: -1 or an offset of the session's events\n", opt, s);
+        return -1;
+    }
+    if (k == OFFSET_START) at->seq = at->pos = 0;
+    return 0;
+}
+
+json_t *offline_diff(const char *a, const char *b, const char *at, const char *with_at, int context, int *rc)
+{
+    char path[300];
+    log_t *log;
+    json_t *j = NULL;
+    lineage_diff_req q;
+    memset(&q, 0, sizeof q);
+    if (!sstore_valid_id(b)) {
+        fprintf(stderr, "dstream: no session %s\n", b);
+        *rc = EXIT_NOTFOUND;
+        return NULL;
+    }
+    if (diff_at("--at", at, &q.has_at_a, &q.at_a) || diff_at("--with-at", with_at, &q.has_at_b, &q.at_b)) {
+        *rc = EXIT_REJECTED;
+        return NULL;
+    }
+    log_conn_t *c = open_session(a, path, sizeof path, &log, rc);
+    if (!c) return NULL;
+    q.a = a, q.b = b, q.context = context, q.scan = LINEAGE_SCAN_DEFAULT;
+    int lrc = lineage_diff(c, &q, &j);
+    if (lrc == LOG_ERANGE || lrc == LOG_EOFFSET) {
+        /* The server's 400 bad_offset. */
+        fprintf(stderr, "dstream: %s %s: %s\n", q.side == 'b' ? "--with-at" : "--at", q.side == 'b' ? with_at : at,
+                lrc == LOG_ERANGE ? "beyond the session's last event" : "not a position of this session");
+        *rc = EXIT_REJECTED;
+    } else if (lrc) {
+        *rc = session_error(q.side == 'b' ? b : a, lrc);
+    }
     log_conn_close(c);
     log_close(log);
     return j;

@@ -146,6 +146,17 @@ static const cli_doc docs[] = {
      "usage: dstream [--db PATH] export ID [--format jsonl|yaml]\n"
      "  every event, with its offset (--json: jsonl)\n"
      BOTH},
+    {"lineage", " --limit= " REMOTE, "the tree of forks a session belongs to",
+     "usage: dstream [--db PATH] lineage ID [--limit N]\n"
+     "  the tree of forks from its root: each session with its status, creation time and\n"
+     "  the event of its parent it forked at; sessions the token may not read are\n"
+     "  (hidden); at most N [200] sessions looked at\n"
+     BOTH},
+    {"diff", " --at= --with-at= --context= " REMOTE, "where two sessions agree and how they differ",
+     "usage: dstream [--db PATH] diff A B [--at OFFSET] [--with-at OFFSET] [--context N]\n"
+     "  where the events of A and B (up to OFFSET of each, else their ends) agree, their\n"
+     "  first N [3] events after it, and the paths where their states differ\n"
+     BOTH},
     {"search", " --status= " REMOTE, "events of every session that contain a text",
      "usage: dstream [--db PATH] search TEXT [--status S]\n"
      "  the events of every session whose payload contains TEXT, as\n"

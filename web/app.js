@@ -1,8 +1,10 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
-//   #/sessions[?status=S&label=K:V,...&limit=N]   #/session/ID   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
+//   #/sessions[?status=S&label=K:V,...&limit=N]   #/session/ID   #/diff/A/B[?at=X&withAt=Y]
+//   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, cost as costText, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
+import { diffPage } from "./lineage.js";
 import { sessionPage } from "./session.js";
 
 const main = document.getElementById("main");
@@ -16,11 +18,12 @@ function route() {
     const parts = pathPart.split("/").map(decodeURIComponent);
     const params = new URLSearchParams(query || "");
     for (const a of document.querySelectorAll("[data-nav]"))
-        a.toggleAttribute("aria-current", a.dataset.nav === parts[0] || (parts[0] === "session" && a.dataset.nav === "sessions"));
+        a.toggleAttribute("aria-current", a.dataset.nav === parts[0] || ((parts[0] === "session" || parts[0] === "diff") && a.dataset.nav === "sessions"));
     for (const a of document.querySelectorAll("[data-nav][aria-current]")) a.setAttribute("aria-current", "page");
     clear(main);
     let page;
     if (parts[0] === "session" && parts[1]) page = sessionPage(main, parts[1]);
+    else if (parts[0] === "diff" && parts[1] && parts[2]) page = diffPage(main, parts[1], parts[2], params);
     else if (parts[0] === "agents" || parts[0] === "workflows") page = docsPage(parts[0], parts[1]);
     else if (parts[0] === "mcp") page = mcpPage();
     else page = sessionsPage(params);

@@ -6,6 +6,7 @@
 import { api, enc, eventsUrl } from "./api.js";
 import { age, append, clear, cost, h, json, short, statusBadge, toast, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
+import { lineageCard } from "./lineage.js";
 
 // The catalogue (docs/events.md): EventSource delivers a named event only to a
 // listener for that name.
@@ -40,6 +41,8 @@ export function sessionPage(main, id) {
     // A workflow session: its workflow drawn, the phase it is in marked (flow.js).
     const flowBox = h("div", { id: "flow" });
     const flowCard = h("section", { class: "card", "aria-label": "Phases", hidden: true }, h("h2", {}, "Phases"), flowBox);
+    // The tree of forks it belongs to, each session a link (lineage.js).
+    const lineage = lineageCard(id);
 
     main.append(
         h("h1", {}, "Session ", h("span", { id: "session-id" }, id)),
@@ -52,6 +55,7 @@ export function sessionPage(main, id) {
             h("h2", {}, "Conversation"), past, chat, compose),
           h("div", {},
             flowCard,
+            lineage.el,
             h("section", { class: "card travel", "aria-label": "Time travel" },
               h("h2", {}, "Time travel"),
               h("label", { for: "travel" }, "Position (events)"), slider,

@@ -23,6 +23,12 @@
 //                  moved live as the session goes round the loop
 //   compaction     a chat's context compaction is shown where it happened, the summary
 //                  collapsed, and its summarization request is not shown as a reply
+//   lineage        a session's lineage card draws the tree of forks from its root (a
+//                  fork of a fork included), the session shown marked, each fork's
+//                  event; clicking a session opens it, its card marking it in turn
+//   diff           "compare" in the lineage opens two sessions side by side from where
+//                  they part, each side's first difference marked, and the paths where
+//                  their states differ
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
@@ -49,6 +55,38 @@ const agentDoc = (name) => ({ name, provider: "anthropic", model: "claude-test-m
 const summaryEvents = () => {
     const m = /\((\d+) events\)/.exec(document.querySelector("dl.kv")?.textContent || "");
     return m ? Number(m[1]) : null;
+};
+
+// A chat of a new agent with one exchange (the mock echoes the message); its id.
+async function chatWith(name, words) {
+    const agent = `details-lin-agent-${tag}`;
+    await api("POST", "/v1/agents", agentDoc(agent)).catch(() => {});
+    const id = (await api("POST", "/v1/sessions", { agent, id: name })).id;
+    for (const w of words) await say(id, w);
+    return id;
+}
+// Post a message, the mock answering "echo: MESSAGE"; wait for the reply.
+async function say(id, words) {
+    const n = (await api("GET", `/v1/sessions/${id}`)).messages.length;
+    await script({ text: `echo: ${words}` });
+    await api("POST", `/v1/sessions/${id}/messages`, { content: words });
+    for (let i = 0; i < 300; i++) {
+        const s = await api("GET", `/v1/sessions/${id}`);
+        if (s.status === "completed" && s.messages.length === n + 2) return s;
+        await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`no reply to ${words} in ${id}`);
+}
+// The lineage card's tree as the page shows it: [{id, current, at, kids: [...]}].
+const shownTree = () => {
+    const walk = (li) => ({
+        id: li.dataset.session || null,
+        current: !!li.querySelector(":scope > .lin-node [aria-current]"),
+        at: li.querySelector(":scope > .lin-node .lin-at")?.textContent.trim() || null,
+        kids: [...li.querySelectorAll(":scope > ul > li")].map(walk),
+    });
+    const root = document.querySelector("#lineage-tree > ul.lineage > li");
+    return root ? walk(root) : null;
 };
 
 const cases = {
@@ -95,6 +133,89 @@ const cases = {
         await page.click(".msg-compacted details summary");
         await page.screenshot({ path: `${out}/details-compaction.png`, fullPage: true });
         ok("the compaction is shown between the replies, its summary collapsed (as text), and no fourth reply");
+    },
+
+    async lineage(page) {
+        const r = await chatWith(`lin-r-${tag}`, ["one"]);
+        const f1 = (await api("POST", `/v1/sessions/${r}/fork`, { id: `lin-f1-${tag}` })).id;
+        const f2 = (await api("POST", `/v1/sessions/${r}/fork`, { id: `lin-f2-${tag}` })).id;
+        const f1a = (await api("POST", `/v1/sessions/${f1}/fork`, { id: `lin-f1a-${tag}` })).id;
+        const rAt = (await api("GET", `/v1/sessions/${f1}`)).forkOffset;
+        await page.goto(`${base}/web/#/session/${f1a}`);
+        await page.waitForSelector(`#lineage-tree li[data-session="${f1a}"]`, { timeout: 10000 });
+        let t = await page.evaluate(`(${shownTree})()`);
+        const ev = Number(rAt.slice(0, 16));
+        assert(t.id === r && !t.current && t.at === null && t.kids.map((k) => k.id).join() === `${f1},${f2}`,
+               `the root and its forks: ${JSON.stringify(t)}`);
+        assert(t.kids[0].at === `forked at event ${ev}` && t.kids[1].at === `forked at event ${ev}`,
+               `the forks' positions: ${JSON.stringify(t.kids)}`);
+        const leaf = t.kids[0].kids[0];
+        assert(t.kids[0].kids.length === 1 && leaf.id === f1a && leaf.current && !t.kids[0].current,
+               `the fork of the fork, marked as the session shown: ${JSON.stringify(t.kids[0])}`);
+        assert(await page.locator("#lineage-tree").getByRole("link", { name: f1a, exact: true }).count() === 0,
+               "the session shown is no link");
+        await page.locator("#lineage").screenshot({ path: `${out}/lineage.png` });
+        ok(`the lineage of ${f1a}: ${r} with ${f1} (with ${f1a}, marked) and ${f2}, forked at event ${ev}`);
+
+        // Click through: the root, then a fork; each page's card marks its session.
+        await page.locator("#lineage-tree").getByRole("link", { name: r, exact: true }).click();
+        await page.waitForFunction((id) => document.getElementById("session-id")?.textContent === id, r, { timeout: 10000 });
+        await page.waitForSelector(`#lineage-tree li[data-session="${r}"] > .lin-node [aria-current]`, { timeout: 10000 });
+        t = await page.evaluate(`(${shownTree})()`);
+        assert(t.current && t.kids[0].kids[0].id === f1a && !t.kids[0].kids[0].current, `after the click: ${JSON.stringify(t)}`);
+        await page.locator("#lineage-tree").getByRole("link", { name: f2, exact: true }).click();
+        await page.waitForFunction((id) => document.getElementById("session-id")?.textContent === id, f2, { timeout: 10000 });
+        await page.waitForSelector(`#lineage-tree li[data-session="${f2}"] > .lin-node [aria-current]`, { timeout: 10000 });
+        assert(page.url().endsWith(`#/session/${f2}`), `the URL: ${page.url()}`);
+        await page.screenshot({ path: `${out}/lineage-clicked.png`, fullPage: true });
+        ok(`clicking ${r}, then ${f2} in the tree opens each, marked in its own tree`);
+    },
+
+    async diff(page) {
+        const r = await chatWith(`dif-r-${tag}`, ["one"]);
+        const f1 = (await api("POST", `/v1/sessions/${r}/fork`, { id: `dif-f1-${tag}` })).id;
+        await say(r, "two");
+        await say(f1, "three");
+        await page.goto(`${base}/web/#/session/${f1}`);
+        await page.locator("#lineage-tree").getByRole("link", { name: "compare" }).first().click();
+        await page.waitForSelector(".diff-side[data-side=b] .diff-first", { timeout: 10000 });
+        assert(page.url().endsWith(`#/diff/${f1}/${r}`), `the URL: ${page.url()}`);
+        const d = await page.evaluate(() => {
+            const side = (n) => {
+                const el = document.querySelector(`.diff-side[data-side=${n}]`);
+                const first = el.querySelectorAll(".diff-first");
+                return { title: el.querySelector("h2").textContent, marked: first.length,
+                         mark: first[0]?.querySelector(".diff-mark")?.textContent,
+                         type: first[0]?.querySelector(".type")?.textContent,
+                         payload: first[0]?.querySelector(".payload")?.textContent,
+                         isFirst: el.querySelector(".diff-events li") === first[0] };
+            };
+            const rows = [...document.querySelectorAll("#diff-state tbody tr")].map((tr) => [...tr.cells].map((c) => c.textContent));
+            // Nothing stray: no text "null" where an optional part was left out.
+            const stray = [...document.querySelectorAll("main, main *")].some((el) =>
+                [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim() === "null"));
+            return { a: side("a"), b: side("b"), rows, stray, state: document.querySelector("main [role=status]").textContent };
+        });
+        for (const [n, id, word] of [["a", f1, "three"], ["b", r, "two"]]) {
+            const s = d[n];
+            assert(s.title === `${n}: ${id}` && s.marked === 1 && s.isFirst && s.mark === "first difference" &&
+                   s.type === "message:user" && s.payload.includes(`"content":"${word}"`), `side ${n}: ${JSON.stringify(s)}`);
+        }
+        assert(/^\d+ events stored once for both \(up to \d{16}_\d{16}\); then 0 more agree\.$/.test(d.state), `the summary: ${d.state}`);
+        assert(!d.stray, "a stray null on the page");
+        const row = d.rows.find((x) => x[0] === "messages[2].content");
+        assert(row && row[1] === "three" && row[2] === "two", `the state's rows: ${JSON.stringify(d.rows)}`);
+        const reply = d.rows.find((x) => x[0] === "messages[3].content");
+        assert(reply && reply[1] === "echo: three" && reply[2] === "echo: two", `the replies: ${JSON.stringify(d.rows)}`);
+        await page.screenshot({ path: `${out}/diff.png`, fullPage: true });
+        ok(`${f1} and ${r} side by side: "three" and "two" marked as the first difference, messages[2].content listed`);
+
+        // The same session against itself: nothing differs, said so.
+        await page.goto(`${base}/web/#/diff/${r}/${r}`);
+        await page.waitForSelector(".diff-same", { timeout: 10000 });
+        assert(await page.locator(".diff-first").count() === 0, "a first difference marked where there is none");
+        assert((await page.locator("#diff-state tbody").textContent()) === "The states are the same.", "the state rows");
+        ok("a session against itself: the events agree to the end, the states are the same");
     },
 
     async summary(page) {

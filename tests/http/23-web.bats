@@ -113,3 +113,29 @@ details() {
 @test "headless Chromium: each workflow drawn (phases, steps, transitions, loops); a session's current phase marked live" {
     details workflow-picture
 }
+
+# A case of viewer-details.mjs whose screenshots go to the test's own directory (kept
+# in the artifacts' directory too): NAME.png for each NAME given after the case.
+details_here() {
+    command -v chromium >/dev/null || skip "no chromium (make deps installs it)"
+    local case=$1 p
+    shift
+    run "$DS_ROOT/tests/browser/run.sh" viewer-details.mjs "$case" "$(cat "$DS_DIR/url-direct")" "$(cat "$DS_DIR/admin.token")" "$RN_MOCK" "$BATS_TEST_TMPDIR"
+    echo "# ${lines[-1]}" >&3
+    assert_success
+    assert_output --partial "viewer-details $case: PASS"
+    out=${DSTREAM_ARTIFACTS:-$DS_ROOT/$DS_B/artifacts}/web
+    mkdir -p "$out"
+    for p in "$@"; do
+        [ -s "$BATS_TEST_TMPDIR/$p.png" ] || fail "no screenshot $p.png"
+        cp "$BATS_TEST_TMPDIR/$p.png" "$out/details-$p.png"
+    done
+}
+
+@test "headless Chromium: a session's lineage is a tree of its forks with their positions; a click opens a session" {
+    details_here lineage lineage lineage-clicked
+}
+
+@test "headless Chromium: two sessions side by side from where they part, the first difference marked" {
+    details_here diff diff
+}

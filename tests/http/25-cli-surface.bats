@@ -151,6 +151,10 @@ requests|"$D" requests "$ID" $J
 export|"$D" export "$ID" $J
 search|"$D" search "needle-$ID" $J
 search|"$D" --db "$DS_DB" search "needle-$ID" $J
+lineage|"$D" lineage "$ID" $J
+lineage|"$D" --db "$DS_DB" lineage "$ID" --limit 5 $J
+diff|"$D" diff "$ID" "$ID" --at "$AT" $J
+diff|"$D" --db "$DS_DB" diff "$ID" "$ID" --with-at "$AT" --context 1 $J
 streams|"$D" --db "$DS_DB" streams list --prefix "$S" $J
 streams|"$D" streams head "$S" $J
 streams|"$D" --db "$DS_DB" streams head "$S" $J

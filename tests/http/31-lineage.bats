@@ -40,7 +40,11 @@ fork() {
     [ "$status_code" = 201 ] || { echo "fork: $status_code $body" >&2; return 1; }
 }
 
-setup_file() { rn_start && rn_test_setup && tree; }
+# The requests of setup_file keep their answers in the file's own directory.
+setup_file() {
+    BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR
+    rn_start && rn_test_setup && tree
+}
 teardown_file() { rn_stop; }
 setup() { rn_test_setup; T=$BATS_TEST_TMPDIR; }
 teardown() { rn_test_teardown; }
@@ -246,4 +250,56 @@ err() { assert_status "$1" && assert_json_error "$2"; }
     err 403 forbidden
     req GET "$direct/v1/sessions/${s}f1/lineage"
     assert_status 401
+}
+
+@test "cli: dstream lineage and dstream diff, over HTTP and with --db, as the API says" {
+    rn_cli_env
+    D=$DS_BIN/dstream
+    run --separate-stderr "$D" lineage "$F1A"
+    assert_success
+    # The tree from the root, the session asked about marked, each fork's event.
+    [ "${lines[0]%%  *}" = "$R" ] || fail "first line: ${lines[0]}"
+    [[ ${lines[1]} == "|- $F1  completed  "*"forked at event $((10#${POS1:0:16})) ($POS1)" ]] || fail "f1: ${lines[1]}"
+    [[ ${lines[2]} == "|  \`- $F1A  "*"forked at event $((10#${F1TAIL:0:16})) ($F1TAIL)  <-" ]] || fail "f1a: ${lines[2]}"
+    [[ ${lines[3]} == "\`- $F2  "* ]] || fail "f2: ${lines[3]}"
+    run --separate-stderr "$D" lineage "$F1A" --json
+    assert_success
+    req GET "/v1/sessions/$F1A/lineage"
+    [ "$(jq -cS . <<<"$output")" = "$(jq -cS . "$DS_BODY")" ] || fail "--json differs from the API: $output"
+    run --separate-stderr "$D" --db "$DS_DB" lineage "$F1A" --json
+    assert_success
+    [ "$(jq -cS . <<<"$output")" = "$(jq -cS . "$DS_BODY")" ] || fail "--db differs from the API: $output"
+    run --separate-stderr "$D" lineage "$R" --limit 2
+    assert_success
+    assert_output --partial "(cut at 2 sessions looked at: --limit)"
+
+    run --separate-stderr "$D" diff "$F1" "$R"
+    assert_success
+    assert_line "shared history: $POS1; then 0 events agree"
+    assert_line --regexp '^  a [0-9_]+ message:user \{"content":"three"'
+    assert_line --regexp '^  b [0-9_]+ message:user \{"content":"two"'
+    assert_line '  messages[2].content: "three" -> "two"'
+    run --separate-stderr "$D" diff "$F2" "$R"
+    assert_success
+    assert_line "the events agree to the end of both"
+    for db in "" "--db $DS_DB"; do
+        # shellcheck disable=SC2086 # db is words
+        run --separate-stderr "$D" $db diff "$R" "$R" --at "$POS1" --context 1 --json
+        assert_success
+        req GET "/v1/sessions/$R/diff?with=$R&at=$POS1&context=1"
+        [ "$(jq -cS . <<<"$output")" = "$(jq -cS . "$DS_BODY")" ] || fail "diff ${db:-over HTTP} differs from the API: $output"
+        # shellcheck disable=SC2086
+        run --separate-stderr "$D" $db diff "$R" "${P}nosuch"
+        assert_failure 3
+        # shellcheck disable=SC2086
+        run --separate-stderr "$D" $db diff "$R" "$F1" --with-at 9999999999999999_0000000000000000
+        assert_failure 5
+        # shellcheck disable=SC2086
+        run --separate-stderr "$D" $db lineage "${P}nosuch"
+        assert_failure 3
+    done
+    run --separate-stderr "$D" diff "$R"
+    assert_failure 2
+    run --separate-stderr "$D" lineage "$R" --limit 0
+    assert_failure 2
 }
