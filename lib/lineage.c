@@ -386,9 +386,21 @@ static void put_value(json_t *o, const char *name, const char *bytes_name, const
     else json_object_set(o, name, (json_t *)v);
 }
 
+/* A state path whose last key is an id or a time (ignored_key) or a message's
+ * offset (its position in its own stream, which a fork's session:forked shifts):
+ * left out of a diff's state, as those keys are out of its events' comparison. */
+static int ignored_path(const char *path)
+{
+    const char *k = strrchr(path, '.');
+    k = k ? k + 1 : path;
+    if (strchr(k, '[')) return 0;
+    return ignored_key(k) || !strcmp(k, "offset");
+}
+
 static int one_change(void *ud, const char *path, const json_t *da, const json_t *db)
 {
     changes *ch = ud;
+    if (ignored_path(path)) return 0;
     if (json_array_size(ch->arr) == LINEAGE_PATHS_MAX) {
         ch->truncated = 1;
         return 1;

@@ -135,6 +135,8 @@ err() { assert_status "$1" && assert_json_error "$2"; }
     check '.state.truncated == false and (.state.changes | map(select(.path == "messages[2].content"))
         == [{"path": "messages[2].content", "before": "three", "after": "two"}])'
     check '.state.changes | map(select(.path == "messages[3].content")) | .[0].before == "echo: three" and .[0].after == "echo: two"'
+    # Ids and positions are not differences: no message's offset or requestId.
+    check '[.state.changes[].path | select(test("[.](offset|requestId)$"))] == []'
     # The other way round: the sides swap.
     req GET "/v1/sessions/$R/diff?with=$F1&context=1"
     assert_status 200

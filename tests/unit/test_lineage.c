@@ -261,6 +261,11 @@ static void test_diff(void)
         }
     }
     CHECK_EQ_INT(seen, 2);
+    /* Not the messages' offsets (shifted by the fork's marker), nor ids. */
+    json_array_foreach(ch, i, c) {
+        const char *p = json_string_value(json_object_get(c, "path"));
+        CHECK(!strstr(p, ".offset") && !strstr(p, ".requestId"));
+    }
     json_decref(d);
 
     /* Cousins, after an event each that agrees but for its requestId, then differ. */
