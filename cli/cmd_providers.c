@@ -26,11 +26,13 @@ static json_t *provider_json(const provcfg_provider *p)
     for (size_t i = 0; i < p->nprivate_hosts; i++) json_array_append_new(reach, json_string(p->private_hosts[i]));
     char url[URL_MAX + 32];
     provider_request_url(p->kind, p->base, url, sizeof url);
-    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o, s:s}", "name", p->name, "kind",
-                     p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "requestUrl", url,
-                     "builtin", p->builtin,
-                     "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach,
-                     "continuation", provider_cont_name(p->cont));
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s?, s:b, s:o, s:o, s:s}", "name", p->name, "kind",
+                          p->kind == PROVIDER_ANTHROPIC ? "anthropic" : "openai", "base", p->base, "requestUrl", url,
+                          "builtin", p->builtin,
+                          "keyFrom", key, "keyNotSetHere", !p->builtin && p->key_from[0] && !p->key, "endpointHosts", hosts, "mayReach", reach,
+                          "continuation", provider_cont_name(p->cont));
+    if (p->models) json_object_set(j, "models", p->models);     /* context windows (docs/agents.md) */
+    return j;
 }
 
 static void print_provider(const provcfg_provider *p)
@@ -63,6 +65,12 @@ static void print_provider(const provcfg_provider *p)
            p->cont == PROVIDER_CONT_OFF ? "asked again from the start (continuation off)"
            : p->cont == PROVIDER_CONT_PREFILL ? "continued (continuation prefill)"
                                               : "continued (continuation continue_final_message)");
+    const char *model;
+    const json_t *m;
+    json_object_foreach(p->models, model, m) {
+        const json_t *ct = json_object_get(m, "contextTokens");
+        if (json_is_integer(ct)) printf("  model %s: a context window of %lld tokens\n", model, (long long)json_integer_value(ct));
+    }
 }
 
 int cmd_providers(int argc, char **argv)
@@ -79,6 +87,9 @@ int cmd_providers(int argc, char **argv)
         json_t *all = json_array();
         for (size_t i = 0; i < c->n; i++) json_array_append_new(all, provider_json(&c->v[i]));
         json_t *j = json_pack("{s:s?, s:o}", "file", path && *path ? path : NULL, "providers", all);
+        if (c->compact_provider[0])
+            json_object_set_new(j, "compaction", json_pack("{s:s, s:s}", "provider", c->compact_provider, "model",
+                                                           c->compact_model));
         print_json(j);
         json_decref(j);
         provcfg_free(c);
@@ -86,6 +97,10 @@ int cmd_providers(int argc, char **argv)
     }
     printf("%s: %zu provider%s\n", path && *path ? path : "no file (built-ins)", c->n, c->n == 1 ? "" : "s");
     for (size_t i = 0; i < c->n; i++) print_provider(&c->v[i]);
+    if (c->compact_provider[0])
+        printf("compaction: chats are summarized by %s of provider %s\n", c->compact_model, c->compact_provider);
+    else
+        printf("compaction: chats are summarized by each agent's own provider and model\n");
     provcfg_free(c);
     return 0;
 }

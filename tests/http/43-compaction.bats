@@ -12,7 +12,12 @@
 
 load runner-helpers
 
-setup_file() { rn_start; }
+# A provider of the operator's with a context window for its model "gpt-small".
+setup_file() {
+    export RN_EXTRA_PROVIDERS='{"small": {"kind": "openai", "baseUrl": "$RN_MOCK_URL", "keyEnv": "OPENAI_API_KEY",
+        "allowPrivate": ["127.0.0.1"], "models": {"gpt-small": {"contextTokens": 400}}}}'
+    rn_start
+}
 teardown_file() { rn_stop; }
 setup() { rn_crash_setup; }
 teardown() { rn_crash_teardown; }
@@ -297,4 +302,36 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     [ "$status" -eq 0 ]
     [ "$output" = "fifth reply" ] || { echo "output: $output" >&2; false; }
     rn_wait "$id" '.compacted.summary == "SUMMARY-TWO"'
+}
+
+@test "the operator's window for a model compacts its chats, and the model the operator names for compaction summarizes them; dstream providers says both" {
+    local ag id
+    # The runner reads the file when it starts: with a compaction model, then without.
+    cp "$RN_PROVIDERS" "$T/providers.keep"
+    jq '. + {compaction: {provider: "anthropic", model: "claude-summarizer"}}' "$T/providers.keep" >"$RN_PROVIDERS"
+    rn_runner_signal TERM
+    rn_runner_start
+    run "$DS_BIN/dstream" providers "$RN_PROVIDERS"
+    [ "$status" -eq 0 ]
+    [[ $output == *"model gpt-small: a context window of 400 tokens"* ]]
+    [[ $output == *"compaction: chats are summarized by claude-summarizer of provider anthropic"* ]]
+    # No contextTokens in the agent: the window (400, less the reply's room, at least
+    # half of it: 200) decides.
+    ag=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary \
+        "$(jq -nc --arg n "$ag" '{name: $n, provider: "small", model: "gpt-small"}')"
+    assert_status 201
+    id=$(rn_session "{\"agent\": \"$ag\"}")
+    exchange "$id" "$A300" "first reply"
+    exchange "$id" "$B300" "second reply"
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    rn_script '{"replies": [{"text": "SUMMARY-BY-OPERATOR"}, {"text": "third reply"}]}'
+    rn_say "$id" "$C300"
+    rn_wait "$id" '.status == "completed" and .compacted.summary == "SUMMARY-BY-OPERATOR" and .messages[-1].content == "third reply"'
+    rn_requests >"$T/req.json"
+    jq -e '[.[] | [(.path | test("/messages$")), .body.model]] == [[true, "claude-summarizer"], [false, "gpt-small"]]' "$T/req.json"
+    rn_events "$id" | jq -e '[.[] | select(.type == "session:compacted")][0].payload.reason == "budget"'
+    cp "$T/providers.keep" "$RN_PROVIDERS"
+    rn_runner_signal TERM
+    rn_runner_start
 }
