@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 rturn_need rturn_under_way(const session_view *v)
 {
     if (v->request[0]) return RTURN_RESTART_CUT;
@@ -103,9 +105,14 @@ void rturn_continuation(const session_view *v, int allowed, int recording, rturn
     int thinking = json_is_true(json_object_get(cut, "thinking"));
     if (!n && !thinking && !in) return;    /* it streamed nothing: a retry like any other */
     c->from = json_string_value(json_object_get(cut, PK_REQUEST_ID));
-    /* Anthropic refuses a final assistant message that ends in whitespace. */
-    size_t keep = n;
-    while (keep && strchr(" \t\r\n\f\v", t[keep - 1]) && t[keep - 1]) keep--;
+    /* Anthropic refuses a final assistant message that ends in whitespace (Unicode's,
+     * not only ASCII's): left off, counted in characters. */
+    size_t keep = n, sp;
+    int trimmed = 0;
+    while (keep && (sp = utf8_space_end(t, keep))) {
+        keep -= sp;
+        trimmed++;
+    }
     if (thinking) c->reason = "thinking";
     else if (in) c->reason = in;
     else if (!was_cut(cut)) c->reason = "error";
@@ -116,7 +123,7 @@ void rturn_continuation(const session_view *v, int allowed, int recording, rturn
     c->continued = 1;
     c->text = t;
     c->bytes = keep;
-    c->trimmed = (int)(n - keep);
+    c->trimmed = trimmed;
     for (size_t i = 0; i < keep; i++)
         if (((unsigned char)t[i] & 0xc0) != 0x80) c->chars++;
 }

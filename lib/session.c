@@ -16,6 +16,7 @@
 
 #include "compact.h"
 #include "timefmt.h"
+#include "utf8.h"
 
 const char *const session_event_types[] = {
     EV_SESSION_CREATED,
@@ -295,9 +296,9 @@ size_t session_chars_prefix(const char *s, size_t len, int64_t chars)
 
 size_t session_skip_ws(const char *text, size_t len, int *skip)
 {
-    size_t i = 0;
-    while (i < len && *skip > 0 && text[i] && strchr(" \t\r\n\f\v", text[i])) {
-        i++;
+    size_t i = 0, sp;
+    while (i < len && *skip > 0 && (sp = utf8_space_at(text + i, len - i))) {
+        i += sp;
         (*skip)--;
     }
     if (i < len) *skip = 0;

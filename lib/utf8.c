@@ -28,6 +28,38 @@ size_t utf8_seq(const char *s, size_t len)
     return n;
 }
 
+/* 1 if code point c is whitespace (utf8.h). */
+static int is_space(unsigned long c)
+{
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* The code point of the well-formed sequence of n bytes at p. */
+static unsigned long code_point(const unsigned char *p, size_t n)
+{
+    unsigned long c = n == 1 ? p[0] : n == 2 ? p[0] & 0x1fu : n == 3 ? p[0] & 0x0fu : p[0] & 0x07u;
+    for (size_t i = 1; i < n; i++) c = (c << 6) | (p[i] & 0x3fu);
+    return c;
+}
+
+size_t utf8_space_at(const char *s, size_t len)
+{
+    size_t n = utf8_seq(s, len);
+    return n && is_space(code_point((const unsigned char *)s, n)) ? n : 0;
+}
+
+size_t utf8_space_end(const char *s, size_t len)
+{
+    /* The last character starts at most 4 bytes back, at a byte that is no continuation. */
+    for (size_t n = 1; n <= 4 && n <= len; n++) {
+        const char *c = s + len - n;
+        if (((unsigned char)*c & 0xc0) == 0x80) continue;
+        return utf8_seq(c, n) == n ? utf8_space_at(c, n) : 0;
+    }
+    return 0;
+}
+
 int utf8_valid(const char *s, size_t len)
 {
     size_t i = 0;

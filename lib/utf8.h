@@ -18,6 +18,13 @@
  * no surrogates, nothing above U+10FFFF), or 0 if s does not start with one (len 0
  * included). */
 size_t utf8_seq(const char *s, size_t len);
+/* Whitespace as Unicode (and Python's str.isspace, which an API may check a text
+ * with) has it: the bytes of the whitespace character that s[0..len) begins with
+ * (utf8_space_at) or ends with (utf8_space_end), 0 if none. ASCII space, tab, line
+ * feed, vertical tab, form feed, carriage return, U+001C-U+001F, U+0085, U+00A0,
+ * U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+size_t utf8_space_at(const char *s, size_t len);
+size_t utf8_space_end(const char *s, size_t len);
 /* 1 if s[0..len) is all well-formed UTF-8, else 0. */
 int utf8_valid(const char *s, size_t len);
 /* A new NUL-terminated copy of s[0..len) with U+FFFD for each byte that does not

@@ -501,6 +501,14 @@ static void test_continuation(void)
     CHECK(!c.continued && c.reason && !strcmp(c.reason, "error"));
     session_view_free(&v);
 
+    /* Unicode whitespace at its end is left off too, counted in characters. */
+    chat(&v, "Wide.");
+    fold(&v, event_request_started("u1", "anthropic", "m", 1));
+    cut_after(&v, "u1", "\xe4\xbd\xa0\xe5\xa5\xbd\xe3\x80\x80\xc2\xa0", 1, NULL);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(c.continued && c.bytes == 6 && c.chars == 2 && c.trimmed == 2);
+    session_view_free(&v);
+
     chat(&v, "Blank.");
     fold(&v, event_request_started("b1", "anthropic", "m", 1));
     cut_after(&v, "b1", " \n\t", 1, NULL);

@@ -1295,6 +1295,9 @@ static void test_continued_text(void)
     CHECK_EQ_UINT(session_skip_ws("\n\nx", 3, &skip), 1);
     CHECK_EQ_INT(skip, 0);
     skip = 1;
+    CHECK_EQ_UINT(session_skip_ws("\xe3\x80\x80x", 4, &skip), 3);     /* U+3000, one character */
+    CHECK_EQ_INT(skip, 0);
+    skip = 1;
     CHECK_EQ_UINT(session_skip_ws("word", 4, &skip), 0);   /* no whitespace given again: nothing left out */
     CHECK_EQ_INT(skip, 0);
 }

@@ -92,11 +92,32 @@ static void test_json(void)
     }
 }
 
+/* Whitespace as Python's str.isspace has it (what a provider may check a prefill
+ * with), at the start and at the end of a text, whole characters only. */
+static void test_space(void)
+{
+    CHECK_EQ_UINT(utf8_space_at(" a", 2), 1);
+    CHECK_EQ_UINT(utf8_space_at("\x1f", 1), 1);
+    CHECK_EQ_UINT(utf8_space_at("\xc2\xa0x", 3), 2);          /* U+00A0 */
+    CHECK_EQ_UINT(utf8_space_at("\xe3\x80\x80", 3), 3);      /* U+3000 */
+    CHECK_EQ_UINT(utf8_space_at("\xe2\x80\x8b", 3), 0);      /* U+200B is no whitespace */
+    CHECK_EQ_UINT(utf8_space_at("a ", 2), 0);
+    CHECK_EQ_UINT(utf8_space_at("\xe3\x80", 2), 0);           /* cut short */
+    CHECK_EQ_UINT(utf8_space_at("", 0), 0);
+    CHECK_EQ_UINT(utf8_space_end("a\n", 2), 1);
+    CHECK_EQ_UINT(utf8_space_end("a\xe3\x80\x80", 4), 3);
+    CHECK_EQ_UINT(utf8_space_end("a\xe2\x80\xa9", 4), 3);    /* U+2029 */
+    CHECK_EQ_UINT(utf8_space_end("caf\xc3\xa9", 5), 0);
+    CHECK_EQ_UINT(utf8_space_end("\x80\x80", 2), 0);          /* no character there */
+    CHECK_EQ_UINT(utf8_space_end("", 0), 0);
+}
+
 int main(void)
 {
     test_seq();
     test_valid();
     test_lossy();
     test_json();
+    test_space();
     return TEST_MAIN_END();
 }
