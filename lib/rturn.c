@@ -113,7 +113,10 @@ void rturn_continuation(const session_view *v, int allowed, int recording, rturn
         keep -= sp;
         trimmed++;
     }
-    if (thinking) c->reason = "thinking";
+    const char *cause = json_string_value(json_object_get(cut, PK_CAUSE));
+    if (json_is_true(json_object_get(cut, PK_CONTINUED)) && cause && !strcmp(cause, "rejected"))
+        c->reason = "refused";
+    else if (thinking) c->reason = "thinking";
     else if (in) c->reason = in;
     else if (!was_cut(cut)) c->reason = "error";
     else if (!allowed) c->reason = "off";
@@ -126,6 +129,12 @@ void rturn_continuation(const session_view *v, int allowed, int recording, rturn
     c->trimmed = trimmed;
     for (size_t i = 0; i < keep; i++)
         if (((unsigned char)t[i] & 0xc0) != 0x80) c->chars++;
+}
+
+int rturn_retry_refused(const retry_decision *d, int continued, int failures_used, int provider_retries)
+{
+    return continued && !d->retry && !d->exhausted && d->reason && !strcmp(d->reason, "rejected") &&
+           failures_used < provider_retries;
 }
 
 json_t *rturn_prefill(const rturn_cont *c)

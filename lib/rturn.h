@@ -94,7 +94,8 @@ typedef struct rturn_cont {
     const char *reason;             /* else why not: "thinking", "tool_use", "error" (the attempt
                                      * ended with a provider error, not a cut), "off" (its provider
                                      * does not continue replies), "recording", "empty" (nothing but
-                                     * whitespace committed); NULL: there was nothing to continue */
+                                     * whitespace committed), "refused" (the provider refused the
+                                     * continuation: rturn_retry_refused); NULL: there was nothing to continue */
     const char *from;               /* the cut attempt's request id (borrowed from the view) */
     const char *text;               /* the prefill: its text without trailing whitespace (borrowed) */
     size_t bytes;                   /* ... in bytes */
@@ -105,6 +106,12 @@ typedef struct rturn_cont {
 /* Decide c for the request about to start in view v; allowed: its provider
  * continues replies (lib/provcfg), recording: the session records or plays back. */
 void rturn_continuation(const session_view *v, int allowed, int recording, rturn_cont *c);
+/* A continued request that the provider refused as a request (d: not retried, its
+ * reason "rejected": an HTTP 400 or 422, an invalid_request_error) may have refused the
+ * prefill itself (a model that does not take one): 1 if it is to be asked again from
+ * the start, once, on the provider-error budget (failures_used of provider_retries),
+ * rather than fail the reply. Its cut attempt then says reason "refused". */
+int rturn_retry_refused(const retry_decision *d, int continued, int failures_used, int provider_retries);
 /* The last message of a continued request's history: {"role": "assistant",
  * "content": c's text}. New reference. */
 json_t *rturn_prefill(const rturn_cont *c);

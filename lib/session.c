@@ -781,6 +781,8 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
             json_object_set(v->cut, PK_CUT_IN, json_object_get(p, PK_CUT_IN));
         if (v->cut) json_object_set(v->cut, PK_REASON, json_object_get(p, PK_REASON));
         if (v->cut) json_object_set(v->cut, PK_CAUSE, json_object_get(p, PK_CAUSE));
+        /* It continued an earlier attempt itself (a refusal of it is told apart). */
+        if (v->cut && json_object_get(m, PK_CONTINUED_FROM)) json_object_set_new(v->cut, PK_CONTINUED, json_true());
     }
     for (size_t i = json_array_size(v->messages); m && i-- > 0;)
         if (json_array_get(v->messages, i) == m) {

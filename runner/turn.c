@@ -129,6 +129,7 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         return -1;
     }
     sstore_event e = event_request_started(id, q->target.p->name, q->model, attempt);
+    q->continued = cont.continued;
     if (cont.continued) {
         /* A workflow step's output is the whole reply: the text kept, then the rest. */
         if (step_agent && buf_append(&q->full, cont.text, cont.bytes)) q->full_over = 1;
@@ -159,11 +160,16 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
  * schedule the next attempt (provider:request_retried, due at retryAt) or, if the
  * policy or its budget says no, end it (request_cancelled, failed) and give up. */
 static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const char *id,
-                          const retry_failure *f, const char *error, const char *cut_in)
+                          const retry_failure *f, const char *error, const char *cut_in, int continued)
 {
     retry_decision d;
     int64_t now = timefmt_now_ms();
     retry_decide(f, v->failures, v->restarts, &R->retry, now, &d);
+    /* A continuation refused as a request: asked again from the start, once (lib/rturn). */
+    if (rturn_retry_refused(&d, continued, v->failures, R->retry.provider_retries)) {
+        d.retry = 1;
+        d.delay_ms = retry_delay_ms(v->failures + 1, NULL, now, R->retry.base_ms, R->retry.max_ms);
+    }
     if (d.retry) {
         runner_stats_retry(f);
         sstore_event e = event_request_retried(id, v->attempts + 1, f->kind == RETRY_RESTART ? "restart" : "failed",
@@ -197,7 +203,7 @@ static void restart_cut(runner_t *R, sess_t *s, const session_view *v)
     sstore_event e = event_request_cancelled(v->request, "restart", NULL);
     put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
     diag("info", "session %s: request %s was cut off by a restart", s->id, v->request);
-    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart", NULL);
+    retry_or_fail(R, s, v, v->request, &f, "cut off by a runner restart", NULL, 0);
 }
 
 /* A retry is scheduled (v->retry_at): 1 if it is due now, else 0 with a timer set. */
@@ -623,13 +629,14 @@ void turn_finished(runner_t *R, rq_t *q, CURLcode result)
         /* Cut inside a tool-use block (or after one, its call never recorded): the
          * retry cannot continue it (lib/rturn). */
         const char *cut_in = json_array_size(q->tool_calls) || provider_open_calls(q->parser) ? "tool_use" : NULL;
+        int continued = q->continued;
         request_free(R, q);
         /* The budgets come from the log (they survive restarts): read it, with the
          * deltas just flushed or not, for the counters do not depend on them. */
         session_view v;
         offset_t none = {0, 0};
         session_view_init(&v);
-        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error, cut_in);
+        if (sstore_view(R->conn, s->id, 0, none, &v, NULL) == 0) retry_or_fail(R, s, &v, id, &f, error, cut_in, continued);
         else s->dirty = 1;  /* the drive finds the request cut off and retries it */
         session_view_free(&v);
         return;
@@ -670,7 +677,7 @@ void turn_restart(runner_t *R, sess_t *s)
         sstore_event e = event_request_cancelled(id, "restart", NULL);
         put(R, s, v.compact_started ? event_compaction(e, NULL) : e);
         diag("info", "session %s: request %s cancelled (restart)", s->id, id);
-        retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart", NULL);
+        retry_or_fail(R, s, &v, id, &f, "cut off by a runner restart", NULL, 0);
     }
     session_view_free(&v);
 }

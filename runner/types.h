@@ -76,6 +76,7 @@ struct rq {
     char error_type[64];        /* of the PEV_ERROR */
     char error[256];
     int emitted;                /* deltas were appended under this id */
+    int continued;              /* it continues a cut attempt's text (lib/rturn: rturn_continuation) */
     int64_t started_ms;
     int step_agent;             /* a workflow agent step (else a chat reply) */
     int turns;

@@ -213,6 +213,25 @@ spaced_script() {
     jq -s -e '.[0].outcome == "retried" and .[1].continuedFrom == {requestId: .[0].requestId, chars: 14, trimmed: 1}' <<<"$output" >/dev/null
 }
 
+@test "a continuation the provider refuses (HTTP 400: a model that takes no prefill) is asked again from the start, once, marked refused" {
+    local agent id
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_script "$(jq -nc '{replies: [{text: "Half of it, then", chunkSize: 5, cutAfter: 2},
+        {status: 400, errorMessage: "This model does not support assistant message prefill."},
+        {text: "The whole of it, from the start.", usage: {input: 5, output: 7}}]}')"
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_say "$id" "Go on."
+    rn_wait "$id" '.status == "completed" and .request == null'
+    rn_one_reply "$DS_BODY" "The whole of it, from the start."
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "provider:request_started") | .payload] as $s | ($s | length) == 3
+        and $s[1].continuedFrom.requestId == $s[0].requestId
+        and $s[2].continued == false and $s[2].reason == "refused"
+        and ([.[] | select(.type == "provider:request_retried") | .payload.cause] == ["connection", "rejected"])' "$T/ev.json" >/dev/null ||
+        { jq -c '.[] | select(.type != "text:delta") | [.type, .payload]' "$T/ev.json" >&2; return 1; }
+    rn_requests | jq -e 'length == 3 and (.[1].body.messages | last | .role) == "assistant" and (.[2].body.messages | last | .role) == "user"' >/dev/null
+}
+
 @test "a session that records starts a cut reply over (reason recording): each recording is one request's whole answer" {
     local agent id
     agent=$(rn_agent anthropic claude-test-model)

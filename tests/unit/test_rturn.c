@@ -501,6 +501,28 @@ static void test_continuation(void)
     CHECK(!c.continued && c.reason && !strcmp(c.reason, "error"));
     session_view_free(&v);
 
+    /* A continuation the provider refused (HTTP 400: a model that takes no prefill) is
+     * asked again from the start, once, on the provider-error budget; its cut attempt
+     * says refused. Another refusal, or any other, fails as before. */
+    retry_decision d = {0, RETRY_BUDGET_PROVIDER, 0, "rejected", 0};
+    CHECK(rturn_retry_refused(&d, 1, 0, 4));
+    CHECK(!rturn_retry_refused(&d, 0, 0, 4));          /* not a continuation */
+    CHECK(!rturn_retry_refused(&d, 1, 4, 4));          /* the budget is spent */
+    d.reason = "authentication";
+    CHECK(!rturn_retry_refused(&d, 1, 0, 4));
+    chat(&v, "Refuse.");
+    fold(&v, event_request_started("f1", "anthropic", "m", 1));
+    cut_after(&v, "f1", "Some text", 0, NULL);
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(c.continued);
+    e = event_request_started("f2", "anthropic", "m", 2);
+    event_started_continued(&e, c.from, c.chars, c.trimmed);
+    fold(&v, e);
+    fold(&v, event_request_retried("f2", 3, "failed", "rejected", 400, "HTTP 400", 10, 2000));
+    rturn_continuation(&v, 1, 0, &c);
+    CHECK(!c.continued && c.reason && !strcmp(c.reason, "refused"));
+    session_view_free(&v);
+
     /* Unicode whitespace at its end is left off too, counted in characters. */
     chat(&v, "Wide.");
     fold(&v, event_request_started("u1", "anthropic", "m", 1));
