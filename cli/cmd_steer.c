@@ -4,6 +4,7 @@
  *   dstream sessions [list] [--status S] [--label K:V] [--limit N] [--all]
  *   dstream sessions show|delete ID
  *   dstream sessions cancel|delete|retry FILTER... [--dry-run] [--limit N] [--all]
+ *     (retry: [--to-agent NAME] [--to-version N|latest])
  *   dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]
  *   dstream sessions fork ID --at OFFSET [--id NEW]
  *   dstream sessions state ID [--at OFFSET]
@@ -247,11 +248,12 @@ static int simple_post(const cli_opts *o, const char *method, const char *id, co
 /* dstream sessions cancel|delete|retry FILTER... [--dry-run] [--limit N] [--all]:
  * POST /v1/sessions/{op} with the filter of the options (--status, --agent,
  * --workflow, --label K:V, --created-before, --created-after: an RFC 3339 time or
- * milliseconds); --all follows `next` until every session the filter takes was
+ * milliseconds); a retry's --to-agent and --to-version (the body's agent and
+ * workflowVersion); --all follows `next` until every session the filter takes was
  * taken. Prints what was done (or would be) and what was skipped and why. */
 static int bulk(const cli_opts *o, const char *op, int argc, char **argv)
 {
-    json_t *filter = json_object(), *labels = json_object(), *body = NULL;
+    json_t *filter = json_object(), *labels = json_object(), *body = NULL, *target = json_object();
     int dry = 0, all = 0, rc = 0;
     long limit = 0;
     static const struct { const char *opt, *key; } fields[] = {
@@ -286,6 +288,13 @@ static int bulk(const cli_opts *o, const char *op, int argc, char **argv)
                 rc = EXIT_USAGE;
                 goto out;
             }
+        } else if (!strcmp(op, "retry") && !strcmp(argv[i], "--to-agent") && i + 1 < argc) {
+            json_object_set_new(target, "agent", json_string(argv[++i]));
+        } else if (!strcmp(op, "retry") && !strcmp(argv[i], "--to-version") && i + 1 < argc) {
+            const char *v = argv[++i];
+            char *end;
+            long n = strtol(v, &end, 10);
+            json_object_set_new(target, "workflowVersion", *v && !*end ? json_integer(n) : json_string(v));
         } else if (!strcmp(argv[i], "--dry-run")) {
             dry = 1;
         } else if (!strcmp(argv[i], "--all")) {
@@ -311,6 +320,7 @@ static int bulk(const cli_opts *o, const char *op, int argc, char **argv)
         json_t *req = json_pack("{s:O, s:b}", "filter", filter, "dryRun", dry);
         if (limit) json_object_set_new(req, "limit", json_integer(limit));
         if (json_is_string(next)) json_object_set(req, "cursor", next);
+        json_object_update(req, target);
         json_decref(body);
         body = http_json("POST", path, req, &rc);
         json_decref(req);
@@ -342,6 +352,7 @@ out:
     json_decref(body);
     json_decref(labels);
     json_decref(filter);
+    json_decref(target);
     return rc;
 }
 

@@ -97,13 +97,13 @@ static const cli_doc docs[] = {
      "  and the retries spent, when the next attempt is due, and why it failed\n"
      DB_ONLY},
     {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= --label= --dry-run"
-                 " --created-before= --created-after= " REMOTE,
+                 " --created-before= --created-after= --to-agent= --to-version= " REMOTE,
      "sessions: list, show, create, delete, fork --at, state --at; cancel, delete, retry by filter; compact",
      "usage: dstream sessions [list] [--status S] [--label KEY:VALUE]... [--limit N] [--all]\n"
      "       dstream sessions show ID | delete ID\n"
      "       dstream sessions cancel|delete|retry [--status S] [--agent NAME] [--workflow NAME]\n"
      "           [--label KEY:VALUE]... [--created-before TIME] [--created-after TIME]\n"
-     "           [--dry-run] [--limit N] [--all]\n"
+     "           [--dry-run] [--limit N] [--all]   (retry: [--to-agent NAME] [--to-version N|latest])\n"
      "       dstream sessions create (--agent NAME | --workflow NAME) [--input JSON] [--id ID]\n"
      "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
      "       dstream sessions state ID [--at OFFSET]\n"

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/defs.h"
 #include "../lib/diag.h"
 #include "../lib/event.h"
 #include "../lib/jcheck.h"
@@ -44,6 +45,8 @@ typedef struct bulk {
     bulk_kind kind;
     int dry;
     json_t *rec;                /* a retry's recording setting: live */
+    const char *agent;          /* a retry's: the agent its chats' forks talk to, or NULL */
+    int version;                /* a retry's: the workflow version its forks run, or 0 */
     json_t *done, *skipped;
 } bulk;
 
@@ -136,6 +139,7 @@ static void one_retry(bulk *b, const char *id)
     session_view_init(&v);
     int rc = sstore_view(b->r->log, id, 0, none, &v, NULL);
     session_status st = v.status;
+    int is_workflow = v.is_workflow;
     session_view_free(&v);
     if (rc) {
         failed(b, id, rc);
@@ -145,14 +149,21 @@ static void one_retry(bulk *b, const char *id)
         skip(b, id, "not_failed", "the session has not failed");
         return;
     }
+    if (b->agent && is_workflow) {
+        skip(b, id, "not_a_chat", "another agent is for chats: this is a workflow's session");
+        return;
+    }
     if ((rc = sstore_retry_point(b->r->log, id, &at))) {
         if (rc == LOG_ERANGE) skip(b, id, "no_retry_point", "nothing was asked or started that could run again");
         else failed(b, id, rc);
         return;
     }
     offset_format(at, off);
+    json_t *d = json_pack("{s:s, s:s}", "id", id, "at", off);
+    if (b->agent) json_object_set_new(d, "agent", json_string(b->agent));
+    if (b->version) json_object_set_new(d, "workflowVersion", json_integer(b->version));
     if (b->dry) {
-        json_array_append_new(b->done, json_pack("{s:s, s:s}", "id", id, "at", off));
+        json_array_append_new(b->done, d);
         return;
     }
     /* The new id as POST /v1/sessions/{id}/fork names one: under the token's prefix. */
@@ -163,6 +174,7 @@ static void one_retry(bulk *b, const char *id)
     else
         snprintf(nid, sizeof nid, "%s", fresh);
     if (!access_allows(b->r, "sessions:write", nid)) {
+        json_decref(d);
         skip(b, id, "forbidden", "the token may not create the fork's session");
         return;
     }
@@ -175,9 +187,16 @@ static void one_retry(bulk *b, const char *id)
     cr.has_at = 1;
     cr.at = at;
     cr.forked_recording = b->rec;
+    cr.fork_agent = b->agent;
+    cr.fork_version = b->version;
     cr.trace = &tr;
-    if ((rc = sstore_create(b->r->log, &cr))) failed(b, id, rc);
-    else json_array_append_new(b->done, json_pack("{s:s, s:s, s:s}", "id", id, "newId", nid, "at", off));
+    if ((rc = sstore_create(b->r->log, &cr))) {
+        json_decref(d);
+        failed(b, id, rc);
+    } else {
+        json_object_set_new(d, "newId", json_string(nid));
+        json_array_append_new(b->done, d);
+    }
 }
 
 /* Sleep so that the i-th session (from 1) is not begun before i / rate seconds
@@ -207,9 +226,54 @@ static int limit_of(req_t *r, const json_t *j, int *limit)
     return 0;
 }
 
+/* A retry's "agent" and "workflowVersion" (a number or "latest", of the filter's
+ * workflow) into b, checked against the stored definitions. 0, or -1 after
+ * answering (400, 422 unknown_agent / unknown_workflow). */
+static int retry_target(req_t *r, const json_t *body, const sstore_filter *f, bulk *b)
+{
+    const json_t *a = json_object_get(body, "agent"), *wv = json_object_get(body, "workflowVersion");
+    int rc, got = 0;
+    json_t *doc;
+    if (a) {
+        if (!json_is_string(a) || json_string_length(a) == 0 || json_string_length(a) > SFILTER_NAME_MAX ||
+            strlen(json_string_value(a)) != json_string_length(a)) {
+            res_error(r, 400, "bad_request", "agent must be an agent's name");
+            return -1;
+        }
+        if (!(doc = defs_agent_get(r->log, json_string_value(a), &rc))) {
+            if (rc == LOG_ENOTFOUND) res_error(r, 422, "unknown_agent", "no agent named %s", json_string_value(a));
+            else reply_fail(r, rc);
+            return -1;
+        }
+        json_decref(doc);
+        b->agent = json_string_value(a);
+    }
+    if (wv) {
+        int latest = json_is_string(wv) && !strcmp(json_string_value(wv), "latest");
+        if (!latest && (!json_is_integer(wv) || json_integer_value(wv) < 1 || json_integer_value(wv) > 1000000000)) {
+            res_error(r, 400, "bad_request", "workflowVersion must be a version number or \"latest\"");
+            return -1;
+        }
+        if (!f->workflow[0]) {
+            res_error(r, 400, "bad_request", "workflowVersion needs the filter's workflow: the version is of that one");
+            return -1;
+        }
+        if (!(doc = defs_workflow_get(r->log, f->workflow, latest ? 0 : (int)json_integer_value(wv), &got, &rc))) {
+            if (rc == LOG_ENOTFOUND)
+                res_error(r, 422, "unknown_workflow", "workflow %s has no such version", f->workflow);
+            else reply_fail(r, rc);
+            return -1;
+        }
+        json_decref(doc);
+        b->version = got;
+    }
+    return 0;
+}
+
 void sessions_bulk(req_t *r, const char *action)
 {
     static const char *const known[] = {"filter", "dryRun", "limit", "cursor", NULL};
+    static const char *const known_retry[] = {"filter", "dryRun", "limit", "cursor", "agent", "workflowVersion", NULL};
     json_t *body = req_json_object(r), *page = NULL, *none = NULL, *row;
     if (!body) return;
     bulk b;
@@ -222,8 +286,10 @@ void sessions_bulk(req_t *r, const char *action)
     sstore_filter f;
     int limit;
     json_object_foreach(body, k, v) {
-        if (!jcheck_in_list(k, known)) {
-            res_error(r, 400, "bad_request", "unknown field %s (known: filter, dryRun, limit, cursor)", k);
+        if (!jcheck_in_list(k, b.kind == B_RETRY ? known_retry : known)) {
+            char q[JCHECK_QUOTE];
+            res_error(r, 400, "bad_request", "unknown field \"%s\" (known: filter, dryRun, limit, cursor%s)",
+                      jcheck_show(q, sizeof q, k, strlen(k)), b.kind == B_RETRY ? ", agent, workflowVersion" : "");
             goto out;
         }
     }
@@ -240,6 +306,7 @@ void sessions_bulk(req_t *r, const char *action)
             goto out;
         }
         snprintf(f.status, sizeof f.status, "failed");
+        if (retry_target(r, body, &f, &b)) goto out;
     } else if (sfilter_empty(&f)) {
         res_error(r, 400, "bad_filter", "give a filter: at least one of status, agent, workflow, labels, "
                                         "createdBefore, createdAfter");

@@ -471,15 +471,23 @@ static void r_session_created(session_view *v, const json_t *p, const char *offs
 
 /* A fork may run in another recording mode than its source, and has the scope of
  * whoever forked it (docs/recording.md): what its session:forked names replaces
- * those of what the session was created with, the rest stays its source's. */
+ * those of what the session was created with, the rest stays its source's. A retry's
+ * fork (POST /v1/sessions/retry) may name another agent for a chat, another version
+ * for a workflow: they replace the created ones too. */
 static void r_session_forked(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
     json_t *rec = json_object_get(p, PK_RECORDING);
+    json_t *agent = json_object_get(p, PK_AGENT), *version = json_object_get(p, PK_VERSION);
     /* Everything before the fork point is its source's: inherited, never spent again. */
     v->cost_inherited_usd = v->cost_usd;
     v->cost_recorded_usd = 0;
-    if (!json_is_object(rec) || !json_is_object(v->created)) return;
+    if (!json_is_object(v->created)) return;
+    if (json_is_string(agent) && json_object_get(v->created, PK_AGENT))
+        json_object_set(v->created, PK_AGENT, agent);
+    if (json_is_integer(version) && json_object_get(v->created, PK_WORKFLOW))
+        json_object_set(v->created, PK_VERSION, version);
+    if (!json_is_object(rec)) return;
     json_t *was = json_object_get(v->created, PK_RECORDING);
     json_t *now = json_is_object(was) ? json_deep_copy(was) : json_object();
     json_object_update(now, rec);

@@ -429,7 +429,7 @@ static int op_create(log_conn_t *c, void *arg)
         if ((rc = save_snapshot(c, r->id, cr.info.fork, &v))) goto out;
     }
     int64_t now = timefmt_now_ms();
-    const char *agent = r->parent ? prow.agent : r->agent;
+    const char *agent = r->parent ? (r->fork_agent && prow.agent[0] ? r->fork_agent : prow.agent) : r->agent;
     const char *wf = r->parent ? prow.workflow : r->workflow;
     sstore_row row;
     memset(&row, 0, sizeof row);
@@ -437,7 +437,8 @@ static int op_create(log_conn_t *c, void *arg)
     snprintf(row.stream, sizeof row.stream, "%s", path);
     snprintf(row.agent, sizeof row.agent, "%s", agent ? agent : "");
     snprintf(row.workflow, sizeof row.workflow, "%s", wf ? wf : "");
-    row.wf_version = row.workflow[0] ? (r->parent ? prow.wf_version : r->wf_version) : 0;
+    row.wf_version = !row.workflow[0] ? 0 : !r->parent ? r->wf_version : r->fork_version > 0 ? r->fork_version
+                                                                                              : prow.wf_version;
     if (r->parent) snprintf(row.parent, sizeof row.parent, "%s", r->parent);
     if (r->parent) snprintf(row.fork_offset, sizeof row.fork_offset, "%s", off);
     /* A fork carries its parent's labels (its history begins with the same
@@ -455,6 +456,11 @@ static int op_create(log_conn_t *c, void *arg)
         ev.payload = json_pack("{s:s, s:s}", PK_FROM, r->parent, PK_AT, off);
         json_t *rec = fork_recording(r->forked_recording, v.created);
         if (rec) json_object_set_new(ev.payload, PK_RECORDING, rec);
+        /* Another agent or version than its source's (a retry's): named, the reducer
+         * puts it in place of the created one (lib/session.c). */
+        if (r->fork_agent && prow.agent[0]) json_object_set_new(ev.payload, PK_AGENT, json_string(r->fork_agent));
+        if (r->fork_version > 0 && prow.workflow[0])
+            json_object_set_new(ev.payload, PK_VERSION, json_integer(r->fork_version));
     } else {
         ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);

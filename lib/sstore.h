@@ -71,6 +71,8 @@ typedef struct sstore_create_req {
     offset_t at;              /* fork position in the parent's stream */
     json_t *forked_recording; /* a fork's own recording setting (borrowed, or NULL: its source's);
                                * its session:forked names only what differs from the source's */
+    const char *fork_agent;   /* a chat's fork: the agent it talks to (NULL: its source's) */
+    int fork_version;         /* a workflow's fork: the version it runs (0: its source's) */
     /* out */
     offset_t tail;
 } sstore_create_req;

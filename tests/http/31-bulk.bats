@@ -280,6 +280,64 @@ sorted() { printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//'; }
     rn_wait "$(jq -r '.done[0].newId' <<<"$output")" '.status == "completed"'
 }
 
+@test "bulk: a retry may run another agent (a chat) or another workflow version; an unknown one is refused" {
+    local a b wf c w doc nc nw
+    a=$(rn_agent anthropic claude-test-model)
+    b=$(rn_agent openai gpt-test-model)
+    wf=$(ds_name wf)
+    doc() { jq -nc --arg n "$wf" --arg a "$a" --arg p "$1" '{name: $n, phases: [{name: "one", terminal: true,
+        steps: [{kind: "agent", name: "Say", agent: $a, prompt: $p, update: {said: "$output"}}]}]}'; }
+    rn_workflow "$(doc "Version one.")"
+    c=$(labelled "$a" "{\"run\": \"$RUN\"}")
+    rn_script '{"replies": [{"status": 400}, {"status": 400}]}'
+    rn_say "$c" "Which model?"
+    rn_wait "$c" '.status == "failed"'
+    w=$(rn_session "$(jq -nc --arg w "$wf" --arg r "$RUN" '{workflow: $w, input: {}, labels: {run: $r}}')")
+    rn_wait "$w" '.status == "failed"'
+    req PUT "/v1/workflows/$wf" -H 'Content-Type: application/json' --data-binary "$(doc "Version two." | jq -c 'del(.name)')"
+    [ "$status_code" = 200 ] || [ "$status_code" = 201 ] || fail "PUT: $status_code $body"
+    # Refused: an unknown agent or version, a version without the workflow, a malformed one.
+    post /v1/sessions/retry "{\"filter\": {\"labels\": {\"run\": \"$RUN\"}}, \"agent\": \"no-such-agent\"}"
+    [ "$status_code" = 422 ] && [ "$(jb .error.code)" = unknown_agent ] || fail "$status_code $body"
+    post /v1/sessions/retry "{\"filter\": {\"labels\": {\"run\": \"$RUN\"}}, \"workflowVersion\": 2}"
+    [ "$status_code" = 400 ] || fail "$status_code $body"
+    post /v1/sessions/retry "{\"filter\": {\"workflow\": \"$wf\"}, \"workflowVersion\": 9}"
+    [ "$status_code" = 422 ] && [ "$(jb .error.code)" = unknown_workflow ] || fail "$status_code $body"
+    post /v1/sessions/retry "{\"filter\": {\"workflow\": \"$wf\"}, \"workflowVersion\": \"newest\"}"
+    [ "$status_code" = 400 ] || fail "$status_code $body"
+    post /v1/sessions/cancel "{\"filter\": {\"workflow\": \"$wf\"}, \"agent\": \"$b\"}"
+    [ "$status_code" = 400 ] && [ "$(jb .error.code)" = bad_request ] || fail "$status_code $body"
+    # Another agent: the chat's fork talks to it (OpenAI's route of the mock); the
+    # workflow's session is skipped.
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    post /v1/sessions/retry "{\"filter\": {\"labels\": {\"run\": \"$RUN\"}}, \"agent\": \"$b\"}"
+    assert_status 200
+    [ "$(done_ids)" = "$c" ] && [ "$(jb '.done[0].agent')" = "$b" ] || fail "$body"
+    [ "$(jb '.skipped[0].id + " " + .skipped[0].reason')" = "$w not_a_chat" ] || fail "$body"
+    nc=$(jb '.done[0].newId')
+    rn_wait "$nc" '.status == "completed"'
+    rn_get "$nc"
+    [ "$(jb .agent)" = "$b" ] && [ "$(jb '.messages[1].content')" = "Hello from the mock provider." ] || fail "$body"
+    [ "$(rn_requests | jq -r '[.[].path] | join(" ")')" = /v1/chat/completions ] || fail "$(rn_requests | jq -c '[.[].path]')"
+    # The latest version: the workflow's fork runs version 2's prompt.
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+    post /v1/sessions/retry "{\"filter\": {\"labels\": {\"run\": \"$RUN\"}, \"workflow\": \"$wf\"}, \"workflowVersion\": \"latest\"}"
+    assert_status 200
+    [ "$(done_ids)" = "$w" ] && [ "$(jb '.done[0].workflowVersion')" = 2 ] || fail "$body"
+    nw=$(jb '.done[0].newId')
+    rn_wait "$nw" '.status == "completed"'
+    rn_get "$nw"
+    [ "$(jb .workflowVersion)" = 2 ] || fail "$body"
+    rn_requests | jq -e 'length == 1 and (.[0].body | tostring | contains("Version two."))' >/dev/null ||
+        fail "$(rn_requests | jq -c '[.[].body.messages]')"
+    rn_get "$w"
+    [ "$(jb .workflowVersion)" = 1 ] || fail "the source changed: $body"    # The CLI: --to-agent (a dry run: the chat is still failed).
+    rn_cli_env
+    run "$DS_BIN/dstream" sessions retry --label "run:$RUN" --to-agent "$b" --dry-run --json
+    [ "$status" -eq 0 ] || fail "$output"
+    [ "$(jq -r '.done[0].id + " " + .done[0].agent' <<<"$output")" = "$c $b" ] || fail "$output"
+}
+
 @test "bulk: a scoped token's call touches only its own sessions, whatever the filter takes" {
     local agent tok ro a1 a2 b1 rb
     agent=$(rn_agent anthropic claude-test-model)

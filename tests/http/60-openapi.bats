@@ -224,6 +224,7 @@ J=(-H 'Content-Type: application/json')
     x /v1/sessions/cancel POST /v1/sessions/cancel "${J[@]}" --data-binary '{"filter": {}}'
     x /v1/sessions/retry POST /v1/sessions/retry "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}, dryRun: true}')"
     x /v1/sessions/retry POST /v1/sessions/retry "${J[@]}" --data-binary '{"filter": {"status": "running"}}'
+    x /v1/sessions/retry POST /v1/sessions/retry "${J[@]}" --data-binary '{"filter": {}, "agent": "no-such-agent"}'
     x /v1/sessions/delete POST /v1/sessions/delete "${J[@]}" --data-binary "$(jq -nc --arg l "$lab" '{filter: {labels: {oa: $l}}}')"
     x /v1/sessions/delete POST /v1/sessions/delete "${J[@]}" --data-binary '{"filter": {"createdBefore": "soon"}}'
     local ws

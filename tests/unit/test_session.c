@@ -1302,8 +1302,32 @@ static void test_continued_text(void)
     CHECK_EQ_INT(skip, 0);
 }
 
+/* A retry's fork may name another agent (a chat's) or workflow version (a
+ * workflow's): it replaces the created one, and only where it fits (an agent does not
+ * turn a workflow into a chat, a version does not make a chat a workflow). */
+static void test_fork_target(void)
+{
+    session_view v, w;
+    session_view_init(&v);
+    session_view_init(&w);
+    R(&v, "session:created", "{\"agent\": \"a\", \"input\": {}}");
+    R(&v, "session:forked", "{\"from\": \"s\", \"at\": \"x\", \"agent\": \"b\", \"version\": 4}");
+    CHECK_EQ_STR(json_string_value(json_object_get(v.created, "agent")), "b");
+    CHECK(json_object_get(v.created, "version") == NULL && !v.is_workflow);
+    R(&w, "session:created", "{\"workflow\": \"wf\", \"version\": 2, \"input\": {}}");
+    R(&w, "session:forked", "{\"from\": \"s\", \"at\": \"x\", \"version\": 3, \"agent\": \"b\"}");
+    CHECK_EQ_INT(json_integer_value(json_object_get(w.created, "version")), 3);
+    CHECK(json_object_get(w.created, "agent") == NULL && w.is_workflow);
+    /* A plain fork keeps its source's. */
+    R(&w, "session:forked", "{\"from\": \"f\", \"at\": \"y\"}");
+    CHECK_EQ_INT(json_integer_value(json_object_get(w.created, "version")), 3);
+    session_view_free(&v);
+    session_view_free(&w);
+}
+
 int main(void)
 {
+    test_fork_target();
     test_cost();
     test_tools();
     test_workflow_lifecycle();

@@ -1130,6 +1130,35 @@ static void test_retry_point(void)
     CHECK_EQ_INT(fork_at("rp3", "rp2", 0, none), 0);
     CHECK_EQ_INT(sstore_retry_point(conn, "rp3", &at), 0);
     CHECK_EQ_UINT(at.seq, 4);
+
+    /* A retry's fork may run another version (a workflow) or agent (a chat): on its
+     * row and in its view; the other one does not apply. */
+    sstore_create_req r;
+    session_trace t;
+    const struct { const char *id, *parent, *agent; int version, want_version; const char *want_agent; } forks[] = {
+        {"rp4", "rp2", "other", 5, 5, ""}, {"rp5", "rp1", "other", 5, 0, "other"}};
+    for (size_t i = 0; i < 2; i++) {
+        memset(&r, 0, sizeof r);
+        session_trace_new(&t);
+        r.id = forks[i].id;
+        r.trace = &t;
+        r.parent = forks[i].parent;
+        r.fork_agent = forks[i].agent;
+        r.fork_version = forks[i].version;
+        CHECK_EQ_INT(sstore_create(conn, &r), 0);
+        sstore_row row;
+        CHECK_EQ_INT(sstore_get(conn, forks[i].id, &row), 0);
+        CHECK_EQ_INT(row.wf_version, forks[i].want_version);
+        CHECK_EQ_STR(row.agent, forks[i].want_agent);
+        session_view v;
+        session_view_init(&v);
+        CHECK_EQ_INT(sstore_view(conn, forks[i].id, 0, none, &v, NULL), 0);
+        if (forks[i].want_version)
+            CHECK_EQ_INT(json_integer_value(json_object_get(v.created, PK_VERSION)), forks[i].want_version);
+        else
+            CHECK_EQ_STR(json_string_value(json_object_get(v.created, PK_AGENT)), forks[i].want_agent);
+        session_view_free(&v);
+    }
 }
 
 int main(void)
