@@ -157,6 +157,38 @@ int sstore_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void 
     return store_of(c)->sessions->unfinished(c, fn, ud);
 }
 
+int sstore_otlp_cursor(log_conn_t *c, const char *id, uint64_t *seq)
+{
+    return store_of(c)->sessions->otlp_cursor(c, id, seq);
+}
+
+typedef struct otlp_move {
+    const char *id;
+    uint64_t from, to;
+    int moved;
+} otlp_move;
+
+static int op_otlp_advance(log_conn_t *c, void *arg)
+{
+    otlp_move *m = arg;
+    int rc = store_of(c)->sessions->otlp_advance(c, m->id, m->from, m->to);
+    if (rc < 0) return rc;
+    m->moved = rc;
+    return 0;
+}
+
+int sstore_otlp_advance(log_conn_t *c, const char *id, uint64_t from, uint64_t to)
+{
+    otlp_move m = {id, from, to, 0};
+    int rc = log_transact(c, op_otlp_advance, &m);
+    return rc ? rc : m.moved;
+}
+
+int sstore_otlp_behind(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud)
+{
+    return store_of(c)->sessions->otlp_behind(c, fn, ud);
+}
+
 int sstore_get(log_conn_t *c, const char *id, sstore_row *row)
 {
     return store_of(c)->sessions->get(c, id, row);

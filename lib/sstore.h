@@ -164,4 +164,15 @@ void sstore_new_id(char *out, size_t cap);
  * runner's scan at start. Returns 0 or LOG_E*. */
 int sstore_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);
 
+/* The OpenTelemetry export's cursor of session id (runner/otlp.c): the position of
+ * its log before which every span that ended was accepted by the receiver; 0 when
+ * none was kept. Returns 0 or LOG_E*. */
+int sstore_otlp_cursor(log_conn_t *c, const char *id, uint64_t *seq);
+/* Move it from `from` to `to` in a commit of its own, only if it still is at
+ * `from`. Returns 1 moved, 0 not (another process moved it), or LOG_E*. */
+int sstore_otlp_advance(log_conn_t *c, const char *id, uint64_t from, uint64_t to);
+/* Each session (not deleted) whose log holds events past its cursor: fn(ud, id,
+ * cursor) until fn returns nonzero. Returns 0 or LOG_E*. */
+int sstore_otlp_behind(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud);
+
 #endif

@@ -187,7 +187,11 @@ typedef struct store_tokens_ops {
  * forget_deleted (a deleted session's row, so that its id is free again),
  * mark_deleted (and its snapshots gone). snapshot_before: the newest snapshot
  * at or before seq upto: 1 with *at and *view (malloc'd text, the caller frees),
- * 0 if none. */
+ * 0 if none. The OpenTelemetry export's cursors (lib/sstore.h, sstore_otlp_*):
+ * otlp_cursor reads one (0 when none was written); otlp_advance (inside a group)
+ * moves it from `from` to `to` only if it still is at `from` (1 moved, 0 not, or
+ * LOG_E*); otlp_behind: each session not deleted whose stream holds events past
+ * its cursor, fn(ud, id, cursor), until fn returns nonzero. */
 typedef struct store_sessions_ops {
     int (*get)(log_conn_t *c, const char *id, sstore_row *row);
     int (*kin_get)(log_conn_t *c, const char *id, sstore_row *row, int *deleted);
@@ -202,6 +206,9 @@ typedef struct store_sessions_ops {
     int (*mark_deleted)(log_conn_t *c, const char *id, int64_t now_ms);
     int (*snapshot_before)(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view);
     int (*snapshot_put)(log_conn_t *c, const char *id, offset_t at, const char *view);
+    int (*otlp_cursor)(log_conn_t *c, const char *id, uint64_t *seq);
+    int (*otlp_advance)(log_conn_t *c, const char *id, uint64_t from, uint64_t to);
+    int (*otlp_behind)(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud);
 } store_sessions_ops;
 
 /* Subscriptions (lib/subscription.h): their rows, their links with cursors, the

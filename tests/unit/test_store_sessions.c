@@ -8,7 +8,9 @@
  * again is replaced); the list's filter (agent, workflow, creation range, labels
  * matched key by key, all at once) and labels kept on the row; the rows of a lineage (kin_get: a deleted row
  * too, said; children: a session's forks oldest first, ids byte by byte, deleted
- * ones said, at most max, an early stop). On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
+ * ones said, at most max, an early stop); the OpenTelemetry export's cursors (read,
+ * moved only from where they are, the sessions behind theirs, gone with a deleted
+ * session). On SQLite, and on PostgreSQL too when DSTREAM_TEST_PG is
  * set. */
 #include "sstore.h"
 
@@ -337,6 +339,54 @@ static void test_kin(void)
     CHECK_EQ_INT(ops()->kin_get(conn, "k_nosuch", &r, &deleted), LOG_ENOTFOUND);
 }
 
+static int behind_fn(void *ud, const char *id, uint64_t cursor)
+{
+    char *out = ud;
+    size_t n = strlen(out);
+    snprintf(out + n, 256 - n, "%s%s=%llu", n ? " " : "", id, (unsigned long long)cursor);
+    return 0;
+}
+
+static const char *behind(void)
+{
+    static char out[256];
+    out[0] = 0;
+    CHECK_EQ_INT(sstore_otlp_behind(conn, behind_fn, out), 0);
+    return out;
+}
+
+static void test_otlp_cursors(void)
+{
+    CHECK_EQ_INT(insert("o_1", "running", 7000, NULL, NULL), 0);
+    log_msg m[3] = {{"{}", 2}, {"{}", 2}, {"{}", 2}};
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "sessions/o_1";
+    cr.content_type = "application/json";
+    cr.ttl_s = cr.expires_ms = -1;
+    cr.msgs = m;
+    cr.nmsgs = 3;
+    CHECK_EQ_INT(log_create(conn, &cr), 0);
+    uint64_t seq = 99;
+    CHECK_EQ_INT(sstore_otlp_cursor(conn, "o_1", &seq), 0);
+    CHECK_EQ_UINT(seq, 0);
+    /* Only o_1 has a stream with events: behind at 0. */
+    CHECK_EQ_STR(behind(), "o_1=0");
+    /* Moved only from where it is. */
+    CHECK_EQ_INT(sstore_otlp_advance(conn, "o_1", 1, 2), 0);
+    CHECK_EQ_INT(sstore_otlp_advance(conn, "o_1", 0, 2), 1);
+    CHECK_EQ_INT(sstore_otlp_advance(conn, "o_1", 0, 3), 0);
+    CHECK_EQ_INT(sstore_otlp_cursor(conn, "o_1", &seq), 0);
+    CHECK_EQ_UINT(seq, 2);
+    CHECK_EQ_STR(behind(), "o_1=2");
+    CHECK_EQ_INT(sstore_otlp_advance(conn, "o_1", 2, 3), 1);
+    CHECK_EQ_STR(behind(), "");
+    /* A deleted session's cursor goes with it. */
+    CHECK_EQ_INT(write_op(1, "o_1", NULL, 7100, 0, NULL), 0);
+    CHECK_EQ_INT(sstore_otlp_cursor(conn, "o_1", &seq), 0);
+    CHECK_EQ_UINT(seq, 0);
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -345,6 +395,7 @@ int main(void)
             test_snapshots_and_delete();
             test_filters();
             test_kin();
+            test_otlp_cursors();
         }
         test_db_close(dir, lg, conn);
     }

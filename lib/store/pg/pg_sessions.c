@@ -191,7 +191,8 @@ static int pg_mark_deleted(log_conn_t *c, const char *id, int64_t now_ms)
         return rc;
     pg_params_init(&p);
     pg_text(&p, id);
-    return pg_exec(c, "DELETE FROM snapshots WHERE session = $1::text", &p);
+    if ((rc = pg_exec(c, "DELETE FROM snapshots WHERE session = $1::text", &p))) return rc;
+    return pg_exec(c, "DELETE FROM otlp_cursors WHERE session = $1::text", &p);
 }
 
 static int pg_snapshot_before(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view)
@@ -231,6 +232,56 @@ static int pg_snapshot_put(log_conn_t *c, const char *id, offset_t at, const cha
                       " ON CONFLICT (session, seq) DO UPDATE SET pos = EXCLUDED.pos, view = EXCLUDED.view", &p);
 }
 
+static int pg_otlp_cursor(log_conn_t *c, const char *id, uint64_t *seq)
+{
+    int rc;
+    *seq = 0;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    PGresult *r = pg_run(c, "SELECT seq FROM otlp_cursors WHERE session = $1::text", &p, 0, &rc);
+    if (!r) return rc;
+    if (PQntuples(r) > 0) *seq = (uint64_t)pg_int_of(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_otlp_advance(log_conn_t *c, const char *id, uint64_t from, uint64_t to)
+{
+    int rc;
+    pg_params p;
+    pg_params_init(&p);
+    pg_text(&p, id);
+    pg_int(&p, (int64_t)from);
+    pg_int(&p, (int64_t)to);
+    /* None kept yet is a cursor at 0. */
+    PGresult *r = pg_run(c, "WITH u AS (UPDATE otlp_cursors SET seq = $3::bigint"
+                            " WHERE session = $1::text AND seq = $2::bigint RETURNING 1),"
+                            " i AS (INSERT INTO otlp_cursors (session, seq) SELECT $1::text, $3::bigint"
+                            " WHERE $2::bigint = 0 AND NOT EXISTS (SELECT 1 FROM u)"
+                            " ON CONFLICT (session) DO NOTHING RETURNING 1)"
+                            " SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM i)", &p, 0, &rc);
+    if (!r) return rc;
+    rc = PQntuples(r) > 0 && pg_int_of(r, 0, 0) > 0 ? 1 : 0;
+    PQclear(r);
+    return rc;
+}
+
+static int pg_otlp_behind(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud)
+{
+    int rc;
+    PGresult *r = pg_run(c, "SELECT s.id, COALESCE(o.seq, 0) FROM sessions s JOIN streams m ON m.path = s.stream"
+                            " LEFT JOIN otlp_cursors o ON o.session = s.id"
+                            " WHERE s.deleted = 0 AND m.tail_seq > COALESCE(o.seq, 0)", NULL, 0, &rc);
+    if (!r) return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *id = pg_text_of(r, i, 0);
+        if (id && fn(ud, id, (uint64_t)pg_int_of(r, i, 1))) break;
+    }
+    PQclear(r);
+    return 0;
+}
+
 const store_sessions_ops pg_sessions_ops = {
     .get = pg_get,
     .kin_get = pg_kin_get,
@@ -243,4 +294,7 @@ const store_sessions_ops pg_sessions_ops = {
     .mark_deleted = pg_mark_deleted,
     .snapshot_before = pg_snapshot_before,
     .snapshot_put = pg_snapshot_put,
+    .otlp_cursor = pg_otlp_cursor,
+    .otlp_advance = pg_otlp_advance,
+    .otlp_behind = pg_otlp_behind,
 };

@@ -177,6 +177,9 @@ static int sq_mark_deleted(log_conn_t *c, const char *id, int64_t now_ms)
     if ((rc = sq_stmt_run(c, st))) return rc;
     if (sq_stmt(c, "DELETE FROM snapshots WHERE session = ?", &st)) return LOG_EIO;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    if (sq_stmt(c, "DELETE FROM otlp_cursors WHERE session = ?", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     return sq_stmt_run(c, st);
 }
 
@@ -215,6 +218,55 @@ static int sq_snapshot_put(log_conn_t *c, const char *id, offset_t at, const cha
     return sq_stmt_run(c, st);
 }
 
+static int sq_otlp_cursor(log_conn_t *c, const char *id, uint64_t *seq)
+{
+    sqlite3_stmt *st;
+    *seq = 0;
+    if (sq_stmt(c, "SELECT seq FROM otlp_cursors WHERE session = ?", &st)) return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *seq = (uint64_t)sqlite3_column_int64(st, 0);
+    return sq_stmt_finish(c, st, rc);
+}
+
+static int sq_otlp_advance(log_conn_t *c, const char *id, uint64_t from, uint64_t to)
+{
+    sqlite3_stmt *st;
+    int rc;
+    if (sq_stmt(c, "UPDATE otlp_cursors SET seq = ? WHERE session = ? AND seq = ?", &st)) return LOG_EIO;
+    sqlite3_bind_int64(st, 1, (int64_t)to);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, (int64_t)from);
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    if (sqlite3_changes(sq_db(c)) > 0) return 1;
+    if (from != 0) return 0;
+    /* None kept yet is a cursor at 0. */
+    if (sq_stmt(c, "INSERT INTO otlp_cursors (session, seq) VALUES (?, ?) ON CONFLICT (session) DO NOTHING", &st))
+        return LOG_EIO;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)to);
+    if ((rc = sq_stmt_run(c, st))) return rc;
+    return sqlite3_changes(sq_db(c)) > 0 ? 1 : 0;
+}
+
+static int sq_otlp_behind(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud)
+{
+    sqlite3_stmt *st;
+    if (sq_stmt(c, "SELECT s.id, COALESCE(o.seq, 0) FROM sessions s JOIN streams m ON m.path = s.stream"
+                    " LEFT JOIN otlp_cursors o ON o.session = s.id"
+                    " WHERE s.deleted = 0 AND m.tail_seq > COALESCE(o.seq, 0)", &st))
+        return LOG_EIO;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        if (id && fn(ud, (const char *)id, (uint64_t)sqlite3_column_int64(st, 1))) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    return sq_stmt_finish(c, st, rc);
+}
+
 const store_sessions_ops sq_sessions_ops = {
     .get = sq_get,
     .kin_get = sq_kin_get,
@@ -227,4 +279,7 @@ const store_sessions_ops sq_sessions_ops = {
     .mark_deleted = sq_mark_deleted,
     .snapshot_before = sq_snapshot_before,
     .snapshot_put = sq_snapshot_put,
+    .otlp_cursor = sq_otlp_cursor,
+    .otlp_advance = sq_otlp_advance,
+    .otlp_behind = sq_otlp_behind,
 };
