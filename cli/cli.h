@@ -70,6 +70,7 @@ int cmd_events(int argc, char **argv);
 int cmd_convo(int argc, char **argv);
 int cmd_requests(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_otlp(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 /* dstream lineage ID and dstream diff A B (cli/cmd_lineage.c). */
 int cmd_lineage(int argc, char **argv);

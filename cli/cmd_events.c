@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "http.h"
+#include "../lib/otlp.h"
 #include "../lib/session.h"
 
 #define BOLD "\033[1m"
@@ -440,6 +441,55 @@ int cmd_export(int argc, char **argv)
     }
     json_decref(all);
     return fflush(stdout) ? EXIT_FAIL : 0;
+}
+
+/* ---- otlp ------------------------------------------------------------------------ */
+
+/* The session's spans as the runner exports them (lib/otlp): every span that has
+ * ended, rebuilt from all its events, in one ExportTraceServiceRequest. */
+int cmd_otlp(int argc, char **argv)
+{
+    cli_opts o;
+    argc = http_opts(argc, argv, &o);
+    if (argc != 1) return cli_usage("otlp");
+    const char *id = argv[0];
+    if (!o.json && isatty(1)) {
+        fprintf(stderr, "dstream: otlp writes protobuf: redirect it to a file or a pipe, or use --json\n");
+        return EXIT_USAGE;
+    }
+    int rc;
+    json_t *all = all_events(id, NULL, 0, &rc), *ev;
+    if (!all) return rc;
+    otlp_trace t;
+    otlp_trace_init(&t, id);
+    size_t k;
+    rc = 0;
+    json_array_foreach(all, k, ev) {
+        offset_kind kind;
+        offset_t at;
+        const char *off = json_string_value(json_object_get(ev, "offset"));
+        if (!off || offset_parse(off, strlen(off), &kind, &at) || kind != OFFSET_AT) continue;
+        if (otlp_trace_feed(&t, at.seq, ev)) rc = EXIT_FAIL;
+    }
+    json_decref(all);
+    size_t *idx = t.n ? malloc(t.n * sizeof *idx) : NULL;
+    uint64_t upto;
+    size_t n = idx ? otlp_select(&t, 0, t.n, idx, &upto) : 0;
+    if (o.json) {
+        json_t *j = otlp_encode_json(&t, idx, n);
+        if (j) print_json(j);
+        else rc = EXIT_FAIL;
+        json_decref(j);
+    } else {
+        buf_t b;
+        buf_init(&b, 0);
+        if (otlp_encode_pb(&t, idx, n, &b) || fwrite(b.p ? b.p : "", 1, b.len, stdout) != b.len) rc = EXIT_FAIL;
+        buf_free(&b);
+    }
+    free(idx);
+    otlp_trace_free(&t);
+    if (rc) fprintf(stderr, "dstream: session %s: the trace could not be written\n", id);
+    return fflush(stdout) ? EXIT_FAIL : rc;
 }
 
 /* ---- search ---------------------------------------------------------------------- */

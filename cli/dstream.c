@@ -199,6 +199,7 @@ static const command commands[] = {
     {"convo", cmd_convo, NULL, NULL, 0, cmd_convo},
     {"requests", cmd_requests, NULL, NULL, 0, cmd_requests},
     {"export", cmd_export, NULL, NULL, 0, cmd_export},
+    {"otlp", cmd_otlp, NULL, NULL, 0, cmd_otlp},
     {"search", cmd_search, NULL, NULL, 0, cmd_search},
     {"lineage", cmd_lineage, NULL, NULL, 0, cmd_lineage},
     {"diff", cmd_diff, NULL, NULL, 0, cmd_diff},

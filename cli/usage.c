@@ -157,6 +157,12 @@ static const cli_doc docs[] = {
      "  where the events of A and B (up to OFFSET of each, else their ends) agree, their\n"
      "  first N [3] events after it, and the paths where their states differ\n"
      BOTH},
+    {"otlp", REMOTE, "a session's OpenTelemetry trace, as OTLP protobuf or JSON",
+     "usage: dstream [--db PATH] otlp ID [--json]\n"
+     "  the spans the runner exports for the session (docs/otlp.md), rebuilt from its\n"
+     "  events: an OTLP/HTTP ExportTraceServiceRequest in protobuf on stdout (refused on\n"
+     "  a terminal), or with --json in OTLP JSON\n"
+     BOTH},
     {"search", " --status= " REMOTE, "events of every session that contain a text",
      "usage: dstream [--db PATH] search TEXT [--status S]\n"
      "  the events of every session whose payload contains TEXT, as\n"

@@ -37,6 +37,7 @@
 #include "stats.h"
 #include "steps.h"
 #include "tap.h"
+#include "traces.h"
 #include "turn.h"
 
 /* One retention sweep of the loop: at most this many batches' worth of work
@@ -209,6 +210,7 @@ int main(int argc, char **argv)
     wake_t *wake = NULL;
     wake_waiter_t *waiter = NULL;
     deliver_t *deliver = NULL;
+    traces_t *traces = NULL;
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
         diag("error", "%s", err);
         status = 1;
@@ -241,6 +243,12 @@ int main(int argc, char **argv)
     R.multi = curl_multi_init();
     deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
     if (!deliver) {
+        diag("error", "%s", err);
+        status = 2;
+        goto out;
+    }
+    traces = traces_new(R.conn, R.multi, err, sizeof err);      /* OpenTelemetry export */
+    if (!traces && err[0]) {
         diag("error", "%s", err);
         status = 2;
         goto out;
@@ -280,6 +288,7 @@ int main(int argc, char **argv)
         if (sweep_ms && next_sweep - now < wait) wait = next_sweep - now;
         wait = tap_wait(&R, now, wait);
         wait = deliver_wait(deliver, now, wait);
+        wait = traces_wait(traces, now, wait);
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
         int timeout = rmcp_timeout(R.mcp, (int)wait);
@@ -304,7 +313,7 @@ int main(int argc, char **argv)
         CURLMsg *msg;
         int left;
         while ((msg = curl_multi_info_read(R.multi, &left))) {
-            if (msg->msg != CURLMSG_DONE || deliver_finished(deliver, msg)) continue;
+            if (msg->msg != CURLMSG_DONE || deliver_finished(deliver, msg) || traces_finished(traces, msg)) continue;
             rq_t *q = NULL;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
             if (q) turn_finished(&R, q, msg->data.result);
@@ -320,6 +329,7 @@ int main(int argc, char **argv)
             if (s->dirty || s->due) runner_drive(&R, s);
         }
         deliver_tick(deliver);
+        traces_tick(traces);
         if (sweep_ms && (now = timefmt_now_ms()) >= next_sweep) {
             log_sweep_limits lim = {RUNNER_SWEEP_STREAMS, RUNNER_SWEEP_MESSAGES, RUNNER_SWEEP_BUDGET_MS};
             log_sweep_stats st;
@@ -352,6 +362,7 @@ out:
     rmcp_free(R.mcp);
     json_decref(R.mcp_config);
     deliver_free(deliver);
+    traces_free(traces);
     if (R.multi) {
         curl_multi_cleanup(R.multi);
         curl_global_cleanup();
