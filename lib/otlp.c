@@ -445,10 +445,15 @@ size_t otlp_select(const otlp_trace *t, uint64_t from, size_t max, size_t *idx, 
     *upto = t->fed > from ? t->fed : from;
     if (max == 0) max = 1;
     if (n <= max) return n;
-    uint64_t last = t->v[idx[max - 1]].end_seq;
-    size_t k = max;
-    while (k < n && t->v[idx[k]].end_seq == last) k++;
-    if (k < n) *upto = last + 1;
+    /* Cut before the event of the first span left out, so that no event's spans
+     * are split (the cursor is a position in the log); if the first event alone
+     * ends more than max, its spans go together. */
+    uint64_t cut = t->v[idx[max]].end_seq;
+    size_t k = 0;
+    while (k < n && t->v[idx[k]].end_seq < cut) k++;
+    if (k == 0)
+        while (k < n && t->v[idx[k]].end_seq == t->v[idx[0]].end_seq) k++;
+    if (k < n) *upto = t->v[idx[k]].end_seq;
     return k;
 }
 

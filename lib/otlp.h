@@ -68,11 +68,12 @@ void otlp_trace_free(otlp_trace *t);
 int otlp_trace_feed(otlp_trace *t, uint64_t seq, const json_t *ev);
 int otlp_trace_feed_raw(otlp_trace *t, uint64_t seq, const void *data, size_t len);
 /* The spans to send from cursor from: the ended ones whose end_seq >= from, by
- * end_seq, at most max of them (spans ending on the same event are never split:
- * a batch may hold more than max when more than max end on one event). Their
- * indexes go to idx (room for t->n); returns their number, and in *upto the
- * cursor after them: t->fed when every span from `from` on is in the batch, else
- * the end_seq of the first one left for the next batch. */
+ * end_seq, at most max of them. The spans one event ends are never split: the
+ * batch stops before the event of the first span left out (so it may hold fewer
+ * than max), or, when the first event alone ends more than max spans, holds
+ * exactly that event's. Their indexes go to idx (room for t->n); returns their
+ * number, and in *upto the cursor after them: t->fed when every span from `from`
+ * on is in the batch, else the end_seq of the first one left for the next. */
 size_t otlp_select(const otlp_trace *t, uint64_t from, size_t max, size_t *idx, uint64_t *upto);
 /* An ExportTraceServiceRequest of those spans as OTLP/HTTP protobuf, appended to
  * out (bounded by its ceiling). Returns 0, BUF_ETOOBIG or BUF_ENOMEM. */

@@ -1,6 +1,7 @@
 /* traces: OpenTelemetry export from the runner (traces.h). */
 #include "traces.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,14 +79,30 @@ static int parse_headers(traces_t *X, const char *s, char *err, size_t cap)
                 return -1;
             }
         }
-        for (const char *p = v; p < vend; p++)
-            if ((unsigned char)*p < ' ' || *p == 127) {
+        /* The value percent-decoded, as OpenTelemetry's exporters read it ("Bearer%20x"). */
+        char val[3072];
+        size_t vn = 0;
+        for (const char *p = v; p < vend; p++) {
+            unsigned char c = (unsigned char)*p;
+            if (c == '%' && vend - p >= 3 && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+                char hx[3] = {p[1], p[2], 0};
+                c = (unsigned char)strtoul(hx, NULL, 16);
+                p += 2;
+            }
+            if (c < ' ' || c == 127) {
                 snprintf(err, cap, "DSTREAM_OTLP_HEADERS: the value of %.*s holds a control character", (int)nlen, s);
+                explicit_bzero(val, sizeof val);
                 return -1;
             }
+            if (vn + 1 >= sizeof val) break;
+            val[vn++] = (char)c;
+        }
         char line[4096];
-        if (nlen == 0 || (size_t)snprintf(line, sizeof line, "%.*s: %.*s", (int)nlen, s, (int)(vend - v), v) >= sizeof line) {
-            snprintf(err, cap, "DSTREAM_OTLP_HEADERS: a header is empty or longer than 4 KiB");
+        int w = snprintf(line, sizeof line, "%.*s: %.*s", (int)nlen, s, (int)vn, val);
+        explicit_bzero(val, sizeof val);
+        if (nlen == 0 || vn + 1 >= sizeof val || w < 0 || (size_t)w >= sizeof line) {
+            explicit_bzero(line, sizeof line);
+            snprintf(err, cap, "DSTREAM_OTLP_HEADERS: a header is empty or longer than 3 KiB");
             return -1;
         }
         struct curl_slist *l = curl_slist_append(X->headers, line);
