@@ -149,6 +149,7 @@ typedef struct fig_row {
         rstats_model m;
         rstats_mcp s;
         rstats_retry r;
+        rstats_otlp o;
     };
 } fig_row;
 
@@ -158,7 +159,7 @@ typedef struct fig_rows {
 } fig_rows;
 
 typedef struct figures {
-    fig_rows models, servers, retries;
+    fig_rows models, servers, retries, otlp;
 } figures;
 
 /* A new row of rows for owner (NULL past max rows or out of memory). */
@@ -188,6 +189,12 @@ static void keep_retry(void *ud, const char *owner, const rstats_retry *r)
 {
     fig_row *row = row_add(&((figures *)ud)->retries, 64 * RSTATS_RETRY_CAUSES, owner);
     if (row) row->r = *r;
+}
+
+static void keep_otlp(void *ud, const char *owner, const rstats_otlp *o)
+{
+    fig_row *row = row_add(&((figures *)ud)->otlp, 64, owner);
+    if (row) row->o = *o;
 }
 
 static void model_labels(buf_t *b, const fig_row *row)
@@ -307,6 +314,28 @@ static void retry_metrics(buf_t *b, const fig_rows *rows)
     }
 }
 
+/* The runners' OpenTelemetry export (runner/traces.c), of those that export. */
+static void otlp_metrics(buf_t *b, const fig_rows *rows)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"dstream_runner_otlp_spans_exported_total", "Spans the OTLP receiver accepted (a span sent again counts again)."},
+        {"dstream_runner_otlp_batches_total", "OTLP export requests the receiver accepted (a 2xx)."},
+        {"dstream_runner_otlp_export_failures_total", "OTLP export requests that failed (no answer, or not a 2xx); each is tried again."},
+    };
+    if (!rows->n) return;
+    for (int f = 0; f < 3; f++) {
+        family(b, fam[f].name, "counter", fam[f].help);
+        for (int i = 0; i < rows->n; i++) {
+            const rstats_otlp *o = &rows->v[i].o;
+            buf_printf(b, "%s{runner=\"", fam[f].name);
+            label(b, rows->v[i].owner);
+            buf_printf(b, "\"} %" PRId64 "\n", f == 0 ? o->spans : f == 1 ? o->batches : o->failures);
+        }
+    }
+}
+
 /* What the runners publish (sql/009) and the sessions by status. */
 static void runner_metrics(req_t *r, buf_t *b)
 {
@@ -348,13 +377,16 @@ static void runner_metrics(req_t *r, buf_t *b)
     free(all.v);
     figures fig;
     memset(&fig, 0, sizeof fig);
-    rstats_figures_read(r->log, r->cfg->db_path, &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig});
+    rstats_figures_read(r->log, r->cfg->db_path,
+                        &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig, keep_otlp});
     model_metrics(b, &fig.models);
     mcp_metrics(b, &fig.servers);
     retry_metrics(b, &fig.retries);
+    otlp_metrics(b, &fig.otlp);
     free(fig.models.v);
     free(fig.servers.v);
     free(fig.retries.v);
+    free(fig.otlp.v);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
 }

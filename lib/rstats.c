@@ -106,9 +106,9 @@ void rstats_retry_count(rstats_retry *v, int *n, const char *cause)
     v[i].count++;
 }
 
-/* The figures document of owner: {"owner", "models", "mcpServers", "retries"}. */
+/* The figures document of owner: {"owner", "models", "mcpServers", "retries", "otlp"}. */
 static json_t *figures_doc(const char *owner, const rstats_model *models, int n, const rstats_mcp *mcp, int nmcp,
-                           const rstats_retry *retries, int nretries)
+                           const rstats_retry *retries, int nretries, const rstats_otlp *otlp)
 {
     json_t *arr = json_array(), *servers = json_array();
     for (int i = 0; i < n; i++) {
@@ -126,17 +126,22 @@ static json_t *figures_doc(const char *owner, const rstats_model *models, int n,
     for (int i = 0; i < nretries; i++)
         json_array_append_new(causes, json_pack("{s:s, s:I}", "cause", retries[i].cause, "count",
                                                 (json_int_t)retries[i].count));
-    return json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
-                     causes);
+    json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
+                            causes);
+    if (doc && otlp)
+        json_object_set_new(doc, "otlp", json_pack("{s:I, s:I, s:I}", "spans", (json_int_t)otlp->spans, "batches",
+                                                   (json_int_t)otlp->batches, "failures", (json_int_t)otlp->failures));
+    return doc;
 }
 
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
-                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
+                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
+                        const rstats_otlp *otlp)
 {
     char path[4300], tmp[4400];
     if (models_path(db_path, owner, path, sizeof path)) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp);
     int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
     if (rc) unlink(tmp);
     json_decref(doc);
@@ -207,6 +212,14 @@ static int figures_walk(const json_t *doc, const rstats_figures_fn *fn)
         fn->retry(fn->ud, owner, &r);
         count++;
     }
+    const json_t *ot = owner ? json_object_get(doc, "otlp") : NULL;
+    if (fn->otlp && json_is_object(ot)) {
+        rstats_otlp fig = {json_integer_value(json_object_get(ot, "spans")),
+                           json_integer_value(json_object_get(ot, "batches")),
+                           json_integer_value(json_object_get(ot, "failures"))};
+        fn->otlp(fn->ud, owner, &fig);
+        count++;
+    }
     return count;
 }
 
@@ -246,11 +259,12 @@ static int figures_put(log_conn_t *c, void *arg)
 }
 
 int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
-                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries)
+                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
+                           const rstats_otlp *otlp)
 {
     if (!store_of(c)->rstats->figures_put)
-        return rstats_figures_save(db_path, owner, models, n, mcp, nmcp, retries, nretries);
-    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries);
+        return rstats_figures_save(db_path, owner, models, n, mcp, nmcp, retries, nretries, otlp);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp);
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text) return -1;

@@ -107,10 +107,20 @@ typedef struct rstats_retry {
 /* Count one retry caused by cause in v[0..*n) (see above). */
 void rstats_retry_count(rstats_retry *v, int *n, const char *cause);
 
-/* The figures of models[0..n), MCP servers mcp[0..nmcp) and retries[0..nretries)
- * for owner, saved beside the database at db_path. Returns 0 or -1. */
+/* The OpenTelemetry export's figures (runner/traces.c): spans and POSTs the
+ * receiver accepted, POSTs that failed. */
+typedef struct rstats_otlp {
+    int64_t spans;
+    int64_t batches;
+    int64_t failures;
+} rstats_otlp;
+
+/* The figures of models[0..n), MCP servers mcp[0..nmcp), retries[0..nretries) and
+ * the OpenTelemetry export (otlp; NULL: the runner does not export) for owner,
+ * saved beside the database at db_path. Returns 0 or -1. */
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
-                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries);
+                        const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
+                        const rstats_otlp *otlp);
 
 /* What rstats_figures_each calls for each figure of each runner's file (a NULL
  * callback: that kind is skipped), with ud. */
@@ -119,11 +129,12 @@ typedef struct rstats_figures_fn {
     void (*mcp)(void *ud, const char *owner, const rstats_mcp *m);
     void (*retry)(void *ud, const char *owner, const rstats_retry *r);
     void *ud;
+    void (*otlp)(void *ud, const char *owner, const rstats_otlp *o);   /* after ud: optional */
 } rstats_figures_fn;
 
 /* Read every runner's file beside the database at db_path once (files that do not
- * parse are skipped) and call fn's callbacks for its models, MCP servers and retry
- * causes. Returns how many figures were passed. */
+ * parse are skipped) and call fn's callbacks for its models, MCP servers, retry
+ * causes and OpenTelemetry export. Returns how many figures were passed. */
 int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
 
 /* Keep owner's figures where the engine of c's database keeps them: a row of
@@ -131,7 +142,8 @@ int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
  * host), the file beside the database at db_path on SQLite (rstats_figures_save).
  * Returns 0 or -1. */
 int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
-                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries);
+                           int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
+                           const rstats_otlp *otlp);
 
 /* rstats_figures_each over what rstats_figures_publish kept for every runner. */
 int rstats_figures_read(log_conn_t *c, const char *db_path, const rstats_figures_fn *fn);

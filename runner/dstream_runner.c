@@ -330,6 +330,11 @@ int main(int argc, char **argv)
         }
         deliver_tick(deliver);
         traces_tick(traces);
+        if (traces) {
+            rstats_otlp ot;
+            traces_stats_get(traces, &ot);
+            runner_stats_otlp(&ot);
+        }
         if (sweep_ms && (now = timefmt_now_ms()) >= next_sweep) {
             log_sweep_limits lim = {RUNNER_SWEEP_STREAMS, RUNNER_SWEEP_MESSAGES, RUNNER_SWEEP_BUDGET_MS};
             log_sweep_stats st;

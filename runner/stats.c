@@ -58,7 +58,17 @@ static struct {
     int nmcp;
     rstats_retry retries[RSTATS_RETRY_CAUSES];
     int nretries;
+    rstats_otlp otlp;
+    int otlp_on;
 } st;
+
+void runner_stats_otlp(const rstats_otlp *o)
+{
+    if (st.otlp_on && !memcmp(&st.otlp, o, sizeof *o)) return;
+    st.otlp = *o;
+    st.otlp_on = 1;
+    st.models_changed = 1;
+}
 
 void runner_stats_retry(const retry_failure *f)
 {
@@ -214,7 +224,7 @@ void runner_stats_tick(runner_t *R)
     take_mcp(R);
     if (st.models_changed) {
         int mrc = rstats_figures_publish(R->conn, log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp,
-                                         st.nmcp, st.retries, st.nretries);
+                                         st.nmcp, st.retries, st.nretries, st.otlp_on ? &st.otlp : NULL);
         if (mrc && !st.models_failed)
             diag("info", "stats: cannot keep the figures by model (beside the database, or in runner_figures)");
         st.models_failed = mrc != 0;

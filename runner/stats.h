@@ -3,6 +3,7 @@
 #define DSTREAM_RUNNER_STATS_H
 
 #include "../lib/retry.h"
+#include "../lib/rstats.h"
 #include "types.h"
 
 /* Call once per loop iteration, after curl_multi_perform and before its finished
@@ -14,5 +15,9 @@ void runner_stats_tick(runner_t *R);
 /* A retry of a provider request was scheduled because of f: counted by its cause
  * (the HTTP status, or the kind of failure; lib/rstats rstats_retry). */
 void runner_stats_retry(const retry_failure *f);
+
+/* The OpenTelemetry export's figures so far (runner/traces.c), published with the
+ * others when they changed. */
+void runner_stats_otlp(const rstats_otlp *o);
 
 #endif

@@ -53,7 +53,7 @@ struct traces {
     int64_t next_look;
     xsess *sessions;
     size_t nsessions, nflying;
-    traces_stats stats;
+    rstats_otlp stats;
 };
 
 /* DSTREAM_OTLP_HEADERS: "name=value,name=value" (OTEL_EXPORTER_OTLP_HEADERS's form).
@@ -425,7 +425,7 @@ void traces_tick(traces_t *X)
     }
 }
 
-void traces_stats_get(const traces_t *X, traces_stats *s)
+void traces_stats_get(const traces_t *X, rstats_otlp *s)
 {
     if (X) *s = X->stats;
     else memset(s, 0, sizeof *s);

@@ -15,15 +15,10 @@
 #include <stdint.h>
 
 #include "../lib/log.h"
+#include "../lib/rstats.h"
 
 typedef struct traces traces_t;
 
-/* The exporter's figures, for /metrics. */
-typedef struct traces_stats {
-    int64_t spans;              /* spans the receiver accepted */
-    int64_t batches;            /* POSTs it accepted */
-    int64_t failures;           /* POSTs that failed (not a 2xx, or no answer) */
-} traces_stats;
 
 /* Read the settings. Returns the exporter, or NULL: with err[0] set when the
  * settings are malformed, else (err empty) because DSTREAM_OTLP_ENDPOINT is unset. */
@@ -36,7 +31,8 @@ int64_t traces_wait(traces_t *X, int64_t now, int64_t wait);
 void traces_tick(traces_t *X);
 /* If msg's transfer is an export: record its outcome and return 1; else 0. */
 int traces_finished(traces_t *X, CURLMsg *msg);
-/* The figures so far. */
-void traces_stats_get(const traces_t *X, traces_stats *s);
+/* The figures so far (for /metrics): spans and POSTs the receiver accepted, POSTs
+ * that failed (not a 2xx, or no answer). */
+void traces_stats_get(const traces_t *X, rstats_otlp *s);
 
 #endif
