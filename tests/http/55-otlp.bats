@@ -14,22 +14,24 @@ load runner-helpers
 SECRET=otlp-secret-5ac7e19b
 
 # recv_start [EXTRA...]: the receiver on $RECV_PORT (0: a free one, then kept),
-# recording into $RECV_OUT; its PID in RECV_PID.
+# recording into $RECV_OUT; its PID in $RECV_DIR/pid (a test's restart included, for
+# teardown_file).
 recv_start() {
     rm -f "$RECV_DIR/port"
     node "$RECV_JS" --port "${RECV_PORT:-0}" --port-file "$RECV_DIR/port" --out "$RECV_OUT" "$@" \
         </dev/null >>"$RECV_DIR/receiver.log" 2>&1 3>&- &
-    RECV_PID=$!
+    echo $! >"$RECV_DIR/pid"
     ds_poll 10 test -s "$RECV_DIR/port" || { cat "$RECV_DIR/receiver.log" >&2; return 1; }
     RECV_PORT=$(tr -d '\n' <"$RECV_DIR/port")
-    export RECV_PID RECV_PORT
+    export RECV_PORT
 }
 
 recv_stop() {
-    [ -n "${RECV_PID:-}" ] || return 0
-    kill -TERM "$RECV_PID" 2>/dev/null || true
-    ds_poll 5 rn_gone "$RECV_PID" || kill -KILL "$RECV_PID" 2>/dev/null || true
-    RECV_PID=
+    local pid
+    pid=$(cat "$RECV_DIR/pid" 2>/dev/null) && [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    ds_poll 5 rn_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$RECV_DIR/pid"
 }
 
 setup_file() {
@@ -48,9 +50,9 @@ setup_file() {
 }
 teardown_file() {
     rn_stop
+    [ -n "${RECV_DIR:-}" ] || return 0
     recv_stop
-    [ -n "${RECV_DIR:-}" ] && rm -rf "$RECV_DIR"
-    return 0
+    rm -rf "$RECV_DIR"
 }
 setup() {
     rn_test_setup
@@ -157,4 +159,51 @@ NORM='[.[] | {traceId, spanId, parentSpanId: (.parentSpanId // ""), name, kind,
     diff "$T/spans.json" "$T/cli-json.json"
     "$DS_BIN/dstream" --db "$DS_DB" otlp "$id" --json | jq '[.resourceSpans[].scopeSpans[].spans[]]' | jq "$NORM" >"$T/cli-db.json"
     diff "$T/spans.json" "$T/cli-db.json"
+}
+
+# metric NAME: the sum of a metric's samples in a scrape of /metrics (0 if none).
+metric() { curl -fsS --max-time 10 "$DS_URL/metrics" | awk -v k="$1" '$1 ~ "^"k"[{ ]" || $1 == k { s += $2 } END { print s + 0 }'; }
+metric_ge() { [ "$(metric "$1")" -ge "$2" ]; }
+recorded_for() { [ "$(jq -c --arg t "$1" 'select(.request.resourceSpans[]?.scopeSpans[]?.spans[]?.traceId == $t)' "$RECV_OUT" | wc -l)" -ge "$2" ]; }
+
+@test "receiver down, then holding its answer while the runner is SIGKILLed mid-export: every span arrives, a repeat is the same span" {
+    agent=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary \
+        "$(jq -nc --arg n "$agent" '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["m"]}')"
+    assert_status 201
+    failures=$(metric dstream_runner_otlp_export_failures_total)
+    # The receiver is down while the session runs: the exports fail and are retried.
+    recv_stop
+    id=$(rn_session "$(jq -nc --arg a "$agent" '{agent: $a}')")
+    chat_with_tool "$id"
+    trace=$(rn_events "$id" | jq -r '.[] | select(.type == "session:created") | .trace.traceId')
+    ds_poll 20 metric_ge dstream_runner_otlp_export_failures_total $((failures + 1)) ||
+        fail "no failed export counted: $(curl -fsS "$DS_URL/metrics" | grep otlp)"
+    [ "$(distinct_count "$trace")" = 0 ]
+    # Up again, but holding its answers: what it receives is recorded, not acknowledged.
+    touch "$RECV_DIR/hold"
+    recv_start --hold-file "$RECV_DIR/hold"
+    ds_poll 40 recorded_for "$trace" 1 || fail "no export after the receiver came back: $(tail -5 "$DS_DIR/logs/runner.log")"
+    held=$(jq -c --arg t "$trace" 'select(.request.resourceSpans[]?.scopeSpans[]?.spans[]?.traceId == $t)
+        | [.request.resourceSpans[].scopeSpans[].spans[].spanId]' "$RECV_OUT" | head -1)
+    # The runner dies with the export unanswered; the answer then goes nowhere.
+    rn_runner_signal KILL
+    rm -f "$RECV_DIR/hold"
+    rn_runner_start
+    # Every span of the session arrives; the unacknowledged batch came again.
+    ds_poll 30 has_spans "$trace" 6 || fail "spans received: $(spans_of "$trace" | jq -c '[.spanId, .name]')"
+    spans_of "$trace" | jq -s "$NORM" >"$T/all.json"
+    "$DS_BIN/dstream" otlp "$id" --json | jq '[.resourceSpans[].scopeSpans[].spans[]]' | jq "$NORM" >"$T/cli.json"
+    [ "$(jq length "$T/cli.json")" = 6 ]
+    jq -e --slurpfile cli "$T/cli.json" '($cli[0] | map(.spanId)) - map(.spanId) == []' "$T/all.json"
+    for s in $(jq -r '.[]' <<<"$held"); do
+        [ "$(jq --arg s "$s" '[.[] | select(.spanId == $s)] | length' "$T/all.json")" -ge 2 ] ||
+            fail "the held span $s was not sent again"
+    done
+    # A span sent more than once was the same each time (same ids, same content).
+    jq -e 'group_by(.spanId) | all(.[]; unique | length == 1)' "$T/all.json" ||
+        fail "a repeat differs: $(jq -c 'group_by(.spanId) | map(select(unique | length > 1))' "$T/all.json")"
+    # And it is the span dstream otlp writes.
+    diff <(jq 'unique | sort_by(.spanId)' "$T/all.json") "$T/cli.json"
+    ds_poll 10 metric_ge dstream_runner_otlp_spans_exported_total 6
 }
