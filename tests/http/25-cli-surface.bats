@@ -149,6 +149,8 @@ convo|"$D" convo "$ID" $J
 convo|"$D" --db "$DS_DB" convo "$ID" $J
 requests|"$D" requests "$ID" $J
 export|"$D" export "$ID" $J
+otlp|"$D" otlp "$ID" $J >"$BATS_TEST_TMPDIR/otlp$N" && if [ -n "$J" ]; then cat "$BATS_TEST_TMPDIR/otlp$N"; else [ -s "$BATS_TEST_TMPDIR/otlp$N" ]; fi
+otlp|"$D" --db "$DS_DB" otlp "$ID" $J >"$BATS_TEST_TMPDIR/otlpdb$N" && if [ -n "$J" ]; then cat "$BATS_TEST_TMPDIR/otlpdb$N"; else [ -s "$BATS_TEST_TMPDIR/otlpdb$N" ]; fi
 search|"$D" search "needle-$ID" $J
 search|"$D" --db "$DS_DB" search "needle-$ID" $J
 lineage|"$D" lineage "$ID" $J
