@@ -141,41 +141,63 @@ static void put_text(buf_t *b, const json_t *m)
     json_decref(t);
 }
 
-json_t *compact_request_messages(const json_t *messages, size_t cut, const char *prev)
+/* Entry m of the transcript into b (nothing for an entry that is not sent). */
+static void put_entry(buf_t *b, const json_t *m)
+{
+    const json_t *c;
+    size_t k;
+    if (!compact_sent(m)) return;
+    const char *r = role(m);
+    if (!strcmp(r, "user")) {
+        buf_puts(b, "\nUser: ");
+        put_text(b, m);
+    } else if (!strcmp(r, "assistant")) {
+        if (!chathist_empty(m)) {
+            buf_puts(b, "\nAssistant: ");
+            put_text(b, m);
+        }
+        json_array_foreach(json_object_get(m, "toolCalls"), k, c) {
+            char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT | JSON_ENCODE_ANY);
+            const char *name = json_string_value(json_object_get(c, "name"));
+            buf_printf(b, "\nAssistant called the tool %s with %s", name ? name : "?", args ? args : "{}");
+            free(args);
+        }
+    } else if (!strcmp(r, "tool")) {
+        buf_puts(b, "\nTool result: ");
+        put_text(b, m);
+    }
+    buf_puts(b, "\n");
+}
+
+json_t *compact_request_messages(const json_t *messages, size_t cut, const char *prev, size_t max_bytes)
 {
     buf_t b;
+    size_t n = cut < json_array_size(messages) ? cut : json_array_size(messages), from = 0, left = 0;
     buf_init(&b, TRANSCRIPT_MAX);
+    if (max_bytes) {
+        /* The latest entries that fit (after the previous summary), the earliest left out. */
+        size_t total = prev ? strlen(prev) : 0;
+        from = n;
+        while (from > 0) {
+            buf_t one;
+            buf_init(&one, TRANSCRIPT_MAX);
+            put_entry(&one, json_array_get(messages, from - 1));
+            size_t len = one.len;
+            buf_free(&one);
+            if (total + len > max_bytes) break;
+            total += len;
+            from--;
+        }
+        for (size_t i = 0; i < from; i++) left += compact_sent(json_array_get(messages, i));
+    }
     if (prev) {
         buf_puts(&b, "Summary of the conversation before what follows:\n");
         buf_puts(&b, prev);
         buf_puts(&b, "\n\n");
     }
     buf_puts(&b, "The conversation:\n");
-    for (size_t i = 0; i < cut && i < json_array_size(messages); i++) {
-        const json_t *m = json_array_get(messages, i), *c;
-        size_t k;
-        if (!compact_sent(m)) continue;
-        const char *r = role(m);
-        if (!strcmp(r, "user")) {
-            buf_puts(&b, "\nUser: ");
-            put_text(&b, m);
-        } else if (!strcmp(r, "assistant")) {
-            if (!chathist_empty(m)) {
-                buf_puts(&b, "\nAssistant: ");
-                put_text(&b, m);
-            }
-            json_array_foreach(json_object_get(m, "toolCalls"), k, c) {
-                char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT | JSON_ENCODE_ANY);
-                const char *name = json_string_value(json_object_get(c, "name"));
-                buf_printf(&b, "\nAssistant called the tool %s with %s", name ? name : "?", args ? args : "{}");
-                free(args);
-            }
-        } else if (!strcmp(r, "tool")) {
-            buf_puts(&b, "\nTool result: ");
-            put_text(&b, m);
-        }
-        buf_puts(&b, "\n");
-    }
+    if (left) buf_printf(&b, "\n[its %zu earliest messages are left out: too long to summarize at once]\n", left);
+    for (size_t i = from; i < n; i++) put_entry(&b, json_array_get(messages, i));
     buf_puts(&b, "\n");
     buf_puts(&b, INSTRUCTION);
     /* At the ceiling the transcript is cut short; the instruction may be lost
@@ -216,6 +238,29 @@ void compact_apply_summary(json_t *shown, const char *summary)
     buf_puts(&b, summary);
     json_object_set_new(shown, "system", json_stringn(b.p ? b.p : "", b.len));
     buf_free(&b);
+}
+
+/* The integer that s begins with (after spaces), or -1. */
+static int64_t number_at(const char *s)
+{
+    while (*s == ' ') s++;
+    int64_t n = 0;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 12; s++, digits++) n = n * 10 + (*s - '0');
+    return digits && digits < 12 ? n : -1;
+}
+
+int64_t compact_overflow_window(const char *msg)
+{
+    const char *p;
+    int64_t m = -1;
+    if (!msg) return 0;
+    if ((p = strstr(msg, "maximum context length is "))) {
+        m = number_at(p + 26);
+    } else if ((p = strstr(msg, " > ")) && strstr(p, " maximum")) {
+        m = number_at(p + 3);
+    }
+    return m > 0 ? m : 0;
 }
 
 int compact_overflow(long status, const char *body, size_t len, char *msg, size_t cap)

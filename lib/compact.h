@@ -74,8 +74,10 @@ ssize_t compact_cut(const json_t *messages, int64_t keep);
 
 /* The messages of the summarization request: the view's messages not yet
  * compacted before index cut, as a transcript after prev (the previous summary,
- * or NULL), and the instruction. New reference. */
-json_t *compact_request_messages(const json_t *messages, size_t cut, const char *prev);
+ * or NULL), and the instruction. max_bytes > 0: a transcript longer than that
+ * leaves out its earliest messages, saying how many (the summary of a history too
+ * long for the model's window is of its latest part). New reference. */
+json_t *compact_request_messages(const json_t *messages, size_t cut, const char *prev, size_t max_bytes);
 
 /* The agent document of the summarization request: agent's provider (or
  * provider, when the operator names one; then model too), its model, its
@@ -91,5 +93,10 @@ void compact_apply_summary(json_t *shown, const char *summary);
  * error.code "context_length_exceeded" (either shape from either kind, as
  * compatible servers mix them); its message into msg (cap bytes). */
 int compact_overflow(long status, const char *body, size_t len, char *msg, size_t cap);
+
+/* The model's context window an overflow error's message names (Anthropic's
+ * "prompt is too long: N tokens > M maximum", OpenAI's "maximum context length is M
+ * tokens"): M, or 0. */
+int64_t compact_overflow_window(const char *msg);
 
 #endif

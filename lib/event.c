@@ -350,3 +350,9 @@ sstore_event event_compact_requested(void)
     e.actor = "user";
     return e;
 }
+
+sstore_event event_context_window(sstore_event e, int64_t tokens)
+{
+    if (tokens > 0) json_object_set_new(e.payload, PK_CONTEXT_TOKENS, json_integer((json_int_t)tokens));
+    return e;
+}

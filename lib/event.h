@@ -126,6 +126,9 @@ sstore_event event_compaction(sstore_event e, const char *reason);
 sstore_event event_session_compacted(const char *request_id, const char *up_to, const char *summary,
                                      size_t summary_len, int64_t tokens_before, int64_t tokens_after,
                                      const char *reason, const char *error);
+/* e (provider:request_retried of cause context_overflow) says the model's context
+ * window the provider's error named (tokens; 0: none, e as it was). Returns e. */
+sstore_event event_context_window(sstore_event e, int64_t tokens);
 /* compact:requested (actor user; POST /v1/sessions/{id}/compact). */
 sstore_event event_compact_requested(void);
 /* A piece of the reply (thinking: of the model's thinking), len bytes of text. */

@@ -77,7 +77,7 @@ const char *const session_payload_keys[] = {
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, PK_PURPOSE, PK_UP_TO, PK_SUMMARY,
-    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, NULL};
+    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, PK_CONTEXT_TOKENS, NULL};
 
 int session_known_key(const char *key)
 {
@@ -571,6 +571,7 @@ static void compact_clear(session_view *v, int restore)
     }
     v->compact_reason[0] = '\0';
     v->compact_started = 0;
+    v->compact_window = 0;
 }
 
 /* A compaction's summarization request starts: from its first attempt on, it is the
@@ -800,8 +801,10 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     if (!strcmp(reason, "restart")) v->restarts++;
     else v->failures++;
     /* The reply was over the model's context window: compacted before its retry. */
-    if (!v->compact_started && !strcmp(str(p, PK_CAUSE), "context_overflow"))
+    if (!v->compact_started && !strcmp(str(p, PK_CAUSE), "context_overflow")) {
         snprintf(v->compact_reason, sizeof v->compact_reason, "overflow");
+        v->compact_window = int_of(p, PK_CONTEXT_TOKENS);
+    }
     int64_t at = int_of(p, PK_RETRY_AT);
     v->retry_at = at > 0 ? at : 1;
 }
@@ -1087,6 +1090,8 @@ json_t *session_view_to_json(const session_view *v)
                                       v->saved_failures, "savedRestarts", v->saved_restarts, "savedRetryAt",
                                       (json_int_t)v->saved_retry_at, "savedStatus",
                                       session_status_name(v->saved_status)));
+    if (v->compact_reason[0] && v->compact_window)
+        json_object_set_new(json_object_get(j, "compaction"), "window", json_integer((json_int_t)v->compact_window));
     if (v->compacted_turn) json_object_set_new(j, "compactedTurn", json_integer(v->compacted_turn));
     if (v->compact_requested) json_object_set_new(j, "compactRequested", json_true());
     /* The same for a cut attempt: only while there is one. */
@@ -1174,6 +1179,7 @@ int session_view_from_json(session_view *v, const json_t *j)
         v->saved_retry_at = int_of(cn, "savedRetryAt");
         int ss = session_status_parse(str(cn, "savedStatus"));
         v->saved_status = ss < 0 ? SESSION_PENDING : (session_status)ss;
+        v->compact_window = int_of(cn, "window");
     }
     v->compacted_turn = (int)int_of(j, "compactedTurn");
     v->compact_requested = json_is_true(json_object_get(j, "compactRequested"));

@@ -135,6 +135,8 @@
 #define PK_SUMMARY "summary"            /* session:compacted */
 #define PK_TOKENS_BEFORE "tokensBefore" /* session:compacted */
 #define PK_TOKENS_AFTER "tokensAfter"   /* session:compacted */
+#define PK_CONTEXT_TOKENS "contextTokens" /* provider:request_retried of cause context_overflow (the window the
+                                         * provider's error names) */
 #define PK_CONTINUED_FROM "continuedFrom" /* provider:request_started (a retry that continues a cut attempt) */
 #define PK_CHARS "chars"                /* continuedFrom{}: characters (code points) of the cut attempt's text kept */
 #define PK_TRIMMED "trimmed"            /* continuedFrom{}: whitespace characters dropped from its end */
@@ -247,6 +249,7 @@ typedef struct session_view {
     int64_t saved_retry_at;
     session_status saved_status;
     int compacted_turn;
+    int64_t compact_window;     /* the model's window an overflow's error named (0: none) */
     int compact_requested;
     json_t *summary;
     char compacted_to[40];

@@ -232,7 +232,15 @@ static void compaction_start(runner_t *R, sess_t *s, const session_view *v, cons
     const provcfg_t *c = R->providers;
     json_t *sagent = compact_agent(agent, c->compact_provider[0] ? c->compact_provider : NULL,
                                    c->compact_provider[0] ? c->compact_model : NULL);
-    json_t *msgs = compact_request_messages(v->messages, (size_t)cut, json_string_value(v->summary));
+    /* The transcript within three quarters of the model's window, where one is known
+     * (an overflow's error said it, or the operator's models): the rest of the
+     * summarization request and its reply fit beside it. */
+    const char *sp = json_string_value(json_object_get(sagent, "provider"));
+    const char *sm = json_string_value(json_object_get(sagent, "model"));
+    int64_t win = provcfg_context_tokens(c, sp, sm);
+    if (v->compact_window > 0 && !c->compact_provider[0] && (!win || v->compact_window < win)) win = v->compact_window;
+    size_t max_bytes = win > 0 ? (size_t)(win * 3 / 4 * COMPACT_BYTES_PER_TOKEN) : 0;
+    json_t *msgs = compact_request_messages(v->messages, (size_t)cut, json_string_value(v->summary), max_bytes);
     json_t *kept = json_array();
     for (size_t i = (size_t)cut; i < json_array_size(v->messages); i++)
         json_array_append(kept, json_array_get(v->messages, i));
@@ -272,6 +280,9 @@ static int compaction(runner_t *R, sess_t *s, const session_view *v, const json_
     int64_t window = provcfg_context_tokens(R->providers, json_string_value(json_object_get(agent, "provider")),
                                             json_string_value(json_object_get(agent, "model")));
     int64_t budget = compact_budget(agent, window);
+    /* An overflow's error named the model's window: it bounds what is kept, less a
+     * tenth for the estimate's error. */
+    if (v->compact_window > 0 && (!budget || v->compact_window * 9 / 10 < budget)) budget = v->compact_window * 9 / 10;
     json_t *hist = rturn_history(v);
     int64_t fixed = compact_estimate_agent(shown, NULL);
     int64_t before = compact_estimate_agent(shown, summary) + compact_estimate_messages(hist);
@@ -346,7 +357,8 @@ static void overflowed(runner_t *R, sess_t *s, const char *id, const char *msg)
         goto out;
     }
     int64_t now = timefmt_now_ms();
-    put(R, s, event_request_retried(id, v.attempts + 1, "failed", "context_overflow", 400, msg, 0, now));
+    put(R, s, event_context_window(event_request_retried(id, v.attempts + 1, "failed", "context_overflow", 400, msg, 0,
+                                                         now), compact_overflow_window(msg)));
     diag("info", "session %s: request %s: over the context window (%s): compacting, then attempt %d", s->id, id, msg,
          v.attempts + 1);
     s->timer_ms = now;

@@ -107,15 +107,17 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
         rn_say "$id" "$C300"
         rn_wait "$id" '.status == "completed" and .messages[-1].content == "third reply"'
         rn_events "$id" >"$T/ev.json"
+        # The window the error names (the mock's: 200000, 8192) bounds what is kept:
+        # here all but the first exchange.
         jq -e '[.[] | select(.type == "provider:request_retried")] | length == 1 and
-            (.[0].payload | .cause == "context_overflow" and .status == 400)' "$T/ev.json"
+            (.[0].payload | .cause == "context_overflow" and .status == 400 and (.contextTokens == 200000 or .contextTokens == 8192))' "$T/ev.json"
         jq -e '[.[] | select(.type == "session:compacted")] | length == 1 and
             (.[0].payload | .reason == "overflow" and .summary == "SUMMARY-OVER")' "$T/ev.json"
         jq -e '[.[] | select(.type == "reply:failed")] | length == 0' "$T/ev.json"
         req=$(last_body)
-        [[ $req == *SUMMARY-OVER* && $req == *"$C300"* && $req != *"$A300"* && $req != *"$B300"* ]]
+        [[ $req == *SUMMARY-OVER* && $req == *"$C300"* && $req == *"$B300"* && $req != *"$A300"* ]]
         rn_get "$id"
-        jq -e '.error == null and ([.messages[] | select(.role == "assistant" and (.compacted | not))] | length == 1)' "$DS_BODY"
+        jq -e '.error == null and ([.messages[] | .compacted == true] == [true, true, false, false, false, false])' "$DS_BODY"
     done
 }
 
@@ -220,7 +222,7 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
         and ([.messages[] | select(.role == "user")] | length == 3)' "$DS_BODY"
     # After it: the summarized messages are marked.
     req GET "/v1/sessions/$id/state"
-    jq -e '.compacted.summary == "SUMMARY-TT" and ([.messages[] | select(.compacted)] | length == 4)' "$DS_BODY"
+    jq -e '.compacted.summary == "SUMMARY-TT" and ([.messages[] | select(.compacted)] | length == 2)' "$DS_BODY"
     # A fork from before the compaction (before the message it came with): the
     # whole history, sent whole.
     at=$(rn_events "$id" | jq -r '[.[] | select(.type == "message:user")][2].offset')

@@ -150,7 +150,7 @@ static void test_cut(void)
         if (k != 2 && k != 7) CHECK(compact_cut(v.messages, 1) != k);
     json_array_remove(v.messages, 4);
     /* The summarization request: the transcript before the cut, the instruction. */
-    json_t *m = compact_request_messages(v.messages, 6, "an earlier summary");
+    json_t *m = compact_request_messages(v.messages, 6, "an earlier summary", 0);
     const char *t = json_string_value(json_object_get(json_array_get(m, 0), "content"));
     CHECK_EQ_INT(json_array_size(m), 1);
     CHECK(t && strstr(t, "an earlier summary") && strstr(t, "User: first question") &&
@@ -182,6 +182,31 @@ static void test_overflow(void)
     CHECK(!compact_overflow(413, ant, strlen(ant), msg, sizeof msg));
     CHECK(!compact_overflow(400, "not json", 8, msg, sizeof msg));
     CHECK(!compact_overflow(400, NULL, 0, msg, sizeof msg));
+    /* The window the message names. */
+    CHECK_EQ_INT(compact_overflow_window("prompt is too long: 210000 tokens > 200000 maximum"), 200000);
+    CHECK_EQ_INT(compact_overflow_window("This model's maximum context length is 8192 tokens. However, ..."), 8192);
+    CHECK_EQ_INT(compact_overflow_window("prompt is too long"), 0);
+    CHECK_EQ_INT(compact_overflow_window("x > y maximum"), 0);
+    CHECK_EQ_INT(compact_overflow_window("maximum context length is 99999999999999999999 tokens"), 0);
+    CHECK_EQ_INT(compact_overflow_window(NULL), 0);
+}
+
+/* A transcript over max_bytes keeps its latest messages and says how many it left out. */
+static void test_transcript_cap(void)
+{
+    session_view v;
+    char off[3][OFFSET_LEN + 1];
+    three_exchanges(&v, off);
+    json_t *m = compact_request_messages(v.messages, 6, NULL, 120);
+    const char *t = json_string_value(json_object_get(json_array_get(m, 0), "content"));
+    CHECK(t && !strstr(t, "first question") && !strstr(t, "first answer") && strstr(t, "it is 42") &&
+          strstr(t, "[its 2 earliest messages are left out") && strstr(t, "Summarize"));
+    json_decref(m);
+    m = compact_request_messages(v.messages, 6, NULL, 100000);
+    t = json_string_value(json_object_get(json_array_get(m, 0), "content"));
+    CHECK(t && strstr(t, "first question") && !strstr(t, "left out"));
+    json_decref(m);
+    session_view_free(&v);
 }
 
 /* A budget compaction's course: the summarization request is no reply (nothing
@@ -254,8 +279,10 @@ static void test_reducer_overflow(void)
     char off[3][OFFSET_LEN + 1];
     three_exchanges(&v, off);
     fold(&v, event_request_started("r4", "anthropic", "m", 1));
-    fold(&v, event_request_retried("r4", 2, "failed", "context_overflow", 400, "prompt is too long", 0, 5000));
+    fold(&v, event_context_window(event_request_retried("r4", 2, "failed", "context_overflow", 400, "prompt is too long",
+                                                        0, 5000), 200000));
     CHECK_EQ_STR(v.compact_reason, "overflow");
+    CHECK_EQ_INT(v.compact_window, 200000);
     CHECK_EQ_INT(v.failures, 1);
     CHECK_EQ_INT(rturn_chat(&v, 0, 5000), RTURN_NEEDS_AGENT);
     fold(&v, event_compaction(event_request_started("k1", "anthropic", "m", 1), "overflow"));
@@ -272,7 +299,15 @@ static void test_reducer_overflow(void)
     json_t *u = event_usage(1, 1);
     fold(&v, event_compaction(event_request_ended("k2", "end_turn", u, 0), NULL));
     json_decref(u);
+    json_t *j = session_view_to_json(&v);     /* a snapshot during the compaction keeps the window */
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "compaction"), "window")), 200000);
+    session_view w;
+    session_view_init(&w);
+    CHECK(session_view_from_json(&w, j) == 0 && w.compact_window == 200000);
+    session_view_free(&w);
+    json_decref(j);
     fold(&v, event_session_compacted("k2", off[2], "S", 1, 900, 300, "overflow", NULL));
+    CHECK_EQ_INT(v.compact_window, 0);
     CHECK_EQ_INT(v.failures, 1);
     CHECK_EQ_INT(v.attempts, 1);
     CHECK_EQ_INT(v.retry_at, 5000);
@@ -321,6 +356,7 @@ int main(void)
     test_budget();
     test_cut();
     test_overflow();
+    test_transcript_cap();
     test_reducer_budget();
     test_reducer_overflow();
     test_reducer_requested();
