@@ -159,7 +159,7 @@ static void unauthorized(req_t *r, const char *error, const char *msg)
 /* The headers of every response: nosniff and the sandbox (ACCESS_INERT_LINES), and
  * the CORS headers for an origin the operator listed (r->cors_origin, set by
  * access_begin). All but the echoed origin are constants, added as they are. */
-#define EXPOSED "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, " \
+#define EXPOSED "Stream-Next-Offset, Stream-Digest, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, " \
                 "Stream-TTL, Stream-Expires-At, ETag, Location, Content-Type, " \
                 "Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, " \
                 "Stream-SSE-Data-Encoding, WWW-Authenticate, Retry-After"

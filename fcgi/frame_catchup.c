@@ -21,6 +21,7 @@ static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
     if (f->envelopes) {
         res_header(r, "Content-Type", "application/json");
         reply_offset(r, "Stream-Next-Offset", rr->next);
+        reply_digest(r, rr->digest);
         if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
         res_header(r, "Cache-Control", "no-store");
     } else {
@@ -31,6 +32,7 @@ static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
         etag_of(rr, from, etag, sizeof etag);
         reply_meta(r, &rr->info);
         reply_offset(r, "Stream-Next-Offset", rr->next);
+        reply_digest(r, rr->digest);
         if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
         if (rr->up_to_date && rr->info.closed) res_header(r, "Stream-Closed", "true");
         res_header(r, "ETag", etag);

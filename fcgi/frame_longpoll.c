@@ -14,6 +14,7 @@ static int batch(frame_t *f, req_t *r, const log_read_req *rr, const buf_t *out)
     res_status(r, rr->count > 0 ? 200 : 204);
     reply_meta(r, &rr->info);
     reply_offset(r, "Stream-Next-Offset", rr->next);
+    reply_digest(r, rr->digest);
     if (rr->up_to_date) res_header(r, "Stream-Up-To-Date", "true");
     if (closed_at_tail) res_header(r, "Stream-Closed", "true");
     else res_header(r, "Stream-Cursor", cursor);
@@ -34,6 +35,7 @@ static void end(frame_t *f, req_t *r, const log_read_req *rr)
     frame_cursor(r, cursor, sizeof cursor);
     res_status(r, 204);
     reply_offset(r, "Stream-Next-Offset", rr->from);
+    reply_digest(r, rr->digest);        /* the last read's, at rr->from */
     res_header(r, "Stream-Up-To-Date", "true");
     res_header(r, "Stream-Cursor", cursor);
     res_header(r, "Cache-Control", "no-store");

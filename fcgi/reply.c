@@ -12,6 +12,13 @@ void reply_offset(req_t *r, const char *name, offset_t o)
     res_header(r, name, s);
 }
 
+void reply_digest(req_t *r, const uint8_t d[CHAIN_LEN])
+{
+    char hex[CHAIN_HEX + 1];
+    chain_hex(d, hex);
+    res_header(r, "Stream-Digest", hex);
+}
+
 void reply_fail(req_t *r, int rc)
 {
     switch (rc) {

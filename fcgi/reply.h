@@ -9,6 +9,9 @@
 
 /* Header name (Stream-Next-Offset, ...) with offset o. */
 void reply_offset(req_t *r, const char *name, offset_t o);
+/* Stream-Digest: the hash chain's digest (lib/chain.h) at the position a response
+ * stands at (a read's Stream-Next-Offset, the tail), in lower-case hex. */
+void reply_digest(req_t *r, const uint8_t d[CHAIN_LEN]);
 /* Answer a log error: 404, 409, 410, 400, 503 with Retry-After, or 500. */
 void reply_fail(req_t *r, int rc);
 /* A stream's metadata for HEAD, GET and write responses: Content-Type, Stream-TTL,

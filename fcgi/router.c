@@ -43,6 +43,7 @@ const router_route router_routes[] = {
     {"/v1/sessions/{id}/drift", "GET"},
     {"/v1/sessions/{id}/lineage", "GET"},
     {"/v1/sessions/{id}/diff", "GET"},
+    {"/v1/sessions/{id}/proof", "GET"},
     {"/v1/sessions/{id}/messages", "POST"},
     {"/v1/sessions/{id}/input", "POST"},
     {"/v1/sessions/{id}/cancel", "POST"},
@@ -240,7 +241,7 @@ static int authorize(req_t *r, const char *path)
         /* A fork reads its source; the new session's id is checked by the resource, as
          * are a diff's other session and the sessions a lineage shows. */
         int read = (get && (!*sub || !strcmp(sub, "state") || !strcmp(sub, "events") || !strcmp(sub, "drift") ||
-                            !strcmp(sub, "lineage") || !strcmp(sub, "diff"))) ||
+                            !strcmp(sub, "lineage") || !strcmp(sub, "diff") || !strcmp(sub, "proof"))) ||
                    (!strcmp(m, "POST") && !strcmp(sub, "fork"));
         return req_allow(r, read ? "sessions:read" : "sessions:write", id);
     }

@@ -417,6 +417,41 @@ static void get(req_t *r, const char *id, int state_only)
     session_view_free(&v);
 }
 
+/* GET /v1/sessions/{id}/proof: where the session's event stream's hash chain
+ * (lib/chain.h) stands, its tail's offset and digest, and for a fork where its chain
+ * began: the fork point and its parent's digest there. */
+static void proof(req_t *r, const char *id)
+{
+    sstore_row row;
+    log_info info;
+    char off[OFFSET_LEN + 1], hex[CHAIN_HEX + 1];
+    int rc;
+    if ((rc = sstore_get(r->log, id, &row)) || (rc = log_head(r->log, row.stream, &info))) {
+        fail(r, rc);
+        return;
+    }
+    offset_format(info.tail, off);
+    chain_hex(info.digest, hex);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "session", row.id, "stream", row.stream, "algorithm",
+                          "sha256", "offset", off, "digest", hex);
+    json_t *fork = json_null();
+    if (info.parent) {
+        uint8_t at[CHAIN_LEN];
+        if ((rc = log_digest_at(r->log, row.stream, info.fork.seq, at))) {
+            json_decref(j);
+            fail(r, rc);
+            return;
+        }
+        offset_format(info.fork, off);
+        chain_hex(at, hex);
+        fork = json_pack("{s:s?, s:s, s:s}", "from", row.parent[0] ? row.parent : NULL, "offset", off, "digest", hex);
+    }
+    json_object_set_new(j, "fork", fork);
+    res_header(r, "Cache-Control", "no-store");
+    res_json(r, 200, j);
+    json_decref(j);
+}
+
 static void events(req_t *r, const char *id)
 {
     sstore_row row;
@@ -993,7 +1028,7 @@ void sessions_handle(req_t *r, const char *rest)
                   {"compact", "POST", sessions_compact},
                   {"fork", "POST", fork_session}, {"events", "GET", events},
                   {"drift", "GET", recording_drift}, {"lineage", "GET", lineage},
-                  {"diff", "GET", diff}};
+                  {"diff", "GET", diff}, {"proof", "GET", proof}};
     if (!*sub) {
         if (!strcmp(m, "GET")) get(r, id, 0);
         else if (!strcmp(m, "DELETE")) {

@@ -236,6 +236,7 @@ static void do_put(req_t *r, const char *path)
     res_status(r, cr.created ? 201 : 200);
     reply_meta(r, &cr.info);
     reply_offset(r, "Stream-Next-Offset", cr.info.tail);
+    reply_digest(r, cr.info.digest);
     if (cr.info.closed) res_header(r, "Stream-Closed", "true");
     if (cr.created) {
         /* From the configured public URL (else relative), never from the client's
@@ -354,6 +355,7 @@ static void do_post(req_t *r, const char *path)
     if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.last_seq : ar.seq);
     res_status(r, ar.producer && !ar.duplicate && ar.nmsgs > 0 ? 200 : 204);
     reply_offset(r, "Stream-Next-Offset", ar.info.tail);
+    reply_digest(r, ar.info.digest);
     if (ar.info.closed) res_header(r, "Stream-Closed", "true");
     res_end(r);
 out:
@@ -400,6 +402,7 @@ static void do_head(req_t *r, const char *path)
     }
     reply_meta(r, &info);
     reply_offset(r, "Stream-Next-Offset", info.tail);
+    reply_digest(r, info.digest);
     if (info.closed) res_header(r, "Stream-Closed", "true");
     res_header(r, "Cache-Control", "no-store");
     res_end(r);

@@ -428,6 +428,12 @@ int log_head(log_conn_t *c, const char *path, log_info *info)
     return rc ? rc : store_of(c)->streams->head(c, path, info);
 }
 
+int log_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    int rc = lookable(c, path);
+    return rc ? rc : store_of(c)->streams->digest_at(c, path, seq, out);
+}
+
 int log_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud)
 {
     return store_of(c)->sizes(c, fn, ud);

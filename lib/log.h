@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <strings.h>
 
+#include "chain.h"
 #include "errs.h"
 #include "offset.h"
 
@@ -56,6 +57,7 @@ typedef struct log_info {
     offset_t fork;             /* where the fork branched off */
     int64_t fork_sub;          /* the Stream-Fork-Sub-Offset it was created with */
     int64_t forks;
+    uint8_t digest[CHAIN_LEN]; /* the hash chain's digest at the tail (lib/chain.h) */
 } log_info;
 
 typedef struct log_msg {
@@ -112,6 +114,7 @@ typedef struct log_read_req {
     size_t count;
     size_t bytes;
     int up_to_date;            /* next == tail */
+    uint8_t digest[CHAIN_LEN]; /* the hash chain's digest at next (lib/chain.h) */
     log_info info;
 } log_read_req;
 
@@ -177,6 +180,11 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
 
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
 int log_head(log_conn_t *c, const char *path, log_info *info);
+
+/* The hash chain's digest (lib/chain.h) of the live stream at path at the position
+ * after its first seq messages (zeros at 0; for a fork, below its fork point, its
+ * parent's): into out. 0, LOG_ERANGE past the tail, or LOG_E* as log_head. */
+int log_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN]);
 
 /* The longest a read may leave a sliding TTL's access time unrecorded
  * (DSTREAM_TTL_TOUCH_MS): the default, and log_set_touch_ms to change it. */

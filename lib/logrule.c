@@ -75,6 +75,31 @@ int logrule_position(log_conn_t *c, const logrule_rows *rows, const log_info *ch
     return 0;
 }
 
+int logrule_digest_at(log_conn_t *c, const logrule_rows *rows, const log_info *chain, int n, uint64_t seq,
+                      uint8_t out[CHAIN_LEN])
+{
+    if (seq > chain[0].tail.seq) return LOG_ERANGE;
+    if (seq == chain[0].tail.seq) {
+        memcpy(out, chain[0].digest, CHAIN_LEN);
+        return 0;
+    }
+    if (seq == 0) {
+        memset(out, 0, CHAIN_LEN);
+        return 0;
+    }
+    int rc = rows->digest_at(c, logrule_owner(chain, n, seq - 1)->id, seq - 1, out);
+    return rc < 0 ? rc : rc == 0 ? LOG_ERANGE : 0;
+}
+
+int logrule_digest(log_conn_t *c, const logrule_rows *rows, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    log_info chain[LOGRULE_CHAIN_MAX];
+    int n, found = logrule_lookup(c, rows, path, &chain[0]);
+    if (found != LOGRULE_LIVE) return logrule_state_error(found);
+    if ((n = logrule_chain(c, rows, chain, 1)) < 0) return n;
+    return logrule_digest_at(c, rows, chain, n, seq, out);
+}
+
 /* ---- create ----------------------------------------------------------------------- */
 
 int logrule_same_config(const log_create_req *r, const log_info *info, const log_info *src)
@@ -333,7 +358,7 @@ typedef struct read_ctx {
 
 /* One message of a read: the client's offset must be the first one's own
  * position; 1 once r->max_bytes is reached. */
-static int read_msg(void *ud, const void *data, size_t len, offset_t at)
+static int read_msg(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest)
 {
     read_ctx *x = ud;
     log_read_req *r = x->r;
@@ -344,6 +369,8 @@ static int read_msg(void *ud, const void *data, size_t len, offset_t at)
     r->bytes += len;
     r->next.seq = at.seq + 1;
     r->next.pos = at.pos + len;
+    if (digest) memcpy(r->digest, digest, CHAIN_LEN);
+    else memset(r->digest, 0, CHAIN_LEN);
     return r->bytes >= r->max_bytes;
 }
 
@@ -376,6 +403,8 @@ int logrule_read(log_conn_t *c, const logrule_rows *rows, log_read_req *r, log_m
     if (rc == 1) rc = 0;
     if (rc == 0 && r->count == 0) rc = logrule_position(c, rows, chain, n, from.seq, &r->next);
     if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos) rc = LOG_EOFFSET;
+    /* Nothing read: the digest where the read stands (the tail's, as a rule). */
+    if (rc == 0 && r->count == 0) rc = logrule_digest_at(c, rows, chain, n, r->next.seq, r->digest);
     r->up_to_date = r->next.seq == r->info.tail.seq;
     return rc;
 }

@@ -49,10 +49,15 @@ typedef struct logrule_rows {
      * fetches rows in batches: messages lie end to end, so none at or past the
      * first one's position + budget is delivered. */
     int (*scan)(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
-                int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud);
+                int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud);
+    /* The digest of message seq of stream id (lib/chain.h): 1 with out, 0 if no
+     * such message (or it has none). */
+    int (*digest_at)(log_conn_t *c, int64_t id, uint64_t seq, uint8_t out[CHAIN_LEN]);
     /* Inside a group: the records recs[0..nrecs) at info's tail, one after the
-     * other (info->tail moved on), then the stream row's tail, closed flag,
-     * Stream-Seq and access time from info (a change the feed reports). */
+     * other (info->tail moved on), each message with its digest chained on from
+     * info->digest (chain_link; info->digest moved on), then the stream row's
+     * tail, digest, closed flag, Stream-Seq and access time from info (a change
+     * the feed reports). */
     int (*write)(log_conn_t *c, log_info *info, const logrule_rec *recs, int nrecs, int64_t now_ms);
     /* A producer's state on stream id: 1 with epoch and seq, 0 if none; put:
      * inserted or replaced. */
@@ -93,6 +98,15 @@ const log_info *logrule_owner(const log_info *chain, int n, uint64_t seq);
  * that is not trusted): the tail at or past it. 0, LOG_ERANGE, or LOG_E*. */
 int logrule_position(log_conn_t *c, const logrule_rows *rows, const log_info *chain, int n, uint64_t seq,
                      offset_t *at);
+
+/* The chain's digest after the first seq messages of chain[0..n) (lib/chain.h):
+ * zeros at 0, the tail's at the tail, else the digest of message seq - 1 where its
+ * owner stores it. 0, LOG_ERANGE past the tail or when that message is missing, or
+ * LOG_E*. */
+int logrule_digest_at(log_conn_t *c, const logrule_rows *rows, const log_info *chain, int n, uint64_t seq,
+                      uint8_t out[CHAIN_LEN]);
+/* log_digest_at of the live stream at path. */
+int logrule_digest(log_conn_t *c, const logrule_rows *rows, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN]);
 
 /* Creation. 1 if the stream info (live) is what r would create from source src
  * (the fork's source, NULL when none or not live): an identical re-create. */

@@ -98,6 +98,8 @@ typedef struct store_streams_ops {
     int (*sweep)(log_conn_t *c, log_sweep_batch *b);
     int (*read)(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
     int (*head)(log_conn_t *c, const char *path, log_info *info);
+    /* log_digest_at, in a read transaction of its own (or the group's). */
+    int (*digest_at)(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN]);
     int (*list)(log_conn_t *c, const char *prefix,
                 void (*fn)(void *ud, const char *path, const log_info *info), void *ud);
 } store_streams_ops;
@@ -342,15 +344,15 @@ typedef struct store_table {
 
 #define STORE_COPY_TABLES 13
 #define STORE_COPY_COLS 20      /* columns of the widest table */
-#define STORE_T_MESSAGES 1      /* messages: (stream, seq, pos, rec, data) */
+#define STORE_T_MESSAGES 1      /* messages: (stream, seq, pos, rec, data, digest) */
 
 /* In order: a table comes after the one its rows name (messages after streams). */
 static const store_table store_copy_tables[STORE_COPY_TABLES] = {
     {"streams",
      "id, path, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, tail_seq, tail_pos,"
-     " stream_seq, parent, fork_seq, fork_pos, fork_sub, deleted, forks",
-     "ITTIIIIIIIITIIIIII", "0"},
-    {"messages", "stream, seq, pos, rec, data", "IIIIB", "01"},
+     " stream_seq, parent, fork_seq, fork_pos, fork_sub, deleted, forks, digest",
+     "ITTIIIIIIIITIIIIIIB", "0"},
+    {"messages", "stream, seq, pos, rec, data, digest", "IIIIBB", "01"},
     {"producers", "stream, producer, epoch, seq", "ITII", "01"},
     {"agents", "name, doc, created_ms, updated_ms", "TTII", "0"},
     {"workflows", "name, version, doc, created_ms", "TITI", "01"},

@@ -17,6 +17,16 @@ typedef struct store_check_rule {
     const char *sql;
 } store_check_rule;
 
+/* The hash chain (lib/chain.h), which no query states: each engine walks every
+ * stream's messages in order of seq, streams in order of id, and reports the first
+ * message of a stream whose digest is not the digest of it after the one before it
+ * (a fork's first after its parent's at the fork point), as
+ * "STORE_CHECK_CHAIN: path=P offset=O" (O the message's offset), and a stream
+ * whose row's digest is not its last message's (its chain's start when it has
+ * none) as "STORE_CHECK_CHAIN_TAIL: path=P". */
+#define STORE_CHECK_CHAIN "hash chain broken"
+#define STORE_CHECK_CHAIN_TAIL "stream's digest is not its chain's at the tail"
+
 #define STORE_CHECK_RULES(BYTES_OPEN, BYTES_CLOSE, TEXT_ORDER)                                                  \
     {"stream messages not contiguous from fork point to tail",                                                 \
      "SELECT s.path, s.fork_seq, s.tail_seq, count(m.seq) AS messages, min(m.seq) AS first,"                   \

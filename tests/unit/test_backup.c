@@ -332,6 +332,33 @@ static const char *dialect(const char *sqlite, const char *pg)
     return test_db_is_pg() ? pg : sqlite;
 }
 
+/* The digest d (lib/chain.h) written into message seq of stream id (seq < 0: into
+ * the stream's row), in the engine's spelling of bytes. */
+static int set_digest(int64_t id, int64_t seq, const uint8_t d[CHAIN_LEN])
+{
+    char hex[CHAIN_HEX + 1], sql[256], val[96];
+    chain_hex(d, hex);
+    snprintf(val, sizeof val, test_db_is_pg() ? "decode('%s', 'hex')" : "x'%s'", hex);
+    if (seq < 0) snprintf(sql, sizeof sql, "UPDATE streams SET digest = %s WHERE id = %lld", val, (long long)id);
+    else
+        snprintf(sql, sizeof sql, "UPDATE messages SET digest = %s WHERE stream = %lld AND seq = %lld", val,
+                 (long long)id, (long long)seq);
+    return test_db_sql(sql, NULL, 0);
+}
+
+/* The hash chain of stream id's messages (seq, pos, data: n of them) from start,
+ * written as the streams area writes it; the digest at its tail into end. */
+static void chain_by_hand(int64_t id, const uint8_t start[CHAIN_LEN], const int64_t (*at)[2], const char *const *data,
+                          int n, uint8_t end[CHAIN_LEN])
+{
+    memcpy(end, start, CHAIN_LEN);
+    for (int i = 0; i < n; i++) {
+        chain_link(end, (offset_t){(uint64_t)at[i][0], (uint64_t)at[i][1]}, data[i], strlen(data[i]), end);
+        CHECK_EQ_INT(set_digest(id, at[i][0], end), 0);
+    }
+    CHECK_EQ_INT(set_digest(id, -1, end), 0);
+}
+
 /* A sound log, row by row as the streams area leaves it, on a database of its own:
  * w0 of three messages; p (deleted, kept for its fork) of two; f forked from p after
  * its first, with one of its own; a session's stream of two messages. Then each
@@ -353,6 +380,17 @@ static void test_check_finds(void)
     CHECK_EQ_INT(test_db_sql("INSERT INTO sessions (id, stream, status, created_ms, updated_ms) VALUES"
                              " ('s1', 'sessions/s1', 'idle', 1, 1)", NULL, 0),
                  0);
+    /* Their hash chains: f's starts from p's digest at its fork point (after "one"). */
+    static const int64_t w0_at[][2] = {{0, 0}, {1, 2}, {2, 5}}, p_at[][2] = {{0, 0}, {1, 3}}, f_at[][2] = {{1, 3}},
+                         s1_at[][2] = {{0, 0}, {1, 2}};
+    static const char *const w0_data[] = {"aa", "bbb", "c"}, *const p_data[] = {"one", "two!"},
+                             *const f_data[] = {"three"}, *const s1_data[] = {"{}", "{}"};
+    uint8_t zero[CHAIN_LEN] = {0}, end[CHAIN_LEN], p1[CHAIN_LEN];
+    chain_by_hand(1, zero, w0_at, w0_data, 3, end);
+    chain_by_hand(2, zero, p_at, p_data, 1, p1);
+    chain_by_hand(2, zero, p_at, p_data, 2, end);
+    chain_by_hand(3, p1, f_at, f_data, 1, end);
+    chain_by_hand(4, zero, s1_at, s1_data, 2, end);
     CHECK(sound());
 
     static const struct {

@@ -36,7 +36,7 @@ static store_val vnull(void)
 /* A streams row: id, path, the rest zero (NULL where the column may be). */
 static void stream_row(store_val *r, int64_t id, const char *path, int64_t tail)
 {
-    for (int i = 0; i < 18; i++) r[i] = vi(0);
+    for (int i = 0; i < STORE_COPY_COLS; i++) r[i] = vi(0);
     r[0] = vi(id);
     r[1] = vt(path);
     r[2] = vt("text/plain");
@@ -51,6 +51,7 @@ static void msg_row(store_val *r, int64_t stream, int64_t seq, const char *data)
     r[2] = vi(seq * 10);
     r[3] = vi(seq);
     r[4] = vb(data, strlen(data));
+    r[5] = vnull();
 }
 
 /* Rows of a summary: streams (id, path, tail), then messages (stream, seq, data). */
@@ -68,7 +69,7 @@ typedef struct mrow {
 /* The summary of streams st[0..ns) and messages m[0..nm), in that order. */
 static void summary_of(dbcopy_summary *s, const srow *st, size_t ns, const mrow *m, size_t nm)
 {
-    store_val r[18];
+    store_val r[STORE_COPY_COLS];
     dbcopy_summary_init(s);
     for (size_t i = 0; i < ns; i++) {
         stream_row(r, st[i].id, st[i].path, st[i].tail);

@@ -110,6 +110,99 @@ static int msg_next(msg_reader *m, char *err, size_t errlen)
     return m->n > 0;
 }
 
+/* ---- the hash chain ------------------------------------------------------------------ */
+
+#define CHAIN_WHAT "checking the hash chain"
+
+/* Where a fork's chain starts: the digest of message seq of the chain that stream
+ * p begins (p, then its ancestors: the first whose fork point is at or below seq
+ * stores it) into out (zeros when it has none). 0, or -1 with err. */
+static int chain_start(PGconn *pg, int64_t p, int64_t seq, uint8_t out[CHAIN_LEN], char *err, size_t errlen)
+{
+    char id[24], sq[24];
+    memset(out, 0, CHAIN_LEN);
+    snprintf(sq, sizeof sq, "%lld", (long long)seq);
+    for (int hops = 0; hops < 64; hops++) {
+        snprintf(id, sizeof id, "%lld", (long long)p);
+        const char *v[1] = {id};
+        PGresult *r = run(pg, CHAIN_WHAT, "SELECT coalesce(parent, 0), fork_seq FROM streams WHERE id = $1::bigint", 1,
+                          v, 0, err, errlen);
+        if (!r) return -1;
+        int found = PQntuples(r) == 1;
+        int64_t up = found ? pg_int_of(r, 0, 0) : 0, fork_seq = found ? pg_int_of(r, 0, 1) : 0;
+        PQclear(r);
+        if (!found) return 0;
+        if (seq >= fork_seq || !up) break;
+        p = up;
+    }
+    snprintf(id, sizeof id, "%lld", (long long)p);
+    const char *v[2] = {id, sq};
+    PGresult *r = run(pg, CHAIN_WHAT, "SELECT digest FROM messages WHERE stream = $1::bigint AND seq = $2::bigint", 2,
+                      v, 1, err, errlen);
+    if (!r) return -1;
+    if (PQntuples(r) == 1 && PQgetlength(r, 0, 0) == CHAIN_LEN) memcpy(out, PQgetvalue(r, 0, 0), CHAIN_LEN);
+    PQclear(r);
+    return 0;
+}
+
+/* Every stream's chain (store_check.h: STORE_CHECK_CHAIN), its messages through the
+ * cursor walk_msgs a batch at a time: its first broken link and a tail digest that
+ * is not its chain's, each reported while fewer than limit of its kind. Returns
+ * the problems, or -1 with err. */
+static int chain_walk(PGconn *pg, int limit, backup_report_fn report, void *ud, char *err, size_t errlen)
+{
+    PGresult *list = run(pg, CHAIN_WHAT,
+                         "SELECT id, path, coalesce(parent, 0), fork_seq, encode(digest, 'hex') FROM streams ORDER BY id",
+                         0, NULL, 0, err, errlen);
+    if (!list) return -1;
+    int broken = 0, tails = 0, rc = -1;
+    for (int i = 0; i < PQntuples(list); i++) {
+        const char *sid = PQgetvalue(list, i, 0), *path = PQgetvalue(list, i, 1);
+        int64_t parent = pg_int_of(list, i, 2), fork_seq = pg_int_of(list, i, 3);
+        uint8_t prev[CHAIN_LEN] = {0}, tail[CHAIN_LEN] = {0};
+        char line[LOG_PATH_MAX + 128], off[OFFSET_LEN + 1];
+        int ok = 1, got;
+        if (parent && fork_seq > 0 && chain_start(pg, parent, fork_seq - 1, prev, err, errlen)) goto out;
+        const char *v[1] = {sid};
+        PGresult *cur = run(pg, CHAIN_WHAT,
+                            "DECLARE walk_msgs BINARY NO SCROLL CURSOR FOR SELECT seq, pos, data, digest FROM messages"
+                            " WHERE stream = $1::bigint ORDER BY seq",
+                            1, v, 0, err, errlen);
+        if (!cur) goto out;
+        PQclear(cur);
+        msg_reader m = {pg, NULL, 0, 0, 0};
+        while (ok && (got = msg_next(&m, err, errlen)) > 0) {
+            offset_t at = {(uint64_t)pg_int_at(m.batch, m.i, 0), (uint64_t)pg_int_at(m.batch, m.i, 1)};
+            const uint8_t *d = PQgetlength(m.batch, m.i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(m.batch, m.i, 3)
+                                                                          : NULL;
+            if (chain_step(prev, at, PQgetvalue(m.batch, m.i, 2), (size_t)PQgetlength(m.batch, m.i, 2), d)) continue;
+            ok = 0;
+            offset_format(at, off);
+            snprintf(line, sizeof line, "%s: path=%s offset=%s", STORE_CHECK_CHAIN, path, off);
+            if (broken++ < limit) report(ud, line);
+        }
+        PQclear(m.batch);
+        PGresult *cl = PQexec(pg, "CLOSE walk_msgs");
+        int closed = PQresultStatus(cl) == PGRES_COMMAND_OK;
+        PQclear(cl);
+        if (ok && got < 0) goto out;
+        if (!closed) {
+            snprintf(err, errlen, "%s: %s", CHAIN_WHAT, PQerrorMessage(pg));
+            goto out;
+        }
+        if (!ok) continue;
+        const char *hex = PQgetvalue(list, i, 4);
+        if (chain_parse(hex, strlen(hex), tail) || memcmp(tail, prev, CHAIN_LEN)) {
+            snprintf(line, sizeof line, "%s: path=%s", STORE_CHECK_CHAIN_TAIL, path);
+            if (tails++ < limit) report(ud, line);
+        }
+    }
+    rc = broken + tails;
+out:
+    PQclear(list);
+    return rc;
+}
+
 /* One session stream: its start, then its snapshots (its own after its fork point,
  * and the fork points of the live session streams forked from it) in order of
  * position, each after the stream's own messages before that position. Each
@@ -241,6 +334,19 @@ static int pg_bk_check(const char *target, int limit, backup_report_fn report, v
         int n = run_rule(pg, &rules[i], limit, report, ud, err, errlen);
         if (n < 0) goto fail;
         problems += n;
+    }
+    /* A database from before the chain (not opened since) has none to check. */
+    if (!(r = run(pg, "check", "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema()"
+                               " AND table_name = 'messages' AND column_name = 'digest'",
+                  0, NULL, 0, err, errlen)))
+        goto fail;
+    int chained = strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+    PQclear(r);
+    r = NULL;
+    if (chained) {
+        int broken = chain_walk(pg, limit, report, ud, err, errlen);
+        if (broken < 0) goto fail;
+        problems += broken;
     }
     if (walk(pg, w, err, errlen)) goto fail;
     PQclear(PQexec(pg, "COMMIT"));

@@ -41,7 +41,7 @@
 #include "../../timefmt.h"
 
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
-                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
+                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub, digest"
 
 #define READ_PAGE 4096          /* messages a statement of a read looks at, at most (scan) */
 #define READ_BYTES (4 << 20)    /* bytes a statement of a read fetches, at most (and one message) */
@@ -81,6 +81,9 @@ static void row_info(const PGresult *r, int row, int k, log_info *info, int *del
     info->forks = pg_int_of(r, row, k + 14);
     if (deleted) *deleted = (int)pg_int_of(r, row, k + 15);
     info->fork_sub = pg_int_of(r, row, k + 16);
+    /* bytea as text: "\\x" and its hex (a row without one reads as zeros). */
+    const char *d = pg_text_of(r, row, k + 17);
+    if (d && d[0] == '\\' && d[1] == 'x') chain_parse(d + 2, strlen(d + 2), info->digest);
 }
 
 /* One stream row by sql (one parameter, text): 1 found, 0 not, or LOG_E*. */
@@ -241,6 +244,21 @@ static PGresult *msg_at(log_conn_t *c, int64_t id, uint64_t seq, int *rc)
     return pg_run(c, "SELECT pos, rec, data FROM messages WHERE stream = $1 AND seq = $2", &p, 1, rc);
 }
 
+static int digest_at(log_conn_t *c, int64_t id, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    pg_params p;
+    int rc;
+    pg_params_init(&p);
+    pg_int(&p, id);
+    pg_int(&p, (int64_t)seq);
+    PGresult *r = pg_run(c, "SELECT digest FROM messages WHERE stream = $1 AND seq = $2", &p, 1, &rc);
+    if (!r) return rc;
+    int found = PQntuples(r) > 0 && PQgetlength(r, 0, 0) == CHAIN_LEN;
+    if (found) memcpy(out, PQgetvalue(r, 0, 0), CHAIN_LEN);
+    PQclear(r);
+    return found;
+}
+
 static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
 {
     int rc;
@@ -258,7 +276,7 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
  * stream lie end to end, so a message at or past it would not be delivered: the
  * budget is spent before it). A longer read takes a statement per page. */
 static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
-                int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
+                int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud)
 {
     while (lo < hi) {
         pg_params p;
@@ -270,7 +288,7 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         /* At least 1: a read delivers at least one message. */
         pg_int(&p, budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1);
         PGresult *res = pg_run(c,
-                               "SELECT seq, pos, data FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
+                               "SELECT seq, pos, data, digest FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
                                " AND pos < (SELECT pos FROM messages WHERE stream = $1 AND seq >= $2"
                                "  ORDER BY seq LIMIT 1) + $4"
                                " ORDER BY seq",
@@ -280,7 +298,8 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         for (int i = 0; i < rows; i++) {
             offset_t at = {(uint64_t)pg_int_at(res, i, 0), (uint64_t)pg_int_at(res, i, 1)};
             size_t len = (size_t)PQgetlength(res, i, 2);
-            int stop = fn(ud, PQgetvalue(res, i, 2), len, at);
+            const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3) : NULL;
+            int stop = fn(ud, PQgetvalue(res, i, 2), len, at, d);
             if (stop) {
                 PQclear(res);
                 return stop;
@@ -294,16 +313,18 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
     return 0;
 }
 
-/* The insert of n messages (n > 1) from arrays: the seq, pos, rec and data of
- * each, in binary form, into ins after its first parameter; the arrays' buffers
- * into arr[0..4) (the caller frees them). 0, or LOG_EIO when out of memory. */
+/* The insert of n messages (n > 1) from arrays: the seq, pos, rec, data and
+ * digest of each (chained on from info->digest, which moves on), in binary form,
+ * into ins after its first parameter; the arrays' buffers into arr[0..5) (the
+ * caller frees them). 0, or LOG_EIO when out of memory. */
 static int msg_arrays(pg_params *ins, log_info *info, const logrule_rec *recs, int nrecs, size_t n, char **arr)
 {
     uint64_t *num = malloc(3 * n * sizeof *num);        /* seq, pos, rec: big-endian */
-    const void **elem = malloc(4 * n * sizeof *elem);
-    size_t *len = malloc(4 * n * sizeof *len);
+    uint8_t *dig = malloc(n * CHAIN_LEN);
+    const void **elem = malloc(5 * n * sizeof *elem);
+    size_t *len = malloc(5 * n * sizeof *len);
     int rc = LOG_EIO;
-    if (!num || !elem || !len) goto out;
+    if (!num || !dig || !elem || !len) goto out;
     size_t i = 0;
     for (int k = 0; k < nrecs; k++) {
         uint64_t rec = info->tail.seq;
@@ -313,6 +334,10 @@ static int msg_arrays(pg_params *ins, log_info *info, const logrule_rec *recs, i
             num[2 * n + i] = htobe64(rec);
             elem[3 * n + i] = recs[k].msgs[j].data;
             len[3 * n + i] = recs[k].msgs[j].len;
+            chain_link(info->digest, info->tail, recs[k].msgs[j].data, recs[k].msgs[j].len, info->digest);
+            memcpy(dig + i * CHAIN_LEN, info->digest, CHAIN_LEN);
+            elem[4 * n + i] = dig + i * CHAIN_LEN;
+            len[4 * n + i] = CHAIN_LEN;
             info->tail.seq++;
             info->tail.pos += recs[k].msgs[j].len;
         }
@@ -321,12 +346,13 @@ static int msg_arrays(pg_params *ins, log_info *info, const logrule_rec *recs, i
         elem[i] = &num[i];
         len[i] = sizeof num[i];
     }
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 5; a++)
         if (!(arr[a] = pg_array(ins, a < 3 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n))) goto out;
     rc = 0;
 out:
     free(len);
     free(elem);
+    free(dig);
     free(num);
     return rc;
 }
@@ -339,7 +365,8 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
 {
     size_t n = 0;
     for (int k = 0; k < nrecs; k++) n += recs[k].n;
-    char *arr[4] = {NULL, NULL, NULL, NULL};
+    char *arr[5] = {NULL, NULL, NULL, NULL, NULL};
+    uint8_t one[CHAIN_LEN];
     pg_params ins, tail;
     pg_stmt st[2];
     int rc = 0, nst = 0;
@@ -353,14 +380,18 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
         pg_int(&ins, (int64_t)info->tail.pos);
         pg_int(&ins, (int64_t)info->tail.seq);
         pg_bytes(&ins, m->data, m->len);
+        chain_link(info->digest, info->tail, m->data, m->len, info->digest);
+        memcpy(one, info->digest, CHAIN_LEN);
+        pg_bytes(&ins, one, CHAIN_LEN);
         info->tail.seq++;
         info->tail.pos += m->len;
-        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data) VALUES ($1, $2, $3, $4, $5)", &ins};
+        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data, digest) VALUES ($1, $2, $3, $4, $5, $6)",
+                              &ins};
     } else if (n > 1) {
         if ((rc = msg_arrays(&ins, info, recs, nrecs, n, arr))) goto out;
-        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data)"
-                              " SELECT $1, s, p, r, d FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[])"
-                              " AS t(s, p, r, d)",
+        st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data, digest)"
+                              " SELECT $1, s, p, r, d, h FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[],"
+                              " $6::bytea[]) AS t(s, p, r, d, h)",
                               &ins};
     }
     pg_params_init(&tail);
@@ -371,8 +402,9 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     else pg_null(&tail);
     pg_int(&tail, now);
     pg_int(&tail, info->id);
+    pg_bytes(&tail, info->digest, CHAIN_LEN);
     st[nst++] = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
-                          " access_ms = $5, xid = pg_current_xact_id() WHERE id = $6",
+                          " access_ms = $5, digest = $7, xid = pg_current_xact_id() WHERE id = $6",
                           &tail};
     int held = rows_held(c);
     if ((rc = pg_flight(c, st, nst))) goto out;
@@ -381,7 +413,7 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     now_info.access_ms = now;
     rows_still(c, held, info->id, &now_info);
 out:
-    for (int a = 0; a < 4; a++) free(arr[a]);
+    for (int a = 0; a < 5; a++) free(arr[a]);
     return rc;
 }
 
@@ -505,6 +537,7 @@ static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
 
 static const logrule_rows rows = {
     .by_path = by_path, .by_id = by_id, .lock_path = lock_path, .pos_at = pos_at, .scan = scan,
+    .digest_at = digest_at,
     .write = write_recs,
     .producer_get = producer_get, .producer_put = producer_put,
     .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
@@ -587,7 +620,7 @@ static int fork_prefix(log_conn_t *c, const log_info *chain, int n, offset_t anc
 /* Insert the stream row; 1 inserted, 0 when another transaction made the path
  * meanwhile (committed: look again), or LOG_E*. */
 static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct, int64_t ttl, int64_t expires,
-                         offset_t fork, int64_t parent, int64_t now)
+                         offset_t fork, int64_t parent, const uint8_t start[CHAIN_LEN], int64_t now)
 {
     pg_params p;
     pg_params_init(&p);
@@ -605,11 +638,12 @@ static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct,
     if (parent) pg_int(&p, parent);
     else pg_null(&p);
     pg_int(&p, r->fork_sub);
+    pg_bytes(&p, start, CHAIN_LEN);
     int rc;
     PGresult *res = pg_run(c,
                            "INSERT INTO streams (path, content_type, json, created_ms, access_ms, ttl_s,"
-                           " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub)"
-                           " VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $8, $9, $11)"
+                           " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub, digest)"
+                           " VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $8, $9, $11, $12)"
                            " ON CONFLICT (path) DO NOTHING RETURNING id",
                            &p, 0, &rc);
     if (!res) return rc;
@@ -628,21 +662,24 @@ static int op_create(log_conn_t *c, log_create_req *r)
     const char *ct;
     int64_t ttl, expires;
     offset_t fork;
+    uint8_t start[CHAIN_LEN];   /* the chain's start: a fork's parent's digest at the fork point */
 
 again:
     ct = r->content_type;
     ttl = r->ttl_s;
     expires = r->expires_ms;
     fork = (offset_t){0, 0};
+    memset(start, 0, sizeof start);
     n = 0;
     if ((rc = logrule_create_begin(c, &rows, r, chain))) return rc < 0 ? rc : 0;
     if (r->fork_from) {
         if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
+        if ((rc = logrule_digest_at(c, &rows, chain, n, fork.seq, start))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix))) return rc;
     }
     if (!ct) ct = "application/octet-stream";
 
-    rc = insert_stream(c, r, ct, ttl, expires, fork, r->fork_from ? chain[0].id : 0, now);
+    rc = insert_stream(c, r, ct, ttl, expires, fork, r->fork_from ? chain[0].id : 0, start, now);
     if (rc == 0) {
         /* Made by another transaction meanwhile: answer as if it had come first. */
         logrule_free_msgs(prefix, nprefix);
@@ -690,6 +727,15 @@ static int op_head(log_conn_t *c, const char *path, log_info *info)
     return logrule_head(c, &rows, path, info);
 }
 
+static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    int own_tx = !pgc(c)->in_tx, rc;
+    if (own_tx && (rc = pg_simple(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) return rc;
+    rc = logrule_digest(c, &rows, path, seq, out);
+    if (own_tx) pg_simple(c, "COMMIT");
+    return rc;
+}
+
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
     int own_tx = !pgc(c)->in_tx, rc;
@@ -729,5 +775,6 @@ const store_streams_ops pg_streams_ops = {
     .sweep = op_sweep,
     .read = op_read,
     .head = op_head,
+    .digest_at = op_digest_at,
     .list = op_list,
 };

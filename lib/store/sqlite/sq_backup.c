@@ -156,6 +156,68 @@ static int run_rule(sqlite3 *db, const store_check_rule *r, int limit, backup_re
     return n;
 }
 
+/* ---- the hash chain ------------------------------------------------------------------ */
+
+/* Every stream's chain (store_check.h: STORE_CHECK_CHAIN): its first broken link
+ * and a tail digest that is not its chain's, each reported while fewer than limit of
+ * its kind. Returns the problems, or -1 with err. */
+static int chain_walk(sqlite3 *db, int limit, backup_report_fn report, void *ud, char *err, size_t errlen)
+{
+    sqlite3_stmt *list = NULL, *anc = NULL, *dig = NULL, *msgs = NULL;
+    int broken = 0, tails = 0, rc = -1, step = SQLITE_DONE;
+    /* A database from before the chain (a backup not opened since) has none to check. */
+    if (scalar(db, "SELECT count(*) FROM pragma_table_info('messages') WHERE name = 'digest'") == 0) return 0;
+    if (sqlite3_prepare_v2(db, "SELECT id, path, coalesce(parent, 0), fork_seq, digest FROM streams ORDER BY id", -1,
+                           &list, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT parent, fork_seq FROM streams WHERE id = ?", -1, &anc, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT digest FROM messages WHERE stream = ? AND seq = ?", -1, &dig, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT seq, pos, data, digest FROM messages WHERE stream = ? ORDER BY seq", -1, &msgs,
+                           NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", STORE_CHECK_CHAIN, sqlite3_errmsg(db));
+        goto out;
+    }
+    while ((step = sqlite3_step(list)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(list, 0), parent = sqlite3_column_int64(list, 2);
+        int64_t fork_seq = sqlite3_column_int64(list, 3);
+        const char *path = (const char *)sqlite3_column_text(list, 1);
+        uint8_t prev[CHAIN_LEN] = {0};
+        char line[LOG_PATH_MAX + 128], off[OFFSET_LEN + 1];
+        int ok = 1, m;
+        if (parent && fork_seq > 0) db_chain_start(anc, dig, parent, fork_seq - 1, prev);
+        sqlite3_reset(msgs);
+        sqlite3_bind_int64(msgs, 1, id);
+        while (ok && (m = sqlite3_step(msgs)) == SQLITE_ROW) {
+            offset_t at = {(uint64_t)sqlite3_column_int64(msgs, 0), (uint64_t)sqlite3_column_int64(msgs, 1)};
+            const void *d = sqlite3_column_blob(msgs, 3);
+            if (chain_step(prev, at, sqlite3_column_blob(msgs, 2), (size_t)sqlite3_column_bytes(msgs, 2),
+                           d && sqlite3_column_bytes(msgs, 3) == CHAIN_LEN ? d : NULL))
+                continue;
+            ok = 0;
+            offset_format(at, off);
+            snprintf(line, sizeof line, "%s: path=%s offset=%s", STORE_CHECK_CHAIN, path ? path : "", off);
+            if (broken++ < limit) report(ud, line);
+        }
+        sqlite3_reset(msgs);
+        if (!ok) continue;
+        if (sqlite3_column_bytes(list, 4) != CHAIN_LEN || memcmp(sqlite3_column_blob(list, 4), prev, CHAIN_LEN)) {
+            snprintf(line, sizeof line, "%s: path=%s", STORE_CHECK_CHAIN_TAIL, path ? path : "");
+            if (tails++ < limit) report(ud, line);
+        }
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, errlen, "%s: %s", STORE_CHECK_CHAIN, sqlite3_errstr(step));
+        goto out;
+    }
+    rc = broken + tails;
+out:
+    sqlite3_finalize(list);
+    sqlite3_finalize(anc);
+    sqlite3_finalize(dig);
+    sqlite3_finalize(msgs);
+    return rc;
+}
+
 /* ---- the walk of the session streams ----------------------------------------------- */
 
 #define WALK_WHAT "walking the session streams"
@@ -327,6 +389,9 @@ static int sq_check(const char *target, int limit, backup_report_fn report, void
         if (n < 0) goto fail;
         problems += n;
     }
+    int broken = chain_walk(db, limit, report, ud, err, errlen);
+    if (broken < 0) goto fail;
+    problems += broken;
     if (walk(db, w, err, errlen)) goto fail;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close_v2(db);

@@ -1,8 +1,10 @@
 #include "sq_db.h"
 
+#include "../../chain.h"
 #include "../../timefmt.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,6 +36,133 @@ static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
     snprintf(err, errlen, "%s", msg ? msg : sqlite3_errmsg(db));
     sqlite3_free(msg);
     return -1;
+}
+
+/* The migration that adds the hash chain (sql/sqlite/015_chain.sql): the rows
+ * already there get their digests from chain_fill, in its transaction. */
+#define CHAIN_MIGRATION 15
+#define CHAIN_FILL_BATCH 256
+
+static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
+{
+    if (sqlite3_prepare_v2(db, sql, -1, st, NULL) == SQLITE_OK) return 0;
+    snprintf(err, errlen, "chain: %s", sqlite3_errmsg(db));
+    return -1;
+}
+
+int db_chain_start(sqlite3_stmt *anc, sqlite3_stmt *dig, int64_t p, int64_t seq, uint8_t out[CHAIN_LEN])
+{
+    memset(out, 0, CHAIN_LEN);
+    for (int hops = 0; hops < 64; hops++) {
+        sqlite3_reset(anc);
+        sqlite3_bind_int64(anc, 1, p);
+        if (sqlite3_step(anc) != SQLITE_ROW) return -1;
+        int64_t up = sqlite3_column_type(anc, 0) == SQLITE_NULL ? 0 : sqlite3_column_int64(anc, 0);
+        int64_t fork_seq = sqlite3_column_int64(anc, 1);
+        sqlite3_reset(anc);
+        if (seq >= fork_seq || !up) break;
+        p = up;
+    }
+    sqlite3_reset(dig);
+    sqlite3_bind_int64(dig, 1, p);
+    sqlite3_bind_int64(dig, 2, seq);
+    int rc = -1;
+    if (sqlite3_step(dig) == SQLITE_ROW && sqlite3_column_bytes(dig, 0) == CHAIN_LEN) {
+        memcpy(out, sqlite3_column_blob(dig, 0), CHAIN_LEN);
+        rc = 0;
+    }
+    sqlite3_reset(dig);
+    return rc;
+}
+
+/* Every stream's chain over the rows written before the chain existed, streams in
+ * order of id (a parent before its forks, whose chains start from its digests),
+ * each one's messages in batches read whole before they are updated (no statement
+ * updates a table another is still walking). 0, or -1 with err. */
+static int chain_fill(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *list = NULL, *anc = NULL, *dig = NULL, *msgs = NULL, *upd = NULL, *tail = NULL;
+    int64_t *ids = NULL, *parents = NULL, *forks = NULL;
+    size_t n = 0, cap = 0;
+    int rc = -1;
+    if (prep(db, "SELECT id, coalesce(parent, 0), fork_seq FROM streams ORDER BY id", &list, err, errlen) ||
+        prep(db, "SELECT parent, fork_seq FROM streams WHERE id = ?", &anc, err, errlen) ||
+        prep(db, "SELECT digest FROM messages WHERE stream = ? AND seq = ?", &dig, err, errlen) ||
+        prep(db, "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? ORDER BY seq LIMIT ?", &msgs,
+             err, errlen) ||
+        prep(db, "UPDATE messages SET digest = ? WHERE stream = ? AND seq = ?", &upd, err, errlen) ||
+        prep(db, "UPDATE streams SET digest = ? WHERE id = ?", &tail, err, errlen))
+        goto out;
+    while (sqlite3_step(list) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            int64_t *a = realloc(ids, cap * sizeof *a), *b = realloc(parents, cap * sizeof *b);
+            int64_t *f = realloc(forks, cap * sizeof *f);
+            if (a) ids = a;
+            if (b) parents = b;
+            if (f) forks = f;
+            if (!a || !b || !f) abort();
+        }
+        ids[n] = sqlite3_column_int64(list, 0);
+        parents[n] = sqlite3_column_int64(list, 1);
+        forks[n++] = sqlite3_column_int64(list, 2);
+    }
+    sqlite3_finalize(list);
+    list = NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t d[CHAIN_LEN] = {0}, batch[CHAIN_FILL_BATCH][CHAIN_LEN];
+        int64_t seqs[CHAIN_FILL_BATCH], next = forks[i];
+        if (parents[i] && forks[i] > 0) db_chain_start(anc, dig, parents[i], forks[i] - 1, d);
+        for (;;) {
+            int k = 0, step;
+            sqlite3_reset(msgs);
+            sqlite3_bind_int64(msgs, 1, ids[i]);
+            sqlite3_bind_int64(msgs, 2, next);
+            sqlite3_bind_int(msgs, 3, CHAIN_FILL_BATCH);
+            while ((step = sqlite3_step(msgs)) == SQLITE_ROW) {
+                offset_t at = {(uint64_t)sqlite3_column_int64(msgs, 0), (uint64_t)sqlite3_column_int64(msgs, 1)};
+                chain_link(d, at, sqlite3_column_blob(msgs, 2), (size_t)sqlite3_column_bytes(msgs, 2), d);
+                memcpy(batch[k], d, CHAIN_LEN);
+                seqs[k++] = (int64_t)at.seq;
+            }
+            sqlite3_reset(msgs);
+            if (step != SQLITE_DONE) {
+                snprintf(err, errlen, "chain: %s", sqlite3_errstr(step));
+                goto out;
+            }
+            for (int j = 0; j < k; j++) {
+                sqlite3_reset(upd);
+                sqlite3_bind_blob(upd, 1, batch[j], CHAIN_LEN, SQLITE_STATIC);
+                sqlite3_bind_int64(upd, 2, ids[i]);
+                sqlite3_bind_int64(upd, 3, seqs[j]);
+                if (sqlite3_step(upd) != SQLITE_DONE) {
+                    snprintf(err, errlen, "chain: %s", sqlite3_errmsg(db));
+                    goto out;
+                }
+            }
+            if (k < CHAIN_FILL_BATCH) break;
+            next = seqs[k - 1] + 1;
+        }
+        sqlite3_reset(tail);
+        sqlite3_bind_blob(tail, 1, d, CHAIN_LEN, SQLITE_STATIC);
+        sqlite3_bind_int64(tail, 2, ids[i]);
+        if (sqlite3_step(tail) != SQLITE_DONE) {
+            snprintf(err, errlen, "chain: %s", sqlite3_errmsg(db));
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(list);
+    sqlite3_finalize(anc);
+    sqlite3_finalize(dig);
+    sqlite3_finalize(msgs);
+    sqlite3_finalize(upd);
+    sqlite3_finalize(tail);
+    free(ids);
+    free(parents);
+    free(forks);
+    return rc;
 }
 
 int db_migrate(sqlite3 *db, char *err, size_t errlen)
@@ -75,6 +204,7 @@ int db_migrate(sqlite3 *db, char *err, size_t errlen)
         st = NULL;
         if (applied) continue;
         if (exec(db, m->sql, err, errlen)) goto fail;
+        if (m->version == CHAIN_MIGRATION && chain_fill(db, err, errlen)) goto fail;
         if (sqlite3_prepare_v2(db, "INSERT INTO schema_version VALUES (?, ?, ?)", -1, &st,
                                NULL) != SQLITE_OK) {
             snprintf(err, errlen, "%s", sqlite3_errmsg(db));

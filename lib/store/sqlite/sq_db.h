@@ -31,6 +31,14 @@ int db_cap(sqlite3 *db, int64_t max_bytes, char *err, size_t errlen);
 /* Apply pending migrations. Returns the schema version reached, or -1 with err. */
 int db_migrate(sqlite3 *db, char *err, size_t errlen);
 
+/* Where a fork's hash chain starts (lib/chain.h): the digest of message seq of the
+ * chain that stream p begins (p, then its ancestors: the first whose fork point is
+ * at or below seq stores it) into out, with anc ("SELECT parent, fork_seq FROM
+ * streams WHERE id = ?") and dig ("SELECT digest FROM messages WHERE stream = ?
+ * AND seq = ?") prepared by the caller. 0, or -1 when that message has no digest
+ * (out zeros then). */
+int db_chain_start(sqlite3_stmt *anc, sqlite3_stmt *dig, int64_t p, int64_t seq, uint8_t out[32]);
+
 /* The highest migration compiled into this binary. */
 int db_schema_version(void);
 

@@ -30,12 +30,12 @@
 enum {
     S_GET, S_GET_ID, S_INSERT_STREAM, S_INSERT_MSG, S_UPDATE_TAIL, S_READ, S_PROD_GET,
     S_PROD_PUT, S_DEL_MSGS, S_DEL_PRODS, S_KEEP_REV, S_DEL_STREAM, S_TOUCH, S_SOFT_DELETE, S_FORKS_ADD,
-    S_EXPIRED, S_DEL_MSGS_SOME, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
+    S_EXPIRED, S_DEL_MSGS_SOME, S_CHANGES, S_MAXREV, S_CHILDREN, S_MSG_AT, S_REC_COUNT, S_REC_MSGS, S_DIGEST_AT, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_BEGIN_READ, S_COUNT
 };
 
 #define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
-                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub"
+                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub, digest"
 
 /* The next change number: above every stream's and above those of streams
  * deleted since (stream_rev_floor, kept by a trigger), so that it never goes back
@@ -49,13 +49,13 @@ static const char *const sql_text[S_COUNT] = {
     [S_GET_ID] = "SELECT " INFO_COLS " FROM streams WHERE id = ?",
     [S_INSERT_STREAM] =
         "INSERT INTO streams (path, content_type, json, created_ms, access_ms, ttl_s,"
-        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
-    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data) VALUES (?, ?, ?, ?, ?)",
+        " expires_ms, closed, tail_seq, tail_pos, parent, fork_seq, fork_pos, fork_sub, digest)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+    [S_INSERT_MSG] = "INSERT INTO messages (stream, seq, pos, rec, data, digest) VALUES (?, ?, ?, ?, ?, ?)",
     [S_UPDATE_TAIL] = "UPDATE streams SET tail_seq = ?, tail_pos = ?, closed = ?,"
-                      " stream_seq = ?, access_ms = ?,"
+                      " stream_seq = ?, access_ms = ?, digest = ?,"
                       " rev = " NEXT_REV " WHERE id = ?",
-    [S_READ] = "SELECT seq, pos, data FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
+    [S_READ] = "SELECT seq, pos, data, digest FROM messages WHERE stream = ? AND seq >= ? AND seq < ?"
                " ORDER BY seq",
     [S_PROD_GET] = "SELECT epoch, seq FROM producers WHERE stream = ? AND producer = ?",
     [S_PROD_PUT] = "INSERT OR REPLACE INTO producers (stream, producer, epoch, seq)"
@@ -87,6 +87,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
     [S_REC_COUNT] = "SELECT count(*) FROM messages WHERE stream = ? AND rec = ?",
     [S_REC_MSGS] = "SELECT data FROM messages WHERE stream = ? AND rec = ? ORDER BY seq LIMIT ?",
+    [S_DIGEST_AT] = "SELECT digest FROM messages WHERE stream = ? AND seq = ?",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -175,6 +176,15 @@ static void row_info(sqlite3_stmt *s, int k, log_info *info, int *deleted)
     info->forks = sqlite3_column_int64(s, k + 14);
     if (deleted) *deleted = sqlite3_column_int(s, k + 15);
     info->fork_sub = sqlite3_column_int64(s, k + 16);
+    /* A row without a digest (none can be: the migration gave every row one) reads as zeros. */
+    if (sqlite3_column_bytes(s, k + 17) == CHAIN_LEN) memcpy(info->digest, sqlite3_column_blob(s, k + 17), CHAIN_LEN);
+}
+
+/* Column i of s as a digest: its bytes, or NULL when it holds none. */
+static const uint8_t *col_digest(sqlite3_stmt *s, int i)
+{
+    const void *d = sqlite3_column_blob(s, i);
+    return d && sqlite3_column_bytes(s, i) == CHAIN_LEN ? d : NULL;
 }
 
 /* ---- the rows lib/logrule decides from (logrule_rows) ----------------------------- */
@@ -215,7 +225,7 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
 
 /* A cursor over the rows: budget (for engines that fetch in batches) does not matter. */
 static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
-                int (*fn)(void *ud, const void *data, size_t len, offset_t at), void *ud)
+                int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud)
 {
     (void)budget;
     sqlite3_stmt *s = stmt(c, S_READ);
@@ -225,23 +235,40 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
     int rc, stop = 0;
     while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         offset_t at = {(uint64_t)sqlite3_column_int64(s, 0), (uint64_t)sqlite3_column_int64(s, 1)};
-        stop = fn(ud, sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), at);
+        stop = fn(ud, sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2), at, col_digest(s, 3));
     }
     sqlite3_reset(s);
     return stop ? stop : rc == SQLITE_DONE ? 0 : sq_error(c, rc);
 }
 
-/* Append msgs as one record (one request body) at the tail of info. */
+static int digest_at(log_conn_t *c, int64_t id, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    sqlite3_stmt *s = stmt(c, S_DIGEST_AT);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, (int64_t)seq);
+    int rc = sqlite3_step(s), found = 0;
+    if (rc == SQLITE_ROW && col_digest(s, 0)) {
+        memcpy(out, col_digest(s, 0), CHAIN_LEN);
+        found = 1;
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? found : sq_error(c, rc);
+}
+
+/* Append msgs as one record (one request body) at the tail of info, each with its
+ * digest chained on from info->digest (the tail's, read with the row: no read more). */
 static int insert_msgs(log_conn_t *c, log_info *info, const log_msg *msgs, size_t n)
 {
     uint64_t rec = info->tail.seq;
     for (size_t i = 0; i < n; i++) {
         sqlite3_stmt *s = stmt(c, S_INSERT_MSG);
+        chain_link(info->digest, info->tail, msgs[i].data, msgs[i].len, info->digest);
         sqlite3_bind_int64(s, 1, info->id);
         sqlite3_bind_int64(s, 2, (int64_t)info->tail.seq);
         sqlite3_bind_int64(s, 3, (int64_t)info->tail.pos);
         sqlite3_bind_int64(s, 4, (int64_t)rec);
         sqlite3_bind_blob(s, 5, msgs[i].data, (int)msgs[i].len, SQLITE_STATIC);
+        sqlite3_bind_blob(s, 6, info->digest, CHAIN_LEN, SQLITE_STATIC);
         int rc = run(c, s);
         if (rc) return rc;
         info->tail.seq++;
@@ -264,7 +291,8 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     sqlite3_bind_int(s, 3, info->closed);
     if (info->stream_seq[0]) sqlite3_bind_text(s, 4, info->stream_seq, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 5, now);
-    sqlite3_bind_int64(s, 6, info->id);
+    sqlite3_bind_blob(s, 6, info->digest, CHAIN_LEN, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, info->id);
     return run(c, s);
 }
 
@@ -353,7 +381,7 @@ static int64_t drop_messages(log_conn_t *c, int64_t id, int64_t max)
 }
 
 static const logrule_rows rows = {
-    .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan,
+    .by_path = by_path, .by_id = by_id, .pos_at = pos_at, .scan = scan, .digest_at = digest_at,
     .write = write_recs,
     .producer_get = producer_get, .producer_put = producer_put,
     .children = children, .forks_add = forks_add, .drop = drop, .mark_deleted = mark_deleted,
@@ -439,10 +467,12 @@ static int op_create(log_conn_t *c, log_create_req *r)
     const char *ct = r->content_type;
     int64_t ttl = r->ttl_s, expires = r->expires_ms;
     offset_t fork = {0, 0};
+    uint8_t start[CHAIN_LEN] = {0};     /* the chain's start: a fork's parent's digest at the fork point */
 
     if ((rc = logrule_create_begin(c, &rows, r, chain))) return rc < 0 ? rc : 0;
     if (r->fork_from) {
         if ((rc = logrule_fork(c, &rows, r, chain, &n, &ct, &ttl, &expires, &fork))) return rc;
+        if ((rc = logrule_digest_at(c, &rows, chain, n, fork.seq, start))) return rc;
         if ((rc = fork_prefix(c, chain, n, fork, r->fork_sub, chain[0].json, &prefix, &nprefix)))
             return rc;
         if ((rc = forks_add(c, chain[0].id, 1))) goto out;
@@ -463,6 +493,7 @@ static int op_create(log_conn_t *c, log_create_req *r)
     sqlite3_bind_int64(s, 11, (int64_t)fork.seq);
     sqlite3_bind_int64(s, 12, (int64_t)fork.pos);
     sqlite3_bind_int64(s, 13, r->fork_sub);
+    sqlite3_bind_blob(s, 14, start, CHAIN_LEN, SQLITE_STATIC);
     if ((rc = run(c, s))) goto out;
 
     rc = logrule_create_fill(c, &rows, r, prefix, nprefix, now);
@@ -500,6 +531,15 @@ static int op_sweep(log_conn_t *c, log_sweep_batch *b)
 static int op_head(log_conn_t *c, const char *path, log_info *info)
 {
     return logrule_head(c, &rows, path, info);
+}
+
+static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
+{
+    int own_tx = sqlite3_get_autocommit(sq(c)->db), rc;
+    if (own_tx && (rc = run_simple(c, S_BEGIN_READ))) return rc;
+    rc = logrule_digest(c, &rows, path, seq, out);
+    if (own_tx) run_simple(c, S_COMMIT);
+    return rc;
 }
 
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
@@ -583,5 +623,6 @@ const store_streams_ops sq_streams_ops = {
     .sweep = op_sweep,
     .read = op_read,
     .head = op_head,
+    .digest_at = op_digest_at,
     .list = op_list,
 };
