@@ -395,7 +395,11 @@ int logrule_read(log_conn_t *c, const logrule_rows *rows, log_read_req *r, log_m
     rc = 0;
     for (int k = n - 1; k >= 0 && rc == 0; k--) {
         uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;
-        uint64_t hi = k > 0 ? chain[k - 1].fork.seq : r->info.tail.seq;
+        /* Up to the lowest fork point below it: a fork of a fork may branch below
+         * its parent's own fork point (logrule_owner's rule). */
+        uint64_t hi = r->info.tail.seq;
+        for (int j = 0; j < k; j++)
+            if (chain[j].fork.seq < hi) hi = chain[j].fork.seq;
         if (lo < from.seq) lo = from.seq;
         if (hi > r->info.tail.seq) hi = r->info.tail.seq;
         if (lo < hi) rc = rows->scan(c, chain[k].id, lo, hi, r->max_bytes - r->bytes, read_msg, &x);
