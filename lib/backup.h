@@ -22,15 +22,16 @@
  * byte position follows from the one before it, every fork's parent exists and
  * holds the fork point, no message or producer row is orphaned, every live session
  * has its stream, and every snapshot sits on a message boundary of its session's
- * stream. Then every snapshot is compared with a replay: the engine walks each
- * session stream (backup_walk: the stream, its own messages in order, each snapshot
- * as the walk passes its position) and this module folds its events once (lib/sstore
- * sstore_fold, as views are computed), from the start or, for a fork, from its
- * fork-point snapshot, and compares each snapshot as the fold passes its position;
- * a fork's fork-point snapshot is compared in its parent's fold. A difference is
- * reported with the session, the position and the first key that differs. Linear
- * in the log: each message is read once, and only up to its stream's last
- * snapshot. */
+ * stream. Then every stream's hash chain (lib/chain.h) is recomputed from its rows
+ * and a stream's first broken link named. Then every snapshot is compared with a
+ * replay: the engine walks each session stream (backup_walk: the stream, its own
+ * messages in order, each snapshot as the walk passes its position) and this module
+ * folds its events once (lib/sstore sstore_fold, as views are computed), from the
+ * start or, for a fork, from its fork-point snapshot, and compares each snapshot as
+ * the fold passes its position; a fork's fork-point snapshot is compared in its
+ * parent's fold. A difference is reported with the session, the position and the
+ * first key that differs. Linear in the log: each message is read once, and only up
+ * to its stream's last snapshot. */
 #ifndef DSTREAM_BACKUP_H
 #define DSTREAM_BACKUP_H
 

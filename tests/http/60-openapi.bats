@@ -200,6 +200,9 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/drift' GET "/v1/sessions/$sid/drift"
     x '/v1/sessions/{id}/fork' POST "/v1/sessions/$sid/fork" "${J[@]}" --data-binary '{"at": "-1", "mode": "playback"}'
     fid=$(jq -r .id "$DS_BODY")
+    x '/v1/sessions/{id}/proof' GET "/v1/sessions/$fid/proof"
+    x '/v1/sessions/{id}/proof' GET "/v1/sessions/$sid/proof"
+    x '/v1/sessions/{id}/proof' GET /v1/sessions/no-such-session/proof
     x '/v1/sessions/{id}/fork' POST "/v1/sessions/$sid/fork" "${J[@]}" --data-binary '{"at": 7}'
     x '/v1/sessions/{id}/lineage' GET "/v1/sessions/$fid/lineage"
     x '/v1/sessions/{id}/lineage' GET "/v1/sessions/$sid/lineage?limit=1"
