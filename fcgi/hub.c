@@ -63,6 +63,7 @@ struct hconn {
     int64_t id;                 /* the stream */
     offset_kind kind;
     offset_t from;
+    uint8_t digest[CHAIN_LEN];  /* the hash chain's at from (a long-poll's 204 says it) */
     char *path, *query;
     char *head;                 /* headers collected but not sent (a long-poll's) */
     size_t headlen;
@@ -290,9 +291,11 @@ static int produce(hub_t *h, hconn *c)
     rr.path = c->path;
     rr.kind = c->kind;
     rr.from = c->from;
+    memcpy(rr.digest, c->digest, CHAIN_LEN);
     int st = frame_step(&c->f, &r, &rr, &h->batch);
     c->kind = rr.kind;
     c->from = rr.from;
+    memcpy(c->digest, rr.digest, CHAIN_LEN);
     if (st == FRAME_END) c->status = r.status;
     req_end(&r);
     return st;
@@ -425,6 +428,7 @@ static void conn_finish(hub_t *h, hconn *c, int64_t now)
     log_read_req rr;
     memset(&rr, 0, sizeof rr);
     rr.from = c->from;
+    memcpy(rr.digest, c->digest, CHAIN_LEN);
     c->f.fr->end(&c->f, &r, &rr);
     c->status = r.status;
     req_end(&r);
@@ -823,6 +827,7 @@ int hub_park(hub_t *h, req_t *r, const log_read_req *rr, const frame_t *f, int64
     c->id = f->id;
     c->kind = rr->kind;
     c->from = rr->from;
+    memcpy(c->digest, rr->digest, CHAIN_LEN);
     c->deadline = deadline_ms;
     hand(h, r, c);
     return 0;
