@@ -24,6 +24,10 @@ void sha256_final(sha256_ctx *c, uint8_t out[SHA256_LEN]);
 void sha256(const void *data, size_t n, uint8_t out[SHA256_LEN]);
 /* HMAC-SHA-256 of msg under key. */
 void sha256_hmac(const void *key, size_t klen, const void *msg, size_t n, uint8_t out[SHA256_LEN]);
+/* Which code computes the blocks: the CPU's SHA extensions (SHA-NI, x86-64) when it
+ * has them, else portable C. on: 1 to use them when there, 0 for the portable code
+ * (the tests compare both), -1 to ask. Returns 1 when the SHA extensions are in use. */
+int sha256_fast(int on);
 /* Lower-case hex of n bytes into out (2n+1 bytes with the NUL). */
 void sha256_hex(const uint8_t *p, size_t n, char *out);
 /* 1 if a[0..n) equals b[0..n), in time that depends on n only. */
