@@ -355,7 +355,6 @@ static void do_post(req_t *r, const char *path)
     if (ar.producer) res_headerf(r, "Producer-Seq", "%" PRId64, ar.duplicate ? ar.last_seq : ar.seq);
     res_status(r, ar.producer && !ar.duplicate && ar.nmsgs > 0 ? 200 : 204);
     reply_offset(r, "Stream-Next-Offset", ar.info.tail);
-    reply_digest(r, ar.info.digest);
     if (ar.info.closed) res_header(r, "Stream-Closed", "true");
     res_end(r);
 out:

@@ -9,8 +9,9 @@
 
 load helpers
 
-# A read limit small enough that a read of three 2,500-byte messages stops after two.
-setup_file() { ds_stack_start DSTREAM_RUNNER=0 DSTREAM_READ_MAX=4000; }
+# A read limit small enough that a read of three 2,500-byte messages stops after two;
+# long-polls that time out within a second.
+setup_file() { ds_stack_start DSTREAM_RUNNER=0 DSTREAM_READ_MAX=4000 DSTREAM_LONGPOLL_MS=1000; }
 teardown_file() { ds_stack_stop; }
 
 setup() { T=$BATS_TEST_TMPDIR; }
@@ -52,7 +53,7 @@ print(json.dumps(out))
 EOF
 }
 
-@test "Stream-Digest on PUT, POST, HEAD and reads is the documented formula over the bytes" {
+@test "Stream-Digest on PUT, HEAD and reads is the documented formula over the bytes" {
     s=$(ds_stream)
     ds_create "$s" text/plain
     assert_header Stream-Digest "$ZERO"
@@ -63,11 +64,14 @@ EOF
     assert_status 204
     echo "[[\"$(offset 0 0)\", \"$(base64 -w0 "$T/m0")\"]]" >"$T/c1.json"
     d1=$(chain "$ZERO" "$T/c1.json")
+    refute_header Stream-Digest         # an append's answer does not carry it
+    req HEAD "$s"
     assert_header Stream-Digest "$d1"
     req POST "$s" -H 'Content-Type: text/plain' --data-binary @"$T/m1"
     assert_status 204
     echo "[[\"$(offset 1 3)\", \"$(base64 -w0 "$T/m1")\"]]" >"$T/c2.json"
     d2=$(chain "$d1" "$T/c2.json")
+    req HEAD "$s"
     assert_header Stream-Digest "$d2"
     # The same bytes by hand, with sha256sum: the previous digest's 32 bytes, the
     # offset, the message.
@@ -87,9 +91,14 @@ EOF
     req GET "$s?offset=$(offset 2 12)"
     assert_status 200
     assert_header Stream-Digest "$d2"
-    # A long-poll that gets data says the digest at its end.
+    # A long-poll that gets data says the digest at its end; one that waited in vain
+    # (its 204, from the process's hub of waiting readers) the tail's, where it stands.
     req GET "$s?offset=$(offset 1 3)&live=long-poll"
     assert_status 200
+    assert_header Stream-Digest "$d2"
+    req GET "$s?offset=$(offset 2 12)&live=long-poll"
+    assert_status 204
+    assert_header Stream-Next-Offset "$(offset 2 12)"
     assert_header Stream-Digest "$d2"
 }
 
