@@ -2,6 +2,8 @@
 #include "offset.h"
 
 #include <stdlib.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "test.h"
@@ -24,6 +26,19 @@ static void test_format(void)
     CHECK_EQ_UINT(strlen(out), OFFSET_LEN);
     offset_format((offset_t){1234567890123456ULL, 42}, out);
     CHECK_EQ_STR(out, "1234567890123456_0000000000000042");
+    /* The digits written by hand are printf's, over a sweep of values; past
+     * OFFSET_MAX (never minted) printf's cut as before. */
+    char want[OFFSET_LEN + 1];
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 2000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        offset_t o = {x % (OFFSET_MAX + 1), (x >> 7) % (i % 2 ? 1000 : OFFSET_MAX + 1)};
+        offset_format(o, out);
+        snprintf(want, sizeof want, "%016" PRIu64 "_%016" PRIu64, o.seq, o.pos);
+        if (!CHECK_EQ_STR(out, want)) break;
+    }
+    offset_format((offset_t){OFFSET_MAX + 1, 5}, out);
+    CHECK_EQ_STR(out, "10000000000000000_000000000000000");
 }
 
 static void test_round_trip(void)
