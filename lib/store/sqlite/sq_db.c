@@ -38,9 +38,9 @@ static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
     return -1;
 }
 
-/* The migration that adds the hash chain (sql/sqlite/015_chain.sql): the rows
+/* The migration that adds the hash chain (sql/sqlite/017_chain.sql): the rows
  * already there get their digests from chain_fill, in its transaction. */
-#define CHAIN_MIGRATION 15
+#define CHAIN_MIGRATION 17
 #define CHAIN_FILL_BATCH 256
 
 static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)

@@ -1,4 +1,4 @@
--- The hash chain (lib/chain.h, sql/sqlite/015_chain.sql): a digest per message,
+-- The hash chain (lib/chain.h, sql/sqlite/017_chain.sql): a digest per message,
 -- covering the digest before it, its offset and its bytes, and the stream's digest
 -- at its tail (the next append chains on from it, kept with the row the group
 -- holds: no read more). The rows already there get theirs here, stream by stream in
