@@ -221,6 +221,8 @@ int64_t traces_wait(traces_t *X, int64_t now, int64_t wait)
 {
     if (!X) return wait;
     if (!X->started) return 0;
+    /* At the ceiling of exports in flight, the end of one wakes the loop. */
+    if (X->nflying >= INFLIGHT_MAX) return wait;
     int64_t due = INT64_MAX;
     for (xsess *s = X->sessions; s; s = s->next) {
         if (s->easy || !s->dirty) continue;
