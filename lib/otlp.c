@@ -267,7 +267,7 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
         t->step = i;
         snprintf(s->key, sizeof s->key, "%s/%lld", str(p, "phase"),
                  (long long)json_integer_value(json_object_get(p, "step")));
-        snprintf(s->name, sizeof s->name, "step %s %s", str(p, "phase"), str(p, "name"));
+        snprintf(s->name, sizeof s->name, "step %s%s%s", str(p, "phase"), *str(p, "name") ? " " : "", str(p, "name"));
         attr_s(s, "dstream.workflow.phase", str(p, "phase"));
         attr_copy(s, "dstream.workflow.step", p, "step");
         attr_s(s, "dstream.workflow.step.kind", str(p, "kind"));

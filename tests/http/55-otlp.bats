@@ -5,7 +5,8 @@
 # protobufjs code @opentelemetry/otlp-transformer generates from opentelemetry-proto),
 # never with dstream's code. A chat with a tool call and a retried request becomes
 # one trace: the session span, the turn, each attempt with the GenAI attributes, the
-# tool call, with the log's own ids and parents; with the receiver down, then held
+# tool call, with the log's own ids and parents (a workflow: its steps, the agent
+# step's request under its step); with the receiver down, then held
 # while the runner is SIGKILLed mid-export, every span still arrives and a span sent
 # twice is sent the same both times; `dstream otlp` writes the same spans.
 
@@ -206,4 +207,33 @@ recorded_for() { [ "$(jq -c --arg t "$1" 'select(.request.resourceSpans[]?.scope
     # And it is the span dstream otlp writes.
     diff <(jq 'unique | sort_by(.spanId)' "$T/all.json") "$T/cli.json"
     ds_poll 10 metric_ge dstream_runner_otlp_spans_exported_total 6
+}
+
+@test "a workflow: its steps under the session span, the agent step's request under its step, the session OK at the end" {
+    agent=$(rn_agent anthropic claude-test-model)
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{name: $n, initialState: {},
+        phases: [{name: "one", steps: [{kind: "agent", name: "Say", agent: $a, prompt: "Say hi.",
+            update: {said: "$output"}}], transitions: [{to: "two"}]},
+            {name: "two", terminal: true, steps: [{kind: "update", set: {finished: true}}]}]}')"
+    rn_script '{"text": "hi", "usage": {"input": 4, "output": 2}}'
+    id=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w, input: {}}')")
+    rn_wait "$id" '.status == "completed"'
+    rn_events "$id" >"$T/ev.json"
+    trace=$(jq -r '.[] | select(.type == "session:created") | .trace.traceId' "$T/ev.json")
+    # session + 2 steps + 1 attempt
+    ds_poll 20 has_spans "$trace" 4 || fail "spans received: $(spans_of "$trace" | jq -c '[.spanId, .name]')"
+    spans_of "$trace" | jq -s "$NORM | unique | sort_by(.spanId)" >"$T/spans.json"
+    [ "$(jq length "$T/spans.json")" = 4 ]
+    root=$(jq -r '.[] | select(.type == "session:created") | .trace.spanId' "$T/ev.json")
+    s0=$(jq -r '[.[] | select(.type == "step:started")][0].trace.spanId' "$T/ev.json")
+    s1=$(jq -r '[.[] | select(.type == "step:started")][1].trace.spanId' "$T/ev.json")
+    rq=$(jq -r '.[] | select(.type == "provider:request_started") | .trace.spanId' "$T/ev.json")
+    sp() { jq -r "$1" "$T/spans.json"; }
+    [ "$(sp ".[] | select(.spanId == \"$root\") | [.parentSpanId, .name, .status.code] | join(\" \")")" = " session $wf 1" ]
+    [ "$(sp ".[] | select(.spanId == \"$s0\") | [.parentSpanId, .name] | join(\" \")")" = "$root step one Say" ]
+    [ "$(sp ".[] | select(.spanId == \"$s1\") | .parentSpanId")" = "$root" ]
+    [ "$(sp ".[] | select(.spanId == \"$rq\") | [.parentSpanId, .name] | join(\" \")")" = "$s0 chat claude-test-model" ]
+    "$DS_BIN/dstream" otlp "$id" --json | jq '[.resourceSpans[].scopeSpans[].spans[]]' | jq "$NORM" >"$T/cli.json"
+    diff "$T/spans.json" "$T/cli.json"
 }
