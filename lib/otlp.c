@@ -8,6 +8,7 @@
 #include "pbuf.h"
 #include "sha256.h"
 #include "timefmt.h"
+#include "utf8.h"
 
 #define SCOPE_NAME "dstream"
 #define SCOPE_VERSION "1"
@@ -117,6 +118,7 @@ static void set_status(otlp_span *s, int code, const char *msg)
 {
     s->status = code;
     snprintf(s->status_msg, sizeof s->status_msg, "%s", msg ? msg : "");
+    utf8_scrub(s->status_msg);
 }
 
 static void attr_s(otlp_span *s, const char *k, const char *v)
@@ -201,6 +203,7 @@ static int turn_begin(otlp_trace *t, const char *span_id, uint64_t seq, int64_t 
     t->turn = i;
     t->turns++;
     snprintf(s->name, sizeof s->name, "invoke_agent %s", t->agent);
+    utf8_scrub(s->name);  /* a character cut in two */
     attr_s(s, "gen_ai.operation.name", "invoke_agent");
     attr_s(s, "gen_ai.agent.name", t->agent);
     attr_s(s, "gen_ai.conversation.id", t->session);
@@ -224,8 +227,9 @@ static int session_begin(otlp_trace *t, const char *type, const json_t *p, const
     otlp_span *s = &t->v[i];
     if (is_hex(parent, 16)) snprintf(s->parent_id, sizeof s->parent_id, "%s", parent);
     const char *agent = str(p, "agent"), *wf = str(p, "workflow");
-    if (!strcmp(type, "session:created")) snprintf(t->agent, sizeof t->agent, "%s", agent);
+    if (!strcmp(type, "session:created")) utf8_scrub((snprintf(t->agent, sizeof t->agent, "%s", agent), t->agent));
     snprintf(s->name, sizeof s->name, "session %s", *wf ? wf : *t->agent ? t->agent : t->session);
+    utf8_scrub(s->name);  /* a character cut in two */
     attr_s(s, "dstream.session.id", t->session);
     attr_s(s, "gen_ai.conversation.id", t->session);
     attr_s(s, "gen_ai.agent.name", t->agent);
@@ -268,6 +272,7 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
         snprintf(s->key, sizeof s->key, "%s/%lld", str(p, "phase"),
                  (long long)json_integer_value(json_object_get(p, "step")));
         snprintf(s->name, sizeof s->name, "step %s%s%s", str(p, "phase"), *str(p, "name") ? " " : "", str(p, "name"));
+        utf8_scrub(s->name);  /* a character cut in two */
         attr_s(s, "dstream.workflow.phase", str(p, "phase"));
         attr_copy(s, "dstream.workflow.step", p, "step");
         attr_s(s, "dstream.workflow.step.kind", str(p, "kind"));
@@ -282,6 +287,7 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
         }
     } else if (!strcmp(type, "agent:started")) {
         snprintf(t->agent, sizeof t->agent, "%s", str(p, "agent"));
+        utf8_scrub(t->agent);
         if (t->step >= 0) {
             otlp_span *s = &t->v[t->step];
             attr_s(s, "gen_ai.operation.name", "invoke_agent");
@@ -318,6 +324,7 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
         s->kind = OTLP_KIND_CLIENT;
         snprintf(s->key, sizeof s->key, "%s", str(p, "requestId"));
         snprintf(s->name, sizeof s->name, "chat %s", str(p, "model"));
+        utf8_scrub(s->name);  /* a character cut in two */
         attr_s(s, "gen_ai.operation.name", "chat");
         attr_s(s, "gen_ai.provider.name", str(p, "provider"));
         attr_s(s, "gen_ai.system", str(p, "provider"));
@@ -367,6 +374,7 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
         otlp_span *s = &t->v[i];
         snprintf(s->key, sizeof s->key, "%s", str(p, "callId"));
         snprintf(s->name, sizeof s->name, "execute_tool %s", str(p, "name"));
+        utf8_scrub(s->name);  /* a character cut in two */
         attr_s(s, "gen_ai.operation.name", "execute_tool");
         attr_s(s, "gen_ai.tool.name", str(p, "name"));
         attr_s(s, "gen_ai.tool.call.id", str(p, "callId"));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "utf8.h"
 
 #define TRACE "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -318,11 +319,52 @@ static void test_encode(void)
     otlp_trace_free(&t);
 }
 
+/* Names and messages cut to their fields' sizes stay UTF-8: a character cut in two
+ * would make the protobuf string invalid (receivers refuse it) and the JSON span
+ * impossible to write. */
+static void test_cut_utf8(void)
+{
+    otlp_trace t;
+    char payload[1400], name[401] = "", err[801] = "";
+    for (int i = 0; i < 200; i++) memcpy(name + 2 * i, "\xc3\xa9", 3);
+    for (int i = 0; i < 266; i++) memcpy(err + 3 * i, "\xe2\x82\xac", 4);
+    otlp_trace_init(&t, "u1");
+    feed(&t, 0, "session:created", "{\"agent\": \"x\"}", "4000000000000001", NULL);
+    feed(&t, 1, "message:user", "{\"content\": \"hi\"}", "4000000000000002", NULL);
+    feed(&t, 2, "provider:request_started", "{\"requestId\": \"r1\", \"provider\": \"p\", \"model\": \"m\"}",
+         "4000000000000003", NULL);
+    snprintf(payload, sizeof payload, "{\"callId\": \"c1\", \"name\": \"x%s\", \"requestId\": \"r1\"}", name);
+    feed(&t, 3, "tool:called", payload, "4000000000000004", NULL);
+    feed(&t, 4, "provider:request_ended", "{\"requestId\": \"r1\", \"stopReason\": \"tool_use\"}", "4000000000000005",
+         NULL);
+    snprintf(payload, sizeof payload, "{\"callId\": \"c1\", \"failed\": true}");
+    feed(&t, 5, "tool:result", payload, "4000000000000006", NULL);
+    snprintf(payload, sizeof payload, "{\"error\": \"%s\", \"reason\": \"x\"}", err);
+    feed(&t, 6, "reply:failed", payload, "4000000000000007", NULL);
+    const otlp_span *tool = by_id(&t, "4000000000000004"), *turn = by_id(&t, "4000000000000002");
+    if (!CHECK(tool && turn)) return;
+    CHECK(utf8_valid(tool->name, strlen(tool->name)));
+    CHECK(strlen(tool->name) > 100);
+    CHECK(utf8_valid(turn->status_msg, strlen(turn->status_msg)));
+    CHECK(strlen(turn->status_msg) > 200);
+    size_t idx[16], n;
+    uint64_t upto;
+    n = otlp_select(&t, 0, 100, idx, &upto);
+    CHECK_EQ_UINT(n, 4);
+    json_t *j = otlp_encode_json(&t, idx, n);
+    json_t *spans = json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(j, "resourceSpans"), 0),
+                                                                   "scopeSpans"), 0), "spans");
+    CHECK_EQ_UINT(json_array_size(spans), 4);
+    json_decref(j);
+    otlp_trace_free(&t);
+}
+
 int main(void)
 {
     test_chat_tree();
     test_derived_ids();
     test_workflow_and_fork();
     test_encode();
+    test_cut_utf8();
     return TEST_MAIN_END();
 }
