@@ -17,6 +17,7 @@
 
 #define INFLIGHT_MAX 4            /* exports in flight at once (each one session's batch) */
 #define LOOK_MS 100               /* changed sessions are looked at most this often */
+#define LOOK_BUDGET_MS 10         /* of the loop's time per turn; what is left waits for the next */
 #define BACKOFF_MIN_MS 500        /* after a failed export: doubled each time, up to */
 #define BACKOFF_MAX_MS 30000
 #define BODY_MAX (64u << 20)      /* bytes of one export request */
@@ -414,8 +415,17 @@ void traces_tick(traces_t *X)
             X->scan = 1;
         }
     }
+    /* A backlog (a start after an outage, the first start with an endpoint: every
+     * session's spans so far) is taken a few milliseconds a turn. */
+    int64_t budget_end = now + LOOK_BUDGET_MS;
     for (xsess **pp = &X->sessions, *s; (s = *pp);) {
-        if (s->dirty && !s->easy && now >= s->retry_at && X->nflying < INFLIGHT_MAX) look(X, s, now);
+        if (s->dirty && !s->easy && now >= s->retry_at && X->nflying < INFLIGHT_MAX) {
+            if (timefmt_now_ms() >= budget_end) {
+                X->next_look = now;     /* the rest in the next turn */
+            } else {
+                look(X, s, now);
+            }
+        }
         /* Nothing left to do for it: forgotten until its log changes again. */
         if (!s->dirty && !s->easy && !s->built) {
             *pp = s->next;
