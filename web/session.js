@@ -7,6 +7,7 @@ import { api, enc, eventsUrl } from "./api.js";
 import { age, append, clear, cost, h, json, short, statusBadge, toast, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
 import { lineageCard } from "./lineage.js";
+import { sessionPictures } from "./pictures.js";
 
 // The catalogue (docs/events.md): EventSource delivers a named event only to a
 // listener for that name.
@@ -16,7 +17,7 @@ const TYPES = ["session:created", "session:forked", "session:cancelled", "workfl
     "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
     "tool:approved", "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
     "input:expired", "message:user", "cancel:requested", "stop:requested",
-    "reply:stopped", "session:compacted", "compact:requested", "message"];
+    "reply:stopped", "session:compacted", "compact:requested", "timer:set", "timer:fired", "signal:received", "message"];
 
 const TIMELINE_MAX = 2000;
 
@@ -43,12 +44,16 @@ export function sessionPage(main, id) {
     const flowCard = h("section", { class: "card", "aria-label": "Phases", hidden: true }, h("h2", {}, "Phases"), flowBox);
     // The tree of forks it belongs to, each session a link (lineage.js).
     const lineage = lineageCard(id);
+    // Its timeline and its tokens and cost over time, drawn from the same events
+    // (pictures.js); a click on a bar shows its event in the list.
+    const pictures = sessionPictures({ onPick: showEvent });
 
     main.append(
         h("h1", {}, "Session ", h("span", { id: "session-id" }, id)),
         h("div", { class: "row" }, conn, counters, reconnectBtn, cancelBtn,
           h("a", { href: "#/sessions" }, "All sessions")),
         h("section", { class: "card", "aria-label": "Session" }, summary),
+        pictures.timelineCard, pictures.usageCard,
         h("div", { class: "session-grid" },
           h("div", {},
             checkpoint,
@@ -143,6 +148,7 @@ export function sessionPage(main, id) {
         showCounters();
         addToTimeline(env);
         applyToChat(env);
+        pictures.add(env);
         slider.max = String(events);
         if (following) {
             slider.value = String(events);
@@ -163,6 +169,18 @@ export function sessionPage(main, id) {
         timeline.append(li);
         while (timeline.children.length > TIMELINE_MAX) timeline.removeChild(timeline.firstChild);
         if (stick) timeline.scrollTop = timeline.scrollHeight;
+    }
+
+    // The event at offset in the list, scrolled to and marked (a bar of the timeline
+    // or a point of the usage chart was clicked).
+    function showEvent(offset) {
+        for (const li of timeline.querySelectorAll("li.picked")) li.classList.remove("picked");
+        const li = [...timeline.children].find((x) => x.dataset.offset === offset);
+        if (!li) { say(`That event is no longer in the list (the latest ${TIMELINE_MAX} are kept)`); return; }
+        li.classList.add("picked");
+        li.tabIndex = -1;
+        li.scrollIntoView({ block: "center" });
+        li.focus({ preventScroll: true });
     }
 
     // ---- the conversation, built from the events --------------------------------
@@ -533,6 +551,7 @@ export function sessionPage(main, id) {
             closed = true;
             clearTimeout(retryTimer);
             clearTimeout(refreshTimer);
+            pictures.leave();
             if (es) es.close();
         },
     };

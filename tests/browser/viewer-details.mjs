@@ -29,6 +29,11 @@
 //   diff           "compare" in the lineage opens two sessions side by side from where
 //                  they part, each side's first difference marked, and the paths where
 //                  their states differ
+//   pictures       a session's timeline (a bar for each attempt of each request, the
+//                  retried ones and the cut ones marked, the delays before retries
+//                  hatched, a bar for each tool call; a click on a bar marks its event
+//                  in the list) and its tokens and cost over time (a point after each
+//                  request, at its event's sums)
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
@@ -89,7 +94,138 @@ const shownTree = () => {
     return root ? walk(root) : null;
 };
 
+// Every event of a session, read with the API (pages of the events route).
+async function eventsOf(id) {
+    const all = [];
+    let offset = "-1";
+    for (let i = 0; i < 50; i++) {
+        const res = await fetch(`${base}/v1/sessions/${id}/events?offset=${offset}`, { headers: { Authorization: `Bearer ${admin}` } });
+        if (!res.ok) throw new Error(`events of ${id}: HTTP ${res.status}`);
+        const page = await res.json();
+        all.push(...page);
+        offset = res.headers.get("stream-next-offset") || offset;
+        if (res.headers.get("stream-up-to-date") === "true" || !page.length) return all;
+    }
+    throw new Error(`events of ${id}: more than 50 pages`);
+}
+
 const cases = {
+    async pictures(page) {
+        // A chat whose first request fails once (HTTP 500, retried), asks for a tool (an
+        // MCP server's), then answers; a second message whose reply is cut after two
+        // deltas and continued.
+        const agent = `details-pic-${tag}`;
+        await api("POST", "/v1/agents", { ...agentDoc(agent), mcpServers: ["t"] });
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-pic-${tag}` })).id;
+        await script({ replies: [{ status: 500 },
+            { text: "Let me echo.", toolCalls: [{ id: `pc-${tag}`, name: "t__echo", arguments: { text: "hi" } }], usage: { input: 120, output: 20 } },
+            { text: "Echoed.", usage: { input: 180, output: 9 } }] });
+        await api("POST", `/v1/sessions/${id}/messages`, { content: "echo hi" });
+        await statusIs(id, ["completed"]);
+        await script({ replies: [{ text: "Part one, part two and part three.", chunkSize: 5, cutAfter: 2 },
+            { text: "Part one, part two and part three.", chunkSize: 5, usage: { input: 260, output: 31 } }] });
+        const n = (await api("GET", `/v1/sessions/${id}`)).messages.length;
+        await api("POST", `/v1/sessions/${id}/messages`, { content: "go on" });
+        for (let i = 0; i < 300 && (await api("GET", `/v1/sessions/${id}`)).messages.length < n + 2; i++)
+            await new Promise((r) => setTimeout(r, 100));
+        const s = await statusIs(id, ["completed"]);
+        const evs = await eventsOf(id);
+        const of = (type) => evs.filter((e) => e.type === type);
+        const starts = of("provider:request_started"), retried = of("provider:request_retried");
+        assert(starts.length === 5 && retried.length === 2 && of("tool:called").length === 1 &&
+               starts.filter((e) => e.payload.continuedFrom).length === 1,
+               `the session's events: ${evs.map((e) => e.type).filter((t) => !/delta/.test(t)).join(" ")}`);
+
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForFunction((k) => document.querySelectorAll("#tl-chart .tl-bar").length === k &&
+            document.querySelectorAll("#usage-chart .usage-point").length === 3, 5 + 2 + 1, { timeout: 15000 })
+            .catch(async (e) => {
+                const n = await page.evaluate(() => [document.querySelectorAll("#tl-chart .tl-bar").length,
+                    document.querySelectorAll("#usage-chart .usage-point").length, document.getElementById("tl-summary")?.textContent,
+                    location.hash, document.querySelector("main").textContent.slice(0, 300)]);
+                throw new Error(`the pictures: ${JSON.stringify(n)}: ${e.message}`);
+            });
+        const got = await page.evaluate(() => ({
+            bars: [...document.querySelectorAll("#tl-chart .tl-bar")].map((b) => ({
+                kind: b.dataset.kind, offset: b.dataset.offset, request: b.dataset.request || null, attempt: b.dataset.attempt || null,
+                row: b.dataset.row, cls: b.getAttribute("class"), title: b.querySelector("title").textContent,
+                w: b.getBoundingClientRect().width })),
+            cuts: [...document.querySelectorAll("#tl-chart .tl-mark-cut")].map((m) => m.dataset.offset),
+            continued: [...document.querySelectorAll("#tl-chart .tl-mark-continued")].map((m) => m.dataset.offset),
+            rows: [...document.querySelectorAll("#tl-chart .tl-row")].map((r) => r.querySelector(".tl-label").firstChild.textContent),
+            summary: document.getElementById("tl-summary").textContent,
+            points: [...document.querySelectorAll("#usage-chart .usage-point")].map((p) => ({
+                offset: p.dataset.offset, in: Number(p.dataset.in), out: Number(p.dataset.out), usd: Number(p.dataset.usd),
+                title: p.querySelector("title").textContent })),
+        }));
+        // One bar for each attempt (its provider:request_started), each retry's delay
+        // (its provider:request_retried) and the tool call (tool:called).
+        const want = [...starts.map((e) => `attempt ${e.offset} ${e.payload.requestId} ${e.payload.attempt}`),
+                      ...retried.map((e) => `retry ${e.offset}`), ...of("tool:called").map((e) => `tool ${e.offset}`)].sort();
+        const have = got.bars.map((b) => (b.kind === "attempt" ? `attempt ${b.offset} ${b.request} ${b.attempt}` : `${b.kind} ${b.offset}`)).sort();
+        assert(JSON.stringify(have) === JSON.stringify(want), `the bars: ${JSON.stringify(have)}, the events: ${JSON.stringify(want)}`);
+        assert(got.bars.every((b) => b.w >= 2), `a bar not drawn: ${JSON.stringify(got.bars)}`);
+        // A retried attempt is on its request's row and looks apart; the cut ones are marked.
+        const barOf = (e) => got.bars.find((b) => b.offset === e.offset && b.kind === "attempt");
+        for (const r of retried) {
+            const over = got.bars.find((b) => b.kind === "attempt" && b.request === r.payload.requestId);
+            const next = evs.find((e) => e.type === "provider:request_started" && e.offset > r.offset);
+            const b = next && barOf(next);
+            assert(over && /tl-cut/.test(over.cls) && next.payload.attempt === r.payload.attempt && b && /tl-retried/.test(b.cls) &&
+                   b.row === over.row, `the retried attempt after ${r.payload.requestId}: ${JSON.stringify(over)} then ${JSON.stringify(b)}`);
+        }
+        assert(JSON.stringify(got.cuts.sort()) === JSON.stringify(retried.map((e) => e.offset).sort()),
+               `the cuts marked: ${JSON.stringify(got.cuts)}`);
+        const cont = starts.find((e) => e.payload.continuedFrom);
+        assert(got.continued.length === 1 && got.continued[0] === cont.offset && /tl-continued/.test(barOf(cont).cls) &&
+               barOf(cont).title.includes(`continues ${cont.payload.continuedFrom.requestId}`), `the continuation: ${JSON.stringify(got.continued)}`);
+        const causes = retried.map((e) => e.payload.cause).sort().join();
+        assert(got.bars.filter((b) => b.kind === "retry").every((b) => /waiting .* before attempt 2/.test(b.title)), "the retry delays' titles");
+        assert(got.rows.length === 4 && got.rows.filter((r) => r === "tool t__echo").length === 1, `the rows: ${JSON.stringify(got.rows)}`);
+        assert(/^3 requests \(5 attempts, 2 retried, 2 cut\), 1 tool call, 0 waits/.test(got.summary), `the summary: ${got.summary}`);
+        await page.locator("#tl-card").screenshot({ path: `${out}/timeline.png` });
+        ok(`the timeline: 3 requests, 5 attempts (2 retried: ${causes}; the cut ones marked, one continued), 2 delays, 1 tool call`);
+
+        // A click on the retried attempt's bar marks its event in the list, in view.
+        const second = starts.find((e) => e.payload.attempt === 2);
+        await page.locator(`#tl-chart .tl-bar[data-offset="${second.offset}"]`).click();
+        await page.waitForSelector(`#timeline li.picked[data-offset="${second.offset}"]`, { timeout: 5000 });
+        const picked = await page.evaluate((o) => {
+            const li = document.querySelector(`#timeline li[data-offset="${o}"]`);
+            const box = li.getBoundingClientRect(), list = document.getElementById("timeline").getBoundingClientRect();
+            return { n: document.querySelectorAll("#timeline li.picked").length, type: li.querySelector(".type").textContent,
+                     inList: box.top >= list.top - 1 && box.bottom <= list.bottom + 1, inView: box.top >= 0 && box.bottom <= innerHeight,
+                     selected: document.querySelectorAll("#tl-chart .tl-selected").length };
+        }, second.offset);
+        assert(picked.n === 1 && picked.type === "provider:request_started" && picked.inList && picked.inView && picked.selected === 1,
+               `the event picked: ${JSON.stringify(picked)}`);
+        // And by keyboard: the tool call's bar, Enter.
+        const call = of("tool:called")[0];
+        await page.locator(`#tl-chart .tl-bar[data-offset="${call.offset}"]`).focus();
+        await page.keyboard.press("Enter");
+        await page.waitForSelector(`#timeline li.picked[data-offset="${call.offset}"]`, { timeout: 5000 });
+        await page.screenshot({ path: `${out}/timeline-picked.png` });
+        ok("a click on a bar (or Enter on it) marks its event in the list and scrolls it into view");
+
+        // Tokens and cost: a point after each request that ended, at the sums of the events' usage.
+        let sin = 0, sout = 0, susd = 0;
+        const wantPts = of("provider:request_ended").map((e) => {
+            sin += e.payload.usage.inputTokens; sout += e.payload.usage.outputTokens; susd += e.payload.costUsd;
+            return { offset: e.offset, in: sin, out: sout, usd: susd };
+        });
+        const pts = got.points.map(({ offset, in: i, out: o, usd: u }) => ({ offset, in: i, out: o, usd: u }));
+        assert(wantPts.length === 3 && pts.length === 3 && pts.every((p, i) => p.offset === wantPts[i].offset && p.in === wantPts[i].in &&
+               p.out === wantPts[i].out && Math.abs(p.usd - wantPts[i].usd) < 1e-12), `the points: ${JSON.stringify(pts)}, the events: ${JSON.stringify(wantPts)}`);
+        assert(sin === 120 + 180 + 260 && sout === 20 + 9 + 31 && Math.abs(susd - s.costUsd) < 1e-9 &&
+               s.usage.inputTokens === sin, `the sums against the session's: ${sin} ${sout} ${susd} ${JSON.stringify(s.usage)} ${s.costUsd}`);
+        assert(got.points[2].title.includes(`${sin} input tokens, ${sout} output tokens`), `a point's title: ${got.points[2].title}`);
+        // The points go up left to right (the step lines are drawn through them).
+        const xs = await page.evaluate(() => [...document.querySelectorAll("#usage-chart .usage-point circle.usage-in")].map((c) => [Number(c.getAttribute("cx")), Number(c.getAttribute("cy"))]));
+        assert(xs.every((p, i) => i === 0 || (p[0] >= xs[i - 1][0] && p[1] < xs[i - 1][1])), `the input points' places: ${JSON.stringify(xs)}`);
+        await page.locator("#usage-card").screenshot({ path: `${out}/usage.png` });
+        ok(`tokens and cost: 3 points at ${sin} in, ${sout} out, $${susd.toFixed(6)} (the events' sums, the session's usage)`);
+    },
+
     async compaction(page) {
         const agent = `details-compact-${tag}`;
         await api("POST", "/v1/agents", { ...agentDoc(agent), limits: { contextTokens: 200 } });
@@ -509,6 +645,7 @@ try {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await ctx.newPage();
     const clean = watch(page, base);
+    page.on("pageerror", (e) => console.log(`# page error: ${e}`));
     await page.exposeFunction("__pwned", (what) => { throw new Error(`script ran: ${what}`); });
     await page.goto(`${base}/web/#/sessions`);
     await page.getByLabel("API token").fill(admin);
