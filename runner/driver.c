@@ -96,6 +96,13 @@ static void put(runner_t *R, sess_t *s, sstore_event e)
     outbox_emit_as(R, s, e.type, e.payload, e.actor);
 }
 
+/* e, an event of the request in progress of view v: marked a compaction's when that
+ * request is a compaction's summarization request (lib/event event_compaction). */
+static sstore_event of_request(const session_view *v, sstore_event e)
+{
+    return v->compact_started ? event_compaction(e, NULL) : e;
+}
+
 /* ---- workflow sessions ---------------------------------------------------------------------- */
 
 static json_t *load_workflow(runner_t *R, sess_t *s, const session_view *v)
@@ -244,7 +251,7 @@ void runner_drive(runner_t *R, sess_t *s)
         snprintf(msg, sizeof msg, "the session reached its limit of %lld events (DSTREAM_SESSION_EVENTS_MAX)",
                  (long long)R->session_events_max);
         if (s->rq) request_free(R, s->rq);
-        if (v.request[0]) put(R, s, event_request_cancelled(v.request, "failed", msg));
+        if (v.request[0]) put(R, s, of_request(&v, event_request_cancelled(v.request, "failed", msg)));
         if (v.is_workflow) put(R, s, event_failed(1, msg, "event_limit", v.attempts));
         else put(R, s, event_session_cancelled(msg));
         s->timer_ms = 0;
@@ -255,7 +262,7 @@ void runner_drive(runner_t *R, sess_t *s)
             request_free(R, s->rq);
         }
         if (v.request[0])
-            put(R, s, event_request_cancelled(v.request, "cancelled", NULL));
+            put(R, s, of_request(&v, event_request_cancelled(v.request, "cancelled", NULL)));
         /* Tool calls under way are abandoned (their servers are told); what they
          * did is not known, and nothing runs them again in a cancelled session. */
         if (s->calls) diag("info", "session %s: its tool calls under way are abandoned", s->id);
@@ -269,7 +276,7 @@ void runner_drive(runner_t *R, sess_t *s)
             request_flush(R, s->rq);
             request_free(R, s->rq);
         }
-        if (v.request[0]) put(R, s, event_request_cancelled(v.request, "stopped", NULL));
+        if (v.request[0]) put(R, s, of_request(&v, event_request_cancelled(v.request, "stopped", NULL)));
         if (s->calls) diag("info", "session %s: its tool calls under way are abandoned", s->id);
         tools_forget(R, s);
         put(R, s, event_reply_stopped());

@@ -96,6 +96,21 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
         [[ $req == *SUMMARY-OF-A-AND-B* && $req != *"$A300"* ]]
         rn_events "$id" | jq -e '[.[] | select(.type == "session:compacted")] | length == 1'
     done
+    # Past a snapshot (every 64 events) with the compaction in it: dstream check
+    # replays the log and finds each snapshot equal to its replay.
+    # (The mock's default reply answers them, and the summaries of the compactions
+    # they bring.)
+    local n
+    for i in $(seq 1 12); do
+        [ "$(rn_events "$id" | jq length)" -gt 70 ] && break
+        rn_get "$id"
+        n=$(jq '.messages | length' "$DS_BODY")
+        rn_say "$id" "more $i"
+        rn_wait "$id" ".status == \"completed\" and .request == null and (.messages | length) == $((n + 2))"
+    done
+    [ "$(rn_events "$id" | jq length)" -gt 64 ]
+    run "$DS_BIN/dstream" --db "$DS_DB" check
+    [ "$status" -eq 0 ] || { echo "$output" >&2; false; }
 }
 
 @test "a provider's context-overflow error compacts and retries once: the reply succeeds (both wire formats)" {
@@ -254,6 +269,26 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     jq -e '[.[] | select(.type == "provider:request_cancelled" and .payload.purpose == "compaction") | .payload.reason] == ["restart"]' "$T/ev.json"
     [[ $(last_body) == *SUMMARY-AFTER-KILL* ]]
     [[ $(last_body) != *"$A300"* ]]
+}
+
+@test "a stop during the summarization request abandons the compaction; the next message compacts and is answered" {
+    local id
+    id=$(two_exchanges openai '{"contextTokens": 200}')
+    rn_script '{"hang": true}'
+    rn_say "$id" "$C300"
+    ds_poll 20 rn_has_event "$id" '.type == "provider:request_started" and .payload.purpose == "compaction"'
+    req POST "/v1/sessions/$id/stop"
+    assert_status 202
+    rn_wait "$id" '.status == "completed" and .request == null'
+    rn_events "$id" >"$T/ev.json"
+    jq -e '[.[] | select(.type == "provider:request_cancelled") | [.payload.reason, .payload.purpose]] == [["stopped", "compaction"]]' "$T/ev.json"
+    jq -e '[.[] | select(.type == "reply:stopped")] | length == 1' "$T/ev.json"
+    jq -e '[.[] | select(.type == "session:compacted")] | length == 0' "$T/ev.json"
+    rn_get "$id"
+    jq -e '(.compacted | not) and (.compaction | not) and .attempts == 0' "$DS_BODY"
+    rn_script '{"replies": [{"text": "SUMMARY-AFTER-STOP"}, {"text": "answered"}]}'
+    rn_say "$id" "again"
+    rn_wait "$id" '.status == "completed" and .compacted.summary == "SUMMARY-AFTER-STOP" and .messages[-1].content == "answered"'
 }
 
 @test "a compaction recorded is played back: its summarization request is answered from the recording, the same summary" {
