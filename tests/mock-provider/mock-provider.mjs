@@ -15,6 +15,7 @@
 //   GET    /__requests  the provider requests received: [{method, path, headers, body, time}]
 //   DELETE /__requests  forget them
 //   PUT    /__default   the reply when the queue is empty (DELETE: the built-in one)
+//   PUT    /__default/anthropic, /__default/openai: that wire format's own, before it
 //   GET    /__health    {"ok": true}
 // See README.md for the reply object. Only Node built-in modules are used.
 
@@ -80,6 +81,9 @@ const SECRET_HEADERS = new Set(['x-api-key', 'authorization', 'proxy-authorizati
 
 const queue = [];     // scripted replies, shared by both endpoints
 let defaultReply = DEFAULT_REPLY; // answered when the queue is empty (/__default)
+// A wire format's own default (/__default/anthropic, /__default/openai), before the
+// shared one: one format refusing while the other answers (a provider failover).
+const kindDefault = { anthropic: null, openai: null };
 let requests = [];    // provider requests received, headers as received
 const live = new Set(); // open sockets, destroyed at shutdown
 
@@ -504,7 +508,7 @@ function handleProvider(req, res, kind, rawBody, record) {
         return sendJson(res, 400, errorBody(kind, 400, null,
             'The mock provider only answers streaming requests ("stream": true)'));
     }
-    const r = normalizeReply(queue.length ? queue.shift() : defaultReply);
+    const r = normalizeReply(queue.length ? queue.shift() : kindDefault[kind] || defaultReply);
     if (r.text.includes('{{user}}')) r.text = r.text.split('{{user}}').join(lastUserText(body));
     // A prefill (the request ends with the assistant's text): Anthropic refuses one
     // that ends in whitespace; the reply continues it when the canned text begins
@@ -575,6 +579,7 @@ function handleControl(req, res, path, rawBody) {
         if (req.method === 'GET') return sendJson(res, 200, defaultReply);
         if (req.method === 'DELETE') {
             defaultReply = DEFAULT_REPLY;
+            kindDefault.anthropic = kindDefault.openai = null;
             return sendJson(res, 200, { reset: true });
         }
         if (req.method === 'PUT' || req.method === 'POST') {
@@ -588,6 +593,29 @@ function handleControl(req, res, path, rawBody) {
                 return sendJson(res, 400, { error: 'body must be a reply object' });
             }
             defaultReply = obj;
+            return sendJson(res, 200, { set: true });
+        }
+        return sendJson(res, 405, { error: 'method not allowed' }, { Allow: 'GET, PUT, POST, DELETE' });
+    }
+    const kd = /^\/__default\/(anthropic|openai)$/.exec(path);
+    if (kd) {
+        const k = kd[1];
+        if (req.method === 'GET') return sendJson(res, 200, kindDefault[k]);
+        if (req.method === 'DELETE') {
+            kindDefault[k] = null;
+            return sendJson(res, 200, { reset: true });
+        }
+        if (req.method === 'PUT' || req.method === 'POST') {
+            let obj;
+            try {
+                obj = JSON.parse(rawBody.toString('utf8'));
+            } catch {
+                return sendJson(res, 400, { error: 'body is not valid JSON' });
+            }
+            if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
+                return sendJson(res, 400, { error: 'body must be a reply object' });
+            }
+            kindDefault[k] = obj;
             return sendJson(res, 200, { set: true });
         }
         return sendJson(res, 405, { error: 'method not allowed' }, { Allow: 'GET, PUT, POST, DELETE' });

@@ -199,6 +199,23 @@ script '{"status":400,"errorCode":"custom_code"}'
 code=$(curl -sS -o "$dir/o3" -w '%{http_code}' "$U/v1/chat/completions" -d '{"model":"m","stream":true}')
 check "errorCode: openai error.code" sh -c "test '$code' = 400 && grep -q '\"code\":\"custom_code\"' '$dir/o3'"
 
+# A wire format's own default: Anthropic refuses, OpenAI still gets the shared one;
+# the queue still comes first; DELETE /__default clears it.
+curl -sS -f -o /dev/null -X PUT "$U/__default/anthropic" -d '{"status":529}'
+code=$(curl -sS -o "$dir/k1" -w '%{http_code}' "$U/v1/messages" -d '{"model":"m","stream":true}')
+check "__default/anthropic: Anthropic gets its own default (529)" test "$code" = 529
+curl -sS -N -o "$dir/k2" "$U/v1/chat/completions" -d '{"model":"m","stream":true}'
+check "__default/anthropic: OpenAI still gets the shared default" \
+    sse openai "$dir/k2" '{"text":"Hello from the mock provider.","last":"[DONE]"}'
+script '{"text":"queued first"}'
+code=$(curl -sS -o "$dir/k3" -w '%{http_code}' "$U/v1/messages" -d '{"model":"m","stream":true}')
+check "__default/anthropic: the queue comes first" test "$code" = 200
+check "__default/anthropic: GET returns it" \
+    sh -c "curl -sS '$U/__default/anthropic' | grep -q 529"
+curl -sS -f -o /dev/null -X DELETE "$U/__default"
+code=$(curl -sS -o "$dir/k4" -w '%{http_code}' "$U/v1/messages" -d '{"model":"m","stream":true}')
+check "DELETE /__default clears a wire format's own default" test "$code" = 200
+
 # ---- connection cut, hang, client going away ---------------------------------------------
 
 script '{"text":"one two three four five six","cutAfter":2,"delayMs":20}'
