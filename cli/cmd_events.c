@@ -309,7 +309,9 @@ int cmd_requests(int argc, char **argv)
             json_object_set(row, "outcome", json_object_get(p, PK_REASON));
             if (json_object_get(p, PK_ERROR)) json_object_set(row, "error", json_object_get(p, PK_ERROR));
         } else if (!strcmp(type, EV_PROVIDER_REQUEST_RETRIED)) {
-            json_object_set_new(row, "outcome", json_string("retried"));
+            /* reason failover: the next attempt went to the agent's next fallback. */
+            const char *why = json_string_value(json_object_get(p, PK_REASON));
+            json_object_set_new(row, "outcome", json_string(why && !strcmp(why, "failover") ? "failover" : "retried"));
             json_object_set(row, "cause", json_object_get(p, PK_CAUSE));
             json_object_set(row, "error", json_object_get(p, PK_ERROR));
         }

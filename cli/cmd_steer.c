@@ -538,6 +538,16 @@ static int chat_event(void *ud, const char *event, const char *data, const char 
                     json_string_value(json_object_get(p, PK_ERROR)) ? json_string_value(json_object_get(p, PK_ERROR)) : "");
             rc = !strcmp(r, "failed") ? 0 : EXIT_FAIL;
         }
+    } else if (!strcmp(event, EV_PROVIDER_FAILOVER) && req && json_object_get(c->ours, req)) {
+        /* The reply goes on with the agent's next fallback. */
+        const json_t *from = json_object_get(p, PK_FROM), *to = json_object_get(p, PK_TO);
+        chat_undim(c);
+        fprintf(stderr, "%s[failed over from %s/%s to %s/%s: %s]%s\n", c_on(&c->err, DIM),
+                json_string_value(json_object_get(from, PK_PROVIDER)) ?: "?",
+                json_string_value(json_object_get(from, PK_MODEL)) ?: "?",
+                json_string_value(json_object_get(to, PK_PROVIDER)) ?: "?",
+                json_string_value(json_object_get(to, PK_MODEL)) ?: "?",
+                json_string_value(json_object_get(p, PK_CAUSE)) ?: "?", c_off(&c->err));
     } else if (!strcmp(event, EV_INPUT_REQUESTED) && json_is_string(json_object_get(p, PK_CALL_ID))) {
         /* A tool call of the reply waits for approval: the reply goes on once answered. */
         chat_undim(c);

@@ -30,12 +30,16 @@ static int validate(req_t *r, json_t *doc, const char *name)
     if (provcfg_check_agent(r->cfg->providers, doc, more, sizeof more)) {
         /* One mistake per field: a field the document check named already needs
          * fixing before the operator's rules can say anything about it. */
-        size_t field = strcspn(more, ":");
-        int named = !strncmp(err, more, field + 1);
-        for (const char *nl = strchr(err, '\n'); nl && !named; nl = strchr(nl + 1, '\n'))
-            named = !strncmp(nl + 1, more, field + 1);
-        size_t len = strlen(err);
-        if (!named) snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", more);
+        for (char *line = more, *end; line && *line; line = end ? end + 1 : NULL) {
+            end = strchr(line, '\n');
+            if (end) *end = '\0';
+            size_t field = strcspn(line, ":");
+            int named = !strncmp(err, line, field + 1);
+            for (const char *nl = strchr(err, '\n'); nl && !named; nl = strchr(nl + 1, '\n'))
+                named = !strncmp(nl + 1, line, field + 1);
+            size_t len = strlen(err);
+            if (!named) snprintf(err + len, sizeof err - len, "%s%s", len ? "\n" : "", line);
+        }
         bad = -1;
     }
     /* The MCP servers it names must be the operator's, when the pool has their

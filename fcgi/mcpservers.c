@@ -44,7 +44,7 @@ void mcp_servers_handle(req_t *r, const char *name)
         res_error(r, 404, "not_found", "no MCP server named %.100s is configured", name);
         return;
     }
-    rstats_figures_read(r->log, r->cfg->db_path, &(rstats_figures_fn){NULL, add_figures, NULL, byname, NULL});
+    rstats_figures_read(r->log, r->cfg->db_path, &(rstats_figures_fn){NULL, add_figures, NULL, byname, NULL, NULL});
     json_t *out;
     if (name) {
         out = json_incref(json_object_get(byname, name));

@@ -150,6 +150,7 @@ typedef struct fig_row {
         rstats_mcp s;
         rstats_retry r;
         rstats_otlp o;
+        rstats_failover f;
     };
 } fig_row;
 
@@ -159,7 +160,7 @@ typedef struct fig_rows {
 } fig_rows;
 
 typedef struct figures {
-    fig_rows models, servers, retries, otlp;
+    fig_rows models, servers, retries, otlp, failovers;
 } figures;
 
 /* A new row of rows for owner (NULL past max rows or out of memory). */
@@ -195,6 +196,12 @@ static void keep_otlp(void *ud, const char *owner, const rstats_otlp *o)
 {
     fig_row *row = row_add(&((figures *)ud)->otlp, 64, owner);
     if (row) row->o = *o;
+}
+
+static void keep_failover(void *ud, const char *owner, const rstats_failover *f)
+{
+    fig_row *row = row_add(&((figures *)ud)->failovers, 64 * RSTATS_FAILOVERS, owner);
+    if (row) row->f = *f;
 }
 
 static void model_labels(buf_t *b, const fig_row *row)
@@ -336,6 +343,22 @@ static void otlp_metrics(buf_t *b, const fig_rows *rows)
     }
 }
 
+static void failover_metrics(buf_t *b, const fig_rows *rows)
+{
+    if (!rows->n) return;
+    family(b, "dstream_runner_provider_failovers_total", "counter",
+           "Provider requests that went on with an agent's fallback, by pair (<provider>/<model>).");
+    for (int i = 0; i < rows->n; i++) {
+        buf_printf(b, "dstream_runner_provider_failovers_total{runner=\"");
+        label(b, rows->v[i].owner);
+        buf_printf(b, "\",from=\"");
+        label(b, rows->v[i].f.from);
+        buf_printf(b, "\",to=\"");
+        label(b, rows->v[i].f.to);
+        buf_printf(b, "\"} %" PRId64 "\n", rows->v[i].f.count);
+    }
+}
+
 /* What the runners publish (sql/009) and the sessions by status. */
 static void runner_metrics(req_t *r, buf_t *b)
 {
@@ -378,11 +401,13 @@ static void runner_metrics(req_t *r, buf_t *b)
     figures fig;
     memset(&fig, 0, sizeof fig);
     rstats_figures_read(r->log, r->cfg->db_path,
-                        &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig, keep_otlp});
+                        &(rstats_figures_fn){keep_model, keep_mcp, keep_retry, &fig, keep_otlp, keep_failover});
     model_metrics(b, &fig.models);
     mcp_metrics(b, &fig.servers);
     retry_metrics(b, &fig.retries);
     otlp_metrics(b, &fig.otlp);
+    failover_metrics(b, &fig.failovers);
+    free(fig.failovers.v);
     free(fig.models.v);
     free(fig.servers.v);
     free(fig.retries.v);

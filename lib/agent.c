@@ -22,6 +22,7 @@
 #define AGENT_PARAMS_MAX 64
 #define AGENT_MAX_TOKENS 1000000
 #define AGENT_ENDPOINT_MAX 2048
+#define AGENT_FALLBACKS_MAX 4   /* fallbacks: a request tries at most 5 providers */
 #define AGENT_JPATH 256      /* bytes of a JSON path in a message */
 
 /* Checked byte by byte with an early stop, so a long hostile string costs at
@@ -363,6 +364,44 @@ static void check_limits(jcheck_errlist *e, const json_t *doc)
         jcheck_mistake(e, "limits.contextTokens", "must be an integer from 1 to %d", AGENT_CONTEXT_MAX);
 }
 
+/* fallbacks: [{provider, model}], each pair another than the agent's own and than
+ * the others, tried in order when the one before fails (docs/agents.md, "Provider
+ * failover"). Whether each provider exists is the operator's to say (lib/provcfg). */
+static void check_fallbacks(jcheck_errlist *e, const json_t *doc)
+{
+    static const char *const keys[] = {"provider", "model", NULL};
+    const json_t *list = get_array(e, "", doc, "fallbacks", AGENT_FALLBACKS_MAX), *f;
+    char path[AGENT_JPATH], sub[AGENT_JPATH];
+    size_t i;
+    json_array_foreach(list, i, f) {
+        jcheck_index(path, sizeof path, "", "fallbacks", i);
+        if (!json_is_object(f)) {
+            jcheck_mistake(e, path, "must be an object: {\"provider\": \"<configured provider>\", \"model\": \"...\"}");
+            continue;
+        }
+        jcheck_unknown_keys(e, path, f, keys);
+        const json_t *p = jcheck_string(e, path, f, "provider", 1), *m = jcheck_string(e, path, f, "model", 1);
+        jcheck_key(sub, sizeof sub, path, "provider");
+        if (p && !agent_valid_name(json_string_value(p)))
+            jcheck_mistake(e, sub, "must be a provider name (1 to 64 of A-Z a-z 0-9 _ . -)");
+        jcheck_key(sub, sizeof sub, path, "model");
+        if (m && (json_string_length(m) == 0 || json_string_length(m) > AGENT_MODEL_MAX))
+            jcheck_mistake(e, sub, "must be 1 to %d bytes", AGENT_MODEL_MAX);
+        if (!p || !m) continue;
+        if (json_equal(p, json_object_get(doc, "provider")) && json_equal(m, json_object_get(doc, "model"))) {
+            jcheck_mistake(e, path, "is the agent's own provider and model");
+            continue;
+        }
+        for (size_t j = 0; j < i; j++) {
+            const json_t *o = json_array_get(list, j);
+            if (json_equal(p, json_object_get(o, "provider")) && json_equal(m, json_object_get(o, "model"))) {
+                jcheck_mistake(e, path, "duplicate fallback (also [%zu])", j);
+                break;
+            }
+        }
+    }
+}
+
 /* http(s)://something, printable, no spaces: enough to catch a pasted model name
  * or a missing scheme; the runner's HTTP client is the final judge. */
 static void check_endpoint(jcheck_errlist *e, const json_t *doc)
@@ -383,7 +422,7 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
 {
     static const char *const keys[] = {"name", "provider", "model", "system", "parameters",
                                        "tools", "mcpServers", "skills", "limits", "endpoint",
-                                       "approval", NULL};
+                                       "approval", "fallbacks", NULL};
     jcheck_errlist e;
     jcheck_init(&e, err, errcap, AGENT_JPATH);
     if (!json_is_object(doc)) {
@@ -411,6 +450,7 @@ int agent_validate(const json_t *doc, char *err, size_t errcap)
     check_skills(&e, doc);
     check_limits(&e, doc);
     check_endpoint(&e, doc);
+    check_fallbacks(&e, doc);
     return e.n ? -1 : 0;
 }
 

@@ -17,6 +17,10 @@
  *                 costBudgetUsd (number >0), contextTokens (int 1..AGENT_CONTEXT_MAX)
  *   endpoint      string, optional: a base URL of its own, when the operator allows
  *                 it for the provider (no operator key is sent there)
+ *   fallbacks     array, optional, up to 4: {provider, model}, each a configured provider
+ *                 (lib/provcfg) and a pair other than the agent's and the others': who
+ *                 serves a request when the one before failed after its retries or is
+ *                 overloaded (docs/agents.md, "Provider failover")
  *   approval      object, optional: {name: "required"}, name a declared tool, a server
  *                 of mcpServers (all its tools) or <server>__<tool>: a chat's call of
  *                 it waits for a person's approval

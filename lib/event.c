@@ -291,6 +291,17 @@ void event_retried_cut_in(sstore_event *retried, const char *block)
     json_object_set_new(retried->payload, PK_CUT_IN, text(block));
 }
 
+sstore_event event_failover(const char *request_id, const char *from_provider, const char *from_model,
+                            const char *to_provider, const char *to_model, int fallback, const char *cause,
+                            int status, const char *error)
+{
+    return make(EV_PROVIDER_FAILOVER,
+                json_pack("{s:s, s:{s:o, s:o}, s:{s:o, s:o}, s:i, s:o, s:i, s:o}", PK_REQUEST_ID, request_id, PK_FROM,
+                          PK_PROVIDER, text(from_provider), PK_MODEL, text(from_model), PK_TO, PK_PROVIDER,
+                          text(to_provider), PK_MODEL, text(to_model), PK_FALLBACK, fallback, PK_CAUSE, text(cause),
+                          PK_STATUS, status, PK_ERROR, text(error)));
+}
+
 sstore_event event_recording_request(const char *request_id, const char *call_id, const char *key, int occurrence,
                                      const char *mode, const char *outcome, const char *rec_session,
                                      int rec_occurrence, const json_t *nearest, const char *reason)

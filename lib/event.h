@@ -92,7 +92,8 @@ sstore_event event_request_ended(const char *request_id, const char *stop_reason
                                  double cost_usd);
 /* reason: interrupted, stopped, cancelled, failed or restart; error may be NULL. */
 sstore_event event_request_cancelled(const char *request_id, const char *reason, const char *error);
-/* The attempt failed (reason "failed") or was cut off (reason "restart"); the next
+/* The attempt failed (reason "failed"), was cut off (reason "restart") or failed
+ * over to the next provider (reason "failover", provider:failover follows); the next
  * is due at retry_at_ms. cause: lib/retry's rule; status: HTTP status or 0. */
 sstore_event event_request_retried(const char *request_id, int attempt, const char *reason, const char *cause,
                                    int status, const char *error, int64_t delay_ms, int64_t retry_at_ms);
@@ -105,6 +106,12 @@ void event_started_continued(sstore_event *started, const char *from, int64_t ch
 void event_started_restarted(sstore_event *started, const char *reason);
 /* Say in retried (event_request_retried's) the block its stream was cut in ("tool_use"). */
 void event_retried_cut_in(sstore_event *retried, const char *block);
+/* The request whose attempt request_id failed goes on with the agent's fallback
+ * number `fallback` (0: its first), to_provider / to_model, instead of from_provider /
+ * from_model; cause: lib/retry's rule, status the HTTP status or 0, error why. */
+sstore_event event_failover(const char *request_id, const char *from_provider, const char *from_model,
+                            const char *to_provider, const char *to_model, int fallback, const char *cause,
+                            int status, const char *error);
 /* A provider request (call_id NULL) or, with kind "tool", a tool call (request_id
  * NULL) of a session in a recording mode (docs/recording.md): its key, occurrence,
  * mode and outcome (recorded, hit, miss, diverged); on a hit the recording used

@@ -499,5 +499,16 @@ int provcfg_check_agent(const provcfg_t *c, const json_t *agent, char *err, size
     jcheck_init(&e, err, errcap, PATHCAP);
     if (provcfg_target_of(c, agent, &t, why, sizeof why))
         jcheck_mistake(&e, t.p ? "endpoint" : "provider", "%s", why);
+    /* A fallback's provider must be configured as well (it never takes the
+     * agent's endpoint: each goes to its provider's own base URL). */
+    size_t i;
+    const json_t *f;
+    json_array_foreach(json_object_get(agent, "fallbacks"), i, f) {
+        const char *name = json_string_value(json_object_get(f, "provider"));
+        char path[64], q[JCHECK_QUOTE];
+        if (!name || provcfg_find(c, name)) continue;
+        snprintf(path, sizeof path, "fallbacks[%zu].provider", i);
+        jcheck_mistake(&e, path, "no provider named \"%s\" is configured", jcheck_show(q, sizeof q, name, strlen(name)));
+    }
     return e.n ? -1 : 0;
 }

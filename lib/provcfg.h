@@ -95,8 +95,9 @@ int64_t provcfg_context_tokens(const provcfg_t *c, const char *provider, const c
 /* The provider called name, or NULL. */
 const provcfg_provider *provcfg_find(const provcfg_t *c, const char *name);
 
-/* Check an agent document's provider and endpoint against c. Returns 0, or -1
- * with each mistake as a line "provider: ..." / "endpoint: ..." in err. */
+/* Check an agent document's provider, endpoint and fallbacks' providers against c.
+ * Returns 0, or -1 with each mistake as a line "provider: ..." / "endpoint: ..." /
+ * "fallbacks[i].provider: ..." in err. */
 int provcfg_check_agent(const provcfg_t *c, const json_t *agent, char *err, size_t errcap);
 
 /* Where a request for agent goes. */

@@ -106,9 +106,25 @@ void rstats_retry_count(rstats_retry *v, int *n, const char *cause)
     v[i].count++;
 }
 
-/* The figures document of owner: {"owner", "models", "mcpServers", "retries", "otlp"}. */
+void rstats_failover_count(rstats_failover *v, int *n, const char *from, const char *to)
+{
+    int i = 0;
+    while (i < *n && i < RSTATS_FAILOVERS - 1 && (strcmp(v[i].from, from) || strcmp(v[i].to, to))) i++;
+    if (i == *n) {
+        int other = i == RSTATS_FAILOVERS - 1;
+        snprintf(v[i].from, sizeof v[i].from, "%s", other ? "other" : from);
+        snprintf(v[i].to, sizeof v[i].to, "%s", other ? "other" : to);
+        v[i].count = 0;
+        (*n)++;
+    }
+    v[i].count++;
+}
+
+/* The figures document of owner: {"owner", "models", "mcpServers", "retries",
+ * "failovers", "otlp"}. */
 static json_t *figures_doc(const char *owner, const rstats_model *models, int n, const rstats_mcp *mcp, int nmcp,
-                           const rstats_retry *retries, int nretries, const rstats_otlp *otlp)
+                           const rstats_retry *retries, int nretries, const rstats_otlp *otlp,
+                           const rstats_failover *fo, int nfo)
 {
     json_t *arr = json_array(), *servers = json_array();
     for (int i = 0; i < n; i++) {
@@ -126,8 +142,12 @@ static json_t *figures_doc(const char *owner, const rstats_model *models, int n,
     for (int i = 0; i < nretries; i++)
         json_array_append_new(causes, json_pack("{s:s, s:I}", "cause", retries[i].cause, "count",
                                                 (json_int_t)retries[i].count));
-    json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
-                            causes);
+    json_t *pairs = json_array();
+    for (int i = 0; i < nfo; i++)
+        json_array_append_new(pairs, json_pack("{s:s, s:s, s:I}", "from", fo[i].from, "to", fo[i].to, "count",
+                                               (json_int_t)fo[i].count));
+    json_t *doc = json_pack("{s:s, s:o, s:o, s:o, s:o}", "owner", owner, "models", arr, "mcpServers", servers, "retries",
+                            causes, "failovers", pairs);
     if (doc && otlp)
         json_object_set_new(doc, "otlp", json_pack("{s:I, s:I, s:I}", "spans", (json_int_t)otlp->spans, "batches",
                                                    (json_int_t)otlp->batches, "failures", (json_int_t)otlp->failures));
@@ -136,12 +156,12 @@ static json_t *figures_doc(const char *owner, const rstats_model *models, int n,
 
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
                         const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
-                        const rstats_otlp *otlp)
+                        const rstats_otlp *otlp, const rstats_failover *fo, int nfo)
 {
     char path[4300], tmp[4400];
     if (models_path(db_path, owner, path, sizeof path)) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp, fo, nfo);
     int rc = doc && json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : -1;
     if (rc) unlink(tmp);
     json_decref(doc);
@@ -212,6 +232,18 @@ static int figures_walk(const json_t *doc, const rstats_figures_fn *fn)
         fn->retry(fn->ud, owner, &r);
         count++;
     }
+    n = owner ? json_array_size(json_object_get(doc, "failovers")) : 0;
+    for (size_t k = 0; fn->failover && k < n; k++) {
+        if (!(name = entry(doc, "failovers", k, RSTATS_FAILOVERS, "from", &o))) continue;
+        const char *to = json_string_value(json_object_get(o, "to"));
+        if (!to) continue;
+        rstats_failover f;
+        snprintf(f.from, sizeof f.from, "%s", name);
+        snprintf(f.to, sizeof f.to, "%s", to);
+        f.count = json_integer_value(json_object_get(o, "count"));
+        fn->failover(fn->ud, owner, &f);
+        count++;
+    }
     const json_t *ot = owner ? json_object_get(doc, "otlp") : NULL;
     if (fn->otlp && json_is_object(ot)) {
         rstats_otlp fig = {json_integer_value(json_object_get(ot, "spans")),
@@ -260,11 +292,11 @@ static int figures_put(log_conn_t *c, void *arg)
 
 int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
                            int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
-                           const rstats_otlp *otlp)
+                           const rstats_otlp *otlp, const rstats_failover *fo, int nfo)
 {
     if (!store_of(c)->rstats->figures_put)
-        return rstats_figures_save(db_path, owner, models, n, mcp, nmcp, retries, nretries, otlp);
-    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp);
+        return rstats_figures_save(db_path, owner, models, n, mcp, nmcp, retries, nretries, otlp, fo, nfo);
+    json_t *doc = figures_doc(owner, models, n, mcp, nmcp, retries, nretries, otlp, fo, nfo);
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text) return -1;

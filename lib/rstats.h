@@ -115,12 +115,26 @@ typedef struct rstats_otlp {
     int64_t failures;
 } rstats_otlp;
 
-/* The figures of models[0..n), MCP servers mcp[0..nmcp), retries[0..nretries) and
- * the OpenTelemetry export (otlp; NULL: the runner does not export) for owner,
- * saved beside the database at db_path. Returns 0 or -1. */
+/* Provider failovers (docs/agents.md, "Provider failover") by pair: from and to,
+ * each "<provider>/<model>". The first RSTATS_FAILOVERS - 1 pairs seen each have
+ * their own count; the rest share the last, whose from and to are "other". */
+#define RSTATS_FAILOVERS 16
+#define RSTATS_PAIR_MAX 200
+
+typedef struct rstats_failover {
+    char from[RSTATS_PAIR_MAX], to[RSTATS_PAIR_MAX];
+    int64_t count;
+} rstats_failover;
+
+/* Count one failover from -> to in v[0..*n) (see above). */
+void rstats_failover_count(rstats_failover *v, int *n, const char *from, const char *to);
+
+/* The figures of models[0..n), MCP servers mcp[0..nmcp), retries[0..nretries), the
+ * OpenTelemetry export (otlp; NULL: the runner does not export) and failovers
+ * fo[0..nfo) for owner, saved beside the database at db_path. Returns 0 or -1. */
 int rstats_figures_save(const char *db_path, const char *owner, const rstats_model *models, int n,
                         const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
-                        const rstats_otlp *otlp);
+                        const rstats_otlp *otlp, const rstats_failover *fo, int nfo);
 
 /* What rstats_figures_each calls for each figure of each runner's file (a NULL
  * callback: that kind is skipped), with ud. */
@@ -130,11 +144,12 @@ typedef struct rstats_figures_fn {
     void (*retry)(void *ud, const char *owner, const rstats_retry *r);
     void *ud;
     void (*otlp)(void *ud, const char *owner, const rstats_otlp *o);   /* after ud: optional */
+    void (*failover)(void *ud, const char *owner, const rstats_failover *f);   /* optional */
 } rstats_figures_fn;
 
 /* Read every runner's file beside the database at db_path once (files that do not
  * parse are skipped) and call fn's callbacks for its models, MCP servers, retry
- * causes and OpenTelemetry export. Returns how many figures were passed. */
+ * causes, OpenTelemetry export and failovers. Returns how many figures were passed. */
 int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
 
 /* Keep owner's figures where the engine of c's database keeps them: a row of
@@ -143,7 +158,7 @@ int rstats_figures_each(const char *db_path, const rstats_figures_fn *fn);
  * Returns 0 or -1. */
 int rstats_figures_publish(log_conn_t *c, const char *db_path, const char *owner, const rstats_model *models,
                            int n, const rstats_mcp *mcp, int nmcp, const rstats_retry *retries, int nretries,
-                           const rstats_otlp *otlp);
+                           const rstats_otlp *otlp, const rstats_failover *fo, int nfo);
 
 /* rstats_figures_each over what rstats_figures_publish kept for every runner. */
 int rstats_figures_read(log_conn_t *c, const char *db_path, const rstats_figures_fn *fn);

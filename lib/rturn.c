@@ -205,3 +205,34 @@ void rturn_unfence(const char **p, size_t *len)
     *p = s;
     *len = (size_t)(e - s);
 }
+
+int rturn_route_pair(const json_t *agent, int route, const char **provider, const char **model)
+{
+    const json_t *o = route == 0 ? agent
+                      : route > 0 ? json_array_get(json_object_get(agent, "fallbacks"), (size_t)route - 1) : NULL;
+    *provider = json_string_value(json_object_get(o, "provider"));
+    *model = json_string_value(json_object_get(o, "model"));
+    return *provider && *model ? 0 : -1;
+}
+
+json_t *rturn_route_agent(const json_t *agent, int route)
+{
+    const char *provider, *model;
+    if (rturn_route_pair(agent, route, &provider, &model)) return NULL;
+    json_t *a = json_deep_copy(agent);
+    if (!a || route == 0) return a;
+    json_object_set_new(a, "provider", json_string(provider));
+    json_object_set_new(a, "model", json_string(model));
+    json_object_del(a, "endpoint");
+    return a;
+}
+
+int rturn_failover(const json_t *agent, const session_view *v, const retry_failure *f, const retry_decision *d)
+{
+    const char *p, *m;
+    if (!agent || f->kind == RETRY_RESTART || f->kind == RETRY_REFUSED) return 0;
+    if (rturn_route_pair(agent, v->route + 1, &p, &m)) return 0;
+    int overloaded = d->reason && !strcmp(d->reason, "overloaded");
+    int spent = !d->retry && d->exhausted && d->budget == RETRY_BUDGET_PROVIDER;
+    return overloaded || spent ? v->route + 1 : 0;
+}

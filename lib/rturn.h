@@ -154,6 +154,25 @@ typedef enum {
 } rturn_call;
 rturn_call rturn_call_plan(const session_view *v, const json_t *call, int own);
 
+/* Provider failover (docs/agents.md, "Provider failover"). A request's route is
+ * who serves it: 0 the agent's own provider and model, n its fallbacks[n - 1]
+ * (the view's route, set by provider:failover, back to 0 for each new request). */
+
+/* The provider and model of route `route` of agent (borrowed): 0, or -1 if the
+ * agent has no such route. */
+int rturn_route_pair(const json_t *agent, int route, const char **provider, const char **model);
+/* agent as route `route` serves it: a copy with that provider and model and, for
+ * a fallback, without the agent's endpoint (a fallback goes to its provider's own
+ * base URL). New reference; NULL if the agent has no such route. */
+json_t *rturn_route_agent(const json_t *agent, int route);
+/* The route the request in progress (view v, on route v->route) fails over to
+ * after failure f, which lib/retry decided d about: the next one when there is
+ * one and f is an overload (at once: no retry on an overloaded provider) or a
+ * provider error whose retries are spent; else 0 (retry, or fail, as d says). A
+ * restart, a refused connection or a failure that is not retried (an invalid
+ * request, authentication) never fails over. */
+int rturn_failover(const json_t *agent, const session_view *v, const retry_failure *f, const retry_decision *d);
+
 /* Strip a ```json fence a model may wrap its JSON in (*p, *len narrowed). */
 void rturn_unfence(const char **p, size_t *len);
 

@@ -35,6 +35,7 @@ const char *const session_event_types[] = {
     EV_PROVIDER_REQUEST_ENDED,
     EV_PROVIDER_REQUEST_CANCELLED,
     EV_PROVIDER_REQUEST_RETRIED,
+    EV_PROVIDER_FAILOVER,
     EV_TEXT_DELTA,
     EV_THINKING_DELTA,
     EV_TOOL_CALLED,
@@ -72,7 +73,7 @@ const char *const session_payload_keys[] = {
     PK_AGENT, PK_WORKFLOW, PK_VERSION, PK_INITIAL_STATE, PK_INPUT, PK_RECORDING, PK_LABELS, PK_MODE, PK_TIMING, PK_SCOPE,
     PK_FROM, PK_AT, PK_REASON, PK_STATE, PK_SET, PK_ERROR, PK_ATTEMPTS, PK_PHASE, PK_TO, PK_STEP,
     PK_KIND, PK_NAME, PK_MODEL, PK_OUTPUT, PK_DURATION_MS, PK_USAGE, PK_INPUT_TOKENS,
-    PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
+    PK_OUTPUT_TOKENS, PK_COST_USD, PK_REQUEST_ID, PK_PROVIDER, PK_FALLBACK, PK_ATTEMPT, PK_STOP_REASON, PK_CAUSE,
     PK_STATUS, PK_DELAY_MS, PK_RETRY_AT, PK_TEXT, PK_CALL_ID, PK_ARGUMENTS, PK_SERVER, PK_TOOL,
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
@@ -234,6 +235,7 @@ static void request_reset(session_view *v)
     v->compacted_turn = 0;
     json_decref(v->cut);
     v->cut = NULL;
+    v->route = 0;   /* each request starts with the agent's own provider */
 }
 
 static void set_status(session_view *v, session_status s)
@@ -798,8 +800,9 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
             json_array_remove(v->messages, i);
             break;
         }
+    /* A failover spends no budget: the next provider gets its own (r_provider_failover). */
     if (!strcmp(reason, "restart")) v->restarts++;
-    else v->failures++;
+    else if (strcmp(reason, "failover")) v->failures++;
     /* The reply was over the model's context window: compacted before its retry. */
     if (!v->compact_started && !strcmp(str(p, PK_CAUSE), "context_overflow")) {
         snprintf(v->compact_reason, sizeof v->compact_reason, "overflow");
@@ -807,6 +810,20 @@ static void r_provider_request_retried(session_view *v, const json_t *p, const c
     }
     int64_t at = int_of(p, PK_RETRY_AT);
     v->retry_at = at > 0 ? at : 1;
+}
+
+/* The request in progress goes on with the agent's fallback `fallback` (after the
+ * provider:request_retried that closed the attempt that failed): its attempts from
+ * now go there, with a budget of provider errors of their own. */
+static void r_provider_failover(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    json_int_t f = int_of(p, PK_FALLBACK);
+    v->route = f >= 0 && f < 64 ? (int)f + 1 : v->route;
+    v->failures = 0;
+    /* The fallback starts the reply afresh: it never continues another model's text. */
+    json_decref(v->cut);
+    v->cut = NULL;
 }
 
 static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
@@ -988,6 +1005,7 @@ static const struct reducer {
     {EV_TOOL_LOOP_STOPPED, r_tool_loop_stopped},
     {EV_PROVIDER_REQUEST_CANCELLED, r_provider_request_cancelled},
     {EV_PROVIDER_REQUEST_RETRIED, r_provider_request_retried},
+    {EV_PROVIDER_FAILOVER, r_provider_failover},
     {EV_REPLY_FAILED, r_reply_failed},
     {EV_INPUT_REQUESTED, r_input_requested},
     {EV_INPUT_RECEIVED, r_input_received},
@@ -1058,6 +1076,7 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(j, "failures", json_integer(v->failures));
     json_object_set_new(j, "restarts", json_integer(v->restarts));
     json_object_set_new(j, "retryAt", v->retry_at ? json_integer(v->retry_at) : json_null());
+    json_object_set_new(j, "route", json_integer(v->route));
     json_object_set_new(j, "requests", json_integer(v->requests));
     json_object_set_new(j, "messageRequests", json_integer(v->message_requests));
     json_object_set_new(j, "steps", json_integer(v->steps));
@@ -1123,6 +1142,7 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->failures = (int)int_of(j, "failures");
     v->restarts = (int)int_of(j, "restarts");
     v->retry_at = int_of(j, "retryAt");
+    v->route = (int)int_of(j, "route");
     v->requests = int_of(j, "requests");
     v->message_requests = int_of(j, "messageRequests");
     v->steps = int_of(j, "steps");

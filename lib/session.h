@@ -37,6 +37,7 @@
 #define EV_PROVIDER_REQUEST_ENDED "provider:request_ended"
 #define EV_PROVIDER_REQUEST_CANCELLED "provider:request_cancelled"
 #define EV_PROVIDER_REQUEST_RETRIED "provider:request_retried"
+#define EV_PROVIDER_FAILOVER "provider:failover"
 #define EV_TEXT_DELTA "text:delta"
 #define EV_THINKING_DELTA "thinking:delta"
 #define EV_TOOL_CALLED "tool:called"
@@ -72,7 +73,7 @@
 #define PK_MODE "mode"                  /* message:user, recording:request, recording{} */
 #define PK_TIMING "timing"              /* recording{} of session:created and session:forked */
 #define PK_SCOPE "scope"                /* recording{}: "all", or the session-id prefixes its recordings may come from */
-#define PK_FROM "from"                  /* session:forked */
+#define PK_FROM "from"                  /* session:forked, provider:failover ({provider, model}) */
 #define PK_AT "at"                      /* session:forked */
 #define PK_REASON "reason"              /* session:cancelled, workflow:failed, reply:failed, provider:request_cancelled,
                                          * provider:request_retried, tool:loop_stopped, input:received */
@@ -82,7 +83,7 @@
                                          * provider:request_retried, tool:server_failed */
 #define PK_ATTEMPTS "attempts"          /* workflow:failed, reply:failed */
 #define PK_PHASE "phase"                /* phase:entered, phase:exited, step:started, step:completed, tool:called */
-#define PK_TO "to"                      /* phase:exited */
+#define PK_TO "to"                      /* phase:exited, provider:failover ({provider, model}) */
 #define PK_STEP "step"                  /* step:started, step:completed, agent:started, tool:called */
 #define PK_KIND "kind"                  /* step:started, recording:request */
 #define PK_NAME "name"                  /* step:started, tool:called */
@@ -95,11 +96,12 @@
 #define PK_COST_USD "costUsd"           /* agent:completed, provider:request_ended */
 #define PK_REQUEST_ID "requestId"       /* provider:request_*, text:delta, thinking:delta, tool:called,
                                          * recording:request */
-#define PK_PROVIDER "provider"          /* provider:request_started */
+#define PK_PROVIDER "provider"          /* provider:request_started, from{} and to{} of provider:failover */
+#define PK_FALLBACK "fallback"          /* provider:failover: the index in the agent's fallbacks of `to` */
 #define PK_ATTEMPT "attempt"            /* provider:request_started, provider:request_retried */
 #define PK_STOP_REASON "stopReason"     /* provider:request_ended */
-#define PK_CAUSE "cause"                /* provider:request_retried */
-#define PK_STATUS "status"              /* provider:request_retried */
+#define PK_CAUSE "cause"                /* provider:request_retried, provider:failover */
+#define PK_STATUS "status"              /* provider:request_retried, provider:failover */
 #define PK_DELAY_MS "delayMs"           /* provider:request_retried */
 #define PK_RETRY_AT "retryAt"           /* provider:request_retried */
 #define PK_TEXT "text"                  /* text:delta, thinking:delta */
@@ -216,6 +218,8 @@ typedef struct session_view {
     int failures;               /* retries spent on provider errors */
     int restarts;               /* retries spent on runner restarts */
     int64_t retry_at;           /* a retry is due at this time (ms), 0 if none */
+    int route;                  /* who serves it: 0 the agent's provider and model, n its
+                                 * fallbacks[n - 1] (provider:failover) */
     /* Totals for the limits (docs/agents.md, "Limits"). */
     int64_t requests;           /* provider requests in the session */
     int64_t message_requests;   /* provider requests since the user message being answered */

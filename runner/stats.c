@@ -58,6 +58,8 @@ static struct {
     int nmcp;
     rstats_retry retries[RSTATS_RETRY_CAUSES];
     int nretries;
+    rstats_failover failovers[RSTATS_FAILOVERS];
+    int nfailovers;
     rstats_otlp otlp;
     int otlp_on;
 } st;
@@ -67,6 +69,16 @@ void runner_stats_otlp(const rstats_otlp *o)
     if (st.otlp_on && !memcmp(&st.otlp, o, sizeof *o)) return;
     st.otlp = *o;
     st.otlp_on = 1;
+    st.models_changed = 1;
+}
+
+void runner_stats_failover(const char *from_provider, const char *from_model, const char *to_provider,
+                           const char *to_model)
+{
+    char from[RSTATS_PAIR_MAX], to[RSTATS_PAIR_MAX];
+    snprintf(from, sizeof from, "%s/%s", from_provider, from_model);
+    snprintf(to, sizeof to, "%s/%s", to_provider, to_model);
+    rstats_failover_count(st.failovers, &st.nfailovers, from, to);
     st.models_changed = 1;
 }
 
@@ -224,7 +236,8 @@ void runner_stats_tick(runner_t *R)
     take_mcp(R);
     if (st.models_changed) {
         int mrc = rstats_figures_publish(R->conn, log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp,
-                                         st.nmcp, st.retries, st.nretries, st.otlp_on ? &st.otlp : NULL);
+                                         st.nmcp, st.retries, st.nretries, st.otlp_on ? &st.otlp : NULL,
+                                         st.failovers, st.nfailovers);
         if (mrc && !st.models_failed)
             diag("info", "stats: cannot keep the figures by model (beside the database, or in runner_figures)");
         st.models_failed = mrc != 0;

@@ -15,6 +15,9 @@ void runner_stats_tick(runner_t *R);
 /* A retry of a provider request was scheduled because of f: counted by its cause
  * (the HTTP status, or the kind of failure; lib/rstats rstats_retry). */
 void runner_stats_retry(const retry_failure *f);
+/* Count one provider failover, by its pair (lib/rstats rstats_failover). */
+void runner_stats_failover(const char *from_provider, const char *from_model, const char *to_provider,
+                           const char *to_model);
 
 /* The OpenTelemetry export's figures so far (runner/traces.c), published with the
  * others when they changed. */

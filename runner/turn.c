@@ -109,25 +109,35 @@ static int start(runner_t *R, sess_t *s, const session_view *v, const json_t *ag
         turn_give_up(R, s, v, limit, "%s", why);
         return -1;
     }
+    /* After a failover the request goes to the fallback the log names. */
+    json_t *routed = rturn_route_agent(agent, v->route);
+    if (!routed) {
+        json_decref(messages);
+        turn_give_up(R, s, v, "refused", "the agent has no fallback %d any more (its document changed)", v->route);
+        return -1;
+    }
     new_request_id(id, sizeof id);
     /* A retry after a cut may continue the text its attempt committed: the history
      * ends with that text as the assistant's (lib/rturn). */
-    const provcfg_provider *pp = provcfg_find(R->providers, json_string_value(json_object_get(agent, "provider")));
+    const provcfg_provider *pp = provcfg_find(R->providers, json_string_value(json_object_get(routed, "provider")));
     rturn_cont cont;
     rturn_continuation(v, pp && pp->cont != PROVIDER_CONT_OFF, tap_records(R, s), &cont);
     if (cont.continued) json_array_append_new(messages, rturn_prefill(&cont));
-    rq_t *q = open_request(R, s, agent, messages, id, attempt, step_agent);
+    rq_t *q = open_request(R, s, routed, messages, id, attempt, step_agent);
     json_decref(messages);
     if (!q && R->start_error[0]) {
         /* The operator's configuration refuses it (lib/provcfg): final, said once. */
+        json_decref(routed);
         turn_give_up(R, s, v, R->start_reason[0] ? R->start_reason : "refused", "%s", R->start_error);
         return -1;
     }
     if (!q) {
-        const char *prov = json_string_value(json_object_get(agent, "provider"));
+        const char *prov = json_string_value(json_object_get(routed, "provider"));
         turn_give_up(R, s, v, "start", "cannot start a request to provider %s", prov ? prov : "?");
+        json_decref(routed);
         return -1;
     }
+    json_decref(routed);
     sstore_event e = event_request_started(id, q->target.p->name, q->model, attempt);
     q->continued = cont.continued;
     if (cont.continued) {
@@ -156,9 +166,31 @@ static void cut(runner_t *R, sess_t *s, const char *reason)
     request_free(R, q);
 }
 
+/* The request in progress goes on with route `next` of the agent (lib/rturn
+ * rturn_failover): its attempt id is closed (provider:request_retried, reason
+ * failover, due now) and provider:failover names the pair that failed and the one
+ * that serves it from now, in the same commit; the next attempt goes there. */
+static void failover(runner_t *R, sess_t *s, const session_view *v, const char *id, const retry_failure *f,
+                     const retry_decision *d, const char *error, int next)
+{
+    const char *fp = "?", *fm = "?", *tp = "?", *tm = "?";
+    rturn_route_pair(s->agent, v->route, &fp, &fm);
+    rturn_route_pair(s->agent, next, &tp, &tm);
+    int64_t now = timefmt_now_ms();
+    int status = f->kind == RETRY_HTTP ? (int)f->status : 0;
+    runner_stats_failover(fp, fm, tp, tm);
+    sstore_event e = event_request_retried(id, v->attempts + 1, "failover", d->reason, status, error, 0, now);
+    put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
+    put(R, s, event_failover(id, fp, fm, tp, tm, next - 1, d->reason, status, error));
+    diag("info", "session %s: request %s: %s (%s) on %s/%s: failing over to %s/%s", s->id, id, error, d->reason, fp,
+         fm, tp, tm);
+    s->timer_ms = now;
+}
+
 /* Request id (of the request in progress) did not complete, for the reason in f:
- * schedule the next attempt (provider:request_retried, due at retryAt) or, if the
- * policy or its budget says no, end it (request_cancelled, failed) and give up. */
+ * fail over to the agent's next fallback (lib/rturn says when), schedule the next
+ * attempt (provider:request_retried, due at retryAt) or, if the policy or its
+ * budget says no, end it (request_cancelled, failed) and give up. */
 static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const char *id,
                           const retry_failure *f, const char *error, const char *cut_in, int continued)
 {
@@ -169,6 +201,11 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
     if (rturn_retry_refused(&d, continued, v->failures, R->retry.provider_retries)) {
         d.retry = 1;
         d.delay_ms = retry_delay_ms(v->failures + 1, NULL, now, R->retry.base_ms, R->retry.max_ms);
+    }
+    int next = rturn_failover(s->agent, v, f, &d);
+    if (next) {
+        failover(R, s, v, id, f, &d, error, next);
+        return;
     }
     if (d.retry) {
         runner_stats_retry(f);
@@ -186,12 +223,18 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
         sstore_event e = event_request_cancelled(id, "failed", error);
         put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
     }
+    /* After failovers, the error says it was the last provider that failed too. */
+    char on[400] = "";
+    const char *rp, *rm;
+    if (v->route && s->agent && rturn_route_pair(s->agent, v->route, &rp, &rm) == 0)
+        snprintf(on, sizeof on, " on %s/%s, the agent's last fallback: every provider failed", rp, rm);
     if (d.exhausted)
         turn_give_up(R, s, v, d.budget == RETRY_BUDGET_RESTART ? "restarts" : "retries",
-                     "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)", error, d.reason,
-                     v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART));
+                     "%s (%s); gave up after %d attempt(s), %d provider error(s) and %d restart(s)%s", error, d.reason,
+                     v->attempts, v->failures + (f->kind != RETRY_RESTART), v->restarts + (f->kind == RETRY_RESTART),
+                     on);
     else
-        turn_give_up(R, s, v, d.reason, "%s (%s: not retried)", error, d.reason);
+        turn_give_up(R, s, v, d.reason, "%s (%s: not retried)%s", error, d.reason, on);
 }
 
 /* The log says request v->request is in flight, and this process (which holds the

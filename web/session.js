@@ -14,7 +14,7 @@ import { sessionPictures } from "./pictures.js";
 const TYPES = ["session:created", "session:forked", "session:cancelled", "workflow:started", "workflow:completed",
     "workflow:failed", "phase:entered", "phase:exited", "step:started", "step:completed", "agent:started",
     "agent:completed", "provider:request_started", "provider:request_ended", "provider:request_cancelled",
-    "provider:request_retried", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
+    "provider:request_retried", "provider:failover", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
     "tool:approved", "tool:loop_stopped", "tool:server_failed", "state:updated", "input:requested", "input:received",
     "input:expired", "message:user", "cancel:requested", "stop:requested",
     "reply:stopped", "session:compacted", "compact:requested", "timer:set", "timer:fired", "signal:received", "message"];
@@ -190,6 +190,7 @@ export function sessionPage(main, id) {
     // output (agent:completed) is its last reply: shown apart only if no reply of the
     // step had text (so it is never shown twice).
     let agentRun = null;       // {agent, replies: [r...]} between agent:started and agent:completed
+    let failedOver = false;    // a provider:failover moved the request in progress to a fallback
     function stickChat(fn) {
         const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
         fn();
@@ -261,6 +262,15 @@ export function sessionPage(main, id) {
                 }
                 const r = reply(p.requestId);
                 if (p.attempt > 1) r.flags.append(h("span", { class: "flag" }, `attempt ${p.attempt}`));
+                // After a failover, each attempt says which fallback serves it.
+                if (failedOver) r.flags.append(h("span", { class: "flag failover" }, `via ${p.provider}/${p.model}`));
+                break;
+            }
+            case "provider:failover": {
+                const pair = (x) => `${(x || {}).provider || "?"}/${(x || {}).model || "?"}`;
+                failedOver = true;
+                message("system", `failed over from ${pair(p.from)} to ${pair(p.to)}: ${p.cause || ""}` +
+                    (p.status ? ` (HTTP ${p.status})` : p.error ? ` (${p.error})` : ""), null, "assistant");
                 break;
             }
             case "text:delta":
@@ -289,6 +299,7 @@ export function sessionPage(main, id) {
                 break;
             }
             case "provider:request_ended":
+                failedOver = false;     /* the next request starts with the agent's own provider */
                 if (replies.has(p.requestId)) {
                     const u = p.usage || {};
                     replies.get(p.requestId).usage.textContent =
@@ -300,6 +311,7 @@ export function sessionPage(main, id) {
                     replies.get(p.requestId).flags.append(h("span", { class: "flag" }, p.reason + (p.error ? `: ${p.error}` : "")));
                 break;
             case "reply:failed":
+                failedOver = false;
                 message("system", `the reply failed: ${p.error || ""}`, null, "assistant");
                 break;
             case "reply:stopped":

@@ -198,6 +198,25 @@ static void test_validate_lists(void)
             "mcpServers[0]: commands and environment cannot be given in an agent");
     INVALID("{" BASE ", 'mcpServers': [{'name': 'fs'}]}", "mcpServers[0]: must be the name of a configured MCP server");
 
+    /* fallbacks: up to 4 {provider, model}, each another pair. */
+    VALID("{" BASE ", 'fallbacks': [{'provider': 'anthropic', 'model': 'c'}, {'provider': 'openai', 'model': 'n'}]}");
+    VALID("{" BASE ", 'fallbacks': []}");
+    INVALID("{" BASE ", 'fallbacks': {'provider': 'anthropic'}}", "fallbacks: must be an array of at most 4");
+    INVALID("{" BASE ", 'fallbacks': ['anthropic']}", "fallbacks[0]: must be an object");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'anthropic'}]}", "fallbacks[0].model: missing");
+    INVALID("{" BASE ", 'fallbacks': [{'model': 'c'}]}", "fallbacks[0].provider: missing");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'a/b', 'model': 'c'}]}", "fallbacks[0].provider: must be a provider name");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'anthropic', 'model': ''}]}", "fallbacks[0].model: must be 1 to 128 bytes");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'anthropic', 'model': 'c', 'endpoint': 'http://x'}]}",
+            "fallbacks[0].endpoint: unknown key");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'openai', 'model': 'm'}]}",
+            "fallbacks[0]: is the agent's own provider and model");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'anthropic', 'model': 'c'}, {'provider': 'anthropic', 'model': 'c'}]}",
+            "fallbacks[1]: duplicate fallback (also [0])");
+    INVALID("{" BASE ", 'fallbacks': [{'provider': 'a', 'model': '1'}, {'provider': 'a', 'model': '2'},"
+            " {'provider': 'a', 'model': '3'}, {'provider': 'a', 'model': '4'}, {'provider': 'a', 'model': '5'}]}",
+            "fallbacks: must be an array of at most 4");
+
     /* approval: tools (declared, a server's, or all of a server's) whose calls wait. */
     VALID("{" BASE ", 'tools': [{'name': 'wc', 'inputSchema': {}}], 'mcpServers': ['fs', 'mail'],"
           " 'approval': {'wc': 'required', 'fs__write': 'required', 'mail': 'required'}}");

@@ -82,11 +82,12 @@ static void test_workflow_events(void)
  * caller's JSON: arguments, results, state, input, ...). */
 static int nested_catalogued(const char *key)
 {
-    return !strcmp(key, PK_USAGE) || !strcmp(key, PK_RECORDING) || !strcmp(key, PK_NEAREST);
+    return !strcmp(key, PK_USAGE) || !strcmp(key, PK_RECORDING) || !strcmp(key, PK_NEAREST) || !strcmp(key, PK_FROM) ||
+           !strcmp(key, PK_TO);
 }
 
 /* Every key of payload is in the catalogue (and so are those of its usage{},
- * recording{} and nearest{}); returns how many keys it saw. */
+ * recording{}, nearest{}, and provider:failover's from{} and to{}); returns how many keys it saw. */
 static int check_keys(const char *type, const json_t *payload)
 {
     const char *k;
@@ -142,6 +143,8 @@ static void test_constructors_use_catalogued_keys(void)
         event_request_ended("r1", "end_turn", usage, 0.5),
         event_request_cancelled("r1", "failed", "HTTP 500"),
         event_request_retried("r1", 2, "failed", "server_error", 500, "HTTP 500", 10, 20),
+        event_request_retried("r1", 2, "failover", "overloaded", 529, "HTTP 529", 0, 20),
+        event_failover("r1", "anthropic", "m", "openai", "n", 0, "overloaded", 529, "HTTP 529"),
         event_delta(0, "r1", "Hel", 3),
         event_delta(1, "r1", "Hm", 2),
         event_tool_called("c1", "fs__read", obj, "fs", "read", 1, "r1", NULL, 0),

@@ -42,11 +42,11 @@ static void test_figures_in_the_database(void)
     snprintf(r[0].cause, sizeof r[0].cause, "%s", "529");
     r[0].count = 2;
     const char *uri = log_path(lg);
-    CHECK_EQ_INT(rstats_figures_publish(conn, uri, "runner-f", &m, 1, NULL, 0, r, 1, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_publish(conn, uri, "runner-f", &m, 1, NULL, 0, r, 1, NULL, NULL, 0), 0);
     /* Published again: replaced, not added. */
-    CHECK_EQ_INT(rstats_figures_publish(conn, uri, "runner-f", &m, 1, NULL, 0, r, 1, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_publish(conn, uri, "runner-f", &m, 1, NULL, 0, r, 1, NULL, NULL, 0), 0);
     nmodels = nretries = 0;
-    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, keep_retry, NULL, NULL}), 2);
+    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, keep_retry, NULL, NULL, NULL}), 2);
     CHECK_EQ_INT(nmodels, 1);
     CHECK_EQ_INT(nretries, 1);
     CHECK(!strcmp(got_owner, "runner-f"));
@@ -56,11 +56,11 @@ static void test_figures_in_the_database(void)
     /* A row that is not a document is skipped, not a crash. */
     CHECK_EQ_INT(test_db_psql("INSERT INTO runner_figures VALUES ('bad', 'not json')", NULL, 0), 0);
     nmodels = 0;
-    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL}), 1);
+    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL, NULL}), 1);
     CHECK_EQ_INT(nmodels, 1);
     /* Without the table: nothing, not an error. */
     CHECK_EQ_INT(test_db_psql("DROP TABLE runner_figures", NULL, 0), 0);
-    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL}), 0);
+    CHECK_EQ_INT(rstats_figures_read(conn, uri, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL, NULL}), 0);
 }
 
 int main(void)

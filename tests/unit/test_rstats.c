@@ -150,12 +150,12 @@ static void test_models(void)
     rstats_hist_observe(&m[1].first_token, 0.3);
     char db[400];
     snprintf(db, sizeof db, "%s/rstats.db", dir);
-    CHECK_EQ_INT(rstats_figures_save(db, "../../etc/evil", m, 2, NULL, 0, NULL, 0, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "../../etc/evil", m, 2, NULL, 0, NULL, 0, NULL, NULL, 0), 0);
     char path[500];
     snprintf(path, sizeof path, "%s/rstats.db-runner-.._.._etc_evil.json", dir);
     CHECK(access(path, F_OK) == 0);
     nloaded = 0;
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL}), 2);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL, NULL}), 2);
     if (!CHECK_EQ_INT(nloaded, 2)) return;
     CHECK_EQ_STR(loaded_owner[0], "../../etc/evil");
     CHECK_EQ_STR(loaded[0].model, "model \"a\"");
@@ -171,7 +171,7 @@ static void test_models(void)
     CHECK_EQ_UINT(loaded[1].first_token.count, 1);
     /* No files: nothing, not an error. */
     snprintf(db, sizeof db, "%s/none[x].db", dir);
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL}), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL, NULL}), 0);
 }
 
 static rstats_mcp loaded_mcp[4];
@@ -204,9 +204,9 @@ static void test_mcp(void)
     snprintf(model.model, sizeof model.model, "%s", "x");
     char db[400];
     snprintf(db, sizeof db, "%s/mcp.db", dir);
-    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2, NULL, 0, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, m, 2, NULL, 0, NULL, NULL, 0), 0);
     nloaded_mcp = 0;
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1", NULL}), 2);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1", NULL, NULL}), 2);
     if (!CHECK_EQ_INT(nloaded_mcp, 2)) return;
     CHECK_EQ_STR(loaded_mcp[0].server, "fs");
     CHECK_EQ_INT(loaded_mcp[0].calls, 9);
@@ -216,14 +216,14 @@ static void test_mcp(void)
     CHECK_EQ_INT(loaded_mcp[1].calls, 1);
     CHECK_EQ_STR(rstats_mcp_reason[RSTATS_MCP_UNAVAILABLE], "unavailable");
     nloaded = 0;
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL}), 1);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, NULL, NULL, NULL, NULL, NULL}), 1);
     /* One read gives both kinds. */
     nloaded = nloaded_mcp = 0;
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, keep_mcp, NULL, "r1", NULL}), 3);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){keep_model, keep_mcp, NULL, "r1", NULL, NULL}), 3);
     CHECK_EQ_INT(nloaded_mcp, 2);
     /* No server used: none. */
-    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0, NULL, 0, NULL), 0);
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1", NULL}), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r1", &model, 1, NULL, 0, NULL, 0, NULL, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, keep_mcp, NULL, "r1", NULL, NULL}), 0);
 }
 
 static rstats_retry loaded_retry[RSTATS_RETRY_CAUSES + 1];
@@ -260,9 +260,9 @@ static void test_retries(void)
     CHECK_EQ_INT(v[0].count, 3);
     char db[400];
     snprintf(db, sizeof db, "%s/retries.db", dir);
-    CHECK_EQ_INT(rstats_figures_save(db, "r2", NULL, 0, NULL, 0, v, n, NULL), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r2", NULL, 0, NULL, 0, v, n, NULL, NULL, 0), 0);
     nloaded_retry = 0;
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, keep_retry, "r2", NULL}), RSTATS_RETRY_CAUSES);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, keep_retry, "r2", NULL, NULL}), RSTATS_RETRY_CAUSES);
     CHECK_EQ_STR(loaded_retry[0].cause, "529");
     CHECK_EQ_INT(loaded_retry[0].count, 3);
     CHECK_EQ_STR(loaded_retry[1].cause, "cut");
@@ -287,14 +287,14 @@ static void test_otlp_figures(void)
     char db[400];
     snprintf(db, sizeof db, "%s/otlp.db", dir);
     rstats_otlp o = {41, 7, 3};
-    CHECK_EQ_INT(rstats_figures_save(db, "r3", NULL, 0, NULL, 0, NULL, 0, &o), 0);
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, NULL, NULL, keep_otlp}), 1);
+    CHECK_EQ_INT(rstats_figures_save(db, "r3", NULL, 0, NULL, 0, NULL, 0, &o, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, NULL, NULL, keep_otlp, NULL}), 1);
     CHECK_EQ_INT(nloaded_otlp, 1);
     CHECK_EQ_INT(loaded_otlp.spans, 41);
     CHECK_EQ_INT(loaded_otlp.batches, 7);
     CHECK_EQ_INT(loaded_otlp.failures, 3);
-    CHECK_EQ_INT(rstats_figures_save(db, "r3", NULL, 0, NULL, 0, NULL, 0, NULL), 0);
-    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, NULL, NULL, keep_otlp}), 0);
+    CHECK_EQ_INT(rstats_figures_save(db, "r3", NULL, 0, NULL, 0, NULL, 0, NULL, NULL, 0), 0);
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, NULL, NULL, keep_otlp, NULL}), 0);
 }
 
 static int ngone;
@@ -348,6 +348,47 @@ static void test_without_tables(void)
     check_counts(0, 0, "without the tables");
 }
 
+static rstats_failover loaded_fo[RSTATS_FAILOVERS];
+static int nloaded_fo;
+
+static void keep_fo(void *ud, const char *owner, const rstats_failover *f)
+{
+    (void)ud;
+    (void)owner;
+    if (nloaded_fo < RSTATS_FAILOVERS) loaded_fo[nloaded_fo++] = *f;
+}
+
+/* Failovers by pair: counted, the pairs past RSTATS_FAILOVERS - 1 under "other",
+ * saved and read back beside the retries. */
+static void test_failovers(void)
+{
+    rstats_failover v[RSTATS_FAILOVERS];
+    int n = 0;
+    rstats_failover_count(v, &n, "anthropic/c", "openai/g");
+    rstats_failover_count(v, &n, "openai/g", "local/q");
+    rstats_failover_count(v, &n, "anthropic/c", "openai/g");
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(v[0].count, 2);
+    char to[32];
+    for (int i = 0; i < 30; i++) {
+        snprintf(to, sizeof to, "x/m%d", i);
+        rstats_failover_count(v, &n, "anthropic/c", to);
+    }
+    CHECK_EQ_INT(n, RSTATS_FAILOVERS);
+    CHECK_EQ_STR(v[RSTATS_FAILOVERS - 1].from, "other");
+    CHECK_EQ_STR(v[RSTATS_FAILOVERS - 1].to, "other");
+    CHECK_EQ_INT(v[RSTATS_FAILOVERS - 1].count, 30 - (RSTATS_FAILOVERS - 3));
+    char db[400];
+    snprintf(db, sizeof db, "%s/failovers.db", dir);
+    CHECK_EQ_INT(rstats_figures_save(db, "r4", NULL, 0, NULL, 0, NULL, 0, NULL, v, n), 0);
+    nloaded_fo = 0;
+    CHECK_EQ_INT(rstats_figures_each(db, &(rstats_figures_fn){NULL, NULL, NULL, NULL, NULL, keep_fo}), RSTATS_FAILOVERS);
+    CHECK_EQ_STR(loaded_fo[0].from, "anthropic/c");
+    CHECK_EQ_STR(loaded_fo[0].to, "openai/g");
+    CHECK_EQ_INT(loaded_fo[0].count, 2);
+    CHECK_EQ_STR(loaded_fo[1].to, "local/q");
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -360,6 +401,7 @@ int main(void)
                 test_mcp();
                 test_retries();
     test_otlp_figures();
+                test_failovers();
             }
         }
         test_db_close(dir, lg, conn);

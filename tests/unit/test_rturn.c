@@ -567,6 +567,97 @@ static void test_unfence(void)
     CHECK_EQ_UINT(len, 6);
 }
 
+/* Provider failover: an overload fails over at once, a provider error once its
+ * retries are spent, to each fallback in turn and then no further; a restart, a
+ * refusal or an error that is not retried never does. provider:failover moves the
+ * request's route and gives the fallback its own budget; the next request starts
+ * with the agent's own provider again. */
+static void test_failover(void)
+{
+    json_t *agent = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s}, {s:s, s:s}]}", "provider", "anthropic", "model", "m1",
+                              "endpoint", "https://x.example", "fallbacks", "provider", "openai", "model", "m2",
+                              "provider", "local", "model", "m3");
+    session_view v;
+    chat(&v, "Hello?");
+    retry_failure f529 = {RETRY_HTTP, 529, NULL, -1, NULL, -1}, f500 = {RETRY_HTTP, 500, NULL, -1, NULL, -1};
+    retry_failure f400 = {RETRY_HTTP, 400, NULL, -1, NULL, -1}, frs = {RETRY_RESTART, 0, NULL, -1, NULL, -1};
+    retry_failure fov = {RETRY_STREAM_ERROR, 0, "overloaded_error", -1, NULL, -1};
+    retry_failure fref = {RETRY_REFUSED, 0, NULL, -1, NULL, -1};
+    retry_decision d;
+    /* An overload: at once, in the header and in the stream. */
+    retry_decide(&f529, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.retry, 1);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f529, &d), 1);
+    retry_decide(&fov, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &fov, &d), 1);
+    /* A 500: retried first, then over to the fallback once the budget is spent. */
+    retry_decide(&f500, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f500, &d), 0);
+    retry_decide(&f500, 2, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(d.exhausted, 1);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f500, &d), 1);
+    /* Never: an invalid request, a restart (even with its budget spent), a refusal;
+     * nor without fallbacks. */
+    retry_decide(&f400, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f400, &d), 0);
+    retry_decide(&frs, 0, 3, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &frs, &d), 0);
+    retry_decide(&fref, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &fref, &d), 0);
+    json_t *alone = json_pack("{s:s, s:s}", "provider", "anthropic", "model", "m1");
+    retry_decide(&f529, 0, 0, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(alone, &v, &f529, &d), 0);
+    CHECK_EQ_INT(rturn_failover(NULL, &v, &f529, &d), 0);
+    /* The log: r1 failed twice with 500 and was failed over; the view says route 1
+     * with a budget of its own, and the retry is due. */
+    fold(&v, event_request_started("r1", "anthropic", "m1", 1));
+    fold(&v, event_request_retried("r1", 2, "failed", "server_error", 500, "HTTP 500", 10, 20));
+    fold(&v, event_request_started("r2", "anthropic", "m1", 2));
+    CHECK_EQ_INT(v.failures, 1);
+    fold(&v, event_request_retried("r2", 3, "failover", "server_error", 500, "HTTP 500", 0, 30));
+    fold(&v, event_failover("r2", "anthropic", "m1", "openai", "m2", 0, "server_error", 500, "HTTP 500"));
+    CHECK_EQ_INT(v.route, 1);
+    CHECK_EQ_INT(v.failures, 0);
+    CHECK_EQ_INT(v.retry_at, 30);
+    CHECK_EQ_STR(v.request, "");
+    CHECK_EQ_INT(rturn_chat(&v, 0, 30), RTURN_NEEDS_AGENT);
+    /* Routed: the fallback's pair, without the agent's endpoint; the snapshot keeps the route. */
+    json_t *routed = rturn_route_agent(agent, v.route);
+    CHECK_EQ_STR(json_string_value(json_object_get(routed, "provider")), "openai");
+    CHECK_EQ_STR(json_string_value(json_object_get(routed, "model")), "m2");
+    CHECK(!json_object_get(routed, "endpoint"));
+    json_decref(routed);
+    routed = rturn_route_agent(agent, 0);
+    CHECK(json_equal(routed, agent));
+    json_decref(routed);
+    CHECK(!rturn_route_agent(agent, 3));
+    json_t *snap = session_view_to_json(&v);
+    session_view back;
+    session_view_init(&back);
+    CHECK_EQ_INT(session_view_from_json(&back, snap), 0);
+    CHECK_EQ_INT(back.route, 1);
+    session_view_free(&back);
+    json_decref(snap);
+    /* The fallback overloaded too: over to the last; from there, nothing further. */
+    fold(&v, event_request_started("r3", "openai", "m2", 3));
+    retry_decide(&f529, v.failures, v.restarts, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f529, &d), 2);
+    fold(&v, event_request_retried("r3", 4, "failover", "overloaded", 529, "HTTP 529", 0, 40));
+    fold(&v, event_failover("r3", "openai", "m2", "local", "m3", 1, "overloaded", 529, "HTTP 529"));
+    CHECK_EQ_INT(v.route, 2);
+    fold(&v, event_request_started("r4", "local", "m3", 4));
+    retry_decide(&f529, v.failures, v.restarts, &CFG, 0, &d);
+    CHECK_EQ_INT(rturn_failover(agent, &v, &f529, &d), 0);
+    /* It ends; the next request is the agent's own provider's again. */
+    json_t *u = event_usage(1, 1);
+    fold(&v, event_request_ended("r4", "end_turn", u, 0));
+    json_decref(u);
+    CHECK_EQ_INT(v.route, 0);
+    json_decref(alone);
+    json_decref(agent);
+    session_view_free(&v);
+}
+
 int main(void)
 {
     test_restart_cut();
@@ -578,5 +669,6 @@ int main(void)
     test_limits();
     test_unfence();
     test_continuation();
+    test_failover();
     return TEST_MAIN_END();
 }
