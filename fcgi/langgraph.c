@@ -262,7 +262,7 @@ static void thread_create(req_t *r)
         int agent = is_agent(r, graph);
         if (agent < 0) goto out;
         if (agent) {
-            if (!sessions_create(r, id, 1, graph, NULL, NULL, NULL)) answer_thread(r, id, 200);
+            if (!sessions_create(r, id, 1, graph, NULL, NULL, NULL, NULL)) answer_thread(r, id, 200);
             goto out;
         }
     }
@@ -609,7 +609,7 @@ static int start_run(req_t *r, const char *id, const json_t *body, const char *a
             res_error(r, 400, "bad_input", "input must be an object");
             return -1;
         }
-        if (sessions_create(r, id, 0, assistant, input, NULL, NULL)) return -1;
+        if (sessions_create(r, id, 0, assistant, input, NULL, NULL, NULL)) return -1;
         *kind = OFFSET_START;
         at->seq = at->pos = 0;
         return 0;

@@ -106,7 +106,7 @@ int sessions_new_id(req_t *r, const json_t *idj, char *id, size_t cap)
  * definition), with its input and recording setting. 0, or the store's code
  * (LOG_ECONFLICT: the id is taken). */
 static int insert(req_t *r, const char *id, const char *agent, const char *name, int version, const json_t *doc,
-                  const json_t *input, const json_t *rec, const json_t *labels)
+                  const json_t *input, const json_t *rec, const json_t *labels, const json_t *limits)
 {
     json_t *created = event_session_created(agent, name, version, json_object_get(doc, "initialState"), input,
                                             rec).payload;
@@ -119,6 +119,7 @@ static int insert(req_t *r, const char *id, const char *agent, const char *name,
         }
         json_object_set(created, PK_LABELS, (json_t *)labels);
     }
+    if (limits) json_object_set(created, PK_LIMITS, (json_t *)limits);   /* the session's own budget */
     session_trace tr;
     trace_of(r, &tr);
     sstore_create_req cr;
@@ -136,7 +137,7 @@ static int insert(req_t *r, const char *id, const char *agent, const char *name,
 }
 
 int sessions_create(req_t *r, const char *id, int is_agent, const char *name, const json_t *input, const json_t *rec,
-                    const json_t *labels)
+                    const json_t *labels, const json_t *limits)
 {
     int rc, version = 0;
     json_t *doc = is_agent ? defs_agent_get(r->log, name, &rc) : defs_workflow_get(r->log, name, 0, &version, &rc);
@@ -145,7 +146,7 @@ int sessions_create(req_t *r, const char *id, int is_agent, const char *name, co
         else reply_fail(r, rc);
         return -1;
     }
-    rc = insert(r, id, is_agent ? name : NULL, name, version, doc, input, rec, labels);
+    rc = insert(r, id, is_agent ? name : NULL, name, version, doc, input, rec, labels, limits);
     json_decref(doc);
     if (rc == LOG_ECONFLICT) res_error(r, 409, "session_exists", "a session %s exists", id);
     else if (rc) reply_fail(r, rc);
@@ -173,9 +174,17 @@ static void create(req_t *r)
         res_error(r, 400, "bad_id", "id must be 1 to 63 of [A-Za-z0-9_-]");
         goto out;
     }
+    json_t *limits = json_object_get(body, "limits");
+    char lerr[1024];
+    if (limits && agent_validate_limits(limits, lerr, sizeof lerr)) {
+        char *nl = strchr(lerr, '\n');
+        if (nl) *nl = '\0';    /* the first mistake */
+        res_error(r, 400, "bad_limits", "%s", lerr);
+        goto out;
+    }
     if (recording_setting(r, body, &rec)) goto out;
     if (sessions_new_id(r, idj, id, sizeof id)) goto out;
-    if (sessions_create(r, id, agent != NULL, json_string_value(agent ? agent : wf), input, rec, labels)) goto out;
+    if (sessions_create(r, id, agent != NULL, json_string_value(agent ? agent : wf), input, rec, labels, limits)) goto out;
     sstore_row row;
     session_view v;
     offset_t pos = {0, 0};
@@ -221,7 +230,7 @@ int sessions_open_chat(req_t *r, const char *id, const char *agent, sstore_row *
     }
     none = json_object();
     if (recording_setting(r, none, &rec)) goto out;
-    rc = insert(r, id, agent, agent, 0, doc, NULL, rec, NULL);
+    rc = insert(r, id, agent, agent, 0, doc, NULL, rec, NULL, NULL);
     if (rc && rc != LOG_ECONFLICT) {
         reply_fail(r, rc);
         goto out;

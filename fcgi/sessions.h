@@ -66,12 +66,13 @@ int sessions_fork(req_t *r, const char *id, const json_t *idj, int has_at, offse
                   char nid[SSTORE_ID_MAX]);
 
 /* Create session id, a chat with agent name (is_agent) or a run of the latest version
- * of workflow name with input, with recording setting rec (NULL: none given) and
- * labels (a JSON object lib/sfilter checked, or NULL: none), as POST /v1/sessions
- * does; the caller has checked that the token may write id. 0, or -1 after answering
- * (422 unknown_agent / unknown_workflow, 409 session_exists, 5xx). */
+ * of workflow name with input, with recording setting rec (NULL: none given),
+ * labels (a JSON object lib/sfilter checked, or NULL: none) and its own budget limits
+ * (NULL: none; checked by the caller), as POST /v1/sessions does; the caller has
+ * checked that the token may write id. 0, or -1 after answering (422 unknown_agent /
+ * unknown_workflow, 409 session_exists, 5xx). */
 int sessions_create(req_t *r, const char *id, int is_agent, const char *name, const json_t *input, const json_t *rec,
-                    const json_t *labels);
+                    const json_t *labels, const json_t *limits);
 
 /* Answer session id's human input interaction (NULL: the one pending) with response,
  * as POST /v1/sessions/{id}/input does; *at gets the answer's offset. 0, or -1 after

@@ -342,7 +342,8 @@ static void check_skills(jcheck_errlist *e, const json_t *doc)
 /* Spending limits; zero would stop a session before it starts, so all are > 0. */
 static void check_limits(jcheck_errlist *e, const json_t *doc)
 {
-    static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", "contextTokens", NULL};
+    static const char *const keys[] = {"maxTokens", "maxTurns", "costBudgetUsd", "contextTokens", "maxRequests",
+                                       "onExceed", "askTimeoutMs", NULL};
     const json_t *l = json_object_get(doc, "limits");
     if (!l) return;
     if (!json_is_object(l)) {
@@ -350,18 +351,45 @@ static void check_limits(jcheck_errlist *e, const json_t *doc)
         return;
     }
     jcheck_unknown_keys(e, "limits", l, keys);
-    const json_t *v = json_object_get(l, "maxTokens");
-    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
-        jcheck_mistake(e, "limits.maxTokens", "must be an integer > 0");
-    v = json_object_get(l, "maxTurns");
+    const json_t *v = json_object_get(l, "maxTurns");
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
         jcheck_mistake(e, "limits.maxTurns", "must be an integer > 0");
-    v = json_object_get(l, "costBudgetUsd");
-    if (v && (!json_is_number(v) || json_number_value(v) <= 0))
-        jcheck_mistake(e, "limits.costBudgetUsd", "must be a number > 0");
     v = json_object_get(l, "contextTokens");
     if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > AGENT_CONTEXT_MAX))
         jcheck_mistake(e, "limits.contextTokens", "must be an integer from 1 to %d", AGENT_CONTEXT_MAX);
+    agent_check_budget(e, "limits", l);
+}
+
+void agent_check_budget(jcheck_errlist *e, const char *base, const json_t *l)
+{
+    char path[AGENT_JPATH];
+    static const char *const ints[] = {"maxTokens", "maxRequests", "askTimeoutMs"};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        const json_t *v = json_object_get(l, ints[i]);
+        jcheck_key(path, sizeof path, base, ints[i]);
+        if (v && (!json_is_integer(v) || json_integer_value(v) <= 0)) jcheck_mistake(e, path, "must be an integer > 0");
+    }
+    const json_t *v = json_object_get(l, "costBudgetUsd");
+    jcheck_key(path, sizeof path, base, "costBudgetUsd");
+    if (v && (!json_is_number(v) || json_number_value(v) <= 0)) jcheck_mistake(e, path, "must be a number > 0");
+    v = json_object_get(l, "onExceed");
+    jcheck_key(path, sizeof path, base, "onExceed");
+    if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "fail") && strcmp(json_string_value(v), "ask"))))
+        jcheck_mistake(e, path, "must be \"fail\" or \"ask\"");
+}
+
+int agent_validate_limits(const json_t *limits, char *err, size_t errcap)
+{
+    static const char *const keys[] = {"maxTokens", "costBudgetUsd", "maxRequests", "onExceed", "askTimeoutMs", NULL};
+    jcheck_errlist e;
+    jcheck_init(&e, err, errcap, AGENT_JPATH);
+    if (!json_is_object(limits)) {
+        jcheck_mistake(&e, "limits", "must be an object");
+        return -1;
+    }
+    jcheck_unknown_keys(&e, "limits", limits, keys);
+    agent_check_budget(&e, "limits", limits);
+    return e.n ? -1 : 0;
 }
 
 /* fallbacks: [{provider, model}], each pair another than the agent's own and than

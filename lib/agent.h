@@ -14,7 +14,10 @@
  *   skills        array, optional, up to 64: {name, instructions (string, may contain
  *                 {{param}} placeholders), params (array of names, optional)}
  *   limits        object, optional: maxTokens (int >0), maxTurns (int >0),
- *                 costBudgetUsd (number >0), contextTokens (int 1..AGENT_CONTEXT_MAX)
+ *                 costBudgetUsd (number >0), contextTokens (int 1..AGENT_CONTEXT_MAX),
+ *                 maxRequests (int >0), onExceed ("fail", the default, or "ask": a
+ *                 budget reached opens a checkpoint), askTimeoutMs (int >0: how long
+ *                 that checkpoint waits)
  *   endpoint      string, optional: a base URL of its own, when the operator allows
  *                 it for the provider (no operator key is sent there)
  *   fallbacks     array, optional, up to 4: {provider, model}, each a configured provider
@@ -38,6 +41,18 @@
 /* Validate an agent document. Returns 0, or -1 with every mistake named in err,
  * one per line, each prefixed by its JSON path ("limits.maxTurns: must be ..."). */
 int agent_validate(const json_t *doc, char *err, size_t errcap);
+
+/* Check the budget fields of limits object l at JSON path base (costBudgetUsd,
+ * maxTokens, maxRequests, onExceed, askTimeoutMs; other keys are the caller's),
+ * naming each mistake in e. An agent's limits and a session's (POST /v1/sessions
+ * "limits") share these rules. */
+struct jcheck_errlist;
+void agent_check_budget(struct jcheck_errlist *e, const char *base, const json_t *l);
+
+/* Validate a session's own limits (POST /v1/sessions "limits": costBudgetUsd,
+ * maxTokens, maxRequests, onExceed, askTimeoutMs; nothing else). Returns 0, or -1
+ * with every mistake named in err, one per line ("limits.onExceed: ..."). */
+int agent_validate_limits(const json_t *limits, char *err, size_t errcap);
 
 /* Render skill `name` of agent doc with params (object of strings): replaces each
  * {{param}} with its value. Appends to out. Returns 0, or -1 with err (no such

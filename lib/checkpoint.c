@@ -18,6 +18,22 @@ const json_t *checkpoint_step(const json_t *doc, const char *id)
     return NULL;
 }
 
+int checkpoint_budget_fits(const json_t *response)
+{
+    static const char *const limits[] = {"costBudgetUsd", "maxTokens", "maxRequests"};
+    if (json_is_false(response)) return 1;
+    if (json_is_number(response)) return json_number_value(response) > 0;
+    if (!json_is_object(response) || json_object_size(response) == 0) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)response, k, v) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) known |= !strcmp(k, limits[i]);
+        if (!known || !json_is_number(v) || json_number_value(v) <= 0) return 0;
+    }
+    return 1;
+}
+
 int checkpoint_fits(const json_t *asking, const json_t *response)
 {
     const char *kind = json_string_value(json_object_get(asking, "input"));
@@ -25,6 +41,7 @@ int checkpoint_fits(const json_t *asking, const json_t *response)
     if (!kind) return 1;
     if (!strcmp(kind, "approval")) return json_is_boolean(response);
     if (!strcmp(kind, "text")) return json_is_string(response);
+    if (!strcmp(kind, SESSION_INPUT_BUDGET)) return checkpoint_budget_fits(response);
     if (!strcmp(kind, "choice")) {
         size_t i;
         json_t *o;

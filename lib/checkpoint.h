@@ -22,9 +22,15 @@ typedef enum {
 /* The human step with this id in a workflow document (borrowed), or NULL. */
 const json_t *checkpoint_step(const json_t *workflow, const char *id);
 
-/* 1 if response fits what asks for it: an object with "input" (approval, choice or
- * text) and, for choice, "options" (a human step or an input:requested payload). */
+/* 1 if response fits what asks for it: an object with "input" (approval, choice,
+ * text or budget) and, for choice, "options" (a human step or an input:requested
+ * payload). */
 int checkpoint_fits(const json_t *asking, const json_t *response);
+
+/* 1 if response answers a budget's checkpoint: false (end the session), a number
+ * > 0 (the new value of the limit that was reached) or a non-empty object of new
+ * limits, each of costBudgetUsd, maxTokens, maxRequests a number > 0. */
+int checkpoint_budget_fits(const json_t *response);
 
 /* Whether an answer to interaction id may be recorded in session v (workflow: the
  * session's workflow document, or NULL). On CHECKPOINT_OK, *caused_by is the offset

@@ -113,6 +113,21 @@ sstore_event event_approval_requested(const char *call_id, const char *prompt)
                                               json_string("approval"), PK_PROMPT, text(prompt), PK_CALL_ID, call_id));
 }
 
+sstore_event event_budget_requested(const char *interaction_id, const char *prompt, const char *limit, double max,
+                                    double spent, const char *expires_at)
+{
+    sstore_event e = event_input_requested(interaction_id, SESSION_INPUT_BUDGET, prompt, NULL, expires_at);
+    json_object_set_new(e.payload, PK_BUDGET, json_pack("{s:s, s:f, s:f}", PK_LIMIT, limit, PK_MAX, max, PK_SPENT, spent));
+    return e;
+}
+
+sstore_event event_budget_exceeded(const char *interaction_id, const char *limit, double max, double spent,
+                                   const char *reason)
+{
+    return make(EV_SESSION_BUDGET_EXCEEDED, json_pack("{s:s, s:s, s:f, s:f, s:s}", PK_INTERACTION_ID, interaction_id,
+                                                      PK_LIMIT, limit, PK_MAX, max, PK_SPENT, spent, PK_REASON, reason));
+}
+
 sstore_event event_input_expired(const char *interaction_id)
 {
     return make(EV_INPUT_EXPIRED, json_pack("{s:s}", PK_INTERACTION_ID, interaction_id));

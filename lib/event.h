@@ -50,6 +50,15 @@ sstore_event event_input_requested(const char *interaction_id, const char *input
 /* input:requested for a chat's tool call callId that waits for approval: interaction id
  * the call's id, input "approval", the prompt naming the tool and its arguments. */
 sstore_event event_approval_requested(const char *call_id, const char *prompt);
+/* input:requested for a budget of the session that was reached (docs/agents.md,
+ * "Budgets"): input "budget", budget{} the limit's name, its value (max) and what
+ * the session used (spent); expires_at (RFC 3339) may be NULL. */
+sstore_event event_budget_requested(const char *interaction_id, const char *prompt, const char *limit, double max,
+                                    double spent, const char *expires_at);
+/* session:budget_exceeded: the budget's checkpoint interaction_id was answered no
+ * (reason "rejected") or expired unanswered ("timeout"); session:cancelled follows. */
+sstore_event event_budget_exceeded(const char *interaction_id, const char *limit, double max, double spent,
+                                   const char *reason);
 sstore_event event_input_expired(const char *interaction_id);
 /* The default answer of an expired checkpoint (actor system). */
 sstore_event event_input_received(const char *interaction_id, const json_t *response);

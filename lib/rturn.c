@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "timefmt.h"
 #include "utf8.h"
 
 rturn_need rturn_under_way(const session_view *v)
@@ -37,8 +38,54 @@ rturn_go rturn_chat_agent(const session_view *v, const json_t *agent)
 
 int rturn_over_budget(const json_t *agent, const session_view *v)
 {
-    json_t *b = json_object_get(json_object_get(agent, "limits"), "costBudgetUsd");
-    return json_is_number(b) && v->cost_usd >= json_number_value(b);
+    rturn_budget b;
+    return rturn_budget_check(agent, v, 0, &b) != RTURN_BUDGET_OK;
+}
+
+/* Limit k of the session: raised by an answer, else the session's own, else the
+ * agent's (NULL: none). */
+static const json_t *limit_of(const json_t *agent, const session_view *v, const char *k)
+{
+    const json_t *l = json_object_get(json_object_get(v->budget, "limits"), k);
+    if (!l) l = json_object_get(json_object_get(v->created, PK_LIMITS), k);
+    if (!l) l = json_object_get(json_object_get(agent, "limits"), k);
+    return l;
+}
+
+rturn_budget_verdict rturn_budget_check(const json_t *agent, const session_view *v, int64_t now, rturn_budget *b)
+{
+    static const char *const names[] = {"costBudgetUsd", "maxTokens", "maxRequests"};
+    memset(b, 0, sizeof *b);
+    b->asks = (int)json_integer_value(json_object_get(v->budget, "asks"));
+    const json_t *t = limit_of(agent, v, "askTimeoutMs");
+    b->timeout_ms = json_is_integer(t) && json_integer_value(t) > 0 ? json_integer_value(t) : 0;
+    double spent[] = {v->cost_usd, (double)(v->input_tokens + v->output_tokens), (double)v->requests};
+    for (size_t i = 0; i < sizeof names / sizeof *names && !b->limit; i++) {
+        const json_t *l = limit_of(agent, v, names[i]);
+        if (json_is_number(l) && spent[i] >= json_number_value(l)) {
+            b->limit = names[i];
+            b->max = json_number_value(l);
+            b->spent = spent[i];
+        }
+    }
+    const json_t *open = json_object_get(v->budget, "open"), *no = json_object_get(v->budget, "rejected");
+    if (open || no) {
+        /* What the checkpoint asked about (the answer may have come from a fork's view). */
+        const json_t *q = json_object_get(open ? open : no, PK_BUDGET);
+        b->id = json_string_value(json_object_get(open ? open : no, PK_INTERACTION_ID));
+        b->limit = json_string_value(json_object_get(q, PK_LIMIT));
+        b->max = json_number_value(json_object_get(q, PK_MAX));
+        b->spent = json_number_value(json_object_get(q, PK_SPENT));
+        if (no) return RTURN_BUDGET_REJECTED;
+        int64_t at = 0;
+        const char *exp = json_string_value(json_object_get(open, PK_EXPIRES_AT));
+        if (exp && timefmt_parse(exp, &at) == 0 && now >= at) return RTURN_BUDGET_EXPIRED;
+        b->expires_ms = exp ? at : 0;
+        return RTURN_BUDGET_WAIT;
+    }
+    if (!b->limit) return RTURN_BUDGET_OK;
+    const json_t *on = limit_of(agent, v, "onExceed");
+    return json_is_string(on) && !strcmp(json_string_value(on), "ask") ? RTURN_BUDGET_ASK : RTURN_BUDGET_FAIL;
 }
 
 int rturn_max_turns(const json_t *agent)

@@ -60,8 +60,34 @@ rturn_go rturn_chat_agent(const session_view *v, const json_t *agent);
  * this process. */
 rturn_need rturn_under_way(const session_view *v);
 
-/* The agent's limits.costBudgetUsd is set and spent by the session's requests so far. */
+/* A budget of the session (lib/rturn rturn_budget_check) is reached: its
+ * costBudgetUsd, maxTokens or maxRequests, as the agent's limits set them, the
+ * session's own (session:created's limits) replace them and answers to a budget's
+ * checkpoint raised them; or a checkpoint of one is open or was answered no. */
 int rturn_over_budget(const json_t *agent, const session_view *v);
+
+/* What a session's budget says before a request (docs/agents.md, "Budgets"). */
+typedef enum {
+    RTURN_BUDGET_OK,            /* nothing reached: go on */
+    RTURN_BUDGET_FAIL,          /* reached, onExceed "fail": the session ends (as before) */
+    RTURN_BUDGET_ASK,           /* reached, onExceed "ask": open a checkpoint */
+    RTURN_BUDGET_WAIT,          /* its checkpoint is open: wait (until expires_ms, if set) */
+    RTURN_BUDGET_EXPIRED,       /* its checkpoint expired unanswered: the session ends */
+    RTURN_BUDGET_REJECTED       /* its checkpoint was answered no: the session ends */
+} rturn_budget_verdict;
+
+typedef struct rturn_budget {
+    const char *limit;          /* the limit reached: "costBudgetUsd", "maxTokens", "maxRequests" (or NULL) */
+    double max, spent;          /* its value, and what the session used of it */
+    int64_t timeout_ms;         /* limits.askTimeoutMs: how long a checkpoint waits (0: no end) */
+    const char *id;             /* the checkpoint's interactionId (WAIT, EXPIRED, REJECTED; borrowed from v) */
+    int64_t expires_ms;         /* WAIT: when it expires (0: never) */
+    int asks;                   /* budget checkpoints opened so far */
+} rturn_budget;
+
+/* The budget's verdict for session v of agent (NULL: no limits) at now (ms), with
+ * what it is about in b. */
+rturn_budget_verdict rturn_budget_check(const json_t *agent, const session_view *v, int64_t now, rturn_budget *b);
 /* Tool-call turns allowed in one reply: the agent's limits.maxTurns, else RTURN_MAX_TURNS. */
 int rturn_max_turns(const json_t *agent);
 

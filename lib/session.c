@@ -22,6 +22,7 @@ const char *const session_event_types[] = {
     EV_SESSION_CREATED,
     EV_SESSION_FORKED,
     EV_SESSION_CANCELLED,
+    EV_SESSION_BUDGET_EXCEEDED,
     EV_WORKFLOW_STARTED,
     EV_WORKFLOW_COMPLETED,
     EV_WORKFLOW_FAILED,
@@ -78,7 +79,8 @@ const char *const session_payload_keys[] = {
     PK_SIDE_EFFECTING, PK_RESULT, PK_IS_ERROR, PK_FAILED, PK_DENIED, PK_TURNS, PK_INTERACTION_ID, PK_PROMPT,
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, PK_PURPOSE, PK_UP_TO, PK_SUMMARY,
-    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, PK_CONTEXT_TOKENS, NULL};
+    PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, PK_CONTEXT_TOKENS,
+    PK_LIMITS, PK_BUDGET, PK_LIMIT, PK_MAX, PK_SPENT, NULL};
 
 int session_known_key(const char *key)
 {
@@ -205,6 +207,7 @@ void session_view_init(session_view *v)
     v->early = json_object();
     v->queued = json_array();
     v->open_calls = json_array();
+    v->budget = json_pack("{s:{}, s:i}", "limits", "asks", 0);
 }
 
 void session_view_free(session_view *v)
@@ -218,6 +221,7 @@ void session_view_free(session_view *v)
     json_decref(v->open_calls);
     json_decref(v->summary);
     json_decref(v->cut);
+    json_decref(v->budget);
     memset(v, 0, sizeof *v);
 }
 
@@ -430,6 +434,8 @@ static void chat_approvals(session_view *v)
             break;
         }
     }
+    /* A budget's checkpoint waits before anything (no request starts meanwhile). */
+    if (!ask) ask = json_object_get(v->budget, "open");
     json_decref(v->pending);
     v->pending = ask ? json_deep_copy(ask) : NULL;
     if (ask) set_status(v, SESSION_AWAITING_INPUT);
@@ -841,6 +847,18 @@ static void r_reply_failed(session_view *v, const json_t *p, const char *offset)
 
 static void r_input_requested(session_view *v, const json_t *p, const char *offset)
 {
+    /* A budget was reached and asks (chat or workflow): it is open until answered. */
+    if (!strcmp(str(p, PK_INPUT), SESSION_INPUT_BUDGET)) {
+        json_t *a = json_deep_copy(p);
+        if (offset) json_object_set_new(a, "offset", json_string(offset));
+        json_object_set_new(v->budget, "open", a);
+        json_object_set_new(v->budget, "asks",
+                            json_integer(json_integer_value(json_object_get(v->budget, "asks")) + 1));
+        if (!v->is_workflow) {
+            chat_approvals(v);
+            return;
+        }
+    }
     /* A chat's tool call waits for approval: the call holds the request. */
     if (!v->is_workflow) {
         json_t *c = (json_t *)session_view_open_call(v, str(p, PK_CALL_ID));
@@ -860,6 +878,27 @@ static void r_input_requested(session_view *v, const json_t *p, const char *offs
     }
 }
 
+/* The open budget checkpoint id was answered: a new limit (a number, for the limit
+ * that was reached, or an object of limits) raises the session's; no (false) ends
+ * it (the runner writes session:budget_exceeded). */
+static void budget_answered(session_view *v, const char *id, const json_t *response)
+{
+    json_t *open = json_object_get(v->budget, "open");
+    if (!open || strcmp(str(open, PK_INTERACTION_ID), id)) return;
+    json_t *limits = json_object_get(v->budget, "limits");
+    if (json_is_number(response)) {
+        json_object_set(limits, str(json_object_get(open, PK_BUDGET), PK_LIMIT), (json_t *)response);
+    } else if (json_is_object(response)) {
+        const char *k;
+        json_t *val;
+        json_object_foreach((json_t *)response, k, val)
+            if (json_is_number(val)) json_object_set(limits, k, val);
+    } else {
+        json_object_set(v->budget, "rejected", open);
+    }
+    json_object_del(v->budget, "open");
+}
+
 static void r_input_received(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
@@ -867,6 +906,7 @@ static void r_input_received(session_view *v, const json_t *p, const char *offse
      * step that asked for it completes. */
     const char *id = str(p, PK_INTERACTION_ID);
     json_object_set(v->early, id, json_object_get(p, PK_RESPONSE));
+    budget_answered(v, id, json_object_get(p, PK_RESPONSE));
     if (!v->is_workflow) {
         /* The call keeps the answer's reason (a denial's goes to the model). */
         json_t *c = (json_t *)session_view_approval_call(v, id);
@@ -883,6 +923,8 @@ static void r_input_received(session_view *v, const json_t *p, const char *offse
 static void r_input_expired(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
+    json_t *open = json_object_get(v->budget, "open");
+    if (open && !strcmp(str(open, PK_INTERACTION_ID), str(p, PK_INTERACTION_ID))) json_object_del(v->budget, "open");
     if (v->pending && strcmp(str(v->pending, PK_INTERACTION_ID), str(p, PK_INTERACTION_ID)) == 0) {
         json_decref(v->pending);
         v->pending = NULL;
@@ -1015,6 +1057,7 @@ static const struct reducer {
     {EV_STOP_REQUESTED, r_stop_requested},
     {EV_REPLY_STOPPED, r_reply_stopped},
     {EV_SESSION_CANCELLED, r_session_cancelled},
+    {EV_SESSION_BUDGET_EXCEEDED, r_nothing},
     {EV_WORKFLOW_COMPLETED, r_workflow_completed},
     {EV_WORKFLOW_FAILED, r_workflow_failed},
     {EV_SESSION_FORKED, r_session_forked},
@@ -1086,6 +1129,7 @@ json_t *session_view_to_json(const session_view *v)
     json_object_set_new(j, "usage", u);
     json_object_set_new(j, "costUsd", json_real(v->cost_usd));
     json_object_set_new(j, "cost", session_cost_json(v));
+    json_object_set(j, "budget", v->budget);
     json_object_set_new(j, "playedRequest", v->played[0] ? json_string(v->played) : json_null());
     json_object_set_new(j, "eventCount", json_integer((json_int_t)v->events));
     json_object_set_new(j, "error", v->error[0] ? json_string(v->error) : json_null());
@@ -1154,6 +1198,11 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->cost_inherited_usd = json_number_value(json_object_get(cost, "inheritedUsd"));
     v->cost_recorded_usd = json_number_value(json_object_get(cost, "recordedUsd"));
     copy_str(v->played, sizeof v->played, j, "playedRequest");
+    json_t *b = json_object_get(j, "budget");
+    if (json_is_object(b) && json_is_object(json_object_get(b, "limits"))) {
+        json_decref(v->budget);
+        v->budget = json_deep_copy(b);
+    }
     v->events = (uint64_t)int_of(j, "eventCount");
     copy_str(v->error, sizeof v->error, j, "error");
     json_t *c = json_object_get(j, "created");

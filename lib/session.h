@@ -24,6 +24,7 @@
 #define EV_SESSION_CREATED "session:created"
 #define EV_SESSION_FORKED "session:forked"
 #define EV_SESSION_CANCELLED "session:cancelled"
+#define EV_SESSION_BUDGET_EXCEEDED "session:budget_exceeded"
 #define EV_WORKFLOW_STARTED "workflow:started"
 #define EV_WORKFLOW_COMPLETED "workflow:completed"
 #define EV_WORKFLOW_FAILED "workflow:failed"
@@ -75,7 +76,7 @@
 #define PK_SCOPE "scope"                /* recording{}: "all", or the session-id prefixes its recordings may come from */
 #define PK_FROM "from"                  /* session:forked, provider:failover ({provider, model}) */
 #define PK_AT "at"                      /* session:forked */
-#define PK_REASON "reason"              /* session:cancelled, workflow:failed, reply:failed, provider:request_cancelled,
+#define PK_REASON "reason"              /* session:cancelled, session:budget_exceeded, workflow:failed, reply:failed, provider:request_cancelled,
                                          * provider:request_retried, tool:loop_stopped, input:received */
 #define PK_STATE "state"                /* workflow:completed, state:updated */
 #define PK_SET "set"                    /* state:updated */
@@ -116,7 +117,8 @@
 #define PK_FAILED "failed"              /* tool:result */
 #define PK_DENIED "denied"              /* tool:result (a person did not approve the call) */
 #define PK_TURNS "turns"                /* tool:loop_stopped */
-#define PK_INTERACTION_ID "interactionId" /* input:requested, input:received, input:expired, step:completed */
+#define PK_INTERACTION_ID "interactionId" /* input:requested, input:received, input:expired, step:completed,
+                                           * session:budget_exceeded */
 #define PK_PROMPT "prompt"              /* input:requested */
 #define PK_OPTIONS "options"            /* input:requested */
 #define PK_EXPIRES_AT "expiresAt"       /* input:requested */
@@ -129,6 +131,11 @@
 #define PK_OUTCOME "outcome"            /* recording:request */
 #define PK_SESSION "session"            /* recording{} and nearest{} of recording:request */
 #define PK_NEAREST "nearest"            /* recording:request */
+#define PK_LIMITS "limits"              /* session:created (the session's own budget) */
+#define PK_BUDGET "budget"              /* input:requested (input "budget") */
+#define PK_LIMIT "limit"                /* budget{}, session:budget_exceeded: costBudgetUsd, maxTokens, maxRequests */
+#define PK_MAX "max"                    /* budget{}, session:budget_exceeded: the limit's value */
+#define PK_SPENT "spent"                /* budget{}, session:budget_exceeded: what the session used of it */
 #define PK_FIELD "field"                /* nearest{} */
 #define PK_RECORDED "recorded"          /* nearest{} */
 #define PK_REQUESTED "requested"        /* nearest{} */
@@ -144,6 +151,9 @@
 #define PK_TRIMMED "trimmed"            /* continuedFrom{}: whitespace characters dropped from its end */
 #define PK_CONTINUED "continued"        /* provider:request_started (false: a retry that starts over, reason says why) */
 #define PK_CUT_IN "cutIn"               /* provider:request_retried: the block the stream was cut in ("tool_use") */
+
+/* The input kind of a budget's checkpoint (input:requested "input"). */
+#define SESSION_INPUT_BUDGET "budget"
 
 /* In the view's openCalls (not a payload key): a chat's call waiting for approval
  * holds the input:requested that asks for it (its payload and "offset"). */
@@ -262,6 +272,10 @@ typedef struct session_view {
      * (true: it streamed thinking), cutIn, reason, cause}, or NULL. A retry may
      * continue its text (lib/rturn: rturn_continuation). */
     json_t *cut;
+    /* Budgets that ask (docs/agents.md, "Budgets"): {"limits": the limits raised by
+     * answers, "asks": budget checkpoints opened, "open": the one waiting (its
+     * input:requested payload and "offset"), "rejected": the one answered no}. */
+    json_t *budget;
     uint64_t events;            /* events reduced */
     char error[256];            /* why it failed */
 } session_view;

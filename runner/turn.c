@@ -179,8 +179,7 @@ static void failover(runner_t *R, sess_t *s, const session_view *v, const char *
     int64_t now = timefmt_now_ms();
     int status = f->kind == RETRY_HTTP ? (int)f->status : 0;
     runner_stats_failover(fp, fm, tp, tm);
-    sstore_event e = event_request_retried(id, v->attempts + 1, "failover", d->reason, status, error, 0, now);
-    put(R, s, v->compact_started ? event_compaction(e, NULL) : e);
+    put(R, s, event_request_retried(id, v->attempts + 1, "failover", d->reason, status, error, 0, now));
     put(R, s, event_failover(id, fp, fm, tp, tm, next - 1, d->reason, status, error));
     diag("info", "session %s: request %s: %s (%s) on %s/%s: failing over to %s/%s", s->id, id, error, d->reason, fp,
          fm, tp, tm);
@@ -202,7 +201,8 @@ static void retry_or_fail(runner_t *R, sess_t *s, const session_view *v, const c
         d.retry = 1;
         d.delay_ms = retry_delay_ms(v->failures + 1, NULL, now, R->retry.base_ms, R->retry.max_ms);
     }
-    int next = rturn_failover(s->agent, v, f, &d);
+    /* A compaction's summarization request goes to its own provider: it does not fail over. */
+    int next = v->compact_started ? 0 : rturn_failover(s->agent, v, f, &d);
     if (next) {
         failover(R, s, v, id, f, &d, error, next);
         return;
@@ -409,6 +409,69 @@ out:
     session_view_free(&v);
 }
 
+/* ---- budgets ----------------------------------------------------------------------------------- */
+
+/* Before a request of session v (agent: whose limits apply): 1 if its budget lets
+ * it start; else 0, after doing what the budget says (lib/rturn rturn_budget_check):
+ * end the session as before ("fail"), open a checkpoint ("ask"), wait for it (its
+ * expiry as a timer), or end the session after a no or an expiry with
+ * session:budget_exceeded and session:cancelled. Everything is in the log: a
+ * runner killed while the checkpoint waits leaves it open. */
+static int budget_gate(runner_t *R, sess_t *s, const session_view *v, const json_t *agent, const char *name)
+{
+    rturn_budget b;
+    int64_t now = timefmt_now_ms();
+    char id[32], msg[300], ts[40];
+    switch (rturn_budget_check(agent, v, now, &b)) {
+    case RTURN_BUDGET_OK: return 1;
+    case RTURN_BUDGET_WAIT:
+        if (b.expires_ms && (!s->timer_ms || b.expires_ms < s->timer_ms)) s->timer_ms = b.expires_ms;
+        return 0;
+    case RTURN_BUDGET_FAIL:
+        diag("info", "session %s: %s of agent %s reached (%g of %g)", s->id, b.limit, name, b.spent, b.max);
+        if (v->is_workflow && !strcmp(b.limit, "costBudgetUsd")) {
+            turn_give_up(R, s, v, "cost_budget", "cost budget of agent %s reached ($%.6f spent)", name, b.spent);
+        } else if (v->is_workflow) {
+            turn_give_up(R, s, v, "cost_budget", "limits.%s of agent %s reached (%.0f used of %.0f)", b.limit, name,
+                         b.spent, b.max);
+        } else {
+            snprintf(msg, sizeof msg, "%s budget reached",
+                     !strcmp(b.limit, "costBudgetUsd") ? "cost" : !strcmp(b.limit, "maxTokens") ? "token" : "request");
+            put(R, s, event_session_cancelled(msg));
+        }
+        return 0;
+    case RTURN_BUDGET_ASK:
+        snprintf(id, sizeof id, "budget:%d", b.asks + 1);
+        if (!strcmp(b.limit, "costBudgetUsd"))
+            snprintf(msg, sizeof msg, "The session reached its cost budget: $%.4f spent of $%.4f (limits.costBudgetUsd). "
+                     "Answer with a new limit to go on, or no to end the session.", b.spent, b.max);
+        else
+            snprintf(msg, sizeof msg, "The session reached its %s budget: %.0f used of %.0f (limits.%s). "
+                     "Answer with a new limit to go on, or no to end the session.",
+                     !strcmp(b.limit, "maxTokens") ? "token" : "request", b.spent, b.max, b.limit);
+        if (b.timeout_ms) {
+            timefmt_format(now + b.timeout_ms, ts, sizeof ts);
+            s->timer_ms = now + b.timeout_ms;
+        }
+        put(R, s, event_budget_requested(id, msg, b.limit, b.max, b.spent, b.timeout_ms ? ts : NULL));
+        diag("info", "session %s: %s reached (%g of %g): asks (%s)", s->id, b.limit, b.spent, b.max, id);
+        return 0;
+    case RTURN_BUDGET_EXPIRED:
+    case RTURN_BUDGET_REJECTED: {
+        int expired = rturn_budget_check(agent, v, now, &b) == RTURN_BUDGET_EXPIRED;
+        if (expired) put(R, s, event_input_expired(b.id ? b.id : ""));
+        put(R, s, event_budget_exceeded(b.id ? b.id : "", b.limit ? b.limit : "", b.max, b.spent,
+                                        expired ? "timeout" : "rejected"));
+        snprintf(msg, sizeof msg, "budget exceeded (limits.%s): %s", b.limit ? b.limit : "?",
+                 expired ? "no answer in time" : "the answer was no");
+        put(R, s, event_session_cancelled(msg));
+        diag("info", "session %s: %s", s->id, msg);
+        return 0;
+    }
+    }
+    return 0;
+}
+
 /* ---- chat sessions ------------------------------------------------------------------------ */
 
 static json_t *load_agent(runner_t *R, sess_t *s, const char *name)
@@ -448,8 +511,7 @@ void turn_chat(runner_t *R, sess_t *s, const session_view *v)
         turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name ? name : "?");
         return;
     case RTURN_OVER_BUDGET:
-        diag("info", "session %s: cost budget of agent %s reached ($%.6f)", s->id, name, v->cost_usd);
-        put(R, s, event_session_cancelled("cost budget reached"));
+        budget_gate(R, s, v, agent, name);
         return;
     case RTURN_TOOL_LOOP:
         diag("info", "session %s: the model asked for tools %d times in one reply: stopped (maxTurns)", s->id,
@@ -503,9 +565,8 @@ static void start_agent_step(runner_t *R, sess_t *s, const session_view *v, cons
         turn_give_up(R, s, v, "agent_missing", "agent %s does not exist", name);
         return;
     }
-    if (rturn_over_budget(agent, v)) {
+    if (!budget_gate(R, s, v, agent, name)) {
         json_decref(agent);
-        turn_give_up(R, s, v, "cost_budget", "cost budget of agent %s reached ($%.6f spent)", name, v->cost_usd);
         return;
     }
     buf_t prompt;

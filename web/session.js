@@ -11,7 +11,7 @@ import { sessionPictures } from "./pictures.js";
 
 // The catalogue (docs/events.md): EventSource delivers a named event only to a
 // listener for that name.
-const TYPES = ["session:created", "session:forked", "session:cancelled", "workflow:started", "workflow:completed",
+const TYPES = ["session:created", "session:forked", "session:cancelled", "session:budget_exceeded", "workflow:started", "workflow:completed",
     "workflow:failed", "phase:entered", "phase:exited", "step:started", "step:completed", "agent:started",
     "agent:completed", "provider:request_started", "provider:request_ended", "provider:request_cancelled",
     "provider:request_retried", "provider:failover", "reply:failed", "text:delta", "thinking:delta", "tool:called", "tool:result",
@@ -333,6 +333,10 @@ export function sessionPage(main, id) {
                 chat.append(box);
                 break;
             }
+            case "session:budget_exceeded":
+                message("system", `budget exceeded (${p.limit || "?"}: ${p.spent ?? "?"} of ${p.max ?? "?"}): ` +
+                    (p.reason === "timeout" ? "no answer in time" : "the answer was no"), null, "assistant");
+                break;
             case "agent:started":
                 agentRun = { agent: p.agent || "", replies: [] };
                 break;
@@ -442,7 +446,18 @@ export function sessionPage(main, id) {
             h("p", { class: "text", id: "checkpoint-prompt" }, p.prompt || ""),
             exp ? h("p", { class: "muted" }, "Expires ", h("time", { datetime: p.expiresAt, id: "checkpoint-expiry" },
                 `${exp.toLocaleString()} (in ${age(Date.now() - (exp - Date.now()))})`)) : null);
-        if (p.input === "approval") {
+        if (p.input === "budget") {
+            // A budget was reached: a new value for its limit goes on, "End session" says no.
+            const b = p.budget || {};
+            const inp = h("input", { id: "checkpoint-budget", type: "number", min: "0", step: "any", required: true,
+                value: b.max ? String(b.max * 2) : "" });
+            checkpoint.append(h("p", { class: "muted", id: "checkpoint-budget-used" },
+                `${b.limit || "budget"}: ${b.spent ?? "?"} used of ${b.max ?? "?"}`),
+            h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); answer(Number(inp.value)); } },
+                h("label", { for: "checkpoint-budget" }, `New ${b.limit || "limit"}`), inp,
+                h("button", { type: "submit", class: "primary" }, "Raise and go on"),
+                h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "End session")));
+        } else if (p.input === "approval") {
             checkpoint.append(h("div", { class: "row" },
                 h("button", { type: "button", class: "primary", onclick: () => answer(true) }, "Approve"),
                 h("button", { type: "button", class: "danger", onclick: () => answer(false) }, "Reject")));

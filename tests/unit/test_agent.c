@@ -162,6 +162,27 @@ static void test_validate_parameters(void)
     INVALID("{" BASE ", 'limits': {'contextTokens': 0}}", "limits.contextTokens: must be an integer from 1 to 100000000");
     INVALID("{" BASE ", 'limits': {'contextTokens': 1.5}}", "limits.contextTokens: must be an integer from 1 to 100000000");
     INVALID("{" BASE ", 'limits': {'costBudgetUsd': '1'}}", "limits.costBudgetUsd: must be a number > 0");
+    /* Budgets that ask: maxRequests, onExceed, askTimeoutMs. */
+    VALID("{" BASE ", 'limits': {'maxRequests': 3, 'onExceed': 'ask', 'askTimeoutMs': 60000}}");
+    VALID("{" BASE ", 'limits': {'onExceed': 'fail'}}");
+    INVALID("{" BASE ", 'limits': {'onExceed': 'beg'}}", "limits.onExceed: must be \"fail\" or \"ask\"");
+    INVALID("{" BASE ", 'limits': {'maxRequests': 0}}", "limits.maxRequests: must be an integer > 0");
+    INVALID("{" BASE ", 'limits': {'askTimeoutMs': 1.5}}", "limits.askTimeoutMs: must be an integer > 0");
+    {
+        char err[512];
+        json_t *l = J("{'costBudgetUsd': 1, 'onExceed': 'ask'}");
+        CHECK_EQ_INT(agent_validate_limits(l, err, sizeof err), 0);
+        json_decref(l);
+        l = J("{'maxTurns': 2, 'maxTokens': -1}");
+        CHECK_EQ_INT(agent_validate_limits(l, err, sizeof err), -1);
+        CHECK(test_has_line(err, "limits.maxTurns: unknown key"));
+        CHECK(test_has_line(err, "limits.maxTokens: must be an integer > 0"));
+        json_decref(l);
+        l = J("[1]");
+        CHECK_EQ_INT(agent_validate_limits(l, err, sizeof err), -1);
+        CHECK(test_has_line(err, "limits: must be an object"));
+        json_decref(l);
+    }
     INVALID("{" BASE ", 'limits': {'maxTurn': 3}}", "limits.maxTurn: unknown key");
 }
 

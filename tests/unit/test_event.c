@@ -83,7 +83,7 @@ static void test_workflow_events(void)
 static int nested_catalogued(const char *key)
 {
     return !strcmp(key, PK_USAGE) || !strcmp(key, PK_RECORDING) || !strcmp(key, PK_NEAREST) || !strcmp(key, PK_FROM) ||
-           !strcmp(key, PK_TO);
+           !strcmp(key, PK_TO) || !strcmp(key, PK_BUDGET) || !strcmp(key, PK_LIMITS);
 }
 
 /* Every key of payload is in the catalogue (and so are those of its usage{},
@@ -137,6 +137,8 @@ static void test_constructors_use_catalogued_keys(void)
         event_input_answered("ok", str, str),
         event_approval_requested("call_1", "Run t__echo?"),
         event_input_expired("ok"),
+        event_budget_requested("budget:1", "?", "costBudgetUsd", 1.5, 1.6, "2026-11-23T00:00:00.000Z"),
+        event_budget_exceeded("budget:1", "maxTokens", 100, 120, "rejected"),
         event_agent_started("writer", str, 0),
         event_agent_completed(str, obj, 5, usage, 0.5),
         event_request_started("r1", "openai", "m", 1),

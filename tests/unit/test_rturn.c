@@ -14,6 +14,7 @@
 #include "event.h"
 #include "offset.h"
 #include "test.h"
+#include "timefmt.h"
 
 static uint64_t next_seq = 1;
 
@@ -658,6 +659,101 @@ static void test_failover(void)
     session_view_free(&v);
 }
 
+/* Budgets that ask: reached with onExceed "fail" fails as before; with "ask" it asks,
+ * waits (until its expiry), goes on with a raised limit, ends on a no or an expiry.
+ * A session's own limits replace the agent's; maxTokens and maxRequests count too. */
+static void test_budget(void)
+{
+    json_t *fail = json_pack("{s:{s:f}}", "limits", "costBudgetUsd", 0.5);
+    json_t *ask = json_pack("{s:{s:f, s:s, s:i}}", "limits", "costBudgetUsd", 0.5, "onExceed", "ask", "askTimeoutMs", 1000);
+    json_t *tokens = json_pack("{s:{s:i, s:s}}", "limits", "maxTokens", 10, "onExceed", "ask");
+    rturn_budget b;
+    session_view v;
+    chat(&v, "Hello?");
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_OK);
+    CHECK_EQ_INT(rturn_budget_check(NULL, &v, 0, &b), RTURN_BUDGET_OK);
+    json_t *u = event_usage(4, 8);
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    fold(&v, event_request_ended("r1", "end_turn", u, 0.6));
+    json_decref(u);
+    CHECK_EQ_INT(rturn_budget_check(fail, &v, 0, &b), RTURN_BUDGET_FAIL);
+    CHECK_EQ_STR(b.limit, "costBudgetUsd");
+    CHECK(rturn_over_budget(fail, &v));
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_ASK);
+    CHECK_EQ_INT(b.asks, 0);
+    CHECK_EQ_INT((int)b.timeout_ms, 1000);
+    CHECK_EQ_INT(rturn_budget_check(tokens, &v, 0, &b), RTURN_BUDGET_ASK);
+    CHECK_EQ_STR(b.limit, "maxTokens");
+    CHECK(b.spent == 12 && b.max == 10);
+    /* It asks: the session waits for the answer, the question its pendingInput. */
+    fold(&v, event_budget_requested("budget:1", "more?", "costBudgetUsd", 0.5, 0.6, "2026-11-23T00:00:01.000Z"));
+    CHECK_EQ_INT(v.status, SESSION_AWAITING_INPUT);
+    CHECK_EQ_STR(json_string_value(json_object_get(v.pending, PK_INTERACTION_ID)), "budget:1");
+    int64_t exp;
+    CHECK_EQ_INT(timefmt_parse("2026-11-23T00:00:01.000Z", &exp), 0);
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, exp - 1, &b), RTURN_BUDGET_WAIT);
+    CHECK(b.expires_ms == exp);
+    CHECK_EQ_STR(b.id, "budget:1");
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, exp, &b), RTURN_BUDGET_EXPIRED);
+    /* The answer fits: false, a number > 0, an object of limits; nothing else. */
+    json_t *r;
+    const char *off;
+    r = json_true();
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "budget:1", r, &off), CHECKPOINT_BAD_RESPONSE);
+    json_decref(r);
+    r = json_pack("{s:i}", "maxTurns", 3);
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "budget:1", r, &off), CHECKPOINT_BAD_RESPONSE);
+    json_decref(r);
+    r = json_real(-1);
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "budget:1", r, &off), CHECKPOINT_BAD_RESPONSE);
+    json_decref(r);
+    r = json_real(2);
+    CHECK_EQ_INT(checkpoint_decide(&v, NULL, "budget:1", r, &off), CHECKPOINT_OK);
+    CHECK(off != NULL);
+    /* A new limit: the session goes on, and asks again when it reaches it. */
+    fold(&v, event_input_answered("budget:1", r, NULL));
+    json_decref(r);
+    CHECK(!v.pending);
+    CHECK(v.status != SESSION_AWAITING_INPUT);
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_OK);
+    json_t *snap = session_view_to_json(&v);
+    session_view back;
+    session_view_init(&back);
+    CHECK_EQ_INT(session_view_from_json(&back, snap), 0);
+    CHECK_EQ_INT(rturn_budget_check(ask, &back, 0, &b), RTURN_BUDGET_OK);
+    session_view_free(&back);
+    json_decref(snap);
+    u = event_usage(1, 1);
+    fold(&v, event_request_started("r2", "openai", "m", 1));
+    fold(&v, event_request_ended("r2", "end_turn", u, 1.5));
+    json_decref(u);
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_ASK);
+    CHECK_EQ_INT(b.asks, 1);
+    /* Asked again, answered no: the session ends. */
+    fold(&v, event_budget_requested("budget:2", "more?", "costBudgetUsd", 2, 2.1, NULL));
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 1LL << 50, &b), RTURN_BUDGET_WAIT);
+    CHECK(b.expires_ms == 0);
+    r = json_false();
+    fold(&v, event_input_answered("budget:2", r, NULL));
+    json_decref(r);
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_REJECTED);
+    CHECK_EQ_STR(b.id, "budget:2");
+    CHECK(b.max == 2);
+    session_view_free(&v);
+    /* A session's own limits replace the agent's: maxRequests 1 of the session. */
+    session_view_init(&v);
+    fold(&v, event_session_created("a", NULL, 0, NULL, NULL, NULL));
+    json_object_set_new(v.created, PK_LIMITS, json_pack("{s:i, s:s}", "maxRequests", 1, "onExceed", "fail"));
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_OK);
+    fold(&v, event_request_started("r1", "openai", "m", 1));
+    CHECK_EQ_INT(rturn_budget_check(ask, &v, 0, &b), RTURN_BUDGET_FAIL);
+    CHECK_EQ_STR(b.limit, "maxRequests");
+    session_view_free(&v);
+    json_decref(fail);
+    json_decref(ask);
+    json_decref(tokens);
+}
+
 int main(void)
 {
     test_restart_cut();
@@ -670,5 +766,6 @@ int main(void)
     test_unfence();
     test_continuation();
     test_failover();
+    test_budget();
     return TEST_MAIN_END();
 }
