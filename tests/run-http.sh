@@ -20,7 +20,8 @@
 # live from the log, resumed mid-reply), the runner (leases, owner locks, its
 # figures, crashes, a reply continued after one, a compaction's course: time travel,
 # forks, its recording), provider failover (its events, figures and recordings),
-# subscriptions, recording, and hostile inputs (names that are
+# budgets that ask (their checkpoints across a runner's kill), subscriptions,
+# recording, and hostile inputs (names that are
 # not UTF-8 reach the engine). Not the others: nginx's configuration, the web UI,
 # MCP and providers, the CLI's surface, installing and systemd go through the same
 # engine calls as these and do not depend on the engine (each may be named here as
@@ -36,7 +37,7 @@ engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
 17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 40-runner 42-runner-metrics
-43-runner-crash 43-compaction 43-reply-continued 44-provider-failover 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
+43-runner-crash 43-compaction 43-reply-continued 44-budget-ask 44-provider-failover 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
 
 files=()
 if [ $# -gt 0 ]; then

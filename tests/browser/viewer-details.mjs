@@ -34,6 +34,11 @@
 //                  hatched, a bar for each tool call; a click on a bar marks its event
 //                  in the list) and its tokens and cost over time (a point after each
 //                  request, at its event's sums)
+//   budget         a budget's checkpoint (limits.onExceed "ask") says which limit and
+//                  what was used of it; a new limit given in its field lets the reply
+//                  go on, and the pane closes
+//   failover       a provider failover is said in the conversation (from, to, cause)
+//                  and the fallback's attempt is flagged with the pair that served it
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
@@ -633,6 +638,52 @@ const cases = {
         assert(fits, `the page is ${overflow}px wider than a phone`);
         await page.screenshot({ path: `${out}/details-session-flow-phone.png`, fullPage: true });
         ok("the picture fits a phone-sized screen");
+    },
+
+    async budget(page) {
+        const agent = `details-budget-${tag}`;
+        await api("POST", "/v1/agents", { ...agentDoc(agent), limits: { maxRequests: 1, onExceed: "ask" } });
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-budget-${tag}` })).id;
+        await api("POST", `/v1/sessions/${id}/messages`, { content: "first" });
+        await statusIs(id, ["completed"]);
+        await api("POST", `/v1/sessions/${id}/messages`, { content: "second" });
+        await statusIs(id, ["awaiting_input"]);
+        await page.goto(`${base}/web/#/session/${id}`);
+        await page.waitForSelector("#checkpoint:not([hidden]) #checkpoint-budget", { timeout: 15000 });
+        const used = await page.textContent("#checkpoint-budget-used");
+        assert(used === "maxRequests: 1 used of 1", `the pane says "${used}"`);
+        const prompt = await page.textContent("#checkpoint-prompt");
+        assert(/request budget: 1 used of 1/.test(prompt), `the prompt is "${prompt}"`);
+        await page.screenshot({ path: `${out}/details-budget.png`, fullPage: true });
+        ok("a budget's checkpoint says which limit was reached and what was used of it");
+        await page.fill("#checkpoint-budget", "3");
+        await page.getByRole("button", { name: "Raise and go on" }).click();
+        const done = await statusIs(id, ["completed"]);
+        assert(done.budget?.limits?.maxRequests === 3, `the session's limits are ${JSON.stringify(done.budget)}`);
+        await page.waitForSelector("#checkpoint", { state: "hidden", timeout: 15000 });
+        ok("a new limit given in the pane lets the reply go on; the pane closes");
+    },
+
+    async failover(page) {
+        const agent = `details-failover-${tag}`;
+        await api("POST", "/v1/agents", { ...agentDoc(agent), fallbacks: [{ provider: "openai", model: "gpt-test-model" }] });
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-failover-${tag}` })).id;
+        const r = await fetch(`${mock}/__default/anthropic`, { method: "PUT", body: JSON.stringify({ status: 529 }) });
+        assert(r.ok, "the mock took the Anthropic default");
+        try {
+            await page.goto(`${base}/web/#/session/${id}`);
+            await page.waitForSelector(".conn-live", { timeout: 10000 });
+            await api("POST", `/v1/sessions/${id}/messages`, { content: "anyone?" });
+            await statusIs(id, ["completed"]);
+            await page.waitForFunction(() => /failed over from anthropic\/claude-test-model to openai\/gpt-test-model: overloaded \(HTTP 529\)/
+                .test(document.getElementById("chat")?.textContent), null, { timeout: 15000 });
+            await page.waitForFunction(() => [...document.querySelectorAll("#chat .flag.failover")]
+                .some((f) => f.textContent === "via openai/gpt-test-model"), null, { timeout: 15000 });
+            await page.screenshot({ path: `${out}/details-failover.png`, fullPage: true });
+            ok("the failover is said in the conversation, the fallback's attempt flagged with its pair");
+        } finally {
+            await fetch(`${mock}/__default/anthropic`, { method: "DELETE" });
+        }
     },
 };
 

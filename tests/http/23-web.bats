@@ -101,6 +101,14 @@ details() {
     details agent-output
 }
 
+@test "headless Chromium: a budget's checkpoint asks for a new limit and the reply goes on with it" {
+    details budget
+}
+
+@test "headless Chromium: a provider failover is said in the conversation and flags the fallback's attempt" {
+    details failover
+}
+
 @test "headless Chromium: a toast stays on its page (an answer's), or goes to the next when meant to (a fork's)" {
     details toast
 }
