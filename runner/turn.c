@@ -422,7 +422,8 @@ static int budget_gate(runner_t *R, sess_t *s, const session_view *v, const json
     rturn_budget b;
     int64_t now = timefmt_now_ms();
     char id[32], msg[300], ts[40];
-    switch (rturn_budget_check(agent, v, now, &b)) {
+    rturn_budget_verdict verdict = rturn_budget_check(agent, v, now, &b);
+    switch (verdict) {
     case RTURN_BUDGET_OK: return 1;
     case RTURN_BUDGET_WAIT:
         if (b.expires_ms && (!s->timer_ms || b.expires_ms < s->timer_ms)) s->timer_ms = b.expires_ms;
@@ -458,7 +459,7 @@ static int budget_gate(runner_t *R, sess_t *s, const session_view *v, const json
         return 0;
     case RTURN_BUDGET_EXPIRED:
     case RTURN_BUDGET_REJECTED: {
-        int expired = rturn_budget_check(agent, v, now, &b) == RTURN_BUDGET_EXPIRED;
+        int expired = verdict == RTURN_BUDGET_EXPIRED;
         if (expired) put(R, s, event_input_expired(b.id ? b.id : ""));
         put(R, s, event_budget_exceeded(b.id ? b.id : "", b.limit ? b.limit : "", b.max, b.spent,
                                         expired ? "timeout" : "rejected"));
