@@ -7,7 +7,8 @@
 # says who served each attempt and why it failed over (provider:failover), so
 # /metrics counts it, a runner killed during the fallback's request goes on there,
 # and a recorded session plays back with the same failover; when every provider
-# fails, the reply fails with its explicit event; bad fallbacks are 400.
+# fails, the reply fails with its explicit event; a workflow's agent step fails over as
+# a chat's reply does; bad fallbacks are 400.
 
 load runner-helpers
 
@@ -219,4 +220,24 @@ failovers_counted() {
     req GET "/v1/recordings?session=$rec"
     assert_status 200
     jq -e '[.recordings[] | [.provider, .model]] | sort == [["anthropic", "claude-test-model"], ["openai", "gpt-test-model"]]' "$DS_BODY"
+}
+
+@test "a workflow's agent step fails over too: the step's output is the fallback's, the next step starts with the primary again" {
+    local agent wf id ev
+    refuse anthropic '{"status": 529}'
+    refuse openai '{"text": "from the fallback"}'
+    agent=$(fo_agent)
+    wf=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$wf" --arg a "$agent" '{name: $n, initialState: {a: null, b: null}, phases: [
+        {name: "work", terminal: true, steps: [
+            {kind: "agent", name: "First", agent: $a, prompt: "one", update: {a: "$output"}},
+            {kind: "agent", name: "Second", agent: $a, prompt: "two", update: {b: "$output"}}]}]}')"
+    id=$(rn_session "$(jq -nc --arg w "$wf" '{workflow: $w}')")
+    rn_wait "$id" '.status == "completed"'
+    jq -e '.state == {a: "from the fallback", b: "from the fallback"}' "$DS_BODY"
+    ev=$(rn_events "$id")
+    # Each step's request starts on the primary and fails over on its own.
+    jq -e '[.[] | select(.type == "provider:request_started") | .payload.provider]
+        == ["anthropic", "openai", "anthropic", "openai"]' <<<"$ev"
+    jq -e '[.[] | select(.type == "provider:failover")] | length == 2' <<<"$ev"
 }
