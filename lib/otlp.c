@@ -195,11 +195,23 @@ static void turn_end(otlp_trace *t, uint64_t seq, int64_t ms, int status, const 
     if (t->root >= 0) span_end(t, t->root, seq, ms);
 }
 
-static int turn_begin(otlp_trace *t, const char *span_id, uint64_t seq, int64_t ms)
+/* A span linked to the caller's: an event a request with a traceparent header of
+ * another trace than the session's appended (a user message) carries that trace
+ * and the caller's span as its parent. */
+static void link_caller(const otlp_trace *t, otlp_span *s, const json_t *tr)
+{
+    const char *tid = str(tr, "traceId"), *parent = str(tr, "parentSpanId");
+    if (!is_hex(tid, 32) || !is_hex(parent, 16) || !strcmp(tid, t->trace_id)) return;
+    snprintf(s->link_trace, sizeof s->link_trace, "%s", tid);
+    snprintf(s->link_span, sizeof s->link_span, "%s", parent);
+}
+
+static int turn_begin(otlp_trace *t, const char *span_id, const json_t *tr, uint64_t seq, int64_t ms)
 {
     long i = span_new(t, OTLP_SPAN_TURN, t->root, span_id, seq, ms);
     if (i < 0) return BUF_ENOMEM;
     otlp_span *s = &t->v[i];
+    link_caller(t, s, tr);
     t->turn = i;
     t->turns++;
     snprintf(s->name, sizeof s->name, "invoke_agent %s", t->agent);
@@ -302,6 +314,11 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
                 snprintf(t->queue[t->nqueue].span_id, sizeof t->queue[0].span_id, "%s", sid);
                 t->queue[t->nqueue].ms = ms;
                 t->queue[t->nqueue].seq = seq;
+                otlp_span tmp;
+                memset(&tmp, 0, sizeof tmp);
+                link_caller(t, &tmp, tr);
+                memcpy(t->queue[t->nqueue].link_trace, tmp.link_trace, sizeof tmp.link_trace);
+                memcpy(t->queue[t->nqueue].link_span, tmp.link_span, sizeof tmp.link_span);
                 t->nqueue++;
             }
             return 0;
@@ -310,11 +327,15 @@ static int fold(otlp_trace *t, const char *type, const json_t *p, const json_t *
             attr_b(&t->v[t->turn], "dstream.turn.interrupted", 1);
             turn_end(t, seq, ms, OTLP_STATUS_UNSET, NULL);
         }
-        return turn_begin(t, sid, seq, ms);
+        return turn_begin(t, sid, tr, seq, ms);
     } else if (!strcmp(type, "provider:request_started")) {
         if (t->turn < 0 && t->nqueue && t->step < 0) {
             /* A queued message's reply begins: its turn starts from the message. */
-            int rc = turn_begin(t, t->queue[0].span_id, t->queue[0].seq, t->queue[0].ms);
+            int rc = turn_begin(t, t->queue[0].span_id, NULL, t->queue[0].seq, t->queue[0].ms);
+            if (!rc) {
+                memcpy(t->v[t->turn].link_trace, t->queue[0].link_trace, sizeof t->queue[0].link_trace);
+                memcpy(t->v[t->turn].link_span, t->queue[0].link_span, sizeof t->queue[0].link_span);
+            }
             memmove(t->queue, t->queue + 1, (t->nqueue - 1) * sizeof t->queue[0]);
             t->nqueue--;
             if (rc) return rc;
@@ -542,6 +563,15 @@ static void pb_span(pbuf_t *pb, const otlp_span *s)
         pb_attrs(pb, 3, json_object_get(e, "attributes"));
         pbuf_close(pb, em);
     }
+    if (s->link_trace[0]) {
+        /* Span.Link: 1 trace_id, 2 span_id. */
+        size_t lm = pbuf_open(pb, 13);
+        hex_bytes(s->link_trace, id, 16);
+        pbuf_bytes(pb, 1, id, 16);
+        hex_bytes(s->link_span, id, 8);
+        pbuf_bytes(pb, 2, id, 8);
+        pbuf_close(pb, lm);
+    }
     if (s->status != OTLP_STATUS_UNSET) {
         size_t sm = pbuf_open(pb, 15);
         if (s->status_msg[0]) pbuf_string(pb, 2, s->status_msg);
@@ -625,6 +655,8 @@ json_t *otlp_encode_json(const otlp_trace *t, const size_t *idx, size_t n)
                               s->span_id, "parentSpanId", s->parent_id, "name", s->name, "kind", s->kind,
                               "startTimeUnixNano", js_ns(s->start_ms), "endTimeUnixNano", js_ns(s->end_ms),
                               "attributes", js_attrs(s->attrs), "events", evs);
+        if (s->link_trace[0])
+            json_object_set_new(j, "links", json_pack("[{s:s, s:s}]", "traceId", s->link_trace, "spanId", s->link_span));
         if (s->status != OTLP_STATUS_UNSET) {
             json_t *st = json_pack("{s:i}", "code", s->status);
             if (s->status_msg[0]) json_object_set_new(st, "message", json_string(s->status_msg));

@@ -13,7 +13,8 @@
  * ends again at each reply's end (it is sent again then, same ids, a later end).
  *
  * Attributes follow the OpenTelemetry GenAI semantic conventions (gen_ai.*), with
- * dstream's own as dstream.*. The encoders write an ExportTraceServiceRequest:
+ * dstream's own as dstream.*. A chat turn started by a request with a traceparent
+ * header of another trace links to the caller's span. The encoders write an ExportTraceServiceRequest:
  * protobuf (OTLP/HTTP, lib/pbuf) or OTLP JSON (hex ids, integers as strings). */
 #ifndef DSTREAM_OTLP_H
 #define DSTREAM_OTLP_H
@@ -33,6 +34,7 @@ enum { OTLP_SPAN_SESSION, OTLP_SPAN_TURN, OTLP_SPAN_STEP, OTLP_SPAN_REQUEST, OTL
 typedef struct otlp_span {
     int type;                   /* OTLP_SPAN_* */
     char trace_id[33], span_id[17], parent_id[17];  /* hex; parent "" for a root */
+    char link_trace[33], link_span[17];             /* the caller's span, or "" (a link) */
     char name[160];
     char key[96];               /* what ends it: a request id, call id, "phase/step" */
     int kind;                   /* OTLP_KIND_* */
@@ -54,7 +56,7 @@ typedef struct otlp_trace {
     size_t n, cap;
     long root, turn, step;      /* indexes of the open ones, or -1 */
     int turns;                  /* chat turns begun */
-    struct { char span_id[17]; int64_t ms; uint64_t seq; } queue[OTLP_QUEUE_MAX];
+    struct { char span_id[17], link_trace[33], link_span[17]; int64_t ms; uint64_t seq; } queue[OTLP_QUEUE_MAX];
     size_t nqueue;
     uint64_t fed;               /* the seq after the last event fed */
 } otlp_trace;

@@ -72,12 +72,19 @@ spans_of() {
 distinct_count() { spans_of "$1" | jq -s 'map(.spanId) | unique | length'; }
 has_spans() { [ "$(distinct_count "$1")" -ge "$2" ]; }
 
-# chat_with_tool ID: the agent's reply asks for m__echo once after a 529, then answers.
+# chat_with_tool ID [TRACEPARENT]: the agent's reply asks for m__echo once after a
+# 529, then answers (the message sent with the traceparent header when given).
 chat_with_tool() {
     rn_script '{"replies": [{"status": 529},
         {"toolCalls": [{"id": "c1", "name": "m__echo", "arguments": {"text": "hi"}}], "usage": {"input": 12, "output": 5}},
         {"text": "done", "usage": {"input": 20, "output": 3}}]}'
-    rn_say "$1" "use the tool"
+    if [ -n "${2:-}" ]; then
+        req POST "/v1/sessions/$1/messages" -H 'Content-Type: application/json' -H "traceparent: $2" \
+            --data-binary '{"content": "use the tool"}'
+        [ "$status_code" = 202 ] || return 1
+    else
+        rn_say "$1" "use the tool"
+    fi
     rn_wait "$1" '.status == "completed" and (.messages | length) >= 3' 30
 }
 
@@ -85,7 +92,7 @@ chat_with_tool() {
 # on stdin, as the receiver or dstream otlp --json has them.
 NORM='[.[] | {traceId, spanId, parentSpanId: (.parentSpanId // ""), name, kind,
     startTimeUnixNano, endTimeUnixNano, attributes: ((.attributes // []) | sort_by(.key)),
-    events: ((.events // []) | map({name, timeUnixNano})), status: (if .status then {code: .status.code, message: (.status.message // "")} else null end)}] | sort_by(.spanId)'
+    events: ((.events // []) | map({name, timeUnixNano})), links: ((.links // []) | map({traceId, spanId})), status: (if .status then {code: .status.code, message: (.status.message // "")} else null end)}] | sort_by(.spanId)'
 
 @test "a chat with a tool call and a retried request: one trace, the log's ids, parents and GenAI attributes" {
     agent=$(ds_name agent)
@@ -93,9 +100,11 @@ NORM='[.[] | {traceId, spanId, parentSpanId: (.parentSpanId // ""), name, kind,
         "$(jq -nc --arg n "$agent" '{name: $n, provider: "anthropic", model: "claude-test-model", mcpServers: ["m"]}')"
     assert_status 201
     id=$(rn_session "$(jq -nc --arg a "$agent" '{agent: $a}')")
-    chat_with_tool "$id"
+    # The message comes from a caller's trace: its turn links to the caller's span.
+    chat_with_tool "$id" 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
     rn_events "$id" >"$T/ev.json"
     trace=$(jq -r '.[] | select(.type == "session:created") | .trace.traceId' "$T/ev.json")
+    [ "$trace" != 0af7651916cd43dd8448eb211c80319c ]
     # session + turn + 3 attempts (the 529, the tool call, the answer) + the tool call
     ds_poll 20 has_spans "$trace" 6 || fail "spans received: $(spans_of "$trace")"
     spans_of "$trace" | jq -s "$NORM | unique | sort_by(.spanId)" >"$T/spans.json"
@@ -110,6 +119,7 @@ NORM='[.[] | {traceId, spanId, parentSpanId: (.parentSpanId // ""), name, kind,
     [ "$(sp "[.[] | select(.spanId == \"$root\" and .parentSpanId == \"\" and .name == \"session $agent\")] | length")" = 1 ]
     [ "$(sp "[.[] | select(.spanId == \"$turn\" and .parentSpanId == \"$root\")
         | select(.attributes | from_entries? // (map({(.key): .value}) | add) | .[\"gen_ai.operation.name\"].stringValue == \"invoke_agent\")] | length")" = 1 ]
+    [ "$(spans_of "$trace" | jq -sr --arg s "$turn" '[.[] | select(.spanId == $s) | .links[0] | .traceId + "/" + .spanId] | unique | join(" ")')" = 0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331 ]
     [ "$(sp "[.[] | select(.name | startswith(\"chat \")) | select(.parentSpanId == \"$turn\" and .kind == 3) | .spanId] | sort | join(\" \")")" = "$reqs" ]
     [ "$(sp "[.[] | select(.spanId == \"$tool\" and .parentSpanId == \"$turn\" and .name == \"execute_tool m__echo\")] | length")" = 1 ]
     # Attributes: a map per span.

@@ -92,6 +92,7 @@ static void test_chat_tree(void)
     }
     /* The session under the caller's span; the turn under it; the rest under the turn. */
     CHECK_EQ_STR(root->parent_id, "a2fb4a1d1a96d312");
+    CHECK_EQ_STR(turn->link_trace, "");     /* its message came from the session's own trace */
     CHECK_EQ_STR(turn->parent_id, root->span_id);
     CHECK_EQ_STR(a1->parent_id, turn->span_id);
     CHECK_EQ_STR(a2->parent_id, turn->span_id);
@@ -142,8 +143,13 @@ static void test_chat_tree(void)
     CHECK_EQ_UINT(n, 6);
     CHECK_EQ_UINT(upto, 11);
 
-    /* A second reply: the session span ends again, later, with the same id. */
-    feed(&t, 11, "message:user", "{\"content\": \"again\", \"mode\": \"interrupt\"}", "100000000000000c", NULL);
+    /* A second reply, asked by a caller with a traceparent of its own: the turn links
+     * to the caller's span; the session span ends again, later, with the same id. */
+    const char *msg = "{\"type\": \"message:user\", \"payload\": {\"content\": \"again\"},"
+                      " \"createdAt\": \"2026-11-22T13:05:11.000Z\", \"actor\": \"user\", \"trace\": {\"traceId\":"
+                      " \"0af7651916cd43dd8448eb211c80319c\", \"spanId\": \"100000000000000c\", \"parentSpanId\":"
+                      " \"b7ad6b7169203331\"}}";
+    CHECK_EQ_INT(otlp_trace_feed_raw(&t, 11, msg, strlen(msg)), 0);
     feed(&t, 12, "provider:request_started",
          "{\"requestId\": \"r4\", \"provider\": \"anthropic\", \"model\": \"m\", \"attempt\": 1}", "100000000000000d", NULL);
     feed(&t, 13, "reply:failed", "{\"error\": \"boom\", \"reason\": \"refused\"}", "100000000000000e", NULL);
@@ -156,6 +162,9 @@ static void test_chat_tree(void)
         CHECK_EQ_INT(turn2->status, OTLP_STATUS_ERROR);
         CHECK_EQ_STR(turn2->status_msg, "boom");
         CHECK_EQ_STR(attr(turn2, "dstream.turn"), "2");
+        CHECK_EQ_STR(turn2->trace_id, TRACE);
+        CHECK_EQ_STR(turn2->link_trace, "0af7651916cd43dd8448eb211c80319c");
+        CHECK_EQ_STR(turn2->link_span, "b7ad6b7169203331");
     }
     otlp_trace_free(&t);
 }
