@@ -526,6 +526,11 @@ static int op_delete(log_conn_t *c, void *arg)
     return rec_tx_delete_session(c, id);
 }
 
+int sstore_tx_delete(log_conn_t *c, const char *id)
+{
+    return op_delete(c, (void *)id);
+}
+
 int sstore_delete(log_conn_t *c, const char *id)
 {
     return log_transact(c, op_delete, (void *)id);

@@ -154,6 +154,10 @@ int sstore_retry_point(log_conn_t *c, const char *id, offset_t *at);
 /* Delete session id: its row and its stream (soft while forks read it). */
 int sstore_delete(log_conn_t *c, const char *id);
 
+/* sstore_delete inside the caller's log_transact (its row and stream go with the
+ * rest of the caller's transaction, or not at all). Returns 0 or LOG_E*. */
+int sstore_tx_delete(log_conn_t *c, const char *id);
+
 /* 1 if id is a valid session id ([A-Za-z0-9_-]{1,63}). */
 int sstore_valid_id(const char *id);
 

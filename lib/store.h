@@ -54,6 +54,7 @@
 #include "lease.h"
 #include "log.h"
 #include "recorder.h"
+#include "retain.h"
 #include "rstats.h"
 #include "sstore.h"
 #include "subscription.h"
@@ -212,6 +213,25 @@ typedef struct store_sessions_ops {
     int (*otlp_advance)(log_conn_t *c, const char *id, uint64_t from, uint64_t to);
     int (*otlp_behind)(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud);
 } store_sessions_ops;
+
+/* Retention (lib/retain.h). scan: the streams not deleted whose path starts with
+ * prefix, newest first (created_ms, then path, byte order) strictly before
+ * (before_ms, before_path), at most max, each with its session's id and status
+ * when it is a session's (a row not deleted), to fn until it returns nonzero.
+ * thin (inside a group): the sessions after after_id (byte order), at most max
+ * looked at, *last the last of them; each finished one (completed, failed,
+ * cancelled) loses its snapshots but its newest, its oldest and those at a
+ * multiple of keep_every events (*removed added to); returns how many it looked
+ * at (0: none left) or LOG_E*. add (inside a group): total what grows by n.
+ * totals: each total, by name (none before the first pass). */
+typedef struct store_retain_ops {
+    int (*scan)(log_conn_t *c, const char *prefix, int64_t before_ms, const char *before_path, int max,
+                int (*fn)(void *ud, const retain_item *it), void *ud);
+    int (*thin)(log_conn_t *c, const char *after_id, int max, int keep_every, char *last, size_t lastcap,
+                int64_t *removed);
+    int (*add)(log_conn_t *c, const char *what, int64_t n);
+    int (*totals)(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t n), void *ud);
+} store_retain_ops;
 
 /* Subscriptions (lib/subscription.h): their rows, their links with cursors, the
  * state of their wakes (leases, deliveries), and the webhook signing keys.
@@ -470,6 +490,7 @@ struct store_engine {
     const store_subs_ops *subs;
     const store_backup_ops *backup;
     const store_copy_ops *copy;
+    const store_retain_ops *retain;
 };
 
 /* The engine for a database target (lib/log.c): a postgresql:// (or postgres://)

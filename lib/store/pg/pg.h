@@ -183,6 +183,7 @@ extern const store_rstats_ops pg_rstats_ops;
 extern const store_defs_ops pg_defs_ops;
 extern const store_tokens_ops pg_tokens_ops;
 extern const store_sessions_ops pg_sessions_ops;
+extern const store_retain_ops pg_retain_ops;
 extern const store_recordings_ops pg_recordings_ops;
 extern const store_subs_ops pg_subs_ops;
 extern const store_backup_ops pg_backup_ops;

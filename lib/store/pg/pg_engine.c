@@ -205,4 +205,5 @@ const store_engine store_pg = {
     .subs = &pg_subs_ops,
     .backup = &pg_backup_ops,
     .copy = &pg_copy_ops,
+    .retain = &pg_retain_ops,
 };

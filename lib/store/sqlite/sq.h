@@ -90,6 +90,7 @@ extern const store_rstats_ops sq_rstats_ops;
 extern const store_defs_ops sq_defs_ops;
 extern const store_tokens_ops sq_tokens_ops;
 extern const store_sessions_ops sq_sessions_ops;
+extern const store_retain_ops sq_retain_ops;
 extern const store_recordings_ops sq_recordings_ops;
 extern const store_subs_ops sq_subs_ops;
 extern const store_backup_ops sq_backup_ops;

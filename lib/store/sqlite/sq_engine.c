@@ -162,4 +162,5 @@ const store_engine store_sqlite = {
     .subs = &sq_subs_ops,
     .backup = &sq_backup_ops,
     .copy = &sq_copy_ops,
+    .retain = &sq_retain_ops,
 };
