@@ -57,6 +57,9 @@ int cmd_token(log_t *log, int argc, char **argv);
  * sessions with their status, attempts and last error (cli/cmd_sessions.c). */
 int cmd_sessions(const char *db, int argc, char **argv);
 int cmd_session(const char *db, int argc, char **argv);
+/* dstream gc [--dry-run] [--policy FILE]: the retention policies applied to the
+ * database, or explained (cli/cmd_gc.c). */
+int cmd_gc(log_t *log, int argc, char **argv);
 /* dstream recordings export|import|prune|pin|unpin (cli/cmd_recordings.c). */
 int cmd_recordings(log_t *log, int argc, char **argv);
 

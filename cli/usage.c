@@ -84,6 +84,13 @@ static const cli_doc docs[] = {
      "  check the MCP configuration (default $DSTREAM_MCP_CONFIG) as the runner reads it\n"
      "  and show its servers and bindings (environment values hidden); exit 1 when the\n"
      "  runner would not start with it\n"},
+    {"gc", " --dry-run --policy= ", "retention: apply the policies now, or say what would go and why the rest stays (database only)",
+     "usage: dstream [--db PATH] gc [--dry-run] [--policy FILE] [--json]\n"
+     "  one pass of the retention policies (FILE, default $DSTREAM_RETENTION) on the\n"
+     "  database: streams and sessions older than a policy's maxAge or beyond its keep are\n"
+     "  deleted, a line each with why; the rest is listed with why it stays (within_age,\n"
+     "  within_count, fork_needed, waiting, running). --dry-run deletes nothing\n"
+     DB_ONLY},
     {"recordings", " --session= --older-than= --dry-run ", "recordings: export, import, prune, pin, unpin (database only)",
      "usage: dstream [--db PATH] recordings export FILE [--session ID]   (FILE -: standard output)\n"
      "       dstream [--db PATH] recordings import FILE\n"

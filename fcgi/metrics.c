@@ -15,6 +15,7 @@
 
 #include "../lib/buf.h"
 #include "../lib/timefmt.h"
+#include "../lib/retain.h"
 #include "../lib/rstats.h"
 
 static metrics_slot *slots;
@@ -139,6 +140,37 @@ static void session_count(void *ud, const char *status, int64_t n)
     buf_printf(b, "dstream_sessions{status=\"");
     label(b, status);
     buf_printf(b, "\"} %" PRId64 "\n", n);
+}
+
+/* What retention passes removed (lib/retain: totals kept in the database). */
+typedef struct retain_figs {
+    int64_t streams, sessions, snapshots, passes;
+} retain_figs;
+
+static void retain_total(void *ud, const char *what, int64_t n)
+{
+    retain_figs *f = ud;
+    if (!strcmp(what, "streams")) f->streams = n;
+    else if (!strcmp(what, "sessions")) f->sessions = n;
+    else if (!strcmp(what, "snapshots")) f->snapshots = n;
+    else if (!strcmp(what, "passes")) f->passes = n;
+}
+
+static void retain_metrics(req_t *r, buf_t *b)
+{
+    retain_figs f = {0, 0, 0, 0};
+    retain_totals(r->log, retain_total, &f);
+    family(b, "dstream_retention_deleted_streams_total", "counter",
+           "Streams (not sessions') deleted by the retention policies (DSTREAM_RETENTION).");
+    buf_printf(b, "dstream_retention_deleted_streams_total %" PRId64 "\n", f.streams);
+    family(b, "dstream_retention_deleted_sessions_total", "counter",
+           "Sessions deleted by the retention policies, each with its stream.");
+    buf_printf(b, "dstream_retention_deleted_sessions_total %" PRId64 "\n", f.sessions);
+    family(b, "dstream_retention_thinned_snapshots_total", "counter",
+           "Snapshots of finished sessions removed by retention passes.");
+    buf_printf(b, "dstream_retention_thinned_snapshots_total %" PRId64 "\n", f.snapshots);
+    family(b, "dstream_retention_passes_total", "counter", "Retention passes finished.");
+    buf_printf(b, "dstream_retention_passes_total %" PRId64 "\n", f.passes);
 }
 
 /* The runners' figures by model, MCP server and retry cause (lib/rstats: a file
@@ -414,6 +446,7 @@ static void runner_metrics(req_t *r, buf_t *b)
     free(fig.otlp.v);
     family(b, "dstream_sessions", "gauge", "Sessions by status.");
     rstats_sessions(r->log, session_count, b);
+    retain_metrics(r, b);
 }
 
 void metrics_handle(req_t *r)

@@ -344,7 +344,7 @@ static int add_victim(batch *b, const retain_item *it)
 /* One page of policy st->policy: decided, reported, deleted. Returns 1 when the
  * policy has more, 0 when it is done, or LOG_E*. */
 static int one_page(log_conn_t *c, const retain_cfg *cfg, retain_state *st, const retain_opts *o, int64_t now,
-                    batch *b, retain_stats *out)
+                    int64_t end, batch *b, retain_stats *out)
 {
     const retain_policy *p = &cfg->v[st->policy];
     static __thread page pg;    /* big: kept off the stack */
@@ -355,11 +355,22 @@ static int one_page(log_conn_t *c, const retain_cfg *cfg, retain_state *st, cons
     int64_t before = st->before_path ? st->before_ms : INT64_MAX;
     int rc = store_of(c)->retain->scan(c, p->prefix, before, st->before_path, RETAIN_SCAN_PAGE, take, &pg);
     if (!rc && pg.oom) rc = LOG_EIO;
-    for (int i = 0; i < pg.n && !rc; i++) {
-        const retain_item *it = &pg.it[i];
+    int done = 0;               /* items of the page dealt with (the cursor moves past them) */
+    int more = pg.n == RETAIN_SCAN_PAGE;
+    for (; done < pg.n && !rc; done++) {
+        const retain_item *it = &pg.it[done];
         if (retain_policy_for(cfg, it->path) != (int)st->policy) continue;   /* a longer prefix's */
         retain_verdict v;
-        decide(p, it, st->rank++, now, &v);
+        decide(p, it, st->rank, now, &v);
+        if (v.del && !o->dry_run && b->n && (b->n >= items || b->msgs + it->own_msgs > msgs)) {
+            /* The batch is full: committed first; out of time, the page stops here. */
+            if ((rc = flush(c, b, out))) break;
+            if (timefmt_now_ms() >= end) {
+                more = 1;
+                break;
+            }
+        }
+        st->rank++;
         if (o->report) o->report(o->ud, &v);
         if (!v.del) {
             out->kept++;
@@ -370,21 +381,19 @@ static int one_page(log_conn_t *c, const retain_cfg *cfg, retain_state *st, cons
             else out->streams++;
             continue;
         }
-        if (b->n && (b->n >= items || b->msgs + it->own_msgs > msgs) && (rc = flush(c, b, out))) break;
         rc = add_victim(b, it);
     }
-    if (!rc && pg.n) {
-        char *last = strdup(pg.it[pg.n - 1].path);
+    if (!rc) rc = flush(c, b, out);
+    if (!rc && done > 0) {
+        char *last = strdup(pg.it[done - 1].path);
         if (!last) rc = LOG_EIO;
         else {
             free(st->before_path);
             st->before_path = last;
-            st->before_ms = pg.it[pg.n - 1].created_ms;
+            st->before_ms = pg.it[done - 1].created_ms;
         }
     }
-    int more = pg.n == RETAIN_SCAN_PAGE;
     page_clear(&pg);
-    if (!rc) rc = flush(c, b, out);
     if (rc) {
         batch_clear(b);
         return rc;
@@ -427,7 +436,7 @@ int retain_run(log_conn_t *c, const retain_cfg *cfg, retain_state *st, const ret
     b.n = 0;
     b.msgs = 0;
     while (st->policy < cfg->n) {
-        rc = one_page(c, cfg, st, o, now, &b, out);
+        rc = one_page(c, cfg, st, o, now, end, &b, out);
         if (rc < 0) return rc;
         if (rc == 0) {
             free(st->before_path);

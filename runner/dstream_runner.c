@@ -8,7 +8,9 @@
  * its timer fires or a lease expires (and all unfinished ones once, at start).
  * Each turn of the loop ends with one commit of everything it decided, for every
  * session (outbox.c). Every DSTREAM_SWEEP_MS it also removes expired streams
- * (retention), a few bounded batches at a time so that the loop is never held long.
+ * (retention), a few bounded batches at a time so that the loop is never held long,
+ * and, with DSTREAM_RETENTION, applies the operator's retention policies the same
+ * way (lib/retain: a pass in slices of a few milliseconds, resumed on the next).
  * Settings come from the environment (README.md, "Runner"). */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/mcp.h"
 #include "../lib/opfile.h"
+#include "../lib/retain.h"
 #include "../lib/wake.h"
 #include "deliver.h"
 #include "driver.h"
@@ -201,12 +204,25 @@ int main(int argc, char **argv)
         log_close(R.log);
         return 2;
     }
+    /* The operator's retention policies (lib/retain), checked before anything runs. */
+    static retain_cfg retention;
+    const char *retention_path = env_str("DSTREAM_RETENTION", NULL);
+    if (retention_path && retain_load(retention_path, &retention, err, sizeof err)) {
+        diag("error", "retention: %s", err);
+        json_decref(R.mcp_config);
+        json_decref(R.pricing);
+        provcfg_free(R.providers);
+        log_close(R.log);
+        return 2;
+    }
     R.mcp = rmcp_new(R.mcp_config, on_mcp_change, &R);
     R.step_call_done = steps_tool_done;     /* tools.c reports a step's call here */
 
     /* From here a refusal goes out through out, which frees what was made (as a
      * normal stop does), so that nothing is left behind by an exit status 1 or 2. */
     int status = 0;
+    retain_state gc_state;
+    memset(&gc_state, 0, sizeof gc_state);
     wake_t *wake = NULL;
     wake_waiter_t *waiter = NULL;
     deliver_t *deliver = NULL;
@@ -265,6 +281,14 @@ int main(int argc, char **argv)
      * few milliseconds of the loop), more often while a backlog lasts. */
     int64_t sweep_ms = env_num("DSTREAM_SWEEP_MS", 60000, 0, LLONG_MAX);
     int64_t next_sweep = timefmt_now_ms() + sweep_ms;
+    /* Retention by policy: a pass in slices of the same few milliseconds, on the
+     * sweep's period, the next slice soon after while the pass has work left. */
+    retain_stats gc_pass;
+    memset(&gc_pass, 0, sizeof gc_pass);
+    int64_t next_gc = retention.n && sweep_ms ? timefmt_now_ms() + sweep_ms : 0;
+    int gc_batch = (int)env_num("DSTREAM_RETENTION_BATCH", RETAIN_BATCH_ITEMS, 1, RETAIN_BATCH_ITEMS * 4);
+    if (retention.n) diag("info", "retention: %zu policies from %s, a pass every %lld ms", retention.n,
+                          retention_path, (long long)sweep_ms);
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = timefmt_now_ms();
@@ -286,6 +310,7 @@ int main(int argc, char **argv)
                 wait = last_flush + flush_ms - now;
         }
         if (sweep_ms && next_sweep - now < wait) wait = next_sweep - now;
+        if (next_gc && next_gc - now < wait) wait = next_gc - now;
         wait = tap_wait(&R, now, wait);
         wait = deliver_wait(deliver, now, wait);
         wait = traces_wait(traces, now, wait);
@@ -345,6 +370,27 @@ int main(int argc, char **argv)
                                       (long long)st.streams, (long long)st.messages, st.more ? ", more left" : "");
             next_sweep = timefmt_now_ms() + (st.more ? RUNNER_SWEEP_AGAIN_MS : sweep_ms);
         }
+        if (next_gc && (now = timefmt_now_ms()) >= next_gc) {
+            retain_opts go;
+            memset(&go, 0, sizeof go);
+            go.budget_ms = RUNNER_SWEEP_BUDGET_MS;
+            go.batch_items = gc_batch;
+            go.batch_msgs = RUNNER_SWEEP_MESSAGES;
+            retain_stats was = gc_pass;
+            int rc = retain_run(R.conn, &retention, &gc_state, &go, &gc_pass);
+            if (rc < 0) diag("warn", "retention: %s", errs_str(rc));
+            else if (gc_pass.streams != was.streams || gc_pass.sessions != was.sessions)
+                diag("info", "retention: %lld sessions and %lld streams deleted so far in this pass%s",
+                     (long long)gc_pass.sessions, (long long)gc_pass.streams, rc == 1 ? ", more left" : "");
+            if (rc == 0) {
+                if (gc_pass.streams || gc_pass.sessions || gc_pass.snapshots)
+                    diag("info", "retention: pass done: %lld sessions and %lld streams deleted, %lld kept,"
+                                 " %lld snapshots thinned", (long long)gc_pass.sessions, (long long)gc_pass.streams,
+                         (long long)gc_pass.kept, (long long)gc_pass.snapshots);
+                memset(&gc_pass, 0, sizeof gc_pass);
+            }
+            next_gc = timefmt_now_ms() + (rc == 1 ? RUNNER_SWEEP_AGAIN_MS : sweep_ms);
+        }
         /* The deltas gathered, then one commit for everything: at once when
          * anything but deltas waits, else at most one every flush_ms (deltas
          * gather meanwhile: fewer, bigger commits under load). */
@@ -364,6 +410,8 @@ int main(int argc, char **argv)
     runner_shutdown(&R);
     while (R.sessions) runner_forget(&R, R.sessions);
 out:
+    retain_state_free(&gc_state);
+    retain_free(&retention);
     rmcp_free(R.mcp);
     json_decref(R.mcp_config);
     deliver_free(deliver);
