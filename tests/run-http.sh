@@ -16,7 +16,8 @@
 # streams, producers, durability, the CLI on the database (tail, the offline
 # commands), tokens, backup and check, the hash chain, the disk-full cap (skipped: SQLite's), the
 # live readers (the change feed), sessions, their lineage and diff (the engine's
-# walk of the fork rows), the AI SDK's chat routes (a reply read
+# walk of the fork rows), retention (the engine's scan and deletes, a kill mid-pass),
+# the AI SDK's chat routes (a reply read
 # live from the log, resumed mid-reply), the runner (leases, owner locks, its
 # figures, crashes, a reply continued after one, a compaction's course: time travel,
 # forks, its recording), provider failover (its events, figures and recordings),
@@ -36,7 +37,7 @@ export B=${B:-build}
 engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
-17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 40-runner 42-runner-metrics
+17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 32-retention 40-runner 42-runner-metrics
 43-runner-crash 43-compaction 43-reply-continued 44-budget-ask 44-provider-failover 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
 
 files=()

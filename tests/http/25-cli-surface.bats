@@ -127,6 +127,7 @@ skills|"$D" --db "$DS_DB" skills export "$BATS_TEST_TMPDIR/skills$N" "$AG" $J 2>
 providers|"$D" providers "$RN_PROVIDERS" $J
 mcp|"$D" mcp "$BATS_TEST_TMPDIR/mcp.json" $J
 recordings|"$D" --db "$DS_DB" recordings prune --older-than 30d --dry-run $J
+gc|printf '{"policies": [{"prefix": "%s", "keep": 0}]}' "$S" >"$BATS_TEST_TMPDIR/ret.json" && "$D" --db "$DS_DB" gc --dry-run --policy "$BATS_TEST_TMPDIR/ret.json" $J
 recordings|"$D" --db "$DS_DB" recordings import /dev/null $J
 recordings|"$D" --db "$DS_DB" recordings export "$BATS_TEST_TMPDIR/rec.jsonl" $J && { [ -z "$J" ] || jq -e ".exported >= 0" "$BATS_TEST_TMPDIR/out" >/dev/null; }
 session|"$D" --db "$DS_DB" session "$ID" $J
