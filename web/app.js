@@ -1,10 +1,11 @@
 // app.js: the viewer's pages, chosen by the URL's fragment:
 //   #/sessions[?status=S&label=K:V,...&limit=N]   #/session/ID   #/diff/A/B[?at=X&withAt=Y]
-//   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
+//   #/overview[?since=24h&label=K:V,...]   #/agents[/NAME]   #/workflows[/NAME]   #/mcp
 import { api, enc, setToken, token } from "./api.js";
 import { age, clear, cost as costText, h, json, statusBadge, toast, toastPageChanged, usd } from "./dom.js";
 import { flowPicture } from "./flow.js";
 import { diffPage } from "./lineage.js";
+import { overviewPage } from "./overview.js";
 import { sessionPage } from "./session.js";
 
 const main = document.getElementById("main");
@@ -26,6 +27,7 @@ function route() {
     else if (parts[0] === "diff" && parts[1] && parts[2]) page = diffPage(main, parts[1], parts[2], params);
     else if (parts[0] === "agents" || parts[0] === "workflows") page = docsPage(parts[0], parts[1]);
     else if (parts[0] === "mcp") page = mcpPage();
+    else if (parts[0] === "overview") page = overviewPage(main, params);
     else page = sessionsPage(params);
     leave = page && page.leave;
     main.focus({ preventScroll: true });

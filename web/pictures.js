@@ -15,7 +15,8 @@ const GAP_W = 26;         // an idle stretch left out of the axis, drawn this wi
 const IDLE_MIN_MS = 2000; // a stretch with nothing under way, longer than this and than
 const IDLE_PART = 0.15;   // this part of the session's span, is left out (marked)
 
-function s(tag, attrs, ...children) {
+// An SVG element (the overview page draws with it too), as dom.js h makes HTML ones.
+export function s(tag, attrs, ...children) {
     const el = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs || {})) {
         if (v === undefined || v === null || v === false) continue;

@@ -33,7 +33,9 @@
 //                  retried ones and the cut ones marked, the delays before retries
 //                  hatched, a bar for each tool call; a click on a bar marks its event
 //                  in the list) and its tokens and cost over time (a point after each
-//                  request, at its event's sums)
+//                  request, at its event's sums); a workflow's checkpoint as a wait;
+//                  the overview page of those sessions (by their label): by status,
+//                  requests and failed attempts over time, cost per agent
 //   budget         a budget's checkpoint (limits.onExceed "ask") says which limit and
 //                  what was used of it; a new limit given in its field lets the reply
 //                  go on, and the pane closes
@@ -121,7 +123,7 @@ const cases = {
         // deltas and continued.
         const agent = `details-pic-${tag}`;
         await api("POST", "/v1/agents", { ...agentDoc(agent), mcpServers: ["t"] });
-        const id = (await api("POST", "/v1/sessions", { agent, id: `details-pic-${tag}` })).id;
+        const id = (await api("POST", "/v1/sessions", { agent, id: `details-pic-${tag}`, labels: { run: tag } })).id;
         await script({ replies: [{ status: 500 },
             { text: "Let me echo.", toolCalls: [{ id: `pc-${tag}`, name: "t__echo", arguments: { text: "hi" } }], usage: { input: 120, output: 20 } },
             { text: "Echoed.", usage: { input: 180, output: 9 } }] });
@@ -229,6 +231,72 @@ const cases = {
         assert(xs.every((p, i) => i === 0 || (p[0] >= xs[i - 1][0] && p[1] < xs[i - 1][1])), `the input points' places: ${JSON.stringify(xs)}`);
         await page.locator("#usage-card").screenshot({ path: `${out}/usage.png` });
         ok(`tokens and cost: 3 points at ${sin} in, ${sout} out, $${susd.toFixed(6)} (the events' sums, the session's usage)`);
+
+        // A workflow session waiting for a person: its timeline has the wait, hatched.
+        const wf = `details-pic-wf-${tag}`;
+        await api("POST", "/v1/workflows", { name: wf, phases: [
+            { name: "ask", steps: [{ kind: "human", id: "ok", input: "approval", prompt: "Go?", timeoutMs: 3600000 }], transitions: [{ to: "done" }] },
+            { name: "done", terminal: true, steps: [] }] });
+        const waiting = (await api("POST", "/v1/sessions", { workflow: wf, labels: { run: tag } })).id;
+        await statusIs(waiting, ["awaiting_input"]);
+        await page.goto(`${base}/web/#/session/${waiting}`);
+        await page.waitForSelector("#tl-chart .tl-bar.tl-wait", { timeout: 15000 });
+        const wait = await page.evaluate(() => [...document.querySelectorAll("#tl-chart .tl-bar")].map((b) =>
+            ({ kind: b.dataset.kind, open: b.classList.contains("tl-open"), title: b.querySelector("title").textContent,
+               fill: getComputedStyle(b.querySelector("rect")).fill })));
+        const asked = (await eventsOf(waiting)).find((e) => e.type === "input:requested");
+        assert(wait.length === 1 && wait[0].kind === "wait" && wait[0].open && wait[0].title.includes("waiting for a person: ok") &&
+               /url\(.*tl-hatch/.test(wait[0].fill) && asked, `the checkpoint's wait: ${JSON.stringify(wait)}`);
+        await page.locator("#tl-chart .tl-bar.tl-wait").click();
+        await page.waitForSelector(`#timeline li.picked[data-offset="${asked.offset}"]`, { timeout: 5000 });
+        ok("a workflow's checkpoint is a hatched wait bar, under way; a click marks its input:requested");
+
+        // A chat whose reply fails for good (HTTP 400 is not retried): failed.
+        const failing = (await api("POST", "/v1/sessions", { agent, labels: { run: tag } })).id;
+        await script({ status: 400 });
+        await api("POST", `/v1/sessions/${failing}/messages`, { content: "fail" });
+        await statusIs(failing, ["failed"]);
+
+        // The overview of the sessions with this run's label: by status, requests and
+        // failed attempts (from their events), what each agent or workflow spent.
+        const mine = [id, waiting, failing];
+        let nReq = 0, nFail = 0, spentAgent = 0;
+        for (const sid of mine) {
+            for (const e of await eventsOf(sid)) {
+                if (e.type === "provider:request_started") nReq++;
+                if (/^provider:request_(retried|cancelled)$/.test(e.type) && e.payload.reason === "failed") nFail++;
+            }
+            const row = await api("GET", `/v1/sessions/${sid}`);
+            if (row.agent) spentAgent += row.cost.spentUsd;
+        }
+        assert(nReq === 6 && nFail >= 2, `the run's requests: ${nReq}, failed ${nFail}`);
+        await page.locator("nav").getByRole("link", { name: "Overview" }).click();
+        await page.waitForSelector("#ov-since", { timeout: 10000 });
+        await page.fill("#ov-label", `run:${tag}`);
+        await page.press("#ov-label", "Enter");
+        await page.waitForFunction((t) => decodeURIComponent(location.hash).includes(`label=run:${t}`) &&
+            document.getElementById("ov-state")?.dataset.done === "true", tag, { timeout: 20000 });
+        const ov = await page.evaluate(() => ({
+            sessions: Number(document.getElementById("ov-state").dataset.sessions),
+            status: Object.fromEntries([...document.querySelectorAll("#ov-status .ov-bar")].map((b) => [b.dataset.key, Number(b.dataset.value)])),
+            cost: Object.fromEntries([...document.querySelectorAll("#ov-cost .ov-bar")].map((b) => [b.dataset.key, Number(b.dataset.value)])),
+            requests: Number(document.getElementById("ov-requests").dataset.requests),
+            failures: Number(document.getElementById("ov-requests").dataset.failures),
+            buckets: [...document.querySelectorAll("#ov-requests .ov-bucket")].map((b) => [Number(b.dataset.requests), Number(b.dataset.failures)]),
+            current: document.querySelector('nav a[aria-current="page"]')?.textContent,
+        }));
+        assert(ov.sessions === 3 && JSON.stringify(ov.status) ===
+               JSON.stringify({ pending: 0, running: 0, awaiting_input: 1, completed: 1, failed: 1, cancelled: 0 }),
+               `the sessions by status: ${JSON.stringify(ov)}`);
+        assert(ov.requests === nReq && ov.failures === nFail && ov.buckets.length === 24 &&
+               ov.buckets.reduce((n, b) => n + b[0], 0) === nReq && ov.buckets.reduce((n, b) => n + b[1], 0) === nFail,
+               `the requests (${nReq}, ${nFail} failed): ${JSON.stringify(ov)}`);
+        assert(Object.keys(ov.cost).sort().join() === [`agent ${agent}`, `workflow ${wf}`].sort().join() &&
+               Math.abs(ov.cost[`agent ${agent}`] - spentAgent) < 1e-12 && ov.cost[`workflow ${wf}`] === 0 && spentAgent > 0,
+               `the cost per agent (${spentAgent}): ${JSON.stringify(ov.cost)}`);
+        assert(ov.current === "Overview", `the nav: ${ov.current}`);
+        await page.screenshot({ path: `${out}/overview.png`, fullPage: true });
+        ok(`the overview of 3 sessions: by status, ${nReq} requests and ${nFail} failed in the buckets, $${spentAgent.toFixed(6)} by the agent`);
     },
 
     async compaction(page) {

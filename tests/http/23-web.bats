@@ -34,7 +34,7 @@ teardown() { rn_test_teardown; }
     grep -qi "^content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'" "$BATS_TEST_TMPDIR/h"
     grep -qi "^x-content-type-options: nosniff" "$BATS_TEST_TMPDIR/h"
     grep -q '<script type="module" src="app.js">' "$BATS_TEST_TMPDIR/b"
-    for f in app.js api.js dom.js flow.js lineage.js pictures.js session.js; do
+    for f in app.js api.js dom.js flow.js lineage.js overview.js pictures.js session.js; do
         run curl -sS -o /dev/null -w '%{http_code} %{content_type}' "$direct/web/$f"
         assert_output "200 text/javascript"
     done
@@ -151,6 +151,6 @@ details_here() {
     details_here diff diff
 }
 
-@test "headless Chromium: a session's timeline (attempts, retries, cuts, tool calls) and its tokens and cost over time" {
-    details_here pictures timeline timeline-picked usage
+@test "headless Chromium: a session's timeline (attempts, retries, cuts, tool calls, waits), its tokens and cost over time, the overview" {
+    details_here pictures timeline timeline-picked usage overview
 }
