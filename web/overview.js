@@ -80,7 +80,7 @@ export function overviewPage(main, params) {
         Object.keys(WINDOWS).map((k) => h("option", { value: k, selected: k === since }, `the last ${k}`)));
     const labels = h("input", { id: "ov-label", value: label, placeholder: "team:red,env:prod",
         onkeydown: (e) => { if (e.key === "Enter") go(); }, onchange: go });
-    const state = h("p", { class: "muted", role: "status", id: "ov-state" }, "loading…");
+    const state = h("p", { class: "muted", role: "status", id: "ov-state", "data-since": since, "data-label": label }, "loading…");
     const statusBox = h("div", { class: "tl-box", id: "ov-status" });
     const reqBox = h("div", { class: "tl-box", id: "ov-requests" });
     const reqNote = h("p", { class: "muted", id: "ov-requests-note" });

@@ -274,8 +274,10 @@ const cases = {
         await page.waitForSelector("#ov-since", { timeout: 10000 });
         await page.fill("#ov-label", `run:${tag}`);
         await page.press("#ov-label", "Enter");
-        await page.waitForFunction((t) => decodeURIComponent(location.hash).includes(`label=run:${t}`) &&
-            document.getElementById("ov-state")?.dataset.done === "true", tag, { timeout: 20000 });
+        // The page of that filter (not the one before it, still in place until the hash
+        // change is handled), done.
+        await page.waitForFunction((t) => document.getElementById("ov-state")?.dataset.label === `run:${t}` &&
+            document.getElementById("ov-state").dataset.done === "true", tag, { timeout: 20000 });
         const ov = await page.evaluate(() => ({
             sessions: Number(document.getElementById("ov-state").dataset.sessions),
             status: Object.fromEntries([...document.querySelectorAll("#ov-status .ov-bar")].map((b) => [b.dataset.key, Number(b.dataset.value)])),
