@@ -177,6 +177,13 @@ export function sessionPictures(opts) {
             retryNext = { row: a.row, seg };
             return true;
         }
+        case "provider:failover": {
+            // The request goes on with the agent's next fallback: a diamond where it did.
+            const a = attempts.get(p.requestId);
+            const pair = (x) => (x ? `${x.provider || "?"}/${x.model || "?"}` : "?");
+            if (a) a.row.marks.push({ t, cls: "tl-mark-failover", text: `failover: ${pair(p.from)} → ${pair(p.to)} (${p.cause || ""})`, offset: off });
+            return true;
+        }
         case "reply:failed":
             for (let i = rows.length - 1; i >= 0; i--) if (rows[i].kind === "request") {
                 rows[i].marks.push({ t, cls: "tl-mark-cut", text: `the reply failed: ${p.error || ""}`, offset: off });

@@ -751,6 +751,16 @@ const cases = {
                 .some((f) => f.textContent === "via openai/gpt-test-model"), null, { timeout: 15000 });
             await page.screenshot({ path: `${out}/details-failover.png`, fullPage: true });
             ok("the failover is said in the conversation, the fallback's attempt flagged with its pair");
+            // The timeline: a diamond on the request's row where it failed over, its
+            // title naming the pairs; the fallback's attempt on the same row.
+            const fo = (await eventsOf(id)).filter((e) => e.type === "provider:failover");
+            await page.waitForFunction((n) => document.querySelectorAll("#tl-chart .tl-mark-failover").length === n, fo.length, { timeout: 10000 });
+            const marks = await page.evaluate(() => [...document.querySelectorAll("#tl-chart .tl-mark-failover")].map((m) =>
+                ({ offset: m.dataset.offset, title: m.querySelector("title").textContent, row: m.closest(".tl-row").dataset.row,
+                   rows: document.querySelectorAll("#tl-chart .tl-row-request").length })));
+            assert(fo.length >= 1 && marks.every((m, i) => m.offset === fo[i].offset && m.row === marks[0].row && m.rows === 1 &&
+                   m.title.includes("anthropic/claude-test-model → openai/gpt-test-model")), `the timeline's failovers: ${JSON.stringify(marks)}`);
+            ok("the timeline marks the failover on the request's row");
         } finally {
             await fetch(`${mock}/__default/anthropic`, { method: "DELETE" });
         }
