@@ -368,6 +368,59 @@ static void test_cut_utf8(void)
     otlp_trace_free(&t);
 }
 
+/* Events of every type with payloads of the wrong shapes, traces with ids that are
+ * not ids, envelopes that are not objects: folded without a crash, every span's
+ * ids valid hex, and the batch encodes. */
+static void test_odd_events(void)
+{
+    static const char *types[] = {"session:created", "message:user", "step:started", "agent:started",
+                                  "provider:request_started", "tool:called", "tool:approved", "input:requested",
+                                  "provider:request_retried", "provider:request_cancelled", "provider:request_ended",
+                                  "tool:result", "step:completed", "reply:failed", "reply:stopped",
+                                  "tool:loop_stopped", "workflow:failed", "workflow:completed", "session:cancelled",
+                                  "session:forked", "no:such"};
+    static const char *payloads[] = {"{}", "{\"requestId\": 5, \"callId\": [], \"step\": \"x\", \"phase\": {},"
+                                     " \"usage\": 3, \"name\": null, \"mode\": 7, \"attempt\": \"2\"}",
+                                     "{\"requestId\": \"\", \"callId\": \"\", \"usage\": {\"inputTokens\": \"x\"}}"};
+    static const char *traces[] = {"", ", \"trace\": null", ", \"trace\": {\"traceId\": \"00000000000000000000000000000000\","
+                                   " \"spanId\": \"0000000000000000\"}", ", \"trace\": {\"traceId\": \"XYZ\", \"spanId\": 5}"};
+    otlp_trace t;
+    otlp_trace_init(&t, "odd");
+    uint64_t seq = 0;
+    for (size_t r = 0; r < 2; r++)
+        for (size_t p = 0; p < sizeof payloads / sizeof *payloads; p++)
+            for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+                char env[1024];
+                const char *tr = traces[(i + p) % (sizeof traces / sizeof *traces)];
+                snprintf(env, sizeof env, "{\"type\": \"%s\", \"payload\": %s, \"createdAt\": 7%s}", types[i],
+                         payloads[p], tr);
+                CHECK_EQ_INT(otlp_trace_feed_raw(&t, seq++, env, strlen(env)), 0);
+            }
+    CHECK_EQ_INT(otlp_trace_feed_raw(&t, seq++, "[1]", 3), 0);
+    CHECK_EQ_INT(otlp_trace_feed_raw(&t, seq++, "not json", 8), 0);
+    CHECK_EQ_INT(otlp_trace_feed_raw(&t, seq++, "{\"type\": 1, \"payload\": []}", 27), 0);
+    CHECK(t.n > 0);
+    for (size_t i = 0; i < t.n; i++) {
+        CHECK_EQ_UINT(strlen(t.v[i].span_id), 16);
+        CHECK_EQ_UINT(strlen(t.v[i].trace_id), 32);
+        CHECK(strspn(t.v[i].span_id, "0123456789abcdef") == 16 && strcmp(t.v[i].span_id, "0000000000000000"));
+        CHECK(t.v[i].parent_id[0] == 0 || strspn(t.v[i].parent_id, "0123456789abcdef") == 16);
+    }
+    size_t *idx = malloc(t.n * sizeof *idx), n;
+    uint64_t upto;
+    n = otlp_select(&t, 0, 3, idx, &upto);
+    CHECK(n <= t.n);
+    buf_t b;
+    buf_init(&b, 0);
+    CHECK_EQ_INT(otlp_encode_pb(&t, idx, n, &b), 0);
+    json_t *j = otlp_encode_json(&t, idx, n);
+    CHECK(j != NULL);
+    json_decref(j);
+    buf_free(&b);
+    free(idx);
+    otlp_trace_free(&t);
+}
+
 int main(void)
 {
     test_chat_tree();
@@ -375,5 +428,6 @@ int main(void)
     test_workflow_and_fork();
     test_encode();
     test_cut_utf8();
+    test_odd_events();
     return TEST_MAIN_END();
 }
