@@ -14,6 +14,7 @@
 
 #include "../lib/diag.h"
 #include "../lib/env.h"
+#include "../lib/wsignal.h"
 #include "../lib/log.h"
 #include "../lib/mcp.h"
 #include "../lib/provcfg.h"
@@ -89,6 +90,8 @@ int main(int argc, char **argv)
     cfg.wake_poll_us = (int)env_num("DSTREAM_WAKE_POLL_US", 1000, 50, 10000000);
     cfg.live_max = (int)env_num("DSTREAM_LIVE_MAX", 16384, 0, 1 << 20);
     cfg.live_buffer_max = (size_t)env_num("DSTREAM_LIVE_BUFFER_MAX", 256LL << 20, 65536, 1LL << 40);
+    cfg.signal_payload_max = (size_t)env_num("DSTREAM_SIGNAL_PAYLOAD_MAX", WSIGNAL_PAYLOAD_MAX_DEFAULT, 0, 1LL << 30);
+    cfg.signals_pending_max = (int)env_num("DSTREAM_SIGNALS_PENDING_MAX", WSIGNAL_PENDING_MAX_DEFAULT, 1, 1 << 20);
     cfg.public_url = public_url();
     po.listen = env_str("DSTREAM_LISTEN", NULL);
     po.procs = (int)env_num("DSTREAM_PROCS", 1, 1, 256);

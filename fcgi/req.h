@@ -56,6 +56,8 @@ typedef struct cfg {
     const struct json_t *mcp_config;  /* DSTREAM_MCP_CONFIG, or NULL: the server names agents and
                                          workflows may use (lib/mcp mcp_check_agent) */
     int auth_off;               /* DSTREAM_AUTH=off: no tokens, loopback clients only */
+    size_t signal_payload_max;  /* DSTREAM_SIGNAL_PAYLOAD_MAX: bytes of a signal's payload */
+    int signals_pending_max;    /* DSTREAM_SIGNALS_PENDING_MAX: signals a session keeps untaken */
     const char *cors_origins;   /* DSTREAM_CORS_ORIGINS, each NUL-terminated, "" last; or NULL */
 } cfg_t;
 

@@ -53,6 +53,7 @@ const router_route router_routes[] = {
     {"/v1/sessions/cancel", "POST"},
     {"/v1/sessions/delete", "POST"},
     {"/v1/sessions/retry", "POST"},
+    {"/v1/sessions/{id}/signals/{name}", "POST"},
     {"/v1/recordings", "GET"},
     {"/v1/recordings/{key}", "GET, DELETE"},
     {"/v1/mcp/servers", "GET, HEAD"},

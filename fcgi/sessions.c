@@ -17,6 +17,7 @@
 #include "../lib/sfilter.h"
 #include "../lib/sstore.h"
 #include "../lib/workflow.h"
+#include "../lib/wsignal.h"
 #include "live.h"
 #include "recordings.h"
 #include "reply.h"
@@ -40,6 +41,8 @@ enum {
     E_WORKFLOW = SSTORE_EREFUSED - 10,  /* a workflow's session has no chat to compact */
     E_NOTHING = SSTORE_EREFUSED - 11,   /* nothing to compact */
     E_COMPACTING = SSTORE_EREFUSED - 12, /* a compaction is queued or under way */
+    E_NOT_AWAITED = SSTORE_EREFUSED - 13, /* no wait step of the workflow names the signal */
+    E_SIGNALS_FULL = SSTORE_EREFUSED - 14, /* the session keeps as many signals as it may */
 };
 
 static void trace_of(req_t *r, session_trace *t)
@@ -71,6 +74,13 @@ static void fail(req_t *r, int rc)
                   "last exchange is always kept)");
         break;
     case E_COMPACTING: res_error(r, 409, "busy", "a compaction is already queued or under way"); break;
+    case E_NOT_AWAITED:
+        res_error(r, 409, "signal_not_awaited", "no wait step of the session's workflow waits for that signal");
+        break;
+    case E_SIGNALS_FULL:
+        res_error(r, 409, "too_many_signals",
+                  "the session keeps as many signals not yet taken as it may (DSTREAM_SIGNALS_PENDING_MAX)");
+        break;
     default: reply_fail(r, rc);
     }
 }
@@ -833,6 +843,89 @@ out:
     json_decref(body);
 }
 
+/* ---- signals ---------------------------------------------------------------------------- */
+
+typedef struct signal_cmd {
+    const char *name;
+    const json_t *payload;
+    const json_t *workflow;     /* the session's workflow document (NULL: a chat's) */
+    int pending_max;
+    json_t *made;               /* the payload of the event decided (it holds it) */
+} signal_cmd;
+
+/* A signal is recorded for a running workflow that waits for it somewhere; the
+ * wait step open now (or the first reached later) takes it (lib/wsignal). */
+static int decide_signal(void *ud, const session_view *v, sstore_event *ev, size_t *n)
+{
+    signal_cmd *c = ud;
+    if (session_view_finished(v)) return E_FINISHED;
+    if (v->cancel_requested) return E_CANCELLING;
+    if (!v->is_workflow || !c->workflow || !wsignal_awaited(c->workflow, c->name)) return E_NOT_AWAITED;
+    if (json_array_size(v->signals) >= (size_t)c->pending_max) return E_SIGNALS_FULL;
+    ev[0] = event_signal_received(c->name, c->payload);
+    json_decref(c->made);       /* a decide run again (the transaction retried) */
+    c->made = ev[0].payload;
+    *n = 1;
+    return 0;
+}
+
+/* POST /v1/sessions/{id}/signals/{name}: the body (any JSON value; none: null) is
+ * the payload. */
+static void signal_session(req_t *r, const char *id, const char *name)
+{
+    json_t *payload = NULL, *doc = NULL;
+    sstore_row row;
+    offset_t at;
+    int rc, got;
+    if (!wsignal_valid_name(name)) {
+        res_error(r, 400, "bad_signal_name", "a signal's name is 1 to 64 of A-Z a-z 0-9 _ . -");
+        return;
+    }
+    buf_t b;
+    size_t max = r->cfg->signal_payload_max;
+    buf_init(&b, max ? max : 1);
+    rc = req_body(r, &b);
+    if (rc == BUF_ETOOBIG) {
+        buf_free(&b);
+        res_error(r, 413, "payload_too_large", "a signal's payload is at most %zu bytes (DSTREAM_SIGNAL_PAYLOAD_MAX)",
+                  max);
+        return;
+    }
+    if (rc == 0 && b.len) {
+        const char *ct = req_header(r, "Content-Type");
+        json_error_t e;
+        if (!ct || !log_ctype_json(ct)) {
+            buf_free(&b);
+            res_error(r, 415, "unsupported_media_type", "send the payload as application/json");
+            return;
+        }
+        payload = json_loadb(b.p, b.len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+        if (!payload) {
+            buf_free(&b);
+            res_error(r, 400, "invalid_json", "the payload is not valid JSON: %s", e.text);
+            return;
+        }
+    } else if (rc) {
+        buf_free(&b);
+        res_error(r, 400, "invalid_json", "the payload could not be read");
+        return;
+    }
+    buf_free(&b);
+    if ((rc = sstore_get(r->log, id, &row))) goto out;
+    if (row.workflow[0]) doc = defs_workflow_get(r->log, row.workflow, row.wf_version, &got, &rc);
+    rc = 0;
+    signal_cmd c = {name, payload, doc, r->cfg->signals_pending_max, NULL};
+    session_trace tr;
+    trace_of(r, &tr);
+    rc = sstore_command(r->log, id, &tr, decide_signal, &c, &at);
+    json_decref(c.made);
+out:
+    if (rc) fail(r, rc);
+    else accepted(r, id, at);
+    json_decref(doc);
+    json_decref(payload);
+}
+
 static int decide_cancel(void *ud, const session_view *v, sstore_event *ev, size_t *n)
 {
     (void)ud;
@@ -1058,6 +1151,11 @@ void sessions_handle(req_t *r, const char *rest)
         } else {
             get(r, id, 1);
         }
+        return;
+    }
+    if (!strncmp(sub, "signals/", 8)) {
+        if (strcmp(m, "POST")) res_method_not_allowed(r, "POST");
+        else signal_session(r, id, sub + 8);
         return;
     }
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {

@@ -87,6 +87,42 @@ sstore_event event_step_completed(const char *phase, int step, const char *inter
     return make(EV_STEP_COMPLETED, p);
 }
 
+sstore_event event_step_started_wait(const char *phase, int step, const json_t *name, const json_t *signals)
+{
+    sstore_event e = event_step_started(phase, step, "wait", name);
+    json_object_set_new(e.payload, PK_SIGNALS, json_deep_copy(signals));
+    return e;
+}
+
+sstore_event event_step_branch(const char *phase, int step, const char *signal, int timeout, const char *to)
+{
+    sstore_event e = event_step_completed(phase, step, NULL);
+    if (signal) json_object_set_new(e.payload, PK_SIGNAL, json_string(signal));
+    if (timeout) json_object_set_new(e.payload, PK_TIMEOUT, json_true());
+    if (to) json_object_set_new(e.payload, PK_TO, json_string(to));
+    return e;
+}
+
+sstore_event event_timer_set(const char *phase, int step, int64_t due_ms)
+{
+    return make(EV_TIMER_SET, json_pack("{s:s, s:i, s:I}", PK_PHASE, phase, PK_STEP, step, PK_DUE_AT,
+                                        (json_int_t)due_ms));
+}
+
+sstore_event event_timer_fired(const char *phase, int step, int64_t due_ms)
+{
+    return make(EV_TIMER_FIRED, json_pack("{s:s, s:i, s:I}", PK_PHASE, phase, PK_STEP, step, PK_DUE_AT,
+                                          (json_int_t)due_ms));
+}
+
+sstore_event event_signal_received(const char *name, const json_t *payload)
+{
+    sstore_event e = make(EV_SIGNAL_RECEIVED, json_pack("{s:s, s:O}", PK_NAME, name, PK_PAYLOAD,
+                                                        payload ? payload : json_null()));
+    e.actor = "user";
+    return e;
+}
+
 sstore_event event_state_updated(json_t *state)
 {
     return make(EV_STATE_UPDATED, json_pack("{s:o}", PK_STATE, state));

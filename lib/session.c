@@ -56,6 +56,9 @@ const char *const session_event_types[] = {
     EV_RECORDING_REQUEST,
     EV_SESSION_COMPACTED,
     EV_COMPACT_REQUESTED,
+    EV_TIMER_SET,
+    EV_TIMER_FIRED,
+    EV_SIGNAL_RECEIVED,
     NULL};
 
 static int listed(const char *const *list, const char *s)
@@ -80,7 +83,8 @@ const char *const session_payload_keys[] = {
     PK_OPTIONS, PK_EXPIRES_AT, PK_RESPONSE, PK_CONTENT, PK_SKILL, PK_REPLACES, PK_KEY, PK_OCCURRENCE, PK_OUTCOME,
     PK_SESSION, PK_NEAREST, PK_FIELD, PK_RECORDED, PK_REQUESTED, PK_PURPOSE, PK_UP_TO, PK_SUMMARY,
     PK_TOKENS_BEFORE, PK_TOKENS_AFTER, PK_CONTINUED_FROM, PK_CHARS, PK_TRIMMED, PK_CONTINUED, PK_CUT_IN, PK_CONTEXT_TOKENS,
-    PK_LIMITS, PK_BUDGET, PK_LIMIT, PK_MAX, PK_SPENT, NULL};
+    PK_LIMITS, PK_BUDGET, PK_LIMIT, PK_MAX, PK_SPENT, PK_DUE_AT, PK_PAYLOAD, PK_SIGNAL, PK_SIGNALS, PK_TIMEOUT,
+    NULL};
 
 int session_known_key(const char *key)
 {
@@ -208,6 +212,7 @@ void session_view_init(session_view *v)
     v->queued = json_array();
     v->open_calls = json_array();
     v->budget = json_pack("{s:{}, s:i}", "limits", "asks", 0);
+    v->signals = json_array();
 }
 
 void session_view_free(session_view *v)
@@ -222,6 +227,8 @@ void session_view_free(session_view *v)
     json_decref(v->summary);
     json_decref(v->cut);
     json_decref(v->budget);
+    json_decref(v->signals);
+    json_decref(v->waiting);
     memset(v, 0, sizeof *v);
 }
 
@@ -516,12 +523,24 @@ static void r_phase_entered(session_view *v, const json_t *p, const char *offset
     snprintf(v->phase, sizeof v->phase, "%s", str(p, PK_PHASE));
     v->step = 0;
     v->step_open = 0;
+    v->branch[0] = '\0';
+}
+
+/* The open step's wait (its timer, the signals it names) ends with it. */
+static void step_wait_end(session_view *v)
+{
+    v->timer_due = 0;
+    json_decref(v->waiting);
+    v->waiting = NULL;
 }
 
 static void r_step_started(session_view *v, const json_t *p, const char *offset)
 {
     (void)offset;
-    (void)p;
+    step_wait_end(v);
+    /* A wait step names its signals: what the session waits for, to show. */
+    const json_t *names = json_object_get(p, PK_SIGNALS);
+    if (json_is_array(names)) v->waiting = json_deep_copy(names);
     v->step_open = 1;
     v->tool_turns = 0;
     v->steps++;
@@ -536,9 +555,45 @@ static void r_step_completed(session_view *v, const json_t *p, const char *offse
     (void)offset;
     v->step_open = 0;
     v->step++;
+    step_wait_end(v);
     /* A human step consumed its answer: a later visit asks again. */
     const char *iid = str(p, PK_INTERACTION_ID);
     if (*iid) json_object_del(v->early, iid);
+    /* A wait step took a signal: the first of that name received (the one it
+     * picked: the earliest of the names it waits for). */
+    const char *sig = str(p, PK_SIGNAL);
+    for (size_t i = 0; *sig && i < json_array_size(v->signals); i++)
+        if (!strcmp(str(json_array_get(v->signals, i), PK_NAME), sig)) {
+            json_array_remove(v->signals, i);
+            break;
+        }
+    /* ... and its branch, when it has one, is where the workflow goes next. */
+    snprintf(v->branch, sizeof v->branch, "%s", str(p, PK_TO));
+}
+
+/* A sleep or wait step's timer: due at dueAt (ms since the epoch). */
+static void r_timer_set(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    if (v->step_open) v->timer_due = int_of(p, PK_DUE_AT);
+}
+
+static void r_timer_fired(session_view *v, const json_t *p, const char *offset)
+{
+    (void)offset;
+    (void)p;
+    v->timer_due = 0;
+}
+
+/* A signal is kept, in order, until a wait step that names it takes it (now, or
+ * when the session reaches one). */
+static void r_signal_received(session_view *v, const json_t *p, const char *offset)
+{
+    json_t *sig = json_object();
+    json_object_set(sig, PK_NAME, json_object_get(p, PK_NAME));
+    json_object_set(sig, PK_PAYLOAD, json_object_get(p, PK_PAYLOAD) ?: json_null());
+    if (offset) json_object_set_new(sig, "offset", json_string(offset));
+    json_array_append_new(v->signals, sig);
 }
 
 static void r_state_updated(session_view *v, const json_t *p, const char *offset)
@@ -1064,6 +1119,9 @@ static const struct reducer {
     {EV_RECORDING_REQUEST, r_recording_request},
     {EV_SESSION_COMPACTED, r_session_compacted},
     {EV_COMPACT_REQUESTED, r_compact_requested},
+    {EV_TIMER_SET, r_timer_set},
+    {EV_TIMER_FIRED, r_timer_fired},
+    {EV_SIGNAL_RECEIVED, r_signal_received},
     {EV_AGENT_STARTED, r_nothing},
     {EV_AGENT_COMPLETED, r_nothing},
     {EV_PHASE_EXITED, r_nothing},
@@ -1159,6 +1217,10 @@ json_t *session_view_to_json(const session_view *v)
     if (v->compact_requested) json_object_set_new(j, "compactRequested", json_true());
     /* The same for a cut attempt: only while there is one. */
     if (v->cut) json_object_set(j, "cutReply", v->cut);
+    json_object_set_new(j, "timerAt", v->timer_due ? json_integer(v->timer_due) : json_null());
+    json_object_set(j, "signals", v->signals);
+    json_object_set(j, "waitingFor", v->waiting ? v->waiting : json_null());
+    json_object_set_new(j, "branch", v->branch[0] ? json_string(v->branch) : json_null());
     return j;
 }
 
@@ -1254,6 +1316,15 @@ int session_view_from_json(session_view *v, const json_t *j)
     v->compact_requested = json_is_true(json_object_get(j, "compactRequested"));
     json_t *cut = json_object_get(j, "cutReply");
     if (json_is_object(cut)) v->cut = json_deep_copy(cut);
+    v->timer_due = int_of(j, "timerAt");
+    json_t *sg = json_object_get(j, "signals");
+    if (json_is_array(sg)) {
+        json_decref(v->signals);
+        v->signals = json_deep_copy(sg);
+    }
+    json_t *wf = json_object_get(j, "waitingFor");
+    if (json_is_array(wf)) v->waiting = json_deep_copy(wf);
+    copy_str(v->branch, sizeof v->branch, j, "branch");
     return 0;
 }
 
@@ -1264,6 +1335,7 @@ void session_view_pos(const session_view *v, workflow_pos *pos)
     pos->phase = v->phase[0] ? v->phase : NULL;
     pos->step = v->step;
     pos->step_open = v->step_open;
+    pos->branch = v->branch[0] ? v->branch : NULL;
 }
 
 /* The last message, if it is a user message that expects a reply. */

@@ -58,6 +58,9 @@
 #define EV_RECORDING_REQUEST "recording:request"
 #define EV_SESSION_COMPACTED "session:compacted"
 #define EV_COMPACT_REQUESTED "compact:requested"
+#define EV_TIMER_SET "timer:set"
+#define EV_TIMER_FIRED "timer:fired"
+#define EV_SIGNAL_RECEIVED "signal:received"
 
 /* The catalogue of payload keys (docs/events.md), each spelled here only: lib/event
  * writes payloads by these names, the reducer and every other reader of an event
@@ -83,11 +86,14 @@
 #define PK_ERROR "error"                /* workflow:failed, reply:failed, provider:request_cancelled,
                                          * provider:request_retried, tool:server_failed */
 #define PK_ATTEMPTS "attempts"          /* workflow:failed, reply:failed */
-#define PK_PHASE "phase"                /* phase:entered, phase:exited, step:started, step:completed, tool:called */
-#define PK_TO "to"                      /* phase:exited, provider:failover ({provider, model}) */
-#define PK_STEP "step"                  /* step:started, step:completed, agent:started, tool:called */
+#define PK_PHASE "phase"                /* phase:entered, phase:exited, step:started, step:completed, tool:called,
+                                         * timer:set, timer:fired */
+#define PK_TO "to"                      /* phase:exited, provider:failover ({provider, model}), step:completed (a
+                                         * wait step's branch) */
+#define PK_STEP "step"                  /* step:started, step:completed, agent:started, tool:called, timer:set,
+                                         * timer:fired */
 #define PK_KIND "kind"                  /* step:started, recording:request */
-#define PK_NAME "name"                  /* step:started, tool:called */
+#define PK_NAME "name"                  /* step:started, tool:called, signal:received */
 #define PK_MODEL "model"                /* agent:started, provider:request_started */
 #define PK_OUTPUT "output"              /* agent:completed */
 #define PK_DURATION_MS "durationMs"     /* agent:completed, tool:result */
@@ -151,6 +157,11 @@
 #define PK_TRIMMED "trimmed"            /* continuedFrom{}: whitespace characters dropped from its end */
 #define PK_CONTINUED "continued"        /* provider:request_started (false: a retry that starts over, reason says why) */
 #define PK_CUT_IN "cutIn"               /* provider:request_retried: the block the stream was cut in ("tool_use") */
+#define PK_DUE_AT "dueAt"               /* timer:set, timer:fired (ms since the epoch) */
+#define PK_PAYLOAD "payload"            /* signal:received */
+#define PK_SIGNAL "signal"              /* step:completed (the signal a wait step took) */
+#define PK_SIGNALS "signals"            /* step:started (the names a wait step waits for) */
+#define PK_TIMEOUT "timeout"            /* step:completed (a wait step that timed out) */
 
 /* The input kind of a budget's checkpoint (input:requested "input"). */
 #define SESSION_INPUT_BUDGET "budget"
@@ -276,6 +287,15 @@ typedef struct session_view {
      * answers, "asks": budget checkpoints opened, "open": the one waiting (its
      * input:requested payload and "offset"), "rejected": the one answered no}. */
     json_t *budget;
+    /* Timers and signals (docs/workflows.md, sleep and wait): the open step's timer
+     * (timer:set's dueAt, ms; 0: none), the signals received and not yet taken by a
+     * wait step, in order ([{name, payload, offset}]), what the open wait step waits
+     * for (its step:started's signals, or NULL), and the phase a wait step's branch
+     * leads to once the step completed ("" if none). */
+    int64_t timer_due;
+    json_t *signals;
+    json_t *waiting;
+    char branch[72];
     uint64_t events;            /* events reduced */
     char error[256];            /* why it failed */
 } session_view;

@@ -21,6 +21,7 @@
 
 #include "agent.h"
 #include "jcheck.h"
+#include "timefmt.h"
 #include "wfexpr.h"
 #include "wfschema.h"
 
@@ -33,6 +34,7 @@
 #define WF_OPTIONS_MIN 2
 #define WF_OPTIONS_MAX 20
 #define WF_TOOL_MAX 128            /* bytes in a tool name */
+#define WF_SIGNALS_MAX 16          /* signals one wait step waits for */
 
 /* Which of "$output", "$response" and "$input" a value may use. SUB_ON says the
  * three are special at all: in tool arguments they are plain template text. */
@@ -40,6 +42,12 @@
 #define SUB_RESPONSE 2u
 #define SUB_INPUT 4u
 #define SUB_ON 8u
+#define SUB_PAYLOAD 16u
+
+/* The values the specials stand for (any may be NULL: JSON null). */
+typedef struct specials {
+    const json_t *output, *response, *input, *payload;
+} specials;
 
 /* ---- updates ------------------------------------------------------------------------ */
 
@@ -62,10 +70,10 @@ static void over_budget(budget *bud, char *err, size_t errcap)
  * become copies of those values (JSON null when absent); every other string is
  * rendered as a template against state and input. Whatever it adds is taken from
  * bud. */
-static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
-                     const json_t *response, const json_t *input, const json_t *state,
+static json_t *subst(const json_t *v, unsigned flags, const specials *sp, const json_t *state,
                      budget *bud, int depth, char *err, size_t errcap)
 {
+    const json_t *input = sp->input;
     json_t *res = NULL;
     /* Values come from stored documents; the bound keeps recursion shallow
      * whatever a client built. */
@@ -78,8 +86,9 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         const json_t *sub = NULL;
         int special = 0;
         if (flags & SUB_ON) {
-            if (strcmp(s, "$output") == 0) special = 1, sub = output;
-            else if (strcmp(s, "$response") == 0) special = 1, sub = response;
+            if (strcmp(s, "$output") == 0) special = 1, sub = sp->output;
+            else if (strcmp(s, "$response") == 0) special = 1, sub = sp->response;
+            else if (strcmp(s, "$payload") == 0) special = 1, sub = sp->payload;
             else if (strcmp(s, "$input") == 0) special = 1, sub = input;
         }
         if (special) {
@@ -115,7 +124,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         const char *key;
         const json_t *x;
         json_object_foreach((json_t *)v, key, x) {
-            json_t *nx = subst(x, flags, output, response, input, state, bud, depth + 1, err, errcap);
+            json_t *nx = subst(x, flags, sp, state, bud, depth + 1, err, errcap);
             if (!nx || json_object_set_new(res, key, nx)) goto fail;
         }
         return res;
@@ -125,7 +134,7 @@ static json_t *subst(const json_t *v, unsigned flags, const json_t *output,
         size_t i;
         const json_t *x;
         json_array_foreach(v, i, x) {
-            json_t *nx = subst(x, flags, output, response, input, state, bud, depth + 1, err, errcap);
+            json_t *nx = subst(x, flags, sp, state, bud, depth + 1, err, errcap);
             if (!nx || json_array_append_new(res, nx)) goto fail;
         }
         return res;
@@ -138,9 +147,7 @@ fail:
     return NULL;
 }
 
-int workflow_apply_update(json_t *state, const json_t *update, const json_t *output,
-                          const json_t *response, const json_t *input, size_t max, char *err,
-                          size_t errcap)
+static int apply(json_t *state, const json_t *update, const specials *sp, size_t max, char *err, size_t errcap)
 {
     int rc = -1;
     budget bud = {max, max, 0};
@@ -173,7 +180,7 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
             jcheck_seterr(err, errcap, "%s: not a state path", k);
             goto out;
         }
-        json_t *nv = subst(v, SUB_ON, output, response, input, state, &bud, 0, msg, sizeof msg);
+        json_t *nv = subst(v, SUB_ON, sp, state, &bud, 0, msg, sizeof msg);
         if (!nv) {
             jcheck_seterr(err, errcap, "%s: %s", k, msg);
             if (bud.over) rc = WORKFLOW_ETOOLARGE;
@@ -203,6 +210,21 @@ out:
     return rc;
 }
 
+int workflow_apply_update(json_t *state, const json_t *update, const json_t *output,
+                          const json_t *response, const json_t *input, size_t max, char *err,
+                          size_t errcap)
+{
+    specials sp = {output, response, input, NULL};
+    return apply(state, update, &sp, max, err, errcap);
+}
+
+int workflow_apply_signal(json_t *state, const json_t *update, const json_t *payload, const json_t *input,
+                          size_t max, char *err, size_t errcap)
+{
+    specials sp = {NULL, NULL, input, payload};
+    return apply(state, update, &sp, max, err, errcap);
+}
+
 int workflow_render_json(const json_t *value, const json_t *state, const json_t *input, size_t max,
                          json_t **out, char *err, size_t errcap)
 {
@@ -212,8 +234,71 @@ int workflow_render_json(const json_t *value, const json_t *state, const json_t 
         jcheck_seterr(err, errcap, "no value");
         return -1;
     }
-    *out = subst(value, 0, NULL, NULL, input, state, &bud, 0, err, errcap);
+    specials sp = {NULL, NULL, input, NULL};
+    *out = subst(value, 0, &sp, state, &bud, 0, err, errcap);
     return *out ? 0 : bud.over ? WORKFLOW_ETOOLARGE : -1;
+}
+
+/* ---- durations and times ---------------------------------------------------------------- */
+
+int workflow_duration(const json_t *v, int64_t *ms, char *err, size_t errcap)
+{
+    static const char *const want = "must be a duration: milliseconds (an integer), or a string of numbers "
+                                    "with units ms, s, m, h, d (\"300ms\", \"1h30m\")";
+    *ms = 0;
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (n < 0 || n > WORKFLOW_DURATION_MAX_MS) goto range;
+        *ms = n;
+        return 0;
+    }
+    const char *s = json_string_value(v);
+    if (!s || !*s || json_string_length(v) > 64) {
+        jcheck_seterr(err, errcap, "%s", want);
+        return -1;
+    }
+    int64_t total = 0;
+    while (*s) {
+        int64_t n = 0;
+        int digits = 0;
+        for (; *s >= '0' && *s <= '9'; s++, digits++) {
+            if (n > WORKFLOW_DURATION_MAX_MS) goto range;
+            n = n * 10 + (*s - '0');
+        }
+        int64_t unit;
+        if (!strncmp(s, "ms", 2)) unit = 1, s += 2;
+        else if (*s == 's') unit = 1000, s++;
+        else if (*s == 'm') unit = 60000, s++;
+        else if (*s == 'h') unit = 3600000, s++;
+        else if (*s == 'd') unit = 86400000, s++;
+        else unit = 0;
+        if (!digits || !unit) {
+            jcheck_seterr(err, errcap, "%s", want);
+            return -1;
+        }
+        if (n > WORKFLOW_DURATION_MAX_MS / unit) goto range;
+        total += n * unit;
+        if (total > WORKFLOW_DURATION_MAX_MS) goto range;
+    }
+    *ms = total;
+    return 0;
+range:
+    jcheck_seterr(err, errcap, "must be from 0 to %lld ms (10 years)", (long long)WORKFLOW_DURATION_MAX_MS);
+    return -1;
+}
+
+int workflow_time(const char *s, int64_t *ms)
+{
+    char *end;
+    if (!s || !*s) return -1;
+    if (*s >= '0' && *s <= '9' && strspn(s, "0123456789") == strlen(s)) {
+        errno = 0;
+        long long n = strtoll(s, &end, 10);
+        if (errno || *end) return -1;
+        *ms = n;
+        return 0;
+    }
+    return timefmt_parse(s, ms);
 }
 
 /* ---- validation -------------------------------------------------------------------- */
@@ -310,6 +395,11 @@ static void check_value(jcheck_errlist *e, const char *path, const json_t *v, un
                     jcheck_mistake(e, path, "\"$response\" exists only in human steps");
                 return;
             }
+            if (strcmp(s, "$payload") == 0) {
+                if (!(flags & SUB_PAYLOAD))
+                    jcheck_mistake(e, path, "\"$payload\" exists only in a wait step's signals");
+                return;
+            }
             if (strcmp(s, "$input") == 0) return;
         }
         check_template(e, path, s);
@@ -376,6 +466,8 @@ static const char *const tool_keys[] = {"kind", "name", "server", "tool", "argum
 static const char *const update_keys[] = {"kind", "name", "set", NULL};
 static const char *const human_keys[] = {"kind", "name", "id", "input", "prompt", "options",
                                          "timeoutMs", "onTimeout", "update", NULL};
+static const char *const sleep_keys[] = {"kind", "name", "duration", "until", NULL};
+static const char *const wait_keys[] = {"kind", "name", "signals", "timeout", "onTimeout", NULL};
 
 /* The step kinds by their document names; -1 for anything else. */
 static int kind_of(const char *s, step_kind *k)
@@ -385,6 +477,8 @@ static int kind_of(const char *s, step_kind *k)
     else if (strcmp(s, "tool") == 0) *k = STEP_TOOL;
     else if (strcmp(s, "update") == 0) *k = STEP_UPDATE;
     else if (strcmp(s, "human") == 0) *k = STEP_HUMAN;
+    else if (strcmp(s, "sleep") == 0) *k = STEP_SLEEP;
+    else if (strcmp(s, "wait") == 0) *k = STEP_WAIT;
     else return -1;
     return 0;
 }
@@ -487,6 +581,86 @@ static void check_human(vctx *v, const char *base, const json_t *st)
     check_update(e, base, st, "update", 0, SUB_RESPONSE | SUB_INPUT);
 }
 
+/* obj.key as a duration (workflow_duration), when present or required. */
+static void check_duration(jcheck_errlist *e, const char *base, const json_t *obj, const char *key, int required)
+{
+    char path[WF_JPATH], msg[WORKFLOW_ERR_MAX];
+    const json_t *d = json_object_get(obj, key);
+    int64_t ms;
+    jcheck_key(path, sizeof path, base, key);
+    if (!d) {
+        if (required) jcheck_mistake(e, path, "missing");
+        return;
+    }
+    if (workflow_duration(d, &ms, msg, sizeof msg)) jcheck_mistake(e, path, "%s", msg);
+}
+
+/* A wait step's branch ({"to": phase, "update": {...}}, both optional): where the
+ * workflow goes once it is taken, and what it sets. flags: the specials its
+ * update may use. */
+static void check_branch(vctx *v, const char *path, const json_t *br, unsigned flags)
+{
+    static const char *const keys[] = {"to", "update", NULL};
+    jcheck_errlist *e = v->e;
+    char sub[WF_JPATH], q[JCHECK_QUOTE];
+    if (!json_is_object(br)) {
+        jcheck_mistake(e, path, "must be an object {\"to\": phase, \"update\": {...}} (both optional)");
+        return;
+    }
+    jcheck_unknown_keys(e, path, br, keys);
+    const char *to = get_string(e, path, br, "to", 0);
+    jcheck_key(sub, sizeof sub, path, "to");
+    if (to && v->phases && find_phase(v->phases, to) < 0)
+        jcheck_mistake(e, sub, "no phase named \"%s\"", jcheck_show(q, sizeof q, to, strlen(to)));
+    check_update(e, path, br, "update", 0, flags);
+}
+
+/* A sleep step: a duration, or a time rendered from the state (one of them). */
+static void check_sleep(vctx *v, const char *base, const json_t *st)
+{
+    jcheck_errlist *e = v->e;
+    jcheck_unknown_keys(e, base, st, sleep_keys);
+    int has_d = json_object_get(st, "duration") != NULL, has_u = json_object_get(st, "until") != NULL;
+    if (has_d == has_u) {
+        jcheck_mistake(e, base, "a sleep step needs exactly one of duration and until");
+        return;
+    }
+    check_duration(e, base, st, "duration", 0);
+    check_template_field(e, base, st, "until", 0);
+}
+
+/* A wait step: the signals it waits for, each with its branch, and an optional
+ * timeout with its own. */
+static void check_wait(vctx *v, const char *base, const json_t *st)
+{
+    jcheck_errlist *e = v->e;
+    char path[WF_JPATH], sub[WF_JPATH];
+    jcheck_unknown_keys(e, base, st, wait_keys);
+    const json_t *sigs = json_object_get(st, "signals");
+    jcheck_key(path, sizeof path, base, "signals");
+    if (!sigs) {
+        jcheck_mistake(e, path, "missing");
+    } else if (!json_is_object(sigs) || json_object_size(sigs) == 0 || json_object_size(sigs) > WF_SIGNALS_MAX) {
+        jcheck_mistake(e, path, "must be an object of 1 to %d signals: {name: {\"to\", \"update\"}}", WF_SIGNALS_MAX);
+    } else {
+        const char *name;
+        const json_t *br;
+        json_object_foreach((json_t *)sigs, name, br) {
+            jcheck_key(sub, sizeof sub, path, name);
+            if (!agent_valid_name(name)) jcheck_mistake(e, sub, "a signal's name must be 1 to 64 of A-Z a-z 0-9 _ . -");
+            check_branch(v, sub, br, SUB_PAYLOAD | SUB_INPUT);
+        }
+    }
+    check_duration(e, base, st, "timeout", 0);
+    const json_t *ot = json_object_get(st, "onTimeout");
+    jcheck_key(path, sizeof path, base, "onTimeout");
+    if (ot) {
+        check_branch(v, path, ot, SUB_INPUT);
+        if (!json_object_get(st, "timeout"))
+            jcheck_mistake(e, path, "needs timeout (without it the wait never times out)");
+    }
+}
+
 /* One step: its kind decides which keys it may have and what they mean. */
 static void check_step(vctx *v, const char *base, const json_t *st)
 {
@@ -503,7 +677,7 @@ static void check_step(vctx *v, const char *base, const json_t *st)
     /* Without a known kind the allowed keys are unknown too: say only that. */
     if (!kind) return;
     if (kind_of(kind, &k)) {
-        jcheck_mistake(e, path, "must be \"agent\", \"tool\", \"update\" or \"human\"");
+        jcheck_mistake(e, path, "must be \"agent\", \"tool\", \"update\", \"human\", \"sleep\" or \"wait\"");
         return;
     }
     switch (k) {
@@ -538,6 +712,12 @@ static void check_step(vctx *v, const char *base, const json_t *st)
         break;
     case STEP_HUMAN:
         check_human(v, base, st);
+        break;
+    case STEP_SLEEP:
+        check_sleep(v, base, st);
+        break;
+    case STEP_WAIT:
+        check_wait(v, base, st);
         break;
     }
 }
@@ -790,6 +970,18 @@ void workflow_next(const json_t *doc, const workflow_pos *pos, const json_t *sta
     const json_t *ph = json_array_get(phases, (size_t)pi);
     out->phase = json_string_value(json_object_get(ph, "name"));
     if (pos->step_open) return;     /* NEXT_WAIT: the step's result comes first */
+    /* A wait step's branch leads out of the phase at once, its later steps unrun. */
+    if (pos->branch) {
+        if (find_phase(phases, pos->branch) < 0) {
+            next_fail(out, "a wait step's branch leads to \"%s\", not a phase of the workflow",
+                      jcheck_show(q, sizeof q, pos->branch, strlen(pos->branch)));
+            return;
+        }
+        out->kind = NEXT_TRANSITION;
+        out->phase = json_string_value(json_object_get(json_array_get(phases, (size_t)find_phase(phases, pos->branch)),
+                                                       "name"));
+        return;
+    }
 
     const json_t *steps = json_object_get(ph, "steps");
     size_t nsteps = json_array_size(steps);

@@ -29,6 +29,12 @@
  *                 onTimeout (optional: {"response": <value>} used when the
  *                 checkpoint expires; without it expiry fails the workflow),
  *                 update (optional, "$response" = the answer)
+ *       "sleep":  duration (workflow_duration) or until (a template rendering a
+ *                 time, workflow_time): one of them
+ *       "wait":   signals ({name: {to (phase, optional), update (optional,
+ *                 "$payload" = the signal's payload)}}, 1..16), timeout (a
+ *                 duration, optional), onTimeout ({to, update}, optional; needs
+ *                 timeout; without it a timeout fails the workflow)
  *       Every step may have "name" (string) for display.
  *     transitions array (0..16), evaluated in order after the steps, of
  *                 {when: condition (optional: always), to: phase name}.
@@ -64,8 +70,21 @@ typedef enum {
     STEP_AGENT,
     STEP_TOOL,
     STEP_UPDATE,
-    STEP_HUMAN
+    STEP_HUMAN,
+    STEP_SLEEP,
+    STEP_WAIT
 } step_kind;
+
+#define WORKFLOW_DURATION_MAX_MS 315360000000LL   /* 10 years: the longest sleep or wait timeout */
+
+/* A sleep's duration or a wait's timeout: an integer (milliseconds) or a string of
+ * numbers with units ms, s, m, h, d ("300ms", "1h30m"), 0 to WORKFLOW_DURATION_MAX_MS.
+ * Returns 0 with *ms, or -1 with err saying what a duration is. */
+int workflow_duration(const json_t *v, int64_t *ms, char *err, size_t errcap);
+
+/* A sleep's until, as rendered: milliseconds since the epoch (digits only) or an
+ * RFC 3339 time. Returns 0 with *ms, or -1. */
+int workflow_time(const char *s, int64_t *ms);
 
 /* Validate a workflow document. Returns 0, or -1 with every mistake found named in
  * err (one per line, each starting with a JSON path like "phases[1].steps[0].agent:"),
@@ -88,6 +107,11 @@ int workflow_apply_update(json_t *state, const json_t *update, const json_t *out
                           const json_t *response, const json_t *input, size_t max, char *err,
                           size_t errcap);
 
+/* The same for a wait step's branch: "$payload" is the signal's payload (NULL: none,
+ * JSON null), "$input" the session input. */
+int workflow_apply_signal(json_t *state, const json_t *update, const json_t *payload, const json_t *input,
+                          size_t max, char *err, size_t errcap);
+
 /* Render every string inside value (recursively; object keys untouched) as a
  * template against state and input, e.g. a tool step's "arguments", rendering at
  * most max bytes in all (0: no limit but WF_RENDER_MAX per string). Returns 0 with
@@ -103,6 +127,7 @@ typedef struct workflow_pos {
     const char *phase;      /* current phase, NULL before the first phase:entered */
     int step;               /* steps of the current phase completed */
     int step_open;          /* a step:started without its step:completed */
+    const char *branch;     /* a wait step's branch: the phase to go to next, or NULL */
 } workflow_pos;
 
 typedef enum {

@@ -31,26 +31,75 @@
 #include "tools.h"
 #include "turn.h"
 
+/* The loop's list of sessions (R->sessions): those it looks at each turn. A parked
+ * session is not on it (sessidx.c). */
+static void link_in(runner_t *R, sess_t *s)
+{
+    s->prev = NULL;
+    s->next = R->sessions;
+    if (R->sessions) R->sessions->prev = s;
+    R->sessions = s;
+}
+
+static void unlink_out(runner_t *R, sess_t *s)
+{
+    if (s->prev) s->prev->next = s->next;
+    else R->sessions = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
 sess_t *runner_session(runner_t *R, const char *id)
 {
-    for (sess_t *s = R->sessions; s; s = s->next)
-        if (!strcmp(s->id, id)) return s;
-    sess_t *s = calloc(1, sizeof *s);
+    sess_t *s = sessidx_find(&R->idx, id);
+    if (s) {
+        if (s->heap_at) {       /* its log changed while it slept: back on the list */
+            sessidx_unpark(&R->idx, s);
+            link_in(R, s);
+        }
+        return s;
+    }
+    s = calloc(1, sizeof *s);
     if (!s) abort();
     snprintf(s->id, sizeof s->id, "%s", id);
     session_view_init(&s->view);
-    s->next = R->sessions;
-    R->sessions = s;
+    sessidx_add(&R->idx, s);
+    link_in(R, s);
     return s;
+}
+
+int64_t runner_unpark(runner_t *R, int64_t now)
+{
+    sess_t *s;
+    while ((s = sessidx_pop_due(&R->idx, now))) {
+        link_in(R, s);
+        s->due = 1;
+    }
+    return sessidx_next_due(&R->idx);
+}
+
+/* s waits only for its timer: off the list, into the heap. What it cached of its
+ * log goes (the next commit reads it again), so that a parked session is small. */
+static void park(runner_t *R, sess_t *s)
+{
+    unlink_out(R, s);
+    session_view_free(&s->view);
+    session_view_init(&s->view);
+    s->view_seq = 0;
+    sessidx_park(&R->idx, s);
+}
+
+void runner_forget_all(runner_t *R)
+{
+    while (R->sessions) runner_forget(R, R->sessions);
+    while (R->idx.nheap) runner_forget(R, R->idx.heap[0]);
+    sessidx_free(&R->idx);
 }
 
 void runner_forget(runner_t *R, sess_t *s)
 {
-    for (sess_t **pp = &R->sessions; *pp; pp = &(*pp)->next) {
-        if (*pp != s) continue;
-        *pp = s->next;
-        break;
-    }
+    if (!s->heap_at) unlink_out(R, s);
+    sessidx_del(&R->idx, s);
     if (s->rq) request_free(R, s->rq);
     tools_forget(R, s);
     if (s->lease.held) lease_release(R->conn, s->id, &R->me);
@@ -294,6 +343,7 @@ void runner_drive(runner_t *R, sess_t *s)
         if (s->lease.held) lease_release(R->conn, s->id, &R->me);
         s->lease.held = 0;
         if (!s->timer_ms) runner_forget(R, s);
+        else if (!s->dirty && !s->due) park(R, s);
     }
 }
 

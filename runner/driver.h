@@ -12,6 +12,11 @@ sess_t *runner_session(runner_t *R, const char *id);
 void runner_drive(runner_t *R, sess_t *s);
 /* Drop s and everything it had in flight, and release its lease; s is freed. */
 void runner_forget(runner_t *R, sess_t *s);
+/* Forget every session, parked ones included (the runner stops). */
+void runner_forget_all(runner_t *R);
+/* Parked sessions whose timer is at or before now go back on the list, due.
+ * Returns the next parked timer (ms), 0 if none is parked. */
+int64_t runner_unpark(runner_t *R, int64_t now);
 /* The runner stops: every request in flight is cut (restart) and rescheduled, and
  * committed. */
 void runner_shutdown(runner_t *R);

@@ -302,6 +302,10 @@ int main(int argc, char **argv)
             }
             if (next_watchdog - now < wait) wait = next_watchdog - now;
         }
+        /* Parked sessions (waiting only for a time, sessidx.c): those due join the
+         * list, and of the others only the soonest counts. */
+        int64_t parked = runner_unpark(&R, now);
+        if (parked && parked - now < wait) wait = parked - now;
         for (sess_t *s = R.sessions; s; s = s->next) {
             if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
@@ -346,6 +350,7 @@ int main(int argc, char **argv)
         tap_pump(&R, turn_finished);
         /* Timers that fired and leases to renew, then every session to look at. */
         now = timefmt_now_ms();
+        runner_unpark(&R, now);
         for (sess_t *s = R.sessions; s; s = s->next) {
             if ((s->timer_ms && now >= s->timer_ms) || (s->lease.held && s->rq && now >= s->lease.renew_ms)) s->due = 1;
         }
@@ -408,7 +413,7 @@ int main(int argc, char **argv)
     diag("info", "stopping: cutting requests in flight");
     sd_notify_msg("STOPPING=1");
     runner_shutdown(&R);
-    while (R.sessions) runner_forget(&R, R.sessions);
+    runner_forget_all(&R);
 out:
     retain_state_free(&gc_state);
     retain_free(&retention);

@@ -159,7 +159,8 @@ static int same(const seen *a, const seen *b)
 static void observe(runner_t *R, int64_t now)
 {
     st.cur.n = 0;
-    st.s.sessions = st.s.leased = 0;
+    st.s.sessions = R->idx.nheap;   /* parked: sleeping, no lease (sessidx.c) */
+    st.s.leased = 0;
     for (sess_t *s = R->sessions; s; s = s->next) {
         st.s.sessions++;
         st.s.leased += s->lease.held != 0;

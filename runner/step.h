@@ -59,7 +59,7 @@ typedef struct step_exec {
     void (*resume)(step_ctx *c);
 } step_exec;
 
-extern const step_exec step_agent, step_tool, step_update, step_human;
+extern const step_exec step_agent, step_tool, step_update, step_human, step_sleep, step_wait;
 
 /* Shared by the kinds: fail the workflow with a formatted message. */
 void step_failf(step_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const step_exec *const kinds[] = {&step_agent, &step_tool, &step_update, &step_human, NULL};
+static const step_exec *const kinds[] = {&step_agent, &step_tool, &step_update, &step_human, &step_sleep, &step_wait, NULL};
 
 const step_exec *step_lookup(const char *kind)
 {

@@ -17,6 +17,7 @@
 #include "../lib/session.h"
 #include "../lib/sstore.h"
 #include "egress.h"
+#include "sessidx.h"
 
 #define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
 
@@ -119,7 +120,9 @@ struct sess {
     json_t *rec_occ;            /* requests counted by key in its log up to rec_occ_next (tap.c) */
     offset_t rec_occ_next;
     int rec_occ_read;
-    sess_t *next;
+    sess_t *next, *prev;        /* the loop's list (R->sessions), unless parked */
+    sess_t *hnext;              /* R->idx's chain */
+    size_t heap_at;             /* parked: its place in R->idx's heap + 1 (0: on the list) */
 };
 
 typedef struct rmcp rmcp_t;
@@ -135,7 +138,8 @@ typedef struct runner {
     char start_error[256];      /* why request_new or tap_start last refused a request */
     json_t *pricing;
     char anthropic_key[512], openai_key[512];
-    sess_t *sessions;
+    sess_t *sessions;           /* the sessions the loop looks at each turn */
+    sessidx idx;                /* every session by id; the parked ones by time (sessidx.c) */
     int stopping;
     retry_config retry;
     uint64_t dropped;           /* events not written: the lease was lost */
