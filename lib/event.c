@@ -87,9 +87,10 @@ sstore_event event_step_completed(const char *phase, int step, const char *inter
     return make(EV_STEP_COMPLETED, p);
 }
 
-sstore_event event_step_started_wait(const char *phase, int step, const json_t *name, const json_t *signals)
+sstore_event event_step_started_wait(const char *phase, int step, const char *kind, const json_t *name,
+                                     const json_t *signals)
 {
-    sstore_event e = event_step_started(phase, step, "wait", name);
+    sstore_event e = event_step_started(phase, step, kind, name);
     json_object_set_new(e.payload, PK_SIGNALS, json_deep_copy(signals));
     return e;
 }

@@ -37,9 +37,10 @@ sstore_event event_tool_server_failed(const char *server, const char *error);
 sstore_event event_step_started(const char *phase, int step, const char *kind, const json_t *name);
 /* interaction_id: the human step's id, or NULL. */
 sstore_event event_step_completed(const char *phase, int step, const char *interaction_id);
-/* A wait step opens: step:started with the names of the signals it waits for
- * (signals: a JSON array of strings, copied). */
-sstore_event event_step_started_wait(const char *phase, int step, const json_t *name, const json_t *signals);
+/* A wait step (kind) opens: step:started with the names of the signals it waits
+ * for (signals: a JSON array of strings, copied). */
+sstore_event event_step_started_wait(const char *phase, int step, const char *kind, const json_t *name,
+                                     const json_t *signals);
 /* A wait step completes: with the signal it took (or NULL), timeout when its timer
  * fired first, and to: the phase its branch leads to (NULL: the next step). */
 sstore_event event_step_branch(const char *phase, int step, const char *signal, int timeout, const char *to);

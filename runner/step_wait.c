@@ -23,7 +23,7 @@ static void wait_begin(step_ctx *c)
     const char *name;
     const json_t *br;
     json_object_foreach(json_object_get(c->def, "signals"), name, br) json_array_append_new(names, json_string(name));
-    c->ops->emit(c, event_step_started_wait(c->phase, c->step, json_object_get(c->def, "name"), names));
+    c->ops->emit(c, event_step_started_wait(c->phase, c->step, "wait", json_object_get(c->def, "name"), names));
     json_decref(names);
     if (tmo) c->ops->emit(c, event_timer_set(c->phase, c->step, c->ops->now(c) + ms));
 }

@@ -38,7 +38,7 @@ engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
 17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 32-retention 40-runner 42-runner-metrics
-43-runner-crash 43-compaction 43-reply-continued 44-budget-ask 44-provider-failover 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
+43-runner-crash 43-compaction 43-reply-continued 44-budget-ask 44-provider-failover 44-timers 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
 
 files=()
 if [ $# -gt 0 ]; then

@@ -236,6 +236,17 @@ J=(-H 'Content-Type: application/json')
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"interactionId": "go", "response": true}'
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"interactionId": "go", "response": true}'
     x '/v1/sessions/{id}/input' POST "/v1/sessions/$ws/input" "${J[@]}" --data-binary '{"response": true}'
+    # a signal to a workflow waiting for it, one it does not wait for, a bad name, no session
+    local wsig sg
+    wsig=$(ds_name oa-sig)
+    x /v1/workflows POST /v1/workflows "${J[@]}" --data-binary "$(jq -nc --arg n "$wsig" '{name: $n, phases: [
+        {name: "w", terminal: true, steps: [{kind: "wait", signals: {go: {update: {p: "$payload"}}}}]}]}')"
+    x /v1/sessions POST /v1/sessions "${J[@]}" --data-binary "$(jq -nc --arg w "$wsig" '{workflow: $w}')"
+    sg=$(jq -r .id "$DS_BODY")
+    x '/v1/sessions/{id}/signals/{name}' POST "/v1/sessions/$sg/signals/go" "${J[@]}" --data-binary '{"a": 1}'
+    x '/v1/sessions/{id}/signals/{name}' POST "/v1/sessions/$sg/signals/nope" "${J[@]}" --data-binary '{}'
+    x '/v1/sessions/{id}/signals/{name}' POST "/v1/sessions/$sg/signals/bad@name"
+    x '/v1/sessions/{id}/signals/{name}' POST /v1/sessions/no-such-session/signals/go
     x '/v1/sessions/{id}/stop' POST "/v1/sessions/$sid/stop"
     x '/v1/sessions/{id}/stop' POST "/v1/sessions/$ws/stop"
     x '/v1/sessions/{id}/stop' POST /v1/sessions/no-such-session/stop

@@ -1325,8 +1325,67 @@ static void test_fork_target(void)
     session_view_free(&w);
 }
 
+/* Timers and signals: timer:set holds the open step's due time until it fires or the
+ * step ends; signals are kept in order until a wait step's completion names one
+ * (the first of that name goes); the branch lasts until a phase is entered; all of
+ * it survives a snapshot. */
+static void test_timers_signals(void)
+{
+    session_view v;
+    workflow(&v);
+    R(&v, "signal:received", "{\"name\": \"go\", \"payload\": 1}");
+    R(&v, "workflow:started", "{}");
+    R(&v, "phase:entered", "{\"phase\": \"draft\"}");
+    R(&v, "step:started", "{\"phase\": \"draft\", \"step\": 0, \"kind\": \"sleep\"}");
+    R(&v, "timer:set", "{\"phase\": \"draft\", \"step\": 0, \"dueAt\": 1234}");
+    CHECK(v.timer_due == 1234);
+    CHECK(v.waiting == NULL);
+    R(&v, "signal:received", "{\"name\": \"stop\"}");
+    R(&v, "signal:received", "{\"name\": \"go\", \"payload\": {\"n\": 2}}");
+    R(&v, "timer:fired", "{\"phase\": \"draft\", \"step\": 0, \"dueAt\": 1234}");
+    CHECK(v.timer_due == 0);
+    R(&v, "step:completed", "{\"phase\": \"draft\", \"step\": 0}");
+    CHECK_EQ_UINT(json_array_size(v.signals), 3);
+    R(&v, "step:started", "{\"phase\": \"draft\", \"step\": 1, \"kind\": \"wait\", \"signals\": [\"go\"]}");
+    R(&v, "timer:set", "{\"phase\": \"draft\", \"step\": 1, \"dueAt\": 99}");
+    CHECK_JSON(v.waiting, "[\"go\"]");
+    CHECK_EQ_STR(status(&v), "running");
+    json_t *j = session_view_to_json(&v);
+    CHECK(json_integer_value(json_object_get(j, "timerAt")) == 99);
+    CHECK_JSON(json_object_get(j, "waitingFor"), "[\"go\"]");
+    session_view w;
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    CHECK(w.timer_due == 99);
+    CHECK_JSON(w.waiting, "[\"go\"]");
+    CHECK_JSON(w.signals, "[{\"name\": \"go\", \"payload\": 1, \"offset\": \"0000000000000001_0000000000000100\"},"
+                          " {\"name\": \"stop\", \"payload\": null, \"offset\": \"0000000000000006_0000000000000600\"},"
+                          " {\"name\": \"go\", \"payload\": {\"n\": 2}, \"offset\": \"0000000000000007_0000000000000700\"}]");
+    json_decref(j);
+    session_view_free(&w);
+    R(&v, "step:completed", "{\"phase\": \"draft\", \"step\": 1, \"signal\": \"go\", \"to\": \"publish\"}");
+    CHECK(v.timer_due == 0 && v.waiting == NULL);
+    CHECK_JSON(v.signals, "[{\"name\": \"stop\", \"payload\": null, \"offset\": \"0000000000000006_0000000000000600\"},"
+                          " {\"name\": \"go\", \"payload\": {\"n\": 2}, \"offset\": \"0000000000000007_0000000000000700\"}]");
+    CHECK_EQ_STR(v.branch, "publish");
+    j = session_view_to_json(&v);
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_from_json(&w, j), 0);
+    CHECK_EQ_STR(w.branch, "publish");
+    json_decref(j);
+    session_view_free(&w);
+    R(&v, "phase:exited", "{\"phase\": \"draft\", \"to\": \"publish\"}");
+    R(&v, "phase:entered", "{\"phase\": \"publish\"}");
+    CHECK_EQ_STR(v.branch, "");
+    /* A timer:set outside an open step means nothing. */
+    R(&v, "timer:set", "{\"dueAt\": 5}");
+    CHECK(v.timer_due == 0);
+    session_view_free(&v);
+}
+
 int main(void)
 {
+    test_timers_signals();
     test_fork_target();
     test_cost();
     test_tools();

@@ -8,6 +8,8 @@
 #include "../../runner/step_human.c"
 #include "../../runner/step_tool.c"
 #include "../../runner/step_update.c"
+#include "../../runner/step_sleep.c"
+#include "../../runner/step_wait.c"
 
 #include "test.h"
 
@@ -123,6 +125,8 @@ static void test_lookup(void)
     CHECK(step_lookup("tool") == &step_tool);
     CHECK(step_lookup("update") == &step_update);
     CHECK(step_lookup("human") == &step_human);
+    CHECK(step_lookup("sleep") == &step_sleep);
+    CHECK(step_lookup("wait") == &step_wait);
     CHECK(step_lookup("codemode") == NULL);
     CHECK(step_lookup(NULL) == NULL);
 }
@@ -341,9 +345,142 @@ static void test_fail_cut(void)
     teardown(&f, &v);
 }
 
+/* A sleep sets its timer in the log and fires it once at its time; until renders a
+ * time from the state; a value that is no time fails the workflow. */
+static void test_sleep(void)
+{
+    fake f;
+    session_view v;
+    setup(&f, &v, "{\"at\": \"1970-01-01T00:20:00Z\", \"ms\": 1300000, \"bad\": \"soon\"}");
+    json_t *def = J("{\"kind\": \"sleep\", \"name\": \"Nap\", \"duration\": \"1m30s\"}");
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
+    step_sleep.begin(&c);
+    CHECK_EQ_STR(types(&f), "step:started timer:set");
+    CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 0), "kind")), "sleep");
+    CHECK_EQ_INT(json_integer_value(json_object_get(payload(&f, 1), "dueAt")), 1090000);
+    commit(&f, &v);
+    CHECK_EQ_INT(v.timer_due, 1090000);
+    step_sleep.resume(&c);
+    CHECK_EQ_STR(types(&f), "");
+    CHECK_EQ_INT(f.timer, 1090000);
+    f.now = 1090000;
+    step_sleep.resume(&c);
+    CHECK_EQ_STR(types(&f), "timer:fired step:completed");
+    commit(&f, &v);
+    CHECK_EQ_INT(v.timer_due, 0);
+    CHECK_EQ_INT(v.step, 1);
+    json_decref(def);
+    /* until: RFC 3339 from the state, then ms since the epoch. */
+    const char *untils[] = {"{{state.at}}", "{{state.ms}}"};
+    int64_t dues[] = {1200000, 1300000};
+    for (int i = 0; i < 2; i++) {
+        char doc[128];
+        snprintf(doc, sizeof doc, "{\"kind\": \"sleep\", \"until\": \"%s\"}", untils[i]);
+        def = J(doc);
+        step_ctx c2 = {&fake_ops, &f, &v, def, "p", 1 + i, 0};
+        step_sleep.begin(&c2);
+        CHECK_EQ_INT(json_integer_value(json_object_get(payload(&f, 1), "dueAt")), dues[i]);
+        commit(&f, &v);
+        json_decref(def);
+    }
+    def = J("{\"kind\": \"sleep\", \"until\": \"{{state.bad}}\"}");
+    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 3, 0};
+    step_sleep.begin(&c3);
+    CHECK_EQ_STR(types(&f), "workflow:failed");
+    CHECK(strstr(f.failed, "sleep until: \"soon\" is not a time") != NULL);
+    json_decref(def);
+    teardown(&f, &v);
+}
+
+/* A wait takes a kept signal (the earliest of its names), applies its branch with
+ * the payload and records the branch's phase; its timeout takes onTimeout's, or
+ * fails the workflow without one. */
+static void test_wait(void)
+{
+    fake f;
+    session_view v;
+    setup(&f, &v, "{}");
+    reduce(&v, "signal:received", json_pack("{s:s, s:i}", "name", "other", "payload", 0));
+    reduce(&v, "signal:received", json_pack("{s:s, s:{s:b}}", "name", "yes", "payload", "ok", 1));
+    reduce(&v, "signal:received", json_pack("{s:s, s:i}", "name", "yes", "payload", 2));
+    json_t *def = J("{\"kind\": \"wait\", \"signals\": {\"yes\": {\"to\": \"ship\", \"update\": {\"got\": \"$payload\"}},"
+                    " \"no\": {}}, \"timeout\": 500, \"onTimeout\": {\"update\": {\"late\": true}}}");
+    step_ctx c = {&fake_ops, &f, &v, def, "p", 0, 0};
+    step_wait.begin(&c);
+    CHECK_EQ_STR(types(&f), "step:started timer:set");
+    CHECK_EQ_INT(json_array_size(json_object_get(payload(&f, 0), "signals")), 2);
+    commit(&f, &v);
+    CHECK(v.waiting != NULL);
+    step_wait.resume(&c);
+    CHECK_EQ_STR(types(&f), "state:updated step:completed");
+    CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 1), "signal")), "yes");
+    CHECK_EQ_STR(json_string_value(json_object_get(payload(&f, 1), "to")), "ship");
+    commit(&f, &v);
+    CHECK(json_is_true(json_object_get(json_object_get(v.state, "got"), "ok")));
+    /* The first "yes" was taken; "other" and the second "yes" are kept. */
+    CHECK_EQ_UINT(json_array_size(v.signals), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(v.signals, 1), "payload")), 2);
+    CHECK_EQ_STR(v.branch, "ship");
+    CHECK(v.waiting == NULL && v.timer_due == 0);
+    workflow_pos pos;
+    session_view_pos(&v, &pos);
+    CHECK_EQ_STR(pos.branch, "ship");
+    reduce(&v, "phase:entered", json_pack("{s:s}", "phase", "ship"));
+    CHECK_EQ_STR(v.branch, "");
+    json_decref(def);
+    teardown(&f, &v);
+
+    /* Nothing kept: it waits; its timeout takes onTimeout's branch (no "to": on). */
+    setup(&f, &v, "{}");
+    def = J("{\"kind\": \"wait\", \"signals\": {\"go\": {}}, \"timeout\": \"2s\", \"onTimeout\": {\"update\": {\"late\": true}}}");
+    step_ctx c2 = {&fake_ops, &f, &v, def, "p", 0, 0};
+    step_wait.begin(&c2);
+    commit(&f, &v);
+    step_wait.resume(&c2);
+    CHECK_EQ_STR(types(&f), "");
+    CHECK_EQ_INT(f.timer, 1002000);
+    f.now = 1002000;
+    step_wait.resume(&c2);
+    CHECK_EQ_STR(types(&f), "timer:fired state:updated step:completed");
+    CHECK(json_is_true(json_object_get(payload(&f, 2), "timeout")));
+    CHECK(json_object_get(payload(&f, 2), "to") == NULL);
+    commit(&f, &v);
+    CHECK(json_is_true(json_object_get(v.state, "late")));
+    CHECK_EQ_STR(v.branch, "");
+    json_decref(def);
+    teardown(&f, &v);
+
+    /* Without onTimeout the timeout fails the workflow; without a timeout only a
+     * signal ends the wait. */
+    setup(&f, &v, "{}");
+    def = J("{\"kind\": \"wait\", \"signals\": {\"go\": {}}, \"timeout\": 0}");
+    step_ctx c3 = {&fake_ops, &f, &v, def, "p", 0, 0};
+    step_wait.begin(&c3);
+    commit(&f, &v);
+    step_wait.resume(&c3);
+    CHECK_EQ_STR(types(&f), "timer:fired workflow:failed");
+    CHECK_EQ_STR(f.failed, "the wait timed out");
+    json_decref(def);
+    teardown(&f, &v);
+    setup(&f, &v, "{}");
+    def = J("{\"kind\": \"wait\", \"signals\": {\"go\": {}}}");
+    step_ctx c4 = {&fake_ops, &f, &v, def, "p", 0, 0};
+    step_wait.begin(&c4);
+    CHECK_EQ_STR(types(&f), "step:started");
+    commit(&f, &v);
+    f.now += 1000000000;
+    step_wait.resume(&c4);
+    CHECK_EQ_STR(types(&f), "");
+    CHECK_EQ_INT(f.timer, 0);
+    json_decref(def);
+    teardown(&f, &v);
+}
+
 int main(void)
 {
     test_lookup();
+    test_sleep();
+    test_wait();
     test_update();
     test_human();
     test_agent();

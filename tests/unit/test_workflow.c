@@ -374,7 +374,7 @@ static void test_validate_steps(void)
 {
     STEP_INVALID("'agent'", S0 ": a step must be an object");
     STEP_INVALID("{'agent': 'a', 'prompt': 'p'}", S0 ".kind: missing");
-    STEP_INVALID("{'kind': 'llm'}", S0 ".kind: must be \"agent\", \"tool\", \"update\" or \"human\"");
+    STEP_INVALID("{'kind': 'llm'}", S0 ".kind: must be \"agent\", \"tool\", \"update\", \"human\", \"sleep\" or \"wait\"");
     STEP_INVALID("{'kind': 3}", S0 ".kind: must be a string");
     STEP_INVALID("{'kind': 'update', 'set': {}, 'name': 4}", S0 ".name: must be a string");
     STEP_VALID("{'kind': 'update', 'set': {}, 'name': 'Display name with spaces'}");
@@ -994,8 +994,121 @@ static void test_state_limit(void)
     json_decref(state);
 }
 
+/* ---- sleep, wait, durations, branches ------------------------------------------------- */
+
+static void test_durations(void)
+{
+    char err[256];
+    int64_t ms;
+    struct { const char *text; int64_t want; } ok[] = {
+        {"0", 0}, {"300", 300}, {"'300ms'", 300}, {"'2s'", 2000}, {"'1m30s'", 90000}, {"'1h30m'", 5400000},
+        {"'2d'", 172800000}, {"'1d1h1m1s1ms'", 90061001}, {"315360000000", 315360000000LL}, {"'3650d'", 315360000000LL},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        json_t *j = J(ok[i].text);
+        CHECK_EQ_INT(workflow_duration(j, &ms, err, sizeof err), 0);
+        CHECK(ms == ok[i].want);
+        json_decref(j);
+    }
+    const char *bad[] = {"-1", "'5 minutes'", "''", "'ms'", "'10'", "'1.5s'", "'1w'", "'1s '", "1.5", "true",
+                         "null", "'3651d'", "315360000001", "'99999999999999999999d'", "'9223372036854775807ms'"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *j = J(bad[i]);
+        if (!CHECK_EQ_INT(workflow_duration(j, &ms, err, sizeof err), -1)) fprintf(stderr, "  accepted %s\n", bad[i]);
+        CHECK(strstr(err, "must be") != NULL);
+        json_decref(j);
+    }
+    CHECK_EQ_INT(workflow_time("2026-12-01T09:00:00Z", &ms), 0);
+    CHECK(ms == 1796115600000LL);
+    CHECK_EQ_INT(workflow_time("2026-12-01T10:00:00+01:00", &ms), 0);
+    CHECK(ms == 1796115600000LL);
+    CHECK_EQ_INT(workflow_time("1796115600000", &ms), 0);
+    CHECK(ms == 1796115600000LL);
+    CHECK_EQ_INT(workflow_time("tomorrow", &ms), -1);
+    CHECK_EQ_INT(workflow_time("", &ms), -1);
+    CHECK_EQ_INT(workflow_time("-5", &ms), -1);
+    CHECK_EQ_INT(workflow_time("99999999999999999999999", &ms), -1);
+}
+
+static void test_validate_timers(void)
+{
+    char buf[1024];
+    STEP_VALID("{'kind': 'sleep', 'duration': '300ms'}");
+    STEP_VALID("{'kind': 'sleep', 'name': 'Nap', 'duration': 0}");
+    STEP_VALID("{'kind': 'sleep', 'until': '{{state.at}}'}");
+    STEP_INVALID("{'kind': 'sleep', 'duration': '5 minutes'}", S0 ".duration: must be a duration");
+    STEP_INVALID("{'kind': 'sleep', 'duration': -5}", S0 ".duration: must be from 0 to");
+    STEP_INVALID("{'kind': 'sleep'}", S0 ": a sleep step needs exactly one of duration and until");
+    STEP_INVALID("{'kind': 'sleep', 'duration': 1, 'until': '2026-01-01T00:00:00Z'}", S0 ": a sleep step needs exactly one");
+    STEP_INVALID("{'kind': 'sleep', 'until': '{{state.at'}", S0 ".until:");
+    STEP_INVALID("{'kind': 'sleep', 'until': 5}", S0 ".until: must be a string");
+    STEP_INVALID("{'kind': 'sleep', 'duration': 1, 'timeout': 2}", S0 ".timeout: unknown key");
+
+    STEP_VALID("{'kind': 'wait', 'signals': {'go': {}}}");
+    STEP_VALID("{'kind': 'wait', 'signals': {'go': {'update': {'p': '$payload', 'i': '$input'}}, 'stop': {'to': 'p'}},"
+               " 'timeout': '1h', 'onTimeout': {'to': 'p', 'update': {'late': true}}}");
+    STEP_INVALID("{'kind': 'wait'}", S0 ".signals: missing");
+    STEP_INVALID("{'kind': 'wait', 'signals': {}}", S0 ".signals: must be an object of 1 to 16 signals");
+    STEP_INVALID("{'kind': 'wait', 'signals': ['go']}", S0 ".signals: must be an object");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'a b': {}}}", S0 ".signals.a b: a signal's name must be 1 to 64");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': true}}", S0 ".signals.go: must be an object");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {'to': 'nowhere'}}}", S0 ".signals.go.to: no phase named \"nowhere\"");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {'next': 'end'}}}", S0 ".signals.go.next: unknown key");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {'update': {'x': '$response'}}}}",
+                 S0 ".signals.go.update.x: \"$response\" exists only in human steps");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {}}, 'onTimeout': {'to': 'end'}}",
+                 S0 ".onTimeout: needs timeout");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {}}, 'timeout': '1x'}", S0 ".timeout: must be a duration");
+    STEP_INVALID("{'kind': 'wait', 'signals': {'go': {}}, 'timeout': 1, 'onTimeout': {'update': {'p': '$payload'}}}",
+                 S0 ".onTimeout.update.p: \"$payload\" exists only in a wait step's signals");
+    /* $payload is a wait's signals' only. */
+    STEP_INVALID("{'kind': 'update', 'set': {'p': '$payload'}}", S0 ".set.p: \"$payload\" exists only");
+    /* Seventeen signals are too many. */
+    size_t n = (size_t)snprintf(buf, sizeof buf, "{'kind': 'wait', 'signals': {");
+    for (int i = 0; i < 17; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "%s's%d': {}", i ? ", " : "", i);
+    snprintf(buf + n, sizeof buf - n, "}}");
+    STEP_INVALID(buf, S0 ".signals: must be an object of 1 to 16 signals");
+}
+
+/* A wait step's branch leads out of its phase at once (the rest of its steps
+ * unrun); a branch to a phase the document does not have fails the workflow. */
+static void test_next_branch(void)
+{
+    workflow_next_t n;
+    workflow_pos pos;
+    json_t *doc = J("{'name': 'w', 'phases': [{'name': 'a', 'steps': [{'kind': 'wait', 'signals': {'go': {'to': 'c'}}},"
+                    " {'kind': 'update', 'set': {'x': 1}}], 'transitions': [{'to': 'b'}]},"
+                    " {'name': 'b', 'terminal': true}, {'name': 'c', 'terminal': true}]}");
+    json_t *state = J("{}");
+    memset(&pos, 0, sizeof pos);
+    pos.started = 1;
+    pos.phase = "a";
+    pos.step = 1;
+    pos.branch = "c";
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_INT(n.kind, NEXT_TRANSITION);
+    CHECK_EQ_STR(n.phase, "c");
+    /* Still open: the step's end comes first. */
+    pos.step_open = 1;
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_INT(n.kind, NEXT_WAIT);
+    pos.step_open = 0;
+    pos.branch = NULL;
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_INT(n.kind, NEXT_STEP);
+    pos.branch = "gone";
+    workflow_next(doc, &pos, state, NULL, &n);
+    CHECK_EQ_INT(n.kind, NEXT_FAIL);
+    CHECK(strstr(n.error, "\"gone\", not a phase") != NULL);
+    json_decref(state);
+    json_decref(doc);
+}
+
 int main(void)
 {
+    test_durations();
+    test_validate_timers();
+    test_next_branch();
     test_apply_update();
     test_validate_document();
     test_validate_phases();
