@@ -9,6 +9,7 @@
  *   dstream sessions fork ID --at OFFSET [--id NEW]
  *   dstream sessions state ID [--at OFFSET]
  *   dstream sessions compact ID
+ *   dstream sessions signal ID NAME [JSON]
  *   dstream chat ID MESSAGE [--queue|--background]
  *   dstream cancel ID
  *   dstream answer ID INTERACTION RESPONSE */
@@ -356,6 +357,27 @@ out:
     return rc;
 }
 
+/* sessions signal ID NAME [JSON]: the signal, with JSON (any value) as its payload
+ * (none: null); prints the offset of its signal:received. */
+static int signal_session(const cli_opts *o, const char *id, int argc, char **argv)
+{
+    char suffix[300], e[200];
+    json_t *payload = NULL;
+    if (argc < 1 || argc > 2) return usage_sessions();
+    if (http_escape(argv[0], e, sizeof e) || (size_t)snprintf(suffix, sizeof suffix, "/signals/%s", e) >= sizeof suffix) {
+        fprintf(stderr, "dstream: signal name too long\n");
+        return EXIT_USAGE;
+    }
+    if (argc == 2) {
+        json_error_t err;
+        if (!(payload = json_loads(argv[1], JSON_DECODE_ANY, &err))) {
+            fprintf(stderr, "dstream: the payload is not JSON: %s\n", err.text);
+            return EXIT_USAGE;
+        }
+    }
+    return simple_post(o, "POST", id, suffix, payload);
+}
+
 int cmd_sessions_http(int argc, char **argv)
 {
     cli_opts o;
@@ -408,6 +430,7 @@ int cmd_sessions_http(int argc, char **argv)
         json_decref(j);
         return 0;
     }
+    if (!strcmp(sub, "signal")) return signal_session(&o, id, argc - 2, argv + 2);
     if (!strcmp(sub, "fork")) {
         json_t *body = json_object();
         for (int i = 2; i < argc; i++) {

@@ -214,7 +214,7 @@ static int call(const char *method, const char *path, const char *ctype, const c
 
 int http_call(const char *method, const char *path, const json_t *body, http_res *res)
 {
-    char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *data = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;   /* a signal's payload may be any value */
     int rc = call(method, path, "application/json", body ? (data ? data : "") : NULL, data ? strlen(data) : 0, res);
     free(data);
     return rc;

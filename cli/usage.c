@@ -105,7 +105,7 @@ static const cli_doc docs[] = {
      DB_ONLY},
     {"sessions", " --status= --limit= --all --agent= --workflow= --input= --id= --at= --label= --dry-run"
                  " --created-before= --created-after= --to-agent= --to-version= " REMOTE,
-     "sessions: list, show, create, delete, fork --at, state --at; cancel, delete, retry by filter; compact",
+     "sessions: list, show, create, delete, fork --at, state --at, signal; cancel, delete, retry by filter; compact",
      "usage: dstream sessions [list] [--status S] [--label KEY:VALUE]... [--limit N] [--all]\n"
      "       dstream sessions show ID | delete ID\n"
      "       dstream sessions cancel|delete|retry [--status S] [--agent NAME] [--workflow NAME]\n"
@@ -115,12 +115,14 @@ static const cli_doc docs[] = {
      "       dstream sessions fork ID --at OFFSET [--id NEW]\n"
      "       dstream sessions state ID [--at OFFSET]\n"
      "       dstream sessions compact ID\n"
+     "       dstream sessions signal ID NAME [JSON]\n"
      "       dstream --db PATH sessions [--status S] [--label KEY:VALUE]... [--limit N]\n"
      "  over HTTP ($DSTREAM_URL, else http://127.0.0.1:8080, with $DSTREAM_TOKEN; or --url,\n"
      "  --token); with --db [PATH] list (status, attempts, error), show and state are read\n"
-     "  from the database instead (offline); create, delete, fork and the operations by\n"
-     "  filter only over HTTP (TIME: RFC 3339 or milliseconds since the epoch; --all\n"
-     "  follows the answer's next until the filter takes no more)\n"},
+     "  from the database instead (offline); create, delete, fork, signal and the operations\n"
+     "  by filter only over HTTP (TIME: RFC 3339 or milliseconds since the epoch; --all\n"
+     "  follows the answer's next until the filter takes no more). signal sends NAME to a\n"
+     "  workflow's wait step, JSON (any value) its payload\n"},
     {"chat", " --queue --background --interrupt " REMOTE, "talk to a session, print the streamed answer",
      "usage: dstream chat ID MESSAGE [--queue|--background]\n"
      "  post MESSAGE to a chat session and print the answer as it streams (not with\n"

@@ -21,6 +21,9 @@ function stepLine(st) {
     else if (kind === "tool") what = `${str(st.server)} · ${str(st.tool)}`;
     else if (kind === "update") what = st.set && typeof st.set === "object" ? `sets ${Object.keys(st.set).join(", ")}` : "";
     else if (kind === "human") what = `${str(st.id)} (${str(st.input)})`;
+    else if (kind === "sleep") what = st.until !== undefined ? `until ${str(st.until)}` : `for ${str(String(st.duration))}`;
+    else if (kind === "wait") what = st.signals && typeof st.signals === "object"
+        ? `for ${Object.keys(st.signals).join(" or ")}${st.timeout !== undefined ? `, ${String(st.timeout)} at most` : ""}` : "";
     const name = str(st && st.name);
     const text = what && name ? `${what}: ${name}` : what || name;
     return h("li", { "data-kind": kind }, h("span", { class: "flow-kind" }, kind), " ",

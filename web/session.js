@@ -21,6 +21,12 @@ const TYPES = ["session:created", "session:forked", "session:cancelled", "sessio
 
 const TIMELINE_MAX = 2000;
 
+// A time in ms since the epoch, as the page's clock shows it.
+function when(ms) {
+    const d = new Date(Number(ms));
+    return Number.isFinite(d.getTime()) ? d.toLocaleString() : String(ms);
+}
+
 export function sessionPage(main, id) {
     const conn = h("span", { class: "conn", role: "status", "aria-live": "polite" }, "connecting…");
     const counters = h("span", { class: "muted", id: "conn-counters" });
@@ -33,6 +39,8 @@ export function sessionPage(main, id) {
     const pastChat = h("div", { class: "chat", id: "chat-at", "aria-label": "Conversation at that position" });
     const past = h("div", { class: "past", id: "past", hidden: true }, pastNote, pastChat);
     const checkpoint = h("section", { class: "card checkpoint", id: "checkpoint", hidden: true, "aria-label": "Waiting for you" });
+    // A sleep or wait step: what the session waits for (a time, signals), and a signal to send.
+    const waiting = h("section", { class: "card checkpoint", id: "waiting", hidden: true, "aria-label": "Waiting for" });
     const timeline = h("ol", { class: "timeline", id: "timeline", "aria-label": "Events" });
     const slider = h("input", { type: "range", id: "travel", min: "0", max: "0", value: "0", step: "1" });
     const travelLabel = h("output", { for: "travel", id: "travel-label" }, "");
@@ -56,7 +64,7 @@ export function sessionPage(main, id) {
         pictures.timelineCard, pictures.usageCard,
         h("div", { class: "session-grid" },
           h("div", {},
-            checkpoint,
+            checkpoint, waiting,
             h("h2", {}, "Conversation"), past, chat, compose),
           h("div", {},
             flowCard,
@@ -356,6 +364,15 @@ export function sessionPage(main, id) {
             case "input:requested":
                 markPhase(phaseNow, "awaiting_input");
                 break;
+            case "timer:set":
+                message("system", `${p.step !== undefined ? `step ${p.step}: ` : ""}waits until ${when(p.dueAt)}`, null, "assistant");
+                break;
+            case "timer:fired":
+                message("system", `the timer due at ${when(p.dueAt)} fired`, null, "assistant");
+                break;
+            case "signal:received":
+                message(`signal ${p.name || ""}`, p.payload === undefined ? null : p.payload, null, "user");
+                break;
             case "input:received": case "input:expired":
                 markPhase(phaseNow, "running");
                 break;
@@ -428,6 +445,37 @@ export function sessionPage(main, id) {
         loadFlow(s);
         compose.hidden = isWorkflow || !past.hidden;   /* the past takes no messages */
         showCheckpoint(s.pendingInput);
+        showWaiting(s);
+    }
+
+    // A sleep or wait step open: its timer and the signals it waits for (one button
+    // each, the payload JSON from the field); the signals kept for a later wait.
+    function showWaiting(s) {
+        clear(waiting);
+        const names = Array.isArray(s.waitingFor) ? s.waitingFor : [];
+        const kept = Array.isArray(s.signals) ? s.signals : [];
+        waiting.hidden = !s.timerAt && !names.length && !kept.length;
+        if (waiting.hidden) return;
+        waiting.append(h("h2", {}, names.length ? "Waiting for a signal" : s.timerAt ? "Sleeping" : "Signals kept"));
+        if (names.length) waiting.append(h("p", { id: "waiting-signals" }, "Signals: ", names.join(", ")));
+        if (s.timerAt) waiting.append(h("p", { class: "muted" }, names.length ? "Times out " : "Until ",
+            h("time", { datetime: new Date(s.timerAt).toISOString(), id: "waiting-until" }, when(s.timerAt))));
+        if (kept.length) waiting.append(h("p", { class: "muted", id: "waiting-kept" },
+            `Kept for a later wait: ${kept.map((k) => k.name).join(", ")}`));
+        if (!names.length) return;
+        const payload = h("input", { id: "signal-payload", placeholder: "payload (JSON, optional)" });
+        const send = async (name) => {
+            let body;
+            try { body = payload.value.trim() ? JSON.parse(payload.value) : undefined; } catch { say("Not sent: the payload is not JSON"); return; }
+            try {
+                await api("POST", `/v1/sessions/${enc(id)}/signals/${enc(name)}`, body);
+                say(`Signal ${name} sent`);
+                refreshSoon();
+            } catch (e) { say(`Not sent: ${e.message}`); }
+        };
+        waiting.append(h("div", { class: "row" }, h("label", { for: "signal-payload" }, "Payload"), payload),
+            h("div", { class: "row", role: "group", "aria-label": "Send a signal" },
+                names.map((n) => h("button", { type: "button", "data-signal": n, onclick: () => send(n) }, `Send ${n}`))));
     }
 
     function showCheckpoint(p) {
@@ -552,6 +600,9 @@ export function sessionPage(main, id) {
                 `usage: ${s.usage.inputTokens} in, ${s.usage.outputTokens} out, ${cost(s)}`];
             if (s.state && Object.keys(s.state).length) lines.push(`state: ${json(s.state)}`);
             if (s.pendingInput) lines.push(`waiting for: ${s.pendingInput.interactionId}`);
+            if (s.waitingFor) lines.push(`waiting for a signal: ${s.waitingFor.join(", ")}`);
+            if (s.timerAt) lines.push(`timer due: ${when(s.timerAt)}`);
+            if (s.signals && s.signals.length) lines.push(`signals kept: ${s.signals.map((k) => k.name).join(", ")}`);
             for (const m of s.messages || [])
                 lines.push(`${m.role}${m.interrupted ? " [interrupted]" : ""}: ${short(m.content ?? "", 400)}`);
             travelView.textContent = lines.join("\n");

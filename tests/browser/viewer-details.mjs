@@ -41,6 +41,10 @@
 //                  go on, and the pane closes
 //   failover       a provider failover is said in the conversation (from, to, cause)
 //                  and the fallback's attempt is flagged with the pair that served it
+//   timers         a workflow session in a sleep, then a wait: its timer:set,
+//                  timer:fired and signal:received in the timeline and the
+//                  conversation, what it waits for (the signals, the timeout), a
+//                  signal sent from the page with its payload taking its branch
 //
 // Screenshots go to OUT_DIR. Prints "viewer-details CASE: PASS ..." or "... FAIL ...".
 import { apiOf, assert, checks, launch, ok, scriptOf, watch } from "./lib.mjs";
@@ -765,6 +769,44 @@ const cases = {
             await fetch(`${mock}/__default/anthropic`, { method: "DELETE" });
         }
     },
+};
+
+cases.timers = async (page) => {
+    const wf = `details-timers-${tag}`;
+    await api("POST", "/v1/workflows", { name: wf, phases: [
+        { name: "nap", steps: [{ kind: "sleep", name: "Nap", duration: "1500ms" },
+            { kind: "wait", name: "Approval", signals: { approve: { to: "yes", update: { approval: "$payload" } }, reject: {} },
+              timeout: "1h", onTimeout: {} }], transitions: [{ to: "yes" }] },
+        { name: "yes", terminal: true }] });
+    const id = (await api("POST", "/v1/sessions", { workflow: wf })).id;
+    await page.goto(`${base}/web/#/session/${id}`);
+    // The sleep: its timer in the timeline and the waiting card.
+    await page.waitForSelector("#waiting:not([hidden]) #waiting-until", { timeout: 15000 });
+    await page.waitForFunction(() => [...document.querySelectorAll("#timeline .type")].some((t) => t.textContent === "timer:set"),
+                               null, { timeout: 15000 });
+    ok("the sleep's timer:set is in the timeline and the page says until when");
+    // The wait: the signals it waits for, each a button.
+    await page.waitForSelector("#waiting-signals", { timeout: 15000 });
+    const shown = await page.evaluate(() => ({ signals: document.getElementById("waiting-signals").textContent,
+        buttons: [...document.querySelectorAll("#waiting button[data-signal]")].map((b) => b.dataset.signal),
+        fired: [...document.querySelectorAll("#timeline .type")].filter((t) => t.textContent === "timer:fired").length }));
+    assert(shown.signals === "Signals: approve, reject" && shown.buttons.join() === "approve,reject" && shown.fired === 1,
+           `waiting: ${JSON.stringify(shown)}`);
+    await page.screenshot({ path: `${out}/details-timers-waiting.png`, fullPage: true });
+    ok("the wait shows the signals it waits for, one button each; the sleep's timer fired once");
+    // A signal from the page, with a payload whose text is markup: it takes its branch.
+    await page.getByLabel("Payload").fill('{"by": "<b>ann</b>"}');
+    await page.getByRole("button", { name: "Send approve" }).click();
+    const done = await statusIs(id, ["completed"]);
+    assert(JSON.stringify(done.state) === JSON.stringify({ approval: { by: "<b>ann</b>" } }), `state: ${JSON.stringify(done.state)}`);
+    await page.waitForFunction(() => [...document.querySelectorAll("#timeline .type")].some((t) => t.textContent === "signal:received"),
+                               null, { timeout: 15000 });
+    await page.waitForSelector("#waiting[hidden]", { state: "attached", timeout: 15000 });
+    const chat = await page.evaluate(() => ({ text: document.getElementById("chat").textContent,
+                                              bold: document.querySelectorAll("#chat b").length }));
+    assert(chat.text.includes("signal approve") && chat.text.includes("<b>ann</b>") && chat.bold === 0, `chat: ${JSON.stringify(chat)}`);
+    await page.screenshot({ path: `${out}/details-timers-done.png`, fullPage: true });
+    ok("a signal sent from the page took its branch; its payload is shown as text, the waiting card is gone");
 };
 
 const run = cases[which];

@@ -121,6 +121,10 @@ details() {
     details compaction
 }
 
+@test "headless Chromium: a sleeping and a waiting session: timers and signals in the timeline, what it waits for, a signal sent from the page" {
+    details timers
+}
+
 @test "headless Chromium: each workflow drawn (phases, steps, transitions, loops); a session's current phase marked live" {
     details workflow-picture
 }

@@ -130,6 +130,16 @@ BRANCHES='[{name: "yes", terminal: true, steps: [{kind: "update", set: {result: 
     signal "$id" reject
     assert_status 202
     rn_wait "$id" '.status == "completed" and .state == {result: "no"}'
+    # From the command line: the payload any JSON value; it prints the offset.
+    rn_cli_env
+    id=$(rn_session "{\"workflow\": \"$w\", \"input\": {\"who\": \"cli\"}}")
+    run "$DS_BIN/dstream" sessions signal "$id" approve '"by the CLI"'
+    [ "$status" -eq 0 ] && [[ "$output" =~ ^[0-9]{16}_[0-9]{16}$ ]]
+    rn_wait "$id" '.status == "completed" and .state.approval == "by the CLI"'
+    run "$DS_BIN/dstream" sessions signal "$id" approve '{not json'
+    [ "$status" -eq 2 ] && [[ "$output" == *"the payload is not JSON"* ]]
+    run "$DS_BIN/dstream" sessions signal "$id" approve
+    [ "$status" -eq 5 ] && [[ "$output" == *session_finished* ]]
 }
 
 @test "wait: a signal sent before the wait step is reached is kept, and the first wait that names it takes it (once)" {
