@@ -118,9 +118,9 @@ static int walk_message(void *ud, int64_t seq, int64_t pos, const void *data, si
 }
 
 /* Keys the view gained after snapshots were first written (the cost split,
- * docs/events.md#cost): a snapshot of an earlier version has none of them, and is
- * compared without them. */
-static const char *const SNAP_LATER[] = {"cost", "playedRequest"};
+ * docs/events.md#cost; timers and signals, docs/workflows.md): a snapshot of an
+ * earlier version has none of them, and is compared without them. */
+static const char *const SNAP_LATER[] = {"cost", "playedRequest", "timerAt", "signals", "waitingFor", "branch"};
 
 /* The replayed view against a snapshot's stored text, when the fold reached its
  * position (a position it cannot reach: the boundary and contiguity rules say why). */

@@ -521,12 +521,15 @@ static void test_check_snapshots(void)
         CHECK_EQ_INT(test_db_sql(sql, NULL, 0), 0);
         CHECK(sound());
     }
-    /* Snapshots written before the cost split have neither cost nor playedRequest:
-     * not a difference. An altered cost is. */
+    /* Snapshots written before the cost split have neither cost nor playedRequest,
+     * and those before timers and signals none of timerAt, signals, waitingFor and
+     * branch: not a difference. An altered cost is. */
     CHECK_EQ_INT(test_db_sql(dialect("CREATE TABLE kept AS SELECT * FROM snapshots;"
-                                     " UPDATE snapshots SET view = json_remove(view, '$.cost', '$.playedRequest')",
+                                     " UPDATE snapshots SET view = json_remove(view, '$.cost', '$.playedRequest',"
+                                     " '$.timerAt', '$.signals', '$.waitingFor', '$.branch')",
                                      "CREATE TABLE kept AS SELECT * FROM snapshots;"
                                      " UPDATE snapshots SET view = view::jsonb - 'cost' - 'playedRequest'"
+                                     " - 'timerAt' - 'signals' - 'waitingFor' - 'branch'"
                                      " WHERE view LIKE '{%'"), NULL, 0), 0);
     CHECK_EQ_INT(problems(log_path(lg)), 0);
     CHECK_EQ_INT(test_db_sql(dialect("UPDATE snapshots SET view = json_set(view, '$.cost', json('{\"spentUsd\": 1}'))"
