@@ -1391,6 +1391,19 @@ int session_view_tools_answered(const session_view *v)
            v->status != SESSION_FAILED && !session_view_finished(v);
 }
 
+int64_t session_view_waits_until(const session_view *v)
+{
+    size_t i, j;
+    const json_t *sig, *name;
+    if (!v->is_workflow || !v->step_open || v->cancel_requested || session_view_finished(v) || v->request[0] ||
+        v->pending || json_array_size(v->open_calls) || v->retry_at || (!v->timer_due && !v->waiting))
+        return -1;
+    json_array_foreach(v->signals, i, sig)
+        json_array_foreach(v->waiting, j, name)
+            if (json_equal(json_object_get(sig, PK_NAME), name)) return -1;
+    return v->timer_due;
+}
+
 const json_t *session_view_approval_call(const session_view *v, const char *id)
 {
     size_t i;

@@ -363,6 +363,14 @@ const json_t *session_view_approval_call(const session_view *v, const char *id);
 /* The tool:called payload of the open call callId (borrowed), or NULL. */
 const json_t *session_view_open_call(const session_view *v, const char *call_id);
 
+/* A workflow session whose open step waits only for a time or a signal (a sleep, a
+ * wait) and has nothing to do yet: the time it waits for (ms since the epoch; it may
+ * be past: then it is due), or 0 when only a signal ends its wait. -1 when the
+ * session is anything else (running a step, asking, cancelled, finished, or a wait
+ * that has a kept signal it takes): it has to be driven. Read-only, so that a runner
+ * can park a sleeping session without taking its lease. */
+int64_t session_view_waits_until(const session_view *v);
+
 /* 1 if the session can take no more commands (a completed or failed workflow, a
  * cancelled session). A chat session whose reply failed is `failed` but not
  * finished: its next user message tries again. */

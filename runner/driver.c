@@ -255,6 +255,26 @@ static int unchanged(runner_t *R, sess_t *s)
     return log_head(R->conn, path, &info) == 0 && info.tail.seq == s->known_seq;
 }
 
+/* A session that holds nothing here and whose log says it waits only for a time or
+ * a signal (session_view_waits_until) needs no lease to know that: it is parked
+ * until its time (or forgotten until its log changes) after one read, with no
+ * write. That is most of what a restart finds among 10,000 sleeping sessions.
+ * Returns 1 if so (s may be freed), 0 if it is to be driven. */
+static int idle(runner_t *R, sess_t *s, int64_t now)
+{
+    session_view v;
+    offset_t none = {0, 0}, pos;
+    session_view_init(&v);
+    int64_t until = sstore_view(R->conn, s->id, 0, none, &v, &pos) ? -1 : session_view_waits_until(&v);
+    session_view_free(&v);
+    if (until < 0 || (until && until <= now)) return 0;
+    s->known_seq = pos.seq;
+    s->timer_ms = until;
+    if (!until) runner_forget(R, s);
+    else if (!s->dirty && !s->due) park(R, s);
+    return 1;
+}
+
 void runner_drive(runner_t *R, sess_t *s)
 {
     int due = s->due, was_held = s->lease.held;
@@ -270,6 +290,7 @@ void runner_drive(runner_t *R, sess_t *s)
     lease_plan plan = lease_plan_at(&s->lease, due, now);
     if (plan == LEASE_WAIT) return;
     if (due && s->timer_ms && now < s->timer_ms) due = 0;
+    if (!s->lease.held && !s->rq && !s->calls && idle(R, s, now)) return;
     if (!hold(R, s, plan, now)) return;
     if (!due && was_held && unchanged(R, s)) return;
     if (s->timer_ms && now >= s->timer_ms) s->timer_ms = 0;

@@ -310,7 +310,7 @@ kept() {
         grep -q '^dstream_runner_sessions{.*state="leased"} 0$' "$DS_BODY"
 }
 
-@test "load: 1,000 sleeping sessions: each is parked (no lease), and the runner's CPU over 3 s stays small" {
+@test "load: 1,000 sleeping sessions: each is parked (no lease), the runner's CPU over 3 s stays small, and after a kill -9 the next runner parks them again" {
     w=$(wf '[{kind: "sleep", duration: "1h"}]')
     start=$(date +%s%N)
     seq 1000 | xargs -P 4 -I{} curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' \
@@ -327,5 +327,11 @@ kept() {
     echo "# runner CPU: $((t1 - t0)) ticks in $elapsed" >&3
     # Generously: under a fifth of one core (an idle runner turns once a second).
     [ $(((t1 - t0) * 5)) -lt "$elapsed" ]
+    # After a kill -9, the next runner finds them in the log and parks them again.
+    rn_runner_signal KILL
+    start=$(date +%s%N)
+    rn_runner_start
+    ds_poll 60 kept 1000 || { grep '^dstream_runner_sessions' "$DS_BODY" >&2; false; }
+    echo "# after a kill -9, parked again in $((($(date +%s%N) - start) / 1000000)) ms" >&3
     for i in $(seq 1000); do echo "zz-sleep-$i"; done | xargs -P 4 -I{} curl -sS -o /dev/null -X DELETE "$DS_URL/v1/sessions/{}"
 }

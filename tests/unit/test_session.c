@@ -1350,6 +1350,26 @@ static void test_timers_signals(void)
     R(&v, "timer:set", "{\"phase\": \"draft\", \"step\": 1, \"dueAt\": 99}");
     CHECK_JSON(v.waiting, "[\"go\"]");
     CHECK_EQ_STR(status(&v), "running");
+    /* It waits for its timer, unless a kept signal is one it takes. */
+    CHECK(session_view_waits_until(&v) == -1);      /* "go" (twice) is kept */
+    json_t *kept = json_deep_copy(v.signals);
+    json_array_clear(v.signals);
+    CHECK(session_view_waits_until(&v) == 99);
+    json_decref(v.waiting);
+    v.waiting = json_pack("[s]", "other");
+    v.timer_due = 0;
+    CHECK(session_view_waits_until(&v) == 0);       /* only a signal ends it */
+    json_array_append_new(v.signals, json_pack("{s:s}", "name", "other"));
+    CHECK(session_view_waits_until(&v) == -1);
+    json_array_clear(v.signals);
+    v.cancel_requested = 1;
+    CHECK(session_view_waits_until(&v) == -1);
+    v.cancel_requested = 0;
+    json_decref(v.waiting);
+    v.waiting = json_pack("[s]", "go");
+    v.timer_due = 99;
+    json_decref(v.signals);
+    v.signals = kept;
     json_t *j = session_view_to_json(&v);
     CHECK(json_integer_value(json_object_get(j, "timerAt")) == 99);
     CHECK_JSON(json_object_get(j, "waitingFor"), "[\"go\"]");
@@ -1377,6 +1397,7 @@ static void test_timers_signals(void)
     R(&v, "phase:exited", "{\"phase\": \"draft\", \"to\": \"publish\"}");
     R(&v, "phase:entered", "{\"phase\": \"publish\"}");
     CHECK_EQ_STR(v.branch, "");
+    CHECK(session_view_waits_until(&v) == -1);      /* no step open */
     /* A timer:set outside an open step means nothing. */
     R(&v, "timer:set", "{\"dueAt\": 5}");
     CHECK(v.timer_due == 0);
