@@ -103,13 +103,24 @@ if [ "${RESTART:-1}" = 1 ]; then
     env DSTREAM_DB="$db" "$here/$B/dstream-runner" </dev/null >>"$dir/logs/runner.log" 2>&1 &
     runner=$!
     echo "$runner" >"$dir/runner.pid"
+    # Its start-up work (the scan, a read of each session, parking it) is over when
+    # its CPU time stops moving: two 250 ms windows in a row with under 5 ms of it.
+    # (/metrics would say too soon: the killed runner's last figures stay until the
+    # new one publishes its own, and those count a session it has yet to park.)
     deadline=$((SECONDS + LEAD_S))
+    quiet=0 busy_end=$r0
+    while [ $quiet -lt 2 ] && [ $SECONDS -lt $deadline ]; do
+        a=$(ticks "$runner")
+        sleep 0.25
+        b=$(ticks "$runner")
+        if [ $(((b - a) * 1000 / hz)) -lt 5 ]; then quiet=$((quiet + 1)); else quiet=0; busy_end=$(date +%s%3N); fi
+    done
     until [ "$(runner_gauge known)" = "$SESSIONS" ] && [ "$(runner_gauge leased)" = 0 ]; do
         [ $SECONDS -lt $deadline ] || { say "the restarted runner never parked them all"; break; }
         sleep 0.2
     done
-    restart_ms=$(($(date +%s%3N) - r0))
-    say "killed and restarted the runner: all parked again after ${restart_ms} ms"
+    restart_ms=$((busy_end - r0))
+    say "killed and restarted the runner: its start-up work (all parked again) took ${restart_ms} ms"
     [ $(($(date +%s%3N) - t0)) -lt $((LEAD_S * 1000)) ] || say "warning: the restart ran into the first due time"
 fi
 
@@ -137,7 +148,7 @@ echo "| runner CPU, no session, ${IDLE_S} s (baseline) | ${base_cpu} % of a core
 echo "| runner CPU, ${SESSIONS} sleeping sessions, ${IDLE_S} s | ${sleep_cpu} % of a core |"
 echo "| runner RSS, no session / ${SESSIONS} sleeping | $((base_rss / 1024)) / $((sleep_rss / 1024)) MiB |"
 echo "| ${SESSIONS} sessions created / all parked after | ${created_ms} / ${parked_ms} ms |"
-echo "| after a kill -9 and a restart: all parked again after | ${restart_ms} ms |"
+echo "| after a kill -9 and a restart: all parked again after (its CPU busy until) | ${restart_ms} ms |"
 echo "| timers fired (of ${SESSIONS}), due over ${WAKE_SPAN_S} s | ${n} |"
 echo "| wake lateness p50 / p99 / max | $(pct 50) / $(pct 99) / $(pct 100) ms |"
 echo "| fired more than 100 ms late / before their time | ${over} / ${early} |"

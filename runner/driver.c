@@ -258,7 +258,9 @@ static int unchanged(runner_t *R, sess_t *s)
 /* A session that holds nothing here and whose log says it waits only for a time or
  * a signal (session_view_waits_until) needs no lease to know that: it is parked
  * until its time (or forgotten until its log changes) after one read, with no
- * write. That is most of what a restart finds among 10,000 sleeping sessions.
+ * write. That is most of what a restart finds among 10,000 sleeping sessions, and
+ * what a sleeping session whose log changed without ending its wait (a signal it
+ * does not take) needs.
  * Returns 1 if so (s may be freed), 0 if it is to be driven. */
 static int idle(runner_t *R, sess_t *s, int64_t now)
 {
@@ -290,7 +292,11 @@ void runner_drive(runner_t *R, sess_t *s)
     lease_plan plan = lease_plan_at(&s->lease, due, now);
     if (plan == LEASE_WAIT) return;
     if (due && s->timer_ms && now < s->timer_ms) due = 0;
-    if (!s->lease.held && !s->rq && !s->calls && idle(R, s, now)) return;
+    /* Only where it may pay (what a restart found, a workflow's session): a chat's
+     * message would read its log twice. */
+    int maybe_idle = (s->scanned || s->workflow) && !s->lease.held && !s->rq && !s->calls;
+    s->scanned = 0;
+    if (maybe_idle && idle(R, s, now)) return;
     if (!hold(R, s, plan, now)) return;
     if (!due && was_held && unchanged(R, s)) return;
     if (s->timer_ms && now >= s->timer_ms) s->timer_ms = 0;

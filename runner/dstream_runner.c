@@ -136,7 +136,8 @@ static void on_change(void *ud, int64_t id, const char *path)
 /* Sessions with work left, at start (crash recovery). */
 static void scan_one(void *ud, const char *id)
 {
-    runner_session(ud, id)->dirty = 1;
+    sess_t *s = runner_session(ud, id);
+    s->dirty = s->scanned = 1;
 }
 
 static void scan(runner_t *R)

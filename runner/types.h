@@ -98,6 +98,7 @@ struct sess {
     char id[SSTORE_ID_MAX];
     int dirty;                  /* its log changed: look at it again */
     int due;                    /* its timer fired, or its lease needs renewing */
+    int scanned;                /* found unfinished at start: not looked at yet */
     int64_t timer_ms;           /* look again at (0: none): a retry, a checkpoint's
                                    expiry, another runner's lease expiring */
     lease_clock lease;          /* its lease as this process last saw it (lib/lease) */
