@@ -807,6 +807,23 @@ cases.timers = async (page) => {
     assert(chat.text.includes("signal approve") && chat.text.includes("<b>ann</b>") && chat.bold === 0, `chat: ${JSON.stringify(chat)}`);
     await page.screenshot({ path: `${out}/details-timers-done.png`, fullPage: true });
     ok("a signal sent from the page took its branch; its payload is shown as text, the waiting card is gone");
+    // The pictures' timeline: the sleep and the wait, each a hatched bar from its step's
+    // start to its end (the timer fired; the signal taken), the signal a diamond.
+    const evs = await eventsOf(id);
+    const started = evs.filter((e) => e.type === "step:started" && (e.payload.kind === "sleep" || e.payload.kind === "wait"));
+    const sig = evs.find((e) => e.type === "signal:received");
+    await page.waitForFunction(() => document.querySelectorAll("#tl-chart .tl-bar.tl-wait:not(.tl-open)").length === 2 &&
+                               document.querySelector("#tl-chart .tl-mark-signal"), null, { timeout: 15000 });
+    const bars = await page.evaluate(() => [...document.querySelectorAll("#tl-chart .tl-bar")].map((b) => ({
+        kind: b.dataset.kind, offset: b.dataset.offset, label: b.closest(".tl-row").querySelector(".tl-label").firstChild.textContent,
+        title: b.querySelector("title").textContent,
+        signal: [...b.closest(".tl-row").querySelectorAll(".tl-mark-signal")].map((m) => m.dataset.offset) })));
+    assert(started.length === 2 && bars.length === 2 && bars.every((b, i) => b.kind === "wait" && b.offset === started[i].offset) &&
+           bars[0].label === "sleep Nap" && /the timer fired/.test(bars[0].title) && /due /.test(bars[0].title) &&
+           bars[1].label === "wait Approval" && /signal approve/.test(bars[1].title) && bars[1].signal.join() === sig.offset &&
+           bars[0].signal.length === 0, `the timeline's waits: ${JSON.stringify(bars)}`);
+    await page.locator("#tl-card").screenshot({ path: `${out}/details-timers-timeline.png` });
+    ok("the timeline draws the sleep (to its timer) and the wait (to its signal, a diamond) as hatched bars");
 };
 
 const run = cases[which];
