@@ -11,7 +11,8 @@
 # and SESSIONS workflow sessions (they finish at once: one update step, no provider),
 # then moves every existing item's creation and activity times an hour back (the
 # database's clock for them: hours pass in a second), and waits for the runner's
-# pass. One row per simulated hour: the live streams and sessions, messages, the
+# pass. One row per simulated hour: the live streams and sessions, the session rows
+# (deleted ones included), messages, the
 # database's pages in use and its files' size (the database and its WAL); the totals from /metrics at the end.
 # Bounded: HOURS rounds, each waiting at most 30 s for the runner.
 set -euo pipefail
@@ -49,8 +50,8 @@ msgs=$(for _ in $(seq 1 "$MSGS"); do printf '"%s",' "$body"; done)
 msgs="[${msgs%,}]"
 passes() { curl -fsS "$url/metrics" | awk '$1 == "dstream_retention_passes_total" {print $2}'; }
 
-echo "| simulated hour | streams | sessions | messages | pages in use | file + WAL (KiB) |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| simulated hour | streams | sessions | session rows | messages | pages in use | file + WAL (KiB) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
 start=$SECONDS
 for h in $(seq 1 "$HOURS"); do
     for i in $(seq 1 "$STREAMS"); do
@@ -67,9 +68,10 @@ for h in $(seq 1 "$HOURS"); do
     p0=$(passes); p0=${p0:-0}
     end=$((SECONDS + 30))
     while p=$(passes) && [ "${p:-0}" -lt $((p0 + 2)) ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
-    printf '| %d | %s | %s | %s | %s | %d |\n' "$h" \
+    printf '| %d | %s | %s | %s | %s | %s | %d |\n' "$h" \
         "$(sql "SELECT count(*) FROM streams WHERE deleted = 0 AND path LIKE 'load/%'")" \
         "$(sql "SELECT count(*) FROM sessions WHERE deleted = 0 AND id LIKE 'load-%'")" \
+        "$(sql "SELECT count(*) FROM sessions")" \
         "$(sql "SELECT count(*) FROM messages")" \
         "$(sql "SELECT (SELECT page_count FROM pragma_page_count) - (SELECT freelist_count FROM pragma_freelist_count)")" \
         $(( ($(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0)) / 1024 ))

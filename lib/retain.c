@@ -15,7 +15,9 @@
  *
  * A session and its stream are deleted together by sstore_tx_delete (its row
  * marked deleted, its snapshots and unpinned recordings gone) inside the batch's
- * transaction: a process killed mid-pass leaves every item whole or gone. */
+ * transaction: a process killed mid-pass leaves every item whole or gone. Its row
+ * is then forgotten (no fork needs it for its lineage), so that a steady load
+ * leaves a steady number of rows. */
 #include "retain.h"
 
 #include <errno.h>
@@ -208,6 +210,37 @@ typedef struct batch {
     int64_t streams, sessions, skipped;
 } batch;
 
+static int any_child(void *ud, const sstore_row *row, int deleted)
+{
+    (void)row;
+    (void)deleted;
+    *(int *)ud = 1;
+    return 1;
+}
+
+/* The row of session id, just deleted with no fork reading it, is forgotten too
+ * (DELETE /v1/sessions keeps it, marked, for the lineage of forks below it: it
+ * has none), and so is each deleted ancestor that no other row names as its
+ * parent any more: without it, every session a pass deletes would leave a row
+ * behind for ever. */
+static int forget(log_conn_t *c, const char *id, const char *parent)
+{
+    const store_sessions_ops *ops = store_of(c)->sessions;
+    char up[SSTORE_ID_MAX];
+    int rc = ops->forget_deleted(c, id);
+    snprintf(up, sizeof up, "%s", parent);
+    for (int depth = 0; !rc && up[0] && depth < 64; depth++) {
+        sstore_row row;
+        int deleted = 0, kids = 0;
+        if ((rc = ops->kin_get(c, up, &row, &deleted)) == LOG_ENOTFOUND) return 0;
+        if (rc || !deleted) return rc;
+        if ((rc = ops->children(c, up, 1, any_child, &kids)) || kids) return rc;
+        if ((rc = ops->forget_deleted(c, up))) return rc;
+        snprintf(up, sizeof up, "%s", row.parent);
+    }
+    return rc;
+}
+
 static int op_batch(log_conn_t *c, void *arg)
 {
     batch *b = arg;
@@ -234,6 +267,7 @@ static int op_batch(log_conn_t *c, void *arg)
                 continue;
             }
             if ((rc = sstore_tx_delete(c, x->session))) return rc;
+            if ((rc = forget(c, x->session, row.parent))) return rc;
             b->sessions++;
         } else {
             if (protected_by(NULL, info.forks)) {

@@ -182,10 +182,11 @@ _le() { [ "$(rows "$1")" -le "$2" ]; }
     grep -q 'retention: pass done: 0 sessions and [0-9]* streams deleted' "$DS_DIR/logs/runner.log"
 }
 
+# _gone_some P: the runner has deleted some of the sessions gcr-P-* (their rows go too).
 _gone_some() {
     local n
-    n=$(ds_sql "SELECT count(*) FROM sessions WHERE deleted = 1 AND id LIKE 'gcr-$1-%'")
-    [ "$n" -gt 0 ]
+    n=$(ds_sql "SELECT count(*) FROM sessions WHERE deleted = 0 AND id LIKE 'gcr-$1-%'")
+    [ "$n" -lt 150 ]
 }
 
 @test "runner kill -9 during a pass: every session is whole or gone with its stream" {
@@ -209,17 +210,18 @@ _gone_some() {
     until _gone_some "$p"; do [ "$SECONDS" -lt "$end" ] || fail "the runner deleted none"; done
     kill -KILL "$(rn_runner_pid)"
     ds_poll 10 rn_gone "$(rn_runner_pid)"
-    gone=$(ds_sql "SELECT count(*) FROM sessions WHERE deleted = 1 AND id LIKE 'gcr-$p-%'")
-    echo "deleted when killed: $gone of 150" >&3
-    # Whole or gone: a live row has its live stream, a deleted one has none.
-    [ "$(ds_sql "SELECT count(*) FROM sessions s LEFT JOIN streams t ON t.path = 'sessions/' || s.id AND t.deleted = 0
-                 WHERE s.id LIKE 'gcr-$p-%' AND ((s.deleted = 0) <> (t.id IS NOT NULL))")" = 0 ]
-    [ "$(ds_sql "SELECT count(*) FROM sessions s JOIN streams t ON t.path = 'sessions/' || s.id
-                 WHERE s.id LIKE 'gcr-$p-%' AND s.deleted = 0")" = $((150 - gone)) ]
+    left=$(ds_sql "SELECT count(*) FROM sessions WHERE deleted = 0 AND id LIKE 'gcr-$p-%'")
+    echo "deleted when killed: $((150 - left)) of 150" >&3
+    # Whole or gone: each row left is live with its live stream, each stream left has
+    # its live row, and a deleted session left neither (its row is forgotten too).
+    [ "$(ds_sql "SELECT count(*) FROM sessions WHERE id LIKE 'gcr-$p-%'")" = "$left" ]
+    [ "$(ds_sql "SELECT count(*) FROM sessions s JOIN streams t ON t.path = 'sessions/' || s.id AND t.deleted = 0
+                 WHERE s.id LIKE 'gcr-$p-%' AND s.deleted = 0")" = "$left" ]
+    [ "$(ds_sql "SELECT count(*) FROM streams WHERE path LIKE 'sessions/gcr-$p-%'")" = "$left" ]
     run "$D" check "$DS_DB"
     assert_success
     # The next runner finishes the pass.
     rn_runner_start
-    ds_poll 20 eval '[ "$(ds_sql "SELECT count(*) FROM sessions WHERE deleted = 0 AND id LIKE '"'gcr-$p-%'"'")" = 0 ]'
+    ds_poll 20 eval '[ "$(ds_sql "SELECT count(*) FROM sessions WHERE id LIKE '"'gcr-$p-%'"'")" = 0 ]'
     [ "$(ds_sql "SELECT count(*) FROM streams WHERE path LIKE 'sessions/gcr-$p-%'")" = 0 ]
 }

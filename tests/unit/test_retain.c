@@ -273,8 +273,8 @@ static void test_sessions(void)
     sstore_row row;
     int deleted = 0;
     CHECK_EQ_INT(sstore_get(conn, "done", &row), LOG_ENOTFOUND);
-    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "done", &row, &deleted), 0);
-    CHECK_EQ_INT(deleted, 1);
+    /* Its row is forgotten too: no fork needs it. */
+    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "done", &row, &deleted), LOG_ENOTFOUND);
     CHECK(!exists("sessions/done"));
     CHECK(exists("sessions/par") && exists("sessions/ask") && exists("sessions/run") && exists("sessions/pend"));
     /* The fork gone, its parent goes at the next pass; the others stay. */
@@ -282,6 +282,23 @@ static void test_sessions(void)
     CHECK_EQ_INT(run(pol, 0, &s, &st), 0);
     CHECK_EQ_INT(st.sessions, 1);
     CHECK(!exists("sessions/par") && exists("sessions/ask"));
+    /* par's row is forgotten as well (only the deleted kid's row names it). */
+    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "par", &row, &deleted), LOG_ENOTFOUND);
+    /* A chain: g1 <- g2 <- g3, g1 and g2 deleted by hand (kept, marked, while g3
+     * reads them); g3 deleted by a pass: the three rows are forgotten. */
+    CHECK_EQ_INT(create("g1"), 0);
+    CHECK_EQ_INT(fork_of("g2", "g1"), 0);
+    CHECK_EQ_INT(fork_of("g3", "g2"), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "g1"), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "g2"), 0);
+    set_status("g3", "completed");
+    age("sessions/g3", 2 * D, 2 * D);
+    CHECK_EQ_INT(run(pol, 0, NULL, &st), 0);
+    CHECK_EQ_INT(st.sessions, 1);
+    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "g3", &row, &deleted), LOG_ENOTFOUND);
+    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "g2", &row, &deleted), LOG_ENOTFOUND);
+    CHECK_EQ_INT(store_of(conn)->sessions->kin_get(conn, "g1", &row, &deleted), LOG_ENOTFOUND);
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM streams WHERE path LIKE 'sessions/g%'"), 0);
     /* By count: the newest two (new, pend) are within it; ask and run stay anyway. */
     CHECK_EQ_INT(run("{\"policies\": [{\"prefix\": \"sessions/\", \"keep\": 1}]}", 1, &s, &st), 0);
     CHECK_EQ_STR(s.s, "sessions/new keep within_count, sessions/pend keep running, sessions/run keep running,"
