@@ -190,7 +190,7 @@ static const command commands[] = {
     {"providers", cmd_providers, NULL, NULL, 0, NULL},
     {"mcp", cmd_mcp, NULL, NULL, 0, NULL},
     {"recordings", NULL, NULL, cmd_recordings, 0, NULL},
-    {"gc", NULL, NULL, cmd_gc, 0, NULL},
+    {"gc", NULL, NULL, cmd_gc, 1, NULL},
     {"session", NULL, cmd_session, NULL, 1, NULL},
     {"sessions", NULL, cmd_sessions, NULL, 0, cmd_sessions_http},
     {"chat", cmd_chat, NULL, NULL, 0, NULL},
