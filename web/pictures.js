@@ -11,6 +11,7 @@ const NS = "http://www.w3.org/2000/svg";
 const LABEL_W = 150;      // the rows' labels, left of the axis
 const ROW_H = 22, BAR_H = 14, AXIS_H = 22;
 const ROWS_MAX = 200;     // rows drawn: the latest ones
+const POINTS_MAX = 300;   // usage points drawn as markers: the latest ones
 const GAP_W = 26;         // an idle stretch left out of the axis, drawn this wide
 const IDLE_MIN_MS = 2000; // a stretch with nothing under way, longer than this and than
 const IDLE_PART = 0.15;   // this part of the session's span, is left out (marked)
@@ -290,7 +291,14 @@ export function sessionPictures(opts) {
     }
 
     function scale(width) {
-        const end = Math.max(last ?? 0, ...rows.flatMap((r) => r.segs.map((g) => g.t1 ?? g.due ?? 0)).filter((v) => v <= (last ?? 0) + 3600000));
+        // The end: the latest event, or the next attempt's time of a retry waiting (a
+        // minute at most past it). A wait still open reaches the latest event (when its
+        // timer is due is in its title).
+        let end = last ?? 0;
+        for (const r of rows) for (const g of r.segs) {
+            const v = g.t1 ?? (g.kind === "retry" ? g.due ?? 0 : 0);
+            if (v > end && v <= (last ?? 0) + 60000) end = v;
+        }
         const busy = rows.flatMap((r) => r.segs.filter((g) => g.t0 !== null).map((g) => [g.t0, g.t1 ?? end]));
         for (const q of points) busy.push([q.t, q.t]);
         return { ...timeScale(first, end, busy, width), end };
@@ -327,7 +335,7 @@ export function sessionPictures(opts) {
                        short(r.label, 22), title(r.label)));
             for (const seg of r.segs) {
                 if (seg.t0 === null) continue;
-                const x0 = sc.x(seg.t0), x1 = sc.x(seg.t1 ?? Math.min(seg.due ?? sc.end, sc.end));
+                const x0 = sc.x(seg.t0), x1 = sc.x(seg.t1 ?? (seg.kind === "retry" ? Math.min(seg.due ?? sc.end, sc.end) : sc.end));
                 const bw = Math.max(3, x1 - x0);
                 const open = seg.t1 === null;
                 const text = `${seg.text}\n${open ? "under way" : dur(seg.t1 - seg.t0)} (from ${new Date(seg.t0).toISOString().slice(11, 23)})`;
@@ -369,8 +377,9 @@ export function sessionPictures(opts) {
         const w = Math.max(80, width - LABEL_W - right);
         const sc = scale(w);
         const height = 170, top = AXIS_H, ph = height - top - 20;
-        const maxTok = Math.max(1, ...points.map((q) => Math.max(q.in, q.out)));
-        const maxUsd = Math.max(1e-9, ...points.map((q) => q.usd));
+        // The sums only grow: the last point is the highest.
+        const maxTok = Math.max(1, sum.in, sum.out);
+        const maxUsd = Math.max(1e-9, sum.usd);
         const yT = (v) => top + ph - (v / maxTok) * ph;
         const yU = (v) => top + ph - (v / maxUsd) * ph;
         const X = (t) => LABEL_W + sc.x(t);
@@ -380,7 +389,7 @@ export function sessionPictures(opts) {
             for (const q of points) d += ` H${X(q.t)} V${y(q[key])}`;
             return `${d} H${xEnd}`;
         };
-        const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "tl-svg usage-svg", role: "img",
+        const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "tl-svg usage-svg", role: "group",
                                "aria-label": `Cumulative tokens and cost: ${sum.in} input tokens, ${sum.out} output tokens, ${usd(sum.usd)} after ${points.length} requests` },
             axis(sc, top, ph, w),
             s("text", { x: LABEL_W - 6, y: top + 4, "text-anchor": "end", class: "tl-tick" }, `${maxTok} tok`),
@@ -391,7 +400,8 @@ export function sessionPictures(opts) {
             s("path", { d: step("in", yT), class: "usage-line usage-in" }),
             s("path", { d: step("out", yT), class: "usage-line usage-out" }),
             s("path", { d: step("usd", yU), class: "usage-line usage-usd" }));
-        for (const q of points) {
+        // A marker for each of the latest POINTS_MAX requests (the lines go through all).
+        for (const q of points.slice(-POINTS_MAX)) {
             const text = `after ${q.label} (${q.requestId}), ${new Date(q.t).toISOString().slice(11, 23)}: ` +
                          `${q.in} input tokens, ${q.out} output tokens, ${usd(q.usd)}`;
             const g = s("g", { class: "usage-point", tabindex: 0, role: "button", "aria-label": text, "data-offset": q.offset,
