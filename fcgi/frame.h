@@ -72,7 +72,7 @@ typedef struct frame {
 } frame_t;
 
 /* frame_lgraph's stream modes. */
-enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2, FRAME_LG_UPDATES = 4 };
+enum { FRAME_LG_VALUES = 1, FRAME_LG_MESSAGES = 2, FRAME_LG_UPDATES = 4, FRAME_LG_EVENTS = 8 };
 
 /* Where frame_uimsg's reply is: at its user message, waiting for its first
  * request, under way, over (the response ends); frame_lgraph's run may also be a

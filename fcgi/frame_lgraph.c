@@ -10,6 +10,10 @@
  *   text:delta                      messages [AIMessageChunk, metadata]  [messages-tuple]
  *   tool:called                     messages [AIMessageChunk with tool_call_chunks, ...]
  *   tool:result                     messages [tool message, metadata]
+ *   provider:request_started        events {event: on_chat_model_start, ...}        [events]
+ *   text:delta                      events on_chat_model_stream {chunk}
+ *   provider:request_ended          events on_chat_model_end {output: usage, stop reason}
+ *   tool:called, tool:result        events on_tool_start {input}, on_tool_end {output}
  *   the reply's end                 updates {agent: {messages: the run's}}      [updates]
  *                                   values (the thread's state after it), then end
  *   reply:failed                    error {error, message}, then end
@@ -156,12 +160,46 @@ static int over(frame_t *f, offset_t at, size_t len, int before)
     return 0;
 }
 
+/* One event of stream mode events: a LangChain callback event (astream_events' shape:
+ * event, name, run_id, tags, metadata, parent_ids, data; data stolen). */
+static int lc_event(buf_t *out, const char *id, const char *ev, const char *name, const char *run_id,
+                    const char *node, json_t *data)
+{
+    return event(out, "events", id,
+                 json_pack("{s:s, s:s, s:s, s:[], s:{s:s}, s:[], s:o}", "event", ev, "name", name ? name : "",
+                           "run_id", run_id ? run_id : "", "tags", "metadata", "langgraph_node", node, "parent_ids",
+                           "data", data ? data : json_object()));
+}
+
+/* The id a request's text streams under: a continuation's, the message it continues. */
+static const char *stream_id(const frame_t *f, const char *rid)
+{
+    return rid && f->lg.cont_req[0] && !strcmp(rid, f->lg.cont_req) ? f->lg.cont_id : rid;
+}
+
+/* A model request's end as on_chat_model_end (stream mode events): its usage and stop
+ * reason (its text is the stream's chunks). */
+static int model_end(frame_t *f, buf_t *out, const json_t *p, const char *id)
+{
+    if (!(f->lg.modes & FRAME_LG_EVENTS)) return 0;
+    const char *rid = stream_id(f, json_string_value(json_object_get(p, PK_REQUEST_ID)));
+    const json_t *u = json_object_get(p, PK_USAGE), *sr = json_object_get(p, PK_STOP_REASON);
+    json_int_t in = json_integer_value(json_object_get(u, PK_INPUT_TOKENS));
+    json_int_t outt = json_integer_value(json_object_get(u, PK_OUTPUT_TOKENS));
+    json_t *o = json_pack("{s:{s:s, s:s, s:{s:I, s:I, s:I}, s:{s:O}}}", "output", "type", "ai", "id", rid ? rid : "",
+                          "usage_metadata", "input_tokens", in, "output_tokens", outt, "total_tokens", in + outt,
+                          "response_metadata", "stop_reason", sr ? sr : json_null());
+    return lc_event(out, id, "on_chat_model_end", "", rid, "agent", o);
+}
+
 /* A model's event (a chat's reply, a workflow's agent step) as messages-tuple's
- * messages, when asked for. */
+ * messages and as events' on_chat_model_* and on_tool_*, when asked for. */
 static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p, const char *id)
 {
-    int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0;
+    int msgs = (f->lg.modes & FRAME_LG_MESSAGES) != 0, evs = (f->lg.modes & FRAME_LG_EVENTS) != 0, rc = 0;
     const json_t *from = json_object_get(p, PK_CONTINUED_FROM);
+    const char *purpose = json_string_value(json_object_get(p, PK_PURPOSE));
+    if (purpose && !strcmp(purpose, "compaction")) return 0;     /* a summarization request: no one's reply */
     if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED) && json_is_object(from)) {
         /* A continuation streams as the message it continues (the first attempt's id). */
         const char *was = json_string_value(json_object_get(from, PK_REQUEST_ID));
@@ -175,20 +213,31 @@ static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         snprintf(f->lg.cont_req, sizeof f->lg.cont_req, "%s", now ? now : "");
         f->lg.skip_ws = json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) < 64
                             ? (int)json_integer_value(t) : 0;
-        return 0;
+        return 0;   /* events: the run it continues goes on, no new start */
     }
-    if (!strcmp(type, EV_TEXT_DELTA) && msgs) {
-        json_t *t = json_object_get(p, PK_TEXT), *rid = json_object_get(p, PK_REQUEST_ID);
-        const char *r = json_string_value(rid);
-        if (r && f->lg.cont_req[0] && !strcmp(r, f->lg.cont_req)) {
-            size_t n = json_string_length(t), skip = f->lg.skip_ws ? session_skip_ws(json_string_value(t), n, &f->lg.skip_ws) : 0;
+    if (!strcmp(type, EV_PROVIDER_REQUEST_STARTED) && evs) {
+        const char *model = json_string_value(json_object_get(p, PK_MODEL));
+        return lc_event(out, id, "on_chat_model_start", model, json_string_value(json_object_get(p, PK_REQUEST_ID)),
+                        "agent", json_pack("{s:{}}", "input"));
+    }
+    if (!strcmp(type, EV_PROVIDER_REQUEST_ENDED)) return model_end(f, out, p, id);
+    if (!strcmp(type, EV_TEXT_DELTA) && (msgs || evs)) {
+        json_t *t = json_object_get(p, PK_TEXT);
+        const char *rid = json_string_value(json_object_get(p, PK_REQUEST_ID)), *sid = stream_id(f, rid);
+        const char *s = json_string_value(t);
+        size_t n = json_string_length(t), skip = 0;
+        if (sid != rid && f->lg.skip_ws) {
+            skip = session_skip_ws(s, n, &f->lg.skip_ws);
             if (skip == n) return 0;
-            return event(out, "messages", id, json_pack("[{s:s, s:s%, s:s}, o]", "type", "AIMessageChunk", "content",
-                                                    json_string_value(t) + skip, n - skip, "id", f->lg.cont_id,
-                                                    chunk_meta(p)));
         }
-        return event(out, "messages", id, json_pack("[{s:s, s:O, s:O}, o]", "type", "AIMessageChunk", "content",
-                                                t ? t : json_null(), "id", rid ? rid : json_null(), chunk_meta(p)));
+        if (msgs)
+            rc |= event(out, "messages", id, json_pack("[{s:s, s:s%, s:s?}, o]", "type", "AIMessageChunk", "content",
+                                                   s ? s + skip : "", s ? n - skip : 0, "id", sid, chunk_meta(p)));
+        if (evs)
+            rc |= lc_event(out, id, "on_chat_model_stream", "", sid, "agent",
+                           json_pack("{s:{s:s, s:s%, s:s?}}", "chunk", "type", "AIMessageChunk", "content",
+                                     s ? s + skip : "", s ? n - skip : 0, "id", sid));
+        return rc;
     }
     if (!strcmp(type, EV_TOOL_CALLED) && msgs) {
         json_t *args = json_object_get(p, PK_ARGUMENTS), *rid = json_object_get(p, PK_REQUEST_ID);
@@ -196,20 +245,33 @@ static int model_event(frame_t *f, buf_t *out, const char *type, const json_t *p
         json_t *tc = json_pack("[{s:O, s:O, s:s, s:i, s:s}]", "id", json_object_get(p, PK_CALL_ID), "name",
                                json_object_get(p, PK_NAME), "args", a ? a : "{}", "index", 0, "type", "tool_call_chunk");
         free(a);
-        return event(out, "messages", id, json_pack("[{s:s, s:s, s:O, s:o}, o]", "type", "AIMessageChunk", "content", "",
-                                                "id", rid ? rid : json_null(), "tool_call_chunks", tc, chunk_meta(p)));
+        rc |= event(out, "messages", id, json_pack("[{s:s, s:s, s:O, s:o}, o]", "type", "AIMessageChunk", "content", "",
+                                               "id", rid ? rid : json_null(), "tool_call_chunks", tc, chunk_meta(p)));
     }
-    if (!strcmp(type, EV_TOOL_RESULT) && msgs) {
+    if (!strcmp(type, EV_TOOL_CALLED) && evs) {
+        json_t *args = json_object_get(p, PK_ARGUMENTS);
+        rc |= lc_event(out, id, "on_tool_start", json_string_value(json_object_get(p, PK_NAME)),
+                       json_string_value(json_object_get(p, PK_CALL_ID)), "tools",
+                       json_pack("{s:O}", "input", json_is_object(args) ? args : json_object()));
+    }
+    if (!strcmp(type, EV_TOOL_RESULT) && (msgs || evs)) {
         const char *call = json_string_value(json_object_get(p, PK_CALL_ID));
         json_t *res = json_object_get(p, PK_RESULT);
         char mid[96], *text = json_is_string(res) ? NULL : json_dumps(res ? res : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
         snprintf(mid, sizeof mid, "tool_%s", call ? call : "");
         json_t *content = text ? json_string(text) : json_incref(res);     /* a string result kept whole */
         free(text);
-        return event(out, "messages", id, json_pack("[{s:s, s:o, s:s, s:s}, {s:s}]", "type", "tool", "content", content,
-                                                "id", mid, "tool_call_id", call ? call : "", "langgraph_node", "tools"));
+        json_t *m = json_pack("{s:s, s:o, s:s, s:s}", "type", "tool", "content", content, "id", mid, "tool_call_id",
+                              call ? call : "");
+        if (msgs) rc |= event(out, "messages", id, json_pack("[O, {s:s}]", m, "langgraph_node", "tools"));
+        if (evs) {
+            int err = json_is_true(json_object_get(p, PK_IS_ERROR)) || json_is_true(json_object_get(p, PK_FAILED));
+            if (m) json_object_set_new(m, "status", json_string(err ? "error" : "success"));
+            rc |= lc_event(out, id, "on_tool_end", "", call, "tools", json_pack("{s:O}", "output", m));
+        }
+        json_decref(m);
     }
-    return 0;
+    return rc;
 }
 
 /* A chat's event within the run. */
@@ -219,7 +281,8 @@ static int chat_event(frame_t *f, buf_t *out, const char *type, const json_t *p,
     switch (frame_reply_track(f, type, p)) {
     case FRAME_REPLY_OTHER: return 0;
     case FRAME_REPLY_END:
-    case FRAME_REPLY_WAIT: return over(f, at, len, 0);     /* its tool calls wait for approval */
+    case FRAME_REPLY_WAIT:     /* its tool calls wait for approval */
+        return (!strcmp(type, EV_PROVIDER_REQUEST_ENDED) ? model_end(f, out, p, id) : 0) | over(f, at, len, 0);
     case FRAME_REPLY_CUT: return over(f, at, len, 1);
     default: return model_event(f, out, type, p, id);
     }

@@ -525,8 +525,9 @@ static int stream_modes(req_t *r, const json_t *v, uint64_t *modes)
         if (m && !strcmp(m, "values")) *modes |= FRAME_LG_VALUES;
         else if (m && !strcmp(m, "messages-tuple")) *modes |= FRAME_LG_MESSAGES;
         else if (m && !strcmp(m, "updates")) *modes |= FRAME_LG_UPDATES;
+        else if (m && !strcmp(m, "events")) *modes |= FRAME_LG_EVENTS;
         else {
-            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple and updates are supported");
+            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple, updates and events are supported");
             return -1;
         }
     }
@@ -709,7 +710,7 @@ static void run_get(req_t *r, const char *id, const char *run, const char *sub)
     if (!strcmp(sub, "/join") || !strcmp(sub, "/stream")) {
         int n = req_query(r, "stream_mode", qs, sizeof qs);
         if (n == -2) {
-            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple and updates are supported");
+            res_error(r, 400, "unsupported_stream_mode", "stream_mode: values, messages-tuple, updates and events are supported");
             return;
         }
         if (n >= 0) {

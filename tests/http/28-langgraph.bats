@@ -120,6 +120,38 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
         .run[-2].data == .state.values'
 }
 
+@test "langgraph: stream mode events: on_chat_model_start, _stream, _end per model request, on_tool_start and _end per call" {
+    agent=$(ds_name agent)
+    req POST /v1/agents -H 'Content-Type: application/json' --data-binary "$(jq -nc --arg n "$agent" '{name: $n,
+        provider: "anthropic", model: "claude-test-model", tools: [{name: "word_count", description: "Count words",
+        inputSchema: {type: "object", properties: {text: {type: "string"}}}}]}')"
+    assert_status 201
+    rn_script '{"replies": [
+        {"text": "Let me count.", "toolCalls": [{"id": "call_wc", "name": "word_count", "arguments": {"text": "a b c"}}],
+         "usage": {"input": 10, "output": 5}},
+        {"text": "Counted.", "usage": {"input": 20, "output": 6}}]}'
+    sdk events "$agent" "Count a b c." >"$T/e.json"
+    # Only what the mode asks for: metadata, the events, end.
+    check "$T/e.json" '(map(.event) | unique) - ["metadata", "end"] == ["events"] and .[0].event == "metadata"'
+    # Each model request: a start, its text's chunks, an end, under the request's run_id;
+    # the tool call between the two requests.
+    check "$T/e.json" '[.[] | select(.event == "events") | .data] as $e |
+        ([$e[].event] | reduce .[] as $x ([]; if .[-1] == $x then . else . + [$x] end)) ==
+            ["on_chat_model_start", "on_chat_model_stream", "on_tool_start", "on_chat_model_end", "on_tool_end",
+             "on_chat_model_start", "on_chat_model_stream", "on_chat_model_end"] and
+        ([$e[] | select(.event == "on_chat_model_start") | .run_id] | length == 2 and .[0] != .[1]) and
+        ([$e[] | select(.event == "on_chat_model_stream") | .data.chunk.content] | join("")) == "Let me count.Counted." and
+        ([$e[] | select(.event == "on_chat_model_stream") | .data.chunk.type] | unique) == ["AIMessageChunk"] and
+        ([$e[] | select(.event == "on_chat_model_start") | .name] | unique) == ["claude-test-model"] and
+        ([$e[] | select(.event | test("^on_chat_model")) | .run_id] | unique | length) == 2 and
+        ([$e[] | select(.event == "on_chat_model_end") | .data.output.usage_metadata.output_tokens]) == [5, 6] and
+        ([$e[] | select(.event == "on_tool_start")] | length == 1 and .[0].name == "word_count" and
+            .[0].run_id == "call_wc" and .[0].data.input == {text: "a b c"}) and
+        ([$e[] | select(.event == "on_tool_end")] | length == 1 and .[0].run_id == "call_wc" and
+            .[0].data.output.tool_call_id == "call_wc" and .[0].data.output.status == "error") and
+        ([$e[] | .tags == [] and .parent_ids == [] and (.metadata.langgraph_node | type) == "string"] | all)'
+}
+
 @test "langgraph: runs.wait, runs.create then join, runs.get; a cancel stops the reply and the thread goes on" {
     agent=$(rn_agent anthropic claude-test-model)
     rn_script "$(reply "Waited for.")"
