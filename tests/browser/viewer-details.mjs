@@ -12,7 +12,9 @@
 //                  the next page, also when the answer comes back after leaving; the
 //                  fork's "Forked as" is shown on the fork's page
 //   labels         the sessions list shows each session's labels and filters on them
-//                  (the Labels box, key:value pairs; kept in the page's address)
+//                  (the Labels box, key:value pairs; kept in the page's address); a
+//                  chat started from the AI SDK (POST /v1/aisdk/chat/{agent}) is in the
+//                  list, and its page shows the user's message and the reply
 //   continued      a reply cut off and continued (docs/events.md, "A reply continued")
 //                  is one reply: the text kept, a marker, the continuation, each word
 //                  once
@@ -616,6 +618,30 @@ const cases = {
                "the filter is not in the page's address");
         await page.screenshot({ path: `${out}/details-labels.png`, fullPage: true });
         ok("typing key:value pairs in the Labels box filters the list on all of them");
+
+        // A chat started from the AI SDK's transport (POST /v1/aisdk/chat/{agent}, its
+        // body as DefaultChatTransport sends it) is in the list and its page as any other.
+        const chat = `details-aisdk-${tag}`;
+        await script({ text: "echo: from the SDK" });
+        const res = await fetch(`${base}/v1/aisdk/chat/${agent}`, {
+            method: "POST", headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
+            body: JSON.stringify({ id: chat, trigger: "submit-message", messageId: null,
+                                   messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: "from the SDK" }] }] }) });
+        const stream = await res.text();     /* the reply's UI message stream, to its [DONE] */
+        assert(res.ok && stream.includes("data: [DONE]"), `the AI SDK's POST: HTTP ${res.status} ${stream.slice(0, 300)}`);
+        await page.goto(`${base}/web/#/sessions`);
+        await page.waitForFunction((id) => !!document.querySelector(`tr[data-session="${id}"]`), chat, { timeout: 10000 });
+        ok("a chat started from the AI SDK is in the sessions list");
+        await page.click(`tr[data-session="${chat}"] a`);
+        await page.waitForFunction(() => /echo: from the SDK/.test(document.querySelector("#chat .msg-assistant")?.textContent || ""),
+                                   null, { timeout: 15000 });
+        const shown = await page.evaluate(() => ({ hash: location.hash,
+            user: [...document.querySelectorAll("#chat .msg-user")].map((m) => m.textContent),
+            assistant: [...document.querySelectorAll("#chat .msg-assistant")].length }));
+        assert(shown.hash === `#/session/${chat}` && shown.user.length === 1 && shown.user[0].includes("from the SDK") &&
+               shown.assistant === 1, `the AI SDK chat's page: ${JSON.stringify(shown)}`);
+        await page.screenshot({ path: `${out}/details-aisdk.png`, fullPage: true });
+        ok("its page shows the user's message and the reply");
     },
 
     async "workflow-picture"(page) {

@@ -113,7 +113,7 @@ details() {
     details toast
 }
 
-@test "headless Chromium: the sessions list shows labels and filters on them" {
+@test "headless Chromium: the sessions list shows labels and filters on them; a chat started from the AI SDK is listed and shown as any other" {
     details labels
 }
 
