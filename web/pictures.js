@@ -364,7 +364,7 @@ export function sessionPictures(opts) {
         const n = (k) => rows.reduce((c, r) => c + r.segs.filter((g) => g.kind === k).length, 0);
         const cut = rows.reduce((c, r) => c + r.marks.filter((m) => m.cls === "tl-mark-cut").length, 0);
         tlNote.textContent = rows.length
-            ? `${nRequests} request${nRequests === 1 ? "" : "s"} (${n("attempt")} attempts, ${n("retry")} retried, ${cut} cut), ` +
+            ? `${nRequests} request${nRequests === 1 ? "" : "s"} (${n("attempt")} attempt${n("attempt") === 1 ? "" : "s"}, ${n("retry")} retried, ${cut} cut), ` +
               `${n("tool") + n("denied")} tool call${n("tool") + n("denied") === 1 ? "" : "s"}, ${n("wait")} wait${n("wait") === 1 ? "" : "s"}` +
               (rows.length > ROWS_MAX ? `; the latest ${ROWS_MAX} rows of ${rows.length} shown` : "") +
               `. Click a bar to see its event.`
