@@ -315,7 +315,7 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     jq -e '[.[] | select(.type == "session:compacted")] | length == 1' "$T/play.json"
 }
 
-@test "the AI SDK's stream and dstream chat show the reply after a compaction, not the summary, and end with the reply" {
+@test "the AI SDK's stream, the LangGraph SDK's run stream and dstream chat show the reply after a compaction, not the summary, and end with the reply" {
     local ag id types text
     ag=$(agent anthropic '{"contextTokens": 200}')
     id=$(rn_session "{\"agent\": \"$ag\"}")
@@ -339,6 +339,19 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     [ "$status" -eq 0 ]
     [ "$output" = "fifth reply" ] || { echo "output: $output" >&2; false; }
     rn_wait "$id" '.compacted.summary == "SUMMARY-TWO"'
+    # The LangGraph SDK's run stream: neither messages nor events of the summarization
+    # request, one model request (the reply's), the reply's text.
+    rn_script '{"replies": [{"text": "SUMMARY-THREE"}, {"text": "sixth reply", "chunkSize": 3}]}'
+    curl -sS --max-time 30 -o "$T/lg" -H 'Content-Type: application/json' "$DS_URL/v1/langgraph/threads/$id/runs/stream" \
+        --data-binary "$(jq -nc --arg a "$ag" --arg c "$C300" '{assistant_id: $a, input: {messages: [{role: "user", content: $c}]},
+            stream_mode: ["messages-tuple", "events"]}')"
+    tr -d '\r' <"$T/lg" | awk '/^event:/{e=$0; sub(/^event: ?/, "", e)} /^data:/{d=$0; sub(/^data: ?/, "", d); if (e == "messages" || e == "events") print d}' >"$T/lgd"
+    jq -se '([.[] | arrays | .[0].content] | join("")) == "sixth reply" and
+        ([.[] | objects | select(.event == "on_chat_model_start")] | length) == 1 and
+        ([.[] | objects | select(.event == "on_chat_model_end")] | length) == 1 and
+        ([.[] | objects | select(.event == "on_chat_model_stream") | .data.chunk.content] | join("")) == "sixth reply"' \
+        "$T/lgd" >/dev/null || { cat "$T/lg" >&2; false; }
+    rn_wait "$id" '.compacted.summary == "SUMMARY-THREE"'
 }
 
 @test "the operator's window for a model compacts its chats, and the model the operator names for compaction summarizes them; dstream providers says both" {
