@@ -89,7 +89,8 @@ static const cli_doc docs[] = {
      "  one pass of the retention policies (FILE, default $DSTREAM_RETENTION) on the\n"
      "  database: streams and sessions older than a policy's maxAge or beyond its keep are\n"
      "  deleted, a line each with why; the rest is listed with why it stays (within_age,\n"
-     "  within_count, fork_needed, waiting, running). --dry-run deletes nothing\n"
+     "  within_count, fork_needed, waiting, waiting_timer, waiting_signal, running).\n"
+     "  --dry-run deletes nothing\n"
      DB_ONLY},
     {"recordings", " --session= --older-than= --dry-run ", "recordings: export, import, prune, pin, unpin (database only)",
      "usage: dstream [--db PATH] recordings export FILE [--session ID]   (FILE -: standard output)\n"

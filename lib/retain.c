@@ -155,6 +155,8 @@ const char *retain_reason_text(const char *reason)
     if (!strcmp(reason, "fork_needed")) return "a live fork reads it";
     if (!strcmp(reason, "waiting")) return "the session waits for input (a human)";
     if (!strcmp(reason, "running")) return "the session is pending or running";
+    if (!strcmp(reason, "waiting_timer")) return "the session waits for a timer (a sleep, a wait's timeout)";
+    if (!strcmp(reason, "waiting_signal")) return "the session waits for a signal";
     if (!strcmp(reason, "within_age")) return "younger than the policy's maxAge";
     if (!strcmp(reason, "within_count")) return "among the newest the policy keeps";
     return reason;
@@ -193,6 +195,22 @@ static void decide(const retain_policy *p, const retain_item *it, int64_t rank, 
     }
     v->del = 1;
     v->reason = old ? "age" : "count";
+}
+
+/* A session kept as running or waiting says what it waits for when its log says
+ * it waits for a timer (a workflow's sleep, a wait's timeout) or a signal (a wait
+ * step): its view read (a snapshot and at most SSTORE_SNAPSHOT_EVERY events), only
+ * for a report (dstream gc). The decision does not depend on it: the status keeps
+ * such a session whatever it waits for. */
+static void refine_wait(log_conn_t *c, const char *id, retain_verdict *v)
+{
+    session_view view;
+    session_view_init(&view);
+    if (sstore_view(c, id, 0, (offset_t){0, 0}, &view, NULL) == 0 && !session_view_finished(&view)) {
+        if (view.waiting && !json_is_null(view.waiting)) v->reason = "waiting_signal";
+        else if (view.timer_due > 0) v->reason = "waiting_timer";
+    }
+    session_view_free(&view);
 }
 
 /* ---- deleting ---------------------------------------------------------------------- */
@@ -405,6 +423,8 @@ static int one_page(log_conn_t *c, const retain_cfg *cfg, retain_state *st, cons
             }
         }
         st->rank++;
+        if (o->report && !v.del && it->session && (!strcmp(v.reason, "running") || !strcmp(v.reason, "waiting")))
+            refine_wait(c, it->session, &v);
         if (o->report) o->report(o->ud, &v);
         if (!v.del) {
             out->kept++;

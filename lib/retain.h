@@ -12,7 +12,8 @@
  * Never deleted, whatever its age or rank (each kept item says why): a stream
  * that a live fork reads (fork_needed: a session whose fork point a living fork
  * needs), a session waiting for a human or another input (waiting:
- * awaiting_input), one pending or running (running). Each is checked again
+ * awaiting_input), one pending or running (running; a workflow asleep or waiting
+ * for a signal is one: reported as waiting_timer, waiting_signal). Each is checked again
  * inside the transaction that would delete it, so a session that started
  * running or was forked after it was looked at stays.
  *
@@ -68,7 +69,8 @@ typedef struct retain_verdict {
     const char *prefix;         /* its policy's */
     int del;                    /* 1: deleted (or would be, in a dry run) */
     const char *reason;         /* del: "age" or "count"; kept: "fork_needed", "waiting", "running",
-                                 * "within_age", "within_count" */
+                                 * "waiting_timer", "waiting_signal" (reported only: a running
+                                 * session whose log waits for one), "within_age", "within_count" */
     int64_t age_ms;             /* by the policy's clock */
     int64_t rank;               /* 0 for the newest under the prefix */
 } retain_verdict;

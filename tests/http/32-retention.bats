@@ -2,7 +2,8 @@
 # Retention by policy (docs/architecture.md "Retention") through the real stack: the
 # operator's policies by path prefix delete streams and sessions older than an age or
 # beyond the newest N, `dstream gc --dry-run` says what would go and why the rest stays
-# (within age or count, a live fork reads it, waiting for a human, running) and deletes
+# (within age or count, a live fork reads it, waiting for a human, a timer or a signal,
+# running) and deletes
 # nothing; the runner applies its own file (DSTREAM_RETENTION) a slice at a time, counted
 # in /metrics; a runner killed (-9) in the middle of its pass leaves every session whole
 # or gone with its stream; a bounded load reaches a steady number of rows. Ages are made
@@ -99,7 +100,7 @@ chat() {
     assert_output --partial 'policies[0]: "maxAge" must be an age'
 }
 
-@test "sessions: old ones go with their streams; a parent whose fork lives, one waiting for a human, one running stay" {
+@test "sessions: old ones go with their streams; a parent whose fork lives, one waiting for a human, a timer or a signal, one running stay" {
     curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" \
         --data-binary '{"text": "echo: {{user}}"}'
     AGENT=$(rn_agent anthropic claude-test-model)
@@ -115,11 +116,22 @@ chat() {
         {name: "done", terminal: true, steps: [{kind: "update", set: {finished: true}}]}]}')"
     rn_session "{\"workflow\": \"$wf\", \"id\": \"$p-ask\"}" >/dev/null
     rn_wait "$p-ask" '.status == "awaiting_input"'
+    # A workflow asleep for an hour, one waiting for a signal (docs/workflows.md).
+    for k in nap sig; do
+        if [ $k = nap ]; then step='{kind: "sleep", name: "nap", duration: "1h"}'
+        else step='{kind: "wait", name: "sig", signals: {go: {}}}'; fi
+        w=$(ds_name wf)
+        rn_workflow "$(jq -nc --arg n "$w" --argjson s "$(jq -nc "$step")" '{name: $n, phases: [
+            {name: "go", steps: [$s], transitions: [{to: "done"}]},
+            {name: "done", terminal: true, steps: [{kind: "update", set: {finished: true}}]}]}')"
+        rn_session "{\"workflow\": \"$w\", \"id\": \"$p-$k\"}" >/dev/null
+        ds_poll 10 rn_has_event "$p-$k" '.type == "step:started"'
+    done
     rn_session "{\"agent\": \"$AGENT\", \"id\": \"$p-run\"}" >/dev/null
     rn_script '{"text": "slow slow slow slow slow slow slow slow", "chunkSize": 1, "delayMs": 1000}'
     rn_say "$p-run" talk
     rn_wait "$p-run" '.status == "running"'
-    for s in old par ask run; do older "sessions/$p-$s" 72; done
+    for s in old par ask run nap sig; do older "sessions/$p-$s" 72; done
     policy "{\"policies\": [{\"prefix\": \"sessions/$p-\", \"maxAge\": \"1d\"}]}"
 
     gc --dry-run
@@ -128,6 +140,8 @@ chat() {
     [ "$(verdict "sessions/$p-par")" = '["keep","fork_needed"]' ]
     [ "$(verdict "sessions/$p-ask")" = '["keep","waiting"]' ]
     [ "$(verdict "sessions/$p-run")" = '["keep","running"]' ]
+    [ "$(verdict "sessions/$p-nap")" = '["keep","waiting_timer"]' ]
+    [ "$(verdict "sessions/$p-sig")" = '["keep","waiting_signal"]' ]
     [ "$(verdict "sessions/$p-kid")" = '["keep","within_age"]' ]
     jq -se --arg s "$p-old" 'map(select(.path == "sessions/" + $s)) | .[0].session == $s' <<<"$output"
     rn_get "$p-old"
@@ -140,7 +154,7 @@ chat() {
     assert_status 404
     run exists "sessions/$p-old"
     assert_failure
-    for s in par kid ask run; do
+    for s in par kid ask run nap sig; do
         req GET "/v1/sessions/$p-$s"
         assert_status 200
     done
