@@ -103,7 +103,7 @@ for n in $SESSIONS; do
         c0=$(cpu_ticks)
         ppid=
         if [ -n "${PERF_OUT:-}" ]; then     # a profile of the runner during the run
-            perf record -q -g -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
+            perf record -q ${PERF_CG:--g} -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
             ppid=$!
         fi
         sed 's|/events$|/messages|' "$work/paths" |

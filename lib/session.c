@@ -174,8 +174,8 @@ void session_trace_child(const session_trace *parent, session_trace *t)
 
 /* ---- envelopes ------------------------------------------------------------------------ */
 
-int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
-                         const char *caused_by, const session_trace *trace, int64_t now_ms)
+json_t *session_event_build(const char *type, const json_t *payload, const char *actor, const char *caused_by,
+                            const session_trace *trace, int64_t now_ms)
 {
     char ts[40];
     timefmt_format(now_ms, ts, sizeof ts);
@@ -192,11 +192,27 @@ int session_event_encode(buf_t *out, const char *type, const json_t *payload, co
     json_object_set_new(tr, "parentSpanId",
                         trace->parent_span_id[0] ? json_string(trace->parent_span_id) : json_null());
     json_object_set_new(ev, "trace", tr);
-    char *s = json_dumps(ev, JSON_COMPACT);
+    return ev;
+}
+
+/* A dump callback: the bytes go straight into the buffer (no string to copy). */
+static int dump_to_buf(const char *p, size_t n, void *ud)
+{
+    return buf_append(ud, p, n) ? -1 : 0;
+}
+
+int session_event_dump(buf_t *out, const json_t *ev)
+{
+    if (!ev) return BUF_ENOMEM;
+    return json_dump_callback(ev, dump_to_buf, out, JSON_COMPACT) ? BUF_ENOMEM : 0;
+}
+
+int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
+                         const char *caused_by, const session_trace *trace, int64_t now_ms)
+{
+    json_t *ev = session_event_build(type, payload, actor, caused_by, trace, now_ms);
+    int rc = session_event_dump(out, ev);
     json_decref(ev);
-    if (!s) return BUF_ENOMEM;
-    int rc = buf_puts(out, s);
-    free(s);
     return rc;
 }
 

@@ -208,6 +208,14 @@ void session_trace_new(session_trace *t);
 /* A child span of parent, in the same trace. */
 void session_trace_child(const session_trace *parent, session_trace *t);
 
+/* An envelope as a JSON object (new reference; payload is borrowed and shared,
+ * NULL: {}; caused_by may be NULL). session_event_dump writes it into out as
+ * compact JSON, the bytes session_event_encode writes; both return 0 or a BUF_E*
+ * code. */
+json_t *session_event_build(const char *type, const json_t *payload, const char *actor, const char *caused_by,
+                            const session_trace *trace, int64_t now_ms);
+int session_event_dump(buf_t *out, const json_t *ev);
+
 /* Serialize an envelope into out (compact JSON). payload is borrowed (NULL: {}),
  * caused_by may be NULL. Returns 0 or a BUF_E* code. */
 int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,

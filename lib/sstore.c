@@ -292,13 +292,25 @@ static int set_status(log_conn_t *c, const char *id, const session_view *v)
 
 /* ---- appending events ------------------------------------------------------------------- */
 
+static int is_delta(const char *type)
+{
+    return !strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA);
+}
+
 /* Append events as one record, fold them into v (which describes the tail) and keep
- * snapshots at every multiple of SSTORE_SNAPSHOT_EVERY. */
+ * snapshots at every multiple of SSTORE_SNAPSHOT_EVERY. With check, v describes
+ * the log up to seq `expect` only: if the events did not land right after it (the
+ * log moved, or expect is 0: not known), v is first made again from the log, up
+ * to where they landed. The deltas of a reply are folded from the envelope that
+ * was encoded (their reducers copy what they keep); every other event from its
+ * stored bytes, as every view is made (sstore_fold). */
 static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, size_t n,
-                         const session_trace *trace, session_view *v, offset_t *first)
+                         const session_trace *trace, session_view *v, offset_t *first, int check,
+                         uint64_t expect)
 {
     char path[SSTORE_ID_MAX + 16];
     buf_t bufs[SSTORE_EVENTS_MAX];
+    json_t *envs[SSTORE_EVENTS_MAX];
     log_msg msgs[SSTORE_EVENTS_MAX];
     int64_t now = timefmt_now_ms();
     int rc = 0;
@@ -310,9 +322,9 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         session_trace_child(trace, &t);
         memcpy(t.parent_span_id, trace->parent_span_id, sizeof t.parent_span_id);
         buf_init(&bufs[i], 0);
-        if (session_event_encode(&bufs[i], ev[i].type, ev[i].payload, ev[i].actor,
-                                 ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now))
-            rc = LOG_EIO;
+        envs[i] = session_event_build(ev[i].type, ev[i].payload, ev[i].actor,
+                                      ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now);
+        if (session_event_dump(&bufs[i], envs[i])) rc = LOG_EIO;
         msgs[i].data = bufs[i].p;
         msgs[i].len = bufs[i].len;
     }
@@ -324,21 +336,35 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     ar.nmsgs = n;
     if (rc == 0) rc = log_tx_append(c, &ar);
     if (rc == 0 && first) *first = ar.appended;
+    if (rc == 0 && check && (!expect || expect != ar.appended.seq)) {
+        /* Not the tail any more (or never known): from the log, up to our events. */
+        session_view_free(v);
+        session_view_init(v);
+        rc = sstore_view(c, id, 1, ar.appended, v, NULL);
+    }
     /* Fold each new event, snapshotting on the boundaries it crosses. */
     session_status status_before = v->status;
     offset_t at = ar.appended;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        sstore_fold(v, msgs[i].data, msgs[i].len, at);
+        if (is_delta(ev[i].type)) {
+            char off[OFFSET_LEN + 1];
+            offset_format(at, off);
+            session_reduce(v, envs[i], off);
+        } else {
+            sstore_fold(v, msgs[i].data, msgs[i].len, at);
+        }
         at.seq++;
         at.pos += msgs[i].len;
         if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
     }
-    for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
+    for (size_t i = 0; i < n; i++) {
+        buf_free(&bufs[i]);
+        json_decref(envs[i]);
+    }
     /* The row's status and updatedMs follow every event but the deltas of a reply,
      * which change no status: a streaming reply does not rewrite the row per delta. */
     int deltas = 1;
-    for (size_t i = 0; i < n && deltas; i++)
-        deltas = !strcmp(ev[i].type, EV_TEXT_DELTA) || !strcmp(ev[i].type, EV_THINKING_DELTA);
+    for (size_t i = 0; i < n && deltas; i++) deltas = is_delta(ev[i].type);
     if (rc == 0 && !(deltas && v->status == status_before)) rc = set_status(c, id, v);
     return rc;
 }
@@ -365,7 +391,7 @@ static int op_command(log_conn_t *c, void *arg)
     memset(ev, 0, sizeof ev);
     if ((rc = sstore_view(c, a->id, 0, none, &v, NULL))) goto out;
     if ((rc = a->decide(a->ud, &v, ev, &n))) goto out;
-    rc = append_events(c, a->id, ev, n, a->trace, &v, a->first);
+    rc = append_events(c, a->id, ev, n, a->trace, &v, a->first, 0, 0);
 out:
     session_view_free(&v);
     return rc;
@@ -374,28 +400,21 @@ out:
 int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                             size_t n, session_view *v, uint64_t *v_seq, offset_t *first)
 {
-    char path[SSTORE_ID_MAX + 16];
-    log_info info;
-    offset_t none = {0, 0}, at;
+    offset_t at, start = {0, 0};
     sstore_row row;
     int rc;
     uint64_t seq = *v_seq;
     *v_seq = 0;
     if ((rc = sstore_get(c, id, &row))) return rc;
-    stream_of(id, path, sizeof path);
-    if ((rc = log_head(c, path, &info))) return rc;
-    if (!seq || seq != info.tail.seq) {
-        /* Not the tail any more (or never known): from the log. */
-        session_view_free(v);
-        session_view_init(v);
-        if ((rc = sstore_view(c, id, 0, none, v, NULL))) return rc;
-    }
+    /* The stream's row is read once, by the append (which locks it): whether v is
+     * still the tail is checked there, against where the events land. */
     for (size_t i = 0; rc == 0 && i < n; i += SSTORE_EVENTS_MAX) {
         size_t k = n - i < SSTORE_EVENTS_MAX ? n - i : SSTORE_EVENTS_MAX;
-        rc = append_events(c, id, ev + i, k, trace, v, &at);
-        if (rc == 0 && i == 0 && first) *first = at;
+        rc = append_events(c, id, ev + i, k, trace, v, &at, i == 0, seq);
+        if (rc == 0 && i == 0) start = at;
     }
-    if (rc == 0) *v_seq = info.tail.seq + n;
+    if (rc == 0 && first) *first = start;
+    if (rc == 0) *v_seq = start.seq + n;
     return rc;
 }
 
@@ -497,7 +516,7 @@ static int op_create(log_conn_t *c, void *arg)
         ev.type = EV_SESSION_CREATED;
         ev.payload = json_incref(r->created);
     }
-    rc = append_events(c, r->id, &ev, 1, r->trace, &v, NULL);
+    rc = append_events(c, r->id, &ev, 1, r->trace, &v, NULL, 0, 0);
     json_decref(ev.payload);
     log_info tail;
     if (rc == 0 && (rc = log_head(c, path, &tail)) == 0) r->tail = tail.tail;
