@@ -19,7 +19,10 @@
 #
 # Environment: B, SESSIONS ("1 20 200"), DELTAS (100), INTERVAL_MS (20), RUNS (1),
 # PROVIDER (c or node: c),
-# PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N),
+# PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N;
+# PERF_CG: perf record's call-graph option [-g], e.g. "--call-graph dwarf,16384 -F 499"),
+# STRACE_OUT (if set: strace -c -f of the runner during each run, to STRACE_OUT.N:
+# its system calls per delta; the CPU figures of such a run are strace's, not the runner's),
 # ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
 # one; the mock and the reader always come from this one), DB (the stack's database:
 # default a SQLite file in the work directory; a postgresql:// URI of an empty
@@ -106,12 +109,19 @@ for n in $SESSIONS; do
             perf record -q ${PERF_CG:--g} -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
             ppid=$!
         fi
+        spid=
+        if [ -n "${STRACE_OUT:-}" ]; then   # system calls of the runner during the run
+            strace -c -f -o "$STRACE_OUT.$n" -p "$runner_pid" 2>/dev/null &
+            spid=$!
+            sleep 0.5
+        fi
         sed 's|/events$|/messages|' "$work/paths" |
             xargs -P 16 -I{} curl -fsS -o /dev/null -H 'Content-Type: application/json' \
                 --data-binary '{"content": "Go."}' "$url{}"
         wait "$rpid" || true
         c1=$(cpu_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
+        for p in $spid; do kill -INT "$p"; wait "$p" || true; done
         line=$(grep '^mode=tokens readers' "$work/out" || echo "mode=tokens failed")
         echo "$line" >>"$work/raw"
         awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v tck="$tck" -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {
