@@ -2,7 +2,8 @@
  * an id that is taken), commands (refused ones write nothing), the view at every
  * offset of a long history equal to a full replay computed here by folding
  * session_reduce over the stream, snapshots that bound the replay, forks at past
- * offsets, listing with a status filter and cursor paging, and delete. */
+ * offsets, listing with a status filter and cursor paging, delete, and the
+ * runner's commits with the view it keeps (sstore_tx_append_cached). */
 #include "sstore.h"
 
 #include <stdarg.h>
@@ -22,7 +23,7 @@ static log_conn_t *conn;
 static json_t *parse(const char *text)
 {
     json_error_t e;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
+    json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
     if (!j) {
         fprintf(stderr, "bad test JSON %s: %s\n", text, e.text);
         abort();
@@ -72,8 +73,8 @@ static int fork_at(const char *id, const char *parent, int has_at, offset_t at)
 /* A command's events: types and payload texts, or a refusal. */
 typedef struct cmd {
     size_t n;
-    const char *type[SSTORE_EVENTS_MAX];
-    json_t *payload[SSTORE_EVENTS_MAX];
+    const char *type[3 * SSTORE_EVENTS_MAX];    /* (a command takes at most SSTORE_EVENTS_MAX) */
+    json_t *payload[3 * SSTORE_EVENTS_MAX];
     int refuse;                 /* return this code instead */
     int called;
     uint64_t seen_events;       /* the view decide was given */
@@ -1161,6 +1162,119 @@ static void test_retry_point(void)
     }
 }
 
+/* ---- the runner's cached view ------------------------------------------------------------- */
+
+typedef struct cached_arg {
+    const char *id;
+    cmd *c;
+    session_view *v;
+    uint64_t *v_seq;
+    offset_t first;
+} cached_arg;
+
+static int op_cached(log_conn_t *c, void *arg)
+{
+    cached_arg *a = arg;
+    sstore_event ev[3 * SSTORE_EVENTS_MAX];
+    session_trace t;
+    session_trace_new(&t);
+    memset(ev, 0, sizeof ev);
+    for (size_t i = 0; i < a->c->n; i++) {
+        ev[i].type = a->c->type[i];
+        ev[i].payload = a->c->payload[i];
+        ev[i].actor = "runner";
+    }
+    return sstore_tx_append_cached(c, a->id, &t, ev, a->c->n, a->v, a->v_seq, &a->first);
+}
+
+/* One commit of the runner's (outbox.c): c's events through sstore_tx_append_cached
+ * with its view and seq; then the view must be the log's at the tail, the seq the
+ * tail's and first where the events begin. */
+static void cached_commit(const char *id, cmd *c, session_view *v, uint64_t *v_seq, const char *what)
+{
+    hist before;
+    if (!CHECK_EQ_INT(hist_read(id, &before), 0)) return;
+    offset_t tail = before.off[before.n];
+    hist_free(&before);
+    cached_arg a = {id, c, v, v_seq, {0, 0}};
+    size_t n = c->n;
+    int rc = log_transact(conn, op_cached, &a);
+    cmd_free(c);
+    if (!CHECK_EQ_INT(rc, 0)) return;
+    offset_t pos, none = {0, 0};
+    json_t *want = view_at(id, 0, none, &pos, NULL);
+    json_t *got = session_view_to_json(v);
+    CHECK(same_json(got, want, what, (size_t)pos.seq));
+    CHECK_EQ_UINT(*v_seq, pos.seq);
+    CHECK_EQ_UINT(a.first.seq, tail.seq);
+    CHECK_EQ_UINT(a.first.pos, tail.pos);
+    CHECK_EQ_UINT(a.first.seq + n, pos.seq);
+    json_decref(got);
+    json_decref(want);
+    /* The row's status follows the events too. */
+    sstore_row row;
+    json_t *st = view_at(id, 0, none, NULL, NULL);
+    if (CHECK_EQ_INT(sstore_get(conn, id, &row), 0))
+        CHECK_EQ_STR(row.status, json_string_value(json_object_get(st, "status")));
+    json_decref(st);
+}
+
+/* The runner keeps a session's view across its commits (outbox.c): each commit
+ * reads the stream's row once (its append) and folds its deltas from the events
+ * it encoded. Whatever the view was (none, the tail, stale after another writer's
+ * events, a batch past SSTORE_EVENTS_MAX, across snapshot boundaries), after the
+ * commit it is the log's view at the tail, deltas with NULs and multi-byte text
+ * included. */
+static void test_append_cached(void)
+{
+    CHECK_EQ_INT(create("cached-1", NULL, NULL), 0);
+    session_view v;
+    uint64_t v_seq = 0;
+    session_view_init(&v);
+    cmd c;
+    memset(&c, 0, sizeof c);
+    /* Not known yet: made from the log. */
+    cmd_add(&c, "message:user", "{\"content\": \"q\", \"mode\": \"queue\"}");
+    cmd_add(&c, "provider:request_started", "{\"requestId\": \"r1\"}");
+    cmd_add(&c, "text:delta", "{\"requestId\": \"r1\", \"text\": \"a\\u0000b\"}");
+    cached_commit("cached-1", &c, &v, &v_seq, "first commit");
+    /* At the tail: deltas only, then a mix, many times (snapshots on the way). */
+    for (int i = 0; i < 40; i++) {
+        memset(&c, 0, sizeof c);
+        cmd_add(&c, "text:delta", "{\"requestId\": \"r1\", \"text\": \"d%d \\u00e9\\u4e2d\"}", i);
+        if (i % 3 == 0) cmd_add(&c, "thinking:delta", "{\"requestId\": \"r1\", \"text\": \"t%d\"}", i);
+        if (i % 7 == 0) cmd_add(&c, "state:updated", "{\"set\": {\"n\": %d}}", i);
+        cached_commit("cached-1", &c, &v, &v_seq, "commit at the tail");
+    }
+    /* Stale: another writer's events came in between. */
+    CHECK_EQ_INT(append1("cached-1", "text:delta", "{\"requestId\": \"r1\", \"text\": \"other\"}"), 0);
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "text:delta", "{\"requestId\": \"r1\", \"text\": \"after\"}");
+    cached_commit("cached-1", &c, &v, &v_seq, "commit after another writer");
+    /* A seq that is not the tail's (a failed commit would leave 0; a wrong one). */
+    v_seq = 3;
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "text:delta", "{\"requestId\": \"r1\", \"text\": \"wrong seq\"}");
+    cached_commit("cached-1", &c, &v, &v_seq, "commit with a wrong seq");
+    /* More events than one record holds, from a stale view. */
+    CHECK_EQ_INT(append1("cached-1", "message:user", "{\"content\": \"q2\", \"mode\": \"queue\"}"), 0);
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "provider:request_ended",
+            "{\"requestId\": \"r1\", \"usage\": {\"inputTokens\": 1, \"outputTokens\": 1}, \"costUsd\": 0.1}");
+    cmd_add(&c, "provider:request_started", "{\"requestId\": \"r2\"}");
+    for (size_t i = c.n; i < SSTORE_EVENTS_MAX + 5; i++)
+        cmd_add(&c, "text:delta", "{\"requestId\": \"r2\", \"text\": \"b%zu\"}", i);
+    cached_commit("cached-1", &c, &v, &v_seq, "commit of two records");
+    /* A session that is gone: its error, and no seq. */
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "text:delta", "{\"requestId\": \"r2\", \"text\": \"x\"}");
+    cached_arg a = {"cached-none", &c, &v, &v_seq, {0, 0}};
+    CHECK_EQ_INT(log_transact(conn, op_cached, &a), LOG_ENOTFOUND);
+    CHECK_EQ_UINT(v_seq, 0);
+    cmd_free(&c);
+    session_view_free(&v);
+}
+
 int main(void)
 {
     if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn) == 0) {
@@ -1174,6 +1288,7 @@ int main(void)
         test_list_hidden();
         test_labels();
         test_retry_point();
+        test_append_cached();
     }
     test_db_close(dir, lg, conn);
     return TEST_MAIN_END();
