@@ -1291,5 +1291,10 @@ int main(void)
         test_append_cached();
     }
     test_db_close(dir, lg, conn);
+    /* The runner's commits on PostgreSQL too (DSTREAM_TEST_PG). */
+    for (int e = 1; test_db_engine(e); e++) {
+        if (test_db_open("test-sstore-cached", dir, sizeof dir, &lg, &conn) == 0) test_append_cached();
+        test_db_close(dir, lg, conn);
+    }
     return TEST_MAIN_END();
 }
