@@ -450,10 +450,16 @@ export function sessionPage(main, id) {
 
     // A sleep or wait step open: its timer and the signals it waits for (one button
     // each, the payload JSON from the field); the signals kept for a later wait.
+    // Each pane is drawn again only when what it shows changed: a refresh of the
+    // session (every event) must not wipe what somebody is typing into it.
+    let waitingShown = "", checkpointShown = "";
     function showWaiting(s) {
-        clear(waiting);
         const names = Array.isArray(s.waitingFor) ? s.waitingFor : [];
         const kept = Array.isArray(s.signals) ? s.signals : [];
+        const key = JSON.stringify([s.timerAt || 0, names, kept.map((k) => k.name)]);
+        if (key === waitingShown) return;
+        waitingShown = key;
+        clear(waiting);
         waiting.hidden = !s.timerAt && !names.length && !kept.length;
         if (waiting.hidden) return;
         waiting.append(h("h2", {}, names.length ? "Waiting for a signal" : s.timerAt ? "Sleeping" : "Signals kept"));
@@ -479,6 +485,9 @@ export function sessionPage(main, id) {
     }
 
     function showCheckpoint(p) {
+        const key = JSON.stringify(p || null);
+        if (key === checkpointShown) return;
+        checkpointShown = key;
         clear(checkpoint);
         checkpoint.hidden = !p;
         if (!p) return;
