@@ -252,7 +252,7 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
 
 @test "one rule: with DSTREAM_TOKEN and DSTREAM_URL, and a DSTREAM_DB that is not there, every command asks the server; --db reads the database" {
     id=$(chat_session)
-    rn_script '{"text": "both-ways"}'
+    rn_script '{"text": "both-ways", "chunkSize": 64}'   # one delta: search matches within an event
     "$D" chat "$id" "hello" >/dev/null
     s=$(ds_name both)
     req PUT "/v1/stream/$s" -H 'Content-Type: application/json'
