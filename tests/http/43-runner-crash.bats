@@ -145,9 +145,11 @@ request_discipline() {
     rn_slow_default 80
     # Four sessions that only runner-a can have, streaming ...
     for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
-    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
-    # ... then runner-b, and four more sessions that either may take. Every
-    # session's holder is noted as it shows (a lease lasts while a reply streams).
+    # Every session's holder is noted as it shows (a lease lasts while a reply
+    # streams: on a busy machine the first four may be done before the last four
+    # are made).
+    ds_poll 20 eval 'sql "SELECT session, owner FROM leases" >>"$T/owners"; [ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
+    # ... then runner-b, and four more sessions that either may take.
     rn_runner_b runner-b
     for i in 5 6 7 8; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     printf '%s\n' "${ids[@]}" | sort >"$T/ids"
