@@ -58,23 +58,38 @@ run_suite check "$here/check.sh"
 run_suite unit "$here/run-unit.sh" "$@"
 # Every fuzz harness builds and runs a few seconds from its kept corpus.
 run_suite fuzz "$here/fuzz/run.sh" "${FUZZ_SMOKE_SECONDS:-3}"
-# The HTTP suites that exercise storage again, on PostgreSQL (tests/run-http.sh says
-# which), at the same time as the HTTP suite on SQLite: each bats file runs its own
-# stack on ports of its own, and both spend most of their time waiting (for a
-# runner, a provider's pace, a poll's deadline), so on 2 cores the pair takes little
-# more than the longer of the two. Its output is shown when it ends.
-pg_out=$(mktemp)
-( env DSTREAM_TEST_ENGINE=pg "$here/run-http.sh" >"$pg_out" 2>&1; echo $? >"$pg_out.rc" ) &
-pg_pid=$!
-run_suite http "$here/run-http.sh"
-wait "$pg_pid"
-cat "$pg_out"
-count http-pg "$pg_out" "$(cat "$pg_out.rc" 2>/dev/null || echo 1)"
-rm -f "$pg_out" "$pg_out.rc"
+# The conformance suite on SQLite, alone (its npm packages installed before the
+# PostgreSQL lane runs it too).
 run_suite conformance "$here/conformance/run.sh"
-# The same suite on one stack on PostgreSQL (73-hosts-conformance.bats, in http, runs
-# it through two hosts on one cluster).
-run_suite conformance-pg env DSTREAM_TEST_ENGINE=pg "$here/conformance/run.sh"
+# The PostgreSQL lane: the HTTP suites that exercise storage again on PostgreSQL
+# (tests/run-http.sh says which), then the conformance suite on one stack on
+# PostgreSQL (73-hosts-conformance.bats, in http, runs it through two hosts on one
+# cluster), at the same time as the HTTP suite on SQLite: each bats file and the
+# conformance run have a stack of their own on ports of their own, and the suites
+# spend most of their time waiting (for a runner, a provider's pace, a poll's
+# deadline), so on 2 cores the pair takes little more than the longer of the two.
+# The lane's output is shown when it ends.
+# The npm packages the HTTP suites' clients come from, installed before the two
+# lanes start (each file installs what it needs on first use: two at once in one
+# directory would race).
+for inst in "$here"/*/install.sh; do
+    "$inst" >/dev/null || echo "tests: $inst failed (the suites that need it will say so)"
+done
+lane=$(mktemp -d)
+(
+    env DSTREAM_TEST_ENGINE=pg "$here/run-http.sh" >"$lane/http-pg" 2>&1
+    echo $? >"$lane/http-pg.rc"
+    env DSTREAM_TEST_ENGINE=pg "$here/conformance/run.sh" >"$lane/conformance-pg" 2>&1
+    echo $? >"$lane/conformance-pg.rc"
+) &
+lane_pid=$!
+run_suite http "$here/run-http.sh"
+wait "$lane_pid"
+for s in http-pg conformance-pg; do
+    cat "$lane/$s" 2>/dev/null
+    count "$s" "$lane/$s" "$(cat "$lane/$s.rc" 2>/dev/null || echo 1)"
+done
+rm -rf "$lane"
 
 echo
 for s in "${summaries[@]}"; do echo "$s"; done
