@@ -9,46 +9,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int jdiff(const json_t *a, const json_t *b, buf_t *path, const json_t **da, const json_t **db)
-{
-    if (a && b && json_typeof(a) == json_typeof(b) && json_is_object(a)) {
-        size_t n = json_object_size(a) + json_object_size(b), k = 0;
-        const char **keys = calloc(n ? n : 1, sizeof *keys);
-        if (!keys) abort();
-        const char *key;
-        json_t *v;
-        json_object_foreach((json_t *)a, key, v) keys[k++] = key;
-        json_object_foreach((json_t *)b, key, v)
-            if (!json_object_get(a, key)) keys[k++] = key;
-        qsort(keys, k, sizeof *keys, cmp_str);
-        size_t at = path->len;
-        int diff = 0;
-        for (size_t i = 0; i < k && !diff; i++) {
-            buf_printf(path, "%s%s", path->len ? "." : "", keys[i]);
-            diff = jdiff(json_object_get(a, keys[i]), json_object_get(b, keys[i]), path, da, db);
-            if (!diff) path->len = at;
-        }
-        free(keys);
-        if (path->p) path->p[path->len] = '\0';
-        return diff;
-    }
-    if (a && b && json_typeof(a) == json_typeof(b) && json_is_array(a)) {
-        size_t na = json_array_size(a), nb = json_array_size(b), at = path->len;
-        for (size_t i = 0; i < na || i < nb; i++) {
-            buf_printf(path, "[%zu]", i);
-            if (jdiff(json_array_get(a, i), json_array_get(b, i), path, da, db)) return 1;
-            path->len = at;
-            if (path->p) path->p[at] = '\0';
-        }
-        return 0;
-    }
-    if (a && b && json_equal((json_t *)a, (json_t *)b)) return 0;
-    if (!a && !b) return 0;
-    *da = a;
-    *db = b;
-    return 1;
-}
-
 /* path ends at len again, NUL-terminated. */
 static void cut(buf_t *path, size_t len)
 {
@@ -93,4 +53,35 @@ int jdiff_each(const json_t *a, const json_t *b, buf_t *path,
     if ((rc = buf_reserve(path, 1))) return rc;
     path->p[path->len] = '\0';
     return fn(ud, path->p, a, b);
+}
+
+/* jdiff_each's callback for jdiff: the first difference, its path kept. */
+typedef struct {
+    const json_t **da, **db;
+    char *path;
+} first_t;
+
+static int first(void *ud, const char *path, const json_t *da, const json_t *db)
+{
+    first_t *f = ud;
+    *f->da = da;
+    *f->db = db;
+    f->path = strdup(path);
+    if (!f->path) abort();
+    return 1;
+}
+
+int jdiff(const json_t *a, const json_t *b, buf_t *path, const json_t **da, const json_t **db)
+{
+    size_t at = path->len;
+    first_t f = {da, db, NULL};
+    int rc = jdiff_each(a, b, path, first, &f);
+    if (rc == 1) buf_printf(path, "%s", f.path + at);   /* path was restored: the difference's again */
+    else if (rc) {                                        /* a path too long: the whole values differ */
+        *da = a;
+        *db = b;
+        rc = !(a && b ? json_equal((json_t *)a, (json_t *)b) : !a && !b);
+    }
+    free(f.path);
+    return rc;
 }
