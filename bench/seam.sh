@@ -32,7 +32,10 @@
 # is ~100 clock ticks, not the ~10 of token-latency.sh's 100], INTERVAL_MS [20],
 # FIGURES ["appends catchup tokens"], BENCH_QUIET_S [0: wait up to this long for the
 # 1-minute load average to fall below 1; the load before and after is printed either
-# way], BENCH_KEEP [0; 1: keep the work directory and say where].
+# way], BENCH_KEEP [0; 1: keep the work directory and say where], ENGINE [sqlite; pg:
+# the tokens figure on PostgreSQL: one throwaway cluster of tests/pg.sh in the work
+# directory, a fresh database for every token run of either tree; the appends and
+# catch-up stay on SQLite: bench/engines.sh measures PostgreSQL's].
 # Every load is bounded in count and time; every process it starts it stops by PID
 # (the stacks by the PIDs their dstream-stack recorded).
 set -euo pipefail
@@ -61,9 +64,14 @@ BENCH_NAME=seam
 # shellcheck source=bench/lib/common.sh
 . "$here/bench/lib/common.sh"
 
+ENGINE=${ENGINE:-sqlite}
+case $ENGINE in sqlite | pg) ;; *) die "ENGINE: sqlite or pg, not $ENGINE" ;; esac
+pg_dir=$work/pg
+pg_up=0
 cleanup() {
     stack_stop A
     stack_stop B
+    [ "$pg_up" = 1 ] && "$here/tests/pg.sh" stop "$pg_dir" >/dev/null 2>&1
     work_done
 }
 trap cleanup EXIT
@@ -139,13 +147,20 @@ main() {
     done
     [ -x "$bin/dstream" ] || die "build this tree first: make"
     need_tools
+    if [ "$ENGINE" = pg ]; then
+        # The cluster belongs to the postgres user when run as root: it must pass $work.
+        [ "$(id -u)" = 0 ] && chmod 711 "$work"
+        "$here/tests/pg.sh" start "$pg_dir" >/dev/null
+        pg_up=1
+    fi
     wait_quiet "$BENCH_QUIET_S"
     echo "# Two builds interleaved, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- machine: $(machine)"
     echo "- A (before): $ROOT_A, commit $(commit_of "$ROOT_A"); B (after): $ROOT_B, commit $(commit_of "$ROOT_B"); each tree's $B/"
     echo "- pool ${DSTREAM_PROCS:-1} x ${DSTREAM_THREADS:-32}, synchronous=${DSTREAM_SYNC:-full}; SQLite $(sqlite3 --version 2>/dev/null | awk '{print $1}'), $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')"
-    echo "- command: \`ROOT_A=$ROOT_A ROOT_B=$ROOT_B B=$B RUNS=$RUNS BENCH_SECONDS=$BENCH_SECONDS BENCH_CONNS=$BENCH_CONNS SESSIONS=\"$SESSIONS\" DELTAS=$DELTAS INTERVAL_MS=$INTERVAL_MS FIGURES=\"$FIGURES\" bench/seam.sh\`"
+    echo "- command: \`ROOT_A=$ROOT_A ROOT_B=$ROOT_B B=$B RUNS=$RUNS BENCH_SECONDS=$BENCH_SECONDS BENCH_CONNS=$BENCH_CONNS SESSIONS=\"$SESSIONS\" DELTAS=$DELTAS INTERVAL_MS=$INTERVAL_MS FIGURES=\"$FIGURES\" ENGINE=$ENGINE bench/seam.sh\`"
+    echo "- tokens on: $([ "$ENGINE" = pg ] && echo "PostgreSQL (a fresh database of one throwaway cluster per run)" || echo SQLite)"
     echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- disk where the databases are: $(fsync_floor "$work")"
     echo
@@ -164,7 +179,11 @@ main() {
             for n in $SESSIONS; do
                 for sys in $order; do
                     say "tokens $n $sys ($((SECONDS - t0)) s)"
-                    tokens_run "$sys" "$n" "${root[$sys]}"
+                    if [ "$ENGINE" = pg ]; then
+                        tokens_run "$sys" "$n" "${root[$sys]}" DB="$("$here/tests/pg.sh" db "$pg_dir" "tok${n}_${sys,,}_$r")"
+                    else
+                        tokens_run "$sys" "$n" "${root[$sys]}"
+                    fi
                 done
             done
         fi
