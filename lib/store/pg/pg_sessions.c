@@ -89,42 +89,56 @@ static int pg_children(log_conn_t *c, const char *id, int max,
     return 0;
 }
 
-/* The filter's labels (a JSON object) must all be in the session's: containment. */
+/* The filter's labels (a JSON object) must all be in the session's: containment.
+ * Read in pages of PG_LIST_PAGE rows, each after the last one's (created_ms, id):
+ * a caller with no row limit (one that filters rows itself, by a token's scope) and
+ * a callback that stops early never make the whole table one result in memory. */
+#define PG_LIST_PAGE 256
+
 static int pg_list(log_conn_t *c, const sstore_filter *f, int64_t before_ms, const char *before_id, int max,
                    int (*fn)(void *ud, const sstore_row *row), void *ud)
 {
-    int rc;
-    pg_params p;
-    pg_params_init(&p);
-    text_opt(&p, f->status);
-    pg_int(&p, before_ms);
-    pg_text(&p, before_id);
-    if (max >= 0) pg_int(&p, max);
-    else pg_null(&p);     /* LIMIT NULL: no limit */
-    text_opt(&p, f->agent);
-    text_opt(&p, f->workflow);
-    if (f->has_after) pg_int(&p, f->created_after);
-    else pg_null(&p);
-    if (f->has_before) pg_int(&p, f->created_before);
-    else pg_null(&p);
-    text_opt(&p, f->labels);
-    PGresult *r = pg_run(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
-                            " AND ($1::text IS NULL OR status = $1::text)"
-                            " AND (created_ms < $2::bigint OR (created_ms = $2::bigint"
-                            " AND id COLLATE \"C\" < $3::text))"
-                            " AND ($5::text IS NULL OR agent = $5::text) AND ($6::text IS NULL OR workflow = $6::text)"
-                            " AND ($7::bigint IS NULL OR created_ms > $7::bigint)"
-                            " AND ($8::bigint IS NULL OR created_ms < $8::bigint)"
-                            " AND ($9::text IS NULL OR ds_jsonb(labels) @> $9::jsonb)"
-                            " ORDER BY created_ms DESC, id COLLATE \"C\" DESC LIMIT $4::bigint", &p, 0, &rc);
-    if (!r) return rc;
-    for (int i = 0; i < PQntuples(r); i++) {
-        sstore_row row;
-        row_of(r, i, &row);
-        if (fn(ud, &row)) break;
+    char after_id[SSTORE_ID_MAX];
+    int rc, left = max;     /* rows still wanted; < 0: no limit */
+    snprintf(after_id, sizeof after_id, "%s", before_id);
+    for (;;) {
+        int page = left >= 0 && left < PG_LIST_PAGE ? left : PG_LIST_PAGE, n, stop = 0;
+        if (page == 0) return 0;
+        pg_params p;
+        pg_params_init(&p);
+        text_opt(&p, f->status);
+        pg_int(&p, before_ms);
+        pg_text(&p, after_id);
+        pg_int(&p, page);
+        text_opt(&p, f->agent);
+        text_opt(&p, f->workflow);
+        if (f->has_after) pg_int(&p, f->created_after);
+        else pg_null(&p);
+        if (f->has_before) pg_int(&p, f->created_before);
+        else pg_null(&p);
+        text_opt(&p, f->labels);
+        PGresult *r = pg_run(c, "SELECT " ROW_COLS " FROM sessions WHERE deleted = 0"
+                                " AND ($1::text IS NULL OR status = $1::text)"
+                                " AND (created_ms < $2::bigint OR (created_ms = $2::bigint"
+                                " AND id COLLATE \"C\" < $3::text))"
+                                " AND ($5::text IS NULL OR agent = $5::text) AND ($6::text IS NULL OR workflow = $6::text)"
+                                " AND ($7::bigint IS NULL OR created_ms > $7::bigint)"
+                                " AND ($8::bigint IS NULL OR created_ms < $8::bigint)"
+                                " AND ($9::text IS NULL OR ds_jsonb(labels) @> $9::jsonb)"
+                                " ORDER BY created_ms DESC, id COLLATE \"C\" DESC LIMIT $4::bigint", &p, 0, &rc);
+        if (!r) return rc;
+        n = PQntuples(r);
+        for (int i = 0; i < n && !stop; i++) {
+            sstore_row row;
+            row_of(r, i, &row);
+            stop = fn(ud, &row) != 0;
+            before_ms = row.created_ms;
+            snprintf(after_id, sizeof after_id, "%s", row.id);
+        }
+        PQclear(r);
+        if (stop || n < page) return 0;
+        if (left > 0) left -= n;
     }
-    PQclear(r);
-    return 0;
 }
 
 static int pg_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud)
