@@ -193,6 +193,27 @@ bench_token_latency() {
     echo
 }
 
+# Sessions one runner sustains, its memory per active session, and two runners
+# sharing the sessions, on SQLite and PostgreSQL (bench/sessions.sh).
+bench_sessions() {
+    local engine runners
+    echo "## Sessions sustained, memory per session, runners side by side"
+    echo
+    for engine in sqlite pg; do
+        for runners in 1 2; do
+            echo "#### $engine, $runners runner process(es)"
+            echo
+            echo '```'
+            echo "ENGINE=$engine RUNNERS=$runners MEM_SESSIONS=$([ "$runners" = 1 ] && echo 2000 || echo 0) B=$B bench/sessions.sh"
+            echo '```'
+            echo
+            ENGINE=$engine RUNNERS=$runners MEM_SESSIONS=$([ "$runners" = 1 ] && echo 2000 || echo 0) \
+                "$here/bench/sessions.sh"
+            echo
+        done
+    done
+}
+
 # dstream side by side with the reference server and a bare FastCGI responder
 # behind the same nginx (bench/compare.sh: installs wrk and the peer if missing).
 bench_compare() {
@@ -230,6 +251,7 @@ main() {
     bench_wake_by_rate
     bench_idle_cpu
     bench_token_latency
+    bench_sessions
     bench_compare
     bench_engines
     echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

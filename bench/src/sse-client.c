@@ -36,7 +36,9 @@
  * "@ts<digits>", the wall clock (µs) at which the provider wrote that delta
  * (tests/mock-provider's stamp mode), and takes the latency from it. It ends when
  * every reader has seen --expect stamps (or --seconds passed) and prints:
- *   mode=tokens readers= connected= expected= delivered= p50_us= p90_us= p99_us= max_us=
+ *   mode=tokens readers= connected= expected= delivered= p50_us= p90_us= p99_us= max_us= cpu_ms=
+ * (cpu_ms: this process's own CPU, user + system, from "ready" to the end: the load
+ * generator's share, to be compared with what it measures).
  *
  * Every phase has a deadline; the program always ends by itself.
  * Built by bench/compare.sh: cc -O2 -o build/bench/sse-client bench/src/sse-client.c -lpthread */
@@ -141,6 +143,14 @@ static void add_lat(int64_t v)
         if (!lat) abort();
     }
     lat[nlat++] = v;
+}
+
+/* This process's CPU time so far (user + system), in microseconds. */
+static int64_t self_cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
 static int cmp64(const void *a, const void *b)
@@ -594,7 +604,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < O.readers; i++) cs[i].msgs = 0;
 
     pthread_t wt;
-    int64_t deadline;
+    int64_t deadline, cpu0 = self_cpu_us();
     if (O.tokens) {
         printf("mode=tokens ready=%d\n", held);
         fflush(stdout);
@@ -644,10 +654,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < O.readers; i++) delivered += cs[i].msgs;
         qsort(lat, nlat, sizeof *lat, cmp64);
         printf("mode=tokens readers=%d connected=%d expected=%ld delivered=%ld p50_us=%lld p90_us=%lld "
-               "p99_us=%lld max_us=%lld\n",
+               "p99_us=%lld max_us=%lld cpu_ms=%lld\n",
                O.readers, held, (long)O.readers * O.expect, delivered, (long long)pct(lat, nlat, 50),
                (long long)pct(lat, nlat, 90), (long long)pct(lat, nlat, 99),
-               (long long)(nlat ? lat[nlat - 1] : -1));
+               (long long)(nlat ? lat[nlat - 1] : -1), (long long)((self_cpu_us() - cpu0) / 1000));
     } else if (O.fanout) {
         stop_flag = 1;
         pthread_join(wt, NULL);
