@@ -64,6 +64,8 @@ struct provider_parser {
     buf_t line;         /* the line being read, without its ending */
     buf_t event;        /* the "event:" field of the event being assembled */
     buf_t data;         /* its "data:" lines, joined with '\n' */
+    buf_t scratch;      /* a text chunk's string with its escapes undone (lib/chunkscan) */
+    int generic;        /* 1: every chunk through jansson, none through lib/chunkscan (tests) */
     int has_data;       /* a data field was seen (it may be empty) */
     int cr;             /* the last byte fed was '\r' */
     int first_line;     /* a UTF-8 BOM may open the stream */

@@ -28,6 +28,7 @@
 
 #include "anthropic.h"
 #include "chathist.h"
+#include "chunkscan.h"
 #include "openai.h"
 
 #define PROVIDER_DEFAULT_MAX_TOKENS 4096    /* Anthropic requires max_tokens */
@@ -52,6 +53,15 @@ static int dispatch(provider_parser *p)
     if (p->kind == PROVIDER_OPENAI && n == 6 && !memcmp(d, "[DONE]", 6)) {
         rc = pev_slots_flush(p);
         if (!rc) rc = pev_done(p);
+        goto out;
+    }
+    /* A piece of text, the most of any reply, without a tree; the rest with one. */
+    chunkscan_text t;
+    if (!p->generic && chunkscan_text_of(p->kind == PROVIDER_OPENAI, d, n, &p->scratch, &t)) {
+        if (t.len) {
+            provider_event ev = {.kind = t.thinking ? PEV_THINKING : PEV_TEXT, .text = t.text, .len = t.len};
+            rc = pev_emit(p, &ev);
+        }
         goto out;
     }
     json_t *j = json_loadb(d, n, JSON_ALLOW_NUL, NULL);
@@ -109,6 +119,7 @@ provider_parser *provider_parser_new(provider_kind kind, provider_event_fn fn, v
     buf_init(&p->line, PROVIDER_LINE_MAX);
     buf_init(&p->event, PROVIDER_LINE_MAX);
     buf_init(&p->data, PROVIDER_DATA_MAX);
+    buf_init(&p->scratch, PROVIDER_DATA_MAX);
     p->first_line = 1;
     return p;
 }
@@ -119,6 +130,7 @@ void provider_parser_free(provider_parser *p)
     buf_free(&p->line);
     buf_free(&p->event);
     buf_free(&p->data);
+    buf_free(&p->scratch);
     for (size_t i = 0; i < p->ntools; i++) pev_slot_free(&p->tools[i]);
     free(p);
 }
@@ -143,6 +155,18 @@ int provider_feed(provider_parser *p, const char *data, size_t len)
         /* Copy up to the next line ending; a line cut by the feed waits in p->line. */
         size_t j = i;
         while (j < len && data[j] != '\n' && data[j] != '\r') j++;
+        if (j < len && p->line.len == 0) {
+            /* A whole line in this feed: read where curl put it, no copy. */
+            if (j - i > PROVIDER_LINE_MAX) {
+                rc = -1;
+                goto out;
+            }
+            p->cr = data[j] == '\r';
+            rc = sse_line(p, data + i, j - i);
+            i = j + 1;
+            if (rc || p->done) goto out;
+            continue;
+        }
         if (j > i && buf_append(&p->line, data + i, j - i)) {
             rc = -1;    /* a line over PROVIDER_LINE_MAX */
             goto out;
