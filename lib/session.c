@@ -207,9 +207,124 @@ int session_event_dump(buf_t *out, const json_t *ev)
     return json_dump_callback(ev, dump_to_buf, out, JSON_COMPACT) ? BUF_ENOMEM : 0;
 }
 
+/* ---- envelopes without a tree ----
+ * Most events (every text and thinking delta of a reply) have a payload of strings
+ * and numbers only. Their envelope is written here byte by byte as jansson's compact
+ * dump of session_event_build's tree writes it: the same key order (the payload's in
+ * its own order), the same escapes (\" \\ \b \f \n \r \t, other control characters
+ * as \u00XX in capitals, nothing else), without the dozen allocations of the tree.
+ * Anything else (a nested payload, a float, text that is not UTF-8, on which jansson
+ * would leave a key out or fail) goes through the tree; test_session compares the
+ * two byte for byte. */
+
+/* s[0..n) as a JSON string, quotes included. 1 if it is not UTF-8 (nothing
+ * written that counts: the caller drops the whole envelope), else 0 or BUF_E*. */
+static int flat_str(buf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int rc = buf_append(b, "\"", 1);
+    size_t start = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t k = utf8_seq(s + i, n - i);
+            if (!k) return 1;
+            i += k - 1;
+            continue;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        char e[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t en = 2;
+        switch (c) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        default:
+            memcpy(e + 1, "u00", 3);
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            en = 6;
+        }
+        if ((rc = buf_append(b, s + start, i - start)) == 0) rc = buf_append(b, e, en);
+        start = i + 1;
+    }
+    if (rc == 0) rc = buf_append(b, s + start, n - start);
+    return rc ? rc : buf_append(b, "\"", 1);
+}
+
+static int flat_cstr(buf_t *b, const char *s)
+{
+    return s ? flat_str(b, s, strlen(s)) : buf_append(b, "null", 4);
+}
+
+/* "key":value of each of the payload's members (strings, integers, true, false,
+ * null). 1 if one is anything else. */
+static int flat_payload(buf_t *b, const json_t *payload)
+{
+    int rc = buf_append(b, "{", 1);
+    int first = 1;
+    for (void *it = json_object_iter((json_t *)payload); it; it = json_object_iter_next((json_t *)payload, it)) {
+        json_t *v = json_object_iter_value(it);
+        if (rc) return rc;
+        if (!first && (rc = buf_append(b, ",", 1))) return rc;
+        first = 0;
+        if ((rc = flat_str(b, json_object_iter_key(it), json_object_iter_key_len(it))) ||
+            (rc = buf_append(b, ":", 1)))
+            return rc;
+        switch (json_typeof(v)) {
+        case JSON_STRING: rc = flat_str(b, json_string_value(v), json_string_length(v)); break;
+        case JSON_INTEGER: rc = buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+        case JSON_TRUE: rc = buf_append(b, "true", 4); break;
+        case JSON_FALSE: rc = buf_append(b, "false", 5); break;
+        case JSON_NULL: rc = buf_append(b, "null", 4); break;
+        default: return 1;
+        }
+    }
+    return rc ? rc : buf_append(b, "}", 1);
+}
+
+/* The envelope written flat: 0, BUF_E*, or 1 (out as it was) when it needs the tree. */
+static int flat_event(buf_t *out, const char *type, const json_t *payload, const char *actor,
+                      const char *caused_by, const session_trace *t, const char *ts)
+{
+    if (!type || (payload && !json_is_object(payload))) return 1;
+    size_t mark = out->len;
+    int rc = buf_append(out, "{\"type\":", 8);
+    if (!rc) rc = flat_cstr(out, type);
+    if (!rc) rc = buf_append(out, ",\"payload\":", 11);
+    if (!rc) rc = payload ? flat_payload(out, payload) : buf_append(out, "{}", 2);
+    if (!rc) rc = buf_append(out, ",\"createdAt\":", 13);
+    if (!rc) rc = flat_cstr(out, ts);
+    if (!rc) rc = buf_append(out, ",\"actor\":", 9);
+    /* json_string(NULL) is no string: jansson leaves the key out; so does the tree. */
+    if (!rc) rc = actor ? flat_cstr(out, actor) : 1;
+    if (!rc) rc = buf_append(out, ",\"causedBy\":", 12);
+    if (!rc) rc = flat_cstr(out, caused_by);
+    if (!rc) rc = buf_append(out, ",\"trace\":{\"traceId\":", 20);
+    if (!rc) rc = flat_cstr(out, t->trace_id);
+    if (!rc) rc = buf_append(out, ",\"spanId\":", 10);
+    if (!rc) rc = flat_cstr(out, t->span_id);
+    if (!rc) rc = buf_append(out, ",\"parentSpanId\":", 16);
+    if (!rc) rc = flat_cstr(out, t->parent_span_id[0] ? t->parent_span_id : NULL);
+    if (!rc) rc = buf_append(out, "}}", 2);
+    if (rc) {
+        out->len = mark;
+        if (out->p) out->p[mark] = '\0';
+    }
+    return rc;
+}
+
 int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
                          const char *caused_by, const session_trace *trace, int64_t now_ms)
 {
+    char ts[40];
+    timefmt_format(now_ms, ts, sizeof ts);
+    int flat = flat_event(out, type, payload, actor, caused_by, trace, ts);
+    if (flat != 1) return flat;
     json_t *ev = session_event_build(type, payload, actor, caused_by, trace, now_ms);
     int rc = session_event_dump(out, ev);
     json_decref(ev);
@@ -1147,8 +1262,13 @@ static const struct reducer {
 
 int session_reduce(session_view *v, const json_t *ev, const char *offset)
 {
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    json_t *p = json_object_get(ev, "payload");
+    return session_reduce_payload(v, json_string_value(json_object_get(ev, "type")),
+                                  json_object_get(ev, "payload"), offset);
+}
+
+int session_reduce_payload(session_view *v, const char *type, const json_t *payload, const char *offset)
+{
+    json_t *p = (json_t *)payload;
     if (!type || (p && !json_is_object(p))) return -1;
     json_t *empty = NULL;
     if (!p) p = empty = json_object();

@@ -216,8 +216,10 @@ json_t *session_event_build(const char *type, const json_t *payload, const char 
                             const session_trace *trace, int64_t now_ms);
 int session_event_dump(buf_t *out, const json_t *ev);
 
-/* Serialize an envelope into out (compact JSON). payload is borrowed (NULL: {}),
- * caused_by may be NULL. Returns 0 or a BUF_E* code. */
+/* Serialize an envelope into out (compact JSON): the bytes of session_event_dump of
+ * session_event_build's tree, written without the tree when the payload holds only
+ * strings, integers, booleans and nulls. payload is borrowed (NULL: {}), caused_by
+ * may be NULL. Returns 0 or a BUF_E* code. */
 int session_event_encode(buf_t *out, const char *type, const json_t *payload, const char *actor,
                          const char *caused_by, const session_trace *trace, int64_t now_ms);
 
@@ -331,6 +333,9 @@ void session_view_free(session_view *v);
  * NULL) to v. Unknown types are ignored (forward compatibility). Returns 0, or -1
  * if the envelope is malformed (no string "type", payload not an object). */
 int session_reduce(session_view *v, const json_t *event, const char *offset);
+/* session_reduce of an event given by its type and payload (borrowed; NULL: {}),
+ * without its envelope: a writer folds what it just encoded without a tree. */
+int session_reduce_payload(session_view *v, const char *type, const json_t *payload, const char *offset);
 
 /* The view as JSON (snapshots and GET responses). New reference. */
 json_t *session_view_to_json(const session_view *v);

@@ -301,16 +301,16 @@ static int is_delta(const char *type)
  * snapshots at every multiple of SSTORE_SNAPSHOT_EVERY. With check, v describes
  * the log up to seq `expect` only: if the events did not land right after it (the
  * log moved, or expect is 0: not known), v is first made again from the log, up
- * to where they landed. The deltas of a reply are folded from the envelope that
- * was encoded (their reducers copy what they keep); every other event from its
- * stored bytes, as every view is made (sstore_fold). */
+ * to where they landed. The deltas of a reply are folded from their payload as
+ * given (their reducers copy what they keep; no envelope is built: it is encoded
+ * without a tree, lib/session); every other event from its stored bytes, as every
+ * view is made (sstore_fold). */
 static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, size_t n,
                          const session_trace *trace, session_view *v, offset_t *first, int check,
                          uint64_t expect)
 {
     char path[SSTORE_ID_MAX + 16];
     buf_t bufs[SSTORE_EVENTS_MAX];
-    json_t *envs[SSTORE_EVENTS_MAX];
     log_msg msgs[SSTORE_EVENTS_MAX];
     int64_t now = timefmt_now_ms();
     int rc = 0;
@@ -322,9 +322,9 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         session_trace_child(trace, &t);
         memcpy(t.parent_span_id, trace->parent_span_id, sizeof t.parent_span_id);
         buf_init(&bufs[i], 0);
-        envs[i] = session_event_build(ev[i].type, ev[i].payload, ev[i].actor,
-                                      ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now);
-        if (session_event_dump(&bufs[i], envs[i])) rc = LOG_EIO;
+        if (session_event_encode(&bufs[i], ev[i].type, ev[i].payload, ev[i].actor,
+                                 ev[i].caused_by[0] ? ev[i].caused_by : NULL, &t, now))
+            rc = LOG_EIO;
         msgs[i].data = bufs[i].p;
         msgs[i].len = bufs[i].len;
     }
@@ -349,7 +349,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         if (is_delta(ev[i].type)) {
             char off[OFFSET_LEN + 1];
             offset_format(at, off);
-            session_reduce(v, envs[i], off);
+            session_reduce_payload(v, ev[i].type, ev[i].payload, off);
         } else {
             sstore_fold(v, msgs[i].data, msgs[i].len, at);
         }
@@ -357,10 +357,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         at.pos += msgs[i].len;
         if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
     }
-    for (size_t i = 0; i < n; i++) {
-        buf_free(&bufs[i]);
-        json_decref(envs[i]);
-    }
+    for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
     /* The row's status and updatedMs follow every event but the deltas of a reply,
      * which change no status: a streaming reply does not rewrite the row per delta. */
     int deltas = 1;

@@ -1404,6 +1404,105 @@ static void test_timers_signals(void)
     session_view_free(&v);
 }
 
+/* ---- envelopes without a tree ------------------------------------------------------------ */
+
+static size_t jansson_allocs;
+static void *count_malloc(size_t n)
+{
+    jansson_allocs++;
+    return malloc(n);
+}
+
+/* session_event_encode against session_event_dump of session_event_build's tree:
+ * the same bytes and the same result, whichever way it went. */
+static void flat_same(const char *type, const json_t *payload, const char *actor, const char *caused_by,
+                      const session_trace *t, int line)
+{
+    buf_t a, b;
+    buf_init(&a, 0);
+    buf_init(&b, 0);
+    buf_puts(&a, "x");   /* appends to what is there */
+    buf_puts(&b, "x");
+    int ra = session_event_encode(&a, type, payload, actor, caused_by, t, 1732000000123);
+    json_t *ev = session_event_build(type, payload, actor, caused_by, t, 1732000000123);
+    int rb = session_event_dump(&b, ev);
+    json_decref(ev);
+    int ok = ra == rb && a.len == b.len && !memcmp(a.p, b.p, a.len);
+    if (!ok) fprintf(stderr, "line %d: flat %d %.*s\n  tree %d %.*s\n", line, ra, (int)a.len, a.p, rb, (int)b.len, b.p);
+    test_note(ok, __FILE__, line, "the flat envelope is the tree's");
+    buf_free(&a);
+    buf_free(&b);
+}
+
+static void test_encode_flat(void)
+{
+    session_trace t, root;
+    session_trace_new(&root);
+    session_trace_child(&root, &t);
+    /* Every byte in a text delta (those that are no UTF-8 on their own: the tree
+     * refuses them, and so does the flat path), NULs, quotes, 4-byte UTF-8. */
+    for (int c = 0; c < 256; c++) {
+        char s[8] = {'a', (char)c, '"', '\\', '/', 'z', 0, 0};
+        json_t *p = json_pack("{s:s, s:o}", "requestId", "rq_1", "text", json_stringn_nocheck(s, 7));
+        flat_same("text:delta", p, "runner", NULL, &t, __LINE__);
+        json_decref(p);
+    }
+    static const char mixed[] = "\x01\x1f\x7f\b\f\n\r\t \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \xe2\x80\xa8 \0 end";
+    json_t *p = json_pack("{s:s, s:s%}", "requestId", "rq_\"1\"", "text", mixed, sizeof mixed - 1);
+    flat_same("text:delta", p, "runner", "0000000000000002_0000000000000590", &t, __LINE__);
+    flat_same("thinking:delta", p, "us\ter", NULL, &root, __LINE__);
+    flat_same("text:delta", p, NULL, NULL, &t, __LINE__);     /* no actor: the key is left out */
+    flat_same(NULL, p, "runner", NULL, &t, __LINE__);
+    flat_same("bad \xff type", p, "runner", NULL, &t, __LINE__);
+    flat_same("text:delta", p, "bad \xc0\x80 actor", NULL, &t, __LINE__);
+    flat_same("text:delta", p, "runner", "bad \xed\xa0\x80", &t, __LINE__);
+    json_decref(p);
+    /* Scalars of every kind, keys that need escapes, an empty and no payload. */
+    p = json_pack("{s:I, s:I, s:b, s:b, s:n, s:s, s:i}", "big", (json_int_t)INT64_MAX, "neg", (json_int_t)INT64_MIN,
+                  "t", 1, "f", 0, "z", "k\"\\\n", "", "zero", 0);
+    flat_same("step:started", p, "runner", NULL, &t, __LINE__);
+    json_decref(p);
+    p = json_object();
+    json_object_setn_new(p, "a\0b", 3, json_string("key with a NUL"));
+    flat_same("x", p, "runner", NULL, &t, __LINE__);
+    json_decref(p);
+    p = json_object();
+    flat_same("x", p, "runner", NULL, &t, __LINE__);
+    flat_same("x", NULL, "runner", NULL, &t, __LINE__);
+    json_decref(p);
+    /* What takes the tree: nested values, a float, a payload that is no object. */
+    p = json_pack("{s:s, s:{s:i}, s:[i], s:f}", "a", "b", "o", "k", 1, "arr", 2, "r", 0.1);
+    flat_same("tool:called", p, "runner", NULL, &t, __LINE__);
+    json_decref(p);
+    p = json_string("not an object");
+    flat_same("x", p, "runner", NULL, &t, __LINE__);
+    json_decref(p);
+
+    /* A text delta's envelope is written, and folded, without jansson allocating. */
+    p = json_pack("{s:s, s:s}", "requestId", "rq_1", "text", "hello");
+    session_view v;
+    chat(&v);
+    R(&v, "message:user", "{\"content\": \"Hi\", \"mode\": \"interrupt\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"rq_1\", \"provider\": \"openai\", \"model\": \"m\", \"attempt\": 1}");
+    buf_t b;
+    buf_init(&b, 0);
+    json_set_alloc_funcs(count_malloc, free);
+    jansson_allocs = 0;
+    CHECK_EQ_INT(session_event_encode(&b, "text:delta", p, "runner", NULL, &t, 1), 0);
+    CHECK_EQ_INT(jansson_allocs, 0);
+    json_set_alloc_funcs(malloc, free);
+    CHECK_EQ_INT(session_reduce_payload(&v, "text:delta", p, "2"), 0);
+    json_t *m = json_array_get(v.messages, json_array_size(v.messages) - 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(m, "content")), "hello");
+    CHECK_EQ_INT(session_reduce_payload(&v, NULL, p, "3"), -1);
+    json_t *arr = json_array();
+    CHECK_EQ_INT(session_reduce_payload(&v, "text:delta", arr, "3"), -1);
+    json_decref(arr);
+    buf_free(&b);
+    session_view_free(&v);
+    json_decref(p);
+}
+
 int main(void)
 {
     test_timers_signals();
@@ -1425,6 +1524,7 @@ int main(void)
     test_doc_example();
     test_trace();
     test_encode();
+    test_encode_flat();
     test_text_nul();
     test_continued_text();
     return TEST_MAIN_END();
