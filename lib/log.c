@@ -183,6 +183,8 @@ static void lead(log_conn_t *c, log_op *group)
 {
     const store_engine *e = c->log->engine;
     __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
+    c->group_ops = 0;
+    for (log_op *op = group; op; op = op->next) c->group_ops++;
     int rc = e->group_begin(c);
     if (rc == 0) {
         rc = lock_paths(c, group);

@@ -82,6 +82,10 @@ struct log {
 /* One thread's connection (log_conn_t): the first member of an engine's own. */
 struct log_conn {
     log_t *log;
+    /* The operations of the group being committed (set by lib/log.c before
+     * group_begin): an engine may skip an operation's own savepoint when it is
+     * alone, its transaction then undoing it (op_end returning its op_rc < 0). */
+    size_t group_ops;
 };
 
 /* The streams of the Durable Streams protocol: the log's operations, each with
@@ -458,7 +462,9 @@ struct store_engine {
     /* The group commit's steps (lib/log.c). group_begin takes whatever lock the
      * engine's writers share and opens the transaction; op_begin and op_end
      * bracket one operation (op_end undoes it when op_rc < 0, and returns nonzero
-     * when the whole transaction was lost, for example a full disk); group_end
+     * when the whole transaction was lost, for example a full disk, or, for an
+     * operation alone in its group (group_ops == 1) run without a savepoint of its
+     * own, to have the transaction undo it); group_end
      * commits (rc == 0) or rolls back and returns the group's result;
      * group_release drops the lock group_begin took. */
     int (*group_begin)(log_conn_t *c);

@@ -74,8 +74,15 @@ static int sq_group_begin(log_conn_t *c)
     return sq_tx(c, SQ_TX_BEGIN);
 }
 
+/* An operation alone in its group (the runner's commits, a quiet pool's appends)
+ * runs without a savepoint of its own: the transaction is its savepoint. Besides
+ * two statements, that keeps the statement journal small: while a savepoint is
+ * open SQLite keeps (in memory: temp_store) a copy of every page written under it,
+ * once more for each nested savepoint (a runner's commit has one per session), so
+ * that a commit of 2,000 sessions held tens of megabytes until it ended. */
 static int sq_op_begin(log_conn_t *c)
 {
+    if (c->group_ops == 1) return 0;
     return sq_tx(c, SQ_TX_SAVEPOINT);
 }
 
@@ -84,6 +91,7 @@ static int sq_op_end(log_conn_t *c, int op_rc)
     /* A full database may make SQLite roll the whole transaction back (not only
      * the statement): then the group is lost, all of it. */
     if (op_rc == LOG_EFULL && sqlite3_get_autocommit(sq(c)->db)) return LOG_EFULL;
+    if (c->group_ops == 1) return op_rc < 0 ? op_rc : 0;   /* group_end rolls it back */
     if (op_rc < 0) sq_tx(c, SQ_TX_ROLLBACK_TO);
     return sq_tx(c, SQ_TX_RELEASE);
 }
