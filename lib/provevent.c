@@ -66,7 +66,15 @@ tool_slot *pev_slot_open(provider_parser *p, int64_t index)
     tool_slot *t = pev_slot_find(p, index);
     if (t) return t;
     if (p->ntools == PROVIDER_TOOLS_OPEN_MAX) return NULL;
-    /* Slots live in the parser; nothing is allocated until an argument arrives. */
+    if (p->ntools == p->captools) {
+        size_t cap = p->captools ? p->captools * 2 : 1;
+        if (cap > PROVIDER_TOOLS_OPEN_MAX) cap = PROVIDER_TOOLS_OPEN_MAX;
+        tool_slot *v = realloc(p->tools, cap * sizeof *v);
+        if (!v) return NULL;
+        p->tools = v;
+        p->captools = cap;
+    }
+    /* A slot's buffers allocate nothing until an argument arrives. */
     t = &p->tools[p->ntools++];
     t->index = index;
     buf_init(&t->id, PROVIDER_TOOL_ID_MAX);

@@ -71,8 +71,11 @@ struct provider_parser {
     int first_line;     /* a UTF-8 BOM may open the stream */
     int status;         /* sticky: -1 or the callback's value once non-zero */
     int done;           /* PEV_DONE was delivered */
-    tool_slot tools[PROVIDER_TOOLS_OPEN_MAX];
-    size_t ntools;
+    /* The calls open now, in the order they opened: grown as calls open (most
+     * replies open none), up to PROVIDER_TOOLS_OPEN_MAX, so that a parser, one per
+     * request in flight, is small. */
+    tool_slot *tools;
+    size_t ntools, captools;
     int64_t input_tokens, output_tokens;
 };
 
@@ -93,7 +96,8 @@ int pev_done(provider_parser *p);
 void pev_slot_free(tool_slot *t);
 /* The open slot of index, or NULL. */
 tool_slot *pev_slot_find(provider_parser *p, int64_t index);
-/* The slot of index, opened if new. NULL when PROVIDER_TOOLS_OPEN_MAX are open. */
+/* The slot of index, opened if new. NULL when PROVIDER_TOOLS_OPEN_MAX are open (or
+ * out of memory). A slot's address holds until the next slot opens. */
 tool_slot *pev_slot_open(provider_parser *p, int64_t index);
 /* Replace a slot's id or name (b) with s, a JSON string (anything else: left as it
  * is). Returns 0, or -1 past PROVIDER_TOOL_ID_MAX. */

@@ -132,6 +132,7 @@ void provider_parser_free(provider_parser *p)
     buf_free(&p->data);
     buf_free(&p->scratch);
     for (size_t i = 0; i < p->ntools; i++) pev_slot_free(&p->tools[i]);
+    free(p->tools);
     free(p);
 }
 

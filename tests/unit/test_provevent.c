@@ -1,8 +1,10 @@
 /* Unit tests for lib/provevent.c: the tool-call slots (opened up to the ceiling,
- * delivered whole with their arguments checked, ids and names without NULs), the
- * text events and the token counts. */
+ * delivered whole with their arguments checked, ids and names without NULs, held
+ * only while calls are open), the text events and the token counts. */
 #include "provevent.h"
+#include "provider.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
@@ -62,6 +64,24 @@ static void test_slots(void)
     CHECK_EQ_INT(s.n, 2 + (int)before);
     json_decref(nul);
     json_decref(id);
+    free(p.tools);
+}
+
+/* A parser is one per provider request in flight: it holds no room for tool calls
+ * until one opens (it held 64 slots, 7 KiB, whatever the reply). */
+static void test_slots_memory(void)
+{
+    CHECK(sizeof(provider_parser) < 512);
+    provider_parser *p = provider_parser_new(PROVIDER_ANTHROPIC, NULL, NULL);
+    if (!CHECK(p != NULL)) return;
+    CHECK(p->tools == NULL && p->captools == 0);
+    CHECK(pev_slot_open(p, 7) != NULL);
+    CHECK_EQ_UINT(p->captools, 1);
+    for (int i = 0; i < 5; i++) CHECK(pev_slot_open(p, 100 + i) != NULL);
+    CHECK_EQ_UINT(p->ntools, 6);
+    CHECK(p->captools >= 6 && p->captools <= 8);
+    CHECK(pev_slot_find(p, 7) == &p->tools[0]);     /* the first stays first */
+    provider_parser_free(p);                        /* slots and all (ASan: no leak) */
 }
 
 static void test_text_and_tokens(void)
@@ -96,6 +116,7 @@ static void test_text_and_tokens(void)
 int main(void)
 {
     test_slots();
+    test_slots_memory();
     test_text_and_tokens();
     return TEST_MAIN_END();
 }
