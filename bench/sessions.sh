@@ -40,7 +40,8 @@
 # DB [a SQLite file in the work directory], ENGINE [sqlite; pg], RUNNERS [1], STEPS ["100 200 400 800 1200
 # 1600"; "" for none], STEPS_ALL [0], DELTAS [150], INTERVAL_MS [20], P99_MS [50],
 # MEM_SESSIONS [0; e.g. 2000], MEM_DELTAS [30], MEM_INTERVAL_MS [1000], MEM_AFTER_S [5],
-# BENCH_KEEP [0], RUNNER_WRAP [none: a command the first runner runs under, e.g.
+# BENCH_KEEP [0], MEM_STATS [0; 1: glibc's malloc_stats of the first runner after the
+# memory run, through gdb, in the raw output], RUNNER_WRAP [none: a command the first runner runs under, e.g.
 # "heaptrack -o FILE": its figures are then the wrapper's].
 # Every phase is bounded in count and time; every process started is stopped by PID.
 set -euo pipefail
@@ -214,6 +215,11 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
     wait "$poster" || true
     sleep "$MEM_AFTER_S"
     read -r after_rss after_anon after_heap <<<"$(mem_line "$r1")"
+    if [ "${MEM_STATS:-0}" = 1 ]; then     # glibc's own account (malloc_stats, to the runner's log)
+        gdb -p "$r1" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1 || say "gdb could not attach"
+        sleep 0.5
+        tail -n 12 "$stack/logs/runner-1.log" | sed 's/^/malloc_stats: /' >>"$raw"
+    fi
     echo "### Runner memory, $MEM_SESSIONS sessions streaming ($MEM_DELTAS deltas ${MEM_INTERVAL_MS} ms apart)"
     echo
     echo "| moment | requests in flight | VmRSS KiB | RssAnon KiB | [heap] KiB |"

@@ -459,6 +459,12 @@ int log_list(log_conn_t *c, const char *prefix, void (*fn)(void *ud, const char 
     return store_of(c)->streams->list(c, prefix, fn, ud);
 }
 
+void log_release_memory(log_conn_t *c)
+{
+    const store_engine *e = c->log->engine;
+    if (e->release_memory) e->release_memory(c);
+}
+
 int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
     return store_of(c)->feed->changes_since(c, cur, fn, ud);

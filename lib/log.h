@@ -301,6 +301,11 @@ static inline int log_expired(const log_info *info, int64_t now_ms)
     return 0;
 }
 
+/* Give back the memory c keeps only for speed (SQLite: its page cache, refilled
+ * from the file as needed), after a burst of work; nothing on an engine that keeps
+ * none. */
+void log_release_memory(log_conn_t *c);
+
 /* The database's size as its engine measures it: fn(ud, what, bytes) for each part
  * (SQLite: "db" and "wal", the files). Returns 0 or LOG_E*. */
 int log_sizes(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud);

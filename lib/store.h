@@ -483,6 +483,10 @@ struct store_engine {
     int (*nest_end)(log_conn_t *c, int undo);
     /* The database's size, part by part (log_sizes). */
     int (*sizes)(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud);
+    /* Optional (NULL: nothing kept): give back the memory c keeps for speed and
+     * does not need now (SQLite: the connection's page cache), as a process does
+     * after a burst of work (log_release_memory). */
+    void (*release_memory)(log_conn_t *c);
     /* The schema version this build's migrations reach. */
     int (*schema_version)(void);
     const store_streams_ops *streams;

@@ -35,6 +35,7 @@
 #include "deliver.h"
 #include "driver.h"
 #include "mcp_pool.h"
+#include "memtrim.h"
 #include "providers.h"
 #include "request.h"
 #include "stats.h"
@@ -290,6 +291,7 @@ int main(int argc, char **argv)
     int gc_batch = (int)env_num("DSTREAM_RETENTION_BATCH", RETAIN_BATCH_ITEMS, 1, RETAIN_BATCH_ITEMS * 4);
     if (retention.n) diag("info", "retention: %zu policies from %s, a pass every %lld ms", retention.n,
                           retention_path, (long long)sweep_ms);
+    memtrim_t trim = {0, 0};
     while (!R.stopping) {
         /* Wait for a transfer, a change, a signal or the nearest timer. */
         int64_t now = timefmt_now_ms();
@@ -307,13 +309,18 @@ int main(int argc, char **argv)
          * list, and of the others only the soonest counts. */
         int64_t parked = runner_unpark(&R, now);
         if (parked && parked - now < wait) wait = parked - now;
+        size_t live = 0;
         for (sess_t *s = R.sessions; s; s = s->next) {
+            live++;
             if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->lease.held && s->rq && s->lease.renew_ms - now < wait) wait = s->lease.renew_ms - now;
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
         }
+        /* After a burst of sessions, what it left free goes back to the system:
+         * the page cache the burst filled, then what glibc keeps. */
+        memtrim_turn(&trim, live, R.conn);
         if (sweep_ms && next_sweep - now < wait) wait = next_sweep - now;
         if (next_gc && next_gc - now < wait) wait = next_gc - now;
         wait = tap_wait(&R, now, wait);

@@ -158,6 +158,12 @@ static int same(const seen *a, const seen *b)
 
 static void observe(runner_t *R, int64_t now)
 {
+    /* Nothing in flight since the last tick: the room a burst of requests grew goes
+     * (two ticks free both sets). */
+    if (!st.prev.n && st.cur.cap > 64) {
+        free(st.cur.v);
+        memset(&st.cur, 0, sizeof st.cur);
+    }
     st.cur.n = 0;
     st.s.sessions = R->idx.nheap;   /* parked: sleeping, no lease (sessidx.c) */
     st.s.leased = 0;

@@ -20,6 +20,7 @@
 #include "sessidx.h"
 
 #define RUNNER_OUTBOX_MAX 4096      /* events one session may have waiting for a commit */
+#define RUNNER_CURL_BUFFER 4096     /* bytes of a provider request's receive buffer (curl's: 16 KiB) */
 
 typedef struct sess sess_t;
 typedef struct tcall tcall_t;

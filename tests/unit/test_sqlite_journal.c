@@ -4,7 +4,8 @@
  * written under an open savepoint, once more for each nested one, is emptied after
  * each nested unit instead of growing with the whole commit. That is the runner's
  * commit: one nested unit per session, 2,000 sessions in one transaction. The
- * operation's failure still undoes all it wrote, and ops of a group still fail alone. */
+ * operation's failure still undoes all it wrote; and the page cache a burst filled
+ * can be given back (log_release_memory). */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,6 +92,20 @@ static void test_commit_memory(void)
     CHECK_EQ_INT(tail_seq(STREAMS - 1), 2);
 }
 
+/* After a burst, the page cache it filled goes back (log_release_memory, what the
+ * runner does once its sessions are done), and the connection reads on. */
+static void test_release_memory(void)
+{
+    sqlite3_int64 full, hi, after;
+    sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &full, &hi, 0);
+    log_release_memory(conn);
+    sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &after, &hi, 0);
+    fprintf(stderr, "  SQLite memory in use: %lld KiB, %lld KiB after log_release_memory\n", (long long)full / 1024,
+            (long long)after / 1024);
+    CHECK(after < full - 1024 * 1024);      /* the 2 MiB cache was full */
+    CHECK_EQ_INT(tail_seq(STREAMS - 1), 2);
+}
+
 /* An operation alone that fails after writing: nothing of it stays. */
 static void test_alone_fails_whole(void)
 {
@@ -109,6 +124,7 @@ int main(void)
 {
     if (test_db_open("test-journal", dir, sizeof dir, &lg, &conn) == 0) {
         test_commit_memory();
+        test_release_memory();
         test_alone_fails_whole();
     }
     test_db_close(dir, lg, conn);

@@ -121,6 +121,12 @@ static int sq_nest_end(log_conn_t *c, int undo)
     return rc ? rc : rc2;
 }
 
+/* The page cache's unused pages (a connection keeps up to cache_size of them). */
+static void sq_release_memory(log_conn_t *c)
+{
+    sqlite3_db_release_memory(sq(c)->db);
+}
+
 static int64_t file_size(const char *path)
 {
     struct stat st;
@@ -158,6 +164,7 @@ const store_engine store_sqlite = {
     .nest_begin = sq_nest_begin,
     .nest_end = sq_nest_end,
     .sizes = sq_sizes,
+    .release_memory = sq_release_memory,
     .schema_version = sq_schema_version,
     .streams = &sq_streams_ops,
     .feed = &sq_feed_ops,
