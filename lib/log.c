@@ -469,3 +469,9 @@ int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, cons
 {
     return store_of(c)->feed->changes_since(c, cur, fn, ud);
 }
+
+int log_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
+                      void *ud)
+{
+    return store_of(c)->feed->changes_tails(c, cur, fn, ud);
+}

@@ -324,6 +324,11 @@ int log_writing(log_t *l);
  * fn(ud, stream id, path), and advance *cur. From LOG_CURSOR_START only positions
  * *cur at the present. Returns 0 or LOG_E*. */
 int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud);
+/* As log_changes, also saying where each changed stream's log ends: fn(ud, stream
+ * id, path, tail seq), the tail 0 for a stream deleted or closed (the caller then
+ * knows only that it changed). */
+int log_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
+                      void *ud);
 
 /* Statistics since log_open: write groups committed and operations in them. */
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);

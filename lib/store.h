@@ -134,6 +134,10 @@ typedef struct store_feed_ops {
     /* The same on a connection, from a cursor of the caller's (log_changes). */
     int (*changes_since)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
                          void *ud);
+    /* The same, also saying each stream's tail seq: fn(ud, id, path, tail), tail 0
+     * for a stream deleted or closed (log_changes_tails). */
+    int (*changes_tails)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
+                         void *ud);
 } store_feed_ops;
 
 /* Leases (lib/lease.h): which runner process drives a session. acquire and

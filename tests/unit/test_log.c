@@ -772,6 +772,53 @@ static void test_changes_after_delete(void)
     log_delete(conn, "/rev/c");
 }
 
+typedef struct tails_seen {
+    int n;
+    uint64_t tail;              /* the last reported for /tails/a */
+} tails_seen;
+
+static void on_tail(void *ud, int64_t id, const char *path, uint64_t tail)
+{
+    tails_seen *t = ud;
+    (void)id;
+    if (strcmp(path, "/tails/a") != 0) return;
+    t->n++;
+    t->tail = tail;
+}
+
+/* log_changes_tails: each changed stream with where its log ends now, on every
+ * append; 0 once it is closed (a reader knows only that it changed). */
+static void test_changes_tails(void)
+{
+    log_cursor rev = LOG_CURSOR_START;
+    tails_seen t = {0, 0};
+    CHECK_EQ_INT(create_plain("/tails/a"), 0);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_tail, &t), 0);   /* from now on */
+    CHECK_EQ_INT(t.n, 0);
+    static const char *const three[] = {"1", "2", "3"};
+    CHECK_EQ_INT(append_n("/tails/a", three, 3, NULL), 0);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_tail, &t), 0);
+    CHECK_EQ_INT(t.n, 1);
+    CHECK_EQ_UINT(t.tail, 3);
+    CHECK_EQ_INT(append1("/tails/a", "4"), 0);
+    CHECK_EQ_INT(append1("/tails/a", "5"), 0);
+    t.n = 0;
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_tail, &t), 0);
+    CHECK_EQ_INT(t.n, 1);
+    CHECK_EQ_UINT(t.tail, 5);
+    t.n = 0;
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_tail, &t), 0);   /* nothing since */
+    CHECK_EQ_INT(t.n, 0);
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    ar.close = 1;
+    CHECK_EQ_INT(append_n("/tails/a", NULL, 0, &ar), 0);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_tail, &t), 0);
+    CHECK_EQ_INT(t.n, 1);
+    CHECK_EQ_UINT(t.tail, 0);
+    log_delete(conn, "/tails/a");
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -1489,6 +1536,7 @@ static void engine_cases(void)
     test_delete();
     test_not_utf8();
     test_changes_after_delete();
+    test_changes_tails();
     test_expiry();
     test_touch();
     test_sweep_batches();

@@ -70,7 +70,8 @@ static int64_t mono_ms(void)
 /* Rows stamped at or above the cursor's xid, but those whose xid is in skip[n].
  * *ro (may be NULL) is set when the server is read-only. */
 static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int nskip,
-                        void (*fn)(void *, int64_t, const char *), void *ud, int *ro)
+                        void (*fn)(void *, int64_t, const char *),
+                        void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud, int *ro)
 {
     int rc;
     pg_params p;
@@ -82,7 +83,9 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
     PGresult *r = pg_run(c,
                          "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x,"
                          " current_setting('transaction_read_only') AS ro)"
-                         " SELECT s.x, st.id, st.path, st.xid::text, s.ro FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
+                         " SELECT s.x, st.id, st.path, st.xid::text, s.ro,"
+                         " CASE WHEN st.deleted <> 0 OR st.closed <> 0 THEN 0 ELSE st.tail_seq END"
+                         " FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
                          &p, 0, &rc);
     if (!r) return rc;
     /* A read-only server (a primary fenced for a switchover, still up): what it says
@@ -102,7 +105,8 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
         for (int k = 0; k < nskip && !seen; k++) seen = skip[k] == xid;
         if (seen) continue;
         const char *path = pg_text_of(r, i, 2);
-        fn(ud, pg_int_of(r, i, 1), path ? path : "");
+        if (tail_fn) tail_fn(ud, pg_int_of(r, i, 1), path ? path : "", (uint64_t)pg_int_of(r, i, 5));
+        else fn(ud, pg_int_of(r, i, 1), path ? path : "");
     }
     PQclear(r);
     cur->v = next;
@@ -112,7 +116,14 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
 /* The change feed on a connection (store_feed_ops.changes_since). */
 static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
-    return changes_skip(c, cur, NULL, 0, fn, ud, NULL);
+    return changes_skip(c, cur, NULL, 0, fn, NULL, ud, NULL);
+}
+
+/* The same with each stream's tail (store_feed_ops.changes_tails). */
+static int changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
+                         void *ud)
+{
+    return changes_skip(c, cur, NULL, 0, NULL, fn, ud, NULL);
 }
 
 static int listen_on(store_feed *f)
@@ -271,7 +282,7 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     f->all = 0;
     f->last_look_ms = mono_ms();
     int ro = 0;
-    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, ud, &ro);
+    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, NULL, ud, &ro);
     f->nxids = f->xids_over = 0;
     if (ro) {
         /* Fenced for a switchover: its NOTIFYs have stopped, the new primary's never
@@ -293,4 +304,5 @@ const store_feed_ops pg_feed_ops = {
     .moved = feed_moved,
     .changes = feed_changes,
     .changes_since = changes_since,
+    .changes_tails = changes_tails,
 };

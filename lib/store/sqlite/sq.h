@@ -82,6 +82,8 @@ void sq_streams_finalize(sq_conn *c);
 
 /* streams.c: the change feed on a connection (store_feed_ops.changes_since). */
 int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud);
+/* The same with each stream's tail (store_feed_ops.changes_tails). */
+int sq_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t), void *ud);
 
 extern const store_streams_ops sq_streams_ops;
 extern const store_feed_ops sq_feed_ops;

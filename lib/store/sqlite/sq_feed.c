@@ -161,4 +161,5 @@ const store_feed_ops sq_feed_ops = {
     .moved = feed_moved,
     .changes = feed_changes,
     .changes_since = sq_changes_since,
+    .changes_tails = sq_changes_tails,
 };

@@ -81,7 +81,8 @@ static const char *const sql_text[S_COUNT] = {
      * without gaps from its first). */
     [S_DEL_MSGS_SOME] = "DELETE FROM messages WHERE stream = ?1 AND"
                         " seq < (SELECT min(seq) FROM messages WHERE stream = ?1) + ?2",
-    [S_CHANGES] = "SELECT id, rev, path FROM streams WHERE rev > ? ORDER BY rev LIMIT 1000",
+    [S_CHANGES] = "SELECT id, rev, path, CASE WHEN deleted OR closed THEN 0 ELSE tail_seq END FROM streams"
+                  " WHERE rev > ? ORDER BY rev LIMIT 1000",
     [S_MAXREV] = "SELECT coalesce(max(rev), 0) FROM streams",
     [S_CHILDREN] = "SELECT id FROM streams WHERE parent = ? AND deleted = 0",
     [S_MSG_AT] = "SELECT pos, rec, data FROM messages WHERE stream = ? AND seq = ?",
@@ -552,8 +553,10 @@ static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
     return rc;
 }
 
-/* The change feed on a connection: streams whose revision is above the cursor's. */
-int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+/* The change feed on a connection: streams whose revision is above the cursor's,
+ * fn for each (or, if set, tail_fn with its tail: 0 for one deleted or closed). */
+static int changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
+                   void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud)
 {
     int64_t *rev = &cur->v;
     int rc;
@@ -578,7 +581,9 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
         sqlite3_bind_int64(s, 1, *rev);
         n = 0;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            fn(ud, sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 2));
+            const char *path = (const char *)sqlite3_column_text(s, 2);
+            if (tail_fn) tail_fn(ud, sqlite3_column_int64(s, 0), path, (uint64_t)sqlite3_column_int64(s, 3));
+            else fn(ud, sqlite3_column_int64(s, 0), path);
             *rev = sqlite3_column_int64(s, 1);
             n++;
         }
@@ -586,6 +591,16 @@ int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
         if (rc != SQLITE_DONE) return sq_error(c, rc);
     } while (n == 1000);
     return 0;
+}
+
+int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
+{
+    return changes(c, cur, fn, NULL, ud);
+}
+
+int sq_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t), void *ud)
+{
+    return changes(c, cur, NULL, fn, ud);
 }
 
 static int op_list(log_conn_t *c, const char *prefix,
