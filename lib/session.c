@@ -1464,6 +1464,18 @@ int session_view_from_json(session_view *v, const json_t *j)
     return 0;
 }
 
+int session_view_copy(session_view *dst, const session_view *src)
+{
+    json_t *j = session_view_to_json(src);
+    int rc = j ? session_view_from_json(dst, j) : -1;
+    json_decref(j);
+    if (rc) {
+        session_view_free(dst);
+        session_view_init(dst);
+    }
+    return rc;
+}
+
 void session_view_pos(const session_view *v, workflow_pos *pos)
 {
     pos->started = v->started;

@@ -342,6 +342,10 @@ json_t *session_view_to_json(const session_view *v);
 /* Load a view saved by session_view_to_json. Returns 0 or -1. v must be freshly
  * initialised; on failure it is left initialised and empty. */
 int session_view_from_json(session_view *v, const json_t *j);
+/* A copy of src into dst (freshly initialised), sharing nothing with it: what a
+ * snapshot taken at src's position would load. Returns 0 or -1 (dst left
+ * initialised and empty). */
+int session_view_copy(session_view *dst, const session_view *src);
 
 /* The workflow position for workflow_next. Strings are borrowed from v. */
 void session_view_pos(const session_view *v, workflow_pos *pos);

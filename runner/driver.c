@@ -229,6 +229,7 @@ static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
     int64_t expires = 0;
     int held = lease_acquire(R->conn, s->id, &R->me, R->lease_ms, &expires);
     if (held == 1) {
+        R->renewed_drive += s->lease.held;
         lease_taken(&s->lease, now, R->lease_ms, expires);
         return 1;
     }
@@ -244,15 +245,15 @@ static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
     return 0;
 }
 
-/* 1 if s's log has not moved since this process last read or wrote it (so a
- * drive would decide what it decided then). */
-static int unchanged(runner_t *R, sess_t *s)
+/* Where s's log ends (its tail seq), when this process knows a position of it to
+ * compare with (the tail it last read or wrote, or the view it keeps); else 0. */
+static uint64_t tail_of(runner_t *R, sess_t *s)
 {
     char path[SSTORE_ID_MAX + 16];
     log_info info;
-    if (!s->known_seq) return 0;
+    if (!s->known_seq && !s->view_seq) return 0;
     snprintf(path, sizeof path, "sessions/%s", s->id);
-    return log_head(R->conn, path, &info) == 0 && info.tail.seq == s->known_seq;
+    return log_head(R->conn, path, &info) == 0 ? info.tail.seq : 0;
 }
 
 /* A session that holds nothing here and whose log says it waits only for a time or
@@ -298,13 +299,26 @@ void runner_drive(runner_t *R, sess_t *s)
     s->scanned = 0;
     if (maybe_idle && idle(R, s, now)) return;
     if (!hold(R, s, plan, now)) return;
-    if (!due && was_held && unchanged(R, s)) return;
+    /* Unchanged since this process last read or wrote it: a drive would decide
+     * what it decided then. */
+    uint64_t tail = tail_of(R, s);
+    if (!due && was_held && tail && tail == s->known_seq) return;
     if (s->timer_ms && now >= s->timer_ms) s->timer_ms = 0;
 
+    /* The view: a copy of the one this process keeps (outbox.c's commits) when that
+     * is still the log's tail, else made from the log. */
     session_view v;
     offset_t none = {0, 0}, pos;
     session_view_init(&v);
-    int rc = sstore_view(R->conn, s->id, 0, none, &v, &pos);
+    int rc;
+    R->drives++;
+    if (tail && tail == s->view_seq && session_view_copy(&v, &s->view) == 0) {
+        pos.seq = tail;
+        rc = 0;
+        R->views_kept++;
+    } else {
+        rc = sstore_view(R->conn, s->id, 0, none, &v, &pos);
+    }
     if (rc) {
         session_view_free(&v);
         if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) {

@@ -124,14 +124,33 @@ static void on_mcp_change(void *ud, const char *server)
     for (sess_t *s = R->sessions; s; s = s->next) s->dirty = 1;
 }
 
-static void on_change(void *ud, int64_t id, const char *path)
+/* A stream changed, its log now ending at tail (0: not known). A session this
+ * process holds and whose log ends where its own last commit left it (its deltas:
+ * outbox.c) is not looked at again: the drive would find it unchanged. */
+static void on_change(void *ud, int64_t id, const char *path, uint64_t tail)
 {
     runner_t *R = ud;
-    (void)id;
     if (!path || strncmp(path, "sessions/", 9) != 0) return;
     const char *sid = path + 9;
     if (!sstore_valid_id(sid)) return;
-    runner_session(R, sid)->dirty = 1;
+    sess_t *s = sessidx_find(&R->idx, sid);
+    if (s && tail && tail == s->known_seq && id == s->stream_id && !s->heap_at &&
+        lease_plan_at(&s->lease, 0, timefmt_now_ms()) == LEASE_KEEP) {
+        R->wakes_own++;
+        return;
+    }
+    s = runner_session(R, sid);
+    s->stream_id = id;
+    s->dirty = 1;
+}
+
+/* When the drive renews the lease of s, which streams a reply. Once a third of the
+ * lease ran (lib/lease) the loop's next commit renews it (outbox_renewing), with
+ * the events of every session in that commit, not in a transaction of its own;
+ * the drive does only if no commit did by half the lease (they keep failing). */
+static int64_t renew_at(const runner_t *R, const sess_t *s)
+{
+    return s->lease.renew_ms + R->lease_ms / 6;
 }
 
 /* Sessions with work left, at start (crash recovery). */
@@ -243,7 +262,7 @@ int main(int argc, char **argv)
     }
     wake_watch_any(waiter);
     log_cursor rev = LOG_CURSOR_START;
-    log_changes(R.conn, &rev, on_change, &R);
+    log_changes_tails(R.conn, &rev, on_change, &R);
 
     if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) {
         diag("error", "pipe: %s", strerror(errno));
@@ -314,9 +333,13 @@ int main(int argc, char **argv)
             live++;
             if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
-            if (s->lease.held && s->rq && s->lease.renew_ms - now < wait) wait = s->lease.renew_ms - now;
+            if (s->lease.held && s->rq && renew_at(&R, s) - now < wait) wait = renew_at(&R, s) - now;
             if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
+            if (s->lease.held && s->rq) {   /* the commit that renews it */
+                int64_t at = s->lease.renew_ms > last_flush + flush_ms ? s->lease.renew_ms : last_flush + flush_ms;
+                if (at - now < wait) wait = at - now;
+            }
         }
         /* After a burst of sessions, what it left free goes back to the system:
          * the page cache the burst filled, then what glibc keeps. */
@@ -342,7 +365,7 @@ int main(int argc, char **argv)
         }
         if (extra[0].revents) {
             wake_clear(waiter);
-            log_changes(R.conn, &rev, on_change, &R);
+            log_changes_tails(R.conn, &rev, on_change, &R);
         }
         int running;
         curl_multi_perform(R.multi, &running);
@@ -360,7 +383,7 @@ int main(int argc, char **argv)
         now = timefmt_now_ms();
         runner_unpark(&R, now);
         for (sess_t *s = R.sessions; s; s = s->next) {
-            if ((s->timer_ms && now >= s->timer_ms) || (s->lease.held && s->rq && now >= s->lease.renew_ms)) s->due = 1;
+            if ((s->timer_ms && now >= s->timer_ms) || (s->lease.held && s->rq && now >= renew_at(&R, s))) s->due = 1;
         }
         for (sess_t *s = R.sessions, *next; s; s = next) {
             next = s->next;
@@ -440,7 +463,11 @@ out:
     json_decref(R.pricing);
     provcfg_free(R.providers);
     if (status) return status;
-    diag("info", "stopped (%llu commits, %llu events dropped after a lost lease)", (unsigned long long)R.commits,
-                 (unsigned long long)R.dropped);
+    diag("info", "stopped (%llu commits, %llu events dropped after a lost lease; %llu views decided on, %llu of"
+                 " them kept across commits; %llu changes that were this process's own deltas; leases renewed"
+                 " %llu times in commits, %llu by drives)",
+         (unsigned long long)R.commits, (unsigned long long)R.dropped, (unsigned long long)R.drives,
+         (unsigned long long)R.views_kept, (unsigned long long)R.wakes_own, (unsigned long long)R.renewed_commit,
+         (unsigned long long)R.renewed_drive);
     return 0;
 }

@@ -118,10 +118,11 @@ static int op_commit(log_conn_t *c, void *arg)
         it->renewed = now >= it->s->lease.renew_ms;
         int held = it->renewed ? lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms)
                                : lease_tx_held(c, it->s->id, &a->R->me);
-        int rc = held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
+        int rc = held == 1 && it->s->nout == 0 ? 0      /* its lease alone (outbox_renewing): nothing else */
+                 : held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
                                                      &it->s->view_seq, &it->first)
                            : held;
-        if (rc == 0 && held == 1) rc = deferred_tx(c, it->s);  /* recordings with their events */
+        if (rc == 0 && held == 1 && it->s->nout) rc = deferred_tx(c, it->s);  /* recordings with their events */
         if (held == 0) it->outcome = C_LOST;
         else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
         else if (rc) it->outcome = C_FAILED;
@@ -133,18 +134,24 @@ static int op_commit(log_conn_t *c, void *arg)
     return 0;
 }
 
+int outbox_renewing(const sess_t *s, int64_t now)
+{
+    return s->lease.held && s->rq && now >= s->lease.renew_ms;
+}
+
 int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
 {
     size_t n = 0;
     *outcomes = NULL;
     *noutcomes = 0;
-    for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0;
+    int64_t t = timefmt_now_ms();
+    for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0 || outbox_renewing(s, t);
     if (n == 0) return 0;
     commit_item *items = calloc(n, sizeof *items);
     if (!items) abort();
     n = 0;
     for (sess_t *s = R->sessions; s; s = s->next)
-        if (s->nout) items[n++].s = s;
+        if (s->nout || outbox_renewing(s, t)) items[n++].s = s;
     commit_arg a = {R, items, n};
     int64_t t0 = timefmt_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
@@ -165,12 +172,14 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
         switch (it->outcome) {
         case C_DONE:
             if (it->renewed) {
+                R->renewed_commit++;
                 s->lease.renew_ms = t0 + R->lease_ms / 3;
                 s->lease.expires_ms = t0 + R->lease_ms;
             }
             /* Deltas alone change nothing this process has to decide on. */
-            if (s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
-            outbox_clear(s);
+            if (k && s->out_deltas_only && it->first.seq == s->known_seq) s->known_seq = it->first.seq + k;
+            /* Its lease alone: writes queued meanwhile (a recording's) wait for its events. */
+            if (k) outbox_clear(s);
             /* Past the events limit: the drive ends it (docs/agents.md, "Limits"). */
             if (R->session_events_max && s->view_seq && s->view.events >= (uint64_t)R->session_events_max)
                 s->due = 1;
@@ -186,6 +195,11 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
             s->dirty = 1;       /* its drive finds it gone and forgets it */
             break;
         default:
+            if (k == 0) {       /* its lease, not renewed: the next commit tries again */
+                diag("info", "session %s: lease: %s", s->id, errs_str(it->rc));
+                it->outcome = C_DONE;
+                break;
+            }
             diag("info", "session %s: cannot append %s: %s", s->id, s->out[0].type, errs_str(it->rc));
             outbox_clear(s);
             s->dirty = 1;

@@ -22,12 +22,16 @@ typedef struct outbox_outcome {
     int what;                   /* OUTBOX_* */
 } outbox_outcome;
 /* Commit every session's queued events in one transaction, each session's only
- * while this process holds its lease (else they are dropped and counted). Returns
+ * while this process holds its lease (else they are dropped and counted), and the
+ * leases due for renewal of the sessions streaming a reply. Returns
  * 0 with the sessions whose queue was not written and why in *outcomes (an array
  * of *n, the caller's to free; NULL when every queue was written): the caller
  * stops what they have in flight. Or LOG_E* if the transaction failed (the events
  * stay queued for the next try; *n is 0). */
 int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *n);
+/* 1 if s streams a reply under a lease this process holds that is due for renewal
+ * at now: the next outbox_commit renews it, with or without events of s. */
+int outbox_renewing(const sess_t *s, int64_t now);
 /* Free s's queued events and writes without writing them. */
 void outbox_clear(sess_t *s);
 

@@ -104,6 +104,7 @@ struct sess {
                                    expiry, another runner's lease expiring */
     lease_clock lease;          /* its lease as this process last saw it (lib/lease) */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
+    int64_t stream_id;          /* its log's stream id, as the change feed said (0: not yet) */
     rq_t *rq;
     json_t *agent;              /* agent document in use */
     json_t *workflow;           /* workflow document (workflow sessions) */
@@ -146,6 +147,11 @@ typedef struct runner {
     retry_config retry;
     uint64_t dropped;           /* events not written: the lease was lost */
     uint64_t commits;           /* loop commits */
+    uint64_t wakes_own;         /* changes of a session that were this process's own deltas */
+    uint64_t drives;            /* sessions looked at (runner_drive) */
+    uint64_t views_kept;        /* ... of them from the view kept, not the log */
+    uint64_t renewed_commit;    /* leases renewed in a loop commit (outbox.c) */
+    uint64_t renewed_drive;     /* ... in a transaction of their own, by a drive (driver.c) */
     /* Limits (docs/agents.md, "Limits"); 0: none. */
     int64_t message_requests_max;   /* provider requests per user message */
     int64_t session_requests_max;   /* provider requests per session */

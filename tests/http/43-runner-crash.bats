@@ -258,6 +258,47 @@ dropped_metric() {
     kill -0 "$a_pid"
 }
 
+# ---- the runner's own commits -----------------------------------------------------------
+
+# stop_figure NAME: a figure of the runner's last "stopped (...)" line: commits, views
+# (decided on), kept (of them from the view kept), own (changes that were its own
+# deltas), renewed (leases renewed in commits), by_drive (renewed by drives).
+stop_figure() {
+    grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -1 | sed -E \
+        's/.*\(([0-9]+) commits, [0-9]+ events dropped after a lost lease; ([0-9]+) views decided on, ([0-9]+) of them kept across commits; ([0-9]+) changes that were this process.s own deltas; leases renewed ([0-9]+) times in commits, ([0-9]+) by drives\).*/commits=\1 views=\2 kept=\3 own=\4 renewed=\5 by_drive=\6/' |
+        tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+@test "a streaming reply: the runner does not look again at a session for its own deltas, decides from the view it keeps, and renews the lease in the commits of the deltas" {
+    local agent id deltas views
+    # A runner of its own (its figures are counted from its start).
+    rn_runner_signal TERM
+    rn_runner_start
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_slow_default 40       # ~60 deltas over ~2.4 s: the lease (1500 ms) is due for renewal every 500 ms
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_say "$id" "own commits"
+    rn_wait "$id" '.status == "completed" and .request == null' 60
+    rn_get "$id"
+    rn_one_reply "$DS_BODY" "$(rn_slow_expected "own commits")"
+    rn_runner_signal TERM
+    deltas=$(rn_events "$id" | jq '[.[] | select(.type == "text:delta")] | length')
+    grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -1 >&3
+    views=$(stop_figure views)
+    echo "# $deltas deltas; $(stop_figure commits) commits, $views views, $(stop_figure kept) kept, $(stop_figure own) own, renewed $(stop_figure renewed) in commits, $(stop_figure by_drive) by drives" >&3
+    rn_runner_start
+    [ "$deltas" -ge 20 ]
+    # Each commit of deltas woke the runner (its own change): it did not look again.
+    [ "$(stop_figure own)" -ge 10 ]
+    # It looked at the session for what was not only deltas (the message, its own
+    # request started and ended): a few views, not one per commit.
+    [ "$views" -ge 1 ] && [ "$views" -le 10 ]
+    # After its own commits the view it keeps was the log's tail: no replay.
+    [ "$(stop_figure kept)" -ge 1 ]
+    # The lease was renewed with the deltas, in the loop's commits.
+    [ "$(stop_figure renewed)" -ge 1 ]
+}
+
 # ---- provider failures ----------------------------------------------------------------
 
 @test "a provider 400: exactly one request, the reply fails with the error and attempts; the next message tries again" {

@@ -787,6 +787,15 @@ static void test_malformed(void)
 
 /* ---- (de)serialisation --------------------------------------------------------------------- */
 
+/* v as JSON text (to compare views at different moments; the caller frees it). */
+static char *view_text(const session_view *v)
+{
+    json_t *j = session_view_to_json(v);
+    char *t = json_dumps(j, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(j);
+    return t;
+}
+
 static void test_view_json(void)
 {
     session_view v, w;
@@ -885,6 +894,44 @@ static void test_view_json(void)
         session_view_free(&w);
         json_decref(b);
     }
+}
+
+/* session_view_copy (the runner decides on a copy of the view it keeps across its
+ * commits): the same view, sharing nothing, so that what either is folded into
+ * leaves the other as it was. */
+static void test_view_copy(void)
+{
+    session_view v, w;
+    chat(&v);
+    R(&v, "message:user", "{\"content\": \"one\"}");
+    R(&v, "provider:request_started", "{\"requestId\": \"r1\"}");
+    R(&v, "text:delta", "{\"requestId\": \"r1\", \"text\": \"ab\"}");
+    R(&v, "message:user", "{\"content\": \"two\", \"mode\": \"queue\"}");
+    R(&v, "input:received", "{\"interactionId\": \"h1\", \"response\": {\"k\": [1, 2]}}");
+    session_view_init(&w);
+    CHECK_EQ_INT(session_view_copy(&w, &v), 0);
+    char *was = view_text(&v), *copy = view_text(&w);
+    CHECK_EQ_STR(copy, was);
+    CHECK_EQ_UINT(w.events, v.events);
+    CHECK_EQ_STR(w.request, "r1");
+    CHECK(w.messages != v.messages && w.early != v.early && w.created != v.created && w.queued != v.queued);
+    /* A delta into the original (the runner's next commit) leaves the copy as it was. */
+    R(&v, "text:delta", "{\"requestId\": \"r1\", \"text\": \"cd\"}");
+    char *now = view_text(&v), *copy2 = view_text(&w);
+    CHECK(strcmp(now, was) != 0);
+    CHECK_EQ_STR(copy2, was);
+    /* ... and what is done to the copy leaves the original. */
+    R(&w, "provider:request_ended", "{\"requestId\": \"r1\", \"usage\": {\"inputTokens\": 3, \"outputTokens\": 4}}");
+    json_array_clear(w.messages);
+    char *now2 = view_text(&v);
+    CHECK_EQ_STR(now2, now);
+    free(was);
+    free(copy);
+    free(now);
+    free(copy2);
+    free(now2);
+    session_view_free(&w);
+    session_view_free(&v);
 }
 
 /* ---- statuses, catalogue ------------------------------------------------------------------------ */
@@ -1519,6 +1566,7 @@ int main(void)
     test_chat_approvals();
     test_malformed();
     test_view_json();
+    test_view_copy();
     test_names();
     test_doc_catalogue();
     test_doc_example();
