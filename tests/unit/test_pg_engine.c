@@ -888,6 +888,122 @@ static void test_group_ops(void)
     CHECK_EQ_STR(got, "0@0:one 1@3:three");
 }
 
+/* ---- the tails kept back: a stream row's UPDATE once per stream and group ---------- */
+
+/* Rows of streams this backend updated and has not reported yet (the tails kept
+ * back go before the statement that asks). */
+static int64_t tails_updated(void)
+{
+    int rc;
+    PGresult *r = pg_run(conn, "SELECT pg_stat_get_xact_tuples_updated('streams'::regclass)", NULL, 0, &rc);
+    int64_t n = r ? pg_int_of(r, 0, 0) : -1;
+    PQclear(r);
+    return n;
+}
+
+/* An operation of one append to path, ending with op_rc (an append undone with
+ * it when op_rc < 0). */
+static void op_append(const char *path, const char *msg, int op_rc)
+{
+    const store_engine *e = &store_pg;
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append(path, msg), 0);
+    CHECK_EQ_INT(e->op_end(conn, op_rc), 0);
+}
+
+/* Whether path's row has the tail (seq, pos) and its last message's digest. */
+static void row_tail(PGconn *pg, const char *path, uint64_t seq, uint64_t pos)
+{
+    const char *v[1] = {path};
+    PGresult *r = PQexecParams(pg,
+                               "SELECT s.tail_seq, s.tail_pos, s.digest = (SELECT m.digest FROM messages m"
+                               " WHERE m.stream = s.id AND m.seq = s.tail_seq - 1) FROM streams s WHERE s.path = $1",
+                               1, NULL, v, NULL, NULL, 0);
+    if (!CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)) {
+        PQclear(r);
+        return;
+    }
+    CHECK_EQ_UINT(strtoull(PQgetvalue(r, 0, 0), NULL, 10), seq);
+    CHECK_EQ_UINT(strtoull(PQgetvalue(r, 0, 1), NULL, 10), pos);
+    if (seq) CHECK_EQ_STR(PQgetvalue(r, 0, 2), "t");
+    PQclear(r);
+}
+
+/* One group of appends to two streams, a failing one among them: each stream's
+ * row is updated once however many appends it took (its tail kept back with the
+ * row the group holds, and sent before any other statement), the failing ones
+ * are undone alone (their neighbours committed, offsets contiguous, the rows'
+ * tails and digests the last messages'), also when the tails went inside the
+ * failing operation (before a statement of its own) and a row was read again. */
+static void test_tails_kept(void)
+{
+    const store_engine *e = &store_pg;
+    const char *paths[] = {"/gt/a", "/gt/b"};
+    CHECK_EQ_INT(test_db_create(conn, "/gt/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/gt/b"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/gt/c"), 0);
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    /* (the backend's count goes on from its earlier transactions until it reports them) */
+    int64_t before = tails_updated();
+    CHECK_EQ_INT(e->group_lock(conn, paths, 2), 0);
+    op_append("/gt/a", "1", 0);
+    op_append("/gt/b", "1", 0);
+    op_append("/gt/a", "2", 0);
+    op_append("/gt/a", "bad", LOG_EINVAL);    /* in the middle: undone alone */
+    op_append("/gt/a", "3", 0);
+    op_append("/gt/b", "2", 0);
+    /* Five appends, two rows: two updates (the tails go before this statement). */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tails_updated() - before, 2);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    op_append("/gt/a", "4", 0);
+    /* An append, then one to a stream the group's lock did not take (its row read:
+     * a's tail goes first, inside this operation), then the operation fails: both
+     * undone, a's tail kept back again as it was before it. */
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/gt/a", "undone"), 0);
+    CHECK_EQ_INT(tx_append("/gt/c", "undone"), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), 0);
+    op_append("/gt/a", "5", 0);
+    /* A read inside the group sees its appends. */
+    char got[256];
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    text_of("/gt/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5");
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    op_append("/gt/b", "3", 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    CHECK_EQ_INT(pgc(conn)->ndirty, 0);
+
+    text_of("/gt/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5");
+    text_of("/gt/b", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3");
+    text_of("/gt/c", got);
+    CHECK_EQ_STR(got, "");
+    PGconn *pg = admin();
+    row_tail(pg, "/gt/a", 5, 5);
+    row_tail(pg, "/gt/b", 3, 3);
+    row_tail(pg, "/gt/c", 0, 0);
+    /* The next append goes on from the tail. */
+    CHECK_EQ_INT(test_db_append(conn, "/gt/a", "6"), 0);
+    text_of("/gt/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5 5@5:6");
+    row_tail(pg, "/gt/a", 6, 6);
+
+    /* A group that fails as a whole leaves no tail behind for the next. */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    op_append("/gt/a", "lost", 0);
+    CHECK_EQ_INT(e->group_end(conn, LOG_EIO), LOG_EIO);
+    CHECK_EQ_INT(pgc(conn)->ndirty, 0);
+    CHECK_EQ_INT(test_db_append(conn, "/gt/a", "7"), 0);
+    text_of("/gt/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5 5@5:6 6@6:7");
+    row_tail(pg, "/gt/a", 7, 7);
+    PQfinish(pg);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -909,6 +1025,7 @@ int main(void)
     test_query();
     test_read_statements();
     test_group_ops();
+    test_tails_kept();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -21,6 +21,7 @@
 #define PG_PREPARED_MAX 256     /* statements kept prepared per connection */
 #define PG_INT8_OID 20          /* the types of pg_array's elements */
 #define PG_BYTEA_OID 17
+#define PG_TEXT_OID 25
 #define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
 
 typedef struct pg_prepared {
@@ -34,7 +35,18 @@ typedef struct pg_row {
     char *path;
     log_info info;
     int deleted;
+    int dirty;                  /* its tail (tail, closed, stream_seq, access_ms, digest)
+                                 * is ahead of the database's row: the row's UPDATE is
+                                 * due (pg_streams.c: once per stream and group) */
+    int stale;                  /* kept only for undo_*: read again before it is used */
+    unsigned added_op;          /* pg_conn.op_serial when it was first kept */
+    unsigned undo_op;           /* pg_conn.op_serial when undo was taken: the row ... */
+    log_info undo;              /* ... as it was before that operation changed it, */
+    int undo_dirty, undo_stale, undo_deleted;   /* ... its flags then */
 } pg_row;
+
+struct pg_stmt;
+struct pg_params;
 
 typedef struct pg_conn {
     struct log_conn base;       /* first: a log_conn_t * is a pg_conn * */
@@ -67,6 +79,17 @@ typedef struct pg_conn {
     unsigned rows_at;
     int nrows, rows_cap;
     pg_row *rows;
+    /* The tails kept back (pg_row.dirty): ndirty rows are. Their UPDATE goes before
+     * the next statement sent by anything but pg_flight_kept (pg_query.c asks
+     * due_fill for it: pg_streams.c), after the last operation's RELEASE and before
+     * the next one's SAVEPOINT when those go with it; due_done(c, in_op) once it ran,
+     * in_op: inside the operation's savepoint (undone if it rolls back). */
+    int ndirty;
+    unsigned op_serial;         /* bumped by every operation of a group */
+    int op_held;                /* the rows held when the operation began */
+    int nested;                 /* inside a nested savepoint (nest_begin): no tail kept back */
+    int (*due_fill)(struct log_conn *c, struct pg_stmt *st, struct pg_params *p, char **bufs);
+    void (*due_done)(struct log_conn *c, int in_op);
 } pg_conn;
 
 static inline pg_conn *pgc(log_conn_t *c)
@@ -74,11 +97,13 @@ static inline pg_conn *pgc(log_conn_t *c)
     return (pg_conn *)c;
 }
 
-/* Forget the rows kept (pg_conn.rows). */
+/* Forget the rows kept (pg_conn.rows), the tails kept back with them (the
+ * group ended, or the connection went). */
 static inline void pg_rows_forget(pg_conn *c)
 {
     for (int i = 0; i < c->nrows; i++) free(c->rows[i].path);
     c->nrows = 0;
+    c->ndirty = 0;
 }
 
 /* The parameters of one statement, added in order ($1, $2, ...). */
@@ -126,6 +151,11 @@ typedef struct pg_stmt {
  * round trip for all; their results are not kept. Returns 0, or the LOG_E* of the
  * first that failed (those after it did not run). */
 int pg_flight(log_conn_t *c, const pg_stmt *st, int n);
+/* pg_flight, but the tails kept back stay so (pg_conn.ndirty): for statements that
+ * neither read nor write the stream rows (an append's insert of its messages). */
+int pg_flight_kept(log_conn_t *c, const pg_stmt *st, int n);
+/* The number of bufs due_fill may fill (each malloc'd, freed after the statement). */
+#define PG_DUE_BUFS 8
 /* Run sql that is not worth preparing (BEGIN, SAVEPOINT, ...). Returns 0 or LOG_E*. */
 int pg_simple(log_conn_t *c, const char *sql);
 
@@ -171,6 +201,12 @@ int pg_stale(const log_conn_t *c);
 /* pg_streams.c: lock the stream rows of paths[0..n) (a group's: any order,
  * repeats allowed) in id order, and keep them (pg_conn.rows). 0 or LOG_E*. */
 int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
+/* pg_streams.c: the operation that ran last rolled back (after its ROLLBACK TO):
+ * the rows kept and the tails kept back as they were before it; held: whether
+ * the rows held when the operation began and before the ROLLBACK TO (they hold
+ * after it then, but for those the operation itself read, which it may have
+ * locked: unlocked by it). */
+void pg_streams_op_undone(log_conn_t *c, int held);
 
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);

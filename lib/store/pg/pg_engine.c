@@ -7,7 +7,10 @@
  * alone), COMMIT. The savepoint costs no round trip of its own: it goes with the
  * operation's first statement, and its RELEASE with the next operation's
  * SAVEPOINT or in the COMMIT (pg.h: pg_conn.savepoint_due); an operation that
- * sends no statement takes none. Writers of every process and host run their
+ * sends no statement takes none. The tails of the streams the group appended to
+ * go once per stream, before the next statement of anything else (pg_streams.c:
+ * the tails kept back); an operation rolled back to its savepoint takes back its
+ * changes to them (pg_streams_op_undone). Writers of every process and host run their
  * groups at once; what they share they lock row by row (a stream's tail row, FOR
  * UPDATE), so there is no writers' lock to take and group_release has nothing to
  * drop. The rows of
@@ -57,6 +60,8 @@ static int pq_group_begin(log_conn_t *c)
     pc->nchanged = 0;
     pc->changed_all = 0;
     pc->savepoint_due = pc->release_due = pc->savepoint_lost = 0;
+    pc->nested = 0;
+    pg_rows_forget(pc);
     return pg_simple(c, "BEGIN");
 }
 
@@ -75,6 +80,8 @@ static int pq_op_begin(log_conn_t *c)
     pgc(c)->op_nchanged = pgc(c)->nchanged;
     pgc(c)->op_changed_all = pgc(c)->changed_all;
     pgc(c)->savepoint_due = 1;     /* sent with its first statement */
+    pgc(c)->op_serial++;
+    pgc(c)->op_held = pgc(c)->rows_at == pgc(c)->nstmts;
     return 0;
 }
 
@@ -97,12 +104,14 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     if (pc->savepoint_lost) return op_rc == LOG_EFULL ? op_rc : LOG_EIO;
     /* An operation that hid a failed statement left the transaction aborted: undo it. */
     if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
-    int rc = 0;
+    int rc = 0, held = pc->op_held && pc->rows_at == pc->nstmts;
     if (op_rc < 0) {
         /* What it changed is undone: the NOTIFY does not name it. */
         pc->nchanged = pc->op_nchanged;
         pc->changed_all = pc->op_changed_all;
         rc = pg_simple(c, "ROLLBACK TO op");
+        /* The rows kept and the tails kept back, as they were before it. */
+        if (!rc) pg_streams_op_undone(c, held);
     }
     /* Released with the next SAVEPOINT, or by the COMMIT (a subtransaction
      * commits with its parent): what it did stays either way. */
@@ -140,6 +149,7 @@ static int pq_group_end(log_conn_t *c, int rc)
     else pg_simple(c, "ROLLBACK");
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
+    pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */
     return rc;
 }
 
@@ -148,15 +158,20 @@ static void pq_group_release(log_conn_t *c)
     (void)c;
 }
 
+/* No tail is kept back inside a nested savepoint (pg_streams.c: its ROLLBACK TO
+ * would have to restore them): the tails kept back go before its SAVEPOINT. */
 static int pq_nest_begin(log_conn_t *c)
 {
-    return pg_simple(c, "SAVEPOINT nested");
+    int rc = pg_simple(c, "SAVEPOINT nested");
+    if (!rc) pgc(c)->nested++;
+    return rc;
 }
 
 static int pq_nest_end(log_conn_t *c, int undo)
 {
     int rc = undo ? pg_simple(c, "ROLLBACK TO nested") : 0;
     int rc2 = pg_simple(c, "RELEASE nested");
+    if (pgc(c)->nested > 0) pgc(c)->nested--;
     return rc ? rc : rc2;
 }
 

@@ -1,6 +1,8 @@
 /* The PostgreSQL engine's query helpers (pg.h): parameters, statements prepared by
  * SQL text on each connection, results, and PostgreSQL's errors as LOG_E*. A leaf
- * of the engine: it calls only libpq and pg_conn.c's reconnection. */
+ * of the engine: it calls only libpq and pg_conn.c's reconnection (and, through
+ * the pointers the connection holds, whoever keeps a statement due: pg.h's
+ * pg_conn.due_fill). */
 #include "pg.h"
 
 #include <arpa/inet.h>
@@ -187,37 +189,75 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     return e->name;
 }
 
-/* The savepoint statements due before the next statement (pg.h), into pre
- * (at most 2); they are then no longer due. */
-static int savepoint_stmts(pg_conn *c, const char **pre)
+/* The statements due before the next one (pg.h): the last operation's RELEASE
+ * and the next one's SAVEPOINT (pg_conn.savepoint_due), and between them the
+ * UPDATE of the tails kept back (pg_conn.ndirty), unless keep. */
+typedef struct pre_set {
+    int n;
+    pg_stmt st[3];
+    const char *name[3];
+    int due;                    /* the index of the tails' UPDATE, or -1 */
+    int in_op;                  /* it runs inside an operation's savepoint */
+    pg_params p;
+    char *bufs[PG_DUE_BUFS];
+} pre_set;
+
+/* Fill ps (they are then no longer due; pre_done after they ran). */
+static void pre_stmts(pg_conn *c, pre_set *ps, int keep)
 {
-    int n = 0;
-    if (!c->savepoint_due) return 0;
-    if (c->release_due) pre[n++] = "RELEASE op";
-    pre[n++] = "SAVEPOINT op";
+    ps->n = 0;
+    ps->due = -1;
+    ps->in_op = !c->savepoint_due;
+    memset(ps->bufs, 0, sizeof ps->bufs);
+    if (c->savepoint_due && c->release_due) ps->st[ps->n++] = (pg_stmt){"RELEASE op", NULL};
+    if (!keep && c->ndirty > 0 && c->due_fill) {
+        pg_params_init(&ps->p);
+        if (c->due_fill(&c->base, &ps->st[ps->n], &ps->p, ps->bufs) == 1) ps->due = ps->n++;
+    }
+    if (c->savepoint_due) ps->st[ps->n++] = (pg_stmt){"SAVEPOINT op", NULL};
     c->savepoint_due = c->release_due = 0;
-    return n;
+    for (int i = 0; i < ps->n; i++) {
+        PGresult *fail = NULL;
+        /* The tails' UPDATE is prepared (its text never varies); a failure to
+         * prepare it shows when it runs unnamed. */
+        ps->name[i] = i == ps->due ? prepared(c, ps->st[i].sql, &fail) : NULL;
+        PQclear(fail);
+    }
+}
+
+/* After ps ran: ok, whether every statement of it did. */
+static void pre_done(pg_conn *c, pre_set *ps, int ok_all)
+{
+    if (ps->due >= 0 && ok_all && c->due_done) c->due_done(&c->base, ps->in_op);
+    for (int i = 0; i < PG_DUE_BUFS; i++) free(ps->bufs[i]);
+    ps->due = -1;
+}
+
+/* Send one statement (named: prepared) in pipeline mode. */
+static int send_one(pg_conn *c, const char *name, const pg_stmt *st, int binary)
+{
+    const pg_params *p = st->p;
+    int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : NULL;
+    const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
+    return name ? PQsendQueryPrepared(c->pg, name, n, v, len, fmt, binary)
+                : PQsendQueryParams(c->pg, st->sql, n, NULL, v, len, fmt, binary);
 }
 
 /* Run the statements st[0..nst) (name[i]: prepared, else st[i].sql unnamed)
- * after the savepoint statements pre[0..npre), in one round trip: libpq's
- * pipeline mode, each sent, one sync, every result read. Returns the first
- * failed statement's result (those after it were not run: the transaction is
- * aborted), else the last one's; NULL when the connection went. */
-static PGresult *run_pipelined(pg_conn *c, const char *const *pre, int npre, const char *const *name,
-                               const pg_stmt *st, int nst, int binary)
+ * after the statements due ps, in one round trip: libpq's pipeline mode, each
+ * sent, one sync, every result read. Returns the first failed statement's result
+ * (those after it were not run: the transaction is aborted), else the last one's;
+ * NULL when the connection went. A statement of ps that failed, or is not known
+ * to have run, loses the operation's savepoint (pg_conn.savepoint_lost). */
+static PGresult *run_pipelined(pg_conn *c, pre_set *ps, const char *const *name, const pg_stmt *st, int nst,
+                               int binary)
 {
     PGresult *got = NULL;
-    int sent = PQenterPipelineMode(c->pg), all = npre + nst;
-    for (int i = 0; i < npre && sent; i++) sent = PQsendQueryParams(c->pg, pre[i], 0, NULL, NULL, NULL, NULL, 0);
-    for (int i = 0; i < nst && sent; i++) {
-        const pg_params *p = st[i].p;
-        int n = p ? p->n : 0;
-        const char *const *v = p ? p->v : NULL;
-        const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
-        sent = name[i] ? PQsendQueryPrepared(c->pg, name[i], n, v, len, fmt, binary)
-                       : PQsendQueryParams(c->pg, st[i].sql, n, NULL, v, len, fmt, binary);
-    }
+    int npre = ps->n, all = npre + nst, pre_ok = 0;
+    int sent = PQenterPipelineMode(c->pg);
+    for (int i = 0; i < npre && sent; i++) sent = send_one(c, ps->name[i], &ps->st[i], 0);
+    for (int i = 0; i < nst && sent; i++) sent = send_one(c, name[i], &st[i], binary);
     if (sent) sent = PQpipelineSync(c->pg);
     /* Each statement's result, then the NULL that ends it; then the sync's. */
     int i = 0;
@@ -226,10 +266,12 @@ static PGresult *run_pipelined(pg_conn *c, const char *const *pre, int npre, con
         if (!r) break;          /* the connection went */
         for (PGresult *x; (x = PQgetResult(c->pg));) PQclear(x);
         if (i < npre && !ok(r)) c->savepoint_lost = 1;
+        if (i < npre && ok(r)) pre_ok++;
         if (!got && (i == all - 1 || !ok(r))) got = r;
         else PQclear(r);
     }
     if (i < npre) c->savepoint_lost = 1;    /* not known to be taken */
+    pre_done(c, ps, pre_ok == npre);
     /* The sync's result, and out of pipeline mode (a lost connection may leave
      * results that never come: it is made again before its next use). */
     for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
@@ -244,9 +286,9 @@ static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int b
     PGresult *fail = NULL;
     const char *name = prepared(c, sql, &fail);
     if (fail) return fail;
-    const char *pre[2];
-    int npre = savepoint_stmts(c, pre);
-    if (npre) return run_pipelined(c, pre, npre, &name, &(pg_stmt){sql, p}, 1, binary);
+    pre_set ps;
+    pre_stmts(c, &ps, 0);
+    if (ps.n) return run_pipelined(c, &ps, &name, &(pg_stmt){sql, p}, 1, binary);
     int n = p ? p->n : 0;
     const char *const *v = p ? p->v : NULL;
     const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
@@ -305,18 +347,19 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
     return rc;
 }
 
-int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
+static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
 {
     pg_conn *c = pgc(lc);
-    const char *name[PG_FLIGHT_MAX], *pre[2];
+    const char *name[PG_FLIGHT_MAX];
     PGresult *r = NULL;
     if (n < 1 || n > PG_FLIGHT_MAX) abort();    /* a bug of the caller */
     c->nstmts++;
     if (!c->pg || !c->in_tx) return LOG_EIO;    /* ditto: inside a group only */
     for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);
     if (!r) {
-        int npre = savepoint_stmts(c, pre);
-        r = run_pipelined(c, pre, npre, name, st, n, 0);
+        pre_set ps;
+        pre_stmts(c, &ps, keep);
+        r = run_pipelined(c, &ps, name, st, n, 0);
     }
     read_only(c, r);
     int rc = ok(r) ? 0 : pg_error(lc, r);
@@ -325,25 +368,43 @@ int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
     return rc;
 }
 
+int pg_flight(log_conn_t *lc, const pg_stmt *st, int n)
+{
+    return flight(lc, st, n, 0);
+}
+
+int pg_flight_kept(log_conn_t *lc, const pg_stmt *st, int n)
+{
+    return flight(lc, st, n, 1);
+}
+
 int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
     c->nstmts++;
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
-    const char *pre[2];
-    int npre = savepoint_stmts(c, pre);
+    /* The tails kept back go before anything but a rollback (which undoes them or
+     * what they would be written into: pg_streams_op_undone). */
+    pre_set ps;
+    pre_stmts(c, &ps, !strncmp(sql, "ROLLBACK", 8));
     PGresult *r = NULL;
-    /* The savepoint due, first (a round trip of its own: the operations that send
-     * such statements are few). */
-    for (int i = 0; i < npre; i++) {
+    /* The statements due, first (a round trip each: the operations that send such
+     * statements are few). */
+    for (int i = 0; i < ps.n; i++) {
+        const pg_params *p = ps.st[i].p;
+        int n = p ? p->n : 0;
+        const char *const *v = p ? p->v : NULL;
+        const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
         PQclear(r);
-        r = PQexec(c->pg, pre[i]);
+        r = ps.name[i] ? PQexecPrepared(c->pg, ps.name[i], n, v, len, fmt, 0)
+                       : PQexecParams(c->pg, ps.st[i].sql, n, NULL, v, len, fmt, 0);
         if (!ok(r)) {
             c->savepoint_lost = 1;
             break;
         }
     }
-    if (!npre || ok(r)) {
+    pre_done(c, &ps, !ps.n || ok(r));
+    if (!ps.n || ok(r)) {
         PQclear(r);
         r = PQexec(c->pg, sql);
     }

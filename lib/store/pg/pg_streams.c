@@ -18,9 +18,25 @@
  * The group's lock (pg_streams_lock) reads the rows of the streams the group
  * writes, FOR UPDATE, and keeps them: nobody else can change a row held so, and
  * the group's appends keep theirs up to date, so an append finds its row there
- * and costs one round trip (its savepoint, insert and tail update sent together)
- * while no other statement ran since (any other may have changed a row: an
- * operation undone, a delete; the rows are read again then).
+ * and costs one round trip (its savepoint and insert sent together) while no
+ * other statement ran since (any other may have changed a row: a delete, a
+ * statement of the runner's; the rows are read again then).
+ *
+ * The tails kept back. Such an append does not update its stream's row: the row
+ * kept has the new tail (pg_row.dirty), and one UPDATE from arrays writes every
+ * stream's the group moved (due_fill), before the next statement anything but
+ * an append's insert sends (pg_query.c puts it first: the group's NOTIFY, a read
+ * in the group, another operation's statement), so that no statement in the
+ * transaction reads a row behind its messages, and the COMMIT has them all. A
+ * stream's row then gets one new version per group instead of one per append
+ * (in PostgreSQL, each an index lookup along the versions the transaction made
+ * before it). An operation that rolls back to its savepoint takes back what it
+ * did to the rows kept (undo_take, pg_streams_op_undone): each row it changed
+ * (or whose tail went inside it, then undone with it) is as before it, the rows
+ * it read itself are forgotten (its locks may have gone with it), and the rows
+ * still hold if they held before it and up to the end of it: the next append's
+ * row is still one round trip. Inside a nested savepoint (the runner's commits)
+ * no tail is kept back: its ROLLBACK TO would take back what no row remembers.
  *
  * Every change to a stream row stamps streams.xid = pg_current_xact_id() (the
  * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY
@@ -116,6 +132,18 @@ static int rows_held(log_conn_t *c)
     return pgc(c)->rows_at == pgc(c)->nstmts;
 }
 
+/* Keep row r's state before this operation (once per operation): restored if it
+ * rolls back (pg_streams_op_undone). */
+static void undo_take(pg_conn *pc, pg_row *r)
+{
+    if (r->undo_op == pc->op_serial) return;
+    r->undo_op = pc->op_serial;
+    r->undo = r->info;
+    r->undo_dirty = r->dirty;
+    r->undo_stale = r->stale;
+    r->undo_deleted = r->deleted;
+}
+
 /* After a statement that changed no stream row but the one of id, if any (to
  * info): the rows hold if they held before it (held), with id's brought up to date. */
 static void rows_still(log_conn_t *c, int held, int64_t id, const log_info *info)
@@ -123,8 +151,30 @@ static void rows_still(log_conn_t *c, int held, int64_t id, const log_info *info
     pg_conn *pc = pgc(c);
     if (!held) return;
     for (int i = 0; info && i < pc->nrows; i++)
-        if (pc->rows[i].info.id == id) pc->rows[i].info = *info;
+        if (pc->rows[i].info.id == id && !pc->rows[i].stale) {
+            undo_take(pc, &pc->rows[i]);
+            pc->rows[i].info = *info;
+        }
     pc->rows_at = pc->nstmts;
+}
+
+/* The rows kept no longer hold (a statement may have changed any): forget them,
+ * but for those whose tail is kept back or whose state before this operation is
+ * kept to be restored if it rolls back (pg_streams_op_undone): those stay, stale
+ * (read again before they are used). */
+static void rows_drop(pg_conn *pc)
+{
+    int k = 0;
+    for (int i = 0; i < pc->nrows; i++) {
+        pg_row *r = &pc->rows[i];
+        if (r->dirty || r->undo_op == pc->op_serial) {
+            r->stale = 1;
+            pc->rows[k++] = *r;
+        } else {
+            free(r->path);
+        }
+    }
+    pc->nrows = k;
 }
 
 static int row_of(const pg_conn *pc, const char *path)
@@ -139,7 +189,7 @@ static int row_of(const pg_conn *pc, const char *path)
 static void row_keep(log_conn_t *c, int held, const char *path, const log_info *info, int deleted)
 {
     pg_conn *pc = pgc(c);
-    if (!held) pg_rows_forget(pc);
+    if (!held) rows_drop(pc);
     pc->rows_at = pc->nstmts;
     int i = row_of(pc, path);
     if (i < 0) {
@@ -153,10 +203,104 @@ static void row_keep(log_conn_t *c, int held, const char *path, const log_info *
         char *copy = strdup(path);
         if (!copy) return;
         i = pc->nrows++;
+        memset(&pc->rows[i], 0, sizeof pc->rows[i]);
         pc->rows[i].path = copy;
+        pc->rows[i].added_op = pc->op_serial;
+    } else {
+        undo_take(pc, &pc->rows[i]);
     }
+    /* A row read while its tail was kept back cannot be: the UPDATE went before
+     * the statement that read it (pg_query.c). */
     pc->rows[i].info = *info;
     pc->rows[i].deleted = deleted;
+    pc->rows[i].stale = 0;
+}
+
+/* ---- the tails kept back (pg_row.dirty) ------------------------------------------ */
+
+/* The UPDATE of the tails kept back, every stream's in one statement from
+ * arrays (pg.h: pg_conn.due_fill); 1 (st filled), or 0 when none is kept back. */
+static int due_fill(log_conn_t *c, pg_stmt *st, pg_params *p, char **bufs)
+{
+    pg_conn *pc = pgc(c);
+    size_t n = 0;
+    for (int i = 0; i < pc->nrows; i++) n += pc->rows[i].dirty != 0;
+    if (!n) return 0;
+    uint64_t *num = malloc(5 * n * sizeof *num);        /* id, seq, pos, closed, access: big-endian */
+    const void **elem = malloc(7 * n * sizeof *elem);
+    size_t *len = malloc(7 * n * sizeof *len);
+    if (!num || !elem || !len) abort();                 /* the rows' tails cannot be left behind */
+    size_t k = 0;
+    for (int i = 0; i < pc->nrows; i++) {
+        const log_info *in = &pc->rows[i].info;
+        if (!pc->rows[i].dirty) continue;
+        uint64_t v[5] = {(uint64_t)in->id, in->tail.seq, in->tail.pos, (uint64_t)in->closed, (uint64_t)in->access_ms};
+        for (int a = 0; a < 5; a++) {
+            num[a * n + k] = htobe64(v[a]);
+            elem[a * n + k] = &num[a * n + k];
+            len[a * n + k] = sizeof num[0];
+        }
+        elem[5 * n + k] = in->stream_seq;               /* "" for none: NULL in the row */
+        len[5 * n + k] = strlen(in->stream_seq);
+        elem[6 * n + k] = in->digest;
+        len[6 * n + k] = CHAIN_LEN;
+        k++;
+    }
+    bufs[0] = (char *)num;
+    for (int a = 0; a < 7; a++) {
+        unsigned oid = a < 5 ? PG_INT8_OID : a == 5 ? PG_TEXT_OID : PG_BYTEA_OID;
+        if (!(bufs[a + 1] = pg_array(p, oid, n, elem + a * n, len + a * n))) abort();
+    }
+    free(elem);
+    free(len);
+    *st = (pg_stmt){"UPDATE streams AS s SET tail_seq = t.ts, tail_pos = t.tp, closed = t.cl::smallint,"
+                    " stream_seq = NULLIF(t.ss, ''), access_ms = t.am, digest = t.dg, xid = pg_current_xact_id()"
+                    " FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[],"
+                    " $7::bytea[]) AS t(id, ts, tp, cl, am, ss, dg) WHERE s.id = t.id",
+                    p};
+    return 1;
+}
+
+/* The tails' UPDATE ran (pg.h: pg_conn.due_done): the rows are the database's. */
+static void due_done(log_conn_t *c, int in_op)
+{
+    pg_conn *pc = pgc(c);
+    for (int i = 0; i < pc->nrows; i++) {
+        pg_row *r = &pc->rows[i];
+        if (!r->dirty) continue;
+        /* Inside the operation's savepoint: undone with it, the tail kept back again. */
+        if (in_op) undo_take(pc, r);
+        r->dirty = 0;
+    }
+    pc->ndirty = 0;
+}
+
+void pg_streams_op_undone(log_conn_t *c, int held)
+{
+    pg_conn *pc = pgc(c);
+    int k = 0;
+    pc->ndirty = 0;
+    for (int i = 0; i < pc->nrows; i++) {
+        pg_row *r = &pc->rows[i];
+        if (r->added_op == pc->op_serial) {
+            /* Read (and locked) by the operation: its lock may have gone with it;
+             * nothing of it is kept back (a row is read after the tails went). */
+            free(r->path);
+            continue;
+        }
+        if (r->undo_op == pc->op_serial) {
+            r->info = r->undo;
+            r->dirty = r->undo_dirty;
+            r->stale = r->undo_stale;
+            r->deleted = r->undo_deleted;
+            r->undo_op = 0;
+        }
+        pc->ndirty += r->dirty != 0;
+        pc->rows[k++] = *r;
+    }
+    pc->nrows = k;
+    /* The database is as it was before the operation, and so are the rows. */
+    if (held) pc->rows_at = pc->nstmts;
 }
 
 int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
@@ -202,7 +346,7 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
 static int lock_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
     int held = rows_held(c), i = held ? row_of(pgc(c), path) : -1, d = 0;
-    if (i >= 0) {
+    if (i >= 0 && !pgc(c)->rows[i].stale) {
         *info = pgc(c)->rows[i].info;
         if (deleted) *deleted = pgc(c)->rows[i].deleted;
         return 1;
@@ -358,9 +502,10 @@ out:
 }
 
 /* The records at info's tail (info->tail moved on), and the stream's row moved
- * to the new tail: two statements in one round trip (pg_flight), the insert of
- * one message by its values, of more from arrays (one statement however many),
- * then the row's update. */
+ * to the new tail: the insert of one message by its values, of more from arrays
+ * (one statement however many), then the row's update, in one round trip
+ * (pg_flight); when the row is one the group holds, the insert alone
+ * (pg_flight_kept) and the tail kept back with the row (the essay above). */
 static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, int nrecs, int64_t now)
 {
     size_t n = 0;
@@ -403,14 +548,32 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     pg_int(&tail, now);
     pg_int(&tail, info->id);
     pg_bytes(&tail, info->digest, CHAIN_LEN);
-    st[nst++] = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
-                          " access_ms = $5, digest = $7, xid = pg_current_xact_id() WHERE id = $6",
-                          &tail};
+    st[nst] = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
+                        " access_ms = $5, digest = $7, xid = pg_current_xact_id() WHERE id = $6",
+                        &tail};
     int held = rows_held(c);
-    if ((rc = pg_flight(c, st, nst))) goto out;
-    pg_changed(c, info->id);
     log_info now_info = *info;
     now_info.access_ms = now;
+    pg_conn *pc = pgc(c);
+    pg_row *kept = NULL;
+    for (int i = 0; held && !pc->nested && nst && i < pc->nrows && !kept; i++)
+        if (pc->rows[i].info.id == info->id && !pc->rows[i].stale) kept = &pc->rows[i];
+    if (kept) {
+        /* Its row is held as the group has it: the tail is kept back, and goes
+         * once for the group (or before the next statement of anything else). */
+        pc->due_fill = due_fill;
+        pc->due_done = due_done;
+        if ((rc = pg_flight_kept(c, st, nst))) goto out;
+        pg_changed(c, info->id);
+        undo_take(pc, kept);
+        kept->info = now_info;
+        if (!kept->dirty) pc->ndirty++;
+        kept->dirty = 1;
+        pc->rows_at = pc->nstmts;
+        goto out;
+    }
+    if ((rc = pg_flight(c, st, nst + 1))) goto out;
+    pg_changed(c, info->id);
     rows_still(c, held, info->id, &now_info);
 out:
     for (int a = 0; a < 5; a++) free(arr[a]);
