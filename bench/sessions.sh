@@ -26,14 +26,15 @@
 # runner's share of a core and the provider requests it made (the split between
 # runners: dstream_runner_requests_total of /metrics before and after), the load
 # generators' own shares of a core (the reader, the provider: if either is near a
-# whole core, it is the bottleneck, not the runner), the stack's (pool + nginx), and
-# the load average when the step ended.
+# whole core, it is the bottleneck, not the runner), the stack's (pool + nginx),
+# PostgreSQL's (its own cluster only), and the load average when the step ended.
 #
 # Memory (MEM_SESSIONS > 0, first, on the fresh stack): the first runner's RSS and heap
 # (VmRSS and RssAnon of /proc/PID/status; [heap] of /proc/PID/smaps: the main arena)
 # idle, with MEM_SESSIONS sessions streaming at once (MEM_DELTAS deltas MEM_INTERVAL_MS
 # apart, no reader: the runner's cost, not the hub's; the sample taken when the most
-# requests were in flight, by /metrics), and MEM_AFTER_S seconds after every one ended.
+# requests were in flight, by /metrics), and MEM_AFTER_S seconds after the runners
+# keep no session any more (every one ended and forgotten).
 # Per active session = (RSS with them - idle) / requests in flight then.
 #
 # Environment: B [build], ROOT [this tree: whose binaries and deploy/dstream-stack run],
@@ -165,12 +166,24 @@ metrics() { curl -fsS "$u/metrics" 2>/dev/null || true; }
 requests_by_runner() {
     metrics | awk '/^dstream_runner_requests_total\{/ { match($0, /runner="[^"]*"/); r = substr($0, RSTART + 8, RLENGTH - 9); print r, $NF }' | sort
 }
+known() { metrics | awk '/^dstream_runner_sessions\{/ && /state="known"/ { s += $NF } END { print s + 0 }'; }
 in_flight() { metrics | awk '/^dstream_runner_requests_in_flight\{/ { s += $NF } END { print s + 0 }'; }
 # Until no request is in flight (at most S seconds).
 wait_idle() {   # S
     local deadline=$((SECONDS + $1))
     sleep 1.5   # the runners publish their figures once a second
     while [ $SECONDS -lt $deadline ] && [ "$(in_flight)" != 0 ]; do sleep 1; done
+}
+# The CPU ticks of PostgreSQL's processes (its own cluster: ENGINE=pg without DB),
+# or 0: the postmaster's children and what its exited children spent.
+db_ticks() {
+    [ -n "$pg_dir" ] && [ -s "$pg_dir/c/data/postmaster.pid" ] || { echo 0; return; }
+    local pm st
+    pm=$(head -1 "$pg_dir/c/data/postmaster.pid")
+    mapfile -t procs < <(family "$pm")
+    st=$(cat "/proc/$pm/stat"); st=${st##*) }
+    set -- $st
+    echo $(($(ticks "${procs[@]}") + ${14} + ${15}))
 }
 pct_core() { awk -v t="$1" -v hz="$hz" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? 100 * t / hz / s : 0) }'; }   # TICKS SECONDS
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -213,6 +226,9 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
         [ "$seen" = 1 ] && [ "$n" = 0 ] && ! kill -0 "$poster" 2>/dev/null && break
     done
     wait "$poster" || true
+    # Until the runners keep no session (each finished one is forgotten by its last
+    # drive: on a loaded machine seconds after its request ended), at most 60 s.
+    for _ in $(seq 120); do [ "$(known)" = 0 ] && break; sleep 0.5; done
     sleep "$MEM_AFTER_S"
     read -r after_rss after_anon after_heap <<<"$(mem_line "$r1")"
     if [ "${MEM_STATS:-0}" = 1 ]; then     # glibc's own account (malloc_stats, to the runner's log)
@@ -227,7 +243,7 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
     echo "| idle | 0 | $idle_rss | $idle_anon | $idle_heap |"
     echo "| $MEM_SESSIONS sessions made, none active | 0 | $made_rss | $made_anon | $made_heap |"
     echo "| most requests in flight | $peak_n | $peak_rss | $peak_anon | $peak_heap |"
-    echo "| ${MEM_AFTER_S} s after every one ended | 0 | $after_rss | $after_anon | $after_heap |"
+    echo "| ${MEM_AFTER_S} s after the last was forgotten | 0 | $after_rss | $after_anon | $after_heap |"
     echo
     awk -v i="$idle_rss" -v p="$peak_rss" -v n="$peak_n" -v a="$after_rss" -v m="$max_rss" 'BEGIN {
         printf "Per active session: %.1f KiB of RSS ((%d - %d) / %d); highest RSS seen %d KiB; after: %.0f %% of idle.\n",
@@ -238,8 +254,8 @@ fi
 # ---- sessions sustained ------------------------------------------------------------------
 echo "### Sessions sustained: $DELTAS deltas ${INTERVAL_MS} ms apart each, bar: every delta delivered and p99 < $P99_MS ms"
 echo
-echo "| sessions | deltas/s | delivered | p50 ms | p90 ms | p99 ms | max ms | runners' CPU us/delta | CPU % of a core by runner | requests by runner | reader % | provider % | pool+nginx % | load avg | bar |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|"
+echo "| sessions | deltas/s | delivered | p50 ms | p90 ms | p99 ms | max ms | runners' CPU us/delta | CPU % of a core by runner | requests by runner | reader % | provider % | pool+nginx % | PostgreSQL % | load avg | bar |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|"
 best=0
 for n in $STEPS; do
     say "step $n"
@@ -252,14 +268,14 @@ for n in $STEPS; do
     mapfile -t spids < <(stack_pids "$stack")
     req0=$(requests_by_runner)
     c0=(); for p in "${runner_pids[@]}"; do c0+=("$(ticks "$p")"); done
-    pv0=$(ticks "${prov_pids[0]}"); st0=$(ticks "${spids[@]}")
+    pv0=$(ticks "${prov_pids[0]}"); st0=$(ticks "${spids[@]}"); db0=$(db_ticks)
     t0=$(date +%s.%N)
     sed 's|/events$|/messages|' "$work/paths" >"$work/msgs"
     post_all "$work/msgs"
     wait "$reader_pid" || true
     t1=$(date +%s.%N)
     c1=(); for p in "${runner_pids[@]}"; do c1+=("$(ticks "$p")"); done
-    pv1=$(ticks "${prov_pids[0]}"); st1=$(ticks "${spids[@]}")
+    pv1=$(ticks "${prov_pids[0]}"); st1=$(ticks "${spids[@]}"); db1=$(db_ticks)
     reader_pid=
     la=$(loadavg)
     wait_idle 60
@@ -278,7 +294,7 @@ for n in $STEPS; do
     p99=$(kv "$line" p99_us)
     ok=no
     [ -n "$del" ] && [ "$del" = "$exp" ] && [ "${p99:--1}" -ge 0 ] && [ "$p99" -lt $((P99_MS * 1000)) ] && ok=yes
-    printf '| %d | %d | %s/%s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s |\n' \
+    printf '| %d | %d | %s/%s | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
         "$n" $((n * 1000 / INTERVAL_MS)) "${del:-0}" "${exp:-0}" \
         "$(awk -v v="$(kv "$line" p50_us)" 'BEGIN {print v / 1000}')" \
         "$(awk -v v="$(kv "$line" p90_us)" 'BEGIN {print v / 1000}')" \
@@ -286,7 +302,7 @@ for n in $STEPS; do
         "$(awk -v v="$(kv "$line" max_us)" 'BEGIN {print v / 1000}')" \
         "$(awk -v c="$cpu_tot" -v hz="$hz" -v d="${del:-0}" 'BEGIN {print d ? c * 1e6 / hz / d : 0}')" \
         "$shares" "${split:-?}" "$(awk -v c="$(kv "$line" cpu_ms)" -v s="$secs" 'BEGIN {printf "%.0f", (s > 0 ? c / 10 / s : 0)}')" "$(pct_core $((pv1 - pv0)) "$secs")" \
-        "$(pct_core $((st1 - st0)) "$secs")" "$la" "$ok"
+        "$(pct_core $((st1 - st0)) "$secs")" "$([ -n "$pg_dir" ] && pct_core $((db1 - db0)) "$secs" || echo -)" "$la" "$ok"
     if [ "$ok" = yes ]; then
         [ "$n" -gt "$best" ] && best=$n
     elif [ "$STEPS_ALL" != 1 ]; then
