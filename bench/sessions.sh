@@ -74,7 +74,11 @@ reader_pid=
 cleanup() {
     [ -n "$reader_pid" ] && stop_pid "$reader_pid"
     local p
-    for p in "${runner_pids[@]}"; do stop_pid "$p"; done
+    # A runner under RUNNER_WRAP is the wrapper's child: stopped first, by PID.
+    for p in "${runner_pids[@]}"; do
+        for c in $(family "$p" | tail -n +2); do stop_pid "$c"; done
+        stop_pid "$p"
+    done
     [ -d "$stack" ] && "$ROOT/deploy/dstream-stack" stop "$stack" >/dev/null 2>&1
     for p in "${prov_pids[@]}"; do stop_pid "$p"; done
     [ -n "$pg_dir" ] && { "$here/tests/pg.sh" stop "$pg_dir/c" >/dev/null 2>&1; rm -rf "$pg_dir"; }
