@@ -350,10 +350,13 @@ int logrule_sweep(log_conn_t *c, const logrule_rows *rows, log_sweep_batch *b)
 
 /* ---- reads ------------------------------------------------------------------------------- */
 
+const uint8_t LOGRULE_DIGEST_LATER[CHAIN_LEN];
+
 typedef struct read_ctx {
     log_read_req *r;
     log_msg_fn fn;
     void *ud;
+    int later;                  /* r->digest is to be looked up (LOGRULE_DIGEST_LATER) */
 } read_ctx;
 
 /* One message of a read: the client's offset must be the first one's own
@@ -369,8 +372,11 @@ static int read_msg(void *ud, const void *data, size_t len, offset_t at, const u
     r->bytes += len;
     r->next.seq = at.seq + 1;
     r->next.pos = at.pos + len;
-    if (digest) memcpy(r->digest, digest, CHAIN_LEN);
-    else memset(r->digest, 0, CHAIN_LEN);
+    x->later = digest == LOGRULE_DIGEST_LATER;
+    if (!x->later) {
+        if (digest) memcpy(r->digest, digest, CHAIN_LEN);
+        else memset(r->digest, 0, CHAIN_LEN);
+    }
     return r->bytes >= r->max_bytes;
 }
 
@@ -391,7 +397,7 @@ int logrule_read(log_conn_t *c, const logrule_rows *rows, log_read_req *r, log_m
      * checked on the first message read, or (nothing read) by a look-up. Each
      * stream of the chain, its root first, supplies the part it owns: [lo, hi). */
     r->next = from;
-    read_ctx x = {r, fn, ud};
+    read_ctx x = {r, fn, ud, 0};
     rc = 0;
     for (int k = n - 1; k >= 0 && rc == 0; k--) {
         uint64_t lo = k == n - 1 ? 0 : chain[k].fork.seq;
@@ -407,8 +413,9 @@ int logrule_read(log_conn_t *c, const logrule_rows *rows, log_read_req *r, log_m
     if (rc == 1) rc = 0;
     if (rc == 0 && r->count == 0) rc = logrule_position(c, rows, chain, n, from.seq, &r->next);
     if (rc == 0 && r->count == 0 && r->kind == OFFSET_AT && r->next.pos != from.pos) rc = LOG_EOFFSET;
-    /* Nothing read: the digest where the read stands (the tail's, as a rule). */
-    if (rc == 0 && r->count == 0) rc = logrule_digest_at(c, rows, chain, n, r->next.seq, r->digest);
+    /* Nothing read, or the last message's not fetched with it: the digest where
+     * the read stands (the tail's, as a rule: no statement). */
+    if (rc == 0 && (r->count == 0 || x.later)) rc = logrule_digest_at(c, rows, chain, n, r->next.seq, r->digest);
     r->up_to_date = r->next.seq == r->info.tail.seq;
     return rc;
 }

@@ -31,6 +31,9 @@ typedef struct logrule_rec {
     size_t n;
 } logrule_rec;
 
+/* A scan's digest for "not fetched with the row" (logrule_rows.scan). */
+extern const uint8_t LOGRULE_DIGEST_LATER[CHAIN_LEN];
+
 /* An engine's row operations. Each returns as said, or a negative LOG_E*. */
 typedef struct logrule_rows {
     /* The stream at path (by_path) or id (by_id): 1 with its row and its
@@ -47,7 +50,11 @@ typedef struct logrule_rows {
      * nonzero; returns that value, else 0. budget: the bytes the read still
      * takes (it stops at the message that reaches them), for an engine that
      * fetches rows in batches: messages lie end to end, so none at or past the
-     * first one's position + budget is delivered. */
+     * first one's position + budget is delivered. digest: the message's
+     * (lib/chain.h), NULL when it has none, or LOGRULE_DIGEST_LATER for an
+     * engine that does not fetch it with the rows: the read then looks up the
+     * digest of the last message it delivered once, after its scans (none
+     * when that one is the tail's: the stream row has it). */
     int (*scan)(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud);
     /* The digest of message seq of stream id (lib/chain.h): 1 with out, 0 if no

@@ -67,6 +67,8 @@ typedef struct pg_conn {
     /* An operation's savepoint (pg_engine.c) is sent with its first statement, in
      * the same round trip (pg_run: libpq's pipeline mode), and released with the
      * next one's or by the group's COMMIT; an operation that sends nothing takes none. */
+    const char *begin_due;      /* a read's BEGIN, sent with its first statement
+                                 * (pg_run), in one round trip; cleared once it ran */
     int savepoint_due;          /* SAVEPOINT op goes before the next statement */
     int release_due;            /* ... and RELEASE op before it (the last operation's) */
     int savepoint_lost;         /* a RELEASE or SAVEPOINT sent so failed: the operation

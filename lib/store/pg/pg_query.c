@@ -189,11 +189,14 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     return e->name;
 }
 
-/* The statements due before the next one (pg.h): the last operation's RELEASE
- * and the next one's SAVEPOINT (pg_conn.savepoint_due), and between them the
- * UPDATE of the tails kept back (pg_conn.ndirty), unless keep. */
+/* The statements due before the next one (pg.h): a read's BEGIN outside a
+ * transaction (pg_conn.begin_due: due until a statement after it ran, pg_run);
+ * else the last operation's RELEASE and the next one's SAVEPOINT
+ * (pg_conn.savepoint_due), and between them the UPDATE of the tails kept back
+ * (pg_conn.ndirty), unless keep. */
 typedef struct pre_set {
     int n;
+    int begin;                  /* st[0] is a read's BEGIN: no savepoint to lose */
     pg_stmt st[3];
     const char *name[3];
     int due;                    /* the index of the tails' UPDATE, or -1 */
@@ -209,6 +212,13 @@ static void pre_stmts(pg_conn *c, pre_set *ps, int keep)
     ps->due = -1;
     ps->in_op = !c->savepoint_due;
     memset(ps->bufs, 0, sizeof ps->bufs);
+    ps->begin = 0;
+    if (c->begin_due && !c->in_tx) {
+        ps->st[0] = (pg_stmt){c->begin_due, NULL};
+        ps->name[0] = NULL;
+        ps->n = ps->begin = 1;
+        return;
+    }
     if (c->savepoint_due && c->release_due) ps->st[ps->n++] = (pg_stmt){"RELEASE op", NULL};
     if (!keep && c->ndirty > 0 && c->due_fill) {
         pg_params_init(&ps->p);
@@ -265,12 +275,12 @@ static PGresult *run_pipelined(pg_conn *c, pre_set *ps, const char *const *name,
         PGresult *r = PQgetResult(c->pg);
         if (!r) break;          /* the connection went */
         for (PGresult *x; (x = PQgetResult(c->pg));) PQclear(x);
-        if (i < npre && !ok(r)) c->savepoint_lost = 1;
+        if (i < npre && !ok(r) && !ps->begin) c->savepoint_lost = 1;
         if (i < npre && ok(r)) pre_ok++;
         if (!got && (i == all - 1 || !ok(r))) got = r;
         else PQclear(r);
     }
-    if (i < npre) c->savepoint_lost = 1;    /* not known to be taken */
+    if (i < npre && !ps->begin) c->savepoint_lost = 1;    /* not known to be taken */
     pre_done(c, ps, pre_ok == npre);
     /* The sync's result, and out of pipeline mode (a lost connection may leave
      * results that never come: it is made again before its next use). */
@@ -331,6 +341,7 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     }
     if (ok(r)) {
         note_tx(c);
+        if (c->in_tx) c->begin_due = NULL;
         return r;
     }
     *rc = pg_error(lc, r);
@@ -383,6 +394,13 @@ int pg_simple(log_conn_t *lc, const char *sql)
     pg_conn *c = pgc(lc);
     c->nstmts++;
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
+    if (c->begin_due && !c->in_tx) {
+        /* A read's BEGIN still due: on its own first (no read sends one so). */
+        const char *b = c->begin_due;
+        c->begin_due = NULL;
+        int brc = pg_simple(lc, b);
+        if (brc) return brc;
+    }
     /* The tails kept back go before anything but a rollback (which undoes them or
      * what they would be written into: pg_streams_op_undone). */
     pre_set ps;

@@ -418,7 +418,18 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
  * when they fit in a page: at most READ_PAGE rows looked at, and no more bytes
  * than budget (at most READ_BYTES) past the first one's position (messages of a
  * stream lie end to end, so a message at or past it would not be delivered: the
- * budget is spent before it). A longer read takes a statement per page. */
+ * budget is spent before it). A longer read takes a statement per page.
+ *
+ * Each row is its bytes (binary), and NULLs but where needed: the first row also
+ * says its seq and position, and those of the others follow from them (a
+ * stream's messages are numbered without gaps from the first one still kept,
+ * and lie end to end); the read needs only the digest of the last message it
+ * delivers, which comes with the rows where a read stops (the page's last one,
+ * and the one that reaches the budget); the others' are not fetched
+ * (LOGRULE_DIGEST_LATER: looked up once, should a caller stop elsewhere). Every
+ * value a row carries costs the server a send function and libpq a field: seq,
+ * pos and digest with each of 1,000 messages were about a third of a catch-up's
+ * CPU in the pool and PostgreSQL (bench/RESULTS.md). */
 static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud)
 {
@@ -432,23 +443,37 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         /* At least 1: a read delivers at least one message. */
         pg_int(&p, budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1);
         PGresult *res = pg_run(c,
-                               "SELECT seq, pos, data, digest FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
+                               "SELECT data,"
+                               " CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = $1 AND seq >= $2)"
+                               "  THEN seq END,"
+                               " CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = $1 AND seq >= $2)"
+                               "  THEN pos END,"
+                               " CASE WHEN seq = $3 - 1 OR pos + length(data) >= (SELECT pos FROM messages"
+                               "  WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT 1) + $4 THEN digest END"
+                               " FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
                                " AND pos < (SELECT pos FROM messages WHERE stream = $1 AND seq >= $2"
                                "  ORDER BY seq LIMIT 1) + $4"
                                " ORDER BY seq",
                                &p, 1, &rc);
         if (!res) return rc;
         int rows = PQntuples(res);
+        if (rows > 0 && (pg_null_at(res, 0, 1) || pg_null_at(res, 0, 2))) {
+            PQclear(res);
+            return LOG_EIO;     /* the first row always says where it is */
+        }
+        offset_t at = {(uint64_t)pg_int_at(res, 0, 1), (uint64_t)pg_int_at(res, 0, 2)};
         for (int i = 0; i < rows; i++) {
-            offset_t at = {(uint64_t)pg_int_at(res, i, 0), (uint64_t)pg_int_at(res, i, 1)};
-            size_t len = (size_t)PQgetlength(res, i, 2);
-            const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3) : NULL;
-            int stop = fn(ud, PQgetvalue(res, i, 2), len, at, d);
+            size_t len = (size_t)PQgetlength(res, i, 0);
+            const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3)
+                               : pg_null_at(res, i, 3) ? LOGRULE_DIGEST_LATER : NULL;
+            int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
             if (stop) {
                 PQclear(res);
                 return stop;
             }
-            lo = at.seq + 1;
+            at.seq++;
+            at.pos += len;
+            lo = at.seq;
             budget = budget > len ? budget - len : 0;
         }
         PQclear(res);
@@ -890,21 +915,36 @@ static int op_head(log_conn_t *c, const char *path, log_info *info)
     return logrule_head(c, &rows, path, info);
 }
 
+#define READ_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+/* A read's transaction: its BEGIN goes with its first statement, in one round
+ * trip (pg_run); read_end ends it, whatever became of it. */
+static void read_begin(log_conn_t *c)
+{
+    pgc(c)->begin_due = READ_BEGIN;
+}
+
+static void read_end(log_conn_t *c)
+{
+    pgc(c)->begin_due = NULL;
+    if (pgc(c)->in_tx) pg_simple(c, "COMMIT");
+}
+
 static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
 {
-    int own_tx = !pgc(c)->in_tx, rc;
-    if (own_tx && (rc = pg_simple(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) return rc;
-    rc = logrule_digest(c, &rows, path, seq, out);
-    if (own_tx) pg_simple(c, "COMMIT");
+    int own_tx = !pgc(c)->in_tx;
+    if (own_tx) read_begin(c);
+    int rc = logrule_digest(c, &rows, path, seq, out);
+    if (own_tx) read_end(c);
     return rc;
 }
 
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
-    int own_tx = !pgc(c)->in_tx, rc;
-    if (own_tx && (rc = pg_simple(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) return rc;
-    rc = logrule_read(c, &rows, r, fn, ud);
-    if (own_tx) pg_simple(c, "COMMIT");
+    int own_tx = !pgc(c)->in_tx;
+    if (own_tx) read_begin(c);
+    int rc = logrule_read(c, &rows, r, fn, ud);
+    if (own_tx) read_end(c);
     return rc;
 }
 
