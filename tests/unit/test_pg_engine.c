@@ -520,6 +520,82 @@ out:
     log_close(other);
 }
 
+/* The ids a feed reports (changes) into ids[0..*n); returns *n. */
+typedef struct reported {
+    int n;
+    int64_t ids[64];
+} reported;
+
+static void note_reported(void *ud, int64_t id, const char *path)
+{
+    reported *r = ud;
+    (void)path;
+    if (r->n < 64) r->ids[r->n++] = id;
+}
+
+static int reported_of(const reported *r, int64_t id)
+{
+    int k = 0;
+    for (int i = 0; i < r->n; i++) k += r->ids[i] == id || r->ids[i] == -1;
+    return k;
+}
+
+/* A group of this process: its streams are reported by the process's feed at its
+ * next look, before and without the group's NOTIFY (changes() alone, which reads
+ * nothing from the LISTEN connection), and only once: the NOTIFY, when it comes,
+ * is skipped, and so are its rows in the cursor's look. Another handle's commit
+ * (another process, as far as the feed knows) still comes by the NOTIFY. */
+static void test_feed_local(void)
+{
+    char err[256];
+    log_info a, b;
+    CHECK_EQ_INT(test_db_create(conn, "/fl/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/fl/b"), 0);
+    CHECK_EQ_INT(log_head(conn, "/fl/a", &a), 0);
+    CHECK_EQ_INT(log_head(conn, "/fl/b", &b), 0);
+    const store_feed_ops *fo = lg->engine->feed;
+    store_feed *f = fo->open(lg, err, sizeof err);
+    log_opts o = {0, 5000, 0};
+    log_t *other = log_open(uri, &o, err, sizeof err);
+    log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
+    if (!CHECK(f && oc)) goto out;
+    reported r = {0};
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    r.n = 0;
+
+    CHECK_EQ_INT(test_db_append(conn, "/fl/a", "here"), 0);
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, a.id), 1);
+    /* The NOTIFY comes back, and is not reported again; nor by a look through the
+     * cursor (the backstop's, made now). */
+    CHECK(readable(fo->fd(f), WAIT_MS));
+    r.n = 0;
+    fo->event(f);
+    fo->moved(f);
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, a.id), 0);
+    sleep_ms(1100);
+    r.n = 0;
+    CHECK(fo->moved(f));
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, a.id), 0);
+
+    /* Another handle's commit: not reported before its NOTIFY, then by it. */
+    r.n = 0;
+    CHECK_EQ_INT(test_db_append(oc, "/fl/b", "there"), 0);
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, b.id), 0);
+    CHECK(readable(fo->fd(f), WAIT_MS));
+    fo->event(f);
+    CHECK(fo->moved(f));
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, b.id), 1);
+out:
+    if (f) fo->close(f);
+    log_conn_close(oc);
+    log_close(other);
+}
+
 /* ---- migrations, errors, sizes --------------------------------------------------------------- */
 
 typedef struct opener {
@@ -1157,6 +1233,7 @@ int main(void)
     test_reconnect();
     test_read_only();
     test_feed_reconnect();
+    test_feed_local();
     test_migrate_together();
     int64_t bytes = 0;
     CHECK_EQ_INT(log_sizes(conn, size_of, &bytes), 0);

@@ -210,6 +210,12 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
  * locked: unlocked by it). */
 void pg_streams_op_undone(log_conn_t *c, int held);
 
+/* pg_feed.c: a group of this process committed transaction xid, changing the
+ * streams ids[0..n) (all: any stream). The feeds of l in this process report
+ * them at their next look (the committer's on_commit makes it at once) and do
+ * not report them again when the group's NOTIFY comes back. */
+void pg_feed_committed(log_t *l, int64_t xid, const int64_t *ids, int n, int all);
+
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);
 int pg_schema_version(void);

@@ -119,12 +119,14 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     return rc;
 }
 
-/* The group's NOTIFY: the ids it changed, or "*". */
-static int notify(log_conn_t *c)
+/* The group's NOTIFY: the ids it changed, or "*"; *xid gets its transaction's
+ * id (0 when it sent none). */
+static int notify(log_conn_t *c, int64_t *xid)
 {
     pg_conn *pc = pgc(c);
     char payload[PG_NOTIFY_MAX + 32];
     size_t n = 0;
+    *xid = 0;
     if (!pc->nchanged && !pc->changed_all) return 0;
     for (int i = 0; i < pc->nchanged && !pc->changed_all; i++) {
         int w = snprintf(payload + n, sizeof payload - n, "%s%" PRId64, i ? "," : "", pc->changed[i]);
@@ -137,16 +139,25 @@ static int notify(log_conn_t *c)
     pg_text(&p, payload);
     /* "xid:ids": the feed skips, in its cursor's look, rows last changed by a
      * transaction whose NOTIFY it already reported. */
-    return pg_exec(c, "SELECT pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)", &p);
+    int rc;
+    PGresult *r = pg_run(c, "SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
+                         &p, 0, &rc);
+    if (r) *xid = pg_int_of(r, 0, 0);
+    PQclear(r);
+    return rc;
 }
 
 static int pq_group_end(log_conn_t *c, int rc)
 {
     /* COMMIT releases every savepoint; ROLLBACK undoes them. */
     pgc(c)->savepoint_due = pgc(c)->release_due = 0;
-    if (rc == 0) rc = notify(c);
+    int64_t xid = 0;
+    if (rc == 0) rc = notify(c, &xid);
     if (rc == 0) rc = pg_simple(c, "COMMIT");
     else pg_simple(c, "ROLLBACK");
+    /* Committed: this process's waiters are told now, not when the NOTIFY comes
+     * back to its LISTEN connection (pg_feed.c). */
+    if (rc == 0 && xid) pg_feed_committed(c->log, xid, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */

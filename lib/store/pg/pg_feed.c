@@ -22,6 +22,14 @@
  * at least once a second (moved() says so). A deleted stream's row is gone: it
  * is reported by the NOTIFY only (or by the -1 after a reconnection).
  *
+ * The groups of this process need not wait for their NOTIFY to come back: a
+ * group that committed tells its process's feeds at once (pg_feed_committed,
+ * from the group's end, before lib/log.c's on_commit pokes the watcher), which
+ * report its streams at their next look, and skip its NOTIFY when it comes (by
+ * its xid): a reader in the committing process is woken one trip through the
+ * server's notification queue and LISTEN connection sooner, and once. Other
+ * processes and hosts learn it by the NOTIFY as before.
+ *
  * Switchover: a primary fenced read-only (default_transaction_read_only, before a
  * standby is promoted) keeps its connections but no longer sees the streams'
  * writes. The look through the cursor notices (transaction_read_only is on), and
@@ -34,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +52,8 @@
 #define FEED_IDS_MAX 1024       /* notified ids kept between two looks ("everything" past it) */
 #define FEED_XIDS_MAX 4096      /* notified transactions remembered until the next look */
 #define FEED_BACKSTOP_MS 1000   /* look through the cursor at least this often */
+#define FEED_LOCAL_MAX 1024     /* ids committed here kept between two looks ("everything" past it) */
+#define FEED_OWN_MAX 64         /* transactions committed here whose NOTIFY is to be skipped */
 
 struct store_feed {
     log_t *log;
@@ -57,8 +68,20 @@ struct store_feed {
     int nids;
     int64_t ids[FEED_IDS_MAX];
     int nxids, xids_over;       /* notified transactions since the last look (over: too many) */
-    int64_t xids[FEED_XIDS_MAX];
+    int64_t xids[FEED_XIDS_MAX];    /* Commits of this process (pg_feed_committed, from other threads), under mu. */
+    pthread_mutex_t mu;
+    int nlocal, local_all;
+    int64_t local[FEED_LOCAL_MAX];
+    int nlxids;
+    int64_t lxids[FEED_LOCAL_MAX];  /* their transactions: the cursor's look skips them */
+    int64_t own[FEED_OWN_MAX];      /* ring: their NOTIFYs, skipped when they come */
+    unsigned own_next;
+    store_feed *next_feed;          /* in feeds */
 };
+
+/* Every open feed of the process (pg_feed_committed finds those of its log). */
+static pthread_mutex_t feeds_mu = PTHREAD_MUTEX_INITIALIZER;
+static store_feed *feeds;
 
 static int64_t mono_ms(void)
 {
@@ -147,6 +170,14 @@ static int listen_on(store_feed *f)
 static void feed_close(store_feed *f)
 {
     if (!f) return;
+    pthread_mutex_lock(&feeds_mu);
+    for (store_feed **p = &feeds; *p; p = &(*p)->next_feed)
+        if (*p == f) {
+            *p = f->next_feed;
+            break;
+        }
+    pthread_mutex_unlock(&feeds_mu);
+    pthread_mutex_destroy(&f->mu);
     if (f->listen) PQfinish(f->listen);
     if (f->fd >= 0) close(f->fd);
     if (f->quiet[0] >= 0) close(f->quiet[0]);
@@ -169,6 +200,7 @@ static store_feed *feed_open(log_t *l, char *err, size_t errlen)
     }
     f->log = l;
     f->fd = f->quiet[0] = f->quiet[1] = -1;
+    pthread_mutex_init(&f->mu, NULL);
     f->cur = LOG_CURSOR_START;
     if (pipe2(f->quiet, O_CLOEXEC) || (f->fd = fcntl(f->quiet[0], F_DUPFD_CLOEXEC, 0)) < 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
@@ -185,6 +217,10 @@ static store_feed *feed_open(log_t *l, char *err, size_t errlen)
         goto fail;
     }
     f->last_look_ms = mono_ms();
+    pthread_mutex_lock(&feeds_mu);
+    f->next_feed = feeds;
+    feeds = f;
+    pthread_mutex_unlock(&feeds_mu);
     return f;
 fail:
     feed_close(f);
@@ -220,6 +256,16 @@ static void take_payload(store_feed *f, const char *s)
         return;
     }
     s = end + 1;
+    /* A group of this process: reported when it committed (pg_feed_committed). */
+    int own = 0;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < FEED_OWN_MAX && !own; i++)
+        if (f->own[i] == (int64_t)xid) {
+            f->own[i] = 0;
+            own = 1;
+        }
+    pthread_mutex_unlock(&f->mu);
+    if (own) return;
     if (!strcmp(s, "*")) {
         f->all = 1;
         return;
@@ -257,6 +303,46 @@ static int drain(store_feed *f)
     return got;
 }
 
+void pg_feed_committed(log_t *l, int64_t xid, const int64_t *ids, int n, int all)
+{
+    pthread_mutex_lock(&feeds_mu);
+    for (store_feed *f = feeds; f; f = f->next_feed) {
+        if (f->log != l) continue;
+        pthread_mutex_lock(&f->mu);
+        /* Kept as they come (the look drops repeats): past the room, "everything". */
+        if (all || f->nlocal + n > FEED_LOCAL_MAX) {
+            f->local_all = 1;
+        } else {
+            for (int i = 0; i < n; i++) f->local[f->nlocal++] = ids[i];
+        }
+        if (f->nlxids < FEED_LOCAL_MAX) f->lxids[f->nlxids++] = xid;
+        f->own[f->own_next++ % FEED_OWN_MAX] = xid;
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_unlock(&feeds_mu);
+}
+
+/* The commits of this process since the last look, into what the look reports:
+ * 1 if there were any. */
+static int take_local(store_feed *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int got = f->nlocal || f->local_all;
+    if (f->local_all) {
+        f->all = 1;
+    } else {
+        for (int i = 0; i < f->nlocal; i++) note_id(f, f->local[i]);
+    }
+    /* Reported: the cursor's look need not report their rows again. */
+    for (int i = 0; i < f->nlxids; i++) {
+        if (f->nxids < FEED_XIDS_MAX) f->xids[f->nxids++] = f->lxids[i];
+        else f->xids_over = 1;
+    }
+    f->nlocal = f->local_all = f->nlxids = 0;
+    pthread_mutex_unlock(&f->mu);
+    return got;
+}
+
 static int feed_event(store_feed *f)
 {
     return drain(f);
@@ -264,12 +350,14 @@ static int feed_event(store_feed *f)
 
 static int feed_moved(store_feed *f)
 {
+    take_local(f);
     if (!f->lost) drain(f);
     return f->nids || f->all || f->lost || mono_ms() - f->last_look_ms >= FEED_BACKSTOP_MS;
 }
 
 static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud)
 {
+    take_local(f);
     int backstop = f->all || f->lost || mono_ms() - f->last_look_ms >= FEED_BACKSTOP_MS;
     if (f->lost && listen_on(f) == 0) {
         f->lost = 0;
