@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errs.h"
 #include "log.h"
 #include "wake.h"
 
@@ -163,7 +164,7 @@ static int writer_main(const options *o, const char *path, int go_fd, int rep_fd
         int rc = log_append(c, &r);
         rp.t_committed = now_ns();
         if (rc < 0) {
-            fprintf(stderr, "wake-latency writer: append %ld: %s\n", i, log_strerror(rc));
+            fprintf(stderr, "wake-latency writer: append %ld: %s\n", i, errs_str(rc));
             return 1;
         }
         if (write_all(rep_fd, &rp, sizeof rp)) return 1;
@@ -292,7 +293,7 @@ int main(int argc, char **argv)
     cr.expires_ms = -1;
     int rc = log_create(c, &cr);
     if (rc < 0) {
-        fprintf(stderr, "wake-latency: create %s: %s\n", path, log_strerror(rc));
+        fprintf(stderr, "wake-latency: create %s: %s\n", path, errs_str(rc));
         goto out;
     }
     wake_opts wo = {o.inotify, o.poll_us};
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
                 rr.from = rr.next;
                 rr.kind = rr.next.seq ? OFFSET_AT : OFFSET_START;
                 if ((rc = log_read(c, &rr, on_msg, &rd)) < 0) {
-                    fprintf(stderr, "wake-latency: read: %s\n", log_strerror(rc));
+                    fprintf(stderr, "wake-latency: read: %s\n", errs_str(rc));
                     goto out;
                 }
             } while (!rr.up_to_date);
