@@ -543,7 +543,8 @@ static int reported_of(const reported *r, int64_t id)
 /* A group of this process: its streams are reported by the process's feed at its
  * next look, before and without the group's NOTIFY (changes() alone, which reads
  * nothing from the LISTEN connection), and only once: the NOTIFY, when it comes,
- * is skipped, and so are its rows in the cursor's look. Another handle's commit
+ * is skipped, and so are its rows in the cursor's look; also when the NOTIFY
+ * comes before the COMMIT's answer (pg_feed_expect). Another handle's commit
  * (another process, as far as the feed knows) still comes by the NOTIFY. */
 static void test_feed_local(void)
 {
@@ -579,6 +580,33 @@ static void test_feed_local(void)
     CHECK(fo->moved(f));
     CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
     CHECK_EQ_INT(reported_of(&r, a.id), 0);
+
+    /* A group's NOTIFY that comes before its COMMIT's answer (another connection
+     * committing the same way here, by hand): expected by its xid before the
+     * COMMIT, it is skipped, and the group's streams are reported once, when
+     * the committer says it committed. */
+    PGconn *pg = admin();
+    PGresult *x = PQexec(pg, "BEGIN");
+    PQclear(x);
+    x = PQexec(pg, "SELECT pg_current_xact_id()::text");
+    int64_t xid = PQresultStatus(x) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(x, 0, 0), NULL, 10) : 0;
+    PQclear(x);
+    char sql[128];
+    snprintf(sql, sizeof sql, "NOTIFY dstream, '%lld:%lld'", (long long)xid, (long long)a.id);
+    CHECK(xid > 0 && sql_ok(pg, sql));
+    pg_feed_expect(lg, xid);
+    CHECK(sql_ok(pg, "COMMIT"));
+    PQfinish(pg);
+    CHECK(readable(fo->fd(f), WAIT_MS));
+    r.n = 0;
+    fo->event(f);
+    fo->moved(f);
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, a.id), 0);
+    pg_feed_committed(lg, xid, &a.id, 1, 0);
+    CHECK(fo->moved(f));
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    CHECK_EQ_INT(reported_of(&r, a.id), 1);
 
     /* Another handle's commit: not reported before its NOTIFY, then by it. */
     r.n = 0;

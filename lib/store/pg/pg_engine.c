@@ -153,6 +153,9 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->savepoint_due = pgc(c)->release_due = 0;
     int64_t xid = 0;
     if (rc == 0) rc = notify(c, &xid);
+    /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
+     * COMMIT's answer reaches us, and is skipped then too. */
+    if (rc == 0 && xid) pg_feed_expect(c->log, xid);
     if (rc == 0) rc = pg_simple(c, "COMMIT");
     else pg_simple(c, "ROLLBACK");
     /* Committed: this process's waiters are told now, not when the NOTIFY comes

@@ -26,9 +26,10 @@
  * group that committed tells its process's feeds at once (pg_feed_committed,
  * from the group's end, before lib/log.c's on_commit pokes the watcher), which
  * report its streams at their next look, and skip its NOTIFY when it comes (by
- * its xid): a reader in the committing process is woken one trip through the
- * server's notification queue and LISTEN connection sooner, and once. Other
- * processes and hosts learn it by the NOTIFY as before.
+ * its xid, noted before the COMMIT: pg_feed_expect, since the NOTIFY can arrive
+ * before the COMMIT's answer): a reader in the committing process is woken one
+ * trip through the server's notification queue and LISTEN connection sooner,
+ * and once. Other processes and hosts learn it by the NOTIFY as before.
  *
  * Switchover: a primary fenced read-only (default_transaction_read_only, before a
  * standby is promoted) keeps its connections but no longer sees the streams'
@@ -316,6 +317,17 @@ void pg_feed_committed(log_t *l, int64_t xid, const int64_t *ids, int n, int all
             for (int i = 0; i < n; i++) f->local[f->nlocal++] = ids[i];
         }
         if (f->nlxids < FEED_LOCAL_MAX) f->lxids[f->nlxids++] = xid;
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_unlock(&feeds_mu);
+}
+
+void pg_feed_expect(log_t *l, int64_t xid)
+{
+    pthread_mutex_lock(&feeds_mu);
+    for (store_feed *f = feeds; f; f = f->next_feed) {
+        if (f->log != l) continue;
+        pthread_mutex_lock(&f->mu);
         f->own[f->own_next++ % FEED_OWN_MAX] = xid;
         pthread_mutex_unlock(&f->mu);
     }
