@@ -398,13 +398,13 @@ int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *
                             size_t n, session_view *v, uint64_t *v_seq, offset_t *first)
 {
     offset_t at, start = {0, 0};
-    sstore_row row;
-    int rc;
+    int rc = 0;
     uint64_t seq = *v_seq;
     *v_seq = 0;
-    if ((rc = sstore_get(c, id, &row))) return rc;
     /* The stream's row is read once, by the append (which locks it): whether v is
-     * still the tail is checked there, against where the events land. */
+     * still the tail is checked there, against where the events land. The session's
+     * row is not read at all: a session deleted since has its stream deleted in the
+     * same transaction, so the append finds it gone (LOG_ENOTFOUND or LOG_EGONE). */
     for (size_t i = 0; rc == 0 && i < n; i += SSTORE_EVENTS_MAX) {
         size_t k = n - i < SSTORE_EVENTS_MAX ? n - i : SSTORE_EVENTS_MAX;
         rc = append_events(c, id, ev + i, k, trace, v, &at, i == 0, seq);

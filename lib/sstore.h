@@ -97,7 +97,7 @@ int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
  * session's tail, else recomputed. On success *v describes the new tail and *v_seq
  * says which; on failure *v_seq is 0. If the transaction is then rolled back the
  * caller must set *v_seq to 0 itself. *first gets the offset of the first event.
- * Returns 0, LOG_ENOTFOUND, or LOG_E*. */
+ * Returns 0, LOG_ENOTFOUND or LOG_EGONE (no such session, or deleted), or LOG_E*. */
 int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                             size_t n, session_view *v, uint64_t *v_seq, offset_t *first);
 

@@ -1271,6 +1271,26 @@ static void test_append_cached(void)
     cached_arg a = {"cached-none", &c, &v, &v_seq, {0, 0}};
     CHECK_EQ_INT(log_transact(conn, op_cached, &a), LOG_ENOTFOUND);
     CHECK_EQ_UINT(v_seq, 0);
+    /* One deleted while the runner kept its view: gone, nothing written, no seq. */
+    CHECK_EQ_INT(create("cached-2", NULL, NULL), 0);
+    memset(&c, 0, sizeof c);
+    cmd_add(&c, "text:delta", "{\"requestId\": \"r2\", \"text\": \"x\"}");
+    cached_arg d = {"cached-2", &c, &v, &v_seq, {0, 0}};
+    CHECK_EQ_INT(log_transact(conn, op_cached, &d), 0);
+    CHECK(v_seq > 0);
+    CHECK_EQ_INT(sstore_delete(conn, "cached-2"), 0);
+    int gone = log_transact(conn, op_cached, &d);
+    CHECK(gone == LOG_ENOTFOUND || gone == LOG_EGONE);
+    CHECK_EQ_UINT(v_seq, 0);
+    /* ... and a fork reading it keeps its stream (soft-deleted): still gone. */
+    CHECK_EQ_INT(create("cached-3", NULL, NULL), 0);
+    offset_t none = {0, 0};
+    CHECK_EQ_INT(fork_at("cached-3f", "cached-3", 0, none), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "cached-3"), 0);
+    cached_arg f = {"cached-3", &c, &v, &v_seq, {0, 0}};
+    gone = log_transact(conn, op_cached, &f);
+    CHECK(gone == LOG_ENOTFOUND || gone == LOG_EGONE);
+    CHECK_EQ_UINT(v_seq, 0);
     cmd_free(&c);
     session_view_free(&v);
 }
