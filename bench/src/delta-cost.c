@@ -1,0 +1,110 @@
+/* delta-cost: the runner's work per text delta outside the loop, in two parts, for
+ * bench/delta-cost.sh to count under valgrind (once with N and once with 0):
+ *
+ *   delta-cost feed anthropic|openai N    N chunks of a reply, each one text delta in
+ *                                         the format's SSE, through provider_feed
+ *   delta-cost commit DB N                N commits of one text delta to one chat
+ *                                         session on the SQLite file (or postgresql://
+ *                                         URI) DB: sstore_tx_append_cached with the view
+ *                                         kept across commits, as runner/outbox.c does
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "event.h"
+#include "log.h"
+#include "provider.h"
+#include "sstore.h"
+
+static long texts;
+
+static int on_event(void *ud, const provider_event *ev)
+{
+    (void)ud;
+    texts += ev->kind == PEV_TEXT;
+    return 0;
+}
+
+static int feed(int openai, long n)
+{
+    char chunk[512];
+    provider_parser *p = provider_parser_new(openai ? PROVIDER_OPENAI : PROVIDER_ANTHROPIC, on_event, NULL);
+    if (!p) return 1;
+    for (long i = 0; i < n; i++) {
+        int len = openai
+            ? snprintf(chunk, sizeof chunk, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                       "\"created\":1732000000,\"model\":\"gpt-x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                       "\"@ts%ld \"},\"finish_reason\":null}],\"usage\":null}\n\n", 1000000 + i)
+            : snprintf(chunk, sizeof chunk, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                       "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"@ts%ld \"}}\n\n", 1000000 + i);
+        if (provider_feed(p, chunk, (size_t)len)) return 1;
+    }
+    provider_parser_free(p);
+    return texts == n ? 0 : 1;
+}
+
+typedef struct arg {
+    sstore_event *ev;
+    size_t n;
+    session_view *v;
+    uint64_t *seq;
+} arg;
+
+static int op(log_conn_t *c, void *ud)
+{
+    arg *a = ud;
+    session_trace tr;
+    offset_t first;
+    session_trace_new(&tr);
+    return sstore_tx_append_cached(c, "delta-cost", &tr, a->ev, a->n, a->v, a->seq, &first);
+}
+
+static int commit(const char *db, long n)
+{
+    char err[256];
+    log_opts o;
+    log_opts_default(&o);
+    o.synchronous_full = 0;
+    log_t *lg = log_open(db, &o, err, sizeof err);
+    log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+    if (!c) {
+        fprintf(stderr, "delta-cost: %s\n", err);
+        return 1;
+    }
+    session_trace tr;
+    session_trace_new(&tr);
+    sstore_event created = event_session_created("bench", NULL, 0, NULL, NULL, NULL);
+    sstore_create_req r;
+    memset(&r, 0, sizeof r);
+    r.id = "delta-cost";
+    r.agent = "bench";
+    r.created = created.payload;
+    r.trace = &tr;
+    if (sstore_create(c, &r)) return 1;
+    session_view v;
+    session_view_init(&v);
+    uint64_t seq = 0;
+    json_t *content = json_string("Go.");
+    sstore_event start[2] = {event_message_user(content, "queue", NULL, NULL),
+                             event_request_started("rq_1", "anthropic", "m", 1)};
+    arg a = {start, 2, &v, &seq};
+    if (log_transact(c, op, &a)) return 1;
+    for (long i = 0; i < n; i++) {
+        char text[64];
+        int k = snprintf(text, sizeof text, "@ts%ld ", 1000000 + i);
+        sstore_event d = event_delta(0, "rq_1", text, (size_t)k);
+        arg b = {&d, 1, &v, &seq};
+        if (log_transact(c, op, &b)) return 1;
+        json_decref(d.payload);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "feed")) return feed(!strcmp(argv[2], "openai"), strtol(argv[3], NULL, 10));
+    if (argc == 4 && !strcmp(argv[1], "commit")) return commit(argv[2], strtol(argv[3], NULL, 10));
+    fprintf(stderr, "usage: delta-cost feed anthropic|openai N | commit DB N\n");
+    return 2;
+}
