@@ -217,6 +217,36 @@ static void observe(runner_t *R, int64_t now)
     st.cur = t;
 }
 
+/* A runner whose row is older than this is not counted among the live ones. */
+#define PEER_FRESH_MS (3 * STATS_PERIOD_MS)
+
+typedef struct peers {
+    const runner_t *R;
+    int64_t since, n, leases, rank;
+} peers;
+
+static void peer_row(void *ud, const rstats *row)
+{
+    peers *p = ud;
+    if (row->updated_ms < p->since || strcmp(row->owner, p->R->me.owner) == 0) return;
+    p->n++;
+    p->rank += strcmp(row->owner, p->R->me.owner) < 0;
+    p->leases += row->leased;
+}
+
+/* The other live runners (a row published within PEER_FRESH_MS), the leases they
+ * hold and this runner's rank among them by id, for driver.c's share: one read of
+ * runner_stats a second. A failed read
+ * keeps what was known. */
+static void read_peers(runner_t *R, int64_t now)
+{
+    peers p = {R, now - PEER_FRESH_MS, 0, 0, 0};
+    if (rstats_each(R->conn, peer_row, &p)) return;
+    R->fair_peers = p.n;
+    R->fair_peer_leases = p.leases;
+    R->fair_rank = p.rank;
+}
+
 void runner_stats_tick(runner_t *R)
 {
     int64_t now = timefmt_now_ms();
@@ -229,17 +259,20 @@ void runner_stats_tick(runner_t *R)
         st.last_tick_ms = now;
         st.next_publish_ms = now + STATS_PERIOD_MS;
         if (rstats_start(R->conn, &st.s)) diag("info", "stats: cannot publish to runner_stats");
+        read_peers(R, now);
     }
     st.s.loops++;
     if (now - st.last_tick_ms > st.s.loop_max_ms) st.s.loop_max_ms = now - st.last_tick_ms;
     st.last_tick_ms = now;
     observe(R, now);
+    R->fair_mine = st.s.leased;
     if (now < st.next_publish_ms) return;
     st.s.updated_ms = now;
     st.s.dropped = (int64_t)R->dropped;
     int rc = rstats_publish(R->conn, &st.s);
     if (rc && !st.publish_failed) diag("info", "stats: cannot publish to runner_stats: %s", errs_str(rc));
     st.publish_failed = rc != 0;
+    read_peers(R, now);
     take_mcp(R);
     if (st.models_changed) {
         int mrc = rstats_figures_publish(R->conn, log_path(R->log), st.s.owner, st.models, st.nmodels, st.mcp,

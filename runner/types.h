@@ -103,6 +103,8 @@ struct sess {
     int64_t timer_ms;           /* look again at (0: none): a retry, a checkpoint's
                                    expiry, another runner's lease expiring */
     lease_clock lease;          /* its lease as this process last saw it (lib/lease) */
+    int64_t deferred_ms;        /* a new claim put off until then: this process holds more
+                                   than its share of the leases (driver.c hold); 0: none */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     int64_t stream_id;          /* its log's stream id, as the change feed said (0: not yet) */
     rq_t *rq;
@@ -152,6 +154,13 @@ typedef struct runner {
     uint64_t views_kept;        /* ... of them from the view kept, not the log */
     uint64_t renewed_commit;    /* leases renewed in a loop commit (outbox.c) */
     uint64_t renewed_drive;     /* ... in a transaction of their own, by a drive (driver.c) */
+    /* The share of the sessions between runners (driver.c hold): the other live
+     * runners and the leases they hold, as their runner_stats rows said at the last
+     * read (once a second, stats.c), plus the sessions this process found taken by
+     * another since; this runner's rank among the live ones by id; the leases held
+     * here, counted at each loop turn plus those taken since. */
+    int64_t fair_peers, fair_peer_leases, fair_rank, fair_mine;
+    uint64_t deferred;          /* new claims put off for the share */
     /* Limits (docs/agents.md, "Limits"); 0: none. */
     int64_t message_requests_max;   /* provider requests per user message */
     int64_t session_requests_max;   /* provider requests per session */

@@ -178,6 +178,46 @@ request_discipline() {
     [ -n "$a_sessions" ]
 }
 
+# started_in LOG IDS_FILE: how many of the sessions listed started a provider request
+# in that runner's log.
+started_in() {
+    sed -n 's/.*session \([^ ]*\): request .* started (.*/\1/p' "$1" | sort -u | comm -12 - "$2" | wc -l
+}
+
+@test "two runners, two ids, 20 streaming sessions, one runner busy for a moment as each comes: each runner drives at least 5 (the other leaves it the sessions that fall to it), each reply exactly once" {
+    local n=20 agent i id a c ids=()
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_slow_default 80
+    rn_runner_b runner-c
+    # Both runners know of each other: runner-c's row has been published twice
+    # (each runner reads the others' rows once a second).
+    ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM runner_stats WHERE owner = '"'"'runner-c'"'"' AND updated_ms >= started_ms + 2000")" = 1 ]'
+    for i in $(seq 1 $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
+    # Their messages, each while runner-c's loop is busy for a moment (stopped, out
+    # of a commit, until 50 ms after the message is in: less than the time runner-a
+    # leaves it, more than runner-a needs to win the race for it).
+    for i in $(seq 1 $n); do
+        stop_between_commits "$B_PID"
+        rn_say "${ids[$((i - 1))]}" "question $i" || { kill -CONT "$B_PID"; return 1; }
+        sleep 0.05
+        kill -CONT "$B_PID"
+    done
+    printf '%s\n' "${ids[@]}" | sort >"$T/ids"
+    for i in $(seq 1 $n); do
+        id=${ids[$((i - 1))]}
+        rn_wait "$id" '.status == "completed" and .request == null' 60
+        cp "$DS_BODY" "$T/s-$i.json"
+        rn_one_reply "$T/s-$i.json" "$(rn_slow_expected "question $i")"
+        # One request each: no session was driven by both runners.
+        [ "$(rn_requests | jq --arg q "question $i" "$LAST_USER"' | map(select(last_user == $q)) | length')" = 1 ]
+    done
+    a=$(started_in "$DS_DIR/logs/runner.log" "$T/ids")
+    c=$(started_in "$DS_DIR/logs/runner-runner-c.log" "$T/ids")
+    echo "runner-a drove $a, runner-c $c" >&3
+    [ $((a + c)) = "$n" ]
+    [ "$a" -ge 5 ] && [ "$c" -ge 5 ]
+}
+
 # stop_between_commits PID: SIGSTOP the process at a moment it holds no write lock
 # (neither the writers' lock nor SQLite's): a writer stopped inside its commit
 # would stop every writer until it goes on, which is SQLite's rule and not what
