@@ -305,7 +305,7 @@ dropped_metric() {
 # deltas), renewed (leases renewed in commits), by_drive (renewed by drives).
 stop_figure() {
     grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -1 | sed -E \
-        's/.*\(([0-9]+) commits, [0-9]+ events dropped after a lost lease; ([0-9]+) views decided on, ([0-9]+) of them kept across commits; ([0-9]+) changes that were this process.s own deltas; leases renewed ([0-9]+) times in commits, ([0-9]+) by drives\).*/commits=\1 views=\2 kept=\3 own=\4 renewed=\5 by_drive=\6/' |
+        's/.*\(([0-9]+) commits, [0-9]+ events dropped after a lost lease; ([0-9]+) views decided on, ([0-9]+) of them kept across commits; ([0-9]+) changes that were this process.s own deltas; leases renewed ([0-9]+) times in commits, ([0-9]+) by drives[;)].*/commits=\1 views=\2 kept=\3 own=\4 renewed=\5 by_drive=\6/' |
         tr ' ' '\n' | sed -n "s/^$1=//p"
 }
 
