@@ -235,6 +235,7 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
     for _ in $(seq 120); do [ "$(known)" = 0 ] && break; sleep 0.5; done
     sleep "$MEM_AFTER_S"
     read -r after_rss after_anon after_heap <<<"$(mem_line "$r1")"
+    after_known=$(known)
     if [ "${MEM_STATS:-0}" = 1 ]; then     # glibc's own account (malloc_stats, to the runner's log)
         gdb -p "$r1" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1 || say "gdb could not attach"
         sleep 0.5
@@ -247,7 +248,7 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
     echo "| idle | 0 | $idle_rss | $idle_anon | $idle_heap |"
     echo "| $MEM_SESSIONS sessions made, none active | 0 | $made_rss | $made_anon | $made_heap |"
     echo "| most requests in flight | $peak_n | $peak_rss | $peak_anon | $peak_heap |"
-    echo "| ${MEM_AFTER_S} s after the last was forgotten | 0 | $after_rss | $after_anon | $after_heap |"
+    echo "| ${MEM_AFTER_S} s after the last was forgotten ($after_known still kept by the runners) | 0 | $after_rss | $after_anon | $after_heap |"
     echo
     awk -v i="$idle_rss" -v p="$peak_rss" -v n="$peak_n" -v a="$after_rss" -v m="$max_rss" 'BEGIN {
         printf "Per active session: %.1f KiB of RSS ((%d - %d) / %d); highest RSS seen %d KiB; after: %.0f %% of idle.\n",
