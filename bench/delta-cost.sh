@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/delta-cost.sh: what one text delta costs the runner outside its loop, for two
 # built trees, A (before) and B (this one): a provider chunk read (provider_feed, both
-# formats) and one session commit of a delta (sstore_tx_append_cached with a kept
-# view, as runner/outbox.c does), in instructions (valgrind's callgrind) and heap
+# formats), one session commit of a delta (sstore_tx_append_cached with a kept
+# view, as runner/outbox.c does), and a busy runner's group commit (one delta to
+# each of 20 of 200 sessions, each in its nested savepoint after its lease check:
+# op_commit's shape, figures per delta; on SQLite also its file system calls, which
+# no load moves), in instructions (valgrind's callgrind) and heap
 # allocations (memcheck's "total heap usage"); prints markdown. Neither moves with
 # the load of a shared machine, as the CPU per delta of bench/token-latency.sh does.
 #
@@ -16,11 +19,13 @@
 # commits go to a SQLite file in /dev/shm (synchronous=NORMAL: the work, not the disk)
 # unless DB is given. valgrind's CPU has no SHA extensions: the hash chain's links
 # are counted at the portable code's cost (bench/append-cost.sh says how much).
-# Environment: ROOT_A (required), ROOT_B [this tree], B [build], N [1000], DB [SQLite].
+# Environment: ROOT_A (required), ROOT_B [this tree], B [build], N [1000], DB [SQLite],
+# GROUPS [100: group commits counted].
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${B:-build}
 N=${N:-1000}
+GROUPS=${GROUPS:-100}
 ROOT_A=$(cd "${ROOT_A:?ROOT_A: the tree measured as before, built}" && pwd)
 ROOT_B=$(cd "${ROOT_B:-$here}" && pwd)
 command -v valgrind >/dev/null || { echo "delta-cost: valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
@@ -69,6 +74,19 @@ for t in A B; do
     # shellcheck disable=SC2046
     per[a${t}commit]=$(awk -v a="$(allocs "$work/cost-$t" commit $(target) "$N")" -v b="$(allocs "$work/cost-$t" commit $(target) 0)" \
         -v n="$N" 'BEGIN { printf "%.1f", (a - b) / n }')
+    # The group commits: instructions, and the file system calls (strace) per delta.
+    # shellcheck disable=SC2046
+    per[i${t}groups]=$(( ($(instr "$work/cost-$t" groups $(target) "$GROUPS" 200 20) -
+                         $(instr "$work/cost-$t" groups $(target) 0 200 20)) / (GROUPS * 20) ))
+    if [ -z "${DB:-}" ] && command -v strace >/dev/null; then
+        calls() {   # N: pread64 + pwrite64 + fdatasync calls of N group commits and their setup
+            local db
+            db=$(target)
+            strace -f -c -e trace=pread64,pwrite64,fdatasync -o "$work/st" "$work/cost-$t" groups "$db" "$1" 200 20 >/dev/null
+            awk '$NF ~ /^(pread64|pwrite64|fdatasync)$/ { n += $4 } END { print n + 0 }' "$work/st"
+        }
+        per[s${t}groups]=$(awk -v a="$(calls "$GROUPS")" -v b="$(calls 0)" -v n=$((GROUPS * 20)) 'BEGIN { printf "%.2f", (a - b) / n }')
+    fi
 done
 echo "| per operation | A: instructions | B: instructions | B / A | A: allocations | B: allocations |"
 echo "|---|---:|---:|---:|---:|---:|"
@@ -78,5 +96,8 @@ for k in anthropic openai commit; do
     awk -v l="$label" -v a="${per[iA$k]}" -v b="${per[iB$k]}" -v x="${per[aA$k]}" -v y="${per[aB$k]}" \
         'BEGIN { printf "| %s | %d | %d | %.2fx | %s | %s |\n", l, a, b, b / a, x, y }'
 done
+awk -v a="${per[iAgroups]}" -v b="${per[iBgroups]}" -v e="$([ -n "${DB:-}" ] && echo PostgreSQL || echo SQLite)" \
+    'BEGIN { printf "| a delta in a group commit over 200 sessions (%s) | %d | %d | %.2fx | | |\n", e, a, b, b / a }'
+[ -n "${per[sAgroups]:-}" ] && echo "| its file system calls (pread64, pwrite64, fdatasync) per delta | ${per[sAgroups]} | ${per[sBgroups]} | | | |"
 echo
 echo "A: $ROOT_A ($(git -C "$ROOT_A" rev-parse --short HEAD)), B: $ROOT_B ($(git -C "$ROOT_B" rev-parse --short HEAD)); N=$N, valgrind $(valgrind --version)"

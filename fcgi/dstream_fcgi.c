@@ -191,7 +191,7 @@ int main(int argc, char **argv)
     cfg.cors_origins = origins;
     if (cfg.auth_off) diag("info", "DSTREAM_AUTH=off: no tokens asked, loopback clients only");
 
-    log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1};
+    log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1, 0};
     int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
     int64_t touch_ms = env_num("DSTREAM_TTL_TOUCH_MS", LOG_TOUCH_MS_DEFAULT, 0, 3600000);
     char err[512];

@@ -77,6 +77,7 @@ log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errl
     l->opts.synchronous_full = opts ? opts->synchronous_full : 1;
     l->opts.busy_timeout_ms = opts && opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
     l->opts.migrate = opts ? opts->migrate : 1;
+    l->opts.cache_kib = opts ? opts->cache_kib : 0;
     l->touch_ms = LOG_TOUCH_MS_DEFAULT;
     pthread_mutex_init(&l->mu, NULL);
     if (e->open(l, err, errlen)) {
@@ -93,6 +94,7 @@ void log_opts_default(log_opts *o)
     o->synchronous_full = 1;
     o->busy_timeout_ms = 5000;
     o->migrate = 1;
+    o->cache_kib = 0;
 }
 
 const char *log_path(const log_t *l)

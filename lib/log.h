@@ -33,6 +33,7 @@ typedef struct log_opts {
     int synchronous_full;      /* 1 (default): acknowledged means fsynced */
     int busy_timeout_ms;       /* default 5000 */
     int migrate;               /* 1 (default): create or migrate the schema at log_open */
+    int cache_kib;             /* SQLite: each connection's page cache; 0 (default): SQLite's 2,000 KiB */
 } log_opts;
 
 /* Where a change feed reader is (log_changes): engine-defined. Start from

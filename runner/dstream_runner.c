@@ -50,6 +50,7 @@
 #define RUNNER_SWEEP_MESSAGES 2000
 #define RUNNER_SWEEP_BUDGET_MS 20
 #define RUNNER_SWEEP_AGAIN_MS 200
+#define RUNNER_CACHE_KIB 16384   /* its connections' SQLite page cache (log_opts.cache_kib) */
 
 static int sigpipe_fds[2] = {-1, -1};
 
@@ -197,7 +198,10 @@ int main(int argc, char **argv)
     R.tool_result_max = (size_t)env_num("DSTREAM_TOOL_RESULT_MAX", 1 << 20, 0, LLONG_MAX);
     /* One process per runner id and database, for the whole process's life
      * (first: a second process says so before it loads anything). */
-    log_opts lo = {strcmp(env_str("DSTREAM_SYNC", "full"), "normal") != 0, 5000, 1};
+    /* A page cache that holds the tails of the streams it writes: at 200 streaming
+     * sessions SQLite's default (2,000 KiB) read back a page from the file for one
+     * delta in three (bench/RESULTS.md); runner/memtrim.c gives it back when idle. */
+    log_opts lo = {strcmp(env_str("DSTREAM_SYNC", "full"), "normal") != 0, 5000, 1, RUNNER_CACHE_KIB};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50));
     if (!R.log) {
         diag("error", "%s", err);

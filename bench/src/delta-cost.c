@@ -1,4 +1,4 @@
-/* delta-cost: the runner's work per text delta outside the loop, in two parts, for
+/* delta-cost: the runner's work per text delta outside the loop, in three parts, for
  * bench/delta-cost.sh to count under valgrind (once with N and once with 0):
  *
  *   delta-cost feed anthropic|openai N    N chunks of a reply, each one text delta in
@@ -7,12 +7,20 @@
  *                                         session on the SQLite file (or postgresql://
  *                                         URI) DB: sstore_tx_append_cached with the view
  *                                         kept across commits, as runner/outbox.c does
+ *   delta-cost groups DB N S K            N group commits over S chat sessions, each
+ *                                         commit one delta to each of K sessions taken
+ *                                         in turn, each in its nested savepoint after
+ *                                         its lease check, as runner/outbox.c's
+ *                                         op_commit does: what a busy runner's commit
+ *                                         costs per delta, with S streams' pages in play
+ *                                         (synchronous=FULL on a file: the real I/O)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "event.h"
+#include "lease.h"
 #include "log.h"
 #include "provider.h"
 #include "sstore.h"
@@ -45,6 +53,7 @@ static int feed(int openai, long n)
 }
 
 typedef struct arg {
+    const char *id;
     sstore_event *ev;
     size_t n;
     session_view *v;
@@ -57,7 +66,7 @@ static int op(log_conn_t *c, void *ud)
     session_trace tr;
     offset_t first;
     session_trace_new(&tr);
-    return sstore_tx_append_cached(c, "delta-cost", &tr, a->ev, a->n, a->v, a->seq, &first);
+    return sstore_tx_append_cached(c, a->id, &tr, a->ev, a->n, a->v, a->seq, &first);
 }
 
 static int commit(const char *db, long n)
@@ -88,16 +97,90 @@ static int commit(const char *db, long n)
     json_t *content = json_string("Go.");
     sstore_event start[2] = {event_message_user(content, "queue", NULL, NULL),
                              event_request_started("rq_1", "anthropic", "m", 1)};
-    arg a = {start, 2, &v, &seq};
+    arg a = {"delta-cost", start, 2, &v, &seq};
     if (log_transact(c, op, &a)) return 1;
     for (long i = 0; i < n; i++) {
         char text[64];
         int k = snprintf(text, sizeof text, "@ts%ld ", 1000000 + i);
         sstore_event d = event_delta(0, "rq_1", text, (size_t)k);
-        arg b = {&d, 1, &v, &seq};
+        arg b = {"delta-cost", &d, 1, &v, &seq};
         if (log_transact(c, op, &b)) return 1;
         json_decref(d.payload);
     }
+    return 0;
+}
+
+typedef struct gsess {
+    char id[32];
+    session_view v;
+    uint64_t seq;
+} gsess;
+
+typedef struct garg {
+    gsess *ss;
+    long s, k, next, n;
+    const lease_id *me;
+} garg;
+
+static int op_group(log_conn_t *c, void *ud)
+{
+    garg *a = ud;
+    session_trace tr;
+    session_trace_new(&tr);
+    for (long j = 0; j < a->k; j++) {
+        gsess *g = &a->ss[a->next];
+        a->next = (a->next + 1) % a->s;
+        char text[64];
+        int len = snprintf(text, sizeof text, "@ts%ld ", 1000000 + a->n++);
+        sstore_event d = event_delta(0, "rq_1", text, (size_t)len);
+        offset_t first;
+        if (log_tx_nest_begin(c)) return LOG_EIO;
+        int rc = lease_tx_held(c, g->id, a->me) == 1 ? sstore_tx_append_cached(c, g->id, &tr, &d, 1, &g->v, &g->seq, &first)
+                                                     : LOG_EIO;
+        json_decref(d.payload);
+        if (log_tx_nest_end(c, rc != 0) || rc) return LOG_EIO;
+    }
+    return 0;
+}
+
+static int groups(const char *db, long n, long s, long k)
+{
+    char err[256];
+    log_opts o;
+    log_opts_default(&o);
+    log_t *lg = log_open(db, &o, err, sizeof err);
+    log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+    gsess *ss = calloc((size_t)s, sizeof *ss);
+    if (!c || !ss || s < 1 || k < 1) {
+        fprintf(stderr, "delta-cost: %s\n", c ? "bad arguments" : err);
+        return 1;
+    }
+    char inst[LEASE_INSTANCE_LEN + 1];
+    lease_new_instance(inst);
+    lease_id me = {"bench", inst};
+    for (long i = 0; i < s; i++) {
+        gsess *g = &ss[i];
+        snprintf(g->id, sizeof g->id, "dc-%ld", i);
+        session_trace tr;
+        session_trace_new(&tr);
+        sstore_event created = event_session_created("bench", NULL, 0, NULL, NULL, NULL);
+        sstore_create_req r;
+        memset(&r, 0, sizeof r);
+        r.id = g->id;
+        r.agent = "bench";
+        r.created = created.payload;
+        r.trace = &tr;
+        if (sstore_create(c, &r) || lease_acquire(c, g->id, &me, 3600000, NULL) != 1) return 1;
+        session_view_init(&g->v);
+        json_t *content = json_string("Go.");
+        sstore_event start[2] = {event_message_user(content, "queue", NULL, NULL),
+                                 event_request_started("rq_1", "anthropic", "m", 1)};
+        arg a = {g->id, start, 2, &g->v, &g->seq};
+        if (log_transact(c, op, &a)) return 1;
+    }
+    garg a = {ss, s, k, 0, 0, &me};
+    for (long i = 0; i < n; i++)
+        if (log_transact(c, op_group, &a)) return 1;
     return 0;
 }
 
@@ -105,6 +188,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "feed")) return feed(!strcmp(argv[2], "openai"), strtol(argv[3], NULL, 10));
     if (argc == 4 && !strcmp(argv[1], "commit")) return commit(argv[2], strtol(argv[3], NULL, 10));
-    fprintf(stderr, "usage: delta-cost feed anthropic|openai N | commit DB N\n");
+    if (argc == 6 && !strcmp(argv[1], "groups"))
+        return groups(argv[2], strtol(argv[3], NULL, 10), strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10));
+    fprintf(stderr, "usage: delta-cost feed anthropic|openai N | commit DB N | groups DB N S K\n");
     return 2;
 }

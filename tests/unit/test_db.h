@@ -277,7 +277,7 @@ static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t
     *lg = NULL;
     *conn = NULL;
     if (test_db_target(name, dir, dircap, path, sizeof path)) return -1;
-    log_opts o = {0, 5000, 1};
+    log_opts o = {0, 5000, 1, 0};
     *lg = log_open(path, &o, err, sizeof err);
     *conn = *lg ? log_conn_open(*lg, err, sizeof err) : NULL;
     if (!CHECK(*conn != NULL)) {

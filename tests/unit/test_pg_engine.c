@@ -227,7 +227,7 @@ static void test_row_lock(void)
     char err[256];
     CHECK_EQ_INT(test_db_create(conn, "/lk/s"), 0);
     /* Held longer than the busy timeout: LOG_EBUSY, nothing written. */
-    log_opts o = {0, 300, 0};
+    log_opts o = {0, 300, 0, 0};
     log_t *quick = log_open(uri, &o, err, sizeof err);
     log_conn_t *qc = quick ? log_conn_open(quick, err, sizeof err) : NULL;
     if (!CHECK(qc != NULL)) goto out;
@@ -245,7 +245,7 @@ static void test_row_lock(void)
 
     /* Held for a second while writers of two handles wait it out and a reader
      * tails: every append lands, the offsets stay contiguous. */
-    log_opts slow = {0, 20000, 0};
+    log_opts slow = {0, 20000, 0, 0};
     log_t *l2 = log_open(uri, &slow, err, sizeof err);
     if (!CHECK(l2 != NULL)) goto out;
     holder h2 = {"/lk/s", 1000, 0};
@@ -350,7 +350,7 @@ static void test_group_order(void)
     char err[256];
     CHECK_EQ_INT(test_db_create(conn, "/or/a"), 0);
     CHECK_EQ_INT(test_db_create(conn, "/or/b"), 0);
-    log_opts slow = {0, 20000, 0};
+    log_opts slow = {0, 20000, 0, 0};
     log_t *h1 = log_open(uri, &slow, err, sizeof err);
     log_t *h2 = log_open(uri, &slow, err, sizeof err);
     if (!CHECK(h1 && h2)) goto out;
@@ -487,7 +487,7 @@ static void test_feed_reconnect(void)
         fprintf(stderr, "  %s\n", err);
         return;
     }
-    log_opts o = {0, 5000, 0};
+    log_opts o = {0, 5000, 0, 0};
     log_t *other = log_open(uri, &o, err, sizeof err);     /* another process, as far as the feed knows */
     log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
     wake_waiter_t *wa = wake_waiter_new(w), *wb = wake_waiter_new(w);
@@ -556,7 +556,7 @@ static void test_feed_local(void)
     CHECK_EQ_INT(log_head(conn, "/fl/b", &b), 0);
     const store_feed_ops *fo = lg->engine->feed;
     store_feed *f = fo->open(lg, err, sizeof err);
-    log_opts o = {0, 5000, 0};
+    log_opts o = {0, 5000, 0, 0};
     log_t *other = log_open(uri, &o, err, sizeof err);
     log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
     if (!CHECK(f && oc)) goto out;

@@ -155,7 +155,7 @@ static void test_options(void)
 {
     char p2[300];
     snprintf(p2, sizeof p2, "%s/nomigrate.db", dir);
-    db_opts o = {0, 1234, 0};
+    db_opts o = {0, 1234, 0, 0};
     sqlite3 *db = NULL;
     char err[256] = "";
     if (!CHECK_EQ_INT(db_open(p2, &o, &db, err, sizeof err), 0)) return;
@@ -230,7 +230,7 @@ static void test_max_bytes(void)
     CHECK_EQ_INT(db_cap(db, 300000, err, sizeof err), 0);
     CHECK_EQ_INT(query_int(db, "PRAGMA max_page_count"), 300000 / query_int(db, "PRAGMA page_size") + 1);
     sqlite3_close_v2(db);
-    log_opts lo = {0, 5000, 1};
+    log_opts lo = {0, 5000, 1, 0};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     if (lg) log_set_max_bytes(lg, 300000);
     log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
@@ -277,6 +277,65 @@ static void test_max_bytes(void)
     log_close(lg);
 }
 
+/* log_opts.cache_kib sizes each connection's page cache (the runner's holds the
+ * tails of the streams it writes); 0 leaves SQLite's default; release_memory (the
+ * runner's memtrim) empties it. */
+static void test_cache_kib(void)
+{
+    char p[320], err[256];
+    snprintf(p, sizeof p, "%s/cache.db", dir);
+    for (int k = 0; k < 2; k++) {
+        log_opts lo = {0, 5000, 1, k ? 16384 : 0};
+        log_t *lg = log_open(p, &lo, err, sizeof err);
+        log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+        if (!CHECK(c != NULL)) {
+            log_close(lg);
+            return;
+        }
+        CHECK_EQ_INT(query_int(sq_db(c), "PRAGMA cache_size"), (k ? -16384 : -2000));
+        log_release_memory(c);
+        CHECK_EQ_INT(query_int(sq_db(c), "PRAGMA cache_size"), (k ? -16384 : -2000));
+        log_conn_close(c);
+        log_close(lg);
+    }
+}
+
+static int nest_twice(log_conn_t *c, void *ud)
+{
+    (void)ud;
+    for (int i = 0; i < 2; i++)
+        if (log_tx_nest_begin(c) || log_tx_nest_end(c, i == 1)) return LOG_EIO;
+    return 0;
+}
+
+static int kept(sqlite3 *db, const char *sql)
+{
+    for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st))
+        if (!strcmp(sqlite3_sql(st), sql)) return 1;
+    return 0;
+}
+
+/* A nested savepoint (the runner's, one per session in each of its commits) runs
+ * statements kept prepared, not text parsed again each time. */
+static void test_nest_prepared(void)
+{
+    char p[320], err[256];
+    snprintf(p, sizeof p, "%s/nest.db", dir);
+    log_opts lo = {0, 5000, 1, 0};
+    log_t *lg = log_open(p, &lo, err, sizeof err);
+    log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
+    if (!CHECK(c != NULL)) {
+        log_close(lg);
+        return;
+    }
+    CHECK_EQ_INT(log_transact(c, nest_twice, NULL), 0);
+    CHECK(kept(sq_db(c), "SAVEPOINT nested"));
+    CHECK(kept(sq_db(c), "RELEASE nested"));
+    CHECK(kept(sq_db(c), "ROLLBACK TO nested"));
+    log_conn_close(c);
+    log_close(lg);
+}
+
 int main(void)
 {
     if (test_mkdtemp(dir, sizeof dir, "test-db")) return 1;
@@ -289,6 +348,8 @@ int main(void)
     test_newer_schema_refused();
     test_open_fails();
     test_max_bytes();
+    test_cache_kib();
+    test_nest_prepared();
     test_rmtree(dir);
     return TEST_MAIN_END();
 }

@@ -23,7 +23,7 @@ void sq_conn_close(log_conn_t *lc)
 
 log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen)
 {
-    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
+    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0, l->opts.cache_kib};
     sq_conn *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errlen, "out of memory");

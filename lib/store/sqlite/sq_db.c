@@ -22,6 +22,7 @@ void db_opts_default(db_opts *o)
     o->synchronous_full = 1;
     o->busy_timeout_ms = 5000;
     o->migrate = 1;
+    o->cache_kib = 0;
 }
 
 int db_schema_version(void)
@@ -263,6 +264,10 @@ int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t
     if (exec(db, "PRAGMA journal_mode=WAL", err, errlen) || exec(db, sql, err, errlen) ||
         exec(db, "PRAGMA foreign_keys=OFF", err, errlen) || exec(db, "PRAGMA temp_store=MEMORY", err, errlen))
         goto fail;
+    if (o->cache_kib > 0) {
+        snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", o->cache_kib);
+        if (exec(db, sql, err, errlen)) goto fail;
+    }
     if (o->migrate && db_migrate(db, err, errlen) < 0) goto fail;
     *out = db;
     return 0;

@@ -14,6 +14,7 @@ typedef struct db_opts {
     int synchronous_full;    /* 1: FULL (acknowledged = durable), 0: NORMAL */
     int busy_timeout_ms;
     int migrate;             /* apply pending migrations at open */
+    int cache_kib;           /* the page cache's size; 0: SQLite's default */
 } db_opts;
 
 /* Defaults: FULL, 5000 ms, migrate. */

@@ -19,7 +19,7 @@
 
 static int sq_open(log_t *l, char *err, size_t errlen)
 {
-    db_opts dopts = {l->opts.synchronous_full, l->opts.busy_timeout_ms, l->opts.migrate};
+    db_opts dopts = {l->opts.synchronous_full, l->opts.busy_timeout_ms, l->opts.migrate, 0};
     sqlite3 *db;
     /* Create and migrate once here, so that later connections only open. */
     if (db_open(l->target, &dopts, &db, err, errlen)) return -1;
@@ -33,12 +33,6 @@ static void sq_close(log_t *l)
 }
 
 /* ---- the group commit's steps ------------------------------------------------- */
-
-static int exec(log_conn_t *c, const char *sql)
-{
-    int rc = sqlite3_exec(sq(c)->db, sql, NULL, NULL, NULL);
-    return rc == SQLITE_OK ? 0 : sq_error(c, rc);
-}
 
 /* The writers' file lock: 1 taken, 0 not (no lock file, or waited out). Writers of
  * all processes queue on it before BEGIN IMMEDIATE, so the next one goes at most
@@ -109,15 +103,27 @@ static void sq_group_release(log_conn_t *c)
     sq(c)->locked = 0;
 }
 
+/* A nested savepoint's statements, from the connection's statement cache: the
+ * runner opens one per session it commits in a group, and sqlite3_exec would
+ * parse the text each time (5 % of its CPU at 200 streaming sessions). */
+static int cached(log_conn_t *c, const char *sql)
+{
+    sqlite3_stmt *st;
+    if (sq_stmt(c, sql, &st)) return sq_error(c, 0);
+    int rc = sqlite3_step(st);
+    sq_stmt_done(c, st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sq_error(c, rc);
+}
+
 static int sq_nest_begin(log_conn_t *c)
 {
-    return exec(c, "SAVEPOINT nested");
+    return cached(c, "SAVEPOINT nested");
 }
 
 static int sq_nest_end(log_conn_t *c, int undo)
 {
-    int rc = undo ? exec(c, "ROLLBACK TO nested") : 0;
-    int rc2 = exec(c, "RELEASE nested");
+    int rc = undo ? cached(c, "ROLLBACK TO nested") : 0;
+    int rc2 = cached(c, "RELEASE nested");
     return rc ? rc : rc2;
 }
 

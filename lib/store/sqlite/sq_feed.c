@@ -73,7 +73,7 @@ static store_feed *feed_open(log_t *l, char *err, size_t errlen)
     f->ifd = f->wd = -1;
     f->cur = LOG_CURSOR_START;
     snprintf(f->wal, sizeof f->wal, "%s-wal", l->target);
-    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0};
+    db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0, 0};
     if (!(f->conn = sq_conn_open(l, err, errlen))) goto fail;
     if (db_open(l->target, &o, &f->probe, err, errlen)) goto fail;
     if (sq_changes_since(f->conn, &f->cur, ignore, NULL)) {
