@@ -20,12 +20,12 @@
 # unless DB is given. valgrind's CPU has no SHA extensions: the hash chain's links
 # are counted at the portable code's cost (bench/append-cost.sh says how much).
 # Environment: ROOT_A (required), ROOT_B [this tree], B [build], N [1000], DB [SQLite],
-# GROUPS [100: group commits counted].
+# COMMITS [100: group commits counted].
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${B:-build}
 N=${N:-1000}
-GROUPS=${GROUPS:-100}
+COMMITS=${COMMITS:-100}
 ROOT_A=$(cd "${ROOT_A:?ROOT_A: the tree measured as before, built}" && pwd)
 ROOT_B=$(cd "${ROOT_B:-$here}" && pwd)
 command -v valgrind >/dev/null || { echo "delta-cost: valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
@@ -76,8 +76,8 @@ for t in A B; do
         -v n="$N" 'BEGIN { printf "%.1f", (a - b) / n }')
     # The group commits: instructions, and the file system calls (strace) per delta.
     # shellcheck disable=SC2046
-    per[i${t}groups]=$(( ($(instr "$work/cost-$t" groups $(target) "$GROUPS" 200 20) -
-                         $(instr "$work/cost-$t" groups $(target) 0 200 20)) / (GROUPS * 20) ))
+    per[i${t}groups]=$(( ($(instr "$work/cost-$t" groups $(target) "$COMMITS" 200 20) -
+                         $(instr "$work/cost-$t" groups $(target) 0 200 20)) / (COMMITS * 20) ))
     if [ -z "${DB:-}" ] && command -v strace >/dev/null; then
         calls() {   # N: pread64 + pwrite64 + fdatasync calls of N group commits and their setup
             local db
@@ -85,7 +85,7 @@ for t in A B; do
             strace -f -c -e trace=pread64,pwrite64,fdatasync -o "$work/st" "$work/cost-$t" groups "$db" "$1" 200 20 >/dev/null
             awk '$NF ~ /^(pread64|pwrite64|fdatasync)$/ { n += $4 } END { print n + 0 }' "$work/st"
         }
-        per[s${t}groups]=$(awk -v a="$(calls "$GROUPS")" -v b="$(calls 0)" -v n=$((GROUPS * 20)) 'BEGIN { printf "%.2f", (a - b) / n }')
+        per[s${t}groups]=$(awk -v a="$(calls "$COMMITS")" -v b="$(calls 0)" -v n=$((COMMITS * 20)) 'BEGIN { printf "%.2f", (a - b) / n }')
     fi
 done
 echo "| per operation | A: instructions | B: instructions | B / A | A: allocations | B: allocations |"
