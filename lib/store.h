@@ -120,9 +120,10 @@ typedef struct store_feed_ops {
     int (*fd)(store_feed *f);
     /* Watch (on = 1) while somebody in this process waits, not otherwise (0). */
     void (*watch)(store_feed *f, int on);
-    /* The descriptor was readable: consume it. Returns 0 when it said nothing of
-     * note, 1 when a look now suffices, 2 when a commit is likely to become
-     * visible soon (look again quickly for a while). */
+    /* The descriptor was readable: consume it. Returns 1 when the caller should
+     * look now (a commit of another process is visible, or the feed lost track),
+     * 0 when it said nothing of note (or only of this process's own group commit,
+     * whose end pokes the caller anyway: log_on_commit). */
     int (*event)(store_feed *f);
     /* 1 if anything may have committed since the last look, 0 if not (cheap). */
     int (*moved)(store_feed *f);

@@ -7,13 +7,15 @@
  * thread, and waiting threads block in poll() on an eventfd of their own.
  *
  * Detecting a commit is the engine's (its change feed, lib/store.h): a descriptor
- * that becomes readable when something may have committed, and a cheap look that
- * says whether anything did and which streams changed. After an event that says a
- * commit is landing the watcher looks again every WAKE_HOT_US at first and less
- * often later, for WAKE_HOT_MS (bench/RESULTS.md has the figures). A process where
- * nobody waits does not look at all. Commits of this process also poke the watcher
- * directly (log_on_commit). A slow fallback poll covers engines and file systems
- * without a descriptor.
+ * that becomes readable when something has committed (SQLite: a signal its
+ * connections write after each commit, once it is visible; PostgreSQL: a NOTIFY),
+ * and a cheap look that says whether anything did and which streams changed. The
+ * watcher looks once per event, never again until the next one: nothing to poll
+ * for. A process where nobody waits does not look at all. Commits of this process
+ * poke the watcher directly (log_on_commit), and the feed tells their own events
+ * apart, so they are looked at once. A fallback look once a second (WAKE_IDLE_MS)
+ * covers commits that signal nothing (a program that is not dstream); without a
+ * descriptor (DSTREAM_WAKE=poll) the watcher looks every poll interval instead.
  *
  * The waiters of each stream live in a hash table keyed by stream id; a waiter
  * woken re-reads the log itself. */
@@ -33,8 +35,6 @@
 
 #define WAKE_BUCKETS 4096
 #define WAKE_ANY (-1)           /* waiter id of wake_watch_any */
-#define WAKE_HOT_MS 50          /* keep polling this long after a file event */
-#define WAKE_HOT_US 100         /* how often while hot, first 2 ms (then slower) */
 #define WAKE_IDLE_MS 1000       /* fallback poll when nothing happens */
 
 struct wake_waiter {
@@ -120,6 +120,7 @@ static void wake_id(void *ud, int64_t id, const char *path)
 /* Look for changes; returns 1 if the database moved. */
 static int check(wake_t *w)
 {
+    __atomic_add_fetch(&w->st.looks, 1, __ATOMIC_RELAXED);
     if (!w->log->engine->feed->moved(w->feed)) return 0;
     __atomic_add_fetch(&w->st.checks, 1, __ATOMIC_RELAXED);
     w->changed = 0;
@@ -135,22 +136,12 @@ static int check(wake_t *w)
     return 1;
 }
 
-/* How long to wait before the next check, elapsed_us after the last file event:
- * fast while the commit is most likely to land (its fsync), slower after. */
-static int64_t hot_interval_us(int64_t elapsed_us)
-{
-    if (elapsed_us < 2000) return WAKE_HOT_US;
-    if (elapsed_us < 10000) return 500;
-    return 2000;
-}
-
 static void *watch_main(void *arg)
 {
     wake_t *w = arg;
     const store_feed_ops *feed = w->log->engine->feed;
     int fd = w->opts.inotify ? feed->fd(w->feed) : -1;
     int watching = 0;
-    int64_t hot_since = -1;     /* time of the last event that said "landing", -1: not hot */
     for (;;) {
         /* While nobody waits in this process the feed is not watched at all: a busy
          * writer elsewhere then costs this thread nothing. */
@@ -158,41 +149,36 @@ static void *watch_main(void *arg)
         if (idle && watching) {
             feed->watch(w->feed, 0);
             watching = 0;
-            hot_since = -1;
         } else if (!idle && !watching && fd >= 0) {
             feed->watch(w->feed, 1);
             watching = 1;
             check(w);
         }
         struct pollfd pf[2] = {{w->pokefd, POLLIN, 0}, {fd, POLLIN, 0}};
-        int64_t now = now_us();
-        int64_t wait_us = (int64_t)WAKE_IDLE_MS * 1000;
-        if (hot_since >= 0 && now - hot_since >= WAKE_HOT_MS * 1000) hot_since = -1;
-        if (hot_since >= 0) wait_us = hot_interval_us(now - hot_since);
         /* Polling mode: no descriptor, a fixed interval. */
-        if (fd < 0) wait_us = w->opts.poll_us;
-        /* A poke (a commit of this process) ends the wait at once, hot or not: the
-         * check after it need not wait out the interval. */
+        int64_t wait_us = fd < 0 ? w->opts.poll_us : (int64_t)WAKE_IDLE_MS * 1000;
         struct timespec ts = {(time_t)(wait_us / 1000000), (long)(wait_us % 1000000) * 1000};
         int n = ppoll(pf, fd >= 0 ? 2 : 1, &ts, NULL);
         if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) break;
+        int look = n == 0;      /* the fallback poll */
         if (n > 0 && (pf[0].revents & POLLIN)) {
             /* A commit of this process: already visible, one check finds it. */
             uint64_t v;
             ssize_t r = read(w->pokefd, &v, sizeof v);
             (void)r;
+            look = 1;
         }
-        if (n > 0 && fd >= 0 && (pf[1].revents & POLLIN)) {
-            int ev = feed->event(w->feed);
-            if (ev) __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
-            if (ev == 2) hot_since = now_us();
+        if (n > 0 && fd >= 0 && (pf[1].revents & POLLIN) && feed->event(w->feed)) {
+            /* A commit of another process is visible (or the feed lost track). */
+            __atomic_add_fetch(&w->st.events, 1, __ATOMIC_RELAXED);
+            look = 1;
         }
         /* Nobody waits in this process: nothing to look for. */
-        if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) {
-            hot_since = -1;
-            continue;
-        }
-        check(w);
+        if (__atomic_load_n(&w->nwaiting, __ATOMIC_RELAXED) == 0) continue;
+        /* A second without events: make sure the feed still watches what the
+         * others signal (a file replaced), then look. */
+        if (n == 0 && watching) feed->watch(w->feed, 1);
+        if (look) check(w);
     }
     return NULL;
 }
@@ -347,6 +333,7 @@ void wake_get_stats(wake_t *w, wake_stats *st)
     pthread_mutex_lock(&w->mu);
     *st = w->st;
     st->events = __atomic_load_n(&w->st.events, __ATOMIC_RELAXED);
+    st->looks = __atomic_load_n(&w->st.looks, __ATOMIC_RELAXED);
     st->checks = __atomic_load_n(&w->st.checks, __ATOMIC_RELAXED);
     st->wakeups = __atomic_load_n(&w->st.wakeups, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);

@@ -13,13 +13,15 @@ typedef struct wake_waiter wake_waiter_t;
 
 typedef struct wake_stats {
     uint64_t events;     /* file-watch events received */
+    uint64_t looks;      /* cheap looks whether anything committed (SQLite: PRAGMA
+                          * data_version): one per event, poke or fallback poll */
     uint64_t checks;     /* change queries run */
     uint64_t wakeups;    /* waiters woken */
 } wake_stats;
 
 typedef struct wake_opts {
     int inotify;         /* 1 (default): wait on the engine's descriptor (SQLite: inotify
-                          * on the -wal file); 0: poll only */
+                          * on the commit signal file, DB-wake); 0: poll only */
     int poll_us;         /* poll interval without inotify (default 1000) */
 } wake_opts;
 

@@ -5,7 +5,9 @@
 
 #include "log.h"
 
+#include <poll.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -336,6 +338,91 @@ static void test_nest_prepared(void)
     log_close(lg);
 }
 
+static int exec_ok(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
+}
+
+/* 1 if fd is readable now (an inotify event is queued by the write that makes it). */
+static int readable_now(int fd)
+{
+    struct pollfd pf = {fd, POLLIN, 0};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN);
+}
+
+static long long file_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) ? -1 : (long long)st.st_size;
+}
+
+/* The change feed's descriptor becomes readable when a commit of any dstream
+ * connection is visible, and not before: not while a transaction's frames are
+ * already in the -wal file (a transaction bigger than the page cache spills them
+ * there before its COMMIT). Every connection signals, in a group or not, through
+ * the signal file DB-wake, made with the database's mode; removed, it is made and
+ * watched again. The hook that signals also checkpoints: the WAL stays bounded. */
+static void test_commit_signal(void)
+{
+    char p[320], wal[330], sig[330], err[256];
+    snprintf(p, sizeof p, "%s/signal.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    snprintf(sig, sizeof sig, "%s-wake", p);
+    log_opts lo = {0, 5000, 1, 0};
+    log_t *lg = log_open(p, &lo, err, sizeof err);
+    if (!CHECK(lg != NULL)) return;
+    CHECK_EQ_INT(chmod(p, 0660), 0);
+    log_conn_t *c = log_conn_open(lg, err, sizeof err);
+    store_feed *f = c ? sq_feed_ops.open(lg, err, sizeof err) : NULL;
+    log_conn_t *c3 = NULL;
+    if (!CHECK(f != NULL)) goto out;
+    struct stat st;
+    CHECK(stat(sig, &st) == 0 && (st.st_mode & 0777) == 0660);
+    sq_feed_ops.watch(f, 1);
+    int fd = sq_feed_ops.fd(f);
+    sqlite3 *db = sq_db(c);
+    CHECK(exec_ok(db, "CREATE TABLE bulk(x)"));
+    CHECK(readable_now(fd));
+    CHECK_EQ_INT(sq_feed_ops.event(f), 1);
+    CHECK_EQ_INT(sq_feed_ops.moved(f), 1);
+    CHECK(!readable_now(fd));
+
+    /* A transaction that spills its pages into the WAL before it commits. */
+    CHECK(exec_ok(db, "PRAGMA cache_size=10"));
+    long long before = file_size(wal);
+    CHECK(exec_ok(db, "BEGIN IMMEDIATE"));
+    for (int i = 0; i < 20; i++) CHECK(exec_ok(db, "INSERT INTO bulk VALUES (zeroblob(50000))"));
+    CHECK(file_size(wal) > before);
+    CHECK(!readable_now(fd));
+    CHECK_EQ_INT(sq_feed_ops.moved(f), 0);
+    CHECK(exec_ok(db, "COMMIT"));
+    CHECK(readable_now(fd));
+    CHECK_EQ_INT(sq_feed_ops.event(f), 1);
+    CHECK_EQ_INT(sq_feed_ops.moved(f), 1);
+
+    /* Removed: the feed makes it again, watches it, and says to look. */
+    CHECK_EQ_INT(unlink(sig), 0);
+    CHECK(readable_now(fd));
+    CHECK_EQ_INT(sq_feed_ops.event(f), 1);
+    CHECK_EQ_INT(access(sig, F_OK), 0);
+    c3 = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(c3 != NULL)) goto out;
+    CHECK(exec_ok(sq_db(c3), "INSERT INTO bulk VALUES (1)"));
+    CHECK(readable_now(fd));
+    CHECK_EQ_INT(sq_feed_ops.event(f), 1);
+
+    /* 20 MB in 200 commits: the WAL stays near the checkpoint's size. */
+    long long page = query_int(db, "PRAGMA page_size");
+    for (int i = 0; i < 200; i++) CHECK(exec_ok(db, "INSERT INTO bulk VALUES (zeroblob(100000))"));
+    long long bound = (SQ_CHECKPOINT_PAGES + 100) * (page + 24) + 32;
+    if (!CHECK(file_size(wal) <= bound)) fprintf(stderr, "  wal %lld bytes, bound %lld\n", file_size(wal), bound);
+out:
+    if (f) sq_feed_ops.close(f);
+    log_conn_close(c3);
+    log_conn_close(c);
+    log_close(lg);
+}
+
 int main(void)
 {
     if (test_mkdtemp(dir, sizeof dir, "test-db")) return 1;
@@ -350,6 +437,7 @@ int main(void)
     test_max_bytes();
     test_cache_kib();
     test_nest_prepared();
+    test_commit_signal();
     test_rmtree(dir);
     return TEST_MAIN_END();
 }

@@ -313,6 +313,37 @@ static void test_other_log(void)
     wake_waiter_free(wa);
 }
 
+/* An event means a commit is visible, so the watcher looks once per commit of
+ * another log_t, and not again until the next one: no polling in between (the
+ * SQLite feed used to watch the -wal file, whose event comes before the commit is
+ * visible, and then looked every 100 us to 2 ms for 50 ms after each). Bounded by
+ * one look per commit, plus the once-a-second fallback look, plus one. */
+#define LOOK_COMMITS 20
+static void test_looks_per_commit(void)
+{
+    wake_waiter_t *wa = wake_waiter_new(w);
+    if (!CHECK(wa != NULL)) return;
+    wake_watch(wa, id_a);
+    settle(wa, NULL);
+    wake_stats st0 = stats();
+    long long t0 = mono_ms();
+    int woke = 0;
+    for (int i = 0; i < LOOK_COMMITS; i++) {
+        CHECK_EQ_INT(append(c2, "/a", "look"), 0);
+        woke += woken(wa, WAKE_WAIT_MS);
+        /* What a hot poller would do between commits: give it the time. */
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    wake_stats st1 = stats();
+    long long secs = (mono_ms() - t0) / 1000 + 1;
+    CHECK_EQ_INT(woke, LOOK_COMMITS);
+    uint64_t looks = st1.looks - st0.looks;
+    if (!CHECK(looks <= (uint64_t)(LOOK_COMMITS + secs + 1)))
+        fprintf(stderr, "  %llu looks for %d commits in %lld s\n", (unsigned long long)looks, LOOK_COMMITS, secs);
+    wake_waiter_free(wa);
+}
+
 /* A commit of this log_t (the watcher is poked directly). */
 static void test_same_log(void)
 {
@@ -612,6 +643,7 @@ static void run_mode(int inotify)
     CHECK_EQ_UINT(st.events, 0);
 
     test_other_log();
+    if (inotify) test_looks_per_commit();
     test_same_log();
     test_other_stream();
     test_many_and_unwatch();

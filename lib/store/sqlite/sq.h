@@ -4,8 +4,9 @@
  *
  * One database file in WAL mode, opened by every process with a busy timeout;
  * writers of all processes queue on a lock file beside it (DB-wlock) before
- * BEGIN IMMEDIATE; commits are seen by other processes through inotify on the
- * -wal file and PRAGMA data_version (feed.c); a database-wide revision stamped on
+ * BEGIN IMMEDIATE; every commit is signalled by a write to a file beside it
+ * (DB-wake, signal.c) that other processes watch with inotify, then ask PRAGMA
+ * data_version (feed.c); a database-wide revision stamped on
  * each changed stream row says which streams changed (one writer at a time makes
  * max(rev) + 1 safe here, and only here). */
 #ifndef DSTREAM_STORE_SQLITE_H
@@ -35,12 +36,25 @@ typedef struct sq_cached_stmt {
     int out;                   /* handed out, not given back yet */
 } sq_cached_stmt;
 
+/* A connection's commit signal (signal.c). */
+typedef struct sq_signal {
+    const char *target;        /* the database's path */
+    int fd;                    /* DB-wake, -1 if it cannot be written */
+    uint64_t n;                /* what the last signal wrote */
+    int64_t checked_ms;        /* when the path was last compared with fd */
+} sq_signal;
+
+/* The WAL's size in pages from which a commit's hook checkpoints (SQLite's own
+ * automatic checkpoint's, which the hook replaces). */
+#define SQ_CHECKPOINT_PAGES 1000
+
 typedef struct sq_conn {
     struct log_conn base;      /* first: a log_conn_t * is a sq_conn * */
     sqlite3 *db;
     sqlite3_stmt *st[SQ_STREAM_STMTS];  /* streams.c's, prepared at open */
     int lockfd;                /* the writers' lock file, -1 if unavailable */
     int locked;                /* group_begin took it */
+    sq_signal sig;             /* its commits' signal and checkpoints (signal.c) */
     uint64_t tick;
     sq_cached_stmt cache[SQ_STMT_CACHE];  /* sq_stmt */
 } sq_conn;
@@ -64,6 +78,19 @@ int sq_stmt_run(log_conn_t *c, sqlite3_stmt *st);
  * engine's own files, which never call up into lib/log.c. */
 log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen);
 void sq_conn_close(log_conn_t *c);
+
+/* signal.c: the path of the commit signal file of the database at target. */
+void sq_signal_path(const char *target, char *out, size_t outlen);
+/* Open the signal file for writing, creating it with the database file's mode
+ * (and owner, when root) if missing. Returns the descriptor (the caller's), or -1. */
+int sq_signal_create(const char *target);
+/* Signal a commit: one pwrite to the file (opened again if it was replaced). */
+void sq_signal_commit(sq_signal *s);
+/* Register c's wal hook (after every commit: signal it, checkpoint if the WAL is
+ * at SQ_CHECKPOINT_PAGES); target must outlive c. sq_signal_detach undoes it and
+ * closes the file. */
+void sq_signal_attach(sq_conn *c, const char *target);
+void sq_signal_detach(sq_conn *c);
 
 /* A SQLite result code as LOG_E*: LOG_EFULL, LOG_EBUSY or LOG_EIO. */
 int sq_error(log_conn_t *c, int rc);

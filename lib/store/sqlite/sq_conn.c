@@ -1,6 +1,6 @@
 /* The SQLite engine's connections: one per thread, each with its own database
- * handle, the streams' prepared statements, the statement cache and a descriptor
- * of the writers' lock file. */
+ * handle, the streams' prepared statements, the statement cache, a descriptor
+ * of the writers' lock file and its wal hook (the commit signal, signal.c). */
 #include "sq.h"
 
 #include <fcntl.h>
@@ -14,6 +14,7 @@ void sq_conn_close(log_conn_t *lc)
 {
     if (!lc) return;
     sq_conn *c = sq(lc);
+    sq_signal_detach(c);
     sq_streams_finalize(c);
     for (int i = 0; i < SQ_STMT_CACHE; i++) sqlite3_finalize(c->cache[i].st);
     sqlite3_close_v2(c->db);
@@ -30,6 +31,7 @@ log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen)
         return NULL;
     }
     c->base.log = l;
+    c->sig.fd = -1;
     /* One open file description per connection: flock excludes between them, in
      * this process and in others. */
     char lockpath[4200];
@@ -40,5 +42,6 @@ log_conn_t *sq_conn_open(log_t *l, char *err, size_t errlen)
         sq_conn_close(&c->base);
         return NULL;
     }
+    sq_signal_attach(c, l->target);
     return &c->base;
 }

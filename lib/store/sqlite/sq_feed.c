@@ -1,21 +1,28 @@
 /* The SQLite engine's change feed: noticing commits made by any process.
  *
  * SQLite offers no cross-process notification, and a reader must not hold a read
- * transaction while it waits (the WAL could not be checkpointed). Every write to
- * the database appends frames to the -wal file, so an inotify watch (IN_MODIFY) on
- * it fires on any process's commit at no cost while idle. The event comes when the
- * frames are written, which is before the commit is visible (the fsync and the
- * wal-index update come after), so after an event the caller (lib/wake) looks
- * again quickly for a while; each look first asks a cheap `PRAGMA data_version`,
- * and only when it moved, which streams changed. File events that come while this
- * process holds the write lock (log_writing) are its own: no one else can commit
- * then, and the end of the write pokes the caller directly.
+ * transaction while it waits (the WAL could not be checkpointed). Every commit of
+ * a dstream connection writes to the signal file beside the database (DB-wake,
+ * signal.c) once it is visible, so an inotify watch (IN_MODIFY) on that file fires
+ * on any process's commit, at no cost while idle, and an event means a commit can
+ * be seen now: the caller (lib/wake) looks once, first with a cheap `PRAGMA
+ * data_version`, and only when it moved, for which streams changed. Events that
+ * come while this process holds the write lock (log_writing) are its own commit's
+ * (or of one that landed before it, which the same look finds): the end of the
+ * write pokes the caller, so they ask for no look of their own. A commit that
+ * signals nothing (a writer without write access to the file, the sqlite3 shell)
+ * is found by the caller's once-a-second look.
+ *
+ * The file may be removed or replaced while watched: the watch is then made again
+ * on the file the path names (created if missing), and the caller looks once, for
+ * commits made before the new watch.
  *
  * Finding the streams that changed: every change to a stream row stamps it with a
  * database-wide revision (streams.rev, indexed: max(rev) + 1, safe because SQLite
  * has one writer at a time); the feed asks for rows with rev above the last it saw. */
 #include "sq.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +36,7 @@ struct store_feed {
     log_conn_t *conn;
     sqlite3 *probe;             /* for PRAGMA data_version */
     sqlite3_stmt *dv;           /* PRAGMA data_version, kept prepared */
-    char wal[4200];
+    char sig[4200];             /* the signal file (signal.c) */
     int ifd, wd;
     int watching;
     int64_t data_version;
@@ -72,7 +79,7 @@ static store_feed *feed_open(log_t *l, char *err, size_t errlen)
     f->log = l;
     f->ifd = f->wd = -1;
     f->cur = LOG_CURSOR_START;
-    snprintf(f->wal, sizeof f->wal, "%s-wal", l->target);
+    sq_signal_path(l->target, f->sig, sizeof f->sig);
     db_opts o = {l->opts.synchronous_full, l->opts.busy_timeout_ms, 0, 0};
     if (!(f->conn = sq_conn_open(l, err, errlen))) goto fail;
     if (db_open(l->target, &o, &f->probe, err, errlen)) goto fail;
@@ -93,15 +100,28 @@ static int feed_fd(store_feed *f)
     return f->ifd;
 }
 
-static void add_watch(store_feed *f)
+/* Watch the file the path names now (created if missing). Returns 1 if that is
+ * another file than the one watched (or none was): the caller looks once. */
+static int add_watch(store_feed *f)
 {
-    if (f->ifd < 0) return;
+    if (f->ifd < 0) return 0;
+    uint32_t mask = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
+    int wd = inotify_add_watch(f->ifd, f->sig, mask);
+    if (wd < 0 && errno == ENOENT) {
+        int fd = sq_signal_create(f->log->target);
+        if (fd >= 0) close(fd);
+        wd = inotify_add_watch(f->ifd, f->sig, mask);
+    }
+    if (wd == f->wd) return 0;
+    /* The old one's IN_IGNORED that follows names a wd no longer ours. */
     if (f->wd >= 0) inotify_rm_watch(f->ifd, f->wd);
-    f->wd = inotify_add_watch(f->ifd, f->wal, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF);
+    f->wd = wd;
+    return 1;
 }
 
 /* While nobody waits in this process the file is not watched at all: a busy
- * writer elsewhere then costs this process nothing. */
+ * writer elsewhere then costs this process nothing. Asked again while on (the
+ * caller's once-a-second look), it watches the file the path names now. */
 static void feed_watch(store_feed *f, int on)
 {
     f->watching = on;
@@ -120,23 +140,24 @@ static int feed_event(store_feed *f)
     int modified = 0, lost = 0;
     for (ssize_t off = 0; off < len;) {
         struct inotify_event *ev = (struct inotify_event *)(evbuf + off);
-        if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) && ev->wd == f->wd) {
-            f->wd = -1;
-            lost = 1;
+        if (ev->wd == f->wd) {
+            /* Removed, renamed, or (IN_ATTRIB) its link count changed: the path may
+             * name another file now. */
+            if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+                f->wd = -1;
+                lost = 1;
+            }
+            lost |= (ev->mask & IN_ATTRIB) != 0;
+            modified |= (ev->mask & IN_MODIFY) != 0;
         }
-        modified |= (ev->mask & IN_MODIFY) != 0;
         off += (ssize_t)sizeof *ev + ev->len;
     }
-    /* A -wal file that was removed (the last connection closed) or replaced: watch
-     * the new one, and look once, for commits made before the watch. */
-    if (lost && f->watching) {
-        add_watch(f);
-        return 1;
-    }
+    if (lost && f->watching && (add_watch(f) || f->wd < 0)) return 1;
     if (!modified) return 0;
-    /* While this process writes, the file changes are its own (SQLite lets one
-     * writer at a time commit), and the end of the write pokes the caller. */
-    return __atomic_load_n(&f->log->writing, __ATOMIC_ACQUIRE) ? 1 : 2;
+    /* While this process writes, the signals are its own commit's (SQLite lets
+     * one writer at a time commit; one that signalled just before it is seen by
+     * the same look), and the end of the write pokes the caller. */
+    return __atomic_load_n(&f->log->writing, __ATOMIC_ACQUIRE) ? 0 : 1;
 }
 
 static int feed_moved(store_feed *f)
