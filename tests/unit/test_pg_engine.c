@@ -801,9 +801,10 @@ static int binds_of_read(const char *path, size_t max_bytes, size_t *count)
     return binds;
 }
 
-/* A catch-up read (1,000 messages of 200 bytes, DSTREAM_READ_MAX's 1 MiB) is two
- * statements: the stream's row and its messages (it was one per 64 messages). A
- * fork's read: a statement for each stream of the chain's row and its messages. */
+/* A catch-up read (1,000 messages of 200 bytes, DSTREAM_READ_MAX's 1 MiB) is one
+ * statement: the stream's row and its messages together (it was two, and one per
+ * 64 messages before). A fork's read: that statement (which finds the fork), then
+ * a statement for each stream of the chain's row and its messages. */
 static void test_read_statements(void)
 {
     static log_msg m[1000];
@@ -818,10 +819,10 @@ static void test_read_statements(void)
     a.nmsgs = 1000;
     CHECK_EQ_INT(log_append(conn, &a), 0);
     size_t count;
-    CHECK_EQ_INT(binds_of_read("/rs/s", 1 << 20, &count), 2);
+    CHECK_EQ_INT(binds_of_read("/rs/s", 1 << 20, &count), 1);
     CHECK_EQ_UINT(count, 1000);
     /* A page of a catch-up: what the budget takes, in one statement too. */
-    CHECK_EQ_INT(binds_of_read("/rs/s", 10000, &count), 2);
+    CHECK_EQ_INT(binds_of_read("/rs/s", 10000, &count), 1);
     CHECK_EQ_UINT(count, 50);
 
     log_create_req fr;
@@ -833,7 +834,7 @@ static void test_read_statements(void)
     CHECK_EQ_INT(log_create(conn, &fr), 0);
     a.path = "/rs/f";
     CHECK_EQ_INT(log_append(conn, &a), 0);
-    CHECK_EQ_INT(binds_of_read("/rs/f", (size_t)-1, &count), 4);
+    CHECK_EQ_INT(binds_of_read("/rs/f", (size_t)-1, &count), 5);
     CHECK_EQ_UINT(count, 2000);
 }
 
@@ -911,8 +912,9 @@ static void text_of(const char *path, char out[256])
     CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
 }
 
-/* A read's round trips and rows: its BEGIN goes with the stream row's statement
- * (one round trip), then the messages, then the COMMIT: 3 (it was 4). Each
+/* A read's round trips and rows: the stream row and its messages in one
+ * statement, without a transaction: 1 round trip (it was 3: the BEGIN with the
+ * row, the messages, the COMMIT; 4 before that). Each
  * message row carries its bytes, the others NULL: positions and offsets are
  * counted on from the first row's, and the digest comes with the row where the
  * read stops (the tail's, or the budget's: the same as log_digest_at says).
@@ -946,7 +948,8 @@ static void test_read_rows(void)
     r.kind = OFFSET_START;
     r.max_bytes = 1 << 20;
     CHECK_EQ_INT(log_read(conn, &r, count_msgs, &count), 0);
-    CHECK_EQ_INT(round_trips(&t, &mark), 3);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    CHECK(!strstr(t.buf, "BEGIN") && !strstr(t.buf, "COMMIT"));
     CHECK_EQ_UINT(count, 300);
     CHECK(r.up_to_date);
     CHECK_EQ_UINT(r.next.seq, 300);
@@ -959,18 +962,34 @@ static void test_read_rows(void)
         rows4++;
         if (end && end - s > 9 && !strncmp(end - 9, " -1 -1 -1", 9)) bare++;
     }
-    CHECK_EQ_INT(rows4, 300);
+    CHECK_EQ_INT(rows4, 301);   /* the stream row's too (its values in one array) */
     CHECK_EQ_INT(bare, 298);
 
     /* Stopped by the budget after message 49 (10 * 2 + 40 * 3 = 140 bytes): the
-     * digest at 50, looked up. */
+     * digest at 50, with the row that reached the budget. */
     memset(&r, 0, sizeof r);
     r.path = "/rr/s";
     r.kind = OFFSET_START;
     r.max_bytes = 140;
     count = 0;
     CHECK_EQ_INT(log_read(conn, &r, count_msgs, &count), 0);
-    CHECK_EQ_INT(round_trips(&t, &mark), 3);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    /* At the tail ("now"), and a stream that is not there: one round trip each. */
+    log_read_req rn;
+    memset(&rn, 0, sizeof rn);
+    rn.path = "/rr/s";
+    rn.kind = OFFSET_NOW;
+    rn.max_bytes = 1 << 20;
+    size_t none = 0;
+    CHECK_EQ_INT(log_read(conn, &rn, count_msgs, &none), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    CHECK_EQ_UINT(none, 0);
+    CHECK(rn.up_to_date);
+    CHECK_EQ_UINT(rn.next.seq, 300);
+    CHECK(memcmp(rn.digest, tail, CHAIN_LEN) == 0);
+    rn.path = "/rr/none";
+    CHECK_EQ_INT(log_read(conn, &rn, count_msgs, &none), LOG_ENOTFOUND);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
     trace_off(&t);
     CHECK_EQ_UINT(count, 50);
     CHECK_EQ_UINT(r.next.seq, 50);
@@ -1031,6 +1050,89 @@ static void test_read_rows(void)
     got[0] = 0;
     CHECK_EQ_INT(log_read(conn, &r, collect_text, got), 0);
     CHECK_EQ_STR(got, "100@290:m100 101@294:m101 102@298:m102");
+}
+
+/* A read longer than a page (4,096 messages): the row and the first page in one
+ * statement, the next page in another, no transaction; every message once, in
+ * order, the digest the tail's. Messages gone between the pages (the stream swept
+ * meanwhile, by another connection) stop the read where they were, never skipped
+ * over: the next page starts where the last one ended, or not at all. */
+typedef struct page_ctx {
+    size_t count;
+    uint64_t next;              /* the seq expected next */
+    int bad;                    /* a message out of order */
+    const char *drop;           /* at the 4,096th message: the SQL run on another connection */
+} page_ctx;
+
+static int page_msg(void *ud, const void *data, size_t len, offset_t at)
+{
+    page_ctx *x = ud;
+    char want[16];
+    snprintf(want, sizeof want, "p%llu", (unsigned long long)at.seq);
+    if (at.seq != x->next || len != strlen(want) || memcmp(data, want, len)) x->bad++;
+    x->next = at.seq + 1;
+    if (++x->count == 4096 && x->drop) {
+        PGconn *pg = admin();
+        CHECK(sql_ok(pg, x->drop));
+        PQfinish(pg);
+    }
+    return 0;
+}
+
+static void test_read_pages(void)
+{
+    enum { N = 4500 };
+    static log_msg m[N];
+    static char body[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(body[i], sizeof body[i], "p%d", i);
+        m[i] = (log_msg){body[i], strlen(body[i])};
+    }
+    CHECK_EQ_INT(test_db_create(conn, "/rp/s"), 0);
+    log_append_req a;
+    memset(&a, 0, sizeof a);
+    a.path = "/rp/s";
+    a.msgs = m;
+    a.nmsgs = N;
+    CHECK_EQ_INT(log_append(conn, &a), 0);
+    uint8_t tail[CHAIN_LEN];
+    CHECK_EQ_INT(log_digest_at(conn, "/rp/s", N, tail), 0);
+
+    tracer t;
+    size_t mark = 0;
+    trace_on(&t);
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = "/rp/s";
+    r.kind = OFFSET_START;
+    r.max_bytes = 1 << 20;
+    page_ctx x = {0, 0, 0, NULL};
+    CHECK_EQ_INT(log_read(conn, &r, page_msg, &x), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 2);
+    trace_off(&t);
+    CHECK_EQ_UINT(x.count, N);
+    CHECK_EQ_INT(x.bad, 0);
+    CHECK(r.up_to_date);
+    CHECK_EQ_UINT(r.next.seq, N);
+    CHECK(memcmp(r.digest, tail, CHAIN_LEN) == 0);
+
+    /* Messages 4,096 to 4,199 deleted after the first page was read: the read stops
+     * at 4,096 (the digest where it stopped), and says it is not up to date. */
+    uint8_t at4096[CHAIN_LEN];
+    CHECK_EQ_INT(log_digest_at(conn, "/rp/s", 4096, at4096), 0);
+    memset(&r, 0, sizeof r);
+    r.path = "/rp/s";
+    r.kind = OFFSET_START;
+    r.max_bytes = 1 << 20;
+    x = (page_ctx){0, 0, 0,
+                   "DELETE FROM messages WHERE stream = (SELECT id FROM streams WHERE path = '/rp/s')"
+                   " AND seq >= 4096 AND seq < 4200"};
+    CHECK_EQ_INT(log_read(conn, &r, page_msg, &x), 0);
+    CHECK_EQ_UINT(x.count, 4096);
+    CHECK_EQ_INT(x.bad, 0);
+    CHECK(!r.up_to_date);
+    CHECK_EQ_UINT(r.next.seq, 4096);
+    CHECK(memcmp(r.digest, at4096, CHAIN_LEN) == 0);
 }
 
 /* One group, its steps called as lib/log.c's group commit calls them: operations
@@ -1253,6 +1355,7 @@ int main(void)
     test_query();
     test_read_statements();
     test_read_rows();
+    test_read_pages();
     test_group_ops();
     test_tails_kept();
     test_notify();

@@ -90,6 +90,8 @@ typedef struct pg_conn {
     unsigned op_serial;         /* bumped by every operation of a group */
     int op_held;                /* the rows held when the operation began */
     int nested;                 /* inside a nested savepoint (nest_begin): no tail kept back */
+    void *read_pre;             /* a read's stream row and first page, fetched together
+                                 * (pg_streams.c: op_read), while the read uses them */
     int (*due_fill)(struct log_conn *c, struct pg_stmt *st, struct pg_params *p, char **bufs);
     void (*due_done)(struct log_conn *c, int in_op);
 } pg_conn;

@@ -64,42 +64,53 @@
 
 /* ---- rows ------------------------------------------------------------------------- */
 
-static int64_t col_opt(const PGresult *r, int row, int col)
+#define INFO_NCOLS 18
+
+static int64_t num_of(const char *v)
 {
-    return pg_null_at(r, row, col) ? -1 : pg_int_of(r, row, col);
+    return v ? strtoll(v, NULL, 10) : 0;
 }
 
-static void copy_text(char *dst, size_t cap, const PGresult *r, int row, int col)
+/* A column that may be NULL: -1 then. */
+static int64_t opt_of(const char *v)
 {
-    const char *t = pg_text_of(r, row, col);
-    snprintf(dst, cap, "%s", t ? t : "");
+    return v ? strtoll(v, NULL, 10) : -1;
 }
 
-/* Fill info from a row of INFO_COLS starting at column k; *deleted gets the flag. */
-static void row_info(const PGresult *r, int row, int k, log_info *info, int *deleted)
+/* Fill info from the INFO_COLS of a row in text form, v[i] the i-th (NULL for
+ * SQL NULL); *deleted gets the flag. */
+static void row_fill(const char *const *v, log_info *info, int *deleted)
 {
     memset(info, 0, sizeof *info);
-    info->id = pg_int_of(r, row, k + 0);
-    copy_text(info->content_type, sizeof info->content_type, r, row, k + 1);
-    info->json = (int)pg_int_of(r, row, k + 2);
-    info->created_ms = pg_int_of(r, row, k + 3);
-    info->access_ms = pg_int_of(r, row, k + 4);
-    info->ttl_s = col_opt(r, row, k + 5);
-    info->expires_ms = col_opt(r, row, k + 6);
-    info->closed = (int)pg_int_of(r, row, k + 7);
-    info->tail.seq = (uint64_t)pg_int_of(r, row, k + 8);
-    info->tail.pos = (uint64_t)pg_int_of(r, row, k + 9);
-    copy_text(info->stream_seq, sizeof info->stream_seq, r, row, k + 10);
-    info->parent = col_opt(r, row, k + 11);
+    info->id = num_of(v[0]);
+    snprintf(info->content_type, sizeof info->content_type, "%s", v[1] ? v[1] : "");
+    info->json = (int)num_of(v[2]);
+    info->created_ms = num_of(v[3]);
+    info->access_ms = num_of(v[4]);
+    info->ttl_s = opt_of(v[5]);
+    info->expires_ms = opt_of(v[6]);
+    info->closed = (int)num_of(v[7]);
+    info->tail.seq = (uint64_t)num_of(v[8]);
+    info->tail.pos = (uint64_t)num_of(v[9]);
+    snprintf(info->stream_seq, sizeof info->stream_seq, "%s", v[10] ? v[10] : "");
+    info->parent = opt_of(v[11]);
     if (info->parent < 0) info->parent = 0;
-    info->fork.seq = (uint64_t)pg_int_of(r, row, k + 12);
-    info->fork.pos = (uint64_t)pg_int_of(r, row, k + 13);
-    info->forks = pg_int_of(r, row, k + 14);
-    if (deleted) *deleted = (int)pg_int_of(r, row, k + 15);
-    info->fork_sub = pg_int_of(r, row, k + 16);
+    info->fork.seq = (uint64_t)num_of(v[12]);
+    info->fork.pos = (uint64_t)num_of(v[13]);
+    info->forks = num_of(v[14]);
+    if (deleted) *deleted = (int)num_of(v[15]);
+    info->fork_sub = num_of(v[16]);
     /* bytea as text: "\\x" and its hex (a row without one reads as zeros). */
-    const char *d = pg_text_of(r, row, k + 17);
+    const char *d = v[17];
     if (d && d[0] == '\\' && d[1] == 'x') chain_parse(d + 2, strlen(d + 2), info->digest);
+}
+
+/* Fill info from a row of INFO_COLS (text form) starting at column k; *deleted gets the flag. */
+static void row_info(const PGresult *r, int row, int k, log_info *info, int *deleted)
+{
+    const char *v[INFO_NCOLS];
+    for (int i = 0; i < INFO_NCOLS; i++) v[i] = pg_text_of(r, row, k + i);
+    row_fill(v, info, deleted);
 }
 
 /* One stream row by sql (one parameter, text): 1 found, 0 not, or LOG_E*. */
@@ -116,8 +127,12 @@ static int get_row(log_conn_t *c, const char *sql, pg_params *p, log_info *info,
 
 /* ---- the rows lib/logrule decides from (logrule_rows) ----------------------------- */
 
+static int pre_row(log_conn_t *c, const char *path, log_info *info, int *deleted);
+
 static int by_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
+    int pre = pre_row(c, path, info, deleted);
+    if (pre >= 0) return pre;
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, path);
@@ -414,34 +429,102 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
     return found;
 }
 
+/* A read of a stream that is not a fork, outside a transaction (op_read): its
+ * row and the first page of its messages from one statement (READ_ONE), which
+ * PostgreSQL runs on one snapshot, so that the row's tail and the messages
+ * agree as a transaction's would; by_path and scan take them from here. */
+typedef struct read_pre {
+    const char *path;
+    PGresult *res;              /* binary: the row (second column -1), the page */
+    int row;                    /* the stream row's index in res, or -1: no such stream */
+    int used;                   /* the row was handed out (by_path) */
+    int scanned;                /* the page was (scan) */
+    log_info info;
+    int deleted;
+    uint64_t lo, budget;        /* the page's first seq asked for, and bytes */
+} read_pre;
+
+static int64_t page_budget(uint64_t budget)
+{
+    /* At least 1: a read delivers at least one message. */
+    return budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1;
+}
+
+/* The rows of one page of messages in res (skip: the stream row's index, or -1),
+ * each to fn from *lo on (moved on, and *budget down); *rows: how many. Each row
+ * is its bytes (binary), and NULLs but where needed: the first row also says its
+ * seq and position, and those of the others follow from them (a stream's messages
+ * are numbered without gaps from the first one still kept, and lie end to end);
+ * the read needs only the digest of the last message it delivers, which comes
+ * with the rows where a read stops (the page's last one, and the one that reaches
+ * the budget); the others' are not fetched (LOGRULE_DIGEST_LATER: looked up once,
+ * should a caller stop elsewhere). Every value a row carries costs the server a
+ * send function and libpq a field: seq, pos and digest with each of 1,000
+ * messages were about a third of a catch-up's CPU in the pool and PostgreSQL
+ * (bench/RESULTS.md). A page after the first one of a read starts where the last
+ * one ended, or the read stops there (returns 1): outside a transaction
+ * (READ_ONE's reads) a stream deleted or swept between two pages would otherwise
+ * skip the messages gone. */
+static int page_rows(PGresult *res, int skip, int first, uint64_t *lo, uint64_t *budget, int *rows,
+                     int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
+                     void *ud)
+{
+    int n = PQntuples(res), have = 0;
+    offset_t at = {0, 0};
+    *rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == skip) continue;
+        if (!have) {
+            if (pg_null_at(res, i, 1) || pg_null_at(res, i, 2)) return LOG_EIO;  /* the first says where */
+            at = (offset_t){(uint64_t)pg_int_at(res, i, 1), (uint64_t)pg_int_at(res, i, 2)};
+            if (!first && at.seq != *lo) return 1;
+            have = 1;
+        }
+        size_t len = (size_t)PQgetlength(res, i, 0);
+        const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3)
+                           : pg_null_at(res, i, 3) ? LOGRULE_DIGEST_LATER : NULL;
+        int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
+        if (stop) return stop;
+        at.seq++;
+        at.pos += len;
+        *lo = at.seq;
+        *budget = *budget > len ? *budget - len : 0;
+        ++*rows;
+    }
+    return 0;
+}
+
 /* Messages [lo, hi) of stream id, as many as the read takes in one statement
  * when they fit in a page: at most READ_PAGE rows looked at, and no more bytes
  * than budget (at most READ_BYTES) past the first one's position (messages of a
  * stream lie end to end, so a message at or past it would not be delivered: the
- * budget is spent before it). A longer read takes a statement per page.
- *
- * Each row is its bytes (binary), and NULLs but where needed: the first row also
- * says its seq and position, and those of the others follow from them (a
- * stream's messages are numbered without gaps from the first one still kept,
- * and lie end to end); the read needs only the digest of the last message it
- * delivers, which comes with the rows where a read stops (the page's last one,
- * and the one that reaches the budget); the others' are not fetched
- * (LOGRULE_DIGEST_LATER: looked up once, should a caller stop elsewhere). Every
- * value a row carries costs the server a send function and libpq a field: seq,
- * pos and digest with each of 1,000 messages were about a third of a catch-up's
- * CPU in the pool and PostgreSQL (bench/RESULTS.md). */
+ * budget is spent before it). A longer read takes a statement per page. The
+ * first page may have come with the stream's row (read_pre). The statement's
+ * LIMIT (the page's size, which its seq range implies) has the generic plan of
+ * the prepared statement walk the primary key in order (a LIMIT of unknown size
+ * is planned as a tenth of the rows) where it would otherwise take a bitmap scan
+ * and sort the page: about a fifth of PostgreSQL's CPU per 1,000-message read. */
 static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t budget,
                 int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest), void *ud)
 {
+    read_pre *pre = pgc(c)->read_pre;
+    int first = 1, rows, rc;
+    if (pre && pre->res && !pre->scanned && id == pre->info.id && lo == pre->lo && hi == pre->info.tail.seq &&
+        page_budget(budget) == (int64_t)pre->budget) {
+        pre->scanned = 1;
+        if ((rc = page_rows(pre->res, pre->row, 1, &lo, &budget, &rows, fn, ud))) return rc;
+        if (rows == 0) return 0;
+        first = 0;
+    }
     while (lo < hi) {
         pg_params p;
-        int rc;
+        uint64_t end = hi - lo > READ_PAGE ? lo + READ_PAGE : hi;
         pg_params_init(&p);
         pg_int(&p, id);
         pg_int(&p, (int64_t)lo);
-        pg_int(&p, (int64_t)(hi - lo > READ_PAGE ? lo + READ_PAGE : hi));
-        /* At least 1: a read delivers at least one message. */
-        pg_int(&p, budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1);
+        pg_int(&p, (int64_t)end);
+        pg_int(&p, page_budget(budget));
+        pg_int(&p, (int64_t)(end - lo));
         PGresult *res = pg_run(c,
                                "SELECT data,"
                                " CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = $1 AND seq >= $2)"
@@ -453,31 +536,14 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
                                " FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
                                " AND pos < (SELECT pos FROM messages WHERE stream = $1 AND seq >= $2"
                                "  ORDER BY seq LIMIT 1) + $4"
-                               " ORDER BY seq",
+                               " ORDER BY seq LIMIT $5",
                                &p, 1, &rc);
         if (!res) return rc;
-        int rows = PQntuples(res);
-        if (rows > 0 && (pg_null_at(res, 0, 1) || pg_null_at(res, 0, 2))) {
-            PQclear(res);
-            return LOG_EIO;     /* the first row always says where it is */
-        }
-        offset_t at = {(uint64_t)pg_int_at(res, 0, 1), (uint64_t)pg_int_at(res, 0, 2)};
-        for (int i = 0; i < rows; i++) {
-            size_t len = (size_t)PQgetlength(res, i, 0);
-            const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3)
-                               : pg_null_at(res, i, 3) ? LOGRULE_DIGEST_LATER : NULL;
-            int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
-            if (stop) {
-                PQclear(res);
-                return stop;
-            }
-            at.seq++;
-            at.pos += len;
-            lo = at.seq;
-            budget = budget > len ? budget - len : 0;
-        }
+        rc = page_rows(res, -1, first, &lo, &budget, &rows, fn, ud);
         PQclear(res);
+        if (rc) return rc;
         if (rows == 0) break;
+        first = 0;
     }
     return 0;
 }
@@ -939,8 +1005,136 @@ static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t o
     return rc;
 }
 
+/* The stream row at $1 (its INFO_COLS as text in an array, in binary form: one
+ * value, a marker -1 in the second column) and, after it, the first page of its
+ * messages from seq $2 (at most $4 of them, $3 bytes: scan's page), in one
+ * statement: one snapshot, one round trip. None for a fork (its ancestors' part
+ * is read in a transaction) nor a deleted stream. */
+#define READ_ONE                                                                                              \
+    "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1)"                                           \
+    " SELECT array_send(ARRAY[id::text, content_type, json::text, created_ms::text, access_ms::text,"         \
+    "  ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text, stream_seq,"              \
+    "  parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"             \
+    "  '\\x' || encode(digest, 'hex')]), -1::int8, NULL::int8, NULL::bytea FROM s"                           \
+    " UNION ALL (SELECT data,"                                                                                \
+    "  CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2)"       \
+    "   THEN seq END,"                                                                                        \
+    "  CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2)"       \
+    "   THEN pos END,"                                                                                        \
+    "  CASE WHEN seq = least((SELECT tail_seq FROM s), $2 + $4) - 1 OR pos + length(data) >= (SELECT pos"     \
+    "   FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2 ORDER BY seq LIMIT 1) + $3"              \
+    "   THEN digest END"                                                                                      \
+    " FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0)"                   \
+    "  AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                                      \
+    "  AND pos < (SELECT pos FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"                   \
+    "   ORDER BY seq LIMIT 1) + $3"                                                                           \
+    " ORDER BY seq LIMIT $4)"
+
+static uint32_t be32(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* The stream row from READ_ONE's array (array_send's form: dimensions, flags,
+ * element type, the dimension's size and lower bound, then each element's length,
+ * -1 for NULL, and bytes): 0, or LOG_EIO if it is not INFO_NCOLS values. */
+static int row_array(const unsigned char *b, size_t len, log_info *info, int *deleted)
+{
+    const char *v[INFO_NCOLS];
+    int rc = LOG_EIO;
+    char *buf = NULL, *o;
+    if (len < 20 || be32(b) != 1 || be32(b + 12) != INFO_NCOLS) goto out;
+    if (!(buf = malloc(len + INFO_NCOLS))) goto out;
+    o = buf;
+    size_t at = 20;
+    for (int i = 0; i < INFO_NCOLS; i++) {
+        if (len - at < 4) goto out;
+        uint32_t n = be32(b + at);
+        at += 4;
+        if (n == 0xffffffffu) {
+            v[i] = NULL;
+            continue;
+        }
+        if (n > len - at) goto out;
+        memcpy(o, b + at, n);
+        o[n] = 0;
+        v[i] = o;
+        o += n + 1;
+        at += n;
+    }
+    row_fill(v, info, deleted);
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+/* READ_ONE for read r into pre (pre->res: the caller PQclears it): 0 or LOG_E*. */
+static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
+{
+    pg_params p;
+    int rc;
+    memset(pre, 0, sizeof *pre);
+    pre->path = r->path;
+    pre->row = -1;
+    /* The page a read's scan asks for first: from its offset (now: the tail, no
+     * message; an offset past any tail: none, refused by the read). */
+    pre->lo = r->kind == OFFSET_AT ? r->from.seq : r->kind == OFFSET_START ? 0 : (uint64_t)INT64_MAX / 2;
+    if (pre->lo > (uint64_t)INT64_MAX / 2) pre->lo = (uint64_t)INT64_MAX / 2;
+    pre->budget = (uint64_t)page_budget(r->max_bytes);
+    pg_params_init(&p);
+    pg_text(&p, r->path);
+    pg_int(&p, (int64_t)pre->lo);
+    pg_int(&p, (int64_t)pre->budget);
+    pg_int(&p, READ_PAGE);
+    if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
+    int n = PQntuples(pre->res);
+    for (int i = 0; i < n && pre->row < 0; i++)
+        if (!pg_null_at(pre->res, i, 1) && pg_int_at(pre->res, i, 1) == -1) pre->row = i;
+    if (pre->row >= 0 &&
+        row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, 0),
+                  (size_t)PQgetlength(pre->res, pre->row, 0), &pre->info, &pre->deleted)) {
+        PQclear(pre->res);
+        pre->res = NULL;
+        return LOG_EIO;
+    }
+    return 0;
+}
+
+/* by_path from the row READ_ONE fetched for this read (once): 1, 0 (none), or -1
+ * when it has none for path. */
+static int pre_row(log_conn_t *c, const char *path, log_info *info, int *deleted)
+{
+    read_pre *pre = pgc(c)->read_pre;
+    if (!pre || pre->used || strcmp(path, pre->path)) return -1;
+    pre->used = 1;
+    if (pre->row < 0) return 0;
+    *info = pre->info;
+    if (deleted) *deleted = pre->deleted;
+    return 1;
+}
+
+/* A read. Outside a transaction, a stream that is no fork is read with READ_ONE:
+ * its row and first page in one round trip, no transaction (a longer read's next
+ * pages follow, each a statement: committed messages do not change, and a page
+ * starts where the last ended, or the read stops there: page_rows). A fork, and a
+ * read inside a group, take the row and its ancestors' in one REPEATABLE READ
+ * transaction (a fork costs READ_ONE's round trip more). */
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
+    if (!pgc(c)->in_tx) {
+        read_pre pre;
+        int rc = pre_fetch(c, r, &pre);
+        if (rc) return rc;
+        if (pre.row < 0 || !pre.info.parent) {
+            pgc(c)->read_pre = &pre;
+            rc = logrule_read(c, &rows, r, fn, ud);
+            pgc(c)->read_pre = NULL;
+            PQclear(pre.res);
+            return rc;
+        }
+        PQclear(pre.res);
+    }
     int own_tx = !pgc(c)->in_tx;
     if (own_tx) read_begin(c);
     int rc = logrule_read(c, &rows, r, fn, ud);
