@@ -42,10 +42,13 @@
  * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY
  * (pg_changed); deleting a row notes it too.
  *
- * Reads run in one REPEATABLE READ READ ONLY transaction (one snapshot for the
- * stream row, its ancestors and their messages), fetch a stream's messages up
- * to the read's budget in one statement where a page holds them (scan), and
- * never wait inside it. Inside a group they see the group's own writes. */
+ * A read of a stream that is no fork, outside a group, is one statement (READ_ONE:
+ * the row and the first page of its messages, one snapshot) without a
+ * transaction; a fork's reads run in one REPEATABLE READ READ ONLY transaction
+ * (one snapshot for the stream row, its ancestors and their messages). Either
+ * fetches a stream's messages up to the read's budget in one statement where a
+ * page holds them (scan), and never waits inside it. Inside a group they see the
+ * group's own writes. */
 #include "pg.h"
 
 #include <endian.h>
