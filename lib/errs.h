@@ -43,6 +43,9 @@ enum {
     LOG_EFULL = -17,       /* the database or the disk is full: nothing was written */
     LOG_EDOWN = -18,       /* the database server cannot be reached (connection lost or
                             * refused): not acknowledged, try again later */
+    LOG_ERERUN = -19,      /* between an engine and lib/log.c only, never returned by
+                            * lib/log.c: the group's trial run failed, run it again
+                            * with a savepoint per operation (store.h: group_trial) */
 
     AUTH_EINVALID = -100,  /* malformed, unknown, or the secret does not match */
     AUTH_EEXPIRED = -101,  /* past its expiry */

@@ -162,6 +162,8 @@ void log_conn_close(log_conn_t *c)
 
 /* ---- group commit ------------------------------------------------------------ */
 
+static int op_append(log_conn_t *c, void *arg);
+
 /* Hand the engine the paths the group will write (group_lock), when it wants them. */
 static int lock_paths(log_conn_t *c, log_op *group)
 {
@@ -186,17 +188,33 @@ static void lead(log_conn_t *c, log_op *group)
     const store_engine *e = c->log->engine;
     __atomic_store_n(&c->log->writing, 1, __ATOMIC_RELEASE);
     c->group_ops = 0;
-    for (log_op *op = group; op; op = op->next) c->group_ops++;
-    int rc = e->group_begin(c);
-    if (rc == 0) {
-        rc = lock_paths(c, group);
-        for (log_op *op = rc ? NULL : group; op; op = op->next) {
-            if ((rc = e->op_begin(c))) break;
-            op->rc = op->fn(c, op->arg);
-            if ((rc = e->op_end(c, op->rc))) break;
-        }
-        rc = e->group_end(c, rc);
+    c->group_trial = 1;
+    for (log_op *op = group; op; op = op->next) {
+        c->group_ops++;
+        if (op->fn != op_append) c->group_trial = 0;
     }
+    int rc;
+    for (;;) {
+        rc = e->group_begin(c);
+        if (rc == 0) {
+            rc = lock_paths(c, group);
+            for (log_op *op = rc ? NULL : group; op; op = op->next) {
+                if ((rc = e->op_begin(c))) break;
+                op->rc = op->fn(c, op->arg);
+                if ((rc = e->op_end(c, op->rc))) break;
+            }
+            rc = e->group_end(c, rc);
+        }
+        /* The trial failed (store.h: group_trial), rolled back: once more, each
+         * operation in a savepoint of its own. */
+        if (rc != LOG_ERERUN) break;
+        if (!c->group_trial) {
+            rc = LOG_EIO;       /* an engine's bug: no trial to give up */
+            break;
+        }
+        c->group_trial = 0;
+    }
+    c->group_trial = 0;
     /* Whatever the outcome: the watcher that ignored file events while we wrote
      * (log_writing) looks now. */
     __atomic_store_n(&c->log->writing, 0, __ATOMIC_RELEASE);

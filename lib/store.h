@@ -86,6 +86,14 @@ struct log_conn {
      * group_begin): an engine may skip an operation's own savepoint when it is
      * alone, its transaction then undoing it (op_end returning its op_rc < 0). */
     size_t group_ops;
+    /* Set by lib/log.c before group_begin: every operation of the group may be run
+     * again (the log's appends: each sets all it answers, and does nothing but
+     * write the database). An engine may then run them without a savepoint each
+     * (a trial); should one of them fail, or a statement of theirs, op_end or
+     * group_end returns LOG_ERERUN, the transaction is rolled back, and lib/log.c
+     * runs the whole group again, with group_trial 0 (each operation's result its
+     * own, as always). */
+    int group_trial;
 };
 
 /* The streams of the Durable Streams protocol: the log's operations, each with

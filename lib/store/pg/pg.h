@@ -92,6 +92,16 @@ typedef struct pg_conn {
     int nested;                 /* inside a nested savepoint (nest_begin): no tail kept back */
     void *read_pre;             /* a read's stream row and first page, fetched together
                                  * (pg_streams.c: op_read), while the read uses them */
+    /* A trial (store.h: log_conn.group_trial; pg_engine.c): the group's operations
+     * run without a savepoint each, and the inserts of the appends whose rows the
+     * group holds are sent in pipeline mode without waiting for their results
+     * (pg_flight_kept): pending of them are unread, read (pg_drain) before any
+     * other statement and before the COMMIT. */
+    int trial;
+    int pending;
+    int trial_rc;               /* 0, or how the trial failed: LOG_ERERUN, or LOG_EBUSY /
+                                 * LOG_EDOWN (the whole group fails, as outside a trial) */
+    unsigned op_stmts;          /* nstmts at op_begin */
     int (*due_fill)(struct log_conn *c, struct pg_stmt *st, struct pg_params *p, char **bufs);
     void (*due_done)(struct log_conn *c, int in_op);
 } pg_conn;
@@ -156,8 +166,14 @@ typedef struct pg_stmt {
  * first that failed (those after it did not run). */
 int pg_flight(log_conn_t *c, const pg_stmt *st, int n);
 /* pg_flight, but the tails kept back stay so (pg_conn.ndirty): for statements that
- * neither read nor write the stream rows (an append's insert of its messages). */
+ * neither read nor write the stream rows (an append's insert of its messages).
+ * In a trial (pg_conn.trial) they are only sent, in pipeline mode, and 0 returned:
+ * their results are read by pg_drain, and a failure fails the trial. */
 int pg_flight_kept(log_conn_t *c, const pg_stmt *st, int n);
+/* Read the results of the statements a trial sent and has not read (pg_conn.pending),
+ * and leave pipeline mode. Returns 0, or how the trial failed (pg_conn.trial_rc, set
+ * too): LOG_ERERUN, LOG_EBUSY or LOG_EDOWN. */
+int pg_drain(log_conn_t *c);
 /* The number of bufs due_fill may fill (each malloc'd, freed after the statement). */
 #define PG_DUE_BUFS 8
 /* Run sql that is not worth preparing (BEGIN, SAVEPOINT, ...). Returns 0 or LOG_E*. */

@@ -85,6 +85,7 @@ int pg_reconnect(log_conn_t *lc)
     forget_prepared(c);
     c->nstmts++;                /* what it kept is not this connection's */
     c->in_tx = 0;
+    c->pending = 0;             /* the pipeline went with the connection */
     c->readonly = 0;
     c->epoch = atomic_load(&pg_epoch);
     if (c->pg) PQfinish(c->pg);

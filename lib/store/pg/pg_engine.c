@@ -61,6 +61,8 @@ static int pq_group_begin(log_conn_t *c)
     pc->changed_all = 0;
     pc->savepoint_due = pc->release_due = pc->savepoint_lost = 0;
     pc->nested = 0;
+    pc->trial = c->group_trial;
+    pc->trial_rc = 0;
     pg_rows_forget(pc);
     return pg_simple(c, "BEGIN");
 }
@@ -79,10 +81,24 @@ static int pq_op_begin(log_conn_t *c)
 {
     pgc(c)->op_nchanged = pgc(c)->nchanged;
     pgc(c)->op_changed_all = pgc(c)->changed_all;
-    pgc(c)->savepoint_due = 1;     /* sent with its first statement */
+    pgc(c)->op_stmts = pgc(c)->nstmts;
+    pgc(c)->savepoint_due = !pgc(c)->trial;    /* sent with its first statement */
     pgc(c)->op_serial++;
     pgc(c)->op_held = pgc(c)->rows_at == pgc(c)->nstmts;
     return 0;
+}
+
+/* op_end in a trial (the essay above): an operation that failed after sending a
+ * statement cannot be undone alone, so the group is run again, each operation in
+ * a savepoint (LOG_ERERUN), unless it is alone in its group (the transaction undoes
+ * it, its result its own); so is one whose pipelined statement failed. */
+static int trial_op_end(log_conn_t *c, int op_rc)
+{
+    pg_conn *pc = pgc(c);
+    if (pc->trial_rc) return pc->trial_rc;
+    if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
+    if (op_rc >= 0 || pc->nstmts == pc->op_stmts) return 0;
+    return c->group_ops == 1 ? op_rc : LOG_ERERUN;
 }
 
 static int pq_op_end(log_conn_t *c, int op_rc)
@@ -94,6 +110,7 @@ static int pq_op_end(log_conn_t *c, int op_rc)
      * it is acknowledged, and its locks go at once); so does a write refused by a
      * read-only server (LOG_EDOWN: the group's other writes would be refused too). */
     if (op_rc == LOG_EBUSY || op_rc == LOG_EDOWN) return op_rc;
+    if (pc->trial) return trial_op_end(c, op_rc);
     /* It sent no statement: nothing to undo, and no savepoint of its to release. */
     if (pc->savepoint_due) {
         pc->savepoint_due = 0;
@@ -152,6 +169,9 @@ static int pq_group_end(log_conn_t *c, int rc)
     /* COMMIT releases every savepoint; ROLLBACK undoes them. */
     pgc(c)->savepoint_due = pgc(c)->release_due = 0;
     int64_t xid = 0;
+    /* A trial's inserts sent and not yet read: all of them succeeded, or the group
+     * is run again (LOG_ERERUN) or lost; nothing is committed before that is known. */
+    if (rc == 0 && pgc(c)->trial) rc = pg_drain(c);
     if (rc == 0) rc = notify(c, &xid);
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
@@ -164,6 +184,7 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */
+    pgc(c)->trial = 0;
     return rc;
 }
 

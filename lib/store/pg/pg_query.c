@@ -166,6 +166,8 @@ static int lost(const pg_conn *c, const PGresult *r)
     return !r || !PQresultErrorField(r, PG_DIAG_SQLSTATE);
 }
 
+static void note_tx(pg_conn *c);
+
 /* The prepared statement of sql on this connection (prepared now if new), or NULL
  * when none can be kept (the caller then runs it unnamed). *rc is set on failure. */
 static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
@@ -291,6 +293,60 @@ static PGresult *run_pipelined(pg_conn *c, pre_set *ps, const char *const *name,
     return got;
 }
 
+int pg_drain(log_conn_t *lc)
+{
+    pg_conn *c = pgc(lc);
+    int rc = 0;
+    if (!c->pg || PQpipelineStatus(c->pg) == PQ_PIPELINE_OFF) {
+        c->pending = 0;
+        return c->trial_rc;
+    }
+    if (!PQpipelineSync(c->pg)) rc = LOG_EDOWN;
+    /* Each statement's result and the NULL after it (PGRES_PIPELINE_ABORTED for
+     * those after a failed one), then the sync's; bounded, should the connection
+     * go under it. */
+    for (int guard = 2 * c->pending + 8; !rc && guard > 0; guard--) {
+        PGresult *r = PQgetResult(c->pg);
+        if (!r) {
+            if (PQstatus(c->pg) != CONNECTION_OK) rc = LOG_EDOWN;
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (!ok(r) && st != PGRES_PIPELINE_ABORTED) {
+            read_only(c, r);
+            int e = pg_error(lc, r);
+            /* As outside a trial: a lost connection, a deadlock or a read-only
+             * server lose the whole group; anything else is some operation's own
+             * failure, which the group run again with savepoints tells apart. */
+            rc = e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+        }
+        PQclear(r);
+    }
+    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
+        if (PQexitPipelineMode(c->pg)) break;
+        PQclear(PQgetResult(c->pg));
+    }
+    if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !rc) rc = LOG_EDOWN;
+    c->pending = 0;
+    if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    if (rc && (!c->trial_rc || c->trial_rc == LOG_ERERUN)) c->trial_rc = rc;
+    return c->trial_rc;
+}
+
+/* Before a statement that waits for its result: the trial's unread ones first.
+ * 0, or the LOG_E* to answer instead of running it (the transaction is aborted
+ * or lost: op_end and group_end find why in pg_conn.trial_rc). */
+static int drained(pg_conn *c)
+{
+    if (!c->pending && (!c->pg || PQpipelineStatus(c->pg) == PQ_PIPELINE_OFF)) return 0;
+    int rc = pg_drain(&c->base);
+    return rc == LOG_ERERUN ? LOG_EIO : rc;
+}
+
 static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int binary)
 {
     PGresult *fail = NULL;
@@ -322,6 +378,7 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     if (!rc) rc = &dummy;
     *rc = 0;
     c->nstmts++;
+    if ((*rc = drained(c))) return NULL;
     if (!c->pg || (!c->in_tx && pg_stale(lc))) {
         if (!pg_reconnect(lc)) {
             *rc = LOG_EDOWN;
@@ -358,6 +415,46 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
     return rc;
 }
 
+/* A trial's statements that leave the rows alone (pg_flight_kept): sent in
+ * pipeline mode and flushed, so that the server runs them while this process
+ * goes on; their results are read by pg_drain. 0, or LOG_E* when they could not
+ * be sent (the trial fails: pg_conn.trial_rc). */
+static int sent_only(pg_conn *c, const pg_stmt *st, int n)
+{
+    const char *name[PG_FLIGHT_MAX];
+    for (int i = 0; i < n; i++) {
+        uint64_t h = sql_hash(st[i].sql);
+        int known = 0;
+        for (int k = 0; k < c->nprepared && !known; k++)
+            known = c->prepared[k].hash == h && !strcmp(c->prepared[k].sql, st[i].sql);
+        /* PQprepare waits for its answer: not in the middle of a pipeline. */
+        if (!known && (c->pending || PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF)) {
+            int rc = drained(c);
+            if (rc) return rc;
+        }
+        PGresult *fail = NULL;
+        name[i] = prepared(c, st[i].sql, &fail);
+        if (fail) {
+            int rc = pg_error(&c->base, fail);
+            PQclear(fail);
+            if (!c->trial_rc) c->trial_rc = rc == LOG_EBUSY || rc == LOG_EDOWN ? rc : LOG_ERERUN;
+            return rc;
+        }
+    }
+    int ok_sent = PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF || PQenterPipelineMode(c->pg);
+    for (int i = 0; i < n && ok_sent; i++) {
+        ok_sent = send_one(c, name[i], &st[i], 0);
+        if (ok_sent) c->pending++;
+    }
+    if (ok_sent) ok_sent = PQflush(c->pg) == 0;
+    if (!ok_sent) {
+        int rc = PQstatus(c->pg) == CONNECTION_OK ? LOG_ERERUN : LOG_EDOWN;
+        if (!c->trial_rc || c->trial_rc == LOG_ERERUN) c->trial_rc = rc;
+        return rc == LOG_ERERUN ? LOG_EIO : rc;
+    }
+    return 0;
+}
+
 static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
 {
     pg_conn *c = pgc(lc);
@@ -366,6 +463,9 @@ static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
     if (n < 1 || n > PG_FLIGHT_MAX) abort();    /* a bug of the caller */
     c->nstmts++;
     if (!c->pg || !c->in_tx) return LOG_EIO;    /* ditto: inside a group only */
+    if (keep && c->trial && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
+    int drc = drained(c);
+    if (drc) return drc;
     for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);
     if (!r) {
         pre_set ps;
@@ -393,6 +493,8 @@ int pg_simple(log_conn_t *lc, const char *sql)
 {
     pg_conn *c = pgc(lc);
     c->nstmts++;
+    int drc = drained(c);
+    if (drc && strncmp(sql, "ROLLBACK", 8)) return drc;
     if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
     if (c->begin_due && !c->in_tx) {
         /* A read's BEGIN still due: on its own first (no read sends one so). */
