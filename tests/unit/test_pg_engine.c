@@ -1334,6 +1334,195 @@ static void test_tails_kept(void)
     PQfinish(pg);
 }
 
+/* ---- a trial: a group of appends without a savepoint each (store.h: group_trial) ---- */
+
+/* The lines of the trace since *mark that the client sent and that hold needle
+ * (*mark moved to the trace's end). */
+static int sent_with(tracer *t, size_t *mark, const char *needle)
+{
+    fflush(t->f);
+    int n = 0;
+    for (const char *s = t->buf ? t->buf + *mark : NULL; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
+        const char *end = strchr(s, '\n');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (!strncmp(s, "F\t", 2) && memmem(s, len, needle, strlen(needle))) n++;
+    }
+    *mark = t->len;
+    return n;
+}
+
+/* A message row at path's tail, put there behind the log's back: the next append's
+ * insert there fails (the key (stream, seq) is taken). */
+static void poison(PGconn *pg, const char *path, int on)
+{
+    const char *v[1] = {path};
+    PGresult *r = PQexecParams(pg, on ? "INSERT INTO messages (stream, seq, pos, rec, data, digest)"
+                                        " SELECT id, tail_seq, tail_pos, tail_seq, 'x', digest FROM streams WHERE path = $1"
+                                      : "DELETE FROM messages m USING streams s WHERE s.path = $1 AND m.stream = s.id"
+                                        " AND m.seq = s.tail_seq",
+                               1, NULL, v, NULL, NULL, 0);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdTuples(r), "1"));
+    PQclear(r);
+}
+
+/* A group of appends whose rows the group's lock holds costs the same round trips
+ * however many appends it holds: BEGIN, the lock, the inserts' results (sent one
+ * by one without waiting, read at once), the tails' UPDATE with the NOTIFY, the
+ * COMMIT; and no SAVEPOINT at all. An append refused before it sends anything
+ * (a closed stream) fails alone and the trial goes on. */
+static void test_trial_group(void)
+{
+    const store_engine *e = &store_pg;
+    const char *paths[] = {"/tg/a", "/tg/b", "/tg/c"};
+    char got[256];
+    CHECK_EQ_INT(test_db_create(conn, "/tg/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/tg/b"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/tg/c"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/tg/b", "warm"), 0);    /* its statements prepared */
+    log_append_req cl;
+    memset(&cl, 0, sizeof cl);
+    cl.path = "/tg/c";
+    cl.close = 1;
+    CHECK_EQ_INT(log_append(conn, &cl), 0);
+    tracer t;
+    size_t mark = 0, smark = 0;
+    trace_on(&t);
+    if (!t.f) return;
+    conn->group_trial = 1;
+    conn->group_ops = 8;                /* lib/log.c's count: not an operation alone */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 3), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 2);            /* BEGIN, the lock */
+    op_append("/tg/a", "1", 0);
+    op_append("/tg/b", "1", 0);
+    op_append("/tg/a", "2", 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/tg/c", "refused"), LOG_ECLOSED);
+    CHECK_EQ_INT(e->op_end(conn, LOG_ECLOSED), 0);      /* nothing sent: nothing to undo */
+    op_append("/tg/a", "3", 0);
+    op_append("/tg/b", "2", 0);
+    if (getenv("TRACE_DUMP")) { fflush(t.f); fputs(t.buf + mark, stderr); }
+    CHECK_EQ_INT(round_trips(&t, &mark), 0);            /* five appends, not one waited for */
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 3);            /* the results, UPDATE + NOTIFY, COMMIT */
+    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT"), 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "RELEASE"), 0);
+    trace_off(&t);
+    CHECK_EQ_INT(pgc(conn)->pending, 0);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    text_of("/tg/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3");
+    text_of("/tg/b", got);
+    CHECK_EQ_STR(got, "0@0:warm 1@4:1 2@5:2");
+    PGconn *pg = admin();
+    row_tail(pg, "/tg/a", 3, 3);
+    row_tail(pg, "/tg/b", 3, 6);
+    row_tail(pg, "/tg/c", 0, 0);
+    PQfinish(pg);
+}
+
+/* A trial that fails is rolled back whole (LOG_ERERUN): an append that failed
+ * after sending a statement, or an insert sent without waiting whose result
+ * comes back failed (found by the next statement, or before the NOTIFY). The
+ * group run again with a savepoint each (as lib/log.c does) fails that append
+ * alone: its neighbours commit, offsets contiguous. Through log_append the rerun
+ * is lib/log.c's own: the caller gets the append's error, never LOG_ERERUN. */
+static void test_trial_rerun(void)
+{
+    const store_engine *e = &store_pg;
+    const char *paths[] = {"/tr/a", "/tr/p"};
+    char got[256];
+    CHECK_EQ_INT(test_db_create(conn, "/tr/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/tr/p"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/tr/p", "0"), 0);
+    /* An operation that fails after its statement: the trial is lost. */
+    conn->group_trial = 1;
+    conn->group_ops = 8;                /* lib/log.c's count: not an operation alone */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    op_append("/tr/a", "1", 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/tr/a", "bad"), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), LOG_ERERUN);
+    CHECK_EQ_INT(e->group_end(conn, LOG_ERERUN), LOG_ERERUN);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    text_of("/tr/a", got);
+    CHECK_EQ_STR(got, "");
+    /* Run again, each in a savepoint: the bad one undone alone. */
+    conn->group_trial = 0;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    op_append("/tr/a", "1", 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/tr/a", "bad"), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), 0);
+    op_append("/tr/a", "2", 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    text_of("/tr/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2");
+
+    /* An insert that fails at the server, sent without waiting: its append is
+     * answered 0 at once, the trial fails at the next statement that waits. */
+    PGconn *pg = admin();
+    poison(pg, "/tr/p", 1);
+    conn->group_trial = 1;
+    conn->group_ops = 8;                /* lib/log.c's count: not an operation alone */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 2), 0);
+    op_append("/tr/a", "3", 0);
+    op_append("/tr/p", "dup", 0);
+    op_append("/tr/a", "4", 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), LOG_ERERUN);
+    CHECK_EQ_INT(pgc(conn)->pending, 0);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    text_of("/tr/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2");
+    /* ... and when a statement that waits comes first (a stream the lock did not take). */
+    conn->group_trial = 1;
+    conn->group_ops = 8;                /* lib/log.c's count: not an operation alone */
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths + 1, 1), 0);
+    op_append("/tr/p", "dup", 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK(tx_append("/tr/a", "3") < 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_EIO), LOG_ERERUN);
+    CHECK_EQ_INT(e->group_end(conn, LOG_ERERUN), LOG_ERERUN);
+    /* Run again with savepoints: the append to p fails alone. */
+    conn->group_trial = 0;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 2), 0);
+    op_append("/tr/a", "3", 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    int rc = tx_append("/tr/p", "dup");
+    CHECK_EQ_INT(rc, LOG_EIO);
+    CHECK_EQ_INT(e->op_end(conn, rc), 0);
+    op_append("/tr/a", "4", 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    text_of("/tr/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4");
+    /* Through the log: the trial fails, lib/log.c runs the group again with a
+     * savepoint, and the caller gets the append's own error. */
+    tracer t;
+    size_t smark = 0;
+    trace_on(&t);
+    if (!t.f) return;
+    CHECK_EQ_INT(test_db_append(conn, "/tr/p", "dup"), LOG_EIO);
+    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT op"), 1);
+    CHECK_EQ_INT(test_db_append(conn, "/tr/a", "5"), 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT"), 0);
+    trace_off(&t);
+    CHECK_EQ_INT(conn->group_trial, 0);
+    poison(pg, "/tr/p", 0);
+    CHECK_EQ_INT(test_db_append(conn, "/tr/p", "1"), 0);
+    text_of("/tr/p", got);
+    CHECK_EQ_STR(got, "0@0:0 1@1:1");
+    text_of("/tr/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5");
+    row_tail(pg, "/tr/a", 5, 5);
+    row_tail(pg, "/tr/p", 2, 2);
+    PQfinish(pg);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -1358,6 +1547,8 @@ int main(void)
     test_read_pages();
     test_group_ops();
     test_tails_kept();
+    test_trial_group();
+    test_trial_rerun();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -427,6 +427,9 @@ static int sent_only(pg_conn *c, const pg_stmt *st, int n)
         int known = 0;
         for (int k = 0; k < c->nprepared && !known; k++)
             known = c->prepared[k].hash == h && !strcmp(c->prepared[k].sql, st[i].sql);
+        name[i] = NULL;
+        /* None kept past PG_PREPARED_MAX: sent unnamed (as pg_run does). */
+        if (!known && c->nprepared >= PG_PREPARED_MAX) continue;
         /* PQprepare waits for its answer: not in the middle of a pipeline. */
         if (!known && (c->pending || PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF)) {
             int rc = drained(c);
