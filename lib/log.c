@@ -19,7 +19,11 @@
  * any timer: an idle system commits at once, a busy one amortises each fsync over
  * everyone who arrived while the last one ran. An operation is answered only
  * after the commit that holds it has succeeded; if that commit fails every
- * operation in the group fails. Other processes serialise with us through the
+ * operation in the group fails. An engine may run a group made only of appends
+ * as a trial, without a savepoint each (store.h: group_trial): should one of
+ * them fail, the engine rolls the whole transaction back (LOG_ERERUN) and the
+ * group runs again, each operation in its savepoint, so that a failing append
+ * still fails alone. Other processes serialise with us through the
  * engine's own locks. An engine with many writers (group_lock) is first handed
  * every stream path the group's creates, appends and deletes will write, so that
  * it locks them in one global order before any operation runs: two hosts' groups

@@ -477,7 +477,8 @@ struct store_engine {
      * bracket one operation (op_end undoes it when op_rc < 0, and returns nonzero
      * when the whole transaction was lost, for example a full disk, or, for an
      * operation alone in its group (group_ops == 1) run without a savepoint of its
-     * own, to have the transaction undo it); group_end
+     * own, to have the transaction undo it; or LOG_ERERUN in a trial, group_trial);
+     * group_end
      * commits (rc == 0) or rolls back and returns the group's result;
      * group_release drops the lock group_begin took. */
     int (*group_begin)(log_conn_t *c);

@@ -22,6 +22,7 @@
 #define PG_INT8_OID 20          /* the types of pg_array's elements */
 #define PG_BYTEA_OID 17
 #define PG_TEXT_OID 25
+#define PG_PENDING_MAX 512      /* a trial's statements sent and not read, at most (pg_flight_kept) */
 #define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
 
 typedef struct pg_prepared {

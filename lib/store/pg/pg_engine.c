@@ -19,6 +19,22 @@
  * lost a deadlock or a serialization conflict fails as a whole (LOG_EBUSY, nothing
  * acknowledged), which releases its locks for the other one at once.
  *
+ * A trial. A group made only of appends (store.h: group_trial) runs them with no
+ * savepoint each, and the insert of an append whose row the group holds is sent
+ * in pipeline mode without waiting for its result (pg_query.c: pg_flight_kept;
+ * the offsets follow from the locked tail, so the append's outcome is known
+ * before its result comes back); those results are all read before any statement
+ * that waits for its own, and before the NOTIFY and the COMMIT, so nothing is
+ * acknowledged that did not commit. A savepoint is a subtransaction (an xid of its
+ * own, past 64 in a transaction the subxid cache overflows) and two more
+ * statements per append; waiting for each insert is a round trip per append. Should
+ * an append fail after it sent a statement, or an insert sent so come back
+ * failed, no operation can be undone alone: the transaction is rolled back and
+ * lib/log.c runs the whole group again the usual way, a savepoint each
+ * (LOG_ERERUN), so that every operation's result is still its own; an append alone
+ * in its group is undone by its transaction's ROLLBACK instead. A failure that
+ * loses the group anyway (a lost connection, a deadlock) loses it as before.
+ *
  * Each committed group sends at most one NOTIFY (channel "dstream") naming its
  * transaction and the streams it changed ("7301:12,40,41"; "7301:*" when they
  * would not fit), so readers on

@@ -422,6 +422,12 @@ int pg_exec(log_conn_t *c, const char *sql, const pg_params *p)
 static int sent_only(pg_conn *c, const pg_stmt *st, int n)
 {
     const char *name[PG_FLIGHT_MAX];
+    /* Results unread pile up at the server's end of the socket: read them before
+     * it would stop reading ours. */
+    if (c->pending >= PG_PENDING_MAX) {
+        int rc = drained(c);
+        if (rc) return rc;
+    }
     for (int i = 0; i < n; i++) {
         uint64_t h = sql_hash(st[i].sql);
         int known = 0;
