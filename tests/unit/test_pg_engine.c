@@ -1152,6 +1152,7 @@ static void test_group_ops(void)
     size_t mark = 0;
     trace_on(&t);
     if (!t.f) return;
+    conn->group_ops = 8;                /* as lib/log.c counts a group of several */
     CHECK_EQ_INT(e->group_begin(conn), 0);
     CHECK_EQ_INT(e->group_lock(conn, paths, 2), 0);
     round_trips(&t, &mark);
@@ -1209,6 +1210,7 @@ static void test_group_ops(void)
     CHECK_EQ_STR(got, "0@0:warm 1@4:two");
 
     /* A group whose operations all failed commits nothing. */
+    conn->group_ops = 8;                /* as lib/log.c counts a group of several */
     CHECK_EQ_INT(e->group_begin(conn), 0);
     CHECK_EQ_INT(e->op_begin(conn), 0);
     CHECK_EQ_INT(tx_append("/go/a", "gone"), 0);
@@ -1272,6 +1274,7 @@ static void test_tails_kept(void)
     CHECK_EQ_INT(test_db_create(conn, "/gt/a"), 0);
     CHECK_EQ_INT(test_db_create(conn, "/gt/b"), 0);
     CHECK_EQ_INT(test_db_create(conn, "/gt/c"), 0);
+    conn->group_ops = 8;                /* as lib/log.c counts a group of several */
     CHECK_EQ_INT(e->group_begin(conn), 0);
     /* (the backend's count goes on from its earlier transactions until it reports them) */
     int64_t before = tails_updated();
@@ -1322,6 +1325,7 @@ static void test_tails_kept(void)
     row_tail(pg, "/gt/a", 6, 6);
 
     /* A group that fails as a whole leaves no tail behind for the next. */
+    conn->group_ops = 8;                /* as lib/log.c counts a group of several */
     CHECK_EQ_INT(e->group_begin(conn), 0);
     CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
     op_append("/gt/a", "lost", 0);
@@ -1500,14 +1504,15 @@ static void test_trial_rerun(void)
     CHECK_EQ_INT(e->group_end(conn, 0), 0);
     text_of("/tr/a", got);
     CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4");
-    /* Through the log: the trial fails, lib/log.c runs the group again with a
-     * savepoint, and the caller gets the append's own error. */
+    /* Through the log: the trial fails (its ROLLBACK), lib/log.c runs the group
+     * again (alone in it, the append takes no savepoint: its ROLLBACK), and the
+     * caller gets the append's own error. */
     tracer t;
     size_t smark = 0;
     trace_on(&t);
     if (!t.f) return;
     CHECK_EQ_INT(test_db_append(conn, "/tr/p", "dup"), LOG_EIO);
-    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT op"), 1);
+    CHECK_EQ_INT(sent_with(&t, &smark, "ROLLBACK"), 2);
     CHECK_EQ_INT(test_db_append(conn, "/tr/a", "5"), 0);
     CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT"), 0);
     trace_off(&t);
@@ -1520,6 +1525,53 @@ static void test_trial_rerun(void)
     CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3 3@3:4 4@4:5");
     row_tail(pg, "/tr/a", 5, 5);
     row_tail(pg, "/tr/p", 2, 2);
+    PQfinish(pg);
+}
+
+/* An operation alone in its group (the runner's commits; group_ops == 1) takes no
+ * savepoint, trial or not: it fails with its own result, its transaction rolled
+ * back; its nested savepoints work as inside one. */
+static void test_alone(void)
+{
+    const store_engine *e = &store_pg;
+    const char *paths[] = {"/al/a"};
+    char got[256];
+    CHECK_EQ_INT(test_db_create(conn, "/al/a"), 0);
+    tracer t;
+    size_t smark = 0;
+    trace_on(&t);
+    if (!t.f) return;
+    conn->group_trial = 0;
+    conn->group_ops = 1;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "1"), 0);
+    CHECK_EQ_INT(log_tx_nest_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "undone"), 0);
+    CHECK_EQ_INT(log_tx_nest_end(conn, 1), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "2"), 0);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT op"), 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "RELEASE op"), 0);
+    text_of("/al/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2");
+    /* One that fails after its statements: its own result, nothing of it kept. */
+    conn->group_ops = 1;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "gone"), 0);
+    CHECK_EQ_INT(e->op_end(conn, LOG_ESEQ), LOG_ESEQ);
+    CHECK_EQ_INT(e->group_end(conn, LOG_ESEQ), LOG_ESEQ);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT op"), 0);
+    trace_off(&t);
+    text_of("/al/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2");
+    PGconn *pg = admin();
+    row_tail(pg, "/al/a", 2, 2);
     PQfinish(pg);
 }
 
@@ -1549,6 +1601,7 @@ int main(void)
     test_tails_kept();
     test_trial_group();
     test_trial_rerun();
+    test_alone();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -99,6 +99,8 @@ typedef struct pg_conn {
      * (pg_flight_kept): pending of them are unread, read (pg_drain) before any
      * other statement and before the COMMIT. */
     int trial;
+    int bare;                   /* no savepoint per operation: a trial, or an operation
+                                 * alone in its group (log_conn.group_ops == 1) */
     int pending;
     int trial_rc;               /* 0, or how the trial failed: LOG_ERERUN, or LOG_EBUSY /
                                  * LOG_EDOWN (the whole group fails, as outside a trial) */

@@ -34,6 +34,8 @@
  * (LOG_ERERUN), so that every operation's result is still its own; an append alone
  * in its group is undone by its transaction's ROLLBACK instead. A failure that
  * loses the group anyway (a lost connection, a deadlock) loses it as before.
+ * An operation alone in its group (the runner's commits, a quiet pool's write)
+ * takes no savepoint either, trial or not: its transaction is its savepoint.
  *
  * Each committed group sends at most one NOTIFY (channel "dstream") naming its
  * transaction and the streams it changed ("7301:12,40,41"; "7301:*" when they
@@ -79,6 +81,7 @@ static int pq_group_begin(log_conn_t *c)
     pc->nested = 0;
     pc->trial = c->group_trial;
     pc->trial_rc = 0;
+    pc->bare = pc->trial || c->group_ops == 1;
     pg_rows_forget(pc);
     return pg_simple(c, "BEGIN");
 }
@@ -98,17 +101,18 @@ static int pq_op_begin(log_conn_t *c)
     pgc(c)->op_nchanged = pgc(c)->nchanged;
     pgc(c)->op_changed_all = pgc(c)->changed_all;
     pgc(c)->op_stmts = pgc(c)->nstmts;
-    pgc(c)->savepoint_due = !pgc(c)->trial;    /* sent with its first statement */
+    pgc(c)->savepoint_due = !pgc(c)->bare;     /* sent with its first statement */
     pgc(c)->op_serial++;
     pgc(c)->op_held = pgc(c)->rows_at == pgc(c)->nstmts;
     return 0;
 }
 
-/* op_end in a trial (the essay above): an operation that failed after sending a
- * statement cannot be undone alone, so the group is run again, each operation in
- * a savepoint (LOG_ERERUN), unless it is alone in its group (the transaction undoes
- * it, its result its own); so is one whose pipelined statement failed. */
-static int trial_op_end(log_conn_t *c, int op_rc)
+/* op_end with no savepoint (a trial, or an operation alone in its group: the
+ * essay above): an operation alone is undone by its transaction's ROLLBACK, its
+ * result its own; in a trial, one that failed after sending a statement cannot be
+ * undone alone, so the group is run again, each operation in a savepoint
+ * (LOG_ERERUN); so is one whose pipelined statement failed. */
+static int bare_op_end(log_conn_t *c, int op_rc)
 {
     pg_conn *pc = pgc(c);
     if (pc->trial_rc) return pc->trial_rc;
@@ -126,7 +130,7 @@ static int pq_op_end(log_conn_t *c, int op_rc)
      * it is acknowledged, and its locks go at once); so does a write refused by a
      * read-only server (LOG_EDOWN: the group's other writes would be refused too). */
     if (op_rc == LOG_EBUSY || op_rc == LOG_EDOWN) return op_rc;
-    if (pc->trial) return trial_op_end(c, op_rc);
+    if (pc->bare) return bare_op_end(c, op_rc);
     /* It sent no statement: nothing to undo, and no savepoint of its to release. */
     if (pc->savepoint_due) {
         pc->savepoint_due = 0;
@@ -200,7 +204,7 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */
-    pgc(c)->trial = 0;
+    pgc(c)->trial = pgc(c)->bare = 0;
     return rc;
 }
 
