@@ -204,8 +204,11 @@ static void lead(log_conn_t *c, log_op *group)
             rc = lock_paths(c, group);
             for (log_op *op = rc ? NULL : group; op; op = op->next) {
                 if ((rc = e->op_begin(c))) break;
+                c->op_undone = 0;
                 op->rc = op->fn(c, op->arg);
-                if ((rc = e->op_end(c, op->rc))) break;
+                rc = e->op_end(c, op->rc);
+                if (c->op_undone && op->rc >= 0) op->rc = c->op_undone;
+                if (rc) break;
             }
             rc = e->group_end(c, rc);
         }

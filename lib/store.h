@@ -94,6 +94,10 @@ struct log_conn {
      * runs the whole group again, with group_trial 0 (each operation's result its
      * own, as always). */
     int group_trial;
+    /* Set by an engine's op_end (lib/log.c clears it before each operation): the
+     * operation said it succeeded but was undone all the same (a statement of its
+     * failed, which it did not report): its LOG_E*, which the operation then answers. */
+    int op_undone;
 };
 
 /* The streams of the Durable Streams protocol: the log's operations, each with

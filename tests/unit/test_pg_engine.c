@@ -1173,6 +1173,16 @@ static void test_group_ops(void)
     CHECK_EQ_INT(e->op_begin(conn), 0);
     CHECK_EQ_INT(e->op_end(conn, LOG_EINVAL), 0);
     CHECK_EQ_INT(round_trips(&t, &mark), 0);
+    /* One that hides a failed statement (says it succeeded): undone alone, and it
+     * fails (op_undone: lib/log.c answers it LOG_EIO, never "committed"). */
+    conn->op_undone = 0;
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/go/a", "hidden"), 0);
+    CHECK_EQ_INT(pg_exec(conn, "SELECT 1 / 0", NULL), LOG_EIO);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(conn->op_undone, LOG_EIO);
+    conn->op_undone = 0;
+    round_trips(&t, &mark);
     /* An append to the other stream. */
     CHECK_EQ_INT(e->op_begin(conn), 0);
     CHECK_EQ_INT(tx_append("/go/b", "two"), 0);

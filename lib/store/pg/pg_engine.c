@@ -139,8 +139,9 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     /* Its savepoint, or the last one's release, failed: it cannot be undone alone
      * (ROLLBACK TO might reach an operation before it). */
     if (pc->savepoint_lost) return op_rc == LOG_EFULL ? op_rc : LOG_EIO;
-    /* An operation that hid a failed statement left the transaction aborted: undo it. */
-    if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = LOG_EIO;
+    /* An operation that hid a failed statement left the transaction aborted: undo
+     * it, and it fails (its caller must not be told it is committed). */
+    if (op_rc >= 0 && PQtransactionStatus(pc->pg) == PQTRANS_INERROR) op_rc = c->op_undone = LOG_EIO;
     int rc = 0, held = pc->op_held && pc->rows_at == pc->nstmts;
     if (op_rc < 0) {
         /* What it changed is undone: the NOTIFY does not name it. */
