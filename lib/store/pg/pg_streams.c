@@ -439,8 +439,10 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
  * agree as a transaction's would; by_path and scan take them from here. */
 typedef struct read_pre {
     const char *path;
-    PGresult *res;              /* binary: the row (second column -1), the page */
+    PGresult *res;              /* binary: the row (its second column empty), the page */
     int row;                    /* the stream row's index in res, or -1: no such stream */
+    int has_start;              /* start: the first message's seq and position from lo */
+    offset_t start;
     int used;                   /* the row was handed out (by_path) */
     int scanned;                /* the page was (scan) */
     log_info info;
@@ -456,9 +458,11 @@ static int64_t page_budget(uint64_t budget)
 
 /* The rows of one page of messages in res (skip: the stream row's index, or -1),
  * each to fn from *lo on (moved on, and *budget down); *rows: how many. Each row
- * is its bytes (binary), and NULLs but where needed: the first row also says its
- * seq and position, and those of the others follow from them (a stream's messages
- * are numbered without gaps from the first one still kept, and lie end to end);
+ * is its bytes (binary, column 0), and NULLs but where needed: the first row also
+ * says its seq and position (columns 1 and 2; or start says them, and the digest
+ * is column 1: READ_ONE's two columns), and those of the others follow from them
+ * (a stream's messages are numbered without gaps from the first one still kept,
+ * and lie end to end);
  * the read needs only the digest of the last message it delivers, which comes
  * with the rows where a read stops (the page's last one, and the one that reaches
  * the budget); the others' are not fetched (LOGRULE_DIGEST_LATER: looked up once,
@@ -469,24 +473,28 @@ static int64_t page_budget(uint64_t budget)
  * one ended, or the read stops there (returns 1): outside a transaction
  * (READ_ONE's reads) a stream deleted or swept between two pages would otherwise
  * skip the messages gone. */
-static int page_rows(PGresult *res, int skip, int first, uint64_t *lo, uint64_t *budget, int *rows,
-                     int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
+static int page_rows(PGresult *res, int skip, int first, const offset_t *start, uint64_t *lo, uint64_t *budget,
+                     int *rows, int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
                      void *ud)
 {
-    int n = PQntuples(res), have = 0;
+    int n = PQntuples(res), have = 0, dcol = start ? 1 : 3;
     offset_t at = {0, 0};
     *rows = 0;
     for (int i = 0; i < n; i++) {
         if (i == skip) continue;
-        if (!have) {
+        if (!have && start) {
+            at = *start;
+        } else if (!have) {
             if (pg_null_at(res, i, 1) || pg_null_at(res, i, 2)) return LOG_EIO;  /* the first says where */
             at = (offset_t){(uint64_t)pg_int_at(res, i, 1), (uint64_t)pg_int_at(res, i, 2)};
+        }
+        if (!have) {
             if (!first && at.seq != *lo) return 1;
             have = 1;
         }
         size_t len = (size_t)PQgetlength(res, i, 0);
-        const uint8_t *d = PQgetlength(res, i, 3) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, 3)
-                           : pg_null_at(res, i, 3) ? LOGRULE_DIGEST_LATER : NULL;
+        const uint8_t *d = PQgetlength(res, i, dcol) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, dcol)
+                           : pg_null_at(res, i, dcol) ? LOGRULE_DIGEST_LATER : NULL;
         int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
         if (stop) return stop;
         at.seq++;
@@ -516,7 +524,8 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
     if (pre && pre->res && !pre->scanned && id == pre->info.id && lo == pre->lo && hi == pre->info.tail.seq &&
         page_budget(budget) == (int64_t)pre->budget) {
         pre->scanned = 1;
-        if ((rc = page_rows(pre->res, pre->row, 1, &lo, &budget, &rows, fn, ud))) return rc;
+        if (!pre->has_start) return 0;      /* no message from lo on */
+        if ((rc = page_rows(pre->res, pre->row, 1, &pre->start, &lo, &budget, &rows, fn, ud))) return rc;
         if (rows == 0) return 0;
         first = 0;
     }
@@ -543,7 +552,7 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
                                " ORDER BY seq LIMIT $5",
                                &p, 1, &rc);
         if (!res) return rc;
-        rc = page_rows(res, -1, first, &lo, &budget, &rows, fn, ud);
+        rc = page_rows(res, -1, first, NULL, &lo, &budget, &rows, fn, ud);
         PQclear(res);
         if (rc) return rc;
         if (rows == 0) break;
@@ -1009,30 +1018,32 @@ static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t o
     return rc;
 }
 
-/* The stream row at $1 (its INFO_COLS as text in an array, in binary form: one
- * value, a marker -1 in the second column) and, after it, the first page of its
- * messages from seq $2 (at most $4 of them, $3 bytes: scan's page), in one
- * statement: one snapshot, one round trip. None for a fork (its ancestors' part
- * is read in a transaction) nor a deleted stream. */
+/* The stream row at $1 (its INFO_COLS as text in an array, in binary form, then
+ * the seq and position of its first message from seq $2: one value; its second
+ * column empty, not NULL) and, after it, the first page of its messages from seq
+ * $2 (at most $4 of them, $3 bytes: scan's page), each its bytes and the digest
+ * where the page stops, in one statement: one snapshot, one round trip. Two
+ * columns, not scan's four: the first message's place comes with the row, and a
+ * message row is its bytes and a NULL (the backend's CPU per 1,000-message read
+ * 600 -> 460 us, libpq's 264 -> 206: bench/RESULTS.md). None for a fork (its
+ * ancestors' part is read in a transaction) nor a deleted stream. */
 #define READ_ONE                                                                                              \
-    "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1)"                                           \
+    "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1),"                                          \
+    " f AS (SELECT seq, pos FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"                    \
+    "  ORDER BY seq LIMIT 1)"                                                                                 \
     " SELECT array_send(ARRAY[id::text, content_type, json::text, created_ms::text, access_ms::text,"         \
     "  ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text, stream_seq,"              \
     "  parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"             \
-    "  '\\x' || encode(digest, 'hex')]), -1::int8, NULL::int8, NULL::bytea FROM s"                           \
+    "  '\\x' || encode(digest, 'hex'), (SELECT seq FROM f)::text, (SELECT pos FROM f)::text]),"               \
+    "  ''::bytea FROM s"                                                                                      \
     " UNION ALL (SELECT data,"                                                                                \
-    "  CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2)"       \
-    "   THEN seq END,"                                                                                        \
-    "  CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2)"       \
-    "   THEN pos END,"                                                                                        \
-    "  CASE WHEN seq = least((SELECT tail_seq FROM s), $2 + $4) - 1 OR pos + length(data) >= (SELECT pos"     \
-    "   FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2 ORDER BY seq LIMIT 1) + $3"              \
-    "   THEN digest END"                                                                                      \
+    "  CASE WHEN seq = least((SELECT tail_seq FROM s), $2 + $4) - 1"                                          \
+    "   OR pos + length(data) >= (SELECT pos FROM f) + $3 THEN digest END"                                    \
     " FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0)"                   \
     "  AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                                      \
-    "  AND pos < (SELECT pos FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"                   \
-    "   ORDER BY seq LIMIT 1) + $3"                                                                           \
+    "  AND pos < (SELECT pos FROM f) + $3"                                                                    \
     " ORDER BY seq LIMIT $4)"
+#define READ_ONE_VALUES (INFO_NCOLS + 2)
 
 static uint32_t be32(const unsigned char *b)
 {
@@ -1041,17 +1052,17 @@ static uint32_t be32(const unsigned char *b)
 
 /* The stream row from READ_ONE's array (array_send's form: dimensions, flags,
  * element type, the dimension's size and lower bound, then each element's length,
- * -1 for NULL, and bytes): 0, or LOG_EIO if it is not INFO_NCOLS values. */
-static int row_array(const unsigned char *b, size_t len, log_info *info, int *deleted)
+ * -1 for NULL, and bytes) into pre: 0, or LOG_EIO if it is not READ_ONE_VALUES values. */
+static int row_array(const unsigned char *b, size_t len, read_pre *pre)
 {
-    const char *v[INFO_NCOLS];
+    const char *v[READ_ONE_VALUES];
     int rc = LOG_EIO;
     char *buf = NULL, *o;
-    if (len < 20 || be32(b) != 1 || be32(b + 12) != INFO_NCOLS) goto out;
-    if (!(buf = malloc(len + INFO_NCOLS))) goto out;
+    if (len < 20 || be32(b) != 1 || be32(b + 12) != READ_ONE_VALUES) goto out;
+    if (!(buf = malloc(len + READ_ONE_VALUES))) goto out;
     o = buf;
     size_t at = 20;
-    for (int i = 0; i < INFO_NCOLS; i++) {
+    for (int i = 0; i < READ_ONE_VALUES; i++) {
         if (len - at < 4) goto out;
         uint32_t n = be32(b + at);
         at += 4;
@@ -1066,7 +1077,10 @@ static int row_array(const unsigned char *b, size_t len, log_info *info, int *de
         o += n + 1;
         at += n;
     }
-    row_fill(v, info, deleted);
+    row_fill(v, &pre->info, &pre->deleted);
+    pre->has_start = v[INFO_NCOLS] && v[INFO_NCOLS + 1];
+    if (pre->has_start)
+        pre->start = (offset_t){(uint64_t)num_of(v[INFO_NCOLS]), (uint64_t)num_of(v[INFO_NCOLS + 1])};
     rc = 0;
 out:
     free(buf);
@@ -1094,10 +1108,10 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
     if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
     int n = PQntuples(pre->res);
     for (int i = 0; i < n && pre->row < 0; i++)
-        if (!pg_null_at(pre->res, i, 1) && pg_int_at(pre->res, i, 1) == -1) pre->row = i;
+        if (!pg_null_at(pre->res, i, 1) && PQgetlength(pre->res, i, 1) == 0) pre->row = i;
     if (pre->row >= 0 &&
         row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, 0),
-                  (size_t)PQgetlength(pre->res, pre->row, 0), &pre->info, &pre->deleted)) {
+                  (size_t)PQgetlength(pre->res, pre->row, 0), pre)) {
         PQclear(pre->res);
         pre->res = NULL;
         return LOG_EIO;
