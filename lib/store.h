@@ -502,7 +502,8 @@ struct store_engine {
     /* The database's size, part by part (log_sizes). */
     int (*sizes)(log_conn_t *c, void (*fn)(void *ud, const char *what, int64_t bytes), void *ud);
     /* Optional (NULL: nothing kept): give back the memory c keeps for speed and
-     * does not need now (SQLite: the connection's page cache), as a process does
+     * does not need now (SQLite: the connection's page cache; PostgreSQL: libpq's
+     * buffers, by connecting again outside a transaction), as a process does
      * after a burst of work (log_release_memory). */
     void (*release_memory)(log_conn_t *c);
     /* The schema version this build's migrations reach. */

@@ -13,6 +13,7 @@
 #include "log.h"
 
 #include <libpq-fe.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -427,6 +428,62 @@ static void test_reconnect(void)
     CHECK_EQ_INT(test_db_append(conn, "/rc/s", "back"), 0);
     CHECK_EQ_INT(log_head(conn, "/rc/s", &info), 0);
     CHECK_EQ_UINT(info.tail.seq, 6);
+}
+
+static int read_all(void *ud, const void *data, size_t len, offset_t at)
+{
+    (void)data, (void)at;
+    *(size_t *)ud += len;
+    return 0;
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* After a burst (log_release_memory): libpq's buffers, grown to the largest message
+ * sent and read (here one of 4 MiB, each way), go back, and the connection still
+ * works (its statements prepared again), outside a transaction only. */
+static void test_release_memory(void)
+{
+    enum { BIG = 4 << 20 };
+    CHECK_EQ_INT(test_db_create(conn, "/rm/s"), 0);
+    char *big = malloc(BIG + 1);
+    memset(big, 'x', BIG);
+    big[BIG] = 0;
+    CHECK_EQ_INT(test_db_append(conn, "/rm/s", big), 0);
+    free(big);
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = "/rm/s";
+    r.kind = OFFSET_START;
+    r.max_bytes = (size_t)BIG * 2;
+    size_t got = 0;
+    CHECK_EQ_INT(log_read(conn, &r, read_all, &got), 0);
+    CHECK_EQ_UINT(got, BIG);
+    malloc_trim(0);
+    size_t full = heap_in_use();
+    /* Inside a transaction it keeps the connection. */
+    CHECK_EQ_INT(pg_simple(conn, "BEGIN"), 0);
+    PGconn *was = pgc(conn)->pg;
+    log_release_memory(conn);
+    CHECK(pgc(conn)->pg == was);
+    CHECK(pgc(conn)->nprepared > 0);
+    CHECK_EQ_INT(pg_simple(conn, "ROLLBACK"), 0);
+    log_release_memory(conn);
+    size_t after = heap_in_use();
+    fprintf(stderr, "  malloc'd in use: %zu KiB after a 4 MiB message each way, %zu KiB after log_release_memory\n",
+            full / 1024, after / 1024);
+    CHECK(after + (size_t)BIG <= full);
+    CHECK_EQ_INT(pgc(conn)->nprepared, 0);
+    CHECK(pgc(conn)->rows == NULL);
+    /* Still works: statements prepared again. */
+    CHECK_EQ_INT(test_db_append(conn, "/rm/s", "after"), 0);
+    log_info info;
+    CHECK_EQ_INT(log_head(conn, "/rm/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 2);
 }
 
 /* A server that refuses writes (25006: a standby, or a primary fenced read-only for a
@@ -1617,6 +1674,7 @@ int main(void)
     test_row_lock();
     test_group_order();
     test_reconnect();
+    test_release_memory();
     test_read_only();
     test_feed_reconnect();
     test_feed_local();

@@ -203,6 +203,9 @@ void pg_changed(log_conn_t *c, int64_t id);
 /* Connections of this engine (its conn_open and conn_close), for its own files. */
 log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen);
 void pg_conn_close(log_conn_t *c);
+/* Its release_memory: outside a transaction, the connection made again (libpq's
+ * buffers grown to the largest message go) and the rows array freed. */
+void pg_conn_release(log_conn_t *c);
 /* A bare connection to the target (the feed's LISTEN connection, migrations), with
  * the engine's session settings (lock_timeout from the busy timeout, notices off). */
 PGconn *pg_connect(const char *target, char *err, size_t errlen);

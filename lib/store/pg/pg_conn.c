@@ -93,6 +93,23 @@ int pg_reconnect(log_conn_t *lc)
     return c->pg != NULL;
 }
 
+/* libpq's buffers grow to the largest message the connection sent or read (a
+ * group's pipelined inserts, a long result) and never shrink, nor does the rows
+ * array a group grew (pg_conn.rows): after a burst both are let go, the connection
+ * made again (its statements prepared again as they are used; leases are rows, and
+ * LISTEN is the feed's own connection, so nothing else goes with it). Never inside
+ * a transaction, nor with a trial's statements unread. */
+void pg_conn_release(log_conn_t *lc)
+{
+    pg_conn *c = pgc(lc);
+    if (c->in_tx || c->pending || (c->pg && PQtransactionStatus(c->pg) != PQTRANS_IDLE)) return;
+    pg_rows_forget(c);
+    free(c->rows);
+    c->rows = NULL;
+    c->rows_cap = 0;
+    if (c->pg) pg_reconnect(lc);    /* if it fails, the next statement tries again */
+}
+
 void pg_conn_close(log_conn_t *lc)
 {
     if (!lc) return;

@@ -264,6 +264,7 @@ const store_engine store_pg = {
     .nest_begin = pq_nest_begin,
     .nest_end = pq_nest_end,
     .sizes = pq_sizes,
+    .release_memory = pg_conn_release,
     .schema_version = pq_schema_version,
     .streams = &pg_streams_ops,
     .feed = &pg_feed_ops,
