@@ -40,7 +40,7 @@
 # Environment: B [build], ROOT [this tree: whose binaries and deploy/dstream-stack run],
 # DB [a SQLite file in the work directory], ENGINE [sqlite; pg], RUNNERS [1], STEPS ["100 200 400 800 1200
 # 1600"; "" for none], STEPS_ALL [0], DELTAS [150], INTERVAL_MS [20], P99_MS [50],
-# MEM_SESSIONS [0; e.g. 2000], MEM_DELTAS [30], MEM_INTERVAL_MS [1000], MEM_AFTER_S [5],
+# MEM_SESSIONS [0; e.g. 2000], MEM_DELTAS [30], MEM_INTERVAL_MS [1000], MEM_AFTER_S [5], MEM_FORGET_S [60],
 # BENCH_KEEP [0], MEM_STATS [0; 1: glibc's malloc_stats of the first runner after the
 # memory run, through gdb, in the raw output], RUNNER_WRAP [none: a command the first runner runs under, e.g.
 # "heaptrack -o FILE": its figures are then the wrapper's].
@@ -61,6 +61,7 @@ MEM_SESSIONS=${MEM_SESSIONS:-0}
 MEM_DELTAS=${MEM_DELTAS:-30}
 MEM_INTERVAL_MS=${MEM_INTERVAL_MS:-1000}
 MEM_AFTER_S=${MEM_AFTER_S:-5}
+MEM_FORGET_S=${MEM_FORGET_S:-60}
 
 BENCH_NAME=sessions
 # shellcheck source=bench/lib/common.sh
@@ -231,8 +232,8 @@ if [ "$MEM_SESSIONS" -gt 0 ]; then
     done
     wait "$poster" || true
     # Until the runners keep no session (each finished one is forgotten by its last
-    # drive: on a loaded machine seconds after its request ended), at most 60 s.
-    for _ in $(seq 120); do [ "$(known)" = 0 ] && break; sleep 0.5; done
+    # drive: on a loaded machine seconds after its request ended), at most MEM_FORGET_S.
+    for _ in $(seq $((MEM_FORGET_S * 2))); do [ "$(known)" = 0 ] && break; sleep 0.5; done
     sleep "$MEM_AFTER_S"
     read -r after_rss after_anon after_heap <<<"$(mem_line "$r1")"
     after_known=$(known)

@@ -24,8 +24,9 @@ typedef struct memtrim {
 /* active: the sessions looked after now. 1 when it is time to trim. */
 int memtrim_due(memtrim_t *m, size_t active);
 
-/* memtrim_due, and the trim when it is due: c's page cache (log_release_memory; c
- * may be NULL), then what glibc keeps free (malloc_trim). Returns 1 if it trimmed. */
+/* memtrim_due, and the trim when it is due: what c keeps (log_release_memory:
+ * SQLite's page cache, PostgreSQL's grown libpq buffers; c may be NULL), then what
+ * glibc keeps free (malloc_trim). Returns 1 if it trimmed. */
 int memtrim_turn(memtrim_t *m, size_t active, log_conn_t *c);
 
 #endif
