@@ -345,8 +345,12 @@ static int take_local(store_feed *f)
     } else {
         for (int i = 0; i < f->nlocal; i++) note_id(f, f->local[i]);
     }
-    /* Reported: the cursor's look need not report their rows again. */
-    for (int i = 0; i < f->nlxids; i++) {
+    /* Reported by id: the cursor's look need not report their rows again. Come as
+     * "everything" (a group that changed more streams than its NOTIFY names, or
+     * more than the room here), they are that look's to report: skipped by it,
+     * they were reported by nobody, and a waiter of this process slept through
+     * them (the runner through a commit that ended 2,000 sessions at once). */
+    for (int i = 0; i < f->nlxids && !f->local_all; i++) {
         if (f->nxids < FEED_XIDS_MAX) f->xids[f->nxids++] = f->lxids[i];
         else f->xids_over = 1;
     }
