@@ -40,14 +40,34 @@ int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_
     return a.held;
 }
 
+static uint64_t tx_statements;
+
+uint64_t lease_tx_statements(void)
+{
+    return __atomic_load_n(&tx_statements, __ATOMIC_RELAXED);
+}
+
 int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
 {
+    __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
     return store_of(c)->leases->renew(c, session, me, ttl_ms);
 }
 
 int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me)
 {
+    __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
     return store_of(c)->leases->held(c, session, me);
+}
+
+int lease_tx_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
+                       const lease_id *me, int64_t ttl_ms, int *held)
+{
+    unsigned k = 0;
+    memset(held, 0, n * sizeof *held);
+    if (n == 0) return 0;
+    int rc = store_of(c)->leases->held_many(c, session, renew, n, me, ttl_ms, held, &k);
+    __atomic_add_fetch(&tx_statements, k, __ATOMIC_RELAXED);
+    return rc;
 }
 
 static int op_release(log_conn_t *c, void *arg)

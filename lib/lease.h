@@ -40,6 +40,21 @@ int lease_tx_renew(log_conn_t *c, const char *session, const lease_id *me, int64
 /* The same check without the renewal (no write): for a commit made while the lease
  * has long to run. */
 int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me);
+/* For use inside log_transact: the leases of n sessions at once (a runner's
+ * commit of many), with the same meaning as lease_tx_held for each, and
+ * lease_tx_renew for each whose renew[i] is set: held[i] gets 1 if me (owner and
+ * instance) holds session[i]'s lease (then renewed until now + ttl_ms when
+ * renew[i]), else 0. One statement on PostgreSQL; on SQLite one, or two when some
+ * are renewed. Returns 0, or LOG_E* on a database error (held says nothing
+ * then). */
+#define LEASE_TX_HELD_MANY 1
+int lease_tx_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
+                       const lease_id *me, int64_t ttl_ms, int *held);
+/* The lease statements made inside transactions by this process so far: one per
+ * lease_tx_renew and lease_tx_held (PostgreSQL's renew makes one more, of the
+ * owner row), the statements it made per lease_tx_held_many. For the tests and
+ * the benchmarks. */
+uint64_t lease_tx_statements(void);
 
 /* A runner process's view of one session's lease, as it last saw it, and what to
  * do about it when the session is to be looked at (no I/O: the runner's driver

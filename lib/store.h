@@ -159,6 +159,10 @@ typedef struct store_leases_ops {
     int (*acquire)(log_conn_t *c, lease_arg *a);
     int (*renew)(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms);
     int (*held)(log_conn_t *c, const char *session, const lease_id *me);
+    /* lease_tx_held_many; returns 0 or LOG_E*, and adds the statements it ran to
+     * *nstmts. */
+    int (*held_many)(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
+                     const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts);
     int (*release)(log_conn_t *c, lease_arg *a);
     int (*owner_lock)(log_t *l, const char *owner, char *err, size_t errlen);
 } store_leases_ops;

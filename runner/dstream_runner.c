@@ -469,9 +469,10 @@ out:
     if (status) return status;
     diag("info", "stopped (%llu commits, %llu events dropped after a lost lease; %llu views decided on, %llu of"
                  " them kept across commits; %llu changes that were this process's own deltas; leases renewed"
-                 " %llu times in commits, %llu by drives; %llu new sessions' claims put off for the share)",
+                 " %llu times in commits, %llu by drives; %llu new sessions' claims put off for the share; %llu commits"
+                 " made again one session at a time)",
          (unsigned long long)R.commits, (unsigned long long)R.dropped, (unsigned long long)R.drives,
          (unsigned long long)R.views_kept, (unsigned long long)R.wakes_own, (unsigned long long)R.renewed_commit,
-         (unsigned long long)R.renewed_drive, (unsigned long long)R.deferred);
+         (unsigned long long)R.renewed_drive, (unsigned long long)R.deferred, (unsigned long long)R.commit_retries);
     return 0;
 }

@@ -4,14 +4,18 @@
  * session (outbox_emit); once per loop turn outbox_commit writes every session's
  * queue in one transaction, so a turn in which 200 replies stream costs one commit
  * (one fsync), not 200. Inside that transaction each session's events are written
- * only if this process still holds the session's lease (lease_tx_renew, which also
- * renews it): a runner that was paused or cut off while another took the session
- * over finds out here, writes nothing more into it and drops what it had (counted
- * in R->dropped and logged); outbox_commit says which sessions that happened to,
- * and the driver stops what they had in flight. Each session is a savepoint of its
- * own, so one session's failure does not undo the others'. Writes of other tables
- * that belong with a session's events (its recordings: tap.c) are queued with
- * them (outbox_defer) and made in the same savepoint, after them.
+ * only if this process still holds the session's lease (every session's lease in one
+ * statement, lease_tx_held_many, which also renews those due): a runner that was
+ * paused or cut off while another took the session over finds out here, writes
+ * nothing more into it and drops what it had (counted in R->dropped and logged);
+ * outbox_commit says which sessions that happened to, and the driver stops what
+ * they had in flight. Writes of other tables that belong with a session's events
+ * (its recordings: tap.c) are queued with them (outbox_defer) and made after
+ * them. The held sessions' writes are made with no savepoint of their own (on
+ * PostgreSQL each is a round trip and a subtransaction); if any of them fails,
+ * the whole commit is undone and made again the careful way, each session in a
+ * savepoint of its own with its own lease statement, so that one session's failure
+ * does not undo the others'.
  *
  * The outbox is a leaf: it calls nothing of the runner above it; what the commit
  * means for a session is its return value. */
@@ -103,14 +107,37 @@ typedef struct commit_arg {
     runner_t *R;
     commit_item *items;
     size_t n;
+    int careful;                /* each session in a savepoint of its own (else: the fast way) */
+    int retry;                  /* the fast way failed: commit again, the careful way */
 } commit_arg;
 
-static int op_commit(log_conn_t *c, void *arg)
+/* One session's writes once its lease is known held: its events, then its
+ * deferred writes; 0 or the first LOG_E*. */
+static int session_tx(log_conn_t *c, commit_item *it, const session_trace *tr)
 {
-    commit_arg *a = arg;
-    session_trace tr;
-    session_trace_new(&tr);
-    int64_t now = timefmt_now_ms();
+    sess_t *s = it->s;
+    if (s->nout == 0) return 0;         /* its lease alone (outbox_renewing): nothing else */
+    int rc = sstore_tx_append_cached(c, s->id, tr, s->out, s->nout, &s->view, &s->view_seq, &it->first);
+    if (rc == 0) rc = deferred_tx(c, s);  /* recordings with their events */
+    return rc;
+}
+
+/* What held and rc (of the lease, then of the writes) make of it. */
+static void outcome(commit_item *it, int held, int rc)
+{
+    if (held == 0) it->outcome = C_LOST;
+    else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
+    else if (rc) it->outcome = C_FAILED;
+    else it->outcome = C_DONE;
+    it->rc = rc;
+    if (it->outcome != C_DONE) it->s->view_seq = 0;
+}
+
+/* The careful way: each session in a nested savepoint of its own, its lease
+ * checked (or renewed) alone, so that one session's failure undoes only its own
+ * writes. */
+static int commit_careful(log_conn_t *c, commit_arg *a, const session_trace *tr, int64_t now)
+{
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
         if (log_tx_nest_begin(c)) return LOG_EIO;
@@ -118,20 +145,51 @@ static int op_commit(log_conn_t *c, void *arg)
         it->renewed = now >= it->s->lease.renew_ms;
         int held = it->renewed ? lease_tx_renew(c, it->s->id, &a->R->me, a->R->lease_ms)
                                : lease_tx_held(c, it->s->id, &a->R->me);
-        int rc = held == 1 && it->s->nout == 0 ? 0      /* its lease alone (outbox_renewing): nothing else */
-                 : held == 1 ? sstore_tx_append_cached(c, it->s->id, &tr, it->s->out, it->s->nout, &it->s->view,
-                                                     &it->s->view_seq, &it->first)
-                           : held;
-        if (rc == 0 && held == 1 && it->s->nout) rc = deferred_tx(c, it->s);  /* recordings with their events */
-        if (held == 0) it->outcome = C_LOST;
-        else if (rc == LOG_ENOTFOUND || rc == LOG_EGONE) it->outcome = C_GONE;
-        else if (rc) it->outcome = C_FAILED;
-        else it->outcome = C_DONE;
-        it->rc = rc;
-        if (it->outcome != C_DONE) it->s->view_seq = 0;
+        outcome(it, held, held == 1 ? session_tx(c, it, tr) : held);
         if (log_tx_nest_end(c, it->outcome != C_DONE)) return LOG_EIO;
     }
     return 0;
+}
+
+/* The fast way: every lease of the group in one statement (lease_tx_held_many),
+ * then the writes of the sessions held, with no savepoint of their own. Any
+ * failure (of the lease statement, or of any session's writes) gives up the whole
+ * operation (its rc undoes all of it: lib/log.c) and asks for the careful way. */
+static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, int64_t now)
+{
+    const char **ids = malloc(a->n * sizeof *ids);
+    unsigned char *renew = malloc(a->n);
+    int *held = malloc(a->n * sizeof *held);
+    if (!ids || !renew || !held) abort();
+    for (size_t i = 0; i < a->n; i++) {
+        commit_item *it = &a->items[i];
+        ids[i] = it->s->id;
+        renew[i] = it->renewed = now >= it->s->lease.renew_ms;
+    }
+    int rc = lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, held);
+    for (size_t i = 0; i < a->n && rc == 0; i++) {
+        commit_item *it = &a->items[i];
+        rc = held[i] ? session_tx(c, it, tr) : 0;
+        if (rc == 0) outcome(it, held[i], 0);
+    }
+    free(ids);
+    free(renew);
+    free(held);
+    if (rc) {
+        a->retry = 1;
+        return rc < 0 ? rc : LOG_EIO;
+    }
+    return 0;
+}
+
+static int op_commit(log_conn_t *c, void *arg)
+{
+    commit_arg *a = arg;
+    session_trace tr;
+    session_trace_new(&tr);
+    int64_t now = timefmt_now_ms();
+    a->retry = 0;
+    return a->careful ? commit_careful(c, a, &tr, now) : commit_fast(c, a, &tr, now);
 }
 
 int outbox_renewing(const sess_t *s, int64_t now)
@@ -152,9 +210,17 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
     n = 0;
     for (sess_t *s = R->sessions; s; s = s->next)
         if (s->nout || outbox_renewing(s, t)) items[n++].s = s;
-    commit_arg a = {R, items, n};
+    commit_arg a = {R, items, n, 0, 0};
     int64_t t0 = timefmt_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
+    if (rc && a.retry) {
+        /* A session failed the fast way: all of it was undone; again, each session
+         * alone, so that its failure is its own. */
+        for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
+        R->commit_retries++;
+        a.careful = 1;
+        rc = log_transact(R->conn, op_commit, &a);
+    }
     if (rc) {
         for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
         diag("info", "cannot commit the events of %zu session(s): %s (retrying)", n, errs_str(rc));

@@ -10,8 +10,8 @@ void outbox_emit(runner_t *R, sess_t *s, const char *type, json_t *payload);
 /* The same with another actor (a static string). */
 void outbox_emit_as(runner_t *R, sess_t *s, const char *type, json_t *payload, const char *actor);
 /* Queue a write to make with s's events, in the same commit, after them: tx(c,
- * s's id, ud) inside the transaction (0 or LOG_E*: the session's savepoint is rolled
- * back), then drop(ud) once it is written or thrown away. */
+ * s's id, ud) inside the transaction (0 or LOG_E*: the session's writes are
+ * undone, its events not written), then drop(ud) once it is written or thrown away. */
 void outbox_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud), void (*drop)(void *ud), void *ud);
 /* What a commit did with a session's queue when it was not written. */
 #define OUTBOX_LOST 2               /* another runner holds its lease: dropped (counted in R->dropped) */

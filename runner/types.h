@@ -149,6 +149,7 @@ typedef struct runner {
     retry_config retry;
     uint64_t dropped;           /* events not written: the lease was lost */
     uint64_t commits;           /* loop commits */
+    uint64_t commit_retries;    /* ... made again the careful way, a session having failed (outbox.c) */
     uint64_t wakes_own;         /* changes of a session that were this process's own deltas */
     uint64_t drives;            /* sessions looked at (runner_drive) */
     uint64_t views_kept;        /* ... of them from the view kept, not the log */

@@ -21,7 +21,9 @@
  * SQLite: a lease of the caller's own owner id is taken back at once. */
 #include "pg.h"
 
+#include <endian.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -152,6 +154,70 @@ static int pg_held(log_conn_t *c, const char *session, const lease_id *me)
     if (!r) return rc;
     rc = PQntuples(r) > 0;
     PQclear(r);
+    return rc;
+}
+
+/* The leases of n sessions at once, in one statement: the sessions (an array) with
+ * their index and whether to renew; the owner row renewed as owner_renew does
+ * when any lease is (a data-modifying WITH runs whether read or not); the leases
+ * due renewed (UPDATE ... RETURNING their index); the others' only checked. */
+static int pg_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
+                        const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
+{
+    int rc = 0;
+    char token[33];
+    int have = owner_token(me->owner, token);
+    const void **elem = malloc(2 * n * sizeof *elem);
+    size_t *len = malloc(2 * n * sizeof *len);
+    uint64_t *flag = malloc(n * sizeof *flag);
+    char *arr[2] = {NULL, NULL};
+    if (!elem || !len || !flag) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        elem[i] = session[i];
+        len[i] = strlen(session[i]);
+        flag[i] = htobe64(renew[i] ? 1 : 0);
+        elem[n + i] = &flag[i];
+        len[n + i] = sizeof flag[i];
+    }
+    pg_params p;
+    pg_params_init(&p);
+    if (!(arr[0] = pg_array(&p, PG_TEXT_OID, n, elem, len)) || !(arr[1] = pg_array(&p, PG_INT8_OID, n, elem + n, len + n))) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    pg_text(&p, me->owner);
+    pg_text(&p, me->instance);
+    pg_int(&p, ttl_ms);
+    pg_text(&p, have ? token : NULL);
+    pg_int(&p, PG_OWNER_TTL_MS);
+    PGresult *r = pg_run(c, "WITH u AS (SELECT s, r, i - 1 AS i FROM unnest($1::text[], $2::bigint[])"
+                            " WITH ORDINALITY AS x(s, r, i)),"
+                            " o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
+                            " WHERE owner = $3::text AND instance = $6::text"
+                            " AND expires_ms < " NOW_MS " + $7::bigint / 2 AND EXISTS (SELECT 1 FROM u WHERE u.r = 1)),"
+                            " w AS (UPDATE leases l SET expires_ms = " NOW_MS " + $5::bigint FROM u"
+                            " WHERE l.session = u.s AND u.r = 1 AND l.owner = $3::text AND l.instance = $4::text"
+                            " RETURNING u.i)"
+                            " SELECT i FROM w UNION ALL"
+                            " SELECT u.i FROM u JOIN leases l ON l.session = u.s"
+                            " WHERE u.r = 0 AND l.owner = $3::text AND l.instance = $4::text",
+                         &p, 0, &rc);
+    (*nstmts)++;
+    if (!r) goto out;
+    for (int k = 0; k < PQntuples(r); k++) {
+        int64_t i = pg_int_of(r, k, 0);
+        if (i >= 0 && (size_t)i < n) held[i] = 1;
+    }
+    PQclear(r);
+out:
+    free(arr[0]);
+    free(arr[1]);
+    free(elem);
+    free(len);
+    free(flag);
     return rc;
 }
 
@@ -286,6 +352,7 @@ const store_leases_ops pg_leases_ops = {
     .acquire = pg_acquire,
     .renew = pg_renew,
     .held = pg_held,
+    .held_many = pg_held_many,
     .release = pg_release,
     .owner_lock = pg_owner_lock,
 };

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../buf.h"
 #include "../../timefmt.h"
 
 static int busy_or_io(int rc)
@@ -73,6 +74,77 @@ static int sq_held(log_conn_t *c, const char *session, const lease_id *me)
     int rc = sqlite3_step(st);
     sq_stmt_done(c, st);
     return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : busy_or_io(rc);
+}
+
+/* The ids of session[i] (all, or only those with renew[i] when only_renew) as a
+ * JSON array into b; 0 or LOG_E*. */
+static int ids_json(buf_t *b, const char *const *session, const unsigned char *renew, size_t n, int only_renew)
+{
+    int rc = buf_puts(b, "[");
+    int first = 1;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (only_renew && !renew[i]) continue;
+        rc = buf_puts(b, first ? "\"" : ",\"");
+        if (!rc) rc = buf_json_escape(b, session[i], strlen(session[i]));
+        if (!rc) rc = buf_puts(b, "\"");
+        first = 0;
+    }
+    if (!rc) rc = buf_puts(b, "]");
+    return rc ? LOG_EIO : 0;
+}
+
+/* The leases of n sessions at once: the renewals due in one UPDATE (when any),
+ * then which are held in one SELECT (the same transaction, whose writers' lock
+ * keeps every other runner out between the two). The sessions are a JSON array
+ * read by json_each; key is its index. */
+static int sq_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
+                        const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
+{
+    sqlite3_stmt *st = NULL;
+    buf_t b;
+    int rc = 0, any = 0;
+    buf_init(&b, 0);
+    for (size_t i = 0; i < n && !any; i++) any = renew[i] != 0;
+    if (any) {
+        if ((rc = ids_json(&b, session, renew, n, 1))) goto out;
+        if (sq_stmt(c, "UPDATE leases SET expires_ms = ?1 WHERE session IN (SELECT value FROM json_each(?2))"
+                       " AND owner = ?3 AND instance = ?4", &st)) {
+            rc = LOG_EIO;
+            goto out;
+        }
+        sqlite3_bind_int64(st, 1, timefmt_now_ms() + ttl_ms);
+        sqlite3_bind_text(st, 2, b.p, (int)b.len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, me->owner, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, me->instance, -1, SQLITE_STATIC);
+        int src = sqlite3_step(st);
+        sq_stmt_done(c, st);
+        (*nstmts)++;
+        if (src != SQLITE_DONE) {
+            rc = busy_or_io(src);
+            goto out;
+        }
+        buf_reset(&b);
+    }
+    if ((rc = ids_json(&b, session, renew, n, 0))) goto out;
+    if (sq_stmt(c, "SELECT j.key FROM json_each(?1) j JOIN leases l ON l.session = j.value"
+                   " WHERE l.owner = ?2 AND l.instance = ?3", &st)) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, b.p, (int)b.len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, me->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, me->instance, -1, SQLITE_STATIC);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 k = sqlite3_column_int64(st, 0);
+        if (k >= 0 && (size_t)k < n) held[k] = 1;
+    }
+    sq_stmt_done(c, st);
+    (*nstmts)++;
+    if (src != SQLITE_DONE) rc = busy_or_io(src);
+out:
+    buf_free(&b);
+    return rc;
 }
 
 static int sq_release(log_conn_t *c, lease_arg *a)
@@ -159,6 +231,7 @@ const store_leases_ops sq_leases_ops = {
     .acquire = sq_acquire,
     .renew = sq_renew,
     .held = sq_held,
+    .held_many = sq_held_many,
     .release = sq_release,
     .owner_lock = sq_owner_lock,
 };
