@@ -21,7 +21,6 @@
  * SQLite: a lease of the caller's own owner id is taken back at once. */
 #include "pg.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -157,67 +156,84 @@ static int pg_held(log_conn_t *c, const char *session, const lease_id *me)
     return rc;
 }
 
-/* The leases of n sessions at once, in one statement: the sessions (an array) with
- * their index and whether to renew; the owner row renewed as owner_renew does
- * when any lease is (a data-modifying WITH runs whether read or not); the leases
- * due renewed (UPDATE ... RETURNING their index); the others' only checked. */
+/* An index of session ids, sorted, for finding the index of a returned one. */
+typedef struct held_ix {
+    const char *id;
+    size_t i;
+} held_ix;
+
+static int held_ix_cmp(const void *a, const void *b)
+{
+    return strcmp(((const held_ix *)a)->id, ((const held_ix *)b)->id);
+}
+
+/* The leases of n sessions at once, in one statement: those due renewed (an
+ * UPDATE ... RETURNING in a WITH), the others only checked, each by the primary
+ * key (= ANY of an array: an index scan whatever the plan, where a join with the
+ * array could scan the whole table); the owner row renewed as owner_renew does
+ * when any lease is (a data-modifying WITH runs whether read or not). The ids
+ * returned are matched to their index through a sorted copy. */
 static int pg_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
                         const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
 {
     int rc = 0;
     char token[33];
     int have = owner_token(me->owner, token);
-    const void **elem = malloc(2 * n * sizeof *elem);
-    size_t *len = malloc(2 * n * sizeof *len);
-    uint64_t *flag = malloc(n * sizeof *flag);
+    const void **elem = malloc(n * sizeof *elem);
+    size_t *len = malloc(n * sizeof *len);
+    held_ix *ix = malloc(n * sizeof *ix);
     char *arr[2] = {NULL, NULL};
-    if (!elem || !len || !flag) {
+    PGresult *r = NULL;
+    if (!elem || !len || !ix) {
         rc = LOG_EIO;
         goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        elem[i] = session[i];
-        len[i] = strlen(session[i]);
-        flag[i] = htobe64(renew[i] ? 1 : 0);
-        elem[n + i] = &flag[i];
-        len[n + i] = sizeof flag[i];
     }
     pg_params p;
     pg_params_init(&p);
-    if (!(arr[0] = pg_array(&p, PG_TEXT_OID, n, elem, len)) || !(arr[1] = pg_array(&p, PG_INT8_OID, n, elem + n, len + n))) {
-        rc = LOG_EIO;
-        goto out;
+    /* $1 the sessions only checked, $2 those renewed. */
+    for (int a = 0; a < 2; a++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!renew[i] == !a) {
+                elem[k] = session[i];
+                len[k++] = strlen(session[i]);
+            }
+        if (!(arr[a] = pg_array(&p, PG_TEXT_OID, k, elem, len))) {
+            rc = LOG_EIO;
+            goto out;
+        }
     }
     pg_text(&p, me->owner);
     pg_text(&p, me->instance);
     pg_int(&p, ttl_ms);
     pg_text(&p, have ? token : NULL);
     pg_int(&p, PG_OWNER_TTL_MS);
-    PGresult *r = pg_run(c, "WITH u AS (SELECT s, r, i - 1 AS i FROM unnest($1::text[], $2::bigint[])"
-                            " WITH ORDINALITY AS x(s, r, i)),"
-                            " o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
-                            " WHERE owner = $3::text AND instance = $6::text"
-                            " AND expires_ms < " NOW_MS " + $7::bigint / 2 AND EXISTS (SELECT 1 FROM u WHERE u.r = 1)),"
-                            " w AS (UPDATE leases l SET expires_ms = " NOW_MS " + $5::bigint FROM u"
-                            " WHERE l.session = u.s AND u.r = 1 AND l.owner = $3::text AND l.instance = $4::text"
-                            " RETURNING u.i)"
-                            " SELECT i FROM w UNION ALL"
-                            " SELECT u.i FROM u JOIN leases l ON l.session = u.s"
-                            " WHERE u.r = 0 AND l.owner = $3::text AND l.instance = $4::text",
-                         &p, 0, &rc);
+    r = pg_run(c, "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
+                  " WHERE owner = $3::text AND instance = $6::text AND cardinality($2::text[]) > 0"
+                  " AND expires_ms < " NOW_MS " + $7::bigint / 2),"
+                  " w AS (UPDATE leases SET expires_ms = " NOW_MS " + $5::bigint"
+                  " WHERE session = ANY($2::text[]) AND owner = $3::text AND instance = $4::text"
+                  " RETURNING session)"
+                  " SELECT session FROM w UNION ALL"
+                  " SELECT session FROM leases WHERE session = ANY($1::text[])"
+                  " AND owner = $3::text AND instance = $4::text",
+               &p, 0, &rc);
     (*nstmts)++;
     if (!r) goto out;
+    for (size_t i = 0; i < n; i++) ix[i] = (held_ix){session[i], i};
+    qsort(ix, n, sizeof *ix, held_ix_cmp);
     for (int k = 0; k < PQntuples(r); k++) {
-        int64_t i = pg_int_of(r, k, 0);
-        if (i >= 0 && (size_t)i < n) held[i] = 1;
+        held_ix key = {pg_text_of(r, k, 0), 0};
+        held_ix *f = key.id ? bsearch(&key, ix, n, sizeof *ix, held_ix_cmp) : NULL;
+        if (f) held[f->i] = 1;
     }
-    PQclear(r);
 out:
+    PQclear(r);
     free(arr[0]);
     free(arr[1]);
     free(elem);
     free(len);
-    free(flag);
+    free(ix);
     return rc;
 }
 
