@@ -238,13 +238,33 @@ static void row_keep(log_conn_t *c, int held, const char *path, const log_info *
 /* ---- the tails kept back (pg_row.dirty) ------------------------------------------ */
 
 /* The UPDATE of the tails kept back, every stream's in one statement from
- * arrays (pg.h: pg_conn.due_fill); 1 (st filled), or 0 when none is kept back. */
+ * arrays (pg.h: pg_conn.due_fill); 1 (st filled), or 0 when none is kept back.
+ * One stream's by its id: the join with the arrays is planned, for a generic
+ * plan, as a hash join over a scan of the whole table while it is small (a
+ * runner's commit, whose appends each send the last one's tail, made one scan of
+ * every stream row per append). */
 static int due_fill(log_conn_t *c, pg_stmt *st, pg_params *p, char **bufs)
 {
     pg_conn *pc = pgc(c);
     size_t n = 0;
     for (int i = 0; i < pc->nrows; i++) n += pc->rows[i].dirty != 0;
     if (!n) return 0;
+    for (int i = 0; n == 1 && i < pc->nrows; i++) {
+        const log_info *in = &pc->rows[i].info;
+        if (!pc->rows[i].dirty) continue;
+        pg_int(p, (int64_t)in->tail.seq);
+        pg_int(p, (int64_t)in->tail.pos);
+        pg_int(p, in->closed);
+        if (in->stream_seq[0]) pg_text(p, in->stream_seq);
+        else pg_null(p);
+        pg_int(p, in->access_ms);
+        pg_int(p, in->id);
+        pg_bytes(p, in->digest, CHAIN_LEN);
+        *st = (pg_stmt){"UPDATE streams SET tail_seq = $1, tail_pos = $2, closed = $3, stream_seq = $4,"
+                        " access_ms = $5, digest = $7, xid = pg_current_xact_id() WHERE id = $6",
+                        p};
+        return 1;
+    }
     uint64_t *num = malloc(5 * n * sizeof *num);        /* id, seq, pos, closed, access: big-endian */
     const void **elem = malloc(7 * n * sizeof *elem);
     size_t *len = malloc(7 * n * sizeof *len);
