@@ -3,8 +3,9 @@
 # built trees, A (before) and B (this one): a provider chunk read (provider_feed, both
 # formats), one session commit of a delta (sstore_tx_append_cached with a kept
 # view, as runner/outbox.c does), and a busy runner's group commit (one delta to
-# each of 20 of 200 sessions, each in its nested savepoint after its lease check:
-# op_commit's shape, figures per delta; on SQLite also its file system calls, which
+# each of 20 of 200 sessions: op_commit's shape, each session in its nested
+# savepoint after its lease check in a tree without lease_tx_held_many, every lease
+# in one statement and no savepoint per session in a tree with it; figures per delta; on SQLite also its file system calls, which
 # no load moves), in instructions (valgrind's callgrind) and heap
 # allocations (memcheck's "total heap usage"); prints markdown. Neither moves with
 # the load of a shared machine, as the CPU per delta of bench/token-latency.sh does.
