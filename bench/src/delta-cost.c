@@ -124,6 +124,20 @@ typedef struct garg {
     const lease_id *me;
 } garg;
 
+/* One delta to the next session in turn (the group's sessions go round). */
+static int next_delta(log_conn_t *c, garg *a, const session_trace *tr)
+{
+    gsess *g = &a->ss[a->next];
+    a->next = (a->next + 1) % a->s;
+    char text[64];
+    int len = snprintf(text, sizeof text, "@ts%ld ", 1000000 + a->n++);
+    sstore_event d = event_delta(0, "rq_1", text, (size_t)len);
+    offset_t first;
+    int rc = sstore_tx_append_cached(c, g->id, tr, &d, 1, &g->v, &g->seq, &first);
+    json_decref(d.payload);
+    return rc;
+}
+
 static int op_group(log_conn_t *c, void *ud)
 {
     garg *a = ud;
@@ -140,30 +154,13 @@ static int op_group(log_conn_t *c, void *ud)
         renew[j] = 0;
     }
     if (lease_tx_held_many(c, ids, renew, (size_t)a->k, a->me, 3600000, held)) return LOG_EIO;
-    for (long j = 0; j < a->k; j++) {
-        gsess *g = &a->ss[a->next];
-        a->next = (a->next + 1) % a->s;
-        char text[64];
-        int len = snprintf(text, sizeof text, "@ts%ld ", 1000000 + a->n++);
-        sstore_event d = event_delta(0, "rq_1", text, (size_t)len);
-        offset_t first;
-        int rc = held[j] ? sstore_tx_append_cached(c, g->id, &tr, &d, 1, &g->v, &g->seq, &first) : LOG_EIO;
-        json_decref(d.payload);
-        if (rc) return LOG_EIO;
-    }
+    for (long j = 0; j < a->k; j++)
+        if (!held[j] || next_delta(c, a, &tr)) return LOG_EIO;
     return 0;
 #endif
     for (long j = 0; j < a->k; j++) {
-        gsess *g = &a->ss[a->next];
-        a->next = (a->next + 1) % a->s;
-        char text[64];
-        int len = snprintf(text, sizeof text, "@ts%ld ", 1000000 + a->n++);
-        sstore_event d = event_delta(0, "rq_1", text, (size_t)len);
-        offset_t first;
         if (log_tx_nest_begin(c)) return LOG_EIO;
-        int rc = lease_tx_held(c, g->id, a->me) == 1 ? sstore_tx_append_cached(c, g->id, &tr, &d, 1, &g->v, &g->seq, &first)
-                                                     : LOG_EIO;
-        json_decref(d.payload);
+        int rc = lease_tx_held(c, a->ss[a->next].id, a->me) == 1 ? next_delta(c, a, &tr) : LOG_EIO;
         if (log_tx_nest_end(c, rc != 0) || rc) return LOG_EIO;
     }
     return 0;
