@@ -1271,6 +1271,7 @@ static void test_append_cached(void)
     cached_arg a = {"cached-none", &c, &v, &v_seq, {0, 0}};
     CHECK_EQ_INT(log_transact(conn, op_cached, &a), LOG_ENOTFOUND);
     CHECK_EQ_UINT(v_seq, 0);
+    cmd_free(&c);
     /* One deleted while the runner kept its view: gone, nothing written, no seq. */
     CHECK_EQ_INT(create("cached-2", NULL, NULL), 0);
     memset(&c, 0, sizeof c);
