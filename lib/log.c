@@ -50,6 +50,7 @@ typedef struct log_op {
     void *arg;
     int rc;
     const char *lock[2];        /* the stream paths it writes, for the engine's group_lock */
+    int rerun;                  /* it may run again (store.h: group_trial): an append */
     int done;                   /* committed (or failed); else, when posted: lead */
     sem_t sem;                  /* posted once: done, or this thread leads next */
     struct log_op *next;
@@ -166,8 +167,6 @@ void log_conn_close(log_conn_t *c)
 
 /* ---- group commit ------------------------------------------------------------ */
 
-static int op_append(log_conn_t *c, void *arg);
-
 /* Hand the engine the paths the group will write (group_lock), when it wants them. */
 static int lock_paths(log_conn_t *c, log_op *group)
 {
@@ -195,7 +194,7 @@ static void lead(log_conn_t *c, log_op *group)
     c->group_trial = 1;
     for (log_op *op = group; op; op = op->next) {
         c->group_ops++;
-        if (op->fn != op_append) c->group_trial = 0;
+        if (!op->rerun) c->group_trial = 0;
     }
     int rc;
     for (;;) {
@@ -238,12 +237,13 @@ static void lead(log_conn_t *c, log_op *group)
  * when its group has committed, or when it is to lead the next group (the leader
  * hands over to the first operation queued during its commit). No thread wakes
  * for someone else's commit, and nobody takes the mutex to find out. */
-/* log_transact, for an operation that writes the streams at p1 and p2 (either NULL). */
+/* log_transact, for an operation that writes the streams at p1 and p2 (either NULL);
+ * rerun: it may run again as part of a trial (store.h: group_trial). */
 static int transact_paths(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg, const char *p1,
-                          const char *p2)
+                          const char *p2, int rerun)
 {
     log_t *l = c->log;
-    log_op op = {fn, arg, 0, {p1, p2}, 0, {{0}}, NULL};
+    log_op op = {fn, arg, 0, {p1, p2}, rerun, 0, {{0}}, NULL};
     sem_init(&op.sem, 0, 0);
     pthread_mutex_lock(&l->mu);
     if (l->tail) l->tail->next = &op;
@@ -285,7 +285,7 @@ static int transact_paths(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *
 
 int log_transact(log_conn_t *c, int (*fn)(log_conn_t *, void *), void *arg)
 {
-    return transact_paths(c, fn, arg, NULL, NULL);
+    return transact_paths(c, fn, arg, NULL, NULL, 0);
 }
 
 /* ---- the streams' operations, on the engine --------------------------------- */
@@ -362,7 +362,7 @@ static int append_check(log_conn_t *c, const log_append_req *r)
 int log_create(log_conn_t *c, log_create_req *r)
 {
     int rc = create_check(c, r);
-    return rc ? rc : transact_paths(c, op_create, r, r->path, r->fork_from);
+    return rc ? rc : transact_paths(c, op_create, r, r->path, r->fork_from, 0);
 }
 
 int log_tx_create(log_conn_t *c, log_create_req *r)
@@ -374,7 +374,7 @@ int log_tx_create(log_conn_t *c, log_create_req *r)
 int log_append(log_conn_t *c, log_append_req *r)
 {
     int rc = append_check(c, r);
-    return rc ? rc : transact_paths(c, op_append, r, r->path, NULL);
+    return rc ? rc : transact_paths(c, op_append, r, r->path, NULL, 1);
 }
 
 int log_tx_append(log_conn_t *c, log_append_req *r)
@@ -387,7 +387,7 @@ int log_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, 0};
     int rc = lookable(c, path);
-    if (!rc) rc = transact_paths(c, op_delete, &d, path, NULL);
+    if (!rc) rc = transact_paths(c, op_delete, &d, path, NULL, 0);
     return rc ? rc : d.answer;
 }
 
