@@ -441,6 +441,41 @@ out:
     log_close(lg);
 }
 
+
+/* The WAL takes SQ_CHECKPOINT_PAGES (4,000) pages before a commit's hook checkpoints:
+ * a busy runner writes the same pages (each stream's last leaf, the streams rows)
+ * in commit after commit, and a checkpoint copies each page once however many
+ * frames it has, so the fewer checkpoints, the fewer copies per delta. Commits of
+ * 4 pages each, 3,000 pages in all: the log still holds every one of them (no
+ * checkpoint ran and let it start again, as one did from 1,000 pages before). */
+static void test_checkpoint_pages(void)
+{
+    char p[320], err[256];
+    snprintf(p, sizeof p, "%s/ckpt.db", dir);
+    log_opts lo = {0, 5000, 1, 0};
+    log_t *lg = log_open(p, &lo, err, sizeof err);
+    if (!CHECK(lg != NULL)) return;
+    log_conn_t *c = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(c != NULL)) goto out;
+    sqlite3 *db = sq_db(c);
+    CHECK(exec_ok(db, "CREATE TABLE bulk(x)"));
+    long long page = query_int(db, "PRAGMA page_size");
+    char sql[96];
+    snprintf(sql, sizeof sql, "INSERT INTO bulk VALUES (zeroblob(%lld))", page * 2);
+    /* Until the log's file holds 3,000 frames (each commit 4: the row's page, its two
+     * overflow pages, the first page's database size), or 2,000 commits. */
+    char wal[330];
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    for (int i = 0; i < 2000 && file_size(wal) < 32 + 3000 * (page + 24); i++) CHECK(exec_ok(db, sql));
+    /* The frames in the log now (a PASSIVE checkpoint says so, then copies them). */
+    int frames = -1, copied = -1;
+    CHECK_EQ_INT(sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied), SQLITE_OK);
+    if (!CHECK(frames >= 3000 && frames < SQ_CHECKPOINT_PAGES)) fprintf(stderr, "  %d frames in the log\n", frames);
+out:
+    log_conn_close(c);
+    log_close(lg);
+}
+
 int main(void)
 {
     if (test_mkdtemp(dir, sizeof dir, "test-db")) return 1;
@@ -456,6 +491,7 @@ int main(void)
     test_cache_kib();
     test_nest_prepared();
     test_commit_signal();
+    test_checkpoint_pages();
     test_rmtree(dir);
     return TEST_MAIN_END();
 }

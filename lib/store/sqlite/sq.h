@@ -44,9 +44,13 @@ typedef struct sq_signal {
     int64_t checked_ms;        /* when the path was last compared with fd */
 } sq_signal;
 
-/* The WAL's size in pages from which a commit's hook checkpoints (SQLite's own
- * automatic checkpoint's, which the hook replaces). */
-#define SQ_CHECKPOINT_PAGES 1000
+/* The WAL's size in pages from which a commit's hook checkpoints (it replaces
+ * SQLite's automatic checkpoint, which runs from 1,000). A busy runner writes the
+ * same pages (each stream's last leaf, the streams rows) in commit after commit and
+ * a checkpoint copies each page once, however many frames it has: 4,000 copies a
+ * third of the pages per delta that 1,000 did (bench/RESULTS.md), for a WAL of up
+ * to 16 MiB at 4 KiB pages. */
+#define SQ_CHECKPOINT_PAGES 4000
 
 typedef struct sq_conn {
     struct log_conn base;      /* first: a log_conn_t * is a sq_conn * */
