@@ -23,6 +23,13 @@
 # PERF_CG: perf record's call-graph option [-g], e.g. "--call-graph dwarf,16384 -F 499"),
 # STRACE_OUT (if set: strace -c -f of the runner during each run, to STRACE_OUT.N:
 # its system calls per delta; the CPU figures of such a run are strace's, not the runner's),
+# HOPS_OUT (if set: strace -f -ttt -T -y of the runner, the pool, nginx's workers and the
+# reader during each run, to HOPS_OUT.N.{runner,fcgi,nginx,client}, and bench/hops.py's
+# split of each delta's latency into its hops printed after the table; strace slows every
+# traced call, so such a run's latencies are strace's: it shows where the time goes;
+# with HOPS_SYNC_ONLY=1 only the runner's fdatasync/fsync calls are traced, with
+# --seccomp-bpf, so that nothing else stops: their durations beside the run's latencies;
+# PG_PID, the postmaster's PID of DB's cluster: its processes' syncs too),
 # ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
 # one; the mock and the reader always come from this one), DB (the stack's database:
 # default a SQLite file in the work directory; a postgresql:// URI of an empty
@@ -103,6 +110,38 @@ for n in $SESSIONS; do
             --seconds $((DELTAS * INTERVAL_MS / 1000 + 60)) >"$work/out" 2>"$work/err" &
         rpid=$!
         for _ in $(seq 600); do grep -q '^mode=tokens ready=' "$work/out" && break; sleep 0.05; done
+        hpids=
+        if [ -n "${HOPS_OUT:-}" ]; then     # every hop's system calls, with times
+            kids() { pgrep -P "$1" | sed 's/^/-p /' | tr '\n' ' '; }   # (the pool's and nginx's workers)
+            if [ "${HOPS_SYNC_ONLY:-0}" = 1 ]; then
+                # The runner's syncs alone, stopping at nothing else (--seccomp-bpf).
+                strace -f -ttt -T -y --seccomp-bpf -e trace=fdatasync,fsync -o "$HOPS_OUT.$n.runner" \
+                    -p "$runner_pid" 2>/dev/null &
+                hpids=$!
+            else
+                # The runner's reads and frames at 256 bytes (its stamps come in short
+                # reads); the others' at 4096, with the pool's locks, page reads and the
+                # sleeps of SQLite's busy handler.
+                trace='trace=read,readv,recvfrom,recvmsg,write,writev,sendto,sendmsg,pwrite64,fdatasync,fsync'
+                for who in runner:$runner_pid "fcgi:$(kids "$(cat "$work/stack/fcgi.pid")")" client:$rpid \
+                    "nginx:$(kids "$(cat "$work/stack/nginx.master.pid")")"; do
+                    pids=${who#*:}
+                    case $pids in -p*) ;; *) pids="-p $pids" ;; esac
+                    sl=4096 extra=,pread64,fcntl,nanosleep,clock_nanosleep
+                    [ "${who%%:*}" = runner ] && sl=256 extra=
+                    # shellcheck disable=SC2086
+                    strace -f -ttt -T -y -s "$sl" -e "$trace$extra" -o "$HOPS_OUT.$n.${who%%:*}" $pids 2>/dev/null &
+                    hpids="$hpids $!"
+                done
+            fi
+            if [ -n "${PG_PID:-}" ]; then   # PostgreSQL's own syncs (its backends and WAL writer)
+                # shellcheck disable=SC2046
+                strace -f -ttt -T -y --seccomp-bpf -e trace=fdatasync,fsync -o "$HOPS_OUT.$n.postgres" \
+                    $(kids "$PG_PID") 2>/dev/null &
+                hpids="$hpids $!"
+            fi
+            sleep 1
+        fi
         c0=$(cpu_ticks)
         ppid=
         if [ -n "${PERF_OUT:-}" ]; then     # a profile of the runner during the run
@@ -121,7 +160,7 @@ for n in $SESSIONS; do
         wait "$rpid" || true
         c1=$(cpu_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
-        for p in $spid; do kill -INT "$p"; wait "$p" || true; done
+        for p in $spid $hpids; do kill -INT "$p" 2>/dev/null || true; wait "$p" || true; done
         line=$(grep '^mode=tokens readers' "$work/out" || echo "mode=tokens failed")
         echo "$line" >>"$work/raw"
         awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v tck="$tck" -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {
@@ -132,6 +171,14 @@ for n in $SESSIONS; do
                 v["max_us"] / 1000, ms, (v["delivered"] > 0 ? ms * 1000 / v["delivered"] : 0) }'
     done
 done
+if [ -n "${HOPS_OUT:-}" ]; then
+    for n in $SESSIONS; do
+        echo
+        echo "Hops at $n sessions (HOPS_OUT=$HOPS_OUT.$n.*):"
+        echo
+        python3 "$here/bench/hops.py" "$HOPS_OUT.$n"
+    done
+fi
 echo
 echo "<details><summary>Raw output</summary>"
 echo
