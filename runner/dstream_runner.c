@@ -443,6 +443,12 @@ int main(int argc, char **argv)
             commit_failed = runner_commit(&R) != 0;
             last_flush = now;
         }
+        /* The figures after the commit, never between a delta's read and its
+         * commit: their publish is a commit of its own (runner/stats.h). */
+        int pending = 0;
+        for (sess_t *s = R.sessions; s && !pending; s = s->next)
+            pending = s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len));
+        runner_stats_publish(&R, pending);
     }
 
     diag("info", "stopping: cutting requests in flight");

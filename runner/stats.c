@@ -26,7 +26,7 @@
 #include "../lib/rstats.h"
 #include "mcp_pool.h"
 
-#define STATS_PERIOD_MS 1000
+#define STATS_PERIOD_MS RUNNER_STATS_PERIOD_MS
 
 typedef struct seen {
     const rq_t *q;
@@ -266,7 +266,12 @@ void runner_stats_tick(runner_t *R)
     st.last_tick_ms = now;
     observe(R, now);
     R->fair_mine = st.s.leased;
-    if (now < st.next_publish_ms) return;
+}
+
+void runner_stats_publish(runner_t *R, int pending)
+{
+    int64_t now = timefmt_now_ms();
+    if (!st.started || !runner_stats_due(now, st.next_publish_ms, pending)) return;
     st.s.updated_ms = now;
     st.s.dropped = (int64_t)R->dropped;
     int rc = rstats_publish(R->conn, &st.s);
