@@ -549,6 +549,130 @@ static void test_long_reads(void)
     CHECK_EQ_INT(log_read(conn, &bad, long_check, &w), LOG_EOFFSET);
 }
 
+/* The walk of a read's pages: messages of varied sizes, runs of empty ones among
+ * them, more than a page of rows (PostgreSQL: 4,096), and a fork that reads its
+ * source's part. Read from many offsets with budgets that stop inside a page, on
+ * an empty message, on a message that ends exactly at the budget: each message at
+ * its own offset with its own bytes, the read ending where the budget says, and
+ * the digest it reports the one log_digest_at gives for where it stopped (the
+ * engine fetches only the page's last one, or looks it up). */
+enum { WALK_MSGS = 4700, WALK_FORK_AT = 3000, WALK_FORK_MSGS = 200 };
+
+static size_t walk_msg(uint64_t seq, int fork, char *buf)
+{
+    size_t len = seq % 7 == 0 || seq % 11 == 3 ? 0 : (size_t)(seq * 13 % 97) + (seq % 50 == 1 ? 2000 : 0);
+    for (size_t j = 0; j < len; j++) buf[j] = (char)((fork ? 'A' : 'a') + (seq + j) % 26);
+    return len;
+}
+
+typedef struct walk_ctx {
+    int fork;               /* reading the fork: its own messages from WALK_FORK_AT */
+    offset_t next;
+    size_t count;
+    int bad;
+} walk_ctx;
+
+static int walk_check(void *ud, const void *data, size_t len, offset_t at)
+{
+    walk_ctx *w = ud;
+    char want[2100];
+    size_t wlen = walk_msg(at.seq, w->fork && at.seq >= WALK_FORK_AT, want);
+    if (at.seq != w->next.seq || at.pos != w->next.pos || len != wlen || (len && memcmp(data, want, len))) w->bad++;
+    w->next = (offset_t){at.seq + 1, at.pos + len};
+    w->count++;
+    return 0;
+}
+
+/* Read path from (at, pos[at]) with budget; n messages, positions pos[]: checks
+ * every message, where the read ends, and its digest. */
+static void walk_read(const char *path, int fork, const uint64_t *pos, uint64_t n, uint64_t at, size_t budget)
+{
+    uint64_t end = at;
+    while (end < n) {
+        end++;
+        if (pos[end] - pos[at] >= budget) break;      /* the message that reaches it */
+    }
+    walk_ctx w = {fork, {at, pos[at]}, 0, 0};
+    log_read_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.kind = OFFSET_AT;
+    r.from = w.next;
+    r.max_bytes = budget;
+    CHECK_EQ_INT(log_read(conn, &r, walk_check, &w), 0);
+    uint8_t want[CHAIN_LEN];
+    CHECK_EQ_INT(log_digest_at(conn, path, end, want), 0);
+    if (!CHECK_EQ_INT(w.bad, 0) || !CHECK_EQ_UINT(w.count, end - at) || !CHECK_EQ_UINT(r.next.seq, end) ||
+        !CHECK_EQ_UINT(r.next.pos, pos[end]) || !CHECK_EQ_INT(r.up_to_date, end == n) ||
+        !CHECK(memcmp(r.digest, want, CHAIN_LEN) == 0))
+        printf("#   %s from %llu, budget %zu\n", path, (unsigned long long)at, budget);
+}
+
+static int walk_append(const char *path, uint64_t from, uint64_t n, int fork)
+{
+    static char bufs[100][2100];
+    log_msg m[100];
+    for (uint64_t s = from; s < from + n; s += 100) {
+        size_t k = 0;
+        for (; k < 100 && s + k < from + n; k++) m[k] = (log_msg){bufs[k], walk_msg(s + k, fork, bufs[k])};
+        log_append_req r;
+        memset(&r, 0, sizeof r);
+        r.path = path;
+        r.msgs = m;
+        r.nmsgs = k;
+        int rc = log_append(conn, &r);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void test_page_walk(void)
+{
+    static uint64_t pos[WALK_MSGS + 1], fpos[WALK_FORK_AT + WALK_FORK_MSGS + 1];
+    char buf[2100];
+    pos[0] = 0;
+    for (uint64_t i = 0; i < WALK_MSGS; i++) pos[i + 1] = pos[i] + walk_msg(i, 0, buf);
+    fpos[0] = 0;
+    for (uint64_t i = 0; i < WALK_FORK_AT + WALK_FORK_MSGS; i++)
+        fpos[i + 1] = fpos[i] + walk_msg(i, i >= WALK_FORK_AT, buf);
+    CHECK_EQ_INT(create("/pw/s", "application/octet-stream", -1, -1, 0, NULL), 0);
+    CHECK_EQ_INT(walk_append("/pw/s", 0, WALK_MSGS, 0), 0);
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = "/pw/f";
+    fr.ttl_s = -1;
+    fr.expires_ms = -1;
+    fr.fork_from = "/pw/s";
+    fr.fork_has_offset = 1;
+    fr.fork_offset = (offset_t){WALK_FORK_AT, pos[WALK_FORK_AT]};
+    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(walk_append("/pw/f", WALK_FORK_AT, WALK_FORK_MSGS, 1), 0);
+
+    /* From the start, an empty message (0, 3, 7), one of 2,000 bytes (51), the
+     * middle, across the first page's end (4,090), the last ones. */
+    uint64_t starts[] = {0, 2, 3, 7, 51, 2345, 4090, 4699};
+    size_t budgets[] = {1, 2, 60, 97, 1000, 2100, 50000, (size_t)-1};
+    for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+        uint64_t at = starts[s];
+        for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)
+            walk_read("/pw/s", 0, pos, WALK_MSGS, at, budgets[b]);
+        /* Budgets that end exactly where a later message ends, with empty ones
+         * after it (or inside one): the read stops at that message. */
+        for (uint64_t k = at + 1; k < WALK_MSGS && k < at + 40; k++)
+            if (walk_msg(k, 0, buf) == 0 && pos[k] > pos[at]) {
+                walk_read("/pw/s", 0, pos, WALK_MSGS, at, (size_t)(pos[k] - pos[at]));
+                walk_read("/pw/s", 0, pos, WALK_MSGS, at, (size_t)(pos[k] - pos[at] - 1));
+            }
+    }
+    walk_read("/pw/s", 0, pos, WALK_MSGS, WALK_MSGS, (size_t)-1);     /* at the tail: none */
+    /* The fork: its source's part (from the source's rows), then its own. */
+    uint64_t fstarts[] = {0, 2999, WALK_FORK_AT, WALK_FORK_AT + 7};
+    size_t fbudgets[] = {1, 97, 5000, (size_t)-1};
+    for (size_t s = 0; s < sizeof fstarts / sizeof fstarts[0]; s++)
+        for (size_t b = 0; b < sizeof fbudgets / sizeof fbudgets[0]; b++)
+            walk_read("/pw/f", 1, fpos, WALK_FORK_AT + WALK_FORK_MSGS, fstarts[s], fbudgets[b]);
+}
+
 /* ---- close, Stream-Seq --------------------------------------------------------------- */
 
 static void test_close(void)
@@ -1530,6 +1654,7 @@ static void engine_cases(void)
     test_append_read();
     test_paging();
     test_long_reads();
+    test_page_walk();
     test_close();
     test_stream_seq();
     test_producer();

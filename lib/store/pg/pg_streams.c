@@ -457,12 +457,22 @@ static int pos_at(log_conn_t *c, int64_t id, uint64_t seq, uint64_t *pos)
  * row and the first page of its messages from one statement (READ_ONE), which
  * PostgreSQL runs on one snapshot, so that the row's tail and the messages
  * agree as a transaction's would; by_path and scan take them from here. */
+/* The last message of a page, which its statement looks up once (an index probe
+ * from the page's end) instead of a value on every row: its seq and digest (has 0:
+ * none came, the digest is looked up later should the read stop there). */
+typedef struct page_end {
+    int has;
+    uint64_t seq;
+    uint8_t digest[CHAIN_LEN];
+} page_end;
+
 typedef struct read_pre {
     const char *path;
     PGresult *res;              /* binary: the row (its second column empty), the page */
     int row;                    /* the stream row's index in res, or -1: no such stream */
     int has_start;              /* start: the first message's seq and position from lo */
     offset_t start;
+    page_end end;               /* the page's last message */
     int used;                   /* the row was handed out (by_path) */
     int scanned;                /* the page was (scan) */
     log_info info;
@@ -476,45 +486,41 @@ static int64_t page_budget(uint64_t budget)
     return budget > READ_BYTES ? READ_BYTES : budget ? (int64_t)budget : 1;
 }
 
-/* The rows of one page of messages in res (skip: the stream row's index, or -1),
- * each to fn from *lo on (moved on, and *budget down); *rows: how many. Each row
- * is its bytes (binary, column 0), and NULLs but where needed: the first row also
- * says its seq and position (columns 1 and 2; or start says them, and the digest
- * is column 1: READ_ONE's two columns), and those of the others follow from them
- * (a stream's messages are numbered without gaps from the first one still kept,
- * and lie end to end);
- * the read needs only the digest of the last message it delivers, which comes
- * with the rows where a read stops (the page's last one, and the one that reaches
- * the budget); the others' are not fetched (LOGRULE_DIGEST_LATER: looked up once,
- * should a caller stop elsewhere). Every value a row carries costs the server a
- * send function and libpq a field: seq, pos and digest with each of 1,000
- * messages were about a third of a catch-up's CPU in the pool and PostgreSQL
+/* The messages of one page in res, each to fn from *lo on (moved on, and *budget
+ * down); *rows: how many. A message row is its bytes (binary, column 0) and a NULL;
+ * a row whose second column is not NULL is the page's head (or the stream row of
+ * READ_ONE), which the caller read: the first message's seq and position (start)
+ * and the page's last message (end). The others' follow from the first (a stream's
+ * messages are numbered without gaps from the first one still kept, and lie end to
+ * end). The read needs only the digest of the last message it delivers, which is
+ * the page's last one where the read stops inside the page (the budget's message
+ * ends the page: the statement fetches no message at or past the budget); the
+ * others get LOGRULE_DIGEST_LATER (looked up once, should a caller stop elsewhere).
+ * Every value a row carries costs the server its evaluation and a send function,
+ * and libpq a field: a CASE choosing whether to send a digest on each of 1,000
+ * rows was 8 % of a PostgreSQL backend's instructions per catch-up read
  * (bench/RESULTS.md). A page after the first one of a read starts where the last
  * one ended, or the read stops there (returns 1): outside a transaction
  * (READ_ONE's reads) a stream deleted or swept between two pages would otherwise
  * skip the messages gone. */
-static int page_rows(PGresult *res, int skip, int first, const offset_t *start, uint64_t *lo, uint64_t *budget,
-                     int *rows, int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
+static int page_rows(PGresult *res, int first, const offset_t *start, const page_end *end, uint64_t *lo,
+                     uint64_t *budget, int *rows,
+                     int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
                      void *ud)
 {
-    int n = PQntuples(res), have = 0, dcol = start ? 1 : 3;
-    offset_t at = {0, 0};
+    int n = PQntuples(res), have = 0, last = -1;
+    offset_t at = *start;
     *rows = 0;
-    for (int i = 0; i < n; i++) {
-        if (i == skip) continue;
-        if (!have && start) {
-            at = *start;
-        } else if (!have) {
-            if (pg_null_at(res, i, 1) || pg_null_at(res, i, 2)) return LOG_EIO;  /* the first says where */
-            at = (offset_t){(uint64_t)pg_int_at(res, i, 1), (uint64_t)pg_int_at(res, i, 2)};
-        }
+    for (int i = n - 1; i >= 0 && last < 0; i--)
+        if (PQgetisnull(res, i, 1)) last = i;
+    for (int i = 0; i <= last; i++) {
+        if (!PQgetisnull(res, i, 1)) continue;     /* the head */
         if (!have) {
             if (!first && at.seq != *lo) return 1;
             have = 1;
         }
         size_t len = (size_t)PQgetlength(res, i, 0);
-        const uint8_t *d = PQgetlength(res, i, dcol) == CHAIN_LEN ? (const uint8_t *)PQgetvalue(res, i, dcol)
-                           : pg_null_at(res, i, dcol) ? LOGRULE_DIGEST_LATER : NULL;
+        const uint8_t *d = i == last && end->has && end->seq == at.seq ? end->digest : LOGRULE_DIGEST_LATER;
         int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
         if (stop) return stop;
         at.seq++;
@@ -522,6 +528,37 @@ static int page_rows(PGresult *res, int skip, int first, const offset_t *start, 
         *lo = at.seq;
         *budget = *budget > len ? *budget - len : 0;
         ++*rows;
+    }
+    return 0;
+}
+
+static uint64_t be64_at(const unsigned char *b)
+{
+    uint64_t v;
+    memcpy(&v, b, sizeof v);
+    return be64toh(v);
+}
+
+/* The head of scan's page in res (its row whose first column is NULL): the first
+ * message's seq and position, then the last one's seq and digest (int8send's
+ * big-endian bytes, and the digest's), or none of them: 1 found, 0 none (no
+ * message from lo on), LOG_EIO malformed. */
+static int page_head(PGresult *res, offset_t *start, page_end *end)
+{
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (!PQgetisnull(res, i, 0)) continue;
+        const unsigned char *b = (const unsigned char *)PQgetvalue(res, i, 1);
+        int len = PQgetlength(res, i, 1);
+        if (len != 16 && len != 24 + CHAIN_LEN) return LOG_EIO;
+        start->seq = be64_at(b);
+        start->pos = be64_at(b + 8);
+        memset(end, 0, sizeof *end);
+        if (len > 16) {
+            end->has = 1;
+            end->seq = be64_at(b + 16);
+            memcpy(end->digest, b + 24, CHAIN_LEN);
+        }
+        return 1;
     }
     return 0;
 }
@@ -545,34 +582,38 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         page_budget(budget) == (int64_t)pre->budget) {
         pre->scanned = 1;
         if (!pre->has_start) return 0;      /* no message from lo on */
-        if ((rc = page_rows(pre->res, pre->row, 1, &pre->start, &lo, &budget, &rows, fn, ud))) return rc;
+        if ((rc = page_rows(pre->res, 1, &pre->start, &pre->end, &lo, &budget, &rows, fn, ud))) return rc;
         if (rows == 0) return 0;
         first = 0;
     }
     while (lo < hi) {
         pg_params p;
         uint64_t end = hi - lo > READ_PAGE ? lo + READ_PAGE : hi;
+        offset_t start;
+        page_end last;
         pg_params_init(&p);
         pg_int(&p, id);
         pg_int(&p, (int64_t)lo);
         pg_int(&p, (int64_t)end);
         pg_int(&p, page_budget(budget));
         pg_int(&p, (int64_t)(end - lo));
+        /* The head (a NULL, then the first message's seq and position and the
+         * last one's seq and digest), then the messages' rows. */
         PGresult *res = pg_run(c,
-                               "SELECT data,"
-                               " CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = $1 AND seq >= $2)"
-                               "  THEN seq END,"
-                               " CASE WHEN seq = (SELECT min(seq) FROM messages WHERE stream = $1 AND seq >= $2)"
-                               "  THEN pos END,"
-                               " CASE WHEN seq = $3 - 1 OR pos + length(data) >= (SELECT pos FROM messages"
-                               "  WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT 1) + $4 THEN digest END"
-                               " FROM messages WHERE stream = $1 AND seq >= $2 AND seq < $3"
-                               " AND pos < (SELECT pos FROM messages WHERE stream = $1 AND seq >= $2"
-                               "  ORDER BY seq LIMIT 1) + $4"
-                               " ORDER BY seq LIMIT $5",
+                               "WITH f AS (SELECT seq, pos, pos + $4 AS lim FROM messages"
+                               "  WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT 1),"
+                               " l AS (SELECT seq, digest FROM messages WHERE stream = $1 AND seq >= $2"
+                               "  AND seq < $3 AND pos < (SELECT lim FROM f) ORDER BY seq DESC LIMIT 1)"
+                               " SELECT NULL::bytea, int8send(seq) || int8send(pos)"
+                               "  || coalesce(int8send((SELECT seq FROM l)) || (SELECT digest FROM l), ''::bytea)"
+                               " FROM f"
+                               " UNION ALL (SELECT data, NULL FROM messages WHERE stream = $1 AND seq >= $2"
+                               "  AND seq < $3 AND pos < (SELECT lim FROM f) ORDER BY seq LIMIT $5)",
                                &p, 1, &rc);
         if (!res) return rc;
-        rc = page_rows(res, -1, first, NULL, &lo, &budget, &rows, fn, ud);
+        rc = page_head(res, &start, &last);
+        if (rc == 1) rc = page_rows(res, first, &start, &last, &lo, &budget, &rows, fn, ud);
+        else if (rc == 0) rows = 0;
         PQclear(res);
         if (rc) return rc;
         if (rows == 0) break;
@@ -1039,31 +1080,33 @@ static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t o
 }
 
 /* The stream row at $1 (its INFO_COLS as text in an array, in binary form, then
- * the seq and position of its first message from seq $2: one value; its second
- * column empty, not NULL) and, after it, the first page of its messages from seq
- * $2 (at most $4 of them, $3 bytes: scan's page), each its bytes and the digest
- * where the page stops, in one statement: one snapshot, one round trip. Two
- * columns, not scan's four: the first message's place comes with the row, and a
- * message row is its bytes and a NULL (the backend's CPU per 1,000-message read
- * 600 -> 460 us, libpq's 264 -> 206: bench/RESULTS.md). None for a fork (its
- * ancestors' part is read in a transaction) nor a deleted stream. */
+ * the seq and position of its first message from seq $2, and the seq and digest
+ * of the page's last one: four values; its second column empty, not NULL) and,
+ * after it, the first page of its messages from seq $2 (at most $4 of them, $3
+ * bytes: scan's page), each its bytes and a NULL, in one statement: one
+ * snapshot, one round trip. The page's last message is found by one probe of the
+ * primary key from the page's end (l), not by a CASE on every row (the backend's
+ * instructions per 1,000-message read 0.92x: bench/RESULTS.md). None for a fork
+ * (its ancestors' part is read in a transaction) nor a deleted stream. */
 #define READ_ONE                                                                                              \
     "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1),"                                          \
-    " f AS (SELECT seq, pos FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"                    \
-    "  ORDER BY seq LIMIT 1)"                                                                                 \
+    " f AS (SELECT seq, pos, pos + $3 AS lim FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"   \
+    "  ORDER BY seq LIMIT 1),"                                                                                \
+    " l AS (SELECT seq, digest FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND"       \
+    "  deleted = 0) AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                         \
+    "  AND pos < (SELECT lim FROM f) ORDER BY seq DESC LIMIT 1)"                                              \
     " SELECT array_send(ARRAY[id::text, content_type, json::text, created_ms::text, access_ms::text,"         \
     "  ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text, stream_seq,"              \
     "  parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"             \
-    "  '\\x' || encode(digest, 'hex'), (SELECT seq FROM f)::text, (SELECT pos FROM f)::text]),"               \
+    "  '\\x' || encode(digest, 'hex'), (SELECT seq FROM f)::text, (SELECT pos FROM f)::text,"                 \
+    "  (SELECT seq FROM l)::text, '\\x' || encode((SELECT digest FROM l), 'hex')]),"                          \
     "  ''::bytea FROM s"                                                                                      \
-    " UNION ALL (SELECT data,"                                                                                \
-    "  CASE WHEN seq = least((SELECT tail_seq FROM s), $2 + $4) - 1"                                          \
-    "   OR pos + length(data) >= (SELECT pos FROM f) + $3 THEN digest END"                                    \
+    " UNION ALL (SELECT data, NULL"                                                                           \
     " FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0)"                   \
     "  AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                                      \
-    "  AND pos < (SELECT pos FROM f) + $3"                                                                    \
+    "  AND pos < (SELECT lim FROM f)"                                                                         \
     " ORDER BY seq LIMIT $4)"
-#define READ_ONE_VALUES (INFO_NCOLS + 2)
+#define READ_ONE_VALUES (INFO_NCOLS + 4)
 
 static uint32_t be32(const unsigned char *b)
 {
@@ -1101,6 +1144,14 @@ static int row_array(const unsigned char *b, size_t len, read_pre *pre)
     pre->has_start = v[INFO_NCOLS] && v[INFO_NCOLS + 1];
     if (pre->has_start)
         pre->start = (offset_t){(uint64_t)num_of(v[INFO_NCOLS]), (uint64_t)num_of(v[INFO_NCOLS + 1])};
+    /* The page's last message: its digest as "\\x" and hex (none: looked up later). */
+    const char *d = v[INFO_NCOLS + 3];
+    memset(&pre->end, 0, sizeof pre->end);
+    if (v[INFO_NCOLS + 2] && d && d[0] == '\\' && d[1] == 'x' && strlen(d + 2) == CHAIN_HEX &&
+        chain_parse(d + 2, CHAIN_HEX, pre->end.digest) == 0) {
+        pre->end.has = 1;
+        pre->end.seq = (uint64_t)num_of(v[INFO_NCOLS + 2]);
+    }
     rc = 0;
 out:
     free(buf);
