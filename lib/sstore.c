@@ -46,7 +46,16 @@ void sstore_new_id(char *out, size_t cap)
 
 static void stream_of(const char *id, char *out, size_t cap)
 {
-    snprintf(out, cap, "sessions/%s", id);
+    /* By hand: every append names its stream (snprintf cost more than the copy). */
+    static const char pre[] = "sessions/";
+    size_t k = sizeof pre - 1, n = strnlen(id, cap > k ? cap - k - 1 : 0);
+    if (cap <= k) {
+        snprintf(out, cap, "sessions/%s", id);
+        return;
+    }
+    memcpy(out, pre, k);
+    memcpy(out + k, id, n);
+    out[k + n] = '\0';
 }
 
 /* ---- replay ------------------------------------------------------------------------- */
