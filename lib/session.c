@@ -222,17 +222,20 @@ int session_event_dump(buf_t *out, const json_t *ev)
 static int flat_str(buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
-    int rc = buf_append(b, "\"", 1);
+    /* Room for the string as it is and its quotes at once (escapes grow it more). */
+    int rc = buf_reserve(b, n + 2);
+    if (rc) return rc;
+    b->p[b->len++] = '"';
     size_t start = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') continue;
         if (c >= 0x80) {
             size_t k = utf8_seq(s + i, n - i);
             if (!k) return 1;
             i += k - 1;
             continue;
         }
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
         char e[6] = {'\\', 0, 0, 0, 0, 0};
         size_t en = 2;
         switch (c) {
@@ -251,6 +254,14 @@ static int flat_str(buf_t *b, const char *s, size_t n)
         }
         if ((rc = buf_append(b, s + start, i - start)) == 0) rc = buf_append(b, e, en);
         start = i + 1;
+    }
+    if (rc == 0 && start == 0) {
+        /* Nothing escaped (most strings): it fits in the room reserved above. */
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len++] = '"';
+        b->p[b->len] = '\0';
+        return 0;
     }
     if (rc == 0) rc = buf_append(b, s + start, n - start);
     return rc ? rc : buf_append(b, "\"", 1);
