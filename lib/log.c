@@ -383,6 +383,30 @@ int log_tx_append(log_conn_t *c, log_append_req *r)
     return rc ? rc : op_append(c, r);
 }
 
+int log_tx_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *failed)
+{
+    size_t dummy;
+    if (!failed) failed = &dummy;
+    *failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = append_check(c, &r[i]);
+        if (rc) {
+            *failed = i;
+            return rc;
+        }
+    }
+    const store_streams_ops *s = store_of(c)->streams;
+    if (s->append_many) return n ? s->append_many(c, r, n, failed) : 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = op_append(c, &r[i]);
+        if (rc) {
+            *failed = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int log_delete(log_conn_t *c, const char *path)
 {
     delete_arg d = {path, 0};

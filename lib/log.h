@@ -172,6 +172,16 @@ int log_list(log_conn_t *c, const char *prefix, void (*fn)(void *ud, const char 
 int log_tx_create(log_conn_t *c, log_create_req *r);
 int log_tx_append(log_conn_t *c, log_append_req *r);
 int log_tx_delete(log_conn_t *c, const char *path);
+/* Inside log_transact: the appends r[0..n) as log_tx_append makes each, in that
+ * order (the same checks, the same results in each r[i]; a stream may come more
+ * than once), written together where the engine can: on PostgreSQL their streams'
+ * rows locked in one statement, in id order (so that two hosts' batches over the
+ * same streams queue instead of deadlocking), every message inserted with one
+ * statement and every tail moved with one, instead of about three statements an
+ * append; on SQLite one by one. Returns 0 when all were made, else the LOG_E* of
+ * the first that failed, its index in *failed (may be NULL): the caller's
+ * operation must then fail, which undoes whatever of the batch was made. */
+int log_tx_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *failed);
 
 /* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
  * must name a position of this stream, its byte part included (LOG_EOFFSET if it

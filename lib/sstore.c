@@ -306,25 +306,13 @@ static int is_delta(const char *type)
     return !strcmp(type, EV_TEXT_DELTA) || !strcmp(type, EV_THINKING_DELTA);
 }
 
-/* Append events as one record, fold them into v (which describes the tail) and keep
- * snapshots at every multiple of SSTORE_SNAPSHOT_EVERY. With check, v describes
- * the log up to seq `expect` only: if the events did not land right after it (the
- * log moved, or expect is 0: not known), v is first made again from the log, up
- * to where they landed. The deltas of a reply are folded from their payload as
- * given (their reducers copy what they keep; no envelope is built: it is encoded
- * without a tree, lib/session); every other event from its stored bytes, as every
- * view is made (sstore_fold). */
-static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, size_t n,
-                         const session_trace *trace, session_view *v, offset_t *first, int check,
-                         uint64_t expect)
+/* The events ev[0..n) encoded into bufs (each initialised here: the caller frees
+ * them) and msgs pointing into them, each a span of its own under trace's parent
+ * span. 0, or LOG_EIO. */
+static int events_encode(const sstore_event *ev, size_t n, const session_trace *trace, int64_t now, buf_t *bufs,
+                         log_msg *msgs)
 {
-    char path[SSTORE_ID_MAX + 16];
-    buf_t bufs[SSTORE_EVENTS_MAX];
-    log_msg msgs[SSTORE_EVENTS_MAX];
-    int64_t now = timefmt_now_ms();
     int rc = 0;
-    stream_of(id, path, sizeof path);
-    if (n > SSTORE_EVENTS_MAX) return LOG_EINVAL;
     for (size_t i = 0; i < n; i++) {
         /* Each event is a span of its own under the request's parent span. */
         session_trace t;
@@ -337,23 +325,30 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         msgs[i].data = bufs[i].p;
         msgs[i].len = bufs[i].len;
     }
-    log_append_req ar;
-    memset(&ar, 0, sizeof ar);
-    ar.path = path;
-    ar.content_type = "application/json";
-    ar.msgs = msgs;
-    ar.nmsgs = n;
-    if (rc == 0) rc = log_tx_append(c, &ar);
-    if (rc == 0 && first) *first = ar.appended;
-    if (rc == 0 && check && (!expect || expect != ar.appended.seq)) {
+    return rc;
+}
+
+/* The events ev[0..n), stored as msgs, landed at `appended`: fold them into v
+ * (which describes the tail) and keep snapshots at every multiple of
+ * SSTORE_SNAPSHOT_EVERY. With check, v describes the log up to seq `expect` only:
+ * if the events did not land right after it (the log moved, or expect is 0: not
+ * known), v is first made again from the log, up to where they landed. The deltas
+ * of a reply are folded from their payload as given (their reducers copy what they
+ * keep; no envelope is built: it is encoded without a tree, lib/session); every
+ * other event from its stored bytes, as every view is made (sstore_fold). */
+static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, const log_msg *msgs, size_t n,
+                         session_view *v, offset_t appended, int check, uint64_t expect)
+{
+    int rc = 0;
+    if (check && (!expect || expect != appended.seq)) {
         /* Not the tail any more (or never known): from the log, up to our events. */
         session_view_free(v);
         session_view_init(v);
-        rc = sstore_view(c, id, 1, ar.appended, v, NULL);
+        rc = sstore_view(c, id, 1, appended, v, NULL);
     }
     /* Fold each new event, snapshotting on the boundaries it crosses. */
     session_status status_before = v->status;
-    offset_t at = ar.appended;
+    offset_t at = appended;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (is_delta(ev[i].type)) {
             char off[OFFSET_LEN + 1];
@@ -366,12 +361,35 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
         at.pos += msgs[i].len;
         if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
     }
-    for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
     /* The row's status and updatedMs follow every event but the deltas of a reply,
      * which change no status: a streaming reply does not rewrite the row per delta. */
     int deltas = 1;
     for (size_t i = 0; i < n && deltas; i++) deltas = is_delta(ev[i].type);
     if (rc == 0 && !(deltas && v->status == status_before)) rc = set_status(c, id, v);
+    return rc;
+}
+
+/* Append events as one record (events_landed says the rest). */
+static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, size_t n,
+                         const session_trace *trace, session_view *v, offset_t *first, int check,
+                         uint64_t expect)
+{
+    char path[SSTORE_ID_MAX + 16];
+    buf_t bufs[SSTORE_EVENTS_MAX];
+    log_msg msgs[SSTORE_EVENTS_MAX];
+    stream_of(id, path, sizeof path);
+    if (n > SSTORE_EVENTS_MAX) return LOG_EINVAL;
+    int rc = events_encode(ev, n, trace, timefmt_now_ms(), bufs, msgs);
+    log_append_req ar;
+    memset(&ar, 0, sizeof ar);
+    ar.path = path;
+    ar.content_type = "application/json";
+    ar.msgs = msgs;
+    ar.nmsgs = n;
+    if (rc == 0) rc = log_tx_append(c, &ar);
+    if (rc == 0 && first) *first = ar.appended;
+    if (rc == 0) rc = events_landed(c, id, ev, msgs, n, v, ar.appended, check, expect);
+    for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
     return rc;
 }
 
@@ -421,6 +439,73 @@ int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *
     }
     if (rc == 0 && first) *first = start;
     if (rc == 0) *v_seq = start.seq + n;
+    return rc;
+}
+
+int sstore_tx_append_batch(log_conn_t *c, const session_trace *trace, sstore_batch *b, size_t n, size_t *failed)
+{
+    size_t nev = 0, k = 0, bad = 0, dummy;
+    int64_t now = timefmt_now_ms();
+    int rc = 0;
+    if (!failed) failed = &dummy;
+    *failed = 0;
+    for (size_t i = 0; i < n; i++) nev += b[i].n <= SSTORE_EVENTS_MAX ? b[i].n : 0;
+    log_append_req *ar = calloc(n ? n : 1, sizeof *ar);
+    size_t *ix = calloc(n ? n : 1, sizeof *ix);             /* ar[j] is b[ix[j]]'s */
+    uint64_t *expect = calloc(n ? n : 1, sizeof *expect);
+    char (*path)[SSTORE_ID_MAX + 16] = calloc(n ? n : 1, sizeof *path);
+    buf_t *bufs = calloc(nev ? nev : 1, sizeof *bufs);
+    log_msg *msgs = calloc(nev ? nev : 1, sizeof *msgs);
+    size_t encoded = 0;
+    if (!ar || !ix || !expect || !path || !bufs || !msgs) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        expect[i] = *b[i].v_seq;
+        *b[i].v_seq = 0;
+    }
+    /* Every session's events encoded, then appended together: one record each. A
+     * session with more events than a record holds is appended after the others,
+     * the way sstore_tx_append_cached splits them. */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (b[i].n > SSTORE_EVENTS_MAX) continue;
+        stream_of(b[i].id, path[k], sizeof path[k]);
+        rc = events_encode(b[i].ev, b[i].n, trace, now, bufs + encoded, msgs + encoded);
+        ar[k].path = path[k];
+        ar[k].content_type = "application/json";
+        ar[k].msgs = msgs + encoded;
+        ar[k].nmsgs = b[i].n;
+        encoded += b[i].n;
+        if (rc) bad = i;
+        ix[k++] = i;
+    }
+    if (rc == 0 && (rc = log_tx_append_many(c, ar, k, &bad)) != 0) bad = ix[bad];
+    for (size_t j = 0; j < k && rc == 0; j++) {
+        sstore_batch *e = &b[ix[j]];
+        rc = events_landed(c, e->id, e->ev, ar[j].msgs, e->n, e->v, ar[j].appended, 1, expect[ix[j]]);
+        if (rc) bad = ix[j];
+        e->first = ar[j].appended;
+        if (rc == 0) *e->v_seq = ar[j].appended.seq + e->n;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (b[i].n <= SSTORE_EVENTS_MAX) continue;
+        *b[i].v_seq = expect[i];
+        rc = sstore_tx_append_cached(c, b[i].id, trace, b[i].ev, b[i].n, b[i].v, b[i].v_seq, &b[i].first);
+        if (rc) bad = i;
+    }
+out:
+    if (rc) {
+        *failed = bad;
+        for (size_t i = 0; i < n; i++) *b[i].v_seq = 0;    /* undone with the operation */
+    }
+    for (size_t i = 0; bufs && i < encoded; i++) buf_free(&bufs[i]);
+    free(ar);
+    free(ix);
+    free(expect);
+    free(path);
+    free(bufs);
+    free(msgs);
     return rc;
 }
 

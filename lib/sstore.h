@@ -101,6 +101,30 @@ int sstore_command(log_conn_t *c, const char *id, const session_trace *trace,
 int sstore_tx_append_cached(log_conn_t *c, const char *id, const session_trace *trace, const sstore_event *ev,
                             size_t n, session_view *v, uint64_t *v_seq, offset_t *first);
 
+/* One session's events in a batch (sstore_tx_append_batch): as the arguments of
+ * sstore_tx_append_cached, and where its events landed. */
+typedef struct sstore_batch {
+    const char *id;
+    const sstore_event *ev;
+    size_t n;
+    session_view *v;
+    uint64_t *v_seq;
+    offset_t first;             /* out: the offset of its first event */
+} sstore_batch;
+#define SSTORE_TX_APPEND_BATCH 1    /* for bench/src/delta-cost.c, built against trees with and without it */
+
+/* For use inside log_transact: sstore_tx_append_cached for each of b[0..n) (one
+ * session each), with every session's events appended together
+ * (log_tx_append_many: on PostgreSQL a few statements for the whole batch instead
+ * of about three a session), then each one's view, snapshots and row as
+ * sstore_tx_append_cached keeps them. Returns 0 when all were written; else the
+ * first failure's LOG_E* (LOG_ENOTFOUND or LOG_EGONE for a session gone, ...),
+ * the index of its session in *failed (may be NULL), and every *v_seq is 0: the
+ * caller's operation must fail, which undoes the whole batch (a session that is
+ * to fail alone is written again the careful way, sstore_tx_append_cached in a
+ * nested unit of its own). */
+int sstore_tx_append_batch(log_conn_t *c, const session_trace *trace, sstore_batch *b, size_t n, size_t *failed);
+
 /* The view of session id after every event before `at` (or all, if !has_at). v must
  * be initialised; *pos gets the position it describes. Replays at most
  * SSTORE_SNAPSHOT_EVERY events past the nearest snapshot. LOG_ERANGE if `at` is

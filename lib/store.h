@@ -106,6 +106,11 @@ struct log_conn {
 typedef struct store_streams_ops {
     int (*create)(log_conn_t *c, log_create_req *r);
     int (*append)(log_conn_t *c, log_append_req *r);
+    /* log_tx_append_many, inside a group (optional: lib/log.c makes them one by
+     * one through append when an engine has none): the appends r[0..n) in that
+     * order, each with append's checks and results; 0 when all were made, else the
+     * first failure's LOG_E* and its index in *failed (the operation must fail). */
+    int (*append_many)(log_conn_t *c, log_append_req *r, size_t n, size_t *failed);
     int (*remove)(log_conn_t *c, const char *path, int *answer);  /* answer: 0 or LOG_E*, after commit */
     int (*touch)(log_conn_t *c, int64_t id);        /* inside a group */
     /* One batch of the retention sweep (log.h), inside a group: the expired

@@ -12,7 +12,9 @@
  * they had in flight. Writes of other tables that belong with a session's events
  * (its recordings: tap.c) are queued with them (outbox_defer) and made after
  * them. The held sessions' writes are made with no savepoint of their own (on
- * PostgreSQL each is a round trip and a subtransaction); if any of them fails,
+ * PostgreSQL each is a round trip and a subtransaction), their events all in one
+ * batch (sstore_tx_append_batch: on PostgreSQL their streams' rows locked in one
+ * statement, every message inserted in one, every tail moved in one); if any of them fails,
  * the whole commit is undone and made again the careful way, each session in a
  * savepoint of its own with its own lease statement, so that one session's failure
  * does not undo the others'.
@@ -167,11 +169,27 @@ static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, in
         renew[i] = it->renewed = now >= it->s->lease.renew_ms;
     }
     int rc = lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, held);
+    /* The held sessions' events in one batch (on PostgreSQL a few statements for
+     * all of them), then each one's deferred writes. */
+    sstore_batch *b = calloc(a->n ? a->n : 1, sizeof *b);
+    size_t *ix = calloc(a->n ? a->n : 1, sizeof *ix), nb = 0;
+    if (!b || !ix) abort();
+    for (size_t i = 0; i < a->n && rc == 0; i++) {
+        sess_t *s = a->items[i].s;
+        if (!held[i] || s->nout == 0) continue;
+        b[nb] = (sstore_batch){s->id, s->out, s->nout, &s->view, &s->view_seq, {0, 0}};
+        ix[nb++] = i;
+    }
+    if (rc == 0 && nb) rc = sstore_tx_append_batch(c, tr, b, nb, NULL);
+    for (size_t j = 0; j < nb && rc == 0; j++) a->items[ix[j]].first = b[j].first;
     for (size_t i = 0; i < a->n && rc == 0; i++) {
         commit_item *it = &a->items[i];
-        rc = held[i] ? session_tx(c, it, tr) : 0;
+        /* Recordings with their events (its lease alone: they wait for its events). */
+        rc = held[i] && it->s->nout ? deferred_tx(c, it->s) : 0;
         if (rc == 0) outcome(it, held[i], 0);
     }
+    free(b);
+    free(ix);
     free(ids);
     free(renew);
     free(held);

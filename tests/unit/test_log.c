@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "errs.h"
 #include "timefmt.h"
 #include "test.h"
 #include "test_db.h"
@@ -1648,6 +1649,237 @@ static void test_not_utf8(void)
     got_free(&g);
 }
 
+/* ---- log_tx_append_many: many appends written together --------------------------------- */
+
+typedef struct batch_arg {
+    log_append_req *r;
+    size_t n;
+    size_t failed;
+    int one_by_one;             /* log_tx_append each, as before the batch */
+} batch_arg;
+
+static int op_batch(log_conn_t *c, void *ud)
+{
+    batch_arg *a = ud;
+    a->failed = (size_t)-1;
+    if (!a->one_by_one) return log_tx_append_many(c, a->r, a->n, &a->failed);
+    for (size_t i = 0; i < a->n; i++) {
+        int rc = log_tx_append(c, &a->r[i]);
+        if (rc) {
+            a->failed = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+enum { AM_STREAMS = 6, AM_REQS = 8, AM_MSGS = 3 };
+
+/* The batch's requests: stream, messages (several to one stream, twice to two). */
+static const int am_stream[AM_REQS] = {3, 1, 3, 0, 5, 1, 4, 2};
+static const int am_count[AM_REQS] = {2, 1, 3, 1, 2, 2, 1, 1};
+
+typedef struct am_reqs {
+    char path[AM_REQS][32];
+    char text[AM_REQS][AM_MSGS][32];
+    log_msg m[AM_REQS][AM_MSGS];
+    log_append_req r[AM_REQS];
+} am_reqs;
+
+/* The round's requests to the streams under prefix (its texts the same for every prefix). */
+static void am_fill(am_reqs *q, const char *prefix, int round)
+{
+    memset(q, 0, sizeof *q);
+    for (int i = 0; i < AM_REQS; i++) {
+        snprintf(q->path[i], sizeof q->path[i], "%s/%d", prefix, am_stream[i]);
+        for (int j = 0; j < am_count[i]; j++) {
+            int len = snprintf(q->text[i][j], sizeof q->text[i][j], "r%d-q%d-m%d%s", round, i, j,
+                               j == 1 ? " (longer)" : "");
+            q->m[i][j] = (log_msg){q->text[i][j], (size_t)len};
+        }
+        q->r[i].path = q->path[i];
+        q->r[i].content_type = "text/plain";
+        q->r[i].msgs = q->m[i];
+        q->r[i].nmsgs = (size_t)am_count[i];
+    }
+}
+
+/* A batch of appends (several to a stream, two streams more than once) gives what
+ * the same appends one by one give: each request's offset, each stream's messages,
+ * each message's digest (the hash chain) and the tail's; a stream closed, deleted or
+ * soft-deleted (a fork still reads it) in a batch is refused as log_append refuses it,
+ * the batch's index of it said, and the operation that gives up on it leaves none of
+ * the batch behind; the next batch appends after what was there. */
+static void test_append_many(void)
+{
+    am_reqs *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
+    got g1 = {0}, g2 = {0};
+    char path[32], other[32];
+    for (int i = 0; i < AM_STREAMS; i++) {
+        snprintf(path, sizeof path, "/am/b/%d", i);
+        CHECK_EQ_INT(create_plain(path), 0);
+        snprintf(path, sizeof path, "/am/c/%d", i);
+        CHECK_EQ_INT(create_plain(path), 0);
+    }
+    for (int round = 0; round < 2; round++) {
+        am_fill(b, "/am/b", round);
+        am_fill(c, "/am/c", round);
+        batch_arg ab = {b->r, AM_REQS, 0, 0}, ac = {c->r, AM_REQS, 0, 1};
+        CHECK_EQ_INT(log_transact(conn, op_batch, &ab), 0);
+        CHECK_EQ_INT(log_transact(conn, op_batch, &ac), 0);
+        for (int i = 0; i < AM_REQS; i++) {
+            CHECK_EQ_UINT(b->r[i].appended.seq, c->r[i].appended.seq);
+            CHECK_EQ_UINT(b->r[i].appended.pos, c->r[i].appended.pos);
+            CHECK_EQ_UINT(b->r[i].info.tail.seq, c->r[i].info.tail.seq);
+            CHECK(memcmp(b->r[i].info.digest, c->r[i].info.digest, CHAIN_LEN) == 0);
+        }
+    }
+    /* Offsets contiguous, in the batch's order: stream 3 got requests 0 and 2. */
+    CHECK_OFFSET(b->r[0].appended, 5, 58);
+    CHECK_EQ_UINT(b->r[2].appended.seq, b->r[0].appended.seq + 2);
+    for (int i = 0; i < AM_STREAMS; i++) {
+        log_read_req r1, r2;
+        snprintf(path, sizeof path, "/am/b/%d", i);
+        snprintf(other, sizeof other, "/am/c/%d", i);
+        CHECK_EQ_INT(read_all(path, &g1, &r1), 0);
+        CHECK_EQ_INT(read_all(other, &g2, &r2), 0);
+        CHECK(g1.n > 0);
+        if (!CHECK_EQ_UINT(g1.n, g2.n)) continue;
+        for (size_t k = 0; k < g1.n; k++) {
+            uint8_t d1[CHAIN_LEN], d2[CHAIN_LEN];
+            CHECK_EQ_STR(g1.data[k], g2.data[k]);
+            CHECK_EQ_UINT(g1.at[k].seq, k);
+            CHECK_EQ_UINT(g1.at[k].pos, g2.at[k].pos);
+            CHECK_EQ_INT(log_digest_at(conn, path, k + 1, d1), 0);
+            CHECK_EQ_INT(log_digest_at(conn, other, k + 1, d2), 0);
+            CHECK(memcmp(d1, d2, CHAIN_LEN) == 0);
+        }
+        CHECK(memcmp(r1.digest, r2.digest, CHAIN_LEN) == 0);
+        got_free(&g1);
+        got_free(&g2);
+    }
+
+    /* Refused in a batch as alone: closed, deleted, soft-deleted. */
+    log_append_req one;
+    memset(&one, 0, sizeof one);
+    one.close = 1;
+    CHECK_EQ_INT(append_n("/am/b/2", NULL, 0, &one), 0);
+    CHECK_EQ_INT(log_delete(conn, "/am/b/4"), 0);
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = "/am/fork";
+    fr.ttl_s = fr.expires_ms = -1;
+    fr.fork_from = "/am/b/5";
+    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(log_delete(conn, "/am/b/5"), 0);
+    const char *bad[3] = {"/am/b/2", "/am/b/4", "/am/b/5"};
+    log_info before[2], now;
+    CHECK_EQ_INT(log_head(conn, "/am/b/0", &before[0]), 0);
+    CHECK_EQ_INT(log_head(conn, "/am/b/1", &before[1]), 0);
+    for (int k = 0; k < 3; k++) {
+        int alone = append1(bad[k], "x");
+        CHECK(alone == LOG_ECLOSED || alone == LOG_ENOTFOUND || alone == LOG_EGONE);
+        am_fill(b, "/am/b", 9);
+        b->r[0].path = "/am/b/0";
+        b->r[1].path = bad[k];
+        b->r[2].path = "/am/b/1";
+        batch_arg ab = {b->r, 3, 0, 0};
+        CHECK_EQ_INT(log_transact(conn, op_batch, &ab), alone);
+        CHECK_EQ_UINT(ab.failed, 1);
+        CHECK_EQ_INT(log_head(conn, "/am/b/0", &now), 0);
+        CHECK_OFFSET(now.tail, before[0].tail.seq, before[0].tail.pos);
+        CHECK_EQ_INT(log_head(conn, "/am/b/1", &now), 0);
+        CHECK_OFFSET(now.tail, before[1].tail.seq, before[1].tail.pos);
+    }
+    am_fill(b, "/am/b", 10);
+    b->r[0].path = "/am/b/1";
+    b->r[1].path = "/am/b/0";
+    batch_arg ab = {b->r, 2, 0, 0};
+    CHECK_EQ_INT(log_transact(conn, op_batch, &ab), 0);
+    CHECK_OFFSET(b->r[0].appended, before[1].tail.seq, before[1].tail.pos);
+    CHECK_OFFSET(b->r[1].appended, before[0].tail.seq, before[0].tail.pos);
+    CHECK_EQ_INT(read_all("/am/b/0", &g1, NULL), 0);
+    if (CHECK_EQ_UINT(g1.n, before[0].tail.seq + 1)) CHECK_EQ_STR(g1.data[g1.n - 1], "r10-q1-m0");
+    got_free(&g1);
+    free(b);
+    free(c);
+}
+
+/* Two handles (two hosts' runners) commit batches over the same streams, in
+ * opposite orders, again and again: none of them fails (on PostgreSQL each batch
+ * locks its streams' rows in id order, so the two queue; taken one by one in the
+ * batch's order they deadlock, and PostgreSQL fails one of the two: LOG_EBUSY). */
+enum { ORD_STREAMS = 8, ORD_ROUNDS = 25 };
+
+typedef struct orderer {
+    log_t *l;
+    int reverse;
+    int failures;
+} orderer;
+
+static void *order_many(void *arg)
+{
+    orderer *o = arg;
+    char err[256], path[ORD_STREAMS][32];
+    log_msg m = {"o", 1};
+    log_append_req r[ORD_STREAMS];
+    log_conn_t *c = log_conn_open(o->l, err, sizeof err);
+    if (!c) {
+        o->failures = ORD_ROUNDS;
+        return NULL;
+    }
+    for (int round = 0; round < ORD_ROUNDS; round++) {
+        memset(r, 0, sizeof r);
+        for (int i = 0; i < ORD_STREAMS; i++) {
+            snprintf(path[i], sizeof path[i], "/am/o/%d", o->reverse ? ORD_STREAMS - 1 - i : i);
+            r[i].path = path[i];
+            r[i].msgs = &m;
+            r[i].nmsgs = 1;
+        }
+        batch_arg a = {r, ORD_STREAMS, 0, 0};
+        int rc = log_transact(c, op_batch, &a);
+        if (rc) {
+            o->failures++;
+            fprintf(stderr, "  batch %s, round %d: %s\n", o->reverse ? "reversed" : "in order", round, errs_str(rc));
+        }
+    }
+    log_conn_close(c);
+    return NULL;
+}
+
+static void test_append_many_orders(void)
+{
+    log_t *l[2];
+    log_conn_t *c[2];
+    if (own_db("orders.db", 0, 10000, "/am/o/0", &l[0], &c[0])) return;
+    if (own_db("orders.db", 0, 10000, "/am/o/1", &l[1], &c[1])) {
+        log_conn_close(c[0]);
+        log_close(l[0]);
+        return;
+    }
+    for (int i = 2; i < ORD_STREAMS; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/am/o/%d", i);
+        CHECK_EQ_INT(test_db_create(c[0], path), 0);
+    }
+    orderer o[2] = {{l[0], 0, 0}, {l[1], 1, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) CHECK_EQ_INT(pthread_create(&t[i], NULL, order_many, &o[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    CHECK_EQ_INT(o[0].failures + o[1].failures, 0);
+    for (int i = 0; i < ORD_STREAMS; i++) {
+        char path[32];
+        log_info info;
+        snprintf(path, sizeof path, "/am/o/%d", i);
+        CHECK_EQ_INT(log_head(c[0], path, &info), 0);
+        CHECK_OFFSET(info.tail, 2 * ORD_ROUNDS, 2 * ORD_ROUNDS);
+    }
+    for (int i = 0; i < 2; i++) {
+        log_conn_close(c[i]);
+        log_close(l[i]);
+    }
+}
+
 static void engine_cases(void)
 {
     test_create();
@@ -1666,6 +1898,7 @@ static void engine_cases(void)
     test_touch();
     test_sweep_batches();
     test_ctype_and_errors();
+    test_append_many();
 }
 
 int main(void)
@@ -1681,6 +1914,7 @@ int main(void)
         pg_uri = test_db_is_pg() ? test_db_st()->uri : NULL;
         if (dir[0]) test_group_commit();    /* SQLite: a database of its own, in the same directory */
         if (dir[0] && !test_db_is_pg()) test_stopped_lock_holder();
+        if (dir[0]) test_append_many_orders();
         if (dir[0]) test_gap_hunter(engine);
         pg_uri = NULL;
         test_db_close(dir, lg, conn);

@@ -137,6 +137,23 @@ static void test_one_statement(void)
     CHECK_EQ_UINT(R.commit_retries, 0);
 }
 
+/* A session with more events than one record holds (SSTORE_EVENTS_MAX) in a commit
+ * with others: its events after the batch's, in records of their own; every view right. */
+static void test_many_events(void)
+{
+    int what[NSESS];
+    uint64_t t0 = tail_of(S[0]), t1 = tail_of(S[1]);
+    for (int k = 0; k < SSTORE_EVENTS_MAX + 4; k++) delta(S[0], "e");
+    delta(S[1], "f");
+    CHECK_EQ_INT(commit(what), 0);
+    CHECK_EQ_INT(what[0], 0);
+    CHECK_EQ_INT(what[1], 0);
+    CHECK_EQ_UINT(tail_of(S[0]), t0 + SSTORE_EVENTS_MAX + 4);
+    CHECK_EQ_UINT(tail_of(S[1]), t1 + 1);
+    CHECK(view_right(S[0]));
+    CHECK(view_right(S[1]));
+}
+
 static int refuse_tx(log_conn_t *c, const char *sid, void *ud)
 {
     (void)c;
@@ -146,8 +163,10 @@ static int refuse_tx(log_conn_t *c, const char *sid, void *ud)
 }
 
 /* In the middle of a group: session 5 deleted, session 9's lease taken over by
- * runner B, session 13's recording write refused. Each fails alone; the other 17
- * commit, their views right, and the next commit appends after them. */
+ * runner B, session 13's recording write refused, session 17's stream closed
+ * behind the runner's back. Each fails alone (the batch of the group's events
+ * gives up, the commit is made again the careful way); the other 16 commit, their
+ * views right, and the next commit appends after them. */
 static void test_fail_alone(void)
 {
     int what[NSESS];
@@ -156,6 +175,11 @@ static void test_fail_alone(void)
     snprintf(sql, sizeof sql, "UPDATE leases SET owner = 'B', instance = 'b0000001' WHERE session = '%s'",
              S[9]->id);
     CHECK_EQ_INT(test_db_sql(sql, NULL, 0), 0);
+    log_append_req close;
+    memset(&close, 0, sizeof close);
+    close.path = "sessions/ob-17";
+    close.close = 1;
+    CHECK_EQ_INT(log_append(conn, &close), 0);
     uint64_t tail[NSESS];
     for (int i = 0; i < NSESS; i++) {
         tail[i] = i == 5 ? 0 : tail_of(S[i]);
@@ -168,11 +192,12 @@ static void test_fail_alone(void)
     CHECK_EQ_INT(what[5], OUTBOX_GONE);
     CHECK_EQ_INT(what[9], OUTBOX_LOST);
     CHECK_EQ_INT(what[13], OUTBOX_FAILED);
+    CHECK_EQ_INT(what[17], OUTBOX_FAILED);
     CHECK_EQ_UINT(R.dropped - dropped, 1);
     for (int i = 0; i < NSESS; i++) {
         CHECK_EQ_UINT(S[i]->nout, 0);
         if (i == 5) continue;
-        if (i == 9 || i == 13) {
+        if (i == 9 || i == 13 || i == 17) {
             CHECK_EQ_UINT(tail_of(S[i]), tail[i]);      /* nothing of theirs written */
             CHECK_EQ_UINT(S[i]->view_seq, 0);
             continue;
@@ -183,11 +208,11 @@ static void test_fail_alone(void)
     }
     /* The next commit of the others: the fast way again, after what they had. */
     for (int i = 0; i < NSESS; i++)
-        if (i != 5 && i != 9 && i != 13) delta(S[i], "d");
+        if (i != 5 && i != 9 && i != 13 && i != 17) delta(S[i], "d");
     CHECK_EQ_INT(commit(what), 0);
     CHECK_EQ_UINT(R.commit_retries - retries, 1);
     for (int i = 0; i < NSESS; i++) {
-        if (i == 5 || i == 9 || i == 13) continue;
+        if (i == 5 || i == 9 || i == 13 || i == 17) continue;
         CHECK_EQ_INT(what[i], 0);
         CHECK_EQ_UINT(tail_of(S[i]), tail[i] + 2);
         CHECK(view_right(S[i]));
@@ -204,6 +229,7 @@ int main(void)
         R.lease_ms = TTL_MS;
         for (int i = 0; i < NSESS; i++) S[i] = sess_new(i);
         test_one_statement();
+        test_many_events();
         test_fail_alone();
         for (int i = 0; i < NSESS; i++) sess_free(S[i]);
         R.sessions = NULL;

@@ -1665,6 +1665,65 @@ static void test_alone(void)
     PQfinish(pg);
 }
 
+/* ---- a batch of appends: a few statements for all of them --------------------------- */
+
+typedef struct many_arg {
+    log_append_req *r;
+    size_t n;
+} many_arg;
+
+static int op_many(log_conn_t *c, void *ud)
+{
+    many_arg *a = ud;
+    return log_tx_append_many(c, a->r, a->n, NULL);
+}
+
+/* The statements bound (Bind messages the client sent) since *mark (moved on). */
+static int binds_since(tracer *t, size_t *mark)
+{
+    return sent_with(t, mark, "\tBind\t");
+}
+
+/* A batch of appends (log_tx_append_many, as the runner's commit makes it) over 20
+ * streams, two messages each and one stream twice: the rows locked in one statement,
+ * every message inserted with one, every tail moved with one (before the NOTIFY, in
+ * its round trip): 4 statements and 5 round trips with the BEGIN and the COMMIT,
+ * where one by one each append was about 3 statements and 2 round trips. Each row
+ * then holds its tail and its last message's digest. */
+static void test_append_many(void)
+{
+    enum { N = 20 };
+    char path[N][32];
+    log_msg m[2] = {{"ab", 2}, {"cde", 3}};
+    log_append_req r[N + 1];
+    for (int i = 0; i < N; i++) {
+        snprintf(path[i], sizeof path[i], "/am/%02d", i);
+        CHECK_EQ_INT(test_db_create(conn, path[i]), 0);
+    }
+    for (int round = 0; round < 2; round++) {
+        memset(r, 0, sizeof r);
+        for (int i = 0; i <= N; i++) {
+            r[i].path = path[i == N ? 3 : N - 1 - i];   /* not in id order */
+            r[i].msgs = m;
+            r[i].nmsgs = 2;
+        }
+        many_arg a = {r, N + 1};
+        tracer t;
+        size_t rmark = 0, bmark = 0;
+        if (round) trace_on(&t);      /* the first prepared the statements */
+        CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
+        if (!round) continue;
+        CHECK_EQ_INT(binds_since(&t, &bmark), 4);
+        CHECK_EQ_INT(round_trips(&t, &rmark), 5);
+        trace_off(&t);
+        CHECK_EQ_UINT(r[N].appended.seq, 6);             /* after its first request's */
+        CHECK_EQ_UINT(r[N].appended.pos, 15);
+    }
+    PGconn *pg = admin();
+    for (int i = 0; i < N; i++) row_tail(pg, path[i], i == 3 ? 8 : 4, i == 3 ? 20 : 10);
+    PQfinish(pg);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -1692,6 +1751,7 @@ int main(void)
     test_trial_group();
     test_trial_rerun();
     test_alone();
+    test_append_many();
     test_notify();
     test_row_lock();
     test_group_order();

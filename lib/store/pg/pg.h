@@ -93,6 +93,8 @@ typedef struct pg_conn {
     int nested;                 /* inside a nested savepoint (nest_begin): no tail kept back */
     void *read_pre;             /* a read's stream row and first page, fetched together
                                  * (pg_streams.c: op_read), while the read uses them */
+    void *batch;                /* an append_many's messages collected, not yet sent
+                                 * (pg_streams.c), while it runs its appends */
     /* A trial (store.h: log_conn.group_trial; pg_engine.c): the group's operations
      * run without a savepoint each, and the inserts of the appends whose rows the
      * group holds are sent in pipeline mode without waiting for their results

@@ -381,6 +381,106 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
     return rc;
 }
 
+/* ---- append_many: the messages of many appends in one insert ---------------------- */
+
+/* The messages an append_many's appends made while it ran, each a row of the
+ * insert batch_send sends for all of them: its stream, seq, pos and rec (in
+ * binary form, big-endian), its bytes (the caller's, alive while append_many
+ * runs) and its digest. */
+typedef struct msg_batch {
+    size_t n, cap;
+    uint64_t *num;              /* 4 a row: stream, seq, pos, rec */
+    uint8_t *dig;               /* CHAIN_LEN a row */
+    const void **data;
+    size_t *len;
+} msg_batch;
+
+static void batch_free(msg_batch *b)
+{
+    free(b->num);
+    free(b->dig);
+    free(b->data);
+    free(b->len);
+    memset(b, 0, sizeof *b);
+}
+
+/* Room for one more row: 0, or LOG_EIO when out of memory. */
+static int batch_room(msg_batch *b)
+{
+    if (b->n < b->cap) return 0;
+    size_t cap = b->cap ? 2 * b->cap : 64;
+    uint64_t *num = realloc(b->num, 4 * cap * sizeof *num);
+    if (num) b->num = num;
+    uint8_t *dig = num ? realloc(b->dig, cap * CHAIN_LEN) : NULL;
+    if (dig) b->dig = dig;
+    const void **data = dig ? realloc(b->data, cap * sizeof *data) : NULL;
+    if (data) b->data = data;
+    size_t *len = data ? realloc(b->len, cap * sizeof *len) : NULL;
+    if (!len) return LOG_EIO;
+    b->len = len;
+    b->cap = cap;
+    return 0;
+}
+
+/* The insert of every message collected in b (none: nothing), one statement
+ * whatever their number and streams; their tails stay kept back, as an append's
+ * insert leaves them (pg_flight_kept). 0 or LOG_E*; b is empty after. */
+static int batch_send(log_conn_t *c, msg_batch *b)
+{
+    size_t n = b->n;
+    if (!n) return 0;
+    b->n = 0;
+    const void **elem = malloc(6 * n * sizeof *elem);
+    size_t *len = malloc(6 * n * sizeof *len);
+    char *arr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    pg_params p;
+    int rc = LOG_EIO, held = rows_held(c);
+    pg_params_init(&p);
+    if (!elem || !len) goto out;
+    for (size_t i = 0; i < n; i++) {
+        for (int a = 0; a < 4; a++) {
+            elem[a * n + i] = &b->num[4 * i + a];
+            len[a * n + i] = sizeof b->num[0];
+        }
+        elem[4 * n + i] = b->data[i];
+        len[4 * n + i] = b->len[i];
+        elem[5 * n + i] = b->dig + i * CHAIN_LEN;
+        len[5 * n + i] = CHAIN_LEN;
+    }
+    for (int a = 0; a < 6; a++)
+        if (!(arr[a] = pg_array(&p, a < 4 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n))) goto out;
+    pg_stmt st = {"INSERT INTO messages (stream, seq, pos, rec, data, digest)"
+                  " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[],"
+                  " $6::bytea[])",
+                  &p};
+    if ((rc = pg_flight_kept(c, &st, 1))) goto out;
+    /* It changed no stream row: the rows hold if they held before it. */
+    if (held) pgc(c)->rows_at = pgc(c)->nstmts;
+out:
+    for (int a = 0; a < 6; a++) free(arr[a]);
+    free(elem);
+    free(len);
+    return rc;
+}
+
+/* Before a statement of the streams' own while an append_many collects: what it
+ * collected goes first, so that no statement sees a tail ahead of its messages. */
+static int batch_out(log_conn_t *c)
+{
+    return pgc(c)->batch ? batch_send(c, pgc(c)->batch) : 0;
+}
+
+/* The row of stream id as the group holds it, to which an append's tail may be
+ * kept back: the rows hold, it is not stale, and no nested savepoint is open. */
+static pg_row *kept_row(log_conn_t *c, int64_t id)
+{
+    pg_conn *pc = pgc(c);
+    if (!rows_held(c) || pc->nested) return NULL;
+    for (int i = 0; i < pc->nrows; i++)
+        if (pc->rows[i].info.id == id && !pc->rows[i].stale) return &pc->rows[i];
+    return NULL;
+}
+
 /* The row at path, locked: the kept one while the rows hold, else read (and kept). */
 static int lock_path(log_conn_t *c, const char *path, log_info *info, int *deleted)
 {
@@ -390,10 +490,13 @@ static int lock_path(log_conn_t *c, const char *path, log_info *info, int *delet
         if (deleted) *deleted = pgc(c)->rows[i].deleted;
         return 1;
     }
+    int rc = batch_out(c);
+    if (rc) return rc;
+    held = rows_held(c);
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, path);
-    int rc = get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, &d);
+    rc = get_row(c, "SELECT " INFO_COLS " FROM streams WHERE path = $1 FOR UPDATE", &p, info, &d);
     if (deleted) *deleted = d;
     if (rc == 1) row_keep(c, held, path, info, d);
     else if (rc == 0) rows_still(c, held, 0, NULL);
@@ -666,6 +769,47 @@ out:
     return rc;
 }
 
+/* The records at info's tail (info->tail moved on) into an append_many's batch b,
+ * their digests chained on from info->digest as msg_arrays chains them; the row
+ * kept (row) moved to the new tail and its tail kept back, as write_recs does after
+ * an insert of its own. 0, or LOG_EIO when out of memory (nothing kept). */
+static int batch_recs(log_conn_t *c, msg_batch *b, pg_row *row, log_info *info, const logrule_rec *recs,
+                      int nrecs, int64_t now)
+{
+    pg_conn *pc = pgc(c);
+    size_t first = b->n;
+    for (int k = 0; k < nrecs; k++) {
+        uint64_t rec = info->tail.seq;
+        for (size_t j = 0; j < recs[k].n; j++) {
+            if (batch_room(b)) {
+                b->n = first;
+                return LOG_EIO;
+            }
+            size_t i = b->n++;
+            const log_msg *m = &recs[k].msgs[j];
+            b->num[4 * i] = htobe64((uint64_t)info->id);
+            b->num[4 * i + 1] = htobe64(info->tail.seq);
+            b->num[4 * i + 2] = htobe64(info->tail.pos);
+            b->num[4 * i + 3] = htobe64(rec);
+            b->data[i] = m->data;
+            b->len[i] = m->len;
+            chain_link(info->digest, info->tail, m->data, m->len, info->digest);
+            memcpy(b->dig + i * CHAIN_LEN, info->digest, CHAIN_LEN);
+            info->tail.seq++;
+            info->tail.pos += m->len;
+        }
+    }
+    pc->due_fill = due_fill;
+    pc->due_done = due_done;
+    pg_changed(c, info->id);
+    undo_take(pc, row);
+    row->info = *info;
+    row->info.access_ms = now;
+    if (!row->dirty) pc->ndirty++;
+    row->dirty = 1;
+    return 0;
+}
+
 /* The records at info's tail (info->tail moved on), and the stream's row moved
  * to the new tail: the insert of one message by its values, of more from arrays
  * (one statement however many), then the row's update, in one round trip
@@ -675,6 +819,13 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
 {
     size_t n = 0;
     for (int k = 0; k < nrecs; k++) n += recs[k].n;
+    if (pgc(c)->batch) {
+        /* An append_many's append: its messages join the batch's insert. */
+        pg_row *row = n ? kept_row(c, info->id) : NULL;
+        if (row) return batch_recs(c, pgc(c)->batch, row, info, recs, nrecs, now);
+        int rc = batch_out(c);
+        if (rc) return rc;
+    }
     char *arr[5] = {NULL, NULL, NULL, NULL, NULL};
     uint8_t one[CHAIN_LEN];
     pg_params ins, tail;
@@ -1031,6 +1182,45 @@ static int op_append(log_conn_t *c, log_append_req *r)
     return logrule_append(c, &rows, r);
 }
 
+/* The appends r[0..n) (store.h: append_many): their streams' rows locked in one
+ * statement, in id order (pg_streams_lock: every host's batches take them in the
+ * same order), then each append as op_append makes it, the rows kept answering its
+ * look-up and checks without a statement; the messages of those whose row is kept
+ * are collected (pg_conn.batch) and inserted with one statement at the end
+ * (batch_send), their tails kept back and moved with one UPDATE before the next
+ * statement (due_fill). An append that needs a statement of its own (a producer's,
+ * a close without messages, a row the lock did not find) has what was collected
+ * sent first. Inside a nested savepoint, where no tail is kept back, one by one. */
+static int op_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *failed)
+{
+    pg_conn *pc = pgc(c);
+    msg_batch b;
+    int rc = 0;
+    memset(&b, 0, sizeof b);
+    *failed = 0;
+    if (!pc->nested) {
+        const char **paths = calloc(n ? n : 1, sizeof *paths);
+        if (!paths) return LOG_EIO;
+        for (size_t i = 0; i < n; i++) paths[i] = r[i].path;
+        rc = pg_streams_lock(c, paths, n);
+        free(paths);
+        if (rc) return rc;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        int k = r[i].nmsgs && !r[i].producer && rows_held(c) ? row_of(pc, r[i].path) : -1;
+        pc->batch = k >= 0 && kept_row(c, pc->rows[k].info.id) ? &b : NULL;
+        if (!pc->batch) rc = batch_send(c, &b);
+        if (!rc) rc = logrule_append(c, &rows, &r[i]);
+        pc->batch = NULL;
+        if (rc) *failed = i;
+    }
+    /* What was made before a failure goes too: the caller's operation fails and
+     * undoes it, but until then the transaction holds what the rows say. */
+    int sent = batch_send(c, &b);
+    batch_free(&b);
+    return rc ? rc : sent;
+}
+
 static int op_delete(log_conn_t *c, const char *path, int *answer)
 {
     return logrule_delete(c, &rows, path, answer);
@@ -1256,6 +1446,7 @@ static int op_list(log_conn_t *c, const char *prefix,
 const store_streams_ops pg_streams_ops = {
     .create = op_create,
     .append = op_append,
+    .append_many = op_append_many,
     .remove = op_delete,
     .touch = op_touch,
     .sweep = op_sweep,
