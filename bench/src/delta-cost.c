@@ -11,7 +11,8 @@
  *                                         commit one delta to each of K sessions taken
  *                                         in turn, as runner/outbox.c's op_commit does
  *                                         (with lease_tx_held_many: every lease in one
- *                                         statement, then the appends; before it: each
+ *                                         statement, then the appends, with
+ *                                         sstore_tx_append_batch all in one batch; before it: each
  *                                         session in its nested savepoint after its
  *                                         lease check): what a busy runner's commit
  *                                         costs per delta, with S streams' pages in play
@@ -154,6 +155,23 @@ static int op_group(log_conn_t *c, void *ud)
         renew[j] = 0;
     }
     if (lease_tx_held_many(c, ids, renew, (size_t)a->k, a->me, 3600000, held)) return LOG_EIO;
+#ifdef SSTORE_TX_APPEND_BATCH
+    /* A tree with sstore_tx_append_batch: the deltas in one batch, as op_commit. */
+    sstore_event d[a->k];
+    sstore_batch b[a->k];
+    for (long j = 0; j < a->k; j++) {
+        if (!held[j]) return LOG_EIO;
+        gsess *g = &a->ss[a->next];
+        a->next = (a->next + 1) % a->s;
+        char text[64];
+        int len = snprintf(text, sizeof text, "@ts%ld ", 1000000 + a->n++);
+        d[j] = event_delta(0, "rq_1", text, (size_t)len);
+        b[j] = (sstore_batch){g->id, &d[j], 1, &g->v, &g->seq, {0, 0}};
+    }
+    int rc = sstore_tx_append_batch(c, &tr, b, (size_t)a->k, NULL);
+    for (long j = 0; j < a->k; j++) json_decref(d[j].payload);
+    return rc ? LOG_EIO : 0;
+#endif
     for (long j = 0; j < a->k; j++)
         if (!held[j] || next_delta(c, a, &tr)) return LOG_EIO;
     return 0;

@@ -39,6 +39,14 @@
  * row is still one round trip. Inside a nested savepoint (the runner's commits)
  * no tail is kept back: its ROLLBACK TO would take back what no row remembers.
  *
+ * A batch of appends (append_many: the runner's commit, one delta or a few to
+ * each of many sessions) locks its streams' rows in one statement, in id order,
+ * and runs its appends on the rows kept without a statement each: their messages
+ * are collected (pg_conn.batch) and inserted with one statement, their tails kept
+ * back as above and moved with one UPDATE. Per append that was a row lock, an
+ * insert and an update, three statements and two round trips; per batch it is
+ * three statements, whatever its size.
+ *
  * Every change to a stream row stamps streams.xid = pg_current_xact_id() (the
  * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY
  * (pg_changed); deleting a row notes it too.
