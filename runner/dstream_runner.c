@@ -1,9 +1,11 @@
 /* dstream-runner: the daemon that executes sessions.
  *
- * One process, one thread, one loop: curl_multi_poll() waits on every provider
- * transfer, on the commit watcher's eventfd (lib/wake: any session changed, in
- * any process) and on a signal pipe, with a timeout from the nearest timer
- * (retries, checkpoint expiry, lease renewal, another runner's lease running out).
+ * One process, one thread, one loop: poll() waits on the epoll set of every
+ * provider transfer's socket (curlev.c: libcurl is then handed only the sockets
+ * that are ready, not every transfer each turn), on the commit watcher's eventfd
+ * (lib/wake: any session changed, in any process), on a signal pipe and on the MCP
+ * servers' pipes, with a timeout from the nearest timer (libcurl's own, retries,
+ * checkpoint expiry, lease renewal, another runner's lease running out).
  * Nothing is re-examined on a clock: a session is looked at when its log changes,
  * its timer fires or a lease expires (and all unfinished ones once, at start).
  * Each turn of the loop ends with one commit of everything it decided, for every
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@
 #include "../lib/opfile.h"
 #include "../lib/retain.h"
 #include "../lib/wake.h"
+#include "curlev.h"
 #include "deliver.h"
 #include "driver.h"
 #include "mcp_pool.h"
@@ -51,6 +55,11 @@
 #define RUNNER_SWEEP_BUDGET_MS 20
 #define RUNNER_SWEEP_AGAIN_MS 200
 #define RUNNER_CACHE_KIB 16384   /* its connections' SQLite page cache (log_opts.cache_kib) */
+
+/* The loop polls the MCP pool's pipes itself and tells their readiness in curl's
+ * terms (rmcp_process reads curl_waitfd): the same bits. */
+_Static_assert(POLLIN == CURL_WAIT_POLLIN && POLLOUT == CURL_WAIT_POLLOUT && POLLPRI == CURL_WAIT_POLLPRI,
+               "poll and curl_waitfd bits differ");
 
 static int sigpipe_fds[2] = {-1, -1};
 
@@ -252,6 +261,7 @@ int main(int argc, char **argv)
     wake_waiter_t *waiter = NULL;
     deliver_t *deliver = NULL;
     traces_t *traces = NULL;
+    curlev_t *cev = NULL;
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
         diag("error", "%s", err);
         status = 1;
@@ -282,6 +292,11 @@ int main(int argc, char **argv)
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     R.multi = curl_multi_init();
+    if (!(cev = curlev_new(R.multi, err, sizeof err))) {   /* before any transfer is added */
+        diag("error", "%s", err);
+        status = 1;
+        goto out;
+    }
     deliver = deliver_new(R.conn, R.multi, err, sizeof err);   /* subscriptions */
     if (!deliver) {
         diag("error", "%s", err);
@@ -353,14 +368,21 @@ int main(int argc, char **argv)
         wait = tap_wait(&R, now, wait);
         wait = deliver_wait(deliver, now, wait);
         wait = traces_wait(traces, now, wait);
+        wait = curlev_wait(cev, wait);
         if (commit_failed && wait > 100) wait = 100;
         if (wait < 0) wait = 0;
         int timeout = rmcp_timeout(R.mcp, (int)wait);
         struct curl_waitfd extra[2 + RMCP_FDS_MAX] = {{wake_waiter_fd(waiter), CURL_WAIT_POLLIN, 0},
                                                       {sigpipe_fds[0], CURL_WAIT_POLLIN, 0}};
         unsigned nmcp = rmcp_waitfds(R.mcp, extra + 2, RMCP_FDS_MAX);
-        int numfds = 0;
-        curl_multi_poll(R.multi, extra, 2 + nmcp, timeout, &numfds);
+        /* The transfers' sockets are one descriptor here (curlev.c); the others'
+         * readiness is told as curl_multi_poll told it (in, out, pri). */
+        struct pollfd pfd[3 + RMCP_FDS_MAX];
+        unsigned nfd = 2 + nmcp;
+        for (unsigned i = 0; i < nfd; i++) pfd[i] = (struct pollfd){extra[i].fd, (short)extra[i].events, 0};
+        pfd[nfd] = (struct pollfd){curlev_fd(cev), POLLIN, 0};
+        if (poll(pfd, nfd + 1, timeout) > 0)
+            for (unsigned i = 0; i < nfd; i++) extra[i].revents = pfd[i].revents & (POLLIN | POLLOUT | POLLPRI);
         rmcp_process(R.mcp, extra + 2, nmcp);
         if (extra[1].revents) {
             char buf[16];
@@ -371,8 +393,7 @@ int main(int argc, char **argv)
             wake_clear(waiter);
             log_changes_tails(R.conn, &rev, on_change, &R);
         }
-        int running;
-        curl_multi_perform(R.multi, &running);
+        curlev_run(cev, pfd[nfd].revents != 0);
         runner_stats_tick(&R);
         CURLMsg *msg;
         int left;
@@ -466,6 +487,7 @@ out:
         curl_multi_cleanup(R.multi);
         curl_global_cleanup();
     }
+    curlev_free(cev);
     wake_waiter_free(waiter);
     wake_stop(wake);
     log_conn_close(R.conn);
