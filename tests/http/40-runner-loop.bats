@@ -1,0 +1,116 @@
+#!/usr/bin/env bats
+# The runner's loop with many transfers on its curl multi handle at once (runner/
+# curlev.c: libcurl handed only the sockets that are ready, and its timer when due):
+# two dozen sessions streaming together all finish with their whole reply, while one
+# session's provider stalls mid-stream (its transfer idle on a quiet socket, then
+# cancelled) and another's connection is cut mid-stream (retried, the reply continued);
+# and a webhook receiver that holds the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while
+# sessions stream: the delivery times out (libcurl's timer), is retried and acked.
+#
+# One stack and one mock for the file (runner-helpers.bash). Waits are polls with
+# deadlines; every load is bounded in count.
+
+load runner-helpers
+
+RECEIVER=$DS_ROOT/tests/http/tools/webhook-receiver.mjs
+MANY=24
+
+setup_file() { rn_start DSTREAM_WEBHOOK_ALLOW=127.0.0.2 DSTREAM_WEBHOOK_TIMEOUT_MS=1000; }
+teardown_file() { rn_stop; }
+setup() {
+    rn_test_setup
+    T=$BATS_TEST_TMPDIR
+    BG_PIDS=()
+    rn_slow_default 20     # about 60 deltas, 20 ms apart, naming the question
+}
+teardown() {
+    rn_test_teardown
+    ds_bg_stop
+    curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__default"
+}
+
+_count_ge() { [ "$(rn_request_count)" -ge "$1" ]; }
+
+# start_many AGENT PREFIX: MANY sessions, each asked "PREFIX-N"; their ids in $T/ids.
+start_many() {
+    local i id
+    : >"$T/ids"
+    for i in $(seq 1 "$MANY"); do
+        id=$(rn_session "{\"agent\": \"$1\"}") || return 1
+        rn_say "$id" "$2-$i" || return 1
+        echo "$id $2-$i" >>"$T/ids"
+    done
+}
+
+# all_replied: every session of $T/ids completed with its one whole reply (those
+# found so far are remembered in $T/done).
+all_replied() {
+    local id q
+    touch "$T/done"
+    while read -r id q; do
+        grep -qx "$id" "$T/done" && continue
+        rn_get "$id" && rn_one_reply "$DS_BODY" "$(rn_slow_expected "$q")" || return 1
+        echo "$id" >>"$T/done"
+    done <"$T/ids"
+}
+
+@test "$MANY sessions streaming at once all finish whole, while one provider stalls mid-stream (then cancelled) and one connection is cut (retried)" {
+    local agent stalled cut
+    agent=$(rn_agent anthropic claude-test-model)
+    # The stalled one: its reply starts, then nothing comes (until it is cancelled).
+    stalled=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script '{"hang": true}'
+    rn_say "$stalled" "stall"
+    ds_poll 10 _count_ge 1
+    # The cut one: a few deltas, then the connection is closed mid-stream; the retry
+    # gets the default reply.
+    cut=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script "$(jq -nc '{text: "cut short in the middle of a long reply", chunkSize: 4, delayMs: 20, cutAfter: 3}')"
+    rn_say "$cut" "cut"
+    ds_poll 10 _count_ge 2
+    start_many "$agent" q
+    ds_poll 90 all_replied || { echo "replied: $(wc -l <"$T/done") of $MANY" >&2; tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+    # (the retry continues the reply from what the cut attempt had said)
+    rn_wait "$cut" ".status == \"completed\" and (.messages | length) == 2 and
+        (.messages[1].content | startswith(\"cut short\") and endswith(\"$(rn_slow_expected cut)\"))" 30
+    # The stalled request is still in flight through all of it; a cancel cuts it.
+    rn_holds "$stalled" '.request != null and .status != "completed"'
+    req POST "/v1/sessions/$stalled/cancel"
+    assert_status 202
+    rn_wait "$stalled" '.status == "cancelled" and .request == null'
+    # One request per session, two for the cut one (its retry).
+    rn_requests >"$T/requests.json"
+    jq -e --argjson n "$((MANY + 3))" 'length == $n' "$T/requests.json" >/dev/null ||
+        { jq length "$T/requests.json" >&2; return 1; }
+}
+
+received() { [ -f "$T/$1/requests.jsonl" ] && wc -l <"$T/$1/requests.jsonl" || echo 0; }
+_received_ge() { [ "$(received "$1")" -ge "$2" ]; }
+sub_is() {
+    req GET "/v1/stream/__ds/subscriptions/$1"
+    [ "$status_code" = 200 ] && jq -e "$2" <<<"$body" >/dev/null
+}
+
+@test "a webhook receiver holding the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while sessions stream: the delivery times out, is retried and acked" {
+    local agent tail
+    mkdir -p "$T/r"
+    spawn "$T/r/log" node "$RECEIVER" 127.0.0.2 "$T/r"
+    ds_poll 10 test -s "$T/r/url"
+    printf '%s\n' '{"hold": true}' >"$T/r/response.json"
+    agent=$(rn_agent anthropic claude-test-model)
+    start_many "$agent" w
+    req PUT /v1/stream/__ds/subscriptions/t1 -H 'Content-Type: application/json' \
+        --data-binary "$(jq -nc --arg u "$(cat "$T/r/url")/hook" '{type: "webhook", pattern: "t1/*", webhook: {url: $u}}')"
+    assert_status 201
+    req PUT /v1/stream/t1/a -H 'Content-Type: application/json' --data-binary '{"n": 1}'
+    ds_poll 10 _received_ge r 1
+    # Held: only libcurl's timer ends it (the receiver never answers nor closes).
+    ds_poll 20 grep -q 'subscription t1: webhook delivery failed: Timeout was reached' "$DS_DIR/logs/runner.log"
+    printf '%s\n' '{"body": {"done": true}}' >"$T/r/response.json"
+    ds_poll 30 _received_ge r 2
+    tail=$(req HEAD /v1/stream/t1/a && header Stream-Next-Offset)
+    ds_poll 10 sub_is t1 "[.streams[] | select(.path == \"t1/a\") | .acked_offset == \"$tail\"] | any"
+    ds_poll 90 all_replied || { echo "replied: $(wc -l <"$T/done") of $MANY" >&2; return 1; }
+    req DELETE /v1/stream/__ds/subscriptions/t1
+    assert_status 204
+}
