@@ -84,6 +84,9 @@ $(B)/tests/%: tests/unit/%.c $(B)/libdstream.a $(wildcard tests/unit/*.h)
 	@echo "  CC   $<"
 	$(Q)$(CC) $(CFLAGS) -Ilib $(LDFLAGS) -o $@ $< $(B)/libdstream.a $(LDLIBS)
 
+# The runner's modules tested alone that drive libcurl.
+$(B)/tests/test_curlev: LDLIBS += -lcurl
+
 $(B)/bench/%: bench/%.c $(B)/libdstream.a
 	@mkdir -p $(dir $@)
 	@echo "  CC   $<"

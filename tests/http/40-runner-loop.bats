@@ -4,8 +4,9 @@
 # two dozen sessions streaming together all finish with their whole reply, while one
 # session's provider stalls mid-stream (its transfer idle on a quiet socket, then
 # cancelled) and another's connection is cut mid-stream (retried, the reply continued);
-# and a webhook receiver that holds the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while
-# sessions stream: the delivery times out (libcurl's timer), is retried and acked.
+# and a webhook receiver that holds the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while no
+# other transfer is in flight: the delivery times out on libcurl's timer alone (the
+# loop must wake up for it), is retried and acked while sessions stream.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
 # deadlines; every load is bounded in count.
@@ -91,22 +92,23 @@ sub_is() {
     [ "$status_code" = 200 ] && jq -e "$2" <<<"$body" >/dev/null
 }
 
-@test "a webhook receiver holding the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while sessions stream: the delivery times out, is retried and acked" {
+@test "a webhook receiver holding the wake past DSTREAM_WEBHOOK_TIMEOUT_MS on an idle runner: the delivery times out on libcurl's timer alone, is retried and acked while sessions stream" {
     local agent tail
     mkdir -p "$T/r"
     spawn "$T/r/log" node "$RECEIVER" 127.0.0.2 "$T/r"
     ds_poll 10 test -s "$T/r/url"
     printf '%s\n' '{"hold": true}' >"$T/r/response.json"
-    agent=$(rn_agent anthropic claude-test-model)
-    start_many "$agent" w
     req PUT /v1/stream/__ds/subscriptions/t1 -H 'Content-Type: application/json' \
         --data-binary "$(jq -nc --arg u "$(cat "$T/r/url")/hook" '{type: "webhook", pattern: "t1/*", webhook: {url: $u}}')"
     assert_status 201
     req PUT /v1/stream/t1/a -H 'Content-Type: application/json' --data-binary '{"n": 1}'
     ds_poll 10 _received_ge r 1
-    # Held: only libcurl's timer ends it (the receiver never answers nor closes).
+    # Held, with no other transfer in flight: only libcurl's timer, which the loop
+    # must wake up for, ends it (the receiver never answers nor closes).
     ds_poll 20 grep -q 'subscription t1: webhook delivery failed: Timeout was reached' "$DS_DIR/logs/runner.log"
     printf '%s\n' '{"body": {"done": true}}' >"$T/r/response.json"
+    agent=$(rn_agent anthropic claude-test-model)
+    start_many "$agent" w
     ds_poll 30 _received_ge r 2
     tail=$(req HEAD /v1/stream/t1/a && header Stream-Next-Offset)
     ds_poll 10 sub_is t1 "[.streams[] | select(.path == \"t1/a\") | .acked_offset == \"$tail\"] | any"
