@@ -30,6 +30,12 @@
 # with HOPS_SYNC_ONLY=1 only the runner's fdatasync/fsync calls are traced, with
 # --seccomp-bpf, so that nothing else stops: their durations beside the run's latencies;
 # PG_PID, the postmaster's PID of DB's cluster: its processes' syncs too),
+# SYSCALLS_OUT (if set: perf stat of the runner's system calls during each run, to
+# SYSCALLS_OUT.N: all of them, and poll, epoll_wait and recvfrom, counted by the kernel's
+# tracepoints, which cost the runner little, unlike strace; with the runner's loop turns
+# from /metrics, dstream_runner_loops_total, before and after), RUNNER_NICE (if set:
+# renice the runner to it, e.g. -10, for both trees alike: on a machine others load, the
+# runner then gets the CPU as on a quiet one, and its loop turns as often),
 # ROOT (the tree whose binaries and deploy/dstream-stack are measured: default this
 # one; the mock and the reader always come from this one), DB (the stack's database:
 # default a SQLite file in the work directory; a postgresql:// URI of an empty
@@ -87,6 +93,7 @@ DSTREAM_DB=${DB:-$work/stack/dstream.db} DSTREAM_PROVIDERS=$work/providers.json 
 url=$(cat "$work/stack/url")
 port=${url##*:}
 runner_pid=$(cat "$work/stack/runner.pid")
+[ -n "${RUNNER_NICE:-}" ] && renice -n "$RUNNER_NICE" -p "$runner_pid" >/dev/null
 tck=$(getconf CLK_TCK)
 
 api() { curl -fsS -o /dev/null -H 'Content-Type: application/json' "$@"; }
@@ -148,6 +155,13 @@ for n in $SESSIONS; do
             perf record -q ${PERF_CG:--g} -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
             ppid=$!
         fi
+        tpid=
+        if [ -n "${SYSCALLS_OUT:-}" ]; then  # system calls counted by tracepoints
+            curl -fsS "$url/metrics" | grep '^dstream_runner_loops_total' | sed 's/^/before: /' >"$SYSCALLS_OUT.$n.loops" || true
+            perf stat -x, -o "$SYSCALLS_OUT.$n" -e raw_syscalls:sys_enter,syscalls:sys_enter_poll,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_recvfrom \
+                -p "$runner_pid" >/dev/null 2>&1 &
+            tpid=$!
+        fi
         spid=
         if [ -n "${STRACE_OUT:-}" ]; then   # system calls of the runner during the run
             strace -c -f -o "$STRACE_OUT.$n" -p "$runner_pid" 2>/dev/null &
@@ -161,6 +175,10 @@ for n in $SESSIONS; do
         c1=$(cpu_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
         for p in $spid $hpids; do kill -INT "$p" 2>/dev/null || true; wait "$p" || true; done
+        if [ -n "$tpid" ]; then
+            kill -INT "$tpid"; wait "$tpid" || true
+            curl -fsS "$url/metrics" | grep '^dstream_runner_loops_total' | sed 's/^/after: /' >>"$SYSCALLS_OUT.$n.loops" || true
+        fi
         line=$(grep '^mode=tokens readers' "$work/out" || echo "mode=tokens failed")
         echo "$line" >>"$work/raw"
         awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v tck="$tck" -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {

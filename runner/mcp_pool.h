@@ -5,7 +5,7 @@
  * own, with a small environment (PATH, HOME, LANG, TMPDIR and its configured env:
  * never the runner's provider keys); its stdin and stdout carry the protocol,
  * its stderr goes to the runner's log line by line, prefixed with its name. All
- * three pipes are non-blocking and polled by the runner's curl_multi_poll, so
+ * three pipes are non-blocking and polled by the runner's loop (its poll()), so
  * nothing here ever waits.
  *
  * A call that outlives its timeout is answered as a failure (and the server told

@@ -7,7 +7,7 @@
  * is gone has ended, as a failure if its last HTTP status was not 200 or its
  * stream reported an error; its model, tokens, cost (DSTREAM_PRICING), duration
  * and time to first output go into figures by model (lib/rstats, a file beside the
- * database). Called between curl_multi_perform and the handling of
+ * database). Called between libcurl's work of the turn and the handling of
  * finished transfers, it sees every attempt at least once and with its final
  * status. Keeping the counting here leaves the driver untouched. The MCP servers'
  * figures are the exception: runner/mcp_pool counts calls, failures by reason and

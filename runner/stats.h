@@ -9,7 +9,7 @@
 /* How often the figures are published (a commit of their runner_stats row). */
 #define RUNNER_STATS_PERIOD_MS 1000
 
-/* Call once per loop iteration, after curl_multi_perform and before its finished
+/* Call once per loop iteration, after libcurl's work (curlev_run) and before its finished
  * transfers are handled: looks at the sessions and requests in R (so every
  * provider attempt is seen at least once, with its final HTTP status). The first
  * call counts a start. Publishing is runner_stats_publish's. */
