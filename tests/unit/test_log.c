@@ -557,7 +557,7 @@ static void test_long_reads(void)
  * its own offset with its own bytes, the read ending where the budget says, and
  * the digest it reports the one log_digest_at gives for where it stopped (the
  * engine fetches only the page's last one, or looks it up). */
-enum { WALK_MSGS = 4700, WALK_FORK_AT = 3000, WALK_FORK_MSGS = 200 };
+enum { WALK_MSGS = 4705, WALK_FORK_AT = 3000, WALK_FORK_MSGS = 200 };   /* the last one empty */
 
 static size_t walk_msg(uint64_t seq, int fork, char *buf)
 {

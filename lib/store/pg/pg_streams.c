@@ -598,41 +598,48 @@ static int64_t page_budget(uint64_t budget)
 }
 
 /* The messages of one page in res, each to fn from *lo on (moved on, and *budget
- * down); *rows: how many. A message row is its bytes (binary, column 0) and a NULL;
- * a row whose second column is not NULL is the page's head (or the stream row of
- * READ_ONE), which the caller read: the first message's seq and position (start)
- * and the page's last message (end). The others' follow from the first (a stream's
- * messages are numbered without gaps from the first one still kept, and lie end to
- * end). The read needs only the digest of the last message it delivers, which is
- * the page's last one where the read stops inside the page (the budget's message
- * ends the page: the statement fetches no message at or past the budget); the
- * others get LOGRULE_DIGEST_LATER (looked up once, should a caller stop elsewhere).
- * Every value a row carries costs the server its evaluation and a send function,
- * and libpq a field: a CASE choosing whether to send a digest on each of 1,000
- * rows was 8 % of a PostgreSQL backend's instructions per catch-up read
- * (bench/RESULTS.md). A page after the first one of a read starts where the last
- * one ended, or the read stops there (returns 1): outside a transaction
- * (READ_ONE's reads) a stream deleted or swept between two pages would otherwise
- * skip the messages gone. */
-static int page_rows(PGresult *res, int first, const offset_t *start, const page_end *end, uint64_t *lo,
-                     uint64_t *budget, int *rows,
+ * down); *rows: how many. Row 0 is the page's head (READ_ONE's stream row, or
+ * scan's own), which the caller read: the first message's seq and position
+ * (start) and the page's last message (end); each row after it is a message, its
+ * bytes alone (binary, one column: PostgreSQL's Append returns the branches of a
+ * UNION ALL in order, each in its own). The others' offsets follow from the
+ * first (a stream's messages are numbered without gaps from the first one still
+ * kept, and lie end to end). The read needs only the digest of the last message
+ * it delivers, which is the page's last one where the read stops inside the page
+ * (the statement fetches no message at or past the budget, lim: the first one's
+ * position and the page's budget): the message that reaches lim carries its
+ * digest after its bytes (the statement appends it to that row alone, where
+ * position + length >= lim: a row of another message is shorter than that, since
+ * it ends before lim), and a page that ends before the budget has its last
+ * message's in the head (end); the others get LOGRULE_DIGEST_LATER (looked up
+ * once, should a caller stop elsewhere). Every value a row carries costs the server its
+ * evaluation and a send function, and libpq a field: a CASE choosing whether to
+ * send a digest on each of 1,000 rows was 15 % of a PostgreSQL backend's
+ * instructions per catch-up read, the NULL column that marked a message row 4 %
+ * and 18 % of libpq's (bench/RESULTS.md). A page after the first one of a read
+ * starts where the last one ended, or the read stops there (returns 1): outside
+ * a transaction (READ_ONE's reads) a stream deleted or swept between two pages
+ * would otherwise skip the messages gone. */
+static int page_rows(PGresult *res, int first, const offset_t *start, const page_end *end, uint64_t lim,
+                     uint64_t *lo, uint64_t *budget, int *rows,
                      int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
                      void *ud)
 {
-    int n = PQntuples(res), have = 0, last = -1;
+    int n = PQntuples(res);
     offset_t at = *start;
     *rows = 0;
-    for (int i = n - 1; i >= 0 && last < 0; i--)
-        if (PQgetisnull(res, i, 1)) last = i;
-    for (int i = 0; i <= last; i++) {
-        if (!PQgetisnull(res, i, 1)) continue;     /* the head */
-        if (!have) {
-            if (!first && at.seq != *lo) return 1;
-            have = 1;
-        }
+    if (n > 1 && !first && at.seq != *lo) return 1;
+    for (int i = 1; i < n; i++) {
         size_t len = (size_t)PQgetlength(res, i, 0);
-        const uint8_t *d = i == last && end->has && end->seq == at.seq ? end->digest : LOGRULE_DIGEST_LATER;
-        int stop = fn(ud, PQgetvalue(res, i, 0), len, at, d);
+        const char *data = PQgetvalue(res, i, 0);
+        const uint8_t *d = i == n - 1 && end->has && end->seq == at.seq ? end->digest : LOGRULE_DIGEST_LATER;
+        /* The message that reaches the budget has its digest after its bytes:
+         * only its own length, not one of another row, reaches lim so. */
+        if (len >= CHAIN_LEN && at.pos + (len - CHAIN_LEN) >= lim) {
+            len -= CHAIN_LEN;
+            d = (const uint8_t *)data + len;
+        }
+        int stop = fn(ud, data, len, at, d);
         if (stop) return stop;
         at.seq++;
         at.pos += len;
@@ -650,28 +657,25 @@ static uint64_t be64_at(const unsigned char *b)
     return be64toh(v);
 }
 
-/* The head of scan's page in res (its row whose first column is NULL): the first
- * message's seq and position, then the last one's seq and digest (int8send's
- * big-endian bytes, and the digest's), or none of them: 1 found, 0 none (no
- * message from lo on), LOG_EIO malformed. */
+/* The head of scan's page in res (row 0): the first message's seq and position,
+ * then the last one's seq and digest (int8send's big-endian bytes, and the
+ * digest's), or none of them: 1 found, 0 none (no row: no message from lo on),
+ * LOG_EIO malformed. */
 static int page_head(PGresult *res, offset_t *start, page_end *end)
 {
-    for (int i = 0; i < PQntuples(res); i++) {
-        if (!PQgetisnull(res, i, 0)) continue;
-        const unsigned char *b = (const unsigned char *)PQgetvalue(res, i, 1);
-        int len = PQgetlength(res, i, 1);
-        if (len != 16 && len != 24 + CHAIN_LEN) return LOG_EIO;
-        start->seq = be64_at(b);
-        start->pos = be64_at(b + 8);
-        memset(end, 0, sizeof *end);
-        if (len > 16) {
-            end->has = 1;
-            end->seq = be64_at(b + 16);
-            memcpy(end->digest, b + 24, CHAIN_LEN);
-        }
-        return 1;
+    if (PQntuples(res) == 0) return 0;
+    const unsigned char *b = (const unsigned char *)PQgetvalue(res, 0, 0);
+    int len = PQgetlength(res, 0, 0);
+    if (len != 16 && len != 24 + CHAIN_LEN) return LOG_EIO;
+    start->seq = be64_at(b);
+    start->pos = be64_at(b + 8);
+    memset(end, 0, sizeof *end);
+    if (len > 16) {
+        end->has = 1;
+        end->seq = be64_at(b + 16);
+        memcpy(end->digest, b + 24, CHAIN_LEN);
     }
-    return 0;
+    return 1;
 }
 
 /* Messages [lo, hi) of stream id, as many as the read takes in one statement
@@ -693,7 +697,9 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         page_budget(budget) == (int64_t)pre->budget) {
         pre->scanned = 1;
         if (!pre->has_start) return 0;      /* no message from lo on */
-        if ((rc = page_rows(pre->res, 1, &pre->start, &pre->end, &lo, &budget, &rows, fn, ud))) return rc;
+        if ((rc = page_rows(pre->res, 1, &pre->start, &pre->end, pre->start.pos + pre->budget, &lo, &budget, &rows,
+                            fn, ud)))
+            return rc;
         if (rows == 0) return 0;
         first = 0;
     }
@@ -706,24 +712,27 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         pg_int(&p, id);
         pg_int(&p, (int64_t)lo);
         pg_int(&p, (int64_t)end);
-        pg_int(&p, page_budget(budget));
+        int64_t pb = page_budget(budget);
+        pg_int(&p, pb);
         pg_int(&p, (int64_t)(end - lo));
-        /* The head (a NULL, then the first message's seq and position and the
-         * last one's seq and digest), then the messages' rows. */
+        /* The head (the first message's seq and position, the last one's seq
+         * and digest), then the messages' rows. */
         PGresult *res = pg_run(c,
                                "WITH f AS (SELECT seq, pos, pos + $4 AS lim FROM messages"
                                "  WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT 1),"
-                               " l AS (SELECT seq, digest FROM messages WHERE stream = $1 AND seq >= $2"
-                               "  AND seq < $3 AND pos < (SELECT lim FROM f) ORDER BY seq DESC LIMIT 1)"
-                               " SELECT NULL::bytea, int8send(seq) || int8send(pos)"
+                               " l AS (SELECT seq, digest FROM (SELECT seq, pos, digest FROM messages"
+                               "  WHERE stream = $1 AND seq >= $2 AND seq < $3 ORDER BY seq DESC LIMIT 1) e"
+                               "  WHERE pos < (SELECT lim FROM f))"
+                               " SELECT int8send(seq) || int8send(pos)"
                                "  || coalesce(int8send((SELECT seq FROM l)) || (SELECT digest FROM l), ''::bytea)"
                                " FROM f"
-                               " UNION ALL (SELECT data, NULL FROM messages WHERE stream = $1 AND seq >= $2"
+                               " UNION ALL (SELECT CASE WHEN pos + length(data) >= (SELECT lim FROM f)"
+                               "  THEN data || digest ELSE data END FROM messages WHERE stream = $1 AND seq >= $2"
                                "  AND seq < $3 AND pos < (SELECT lim FROM f) ORDER BY seq LIMIT $5)",
                                &p, 1, &rc);
         if (!res) return rc;
         rc = page_head(res, &start, &last);
-        if (rc == 1) rc = page_rows(res, first, &start, &last, &lo, &budget, &rows, fn, ud);
+        if (rc == 1) rc = page_rows(res, first, &start, &last, start.pos + (uint64_t)pb, &lo, &budget, &rows, fn, ud);
         else if (rc == 0) rows = 0;
         PQclear(res);
         if (rc) return rc;
@@ -1279,31 +1288,41 @@ static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t o
 
 /* The stream row at $1 (its INFO_COLS as text in an array, in binary form, then
  * the seq and position of its first message from seq $2, and the seq and digest
- * of the page's last one: four values; its second column empty, not NULL) and,
- * after it, the first page of its messages from seq $2 (at most $4 of them, $3
- * bytes: scan's page), each its bytes and a NULL, in one statement: one
- * snapshot, one round trip. The page's last message is found by one probe of the
- * primary key from the page's end (l), not by a CASE on every row (the backend's
- * instructions per 1,000-message read 0.92x: bench/RESULTS.md). None for a fork
- * (its ancestors' part is read in a transaction) nor a deleted stream. */
+ * of the page's last one: four values) and, after it, the first page of its
+ * messages from there (at most $4 of them, $3 bytes: scan's page), each row a
+ * message's bytes alone, in one statement: one snapshot, one round trip. The
+ * digest where the page stops comes without a value or a CASE on every row: the
+ * page's last message when the budget does not stop it, from one probe of the
+ * primary key at the page's end (l: one row, kept if it is within the budget);
+ * the message that reaches the budget has its digest after its bytes, from a
+ * CASE in the branch that runs only when the budget ends before the tail (a
+ * catch-up that fits takes the other: each branch's condition on f is a one-time
+ * filter, evaluated once, and that branch tests no message's position either).
+ * The messages need no upper bound of seq: in one snapshot a stream that is no
+ * fork has none past its tail (an append moves the tail in its transaction), and
+ * the LIMIT ends the page. The backend's instructions per 1,000-message read
+ * 0.77x, libpq's 0.82x (bench/RESULTS.md). None for a fork (its ancestors' part
+ * is read in a transaction) nor a deleted stream. */
 #define READ_ONE                                                                                              \
     "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1),"                                          \
     " f AS (SELECT seq, pos, pos + $3 AS lim FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"   \
     "  ORDER BY seq LIMIT 1),"                                                                                \
-    " l AS (SELECT seq, digest FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND"       \
-    "  deleted = 0) AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                         \
-    "  AND pos < (SELECT lim FROM f) ORDER BY seq DESC LIMIT 1)"                                              \
+    " l AS (SELECT seq, digest FROM (SELECT seq, pos, digest FROM messages WHERE stream = (SELECT id FROM s"  \
+    "  WHERE parent IS NULL AND deleted = 0) AND seq >= $2"                                                   \
+    "  AND seq < least((SELECT tail_seq FROM s), (SELECT seq FROM f) + $4) ORDER BY seq DESC LIMIT 1) e"      \
+    "  WHERE pos < (SELECT lim FROM f))"                                                                      \
     " SELECT array_send(ARRAY[id::text, content_type, json::text, created_ms::text, access_ms::text,"         \
     "  ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text, stream_seq,"              \
     "  parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"             \
     "  '\\x' || encode(digest, 'hex'), (SELECT seq FROM f)::text, (SELECT pos FROM f)::text,"                 \
-    "  (SELECT seq FROM l)::text, '\\x' || encode((SELECT digest FROM l), 'hex')]),"                          \
-    "  ''::bytea FROM s"                                                                                      \
-    " UNION ALL (SELECT data, NULL"                                                                           \
-    " FROM messages WHERE stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0)"                   \
-    "  AND seq >= $2 AND seq < least((SELECT tail_seq FROM s), $2 + $4)"                                      \
-    "  AND pos < (SELECT lim FROM f)"                                                                         \
-    " ORDER BY seq LIMIT $4)"
+    "  (SELECT seq FROM l)::text, '\\x' || encode((SELECT digest FROM l), 'hex')]) FROM s"                    \
+    " UNION ALL (SELECT data FROM messages WHERE (SELECT lim > (SELECT tail_pos FROM s) FROM f)"              \
+    "  AND stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0) AND seq >= $2"                    \
+    "  ORDER BY seq LIMIT $4)"                                                                                \
+    " UNION ALL (SELECT CASE WHEN pos + length(data) >= (SELECT lim FROM f) THEN data || digest ELSE data END" \
+    "  FROM messages WHERE (SELECT lim <= (SELECT tail_pos FROM s) FROM f)"                                  \
+    "  AND stream = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0) AND seq >= $2"                    \
+    "  AND pos < (SELECT lim FROM f) ORDER BY seq LIMIT $4)"
 #define READ_ONE_VALUES (INFO_NCOLS + 4)
 
 static uint32_t be32(const unsigned char *b)
@@ -1375,9 +1394,7 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
     pg_int(&p, (int64_t)pre->budget);
     pg_int(&p, READ_PAGE);
     if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
-    int n = PQntuples(pre->res);
-    for (int i = 0; i < n && pre->row < 0; i++)
-        if (!pg_null_at(pre->res, i, 1) && PQgetlength(pre->res, i, 1) == 0) pre->row = i;
+    if (PQntuples(pre->res) > 0) pre->row = 0;      /* the stream row comes first */
     if (pre->row >= 0 &&
         row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, 0),
                   (size_t)PQgetlength(pre->res, pre->row, 0), pre)) {
