@@ -72,14 +72,38 @@ static int turn(curlev_t *ev, int srv)
     return srv >= 0 && p[1].revents;
 }
 
+/* A test's listener, multi handle and epoll set of its sockets. */
+typedef struct rig {
+    int lfd, port;
+    CURLM *multi;
+    curlev_t *ev;
+} rig;
+
+static rig rig_open(void)
+{
+    rig r;
+    char err[128];
+    r.lfd = listener(&r.port);
+    CHECK(r.lfd >= 0);
+    r.multi = curl_multi_init();
+    r.ev = curlev_new(r.multi, err, sizeof err);
+    CHECK(r.ev != NULL);
+    return r;
+}
+
+static void rig_close(rig *r)
+{
+    curl_multi_cleanup(r->multi);
+    curlev_free(r->ev);
+    close(r->lfd);
+}
+
 static void test_timer_alone(void)
 {
-    int port, lfd = listener(&port);
-    CHECK(lfd >= 0);
-    char err[128];
-    CURLM *multi = curl_multi_init();
-    curlev_t *ev = curlev_new(multi, err, sizeof err);
-    CHECK(ev != NULL);
+    rig r = rig_open();
+    int port = r.port;
+    CURLM *multi = r.multi;
+    curlev_t *ev = r.ev;
     size_t got = 0;
     CURL *e = transfer(port, 300, &got);
     curl_multi_add_handle(multi, e);
@@ -112,9 +136,7 @@ static void test_timer_alone(void)
     curl_multi_remove_handle(multi, e);
     CHECK_EQ_UINT(curlev_sockets(ev), 0);
     curl_easy_cleanup(e);
-    curl_multi_cleanup(multi);
-    curlev_free(ev);
-    close(lfd);
+    rig_close(&r);
 }
 
 #define MANY 40
@@ -122,12 +144,10 @@ static const char ANSWER[] = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnectio
 
 static void test_many(void)
 {
-    int port, lfd = listener(&port);
-    CHECK(lfd >= 0);
-    char err[128];
-    CURLM *multi = curl_multi_init();
-    curlev_t *ev = curlev_new(multi, err, sizeof err);
-    CHECK(ev != NULL);
+    rig rg = rig_open();
+    int port = rg.port, lfd = rg.lfd;
+    CURLM *multi = rg.multi;
+    curlev_t *ev = rg.ev;
     size_t got[MANY];
     memset(got, 0, sizeof got);
     for (int i = 0; i < MANY; i++) curl_multi_add_handle(multi, transfer(port, 10000, &got[i]));
@@ -168,9 +188,7 @@ static void test_many(void)
     for (int i = 0; i < MANY; i++) CHECK_EQ_UINT(got[i], 11);
     CHECK_EQ_UINT(peak, MANY);
     CHECK_EQ_UINT(curlev_sockets(ev), 0);
-    curl_multi_cleanup(multi);
-    curlev_free(ev);
-    close(lfd);
+    rig_close(&rg);
 }
 
 int main(void)

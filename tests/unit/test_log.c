@@ -448,13 +448,16 @@ static int long_check(void *ud, const void *data, size_t len, offset_t at)
     return 0;
 }
 
-static int long_append(const char *path, uint64_t from, uint64_t n, int fork)
+/* Messages [from, from + n) of path as make writes them (at most 2,100 bytes
+ * each), appended 100 to a request. */
+static int append_made(const char *path, uint64_t from, uint64_t n, int fork,
+                       size_t (*make)(uint64_t seq, int fork, char *buf))
 {
-    static char bufs[100][1200];
+    static char bufs[100][2100];
     log_msg m[100];
     for (uint64_t s = from; s < from + n; s += 100) {
         size_t k = 0;
-        for (; k < 100 && s + k < from + n; k++) m[k] = (log_msg){bufs[k], long_msg(s + k, fork, bufs[k])};
+        for (; k < 100 && s + k < from + n; k++) m[k] = (log_msg){bufs[k], make(s + k, fork, bufs[k])};
         log_append_req r;
         memset(&r, 0, sizeof r);
         r.path = path;
@@ -492,7 +495,7 @@ static void test_long_reads(void)
     for (uint64_t i = 0; i < LONG_MSGS + LONG_FORK_MSGS; i++)
         pos[i + 1] = pos[i] + long_msg(i, 0, buf);
     CHECK_EQ_INT(create("/long/s", "application/octet-stream", -1, -1, 0, NULL), 0);
-    CHECK_EQ_INT(long_append("/long/s", 0, LONG_MSGS, 0), 0);
+    CHECK_EQ_INT(append_made("/long/s", 0, LONG_MSGS, 0, long_msg), 0);
 
     /* Whole: past a batch's rows (4,096) and bytes (4 MiB). */
     long_walk w = {0};
@@ -523,7 +526,7 @@ static void test_long_reads(void)
     fr.fork_has_offset = 1;
     fr.fork_offset = (offset_t){LONG_FORK_AT, pos[LONG_FORK_AT]};
     CHECK_EQ_INT(log_create(conn, &fr), 0);
-    CHECK_EQ_INT(long_append("/long/f", LONG_FORK_AT, LONG_FORK_MSGS, 1), 0);
+    CHECK_EQ_INT(append_made("/long/f", LONG_FORK_AT, LONG_FORK_MSGS, 1, long_msg), 0);
     uint64_t fpos[LONG_FORK_AT + LONG_FORK_MSGS + 1];
     for (uint64_t i = 0; i <= LONG_FORK_AT + LONG_FORK_MSGS; i++)
         fpos[i] = i <= LONG_FORK_AT ? pos[i] : fpos[i - 1] + long_msg(i - 1, 1, buf);
@@ -609,24 +612,6 @@ static void walk_read(const char *path, int fork, const uint64_t *pos, uint64_t 
         printf("#   %s from %llu, budget %zu\n", path, (unsigned long long)at, budget);
 }
 
-static int walk_append(const char *path, uint64_t from, uint64_t n, int fork)
-{
-    static char bufs[100][2100];
-    log_msg m[100];
-    for (uint64_t s = from; s < from + n; s += 100) {
-        size_t k = 0;
-        for (; k < 100 && s + k < from + n; k++) m[k] = (log_msg){bufs[k], walk_msg(s + k, fork, bufs[k])};
-        log_append_req r;
-        memset(&r, 0, sizeof r);
-        r.path = path;
-        r.msgs = m;
-        r.nmsgs = k;
-        int rc = log_append(conn, &r);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
 static void test_page_walk(void)
 {
     static uint64_t pos[WALK_MSGS + 1], fpos[WALK_FORK_AT + WALK_FORK_MSGS + 1];
@@ -637,7 +622,7 @@ static void test_page_walk(void)
     for (uint64_t i = 0; i < WALK_FORK_AT + WALK_FORK_MSGS; i++)
         fpos[i + 1] = fpos[i] + walk_msg(i, i >= WALK_FORK_AT, buf);
     CHECK_EQ_INT(create("/pw/s", "application/octet-stream", -1, -1, 0, NULL), 0);
-    CHECK_EQ_INT(walk_append("/pw/s", 0, WALK_MSGS, 0), 0);
+    CHECK_EQ_INT(append_made("/pw/s", 0, WALK_MSGS, 0, walk_msg), 0);
     log_create_req fr;
     memset(&fr, 0, sizeof fr);
     fr.path = "/pw/f";
@@ -647,7 +632,7 @@ static void test_page_walk(void)
     fr.fork_has_offset = 1;
     fr.fork_offset = (offset_t){WALK_FORK_AT, pos[WALK_FORK_AT]};
     CHECK_EQ_INT(log_create(conn, &fr), 0);
-    CHECK_EQ_INT(walk_append("/pw/f", WALK_FORK_AT, WALK_FORK_MSGS, 1), 0);
+    CHECK_EQ_INT(append_made("/pw/f", WALK_FORK_AT, WALK_FORK_MSGS, 1, walk_msg), 0);
 
     /* From the start, an empty message (0, 3, 7), one of 2,000 bytes (51), the
      * middle, across the first page's end (4,090), the last ones. */
