@@ -383,6 +383,11 @@ int log_tx_append(log_conn_t *c, log_append_req *r)
     return rc ? rc : op_append(c, r);
 }
 
+int log_batches_appends(log_conn_t *c)
+{
+    return store_of(c)->streams->append_many != NULL;
+}
+
 int log_tx_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *failed)
 {
     size_t dummy;

@@ -182,6 +182,10 @@ int log_tx_delete(log_conn_t *c, const char *path);
  * the first that failed, its index in *failed (may be NULL): the caller's
  * operation must then fail, which undoes whatever of the batch was made. */
 int log_tx_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *failed);
+/* Whether c's engine writes a batch of appends together (log_tx_append_many):
+ * where it does not, a caller gains nothing by gathering one, and holding every
+ * append's messages at once only raises its peak memory. */
+int log_batches_appends(log_conn_t *c);
 
 /* Read from r->from, calling fn for each message in order. An OFFSET_AT offset
  * must name a position of this stream, its byte part included (LOG_EOFFSET if it

@@ -1700,6 +1700,9 @@ static void test_append_many(void)
     am_reqs *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
     got g1 = {0}, g2 = {0};
     char path[32], other[32];
+    /* PostgreSQL writes a batch together; SQLite one append at a time, so that a
+     * caller (sstore_tx_append_batch) need not gather one. */
+    CHECK_EQ_INT(log_batches_appends(conn), test_db_st()->pg);
     for (int i = 0; i < AM_STREAMS; i++) {
         snprintf(path, sizeof path, "/am/b/%d", i);
         CHECK_EQ_INT(create_plain(path), 0);
