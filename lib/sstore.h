@@ -116,7 +116,9 @@ typedef struct sstore_batch {
 /* For use inside log_transact: sstore_tx_append_cached for each of b[0..n) (one
  * session each), with every session's events appended together
  * (log_tx_append_many: on PostgreSQL a few statements for the whole batch instead
- * of about three a session), then each one's view, snapshots and row as
+ * of about three a session; on an engine that appends one by one, SQLite, each
+ * session's alone, so that no more than one's encoded events are held at once),
+ * then each one's view, snapshots and row as
  * sstore_tx_append_cached keeps them. Returns 0 when all were written; else the
  * first failure's LOG_E* (LOG_ENOTFOUND or LOG_EGONE for a session gone, ...),
  * the index of its session in *failed (may be NULL), and every *v_seq is 0: the
