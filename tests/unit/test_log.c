@@ -448,6 +448,20 @@ static int long_check(void *ud, const void *data, size_t len, offset_t at)
     return 0;
 }
 
+/* path made a fork of src at offset at (no TTL, no expiry): log_create's result. */
+static int fork_at(const char *path, const char *src, offset_t at)
+{
+    log_create_req fr;
+    memset(&fr, 0, sizeof fr);
+    fr.path = path;
+    fr.ttl_s = -1;
+    fr.expires_ms = -1;
+    fr.fork_from = src;
+    fr.fork_has_offset = 1;
+    fr.fork_offset = at;
+    return log_create(conn, &fr);
+}
+
 /* Messages [from, from + n) of path as make writes them (at most 2,100 bytes
  * each), appended 100 to a request. */
 static int append_made(const char *path, uint64_t from, uint64_t n, int fork,
@@ -517,15 +531,7 @@ static void test_long_reads(void)
         }
 
     /* A fork at LONG_FORK_AT with messages of its own: the source's part, then its own. */
-    log_create_req fr;
-    memset(&fr, 0, sizeof fr);
-    fr.path = "/long/f";
-    fr.ttl_s = -1;
-    fr.expires_ms = -1;
-    fr.fork_from = "/long/s";
-    fr.fork_has_offset = 1;
-    fr.fork_offset = (offset_t){LONG_FORK_AT, pos[LONG_FORK_AT]};
-    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(fork_at("/long/f", "/long/s", (offset_t){LONG_FORK_AT, pos[LONG_FORK_AT]}), 0);
     CHECK_EQ_INT(append_made("/long/f", LONG_FORK_AT, LONG_FORK_MSGS, 1, long_msg), 0);
     uint64_t fpos[LONG_FORK_AT + LONG_FORK_MSGS + 1];
     for (uint64_t i = 0; i <= LONG_FORK_AT + LONG_FORK_MSGS; i++)
@@ -623,15 +629,7 @@ static void test_page_walk(void)
         fpos[i + 1] = fpos[i] + walk_msg(i, i >= WALK_FORK_AT, buf);
     CHECK_EQ_INT(create("/pw/s", "application/octet-stream", -1, -1, 0, NULL), 0);
     CHECK_EQ_INT(append_made("/pw/s", 0, WALK_MSGS, 0, walk_msg), 0);
-    log_create_req fr;
-    memset(&fr, 0, sizeof fr);
-    fr.path = "/pw/f";
-    fr.ttl_s = -1;
-    fr.expires_ms = -1;
-    fr.fork_from = "/pw/s";
-    fr.fork_has_offset = 1;
-    fr.fork_offset = (offset_t){WALK_FORK_AT, pos[WALK_FORK_AT]};
-    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(fork_at("/pw/f", "/pw/s", (offset_t){WALK_FORK_AT, pos[WALK_FORK_AT]}), 0);
     CHECK_EQ_INT(append_made("/pw/f", WALK_FORK_AT, WALK_FORK_MSGS, 1, walk_msg), 0);
 
     /* From the start, an empty message (0, 3, 7), one of 2,000 bytes (51), the
