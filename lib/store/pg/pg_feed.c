@@ -387,7 +387,15 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     f->last_look_ms = mono_ms();
     int ro = 0;
     int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, NULL, ud, &ro);
-    f->nxids = f->xids_over = 0;
+    /* The look moves the cursor only to its snapshot's xmin: while an older
+     * transaction runs (another host's, autovacuum's), the rows of a commit already
+     * reported come again in the next look, so its xid stays skipped until the
+     * cursor has passed it (else a waiter is woken twice for one commit). */
+    int keep = 0;
+    for (int i = 0; i < f->nxids && !f->xids_over; i++)
+        if (f->cur.v < 0 || f->xids[i] >= f->cur.v) f->xids[keep++] = f->xids[i];
+    f->nxids = keep;
+    f->xids_over = 0;
     if (ro) {
         /* Fenced for a switchover: its NOTIFYs have stopped, the new primary's never
          * come here. Listen again (the target's read-write host, when it has one)
