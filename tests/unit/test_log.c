@@ -429,19 +429,23 @@ static size_t long_msg(uint64_t seq, int fork, char *buf)
     return len;
 }
 
-typedef struct long_walk {
-    int fork;               /* reading /long/f */
+/* A read's messages checked one by one against make's (a fork's own from
+ * fork_at on): each at its offset with its bytes. */
+typedef struct made_walk {
+    size_t (*make)(uint64_t seq, int fork, char *buf);     /* at most 2,100 bytes */
+    uint64_t fork_at;
+    int fork;               /* reading the fork */
     offset_t next;          /* the offset the next message must have */
     size_t count, bytes;
     int bad;
-} long_walk;
+} made_walk;
 
-static int long_check(void *ud, const void *data, size_t len, offset_t at)
+static int made_check(void *ud, const void *data, size_t len, offset_t at)
 {
-    long_walk *w = ud;
-    char want[1200];
-    size_t wlen = long_msg(at.seq, w->fork && at.seq >= LONG_FORK_AT, want);
-    if (at.seq != w->next.seq || at.pos != w->next.pos || len != wlen || memcmp(data, want, len) != 0) w->bad++;
+    made_walk *w = ud;
+    char want[2100];
+    size_t wlen = w->make(at.seq, w->fork && at.seq >= w->fork_at, want);
+    if (at.seq != w->next.seq || at.pos != w->next.pos || len != wlen || (len && memcmp(data, want, len))) w->bad++;
     w->next = (offset_t){at.seq + 1, at.pos + len};
     w->count++;
     w->bytes += len;
@@ -484,7 +488,7 @@ static int append_made(const char *path, uint64_t from, uint64_t n, int fork,
 }
 
 /* Read path from `from` with max_bytes, each message checked; the request back. */
-static log_read_req long_read(const char *path, offset_t from, size_t max_bytes, long_walk *w)
+static log_read_req long_read(const char *path, offset_t from, size_t max_bytes, made_walk *w)
 {
     log_read_req r;
     memset(&r, 0, sizeof r);
@@ -493,7 +497,7 @@ static log_read_req long_read(const char *path, offset_t from, size_t max_bytes,
     r.from = from;
     r.max_bytes = max_bytes;
     w->next = from;
-    CHECK_EQ_INT(log_read(conn, &r, long_check, w), 0);
+    CHECK_EQ_INT(log_read(conn, &r, made_check, w), 0);
     CHECK_EQ_INT(w->bad, 0);
     CHECK_EQ_UINT(r.count, w->count);
     CHECK_EQ_UINT(r.bytes, w->bytes);
@@ -512,7 +516,7 @@ static void test_long_reads(void)
     CHECK_EQ_INT(append_made("/long/s", 0, LONG_MSGS, 0, long_msg), 0);
 
     /* Whole: past a batch's rows (4,096) and bytes (4 MiB). */
-    long_walk w = {0};
+    made_walk w = {long_msg, LONG_FORK_AT, 0, {0, 0}, 0, 0, 0};
     log_read_req r = long_read("/long/s", (offset_t){0, 0}, (size_t)-1, &w);
     CHECK_EQ_UINT(r.count, LONG_MSGS);
     CHECK_EQ_INT(r.up_to_date, 1);
@@ -524,7 +528,7 @@ static void test_long_reads(void)
         for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
             uint64_t at = starts[s], end = at;
             while (end < LONG_MSGS && pos[end] - pos[at] < budgets[b]) end++;  /* the last one reaches it */
-            memset(&w, 0, sizeof w);
+            w = (made_walk){long_msg, LONG_FORK_AT, 0, {0, 0}, 0, 0, 0};
             r = long_read("/long/s", (offset_t){at, pos[at]}, budgets[b], &w);
             CHECK_EQ_UINT(r.count, end - at);
             CHECK_EQ_INT(r.up_to_date, end == LONG_MSGS);
@@ -542,21 +546,20 @@ static void test_long_reads(void)
         for (size_t s = 0; s < sizeof fstarts / sizeof fstarts[0]; s++) {
             uint64_t at = fstarts[s], end = at;
             while (end < LONG_FORK_AT + LONG_FORK_MSGS && fpos[end] - fpos[at] < fbudgets[b]) end++;
-            memset(&w, 0, sizeof w);
-            w.fork = 1;
+            w = (made_walk){long_msg, LONG_FORK_AT, 1, {0, 0}, 0, 0, 0};
             r = long_read("/long/f", (offset_t){at, fpos[at]}, fbudgets[b], &w);
             CHECK_EQ_UINT(r.count, end - at);
             CHECK_EQ_INT(r.up_to_date, end == LONG_FORK_AT + LONG_FORK_MSGS);
         }
     /* A client's position that is not the message's own is refused, as before. */
-    memset(&w, 0, sizeof w);
+    w = (made_walk){long_msg, LONG_FORK_AT, 0, {0, 0}, 0, 0, 0};
     log_read_req bad;
     memset(&bad, 0, sizeof bad);
     bad.path = "/long/s";
     bad.kind = OFFSET_AT;
     bad.from = (offset_t){2500, pos[2500] + 1};
     bad.max_bytes = (size_t)-1;
-    CHECK_EQ_INT(log_read(conn, &bad, long_check, &w), LOG_EOFFSET);
+    CHECK_EQ_INT(log_read(conn, &bad, made_check, &w), LOG_EOFFSET);
 }
 
 /* The walk of a read's pages: messages of varied sizes, runs of empty ones among
@@ -575,24 +578,6 @@ static size_t walk_msg(uint64_t seq, int fork, char *buf)
     return len;
 }
 
-typedef struct walk_ctx {
-    int fork;               /* reading the fork: its own messages from WALK_FORK_AT */
-    offset_t next;
-    size_t count;
-    int bad;
-} walk_ctx;
-
-static int walk_check(void *ud, const void *data, size_t len, offset_t at)
-{
-    walk_ctx *w = ud;
-    char want[2100];
-    size_t wlen = walk_msg(at.seq, w->fork && at.seq >= WALK_FORK_AT, want);
-    if (at.seq != w->next.seq || at.pos != w->next.pos || len != wlen || (len && memcmp(data, want, len))) w->bad++;
-    w->next = (offset_t){at.seq + 1, at.pos + len};
-    w->count++;
-    return 0;
-}
-
 /* Read path from (at, pos[at]) with budget; n messages, positions pos[]: checks
  * every message, where the read ends, and its digest. */
 static void walk_read(const char *path, int fork, const uint64_t *pos, uint64_t n, uint64_t at, size_t budget)
@@ -602,14 +587,14 @@ static void walk_read(const char *path, int fork, const uint64_t *pos, uint64_t 
         end++;
         if (pos[end] - pos[at] >= budget) break;      /* the message that reaches it */
     }
-    walk_ctx w = {fork, {at, pos[at]}, 0, 0};
+    made_walk w = {walk_msg, WALK_FORK_AT, fork, {at, pos[at]}, 0, 0, 0};
     log_read_req r;
     memset(&r, 0, sizeof r);
     r.path = path;
     r.kind = OFFSET_AT;
     r.from = w.next;
     r.max_bytes = budget;
-    CHECK_EQ_INT(log_read(conn, &r, walk_check, &w), 0);
+    CHECK_EQ_INT(log_read(conn, &r, made_check, &w), 0);
     uint8_t want[CHAIN_LEN];
     CHECK_EQ_INT(log_digest_at(conn, path, end, want), 0);
     if (!CHECK_EQ_INT(w.bad, 0) || !CHECK_EQ_UINT(w.count, end - at) || !CHECK_EQ_UINT(r.next.seq, end) ||
