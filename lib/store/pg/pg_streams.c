@@ -450,20 +450,46 @@ static int batch_room(msg_batch *b)
     return 0;
 }
 
-/* The insert of every message collected in b (none: nothing), one statement
- * whatever their number and streams; their tails stay kept back, as an append's
- * insert leaves them (pg_flight_kept). 0 or LOG_E*; b is empty after. */
-static int batch_send(log_conn_t *c, msg_batch *b)
+/* The records at info's tail into b (info->tail and info->digest moved on), each
+ * message's digest chained from the one before: 0, or LOG_EIO when out of memory
+ * (b as it was). */
+static int batch_add(msg_batch *b, log_info *info, const logrule_rec *recs, int nrecs)
 {
-    size_t n = b->n;
-    if (!n) return 0;
-    b->n = 0;
+    size_t first = b->n;
+    log_info was = *info;
+    for (int k = 0; k < nrecs; k++) {
+        uint64_t rec = info->tail.seq;
+        for (size_t j = 0; j < recs[k].n; j++) {
+            if (batch_room(b)) {
+                b->n = first;
+                *info = was;
+                return LOG_EIO;
+            }
+            size_t i = b->n++;
+            const log_msg *m = &recs[k].msgs[j];
+            b->num[4 * i] = htobe64((uint64_t)info->id);
+            b->num[4 * i + 1] = htobe64(info->tail.seq);
+            b->num[4 * i + 2] = htobe64(info->tail.pos);
+            b->num[4 * i + 3] = htobe64(rec);
+            b->data[i] = m->data;
+            b->len[i] = m->len;
+            chain_link(info->digest, info->tail, m->data, m->len, info->digest);
+            memcpy(b->dig + i * CHAIN_LEN, info->digest, CHAIN_LEN);
+            info->tail.seq++;
+            info->tail.pos += m->len;
+        }
+    }
+    return 0;
+}
+
+/* The columns of b's first n rows as arrays bound to p (arr[0..6 - from): stream,
+ * seq, pos, rec, data, digest; from 1: without the stream), for an insert from
+ * unnest. 0, or LOG_EIO (what was made in arr: the caller frees it). */
+static int batch_arrays(pg_params *p, const msg_batch *b, size_t n, int from, char **arr)
+{
     const void **elem = malloc(6 * n * sizeof *elem);
     size_t *len = malloc(6 * n * sizeof *len);
-    char *arr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    pg_params p;
-    int rc = LOG_EIO, held = rows_held(c);
-    pg_params_init(&p);
+    int rc = LOG_EIO;
     if (!elem || !len) goto out;
     for (size_t i = 0; i < n; i++) {
         for (int a = 0; a < 4; a++) {
@@ -475,8 +501,29 @@ static int batch_send(log_conn_t *c, msg_batch *b)
         elem[5 * n + i] = b->dig + i * CHAIN_LEN;
         len[5 * n + i] = CHAIN_LEN;
     }
-    for (int a = 0; a < 6; a++)
-        if (!(arr[a] = pg_array(&p, a < 4 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n))) goto out;
+    for (int a = from; a < 6; a++)
+        if (!(arr[a - from] = pg_array(p, a < 4 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n)))
+            goto out;
+    rc = 0;
+out:
+    free(elem);
+    free(len);
+    return rc;
+}
+
+/* The insert of every message collected in b (none: nothing), one statement
+ * whatever their number and streams; their tails stay kept back, as an append's
+ * insert leaves them (pg_flight_kept). 0 or LOG_E*; b is empty after. */
+static int batch_send(log_conn_t *c, msg_batch *b)
+{
+    size_t n = b->n;
+    if (!n) return 0;
+    b->n = 0;
+    char *arr[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    pg_params p;
+    int rc, held = rows_held(c);
+    pg_params_init(&p);
+    if ((rc = batch_arrays(&p, b, n, 0, arr))) goto out;
     pg_stmt st = {"INSERT INTO messages (stream, seq, pos, rec, data, digest)"
                   " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[],"
                   " $6::bytea[])",
@@ -486,8 +533,6 @@ static int batch_send(log_conn_t *c, msg_batch *b)
     if (held) pgc(c)->rows_at = pgc(c)->nstmts;
 out:
     for (int a = 0; a < 6; a++) free(arr[a]);
-    free(elem);
-    free(len);
     return rc;
 }
 
@@ -762,80 +807,12 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
     return 0;
 }
 
-/* The insert of n messages (n > 1) from arrays: the seq, pos, rec, data and
- * digest of each (chained on from info->digest, which moves on), in binary form,
- * into ins after its first parameter; the arrays' buffers into arr[0..5) (the
- * caller frees them). 0, or LOG_EIO when out of memory. */
-static int msg_arrays(pg_params *ins, log_info *info, const logrule_rec *recs, int nrecs, size_t n, char **arr)
-{
-    uint64_t *num = malloc(3 * n * sizeof *num);        /* seq, pos, rec: big-endian */
-    uint8_t *dig = malloc(n * CHAIN_LEN);
-    const void **elem = malloc(5 * n * sizeof *elem);
-    size_t *len = malloc(5 * n * sizeof *len);
-    int rc = LOG_EIO;
-    if (!num || !dig || !elem || !len) goto out;
-    size_t i = 0;
-    for (int k = 0; k < nrecs; k++) {
-        uint64_t rec = info->tail.seq;
-        for (size_t j = 0; j < recs[k].n; j++, i++) {
-            num[i] = htobe64(info->tail.seq);
-            num[n + i] = htobe64(info->tail.pos);
-            num[2 * n + i] = htobe64(rec);
-            elem[3 * n + i] = recs[k].msgs[j].data;
-            len[3 * n + i] = recs[k].msgs[j].len;
-            chain_link(info->digest, info->tail, recs[k].msgs[j].data, recs[k].msgs[j].len, info->digest);
-            memcpy(dig + i * CHAIN_LEN, info->digest, CHAIN_LEN);
-            elem[4 * n + i] = dig + i * CHAIN_LEN;
-            len[4 * n + i] = CHAIN_LEN;
-            info->tail.seq++;
-            info->tail.pos += recs[k].msgs[j].len;
-        }
-    }
-    for (i = 0; i < 3 * n; i++) {
-        elem[i] = &num[i];
-        len[i] = sizeof num[i];
-    }
-    for (int a = 0; a < 5; a++)
-        if (!(arr[a] = pg_array(ins, a < 3 ? PG_INT8_OID : PG_BYTEA_OID, n, elem + a * n, len + a * n))) goto out;
-    rc = 0;
-out:
-    free(len);
-    free(elem);
-    free(dig);
-    free(num);
-    return rc;
-}
-
-/* The records at info's tail (info->tail moved on) into an append_many's batch b,
- * their digests chained on from info->digest as msg_arrays chains them; the row
- * kept (row) moved to the new tail and its tail kept back, as write_recs does after
- * an insert of its own. 0, or LOG_EIO when out of memory (nothing kept). */
-static int batch_recs(log_conn_t *c, msg_batch *b, pg_row *row, log_info *info, const logrule_rec *recs,
-                      int nrecs, int64_t now)
+/* The row kept for info's stream (row) moved to info's new tail (with access_ms
+ * now) after its messages' insert went or joined a batch: its tail kept back, to
+ * go once for the group (due_fill) or before the next statement of anything else. */
+static void kept_moved(log_conn_t *c, pg_row *row, const log_info *info, int64_t now)
 {
     pg_conn *pc = pgc(c);
-    size_t first = b->n;
-    for (int k = 0; k < nrecs; k++) {
-        uint64_t rec = info->tail.seq;
-        for (size_t j = 0; j < recs[k].n; j++) {
-            if (batch_room(b)) {
-                b->n = first;
-                return LOG_EIO;
-            }
-            size_t i = b->n++;
-            const log_msg *m = &recs[k].msgs[j];
-            b->num[4 * i] = htobe64((uint64_t)info->id);
-            b->num[4 * i + 1] = htobe64(info->tail.seq);
-            b->num[4 * i + 2] = htobe64(info->tail.pos);
-            b->num[4 * i + 3] = htobe64(rec);
-            b->data[i] = m->data;
-            b->len[i] = m->len;
-            chain_link(info->digest, info->tail, m->data, m->len, info->digest);
-            memcpy(b->dig + i * CHAIN_LEN, info->digest, CHAIN_LEN);
-            info->tail.seq++;
-            info->tail.pos += m->len;
-        }
-    }
     pc->due_fill = due_fill;
     pc->due_done = due_done;
     pg_changed(c, info->id);
@@ -844,7 +821,6 @@ static int batch_recs(log_conn_t *c, msg_batch *b, pg_row *row, log_info *info, 
     row->info.access_ms = now;
     if (!row->dirty) pc->ndirty++;
     row->dirty = 1;
-    return 0;
 }
 
 /* The records at info's tail (info->tail moved on), and the stream's row moved
@@ -859,7 +835,11 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
     if (pgc(c)->batch) {
         /* An append_many's append: its messages join the batch's insert. */
         pg_row *row = n ? kept_row(c, info->id) : NULL;
-        if (row) return batch_recs(c, pgc(c)->batch, row, info, recs, nrecs, now);
+        if (row) {
+            int rc = batch_add(pgc(c)->batch, info, recs, nrecs);
+            if (rc == 0) kept_moved(c, row, info, now);
+            return rc;
+        }
         int rc = batch_out(c);
         if (rc) return rc;
     }
@@ -886,7 +866,12 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
         st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data, digest) VALUES ($1, $2, $3, $4, $5, $6)",
                               &ins};
     } else if (n > 1) {
-        if ((rc = msg_arrays(&ins, info, recs, nrecs, n, arr))) goto out;
+        msg_batch mb;
+        memset(&mb, 0, sizeof mb);
+        rc = batch_add(&mb, info, recs, nrecs);
+        if (rc == 0) rc = batch_arrays(&ins, &mb, n, 1, arr);
+        batch_free(&mb);
+        if (rc) goto out;
         st[nst++] = (pg_stmt){"INSERT INTO messages (stream, seq, pos, rec, data, digest)"
                               " SELECT $1, s, p, r, d, h FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[],"
                               " $6::bytea[]) AS t(s, p, r, d, h)",
@@ -917,11 +902,7 @@ static int write_recs(log_conn_t *c, log_info *info, const logrule_rec *recs, in
         pc->due_fill = due_fill;
         pc->due_done = due_done;
         if ((rc = pg_flight_kept(c, st, nst))) goto out;
-        pg_changed(c, info->id);
-        undo_take(pc, kept);
-        kept->info = now_info;
-        if (!kept->dirty) pc->ndirty++;
-        kept->dirty = 1;
+        kept_moved(c, kept, info, now);
         pc->rows_at = pc->nstmts;
         goto out;
     }
