@@ -61,6 +61,13 @@
 _Static_assert(POLLIN == CURL_WAIT_POLLIN && POLLOUT == CURL_WAIT_POLLOUT && POLLPRI == CURL_WAIT_POLLPRI,
                "poll and curl_waitfd bits differ");
 
+/* Whether s has something for the next commit: events, or a reply's text not
+ * yet made into deltas (request_flush). */
+static int awaits_commit(const sess_t *s)
+{
+    return s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len));
+}
+
 static int sigpipe_fds[2] = {-1, -1};
 
 static void on_signal(int sig)
@@ -353,7 +360,7 @@ int main(int argc, char **argv)
             if (s->dirty && !s->nout) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->lease.held && s->rq && renew_at(&R, s) - now < wait) wait = renew_at(&R, s) - now;
-            if ((s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len))) && last_flush + flush_ms - now < wait)
+            if (awaits_commit(s) && last_flush + flush_ms - now < wait)
                 wait = last_flush + flush_ms - now;
             if (s->lease.held && s->rq) {   /* the commit that renews it */
                 int64_t at = s->lease.renew_ms > last_flush + flush_ms ? s->lease.renew_ms : last_flush + flush_ms;
@@ -468,7 +475,7 @@ int main(int argc, char **argv)
          * commit: their publish is a commit of its own (runner/stats.h). */
         int pending = 0;
         for (sess_t *s = R.sessions; s && !pending; s = s->next)
-            pending = s->nout || (s->rq && (s->rq->text.len || s->rq->thinking.len));
+            pending = awaits_commit(s);
         runner_stats_publish(&R, pending);
     }
 
