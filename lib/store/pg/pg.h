@@ -236,16 +236,17 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
  * locked: unlocked by it). */
 void pg_streams_op_undone(log_conn_t *c, int held);
 
-/* pg_feed.c: a group of this process is about to commit transaction xid: the
- * feeds of l in this process skip its NOTIFY when it comes (pg_feed_committed
- * reports it). Should the COMMIT's outcome be lost, the backstop's look reports
- * its rows. */
-void pg_feed_expect(log_t *l, int64_t xid);
-/* A group of this process committed transaction xid (pg_feed_expect'ed),
- * changing the streams ids[0..n) (all: any stream). The feeds of l in this
- * process report them at their next look (the committer's on_commit makes it
- * at once). */
-void pg_feed_committed(log_t *l, int64_t xid, const int64_t *ids, int n, int all);
+/* pg_feed.c: a group of this process is about to commit transaction xid (all:
+ * changing more streams than it names): the feeds of l in this process skip its
+ * NOTIFY when it comes, and (but for all) its rows in their looks, as
+ * pg_feed_committed reports them. */
+void pg_feed_expect(log_t *l, int64_t xid, int all);
+/* The COMMIT of a group of this process (pg_feed_expect'ed) is over: committed,
+ * changing the streams ids[0..n) (all: any stream), whose feeds of l in this
+ * process report them at their next look (the committer's on_commit makes it at
+ * once); or not known to have committed (its outcome lost, or failed): then the
+ * backstop's look reports what it did. */
+void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all);
 
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);

@@ -196,12 +196,12 @@ static int pq_group_end(log_conn_t *c, int rc)
     if (rc == 0) rc = notify(c, &xid);
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
-    if (rc == 0 && xid) pg_feed_expect(c->log, xid);
+    if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
     if (rc == 0) rc = pg_simple(c, "COMMIT");
     else pg_simple(c, "ROLLBACK");
     /* Committed: this process's waiters are told now, not when the NOTIFY comes
      * back to its LISTEN connection (pg_feed.c). */
-    if (rc == 0 && xid) pg_feed_committed(c->log, xid, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
+    if (xid) pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */

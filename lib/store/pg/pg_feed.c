@@ -25,9 +25,10 @@
  * The groups of this process need not wait for their NOTIFY to come back: a
  * group that committed tells its process's feeds at once (pg_feed_committed,
  * from the group's end, before lib/log.c's on_commit pokes the watcher), which
- * report its streams at their next look, and skip its NOTIFY when it comes (by
- * its xid, noted before the COMMIT: pg_feed_expect, since the NOTIFY can arrive
- * before the COMMIT's answer): a reader in the committing process is woken one
+ * report its streams at their next look, and skip its NOTIFY when it comes and
+ * its rows in the cursor's looks (by its xid, noted before the COMMIT:
+ * pg_feed_expect, since the NOTIFY, or a look's snapshot, can see the commit
+ * before the COMMIT's answer comes): a reader in the committing process is woken one
  * trip through the server's notification queue and LISTEN connection sooner,
  * and once. Other processes and hosts learn it by the NOTIFY as before.
  *
@@ -77,6 +78,9 @@ struct store_feed {
     int64_t lxids[FEED_LOCAL_MAX];  /* their transactions: the cursor's look skips them */
     int64_t own[FEED_OWN_MAX];      /* ring: their NOTIFYs, skipped when they come */
     unsigned own_next;
+    int npending;
+    int64_t pending[FEED_OWN_MAX];  /* expected, not yet committed: reported by pg_feed_committed */
+    int64_t skip[FEED_XIDS_MAX + FEED_LOCAL_MAX + FEED_OWN_MAX];    /* the look's (skips) */
     store_feed *next_feed;          /* in feeds */
 };
 
@@ -91,9 +95,12 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Rows stamped at or above the cursor's xid, but those whose xid is in skip[n].
+static int skips(store_feed *f, int64_t *hold);
+
+/* Rows stamped at or above the cursor's xid, but (f not NULL) those whose xid is
+ * in f's skip list, made when the rows have come (skips).
  * *ro (may be NULL) is set when the server is read-only. */
-static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int nskip,
+static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
                         void (*fn)(void *, int64_t, const char *),
                         void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud, int *ro)
 {
@@ -121,6 +128,9 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
         if (ro) *ro = 1;
     }
     int64_t next = cur->v;
+    const int64_t *skip = f ? f->skip : NULL;
+    int64_t hold = INT64_MAX;
+    int nskip = f ? skips(f, &hold) : 0;
     for (int i = 0; i < PQntuples(r); i++) {
         if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
         if (pg_null_at(r, i, 1) || cur->v < 0) continue;
@@ -133,21 +143,21 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, const int64_t *skip, int
         else fn(ud, pg_int_of(r, i, 1), path ? path : "");
     }
     PQclear(r);
-    cur->v = next;
+    cur->v = next < hold ? next : hold;
     return 0;
 }
 
 /* The change feed on a connection (store_feed_ops.changes_since). */
 static int changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
-    return changes_skip(c, cur, NULL, 0, fn, NULL, ud, NULL);
+    return changes_skip(c, cur, NULL, fn, NULL, ud, NULL);
 }
 
 /* The same with each stream's tail (store_feed_ops.changes_tails). */
 static int changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
                          void *ud)
 {
-    return changes_skip(c, cur, NULL, 0, NULL, fn, ud, NULL);
+    return changes_skip(c, cur, NULL, NULL, fn, ud, NULL);
 }
 
 static int listen_on(store_feed *f)
@@ -304,34 +314,67 @@ static int drain(store_feed *f)
     return got;
 }
 
-void pg_feed_committed(log_t *l, int64_t xid, const int64_t *ids, int n, int all)
-{
-    pthread_mutex_lock(&feeds_mu);
-    for (store_feed *f = feeds; f; f = f->next_feed) {
-        if (f->log != l) continue;
-        pthread_mutex_lock(&f->mu);
-        /* Kept as they come (the look drops repeats): past the room, "everything". */
-        if (all || f->nlocal + n > FEED_LOCAL_MAX) {
-            f->local_all = 1;
-        } else {
-            for (int i = 0; i < n; i++) f->local[f->nlocal++] = ids[i];
-        }
-        if (f->nlxids < FEED_LOCAL_MAX) f->lxids[f->nlxids++] = xid;
-        pthread_mutex_unlock(&f->mu);
-    }
-    pthread_mutex_unlock(&feeds_mu);
-}
-
-void pg_feed_expect(log_t *l, int64_t xid)
+void pg_feed_expect(log_t *l, int64_t xid, int all)
 {
     pthread_mutex_lock(&feeds_mu);
     for (store_feed *f = feeds; f; f = f->next_feed) {
         if (f->log != l) continue;
         pthread_mutex_lock(&f->mu);
         f->own[f->own_next++ % FEED_OWN_MAX] = xid;
+        /* Its rows can be in a look's snapshot before pg_feed_committed has told
+         * us: skipped by that look (else reported by it, and by the commit's ids). */
+        if (!all && f->npending < FEED_OWN_MAX) f->pending[f->npending++] = xid;
         pthread_mutex_unlock(&f->mu);
     }
     pthread_mutex_unlock(&feeds_mu);
+}
+
+void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all)
+{
+    pthread_mutex_lock(&feeds_mu);
+    for (store_feed *f = feeds; f; f = f->next_feed) {
+        if (f->log != l) continue;
+        pthread_mutex_lock(&f->mu);
+        for (int i = 0; i < f->npending; i++)
+            if (f->pending[i] == xid) {
+                f->pending[i] = f->pending[--f->npending];
+                break;
+            }
+        /* Kept as they come (the look drops repeats): past the room, "everything".
+         * Not known to have committed: the backstop's look reports what did. */
+        if (committed && (all || f->nlocal + n > FEED_LOCAL_MAX)) {
+            f->local_all = 1;
+        } else if (committed) {
+            for (int i = 0; i < n; i++) f->local[f->nlocal++] = ids[i];
+        }
+        if (committed && f->nlxids < FEED_LOCAL_MAX) f->lxids[f->nlxids++] = xid;
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_unlock(&feeds_mu);
+}
+
+/* The look's skip list, made once its rows have come (a commit in its snapshot
+ * was expected before it was made): the commits reported (xids), and those of
+ * this process that their ids report (pending, lxids; not while local_all, as
+ * take_local). Their number; *hold: the oldest pending, where the cursor stops
+ * (its outcome may yet be lost: the next looks then report its rows). */
+static int skips(store_feed *f, int64_t *hold)
+{
+    int n = 0;
+    if (!f->xids_over) {
+        memcpy(f->skip, f->xids, (size_t)f->nxids * sizeof f->xids[0]);
+        n = f->nxids;
+    }
+    pthread_mutex_lock(&f->mu);
+    if (!f->local_all) {
+        for (int i = 0; i < f->npending; i++) {
+            f->skip[n++] = f->pending[i];
+            if (f->pending[i] < *hold) *hold = f->pending[i];
+        }
+        for (int i = 0; i < f->nlxids; i++) f->skip[n++] = f->lxids[i];
+    }
+    pthread_mutex_unlock(&f->mu);
+    return n;
 }
 
 /* The commits of this process since the last look, into what the look reports:
@@ -386,7 +429,7 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     f->all = 0;
     f->last_look_ms = mono_ms();
     int ro = 0;
-    int rc = changes_skip(f->conn, &f->cur, f->xids, f->xids_over ? 0 : f->nxids, fn, NULL, ud, &ro);
+    int rc = changes_skip(f->conn, &f->cur, f, fn, NULL, ud, &ro);
     /* The look moves the cursor only to its snapshot's xmin: while an older
      * transaction runs (another host's, autovacuum's), the rows of a commit already
      * reported come again in the next look, so its xid stays skipped until the
