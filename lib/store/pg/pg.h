@@ -34,6 +34,7 @@ typedef struct pg_prepared {
 /* A stream row the current group holds locked (pg_conn.rows). */
 typedef struct pg_row {
     char *path;
+    uint32_t hash;              /* path's (pg_streams.c: row_of compares it first) */
     log_info info;
     int deleted;
     int dirty;                  /* its tail (tail, closed, stream_seq, access_ms, digest)

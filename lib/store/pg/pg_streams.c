@@ -224,10 +224,19 @@ static void rows_drop(pg_conn *pc)
     pc->nrows = k;
 }
 
+/* FNV-1a of a path: a batch looks each of its rows up among the others. */
+static uint32_t path_hash(const char *path)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
 static int row_of(const pg_conn *pc, const char *path)
 {
+    uint32_t h = path_hash(path);
     for (int i = 0; i < pc->nrows; i++)
-        if (!strcmp(pc->rows[i].path, path)) return i;
+        if (pc->rows[i].hash == h && !strcmp(pc->rows[i].path, path)) return i;
     return -1;
 }
 
@@ -252,6 +261,7 @@ static void row_keep(log_conn_t *c, int held, const char *path, const log_info *
         i = pc->nrows++;
         memset(&pc->rows[i], 0, sizeof pc->rows[i]);
         pc->rows[i].path = copy;
+        pc->rows[i].hash = path_hash(copy);
         pc->rows[i].added_op = pc->op_serial;
     } else {
         undo_take(pc, &pc->rows[i]);
