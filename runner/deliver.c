@@ -203,7 +203,7 @@ static void on_change(void *ud, int64_t id, const char *path)
     D->changed[D->nchanged++] = strdup(path);
 }
 
-void deliver_tick(deliver_t *D)
+void deliver_tick(deliver_t *D, int changed)
 {
     int64_t now = timefmt_now_ms();
     int rc = 0;
@@ -216,6 +216,9 @@ void deliver_tick(deliver_t *D)
         }
         D->started = 1;
         D->due = 0;
+    } else if (!changed) {
+        /* Nothing committed since the last look: no statement (a busy runner's loop
+         * turns many times a commit). */
     } else if (!sub_any(D->conn)) {
         /* No subscription to match changes against (the usual case, and a turn of a
          * busy runner changes hundreds of streams): only keep up with the revision. */

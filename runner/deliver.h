@@ -26,8 +26,10 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap);
 void deliver_free(deliver_t *D);
 /* wait, shortened to when the next delivery or lease is due. */
 int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait);
-/* Look at changed streams, due leases and due deliveries. */
-void deliver_tick(deliver_t *D);
+/* Look at changed streams (changed: a commit may have changed one since the last
+ * call: the runner's commit watcher woke; the first call looks whatever it says),
+ * due leases and due deliveries. */
+void deliver_tick(deliver_t *D, int changed);
 /* If msg's transfer is a delivery: record its outcome and return 1; else 0. */
 int deliver_finished(deliver_t *D, CURLMsg *msg);
 

@@ -396,7 +396,8 @@ int main(int argc, char **argv)
             while (read(sigpipe_fds[0], buf, sizeof buf) > 0) {}
             R.stopping = 1;
         }
-        if (extra[0].revents) {
+        int changed = extra[0].revents != 0;
+        if (changed) {
             wake_clear(waiter);
             log_changes_tails(R.conn, &rev, on_change, &R);
         }
@@ -421,7 +422,7 @@ int main(int argc, char **argv)
             next = s->next;
             if (s->dirty || s->due) runner_drive(&R, s);
         }
-        deliver_tick(deliver);
+        deliver_tick(deliver, changed);
         traces_tick(traces);
         if (traces) {
             rstats_otlp ot;
