@@ -5,7 +5,9 @@
  * compares the requests with those of the iteration before. A request it has not
  * seen is an attempt started (a retry if its attempt number is above 1); one that
  * is gone has ended, as a failure if its last HTTP status was not 200 or its
- * stream reported an error; its model, tokens, cost (DSTREAM_PRICING), duration
+ * stream reported an error (each request notes the tick that saw it and its place
+ * in that tick's set: no set is sorted, and only a new one's names are copied);
+ * its model, tokens, cost (DSTREAM_PRICING), duration
  * and time to first output go into figures by model (lib/rstats, a file beside the
  * database). Called between libcurl's work of the turn and the handling of
  * finished transfers, it sees every attempt at least once and with its final
@@ -50,6 +52,7 @@ static struct {
     rstats s;
     int64_t next_publish_ms, last_tick_ms;
     seen_set prev, cur;
+    uint64_t tick;              /* observe's: the requests note the last that saw them */
     int publish_failed;
     rstats_model models[RSTATS_MODELS];
     int nmodels;
@@ -145,15 +148,19 @@ static void take_mcp(runner_t *R)
     st.models_changed = 1;
 }
 
-static int by_ptr(const void *a, const void *b)
+/* Whether prev's entry e is q as the last tick saw it (not another request at
+ * the same address, nor the same one's next attempt). */
+static int same(const seen *e, const rq_t *q)
 {
-    const seen *x = a, *y = b;
-    return x->q < y->q ? -1 : x->q > y->q;
+    return e->q == q && e->attempt == q->attempt && strcmp(e->id, q->id) == 0;
 }
 
-static int same(const seen *a, const seen *b)
+/* A bounded copy of a string into dst[cap] (the model and id of a request). */
+static void put_str(char *dst, size_t cap, const char *src)
 {
-    return a->q == b->q && a->attempt == b->attempt && strcmp(a->id, b->id) == 0;
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 static void observe(runner_t *R, int64_t now)
@@ -165,12 +172,17 @@ static void observe(runner_t *R, int64_t now)
         memset(&st.cur, 0, sizeof st.cur);
     }
     st.cur.n = 0;
+    st.tick++;
     st.s.sessions = R->idx.nheap;   /* parked: sleeping, no lease (sessidx.c) */
     st.s.leased = 0;
+    /* Each request in flight: seen by the tick before (its entry there, found by the
+     * place it noted in the request, moves here), or started since. Those of the
+     * tick before that no request claimed have ended. */
     for (sess_t *s = R->sessions; s; s = s->next) {
         st.s.sessions++;
         st.s.leased += s->lease.held != 0;
-        if (!s->rq) continue;
+        rq_t *q = s->rq;
+        if (!q) continue;
         if (st.cur.n == st.cur.cap) {
             size_t cap = st.cur.cap ? st.cur.cap * 2 : 64;
             seen *v = realloc(st.cur.v, cap * sizeof *v);
@@ -178,38 +190,32 @@ static void observe(runner_t *R, int64_t now)
             st.cur.v = v;
             st.cur.cap = cap;
         }
-        seen *e = &st.cur.v[st.cur.n++];
-        e->q = s->rq;
-        memcpy(e->id, s->rq->id, sizeof e->id);
-        e->id[sizeof e->id - 1] = '\0';
-        e->attempt = s->rq->attempt;
-        e->failed = s->rq->stream_error || s->rq->status != 200;
-        snprintf(e->model, sizeof e->model, "%s", s->rq->model);
-        e->in_tok = s->rq->in_tok;
-        e->out_tok = s->rq->out_tok;
-        e->started_ms = s->rq->started_ms;
-        e->last_ms = now;
-        e->first_ms = s->rq->text.len || s->rq->thinking.len || s->rq->emitted ? now : 0;
-    }
-    if (st.cur.n) qsort(st.cur.v, st.cur.n, sizeof *st.cur.v, by_ptr);   /* v is NULL while empty */
-    /* Merge the two sorted sets: only in cur = started, only in prev = ended; the
-     * same address with another id or attempt is both (freed, then reused). */
-    size_t i = 0, j = 0;
-    while (i < st.prev.n || j < st.cur.n) {
-        int c = i == st.prev.n ? 1 : j == st.cur.n ? -1 : by_ptr(&st.prev.v[i], &st.cur.v[j]);
-        int reused = c == 0 && !same(&st.prev.v[i], &st.cur.v[j]);
-        if (c < 0 || reused) {
-            st.s.failures += st.prev.v[i].failed;
-            ended(R, &st.prev.v[i]);
-        }
-        /* Still in flight: its first output keeps the time it was first seen. */
-        if (c == 0 && !reused && st.prev.v[i].first_ms) st.cur.v[j].first_ms = st.prev.v[i].first_ms;
-        if (c > 0 || reused) {
+        seen *e = &st.cur.v[st.cur.n];
+        if (q->stats_tick == st.tick - 1 && q->stats_slot < st.prev.n && same(&st.prev.v[q->stats_slot], q)) {
+            *e = st.prev.v[q->stats_slot];  /* still in flight: its first output keeps its time */
+            st.prev.v[q->stats_slot].q = NULL;
+        } else {
+            memset(e, 0, sizeof *e);
+            e->q = q;
+            put_str(e->id, sizeof e->id, q->id);
+            put_str(e->model, sizeof e->model, q->model);
+            e->attempt = q->attempt;
             st.s.requests++;
-            st.s.retries += st.cur.v[j].attempt > 1;
+            st.s.retries += q->attempt > 1;
         }
-        if (c <= 0) i++;
-        if (c >= 0) j++;
+        e->failed = q->stream_error || q->status != 200;
+        e->in_tok = q->in_tok;
+        e->out_tok = q->out_tok;
+        e->started_ms = q->started_ms;
+        e->last_ms = now;
+        if (!e->first_ms && (q->text.len || q->thinking.len || q->emitted)) e->first_ms = now;
+        q->stats_tick = st.tick;
+        q->stats_slot = st.cur.n++;
+    }
+    for (size_t i = 0; i < st.prev.n; i++) {
+        if (!st.prev.v[i].q) continue;
+        st.s.failures += st.prev.v[i].failed;
+        ended(R, &st.prev.v[i]);
     }
     st.s.in_flight = (int64_t)st.cur.n;
     seen_set t = st.prev;

@@ -91,6 +91,9 @@ struct rq {
     char compact_upto[40];      /* the offset of the first message kept */
     int64_t compact_before;     /* tokens estimated of the request before ... */
     int64_t compact_kept;       /* ... and of what stays, without the summary */
+    /* runner/stats.c's: the tick that last saw it, and its place in that tick's set. */
+    uint64_t stats_tick;
+    size_t stats_slot;
 };
 
 /* A session the runner is looking after: one with something in flight or
