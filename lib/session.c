@@ -9,6 +9,7 @@
  * (`reducers`); lib/event builds the events by the same names. */
 #include "session.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,14 +109,47 @@ int session_status_parse(const char *s)
 
 /* ---- trace context ---------------------------------------------------------------- */
 
+/* Random bytes for span and trace ids, taken from a pool of getrandom's (a span
+ * id per event: one system call each was 2 % of a streaming runner's CPU). Each
+ * thread has its own; a child forked by a thread starts with an empty one, so that
+ * no two processes hand out the same bytes. */
+#define RANDOM_POOL 512
+static __thread unsigned char pool[RANDOM_POOL];
+static __thread size_t pool_left;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_forget(void)
+{
+    pool_left = 0;
+}
+
+static void pool_at_fork(void)
+{
+    pthread_atfork(NULL, NULL, pool_forget);
+}
+
+static void random_bytes(unsigned char *b, size_t n)
+{
+    pthread_once(&pool_once, pool_at_fork);
+    if (pool_left < n) {
+        if (getrandom(pool, sizeof pool, 0) == (ssize_t)sizeof pool) {
+            pool_left = sizeof pool;
+        } else {
+            /* getrandom on Linux does not fail for small sizes once seeded. */
+            if (getrandom(b, n, 0) != (ssize_t)n)
+                for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 37 + 11);
+            return;
+        }
+    }
+    memcpy(b, pool + sizeof pool - pool_left, n);
+    pool_left -= n;
+}
+
 static void random_hex(char *out, size_t nbytes)
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char b[32];
-    if (getrandom(b, nbytes, 0) != (ssize_t)nbytes) {
-        /* getrandom on Linux does not fail for small sizes once seeded. */
-        for (size_t i = 0; i < nbytes; i++) b[i] = (unsigned char)(i * 37 + 11);
-    }
+    random_bytes(b, nbytes);
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[b[i] >> 4];
         out[2 * i + 1] = hex[b[i] & 15];

@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "offset.h"
 #include "sstore.h"
@@ -1037,6 +1039,11 @@ static int all_hex(const char *s, size_t n)
     return 1;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 static void test_trace(void)
 {
     session_trace t, c;
@@ -1088,6 +1095,37 @@ static void test_trace(void)
     CHECK_EQ_STR(c.parent_span_id, t.span_id);
     CHECK(all_hex(c.span_id, 16));
     CHECK(strcmp(c.span_id, t.span_id) != 0);
+
+    /* Span ids from the pool of random bytes: 2,000 in a row (past several
+     * refills) all differ, and a child forked now does not hand out the ids its
+     * parent hands out next (its pool starts empty). */
+    enum { NIDS = 2000 };
+    static char ids[NIDS][17];
+    for (int i = 0; i < NIDS; i++) {
+        session_trace_child(&t, &c);
+        memcpy(ids[i], c.span_id, 17);
+    }
+    qsort(ids, NIDS, sizeof ids[0], cmp_id);
+    int dup = 0;
+    for (int i = 1; i < NIDS; i++) dup += !strcmp(ids[i - 1], ids[i]);
+    CHECK_EQ_INT(dup, 0);
+    int fds[2];
+    if (CHECK_EQ_INT(pipe(fds), 0)) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            session_trace_child(&t, &c);
+            ssize_t w = write(fds[1], c.span_id, 17);
+            _exit(w == 17 ? 0 : 1);
+        }
+        char theirs[17] = "";
+        CHECK_EQ_INT((int)read(fds[0], theirs, 17), 17);
+        waitpid(pid, NULL, 0);
+        session_trace_child(&t, &c);
+        CHECK(strcmp(theirs, c.span_id) != 0);
+        CHECK(all_hex(theirs, 16));
+        close(fds[0]);
+        close(fds[1]);
+    }
 }
 
 /* ---- envelopes -------------------------------------------------------------------------------- */
