@@ -198,6 +198,8 @@ static void test_payloads_on_the_wire(void)
         {event_session_created("a", NULL, 0, NULL, NULL, NULL), "{\"agent\":\"a\",\"input\":{}}"},
         {event_message_user(hi, "interrupt", "greet", NULL),
          "{\"content\":\"hi\",\"mode\":\"interrupt\",\"skill\":\"greet\"}"},
+        {event_delta(0, "r1", "a\0b\xc3\xa9", 5), "{\"requestId\":\"r1\",\"text\":\"a\\u0000b\xc3\xa9\"}"},
+        {event_delta(1, "r2", "", 0), "{\"requestId\":\"r2\",\"text\":\"\"}"},
         {event_input_requested("ok", "approval", "OK?", NULL, "2026-11-23T00:00:00.000Z"),
          "{\"interactionId\":\"ok\",\"input\":\"approval\",\"prompt\":\"OK?\",\"expiresAt\":\"2026-11-23T00:00:00.000Z\"}"},
         {event_recording_request("r1", NULL, "k", 2, "playback", "hit", "s1", 1, NULL, NULL),
