@@ -597,6 +597,43 @@ static int reported_of(const reported *r, int64_t id)
     return k;
 }
 
+/* A transaction of another connection, begun by hand (as a group of another
+ * process would): its id in *xid (0 if it could not begin). */
+static PGconn *hand_begin(int64_t *xid)
+{
+    PGconn *pg = admin();
+    PGresult *x = PQexec(pg, "BEGIN");
+    PQclear(x);
+    x = PQexec(pg, "SELECT pg_current_xact_id()::text");
+    *xid = PQresultStatus(x) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(x, 0, 0), NULL, 10) : 0;
+    PQclear(x);
+    return pg;
+}
+
+/* What a group's writes leave for the feed, by hand on pg: stream id stamped, and
+ * its row of stream_changes naming it (all: naming none). */
+static int hand_change(PGconn *pg, int64_t id, int all)
+{
+    char ids[40], sql[256];
+    if (all) snprintf(ids, sizeof ids, "NULL");
+    else snprintf(ids, sizeof ids, "'{%lld}'", (long long)id);
+    snprintf(sql, sizeof sql,
+             "UPDATE streams SET xid = pg_current_xact_id() WHERE id = %lld;"
+             " INSERT INTO stream_changes (ids) VALUES (%s)",
+             (long long)id, ids);
+    return sql_ok(pg, sql);
+}
+
+/* How many times f's backstop look (made now, a second after the last) reports id. */
+static int backstop_reports(const store_feed_ops *fo, store_feed *f, int64_t id)
+{
+    reported r = {0};
+    sleep_ms(1100);
+    CHECK(fo->moved(f));
+    CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+    return reported_of(&r, id);
+}
+
 /* A group of this process: its streams are reported by the process's feed at its
  * next look, before and without the group's NOTIFY (changes() alone, which reads
  * nothing from the LISTEN connection), and only once: the NOTIFY, when it comes,
@@ -642,12 +679,9 @@ static void test_feed_local(void)
      * committing the same way here, by hand): expected by its xid before the
      * COMMIT, it is skipped, and the group's streams are reported once, when
      * the committer says it committed. */
-    PGconn *pg = admin();
-    PGresult *x = PQexec(pg, "BEGIN");
-    PQclear(x);
-    x = PQexec(pg, "SELECT pg_current_xact_id()::text");
-    int64_t xid = PQresultStatus(x) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(x, 0, 0), NULL, 10) : 0;
-    PQclear(x);
+    int64_t xid;
+    PGconn *pg = hand_begin(&xid);
+    PGresult *x;
     char sql[128];
     snprintf(sql, sizeof sql, "NOTIFY dstream, '%lld:%lld'", (long long)xid, (long long)a.id);
     CHECK(xid > 0 && sql_ok(pg, sql));
@@ -671,46 +705,30 @@ static void test_feed_local(void)
      * reports them again. Its outcome lost (not known to have committed): the
      * backstop's look reports its rows. */
     for (int lost = 0; lost <= 1; lost++) {
-        pg = admin();
-        x = PQexec(pg, "BEGIN");
-        PQclear(x);
-        x = PQexec(pg, "SELECT pg_current_xact_id()::text");
-        xid = PQresultStatus(x) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(x, 0, 0), NULL, 10) : 0;
-        PQclear(x);
-        snprintf(sql, sizeof sql, "UPDATE streams SET xid = pg_current_xact_id() WHERE id = %lld", (long long)a.id);
-        CHECK(xid > 0 && sql_ok(pg, sql));
+        pg = hand_begin(&xid);
+        CHECK(xid > 0 && hand_change(pg, a.id, 0));
         pg_feed_expect(lg, xid, 0);
         CHECK(sql_ok(pg, "COMMIT"));
         PQfinish(pg);
-        sleep_ms(1100);
-        r.n = 0;
-        CHECK(fo->moved(f));
-        CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
-        CHECK_EQ_INT(reported_of(&r, a.id), 0);
+        CHECK_EQ_INT(backstop_reports(fo, f, a.id), 0);
         pg_feed_committed(lg, xid, !lost, &a.id, 1, 0);
-        if (lost) sleep_ms(1100);
-        CHECK(fo->moved(f));
-        CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
-        CHECK_EQ_INT(reported_of(&r, a.id), 1);
-        sleep_ms(1100);
-        r.n = 0;
-        CHECK(fo->moved(f));
-        CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
-        CHECK_EQ_INT(reported_of(&r, a.id), 0);
+        if (lost) {
+            CHECK_EQ_INT(backstop_reports(fo, f, a.id), 1);
+        } else {
+            r.n = 0;
+            CHECK(fo->moved(f));
+            CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
+            CHECK_EQ_INT(reported_of(&r, a.id), 1);
+        }
+        CHECK_EQ_INT(backstop_reports(fo, f, a.id), 0);
     }
 
     /* A group of this process that changed more streams than it names
      * (pg_feed_committed told all; its "*" NOTIFY, skipped, is left out here): the
      * look through the cursor reports them, its rows not skipped for being this
      * process's. */
-    pg = admin();
-    x = PQexec(pg, "BEGIN");
-    PQclear(x);
-    x = PQexec(pg, "SELECT pg_current_xact_id()::text");
-    xid = PQresultStatus(x) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(x, 0, 0), NULL, 10) : 0;
-    PQclear(x);
-    snprintf(sql, sizeof sql, "UPDATE streams SET xid = pg_current_xact_id() WHERE id = %lld", (long long)a.id);
-    CHECK(xid > 0 && sql_ok(pg, sql));
+    pg = hand_begin(&xid);
+    CHECK(xid > 0 && hand_change(pg, a.id, 1));
     CHECK(sql_ok(pg, "COMMIT"));
     PQfinish(pg);
     pg_feed_committed(lg, xid, 1, NULL, 0, 1);
@@ -718,6 +736,21 @@ static void test_feed_local(void)
     CHECK(fo->moved(f));
     CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
     CHECK_EQ_INT(reported_of(&r, a.id), 1);
+
+    /* A change whose row of stream_changes a trim took before this feed looked
+     * (a process that last looked before the trim): the row the trim leaves in
+     * its place, naming no stream, makes the look scan the stream rows, and the
+     * change is reported, once. */
+    pg = hand_begin(&xid);
+    CHECK(hand_change(pg, b.id, 0) && sql_ok(pg, "COMMIT"));
+    CHECK_EQ_INT(pg_changes_trim(conn, 0), 0);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM stream_changes WHERE ids = '{%lld}'", (long long)b.id);
+    x = PQexec(pg, sql);
+    CHECK(PQresultStatus(x) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(x, 0, 0), "0"));
+    PQclear(x);
+    PQfinish(pg);
+    CHECK_EQ_INT(backstop_reports(fo, f, b.id), 1);
+    CHECK_EQ_INT(backstop_reports(fo, f, b.id), 0);
 
     /* Another handle's commit: not reported before its NOTIFY, then by it. */
     r.n = 0;

@@ -24,6 +24,9 @@
 #define PG_TEXT_OID 25
 #define PG_PENDING_MAX 512      /* a trial's statements sent and not read, at most (pg_flight_kept) */
 #define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
+#define PG_TRIM_EVERY 1024      /* a connection's groups between two trims of stream_changes */
+#define PG_TRIM_KEEP 10000      /* transactions of stream_changes kept behind the oldest running */
+#define PG_TRIM_LOCK "7265746169"   /* the trim's advisory lock key */
 
 typedef struct pg_prepared {
     uint64_t hash;              /* of the SQL text */
@@ -65,6 +68,7 @@ typedef struct pg_conn {
     /* The streams the current group changed: named by its one NOTIFY. */
     int nchanged, changed_all;
     int64_t changed[PG_CHANGED_MAX];
+    unsigned groups;            /* groups that changed streams (pg_engine.c: the trim's) */
     int op_nchanged, op_changed_all;    /* as they were at op_begin: an undone operation's go */
     /* An operation's savepoint (pg_engine.c) is sent with its first statement, in
      * the same round trip (pg_run: libpq's pipeline mode), and released with the
@@ -236,6 +240,12 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
  * after it then, but for those the operation itself read, which it may have
  * locked: unlocked by it). */
 void pg_streams_op_undone(log_conn_t *c, int held);
+
+/* pg_engine.c: trim stream_changes (sql/pg/021_stream_changes.sql): its rows
+ * keep transactions or more older than the oldest one running go, replaced by
+ * one row naming no stream at the newest of them; skipped while another
+ * connection trims. 0 or LOG_E*. */
+int pg_changes_trim(log_conn_t *c, int64_t keep);
 
 /* pg_feed.c: a group of this process is about to commit transaction xid (all:
  * changing more streams than it names): the feeds of l in this process skip its

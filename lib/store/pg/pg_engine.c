@@ -157,28 +157,66 @@ static int pq_op_end(log_conn_t *c, int op_rc)
     return rc;
 }
 
-/* The group's NOTIFY: the ids it changed, or "*"; *xid gets its transaction's
- * id (0 when it sent none). */
+int pg_changes_trim(log_conn_t *c, int64_t keep)
+{
+    pg_params t;
+    pg_params_init(&t);
+    pg_int(&t, keep);
+    /* One trimmer at a time (two deleting the same rows could deadlock): the
+     * others skip theirs. */
+    return pg_exec(c, "WITH l AS (SELECT pg_try_advisory_xact_lock(" PG_TRIM_LOCK ") AS got),"
+                      " d AS (DELETE FROM stream_changes WHERE (SELECT got FROM l) AND xid <"
+                      " (greatest(pg_snapshot_xmin(pg_current_snapshot())::text::bigint - $1, 0))::text::xid8"
+                      " RETURNING xid)"
+                      " INSERT INTO stream_changes (xid, ids) SELECT max(xid), NULL FROM d HAVING count(*) > 0",
+                   &t);
+}
+
+/* The group's row of stream_changes (sql/pg/021_stream_changes.sql: the ids it
+ * changed, or NULL past PG_CHANGED_MAX) and its NOTIFY (the ids, or "*" past
+ * PostgreSQL's payload limit), in one statement; *xid gets its transaction's id
+ * (0 when it sent none). One group in PG_TRIM_EVERY of a connection first trims
+ * stream_changes: the rows PG_TRIM_KEEP transactions or more older than the
+ * oldest one running go, replaced by one NULL row at the newest of them (a look
+ * whose cursor is older than what is kept scans the stream rows). */
 static int notify(log_conn_t *c, int64_t *xid)
 {
     pg_conn *pc = pgc(c);
-    char payload[PG_NOTIFY_MAX + 32];
-    size_t n = 0;
+    char ids[PG_CHANGED_MAX * 21 + 3];  /* "{1,2,...}": each id with its comma */
+    size_t k = 0;
     *xid = 0;
     if (!pc->nchanged && !pc->changed_all) return 0;
-    for (int i = 0; i < pc->nchanged && !pc->changed_all; i++) {
-        int w = snprintf(payload + n, sizeof payload - n, "%s%" PRId64, i ? "," : "", pc->changed[i]);
-        if (w < 0 || n + (size_t)w > PG_NOTIFY_MAX) pc->changed_all = 1;
-        else n += (size_t)w;
+    int rc;
+    if (++pc->groups % PG_TRIM_EVERY == 0 && (rc = pg_changes_trim(c, PG_TRIM_KEEP))) return rc;
+    if (!pc->changed_all) {
+        ids[k++] = '{';
+        for (int i = 0; i < pc->nchanged; i++) {
+            int w = snprintf(ids + k, sizeof ids - k, "%s%" PRId64, i ? "," : "", pc->changed[i]);
+            if (w < 0 || k + (size_t)w >= sizeof ids - 1) return LOG_EIO;
+            k += (size_t)w;
+        }
+        ids[k++] = '}';
+        ids[k] = '\0';
     }
-    if (pc->changed_all) snprintf(payload, sizeof payload, "*");
+    /* The payload names them as the row does, without the braces, if it may. */
+    if (!k || k - 2 > PG_NOTIFY_MAX) pc->changed_all = 1;
+    char payload[PG_NOTIFY_MAX + 2];
+    if (pc->changed_all) {
+        memcpy(payload, "*", 2);
+    } else {
+        memcpy(payload, ids + 1, k - 2);
+        payload[k - 2] = '\0';
+    }
     pg_params p;
     pg_params_init(&p);
     pg_text(&p, payload);
+    if (k) pg_text(&p, ids);
+    else pg_null(&p);
     /* "xid:ids": the feed skips, in its cursor's look, rows last changed by a
      * transaction whose NOTIFY it already reported. */
-    int rc;
-    PGresult *r = pg_run(c, "SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
+    PGresult *r = pg_run(c,
+                         "WITH ch AS (INSERT INTO stream_changes (ids) VALUES ($2::bigint[]))"
+                         " SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
                          &p, 0, &rc);
     if (r) *xid = pg_int_of(r, 0, 0);
     PQclear(r);

@@ -12,7 +12,10 @@
  * The backstop: notifications are not durable (a connection lost and made again
  * misses those sent meanwhile), so the feed also keeps a cursor on the streams'
  * xid column (every change stamps it with pg_current_xact_id()):
- * changes_since(cursor) reports the rows with xid >= cursor, then moves the cursor
+ * changes_since(cursor) reports the rows with xid >= cursor (found through
+ * stream_changes, whose rows name the streams each committed group changed:
+ * sql/pg/021_stream_changes.sql; a row there naming none makes it scan the
+ * stream rows), then moves the cursor
  * to the xmin of the snapshot it read with (the oldest transaction still running
  * then): a change that commits later has an xid at or above it, so none is missed,
  * some could be reported twice (harmless). A row whose xid is that of a NOTIFY
@@ -111,12 +114,24 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
     /* From LOG_CURSOR_START: only the position (no row has an xid above 2^62). */
     snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
     pg_text(&p, from);
+    /* The stream rows that stream_changes names from the cursor on, each by its
+     * primary key; or, when one of its rows there names none (NULL: any stream,
+     * or what a trim deleted), every stream row stamped from the cursor on, a
+     * scan. The two branches behind one-time filters. */
     PGresult *r = pg_run(c,
                          "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x,"
-                         " current_setting('transaction_read_only') AS ro)"
+                         " current_setting('transaction_read_only') AS ro),"
+                         " ch AS (SELECT ids FROM stream_changes WHERE xid >= $1::xid8),"
+                         " a AS (SELECT EXISTS (SELECT 1 FROM ch WHERE ids IS NULL) AS scan),"
+                         " st AS (SELECT id, path, xid, deleted, closed, tail_seq FROM streams"
+                         "  WHERE (SELECT scan FROM a) AND xid >= $1::xid8"
+                         " UNION ALL SELECT t.id, t.path, t.xid, t.deleted, t.closed, t.tail_seq"
+                         "  FROM (SELECT DISTINCT unnest(ids) AS id FROM ch) n JOIN LATERAL"
+                         "  (SELECT * FROM streams WHERE id = n.id AND xid >= $1::xid8) t ON true"
+                         "  WHERE NOT (SELECT scan FROM a))"
                          " SELECT s.x, st.id, st.path, st.xid::text, s.ro,"
                          " CASE WHEN st.deleted <> 0 OR st.closed <> 0 THEN 0 ELSE st.tail_seq END"
-                         " FROM s LEFT JOIN streams st ON st.xid >= $1::xid8",
+                         " FROM s LEFT JOIN st ON true",
                          &p, 0, &rc);
     if (!r) return rc;
     /* A read-only server (a primary fenced for a switchover, still up): what it says

@@ -48,8 +48,8 @@
  * three statements, whatever its size.
  *
  * Every change to a stream row stamps streams.xid = pg_current_xact_id() (the
- * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY
- * (pg_changed); deleting a row notes it too.
+ * change feed's key, pg_feed.c) and notes the stream for the group's NOTIFY and
+ * its row of stream_changes (pg_changed); creating and deleting a row note it too.
  *
  * A read of a stream that is no fork, outside a group, is one statement (READ_ONE:
  * the row and the first page of its messages, one snapshot) without a
@@ -1155,6 +1155,8 @@ static int insert_stream(log_conn_t *c, const log_create_req *r, const char *ct,
                            &p, 0, &rc);
     if (!res) return rc;
     rc = PQntuples(res) > 0;
+    /* A new stream is a change too (a runner learns of a new session by it). */
+    if (rc) pg_changed(c, pg_int_of(res, 0, 0));
     PQclear(res);
     return rc;
 }
