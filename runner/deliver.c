@@ -36,7 +36,6 @@ struct deliver {
     webhook_allow *allow;
     int64_t timeout_ms;
     const char *base;
-    log_cursor rev;
     int started;
     int64_t due;                  /* next time leases or deliveries need a look */
     flight *flying;
@@ -55,7 +54,6 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
     }
     D->conn = conn;
     D->multi = multi;
-    D->rev = LOG_CURSOR_START;
     char why[256];
     if (!(D->allow = webhook_allow_parse(getenv("DSTREAM_WEBHOOK_ALLOW"), why, sizeof why))) {
         snprintf(err, cap, "DSTREAM_WEBHOOK_ALLOW: %s", why);
@@ -190,10 +188,8 @@ int deliver_finished(deliver_t *D, CURLMsg *msg)
     return 1;
 }
 
-static void on_change(void *ud, int64_t id, const char *path)
+void deliver_note(deliver_t *D, const char *path)
 {
-    deliver_t *D = ud;
-    (void)id;
     if (!path) return;
     if (D->nchanged == CHANGES_MAX) {
         D->overflow = 1;
@@ -203,36 +199,36 @@ static void on_change(void *ud, int64_t id, const char *path)
     D->changed[D->nchanged++] = strdup(path);
 }
 
-void deliver_tick(deliver_t *D, int changed)
+/* Forget the streams noted. */
+static void notes_drop(deliver_t *D)
+{
+    for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
+    D->nchanged = 0;
+    D->overflow = 0;
+}
+
+void deliver_tick(deliver_t *D)
 {
     int64_t now = timefmt_now_ms();
     int rc = 0;
     if (!D->started) {
-        log_changes(D->conn, &D->rev, on_change, D);   /* sets rev: later changes are seen */
+        notes_drop(D);          /* the recovery looks at every subscription */
         if ((rc = sub_recover(D->conn))) {
             diag("info", "subscriptions: recovery: %s", errs_str(rc));
-            D->rev = LOG_CURSOR_START;
             return;
         }
         D->started = 1;
         D->due = 0;
-    } else if (!changed) {
-        /* Nothing committed since the last look: no statement (a busy runner's loop
-         * turns many times a commit). */
-    } else if (!sub_any(D->conn)) {
-        /* No subscription to match changes against (the usual case, and a turn of a
-         * busy runner changes hundreds of streams): only keep up with the revision. */
-        D->rev = LOG_CURSOR_START;
-        log_changes(D->conn, &D->rev, on_change, D);
-    } else {
-        log_changes(D->conn, &D->rev, on_change, D);
-        if (D->overflow) rc = sub_recover(D->conn);
-        else if (D->nchanged) rc = sub_changed(D->conn, D->changed, D->nchanged);
-        if (!rc && (D->overflow || D->nchanged)) D->due = 0;
-        for (size_t i = 0; i < D->nchanged; i++) free(D->changed[i]);
-        D->nchanged = 0;
-        D->overflow = 0;
-        if (rc) diag("info", "subscriptions: changed streams: %s", errs_str(rc));
+    } else if (D->nchanged || D->overflow) {
+        /* Without a subscription to match them against (the usual case, and a turn
+         * of a busy runner changes hundreds of streams), they are dropped. */
+        if (sub_any(D->conn)) {
+            if (D->overflow) rc = sub_recover(D->conn);
+            else rc = sub_changed(D->conn, D->changed, D->nchanged);
+            if (!rc) D->due = 0;
+            if (rc) diag("info", "subscriptions: changed streams: %s", errs_str(rc));
+        }
+        notes_drop(D);
     }
     if (now < D->due) return;
     if ((rc = sub_expire(D->conn, now))) diag("info", "subscriptions: leases: %s", errs_str(rc));

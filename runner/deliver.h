@@ -1,7 +1,8 @@
 /* deliver: the runner's side of subscriptions (lib/subscription).
  *
- * Each turn of the runner's loop: the streams changed since the last turn link
- * and wake subscriptions (sub_changed), leases that ran out end their wakes, and
+ * Each turn of the runner's loop: the streams changed since the last turn (noted
+ * by the loop's look through the change cursor: deliver_note) link and wake
+ * subscriptions (sub_changed), leases that ran out end their wakes, and
  * the webhook wakes that are due go out as signed POSTs on the runner's own curl
  * multi handle, next to the provider requests. A delivery is marked in flight in
  * the database before it starts, until DSTREAM_WEBHOOK_TIMEOUT_MS (+1 s) has
@@ -26,10 +27,13 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap);
 void deliver_free(deliver_t *D);
 /* wait, shortened to when the next delivery or lease is due. */
 int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait);
-/* Look at changed streams (changed: a commit may have changed one since the last
- * call: the runner's commit watcher woke; the first call looks whatever it says),
- * due leases and due deliveries. */
-void deliver_tick(deliver_t *D, int changed);
+/* A stream that changed, as the runner's look through the change cursor (made at
+ * every wake of its commit watcher) reports it: kept for the next deliver_tick,
+ * which matches it against the subscriptions. */
+void deliver_note(deliver_t *D, const char *path);
+/* Match the changed streams noted since the last call (the first call recovers
+ * every subscription instead), look at due leases and due deliveries. */
+void deliver_tick(deliver_t *D);
 /* If msg's transfer is a delivery: record its outcome and return 1; else 0. */
 int deliver_finished(deliver_t *D, CURLMsg *msg);
 

@@ -161,6 +161,21 @@ static void on_change(void *ud, int64_t id, const char *path, uint64_t tail)
     s->dirty = 1;
 }
 
+/* The loop's look through the change cursor: each change for the sessions
+ * (on_change) and for the subscriptions' matching (deliver_note, once it exists):
+ * one look serves both. */
+typedef struct look {
+    runner_t *R;
+    deliver_t *deliver;
+} look;
+
+static void on_look(void *ud, int64_t id, const char *path, uint64_t tail)
+{
+    look *l = ud;
+    if (l->deliver) deliver_note(l->deliver, path);
+    on_change(l->R, id, path, tail);
+}
+
 /* When the drive renews the lease of s, which streams a reply. Once a third of the
  * lease ran (lib/lease) the loop's next commit renews it (outbox_renewing), with
  * the events of every session in that commit, not in a transaction of its own;
@@ -267,6 +282,7 @@ int main(int argc, char **argv)
     wake_t *wake = NULL;
     wake_waiter_t *waiter = NULL;
     deliver_t *deliver = NULL;
+    look lk = {&R, NULL};  /* the loop's look through the change cursor (on_look) */
     traces_t *traces = NULL;
     curlev_t *cev = NULL;
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
@@ -310,6 +326,7 @@ int main(int argc, char **argv)
         status = 2;
         goto out;
     }
+    lk.deliver = deliver;
     traces = traces_new(R.conn, R.multi, err, sizeof err);      /* OpenTelemetry export */
     if (!traces && err[0]) {
         diag("error", "%s", err);
@@ -396,10 +413,9 @@ int main(int argc, char **argv)
             while (read(sigpipe_fds[0], buf, sizeof buf) > 0) {}
             R.stopping = 1;
         }
-        int changed = extra[0].revents != 0;
-        if (changed) {
+        if (extra[0].revents) {
             wake_clear(waiter);
-            log_changes_tails(R.conn, &rev, on_change, &R);
+            log_changes_tails(R.conn, &rev, on_look, &lk);
         }
         curlev_run(cev, pfd[nfd].revents != 0);
         runner_stats_tick(&R);
@@ -422,7 +438,7 @@ int main(int argc, char **argv)
             next = s->next;
             if (s->dirty || s->due) runner_drive(&R, s);
         }
-        deliver_tick(deliver, changed);
+        deliver_tick(deliver);
         traces_tick(traces);
         if (traces) {
             rstats_otlp ot;
