@@ -194,7 +194,8 @@ run_tokens() {   # RUN ORDER
             say "tokens $n $sys"
             case $sys in
             sqlite) tokens_run sqlite "$n" "$here" ;;
-            pg) tokens_run pg "$n" "$here" DB="$("$here/tests/pg.sh" db "$pg_dir" "tok${n}_$r")" ;;
+            pg) tokens_run pg "$n" "$here" DB="$("$here/tests/pg.sh" db "$pg_dir" "tok${n}_$r")" \
+                    PG_PID="$(head -1 "$pg_dir/data/postmaster.pid")" ;;
             esac
         done
     done
@@ -262,6 +263,8 @@ report() {
             row "$n sessions: delta latency p50 ms" "tokens$n.p50" 1 %.1f
             row "$n sessions: delta latency p99 ms" "tokens$n.p99" 1 %.1f
             row "$n sessions: runner CPU us per delta" "tokens$n.cpu" 1 %.1f
+            row "$n sessions: pool + nginx CPU us per delta" "tokens$n.stack" 1 %.1f
+            row "$n sessions: PostgreSQL's CPU us per delta" "tokens$n.dbcpu" 1 %.1f
         done
     fi
     echo

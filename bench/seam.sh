@@ -19,7 +19,8 @@
 #              request: utime + stime from /proc over the wrk run)
 #   tokens     bench/token-latency.sh at each count of SESSIONS, ROOT=the tree: the
 #              runner's CPU per delta and the delta latency p50/p99 (a fresh stack and
-#              runner each time)
+#              runner each time), the pool's and nginx's CPU per delta, and on
+#              PostgreSQL the cluster's
 # The appends and catch-up use two fresh stacks per run (nginx + pool, no runner, auth
 # off, synchronous=FULL), both up while either is measured. Cells are the median of
 # RUNS runs (min-max); B / A divides the medians; "B's speed" is B / A for rates and
@@ -127,6 +128,8 @@ report() {
             row "$n sessions: runner CPU us per delta" "tokens$n.cpu" 1 %.1f 0
             row "$n sessions: delta latency p50 ms" "tokens$n.p50" 1 %.1f 0
             row "$n sessions: delta latency p99 ms" "tokens$n.p99" 1 %.1f 0
+            row "$n sessions: pool + nginx CPU us per delta" "tokens$n.stack" 1 %.1f 0
+            [ "$ENGINE" = pg ] && row "$n sessions: PostgreSQL's CPU us per delta" "tokens$n.dbcpu" 1 %.1f 0
         done
     fi
     echo
@@ -180,7 +183,8 @@ main() {
                 for sys in $order; do
                     say "tokens $n $sys ($((SECONDS - t0)) s)"
                     if [ "$ENGINE" = pg ]; then
-                        tokens_run "$sys" "$n" "${root[$sys]}" DB="$("$here/tests/pg.sh" db "$pg_dir" "tok${n}_${sys,,}_$r")"
+                        tokens_run "$sys" "$n" "${root[$sys]}" DB="$("$here/tests/pg.sh" db "$pg_dir" "tok${n}_${sys,,}_$r")" \
+                            PG_PID="$(head -1 "$pg_dir/data/postmaster.pid")"
                     else
                         tokens_run "$sys" "$n" "${root[$sys]}"
                     fi

@@ -29,7 +29,9 @@
 # traced call, so such a run's latencies are strace's: it shows where the time goes;
 # with HOPS_SYNC_ONLY=1 only the runner's fdatasync/fsync calls are traced, with
 # --seccomp-bpf, so that nothing else stops: their durations beside the run's latencies;
-# PG_PID, the postmaster's PID of DB's cluster: its processes' syncs too),
+# PG_PID, the postmaster's PID of DB's cluster: its processes' syncs too; without
+# HOPS_OUT, PG_PID adds the cluster's CPU per delta to the table: its processes' utime +
+# stime and the postmaster's children that ended, from /proc),
 # SYSCALLS_OUT (if set: perf stat of the runner's system calls during each run, to
 # SYSCALLS_OUT.N: all of them, and poll, epoll_wait and recvfrom, counted by the kernel's
 # tracepoints, which cost the runner little, unlike strace; with the runner's loop turns
@@ -98,13 +100,31 @@ tck=$(getconf CLK_TCK)
 
 api() { curl -fsS -o /dev/null -H 'Content-Type: application/json' "$@"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$runner_pid/stat"; }
+# The pool's and nginx's processes (the stack but the runner), and the PostgreSQL
+# cluster's (PG_PID: the postmaster with its children, those that ended included).
+stack_ticks() {
+    local p t=0
+    for p in $(cat "$work/stack/fcgi.pid" "$work/stack/nginx.master.pid" 2>/dev/null); do
+        t=$((t + $(tree_ticks "$p")))
+    done
+    echo "$t"
+}
+tree_ticks() {      # PID: its and its children's utime + stime, and its ended children's
+    local p t
+    t=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0)
+    for p in $(pgrep -P "$1"); do
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$t"
+}
+pg_ticks() { if [ -n "${PG_PID:-}" ]; then tree_ticks "$PG_PID"; else echo 0; fi; }
 
 api -X PUT "$url/v1/agents/bench" --data-binary '{"provider": "anthropic", "model": "bench-model"}'
 [ "$PROVIDER" = node ] && api -X PUT "$mock/__default" --data-binary \
     "{\"stamp\": true, \"deltas\": $DELTAS, \"delayMs\": $INTERVAL_MS, \"usage\": {\"input\": 10, \"output\": $DELTAS}}"
 
-echo "| sessions | deltas/s (all) | delivered | p50 ms | p90 ms | p99 ms | max ms | runner CPU ms | runner CPU us/delta |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| sessions | deltas/s (all) | delivered | p50 ms | p90 ms | p99 ms | max ms | runner CPU ms | runner CPU us/delta | pool + nginx CPU us/delta | PostgreSQL CPU us/delta |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $SESSIONS; do
     for ((run = 1; run <= RUNS; run++)); do
         : >"$work/paths"
@@ -149,7 +169,7 @@ for n in $SESSIONS; do
             fi
             sleep 1
         fi
-        c0=$(cpu_ticks)
+        c0=$(cpu_ticks) s0=$(stack_ticks) g0=$(pg_ticks)
         ppid=
         if [ -n "${PERF_OUT:-}" ]; then     # a profile of the runner during the run
             perf record -q ${PERF_CG:--g} -o "$PERF_OUT.$n" -p "$runner_pid" >/dev/null 2>&1 &
@@ -172,7 +192,7 @@ for n in $SESSIONS; do
             xargs -P 16 -I{} curl -fsS -o /dev/null -H 'Content-Type: application/json' \
                 --data-binary '{"content": "Go."}' "$url{}"
         wait "$rpid" || true
-        c1=$(cpu_ticks)
+        c1=$(cpu_ticks) s1=$(stack_ticks) g1=$(pg_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
         for p in $spid $hpids; do kill -INT "$p" 2>/dev/null || true; wait "$p" || true; done
         if [ -n "$tpid" ]; then
@@ -181,12 +201,18 @@ for n in $SESSIONS; do
         fi
         line=$(grep '^mode=tokens readers' "$work/out" || echo "mode=tokens failed")
         echo "$line" >>"$work/raw"
-        awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v tck="$tck" -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {
+        pgc=-1
+        [ -n "${PG_PID:-}" ] && [ -z "${HOPS_OUT:-}" ] && pgc=$((g1 - g0))
+        awk -v l="$line" -v n="$n" -v c="$((c1 - c0))" -v s="$((s1 - s0))" -v g="$pgc" -v tck="$tck" \
+            -v rate=$((1000 / INTERVAL_MS)) 'BEGIN {
             split(l, kv, " "); for (i in kv) { split(kv[i], p, "="); v[p[1]] = p[2] }
             ms = c * 1000 / tck
-            printf "| %d | %d | %s/%s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |\n", n, n * rate,
+            d = v["delivered"] > 0 ? v["delivered"] : 0
+            printf "| %d | %d | %s/%s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s |\n", n, n * rate,
                 v["delivered"], v["expected"], v["p50_us"] / 1000, v["p90_us"] / 1000, v["p99_us"] / 1000,
-                v["max_us"] / 1000, ms, (v["delivered"] > 0 ? ms * 1000 / v["delivered"] : 0) }'
+                v["max_us"] / 1000, ms, (d ? ms * 1000 / d : 0),
+                (d ? sprintf("%.1f", s * 1e6 / tck / d) : "-"),
+                (d && g >= 0 ? sprintf("%.1f", g * 1e6 / tck / d) : "-") }'
     done
 done
 if [ -n "${HOPS_OUT:-}" ]; then

@@ -629,19 +629,50 @@ static void intake(hub_t *h, int64_t now)
     }
 }
 
+/* The groups h->work[i..n) are about to read: ask the database for the first
+ * reader's read of each (most groups have one position) ahead, together
+ * (log_read_ahead: one round trip for them all on PostgreSQL, instead of one
+ * each). Returns the index after the last group asked for. */
+static size_t read_ahead(hub_t *h, size_t i, size_t n, unsigned pass)
+{
+    log_read_req rr[LOG_READ_AHEAD_MAX];
+    size_t k = 0;
+    for (; i < n && k < LOG_READ_AHEAD_MAX; i++) {
+        group *g = group_find(h, h->work[i]);
+        if (!g || g->pass == pass) continue;
+        for (hconn *c = g->head; c; c = c->gnext) {
+            if (c->ending || c->dead || wire_pending(&c->w)) continue;
+            memset(&rr[k], 0, sizeof rr[k]);
+            rr[k].path = c->path;
+            rr[k].kind = c->kind;
+            rr[k].from = c->from;
+            rr[k].max_bytes = h->cfg->read_max;
+            k++;
+            break;
+        }
+    }
+    if (k < 2) return i;        /* one read is as well made when its turn comes */
+    log_read_ahead(h->conn, rr, k);
+    metrics_slot *m = metrics_self();
+    if (m) __atomic_add_fetch(&m->reads_ahead, k, __ATOMIC_RELAXED);
+    return i;
+}
+
 /* Read for every group queued; a group that has more to read goes again next turn
  * (after the sockets and the other groups had theirs). */
 static void run_work(hub_t *h, int64_t now)
 {
     unsigned pass = ++h->pass;
-    size_t n = h->nwork;
+    size_t n = h->nwork, ahead = 0;
     for (size_t i = 0; i < n; i++) {
+        if (i == ahead) ahead = read_ahead(h, i, n, pass);
         int64_t id = h->work[i];
         group *g = group_find(h, id);
         if (!g || g->pass == pass) continue;
         g->pass = pass;
         if (wake_group(h, id, now)) want_group(h, id);
     }
+    log_read_ahead(h->conn, NULL, 0);
     /* (memmove from a NULL array, even of 0 bytes, is undefined behaviour.) */
     if (h->nwork > n) memmove(h->work, h->work + n, (h->nwork - n) * sizeof *h->work);
     h->nwork -= n;

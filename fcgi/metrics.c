@@ -503,6 +503,10 @@ void metrics_handle(req_t *r)
     buf_printf(&b, "dstream_wake_checks_total %" PRIu64 "\n", SUM(wake_checks));
     family(&b, "dstream_wake_wakeups_total", "counter", "Waiting readers (threads, and hubs per changed stream) woken by the watchers.");
     buf_printf(&b, "dstream_wake_wakeups_total %" PRIu64 "\n", SUM(wake_wakeups));
+    family(&b, "dstream_live_reads_ahead_total", "counter",
+           "Live reads the hubs asked the database for together, several streams' at once"
+           " (one statement on PostgreSQL).");
+    buf_printf(&b, "dstream_live_reads_ahead_total %" PRIu64 "\n", SUM(reads_ahead));
     family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
     log_sizes(r->log, db_size, &b);
     runner_metrics(r, &b);

@@ -192,6 +192,14 @@ int log_batches_appends(log_conn_t *c);
  * does not: an offset of another stream, or one made up); LOG_ERANGE if beyond
  * the tail. */
 int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
+/* A hint, outside a group: the reads r[0..n) (path, kind, from, max_bytes) follow
+ * soon on this connection. An engine that pays a round trip per statement fetches
+ * their first pages together, and each log_read asking for the same takes its own
+ * (what it sees is the stream as it was then, as if the read had run then);
+ * reads nobody asked for are dropped at the next call. n = 0 drops them now.
+ * SQLite reads in process and ignores it. At most LOG_READ_AHEAD_MAX are. */
+#define LOG_READ_AHEAD_MAX 64
+void log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n);
 
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
 int log_head(log_conn_t *c, const char *path, log_info *info);

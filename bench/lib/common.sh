@@ -266,16 +266,20 @@ tokens_run() {   # SYSTEM N ROOT [ENV...]
     out=$(env ROOT="$tree" B="$B" SESSIONS="$n" RUNS=1 DELTAS="$DELTAS" INTERVAL_MS="$INTERVAL_MS" "$@" \
         timeout $((DELTAS * INTERVAL_MS / 1000 + 240)) "$here/bench/token-latency.sh" 2>&1 || true)
     # | sessions | deltas/s | delivered/expected | p50 | p90 | p99 | max | CPU ms | CPU us/delta |
+    #   pool + nginx us/delta | PostgreSQL us/delta ("-": not measured) |
     row=$(awk -F'|' -v n="$n" '$2 + 0 == n && $4 ~ /\// {print; exit}' <<<"$out")
     echo "tokens$n $sys: ${row:-$(tail -3 <<<"$out" | tr '\n' ' ')}" >> "$raw"
     [ -n "$row" ] || { say "tokens $n $sys: token-latency.sh printed no row"; return 0; }
     awk -F'|' '{ split($4, d, "/"); gsub(/ /, "", $5); gsub(/ /, "", $7); gsub(/ /, "", $9)
-        print d[1] + 0, d[2] + 0, $5, $7, $9 }' <<<"$row" | {
-        local del exp p50 p99 cpu
-        read -r del exp p50 p99 cpu
+        gsub(/ /, "", $11); gsub(/ /, "", $12)
+        print d[1] + 0, d[2] + 0, $5, $7, $9, ($11 == "" ? "-" : $11), ($12 == "" ? "-" : $12) }' <<<"$row" | {
+        local del exp p50 p99 cpu stack dbc
+        read -r del exp p50 p99 cpu stack dbc
         put "tokens$n.p50" "$sys" "$p50"
         put "tokens$n.p99" "$sys" "$p99"
         put "tokens$n.cpu" "$sys" "$(awk -v c="$cpu" -v d="$del" 'BEGIN {printf "%.2f", d ? c * 1000 / d : 0}')"
+        [ "$stack" != - ] && put "tokens$n.stack" "$sys" "$stack"
+        [ "$dbc" != - ] && put "tokens$n.dbcpu" "$sys" "$dbc"
         put "tokens$n.all" "$sys" "$([ "$del" = "$exp" ] && [ "$exp" -gt 0 ] && echo 1 || echo 0)"
     }
 }

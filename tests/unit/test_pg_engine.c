@@ -1281,6 +1281,166 @@ static void test_read_pages(void)
     CHECK(memcmp(r.digest, at4096, CHAIN_LEN) == 0);
 }
 
+/* log_read_ahead: the first pages of reads to come fetched together, one
+ * statement for them all (READ_MANY); each read then asking for the same (path,
+ * offset, budget) takes its own without a statement, and sees the stream as it
+ * was when fetched (its digest, its tail, closed or not); a read asking for
+ * anything else, or for the same a second time, runs its own statement, and so
+ * does one whose stream is not there or has more left than its budget. A path no
+ * read would look up (not UTF-8) is left out; n = 0 forgets what was not taken;
+ * inside a group nothing is fetched ahead. */
+static int ahead_in_group(log_conn_t *c, void *arg)
+{
+    const log_read_req *rq = arg;
+    log_read_ahead(c, rq, 2);
+    if (pgc(c)->nahead) return LOG_EINVAL;
+    log_read_req r = rq[1];
+    char out[256] = "";
+    return log_read(c, &r, collect_text, out) || strcmp(out, "0@0:a2 1@2:b2 2@4:c2") ? LOG_EIO : 0;
+}
+
+static void test_read_ahead(void)
+{
+    char path[5][16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(path[i], sizeof path[i], "/ra/%d", i);
+        CHECK_EQ_INT(test_db_create(conn, path[i]), 0);
+        char body[3][4];
+        log_msg m[3];
+        for (int k = 0; k < 3; k++) {
+            snprintf(body[k], sizeof body[k], "%c%d", 'a' + k, i);
+            m[k] = (log_msg){body[k], 2};
+        }
+        log_append_req a;
+        memset(&a, 0, sizeof a);
+        a.path = path[i];
+        a.msgs = m;
+        a.nmsgs = 3;
+        CHECK_EQ_INT(log_append(conn, &a), 0);
+    }
+    /* From the start, from the second message, a bad path, a stream nobody made. */
+    log_read_req rq[8];
+    memset(rq, 0, sizeof rq);
+    for (int i = 0; i < 5; i++) {
+        rq[i].path = path[i];
+        rq[i].kind = OFFSET_START;
+        rq[i].max_bytes = 1 << 20;
+    }
+    rq[1].kind = OFFSET_AT;
+    rq[1].from = (offset_t){1, 2};
+    rq[5] = rq[0];
+    rq[5].path = "/ra/\xff";
+    rq[6] = rq[0];
+    rq[6].path = "/ra/none";
+
+    tracer t;
+    size_t mark = 0;
+    trace_on(&t);
+    log_read_ahead(conn, rq, 7);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    /* A message appended since: not in what was fetched (the next read has it). */
+    log_msg late = {"zz", 2};
+    log_append_req la;
+    memset(&la, 0, sizeof la);
+    la.path = path[0];
+    la.msgs = &late;
+    la.nmsgs = 1;
+    CHECK_EQ_INT(log_append(conn, &la), 0);
+    for (int i = 0; i < 5; i++) {
+        log_read_req r = rq[i];
+        char out[256] = "", want[256];
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        if (i == 1) snprintf(want, sizeof want, "1@2:b%d 2@4:c%d", i, i);
+        else snprintf(want, sizeof want, "0@0:a%d 1@2:b%d 2@4:c%d", i, i, i);
+        CHECK_EQ_STR(out, want);
+        CHECK(r.up_to_date);
+        CHECK_EQ_UINT(r.next.seq, 3);
+        uint8_t d[CHAIN_LEN];
+        CHECK_EQ_INT(log_digest_at(conn, path[i], 3, d), 0);
+        CHECK(memcmp(d, r.digest, CHAIN_LEN) == 0);
+    }
+    {
+        log_read_req r = rq[2];
+        char out[256] = "";
+        mark = (fflush(t.f), t.len);
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);     /* taken already */
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+        r = rq[6];      /* nothing fetched for a stream that is not there: its own */
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), LOG_ENOTFOUND);
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+        r = rq[5];
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), LOG_ENOTFOUND);
+        r = rq[0];
+        r.kind = OFFSET_AT;
+        r.from = (offset_t){3, 6};
+        out[0] = 0;
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        CHECK_EQ_STR(out, "3@6:zz");
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    }
+    /* The reads that take theirs make no round trip; one whose budget ends before
+     * the tail makes its own (what the budget cuts is READ_ONE's to say). */
+    rq[5] = rq[3];
+    rq[5].max_bytes = 4;
+    log_read_ahead(conn, rq, 6);
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    for (int i = 1; i < 5; i++) {
+        log_read_req r = rq[i];
+        char out[256] = "";
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+    }
+    CHECK_EQ_INT(round_trips(&t, &mark), 0);
+    {
+        log_read_req r = rq[5];
+        char out[256] = "";
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        CHECK_EQ_STR(out, "0@0:a3 1@2:b3");
+        CHECK(!r.up_to_date);
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    }
+    /* A closed stream: the digest at its tail, as READ_ONE's. */
+    {
+        log_append_req cl;
+        memset(&cl, 0, sizeof cl);
+        cl.path = path[4];
+        cl.close = 1;
+        CHECK_EQ_INT(log_append(conn, &cl), 0);
+        log_read_req two[2] = {rq[4], rq[2]};
+        log_read_ahead(conn, two, 2);
+        log_read_req r = rq[4];
+        char out[256] = "";
+        mark = (fflush(t.f), t.len);
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        CHECK_EQ_INT(round_trips(&t, &mark), 0);
+        CHECK_EQ_STR(out, "0@0:a4 1@2:b4 2@4:c4");
+        CHECK(r.info.closed);
+        uint8_t d[CHAIN_LEN];
+        CHECK_EQ_INT(log_digest_at(conn, path[4], 3, d), 0);
+        CHECK(memcmp(d, r.digest, CHAIN_LEN) == 0);
+    }
+    {
+        /* Another budget: its own statement. Forgotten: its own statement. */
+        log_read_ahead(conn, rq, 5);
+        mark = (fflush(t.f), t.len);
+        log_read_req r = rq[0];
+        r.max_bytes = 4;
+        char out[256] = "";
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+        log_read_ahead(conn, NULL, 0);
+        CHECK_EQ_INT(pgc(conn)->nahead, 0);
+        r = rq[0];
+        out[0] = 0;
+        CHECK_EQ_INT(log_read(conn, &r, collect_text, out), 0);
+        CHECK_EQ_STR(out, "0@0:a0 1@2:b0 2@4:c0 3@6:zz");
+        CHECK_EQ_INT(round_trips(&t, &mark), 1);
+    }
+    trace_off(&t);
+    /* Inside a group: nothing fetched ahead, the read the group's own. */
+    log_read_req in[2] = {rq[0], rq[2]};
+    CHECK_EQ_INT(log_transact(conn, ahead_in_group, in), 0);
+}
+
 /* One group, its steps called as lib/log.c's group commit calls them: operations
  * that succeed, one that fails after its append (undone alone), one that fails
  * before any statement, one whose first statement fails, one that changes a
@@ -1812,6 +1972,7 @@ int main(void)
     test_read_statements();
     test_read_rows();
     test_read_pages();
+    test_read_ahead();
     test_group_ops();
     test_tails_kept();
     test_trial_group();

@@ -19,6 +19,7 @@
 
 #define PG_PARAMS_MAX 24        /* parameters of one statement */
 #define PG_PREPARED_MAX 256     /* statements kept prepared per connection */
+#define PG_AHEAD_MAX LOG_READ_AHEAD_MAX /* reads fetched ahead together */
 #define PG_INT8_OID 20          /* the types of pg_array's elements */
 #define PG_BYTEA_OID 17
 #define PG_TEXT_OID 25
@@ -98,6 +99,10 @@ typedef struct pg_conn {
     int nested;                 /* inside a nested savepoint (nest_begin): no tail kept back */
     void *read_pre;             /* a read's stream row and first page, fetched together
                                  * (pg_streams.c: op_read), while the read uses them */
+    struct pg_ahead *ahead;     /* reads fetched ahead (log_read_ahead), each taken
+                                 * once by the read it was fetched for (pg_streams.c) */
+    int nahead;
+    PGresult *ahead_res;        /* their rows, one result for all of them */
     void *batch;                /* an append_many's messages collected, not yet sent
                                  * (pg_streams.c), while it runs its appends */
     /* A trial (store.h: log_conn.group_trial; pg_engine.c): the group's operations
@@ -115,6 +120,25 @@ typedef struct pg_conn {
     int (*due_fill)(struct log_conn *c, struct pg_stmt *st, struct pg_params *p, char **bufs);
     void (*due_done)(struct log_conn *c, int in_op);
 } pg_conn;
+
+/* A read fetched ahead (pg_streams.c: op_read_ahead): for path from lo with
+ * budget, the rows [base, base + nrows) of pg_conn.ahead_res (its head first),
+ * until the read asking for the same takes them. */
+struct pg_ahead {
+    char *path;
+    uint64_t lo, budget;
+    int base, nrows;
+    int taken;
+};
+
+/* Forget the reads fetched ahead and not taken. */
+static inline void pg_ahead_forget(pg_conn *c)
+{
+    for (int i = 0; i < c->nahead; i++) free(c->ahead[i].path);
+    c->nahead = 0;
+    PQclear(c->ahead_res);
+    c->ahead_res = NULL;
+}
 
 static inline pg_conn *pgc(log_conn_t *c)
 {

@@ -3,6 +3,7 @@
  * settings every connection of the engine has; and their reconnection. */
 #include "pg.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,11 @@ static int settle(PGconn *pg, const log_t *l, char *err, size_t errlen)
 
 static PGconn *connect_to(const char *target, const log_t *l, char *err, size_t errlen)
 {
-    PGconn *pg = PQconnectdb(target);
+    /* The program's name in pg_stat_activity (and the server's log lines with
+     * %a), unless the target names an application_name itself. */
+    const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+    const char *const vals[] = {target, program_invocation_short_name, NULL};
+    PGconn *pg = PQconnectdbParams(keys, vals, 1);
     if (!pg) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -116,6 +121,8 @@ void pg_conn_close(log_conn_t *lc)
     pg_conn *c = pgc(lc);
     forget_prepared(c);
     pg_rows_forget(c);
+    pg_ahead_forget(c);
+    free(c->ahead);
     free(c->rows);
     if (c->pg) PQfinish(c->pg);
     free(c);

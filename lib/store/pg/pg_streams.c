@@ -655,6 +655,9 @@ typedef struct page_end {
 typedef struct read_pre {
     const char *path;
     PGresult *res;              /* binary: the row (its second column empty), the page */
+    int base, nrows, col;       /* its rows [base, base + nrows) are this read's, the
+                                 * bytes in column col (READ_MANY's: several reads') */
+    int shared;                 /* res is pg_conn.ahead_res: not this read's to clear */
     int row;                    /* the stream row's index in res, or -1: no such stream */
     int has_start;              /* start: the first message's seq and position from lo */
     offset_t start;
@@ -695,19 +698,19 @@ static int64_t page_budget(uint64_t budget)
  * starts where the last one ended, or the read stops there (returns 1): outside
  * a transaction (READ_ONE's reads) a stream deleted or swept between two pages
  * would otherwise skip the messages gone. */
-static int page_rows(PGresult *res, int first, const offset_t *start, const page_end *end, uint64_t lim,
-                     uint64_t *lo, uint64_t *budget, int *rows,
+static int page_rows(PGresult *res, int base, int n, int col, int first, const offset_t *start,
+                     const page_end *end, uint64_t lim, uint64_t *lo, uint64_t *budget, int *rows,
                      int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
                      void *ud)
 {
-    int n = PQntuples(res);
     offset_t at = *start;
     *rows = 0;
     if (n > 1 && !first && at.seq != *lo) return 1;
-    for (int i = 1; i < n; i++) {
-        size_t len = (size_t)PQgetlength(res, i, 0);
-        const char *data = PQgetvalue(res, i, 0);
-        const uint8_t *d = i == n - 1 && end->has && end->seq == at.seq ? end->digest : LOGRULE_DIGEST_LATER;
+    for (int k = 1; k < n; k++) {
+        int i = base + k;
+        size_t len = (size_t)PQgetlength(res, i, col);
+        const char *data = PQgetvalue(res, i, col);
+        const uint8_t *d = k == n - 1 && end->has && end->seq == at.seq ? end->digest : LOGRULE_DIGEST_LATER;
         /* The message that reaches the budget has its digest after its bytes:
          * only its own length, not one of another row, reaches lim so. */
         if (len >= CHAIN_LEN && at.pos + (len - CHAIN_LEN) >= lim) {
@@ -772,8 +775,8 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         page_budget(budget) == (int64_t)pre->budget) {
         pre->scanned = 1;
         if (!pre->has_start) return 0;      /* no message from lo on */
-        if ((rc = page_rows(pre->res, 1, &pre->start, &pre->end, pre->start.pos + pre->budget, &lo, &budget, &rows,
-                            fn, ud)))
+        if ((rc = page_rows(pre->res, pre->base, pre->nrows, pre->col, 1, &pre->start, &pre->end,
+                            pre->start.pos + pre->budget, &lo, &budget, &rows, fn, ud)))
             return rc;
         if (rows == 0) return 0;
         first = 0;
@@ -807,7 +810,9 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
                                &p, 1, &rc);
         if (!res) return rc;
         rc = page_head(res, &start, &last);
-        if (rc == 1) rc = page_rows(res, first, &start, &last, start.pos + (uint64_t)pb, &lo, &budget, &rows, fn, ud);
+        if (rc == 1)
+            rc = page_rows(res, 0, PQntuples(res), 0, first, &start, &last, start.pos + (uint64_t)pb, &lo, &budget,
+                           &rows, fn, ud);
         else if (rc == 0) rows = 0;
         PQclear(res);
         if (rc) return rc;
@@ -1388,7 +1393,132 @@ out:
     return rc;
 }
 
-/* READ_ONE for read r into pre (pre->res: the caller PQclears it): 0 or LOG_E*. */
+/* The page a read's scan asks for first: from its offset (now: the tail, no
+ * message; an offset past any tail: none, refused by the read). */
+static uint64_t read_lo(const log_read_req *r)
+{
+    uint64_t lo = r->kind == OFFSET_AT ? r->from.seq : r->kind == OFFSET_START ? 0 : (uint64_t)INT64_MAX / 2;
+    return lo > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : lo;
+}
+
+/* The first pages of many reads in one statement (op_read_ahead): for each read
+ * i of the arrays (paths $1, first seqs $2, budgets $3) whose stream exists, is no
+ * fork, and has what is left from its first seq within the budget and one page
+ * ($4 messages) of it, the head READ_ONE's stream row would be (seq -1), then its
+ * messages to the tail, in order; rows (i, seq, bytes). Where what is left is more
+ * than that, or the stream is missing, deleted or a fork, nothing: that read runs
+ * READ_ONE itself. The last message's digest is the stream's (its tail's: every
+ * append sets it so, a close leaves it). */
+#define READ_MANY                                                                                               \
+    "WITH s AS (SELECT q.i, q.lo, st.*, f.seq AS f_seq, f.pos AS f_pos"                                         \
+    "  FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS q(path, lo, budget, i)"          \
+    "  CROSS JOIN LATERAL (SELECT " INFO_COLS " FROM streams WHERE path = q.path AND parent IS NULL"             \
+    "   AND deleted = 0 OFFSET 0) st"                                                                           \
+    "  LEFT JOIN LATERAL (SELECT seq, pos FROM messages WHERE stream = st.id AND seq >= q.lo"                  \
+    "   ORDER BY seq LIMIT 1) f ON true"                                                                        \
+    "  WHERE f.seq IS NULL OR (f.pos + q.budget > st.tail_pos AND st.tail_seq - f.seq <= $4))"                  \
+    " SELECT i, -1::bigint, array_send(ARRAY[id::text, content_type, json::text, created_ms::text,"             \
+    "  access_ms::text, ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text,"           \
+    "  stream_seq, parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"   \
+    "  '\\x' || encode(digest, 'hex'), f_seq::text, f_pos::text, (tail_seq - 1)::text,"                      \
+    "  CASE WHEN f_seq IS NOT NULL THEN '\\x' || encode(digest, 'hex') END]) FROM s"                          \
+    " UNION ALL SELECT s.i, m.seq, m.data FROM s JOIN messages m ON s.f_seq IS NOT NULL AND m.stream = s.id"     \
+    "  AND m.seq >= s.lo AND m.seq < s.tail_seq"                                                                \
+    " ORDER BY 1, 2"
+
+/* The rows fetched ahead for this read (taken), or NULL. */
+static const struct pg_ahead *ahead_take(pg_conn *c, const char *path, uint64_t lo, uint64_t budget)
+{
+    for (int i = 0; i < c->nahead; i++) {
+        struct pg_ahead *a = &c->ahead[i];
+        if (!a->taken && a->lo == lo && a->budget == budget && !strcmp(a->path, path)) {
+            a->taken = 1;
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/* The rows of READ_MANY's result res for its reads r[0..n): each read's slice
+ * noted in c->ahead. 0, or LOG_EIO when the rows are not as READ_MANY makes them. */
+static int ahead_slices(pg_conn *c, PGresult *res, const log_read_req *r, size_t n)
+{
+    int nres = PQntuples(res);
+    if (PQnfields(res) != 3) return LOG_EIO;
+    for (int k = 0; k < nres;) {
+        if (PQgetlength(res, k, 0) != 8 || PQgetlength(res, k, 1) != 8) return LOG_EIO;
+        int64_t i = (int64_t)be64_at((const unsigned char *)PQgetvalue(res, k, 0));
+        int64_t seq = (int64_t)be64_at((const unsigned char *)PQgetvalue(res, k, 1));
+        if (seq != -1 || i < 1 || (uint64_t)i > n) return LOG_EIO;  /* a head first */
+        int end = k + 1;
+        while (end < nres && PQgetlength(res, end, 1) == 8 &&
+               be64_at((const unsigned char *)PQgetvalue(res, end, 1)) != (uint64_t)-1 &&
+               (int64_t)be64_at((const unsigned char *)PQgetvalue(res, end, 0)) == i)
+            end++;
+        struct pg_ahead *a = &c->ahead[c->nahead];
+        const log_read_req *q = &r[i - 1];
+        if (!(a->path = strdup(q->path))) return LOG_EIO;
+        a->lo = read_lo(q);
+        a->budget = (uint64_t)page_budget(q->max_bytes);
+        a->base = k;
+        a->nrows = end - k;
+        a->taken = 0;
+        c->nahead++;
+        k = end;
+    }
+    return 0;
+}
+
+/* log_read_ahead: the first pages of the reads to come in one statement
+ * (READ_MANY), outside a transaction, kept until each read takes its own
+ * (pre_fetch) or the next call forgets them: the statement's start, snapshot and
+ * round trip once for all of them (a hub woken for many streams at once) instead
+ * of once each. A read that takes its rows sees the stream as it was when they
+ * were fetched, which is as if it had run then: a commit after it wakes its
+ * readers again. */
+static void op_read_ahead(log_conn_t *lc, const log_read_req *r, size_t n)
+{
+    pg_conn *c = pgc(lc);
+    pg_ahead_forget(c);
+    if (n < 2 || c->in_tx) return;      /* one read gains nothing from it */
+    if (n > PG_AHEAD_MAX) n = PG_AHEAD_MAX;
+    if (!c->ahead && !(c->ahead = calloc(PG_AHEAD_MAX, sizeof *c->ahead))) return;
+    const void *elem[3][PG_AHEAD_MAX];
+    size_t len[3][PG_AHEAD_MAX];
+    uint64_t num[2][PG_AHEAD_MAX];
+    char *arr[3] = {NULL, NULL, NULL};
+    pg_params p;
+    pg_params_init(&p);
+    for (size_t i = 0; i < n; i++) {
+        elem[0][i] = r[i].path;
+        len[0][i] = strlen(r[i].path);
+        num[0][i] = htobe64(read_lo(&r[i]));
+        num[1][i] = htobe64((uint64_t)page_budget(r[i].max_bytes));
+        for (int a = 0; a < 2; a++) {
+            elem[a + 1][i] = &num[a][i];
+            len[a + 1][i] = sizeof num[a][i];
+        }
+    }
+    for (int a = 0; a < 3; a++)
+        if (!(arr[a] = pg_array(&p, a ? PG_INT8_OID : PG_TEXT_OID, n, elem[a], len[a]))) goto out;
+    pg_int(&p, READ_PAGE);
+    int rc;
+    PGresult *res = pg_run(lc, READ_MANY, &p, 1, &rc);
+    if (!res) goto out;
+    c->ahead_res = res;
+    if (ahead_slices(c, res, r, n)) pg_ahead_forget(c);
+out:
+    for (int a = 0; a < 3; a++) free(arr[a]);
+}
+
+static void pre_clear(read_pre *pre)
+{
+    if (!pre->shared) PQclear(pre->res);
+    pre->res = NULL;
+}
+
+/* READ_ONE for read r into pre (pre->res: the caller pre_clears it), or the rows
+ * fetched ahead for it: 0 or LOG_E*. */
 static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
 {
     pg_params p;
@@ -1396,23 +1526,29 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
     memset(pre, 0, sizeof *pre);
     pre->path = r->path;
     pre->row = -1;
-    /* The page a read's scan asks for first: from its offset (now: the tail, no
-     * message; an offset past any tail: none, refused by the read). */
-    pre->lo = r->kind == OFFSET_AT ? r->from.seq : r->kind == OFFSET_START ? 0 : (uint64_t)INT64_MAX / 2;
-    if (pre->lo > (uint64_t)INT64_MAX / 2) pre->lo = (uint64_t)INT64_MAX / 2;
+    pre->lo = read_lo(r);
     pre->budget = (uint64_t)page_budget(r->max_bytes);
-    pg_params_init(&p);
-    pg_text(&p, r->path);
-    pg_int(&p, (int64_t)pre->lo);
-    pg_int(&p, (int64_t)pre->budget);
-    pg_int(&p, READ_PAGE);
-    if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
-    if (PQntuples(pre->res) > 0) pre->row = 0;      /* the stream row comes first */
+    const struct pg_ahead *a = pgc(c)->nahead ? ahead_take(pgc(c), r->path, pre->lo, pre->budget) : NULL;
+    if (a) {
+        pre->res = pgc(c)->ahead_res;
+        pre->shared = 1;
+        pre->base = a->base;
+        pre->nrows = a->nrows;
+        pre->col = 2;
+    } else {
+        pg_params_init(&p);
+        pg_text(&p, r->path);
+        pg_int(&p, (int64_t)pre->lo);
+        pg_int(&p, (int64_t)pre->budget);
+        pg_int(&p, READ_PAGE);
+        if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
+        pre->nrows = PQntuples(pre->res);
+    }
+    if (pre->nrows > 0) pre->row = pre->base;      /* the stream row comes first */
     if (pre->row >= 0 &&
-        row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, 0),
-                  (size_t)PQgetlength(pre->res, pre->row, 0), pre)) {
-        PQclear(pre->res);
-        pre->res = NULL;
+        row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, pre->col),
+                  (size_t)PQgetlength(pre->res, pre->row, pre->col), pre)) {
+        pre_clear(pre);
         return LOG_EIO;
     }
     return 0;
@@ -1447,10 +1583,10 @@ static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
             pgc(c)->read_pre = &pre;
             rc = logrule_read(c, &rows, r, fn, ud);
             pgc(c)->read_pre = NULL;
-            PQclear(pre.res);
+            pre_clear(&pre);
             return rc;
         }
-        PQclear(pre.res);
+        pre_clear(&pre);
     }
     int own_tx = !pgc(c)->in_tx;
     if (own_tx) read_begin(c);
@@ -1489,6 +1625,7 @@ const store_streams_ops pg_streams_ops = {
     .touch = op_touch,
     .sweep = op_sweep,
     .read = op_read,
+    .read_ahead = op_read_ahead,
     .head = op_head,
     .digest_at = op_digest_at,
     .list = op_list,
