@@ -32,6 +32,8 @@
 # PG_PID, the postmaster's PID of DB's cluster: its processes' syncs too; without
 # HOPS_OUT, PG_PID adds the cluster's CPU per delta to the table: its processes' utime +
 # stime and the postmaster's children that ended, from /proc),
+# TIMELINE_OUT (if set: each delta's provider stamp and latency in µs, a line each, to
+# TIMELINE_OUT.N: when the slow ones were written),
 # SYSCALLS_OUT (if set: perf stat of the runner's system calls during each run, to
 # SYSCALLS_OUT.N: all of them, and poll, epoll_wait and recvfrom, counted by the kernel's
 # tracepoints, which cost the runner little, unlike strace; with the runner's loop turns
@@ -134,7 +136,8 @@ for n in $SESSIONS; do
             echo "/v1/sessions/$id/events" >>"$work/paths"
         done
         "$reader" tokens --port "$port" --paths "$work/paths" --expect "$DELTAS" \
-            --seconds $((DELTAS * INTERVAL_MS / 1000 + 60)) >"$work/out" 2>"$work/err" &
+            --seconds $((DELTAS * INTERVAL_MS / 1000 + 60)) ${TIMELINE_OUT:+--timeline "$TIMELINE_OUT.$n"} \
+            >"$work/out" 2>"$work/err" &
         rpid=$!
         for _ in $(seq 600); do grep -q '^mode=tokens ready=' "$work/out" && break; sleep 0.05; done
         hpids=

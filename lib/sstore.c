@@ -115,12 +115,70 @@ static int load_snapshot(log_conn_t *c, const char *id, uint64_t upto, session_v
     return 0;
 }
 
-static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const session_view *v)
+/* Snapshots a batch of appends made (sstore_tx_append_batch), written together
+ * once every session's events have landed: on PostgreSQL one statement for all of
+ * them, where sessions that started together would otherwise put one each, one
+ * round trip after the other, in the same commit. */
+typedef struct snap_list {
+    size_t n, cap;
+    const char **id;            /* the batch's (live until the batch ends) */
+    offset_t *at;
+    char **view;                /* json_dumps' */
+} snap_list;
+
+static void snaps_free(snap_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->view[i]);
+    free(l->id);
+    free(l->at);
+    free(l->view);
+    memset(l, 0, sizeof *l);
+}
+
+static int snaps_add(snap_list *l, const char *id, offset_t at, char *view)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        const char **ids = realloc(l->id, cap * sizeof *ids);
+        if (ids) l->id = ids;
+        offset_t *ats = realloc(l->at, cap * sizeof *ats);
+        if (ats) l->at = ats;
+        char **views = realloc(l->view, cap * sizeof *views);
+        if (views) l->view = views;
+        if (!ids || !ats || !views) {
+            free(view);
+            return LOG_EIO;
+        }
+        l->cap = cap;
+    }
+    l->id[l->n] = id;
+    l->at[l->n] = at;
+    l->view[l->n++] = view;
+    return 0;
+}
+
+/* The snapshots of l, together where the engine can. */
+static int snaps_put(log_conn_t *c, snap_list *l)
+{
+    const store_sessions_ops *ops = store_of(c)->sessions;
+    if (!l->n) return 0;
+    if (ops->snapshot_put_many) return ops->snapshot_put_many(c, l->id, l->at, (const char *const *)l->view, l->n);
+    for (size_t i = 0; i < l->n; i++) {
+        int rc = ops->snapshot_put(c, l->id[i], l->at[i], l->view[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* The view v at `at` as session id's snapshot: put now, or added to later (then
+ * put with the batch's others by snaps_put). */
+static int save_snapshot(log_conn_t *c, const char *id, offset_t at, const session_view *v, snap_list *later)
 {
     json_t *j = session_view_to_json(v);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) return LOG_EIO;
+    if (later) return snaps_add(later, id, at, s);
     int rc = store_of(c)->sessions->snapshot_put(c, id, at, s);
     free(s);
     return rc;
@@ -337,7 +395,7 @@ static int events_encode(const sstore_event *ev, size_t n, const session_trace *
  * keep; no envelope is built: it is encoded without a tree, lib/session); every
  * other event from its stored bytes, as every view is made (sstore_fold). */
 static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, const log_msg *msgs, size_t n,
-                         session_view *v, offset_t appended, int check, uint64_t expect)
+                         session_view *v, offset_t appended, int check, uint64_t expect, snap_list *snaps)
 {
     int rc = 0;
     if (check && (!expect || expect != appended.seq)) {
@@ -359,7 +417,7 @@ static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, 
         }
         at.seq++;
         at.pos += msgs[i].len;
-        if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v);
+        if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v, snaps);
     }
     /* The row's status and updatedMs follow every event but the deltas of a reply,
      * which change no status: a streaming reply does not rewrite the row per delta. */
@@ -388,7 +446,7 @@ static int append_events(log_conn_t *c, const char *id, const sstore_event *ev, 
     ar.nmsgs = n;
     if (rc == 0) rc = log_tx_append(c, &ar);
     if (rc == 0 && first) *first = ar.appended;
-    if (rc == 0) rc = events_landed(c, id, ev, msgs, n, v, ar.appended, check, expect);
+    if (rc == 0) rc = events_landed(c, id, ev, msgs, n, v, ar.appended, check, expect, NULL);
     for (size_t i = 0; i < n; i++) buf_free(&bufs[i]);
     return rc;
 }
@@ -447,6 +505,7 @@ int sstore_tx_append_batch(log_conn_t *c, const session_trace *trace, sstore_bat
     size_t nev = 0, k = 0, bad = 0, dummy;
     int64_t now = timefmt_now_ms();
     int rc = 0;
+    snap_list snaps = {0, 0, NULL, NULL, NULL};
     if (!failed) failed = &dummy;
     *failed = 0;
     /* An engine that makes a batch one append at a time (SQLite) gets each
@@ -498,11 +557,13 @@ int sstore_tx_append_batch(log_conn_t *c, const session_trace *trace, sstore_bat
     if (rc == 0 && (rc = log_tx_append_many(c, ar, k, &bad)) != 0) bad = ix[bad];
     for (size_t j = 0; j < k && rc == 0; j++) {
         sstore_batch *e = &b[ix[j]];
-        rc = events_landed(c, e->id, e->ev, ar[j].msgs, e->n, e->v, ar[j].appended, 1, expect[ix[j]]);
+        rc = events_landed(c, e->id, e->ev, ar[j].msgs, e->n, e->v, ar[j].appended, 1, expect[ix[j]], &snaps);
         if (rc) bad = ix[j];
         e->first = ar[j].appended;
         if (rc == 0) *e->v_seq = ar[j].appended.seq + e->n;
     }
+    /* (A failure here fails the operation, the whole batch: any session names it.) */
+    if (rc == 0 && (rc = snaps_put(c, &snaps)) != 0) bad = ix[0];
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (b[i].n <= SSTORE_EVENTS_MAX) continue;
         *b[i].v_seq = expect[i];
@@ -515,6 +576,7 @@ out:
         for (size_t i = 0; i < n; i++) *b[i].v_seq = 0;    /* undone with the operation */
     }
     for (size_t i = 0; bufs && i < encoded; i++) buf_free(&bufs[i]);
+    snaps_free(&snaps);
     free(ar);
     free(ix);
     free(expect);
@@ -583,7 +645,7 @@ static int op_create(log_conn_t *c, void *arg)
         /* The fork's state starts as its parent's at the fork point. */
         offset_format(cr.info.fork, off);
         if ((rc = sstore_view(c, r->parent, 1, cr.info.fork, &v, NULL))) goto out;
-        if ((rc = save_snapshot(c, r->id, cr.info.fork, &v))) goto out;
+        if ((rc = save_snapshot(c, r->id, cr.info.fork, &v, NULL))) goto out;
     }
     int64_t now = timefmt_now_ms();
     const char *agent = r->parent ? (r->fork_agent && prow.agent[0] ? r->fork_agent : prow.agent) : r->agent;

@@ -241,6 +241,9 @@ typedef struct store_sessions_ops {
     int (*mark_deleted)(log_conn_t *c, const char *id, int64_t now_ms);
     int (*snapshot_before)(log_conn_t *c, const char *id, uint64_t upto, offset_t *at, char **view);
     int (*snapshot_put)(log_conn_t *c, const char *id, offset_t at, const char *view);
+    /* Several sessions' snapshots, each as snapshot_put's (optional: one by one). */
+    int (*snapshot_put_many)(log_conn_t *c, const char *const *id, const offset_t *at, const char *const *view,
+                             size_t n);
     int (*otlp_cursor)(log_conn_t *c, const char *id, uint64_t *seq);
     int (*otlp_advance)(log_conn_t *c, const char *id, uint64_t from, uint64_t to);
     int (*otlp_behind)(log_conn_t *c, int (*fn)(void *ud, const char *id, uint64_t cursor), void *ud);

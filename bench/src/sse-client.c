@@ -3,7 +3,7 @@
  *   sse-client fanout --port P --path PATH --readers N [--interval-ms 10] [--seconds 10]
  *                     [--msg-bytes 200] [--connect-s 60] [--linger-s 3] [--write-port P]
  *   sse-client hold   --port P --path PATH --readers N [--hold-s 60] [--connect-s 60]
- *   sse-client tokens --port P --paths FILE --expect N [--seconds 60] [--connect-s 60]
+ *   sse-client tokens --port P --paths FILE --expect N [--seconds 60] [--connect-s 60] [--timeline FILE]
  *
  * Both open N HTTP/1.1 connections to 127.0.0.1:P with GET PATH?offset=now&live=sse
  * (at most CONNECT_WINDOW connecting at once, all in one epoll loop) and count a
@@ -38,7 +38,9 @@
  * every reader has seen --expect stamps (or --seconds passed) and prints:
  *   mode=tokens readers= connected= expected= delivered= p50_us= p90_us= p99_us= max_us= cpu_ms=
  * (cpu_ms: this process's own CPU, user + system, from "ready" to the end: the load
- * generator's share, to be compared with what it measures).
+ * generator's share, to be compared with what it measures). With --timeline FILE it
+ * also writes each delivered message's stamp and latency (µs), a line each, to FILE:
+ * when the slow ones were written (a stall of everything, or a reader left behind).
  *
  * Every phase has a deadline; the program always ends by itself.
  * Built by bench/compare.sh: cc -O2 -o build/bench/sse-client bench/src/sse-client.c -lpthread */
@@ -91,6 +93,7 @@ typedef struct conn {
 typedef struct opts {
     int fanout, tokens;
     const char *paths;
+    const char *timeline;
     long expect;
     int port, write_port;     /* write_port: the writer's server (0: port) */
     const char *path;
@@ -105,7 +108,7 @@ static atomic_long sent_ok;
 static atomic_int writer_done;
 
 /* Latencies of delivered messages (µs), and of the writer's appends. */
-static int64_t *lat;
+static int64_t *lat, *lat_at;    /* lat_at: each one's stamp (--timeline) */
 static size_t nlat, caplat;
 static int64_t *app_lat;
 static size_t napp;
@@ -135,13 +138,15 @@ static long num(const char *s, long min, long max)
     return (long)n;
 }
 
-static void add_lat(int64_t v)
+static void add_lat(int64_t v, int64_t at)
 {
     if (nlat == caplat) {
         caplat = caplat ? caplat * 2 : 1 << 16;
         lat = realloc(lat, caplat * sizeof *lat);
-        if (!lat) abort();
+        lat_at = realloc(lat_at, caplat * sizeof *lat_at);
+        if (!lat || !lat_at) abort();
     }
+    lat_at[nlat] = at;
     lat[nlat++] = v;
 }
 
@@ -199,7 +204,7 @@ static void body_bytes(conn *c, const char *p, size_t n, int64_t t_read)
                 c->num = c->num * 10 + (ch - '0');
                 continue;
             }
-            add_lat(t_read - c->num);
+            add_lat(t_read - c->num, c->num);
             c->msgs++;
             c->key_pos = 0;
             c->num = 0;
@@ -501,7 +506,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: sse-client fanout|hold --port P --path PATH --readers N [--interval-ms N]\n"
                     "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N] [--write-port P]\n"
-                    "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N]\n");
+                    "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N] [--timeline FILE]\n");
     exit(2);
 }
 
@@ -524,6 +529,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--linger-s")) O.linger_s = (int)num(v, 0, 3600);
         else if (!strcmp(k, "--hold-s")) O.hold_s = (int)num(v, 0, 86400);
         else if (!strcmp(k, "--paths")) O.paths = v;
+        else if (!strcmp(k, "--timeline")) O.timeline = v;
         else if (!strcmp(k, "--expect")) O.expect = num(v, 1, 100000000);
         else usage();
     }
@@ -652,6 +658,9 @@ int main(int argc, char **argv)
     if (O.tokens) {
         long delivered = 0;
         for (int i = 0; i < O.readers; i++) delivered += cs[i].msgs;
+        FILE *tl = O.timeline ? fopen(O.timeline, "w") : NULL;
+        for (size_t i = 0; tl && i < nlat; i++) fprintf(tl, "%lld %lld\n", (long long)lat_at[i], (long long)lat[i]);
+        if (tl) fclose(tl);
         qsort(lat, nlat, sizeof *lat, cmp64);
         printf("mode=tokens readers=%d connected=%d expected=%ld delivered=%ld p50_us=%lld p90_us=%lld "
                "p99_us=%lld max_us=%lld cpu_ms=%lld\n",

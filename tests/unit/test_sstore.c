@@ -1296,6 +1296,78 @@ static void test_append_cached(void)
     session_view_free(&v);
 }
 
+/* The runner's commit of many sessions at once (sstore_tx_append_batch): sessions
+ * that started together reach a snapshot's boundary in the same commit, and their
+ * snapshots are written together (one statement on PostgreSQL). Every view at
+ * every offset is still the full replay's, each session has its snapshots on the
+ * boundaries, and the views kept are the log's at the tail. */
+typedef struct batch_arg {
+    sstore_batch *b;
+    size_t n;
+} batch_arg;
+
+static int op_batch(log_conn_t *c, void *arg)
+{
+    batch_arg *a = arg;
+    session_trace t;
+    session_trace_new(&t);
+    return sstore_tx_append_batch(c, &t, a->b, a->n, NULL);
+}
+
+static void test_append_batch(void)
+{
+    enum { N = 3 };
+    const char *ids[N] = {"batch-1", "batch-2", "batch-3"};
+    session_view v[N];
+    uint64_t vs[N] = {0, 0, 0};
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_INT(create(ids[i], NULL, NULL), 0);
+        session_view_init(&v[i]);
+    }
+    for (int round = 0; round < 70; round++) {
+        cmd c[N];
+        sstore_event ev[N][4];
+        sstore_batch b[N];
+        memset(c, 0, sizeof c);
+        memset(ev, 0, sizeof ev);
+        for (int i = 0; i < N; i++) {
+            if (round == 0) {
+                cmd_add(&c[i], "message:user", "{\"content\": \"q\", \"mode\": \"queue\"}");
+                cmd_add(&c[i], "provider:request_started", "{\"requestId\": \"r1\"}");
+            }
+            cmd_add(&c[i], "text:delta", "{\"requestId\": \"r1\", \"text\": \"s%d-%d \"}", i, round);
+            /* One session a little ahead: the boundaries fall in different commits too. */
+            if (i == 2 && round % 5 == 0) cmd_add(&c[i], "thinking:delta", "{\"requestId\": \"r1\", \"text\": \"t\"}");
+            for (size_t k = 0; k < c[i].n; k++) {
+                ev[i][k].type = c[i].type[k];
+                ev[i][k].payload = c[i].payload[k];
+                ev[i][k].actor = "runner";
+            }
+            b[i] = (sstore_batch){ids[i], ev[i], c[i].n, &v[i], &vs[i], {0, 0}};
+        }
+        batch_arg a = {b, N};
+        int rc = log_transact(conn, op_batch, &a);
+        for (int i = 0; i < N; i++) cmd_free(&c[i]);
+        if (!CHECK_EQ_INT(rc, 0)) break;
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t count, off, newest;
+        CHECK_EQ_INT(snapshots_of(ids[i], &count, &off, &newest), 0);
+        CHECK(count >= 1);
+        CHECK_EQ_INT(off, 0);
+        CHECK_EQ_INT(newest, 64);
+        check_all_views(ids[i], "a batch's session");
+        offset_t pos, none = {0, 0};
+        json_t *want = view_at(ids[i], 0, none, &pos, NULL);
+        json_t *got = session_view_to_json(&v[i]);
+        CHECK(same_json(got, want, "the view kept", (size_t)pos.seq));
+        CHECK_EQ_UINT(vs[i], pos.seq);
+        json_decref(got);
+        json_decref(want);
+        session_view_free(&v[i]);
+    }
+}
+
 int main(void)
 {
     if (test_db_open("test-sstore", dir, sizeof dir, &lg, &conn) == 0) {
@@ -1314,7 +1386,10 @@ int main(void)
     test_db_close(dir, lg, conn);
     /* The runner's commits on PostgreSQL too (DSTREAM_TEST_PG). */
     for (int e = 1; test_db_engine(e); e++) {
-        if (test_db_open("test-sstore-cached", dir, sizeof dir, &lg, &conn) == 0) test_append_cached();
+        if (test_db_open("test-sstore-cached", dir, sizeof dir, &lg, &conn) == 0) {
+            test_append_cached();
+            test_append_batch();
+        }
         test_db_close(dir, lg, conn);
     }
     return TEST_MAIN_END();

@@ -4,6 +4,8 @@
  * database's collation. */
 #include "pg.h"
 
+#include <endian.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +248,45 @@ static int pg_snapshot_put(log_conn_t *c, const char *id, offset_t at, const cha
                       " ON CONFLICT (session, seq) DO UPDATE SET pos = EXCLUDED.pos, view = EXCLUDED.view", &p);
 }
 
+/* One statement for them all, from arrays. */
+static int pg_snapshot_put_many(log_conn_t *c, const char *const *id, const offset_t *at, const char *const *view,
+                                size_t n)
+{
+    if (n == 1) return pg_snapshot_put(c, id[0], at[0], view[0]);
+    const void **elem = malloc(4 * n * sizeof *elem);
+    size_t *len = malloc(4 * n * sizeof *len);
+    uint64_t *num = malloc(2 * n * sizeof *num);
+    char *arr[4] = {NULL, NULL, NULL, NULL};
+    int rc = LOG_EIO;
+    pg_params p;
+    pg_params_init(&p);
+    if (!elem || !len || !num) goto out;
+    for (size_t i = 0; i < n; i++) {
+        num[2 * i] = htobe64(at[i].seq);
+        num[2 * i + 1] = htobe64(at[i].pos);
+        elem[i] = id[i];
+        len[i] = strlen(id[i]);
+        elem[n + i] = &num[2 * i];
+        len[n + i] = sizeof *num;
+        elem[2 * n + i] = &num[2 * i + 1];
+        len[2 * n + i] = sizeof *num;
+        elem[3 * n + i] = view[i];
+        len[3 * n + i] = strlen(view[i]);
+    }
+    for (int a = 0; a < 4; a++)
+        if (!(arr[a] = pg_array(&p, a == 0 || a == 3 ? PG_TEXT_OID : PG_INT8_OID, n, elem + a * n, len + a * n)))
+            goto out;
+    rc = pg_exec(c, "INSERT INTO snapshots (session, seq, pos, view)"
+                    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[])"
+                    " ON CONFLICT (session, seq) DO UPDATE SET pos = EXCLUDED.pos, view = EXCLUDED.view", &p);
+out:
+    for (int a = 0; a < 4; a++) free(arr[a]);
+    free(elem);
+    free(len);
+    free(num);
+    return rc;
+}
+
 static int pg_otlp_cursor(log_conn_t *c, const char *id, uint64_t *seq)
 {
     int rc;
@@ -308,6 +349,7 @@ const store_sessions_ops pg_sessions_ops = {
     .mark_deleted = pg_mark_deleted,
     .snapshot_before = pg_snapshot_before,
     .snapshot_put = pg_snapshot_put,
+    .snapshot_put_many = pg_snapshot_put_many,
     .otlp_cursor = pg_otlp_cursor,
     .otlp_advance = pg_otlp_advance,
     .otlp_behind = pg_otlp_behind,
