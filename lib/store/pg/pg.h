@@ -186,6 +186,14 @@ char *pg_array(pg_params *p, unsigned elem_oid, size_t n, const void *const *ele
  * it) when it is PGRES_TUPLES_OK or PGRES_COMMAND_OK, else NULL with *rc set to a
  * LOG_E* (pg_error). */
 PGresult *pg_run(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
+/* In a trial (pg_conn.trial), with statements sent and unread (pg_conn.pending):
+ * sql after them and after the statements due (the tails' UPDATE), in the same
+ * pipeline with one sync, one round trip for all, where pg_drain and then pg_run
+ * would take two. Returns sql's result (as pg_run's), or NULL with *rc: the
+ * trial's outcome as pg_drain's (LOG_ERERUN, LOG_EBUSY, LOG_EDOWN), else sql's own
+ * error. Where it cannot (nothing unread, sql not prepared on this connection
+ * yet), it is pg_drain then pg_run. */
+PGresult *pg_run_after(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
 /* Run a statement whose result nobody needs. Returns 0 or LOG_E*. */
 int pg_exec(log_conn_t *c, const char *sql, const pg_params *p);
 /* Statements sent together, in one round trip (pg_flight). */

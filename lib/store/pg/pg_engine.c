@@ -187,7 +187,12 @@ static int notify(log_conn_t *c, int64_t *xid)
     *xid = 0;
     if (!pc->nchanged && !pc->changed_all) return 0;
     int rc;
-    if (++pc->groups % PG_TRIM_EVERY == 0 && (rc = pg_changes_trim(c, PG_TRIM_KEEP))) return rc;
+    if (++pc->groups % PG_TRIM_EVERY == 0) {
+        /* (A trial's unread inserts first: their failure is LOG_ERERUN, the group's
+         * to run again, which a statement that waits would make LOG_EIO.) */
+        if (pc->pending && (rc = pg_drain(c))) return rc;
+        if ((rc = pg_changes_trim(c, PG_TRIM_KEEP))) return rc;
+    }
     if (!pc->changed_all) {
         ids[k++] = '{';
         for (int i = 0; i < pc->nchanged; i++) {
@@ -214,10 +219,12 @@ static int notify(log_conn_t *c, int64_t *xid)
     else pg_null(&p);
     /* "xid:ids": the feed skips, in its cursor's look, rows last changed by a
      * transaction whose NOTIFY it already reported. */
-    PGresult *r = pg_run(c,
-                         "WITH ch AS (INSERT INTO stream_changes (ids) VALUES ($2::bigint[]))"
-                         " SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
-                         &p, 0, &rc);
+    /* In a trial, after its inserts sent and unread and the tails' UPDATE, in
+     * their round trip. */
+    PGresult *r = pg_run_after(c,
+                               "WITH ch AS (INSERT INTO stream_changes (ids) VALUES ($2::bigint[]))"
+                               " SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
+                               &p, 0, &rc);
     if (r) *xid = pg_int_of(r, 0, 0);
     PQclear(r);
     return rc;
@@ -229,9 +236,10 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->savepoint_due = pgc(c)->release_due = 0;
     int64_t xid = 0;
     /* A trial's inserts sent and not yet read: all of them succeeded, or the group
-     * is run again (LOG_ERERUN) or lost; nothing is committed before that is known. */
-    if (rc == 0 && pgc(c)->trial) rc = pg_drain(c);
+     * is run again (LOG_ERERUN) or lost; nothing is committed before that is known
+     * (the NOTIFY's statement reads them, in its round trip: pg_run_after). */
     if (rc == 0) rc = notify(c, &xid);
+    if (rc == 0 && pgc(c)->trial) rc = pg_drain(c);
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
     if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);

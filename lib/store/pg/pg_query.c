@@ -191,6 +191,15 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     return e->name;
 }
 
+/* The name of sql's prepared statement on this connection, or NULL if it has none. */
+static const char *known_name(const pg_conn *c, const char *sql)
+{
+    uint64_t h = sql_hash(sql);
+    for (int i = 0; i < c->nprepared; i++)
+        if (c->prepared[i].hash == h && !strcmp(c->prepared[i].sql, sql)) return c->prepared[i].name;
+    return NULL;
+}
+
 /* The statements due before the next one (pg.h): a read's BEGIN outside a
  * transaction (pg_conn.begin_due: due until a statement after it ran, pg_run);
  * else the last operation's RELEASE and the next one's SAVEPOINT
@@ -231,8 +240,11 @@ static void pre_stmts(pg_conn *c, pre_set *ps, int keep)
     for (int i = 0; i < ps->n; i++) {
         PGresult *fail = NULL;
         /* The tails' UPDATE is prepared (its text never varies); a failure to
-         * prepare it shows when it runs unnamed. */
-        ps->name[i] = i == ps->due ? prepared(c, ps->st[i].sql, &fail) : NULL;
+         * prepare it shows when it runs unnamed. Not in the middle of a pipeline
+         * (PQprepare waits for its answer): there, unnamed unless it was before. */
+        if (i != ps->due) ps->name[i] = NULL;
+        else if (c->pending) ps->name[i] = known_name(c, ps->st[i].sql);
+        else ps->name[i] = prepared(c, ps->st[i].sql, &fail);
         PQclear(fail);
     }
 }
@@ -335,6 +347,105 @@ int pg_drain(log_conn_t *lc)
     if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
     if (rc && (!c->trial_rc || c->trial_rc == LOG_ERERUN)) c->trial_rc = rc;
     return c->trial_rc;
+}
+
+PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int binary, int *rc)
+{
+    pg_conn *c = pgc(lc);
+    const char *name = known_name(c, sql);
+    *rc = 0;
+    /* Nothing sent and unread, or a statement not prepared yet (the first group of
+     * a connection; one that none can be prepared for any more goes unnamed): the
+     * unread ones' round trip first. */
+    if (!c->pending || (!name && c->nprepared < PG_PREPARED_MAX) || !c->pg ||
+        PQpipelineStatus(c->pg) == PQ_PIPELINE_OFF) {
+        if ((*rc = pg_drain(lc))) return NULL;
+        return pg_run(lc, sql, p, binary, rc);
+    }
+    c->nstmts++;
+    pre_set ps;
+    pre_stmts(c, &ps, 0);
+    if (ps.due >= 0 && !ps.name[ps.due] && c->nprepared < PG_PREPARED_MAX) {
+        /* The tails' UPDATE is not prepared on this connection yet (PQprepare
+         * waits for its answer: not in the middle of a pipeline): the unread ones
+         * first, then it prepared, once. */
+        if ((*rc = pg_drain(lc))) {
+            pre_done(c, &ps, 0);
+            return NULL;
+        }
+        PGresult *fail = NULL;
+        ps.name[ps.due] = prepared(c, ps.st[ps.due].sql, &fail);
+        PQclear(fail);
+        PGresult *r = run_pipelined(c, &ps, &name, &(pg_stmt){sql, p}, 1, binary);
+        if (ok(r)) {
+            note_tx(c);
+            return r;
+        }
+        read_only(c, r);
+        *rc = pg_error(lc, r);
+        if (c->pg && PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+        PQclear(r);
+        return NULL;
+    }
+    int npre = ps.n, sent = 1, pre_ok = 0, trial = 0;
+    for (int i = 0; i < npre && sent; i++) sent = send_one(c, ps.name[i], &ps.st[i], 0);
+    if (sent) sent = send_one(c, name, &(pg_stmt){sql, p}, binary);
+    if (sent) sent = PQpipelineSync(c->pg);
+    /* Each statement's result and the NULL after it (PGRES_PIPELINE_ABORTED for
+     * those after a failed one): the unread ones, those due, then sql's; then the
+     * sync's. Bounded, should the connection go under it. */
+    PGresult *got = NULL;
+    int all = c->pending + npre + 1, k = 0;
+    for (int guard = 2 * all + 8; sent && guard > 0; guard--) {
+        PGresult *r = PQgetResult(c->pg);
+        if (!r) {
+            if (PQstatus(c->pg) != CONNECTION_OK) break;
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        int i = k++;
+        if (i == all - 1 && ok(r)) {
+            got = r;
+            continue;
+        }
+        if (i < all - 1 && ok(r)) {
+            if (i >= c->pending) pre_ok++;
+        } else if (st != PGRES_PIPELINE_ABORTED) {
+            read_only(c, r);
+            int e = pg_error(lc, r);
+            /* As pg_drain: a lost connection, a deadlock or a read-only server lose
+             * the group; anything else before sql is some operation's own failure,
+             * which the group run again with savepoints tells apart; sql's own
+             * failure is its error. */
+            if (i < all - 1) {
+                if (!trial) trial = e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+            } else if (!*rc) {
+                *rc = e;
+            }
+        }
+        PQclear(r);
+    }
+    if (k < all && !trial && !*rc) trial = LOG_EDOWN;     /* the connection went */
+    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
+        if (PQexitPipelineMode(c->pg)) break;
+        PQclear(PQgetResult(c->pg));
+    }
+    if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !trial) trial = LOG_EDOWN;
+    pre_done(c, &ps, pre_ok == npre);
+    c->pending = 0;
+    if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    if (trial && (!c->trial_rc || c->trial_rc == LOG_ERERUN)) c->trial_rc = trial;
+    if (c->trial_rc) {
+        *rc = c->trial_rc;
+        PQclear(got);
+        return NULL;
+    }
+    if (!got && !*rc) *rc = LOG_EIO;
+    return got;
 }
 
 /* Before a statement that waits for its result: the trial's unread ones first.
