@@ -652,9 +652,9 @@ static size_t read_ahead(hub_t *h, size_t i, size_t n, unsigned pass)
         }
     }
     if (k < 2) return i;        /* one read is as well made when its turn comes */
-    log_read_ahead(h->conn, rr, k);
+    size_t got = log_read_ahead(h->conn, rr, k);
     metrics_slot *m = metrics_self();
-    if (m) __atomic_add_fetch(&m->reads_ahead, k, __ATOMIC_RELAXED);
+    if (m && got) __atomic_add_fetch(&m->reads_ahead, got, __ATOMIC_RELAXED);
     return i;
 }
 

@@ -504,8 +504,8 @@ void metrics_handle(req_t *r)
     family(&b, "dstream_wake_wakeups_total", "counter", "Waiting readers (threads, and hubs per changed stream) woken by the watchers.");
     buf_printf(&b, "dstream_wake_wakeups_total %" PRIu64 "\n", SUM(wake_wakeups));
     family(&b, "dstream_live_reads_ahead_total", "counter",
-           "Live reads the hubs asked the database for together, several streams' at once"
-           " (one statement on PostgreSQL).");
+           "Live reads the hubs had the database fetch together, several streams' at once"
+           " (one statement on PostgreSQL; SQLite reads each in process).");
     buf_printf(&b, "dstream_live_reads_ahead_total %" PRIu64 "\n", SUM(reads_ahead));
     family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
     log_sizes(r->log, db_size, &b);

@@ -23,7 +23,7 @@ typedef struct metrics_slot {
     uint64_t groups;            /* group commits (log_stats groups) */
     uint64_t wake_checks;       /* change queries of the watcher */
     uint64_t wake_wakeups;      /* waiters woken */
-    uint64_t reads_ahead;       /* live reads the hub asked for together (log_read_ahead) */
+    uint64_t reads_ahead;       /* live reads the hub had fetched together (log_read_ahead) */
 } metrics_slot;
 
 /* In the parent, before forking: room for nslots processes. 0, or -1. */

@@ -480,17 +480,17 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
     return store_of(c)->streams->read(c, r, fn, ud);
 }
 
-void log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n)
+size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n)
 {
     const store_streams_ops *ops = store_of(c)->streams;
-    if (!ops->read_ahead) return;
-    /* Only the reads log_read would run (a statement refused in the pipeline
-     * would take the ones after it along). */
+    if (!ops->read_ahead) return 0;
+    /* Only the reads log_read would run (a path the engine refuses would fail
+     * the statement of all of them). */
     log_read_req ok[LOG_READ_AHEAD_MAX];
     size_t k = 0;
     for (size_t i = 0; i < n && k < sizeof ok / sizeof *ok; i++)
         if (!lookable(c, r[i].path)) ok[k++] = r[i];
-    ops->read_ahead(c, ok, k);
+    return ops->read_ahead(c, ok, k);
 }
 
 int log_head(log_conn_t *c, const char *path, log_info *info)

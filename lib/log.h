@@ -197,9 +197,10 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
  * their first pages together, and each log_read asking for the same takes its own
  * (what it sees is the stream as it was then, as if the read had run then);
  * reads nobody asked for are dropped at the next call. n = 0 drops them now.
- * SQLite reads in process and ignores it. At most LOG_READ_AHEAD_MAX are. */
+ * At most LOG_READ_AHEAD_MAX are. Returns how many it fetched so (0: SQLite,
+ * which reads in process, ignores it). */
 #define LOG_READ_AHEAD_MAX 64
-void log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n);
+size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n);
 
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
 int log_head(log_conn_t *c, const char *path, log_info *info);

@@ -119,8 +119,9 @@ typedef struct store_streams_ops {
      * stopped at a bound. */
     int (*sweep)(log_conn_t *c, log_sweep_batch *b);
     int (*read)(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
-    /* log_read_ahead (optional: an engine without it reads each when asked). */
-    void (*read_ahead)(log_conn_t *c, const log_read_req *r, size_t n);
+    /* log_read_ahead (optional: an engine without it reads each when asked):
+     * how many of r[0..n) it fetched. */
+    size_t (*read_ahead)(log_conn_t *c, const log_read_req *r, size_t n);
     int (*head)(log_conn_t *c, const char *path, log_info *info);
     /* log_digest_at, in a read transaction of its own (or the group's). */
     int (*digest_at)(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN]);

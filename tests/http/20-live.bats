@@ -156,10 +156,15 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
             [ "$a" = "m0.r1.r2.r3.r4.r5." ] && [ "$b" = "r1.r2.r3.r4.r5." ] || fail "stream $i: from the start '$a', at the tail '$b'"
         done
     }
-    # Some turns of the hub had several streams to read, and asked for them together.
+    # On PostgreSQL some turns of the hub had several streams to read, fetched
+    # together; SQLite reads each in process.
     req GET /metrics
     ahead=$(awk '$1 == "dstream_live_reads_ahead_total" { print $2 }' "$DS_BODY")
-    [ "${ahead:-0}" -ge 2 ] || fail "dstream_live_reads_ahead_total: '${ahead:-}'"
+    if [ "${DSTREAM_TEST_ENGINE:-sqlite}" = pg ]; then
+        [ "${ahead:-0}" -ge 2 ] || fail "dstream_live_reads_ahead_total: '${ahead:-}'"
+    else
+        [ "${ahead:-}" = 0 ] || fail "dstream_live_reads_ahead_total on SQLite: '${ahead:-}'"
+    fi
 }
 
 # ---- disconnected clients -----------------------------------------------------------

@@ -1476,17 +1476,18 @@ static int ahead_slices(pg_conn *c, PGresult *res, const log_read_req *r, size_t
  * of once each. A read that takes its rows sees the stream as it was when they
  * were fetched, which is as if it had run then: a commit after it wakes its
  * readers again. */
-static void op_read_ahead(log_conn_t *lc, const log_read_req *r, size_t n)
+static size_t op_read_ahead(log_conn_t *lc, const log_read_req *r, size_t n)
 {
     pg_conn *c = pgc(lc);
     pg_ahead_forget(c);
-    if (n < 2 || c->in_tx) return;      /* one read gains nothing from it */
+    if (n < 2 || c->in_tx) return 0;    /* one read gains nothing from it */
     if (n > PG_AHEAD_MAX) n = PG_AHEAD_MAX;
-    if (!c->ahead && !(c->ahead = calloc(PG_AHEAD_MAX, sizeof *c->ahead))) return;
+    if (!c->ahead && !(c->ahead = calloc(PG_AHEAD_MAX, sizeof *c->ahead))) return 0;
     const void *elem[3][PG_AHEAD_MAX];
     size_t len[3][PG_AHEAD_MAX];
     uint64_t num[2][PG_AHEAD_MAX];
     char *arr[3] = {NULL, NULL, NULL};
+    size_t fetched = 0;
     pg_params p;
     pg_params_init(&p);
     for (size_t i = 0; i < n; i++) {
@@ -1507,8 +1508,10 @@ static void op_read_ahead(log_conn_t *lc, const log_read_req *r, size_t n)
     if (!res) goto out;
     c->ahead_res = res;
     if (ahead_slices(c, res, r, n)) pg_ahead_forget(c);
+    else fetched = n;
 out:
     for (int a = 0; a < 3; a++) free(arr[a]);
+    return fetched;
 }
 
 static void pre_clear(read_pre *pre)
