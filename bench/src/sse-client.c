@@ -37,8 +37,10 @@
  * (tests/mock-provider's stamp mode), and takes the latency from it. It ends when
  * every reader has seen --expect stamps (or --seconds passed) and prints:
  *   mode=tokens readers= connected= expected= delivered= p50_us= p90_us= p99_us= max_us= cpu_ms=
+ *   steady= steady_p50_us= steady_p99_us=
  * (cpu_ms: this process's own CPU, user + system, from "ready" to the end: the load
- * generator's share, to be compared with what it measures). With --timeline FILE it
+ * generator's share, to be compared with what it measures; steady: the deltas written a
+ * second or more after the first one, and their latencies: without the sessions' start). With --timeline FILE it
  * also writes each delivered message's stamp and latency (µs), a line each, to FILE:
  * when the slow ones were written (a stall of everything, or a reader left behind).
  *
@@ -661,12 +663,22 @@ int main(int argc, char **argv)
         FILE *tl = O.timeline ? fopen(O.timeline, "w") : NULL;
         for (size_t i = 0; tl && i < nlat; i++) fprintf(tl, "%lld %lld\n", (long long)lat_at[i], (long long)lat[i]);
         if (tl) fclose(tl);
+        /* The steady state: the deltas written a second or more after the first one
+         * (the sessions' start, all at once, is in the others). */
+        int64_t first = INT64_MAX;
+        for (size_t i = 0; i < nlat; i++)
+            if (lat_at[i] < first) first = lat_at[i];
+        size_t nsteady = 0;
+        for (size_t i = 0; i < nlat; i++)
+            if (lat_at[i] - first >= 1000000) lat_at[nsteady++] = lat[i];
+        qsort(lat_at, nsteady, sizeof *lat_at, cmp64);
         qsort(lat, nlat, sizeof *lat, cmp64);
         printf("mode=tokens readers=%d connected=%d expected=%ld delivered=%ld p50_us=%lld p90_us=%lld "
-               "p99_us=%lld max_us=%lld cpu_ms=%lld\n",
+               "p99_us=%lld max_us=%lld cpu_ms=%lld steady=%zu steady_p50_us=%lld steady_p99_us=%lld\n",
                O.readers, held, (long)O.readers * O.expect, delivered, (long long)pct(lat, nlat, 50),
                (long long)pct(lat, nlat, 90), (long long)pct(lat, nlat, 99),
-               (long long)(nlat ? lat[nlat - 1] : -1), (long long)((self_cpu_us() - cpu0) / 1000));
+               (long long)(nlat ? lat[nlat - 1] : -1), (long long)((self_cpu_us() - cpu0) / 1000), nsteady,
+               (long long)pct(lat_at, nsteady, 50), (long long)pct(lat_at, nsteady, 99));
     } else if (O.fanout) {
         stop_flag = 1;
         pthread_join(wt, NULL);
