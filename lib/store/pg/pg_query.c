@@ -168,14 +168,22 @@ static int lost(const pg_conn *c, const PGresult *r)
 
 static void note_tx(pg_conn *c);
 
+/* The name of sql's prepared statement on this connection, or NULL if it has none. */
+static const char *known_name(const pg_conn *c, const char *sql)
+{
+    uint64_t h = sql_hash(sql);
+    for (int i = 0; i < c->nprepared; i++)
+        if (c->prepared[i].hash == h && !strcmp(c->prepared[i].sql, sql)) return c->prepared[i].name;
+    return NULL;
+}
+
 /* The prepared statement of sql on this connection (prepared now if new), or NULL
  * when none can be kept (the caller then runs it unnamed). *rc is set on failure. */
 static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
 {
-    uint64_t h = sql_hash(sql);
+    const char *known = known_name(c, sql);
     *fail = NULL;
-    for (int i = 0; i < c->nprepared; i++)
-        if (c->prepared[i].hash == h && !strcmp(c->prepared[i].sql, sql)) return c->prepared[i].name;
+    if (known) return known;
     if (c->nprepared >= PG_PREPARED_MAX) return NULL;
     pg_prepared *e = &c->prepared[c->nprepared];
     snprintf(e->name, sizeof e->name, "s%d", c->nprepared);
@@ -186,18 +194,9 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     }
     PQclear(r);
     if (!(e->sql = strdup(sql))) abort();
-    e->hash = h;
+    e->hash = sql_hash(sql);
     c->nprepared++;
     return e->name;
-}
-
-/* The name of sql's prepared statement on this connection, or NULL if it has none. */
-static const char *known_name(const pg_conn *c, const char *sql)
-{
-    uint64_t h = sql_hash(sql);
-    for (int i = 0; i < c->nprepared; i++)
-        if (c->prepared[i].hash == h && !strcmp(c->prepared[i].sql, sql)) return c->prepared[i].name;
-    return NULL;
 }
 
 /* The statements due before the next one (pg.h): a read's BEGIN outside a
@@ -257,6 +256,24 @@ static void pre_done(pg_conn *c, pre_set *ps, int ok_all)
     ps->due = -1;
 }
 
+/* Out of pipeline mode, the results left read and dropped (a lost connection may
+ * leave results that never come: it is made again before its next use). */
+static void leave_pipeline(pg_conn *c)
+{
+    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
+        if (PQexitPipelineMode(c->pg)) break;
+        PQclear(PQgetResult(c->pg));
+    }
+}
+
+/* A trial's statement sent without waiting failed with e: a lost connection, a
+ * deadlock or a read-only server lose the whole group (e); anything else is some
+ * operation's own failure, which the group run again with savepoints tells apart. */
+static int unread_failed(int e)
+{
+    return e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+}
+
 /* Send one statement (named: prepared) in pipeline mode. */
 static int send_one(pg_conn *c, const char *name, const pg_stmt *st, int binary)
 {
@@ -298,10 +315,7 @@ static PGresult *run_pipelined(pg_conn *c, pre_set *ps, const char *const *name,
     pre_done(c, ps, pre_ok == npre);
     /* The sync's result, and out of pipeline mode (a lost connection may leave
      * results that never come: it is made again before its next use). */
-    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
-        if (PQexitPipelineMode(c->pg)) break;
-        PQclear(PQgetResult(c->pg));
-    }
+    leave_pipeline(c);
     return got;
 }
 
@@ -334,14 +348,11 @@ int pg_drain(log_conn_t *lc)
             /* As outside a trial: a lost connection, a deadlock or a read-only
              * server lose the whole group; anything else is some operation's own
              * failure, which the group run again with savepoints tells apart. */
-            rc = e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+            rc = unread_failed(e);
         }
         PQclear(r);
     }
-    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
-        if (PQexitPipelineMode(c->pg)) break;
-        PQclear(PQgetResult(c->pg));
-    }
+    leave_pipeline(c);
     if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !rc) rc = LOG_EDOWN;
     c->pending = 0;
     if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
@@ -422,7 +433,7 @@ PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int 
              * which the group run again with savepoints tells apart; sql's own
              * failure is its error. */
             if (i < all - 1) {
-                if (!trial) trial = e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+                if (!trial) trial = unread_failed(e);
             } else if (!*rc) {
                 *rc = e;
             }
@@ -430,10 +441,7 @@ PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int 
         PQclear(r);
     }
     if (k < all && !trial && !*rc) trial = LOG_EDOWN;     /* the connection went */
-    for (int tries = 0; tries < 4 && PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF; tries++) {
-        if (PQexitPipelineMode(c->pg)) break;
-        PQclear(PQgetResult(c->pg));
-    }
+    leave_pipeline(c);
     if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !trial) trial = LOG_EDOWN;
     pre_done(c, &ps, pre_ok == npre);
     c->pending = 0;
@@ -540,10 +548,7 @@ static int sent_only(pg_conn *c, const pg_stmt *st, int n)
         if (rc) return rc;
     }
     for (int i = 0; i < n; i++) {
-        uint64_t h = sql_hash(st[i].sql);
-        int known = 0;
-        for (int k = 0; k < c->nprepared && !known; k++)
-            known = c->prepared[k].hash == h && !strcmp(c->prepared[k].sql, st[i].sql);
+        int known = known_name(c, st[i].sql) != NULL;
         name[i] = NULL;
         /* None kept past PG_PREPARED_MAX: sent unnamed (as pg_run does). */
         if (!known && c->nprepared >= PG_PREPARED_MAX) continue;
@@ -557,7 +562,7 @@ static int sent_only(pg_conn *c, const pg_stmt *st, int n)
         if (fail) {
             int rc = pg_error(&c->base, fail);
             PQclear(fail);
-            if (!c->trial_rc) c->trial_rc = rc == LOG_EBUSY || rc == LOG_EDOWN ? rc : LOG_ERERUN;
+            if (!c->trial_rc) c->trial_rc = unread_failed(rc);
             return rc;
         }
     }
