@@ -23,6 +23,10 @@
 #include "pool.h"
 #include "router.h"
 
+/* The pool's cache of streams' history on PostgreSQL (DSTREAM_READ_CACHE_KB, for the
+ * process: log_opts.read_cache_kib); SQLite reads its pages in process and has none. */
+#define FCGI_READ_CACHE_KB 8192
+
 /* DSTREAM_PUBLIC_URL: the base URL clients reach the server at, for Location
  * headers (never the client's Host). Exits on a value that is not one. */
 static const char *public_url(void)
@@ -191,7 +195,8 @@ int main(int argc, char **argv)
     cfg.cors_origins = origins;
     if (cfg.auth_off) diag("info", "DSTREAM_AUTH=off: no tokens asked, loopback clients only");
 
-    log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1, 0};
+    log_opts lo = {strcmp(sync, "normal") != 0, 5000, 1, 0,
+                   (int)env_num("DSTREAM_READ_CACHE_KB", FCGI_READ_CACHE_KB, 0, 1 << 20)};
     int64_t max_bytes = env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50);
     int64_t touch_ms = env_num("DSTREAM_TTL_TOUCH_MS", LOG_TOUCH_MS_DEFAULT, 0, 3600000);
     char err[512];

@@ -507,6 +507,15 @@ void metrics_handle(req_t *r)
            "Live reads the hubs had the database fetch together, several streams' at once"
            " (one statement on PostgreSQL; SQLite reads each in process).");
     buf_printf(&b, "dstream_live_reads_ahead_total %" PRIu64 "\n", SUM(reads_ahead));
+    family(&b, "dstream_read_cache_hits_total", "counter",
+           "Reads whose first page the pool's cache of streams' history had (DSTREAM_READ_CACHE_KB;"
+           " PostgreSQL only: SQLite reads its pages in process).");
+    buf_printf(&b, "dstream_read_cache_hits_total %" PRIu64 "\n", SUM(cache_hits));
+    family(&b, "dstream_read_cache_misses_total", "counter",
+           "Reads that fetched their first page from the database (PostgreSQL, with the cache).");
+    buf_printf(&b, "dstream_read_cache_misses_total %" PRIu64 "\n", SUM(cache_misses));
+    family(&b, "dstream_read_cache_bytes", "gauge", "Bytes the pool's cache of streams' history holds.");
+    buf_printf(&b, "dstream_read_cache_bytes %" PRIu64 "\n", SUM(cache_bytes));
     family(&b, "dstream_db_bytes", "gauge", "Size of the database files.");
     log_sizes(r->log, db_size, &b);
     runner_metrics(r, &b);

@@ -24,6 +24,9 @@ typedef struct metrics_slot {
     uint64_t wake_checks;       /* change queries of the watcher */
     uint64_t wake_wakeups;      /* waiters woken */
     uint64_t reads_ahead;       /* live reads the hub had fetched together (log_read_ahead) */
+    uint64_t cache_hits;        /* reads whose first page the history cache had (log_read_cache_stats) */
+    uint64_t cache_misses;      /* reads that fetched it from the database */
+    uint64_t cache_bytes;       /* the bytes the history cache holds */
 } metrics_slot;
 
 /* In the parent, before forking: room for nslots processes. 0, or -1. */

@@ -212,6 +212,11 @@ static void publish(log_t *log, wake_t *wake)
     log_stats(log, &groups, &ops);
     __atomic_store_n(&m->groups, groups, __ATOMIC_RELAXED);
     __atomic_store_n(&m->appends, ops, __ATOMIC_RELAXED);
+    uint64_t hits, misses, bytes;
+    log_read_cache_stats(log, &hits, &misses, &bytes);
+    __atomic_store_n(&m->cache_hits, hits, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->cache_misses, misses, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->cache_bytes, bytes, __ATOMIC_RELAXED);
     if (wake) {
         wake_stats st;
         wake_get_stats(wake, &st);

@@ -83,6 +83,7 @@ log_t *log_open(const char *target, const log_opts *opts, char *err, size_t errl
     l->opts.busy_timeout_ms = opts && opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
     l->opts.migrate = opts ? opts->migrate : 1;
     l->opts.cache_kib = opts ? opts->cache_kib : 0;
+    l->opts.read_cache_kib = opts && opts->read_cache_kib > 0 ? opts->read_cache_kib : 0;
     l->touch_ms = LOG_TOUCH_MS_DEFAULT;
     pthread_mutex_init(&l->mu, NULL);
     if (e->open(l, err, errlen)) {
@@ -100,6 +101,7 @@ void log_opts_default(log_opts *o)
     o->busy_timeout_ms = 5000;
     o->migrate = 1;
     o->cache_kib = 0;
+    o->read_cache_kib = 0;
 }
 
 const char *log_path(const log_t *l)
@@ -153,6 +155,12 @@ void log_stats(log_t *l, uint64_t *groups, uint64_t *ops)
     *groups = l->groups;
     *ops = l->ops;
     pthread_mutex_unlock(&l->mu);
+}
+
+void log_read_cache_stats(log_t *l, uint64_t *hits, uint64_t *misses, uint64_t *bytes)
+{
+    *hits = *misses = *bytes = 0;
+    if (l->engine->read_cache_stats) l->engine->read_cache_stats(l, hits, misses, bytes);
 }
 
 log_conn_t *log_conn_open(log_t *l, char *err, size_t errlen)

@@ -34,6 +34,8 @@ typedef struct log_opts {
     int busy_timeout_ms;       /* default 5000 */
     int migrate;               /* 1 (default): create or migrate the schema at log_open */
     int cache_kib;             /* SQLite: each connection's page cache; 0 (default): SQLite's 2,000 KiB */
+    int read_cache_kib;        /* PostgreSQL: the process's cache of streams' history
+                                * (lib/store/pg/pg_hist.c); 0 (default): none */
 } log_opts;
 
 /* Where a change feed reader is (log_changes): engine-defined. Start from
@@ -356,5 +358,9 @@ int log_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t
 
 /* Statistics since log_open: write groups committed and operations in them. */
 void log_stats(log_t *l, uint64_t *groups, uint64_t *ops);
+/* The process's cache of streams' history (log_opts.read_cache_kib; PostgreSQL's
+ * only): reads that took their first page from it, reads that did not, and the
+ * bytes it holds; all 0 without one. */
+void log_read_cache_stats(log_t *l, uint64_t *hits, uint64_t *misses, uint64_t *bytes);
 
 #endif

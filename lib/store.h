@@ -521,6 +521,10 @@ struct store_engine {
      * buffers, by connecting again outside a transaction), as a process does
      * after a burst of work (log_release_memory). */
     void (*release_memory)(log_conn_t *c);
+    /* Optional (NULL: none kept): the process's cache of streams' history
+     * (log_opts.read_cache_kib): reads that took their first page from it, reads
+     * that did not, and the bytes it holds (log_read_cache_stats). */
+    void (*read_cache_stats)(log_t *l, uint64_t *hits, uint64_t *misses, uint64_t *bytes);
     /* The schema version this build's migrations reach. */
     int (*schema_version)(void);
     const store_streams_ops *streams;

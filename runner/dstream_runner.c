@@ -232,7 +232,7 @@ int main(int argc, char **argv)
     /* A page cache that holds the tails of the streams it writes: at 200 streaming
      * sessions SQLite's default (2,000 KiB) read back a page from the file for one
      * delta in three (bench/RESULTS.md); runner/memtrim.c gives it back when idle. */
-    log_opts lo = {strcmp(env_str("DSTREAM_SYNC", "full"), "normal") != 0, 5000, 1, RUNNER_CACHE_KIB};
+    log_opts lo = {strcmp(env_str("DSTREAM_SYNC", "full"), "normal") != 0, 5000, 1, RUNNER_CACHE_KIB, 0};
     if ((R.log = log_open(db, &lo, err, sizeof err))) log_set_max_bytes(R.log, env_num("DSTREAM_DB_MAX_BYTES", 0, 0, 1LL << 50));
     if (!R.log) {
         diag("error", "%s", err);

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     long n = strtol(argv[2], NULL, 10), bytes = argc > 3 ? strtol(argv[3], NULL, 10) : 2048;
     if (n <= 0 || bytes <= 0 || bytes > 1 << 20) return 2;
     char err[256] = "";
-    log_opts o = {1, 5000, 1, 0};
+    log_opts o = {1, 5000, 1, 0, 0};
     log_t *l = log_open(db, &o, err, sizeof err);
     log_conn_t *c = l ? log_conn_open(l, err, sizeof err) : NULL;
     if (!c) {

@@ -64,7 +64,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char path[128], err[256];
     if (!mkdtemp(dir)) abort();
     snprintf(path, sizeof path, "%s/auth.db", dir);
-    log_opts o = {0, 5000, 1, 0};
+    log_opts o = {0, 5000, 1, 0, 0};
     lg = log_open(path, &o, err, sizeof err);
     conn = lg ? log_conn_open(lg, err, sizeof err) : NULL;
     if (!conn) abort();

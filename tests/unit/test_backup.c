@@ -150,7 +150,7 @@ static void test_backup_under_load(void)
      * prefix (message i is "writer w message i"). */
     CHECK_EQ_INT(problems(dest), 0);
     CHECK_EQ_INT(bi.streams, WRITERS);
-    log_opts o = {0, 5000, 0, 0};
+    log_opts o = {0, 5000, 0, 0, 0};
     log_t *bl = log_open(dest, &o, err, sizeof err);
     log_conn_t *bc = bl ? log_conn_open(bl, err, sizeof err) : NULL;
     if (!CHECK(bc != NULL)) {

@@ -442,7 +442,7 @@ static void test_migration(void)
     char err[256];
     /* A check of the database as it is: no chain to look at, nothing wrong. */
     CHECK_EQ_INT(backup_check(test_db_st()->uri, 10, keep, NULL, err, sizeof err), 0);
-    log_opts o = {0, 5000, 1, 0};
+    log_opts o = {0, 5000, 1, 0, 0};
     lg = log_open(test_db_st()->uri, &o, err, sizeof err);
     if (!CHECK(lg != NULL)) {
         fprintf(stderr, "  %s\n", err);

@@ -277,7 +277,7 @@ static inline int test_db_open(const char *name, char *dir, size_t dircap, log_t
     *lg = NULL;
     *conn = NULL;
     if (test_db_target(name, dir, dircap, path, sizeof path)) return -1;
-    log_opts o = {0, 5000, 1, 0};
+    log_opts o = {0, 5000, 1, 0, 0};
     *lg = log_open(path, &o, err, sizeof err);
     *conn = *lg ? log_conn_open(*lg, err, sizeof err) : NULL;
     if (!CHECK(*conn != NULL)) {
@@ -295,6 +295,32 @@ static inline int test_db_create(log_conn_t *c, const char *path)
     r.path = path;
     r.content_type = "text/plain";
     r.ttl_s = r.expires_ms = -1;
+    return log_create(c, &r);
+}
+
+/* Read path on c from (kind, from), at most max_bytes, each message to fn: log_read's
+ * result, its request in *r. */
+static inline int test_db_read(log_conn_t *c, log_read_req *r, const char *path, offset_kind kind, offset_t from,
+                               size_t max_bytes, log_msg_fn fn, void *ud)
+{
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->kind = kind;
+    r->from = from;
+    r->max_bytes = max_bytes;
+    return log_read(c, r, fn, ud);
+}
+
+/* Make path on c a fork of from at offset at: log_create's result. */
+static inline int test_db_fork(log_conn_t *c, const char *path, const char *from, offset_t at)
+{
+    log_create_req r;
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.ttl_s = r.expires_ms = -1;
+    r.fork_from = from;
+    r.fork_has_offset = 1;
+    r.fork_offset = at;
     return log_create(c, &r);
 }
 

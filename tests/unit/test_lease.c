@@ -312,7 +312,7 @@ int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
         char path[1100], err[256] = "";
-        log_opts o = {0, 5000, 1, 0};
+        log_opts o = {0, 5000, 1, 0, 0};
         lg = lg2 = NULL;
         ca = cb = NULL;
         if (test_db_target("test-lease", dir, sizeof dir, path, sizeof path) == 0) {

@@ -113,12 +113,7 @@ static int read_from(const char *path, offset_kind kind, offset_t from, size_t m
                      log_read_req *out)
 {
     log_read_req r;
-    memset(&r, 0, sizeof r);
-    r.path = path;
-    r.kind = kind;
-    r.from = from;
-    r.max_bytes = max_bytes;
-    int rc = log_read(conn, &r, collect, g);
+    int rc = test_db_read(conn, &r, path, kind, from, max_bytes, collect, g);
     if (out) *out = r;
     return rc;
 }
@@ -1230,7 +1225,7 @@ static int own_db(const char *name, int sync_full, int busy_ms, const char *stre
     char path[1200], err[256];
     if (pg_uri) snprintf(path, sizeof path, "%s", pg_uri);    /* one database: streams of their own */
     else snprintf(path, sizeof path, "%s/%s", dir, name);
-    log_opts o = {sync_full, busy_ms, 1, 0};
+    log_opts o = {sync_full, busy_ms, 1, 0, 0};
     *c = NULL;
     if (!CHECK((*l = log_open(path, &o, err, sizeof err)) != NULL)) {
         fprintf(stderr, "  log_open: %s\n", err);
@@ -1476,7 +1471,7 @@ static void test_gap_hunter(const char *engine)
     char err[256];
     if (own_db("gap.db", 0, 10000, "/gap/s", &l[0], &c)) return;
     for (int i = 1; i < GAP_HANDLES; i++) {
-        log_opts o = {0, 10000, 0, 0};
+        log_opts o = {0, 10000, 0, 0, 0};
         char path[1200];
         if (pg_uri) snprintf(path, sizeof path, "%s", pg_uri);
         else snprintf(path, sizeof path, "%s/gap.db", dir);

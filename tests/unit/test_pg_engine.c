@@ -228,7 +228,7 @@ static void test_row_lock(void)
     char err[256];
     CHECK_EQ_INT(test_db_create(conn, "/lk/s"), 0);
     /* Held longer than the busy timeout: LOG_EBUSY, nothing written. */
-    log_opts o = {0, 300, 0, 0};
+    log_opts o = {0, 300, 0, 0, 0};
     log_t *quick = log_open(uri, &o, err, sizeof err);
     log_conn_t *qc = quick ? log_conn_open(quick, err, sizeof err) : NULL;
     if (!CHECK(qc != NULL)) goto out;
@@ -246,7 +246,7 @@ static void test_row_lock(void)
 
     /* Held for a second while writers of two handles wait it out and a reader
      * tails: every append lands, the offsets stay contiguous. */
-    log_opts slow = {0, 20000, 0, 0};
+    log_opts slow = {0, 20000, 0, 0, 0};
     log_t *l2 = log_open(uri, &slow, err, sizeof err);
     if (!CHECK(l2 != NULL)) goto out;
     holder h2 = {"/lk/s", 1000, 0};
@@ -351,7 +351,7 @@ static void test_group_order(void)
     char err[256];
     CHECK_EQ_INT(test_db_create(conn, "/or/a"), 0);
     CHECK_EQ_INT(test_db_create(conn, "/or/b"), 0);
-    log_opts slow = {0, 20000, 0, 0};
+    log_opts slow = {0, 20000, 0, 0, 0};
     log_t *h1 = log_open(uri, &slow, err, sizeof err);
     log_t *h2 = log_open(uri, &slow, err, sizeof err);
     if (!CHECK(h1 && h2)) goto out;
@@ -544,7 +544,7 @@ static void test_feed_reconnect(void)
         fprintf(stderr, "  %s\n", err);
         return;
     }
-    log_opts o = {0, 5000, 0, 0};
+    log_opts o = {0, 5000, 0, 0, 0};
     log_t *other = log_open(uri, &o, err, sizeof err);     /* another process, as far as the feed knows */
     log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
     wake_waiter_t *wa = wake_waiter_new(w), *wb = wake_waiter_new(w);
@@ -650,7 +650,7 @@ static void test_feed_local(void)
     CHECK_EQ_INT(log_head(conn, "/fl/b", &b), 0);
     const store_feed_ops *fo = lg->engine->feed;
     store_feed *f = fo->open(lg, err, sizeof err);
-    log_opts o = {0, 5000, 0, 0};
+    log_opts o = {0, 5000, 0, 0, 0};
     log_t *other = log_open(uri, &o, err, sizeof err);
     log_conn_t *oc = other ? log_conn_open(other, err, sizeof err) : NULL;
     if (!CHECK(f && oc)) goto out;
@@ -1162,15 +1162,7 @@ static void test_read_rows(void)
     CHECK_EQ_INT(log_read(conn, &r, collect_text, got), LOG_EOFFSET);
 
     /* A fork at 298 and its own message: the parent's part, then its own. */
-    log_create_req fr;
-    memset(&fr, 0, sizeof fr);
-    fr.path = "/rr/f";
-    fr.ttl_s = -1;
-    fr.expires_ms = -1;
-    fr.fork_from = "/rr/s";
-    fr.fork_has_offset = 1;
-    fr.fork_offset = (offset_t){298, 1082};
-    CHECK_EQ_INT(log_create(conn, &fr), 0);
+    CHECK_EQ_INT(test_db_fork(conn, "/rr/f", "/rr/s", (offset_t){298, 1082}), 0);
     CHECK_EQ_INT(test_db_append(conn, "/rr/f", "own"), 0);
     memset(&r, 0, sizeof r);
     r.path = "/rr/f";
@@ -1438,6 +1430,239 @@ static void test_read_ahead(void)
     /* Inside a group: nothing fetched ahead, the read the group's own. */
     log_read_req in[2] = {rq[0], rq[2]};
     CHECK_EQ_INT(log_transact(conn, ahead_in_group, in), 0);
+}
+
+/* ---- the history cache (log_opts.read_cache_kib, pg_hist.c) ---------------------------------- */
+
+typedef struct big_text {
+    char s[16384];
+    size_t n;
+} big_text;
+
+static int big_collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    big_text *t = ud;
+    int k = snprintf(t->s + t->n, sizeof t->s - t->n, "%s%llu@%llu:%.*s", t->n ? " " : "",
+                     (unsigned long long)at.seq, (unsigned long long)at.pos, (int)len, (const char *)data);
+    if (k > 0 && (size_t)k < sizeof t->s - t->n) t->n += (size_t)k;
+    return 0;
+}
+
+/* A read of path on c from at (kind, from, max_bytes as given): its text, rc,
+ * next offset, digest, up_to_date, all in one string, to compare reads. */
+static void read_whole(log_conn_t *c, const char *path, offset_kind kind, offset_t from, size_t max_bytes,
+                       big_text *t)
+{
+    log_read_req r;
+    t->n = 0;
+    t->s[0] = 0;
+    int rc = test_db_read(c, &r, path, kind, from, max_bytes, big_collect, t);
+    char hex[CHAIN_HEX + 1];
+    chain_hex(r.digest, hex);
+    int k = snprintf(t->s + t->n, sizeof t->s - t->n, " | rc %d next %llu@%llu %s %d count %zu", rc,
+                     (unsigned long long)r.next.seq, (unsigned long long)r.next.pos, rc ? "" : hex, r.up_to_date,
+                     (size_t)r.count);
+    if (k > 0 && (size_t)k < sizeof t->s - t->n) t->n += (size_t)k;
+}
+
+static void cache_stats(log_t *l, uint64_t *hits, uint64_t *misses)
+{
+    uint64_t bytes;
+    log_read_cache_stats(l, hits, misses, &bytes);
+}
+
+static void append_texts(log_conn_t *c, const char *path, char prefix, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char m[32];
+        snprintf(m, sizeof m, "%c%d", prefix, i);
+        CHECK_EQ_INT(test_db_append(c, path, m), 0);
+    }
+}
+
+/* The same read on the process with the cache (cc) and on one without (conn):
+ * the same messages, offsets, digest and state; 1 if it was a hit. */
+static int same_read(log_t *lc, log_conn_t *cc, const char *path, offset_kind kind, offset_t from, size_t max_bytes)
+{
+    static big_text want, got;
+    uint64_t h0, m0, h1, m1;
+    read_whole(conn, path, kind, from, max_bytes, &want);
+    cache_stats(lc, &h0, &m0);
+    read_whole(cc, path, kind, from, max_bytes, &got);
+    cache_stats(lc, &h1, &m1);
+    if (!CHECK_EQ_STR(got.s, want.s)) fprintf(stderr, "  (%s from %llu, max %zu)\n", path,
+                                              (unsigned long long)from.seq, max_bytes);
+    return h1 > h0;
+}
+
+typedef struct cache_reader {
+    log_t *lc;
+    const char *path;
+    int reads, bad;
+} cache_reader;
+
+typedef struct seq_check {
+    uint64_t next;
+    int bad;
+} seq_check;
+
+static int seq_collect(void *ud, const void *data, size_t len, offset_t at)
+{
+    seq_check *k = ud;
+    char want[32];
+    int n = snprintf(want, sizeof want, "n%llu", (unsigned long long)at.seq);
+    if (at.seq != k->next || len != (size_t)n || memcmp(data, want, len)) k->bad++;
+    k->next = at.seq + 1;
+    return 0;
+}
+
+/* Reads from the start while another thread appends "n<seq>": each one the
+ * messages 0.. in order, its digest the stream's at its end. */
+static void *cache_read_loop(void *arg)
+{
+    cache_reader *cr = arg;
+    char err[256];
+    log_conn_t *c = log_conn_open(cr->lc, err, sizeof err);
+    if (!c) {
+        cr->bad++;
+        return NULL;
+    }
+    for (int i = 0; i < cr->reads; i++) {
+        log_read_req r;
+        memset(&r, 0, sizeof r);
+        r.path = cr->path;
+        r.kind = OFFSET_START;
+        r.max_bytes = (size_t)-1;
+        seq_check k = {0, 0};
+        uint8_t d[CHAIN_LEN];
+        if (log_read(c, &r, seq_collect, &k) || k.bad || k.next != r.next.seq ||
+            log_digest_at(c, cr->path, r.next.seq, d) || memcmp(d, r.digest, CHAIN_LEN))
+            cr->bad++;
+    }
+    log_conn_close(c);
+    return NULL;
+}
+
+/* A process with the history cache (another log_t on the same database, as a
+ * second pool would be) reads what one without it reads, byte for byte, offset
+ * for offset, digest for digest: from the start, from the middle, with a budget
+ * that stops inside what it keeps, after appends by another process (the kept
+ * messages first, the new ones from the database), after the stream was deleted
+ * and made again at the same path (the kept history is not its: dropped), from
+ * a fork; its second read of a stream finds the messages kept; a stream larger
+ * than a quarter of the cache is not kept, and the cache holds no more than its
+ * size; readers in four threads while another process appends see every
+ * message once, in order. */
+static void test_read_cache(void)
+{
+    char err[256];
+    log_opts o = {0, 5000, 0, 0, 64};      /* 64 KiB: an entry at most 16 */
+    log_t *lc = log_open(uri, &o, err, sizeof err);
+    if (!CHECK(lc != NULL)) return;
+    log_conn_t *cc = log_conn_open(lc, err, sizeof err);
+    if (!CHECK(cc != NULL)) {
+        log_close(lc);
+        return;
+    }
+    uint64_t hits, misses, bytes;
+    log_read_cache_stats(lg, &hits, &misses, &bytes);
+    CHECK(hits == 0 && misses == 0 && bytes == 0);      /* the default: none */
+
+    CHECK_EQ_INT(test_db_create(conn, "/rc/a"), 0);
+    append_texts(conn, "/rc/a", 'm', 0, 50);          /* "m0".."m49": 2 and 3 bytes */
+    offset_t z = {0, 0};
+    CHECK(!same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));    /* fetched, kept */
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));     /* kept */
+    log_read_cache_stats(lc, &hits, &misses, &bytes);
+    CHECK(bytes >= 140);
+    /* From the middle (m10 is at 2 * 10 = 20), a wrong position, a budget that
+     * stops inside what is kept (the digest where it stops looked up), from the
+     * tail and past it. */
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){10, 20}, (size_t)-1));
+    same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){10, 21}, (size_t)-1);
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, 9));
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){40, 110}, 1));
+    same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){50, 140}, (size_t)-1);
+    same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){51, 143}, (size_t)-1);
+    same_read(lc, cc, "/rc/a", OFFSET_NOW, z, (size_t)-1);
+    /* Appended by another process: the kept ones, then the new ones. */
+    append_texts(conn, "/rc/a", 'm', 50, 55);
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){52, 146}, (size_t)-1));   /* kept since */
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, 100));
+    /* Closed: the same messages, the state the row's. */
+    log_append_req cl;
+    memset(&cl, 0, sizeof cl);
+    cl.path = "/rc/a";
+    cl.close = 1;
+    CHECK_EQ_INT(log_append(conn, &cl), 0);
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));
+    /* A fork at 20 (m20, at 20 + 10 * 3) and its own: read as without the cache. */
+    CHECK_EQ_INT(test_db_fork(conn, "/rc/f", "/rc/a", (offset_t){20, 50}), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/rc/f", "own"), 0);
+    same_read(lc, cc, "/rc/f", OFFSET_START, z, (size_t)-1);
+    same_read(lc, cc, "/rc/f", OFFSET_START, z, (size_t)-1);
+    /* Deleted (its fork keeps it, as deleted) and made again at the same path,
+     * with other bytes at the same positions: the kept history is not its. */
+    CHECK_EQ_INT(log_delete(conn, "/rc/f"), 0);
+    CHECK_EQ_INT(log_delete(conn, "/rc/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/rc/a"), 0);
+    append_texts(conn, "/rc/a", 'M', 0, 50);
+    CHECK(!same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));
+    CHECK(same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1));
+    /* The oldest dropped behind its back (as retention's sweep does): a read from
+     * the start begins at the first one left. */
+    PGconn *pg = admin();
+    CHECK(sql_ok(pg, "DELETE FROM messages WHERE stream = (SELECT id FROM streams WHERE path = '/rc/a') AND seq < 5"));
+    same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1);
+    same_read(lc, cc, "/rc/a", OFFSET_START, z, (size_t)-1);
+    /* And every one: nothing kept serves (the digest it was checked by is gone). */
+    CHECK(sql_ok(pg, "DELETE FROM messages WHERE stream = (SELECT id FROM streams WHERE path = '/rc/a')"));
+    same_read(lc, cc, "/rc/a", OFFSET_AT, (offset_t){10, 20}, (size_t)-1);
+    PQfinish(pg);
+
+    /* Larger than a quarter of the cache (16 KiB): never kept. Ten streams of
+     * 6 KiB each, read twice: the cache stays within its 64 KiB. */
+    CHECK_EQ_INT(test_db_create(conn, "/rc/big"), 0);
+    char blob[2001];
+    memset(blob, 'b', 2000);
+    blob[2000] = 0;
+    for (int i = 0; i < 9; i++) CHECK_EQ_INT(test_db_append(conn, "/rc/big", blob), 0);
+    CHECK(!same_read(lc, cc, "/rc/big", OFFSET_START, z, (size_t)-1));
+    CHECK(!same_read(lc, cc, "/rc/big", OFFSET_START, z, (size_t)-1));
+    blob[1000] = 0;
+    for (int k = 0; k < 10; k++) {
+        char path[32];
+        snprintf(path, sizeof path, "/rc/s%d", k);
+        CHECK_EQ_INT(test_db_create(conn, path), 0);
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(test_db_append(conn, path, blob), 0);
+        same_read(lc, cc, path, OFFSET_START, z, (size_t)-1);
+        CHECK(same_read(lc, cc, path, OFFSET_START, z, (size_t)-1));
+        log_read_cache_stats(lc, &hits, &misses, &bytes);
+        CHECK(bytes <= 64 * 1024);
+    }
+
+    /* Four readers with the cache while another process appends n0..n299. */
+    CHECK_EQ_INT(test_db_create(conn, "/rc/live"), 0);
+    append_texts(conn, "/rc/live", 'n', 0, 100);
+    pthread_t th[4];
+    cache_reader cr[4];
+    for (int i = 0; i < 4; i++) {
+        cr[i] = (cache_reader){lc, "/rc/live", 150, 0};
+        pthread_create(&th[i], NULL, cache_read_loop, &cr[i]);
+    }
+    append_texts(conn, "/rc/live", 'n', 100, 300);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += cr[i].bad;
+    }
+    CHECK_EQ_INT(bad, 0);
+    uint64_t h0 = hits;
+    log_read_cache_stats(lc, &hits, &misses, &bytes);
+    CHECK(hits > h0);
+    log_conn_close(cc);
+    log_close(lc);
 }
 
 /* One group, its steps called as lib/log.c's group commit calls them: operations
@@ -1972,6 +2197,7 @@ int main(void)
     test_read_rows();
     test_read_pages();
     test_read_ahead();
+    test_read_cache();
     test_group_ops();
     test_tails_kept();
     test_trial_group();

@@ -233,7 +233,7 @@ static void test_max_bytes(void)
     CHECK_EQ_INT(db_cap(db, 300000, err, sizeof err), 0);
     CHECK_EQ_INT(query_int(db, "PRAGMA max_page_count"), 300000 / query_int(db, "PRAGMA page_size") + 1);
     sqlite3_close_v2(db);
-    log_opts lo = {0, 5000, 1, 0};
+    log_opts lo = {0, 5000, 1, 0, 0};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     if (lg) log_set_max_bytes(lg, 300000);
     log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
@@ -288,7 +288,7 @@ static void test_cache_kib(void)
     char p[320], err[256];
     snprintf(p, sizeof p, "%s/cache.db", dir);
     for (int k = 0; k < 2; k++) {
-        log_opts lo = {0, 5000, 1, k ? 16384 : 0};
+        log_opts lo = {0, 5000, 1, k ? 16384 : 0, 0};
         log_t *lg = log_open(p, &lo, err, sizeof err);
         log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
         if (!CHECK(c != NULL)) {
@@ -324,7 +324,7 @@ static void test_nest_prepared(void)
 {
     char p[320], err[256];
     snprintf(p, sizeof p, "%s/nest.db", dir);
-    log_opts lo = {0, 5000, 1, 0};
+    log_opts lo = {0, 5000, 1, 0, 0};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     log_conn_t *c = lg ? log_conn_open(lg, err, sizeof err) : NULL;
     if (!CHECK(c != NULL)) {
@@ -376,7 +376,7 @@ static void test_commit_signal(void)
     snprintf(p, sizeof p, "%s/signal.db", dir);
     snprintf(wal, sizeof wal, "%s-wal", p);
     snprintf(sig, sizeof sig, "%s-wake", p);
-    log_opts lo = {0, 5000, 1, 0};
+    log_opts lo = {0, 5000, 1, 0, 0};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     if (!CHECK(lg != NULL)) return;
     CHECK_EQ_INT(chmod(p, 0660), 0);
@@ -452,7 +452,7 @@ static void test_checkpoint_pages(void)
 {
     char p[320], err[256];
     snprintf(p, sizeof p, "%s/ckpt.db", dir);
-    log_opts lo = {0, 5000, 1, 0};
+    log_opts lo = {0, 5000, 1, 0, 0};
     log_t *lg = log_open(p, &lo, err, sizeof err);
     if (!CHECK(lg != NULL)) return;
     log_conn_t *c = log_conn_open(lg, err, sizeof err);

@@ -125,7 +125,7 @@ static wake_stats stats(void)
 static int child_append(const char *db, const char *path)
 {
     char err[256] = "";
-    log_opts o = {0, 5000, 1, 0};
+    log_opts o = {0, 5000, 1, 0, 0};
     log_t *l = log_open(db, &o, err, sizeof err);
     log_conn_t *c = l ? log_conn_open(l, err, sizeof err) : NULL;
     int rc = c ? append(c, path, "from another process") : -1;
@@ -618,7 +618,7 @@ static void run_mode(int inotify)
     inotify_mode = inotify;
     if (test_db_target(inotify ? "test-wake-inotify" : "test-wake-poll", dir, sizeof dir, dbpath, sizeof dbpath))
         return;
-    log_opts o = {0, 5000, 1, 0};
+    log_opts o = {0, 5000, 1, 0, 0};
     lg = log_open(dbpath, &o, err, sizeof err);
     c1 = lg ? log_conn_open(lg, err, sizeof err) : NULL;
     lg2 = c1 ? log_open(dbpath, &o, err, sizeof err) : NULL;
@@ -688,7 +688,7 @@ int main(int argc, char **argv)
         snprintf(gone, sizeof gone, "%s/gone", dir);
         mkdir(sub, 0700);
         snprintf(dbpath, sizeof dbpath, "%s/wake.db", sub);
-        log_opts o = {0, 5000, 1, 0};
+        log_opts o = {0, 5000, 1, 0, 0};
         log_t *l = log_open(dbpath, &o, err, sizeof err);
         if (CHECK(l != NULL) && CHECK_EQ_INT(rename(sub, gone), 0)) {
             err[0] = '\0';

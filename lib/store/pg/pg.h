@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../chain.h"
 #include "../../store.h"
 
 #define PG_PARAMS_MAX 24        /* parameters of one statement */
@@ -130,6 +131,50 @@ struct pg_ahead {
     int base, nrows;
     int taken;
 };
+
+/* pg_hist.c: a process's cache of streams' history (log_opts.read_cache_kib;
+ * pg_streams.c reads through it). An entry: stream id's messages [lo, hi) at path,
+ * end to end, for reads from an offset in [from, hi). */
+typedef struct pg_hist pg_hist;
+typedef struct pg_hist_ent {
+    char *path;
+    int64_t id;
+    uint64_t from, lo, hi;
+    uint64_t lo_pos;            /* message lo's position */
+    uint8_t digest[CHAIN_LEN];  /* message hi - 1's */
+    size_t n, n_cap;            /* messages (hi - lo), and room for them */
+    uint32_t *off;              /* message lo + k is data[off[k], off[k + 1]) */
+    char *data;
+    size_t data_cap;
+    /* the table's (under its mutex) */
+    uint32_t hash;
+    int refs;                   /* the table's, and each read's that holds it */
+    int in_table;
+    size_t size;                /* the bytes it takes */
+    uint64_t used;
+} pg_hist_ent;
+typedef struct pg_hist_msg {
+    const void *data;
+    size_t len;
+} pg_hist_msg;
+
+/* A cache of at most cap bytes; NULL when cap is 0 (none) or out of memory. */
+pg_hist *pg_hist_new(size_t cap);
+void pg_hist_free(pg_hist *h);
+/* path's entry when it serves a read from lo, held (pg_hist_put it), or NULL. */
+pg_hist_ent *pg_hist_get(pg_hist *h, const char *path, uint64_t lo);
+void pg_hist_put(pg_hist *h, pg_hist_ent *e);
+/* e is not path's history (any longer): out of the table, and put. */
+void pg_hist_drop(pg_hist *h, pg_hist_ent *e);
+/* Keep stream id's messages m[0..n) at path from start (digest: the last one's),
+ * which a read from offset from fetched: appended to path's entry where they
+ * continue it, else its entry unless that serves reads from further back. */
+void pg_hist_keep(pg_hist *h, const char *path, int64_t id, uint64_t from, offset_t start,
+                  const pg_hist_msg *m, size_t n, const uint8_t digest[CHAIN_LEN]);
+/* A read took its first page's messages from here (hit 1), or from the database. */
+void pg_hist_note(pg_hist *h, int hit);
+/* Those reads, and the bytes kept. */
+void pg_hist_stats(pg_hist *h, uint64_t *hits, uint64_t *misses, uint64_t *bytes);
 
 /* Forget the reads fetched ahead and not taken. */
 static inline void pg_ahead_forget(pg_conn *c)

@@ -62,12 +62,19 @@ static int pq_open(log_t *l, char *err, size_t errlen)
     int rc = 0;
     if (l->opts.migrate && pg_migrate(pg, err, errlen) < 0) rc = -1;
     PQfinish(pg);
+    if (rc == 0) l->engine_state = pg_hist_new((size_t)l->opts.read_cache_kib * 1024);
     return rc;
+}
+
+static void pq_read_cache_stats(log_t *l, uint64_t *hits, uint64_t *misses, uint64_t *bytes)
+{
+    pg_hist_stats(l->engine_state, hits, misses, bytes);
 }
 
 static void pq_close(log_t *l)
 {
-    (void)l;
+    pg_hist_free(l->engine_state);
+    l->engine_state = NULL;
 }
 
 /* ---- the group commit's steps ------------------------------------------------- */
@@ -311,6 +318,7 @@ const store_engine store_pg = {
     .nest_end = pq_nest_end,
     .sizes = pq_sizes,
     .release_memory = pg_conn_release,
+    .read_cache_stats = pq_read_cache_stats,
     .schema_version = pq_schema_version,
     .streams = &pg_streams_ops,
     .feed = &pg_feed_ops,

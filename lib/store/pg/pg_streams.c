@@ -667,6 +667,9 @@ typedef struct read_pre {
     log_info info;
     int deleted;
     uint64_t lo, budget;        /* the page's first seq asked for, and bytes */
+    pg_hist *hist;              /* the process's cache of history (pg_hist.c), or NULL */
+    pg_hist_ent *kept;          /* held: its messages [start.seq, kept->hi) come
+                                 * before res's rows (READ_CACHED), or NULL */
 } read_pre;
 
 static int64_t page_budget(uint64_t budget)
@@ -728,6 +731,26 @@ static int page_rows(PGresult *res, int base, int n, int col, int first, const o
     return 0;
 }
 
+/* The messages of the process's cache a read takes first (READ_CACHED): e's from
+ * at on, to fn as page_rows gives them (the last one with its digest); *rows:
+ * how many. */
+static int kept_rows(const pg_hist_ent *e, offset_t *at, uint64_t *lo, uint64_t *budget, int *rows,
+                     int (*fn)(void *ud, const void *data, size_t len, offset_t at, const uint8_t *digest),
+                     void *ud)
+{
+    *rows = 0;
+    for (; at->seq < e->hi; at->seq++) {
+        size_t k = (size_t)(at->seq - e->lo), len = e->off[k + 1] - e->off[k];
+        int stop = fn(ud, e->data + e->off[k], len, *at, at->seq == e->hi - 1 ? e->digest : LOGRULE_DIGEST_LATER);
+        if (stop) return stop;
+        at->pos += len;
+        *lo = at->seq + 1;
+        *budget = *budget > len ? *budget - len : 0;
+        ++*rows;
+    }
+    return 0;
+}
+
 static uint64_t be64_at(const unsigned char *b)
 {
     uint64_t v;
@@ -775,10 +798,13 @@ static int scan(log_conn_t *c, int64_t id, uint64_t lo, uint64_t hi, uint64_t bu
         page_budget(budget) == (int64_t)pre->budget) {
         pre->scanned = 1;
         if (!pre->has_start) return 0;      /* no message from lo on */
-        if ((rc = page_rows(pre->res, pre->base, pre->nrows, pre->col, 1, &pre->start, &pre->end,
+        offset_t at = pre->start;
+        int kept = 0;
+        if (pre->kept && (rc = kept_rows(pre->kept, &at, &lo, &budget, &kept, fn, ud))) return rc;
+        if ((rc = page_rows(pre->res, pre->base, pre->nrows, pre->col, !kept, &at, &pre->end,
                             pre->start.pos + pre->budget, &lo, &budget, &rows, fn, ud)))
             return rc;
-        if (rows == 0) return 0;
+        if (rows + kept == 0) return 0;
         first = 0;
     }
     while (lo < hi) {
@@ -1343,6 +1369,36 @@ static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t o
     "  AND pos < (SELECT lim FROM f) ORDER BY seq LIMIT $4)"
 #define READ_ONE_VALUES (INFO_NCOLS + 4)
 
+/* READ_ONE for a read whose stream's messages [lo, $5) the process has (pg_hist.c:
+ * stream $6, the digest $7 its message $5 - 1's): the stream row, the first
+ * message from $2 as READ_ONE's, then whether the history kept is still the
+ * stream's (k: the row is $6's, not a fork nor deleted, and its message $5 - 1
+ * has digest $7, which chains every one before it) as a fifth value ("1", or
+ * none), and only then, the messages from $5 on as READ_ONE's from $2 (the
+ * budget's limit still from the first message: the kept ones come first). */
+#define READ_CACHED                                                                                           \
+    "WITH s AS (SELECT " INFO_COLS " FROM streams WHERE path = $1),"                                          \
+    " f AS (SELECT seq, pos, pos + $3 AS lim FROM messages WHERE stream = (SELECT id FROM s) AND seq >= $2"   \
+    "  ORDER BY seq LIMIT 1),"                                                                                \
+    " k AS (SELECT 1 AS ok FROM messages WHERE stream = $6::bigint AND seq = $5::bigint - 1"                  \
+    "  AND digest = $7::bytea AND $6::bigint = (SELECT id FROM s WHERE parent IS NULL AND deleted = 0)),"     \
+    " l AS (SELECT seq, digest FROM (SELECT seq, pos, digest FROM messages WHERE (SELECT ok FROM k) = 1"      \
+    "  AND stream = $6::bigint AND seq >= $5::bigint AND seq < least((SELECT tail_seq FROM s), $5::bigint + $4)" \
+    "  ORDER BY seq DESC LIMIT 1) e WHERE pos < (SELECT lim FROM f))"                                         \
+    " SELECT array_send(ARRAY[id::text, content_type, json::text, created_ms::text, access_ms::text,"         \
+    "  ttl_s::text, expires_ms::text, closed::text, tail_seq::text, tail_pos::text, stream_seq,"              \
+    "  parent::text, fork_seq::text, fork_pos::text, forks::text, deleted::text, fork_sub::text,"             \
+    "  '\\x' || encode(digest, 'hex'), (SELECT seq FROM f)::text, (SELECT pos FROM f)::text,"                 \
+    "  (SELECT seq FROM l)::text, '\\x' || encode((SELECT digest FROM l), 'hex'), (SELECT ok FROM k)::text])"  \
+    " FROM s"                                                                                                 \
+    " UNION ALL (SELECT data FROM messages WHERE (SELECT lim > (SELECT tail_pos FROM s) FROM f)"              \
+    "  AND (SELECT ok FROM k) = 1 AND stream = $6::bigint AND seq >= $5::bigint ORDER BY seq LIMIT $4)"       \
+    " UNION ALL (SELECT CASE WHEN pos + length(data) >= (SELECT lim FROM f) THEN data || digest ELSE data END" \
+    "  FROM messages WHERE (SELECT lim <= (SELECT tail_pos FROM s) FROM f)"                                  \
+    "  AND (SELECT ok FROM k) = 1 AND stream = $6::bigint AND seq >= $5::bigint"                              \
+    "  AND pos < (SELECT lim FROM f) ORDER BY seq LIMIT $4)"
+#define READ_CACHED_VALUES (READ_ONE_VALUES + 1)
+
 static uint32_t be32(const unsigned char *b)
 {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -1350,17 +1406,18 @@ static uint32_t be32(const unsigned char *b)
 
 /* The stream row from READ_ONE's array (array_send's form: dimensions, flags,
  * element type, the dimension's size and lower bound, then each element's length,
- * -1 for NULL, and bytes) into pre: 0, or LOG_EIO if it is not READ_ONE_VALUES values. */
-static int row_array(const unsigned char *b, size_t len, read_pre *pre)
+ * -1 for NULL, and bytes) into pre: 0, or LOG_EIO if it is not nvals values
+ * (READ_ONE_VALUES, or READ_CACHED_VALUES: then *ok, its last). */
+static int row_array(const unsigned char *b, size_t len, int nvals, read_pre *pre, int *ok)
 {
-    const char *v[READ_ONE_VALUES];
+    const char *v[READ_CACHED_VALUES];
     int rc = LOG_EIO;
     char *buf = NULL, *o;
-    if (len < 20 || be32(b) != 1 || be32(b + 12) != READ_ONE_VALUES) goto out;
-    if (!(buf = malloc(len + READ_ONE_VALUES))) goto out;
+    if (len < 20 || be32(b) != 1 || be32(b + 12) != (uint32_t)nvals || nvals > READ_CACHED_VALUES) goto out;
+    if (!(buf = malloc(len + (size_t)nvals))) goto out;
     o = buf;
     size_t at = 20;
-    for (int i = 0; i < READ_ONE_VALUES; i++) {
+    for (int i = 0; i < nvals; i++) {
         if (len - at < 4) goto out;
         uint32_t n = be32(b + at);
         at += 4;
@@ -1387,6 +1444,7 @@ static int row_array(const unsigned char *b, size_t len, read_pre *pre)
         pre->end.has = 1;
         pre->end.seq = (uint64_t)num_of(v[INFO_NCOLS + 2]);
     }
+    if (ok) *ok = nvals == READ_CACHED_VALUES && v[READ_ONE_VALUES] && !strcmp(v[READ_ONE_VALUES], "1");
     rc = 0;
 out:
     free(buf);
@@ -1514,10 +1572,95 @@ out:
     return fetched;
 }
 
+/* The messages of the page in pre's rows (after its head) into the process's
+ * cache (pg_hist.c), from start (the first one's offset: the page's own, or
+ * after the messages kept that came before them), for the reads of them to
+ * come; when the page's last message's digest came with it (the one that reaches
+ * the budget carries it after its bytes, page_rows; else the page's end). */
+static void pre_keep(const read_pre *pre, int64_t id, offset_t start)
+{
+    int n = pre->nrows - 1;
+    if (n <= 0) return;
+    pg_hist_msg *m = malloc((size_t)n * sizeof *m);
+    if (!m) return;
+    uint64_t lim = pre->start.pos + pre->budget, pos = start.pos;
+    const uint8_t *digest = NULL;
+    for (int k = 0; k < n; k++) {
+        int i = pre->base + 1 + k;
+        size_t len = (size_t)PQgetlength(pre->res, i, pre->col);
+        m[k].data = PQgetvalue(pre->res, i, pre->col);
+        if (len >= CHAIN_LEN && pos + (len - CHAIN_LEN) >= lim) {
+            len -= CHAIN_LEN;
+            if (k == n - 1) digest = (const uint8_t *)m[k].data + len;
+        }
+        m[k].len = len;
+        pos += len;
+    }
+    if (!digest && pre->end.has && pre->end.seq == start.seq + (uint64_t)n - 1) digest = pre->end.digest;
+    if (digest) pg_hist_keep(pre->hist, pre->path, id, pre->lo, start, m, (size_t)n, digest);
+    free(m);
+}
+
 static void pre_clear(read_pre *pre)
 {
+    /* What came from the database is kept, once this read let go of what it held. */
+    offset_t start = pre->start;
+    int64_t id = pre->info.id;
+    if (pre->kept) {
+        start = (offset_t){pre->kept->hi, pre->kept->lo_pos + pre->kept->off[pre->kept->n]};
+        id = pre->kept->id;
+        pg_hist_put(pre->hist, pre->kept);
+        pre->kept = NULL;
+    }
+    if (pre->hist && pre->res && !pre->shared && pre->has_start && pre->row >= 0 && !pre->info.parent &&
+        !pre->deleted)
+        pre_keep(pre, id, start);
     if (!pre->shared) PQclear(pre->res);
     pre->res = NULL;
+}
+
+/* READ_CACHED for read r, whose stream's history pre->kept holds from the process's
+ * cache: 0 (pre->res its result; pre->kept's messages from pre->start on come
+ * before its rows), LOG_E*, or 1: the history kept is not the stream's (any
+ * longer: dropped from the cache) or does not serve this read, which reads as if
+ * it had none (pre as it was). */
+static int pre_cached(log_conn_t *c, const log_read_req *r, read_pre *pre)
+{
+    pg_hist_ent *e = pre->kept;
+    pg_params p;
+    int rc, ok = 0;
+    pg_params_init(&p);
+    pg_text(&p, r->path);
+    pg_int(&p, (int64_t)pre->lo);
+    pg_int(&p, (int64_t)pre->budget);
+    pg_int(&p, READ_PAGE);
+    pg_int(&p, (int64_t)e->hi);
+    pg_int(&p, e->id);
+    pg_bytes(&p, e->digest, CHAIN_LEN);
+    PGresult *res = pg_run(c, READ_CACHED, &p, 1, &rc);
+    if (!res) return rc;
+    pre->res = res;
+    pre->nrows = PQntuples(res);
+    if (pre->nrows > 0 &&
+        row_array((const unsigned char *)PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0), READ_CACHED_VALUES,
+                  pre, &ok))
+        rc = LOG_EIO;
+    else if (ok && pre->has_start && pre->start.seq >= e->lo && pre->start.seq < e->hi &&
+             pre->start.pos == e->lo_pos + e->off[pre->start.seq - e->lo]) {
+        pg_hist_note(pre->hist, 1);
+        return 0;
+    }
+    else
+        rc = 1;
+    PQclear(res);
+    pre->res = NULL;
+    pre->nrows = 0;
+    pre->has_start = 0;
+    memset(&pre->end, 0, sizeof pre->end);
+    if (rc == 1) pg_hist_drop(pre->hist, e);
+    else pg_hist_put(pre->hist, e);
+    pre->kept = NULL;
+    return rc;
 }
 
 /* READ_ONE for read r into pre (pre->res: the caller pre_clears it), or the rows
@@ -1531,6 +1674,7 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
     pre->row = -1;
     pre->lo = read_lo(r);
     pre->budget = (uint64_t)page_budget(r->max_bytes);
+    pre->hist = c->log->engine_state;
     const struct pg_ahead *a = pgc(c)->nahead ? ahead_take(pgc(c), r->path, pre->lo, pre->budget) : NULL;
     if (a) {
         pre->res = pgc(c)->ahead_res;
@@ -1538,6 +1682,8 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
         pre->base = a->base;
         pre->nrows = a->nrows;
         pre->col = 2;
+    } else if ((pre->kept = pg_hist_get(pre->hist, r->path, pre->lo)) && (rc = pre_cached(c, r, pre)) <= 0) {
+        if (rc < 0) return rc;
     } else {
         pg_params_init(&p);
         pg_text(&p, r->path);
@@ -1546,11 +1692,12 @@ static int pre_fetch(log_conn_t *c, const log_read_req *r, read_pre *pre)
         pg_int(&p, READ_PAGE);
         if (!(pre->res = pg_run(c, READ_ONE, &p, 1, &rc))) return rc;
         pre->nrows = PQntuples(pre->res);
+        pg_hist_note(pre->hist, 0);
     }
     if (pre->nrows > 0) pre->row = pre->base;      /* the stream row comes first */
-    if (pre->row >= 0 &&
+    if (pre->row >= 0 && !pre->kept &&
         row_array((const unsigned char *)PQgetvalue(pre->res, pre->row, pre->col),
-                  (size_t)PQgetlength(pre->res, pre->row, pre->col), pre)) {
+                  (size_t)PQgetlength(pre->res, pre->row, pre->col), READ_ONE_VALUES, pre, NULL)) {
         pre_clear(pre);
         return LOG_EIO;
     }
