@@ -799,3 +799,58 @@ commit_groups() {
     req HEAD "$s"
     assert_status 404
 }
+
+# ---- catch-up reads of the same history -------------------------------------------------
+
+@test "a stream read from the start and the middle again and again as it grows, then deleted and made again with other bytes: every read what was written; on PostgreSQL the pool's history cache served them" {
+    local s want since i k round mid
+    s=$(ds_stream again)
+    ds_create "$s" text/plain
+    want=""
+    for i in $(seq 100); do
+        ds_append "$s" text/plain "a$i;"
+        want+="a$i;"
+    done
+    for round in 1 2 3 4 5; do
+        for k in 1 2 3; do
+            req GET "$s?offset=-1"
+            assert_status 200
+            [ "$body" = "$want" ] || fail "round $round, read $k: $(head -c 200 <<<"$body")"
+        done
+        # Appended since: from the start, all of it; from where the last read
+        # ended (as a client goes on), the new ones alone.
+        mid=$(header Stream-Next-Offset)
+        since=""
+        for i in $(seq 10); do
+            ds_append "$s" text/plain "r$round.$i;"
+            since+="r$round.$i;"
+        done
+        want+=$since
+        req GET "$s?offset=$mid"
+        assert_status 200
+        [ "$body" = "$since" ] || fail "round $round, from $mid: $body"
+    done
+    # Deleted and made again: bytes of the same lengths at the same offsets.
+    req DELETE "$s"
+    assert_status 204
+    ds_create "$s" text/plain
+    want=""
+    for i in $(seq 100); do
+        ds_append "$s" text/plain "b$i;"
+        want+="b$i;"
+    done
+    for k in 1 2 3; do
+        req GET "$s?offset=-1"
+        assert_status 200
+        [ "$body" = "$want" ] || fail "after the delete, read $k: $(head -c 200 <<<"$body")"
+    done
+    # The pool publishes its figures once a second.
+    hits_of() { req GET /metrics; awk '$1 == "dstream_read_cache_hits_total" { print $2 }' "$DS_BODY"; }
+    if [ "${DSTREAM_TEST_ENGINE:-sqlite}" = pg ]; then
+        _hits_ge() { [ "$(hits_of)" -ge "$1" ] 2>/dev/null; }
+        ds_poll 5 _hits_ge 10 || fail "dstream_read_cache_hits_total: '$(hits_of)'"
+    else
+        sleep 1.2
+        [ "$(hits_of)" = 0 ] || fail "dstream_read_cache_hits_total on SQLite: '$(hits_of)'"
+    fi
+}

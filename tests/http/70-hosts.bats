@@ -7,7 +7,8 @@
 # stream's row lock held 5 s by psql while two hosts append and two tail (the gap
 # hunter); PostgreSQL killed and restarted under writers of every host (503 with
 # Retry-After while it is down, no acknowledged append lost, every process back by
-# itself).
+# itself); a stream one host's pool keeps in its history cache while another host
+# appends to it, deletes it and makes it again.
 #
 # One cluster, one mock provider and the three stacks for the file; a short lease
 # (DSTREAM_LEASE_MS=1500) so that take-overs are quick. Every process is stopped by
@@ -162,6 +163,59 @@ lp_reader() {
     [ "$(cat "$T/lp")" = "$want" ] || fail "long-poll on host 2 saw: $(head -c 300 "$T/lp")"
     # Each long-poll went on from where the last one ended.
     [ ! -e "$T/lp.errors" ] || fail "long-poll errors: $(cat "$T/lp.errors")"
+}
+
+# ---- the pools' history caches ----------------------------------------------------------
+
+@test "a stream host 1 reads again and again (its pool keeps the history) while host 2 appends, deletes it and makes it again with other bytes: each read on host 1 is what the database holds" {
+    local s want i k round h1 h2
+    h1=$(hosts_url 1) h2=$(hosts_url 2)
+    s=$(ds_stream kept)
+    req PUT "$h2$s" -H 'Content-Type: text/plain'
+    assert_status 201
+    want=""
+    for i in $(seq 200); do
+        req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "a$i;"
+        assert_status 204
+        want+="a$i;"
+    done
+    for round in 1 2 3 4; do
+        for k in 1 2 3; do
+            req GET "$h1$s?offset=-1"
+            assert_status 200
+            [ "$body" = "$want" ] || fail "round $round, read $k on host 1: $(head -c 200 <<<"$body")"
+        done
+        for i in $(seq 20); do
+            req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "r$round.$i;"
+            assert_status 204
+            want+="r$round.$i;"
+        done
+    done
+    # Deleted and made again on host 2, the same lengths at the same offsets.
+    req DELETE "$h2$s"
+    assert_status 204
+    req PUT "$h2$s" -H 'Content-Type: text/plain'
+    assert_status 201
+    want=""
+    for i in $(seq 200); do
+        req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "b$i;"
+        assert_status 204
+        want+="b$i;"
+    done
+    for k in 1 2 3; do
+        req GET "$h1$s?offset=-1"
+        assert_status 200
+        [ "$body" = "$want" ] || fail "after the delete, read $k on host 1: $(head -c 200 <<<"$body")"
+    done
+    # Deleted for good on host 2: host 1 says so.
+    req DELETE "$h2$s"
+    assert_status 204
+    req GET "$h1$s?offset=-1"
+    assert_status 404
+    # Host 1's pool served some of them from what it kept (published once a second).
+    hits_of() { req GET "$h1/metrics"; awk '$1 == "dstream_read_cache_hits_total" { print $2 }' "$DS_BODY"; }
+    _hits_ge() { [ "$(hits_of)" -ge "$1" ] 2>/dev/null; }
+    ds_poll 5 _hits_ge 8 || fail "dstream_read_cache_hits_total on host 1: '$(hits_of)'"
 }
 
 # ---- a runner killed with chats in flight ------------------------------------------------
