@@ -21,7 +21,9 @@
 #   appends    bench/compare.sh's: wrk -t1 -c BENCH_CONNS -d BENCH_SECONDS, POST of a
 #              200-byte JSON message to one stream, then spread over 100 streams
 #   catch-up   bench/compare.sh's: wrk GET ?offset=-1 of a 1,000-message stream (each
-#              checked to come back whole in one response)
+#              checked to come back whole in one response; on PostgreSQL the pool's
+#              history cache serves all but the first read of each pool process:
+#              DSTREAM_READ_CACHE_KB=0 measures the reads without it)
 #              (with each, the CPU per request of the stack, pool and nginx, and of
 #              PostgreSQL's processes: utime + stime from /proc over the wrk run)
 #   pgbench    PostgreSQL's ceiling for that append: pgbench -n -M prepared -j 1

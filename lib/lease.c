@@ -2,6 +2,7 @@
  * engine's (lib/store.h). */
 #include "lease.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -38,6 +39,38 @@ int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_
     if (rc) return rc;
     if (expires_ms) *expires_ms = a.expires_ms;
     return a.held;
+}
+
+typedef struct acquire_many {
+    lease_arg *a;
+    size_t n;
+} acquire_many;
+
+static int op_acquire_many(log_conn_t *c, void *arg)
+{
+    acquire_many *m = arg;
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = store_of(c)->leases->acquire(c, &m->a[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int lease_acquire_many(log_conn_t *c, const char *const *session, size_t n, const lease_id *me, int64_t ttl_ms,
+                       int *held, int64_t *expires_ms)
+{
+    if (n == 0) return 0;
+    lease_arg *a = calloc(n, sizeof *a);
+    if (!a) abort();     /* as the runner does when out of memory */
+    for (size_t i = 0; i < n; i++) a[i] = (lease_arg){session[i], me, ttl_ms, 0, 0};
+    acquire_many m = {a, n};
+    int rc = log_transact(c, op_acquire_many, &m);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        held[i] = a[i].held;
+        expires_ms[i] = a[i].expires_ms;
+    }
+    free(a);
+    return rc;
 }
 
 static uint64_t tx_statements;

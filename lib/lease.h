@@ -33,6 +33,12 @@ void lease_new_instance(char *out);
 int lease_acquire(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms,
                   int64_t *expires_ms);
 
+/* lease_acquire of n sessions in one transaction (one commit, where each of its own
+ * was one): held[i] and expires_ms[i] as lease_acquire's for session[i]. Returns 0,
+ * or the LOG_E* that failed the transaction (then none was taken). */
+int lease_acquire_many(log_conn_t *c, const char *const *session, size_t n, const lease_id *me, int64_t ttl_ms,
+                       int *held, int64_t *expires_ms);
+
 /* For use inside log_transact: 1 if me (owner and instance) holds the lease on
  * session, which is then renewed until now + ttl_ms; 0 if not (taken over, or
  * released); LOG_E* on a database error. */

@@ -233,12 +233,13 @@ static int claim_now(const runner_t *R, const sess_t *s)
     return s->stream_id % live == R->fair_rank && R->fair_mine < (total + live - 1) / live + 1;
 }
 
-/* Make sure this process holds s's lease (taking it, or renewing it when due).
- * Returns 1 if held; 0 if another runner holds it (a timer is set for when its
- * lease runs out), the database is busy (a timer is set to try again), or the
- * claim of a session new here is put off for the share (a timer: then it is taken
- * unless another runner took it meanwhile). */
-static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
+/* Whether this process holds s's lease and may drive it now: 1 if held and not
+ * due for renewal; else 0: the lease is to be taken or renewed with the turn's
+ * other claims (s->claiming: runner_claim, which has it driven again once held),
+ * or another runner holds it (its expiry known: a timer), or the claim of a
+ * session new here is put off for the share (a timer: then it is taken unless
+ * another runner took it meanwhile). */
+static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now, int due)
 {
     if (plan == LEASE_KEEP) return 1;
     if (s->deferred_ms) {
@@ -261,8 +262,16 @@ static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
         diag("info", "session %s: lease expired while this runner was away", s->id);
         runner_lost(R, s);
     }
-    int64_t expires = 0;
-    int held = lease_acquire(R->conn, s->id, &R->me, R->lease_ms, &expires);
+    /* Taken with the turn's other claims (runner_claim), then driven. */
+    s->claiming = 1;
+    s->claim_due = due;
+    return 0;
+}
+
+/* What the claim of s's lease came to (lease_acquire's held and expiry): 1 if
+ * held, else 0 (a timer set: for the holder's lease to run out, or to try again). */
+static int claimed(runner_t *R, sess_t *s, int held, int64_t expires, int64_t now)
+{
     if (held == 1) {
         R->renewed_drive += s->lease.held;
         R->fair_mine += !s->lease.held;
@@ -280,6 +289,41 @@ static int hold(runner_t *R, sess_t *s, lease_plan plan, int64_t now)
     diag("info", "session %s: lease: %s", s->id, errs_str(held));
     s->timer_ms = now + 1000;
     return 0;
+}
+
+/* The claims the turn's drives asked for (hold), in one transaction: one commit
+ * for many sessions starting at once (each of its own queued every session's
+ * deltas behind as many commits, and on SQLite behind the pool's writers too);
+ * those held are driven at the next turn. */
+void runner_claim(runner_t *R)
+{
+    size_t n = 0;
+    for (sess_t *s = R->sessions; s; s = s->next) n += s->claiming;
+    if (n == 0) return;
+    const char **ids = malloc(n * sizeof *ids);
+    int *held = malloc(n * sizeof *held);
+    int64_t *expires = malloc(n * sizeof *expires);
+    if (!ids || !held || !expires) abort();
+    n = 0;
+    for (sess_t *s = R->sessions; s; s = s->next)
+        if (s->claiming) ids[n++] = s->id;
+    int rc = lease_acquire_many(R->conn, ids, n, &R->me, R->lease_ms, held, expires);
+    int64_t now = timefmt_now_ms();
+    R->claims += n;
+    R->claim_commits++;
+    for (sess_t *s = R->sessions; s; s = s->next) {
+        if (!s->claiming) continue;
+        s->claiming = 0;
+        size_t i = 0;
+        while (ids[i] != s->id) i++;
+        if (claimed(R, s, rc ? rc : held[i], rc ? 0 : expires[i], now)) {
+            s->dirty = 1;
+            s->due |= s->claim_due;
+        }
+    }
+    free(ids);
+    free(held);
+    free(expires);
 }
 
 /* Where s's log ends (its tail seq), when this process knows a position of it to
@@ -335,7 +379,7 @@ void runner_drive(runner_t *R, sess_t *s)
     int maybe_idle = (s->scanned || s->workflow) && !s->lease.held && !s->rq && !s->calls;
     s->scanned = 0;
     if (maybe_idle && idle(R, s, now)) return;
-    if (!hold(R, s, plan, now)) return;
+    if (!hold(R, s, plan, now, due)) return;
     /* Unchanged since this process last read or wrote it: a drive would decide
      * what it decided then. */
     uint64_t tail = tail_of(R, s);

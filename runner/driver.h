@@ -10,6 +10,9 @@ sess_t *runner_session(runner_t *R, const char *id);
 /* Look at s: hold its lease, read its view from the log and decide (a chat's turn,
  * a workflow's next step, its limits, a cancel). Its events go to the outbox. */
 void runner_drive(runner_t *R, sess_t *s);
+/* The leases the turn's drives asked for (sess_t.claiming), taken in one
+ * transaction; the sessions held are driven again (dirty). Call after the drives. */
+void runner_claim(runner_t *R);
 /* Drop s and everything it had in flight, and release its lease; s is freed. */
 void runner_forget(runner_t *R, sess_t *s);
 /* Forget every session, parked ones included (the runner stops). */

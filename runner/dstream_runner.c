@@ -438,6 +438,7 @@ int main(int argc, char **argv)
             next = s->next;
             if (s->dirty || s->due) runner_drive(&R, s);
         }
+        runner_claim(&R);
         deliver_tick(deliver);
         traces_tick(traces);
         if (traces) {
@@ -521,10 +522,11 @@ out:
     if (status) return status;
     diag("info", "stopped (%llu commits, %llu events dropped after a lost lease; %llu views decided on, %llu of"
                  " them kept across commits; %llu changes that were this process's own deltas; leases renewed"
-                 " %llu times in commits, %llu by drives; %llu new sessions' claims put off for the share; %llu commits"
-                 " made again one session at a time)",
+                 " %llu times in commits, %llu by drives; %llu leases taken or renewed by drives in %llu commits; %llu new"
+                 " sessions' claims put off for the share; %llu commits made again one session at a time)",
          (unsigned long long)R.commits, (unsigned long long)R.dropped, (unsigned long long)R.drives,
          (unsigned long long)R.views_kept, (unsigned long long)R.wakes_own, (unsigned long long)R.renewed_commit,
-         (unsigned long long)R.renewed_drive, (unsigned long long)R.deferred, (unsigned long long)R.commit_retries);
+         (unsigned long long)R.renewed_drive, (unsigned long long)R.claims, (unsigned long long)R.claim_commits,
+         (unsigned long long)R.deferred, (unsigned long long)R.commit_retries);
     return 0;
 }

@@ -108,6 +108,9 @@ struct sess {
     lease_clock lease;          /* its lease as this process last saw it (lib/lease) */
     int64_t deferred_ms;        /* a new claim put off until then: this process holds more
                                    than its share of the leases (driver.c hold); 0: none */
+    int claiming;               /* its lease is to be taken (or renewed) with the turn's
+                                   other claims, then it is driven (runner_claim) */
+    int claim_due;              /* ... and was due when the claim was asked */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     int64_t stream_id;          /* its log's stream id, as the change feed said (0: not yet) */
     rq_t *rq;
@@ -157,7 +160,8 @@ typedef struct runner {
     uint64_t drives;            /* sessions looked at (runner_drive) */
     uint64_t views_kept;        /* ... of them from the view kept, not the log */
     uint64_t renewed_commit;    /* leases renewed in a loop commit (outbox.c) */
-    uint64_t renewed_drive;     /* ... in a transaction of their own, by a drive (driver.c) */
+    uint64_t renewed_drive;     /* ... in a claim, by a drive (driver.c) */
+    uint64_t claims, claim_commits; /* leases taken or renewed by drives, and the commits that took them */
     /* The share of the sessions between runners (driver.c hold): the other live
      * runners and the leases they hold, as their runner_stats rows said at the last
      * read (once a second, stats.c), plus the sessions this process found taken by

@@ -1,6 +1,6 @@
 /* Unit tests for lib/lease.c on a database in a temporary directory: acquire,
  * refusal while another runner's lease is valid, renewal, take-over after expiry,
- * release (a no-op for anyone but the holder), a restarted process of the same
+ * many claims in one transaction, release (a no-op for anyone but the holder), a restarted process of the same
  * runner id taking its sessions back at once, the in-transaction check that only
  * the holding process passes, the owner lock, and the runner's plan for a lease
  * it saw (lease_plan_at: keep, renew, expired while away, wait for another's).
@@ -92,6 +92,33 @@ static void test_expiry(void)
     sleep_ms(300);
     CHECK_EQ_INT(acq(cb, "e2", "B", 60000), 0);
     CHECK_EQ_INT(acq(ca, "e2", "A", 60000), 1);
+}
+
+/* Many claims in one transaction (lease_acquire_many, the runner's claims of a
+ * turn): each as lease_acquire alone would answer it: free ones taken, another
+ * runner's refused with its expiry, an expired one taken over, ours renewed; and
+ * what was taken is held (the other runner refused after). */
+static void test_acquire_many(void)
+{
+    CHECK_EQ_INT(acq(cb, "m2", "B", 60000), 1);            /* B's, valid */
+    CHECK_EQ_INT(acq(cb, "m3", "B", 100), 1);              /* B's, about to expire */
+    CHECK_EQ_INT(acq(ca, "m4", "A", 60000), 1);            /* A's own */
+    sleep_ms(200);
+    const char *ids[5] = {"m1", "m2", "m3", "m4", "m5"};
+    int held[5] = {-1, -1, -1, -1, -1};
+    int64_t exp[5] = {0, 0, 0, 0, 0};
+    long long t0 = timefmt_now_ms();
+    CHECK_EQ_INT(lease_acquire_many(ca, ids, 5, &ID_A, 30000, held, exp), 0);
+    CHECK_EQ_INT(held[0], 1);
+    CHECK_EQ_INT(held[1], 0);
+    CHECK_EQ_INT(held[2], 1);
+    CHECK_EQ_INT(held[3], 1);
+    CHECK_EQ_INT(held[4], 1);
+    CHECK(exp[0] >= t0 + 30000 && exp[0] <= timefmt_now_ms() + 30000);
+    CHECK(exp[1] >= t0 + 59000);                            /* B's expiry, not ours */
+    for (int i = 0; i < 5; i++)
+        if (i != 1) CHECK_EQ_INT(acq(cb, ids[i], "B", 60000), 0);
+    CHECK_EQ_INT(lease_acquire_many(ca, ids, 0, &ID_A, 30000, held, exp), 0);    /* none: nothing */
 }
 
 static void test_release(void)
@@ -325,6 +352,7 @@ int main(void)
             } else {
                 test_acquire_renew();
                 test_expiry();
+                test_acquire_many();
                 test_release();
                 test_instances();
                 test_lock();
