@@ -231,8 +231,10 @@ void pg_hist_keep(pg_hist *h, const char *path, int64_t id, uint64_t from, offse
         pthread_mutex_unlock(&h->mu);
         return;
     }
-    /* Another entry for path stays when it serves reads from further back. */
-    if (e && e->id == id && e->from <= from && e->hi >= start.seq + n) {
+    /* Another entry for path stays when it serves reads from further back (the
+     * reads from there grow it: READ_CACHED's messages after it continue it), or
+     * from as far back and as far on. */
+    if (e && e->id == id && (e->from < from || (e->from == from && e->hi >= start.seq + n))) {
         pthread_mutex_unlock(&h->mu);
         return;
     }

@@ -1638,7 +1638,11 @@ static int pre_cached(log_conn_t *c, const log_read_req *r, read_pre *pre)
     pg_int(&p, e->id);
     pg_bytes(&p, e->digest, CHAIN_LEN);
     PGresult *res = pg_run(c, READ_CACHED, &p, 1, &rc);
-    if (!res) return rc;
+    if (!res) {
+        pg_hist_put(pre->hist, e);
+        pre->kept = NULL;
+        return rc;
+    }
     pre->res = res;
     pre->nrows = PQntuples(res);
     if (pre->nrows > 0 &&
