@@ -486,11 +486,26 @@ static void test_release_memory(void)
     CHECK_EQ_UINT(info.tail.seq, 2);
 }
 
+static int tx_append(const char *path, const char *msg);
+
+/* A group that appends, then has its transaction made read-only, then appends
+ * again: the second refused inside the transaction (25006). */
+static int append_then_read_only(log_conn_t *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    int rc = tx_append("/ro/s", "kept?");
+    if (rc == 0) rc = pg_simple(conn, "SET LOCAL transaction_read_only = on");
+    if (rc == 0) rc = tx_append("/ro/s", "refused");
+    return rc;
+}
+
 /* A server that refuses writes (25006: a standby, or a primary fenced read-only for a
- * switchover; here the session is made read-only): LOG_EDOWN (503 with Retry-After,
- * not a 500), and the connection is made again at its next statement outside a
- * transaction, as are the process's other connections (they are on the same
- * server); a statement outside a transaction is tried once more at once. */
+ * switchover; here the session or the transaction is made read-only): LOG_EDOWN (503
+ * with Retry-After, not a 500), and the connection is made again at its next
+ * statement outside a transaction, as are the process's other connections (they are
+ * on the same server); a statement outside a transaction, or a group's first one (sent
+ * with its BEGIN: nothing of the group ran), is tried once more at once. */
 static void test_read_only(void)
 {
     char err[256];
@@ -501,9 +516,8 @@ static void test_read_only(void)
     if (!CHECK(other != NULL)) return;
     CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
     CHECK(!pg_stale(other));
-    CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
     /* Refused inside the group's transaction: nothing written, the group lost. */
-    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "refused"), LOG_EDOWN);
+    CHECK_EQ_INT(log_transact(conn, append_then_read_only, NULL), LOG_EDOWN);
     CHECK(pg_stale(conn));
     CHECK(pg_stale(other));
     /* The next group runs on a new connection (not read-only). */
@@ -512,6 +526,14 @@ static void test_read_only(void)
     CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
     CHECK(!pg_stale(other));
     CHECK_EQ_UINT(info.tail.seq, 2);
+    /* The session read-only: the group's first statement refused, and run again at
+     * once on a new connection (here not read-only: only the session was). */
+    CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
+    CHECK_EQ_INT(test_db_append(conn, "/ro/s", "again"), 0);
+    CHECK(!pg_stale(conn));
+    CHECK(pg_stale(other));
+    CHECK_EQ_INT(log_head(other, "/ro/s", &info), 0);
+    CHECK_EQ_UINT(info.tail.seq, 3);
     /* Outside a transaction: tried once more on a new connection, at once. */
     CHECK_EQ_INT(pg_simple(conn, "SET default_transaction_read_only = on"), 0);
     pg_params p;
@@ -520,7 +542,7 @@ static void test_read_only(void)
     CHECK_EQ_INT(pg_exec(conn, "UPDATE streams SET access_ms = access_ms WHERE path = $1", &p), 0);
     CHECK_EQ_INT(test_db_append(conn, "/ro/s", "last"), 0);
     CHECK_EQ_INT(log_head(conn, "/ro/s", &info), 0);
-    CHECK_EQ_UINT(info.tail.seq, 3);
+    CHECK_EQ_UINT(info.tail.seq, 4);
     log_conn_close(other);
 }
 
@@ -1936,7 +1958,7 @@ static void test_trial_group(void)
     conn->group_ops = 8;                /* lib/log.c's count: not an operation alone */
     CHECK_EQ_INT(e->group_begin(conn), 0);
     CHECK_EQ_INT(e->group_lock(conn, paths, 3), 0);
-    CHECK_EQ_INT(round_trips(&t, &mark), 2);            /* BEGIN, the lock */
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);            /* the lock, its BEGIN sent with it */
     op_append("/tg/a", "1", 0);
     op_append("/tg/b", "1", 0);
     op_append("/tg/a", "2", 0);
@@ -2163,8 +2185,8 @@ static void test_append_many(void)
         if (round) trace_on(&t);      /* the first prepared the statements */
         CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
         if (!round) continue;
-        CHECK_EQ_INT(binds_since(&t, &bmark), 4);
-        CHECK_EQ_INT(round_trips(&t, &rmark), 5);
+        CHECK_EQ_INT(binds_since(&t, &bmark), 5);       /* the BEGIN, sent with the lock, is one */
+        CHECK_EQ_INT(round_trips(&t, &rmark), 4);
         trace_off(&t);
         CHECK_EQ_UINT(r[N].appended.seq, 6);             /* after its first request's */
         CHECK_EQ_UINT(r[N].appended.pos, 15);

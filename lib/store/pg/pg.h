@@ -58,7 +58,10 @@ struct pg_params;
 typedef struct pg_conn {
     struct log_conn base;       /* first: a log_conn_t * is a pg_conn * */
     PGconn *pg;
-    int in_tx;                  /* inside BEGIN ... COMMIT/ROLLBACK */
+    int in_tx;                  /* inside BEGIN ... COMMIT/ROLLBACK on the server */
+    int in_group;               /* inside a group (group_begin .. group_end), whose
+                                 * BEGIN goes with its first statement (begin_due):
+                                 * a transaction for every purpose (pg_in_tx) */
     int readonly;               /* its server refused a write (25006: a standby, or a
                                  * primary fenced read-only): made again at the next
                                  * statement outside a transaction (a multi-host target
@@ -75,8 +78,9 @@ typedef struct pg_conn {
     /* An operation's savepoint (pg_engine.c) is sent with its first statement, in
      * the same round trip (pg_run: libpq's pipeline mode), and released with the
      * next one's or by the group's COMMIT; an operation that sends nothing takes none. */
-    const char *begin_due;      /* a read's BEGIN, sent with its first statement
-                                 * (pg_run), in one round trip; cleared once it ran */
+    const char *begin_due;      /* a read's or a group's BEGIN, sent with its first
+                                 * statement (pg_run), in one round trip; cleared
+                                 * once it ran */
     int savepoint_due;          /* SAVEPOINT op goes before the next statement */
     int release_due;            /* ... and RELEASE op before it (the last operation's) */
     int savepoint_lost;         /* a RELEASE or SAVEPOINT sent so failed: the operation
@@ -188,6 +192,13 @@ static inline void pg_ahead_forget(pg_conn *c)
 static inline pg_conn *pgc(log_conn_t *c)
 {
     return (pg_conn *)c;
+}
+
+/* Whether c is inside a transaction for what it reads and writes: one the server
+ * has begun, or a group's whose BEGIN is still due with its first statement. */
+static inline int pg_in_tx(log_conn_t *c)
+{
+    return pgc(c)->in_tx || pgc(c)->in_group;
 }
 
 /* Forget the rows kept (pg_conn.rows), the tails kept back with them (the

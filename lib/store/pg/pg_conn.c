@@ -107,7 +107,7 @@ int pg_reconnect(log_conn_t *lc)
 void pg_conn_release(log_conn_t *lc)
 {
     pg_conn *c = pgc(lc);
-    if (c->in_tx || c->pending || (c->pg && PQtransactionStatus(c->pg) != PQTRANS_IDLE)) return;
+    if (pg_in_tx(lc) || c->pending || (c->pg && PQtransactionStatus(c->pg) != PQTRANS_IDLE)) return;
     pg_rows_forget(c);
     free(c->rows);
     c->rows = NULL;

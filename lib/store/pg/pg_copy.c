@@ -42,7 +42,7 @@ static int pq_rows(log_conn_t *c, int table, int (*fn)(void *ud, const store_val
     int w = snprintf(sql, sizeof sql, "DECLARE copy_rows BINARY NO SCROLL CURSOR FOR SELECT %s FROM %s ORDER BY %s",
                      t->cols, t->name, key);
     if (w < 0 || (size_t)w >= sizeof sql) return LOG_EINVAL;
-    int own_tx = !pgc(c)->in_tx, rc;
+    int own_tx = !pg_in_tx(c), rc;
     if (own_tx && (rc = pq_read_begin(c))) return rc;
     if ((rc = pg_simple(c, sql))) goto out;
     int ncol = (int)strlen(t->types);

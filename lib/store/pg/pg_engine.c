@@ -4,11 +4,17 @@
  *
  * A group is one transaction on the leader's connection: BEGIN, a SAVEPOINT per
  * operation (ROLLBACK TO it when the operation failed, so that it rolls back
- * alone), COMMIT. The savepoint costs no round trip of its own: it goes with the
- * operation's first statement, and its RELEASE with the next operation's
- * SAVEPOINT or in the COMMIT (pg.h: pg_conn.savepoint_due); an operation that
- * sends no statement takes none. The tails of the streams the group appended to
- * go once per stream, before the next statement of anything else (pg_streams.c:
+ * alone), COMMIT. The BEGIN costs no round trip of its own: it goes with
+ * the group's first statement (pg_conn.begin_due, as a read's), and a group that
+ * sent nothing sends neither it nor a COMMIT; until it went, the group counts as
+ * inside a transaction all the same (pg_in_tx), and its first statement, should
+ * its connection be found lost or its server refuse it as read-only, goes again
+ * with it on a new connection, as a statement outside a transaction does. The
+ * savepoint costs no round trip of its own: it goes with the operation's first
+ * statement, and its RELEASE with the next operation's SAVEPOINT or in the COMMIT
+ * (pg.h: pg_conn.savepoint_due); an operation that sends no statement takes none.
+ * The tails of the streams the group appended to go once per stream, before the
+ * next statement of anything else (pg_streams.c:
  * the tails kept back); an operation rolled back to its savepoint takes back its
  * changes to them (pg_streams_op_undone). Writers of every process and host run their
  * groups at once; what they share they lock row by row (a stream's tail row, FOR
@@ -52,6 +58,7 @@
 #include "pg_engine.h"
 
 #define PG_NOTIFY_MAX 7870      /* the ids' bytes (PostgreSQL's payload limit is 8000; the xid goes first) */
+static const char GROUP_BEGIN[] = "BEGIN";     /* a group's, due until its first statement (pg_conn.begin_due) */
 
 /* ---- the process ---------------------------------------------------------------- */
 
@@ -90,7 +97,10 @@ static int pq_group_begin(log_conn_t *c)
     pc->trial_rc = 0;
     pc->bare = pc->trial || c->group_ops == 1;
     pg_rows_forget(pc);
-    return pg_simple(c, "BEGIN");
+    /* Sent with the group's first statement, in its round trip (pg_run). */
+    pc->begin_due = GROUP_BEGIN;
+    pc->in_group = 1;
+    return 0;
 }
 
 /* The group's stream rows, locked in id order before any operation runs (each
@@ -250,8 +260,15 @@ static int pq_group_end(log_conn_t *c, int rc)
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
     if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
-    if (rc == 0) rc = pg_simple(c, "COMMIT");
-    else pg_simple(c, "ROLLBACK");
+    if (pgc(c)->begin_due == GROUP_BEGIN && !pgc(c)->in_tx) {
+        pgc(c)->begin_due = NULL;   /* no statement went: nothing to end */
+    } else if (rc == 0) {
+        rc = pg_simple(c, "COMMIT");
+    } else {
+        pg_simple(c, "ROLLBACK");
+    }
+    pgc(c)->begin_due = NULL;
+    pgc(c)->in_group = 0;
     /* Committed: this process's waiters are told now, not when the NOTIFY comes
      * back to its LISTEN connection (pg_feed.c). */
     if (xid) pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);

@@ -199,16 +199,16 @@ static const char *prepared(pg_conn *c, const char *sql, PGresult **fail)
     return e->name;
 }
 
-/* The statements due before the next one (pg.h): a read's BEGIN outside a
- * transaction (pg_conn.begin_due: due until a statement after it ran, pg_run);
- * else the last operation's RELEASE and the next one's SAVEPOINT
+/* The statements due before the next one (pg.h): a read's or a group's BEGIN
+ * outside a transaction (pg_conn.begin_due: due until a statement after it ran,
+ * pg_run); the last operation's RELEASE and the next one's SAVEPOINT
  * (pg_conn.savepoint_due), and between them the UPDATE of the tails kept back
  * (pg_conn.ndirty), unless keep. */
 typedef struct pre_set {
     int n;
-    int begin;                  /* st[0] is a read's BEGIN: no savepoint to lose */
-    pg_stmt st[3];
-    const char *name[3];
+    int begin;                  /* st[0] is a BEGIN: no savepoint to lose by it */
+    pg_stmt st[4];
+    const char *name[4];
     int due;                    /* the index of the tails' UPDATE, or -1 */
     int in_op;                  /* it runs inside an operation's savepoint */
     pg_params p;
@@ -225,9 +225,7 @@ static void pre_stmts(pg_conn *c, pre_set *ps, int keep)
     ps->begin = 0;
     if (c->begin_due && !c->in_tx) {
         ps->st[0] = (pg_stmt){c->begin_due, NULL};
-        ps->name[0] = NULL;
         ps->n = ps->begin = 1;
-        return;
     }
     if (c->savepoint_due && c->release_due) ps->st[ps->n++] = (pg_stmt){"RELEASE op", NULL};
     if (!keep && c->ndirty > 0 && c->due_fill) {
@@ -306,12 +304,12 @@ static PGresult *run_pipelined(pg_conn *c, pre_set *ps, const char *const *name,
         PGresult *r = PQgetResult(c->pg);
         if (!r) break;          /* the connection went */
         for (PGresult *x; (x = PQgetResult(c->pg));) PQclear(x);
-        if (i < npre && !ok(r) && !ps->begin) c->savepoint_lost = 1;
+        if (i < npre && !ok(r) && !(ps->begin && i == 0)) c->savepoint_lost = 1;
         if (i < npre && ok(r)) pre_ok++;
         if (!got && (i == all - 1 || !ok(r))) got = r;
         else PQclear(r);
     }
-    if (i < npre && !ps->begin) c->savepoint_lost = 1;    /* not known to be taken */
+    if (i < npre && npre > ps->begin) c->savepoint_lost = 1;    /* not known to be taken */
     pre_done(c, ps, pre_ok == npre);
     /* The sync's result, and out of pipeline mode (a lost connection may leave
      * results that never come: it is made again before its next use). */
@@ -504,15 +502,20 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
             return NULL;
         }
     }
+    int savepoint_due = c->savepoint_due, release_due = c->release_due;
     PGresult *r = run_once(c, sql, p, binary);
     int ro = read_only(c, r);
     if (!ok(r) && !c->in_tx && (lost(c, r) || ro)) {
         /* Lost, or refused as read-only, outside a transaction: nothing was half
          * done; one more try on a new connection (the first statement after a
          * restart of the server finds the old one dead; after a switchover, libpq's
-         * target_session_attrs=read-write finds the new primary). */
+         * target_session_attrs=read-write finds the new primary). A group's first
+         * statement, sent with its BEGIN, goes again with it and its savepoint. */
         PQclear(r);
         r = NULL;
+        c->savepoint_due = savepoint_due;
+        c->release_due = release_due;
+        c->savepoint_lost = 0;
         if (pg_reconnect(lc)) r = run_once(c, sql, p, binary);
     }
     if (ok(r)) {
@@ -587,8 +590,11 @@ static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
     PGresult *r = NULL;
     if (n < 1 || n > PG_FLIGHT_MAX) abort();    /* a bug of the caller */
     c->nstmts++;
-    if (!c->pg || !c->in_tx) return LOG_EIO;    /* ditto: inside a group only */
-    if (keep && c->trial && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
+    if (!pg_in_tx(lc)) return LOG_EIO;          /* ditto: inside a group only */
+    /* The group's first statement (its BEGIN due with it): on a connection made
+     * again if it went, as pg_run's. */
+    if (!c->in_tx && (!c->pg || pg_stale(lc)) && !pg_reconnect(lc)) return LOG_EDOWN;
+    if (keep && c->trial && c->in_tx && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
     int drc = drained(c);
     if (drc) return drc;
     for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);

@@ -1323,7 +1323,7 @@ static void read_end(log_conn_t *c)
 
 static int op_digest_at(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN])
 {
-    int own_tx = !pgc(c)->in_tx;
+    int own_tx = !pg_in_tx(c);
     if (own_tx) read_begin(c);
     int rc = logrule_digest(c, &rows, path, seq, out);
     if (own_tx) read_end(c);
@@ -1538,7 +1538,7 @@ static size_t op_read_ahead(log_conn_t *lc, const log_read_req *r, size_t n)
 {
     pg_conn *c = pgc(lc);
     pg_ahead_forget(c);
-    if (n < 2 || c->in_tx) return 0;    /* one read gains nothing from it */
+    if (n < 2 || pg_in_tx(lc)) return 0;    /* one read gains nothing from it */
     if (n > PG_AHEAD_MAX) n = PG_AHEAD_MAX;
     if (!c->ahead && !(c->ahead = calloc(PG_AHEAD_MAX, sizeof *c->ahead))) return 0;
     const void *elem[3][PG_AHEAD_MAX];
@@ -1729,7 +1729,7 @@ static int pre_row(log_conn_t *c, const char *path, log_info *info, int *deleted
  * transaction (a fork costs READ_ONE's round trip more). */
 static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
 {
-    if (!pgc(c)->in_tx) {
+    if (!pg_in_tx(c)) {
         read_pre pre;
         int rc = pre_fetch(c, r, &pre);
         if (rc) return rc;
@@ -1742,7 +1742,7 @@ static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
         }
         pre_clear(&pre);
     }
-    int own_tx = !pgc(c)->in_tx;
+    int own_tx = !pg_in_tx(c);
     if (own_tx) read_begin(c);
     int rc = logrule_read(c, &rows, r, fn, ud);
     if (own_tx) read_end(c);

@@ -35,7 +35,7 @@ static const char ZERO[] = "0000000000000000_0000000000000000";
 /* Inside a transaction (a group): reads that decide a write lock what they read. */
 static int in_tx(log_conn_t *c)
 {
-    return pgc(c)->in_tx;
+    return pg_in_tx(c);
 }
 
 static char *dup_col(const PGresult *r, int row, int col)
