@@ -185,7 +185,7 @@ tty_session() {
     mkfifo "$RUN_DIR/tty-in"
     # script gives make a terminal of its own; what is written to the FIFO is typed there.
     run_env
-    ( "${RUN_ENV[@]}" script -qec "make -s -C '$DS_ROOT' run B='$DS_B'; echo \"make-exit=\$?\" >'$RUN_DIR/make.rc'" /dev/null \
+    ( "${RUN_ENV[@]}" script -qec "make -s -C '$DS_ROOT' run B='$DS_B' $DS_MAKE_SAN; echo \"make-exit=\$?\" >'$RUN_DIR/make.rc'" /dev/null \
         <"$RUN_DIR/tty-in" >"$RUN_DIR/out" 2>&1 || true ) 3>&- &
     local sub=$!
     exec 4>"$RUN_DIR/tty-in"

@@ -9,7 +9,7 @@ load helpers
 setup_file() {
     P=$(mktemp -d -t dstream-install.XXXXXX)
     export P
-    make -s -C "$DS_ROOT" install PREFIX="$P/prefix" B="$DS_B" >"$P/install.out" 2>&1 ||
+    make -s -C "$DS_ROOT" install PREFIX="$P/prefix" B="$DS_B" $DS_MAKE_SAN >"$P/install.out" 2>&1 ||
         { cat "$P/install.out" >&2; return 1; }
 }
 
@@ -115,7 +115,7 @@ ExecStart=$P/prefix/bin/dstream-runner"
 @test "make uninstall removes what install put, keeps the configuration; install never overwrites it" {
     cp -R "$P/prefix" "$T/prefix"
     echo "DSTREAM_THREADS=8" >"$T/prefix/etc/dstream/dstream.env"
-    make -s -C "$DS_ROOT" install PREFIX="$T/prefix" B="$DS_B" >/dev/null
+    make -s -C "$DS_ROOT" install PREFIX="$T/prefix" B="$DS_B" $DS_MAKE_SAN >/dev/null
     [ "$(cat "$T/prefix/etc/dstream/dstream.env")" = DSTREAM_THREADS=8 ]
     run make -s -C "$DS_ROOT" uninstall PREFIX="$T/prefix"
     assert_success

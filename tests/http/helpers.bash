@@ -27,6 +27,13 @@ bats_require_minimum_version 1.5.0  # run --separate-stderr
 
 DS_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 DS_B=${B:-build}
+# What a test that runs make passes with B=$DS_B: under a sanitizer (B=build-address,
+# ...) make must build with it too, or it would rebuild that directory without it,
+# and every later file would run unsanitized binaries (or none).
+case $DS_B in
+build-address | build-undefined | build-thread) DS_MAKE_SAN="SANITIZER=${DS_B#build-}" ;;
+*) DS_MAKE_SAN="" ;;
+esac
 DS_BIN=$DS_ROOT/$DS_B
 DS_STACK=$DS_ROOT/deploy/dstream-stack
 
