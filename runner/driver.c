@@ -311,15 +311,15 @@ void runner_claim(runner_t *R)
     int64_t now = timefmt_now_ms();
     R->claims += n;
     R->claim_commits++;
-    for (sess_t *s = R->sessions; s; s = s->next) {
+    size_t i = 0;       /* the sessions in the order their ids were collected */
+    for (sess_t *s = R->sessions; s && i < n; s = s->next) {
         if (!s->claiming) continue;
         s->claiming = 0;
-        size_t i = 0;
-        while (ids[i] != s->id) i++;
         if (claimed(R, s, rc ? rc : held[i], rc ? 0 : expires[i], now)) {
             s->dirty = 1;
             s->due |= s->claim_due;
         }
+        i++;
     }
     free(ids);
     free(held);

@@ -803,54 +803,33 @@ commit_groups() {
 # ---- catch-up reads of the same history -------------------------------------------------
 
 @test "a stream read from the start and the middle again and again as it grows, then deleted and made again with other bytes: every read what was written; on PostgreSQL the pool's history cache served them" {
-    local s want since i k round mid
+    local s want round mid
     s=$(ds_stream again)
     ds_create "$s" text/plain
-    want=""
-    for i in $(seq 100); do
-        ds_append "$s" text/plain "a$i;"
-        want+="a$i;"
-    done
+    ds_append_texts "$s" a 1 100
+    want=$DS_TEXTS
     for round in 1 2 3 4 5; do
-        for k in 1 2 3; do
-            req GET "$s?offset=-1"
-            assert_status 200
-            [ "$body" = "$want" ] || fail "round $round, read $k: $(head -c 200 <<<"$body")"
-        done
+        ds_reads_are "$s?offset=-1" 3 "$want" "round $round"
         # Appended since: from the start, all of it; from where the last read
         # ended (as a client goes on), the new ones alone.
         mid=$(header Stream-Next-Offset)
-        since=""
-        for i in $(seq 10); do
-            ds_append "$s" text/plain "r$round.$i;"
-            since+="r$round.$i;"
-        done
-        want+=$since
-        req GET "$s?offset=$mid"
-        assert_status 200
-        [ "$body" = "$since" ] || fail "round $round, from $mid: $body"
+        ds_append_texts "$s" "r$round." 1 10
+        want+=$DS_TEXTS
+        ds_reads_are "$s?offset=$mid" 1 "$DS_TEXTS" "round $round, from $mid"
     done
     # Deleted and made again: bytes of the same lengths at the same offsets.
     req DELETE "$s"
     assert_status 204
     ds_create "$s" text/plain
-    want=""
-    for i in $(seq 100); do
-        ds_append "$s" text/plain "b$i;"
-        want+="b$i;"
-    done
-    for k in 1 2 3; do
-        req GET "$s?offset=-1"
-        assert_status 200
-        [ "$body" = "$want" ] || fail "after the delete, read $k: $(head -c 200 <<<"$body")"
-    done
+    ds_append_texts "$s" b 1 100
+    ds_reads_are "$s?offset=-1" 3 "$DS_TEXTS" "after the delete"
     # The pool publishes its figures once a second.
-    hits_of() { req GET /metrics; awk '$1 == "dstream_read_cache_hits_total" { print $2 }' "$DS_BODY"; }
     if [ "${DSTREAM_TEST_ENGINE:-sqlite}" = pg ]; then
-        _hits_ge() { [ "$(hits_of)" -ge "$1" ] 2>/dev/null; }
-        ds_poll 5 _hits_ge 10 || fail "dstream_read_cache_hits_total: '$(hits_of)'"
+        _hits_ge() { [ "$(ds_metric dstream_read_cache_hits_total)" -ge "$1" ] 2>/dev/null; }
+        ds_poll 5 _hits_ge 10 || fail "dstream_read_cache_hits_total: '$(ds_metric dstream_read_cache_hits_total)'"
     else
         sleep 1.2
-        [ "$(hits_of)" = 0 ] || fail "dstream_read_cache_hits_total on SQLite: '$(hits_of)'"
+        [ "$(ds_metric dstream_read_cache_hits_total)" = 0 ] ||
+            fail "dstream_read_cache_hits_total on SQLite: '$(ds_metric dstream_read_cache_hits_total)'"
     fi
 }

@@ -168,54 +168,33 @@ lp_reader() {
 # ---- the pools' history caches ----------------------------------------------------------
 
 @test "a stream host 1 reads again and again (its pool keeps the history) while host 2 appends, deletes it and makes it again with other bytes: each read on host 1 is what the database holds" {
-    local s want i k round h1 h2
+    local s want round h1 h2
     h1=$(hosts_url 1) h2=$(hosts_url 2)
     s=$(ds_stream kept)
     req PUT "$h2$s" -H 'Content-Type: text/plain'
     assert_status 201
-    want=""
-    for i in $(seq 200); do
-        req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "a$i;"
-        assert_status 204
-        want+="a$i;"
-    done
+    ds_append_texts "$h2$s" a 1 200
+    want=$DS_TEXTS
     for round in 1 2 3 4; do
-        for k in 1 2 3; do
-            req GET "$h1$s?offset=-1"
-            assert_status 200
-            [ "$body" = "$want" ] || fail "round $round, read $k on host 1: $(head -c 200 <<<"$body")"
-        done
-        for i in $(seq 20); do
-            req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "r$round.$i;"
-            assert_status 204
-            want+="r$round.$i;"
-        done
+        ds_reads_are "$h1$s?offset=-1" 3 "$want" "round $round on host 1"
+        ds_append_texts "$h2$s" "r$round." 1 20
+        want+=$DS_TEXTS
     done
     # Deleted and made again on host 2, the same lengths at the same offsets.
     req DELETE "$h2$s"
     assert_status 204
     req PUT "$h2$s" -H 'Content-Type: text/plain'
     assert_status 201
-    want=""
-    for i in $(seq 200); do
-        req POST "$h2$s" -H 'Content-Type: text/plain' --data-binary "b$i;"
-        assert_status 204
-        want+="b$i;"
-    done
-    for k in 1 2 3; do
-        req GET "$h1$s?offset=-1"
-        assert_status 200
-        [ "$body" = "$want" ] || fail "after the delete, read $k on host 1: $(head -c 200 <<<"$body")"
-    done
+    ds_append_texts "$h2$s" b 1 200
+    ds_reads_are "$h1$s?offset=-1" 3 "$DS_TEXTS" "after the delete, on host 1"
     # Deleted for good on host 2: host 1 says so.
     req DELETE "$h2$s"
     assert_status 204
     req GET "$h1$s?offset=-1"
     assert_status 404
     # Host 1's pool served some of them from what it kept (published once a second).
-    hits_of() { req GET "$h1/metrics"; awk '$1 == "dstream_read_cache_hits_total" { print $2 }' "$DS_BODY"; }
-    _hits_ge() { [ "$(hits_of)" -ge "$1" ] 2>/dev/null; }
-    ds_poll 5 _hits_ge 8 || fail "dstream_read_cache_hits_total on host 1: '$(hits_of)'"
+    _hits_ge() { [ "$(ds_metric dstream_read_cache_hits_total "$h1")" -ge "$1" ] 2>/dev/null; }
+    ds_poll 5 _hits_ge 8 || fail "dstream_read_cache_hits_total on host 1: '$(ds_metric dstream_read_cache_hits_total "$h1")'"
 }
 
 # ---- a runner killed with chats in flight ------------------------------------------------

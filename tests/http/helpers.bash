@@ -351,6 +351,35 @@ ds_append() {
     assert_status 204
 }
 
+# ds_append_texts PATH PREFIX FROM TO: append "PREFIX<i>;" (text/plain) to PATH (of
+# DS_URL, or a full URL) for each i from FROM to TO, each acknowledged; DS_TEXTS: the
+# texts appended, end to end.
+ds_append_texts() {
+    local path=$1 prefix=$2 i
+    DS_TEXTS=""
+    for i in $(seq "$3" "$4"); do
+        ds_append "$path" text/plain "$prefix$i;"
+        DS_TEXTS+="$prefix$i;"
+    done
+}
+
+# ds_reads_are URL N WANT WHAT: N reads of URL, each 200 with WANT as its body (WHAT
+# names them in a failure).
+ds_reads_are() {
+    local k
+    for k in $(seq "$2"); do
+        req GET "$1"
+        assert_status 200
+        [ "$body" = "$3" ] || fail "$4, read $k: $(head -c 200 <<<"$body")"
+    done
+}
+
+# ds_metric NAME [BASE]: the value of NAME in BASE's /metrics (BASE: DS_URL).
+ds_metric() {
+    req GET "${2:-$DS_URL}/metrics"
+    awk -v n="$1" '$1 == n { print $2 }' "$DS_BODY"
+}
+
 # ds_read_all PATH: GET ?offset=-1 and require 200 (body in $body / $DS_BODY).
 ds_read_all() {
     req GET "$1?offset=-1" "${@:2}"

@@ -261,7 +261,7 @@ static int pq_group_end(log_conn_t *c, int rc)
      * COMMIT's answer reaches us, and is skipped then too. */
     if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
     if (pgc(c)->begin_due == GROUP_BEGIN && !pgc(c)->in_tx) {
-        pgc(c)->begin_due = NULL;   /* no statement went: nothing to end */
+        /* No statement went: nothing to end. */
     } else if (rc == 0) {
         rc = pg_simple(c, "COMMIT");
     } else {

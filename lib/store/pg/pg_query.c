@@ -479,6 +479,15 @@ static PGresult *run_once(pg_conn *c, const char *sql, const pg_params *p, int b
     return PQexecParams(c->pg, sql, n, NULL, v, len, fmt, binary);
 }
 
+/* Before a statement: the connection made again if it went, or, outside a
+ * transaction, if it is to be (pg_stale). 0, or LOG_EDOWN. */
+static int ready(log_conn_t *lc)
+{
+    pg_conn *c = pgc(lc);
+    if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
+    return 0;
+}
+
 /* After a statement: whether the connection is inside a transaction now. */
 static void note_tx(pg_conn *c)
 {
@@ -496,12 +505,7 @@ PGresult *pg_run(log_conn_t *lc, const char *sql, const pg_params *p, int binary
     *rc = 0;
     c->nstmts++;
     if ((*rc = drained(c))) return NULL;
-    if (!c->pg || (!c->in_tx && pg_stale(lc))) {
-        if (!pg_reconnect(lc)) {
-            *rc = LOG_EDOWN;
-            return NULL;
-        }
-    }
+    if ((*rc = ready(lc))) return NULL;
     int savepoint_due = c->savepoint_due, release_due = c->release_due;
     PGresult *r = run_once(c, sql, p, binary);
     int ro = read_only(c, r);
@@ -593,7 +597,8 @@ static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
     if (!pg_in_tx(lc)) return LOG_EIO;          /* ditto: inside a group only */
     /* The group's first statement (its BEGIN due with it): on a connection made
      * again if it went, as pg_run's. */
-    if (!c->in_tx && (!c->pg || pg_stale(lc)) && !pg_reconnect(lc)) return LOG_EDOWN;
+    int rrc = ready(lc);
+    if (rrc) return rrc;
     if (keep && c->trial && c->in_tx && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
     int drc = drained(c);
     if (drc) return drc;
@@ -626,7 +631,7 @@ int pg_simple(log_conn_t *lc, const char *sql)
     c->nstmts++;
     int drc = drained(c);
     if (drc && strncmp(sql, "ROLLBACK", 8)) return drc;
-    if ((!c->pg || (!c->in_tx && pg_stale(lc))) && !pg_reconnect(lc)) return LOG_EDOWN;
+    if (ready(lc)) return LOG_EDOWN;
     if (c->begin_due && !c->in_tx) {
         /* A read's BEGIN still due: on its own first (no read sends one so). */
         const char *b = c->begin_due;
