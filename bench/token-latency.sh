@@ -12,7 +12,10 @@
 # first measurements used). For each count of concurrent
 # chat sessions, one SSE reader per session on /v1/sessions/{id}/events (all in
 # one C process, bench/src/sse-client.c "tokens"), then one message to every
-# session; each reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
+# session, POSTed by that process too over 16 kept-alive connections (ASK=curl: by
+# a curl process each, 16 at a time, as the figures before 2026-11-27 12:30 UTC were
+# taken: the 200 processes' start-up took most of a core during the sessions' start,
+# on the machine the stack runs on); each reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
 # read time minus its stamp: provider chunk -> runner -> log -> hub -> nginx ->
 # client. Runner CPU: utime + stime of dstream-runner over the run (from
 # /proc/PID/stat) divided by the deltas delivered. The last column leaves out the
@@ -56,6 +59,9 @@ DELTAS=${DELTAS:-100}
 INTERVAL_MS=${INTERVAL_MS:-20}
 RUNS=${RUNS:-1}
 PROVIDER=${PROVIDER:-c}
+ASK=${ASK:-reader}
+ask_args=()
+[ "$ASK" = curl ] || ask_args=(--ask '{"content": "Go."}')
 bin=$ROOT/$B
 reader=$here/$B/bench/sse-client
 
@@ -139,6 +145,7 @@ for n in $SESSIONS; do
         done
         "$reader" tokens --port "$port" --paths "$work/paths" --expect "$DELTAS" \
             --seconds $((DELTAS * INTERVAL_MS / 1000 + 60)) ${TIMELINE_OUT:+--timeline "$TIMELINE_OUT.$n"} \
+            "${ask_args[@]}" \
             >"$work/out" 2>"$work/err" &
         rpid=$!
         for _ in $(seq 600); do grep -q '^mode=tokens ready=' "$work/out" && break; sleep 0.05; done
@@ -183,7 +190,7 @@ for n in $SESSIONS; do
         tpid=
         if [ -n "${SYSCALLS_OUT:-}" ]; then  # system calls counted by tracepoints
             curl -fsS "$url/metrics" | grep '^dstream_runner_loops_total' | sed 's/^/before: /' >"$SYSCALLS_OUT.$n.loops" || true
-            perf stat -x, -o "$SYSCALLS_OUT.$n" -e raw_syscalls:sys_enter,syscalls:sys_enter_poll,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_recvfrom \
+            perf stat -x, -o "$SYSCALLS_OUT.$n" -e raw_syscalls:sys_enter,syscalls:sys_enter_poll,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_recvfrom,syscalls:sys_enter_pwrite64,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pread64 \
                 -p "$runner_pid" >/dev/null 2>&1 &
             tpid=$!
         fi
@@ -193,9 +200,11 @@ for n in $SESSIONS; do
             spid=$!
             sleep 0.5
         fi
-        sed 's|/events$|/messages|' "$work/paths" |
-            xargs -P 16 -I{} curl -fsS -o /dev/null -H 'Content-Type: application/json' \
-                --data-binary '{"content": "Go."}' "$url{}"
+        if [ "$ASK" = curl ]; then
+            sed 's|/events$|/messages|' "$work/paths" |
+                xargs -P 16 -I{} curl -fsS -o /dev/null -H 'Content-Type: application/json' \
+                    --data-binary '{"content": "Go."}' "$url{}"
+        fi
         wait "$rpid" || true
         c1=$(cpu_ticks) s1=$(stack_ticks) g1=$(pg_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }

@@ -4,6 +4,7 @@
  *                     [--msg-bytes 200] [--connect-s 60] [--linger-s 3] [--write-port P]
  *   sse-client hold   --port P --path PATH --readers N [--hold-s 60] [--connect-s 60]
  *   sse-client tokens --port P --paths FILE --expect N [--seconds 60] [--connect-s 60] [--timeline FILE]
+ *                     [--ask JSON] [--ask-conns 16]
  *
  * Both open N HTTP/1.1 connections to 127.0.0.1:P with GET PATH?offset=now&live=sse
  * (at most CONNECT_WINDOW connecting at once, all in one epoll loop) and count a
@@ -43,6 +44,11 @@
  * second or more after the first one, and their latencies: without the sessions' start). With --timeline FILE it
  * also writes each delivered message's stamp and latency (µs), a line each, to FILE:
  * when the slow ones were written (a stall of everything, or a reader left behind).
+ * With --ask JSON it makes the sessions talk itself once every reader is ready: JSON
+ * POSTed to each path with its last segment made "messages" (/v1/sessions/ID/messages),
+ * from --ask-conns threads, each on a kept-alive connection (a curl process per
+ * message would cost the machine more CPU than the stack it measures); each message's
+ * answer time (p50, max) and its failures are on the last line (ask_*).
  *
  * Every phase has a deadline; the program always ends by itself.
  * Built by bench/compare.sh: cc -O2 -o build/bench/sse-client bench/src/sse-client.c -lpthread */
@@ -101,10 +107,12 @@ typedef struct opts {
     const char *path;
     int readers;
     int interval_ms, seconds, msg_bytes, connect_s, linger_s, hold_s;
+    const char *ask;          /* tokens: the message to POST to every session */
+    int ask_conns;
 } opts;
 
 static opts O = {.interval_ms = 10, .seconds = 10, .msg_bytes = 200, .connect_s = 60, .linger_s = 3,
-                 .hold_s = 60};
+                 .hold_s = 60, .ask_conns = 16};
 static volatile sig_atomic_t stop_flag;
 static atomic_long sent_ok;
 static atomic_int writer_done;
@@ -502,13 +510,56 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* ---- asker (tokens --ask) ------------------------------------------------------------ */
+
+static char **ask_paths;
+static int ask_n;
+static atomic_int ask_next, ask_failed;
+static int64_t *ask_lat;    /* each message's answer time, µs (-1: failed) */
+
+static void *asker_main(void *arg)
+{
+    (void)arg;
+    int fd = -1;
+    size_t blen = strlen(O.ask);
+    for (int i; (i = atomic_fetch_add(&ask_next, 1)) < ask_n && !stop_flag;) {
+        char path[1024], req[4096];
+        const char *p = ask_paths[i], *slash = strrchr(p, '/');
+        int plen = slash ? (int)(slash - p) : (int)strlen(p);
+        int n = snprintf(path, sizeof path, "%.*s/messages", plen, p);
+        int rn = n > 0 && (size_t)n < sizeof path
+                     ? snprintf(req, sizeof req,
+                                "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: %zu\r\n\r\n%s", path, blen, O.ask)
+                     : -1;
+        int st = -1;
+        int64_t t1 = now_us(CLOCK_MONOTONIC);
+        for (int attempt = 0; rn > 0 && (size_t)rn < sizeof req && attempt < 2 && st < 0; attempt++) {
+            if (fd < 0 && (fd = writer_connect()) < 0) break;
+            st = write(fd, req, (size_t)rn) == rn ? read_response(fd) : -1;
+            if (st < 0) {       /* the server closed the kept-alive connection: once more */
+                close(fd);
+                fd = -1;
+            }
+        }
+        if (st >= 200 && st < 300) ask_lat[i] = now_us(CLOCK_MONOTONIC) - t1;
+        else {
+            ask_lat[i] = -1;
+            atomic_fetch_add(&ask_failed, 1);
+        }
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(void)
 {
     fprintf(stderr, "usage: sse-client fanout|hold --port P --path PATH --readers N [--interval-ms N]\n"
                     "       [--seconds N] [--msg-bytes N] [--connect-s N] [--linger-s N] [--hold-s N] [--write-port P]\n"
-                    "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N] [--timeline FILE]\n");
+                    "       sse-client tokens --port P --paths FILE --expect N [--seconds N] [--connect-s N] [--timeline FILE]\n"
+                    "                         [--ask JSON] [--ask-conns N]\n");
     exit(2);
 }
 
@@ -533,6 +584,8 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--paths")) O.paths = v;
         else if (!strcmp(k, "--timeline")) O.timeline = v;
         else if (!strcmp(k, "--expect")) O.expect = num(v, 1, 100000000);
+        else if (!strcmp(k, "--ask")) O.ask = v;
+        else if (!strcmp(k, "--ask-conns")) O.ask_conns = (int)num(v, 1, 256);
         else usage();
     }
     /* tokens: the paths, one a line. */
@@ -611,12 +664,22 @@ int main(int argc, char **argv)
     nlat = 0;
     for (int i = 0; i < O.readers; i++) cs[i].msgs = 0;
 
-    pthread_t wt;
+    pthread_t wt, askers[256];
+    int nask = 0;
     int64_t deadline, cpu0 = self_cpu_us();
     if (O.tokens) {
         printf("mode=tokens ready=%d\n", held);
         fflush(stdout);
         deadline = now_us(CLOCK_MONOTONIC) + (int64_t)O.seconds * 1000000;
+        if (O.ask) {
+            ask_paths = paths;
+            ask_n = O.readers;
+            ask_lat = calloc((size_t)O.readers + 1, sizeof *ask_lat);
+            if (!ask_lat) abort();
+            for (int i = 0; i < O.readers; i++) ask_lat[i] = -1;
+            for (; nask < O.ask_conns && nask < O.readers; nask++)
+                if (pthread_create(&askers[nask], NULL, asker_main, NULL)) break;
+        }
     } else if (O.fanout) {
         pthread_create(&wt, NULL, writer_main, NULL);
         deadline = 0;
@@ -658,6 +721,17 @@ int main(int argc, char **argv)
         }
     }
     if (O.tokens) {
+        stop_flag = 1;      /* (askers still at it stop: their sessions' deltas are missing anyway) */
+        for (int i = 0; i < nask; i++) pthread_join(askers[i], NULL);
+        int64_t ask_p50 = -1, ask_max = -1;
+        if (nask) {
+            size_t k = 0;
+            for (int i = 0; i < ask_n; i++)
+                if (ask_lat[i] >= 0) ask_lat[k++] = ask_lat[i];
+            qsort(ask_lat, k, sizeof *ask_lat, cmp64);
+            ask_p50 = pct(ask_lat, k, 50);
+            ask_max = k ? ask_lat[k - 1] : -1;
+        }
         long delivered = 0;
         for (int i = 0; i < O.readers; i++) delivered += cs[i].msgs;
         FILE *tl = O.timeline ? fopen(O.timeline, "w") : NULL;
@@ -674,11 +748,13 @@ int main(int argc, char **argv)
         qsort(lat_at, nsteady, sizeof *lat_at, cmp64);
         qsort(lat, nlat, sizeof *lat, cmp64);
         printf("mode=tokens readers=%d connected=%d expected=%ld delivered=%ld p50_us=%lld p90_us=%lld "
-               "p99_us=%lld max_us=%lld cpu_ms=%lld steady=%zu steady_p50_us=%lld steady_p99_us=%lld\n",
+               "p99_us=%lld max_us=%lld cpu_ms=%lld steady=%zu steady_p50_us=%lld steady_p99_us=%lld"
+               " ask_p50_us=%lld ask_max_us=%lld ask_failed=%d\n",
                O.readers, held, (long)O.readers * O.expect, delivered, (long long)pct(lat, nlat, 50),
                (long long)pct(lat, nlat, 90), (long long)pct(lat, nlat, 99),
                (long long)(nlat ? lat[nlat - 1] : -1), (long long)((self_cpu_us() - cpu0) / 1000), nsteady,
-               (long long)pct(lat_at, nsteady, 50), (long long)pct(lat_at, nsteady, 99));
+               (long long)pct(lat_at, nsteady, 50), (long long)pct(lat_at, nsteady, 99), (long long)ask_p50,
+               (long long)ask_max, atomic_load(&ask_failed));
     } else if (O.fanout) {
         stop_flag = 1;
         pthread_join(wt, NULL);
@@ -707,5 +783,6 @@ int main(int argc, char **argv)
     free(paths);
     free(lat);
     free(app_lat);
+    free(ask_lat);
     return 0;
 }
