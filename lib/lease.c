@@ -49,6 +49,7 @@ typedef struct acquire_many {
 static int op_acquire_many(log_conn_t *c, void *arg)
 {
     acquire_many *m = arg;
+    if (store_of(c)->leases->acquire_many) return store_of(c)->leases->acquire_many(c, m->a, m->n);
     for (size_t i = 0; i < m->n; i++) {
         int rc = store_of(c)->leases->acquire(c, &m->a[i]);
         if (rc) return rc;

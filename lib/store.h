@@ -171,6 +171,9 @@ typedef struct store_leases_ops {
      * *nstmts. */
     int (*held_many)(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
                      const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts);
+    /* acquire for n sessions (lease_acquire_many), inside a group; NULL: acquire
+     * one by one (an engine in process, for which a statement costs no trip). */
+    int (*acquire_many)(log_conn_t *c, lease_arg *a, size_t n);
     int (*release)(log_conn_t *c, lease_arg *a);
     int (*owner_lock)(log_t *l, const char *owner, char *err, size_t errlen);
 } store_leases_ops;

@@ -111,6 +111,8 @@ struct sess {
     int claiming;               /* its lease is to be taken (or renewed) with the turn's
                                    other claims, then it is driven (runner_claim) */
     int claim_due;              /* ... and was due when the claim was asked */
+    int put_off;                /* not driven at the last turn (its drive budget spent):
+                                   driven first at the next */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     int64_t stream_id;          /* its log's stream id, as the change feed said (0: not yet) */
     rq_t *rq;
@@ -162,6 +164,7 @@ typedef struct runner {
     uint64_t renewed_commit;    /* leases renewed in a loop commit (outbox.c) */
     uint64_t renewed_drive;     /* ... in a claim, by a drive (driver.c) */
     uint64_t claims, claim_commits; /* leases taken or renewed by drives, and the commits that took them */
+    uint64_t drives_put_off;    /* turns whose drive budget left sessions to the next */
     /* The share of the sessions between runners (driver.c hold): the other live
      * runners and the leases they hold, as their runner_stats rows said at the last
      * read (once a second, stats.c), plus the sessions this process found taken by

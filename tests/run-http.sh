@@ -18,8 +18,8 @@
 # live readers (the change feed), sessions, their lineage and diff (the engine's
 # walk of the fork rows), retention (the engine's scan and deletes, a kill mid-pass),
 # the AI SDK's chat routes (a reply read
-# live from the log, resumed mid-reply), the runner (leases, owner locks, its
-# figures, crashes, a reply continued after one, a compaction's course: time travel,
+# live from the log, resumed mid-reply), the runner (leases, owner locks, its loop
+# with many sessions at once and its drive budget, its figures, crashes, a reply continued after one, a compaction's course: time travel,
 # forks, its recording), provider failover (its events, figures and recordings),
 # budgets that ask (their checkpoints across a runner's kill), subscriptions,
 # recording, and hostile inputs (names that are
@@ -37,7 +37,7 @@ export B=${B:-build}
 engine=${DSTREAM_TEST_ENGINE:-sqlite}
 name=http
 PG_FILES="10-streams 11-producers 12-durability 14-cli 15-auth 15-backup 16-disk-full
-17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 32-retention 40-runner 42-runner-metrics
+17-chain 17-check-live-data 20-live 24-debug-cli 27-aisdk 28-langgraph 30-sessions 31-bulk 31-lineage 32-retention 40-runner 40-runner-loop 42-runner-metrics
 43-runner-crash 43-compaction 43-reply-continued 44-budget-ask 44-provider-failover 44-timers 46-subscriptions 47-recording 49-recording-chaos 53-hostile-inputs 55-otlp"
 
 files=()

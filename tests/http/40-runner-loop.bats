@@ -6,7 +6,9 @@
 # cancelled) and another's connection is cut mid-stream (retried, the reply continued);
 # and a webhook receiver that holds the wake past DSTREAM_WEBHOOK_TIMEOUT_MS while no
 # other transfer is in flight: the delivery times out on libcurl's timer alone (the
-# loop must wake up for it), is retried and acked while sessions stream.
+# loop must wake up for it), is retried and acked while sessions stream. And a runner
+# whose drives stop at their budget after every one (DSTREAM_RUNNER_DRIVE_BUDGET_US=1)
+# still answers every session once.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
 # deadlines; every load is bounded in count.
@@ -83,6 +85,42 @@ all_replied() {
     rn_requests >"$T/requests.json"
     jq -e --argjson n "$((MANY + 3))" 'length == $n' "$T/requests.json" >/dev/null ||
         { jq length "$T/requests.json" >&2; return 1; }
+}
+
+@test "a drive budget spent after every drive (DSTREAM_RUNNER_DRIVE_BUDGET_US=1): $MANY sessions asked at once while another's request is in flight are all answered, each once; the turns cut at the budget are counted" {
+    local agent held i id line
+    agent=$(rn_agent anthropic claude-test-model)
+    # This runner drives one session a turn while any request is in flight: the
+    # sessions put off go first at the next turn, none is left behind.
+    rn_runner_signal TERM
+    DS_SETTINGS="$DS_SETTINGS DSTREAM_RUNNER_DRIVE_BUDGET_US=1" rn_runner_start
+    held=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_script '{"hang": true}'
+    rn_say "$held" "hold"
+    ds_poll 10 _count_ge 1
+    # Every message in one curl, 24 at a time: their claims come together, and so do
+    # their drives at the next turn.
+    : >"$T/ids"
+    : >"$T/post.cfg"
+    for i in $(seq 1 "$MANY"); do
+        id=$(rn_session "{\"agent\": \"$agent\"}")
+        echo "$id b-$i" >>"$T/ids"
+        [ "$i" = 1 ] || echo next >>"$T/post.cfg"
+        printf 'url = "%s/v1/sessions/%s/messages"\nheader = "Content-Type: application/json"\ndata-binary = "{\\"content\\": \\"b-%s\\"}"\noutput = "/dev/null"\n' \
+            "$DS_URL" "$id" "$i" >>"$T/post.cfg"
+    done
+    curl -fsS --parallel --parallel-max "$MANY" -K "$T/post.cfg"
+    ds_poll 90 all_replied || { echo "replied: $(wc -l <"$T/done") of $MANY" >&2; tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
+    rn_requests >"$T/requests.json"
+    jq -e --argjson n "$((MANY + 1))" 'length == $n' "$T/requests.json" >/dev/null ||
+        { jq length "$T/requests.json" >&2; return 1; }
+    req POST "/v1/sessions/$held/cancel"
+    assert_status 202
+    rn_wait "$held" '.status == "cancelled" and .request == null'
+    rn_runner_signal TERM
+    line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -n 1)    # (this one's: the last to stop)
+    [[ "$line" =~ \ ([0-9]+)\ turns\ whose\ drives\ were\ cut ]] || fail "no count in: $line"
+    [ "${BASH_REMATCH[1]}" -gt 0 ] || fail "no turn was cut: $line"
 }
 
 received() { [ -f "$T/$1/requests.jsonl" ] && wc -l <"$T/$1/requests.jsonl" || echo 0; }

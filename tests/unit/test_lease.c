@@ -119,6 +119,14 @@ static void test_acquire_many(void)
     for (int i = 0; i < 5; i++)
         if (i != 1) CHECK_EQ_INT(acq(cb, ids[i], "B", 60000), 0);
     CHECK_EQ_INT(lease_acquire_many(ca, ids, 0, &ID_A, 30000, held, exp), 0);    /* none: nothing */
+    /* An id twice: taken, both told so (PostgreSQL's statement takes each id once). */
+    const char *dup[3] = {"m6", "m2", "m6"};
+    CHECK_EQ_INT(lease_acquire_many(ca, dup, 3, &ID_A, 30000, held, exp), 0);
+    CHECK_EQ_INT(held[0], 1);
+    CHECK_EQ_INT(held[1], 0);
+    CHECK_EQ_INT(held[2], 1);
+    CHECK(exp[0] >= t0 + 30000 && exp[2] >= t0 + 30000);
+    CHECK(exp[1] >= t0 + 59000);
 }
 
 static void test_release(void)

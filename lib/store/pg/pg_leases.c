@@ -80,6 +80,17 @@ static int owner_renew(log_conn_t *c, const char *owner)
                       " AND expires_ms < " NOW_MS " + $3::bigint / 2", &p);
 }
 
+/* The rule of an acquire's INSERT ... SELECT ... FROM n (n.now: the database's
+ * clock): never while another process holds our owner id's row ($2 the owner id,
+ * $5 our token); on a lease already there, take it over when it is our owner
+ * id's (ours, or a dead predecessor's) or expired ($4 the ttl). */
+#define LEASE_TAKE                                                                              \
+    " WHERE NOT EXISTS (SELECT 1 FROM runner_owners o WHERE o.owner = $2::text"                \
+    " AND o.instance IS DISTINCT FROM $5::text AND o.expires_ms > n.now)"                      \
+    " ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,"                             \
+    " instance = EXCLUDED.instance, expires_ms = EXCLUDED.expires_ms"                          \
+    " WHERE leases.owner = EXCLUDED.owner OR leases.expires_ms < EXCLUDED.expires_ms - $4::bigint"
+
 static int pg_acquire(log_conn_t *c, lease_arg *a)
 {
     char token[33];
@@ -98,12 +109,7 @@ static int pg_acquire(log_conn_t *c, lease_arg *a)
     PGresult *r = pg_run(c, "INSERT INTO leases (session, owner, instance, expires_ms)"
                             " SELECT $1::text, $2::text, $3::text, n.now + $4::bigint"
                             " FROM (SELECT " NOW_MS " AS now) n"
-                            " WHERE NOT EXISTS (SELECT 1 FROM runner_owners o WHERE o.owner = $2::text"
-                            " AND o.instance IS DISTINCT FROM $5::text AND o.expires_ms > n.now)"
-                            " ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,"
-                            " instance = EXCLUDED.instance, expires_ms = EXCLUDED.expires_ms"
-                            " WHERE leases.owner = EXCLUDED.owner"
-                            " OR leases.expires_ms < EXCLUDED.expires_ms - $4::bigint"
+                            LEASE_TAKE
                             " RETURNING expires_ms", &p, 0, &rc);
     if (!r) return rc;
     a->held = PQntuples(r) > 0;
@@ -167,6 +173,57 @@ static int held_ix_cmp(const void *a, const void *b)
     return strcmp(((const held_ix *)a)->id, ((const held_ix *)b)->id);
 }
 
+/* The parameters after the ids of a statement over many leases: this process's
+ * owner id and instance, the leases' ttl, its owner row's token (NULL: it holds
+ * none), the owner row's ttl. */
+static void owner_params(pg_params *p, const lease_id *me, int64_t ttl_ms, const char *token)
+{
+    pg_text(p, me->owner);
+    pg_text(p, me->instance);
+    pg_int(p, ttl_ms);
+    pg_text(p, token);
+    pg_int(p, PG_OWNER_TTL_MS);
+}
+
+/* The room a statement over n ids takes: each id's pointer and length for
+ * pg_array, and their sorted index. Returns 0, or -1 out of memory (ids_free
+ * still to be called). */
+typedef struct ids_room {
+    const void **elem;
+    size_t *len;
+    held_ix *ix;
+} ids_room;
+
+static int ids_alloc(ids_room *d, size_t n)
+{
+    d->elem = malloc(n * sizeof *d->elem);
+    d->len = malloc(n * sizeof *d->len);
+    d->ix = malloc(n * sizeof *d->ix);
+    return d->elem && d->len && d->ix ? 0 : -1;
+}
+
+static void ids_free(ids_room *d)
+{
+    free(d->elem);
+    free(d->len);
+    free(d->ix);
+}
+
+/* The index sorted (id[i] at i), then the first entry of id in it, or NULL. */
+static void ids_sort(ids_room *d, const char *const *id, size_t n)
+{
+    for (size_t i = 0; i < n; i++) d->ix[i] = (held_ix){id[i], i};
+    qsort(d->ix, n, sizeof *d->ix, held_ix_cmp);
+}
+
+static held_ix *ids_find(const ids_room *d, size_t n, const char *id)
+{
+    held_ix key = {id, 0};
+    held_ix *f = id ? bsearch(&key, d->ix, n, sizeof *d->ix, held_ix_cmp) : NULL;
+    while (f && f > d->ix && !strcmp(f[-1].id, id)) f--;
+    return f;
+}
+
 /* The leases of n sessions at once, in one statement: those due renewed (an
  * UPDATE ... RETURNING in a WITH), the others only checked, each by the primary
  * key (= ANY of an array: an index scan whatever the plan, where a join with the
@@ -179,12 +236,10 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
     int rc = 0;
     char token[33];
     int have = owner_token(me->owner, token);
-    const void **elem = malloc(n * sizeof *elem);
-    size_t *len = malloc(n * sizeof *len);
-    held_ix *ix = malloc(n * sizeof *ix);
+    ids_room d;
     char *arr[2] = {NULL, NULL};
     PGresult *r = NULL;
-    if (!elem || !len || !ix) {
+    if (ids_alloc(&d, n)) {
         rc = LOG_EIO;
         goto out;
     }
@@ -195,19 +250,15 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
             if (!renew[i] == !a) {
-                elem[k] = session[i];
-                len[k++] = strlen(session[i]);
+                d.elem[k] = session[i];
+                d.len[k++] = strlen(session[i]);
             }
-        if (!(arr[a] = pg_array(&p, PG_TEXT_OID, k, elem, len))) {
+        if (!(arr[a] = pg_array(&p, PG_TEXT_OID, k, d.elem, d.len))) {
             rc = LOG_EIO;
             goto out;
         }
     }
-    pg_text(&p, me->owner);
-    pg_text(&p, me->instance);
-    pg_int(&p, ttl_ms);
-    pg_text(&p, have ? token : NULL);
-    pg_int(&p, PG_OWNER_TTL_MS);
+    owner_params(&p, me, ttl_ms, have ? token : NULL);
     r = pg_run(c, "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
                   " WHERE owner = $3::text AND instance = $6::text AND cardinality($2::text[]) > 0"
                   " AND expires_ms < " NOW_MS " + $7::bigint / 2),"
@@ -220,20 +271,84 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
                &p, 0, &rc);
     (*nstmts)++;
     if (!r) goto out;
-    for (size_t i = 0; i < n; i++) ix[i] = (held_ix){session[i], i};
-    qsort(ix, n, sizeof *ix, held_ix_cmp);
+    ids_sort(&d, session, n);
     for (int k = 0; k < PQntuples(r); k++) {
-        held_ix key = {pg_text_of(r, k, 0), 0};
-        held_ix *f = key.id ? bsearch(&key, ix, n, sizeof *ix, held_ix_cmp) : NULL;
+        held_ix *f = ids_find(&d, n, pg_text_of(r, k, 0));
         if (f) held[f->i] = 1;
     }
 out:
     PQclear(r);
     free(arr[0]);
     free(arr[1]);
-    free(elem);
-    free(len);
-    free(ix);
+    ids_free(&d);
+    return rc;
+}
+
+/* pg_acquire for n sessions in one statement (lease_acquire_many: the runner's
+ * claims of a loop turn, 40 and more during a burst of new sessions, where two
+ * statements each were 80 round trips): the owner row renewed as owner_renew
+ * does, the INSERT ... ON CONFLICT of pg_acquire over the distinct ids in order
+ * (two processes claiming the same sessions lock their rows in the same order),
+ * and for each id it did not take the holder's expiry, or now + ttl when there is
+ * no row (refused for the owner id), read by the primary key: the statement's
+ * snapshot, before its own insert. The ids returned are matched to their
+ * arguments through a sorted copy. */
+static int pg_acquire_many(log_conn_t *c, lease_arg *a, size_t n)
+{
+    int rc = 0;
+    char token[33];
+    int have = n ? owner_token(a[0].me->owner, token) : 0;
+    ids_room d;
+    const char **names = malloc(n * sizeof *names);
+    char *arr = NULL;
+    PGresult *r = NULL;
+    if (ids_alloc(&d, n) || !names) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        d.elem[i] = names[i] = a[i].session;
+        d.len[i] = strlen(a[i].session);
+        a[i].held = 0;
+        a[i].expires_ms = 0;
+    }
+    pg_params p;
+    pg_params_init(&p);
+    if (!(arr = pg_array(&p, PG_TEXT_OID, n, d.elem, d.len))) {
+        rc = LOG_EIO;
+        goto out;
+    }
+    owner_params(&p, a[0].me, a[0].ttl_ms, have ? token : NULL);
+    r = pg_run(c, "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $6::bigint"
+                  " WHERE owner = $2::text AND instance = $5::text"
+                  " AND expires_ms < " NOW_MS " + $6::bigint / 2),"
+                  " n AS (SELECT " NOW_MS " AS now),"
+                  " ins AS (INSERT INTO leases (session, owner, instance, expires_ms)"
+                  " SELECT q.s, $2::text, $3::text, n.now + $4::bigint"
+                  " FROM (SELECT DISTINCT s FROM unnest($1::text[]) s ORDER BY s) q, n"
+                  LEASE_TAKE
+                  " RETURNING session, expires_ms)"
+                  " SELECT session, expires_ms, 1 FROM ins UNION ALL"
+                  " SELECT u.s, coalesce((SELECT l.expires_ms FROM leases l WHERE l.session = u.s),"
+                  " (SELECT now FROM n) + $4::bigint), 0"
+                  " FROM (SELECT DISTINCT s FROM unnest($1::text[]) s) u"
+                  " WHERE u.s NOT IN (SELECT session FROM ins)",
+               &p, 0, &rc);
+    if (!r) goto out;
+    ids_sort(&d, names, n);
+    for (int k = 0; k < PQntuples(r); k++) {
+        /* Every argument with this id (a caller's duplicates get the same answer). */
+        const char *id = pg_text_of(r, k, 0);
+        for (held_ix *f = ids_find(&d, n, id); f && f < d.ix + n && !strcmp(f->id, id); f++) {
+            a[f->i].held = pg_int_of(r, k, 2) == 1;
+            a[f->i].expires_ms = pg_int_of(r, k, 1);
+        }
+    }
+out:
+    PQclear(r);
+    free(arr);
+    free(names);
+    ids_free(&d);
     return rc;
 }
 
@@ -369,6 +484,7 @@ const store_leases_ops pg_leases_ops = {
     .renew = pg_renew,
     .held = pg_held,
     .held_many = pg_held_many,
+    .acquire_many = pg_acquire_many,
     .release = pg_release,
     .owner_lock = pg_owner_lock,
 };
