@@ -379,6 +379,10 @@ int main(int argc, char **argv)
 
     int commit_failed = 0;
     int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2, 0, LLONG_MAX);
+    /* A commit that carried the deltas of fewer sessions than this lets the next
+     * go at once: the gap between commits is for gathering under load, and at a
+     * light load (20 sessions: one or two a commit) it was only a wait. */
+    int64_t flush_small = env_num("DSTREAM_RUNNER_FLUSH_SMALL", 8, 0, LLONG_MAX), last_batch = 0;
     int64_t drive_budget_us = env_num("DSTREAM_RUNNER_DRIVE_BUDGET_US", 2000, 0, LLONG_MAX);
     /* Retention: expired streams are removed a little at a time (a few batches, a
      * few milliseconds of the loop), more often while a backlog lasts. */
@@ -411,15 +415,16 @@ int main(int argc, char **argv)
         int64_t parked = runner_unpark(&R, now);
         if (parked && parked - now < wait) wait = parked - now;
         size_t live = 0;
+        int64_t gap = last_batch < flush_small ? 0 : flush_ms;
         for (sess_t *s = R.sessions; s; s = s->next) {
             live++;
             if ((s->dirty && !s->nout) || s->put_off) wait = 0;     /* (a drive waits for its session's commit) */
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->lease.held && s->rq && renew_at(&R, s) - now < wait) wait = renew_at(&R, s) - now;
-            if (awaits_commit(s) && last_flush + flush_ms - now < wait)
-                wait = last_flush + flush_ms - now;
+            if (awaits_commit(s) && last_flush + gap - now < wait)
+                wait = last_flush + gap - now;
             if (s->lease.held && s->rq) {   /* the commit that renews it */
-                int64_t at = s->lease.renew_ms > last_flush + flush_ms ? s->lease.renew_ms : last_flush + flush_ms;
+                int64_t at = s->lease.renew_ms > last_flush + gap ? s->lease.renew_ms : last_flush + gap;
                 if (at - now < wait) wait = at - now;
             }
         }
@@ -514,16 +519,21 @@ int main(int argc, char **argv)
             next_gc = timefmt_now_ms() + (rc == 1 ? RUNNER_SWEEP_AGAIN_MS : sweep_ms);
         }
         /* The deltas gathered, then one commit for everything: at once when
-         * anything but deltas waits, else at most one every flush_ms (deltas
-         * gather meanwhile: fewer, bigger commits under load). */
+         * anything but deltas waits or the last commit was small, else at most one
+         * every flush_ms (deltas gather meanwhile: fewer, bigger commits under
+         * load). */
         now = timefmt_now_ms();
         int urgent = 0;
         for (sess_t *s = R.sessions; s && !urgent; s = s->next) urgent = s->nout && !s->out_deltas_only;
-        if (urgent || now - last_flush >= flush_ms) {
-            for (sess_t *s = R.sessions; s; s = s->next)
+        if (urgent || now - last_flush >= (last_batch < flush_small ? 0 : flush_ms)) {
+            int64_t batch = 0;
+            for (sess_t *s = R.sessions; s; s = s->next) {
+                batch += awaits_commit(s);
                 if (s->rq) request_flush(&R, s->rq);
+            }
             commit_failed = runner_commit(&R) != 0;
             last_flush = now;
+            last_batch = batch;
         }
         /* The figures after the commit, never between a delta's read and its
          * commit: their publish is a commit of its own (runner/stats.h). */

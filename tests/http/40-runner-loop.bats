@@ -8,7 +8,8 @@
 # other transfer is in flight: the delivery times out on libcurl's timer alone (the
 # loop must wake up for it), is retried and acked while sessions stream. And a runner
 # whose drives stop at their budget after every one (DSTREAM_RUNNER_DRIVE_BUDGET_US=1)
-# still answers every session once.
+# still answers every session once; and a commit of few sessions' deltas lets the next
+# go at once (DSTREAM_RUNNER_FLUSH_SMALL), whatever DSTREAM_RUNNER_FLUSH_MS says.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
 # deadlines; every load is bounded in count.
@@ -121,6 +122,31 @@ all_replied() {
     line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -n 1)    # (this one's: the last to stop)
     [[ "$line" =~ \ ([0-9]+)\ turns\ whose\ drives\ were\ cut ]] || fail "no count in: $line"
     [ "${BASH_REMATCH[1]}" -gt 0 ] || fail "no turn was cut: $line"
+}
+
+# deltas_with SETTINGS...: a runner with these settings answers one session with the
+# slow reply (about 60 deltas 20 ms apart); prints how many text:delta events its log
+# holds (a commit makes one of a session's deltas gathered since the last).
+deltas_with() {
+    local agent id
+    rn_runner_signal TERM
+    DS_SETTINGS="$DS_SETTINGS $*" rn_runner_start
+    agent=$(rn_agent anthropic claude-test-model)
+    id=$(rn_session "{\"agent\": \"$agent\"}")
+    rn_say "$id" "flush"
+    rn_wait "$id" '.status == "completed"' 30 >&2 || return 1
+    rn_get "$id" && rn_one_reply "$DS_BODY" "$(rn_slow_expected flush)" || { cat "$DS_BODY" >&2; return 1; }
+    rn_events "$id" | jq '[.[] | select(.type == "text:delta")] | length'
+}
+
+@test "a commit of few sessions' deltas lets the next go at once (DSTREAM_RUNNER_FLUSH_SMALL): one reply under a 1 s gap between commits still streams delta by delta; with the rule off, in a few clumps" {
+    local n
+    # (the reply's 60 deltas take 1.2 s: under the gap alone, 2 or 3 commits)
+    n=$(deltas_with DSTREAM_RUNNER_FLUSH_MS=1000) || return 1
+    [ "$n" -ge 20 ] || fail "$n delta events with the default DSTREAM_RUNNER_FLUSH_SMALL"
+    n=$(deltas_with DSTREAM_RUNNER_FLUSH_MS=1000 DSTREAM_RUNNER_FLUSH_SMALL=0) || return 1
+    [ "$n" -le 5 ] || fail "$n delta events with DSTREAM_RUNNER_FLUSH_SMALL=0"
+    rn_runner_signal TERM     # (the next test's setup starts the stack's own again)
 }
 
 received() { [ -f "$T/$1/requests.jsonl" ] && wc -l <"$T/$1/requests.jsonl" || echo 0; }

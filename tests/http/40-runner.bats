@@ -622,7 +622,7 @@ max_event() { jq -c '.[] | tojson | utf8bytelength' "$1" | sort -rn | head -1; }
     local db=$T/env.db v
     for v in DSTREAM_PROVIDER_RETRIES=4294967297 DSTREAM_RESTART_RETRIES=2147483648 \
              DSTREAM_DB_MAX_BYTES=1125899906842625 DSTREAM_LEASE_MS=12x DSTREAM_RUNNER_FLUSH_MS=-1 \
-             DSTREAM_RUNNER_DRIVE_BUDGET_US=-1; do
+             DSTREAM_RUNNER_DRIVE_BUDGET_US=-1 DSTREAM_RUNNER_FLUSH_SMALL=1.5; do
         run env "$v" DSTREAM_RUNNER_ID=envtest timeout 10 "$DS_BIN/dstream-runner" --db "$db"
         [ "$status" -eq 2 ] || fail "runner with $v: exit $status: $output"
         [[ "$output" == *"$v is not a number in ["* ]] || fail "runner with $v: $output"
