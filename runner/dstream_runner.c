@@ -76,19 +76,21 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The turn's drives. While deltas wait for the commit that follows them, or may
- * be on their way (a request in flight), the drives stop once budget_us is spent
- * (after one at least) and those left go first at the next turn: a burst of sessions starting or ending (each drive a
- * view read, on PostgreSQL a few round trips: 40 of them 10-15 ms) is driven over
- * several turns, each ending in a commit, instead of holding every streaming
- * session's deltas behind it. 0: no budget. Returns the sessions driven. */
+/* The turn's drives, each session once. While deltas wait for the commit that
+ * follows them, or may be on their way (a request in flight), the drives stop
+ * once budget_us is spent (after one at least) and those left go first at the
+ * next turn: a burst of sessions starting or ending (each drive a view read, on
+ * PostgreSQL a few round trips: 40 of them 10-15 ms) is driven over several
+ * turns, each ending in a commit, instead of holding every streaming session's
+ * deltas behind it. 0: no budget. Returns the sessions driven. */
 static int drive_all(runner_t *R, int64_t budget_us)
 {
     int64_t end = 0;
     for (sess_t *s = R->sessions; s && budget_us && !end; s = s->next)
         if (awaits_commit(s) || s->rq) end = mono_us() + budget_us;
     int driven = 0, put = 0;
-    for (int first = 1; first >= 0; first--) {      /* those put off last turn, then the rest */
+    /* put_off: 1 left at the last turn (driven first), 2 driven in that first pass. */
+    for (int first = 1; first >= 0; first--) {
         for (sess_t *s = R->sessions, *next; s; s = next) {
             next = s->next;
             if (!(s->dirty || s->due) || s->put_off != first) continue;
@@ -97,11 +99,13 @@ static int drive_all(runner_t *R, int64_t budget_us)
                 put = 1;
                 continue;
             }
-            s->put_off = 0;
+            s->put_off = first ? 2 : 0;
             runner_drive(R, s);
             driven++;
         }
     }
+    for (sess_t *s = R->sessions; s; s = s->next)
+        if (s->put_off == 2) s->put_off = 0;
     if (put) R->drives_put_off++;
     return driven;
 }
