@@ -252,7 +252,8 @@ int db_open(const char *path, const db_opts *o, sqlite3 **out, char *err, size_t
     char sql[128];
     *out = NULL;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+    /* Under FULL a commit's WAL frames go out in one write (sq_vfs.c). */
+    if (sqlite3_open_v2(path, &db, flags, o->synchronous_full ? sq_vfs_name() : NULL) != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
         goto fail;
     }

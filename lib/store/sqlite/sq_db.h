@@ -43,4 +43,12 @@ int db_chain_start(sqlite3_stmt *anc, sqlite3_stmt *dig, int64_t p, int64_t seq,
 /* The highest migration compiled into this binary. */
 int db_schema_version(void);
 
+/* The VFS that writes a commit's WAL frames with one system call (sq_vfs.c): its
+ * name once registered (the first call registers it), or NULL when the system's
+ * VFS is not one it can wrap; and how many writes reached a -wal file through it
+ * in this process (for the tests). */
+#define SQ_VFS_NAME "dstream-gather"
+const char *sq_vfs_name(void);
+unsigned long long sq_vfs_wal_writes(void);
+
 #endif
