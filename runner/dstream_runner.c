@@ -419,7 +419,8 @@ int main(int argc, char **argv)
         int64_t parked = runner_unpark(&R, now);
         if (parked && parked - now < wait) wait = parked - now;
         size_t live = 0;
-        int64_t gap = last_batch < flush_small ? 0 : flush_ms;
+        /* (after a failed commit, the gap as under load: a retry every flush_ms) */
+        int64_t gap = last_batch < flush_small && !commit_failed ? 0 : flush_ms;
         for (sess_t *s = R.sessions; s; s = s->next) {
             live++;
             if ((s->dirty && !s->nout) || s->put_off) wait = 0;     /* (a drive waits for its session's commit) */
@@ -529,7 +530,7 @@ int main(int argc, char **argv)
         now = timefmt_now_ms();
         int urgent = 0;
         for (sess_t *s = R.sessions; s && !urgent; s = s->next) urgent = s->nout && !s->out_deltas_only;
-        if (urgent || now - last_flush >= (last_batch < flush_small ? 0 : flush_ms)) {
+        if (urgent || now - last_flush >= gap) {
             int64_t batch = 0;
             for (sess_t *s = R.sessions; s; s = s->next) {
                 batch += awaits_commit(s);
