@@ -385,7 +385,7 @@ int main(int argc, char **argv)
     int64_t last_flush = 0, flush_ms = env_num("DSTREAM_RUNNER_FLUSH_MS", 2, 0, LLONG_MAX);
     /* A commit that carried the deltas of fewer sessions than this lets the next
      * go at once: the gap between commits is for gathering under load, and at a
-     * light load (20 sessions: one or two a commit) it was only a wait. */
+     * light load (20 sessions: one or two a commit) would only be a wait. */
     int64_t flush_small = env_num("DSTREAM_RUNNER_FLUSH_SMALL", 8, 0, LLONG_MAX), last_batch = 0;
     int64_t drive_budget_us = env_num("DSTREAM_RUNNER_DRIVE_BUDGET_US", 2000, 0, LLONG_MAX);
     /* Retention: expired streams are removed a little at a time (a few batches, a
