@@ -13,9 +13,10 @@
 # chat sessions, one SSE reader per session on /v1/sessions/{id}/events (all in
 # one C process, bench/src/sse-client.c "tokens"), then one message to every
 # session, POSTed by that process too over 16 kept-alive connections (ASK=curl: by
-# a curl process each, 16 at a time, as the figures before 2026-11-27 12:30 UTC were
-# taken: the 200 processes' start-up took most of a core during the sessions' start,
-# on the machine the stack runs on); each reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
+# a curl process each, 16 at a time, as bench/RESULTS.md's figures before its
+# section of 2026-11-27 12:13 UTC were taken: the 200 processes' start-up took most
+# of a core during the sessions' start, on the machine the stack runs on); each
+# reply is DELTAS deltas INTERVAL_MS apart. A delta's latency is
 # read time minus its stamp: provider chunk -> runner -> log -> hub -> nginx ->
 # client. Runner CPU: utime + stime of dstream-runner over the run (from
 # /proc/PID/stat) divided by the deltas delivered. The last column leaves out the
