@@ -24,7 +24,7 @@
 # the steady state's p50 and p99.
 #
 # Environment: B, SESSIONS ("1 20 200"), DELTAS (100), INTERVAL_MS (20), RUNS (1),
-# PROVIDER (c or node: c),
+# PROVIDER (c or node: c), ASK (reader or curl: reader; who POSTs the messages, above),
 # PERF_OUT (if set: perf record of the runner during each run, to PERF_OUT.N;
 # PERF_CG: perf record's call-graph option [-g], e.g. "--call-graph dwarf,16384 -F 499"),
 # STRACE_OUT (if set: strace -c -f of the runner during each run, to STRACE_OUT.N:
