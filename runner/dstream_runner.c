@@ -88,24 +88,27 @@ static int drive_all(runner_t *R, int64_t budget_us)
     int64_t end = 0;
     for (sess_t *s = R->sessions; s && budget_us && !end; s = s->next)
         if (awaits_commit(s) || s->rq) end = mono_us() + budget_us;
-    int driven = 0, put = 0;
-    /* put_off: 1 left at the last turn (driven first), 2 driven in that first pass. */
-    for (int first = 1; first >= 0; first--) {
+    int driven = 0, put = 0, first_pass = 0;
+    /* put_off: 1 left at the last turn (driven first: a pass of its own when the
+     * last turn left any), 2 driven in that first pass (not again in the second). */
+    for (int first = R->put_off_n > 0; first >= 0; first--) {
         for (sess_t *s = R->sessions, *next; s; s = next) {
             next = s->next;
-            if (!(s->dirty || s->due) || s->put_off != first) continue;
+            if (!(s->dirty || s->due) || (first ? s->put_off != 1 : s->put_off == 2)) continue;
             if (end && driven && mono_us() >= end) {
                 s->put_off = 1;
-                put = 1;
+                put++;
                 continue;
             }
             s->put_off = first ? 2 : 0;
             runner_drive(R, s);
             driven++;
         }
+        if (first) first_pass = driven;
     }
-    for (sess_t *s = R->sessions; s; s = s->next)
+    for (sess_t *s = R->sessions; s && first_pass; s = s->next)
         if (s->put_off == 2) s->put_off = 0;
+    R->put_off_n = put;
     if (put) R->drives_put_off++;
     return driven;
 }
@@ -423,7 +426,8 @@ int main(int argc, char **argv)
         int64_t gap = last_batch < flush_small && !commit_failed ? 0 : flush_ms;
         for (sess_t *s = R.sessions; s; s = s->next) {
             live++;
-            if ((s->dirty && !s->nout) || s->put_off) wait = 0;     /* (a drive waits for its session's commit) */
+            /* (a drive waits for its session's commit; one put off goes at the next turn) */
+            if ((s->dirty && !s->nout) || (s->put_off && (s->dirty || s->due))) wait = 0;
             if (s->timer_ms && s->timer_ms - now < wait) wait = s->timer_ms - now;
             if (s->lease.held && s->rq && renew_at(&R, s) - now < wait) wait = renew_at(&R, s) - now;
             if (awaits_commit(s) && last_flush + gap - now < wait)

@@ -165,6 +165,7 @@ typedef struct runner {
     uint64_t renewed_drive;     /* ... in a claim, by a drive (driver.c) */
     uint64_t claims, claim_commits; /* leases taken or renewed by drives, and the commits that took them */
     uint64_t drives_put_off;    /* turns whose drive budget left sessions to the next */
+    int put_off_n;              /* the sessions the last turn left (sess_t.put_off) */
     /* The share of the sessions between runners (driver.c hold): the other live
      * runners and the leases they hold, as their runner_stats rows said at the last
      * read (once a second, stats.c), plus the sessions this process found taken by

@@ -458,6 +458,21 @@ static int read_response(int fd)
     return status;
 }
 
+/* Send req (rn bytes) on *fd, a kept-alive connection (made when -1), and read
+ * the response; once more on a new connection if the server had closed it.
+ * Returns the status, or -1. */
+static int post(int *fd, const char *req, int rn)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (*fd < 0 && (*fd = writer_connect()) < 0) return -1;
+        int st = write(*fd, req, (size_t)rn) == rn ? read_response(*fd) : -1;
+        if (st >= 0) return st;
+        close(*fd);
+        *fd = -1;
+    }
+    return -1;
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -488,20 +503,11 @@ static void *writer_main(void *arg)
                           "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           "Content-Length: %d\r\n\r\n%s", O.path, bn, body);
         if (bn < 0 || rn < 0 || (size_t)rn >= sizeof req) break;
-        for (int attempt = 0; attempt < 2; attempt++) {
-            if (fd < 0 && (fd = writer_connect()) < 0) break;
-            int64_t t1 = now_us(CLOCK_MONOTONIC);
-            int st = write(fd, req, (size_t)rn) == rn ? read_response(fd) : -1;
-            if (st < 0) {       /* the server closed the kept-alive connection: once more */
-                close(fd);
-                fd = -1;
-                continue;
-            }
-            if (st >= 200 && st < 300) {
-                app_lat[napp++] = now_us(CLOCK_MONOTONIC) - t1;
-                atomic_fetch_add(&sent_ok, 1);
-            }
-            break;
+        int64_t t1 = now_us(CLOCK_MONOTONIC);
+        int st = post(&fd, req, rn);
+        if (st >= 200 && st < 300) {
+            app_lat[napp++] = now_us(CLOCK_MONOTONIC) - t1;
+            atomic_fetch_add(&sent_ok, 1);
         }
     }
     if (fd >= 0) close(fd);
@@ -532,16 +538,8 @@ static void *asker_main(void *arg)
                                 "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                 "Content-Length: %zu\r\n\r\n%s", path, blen, O.ask)
                      : -1;
-        int st = -1;
         int64_t t1 = now_us(CLOCK_MONOTONIC);
-        for (int attempt = 0; rn > 0 && (size_t)rn < sizeof req && attempt < 2 && st < 0; attempt++) {
-            if (fd < 0 && (fd = writer_connect()) < 0) break;
-            st = write(fd, req, (size_t)rn) == rn ? read_response(fd) : -1;
-            if (st < 0) {       /* the server closed the kept-alive connection: once more */
-                close(fd);
-                fd = -1;
-            }
-        }
+        int st = rn > 0 && (size_t)rn < sizeof req ? post(&fd, req, rn) : -1;
         if (st >= 200 && st < 300) ask_lat[i] = now_us(CLOCK_MONOTONIC) - t1;
         else {
             ask_lat[i] = -1;

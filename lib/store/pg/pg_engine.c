@@ -260,13 +260,9 @@ static int pq_group_end(log_conn_t *c, int rc)
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
     if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
-    if (pgc(c)->begin_due == GROUP_BEGIN && !pgc(c)->in_tx) {
-        /* No statement went: nothing to end. */
-    } else if (rc == 0) {
-        rc = pg_simple(c, "COMMIT");
-    } else {
-        pg_simple(c, "ROLLBACK");
-    }
+    int sent = pgc(c)->begin_due != GROUP_BEGIN || pgc(c)->in_tx;   /* else nothing to end */
+    if (sent && rc == 0) rc = pg_simple(c, "COMMIT");
+    else if (sent) pg_simple(c, "ROLLBACK");
     pgc(c)->begin_due = NULL;
     pgc(c)->in_group = 0;
     /* Committed: this process's waiters are told now, not when the NOTIFY comes

@@ -80,51 +80,14 @@ static int owner_renew(log_conn_t *c, const char *owner)
                       " AND expires_ms < " NOW_MS " + $3::bigint / 2", &p);
 }
 
-/* The rule of an acquire's INSERT ... SELECT ... FROM n (n.now: the database's
- * clock): never while another process holds our owner id's row ($2 the owner id,
- * $5 our token); on a lease already there, take it over when it is our owner
- * id's (ours, or a dead predecessor's) or expired ($4 the ttl). */
-#define LEASE_TAKE                                                                              \
-    " WHERE NOT EXISTS (SELECT 1 FROM runner_owners o WHERE o.owner = $2::text"                \
-    " AND o.instance IS DISTINCT FROM $5::text AND o.expires_ms > n.now)"                      \
-    " ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,"                             \
-    " instance = EXCLUDED.instance, expires_ms = EXCLUDED.expires_ms"                          \
-    " WHERE leases.owner = EXCLUDED.owner OR leases.expires_ms < EXCLUDED.expires_ms - $4::bigint"
+static int pg_acquire_many(log_conn_t *c, lease_arg *a, size_t n);
 
+/* One statement: insert, or take over when it is our owner id's (ours, or a dead
+ * predecessor's) or expired; never while another process holds our owner id's
+ * row: pg_acquire_many's for one session. */
 static int pg_acquire(log_conn_t *c, lease_arg *a)
 {
-    char token[33];
-    int rc, have = owner_token(a->me->owner, token);
-    if ((rc = owner_renew(c, a->me->owner))) return rc;
-    pg_params p;
-    pg_params_init(&p);
-    pg_text(&p, a->session);
-    pg_text(&p, a->me->owner);
-    pg_text(&p, a->me->instance);
-    pg_int(&p, a->ttl_ms);
-    pg_text(&p, have ? token : NULL);
-    /* One statement: insert, or take over when it is our owner id's (ours, or a
-     * dead predecessor's) or expired; never while another process holds our
-     * owner id's row. */
-    PGresult *r = pg_run(c, "INSERT INTO leases (session, owner, instance, expires_ms)"
-                            " SELECT $1::text, $2::text, $3::text, n.now + $4::bigint"
-                            " FROM (SELECT " NOW_MS " AS now) n"
-                            LEASE_TAKE
-                            " RETURNING expires_ms", &p, 0, &rc);
-    if (!r) return rc;
-    a->held = PQntuples(r) > 0;
-    if (a->held) a->expires_ms = pg_int_of(r, 0, 0);
-    PQclear(r);
-    if (a->held) return 0;
-    pg_params_init(&p);
-    pg_text(&p, a->session);
-    pg_int(&p, a->ttl_ms);
-    r = pg_run(c, "SELECT coalesce((SELECT expires_ms FROM leases WHERE session = $1::text),"
-                  " " NOW_MS " + $2::bigint)", &p, 0, &rc);
-    if (!r) return rc;
-    if (PQntuples(r) > 0) a->expires_ms = pg_int_of(r, 0, 0);
-    PQclear(r);
-    return 0;
+    return pg_acquire_many(c, a, 1);
 }
 
 static int pg_renew(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms)
@@ -284,11 +247,13 @@ out:
     return rc;
 }
 
-/* pg_acquire for n sessions in one statement (lease_acquire_many: the runner's
- * claims of a loop turn, 40 and more during a burst of new sessions, where two
- * statements each were 80 round trips): the owner row renewed as owner_renew
- * does, the INSERT ... ON CONFLICT of pg_acquire over the distinct ids in order
- * (two processes claiming the same sessions lock their rows in the same order),
+/* The leases of n sessions taken in one statement (lease_acquire_many: the
+ * runner's claims of a loop turn, 40 and more during a burst of new sessions,
+ * where two statements each were 80 round trips; lease_acquire: n = 1): the owner
+ * row renewed as owner_renew does, an INSERT ... ON CONFLICT over the distinct ids
+ * in order (two processes claiming the same sessions lock their rows in the same
+ * order), taking a lease over when it is our owner id's (ours, or a dead
+ * predecessor's) or expired, never while another process holds our owner id's row,
  * and for each id it did not take the holder's expiry, or now + ttl when there is
  * no row (refused for the owner id), read by the primary key: the statement's
  * snapshot, before its own insert. The ids returned are matched to their
@@ -326,7 +291,12 @@ static int pg_acquire_many(log_conn_t *c, lease_arg *a, size_t n)
                   " ins AS (INSERT INTO leases (session, owner, instance, expires_ms)"
                   " SELECT q.s, $2::text, $3::text, n.now + $4::bigint"
                   " FROM (SELECT DISTINCT s FROM unnest($1::text[]) s ORDER BY s) q, n"
-                  LEASE_TAKE
+                  " WHERE NOT EXISTS (SELECT 1 FROM runner_owners o WHERE o.owner = $2::text"
+                  " AND o.instance IS DISTINCT FROM $5::text AND o.expires_ms > n.now)"
+                  " ON CONFLICT (session) DO UPDATE SET owner = EXCLUDED.owner,"
+                  " instance = EXCLUDED.instance, expires_ms = EXCLUDED.expires_ms"
+                  " WHERE leases.owner = EXCLUDED.owner"
+                  " OR leases.expires_ms < EXCLUDED.expires_ms - $4::bigint"
                   " RETURNING session, expires_ms)"
                   " SELECT session, expires_ms, 1 FROM ins UNION ALL"
                   " SELECT u.s, coalesce((SELECT l.expires_ms FROM leases l WHERE l.session = u.s),"
