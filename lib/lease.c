@@ -115,6 +115,13 @@ int lease_release(log_conn_t *c, const char *session, const lease_id *me)
     return log_transact(c, op_release, &a);
 }
 
+int lease_tx_release(log_conn_t *c, const char *session, const lease_id *me)
+{
+    lease_arg a = {session, me, 0, 0, 0};
+    __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
+    return store_of(c)->leases->release(c, &a);
+}
+
 int lease_lock(log_t *l, const char *owner, char *err, size_t errlen)
 {
     return l->engine->leases->owner_lock(l, owner, err, errlen);

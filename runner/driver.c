@@ -102,7 +102,7 @@ void runner_forget(runner_t *R, sess_t *s)
     sessidx_del(&R->idx, s);
     if (s->rq) request_free(R, s->rq);
     tools_forget(R, s);
-    if (s->lease.held) lease_release(R->conn, s->id, &R->me);
+    if (s->lease.held) outbox_release(R, s->id);    /* with the next commit */
     outbox_clear(s);
     free(s->out);
     session_view_free(&s->view);
@@ -305,8 +305,13 @@ void runner_claim(runner_t *R)
     int64_t *expires = malloc(n * sizeof *expires);
     if (!ids || !held || !expires) abort();
     n = 0;
-    for (sess_t *s = R->sessions; s; s = s->next)
-        if (s->claiming) ids[n++] = s->id;
+    for (sess_t *s = R->sessions; s; s = s->next) {
+        if (!s->claiming) continue;
+        ids[n++] = s->id;
+        /* Given up at its last drive and taken again before the commit released
+         * it: it stays this process's. */
+        if (R->nreleases) outbox_release_cancel(R, s->id);
+    }
     int rc = lease_acquire_many(R->conn, ids, n, &R->me, R->lease_ms, held, expires);
     int64_t now = timefmt_now_ms();
     R->claims += n;
@@ -462,7 +467,7 @@ void runner_drive(runner_t *R, sess_t *s)
     /* Nothing in flight and nothing to write: the lease goes back (a timer, if
      * any, takes it again); nothing at all: forget the session until it changes. */
     if (!s->rq && !s->nout && !s->calls) {
-        if (s->lease.held) lease_release(R->conn, s->id, &R->me);
+        if (s->lease.held) outbox_release(R, s->id);    /* with the next commit */
         s->lease.held = 0;
         if (!s->timer_ms) runner_forget(R, s);
         else if (!s->dirty && !s->due) park(R, s);

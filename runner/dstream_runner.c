@@ -424,6 +424,8 @@ int main(int argc, char **argv)
         size_t live = 0;
         /* (after a failed commit, the gap as under load: a retry every flush_ms) */
         int64_t gap = last_batch < flush_small && !commit_failed ? 0 : flush_ms;
+        /* (leases given up go with the next commit: outbox_release) */
+        if (R.nreleases && last_flush + gap - now < wait) wait = last_flush + gap - now;
         for (sess_t *s = R.sessions; s; s = s->next) {
             live++;
             /* (a drive waits for its session's commit; one put off goes at the next turn) */
@@ -556,6 +558,7 @@ int main(int argc, char **argv)
     sd_notify_msg("STOPPING=1");
     runner_shutdown(&R);
     runner_forget_all(&R);
+    runner_commit(&R);      /* the leases they held, released */
 out:
     retain_state_free(&gc_state);
     retain_free(&retention);
@@ -574,16 +577,17 @@ out:
     log_close(R.log);
     json_decref(R.pricing);
     provcfg_free(R.providers);
+    free(R.releases);
     if (status) return status;
     diag("info", "stopped (%llu commits, %llu events dropped after a lost lease; %llu views decided on, %llu of"
                  " them kept across commits; %llu changes that were this process's own deltas; leases renewed"
                  " %llu times in commits, %llu by drives; %llu leases taken or renewed by drives in %llu commits; %llu new"
                  " sessions' claims put off for the share; %llu commits made again one session at a time; %llu turns"
-                 " whose drives were cut at their budget)",
+                 " whose drives were cut at their budget; %llu leases given up in commits)",
          (unsigned long long)R.commits, (unsigned long long)R.dropped, (unsigned long long)R.drives,
          (unsigned long long)R.views_kept, (unsigned long long)R.wakes_own, (unsigned long long)R.renewed_commit,
          (unsigned long long)R.renewed_drive, (unsigned long long)R.claims, (unsigned long long)R.claim_commits,
          (unsigned long long)R.deferred, (unsigned long long)R.commit_retries,
-         (unsigned long long)R.drives_put_off);
+         (unsigned long long)R.drives_put_off, (unsigned long long)R.released);
     return 0;
 }

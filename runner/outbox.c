@@ -21,6 +21,7 @@
  *
  * The outbox is a leaf: it calls nothing of the runner above it; what the commit
  * means for a session is its return value. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,26 @@ void outbox_clear(sess_t *s)
         s->writes = w->next;
         if (w->drop) w->drop(w->ud);
         free(w);
+    }
+}
+
+void outbox_release(runner_t *R, const char *id)
+{
+    if (R->nreleases == R->capreleases) {
+        size_t cap = R->capreleases ? R->capreleases * 2 : 16;
+        if (!(R->releases = realloc(R->releases, cap * sizeof *R->releases))) abort();
+        R->capreleases = cap;
+    }
+    snprintf(R->releases[R->nreleases++], sizeof *R->releases, "%s", id);
+}
+
+void outbox_release_cancel(runner_t *R, const char *id)
+{
+    for (size_t i = 0; i < R->nreleases; i++) {
+        if (strcmp(R->releases[i], id)) continue;
+        memmove(R->releases[i], R->releases[i + 1], (R->nreleases - i - 1) * sizeof *R->releases);
+        R->nreleases--;
+        return;
     }
 }
 
@@ -150,6 +171,12 @@ static int commit_careful(log_conn_t *c, commit_arg *a, const session_trace *tr,
         outcome(it, held, held == 1 ? session_tx(c, it, tr) : held);
         if (log_tx_nest_end(c, it->outcome != C_DONE)) return LOG_EIO;
     }
+    /* The leases given up, each alone: one that fails runs out by itself. */
+    for (size_t i = 0; i < a->R->nreleases; i++) {
+        if (log_tx_nest_begin(c)) return LOG_EIO;
+        int rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
+        if (log_tx_nest_end(c, rc != 0)) return LOG_EIO;
+    }
     return 0;
 }
 
@@ -159,16 +186,17 @@ static int commit_careful(log_conn_t *c, commit_arg *a, const session_trace *tr,
  * operation (its rc undoes all of it: lib/log.c) and asks for the careful way. */
 static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, int64_t now)
 {
-    const char **ids = malloc(a->n * sizeof *ids);
-    unsigned char *renew = malloc(a->n);
-    int *held = malloc(a->n * sizeof *held);
+    size_t room = a->n ? a->n : 1;      /* (a commit of releases alone has no session) */
+    const char **ids = malloc(room * sizeof *ids);
+    unsigned char *renew = malloc(room);
+    int *held = malloc(room * sizeof *held);
     if (!ids || !renew || !held) abort();
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
         ids[i] = it->s->id;
         renew[i] = it->renewed = now >= it->s->lease.renew_ms;
     }
-    int rc = lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, held);
+    int rc = a->n ? lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, held) : 0;
     /* The held sessions' events in one batch (on PostgreSQL a few statements for
      * all of them), then each one's deferred writes. */
     sstore_batch *b = calloc(a->n ? a->n : 1, sizeof *b);
@@ -188,6 +216,8 @@ static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, in
         rc = held[i] && it->s->nout ? deferred_tx(c, it->s) : 0;
         if (rc == 0) outcome(it, held[i], 0);
     }
+    /* The leases given up (sessions that ended: outbox_release). */
+    for (size_t i = 0; i < a->R->nreleases && rc == 0; i++) rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
     free(b);
     free(ix);
     free(ids);
@@ -222,8 +252,8 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
     *noutcomes = 0;
     int64_t t = timefmt_now_ms();
     for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0 || outbox_renewing(s, t);
-    if (n == 0) return 0;
-    commit_item *items = calloc(n, sizeof *items);
+    if (n == 0 && R->nreleases == 0) return 0;
+    commit_item *items = calloc(n ? n : 1, sizeof *items);
     if (!items) abort();
     n = 0;
     for (sess_t *s = R->sessions; s; s = s->next)
@@ -246,6 +276,8 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
         return rc;
     }
     R->commits++;
+    R->released += R->nreleases;
+    R->nreleases = 0;
     int64_t now = timefmt_now_ms();
     outbox_outcome *oc = NULL;
     size_t noc = 0;

@@ -32,6 +32,11 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *n);
 /* 1 if s streams a reply under a lease this process holds that is due for renewal
  * at now: the next outbox_commit renews it, with or without events of s. */
 int outbox_renewing(const sess_t *s, int64_t now);
+/* Release the lease of session id (this process holds it and is done with it) in
+ * the next commit, with the events of the others; outbox_release_cancel takes it
+ * back off (its lease is being taken again). A commit that fails keeps them. */
+void outbox_release(runner_t *R, const char *id);
+void outbox_release_cancel(runner_t *R, const char *id);
 /* Free s's queued events and writes without writing them. */
 void outbox_clear(sess_t *s);
 

@@ -165,6 +165,11 @@ typedef struct runner {
     uint64_t renewed_drive;     /* ... in a claim, by a drive (driver.c) */
     uint64_t claims, claim_commits; /* leases taken or renewed by drives, and the commits that took them */
     uint64_t drives_put_off;    /* turns whose drive budget left sessions to the next */
+    /* Leases given up, to be released in the next commit (outbox_release): a
+     * session ending costs no commit of its own. */
+    char (*releases)[SSTORE_ID_MAX];
+    size_t nreleases, capreleases;
+    uint64_t released;          /* leases released in loop commits */
     int put_off_n;              /* the sessions the last turn left (sess_t.put_off) */
     /* The share of the sessions between runners (driver.c hold): the other live
      * runners and the leases they hold, as their runner_stats rows said at the last

@@ -349,6 +349,35 @@ stop_figure() {
     [ "$(stop_figure renewed)" -ge 1 ]
 }
 
+@test "replies that end give their leases back in the loop's commits: none left held, none with a commit of its own" {
+    local agent ids=() id i given from
+    # A runner of its own whose leases last a minute: a lease found gone was released.
+    rn_runner_signal TERM
+    from=$(($(wc -l <"$DS_DIR/logs/runner.log") + 1))
+    DS_SETTINGS="$DS_SETTINGS DSTREAM_LEASE_MS=60000" rn_runner_start
+    agent=$(rn_agent anthropic claude-test-model)
+    for i in 1 2 3 4 5 6; do
+        id=$(rn_session "{\"agent\": \"$agent\"}")
+        ids+=("$id")
+        rn_say "$id" "give it back $i"
+    done
+    for id in "${ids[@]}"; do rn_wait "$id" '.status == "completed" and .request == null'; done
+    # Released within a commit or two, long before the minute was up.
+    ds_poll 5 eval '[ "$(sql "SELECT count(*) FROM leases")" = 0 ]' ||
+        { echo "leases still held: $(sql "SELECT session, owner FROM leases")" >&2; return 1; }
+    # A session given up and asked again at once: its lease is taken again (the
+    # release, if still queued, taken back) and the next reply runs under it.
+    rn_say "${ids[0]}" "and again"
+    rn_wait "${ids[0]}" '.status == "completed" and .request == null and (.messages | length) == 4'
+    rn_runner_signal TERM
+    line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -1)
+    [[ "$line" =~ \ ([0-9]+)\ leases\ given\ up\ in\ commits ]] || { echo "no count in: $line" >&2; return 1; }
+    given=${BASH_REMATCH[1]}
+    rn_runner_start
+    [ "$given" -ge 7 ] || { echo "$given leases given up in commits: $line" >&2; return 1; }
+    ! tail -n "+$from" "$DS_DIR/logs/runner.log" | grep 'lease lost' >&2
+}
+
 # ---- provider failures ----------------------------------------------------------------
 
 @test "a provider 400: exactly one request, the reply fails with the error and attempts; the next message tries again" {

@@ -173,6 +173,41 @@ static int tx_renew(log_conn_t *c, const char *session, const lease_id *me)
     return a.held;
 }
 
+/* lease_tx_release: inside the caller's transaction (the runner's commit), with a
+ * statement of its own making (here: a renewal of another lease) in the same one;
+ * undone with it when the transaction is. */
+typedef struct release_arg {
+    const char *session, *other;
+    int fail;
+} release_arg;
+
+static int op_release_in(log_conn_t *c, void *arg)
+{
+    release_arg *a = arg;
+    int rc = lease_tx_release(c, a->session, &ID_A);
+    if (rc == 0 && a->other) CHECK_EQ_INT(lease_tx_renew(c, a->other, &ID_A, 60000), 1);
+    return rc ? rc : a->fail ? LOG_EIO : 0;
+}
+
+static void test_tx_release(void)
+{
+    CHECK_EQ_INT(acq(ca, "t1", "A", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "t2", "A", 60000), 1);
+    /* Undone with its transaction: still A's. */
+    release_arg undone = {"t1", NULL, 1};
+    CHECK(log_transact(ca, op_release_in, &undone) != 0);
+    CHECK_EQ_INT(acq(cb, "t1", "B", 60000), 0);
+    /* Committed: free at once, the other lease renewed in the same commit. */
+    release_arg done = {"t1", "t2", 0};
+    CHECK_EQ_INT(log_transact(ca, op_release_in, &done), 0);
+    CHECK_EQ_INT(acq(cb, "t1", "B", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "t2", "B", 60000), 0);
+    /* Another's lease is not A's to release. */
+    release_arg theirs = {"t1", NULL, 0};
+    CHECK_EQ_INT(log_transact(ca, op_release_in, &theirs), 0);
+    CHECK_EQ_INT(acq(ca, "t1", "A", 60000), 0);
+}
+
 static void test_instances(void)
 {
     /* A restarted runner A (a new instance) takes A's sessions back at once; the
@@ -362,6 +397,7 @@ int main(void)
                 test_expiry();
                 test_acquire_many();
                 test_release();
+                test_tx_release();
                 test_instances();
                 test_lock();
                 test_plan();
