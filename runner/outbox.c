@@ -86,6 +86,13 @@ void outbox_clear(sess_t *s)
     }
 }
 
+#define RELEASE_WAITS_MAX 8     /* commits that may pass over the leases given up (releases) */
+
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 void outbox_release(runner_t *R, const char *id)
 {
     if (R->nreleases == R->capreleases) {
@@ -132,7 +139,30 @@ typedef struct commit_arg {
     size_t n;
     int careful;                /* each session in a savepoint of its own (else: the fast way) */
     int retry;                  /* the fast way failed: commit again, the careful way */
+    int released;               /* the leases given up were released (releases below) */
 } commit_arg;
+
+/* The leases given up (outbox_release), in a commit that renews none: each is a
+ * row lock, and a renewal another, and on PostgreSQL another runner's claims lock
+ * their rows in the ids' order (pg_leases.c): a commit that locked a renewed row
+ * and then a released one of a smaller id could wait for that runner while it
+ * waits for it. No renewal in the commit, the releases in the ids' order (the
+ * array is sorted by the caller): no such cycle. Else they wait for the next
+ * commit. careful: each in a savepoint of its own, one that fails left to run out
+ * by itself. 0 or the first LOG_E* (the fast way). */
+static int releases(log_conn_t *c, commit_arg *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (a->items[i].renewed) return 0;
+    for (size_t i = 0; i < a->R->nreleases; i++) {
+        if (a->careful && log_tx_nest_begin(c)) return LOG_EIO;
+        int rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
+        if (a->careful && log_tx_nest_end(c, rc != 0)) return LOG_EIO;
+        if (rc && !a->careful) return rc;
+    }
+    a->released = 1;
+    return 0;
+}
 
 /* One session's writes once its lease is known held: its events, then its
  * deferred writes; 0 or the first LOG_E*. */
@@ -171,13 +201,7 @@ static int commit_careful(log_conn_t *c, commit_arg *a, const session_trace *tr,
         outcome(it, held, held == 1 ? session_tx(c, it, tr) : held);
         if (log_tx_nest_end(c, it->outcome != C_DONE)) return LOG_EIO;
     }
-    /* The leases given up, each alone: one that fails runs out by itself. */
-    for (size_t i = 0; i < a->R->nreleases; i++) {
-        if (log_tx_nest_begin(c)) return LOG_EIO;
-        int rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
-        if (log_tx_nest_end(c, rc != 0)) return LOG_EIO;
-    }
-    return 0;
+    return releases(c, a);
 }
 
 /* The fast way: every lease of the group in one statement (lease_tx_held_many),
@@ -217,7 +241,7 @@ static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, in
         if (rc == 0) outcome(it, held[i], 0);
     }
     /* The leases given up (sessions that ended: outbox_release). */
-    for (size_t i = 0; i < a->R->nreleases && rc == 0; i++) rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
+    if (rc == 0) rc = releases(c, a);
     free(b);
     free(ix);
     free(ids);
@@ -237,7 +261,14 @@ static int op_commit(log_conn_t *c, void *arg)
     session_trace_new(&tr);
     int64_t now = timefmt_now_ms();
     a->retry = 0;
+    a->released = 0;
     return a->careful ? commit_careful(c, a, &tr, now) : commit_fast(c, a, &tr, now);
+}
+
+/* The leases given up, in a transaction of their own (no renewal in it). */
+static int op_releases(log_conn_t *c, void *arg)
+{
+    return releases(c, arg);
 }
 
 int outbox_renewing(const sess_t *s, int64_t now)
@@ -253,12 +284,14 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
     int64_t t = timefmt_now_ms();
     for (sess_t *s = R->sessions; s; s = s->next) n += s->nout > 0 || outbox_renewing(s, t);
     if (n == 0 && R->nreleases == 0) return 0;
+    /* (in the ids' order, as another runner's claims lock them: releases) */
+    if (R->nreleases > 1) qsort(R->releases, R->nreleases, sizeof *R->releases, id_cmp);
     commit_item *items = calloc(n ? n : 1, sizeof *items);
     if (!items) abort();
     n = 0;
     for (sess_t *s = R->sessions; s; s = s->next)
         if (s->nout || outbox_renewing(s, t)) items[n++].s = s;
-    commit_arg a = {R, items, n, 0, 0};
+    commit_arg a = {R, items, n, 0, 0, 0};
     int64_t t0 = timefmt_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
     if (rc && a.retry) {
@@ -276,8 +309,17 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
         return rc;
     }
     R->commits++;
-    R->released += R->nreleases;
-    R->nreleases = 0;
+    if (!a.released && R->nreleases && ++R->release_waits >= RELEASE_WAITS_MAX) {
+        /* Commits that renew leases one after another (many replies streaming):
+         * the leases given up go in a transaction of their own now and then. */
+        commit_arg ra = {R, NULL, 0, 1, 0, 0};
+        if (log_transact(R->conn, op_releases, &ra) == 0) a.released = ra.released;
+    }
+    if (a.released) {
+        R->released += R->nreleases;
+        R->nreleases = 0;
+        R->release_waits = 0;
+    }
     int64_t now = timefmt_now_ms();
     outbox_outcome *oc = NULL;
     size_t noc = 0;

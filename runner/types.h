@@ -169,6 +169,7 @@ typedef struct runner {
      * session ending costs no commit of its own. */
     char (*releases)[SSTORE_ID_MAX];
     size_t nreleases, capreleases;
+    int release_waits;          /* commits that renewed leases and so left them (outbox.c) */
     uint64_t released;          /* leases released in loop commits */
     int put_off_n;              /* the sessions the last turn left (sess_t.put_off) */
     /* The share of the sessions between runners (driver.c hold): the other live
