@@ -11,7 +11,8 @@
  * outbox_commit says which sessions that happened to, and the driver stops what
  * they had in flight. Writes of other tables that belong with a session's events
  * (its recordings: tap.c) are queued with them (outbox_defer) and made after
- * them. The held sessions' writes are made with no savepoint of their own (on
+ * them; so are the releases of the leases the driver gave up (outbox_release:
+ * releases, below, says when). The held sessions' writes are made with no savepoint of their own (on
  * PostgreSQL each is a round trip and a subtransaction), their events all in one
  * batch (sstore_tx_append_batch: on PostgreSQL their streams' rows locked in one
  * statement, every message inserted in one, every tail moved in one); if any of them fails,
