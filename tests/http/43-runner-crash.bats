@@ -228,6 +228,40 @@ started_in() {
     [ "$a" -ge 5 ] && [ "$c" -ge 5 ]
 }
 
+@test "two runners, 30 sessions asked 3 times in a row: the leases given up go in the commits while the other runner claims, with no commit failed or lock cycle, each reply once" {
+    local n=30 agent i r id ids=() from_a from_c list
+    agent=$(rn_agent anthropic claude-test-model)
+    rn_slow_default 2       # a reply in about 0.15 s: sessions end and start again all the time
+    from_a=$(($(wc -l <"$DS_DIR/logs/runner.log") + 1))
+    rn_runner_b runner-c
+    from_c=$(($(wc -l <"$DS_DIR/logs/runner-runner-c.log") + 1))
+    for i in $(seq 1 $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
+    for r in 1 2 3; do
+        for i in $(seq 1 $n); do rn_say "${ids[$((i - 1))]}" "s$i r$r"; done
+        for i in $(seq 1 $n); do
+            rn_wait "${ids[$((i - 1))]}" ".status == \"completed\" and .request == null and (.messages | length) == $((2 * r))" 60
+        done
+    done
+    rn_requests >"$T/requests.json"
+    for i in $(seq 1 $n); do
+        for r in 1 2 3; do
+            [ "$(jq --arg q "s$i r$r" "$LAST_USER"' | map(select(last_user == $q)) | length' "$T/requests.json")" = 1 ] ||
+                { echo "s$i r$r: not one request" >&2; return 1; }
+        done
+    done
+    rn_runner_b_stop
+    # No commit undone (a lock cycle on PostgreSQL is one: "deadlock detected"), no
+    # events dropped, in either runner.
+    ! tail -n "+$from_a" "$DS_DIR/logs/runner.log" | grep -E 'cannot commit|deadlock|dropped \(' >&2
+    ! tail -n "+$from_c" "$DS_DIR/logs/runner-runner-c.log" | grep -E 'cannot commit|deadlock|dropped \(' >&2
+    grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner-runner-c.log" | tail -1 | grep -oE '[0-9]+ leases given up in commits' >&3
+    # Every lease of these sessions given back (an expired one stays a row): none left.
+    list=$(printf "'%s'," "${ids[@]}")
+    list=${list%,}
+    ds_poll 5 eval '[ "$(sql "SELECT count(*) FROM leases WHERE session IN ($list)")" = 0 ]' ||
+        { echo "leases left: $(sql "SELECT session, owner, expires_ms FROM leases WHERE session IN ($list)")" >&2; return 1; }
+}
+
 # stop_between_commits PID: SIGSTOP the process at a moment it holds no write lock
 # (neither the writers' lock nor SQLite's): a writer stopped inside its commit
 # would stop every writer until it goes on, which is SQLite's rule and not what
