@@ -115,11 +115,25 @@ int lease_release(log_conn_t *c, const char *session, const lease_id *me)
     return log_transact(c, op_release, &a);
 }
 
+int lease_tx_release_many(log_conn_t *c, const char *const *session, size_t n, const lease_id *me)
+{
+    const store_leases_ops *ops = store_of(c)->leases;
+    if (n && ops->release_many) {
+        __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
+        return ops->release_many(c, session, n, me);
+    }
+    for (size_t i = 0; i < n; i++) {
+        lease_arg a = {session[i], me, 0, 0, 0};
+        __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
+        int rc = ops->release(c, &a);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int lease_tx_release(log_conn_t *c, const char *session, const lease_id *me)
 {
-    lease_arg a = {session, me, 0, 0, 0};
-    __atomic_add_fetch(&tx_statements, 1, __ATOMIC_RELAXED);
-    return store_of(c)->leases->release(c, &a);
+    return lease_tx_release_many(c, &session, 1, me);
 }
 
 int lease_lock(log_t *l, const char *owner, char *err, size_t errlen)

@@ -91,8 +91,11 @@ void lease_taken(lease_clock *l, int64_t now, int64_t ttl_ms, int64_t expires_ms
 
 /* Give up the lease (if me holds it). */
 int lease_release(log_conn_t *c, const char *session, const lease_id *me);
-/* The same inside the caller's transaction (the runner's commit: outbox.c). */
+/* The same inside the caller's transaction (the runner's commit: outbox.c), for
+ * one session or n (on PostgreSQL one statement, the rows locked in the ids'
+ * order). */
 int lease_tx_release(log_conn_t *c, const char *session, const lease_id *me);
+int lease_tx_release_many(log_conn_t *c, const char *const *session, size_t n, const lease_id *me);
 
 /* Take the owner lock of runner id owner on l's database, released when the
  * process ends however it ends (waiting up to LEASE_LOCK_WAIT_MS for a predecessor

@@ -175,6 +175,10 @@ typedef struct store_leases_ops {
      * one by one (an engine in process, for which a statement costs no trip). */
     int (*acquire_many)(log_conn_t *c, lease_arg *a, size_t n);
     int (*release)(log_conn_t *c, lease_arg *a);
+    /* release of n sessions' leases of me, inside the caller's transaction, their
+     * rows locked in the ids' order; NULL: release one by one (an engine in
+     * process). */
+    int (*release_many)(log_conn_t *c, const char *const *session, size_t n, const lease_id *me);
     int (*owner_lock)(log_t *l, const char *owner, char *err, size_t errlen);
 } store_leases_ops;
 

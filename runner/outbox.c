@@ -148,19 +148,27 @@ typedef struct commit_arg {
  * their rows in the ids' order (pg_leases.c): a commit that locked a renewed row
  * and then a released one of a smaller id could wait for that runner while it
  * waits for it. No renewal in the commit, the releases in the ids' order (the
- * array is sorted by the caller): no such cycle. Else they wait for the next
- * commit. careful: each in a savepoint of its own, one that fails left to run out
- * by itself. 0 or the first LOG_E* (the fast way). */
+ * array is sorted by the caller; on PostgreSQL one statement that locks them in
+ * that order): no such cycle. Else they wait for the next commit. careful: in a
+ * savepoint of their own, leases that fail to go left to run out by themselves.
+ * 0 or LOG_E* (the fast way). */
 static int releases(log_conn_t *c, commit_arg *a)
 {
+    runner_t *R = a->R;
     for (size_t i = 0; i < a->n; i++)
         if (a->items[i].renewed) return 0;
-    for (size_t i = 0; i < a->R->nreleases; i++) {
-        if (a->careful && log_tx_nest_begin(c)) return LOG_EIO;
-        int rc = lease_tx_release(c, a->R->releases[i], &a->R->me);
-        if (a->careful && log_tx_nest_end(c, rc != 0)) return LOG_EIO;
-        if (rc && !a->careful) return rc;
+    if (R->nreleases == 0) return 0;
+    const char **ids = malloc(R->nreleases * sizeof *ids);
+    if (!ids) abort();
+    for (size_t i = 0; i < R->nreleases; i++) ids[i] = R->releases[i];
+    if (a->careful && log_tx_nest_begin(c)) {
+        free(ids);
+        return LOG_EIO;
     }
+    int rc = lease_tx_release_many(c, ids, R->nreleases, &R->me);
+    free(ids);
+    if (a->careful && log_tx_nest_end(c, rc != 0)) return LOG_EIO;
+    if (rc && !a->careful) return rc;
     a->released = 1;
     return 0;
 }

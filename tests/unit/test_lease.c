@@ -189,6 +189,13 @@ static int op_release_in(log_conn_t *c, void *arg)
     return rc ? rc : a->fail ? LOG_EIO : 0;
 }
 
+static int op_release_many_in(log_conn_t *c, void *arg)
+{
+    (void)arg;
+    const char *ids[] = {"t4", "t1", "nobody", "t3", "t2"};
+    return lease_tx_release_many(c, ids, 5, &ID_A);
+}
+
 static void test_tx_release(void)
 {
     CHECK_EQ_INT(acq(ca, "t1", "A", 60000), 1);
@@ -205,6 +212,14 @@ static void test_tx_release(void)
     /* Another's lease is not A's to release. */
     release_arg theirs = {"t1", NULL, 0};
     CHECK_EQ_INT(log_transact(ca, op_release_in, &theirs), 0);
+    CHECK_EQ_INT(acq(ca, "t1", "A", 60000), 0);
+    /* Several at once, B's among them and one nobody holds: A's go, B's stays. */
+    CHECK_EQ_INT(acq(ca, "t3", "A", 60000), 1);
+    CHECK_EQ_INT(acq(ca, "t4", "A", 60000), 1);
+    CHECK_EQ_INT(log_transact(ca, op_release_many_in, NULL), 0);
+    CHECK_EQ_INT(acq(cb, "t3", "B", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "t4", "B", 60000), 1);
+    CHECK_EQ_INT(acq(cb, "t2", "B", 60000), 1);
     CHECK_EQ_INT(acq(ca, "t1", "A", 60000), 0);
 }
 

@@ -333,6 +333,37 @@ static int pg_release(log_conn_t *c, lease_arg *a)
                       " AND instance = $3::text", &p);
 }
 
+/* The leases of n sessions given up in one statement (the runner's commit:
+ * outbox.c), their rows locked in the ids' order first, as pg_acquire_many locks
+ * them: a claim of the same sessions by another runner waits, never in a cycle. */
+static int pg_release_many(log_conn_t *c, const char *const *session, size_t n, const lease_id *me)
+{
+    ids_room d;
+    int rc = 0;
+    char *arr = NULL;
+    pg_params p;
+    pg_params_init(&p);
+    if (ids_alloc(&d, n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            d.elem[i] = session[i];
+            d.len[i] = strlen(session[i]);
+        }
+        arr = pg_array(&p, PG_TEXT_OID, n, d.elem, d.len);
+    }
+    if (!arr) {
+        rc = LOG_EIO;
+    } else {
+        pg_text(&p, me->owner);
+        pg_text(&p, me->instance);
+        rc = pg_exec(c, "WITH l AS MATERIALIZED (SELECT session FROM leases WHERE session = ANY($1::text[])"
+                        " AND owner = $2::text AND instance = $3::text ORDER BY session FOR UPDATE)"
+                        " DELETE FROM leases d USING l WHERE d.session = l.session", &p);
+    }
+    free(arr);
+    ids_free(&d);
+    return rc;
+}
+
 /* 1 if the process pid of this host is gone. */
 static int gone(int64_t pid)
 {
@@ -456,5 +487,6 @@ const store_leases_ops pg_leases_ops = {
     .held_many = pg_held_many,
     .acquire_many = pg_acquire_many,
     .release = pg_release,
+    .release_many = pg_release_many,
     .owner_lock = pg_owner_lock,
 };
