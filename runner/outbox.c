@@ -303,9 +303,11 @@ int outbox_commit(runner_t *R, outbox_outcome **outcomes, size_t *noutcomes)
     commit_arg a = {R, items, n, 0, 0, 0};
     int64_t t0 = timefmt_now_ms();   /* the leases renewed inside run from after this */
     int rc = log_transact(R->conn, op_commit, &a);
-    if (rc && a.retry) {
-        /* A session failed the fast way: all of it was undone; again, each session
-         * alone, so that its failure is its own. */
+    if (rc && (a.retry || (rc != LOG_EBUSY && rc != LOG_EDOWN))) {
+        /* A session failed the fast way (or the commit did, for a reason of its own:
+         * on PostgreSQL the sessions' insert, sent without waiting, fails there):
+         * all of it was undone; again, each session alone, so that its failure is
+         * its own. */
         for (size_t i = 0; i < n; i++) items[i].s->view_seq = 0;    /* rolled back */
         R->commit_retries++;
         a.careful = 1;

@@ -1932,9 +1932,10 @@ static void poison(PGconn *pg, const char *path, int on)
 }
 
 /* A group of appends whose rows the group's lock holds costs the same round trips
- * however many appends it holds: BEGIN, the lock, the inserts' results (sent one
- * by one without waiting) read in the round trip of the tails' UPDATE and the
- * NOTIFY (pg_run_after), the COMMIT; and no SAVEPOINT at all. An append refused before it sends anything
+ * however many appends it holds: BEGIN with the lock (which reads the
+ * transaction's id), then the inserts (sent one by one without waiting), the tails'
+ * UPDATE, the NOTIFY and the COMMIT in one pipeline (pg_run_commit): two; and no
+ * SAVEPOINT at all. An append refused before it sends anything
  * (a closed stream) fails alone and the trial goes on. */
 static void test_trial_group(void)
 {
@@ -1970,7 +1971,7 @@ static void test_trial_group(void)
     if (getenv("TRACE_DUMP")) { fflush(t.f); fputs(t.buf + mark, stderr); }
     CHECK_EQ_INT(round_trips(&t, &mark), 0);            /* five appends, not one waited for */
     CHECK_EQ_INT(e->group_end(conn, 0), 0);
-    CHECK_EQ_INT(round_trips(&t, &mark), 2);            /* the results with UPDATE + NOTIFY, COMMIT */
+    CHECK_EQ_INT(round_trips(&t, &mark), 1);            /* the results with UPDATE + NOTIFY + COMMIT */
     CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT"), 0);
     CHECK_EQ_INT(sent_with(&t, &smark, "RELEASE"), 0);
     trace_off(&t);
@@ -2090,6 +2091,20 @@ static void test_trial_rerun(void)
     PQfinish(pg);
 }
 
+/* An operation that locks /al/a and appends "dup" to it (no append of its own to
+ * lib/log.c: no trial). */
+static int op_append_dup(log_conn_t *c, void *ud)
+{
+    (void)ud;
+    log_msg m = {"dup", 3};
+    log_append_req r;
+    memset(&r, 0, sizeof r);
+    r.path = "/al/a";
+    r.msgs = &m;
+    r.nmsgs = 1;
+    return log_tx_append_many(c, &r, 1, NULL);
+}
+
 /* An operation alone in its group (the runner's commits; group_ops == 1) takes no
  * savepoint, trial or not: it fails with its own result, its transaction rolled
  * back; its nested savepoints work as inside one. */
@@ -2129,11 +2144,45 @@ static void test_alone(void)
     CHECK_EQ_INT(e->group_end(conn, LOG_ESEQ), LOG_ESEQ);
     CHECK_EQ_INT(pgc(conn)->in_tx, 0);
     CHECK_EQ_INT(sent_with(&t, &smark, "SAVEPOINT op"), 0);
-    trace_off(&t);
-    text_of("/al/a", got);
-    CHECK_EQ_STR(got, "0@0:1 1@1:2");
+    /* Its insert is not waited for (nor a trial's): the lock, then the insert, the
+     * tail, the NOTIFY and the COMMIT in one round trip. */
+    size_t mark = t.len;
+    conn->group_ops = 1;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    CHECK(pgc(conn)->xid > 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "3"), 0);
+    CHECK_EQ_INT(pgc(conn)->pending, 1);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), 0);
+    CHECK_EQ_INT(round_trips(&t, &mark), 2);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    CHECK_EQ_INT(pgc(conn)->xid, 0);
+    /* One whose insert fails at the server, unread: the operation is answered 0,
+     * the group fails with the insert's own error (not a trial's LOG_ERERUN), its
+     * COMMIT never ran, and nothing of it is kept. */
     PGconn *pg = admin();
-    row_tail(pg, "/al/a", 2, 2);
+    poison(pg, "/al/a", 1);
+    conn->group_ops = 1;
+    CHECK_EQ_INT(e->group_begin(conn), 0);
+    CHECK_EQ_INT(e->group_lock(conn, paths, 1), 0);
+    CHECK_EQ_INT(e->op_begin(conn), 0);
+    CHECK_EQ_INT(tx_append("/al/a", "dup"), 0);
+    CHECK_EQ_INT(e->op_end(conn, 0), 0);
+    CHECK_EQ_INT(e->group_end(conn, 0), LOG_EIO);
+    CHECK_EQ_INT(pgc(conn)->pending, 0);
+    CHECK_EQ_INT(pgc(conn)->in_tx, 0);
+    CHECK_EQ_INT(sent_with(&t, &smark, "ROLLBACK"), 1);
+    /* ... and through the log, an operation alone that is no append (no trial):
+     * its own error, once (no run again). */
+    CHECK_EQ_INT(log_transact(conn, op_append_dup, NULL), LOG_EIO);
+    CHECK_EQ_INT(sent_with(&t, &smark, "ROLLBACK"), 1);
+    trace_off(&t);
+    poison(pg, "/al/a", 0);
+    text_of("/al/a", got);
+    CHECK_EQ_STR(got, "0@0:1 1@1:2 2@2:3");
+    row_tail(pg, "/al/a", 3, 3);
     PQfinish(pg);
 }
 
@@ -2158,10 +2207,11 @@ static int binds_since(tracer *t, size_t *mark)
 
 /* A batch of appends (log_tx_append_many, as the runner's commit makes it) over 20
  * streams, two messages each and one stream twice: the rows locked in one statement,
- * every message inserted with one, every tail moved with one (before the NOTIFY, in
- * its round trip): 4 statements and 5 round trips with the BEGIN and the COMMIT,
- * where one by one each append was about 3 statements and 2 round trips. Each row
- * then holds its tail and its last message's digest. */
+ * every message inserted with one (alone in its group, not waited for), every tail
+ * moved with one, then the NOTIFY and the COMMIT, all four in one pipeline: 6
+ * statements with the BEGIN and 2 round trips, where one by one each append was
+ * about 3 statements and 2 round trips. Each row then holds its tail and its last
+ * message's digest. */
 static void test_append_many(void)
 {
     enum { N = 20 };
@@ -2185,8 +2235,8 @@ static void test_append_many(void)
         if (round) trace_on(&t);      /* the first prepared the statements */
         CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
         if (!round) continue;
-        CHECK_EQ_INT(binds_since(&t, &bmark), 5);       /* the BEGIN, sent with the lock, is one */
-        CHECK_EQ_INT(round_trips(&t, &rmark), 4);
+        CHECK_EQ_INT(binds_since(&t, &bmark), 6);       /* the BEGIN (with the lock), the COMMIT */
+        CHECK_EQ_INT(round_trips(&t, &rmark), 2);
         trace_off(&t);
         CHECK_EQ_UINT(r[N].appended.seq, 6);             /* after its first request's */
         CHECK_EQ_UINT(r[N].appended.pos, 15);

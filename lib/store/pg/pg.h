@@ -117,11 +117,16 @@ typedef struct pg_conn {
      * other statement and before the COMMIT. */
     int trial;
     int bare;                   /* no savepoint per operation: a trial, or an operation
-                                 * alone in its group (log_conn.group_ops == 1) */
+                                 * alone in its group (log_conn.group_ops == 1); its
+                                 * inserts go unread as a trial's (an operation alone
+                                 * fails with its unread statement's own error) */
     int pending;
     int trial_rc;               /* 0, or how the trial failed: LOG_ERERUN, or LOG_EBUSY /
                                  * LOG_EDOWN (the whole group fails, as outside a trial) */
     unsigned op_stmts;          /* nstmts at op_begin */
+    int64_t xid;                /* the group's transaction id, read with its stream rows'
+                                 * lock (pg_streams_lock), or 0: its NOTIFY and COMMIT
+                                 * then go in one round trip (pg_run_commit) */
     int (*due_fill)(struct log_conn *c, struct pg_stmt *st, struct pg_params *p, char **bufs);
     void (*due_done)(struct log_conn *c, int in_op);
 } pg_conn;
@@ -250,6 +255,13 @@ PGresult *pg_run(log_conn_t *c, const char *sql, const pg_params *p, int binary,
  * error. Where it cannot (nothing unread, sql not prepared on this connection
  * yet), it is pg_drain then pg_run. */
 PGresult *pg_run_after(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
+/* The group's last statement sql (its NOTIFY) and its COMMIT in one pipeline with
+ * one sync, after the statements unread (pg_conn.pending) and those due, one round
+ * trip for all: the server runs the COMMIT only if every statement before it
+ * succeeded (an error skips the rest of a pipeline). Returns 0 with *committed set
+ * when the COMMIT succeeded; else the trial's outcome as pg_drain's, or sql's or
+ * the COMMIT's own error (the transaction is then aborted, or ended: ROLLBACK). */
+int pg_run_commit(log_conn_t *c, const char *sql, const pg_params *p, int *committed);
 /* Run a statement whose result nobody needs. Returns 0 or LOG_E*. */
 int pg_exec(log_conn_t *c, const char *sql, const pg_params *p);
 /* Statements sent together, in one round trip (pg_flight). */
@@ -265,8 +277,10 @@ typedef struct pg_stmt {
 int pg_flight(log_conn_t *c, const pg_stmt *st, int n);
 /* pg_flight, but the tails kept back stay so (pg_conn.ndirty): for statements that
  * neither read nor write the stream rows (an append's insert of its messages).
- * In a trial (pg_conn.trial) they are only sent, in pipeline mode, and 0 returned:
- * their results are read by pg_drain, and a failure fails the trial. */
+ * In a group without savepoints (pg_conn.bare: a trial, or an operation alone) they
+ * are only sent, in pipeline mode, and 0 returned: their results are read by
+ * pg_drain (or with the next statement), and a failure fails the trial, or the
+ * operation alone with its own error. */
 int pg_flight_kept(log_conn_t *c, const pg_stmt *st, int n);
 /* Read the results of the statements a trial sent and has not read (pg_conn.pending),
  * and leave pipeline mode. Returns 0, or how the trial failed (pg_conn.trial_rc, set

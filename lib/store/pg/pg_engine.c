@@ -96,6 +96,7 @@ static int pq_group_begin(log_conn_t *c)
     pc->trial = c->group_trial;
     pc->trial_rc = 0;
     pc->bare = pc->trial || c->group_ops == 1;
+    pc->xid = 0;
     pg_rows_forget(pc);
     /* Sent with the group's first statement, in its round trip (pg_run). */
     pc->begin_due = GROUP_BEGIN;
@@ -192,16 +193,21 @@ int pg_changes_trim(log_conn_t *c, int64_t keep)
 /* The group's row of stream_changes (sql/pg/021_stream_changes.sql: the ids it
  * changed, or NULL past PG_CHANGED_MAX) and its NOTIFY (the ids, or "*" past
  * PostgreSQL's payload limit), in one statement; *xid gets its transaction's id
- * (0 when it sent none). One group in PG_TRIM_EVERY of a connection first trims
- * stream_changes: the rows PG_TRIM_KEEP transactions or more older than the
- * oldest one running go, replaced by one NULL row at the newest of them (a look
- * whose cursor is older than what is kept scans the stream rows). */
-static int notify(log_conn_t *c, int64_t *xid)
+ * (0 when it sent none). When the group knows its id already (pg_conn.xid, read
+ * with its rows' lock), the statement and the COMMIT go in one round trip
+ * (pg_run_commit; *committed set when it committed), its NOTIFY expected before
+ * they are sent, as it is before the COMMIT otherwise. One group in PG_TRIM_EVERY
+ * of a connection first trims stream_changes: the rows PG_TRIM_KEEP transactions
+ * or more older than the oldest one running go, replaced by one NULL row at the
+ * newest of them (a look whose cursor is older than what is kept scans the
+ * stream rows). */
+static int notify(log_conn_t *c, int64_t *xid, int *committed)
 {
     pg_conn *pc = pgc(c);
     char ids[PG_CHANGED_MAX * 21 + 3];  /* "{1,2,...}": each id with its comma */
     size_t k = 0;
     *xid = 0;
+    *committed = 0;
     if (!pc->nchanged && !pc->changed_all) return 0;
     int rc;
     if (++pc->groups % PG_TRIM_EVERY == 0) {
@@ -236,12 +242,18 @@ static int notify(log_conn_t *c, int64_t *xid)
     else pg_null(&p);
     /* "xid:ids": the feed skips, in its cursor's look, rows last changed by a
      * transaction whose NOTIFY it already reported. */
+    static const char sql[] = "WITH ch AS (INSERT INTO stream_changes (ids) VALUES ($2::bigint[]))"
+                              " SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)";
+    if (pc->xid && pc->in_tx) {
+        /* Expected before it is sent (its NOTIFY can reach the LISTEN connection
+         * before the COMMIT's answer reaches us, and is skipped then too). */
+        pg_feed_expect(c->log, pc->xid, pc->changed_all);
+        *xid = pc->xid;
+        return pg_run_commit(c, sql, &p, committed);
+    }
     /* In a trial, after its inserts sent and unread and the tails' UPDATE, in
      * their round trip. */
-    PGresult *r = pg_run_after(c,
-                               "WITH ch AS (INSERT INTO stream_changes (ids) VALUES ($2::bigint[]))"
-                               " SELECT pg_current_xact_id()::text, pg_notify('dstream', pg_current_xact_id()::text || ':' || $1)",
-                               &p, 0, &rc);
+    PGresult *r = pg_run_after(c, sql, &p, 0, &rc);
     if (r) *xid = pg_int_of(r, 0, 0);
     PQclear(r);
     return rc;
@@ -252,15 +264,19 @@ static int pq_group_end(log_conn_t *c, int rc)
     /* COMMIT releases every savepoint; ROLLBACK undoes them. */
     pgc(c)->savepoint_due = pgc(c)->release_due = 0;
     int64_t xid = 0;
-    /* A trial's inserts sent and not yet read: all of them succeeded, or the group
-     * is run again (LOG_ERERUN) or lost; nothing is committed before that is known
-     * (the NOTIFY's statement reads them, in its round trip: pg_run_after). */
-    if (rc == 0) rc = notify(c, &xid);
-    if (rc == 0 && pgc(c)->trial) rc = pg_drain(c);
+    int committed = 0;
+    /* Inserts sent and not yet read (a trial's, an operation's alone): all of them
+     * succeeded, or the group is run again (LOG_ERERUN) or lost; nothing is
+     * committed before that is known (the NOTIFY's statement reads them, in its
+     * round trip: pg_run_after; or the COMMIT goes in the same pipeline after
+     * them, and runs only if they all succeeded: pg_run_commit). */
+    if (rc == 0) rc = notify(c, &xid, &committed);
+    if (rc == 0 && !committed && (pgc(c)->trial || pgc(c)->pending)) rc = pg_drain(c);
     /* Before the COMMIT: its NOTIFY can reach the LISTEN connection before the
      * COMMIT's answer reaches us, and is skipped then too. */
-    if (rc == 0 && xid) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
+    if (rc == 0 && xid && !committed) pg_feed_expect(c->log, xid, pgc(c)->changed_all);
     int sent = pgc(c)->begin_due != GROUP_BEGIN || pgc(c)->in_tx;   /* else nothing to end */
+    if (committed) sent = 0;
     if (sent && rc == 0) rc = pg_simple(c, "COMMIT");
     else if (sent) pg_simple(c, "ROLLBACK");
     pgc(c)->begin_due = NULL;
@@ -272,6 +288,7 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */
     pgc(c)->trial = pgc(c)->bare = 0;
+    pgc(c)->xid = 0;
     return rc;
 }
 

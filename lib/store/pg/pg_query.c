@@ -264,12 +264,13 @@ static void leave_pipeline(pg_conn *c)
     }
 }
 
-/* A trial's statement sent without waiting failed with e: a lost connection, a
- * deadlock or a read-only server lose the whole group (e); anything else is some
- * operation's own failure, which the group run again with savepoints tells apart. */
-static int unread_failed(int e)
+/* A statement sent without waiting failed with e: a lost connection, a deadlock
+ * or a read-only server lose the whole group (e); anything else is, in a trial,
+ * some operation's own failure, which the group run again with savepoints tells
+ * apart, and outside one the failure of the operation alone in its group (e). */
+static int unread_failed(const pg_conn *c, int e)
 {
-    return e == LOG_EBUSY || e == LOG_EDOWN ? e : LOG_ERERUN;
+    return e == LOG_EBUSY || e == LOG_EDOWN || !c->trial ? e : LOG_ERERUN;
 }
 
 /* Send one statement (named: prepared) in pipeline mode. */
@@ -346,7 +347,7 @@ int pg_drain(log_conn_t *lc)
             /* As outside a trial: a lost connection, a deadlock or a read-only
              * server lose the whole group; anything else is some operation's own
              * failure, which the group run again with savepoints tells apart. */
-            rc = unread_failed(e);
+            rc = unread_failed(c, e);
         }
         PQclear(r);
     }
@@ -356,6 +357,26 @@ int pg_drain(log_conn_t *lc)
     if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
     if (rc && (!c->trial_rc || c->trial_rc == LOG_ERERUN)) c->trial_rc = rc;
     return c->trial_rc;
+}
+
+/* The next result of statements sent with one sync (each result's NULL after it
+ * skipped): NULL once the sync's came (read and dropped) or the connection went.
+ * *guard bounds the reads, should the connection go under them. */
+static PGresult *next_result(pg_conn *c, int *guard)
+{
+    while ((*guard)-- > 0) {
+        PGresult *r = PQgetResult(c->pg);
+        if (!r) {
+            if (PQstatus(c->pg) != CONNECTION_OK) return NULL;
+            continue;
+        }
+        if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            return NULL;
+        }
+        return r;
+    }
+    return NULL;
 }
 
 PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int binary, int *rc)
@@ -403,19 +424,10 @@ PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int 
     /* Each statement's result and the NULL after it (PGRES_PIPELINE_ABORTED for
      * those after a failed one): the unread ones, those due, then sql's; then the
      * sync's. Bounded, should the connection go under it. */
-    PGresult *got = NULL;
+    PGresult *got = NULL, *r;
     int all = c->pending + npre + 1, k = 0;
-    for (int guard = 2 * all + 8; sent && guard > 0; guard--) {
-        PGresult *r = PQgetResult(c->pg);
-        if (!r) {
-            if (PQstatus(c->pg) != CONNECTION_OK) break;
-            continue;
-        }
+    for (int guard = 2 * all + 8; sent && (r = next_result(c, &guard));) {
         ExecStatusType st = PQresultStatus(r);
-        if (st == PGRES_PIPELINE_SYNC) {
-            PQclear(r);
-            break;
-        }
         int i = k++;
         if (i == all - 1 && ok(r)) {
             got = r;
@@ -431,7 +443,7 @@ PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int 
              * which the group run again with savepoints tells apart; sql's own
              * failure is its error. */
             if (i < all - 1) {
-                if (!trial) trial = unread_failed(e);
+                if (!trial) trial = unread_failed(c, e);
             } else if (!*rc) {
                 *rc = e;
             }
@@ -452,6 +464,82 @@ PGresult *pg_run_after(log_conn_t *lc, const char *sql, const pg_params *p, int 
     }
     if (!got && !*rc) *rc = LOG_EIO;
     return got;
+}
+
+int pg_run_commit(log_conn_t *lc, const char *sql, const pg_params *p, int *committed)
+{
+    pg_conn *c = pgc(lc);
+    int rc = 0;
+    *committed = 0;
+    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) return LOG_EDOWN;
+    c->nstmts++;
+    /* PQprepare waits for its answer (not in the middle of a pipeline): sql, or the
+     * tails' UPDATE, not prepared on this connection yet (its first groups), after
+     * the unread ones' round trip. */
+    const char *name = known_name(c, sql);
+    if (!name && c->nprepared < PG_PREPARED_MAX) {
+        if ((rc = pg_drain(lc))) return rc;
+        PGresult *fail = NULL;
+        name = prepared(c, sql, &fail);
+        PQclear(fail);          /* (it then goes unnamed, and fails as it would) */
+    }
+    pre_set ps;
+    pre_stmts(c, &ps, 0);
+    if (ps.due >= 0 && !ps.name[ps.due] && c->nprepared < PG_PREPARED_MAX) {
+        if ((rc = pg_drain(lc))) {
+            pre_done(c, &ps, 0);
+            return rc;
+        }
+        PGresult *fail = NULL;
+        ps.name[ps.due] = prepared(c, ps.st[ps.due].sql, &fail);
+        PQclear(fail);
+    }
+    int npre = ps.n, pre_ok = 0, trial = 0, done = 0;
+    int sent = PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF || PQenterPipelineMode(c->pg);
+    for (int i = 0; i < npre && sent; i++) sent = send_one(c, ps.name[i], &ps.st[i], 0);
+    if (sent) sent = send_one(c, name, &(pg_stmt){sql, p}, 0);
+    if (sent) sent = PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    if (sent) sent = PQpipelineSync(c->pg);
+    /* Each statement's result and the NULL after it (PGRES_PIPELINE_ABORTED for
+     * those after a failed one: then not the COMMIT either): the unread ones, those
+     * due, sql's, the COMMIT's; then the sync's. Bounded, should the connection go
+     * under it. */
+    int all = c->pending + npre + 2, k = 0;
+    PGresult *r;
+    for (int guard = 2 * all + 8; sent && (r = next_result(c, &guard));) {
+        ExecStatusType st = PQresultStatus(r);
+        int i = k++;
+        if (ok(r)) {
+            if (i >= c->pending && i < all - 2) pre_ok++;
+            /* A COMMIT of a transaction that had failed is answered "ROLLBACK". */
+            if (i == all - 1 && !strcmp(PQcmdStatus(r), "COMMIT")) done = 1;
+        } else if (st != PGRES_PIPELINE_ABORTED) {
+            read_only(c, r);
+            int e = pg_error(lc, r);
+            /* As pg_run_after: before sql, the trial's (or the operation's) failure;
+             * sql's or the COMMIT's own, the group's error. */
+            if (i < all - 2) {
+                if (!trial) trial = unread_failed(c, e);
+            } else if (!rc) {
+                rc = e;
+            }
+        }
+        PQclear(r);
+    }
+    if (k < all && !trial && !rc) trial = LOG_EDOWN;     /* the connection went */
+    leave_pipeline(c);
+    if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF && !trial && !rc) trial = LOG_EDOWN;
+    pre_done(c, &ps, pre_ok == npre);
+    c->pending = 0;
+    if (PQstatus(c->pg) == CONNECTION_OK) note_tx(c);
+    if (trial && (!c->trial_rc || c->trial_rc == LOG_ERERUN)) c->trial_rc = trial;
+    if (done) {                 /* (nothing before it failed, then) */
+        *committed = 1;
+        c->in_tx = 0;
+        return 0;
+    }
+    if (c->trial_rc) return c->trial_rc;
+    return rc ? rc : LOG_EIO;
 }
 
 /* Before a statement that waits for its result: the trial's unread ones first.
@@ -569,7 +657,7 @@ static int sent_only(pg_conn *c, const pg_stmt *st, int n)
         if (fail) {
             int rc = pg_error(&c->base, fail);
             PQclear(fail);
-            if (!c->trial_rc) c->trial_rc = unread_failed(rc);
+            if (!c->trial_rc) c->trial_rc = unread_failed(c, rc);
             return rc;
         }
     }
@@ -580,7 +668,7 @@ static int sent_only(pg_conn *c, const pg_stmt *st, int n)
     }
     if (ok_sent) ok_sent = PQflush(c->pg) == 0;
     if (!ok_sent) {
-        int rc = PQstatus(c->pg) == CONNECTION_OK ? LOG_ERERUN : LOG_EDOWN;
+        int rc = PQstatus(c->pg) == CONNECTION_OK ? unread_failed(c, LOG_EIO) : LOG_EDOWN;
         if (!c->trial_rc || c->trial_rc == LOG_ERERUN) c->trial_rc = rc;
         return rc == LOG_ERERUN ? LOG_EIO : rc;
     }
@@ -599,7 +687,7 @@ static int flight(log_conn_t *lc, const pg_stmt *st, int n, int keep)
      * again if it went, as pg_run's. */
     int rrc = ready(lc);
     if (rrc) return rrc;
-    if (keep && c->trial && c->in_tx && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
+    if (keep && c->bare && c->in_tx && !c->savepoint_due && !c->release_due) return sent_only(c, st, n);
     int drc = drained(c);
     if (drc) return drc;
     for (int i = 0; i < n && !r; i++) name[i] = prepared(c, st[i].sql, &r);

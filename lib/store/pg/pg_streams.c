@@ -405,10 +405,13 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
     int rc;
     pg_params_init(&p);
     pg_text(&p, arr);
-    PGresult *r = pg_run(c, "SELECT path, " INFO_COLS " FROM streams WHERE path = ANY($1::text[])"
-                            " ORDER BY id FOR UPDATE",
+    /* With the transaction's id (pg_conn.xid): its NOTIFY and COMMIT can then go
+     * in one round trip (pg_engine.c). */
+    PGresult *r = pg_run(c, "SELECT path, " INFO_COLS ", pg_current_xact_id()::text FROM streams"
+                            " WHERE path = ANY($1::text[]) ORDER BY id FOR UPDATE",
                          &p, 0, &rc);
     free(arr);
+    if (r && PQntuples(r) > 0 && pgc(c)->in_group) pgc(c)->xid = pg_int_of(r, 0, PQnfields(r) - 1);
     for (int i = 0; r && i < PQntuples(r); i++) {
         log_info info;
         int deleted;
