@@ -714,7 +714,8 @@ static int relevant(log_conn_t *c, char *const *paths, size_t n)
 
 int sub_any(log_conn_t *c)
 {
-    return S(c)->each(c, stop_at_first, NULL) == 1;
+    int rc = S(c)->each(c, stop_at_first, NULL);
+    return rc < 0 ? rc : rc == 1;
 }
 
 int sub_changed(log_conn_t *c, char *const *paths, size_t n)

@@ -98,7 +98,7 @@ json_t *sub_jwks(log_conn_t *c, int *rc);
 
 /* At start: link the streams that appeared meanwhile, wake whatever is pending. */
 int sub_recover(log_conn_t *c);
-/* 1 if any subscription exists (0 also when the table cannot be read). */
+/* 1 if any subscription exists, 0 if none, or LOG_E* when the table cannot be read. */
 int sub_any(log_conn_t *c);
 /* These streams changed (appended, created, deleted): link new matches, wake. */
 int sub_changed(log_conn_t *c, char *const *paths, size_t n);

@@ -18,6 +18,7 @@
 #define INFLIGHT_MAX 64           /* deliveries in flight at once */
 #define CHANGES_MAX 10000         /* changed streams gathered per turn; beyond: a full scan */
 #define RESPONSE_MAX 65536        /* bytes of a receiver's answer read */
+#define SUBS_NONE_MS 250          /* "no subscription" believed this long without asking again */
 
 typedef struct flight {
     struct flight *next;
@@ -43,6 +44,8 @@ struct deliver {
     char **changed;
     size_t nchanged;
     int overflow;
+    int64_t none_until;           /* none found: changes dropped unasked until then */
+    int dropped;                  /* changes dropped since a look found none, or could not look */
 };
 
 deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
@@ -100,6 +103,8 @@ int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait)
 {
     if (!D->started) return 0;
     int64_t left = D->due - now;
+    /* Changes dropped unasked: the look that asks again is due then. */
+    if (D->dropped && D->none_until - now < left) left = D->none_until - now;
     return left < wait ? (left < 0 ? 0 : left) : wait;
 }
 
@@ -219,14 +224,31 @@ void deliver_tick(deliver_t *D)
         }
         D->started = 1;
         D->due = 0;
-    } else if (D->nchanged || D->overflow) {
+    } else if (D->nchanged || D->overflow || (D->dropped && now >= D->none_until)) {
         /* Without a subscription to match them against (the usual case, and a turn
-         * of a busy runner changes hundreds of streams), they are dropped. */
-        if (sub_any(D->conn)) {
-            if (D->overflow) rc = sub_recover(D->conn);
+         * of a busy runner changes hundreds of streams), they are dropped; once none
+         * was found, for SUBS_NONE_MS without asking again (a statement every turn
+         * otherwise), and the first look that finds one then looks at them all (a
+         * subscription made meanwhile may have missed what was dropped). */
+        int any = now < D->none_until ? 0 : sub_any(D->conn);
+        if (any > 0) {
+            if (D->overflow || D->dropped) rc = sub_recover(D->conn);
             else rc = sub_changed(D->conn, D->changed, D->nchanged);
             if (!rc) D->due = 0;
             if (rc) diag("info", "subscriptions: changed streams: %s", errs_str(rc));
+        } else if (any < 0) {
+            rc = any;
+            diag("info", "subscriptions: cannot read them: %s", errs_str(rc));
+        }
+        if (now < D->none_until) {
+            D->dropped = 1;     /* unasked */
+        } else if (rc) {
+            /* Dropped too: the look after SUBS_NONE_MS looks at them all. */
+            D->dropped = 1;
+            D->none_until = now + SUBS_NONE_MS;
+        } else {
+            D->dropped = 0;
+            if (!any) D->none_until = now + SUBS_NONE_MS;     /* (none to have missed them) */
         }
         notes_drop(D);
     }

@@ -69,6 +69,29 @@ body_of() { sed -n "${2}p" "$T/$1/requests.jsonl" | jq -r .body; }
 
 # ---- tests --------------------------------------------------------------------------
 
+# First in the file: no subscription exists yet. The runner, finding none when streams
+# change, believes it for a while without asking again (runner/deliver.c); a
+# subscription made meanwhile, and a change made right after it and then none, still
+# get their wake: the look after that while looks at every subscription.
+@test "a subscription made just after the runner found none, then one change: its wake comes" {
+    req PUT /v1/stream/nw/other -H 'Content-Type: application/json' --data-binary '{"n": 0}'
+    assert_status 201
+    req POST /v1/stream/nw/other -H 'Content-Type: application/json' --data-binary '{"n": 1}'
+    assert_status 204
+    req PUT /v1/stream/nw/jobs/1 -H 'Content-Type: application/json' --data-binary '{"n": 0}'
+    assert_status 201
+    req PUT /v1/stream/nw/wake -H 'Content-Type: application/json' --data-binary '[]'
+    assert_status 201
+    sub_put n1 '{"type": "pull-wake", "pattern": "nw/jobs/*", "wake_stream": "nw/wake", "lease_ttl_ms": 5000}'
+    assert_status 201
+    req POST /v1/stream/nw/jobs/1 -H 'Content-Type: application/json' --data-binary '{"n": 1}'
+    assert_status 204
+    _woken() { req GET "/v1/stream/nw/wake?offset=-1" && jq -e 'map(select(.subscription_id == "n1" and .type == "wake" and .stream == "nw/jobs/1")) | length == 1' <<<"$body" >/dev/null; }
+    ds_poll 10 _woken || fail "no wake; runner log: $(tail -5 "$DS_DIR/logs/runner.log")"
+    req DELETE /v1/stream/__ds/subscriptions/n1
+    [ "$status_code" = 200 ] || [ "$status_code" = 204 ]
+}
+
 @test "a webhook wake is signed with the key of the JWK Set; {\"done\": true} acks its snapshot" {
     receiver r 127.0.0.2
     answer r '{"body": {"done": true}}'
