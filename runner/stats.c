@@ -32,6 +32,7 @@
 
 typedef struct seen {
     const rq_t *q;
+    struct seen *spare;         /* the next of the spare entries (seen_new) */
     char id[sizeof(((rq_t *)0)->id)];
     int attempt;
     int failed;
@@ -42,8 +43,11 @@ typedef struct seen {
     int64_t last_ms;            /* when last seen: the tick right after the transfer's end */
 } seen;
 
+/* A tick's requests: their entries, each made once for an attempt and moved from
+ * tick to tick by its pointer (not copied: a busy runner has hundreds in flight and
+ * thousands of ticks a second). */
 typedef struct seen_set {
-    seen *v;
+    seen **v;
     size_t n, cap;
 } seen_set;
 
@@ -152,7 +156,35 @@ static void take_mcp(runner_t *R)
  * the same address, nor the same one's next attempt). */
 static int same(const seen *e, const rq_t *q)
 {
-    return e->q == q && e->attempt == q->attempt && strcmp(e->id, q->id) == 0;
+    return e && e->q == q && e->attempt == q->attempt && strcmp(e->id, q->id) == 0;
+}
+
+/* Entries of attempts that ended, kept for the next ones (seen_trim gives them back
+ * once nothing is in flight). */
+static seen *seen_spare;
+
+static seen *seen_new(void)
+{
+    seen *e = seen_spare;
+    if (e) seen_spare = e->spare;
+    else if (!(e = malloc(sizeof *e))) return NULL;
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static void seen_free(seen *e)
+{
+    e->spare = seen_spare;
+    seen_spare = e;
+}
+
+static void seen_trim(void)
+{
+    while (seen_spare) {
+        seen *e = seen_spare;
+        seen_spare = e->spare;
+        free(e);
+    }
 }
 
 /* A bounded copy of a string into dst[cap] (the model and id of a request). */
@@ -171,6 +203,7 @@ static void observe(runner_t *R, int64_t now)
         free(st.cur.v);
         memset(&st.cur, 0, sizeof st.cur);
     }
+    if (!st.prev.n) seen_trim();
     st.cur.n = 0;
     st.tick++;
     st.s.sessions = R->idx.nheap;   /* parked: sleeping, no lease (sessidx.c) */
@@ -185,17 +218,17 @@ static void observe(runner_t *R, int64_t now)
         if (!q) continue;
         if (st.cur.n == st.cur.cap) {
             size_t cap = st.cur.cap ? st.cur.cap * 2 : 64;
-            seen *v = realloc(st.cur.v, cap * sizeof *v);
+            seen **v = realloc(st.cur.v, cap * sizeof *v);
             if (!v) return;     /* out of memory: figures lag, nothing else */
             st.cur.v = v;
             st.cur.cap = cap;
         }
-        seen *e = &st.cur.v[st.cur.n];
-        if (q->stats_tick == st.tick - 1 && q->stats_slot < st.prev.n && same(&st.prev.v[q->stats_slot], q)) {
-            *e = st.prev.v[q->stats_slot];  /* still in flight: its first output keeps its time */
-            st.prev.v[q->stats_slot].q = NULL;
+        seen *e;
+        if (q->stats_tick == st.tick - 1 && q->stats_slot < st.prev.n && same(st.prev.v[q->stats_slot], q)) {
+            e = st.prev.v[q->stats_slot];   /* still in flight: its first output keeps its time */
+            st.prev.v[q->stats_slot] = NULL;
         } else {
-            memset(e, 0, sizeof *e);
+            if (!(e = seen_new())) return;
             e->q = q;
             put_str(e->id, sizeof e->id, q->id);
             put_str(e->model, sizeof e->model, q->model);
@@ -210,12 +243,15 @@ static void observe(runner_t *R, int64_t now)
         e->last_ms = now;
         if (!e->first_ms && (q->text.len || q->thinking.len || q->emitted)) e->first_ms = now;
         q->stats_tick = st.tick;
+        st.cur.v[st.cur.n] = e;
         q->stats_slot = st.cur.n++;
     }
     for (size_t i = 0; i < st.prev.n; i++) {
-        if (!st.prev.v[i].q) continue;
-        st.s.failures += st.prev.v[i].failed;
-        ended(R, &st.prev.v[i]);
+        seen *e = st.prev.v[i];
+        if (!e) continue;
+        st.s.failures += e->failed;
+        ended(R, e);
+        seen_free(e);
     }
     st.s.in_flight = (int64_t)st.cur.n;
     seen_set t = st.prev;
