@@ -247,11 +247,11 @@ char *pg_array(pg_params *p, unsigned elem_oid, size_t n, const void *const *ele
  * it) when it is PGRES_TUPLES_OK or PGRES_COMMAND_OK, else NULL with *rc set to a
  * LOG_E* (pg_error). */
 PGresult *pg_run(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
-/* In a trial (pg_conn.trial), with statements sent and unread (pg_conn.pending):
- * sql after them and after the statements due (the tails' UPDATE), in the same
- * pipeline with one sync, one round trip for all, where pg_drain and then pg_run
- * would take two. Returns sql's result (as pg_run's), or NULL with *rc: the
- * trial's outcome as pg_drain's (LOG_ERERUN, LOG_EBUSY, LOG_EDOWN), else sql's own
+/* In a group without savepoints (pg_conn.bare), with statements sent and unread
+ * (pg_conn.pending): sql after them and after the statements due (the tails'
+ * UPDATE), in the same pipeline with one sync, one round trip for all, where
+ * pg_drain and then pg_run would take two. Returns sql's result (as pg_run's), or
+ * NULL with *rc: the unread ones' outcome as pg_drain's, else sql's own
  * error. Where it cannot (nothing unread, sql not prepared on this connection
  * yet), it is pg_drain then pg_run. */
 PGresult *pg_run_after(log_conn_t *c, const char *sql, const pg_params *p, int binary, int *rc);
@@ -282,9 +282,10 @@ int pg_flight(log_conn_t *c, const pg_stmt *st, int n);
  * pg_drain (or with the next statement), and a failure fails the trial, or the
  * operation alone with its own error. */
 int pg_flight_kept(log_conn_t *c, const pg_stmt *st, int n);
-/* Read the results of the statements a trial sent and has not read (pg_conn.pending),
- * and leave pipeline mode. Returns 0, or how the trial failed (pg_conn.trial_rc, set
- * too): LOG_ERERUN, LOG_EBUSY or LOG_EDOWN. */
+/* Read the results of the statements a trial (or an operation alone) sent and has not
+ * read (pg_conn.pending), and leave pipeline mode. Returns 0, or how the trial failed
+ * (pg_conn.trial_rc, set too): LOG_ERERUN, LOG_EBUSY or LOG_EDOWN; an operation
+ * alone, with the failed statement's own error. */
 int pg_drain(log_conn_t *c);
 /* The number of bufs due_fill may fill (each malloc'd, freed after the statement). */
 #define PG_DUE_BUFS 8

@@ -41,13 +41,19 @@
  * in its group is undone by its transaction's ROLLBACK instead. A failure that
  * loses the group anyway (a lost connection, a deadlock) loses it as before.
  * An operation alone in its group (the runner's commits, a quiet pool's write)
- * takes no savepoint either, trial or not: its transaction is its savepoint.
+ * takes no savepoint either, trial or not: its transaction is its savepoint. Its
+ * inserts go unread as a trial's; one that comes back failed fails it with its
+ * own error (nothing to run apart: its ROLLBACK undoes it).
  *
  * Each committed group sends at most one NOTIFY (channel "dstream") naming its
  * transaction and the streams it changed ("7301:12,40,41"; "7301:*" when they
  * would not fit), so readers on
  * every host wake (feed.c) at the cost of one notification per commit, not one
- * per append (NOTIFY takes a cluster-wide lock at commit). */
+ * per append (NOTIFY takes a cluster-wide lock at commit). A group that took its
+ * stream rows' lock read its transaction's id with it: its NOTIFY's statement and
+ * its COMMIT then go in one pipeline after everything it left unread
+ * (pg_run_commit), one round trip; the server runs that COMMIT only if every
+ * statement before it in the pipeline succeeded. */
 #include "pg.h"
 
 #include <inttypes.h>

@@ -18,8 +18,8 @@
  * The group's lock (pg_streams_lock) reads the rows of the streams the group
  * writes, FOR UPDATE, and keeps them: nobody else can change a row held so, and
  * the group's appends keep theirs up to date, so an append finds its row there
- * and costs one round trip (its savepoint and insert sent together; in a trial,
- * pg_engine.c, its insert alone, sent without waiting for it) while no
+ * and costs one round trip (its savepoint and insert sent together; in a trial or
+ * an operation alone, pg_engine.c, its insert alone, sent without waiting for it) while no
  * other statement ran since (any other may have changed a row: a delete, a
  * statement of the runner's; the rows are read again then).
  *
