@@ -547,17 +547,6 @@ int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, cons
     return store_of(c)->feed->changes_since(c, cur, fn, ud);
 }
 
-void log_own_commits(log_conn_t *c)
-{
-    c->own = 1;
-}
-
-int64_t log_others(log_t *l)
-{
-    if (!l->engine->feed->others) return -1;
-    return (int64_t)(__atomic_load_n(&l->others, __ATOMIC_ACQUIRE) & INT64_MAX);
-}
-
 int log_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
                       void *ud)
 {

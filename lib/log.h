@@ -353,16 +353,6 @@ int log_changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, cons
 /* As log_changes, also saying where each changed stream's log ends: fn(ud, stream
  * id, path, tail seq), the tail 0 for a stream deleted or closed (the caller then
  * knows only that it changed). */
-/* Mark c as a connection whose commits are this process's "own": they do not move
- * log_others (the runner's, whose loop knows what it wrote). */
-void log_own_commits(log_conn_t *c);
-/* A count that moves whenever a change other than the commits of an own connection
- * (log_own_commits) may have reached this process's feed: another process's or
- * host's commit, another connection's here, a reconnection of the feed, a look
- * that found what no notification said. Read before a look through the change
- * cursor, an unchanged count after it says that no change since was anyone
- * else's. -1 when the engine cannot tell (SQLite: every change may be). */
-int64_t log_others(log_t *l);
 int log_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
                       void *ud);
 

@@ -77,10 +77,6 @@ struct log {
     void (*on_commit)(void *);  /* called after every group, committed or not */
     void *on_commit_ud;
     uint64_t groups, ops;
-    /* Moved (atomic) by an engine's feed that can tell (store_feed_ops.others):
-     * whenever a change not committed by an "own" connection (log_own_commits) may
-     * have reached this process (log_others). */
-    uint64_t others;
 };
 
 /* One thread's connection (log_conn_t): the first member of an engine's own. */
@@ -102,8 +98,6 @@ struct log_conn {
      * operation said it succeeded but was undone all the same (a statement of its
      * failed, which it did not report): its LOG_E*, which the operation then answers. */
     int op_undone;
-    /* log_own_commits: its commits do not move log.others. */
-    int own;
 };
 
 /* The streams of the Durable Streams protocol: the log's operations, each with
@@ -165,8 +159,6 @@ typedef struct store_feed_ops {
      * for a stream deleted or closed (log_changes_tails). */
     int (*changes_tails)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t),
                          void *ud);
-    /* 1 if the engine's feed moves log.others (log_others); 0: it cannot tell. */
-    int others;
 } store_feed_ops;
 
 /* Leases (lib/lease.h): which runner process drives a session. acquire and

@@ -108,11 +108,6 @@ int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait)
     return left < wait ? (left < 0 ? 0 : left) : wait;
 }
 
-int deliver_quiet(const deliver_t *D, int64_t now)
-{
-    return D->started && now < D->none_until;
-}
-
 /* Every socket is checked by the address it is about to connect to. */
 /* The operator's webhook rule (DSTREAM_WEBHOOK_ALLOW) for f's connections. */
 static int webhook_rule(void *ud, const url_addr *addr, char *why, size_t cap)

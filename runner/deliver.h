@@ -27,9 +27,6 @@ deliver_t *deliver_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap);
 void deliver_free(deliver_t *D);
 /* wait, shortened to when the next delivery or lease is due. */
 int64_t deliver_wait(deliver_t *D, int64_t now, int64_t wait);
-/* 1 while it found no subscription and drops the changes unasked (for up to 250 ms
- * at a time): the streams changed need not be noted then (deliver_note). */
-int deliver_quiet(const deliver_t *D, int64_t now);
 /* A stream that changed, as the runner's look through the change cursor (made at
  * every wake of its commit watcher) reports it: kept for the next deliver_tick,
  * which matches it against the subscriptions. */

@@ -55,7 +55,6 @@
 #define RUNNER_SWEEP_BUDGET_MS 20
 #define RUNNER_SWEEP_AGAIN_MS 200
 #define RUNNER_CACHE_KIB 16384   /* its connections' SQLite page cache (log_opts.cache_kib) */
-#define LOOK_EVERY_MS 1000      /* the loop looks at the changes at least this often when woken */
 
 /* The loop polls the MCP pool's pipes itself and tells their readiness in curl's
  * terms (rmcp_process reads curl_waitfd): the same bits. */
@@ -345,8 +344,6 @@ int main(int argc, char **argv)
     }
     wake_watch_any(waiter);
     log_cursor rev = LOG_CURSOR_START;
-    log_own_commits(R.conn);        /* (what it commits does not move log_others) */
-    int64_t looked_others = log_others(R.log), looked_ms = timefmt_now_ms();
     log_changes_tails(R.conn, &rev, on_change, &R);
 
     if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK)) {
@@ -473,20 +470,7 @@ int main(int argc, char **argv)
         }
         if (extra[0].revents) {
             wake_clear(waiter);
-            /* The loop's own commits wake it too. While nothing but they changed
-             * since its last look (log_others: PostgreSQL tells), and no
-             * subscription is there to be told of them, the look is put off (a
-             * statement whose rows the loop would drop: on_change), at most
-             * LOOK_EVERY_MS: the cursor stays, and the next look reports them. */
-            int64_t others = log_others(R.log), tnow = timefmt_now_ms();
-            if (others < 0 || others != looked_others || tnow - looked_ms >= LOOK_EVERY_MS ||
-                !deliver_quiet(deliver, tnow)) {
-                looked_others = others;
-                looked_ms = tnow;
-                log_changes_tails(R.conn, &rev, on_look, &lk);
-            } else {
-                R.looks_put_off++;
-            }
+            log_changes_tails(R.conn, &rev, on_look, &lk);
         }
         curlev_run(cev, pfd[nfd].revents != 0);
         runner_stats_tick(&R);
@@ -599,12 +583,11 @@ out:
                  " them kept across commits; %llu changes that were this process's own deltas; leases renewed"
                  " %llu times in commits, %llu by drives; %llu leases taken or renewed by drives in %llu commits; %llu new"
                  " sessions' claims put off for the share; %llu commits made again one session at a time; %llu turns"
-                 " whose drives were cut at their budget; %llu leases given up in commits; %llu looks at the"
-                 " changes put off while only its own commits had changed anything)",
+                 " whose drives were cut at their budget; %llu leases given up in commits)",
          (unsigned long long)R.commits, (unsigned long long)R.dropped, (unsigned long long)R.drives,
          (unsigned long long)R.views_kept, (unsigned long long)R.wakes_own, (unsigned long long)R.renewed_commit,
          (unsigned long long)R.renewed_drive, (unsigned long long)R.claims, (unsigned long long)R.claim_commits,
          (unsigned long long)R.deferred, (unsigned long long)R.commit_retries,
-         (unsigned long long)R.drives_put_off, (unsigned long long)R.released, (unsigned long long)R.looks_put_off);
+         (unsigned long long)R.drives_put_off, (unsigned long long)R.released);
     return 0;
 }

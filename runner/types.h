@@ -159,7 +159,6 @@ typedef struct runner {
     uint64_t commits;           /* loop commits */
     uint64_t commit_retries;    /* ... made again the careful way, a session having failed (outbox.c) */
     uint64_t wakes_own;         /* changes of a session that were this process's own deltas */
-    uint64_t looks_put_off;     /* the loop's looks at the changes put off: only its own commits */
     uint64_t drives;            /* sessions looked at (runner_drive) */
     uint64_t views_kept;        /* ... of them from the view kept, not the log */
     uint64_t renewed_commit;    /* leases renewed in a loop commit (outbox.c) */

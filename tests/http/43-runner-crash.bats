@@ -412,39 +412,6 @@ stop_figure() {
     ! tail -n "+$from" "$DS_DIR/logs/runner.log" | grep 'lease lost' >&2
 }
 
-# The loop's own commits wake it as others' do. On PostgreSQL the engine tells them
-# apart (log_others): while only its own had changed anything, and no subscription is
-# there to be told, its look through the change cursor is put off (the stop line
-# counts them); a message to another session sent meanwhile is another's change and
-# is taken. SQLite cannot tell: nothing put off there.
-@test "the loop's own commits alone do not make it look at the changes (PostgreSQL), and a message sent meanwhile is taken" {
-    local agent ids=() i line put
-    rn_runner_signal TERM
-    rn_runner_start
-    agent=$(rn_agent anthropic claude-test-model)
-    rn_slow_default 20      # replies of many deltas, a commit every few
-    for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
-    for i in 1 2 3; do rn_say "${ids[$((i - 1))]}" "stream $i"; done
-    rn_wait "${ids[0]}" '.request != null'
-    rn_say "${ids[3]}" "meanwhile"
-    for i in 1 2 3 4; do rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60; done
-    for i in 1 2 3; do
-        rn_get "${ids[$((i - 1))]}" && rn_one_reply "$DS_BODY" "$(rn_slow_expected "stream $i")" || return 1
-    done
-    rn_get "${ids[3]}" && rn_one_reply "$DS_BODY" "$(rn_slow_expected meanwhile)"
-    rn_runner_signal TERM
-    line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -1)
-    [[ "$line" =~ \ ([0-9]+)\ looks\ at\ the\ changes\ put\ off ]] || { echo "no count in: $line" >&2; return 1; }
-    put=${BASH_REMATCH[1]}
-    echo "# $put looks put off" >&3
-    rn_runner_start
-    if ds_is_pg; then
-        [ "$put" -gt 0 ] || { echo "none put off: $line" >&2; return 1; }
-    else
-        [ "$put" = 0 ] || { echo "put off on SQLite: $line" >&2; return 1; }
-    fi
-}
-
 # ---- provider failures ----------------------------------------------------------------
 
 @test "a provider 400: exactly one request, the reply fails with the error and attempts; the next message tries again" {

@@ -716,7 +716,7 @@ static void test_feed_local(void)
     fo->moved(f);
     CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
     CHECK_EQ_INT(reported_of(&r, a.id), 0);
-    pg_feed_committed(lg, xid, 1, &a.id, 1, 0, 0);
+    pg_feed_committed(lg, xid, 1, &a.id, 1, 0);
     CHECK(fo->moved(f));
     CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
     CHECK_EQ_INT(reported_of(&r, a.id), 1);
@@ -733,7 +733,7 @@ static void test_feed_local(void)
         CHECK(sql_ok(pg, "COMMIT"));
         PQfinish(pg);
         CHECK_EQ_INT(backstop_reports(fo, f, a.id), 0);
-        pg_feed_committed(lg, xid, !lost, &a.id, 1, 0, 0);
+        pg_feed_committed(lg, xid, !lost, &a.id, 1, 0);
         if (lost) {
             CHECK_EQ_INT(backstop_reports(fo, f, a.id), 1);
         } else {
@@ -753,7 +753,7 @@ static void test_feed_local(void)
     CHECK(xid > 0 && hand_change(pg, a.id, 1));
     CHECK(sql_ok(pg, "COMMIT"));
     PQfinish(pg);
-    pg_feed_committed(lg, xid, 1, NULL, 0, 1, 0);
+    pg_feed_committed(lg, xid, 1, NULL, 0, 1);
     r.n = 0;
     CHECK(fo->moved(f));
     CHECK_EQ_INT(fo->changes(f, note_reported, &r), 0);
@@ -2091,29 +2091,6 @@ static void test_trial_rerun(void)
     PQfinish(pg);
 }
 
-/* log_others: the commits of a connection marked own (log_own_commits, the runner's)
- * do not move it; another connection's do, and a group that failed moves nothing. */
-static void test_others(void)
-{
-    char err[256];
-    CHECK_EQ_INT(test_db_create(conn, "/ot/a"), 0);
-    log_conn_t *other = log_conn_open(lg, err, sizeof err);
-    if (!CHECK(other != NULL)) return;
-    log_own_commits(conn);
-    int64_t was = log_others(lg);
-    CHECK(was >= 0);
-    CHECK_EQ_INT(test_db_append(conn, "/ot/a", "mine"), 0);
-    CHECK_EQ_INT(test_db_append(conn, "/ot/a", "mine too"), 0);
-    CHECK(log_others(lg) == was);
-    CHECK_EQ_INT(test_db_append(other, "/ot/a", "another's"), 0);
-    CHECK(log_others(lg) > was);
-    was = log_others(lg);
-    CHECK(test_db_append(other, "/ot/none", "nowhere") < 0);
-    CHECK(log_others(lg) == was);
-    conn->own = 0;
-    log_conn_close(other);
-}
-
 /* An operation that locks /al/a and appends "dup" to it (no append of its own to
  * lib/log.c: no trial). */
 static int op_append_dup(log_conn_t *c, void *ud)
@@ -2298,7 +2275,6 @@ int main(void)
     test_trial_group();
     test_trial_rerun();
     test_alone();
-    test_others();
     test_append_many();
     test_notify();
     test_row_lock();

@@ -359,9 +359,8 @@ void pg_feed_expect(log_t *l, int64_t xid, int all);
  * changing the streams ids[0..n) (all: any stream), whose feeds of l in this
  * process report them at their next look (the committer's on_commit makes it at
  * once); or not known to have committed (its outcome lost, or failed): then the
- * backstop's look reports what it did. own: committed by an own connection
- * (log_own_commits), which does not move log.others. */
-void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all, int own);
+ * backstop's look reports what it did. */
+void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all);
 
 /* pg_db.c: apply the migrations of sql/pg/ on conn; the version reached, or -1 with err. */
 int pg_migrate(PGconn *conn, char *err, size_t errlen);

@@ -289,8 +289,7 @@ static int pq_group_end(log_conn_t *c, int rc)
     pgc(c)->in_group = 0;
     /* Committed: this process's waiters are told now, not when the NOTIFY comes
      * back to its LISTEN connection (pg_feed.c). */
-    if (xid)
-        pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all, c->own);
+    if (xid) pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */

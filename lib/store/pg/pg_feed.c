@@ -273,20 +273,12 @@ static void note_id(store_feed *f, int64_t id)
     else f->all = 1;
 }
 
-/* A change that may be another's than an own connection's reached this process
- * (log_others). */
-static void others(store_feed *f)
-{
-    __atomic_add_fetch(&f->log->others, 1, __ATOMIC_RELEASE);
-}
-
 static void take_payload(store_feed *f, const char *s)
 {
     char *end;
     long long xid = strtoll(s, &end, 10);
     if (end == s || *end != ':') {      /* not ours: look through the cursor */
         f->all = 1;
-        others(f);
         return;
     }
     s = end + 1;
@@ -300,7 +292,6 @@ static void take_payload(store_feed *f, const char *s)
         }
     pthread_mutex_unlock(&f->mu);
     if (own) return;
-    others(f);
     if (!strcmp(s, "*")) {
         f->all = 1;
         return;
@@ -325,7 +316,6 @@ static int drain(store_feed *f)
 {
     if (!f->listen || !PQconsumeInput(f->listen) || PQstatus(f->listen) != CONNECTION_OK) {
         f->lost = 1;
-        others(f);
         dup2(f->quiet[0], f->fd);   /* a dead socket reads as ready for ever */
         return 1;
     }
@@ -354,9 +344,8 @@ void pg_feed_expect(log_t *l, int64_t xid, int all)
     pthread_mutex_unlock(&feeds_mu);
 }
 
-void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all, int own)
+void pg_feed_committed(log_t *l, int64_t xid, int committed, const int64_t *ids, int n, int all)
 {
-    if (committed && !own) __atomic_add_fetch(&l->others, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&feeds_mu);
     for (store_feed *f = feeds; f; f = f->next_feed) {
         if (f->log != l) continue;
@@ -454,7 +443,6 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
     if (!backstop) return 0;
     f->all = 0;
     f->last_look_ms = mono_ms();
-    others(f);                  /* (what it finds no notification said) */
     int ro = 0;
     int rc = changes_skip(f->conn, &f->cur, f, fn, NULL, ud, &ro);
     /* The look moves the cursor only to its snapshot's xmin: while an older
@@ -487,5 +475,4 @@ const store_feed_ops pg_feed_ops = {
     .changes = feed_changes,
     .changes_since = changes_since,
     .changes_tails = changes_tails,
-    .others = 1,
 };
