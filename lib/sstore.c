@@ -6,7 +6,8 @@
  * view as of the tail (nearest snapshot plus at most SSTORE_SNAPSHOT_EVERY events),
  * lets the caller decide what to append from that view (so checks like "is there
  * an input pending" cannot race), appends, folds the new events into the view,
- * writes a snapshot at every multiple of SSTORE_SNAPSHOT_EVERY, and updates the
+ * writes a snapshot every SSTORE_SNAPSHOT_EVERY events (at a phase of its own per
+ * session: sstore_snapshot_phase), and updates the
  * row. The raw stream API refuses writes under "sessions/" (fcgi/stream.c), so no
  * event can bypass this. A fork gets a snapshot at its fork point, so computing
  * its state never walks into its parent's snapshots. */
@@ -386,9 +387,16 @@ static int events_encode(const sstore_event *ev, size_t n, const session_trace *
     return rc;
 }
 
+unsigned sstore_snapshot_phase(const char *id)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 16777619u;
+    return h % SSTORE_SNAPSHOT_EVERY;
+}
+
 /* The events ev[0..n), stored as msgs, landed at `appended`: fold them into v
- * (which describes the tail) and keep snapshots at every multiple of
- * SSTORE_SNAPSHOT_EVERY. With check, v describes the log up to seq `expect` only:
+ * (which describes the tail) and keep snapshots every SSTORE_SNAPSHOT_EVERY
+ * events, at the session's phase (sstore_snapshot_phase). With check, v describes the log up to seq `expect` only:
  * if the events did not land right after it (the log moved, or expect is 0: not
  * known), v is first made again from the log, up to where they landed. The deltas
  * of a reply are folded from their payload as given (their reducers copy what they
@@ -407,6 +415,7 @@ static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, 
     /* Fold each new event, snapshotting on the boundaries it crosses. */
     session_status status_before = v->status;
     offset_t at = appended;
+    unsigned phase = sstore_snapshot_phase(id);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (is_delta(ev[i].type)) {
             char off[OFFSET_LEN + 1];
@@ -417,7 +426,7 @@ static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, 
         }
         at.seq++;
         at.pos += msgs[i].len;
-        if (at.seq % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v, snaps);
+        if ((at.seq + phase) % SSTORE_SNAPSHOT_EVERY == 0) rc = save_snapshot(c, id, at, v, snaps);
     }
     /* The row's status and updatedMs follow every event but the deltas of a reply,
      * which change no status: a streaming reply does not rewrite the row per delta. */

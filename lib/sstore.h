@@ -190,6 +190,14 @@ int sstore_valid_id(const char *id);
 /* A new random session id into out (at least 25 bytes). */
 void sstore_new_id(char *out, size_t cap);
 
+/* Where a session's snapshots fall: after the events whose count plus this
+ * phase (from its id, 0 to SSTORE_SNAPSHOT_EVERY - 1) is a multiple of
+ * SSTORE_SNAPSHOT_EVERY, still one every SSTORE_SNAPSHOT_EVERY events. Sessions
+ * that started together and stream alike (a burst) would otherwise all write
+ * theirs in the same commit, every SSTORE_SNAPSHOT_EVERY events of each: a commit
+ * a hundred times the usual, that every session's deltas wait for. */
+unsigned sstore_snapshot_phase(const char *id);
+
 /* Each session with work left (pending, running, awaiting input): fn(ud, id). The
  * runner's scan at start. Returns 0 or LOG_E*. */
 int sstore_unfinished(log_conn_t *c, void (*fn)(void *ud, const char *id), void *ud);

@@ -264,7 +264,9 @@ typedef struct store_sessions_ops {
  * thin (inside a group): the sessions after after_id (byte order), at most max
  * looked at, *last the last of them; each finished one (completed, failed,
  * cancelled) loses its snapshots but its newest, its oldest and those at a
- * multiple of keep_every events (*removed added to); returns how many it looked
+ * multiple of keep_every events, counted from the session's snapshot phase
+ * (sstore_snapshot_phase) or from 0 (where snapshots fell before phases), *removed
+ * added to; returns how many it looked
  * at (0: none left) or LOG_E*. add (inside a group): total what grows by n.
  * totals: each total, by name (none before the first pass). */
 typedef struct store_retain_ops {

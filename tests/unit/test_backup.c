@@ -463,20 +463,21 @@ static const char *snapshot_list(char *out, size_t cap)
 static void test_check_snapshots(void)
 {
     char got[256];
-    /* a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
+    /* (The ids' snapshot phase is 0, sstore_snapshot_phase: their snapshots fall at
+     * multiples of 64.) a: 141 events (snapshots at 64 and 128); b forked from it at 101 (its
      * fork-point snapshot) and 71 events more (its own at 128); c forked from b, e
      * from c, then c deleted: its stream stays for e, its snapshots go. */
-    CHECK_EQ_INT(session("a", NULL), 0);
-    CHECK_EQ_INT(say_n("a", 100), 0);
-    CHECK_EQ_INT(session("b", "a"), 0);
-    CHECK_EQ_INT(say_n("a", 40), 0);
-    CHECK_EQ_INT(say_n("b", 70), 0);
-    CHECK_EQ_INT(session("c", "b"), 0);
-    CHECK_EQ_INT(say_n("c", 3), 0);
-    CHECK_EQ_INT(session("e", "c"), 0);
-    CHECK_EQ_INT(say_n("e", 2), 0);
-    CHECK_EQ_INT(sstore_delete(conn, "c"), 0);
-    CHECK_EQ_STR(snapshot_list(got, sizeof got), "a:64 a:128 b:101 b:128 e:176");
+    CHECK_EQ_INT(session("a105", NULL), 0);
+    CHECK_EQ_INT(say_n("a105", 100), 0);
+    CHECK_EQ_INT(session("b25", "a105"), 0);
+    CHECK_EQ_INT(say_n("a105", 40), 0);
+    CHECK_EQ_INT(say_n("b25", 70), 0);
+    CHECK_EQ_INT(session("c33", "b25"), 0);
+    CHECK_EQ_INT(say_n("c33", 3), 0);
+    CHECK_EQ_INT(session("e75", "c33"), 0);
+    CHECK_EQ_INT(say_n("e75", 2), 0);
+    CHECK_EQ_INT(sstore_delete(conn, "c33"), 0);
+    CHECK_EQ_STR(snapshot_list(got, sizeof got), "a105:64 a105:128 b25:101 b25:128 e75:176");
     CHECK_EQ_INT(problems(log_path(lg)), 0);
 
     /* Each altered snapshot is named; a fork's altered fork point is found in its
@@ -488,22 +489,22 @@ static void test_check_snapshots(void)
         const char *alter, *alter_pg, *named;
         int problems;
     } cases[] = {
-        {"a", 128, "json_set(view, '$.eventCount', 7)", "jsonb_set(view::jsonb, '{eventCount}', '7')",
-         "session=a seq=128 key=eventCount", 1},
-        {"a", 64, "json_set(view, '$.created.input.topic', 'bats')",
-         "jsonb_set(view::jsonb, '{created,input,topic}', '\"bats\"')", "session=a seq=64 key=created.input.topic", 1},
-        {"a", 64, "json_remove(view, '$.messages[5]')", "view::jsonb #- '{messages,5}'",
-         "session=a seq=64 key=messages[5]", 1},
-        {"b", 128, "json_set(view, '$.status', 'failed')", "jsonb_set(view::jsonb, '{status}', '\"failed\"')",
-         "session=b seq=128 key=status", 1},
-        {"b", 128, "json_set(view, '$.messages[3].extra', 1)", "jsonb_set(view::jsonb, '{messages,3,extra}', '1')",
-         "session=b seq=128 key=messages[3].extra", 1},
-        {"b", 101, "json_set(view, '$.queued[0]', 'x')", "jsonb_set(view::jsonb, '{queued,0}', '\"x\"')",
-         "session=b seq=101 fork point, replayed in sessions/a key=queued[0]", 2},
+        {"a105", 128, "json_set(view, '$.eventCount', 7)", "jsonb_set(view::jsonb, '{eventCount}', '7')",
+         "session=a105 seq=128 key=eventCount", 1},
+        {"a105", 64, "json_set(view, '$.created.input.topic', 'bats')",
+         "jsonb_set(view::jsonb, '{created,input,topic}', '\"bats\"')", "session=a105 seq=64 key=created.input.topic", 1},
+        {"a105", 64, "json_remove(view, '$.messages[5]')", "view::jsonb #- '{messages,5}'",
+         "session=a105 seq=64 key=messages[5]", 1},
+        {"b25", 128, "json_set(view, '$.status', 'failed')", "jsonb_set(view::jsonb, '{status}', '\"failed\"')",
+         "session=b25 seq=128 key=status", 1},
+        {"b25", 128, "json_set(view, '$.messages[3].extra', 1)", "jsonb_set(view::jsonb, '{messages,3,extra}', '1')",
+         "session=b25 seq=128 key=messages[3].extra", 1},
+        {"b25", 101, "json_set(view, '$.queued[0]', 'x')", "jsonb_set(view::jsonb, '{queued,0}', '\"x\"')",
+         "session=b25 seq=101 fork point, replayed in sessions/a105 key=queued[0]", 2},
         /* e's parent c was deleted: its fork point cannot be replayed, but e's own
          * replay needs it whole. */
-        {"e", 176, "'not a view'", "'not a view'",
-         "session=e seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
+        {"e75", 176, "'not a view'", "'not a view'",
+         "session=e75 seq=176 key=(its fork-point snapshot, missing or not a view)", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char sql[512];
@@ -533,19 +534,19 @@ static void test_check_snapshots(void)
                                      " WHERE view LIKE '{%'"), NULL, 0), 0);
     CHECK_EQ_INT(problems(log_path(lg)), 0);
     CHECK_EQ_INT(test_db_sql(dialect("UPDATE snapshots SET view = json_set(view, '$.cost', json('{\"spentUsd\": 1}'))"
-                                     " WHERE session = 'a' AND seq = 128",
+                                     " WHERE session = 'a105' AND seq = 128",
                                      "UPDATE snapshots SET view = jsonb_set(view::jsonb, '{cost}', '{\"spentUsd\": 1}')"
-                                     " WHERE session = 'a' AND seq = 128"), NULL, 0), 0);
+                                     " WHERE session = 'a105' AND seq = 128"), NULL, 0), 0);
     CHECK_EQ_INT(problems(log_path(lg)), 1);
     CHECK_EQ_INT(test_db_sql("DELETE FROM snapshots; INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, 0),
                  0);
     CHECK_EQ_INT(problems(log_path(lg)), 0);
     /* A live fork without its fork-point snapshot cannot be replayed: said so. */
-    CHECK_EQ_INT(test_db_sql("CREATE TABLE kept AS SELECT * FROM snapshots WHERE session = 'b' AND seq = 101;"
-                             " DELETE FROM snapshots WHERE session = 'b' AND seq = 101", NULL, 0), 0);
+    CHECK_EQ_INT(test_db_sql("CREATE TABLE kept AS SELECT * FROM snapshots WHERE session = 'b25' AND seq = 101;"
+                             " DELETE FROM snapshots WHERE session = 'b25' AND seq = 101", NULL, 0), 0);
     int seen;
     CHECK_EQ_INT(problems_kept(10, &seen), 1);
-    CHECK(strstr(seen_problems, "session=b seq=101 key=(its fork-point snapshot, missing or not a view)") != NULL);
+    CHECK(strstr(seen_problems, "session=b25 seq=101 key=(its fork-point snapshot, missing or not a view)") != NULL);
     CHECK_EQ_INT(test_db_sql("INSERT INTO snapshots SELECT * FROM kept; DROP TABLE kept", NULL, 0), 0);
     /* Reports stop at the limit; every problem is counted (a:64, a:128, b's fork
      * point; b:128 agrees with a replay from b's altered fork point, e's cannot be
@@ -563,25 +564,25 @@ static void test_check_snapshots(void)
  * database of its own. */
 static void test_check_snapshots_nul(void)
 {
-    CHECK_EQ_INT(session("z", NULL), 0);
+    CHECK_EQ_INT(session("z153", NULL), 0);
     session_trace t;
     session_trace_new(&t);
     for (int i = 0; i < 70; i++) {
         json_t *c = json_stringn("z\0says", 6);
         sstore_event e = event_message_user(c, "queue", NULL, NULL);
         json_decref(c);
-        CHECK_EQ_INT(sstore_command(conn, "z", &t, say, &e, NULL), 0);
+        CHECK_EQ_INT(sstore_command(conn, "z153", &t, say, &e, NULL), 0);
         json_decref(e.payload);
     }
-    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'z' AND view LIKE '%\\u0000%' ESCAPE '!'"),
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'z153' AND view LIKE '%\\u0000%' ESCAPE '!'"),
                  1);
     CHECK_EQ_INT(problems(log_path(lg)), 0);
     CHECK_EQ_INT(test_db_sql("UPDATE snapshots SET view = replace(view, '\"z\\u0000says\"', '\"z\"')"
-                             " WHERE session = 'z'", NULL, 0),
+                             " WHERE session = 'z153'", NULL, 0),
                  0);
     int seen;
     CHECK_EQ_INT(problems_kept(10, &seen), 1);
-    if (!CHECK(strstr(seen_problems, "session=z seq=64 key=messages[0].content") != NULL))
+    if (!CHECK(strstr(seen_problems, "session=z153 seq=64 key=messages[0].content") != NULL))
         fprintf(stderr, "  got: %s\n", seen_problems);
 }
 

@@ -317,6 +317,19 @@ static int op_snaps(log_conn_t *c, void *arg)
     return 0;
 }
 
+/* Snapshots where a session's own phase puts them (sstore_snapshot_phase), after
+ * one at 3 (as at a fork point). */
+static int op_snaps_phased(log_conn_t *c, void *arg)
+{
+    const char *id = arg;
+    uint64_t phase = sstore_snapshot_phase(id);
+    offset_t first = {3, 30};
+    int rc = store_of(c)->sessions->snapshot_put(c, id, first, "{}");
+    for (uint64_t q = 4; q <= 3000 && !rc; q++)
+        if ((q + phase) % SSTORE_SNAPSHOT_EVERY == 0) rc = store_of(c)->sessions->snapshot_put(c, id, (offset_t){q, q * 10}, "{}");
+    return rc;
+}
+
 static void test_thin(void)
 {
     CHECK_EQ_INT(create("thin1"), 0);
@@ -344,6 +357,19 @@ static void test_thin(void)
     session_view_free(&v);
     CHECK_EQ_INT(run("{\"policies\": [{\"prefix\": \"nothing/\", \"keep\": 0}]}", 0, NULL, &st), 0);
     CHECK_EQ_INT(st.snapshots, 0);
+
+    /* A session whose snapshots follow its phase keeps one every 1,024 events of
+     * that phase: thin3's phase 19 puts them at 45, 109, ... 2989, and keeps 3,
+     * 1005, 2029 and 2989. */
+    CHECK_EQ_INT(create("thin3"), 0);
+    CHECK_EQ_UINT(sstore_snapshot_phase("thin3"), 19);
+    CHECK_EQ_INT(log_transact(conn, op_snaps_phased, "thin3"), 0);
+    set_status("thin3", "completed");
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'thin3'"), 48);
+    CHECK_EQ_INT(run("{\"policies\": [{\"prefix\": \"nothing/\", \"keep\": 0}]}", 0, NULL, &st), 0);
+    CHECK_EQ_INT(st.snapshots, 44);
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'thin3'"), 4);
+    CHECK_EQ_INT(test_db_int("SELECT count(*) FROM snapshots WHERE session = 'thin3' AND seq IN (3, 1005, 2029, 2989)"), 4);
 }
 
 /* A batch made from a scan that is out of date by the time it runs: a session that

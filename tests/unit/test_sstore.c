@@ -250,11 +250,11 @@ static void check_all_views(const char *id, const char *what)
 }
 
 /* The snapshots of session id, read through the store (newest first): how many,
- * how many not at a multiple of 64 events, and the newest position (-1: none).
- * Returns 0 or LOG_E*. */
+ * how many not where its phase puts them (sstore_snapshot_phase), and the newest
+ * position (-1: none). Returns 0 or LOG_E*. */
 static int snapshots_of(const char *id, int64_t *count, int64_t *off_boundary, int64_t *newest)
 {
-    uint64_t upto = UINT64_MAX >> 1;
+    uint64_t upto = UINT64_MAX >> 1, phase = sstore_snapshot_phase(id);
     *count = *off_boundary = 0;
     *newest = -1;
     for (int i = 0; i < 100000; i++) {
@@ -265,12 +265,21 @@ static int snapshots_of(const char *id, int64_t *count, int64_t *off_boundary, i
         if (rc < 0) return rc;
         if (rc == 0) break;
         (*count)++;
-        if (at.seq % 64) (*off_boundary)++;
+        if ((at.seq + phase) % SSTORE_SNAPSHOT_EVERY) (*off_boundary)++;
         if (*newest < 0) *newest = (int64_t)at.seq;
         if (at.seq == 0) break;
         upto = at.seq - 1;
     }
     return 0;
+}
+
+/* Where session id's newest snapshot falls once it has n events (-1: none yet). */
+static int64_t newest_due(const char *id, uint64_t n)
+{
+    uint64_t phase = sstore_snapshot_phase(id);
+    for (uint64_t k = n; k >= 1; k--)
+        if ((k + phase) % SSTORE_SNAPSHOT_EVERY == 0) return (int64_t)k;
+    return -1;
 }
 
 static int64_t snapshot_count(const char *id)
@@ -504,7 +513,7 @@ static void test_views_and_snapshots(void)
 {
     CHECK_EQ_INT(create("long", "blog-post", NULL), 0);
     CHECK_EQ_INT(append1("long", "workflow:started", "{\"workflow\": \"blog-post\", \"version\": 3}"), 0);
-    size_t n = 2 + grow("long", 148, 0);   /* 150 events: snapshots at 64 and 128 */
+    size_t n = 2 + grow("long", 148, 0);   /* 150 events: two or three snapshots */
     hist h;
     if (!CHECK_EQ_INT(hist_read("long", &h), 0)) return;
     CHECK_EQ_UINT(h.n, n);
@@ -558,35 +567,39 @@ static void test_views_and_snapshots(void)
     CHECK_EQ_INT(fork_at("long-odd-fork", "long", 1, odd), LOG_EOFFSET);
     CHECK_EQ_INT(fork_at("long-fork-ok", "long", 1, h.off[5]), 0);
 
-    /* One snapshot per SSTORE_SNAPSHOT_EVERY events, at the boundaries. */
+    /* One snapshot per SSTORE_SNAPSHOT_EVERY events, where the session's phase
+     * puts them: the first within the first SSTORE_SNAPSHOT_EVERY events. */
     int64_t nsnap, off_boundary, newest;
+    uint64_t first = SSTORE_SNAPSHOT_EVERY - sstore_snapshot_phase("long");
     CHECK_EQ_INT(snapshots_of("long", &nsnap, &off_boundary, &newest), 0);
-    CHECK_EQ_INT(nsnap, (int64_t)(n / SSTORE_SNAPSHOT_EVERY));
+    CHECK_EQ_INT(nsnap, (int64_t)((n - first) / SSTORE_SNAPSHOT_EVERY + 1));
     CHECK_EQ_INT(off_boundary, 0);
-    CHECK_EQ_INT(newest, 128);
+    CHECK_EQ_INT(newest, newest_due("long", n));
 
-    /* Replay starts at the nearest snapshot: mark the one at 64 and the views from
-     * 64 to 127 show the mark, those before 64 and from 128 on do not. */
+    /* Replay starts at the nearest snapshot: mark the first (at s1) and the views
+     * from s1 to the next (s2) show the mark, those before s1 and from s2 on do not. */
     char *saved = NULL;
-    offset_t at64;
-    CHECK_EQ_INT(store_of(conn)->sessions->snapshot_before(conn, "long", 64, &at64, &saved), 1);
-    if (saved && CHECK_EQ_INT(at64.seq, 64)) {
+    offset_t at1;
+    uint64_t s1 = first, s2 = first + SSTORE_SNAPSHOT_EVERY;
+    CHECK(s2 < n);
+    CHECK_EQ_INT(store_of(conn)->sessions->snapshot_before(conn, "long", s1, &at1, &saved), 1);
+    if (saved && CHECK_EQ_INT(at1.seq, s1)) {
         json_t *snap = parse(saved);
         json_object_set_new(json_object_get(snap, "state"), "marked", json_true());
         char *marked = json_dumps(snap, JSON_COMPACT);
         json_decref(snap);
-        CHECK_EQ_INT(put_snapshot("long", at64, marked), 0);
-        static const size_t at[] = {1, 63, 64, 65, 100, 127, 128, 129, 149};
+        CHECK_EQ_INT(put_snapshot("long", at1, marked), 0);
+        const size_t at[] = {1, s1 - 1, s1, s1 + 1, (s1 + s2) / 2, s2 - 1, s2, s2 + 1, n - 1};
         for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
             json_t *v = view_at("long", 1, h.off[at[i]], NULL, NULL);
             int has = json_object_get(json_object_get(v, "state"), "marked") != NULL;
-            if (!CHECK_EQ_INT(has, at[i] >= 64 && at[i] < 128)) fprintf(stderr, "  at %zu\n", at[i]);
+            if (!CHECK_EQ_INT(has, at[i] >= s1 && at[i] < s2)) fprintf(stderr, "  at %zu\n", at[i]);
             json_decref(v);
         }
-        json_t *v = view_at("long", 0, none, NULL, NULL);   /* the tail: from 128 */
+        json_t *v = view_at("long", 0, none, NULL, NULL);   /* the tail: from a later one */
         CHECK(json_object_get(json_object_get(v, "state"), "marked") == NULL);
         json_decref(v);
-        CHECK_EQ_INT(put_snapshot("long", at64, saved), 0);
+        CHECK_EQ_INT(put_snapshot("long", at1, saved), 0);
         free(marked);
     }
     free(saved);
@@ -1297,10 +1310,12 @@ static void test_append_cached(void)
 }
 
 /* The runner's commit of many sessions at once (sstore_tx_append_batch): sessions
- * that started together reach a snapshot's boundary in the same commit, and their
- * snapshots are written together (one statement on PostgreSQL). Every view at
- * every offset is still the full replay's, each session has its snapshots on the
- * boundaries, and the views kept are the log's at the tail. */
+ * of one snapshot phase (these ids share one) that started together reach a
+ * snapshot in the same commit, and their snapshots are written together (one
+ * statement on PostgreSQL). Every view at every offset is still the full replay's,
+ * each session has its snapshots where its phase puts them, and the views kept are
+ * the log's at the tail. Sessions of other phases (most ids) snapshot in other
+ * commits: a burst of sessions does not put all its snapshots in one. */
 typedef struct batch_arg {
     sstore_batch *b;
     size_t n;
@@ -1317,7 +1332,19 @@ static int op_batch(log_conn_t *c, void *arg)
 static void test_append_batch(void)
 {
     enum { N = 3 };
-    const char *ids[N] = {"batch-1", "batch-2", "batch-3"};
+    const char *ids[N] = {"batch-1", "batch-41", "batch-144"};
+    CHECK_EQ_UINT(sstore_snapshot_phase(ids[1]), sstore_snapshot_phase(ids[0]));
+    CHECK_EQ_UINT(sstore_snapshot_phase(ids[2]), sstore_snapshot_phase(ids[0]));
+    /* ... and ids differ in phase as a hash's do: 64 ids of a burst take many. */
+    int seen[SSTORE_SNAPSHOT_EVERY] = {0}, phases = 0;
+    for (int i = 0; i < 64; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "burst-%d", i);
+        unsigned p = sstore_snapshot_phase(id);
+        if (!CHECK(p < SSTORE_SNAPSHOT_EVERY)) break;
+        phases += !seen[p]++;
+    }
+    CHECK(phases >= 32);
     session_view v[N];
     uint64_t vs[N] = {0, 0, 0};
     for (int i = 0; i < N; i++) {
@@ -1355,7 +1382,7 @@ static void test_append_batch(void)
         CHECK_EQ_INT(snapshots_of(ids[i], &count, &off, &newest), 0);
         CHECK(count >= 1);
         CHECK_EQ_INT(off, 0);
-        CHECK_EQ_INT(newest, 64);
+        CHECK_EQ_INT(newest, newest_due(ids[i], vs[i]));
         check_all_views(ids[i], "a batch's session");
         offset_t pos, none = {0, 0};
         json_t *want = view_at(ids[i], 0, none, &pos, NULL);

@@ -64,7 +64,9 @@ static int pg_thin(log_conn_t *c, const char *after_id, int max, int keep_every,
         pg_params_init(&d);
         pg_text(&d, id);
         pg_int(&d, keep_every);
+        pg_int(&d, sstore_snapshot_phase(id));
         PGresult *x = pg_run(c, "DELETE FROM snapshots WHERE session = $1::text AND seq % $2::bigint <> 0"
+                                " AND (seq + $3::bigint) % $2::bigint <> 0"
                                 " AND seq < (SELECT max(seq) FROM snapshots WHERE session = $1::text)"
                                 " AND seq > (SELECT min(seq) FROM snapshots WHERE session = $1::text)",
                              &d, 0, &rc);

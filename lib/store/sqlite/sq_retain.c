@@ -60,12 +60,13 @@ static int sq_thin(log_conn_t *c, const char *after_id, int max, int keep_every,
     }
     if ((rc = sq_stmt_finish(c, st, rc))) return rc;
     for (int i = 0; i < n; i++) {
-        if (sq_stmt(c, "DELETE FROM snapshots WHERE session = ?1 AND seq % ?2 <> 0"
+        if (sq_stmt(c, "DELETE FROM snapshots WHERE session = ?1 AND seq % ?2 <> 0 AND (seq + ?3) % ?2 <> 0"
                        " AND seq < (SELECT max(seq) FROM snapshots WHERE session = ?1)"
                        " AND seq > (SELECT min(seq) FROM snapshots WHERE session = ?1)", &st))
             return LOG_EIO;
         sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, keep_every);
+        sqlite3_bind_int(st, 3, (int)sstore_snapshot_phase(ids[i]));
         if ((rc = sq_stmt_run(c, st))) return rc;
         *removed += sqlite3_changes(sq_db(c));
     }
