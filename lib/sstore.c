@@ -7,10 +7,10 @@
  * lets the caller decide what to append from that view (so checks like "is there
  * an input pending" cannot race), appends, folds the new events into the view,
  * writes a snapshot every SSTORE_SNAPSHOT_EVERY events (at a phase of its own per
- * session: sstore_snapshot_phase), and updates the
- * row. The raw stream API refuses writes under "sessions/" (fcgi/stream.c), so no
- * event can bypass this. A fork gets a snapshot at its fork point, so computing
- * its state never walks into its parent's snapshots. */
+ * session: sstore_snapshot_phase), and updates the row. The raw stream API refuses
+ * writes under "sessions/" (fcgi/stream.c), so no event can bypass this. A fork
+ * gets a snapshot at its fork point, so computing its state never walks into its
+ * parent's snapshots. */
 #include "sstore.h"
 
 #include <errno.h>
@@ -396,9 +396,10 @@ unsigned sstore_snapshot_phase(const char *id)
 
 /* The events ev[0..n), stored as msgs, landed at `appended`: fold them into v
  * (which describes the tail) and keep snapshots every SSTORE_SNAPSHOT_EVERY
- * events, at the session's phase (sstore_snapshot_phase). With check, v describes the log up to seq `expect` only:
- * if the events did not land right after it (the log moved, or expect is 0: not
- * known), v is first made again from the log, up to where they landed. The deltas
+ * events, at the session's phase (sstore_snapshot_phase). With check, v describes
+ * the log up to seq `expect` only: if the events did not land right after it (the
+ * log moved, or expect is 0: not known), v is first made again from the log, up
+ * to where they landed. The deltas
  * of a reply are folded from their payload as given (their reducers copy what they
  * keep; no envelope is built: it is encoded without a tree, lib/session); every
  * other event from its stored bytes, as every view is made (sstore_fold). */

@@ -325,8 +325,10 @@ static int op_snaps_phased(log_conn_t *c, void *arg)
     uint64_t phase = sstore_snapshot_phase(id);
     offset_t first = {3, 30};
     int rc = store_of(c)->sessions->snapshot_put(c, id, first, "{}");
-    for (uint64_t q = 4; q <= 3000 && !rc; q++)
-        if ((q + phase) % SSTORE_SNAPSHOT_EVERY == 0) rc = store_of(c)->sessions->snapshot_put(c, id, (offset_t){q, q * 10}, "{}");
+    for (uint64_t q = 4; q <= 3000 && !rc; q++) {
+        offset_t at = {q, q * 10};
+        if ((q + phase) % SSTORE_SNAPSHOT_EVERY == 0) rc = store_of(c)->sessions->snapshot_put(c, id, at, "{}");
+    }
     return rc;
 }
 
