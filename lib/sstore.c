@@ -387,13 +387,6 @@ static int events_encode(const sstore_event *ev, size_t n, const session_trace *
     return rc;
 }
 
-unsigned sstore_snapshot_phase(const char *id)
-{
-    uint32_t h = 2166136261u;   /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 16777619u;
-    return h % SSTORE_SNAPSHOT_EVERY;
-}
-
 /* The events ev[0..n), stored as msgs, landed at `appended`: fold them into v
  * (which describes the tail) and keep snapshots every SSTORE_SNAPSHOT_EVERY
  * events, at the session's phase (sstore_snapshot_phase). With check, v describes

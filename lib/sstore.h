@@ -195,8 +195,14 @@ void sstore_new_id(char *out, size_t cap);
  * SSTORE_SNAPSHOT_EVERY, still one every SSTORE_SNAPSHOT_EVERY events. Sessions
  * that started together and stream alike (a burst) would otherwise all write
  * theirs in the same commit, every SSTORE_SNAPSHOT_EVERY events of each: a commit
- * a hundred times the usual, that every session's deltas wait for. */
-unsigned sstore_snapshot_phase(const char *id);
+ * a hundred times the usual, that every session's deltas wait for. Inline: the
+ * engines' retention (lib/store.h thin) needs it too, and never calls up into here. */
+static inline unsigned sstore_snapshot_phase(const char *id)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 16777619u;
+    return h % SSTORE_SNAPSHOT_EVERY;
+}
 
 /* Each session with work left (pending, running, awaiting input): fn(ud, id). The
  * runner's scan at start. Returns 0 or LOG_E*. */
