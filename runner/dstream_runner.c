@@ -439,9 +439,6 @@ int main(int argc, char **argv)
                 if (at - now < wait) wait = at - now;
             }
         }
-        /* After a burst of sessions, what it left free goes back to the system:
-         * the page cache the burst filled, then what glibc keeps. */
-        memtrim_turn(&trim, live, R.conn);
         if (sweep_ms && next_sweep - now < wait) wait = next_sweep - now;
         if (next_gc && next_gc - now < wait) wait = next_gc - now;
         wait = tap_wait(&R, now, wait);
@@ -474,6 +471,12 @@ int main(int argc, char **argv)
         }
         curlev_run(cev, pfd[nfd].revents != 0);
         runner_stats_tick(&R);
+        /* After a burst of sessions, what it left free goes back to the system:
+         * the page cache the burst filled, then what glibc keeps. After the
+         * figures' tick, which gives back the entries of the burst's requests once
+         * none is in flight: an entry still held pins the page it is on (2,000 of
+         * them kept 6.5 MB of a 2,000-session burst's heap). */
+        memtrim_turn(&trim, live, R.conn);
         CURLMsg *msg;
         int left;
         while ((msg = curl_multi_info_read(R.multi, &left))) {
