@@ -392,10 +392,10 @@ static int events_encode(const sstore_event *ev, size_t n, const session_trace *
  * events, at the session's phase (sstore_snapshot_phase). With check, v describes
  * the log up to seq `expect` only: if the events did not land right after it (the
  * log moved, or expect is 0: not known), v is first made again from the log, up
- * to where they landed. The deltas
- * of a reply are folded from their payload as given (their reducers copy what they
- * keep; no envelope is built: it is encoded without a tree, lib/session); every
- * other event from its stored bytes, as every view is made (sstore_fold). */
+ * to where they landed. The deltas of a reply are folded from their payload as
+ * given (their reducers copy what they keep; no envelope is built: it is encoded
+ * without a tree, lib/session); every other event from its stored bytes, as every
+ * view is made (sstore_fold). */
 static int events_landed(log_conn_t *c, const char *id, const sstore_event *ev, const log_msg *msgs, size_t n,
                          session_view *v, offset_t appended, int check, uint64_t expect, snap_list *snaps)
 {

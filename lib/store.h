@@ -266,8 +266,9 @@ typedef struct store_sessions_ops {
  * cancelled) loses its snapshots but its newest, its oldest and those at a
  * multiple of keep_every events, counted from the session's snapshot phase
  * (sstore_snapshot_phase) or from 0 (where snapshots fell before phases), *removed
- * added to; returns how many it looked at (0: none left) or LOG_E*. add (inside a group): total what grows by n.
- * totals: each total, by name (none before the first pass). */
+ * added to; returns how many it looked at (0: none left) or LOG_E*. add (inside a
+ * group): total what grows by n. totals: each total, by name (none before the
+ * first pass). */
 typedef struct store_retain_ops {
     int (*scan)(log_conn_t *c, const char *prefix, int64_t before_ms, const char *before_path, int max,
                 int (*fn)(void *ud, const retain_item *it), void *ud);

@@ -160,7 +160,7 @@ static int same(const seen *e, const rq_t *q)
 }
 
 /* Entries of attempts that ended, kept for the next ones (seen_trim gives them back
- * once nothing is in flight). */
+ * in the first tick with nothing in flight). */
 static seen *seen_spare;
 
 static seen *seen_new(void)
@@ -203,7 +203,6 @@ static void observe(runner_t *R, int64_t now)
         free(st.cur.v);
         memset(&st.cur, 0, sizeof st.cur);
     }
-    if (!st.prev.n) seen_trim();
     st.cur.n = 0;
     st.tick++;
     st.s.sessions = R->idx.nheap;   /* parked: sleeping, no lease (sessidx.c) */
@@ -253,6 +252,10 @@ static void observe(runner_t *R, int64_t now)
         ended(R, e);
         seen_free(e);
     }
+    /* Nothing in flight now: the spare entries go at once, in this tick, so that
+     * the memory trim after a burst (memtrim_turn, after the tick) finds none of
+     * them pinning a page of the heap. */
+    if (!st.cur.n) seen_trim();
     st.s.in_flight = (int64_t)st.cur.n;
     seen_set t = st.prev;
     st.prev = st.cur;

@@ -19,8 +19,8 @@
  * writes, FOR UPDATE, and keeps them: nobody else can change a row held so, and
  * the group's appends keep theirs up to date, so an append finds its row there
  * and costs one round trip (its savepoint and insert sent together; in a trial or
- * an operation alone, pg_engine.c, its insert alone, sent without waiting for it) while no
- * other statement ran since (any other may have changed a row: a delete, a
+ * an operation alone, pg_engine.c, its insert alone, sent without waiting for it)
+ * while no other statement ran since (any other may have changed a row: a delete, a
  * statement of the runner's; the rows are read again then).
  *
  * The tails kept back. Such an append does not update its stream's row: the row
