@@ -88,26 +88,30 @@ static int drive_all(runner_t *R, int64_t budget_us)
     int64_t end = 0;
     for (sess_t *s = R->sessions; s && budget_us && !end; s = s->next)
         if (awaits_commit(s) || s->rq) end = mono_us() + budget_us;
-    int driven = 0, put = 0, first_pass = 0;
-    /* put_off: 1 left at the last turn (driven first: a pass of its own when the
-     * last turn left any), 2 driven in that first pass (not again in the second). */
+    int driven = 0, put = 0;
+    /* Those the last turn left go first, in a pass of their own; each session is
+     * looked at once a turn (drive_turn), so that one driven in the first pass is
+     * not driven again in the second. The mark is the turn's number, not a flag to
+     * clear after the passes: a drive may take its session off the list (parked,
+     * forgotten), out of reach of a walk of the list, and a parked session that
+     * kept a flag saying "driven this turn" was never driven again once its timer
+     * put it back (a retry, a sleep: the session stuck, the loop spinning). */
+    uint64_t turn = ++R->drive_turns;
     for (int first = R->put_off_n > 0; first >= 0; first--) {
         for (sess_t *s = R->sessions, *next; s; s = next) {
             next = s->next;
-            if (!(s->dirty || s->due) || (first ? s->put_off != 1 : s->put_off == 2)) continue;
+            if (!(s->dirty || s->due) || s->drive_turn == turn || (first && !s->put_off)) continue;
+            s->drive_turn = turn;
             if (end && driven && mono_us() >= end) {
                 s->put_off = 1;
                 put++;
                 continue;
             }
-            s->put_off = first ? 2 : 0;
+            s->put_off = 0;
             runner_drive(R, s);
             driven++;
         }
-        if (first) first_pass = driven;
     }
-    for (sess_t *s = R->sessions; s && first_pass; s = s->next)
-        if (s->put_off == 2) s->put_off = 0;
     R->put_off_n = put;
     if (put) R->drives_put_off++;
     return driven;

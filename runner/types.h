@@ -113,6 +113,8 @@ struct sess {
     int claim_due;              /* ... and was due when the claim was asked */
     int put_off;                /* not driven at the last turn (its drive budget spent):
                                    driven first at the next */
+    uint64_t drive_turn;        /* the last turn that drove it or put it off (R->drive_turns):
+                                   each session once a turn */
     uint64_t known_seq;         /* the log's tail as this process last knew it */
     int64_t stream_id;          /* its log's stream id, as the change feed said (0: not yet) */
     rq_t *rq;
@@ -172,6 +174,7 @@ typedef struct runner {
     int release_waits;          /* commits that renewed leases and so left them (outbox.c) */
     uint64_t released;          /* leases released in loop commits */
     int put_off_n;              /* the sessions the last turn left (sess_t.put_off) */
+    uint64_t drive_turns;       /* turns that drove sessions (sess_t.drive_turn) */
     /* The share of the sessions between runners (driver.c hold): the other live
      * runners and the leases they hold, as their runner_stats rows said at the last
      * read (once a second, stats.c), plus the sessions this process found taken by

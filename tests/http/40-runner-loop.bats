@@ -8,7 +8,8 @@
 # other transfer is in flight: the delivery times out on libcurl's timer alone (the
 # loop must wake up for it), is retried and acked while sessions stream. And a runner
 # whose drives stop at their budget after every one (DSTREAM_RUNNER_DRIVE_BUDGET_US=1)
-# still answers every session once; and a commit of few sessions' deltas lets the next
+# still answers every session once, and wakes every sleeping session it parked in the
+# pass of those put off (each alone, at a time of its own); and a commit of few sessions' deltas lets the next
 # go at once (DSTREAM_RUNNER_FLUSH_SMALL), whatever DSTREAM_RUNNER_FLUSH_MS says.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
@@ -88,17 +89,35 @@ all_replied() {
         { jq length "$T/requests.json" >&2; return 1; }
 }
 
+# budget_start AGENT: the runner started again with a drive budget spent after every
+# drive (DSTREAM_RUNNER_DRIVE_BUDGET_US=1), and a session of AGENT's whose request hangs
+# (its id in HELD): while a request is in flight the budget holds. budget_end: that
+# session cancelled, the runner stopped, and its last line counts turns it cut.
+budget_start() {
+    rn_runner_signal TERM
+    DS_SETTINGS="$DS_SETTINGS DSTREAM_RUNNER_DRIVE_BUDGET_US=1" rn_runner_start
+    HELD=$(rn_session "{\"agent\": \"$1\"}")
+    rn_script '{"hang": true}'
+    rn_say "$HELD" "hold"
+    ds_poll 10 _count_ge 1
+}
+budget_end() {
+    local line
+    req POST "/v1/sessions/$HELD/cancel"
+    assert_status 202
+    rn_wait "$HELD" '.status == "cancelled" and .request == null'
+    rn_runner_signal TERM
+    line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -n 1)    # (this one's: the last to stop)
+    [[ "$line" =~ \ ([0-9]+)\ turns\ whose\ drives\ were\ cut ]] || fail "no count in: $line"
+    [ "${BASH_REMATCH[1]}" -gt 0 ] || fail "no turn was cut: $line"
+}
+
 @test "a drive budget spent after every drive (DSTREAM_RUNNER_DRIVE_BUDGET_US=1): $MANY sessions asked at once while another's request is in flight are all answered, each once; the turns cut at the budget are counted" {
-    local agent held i id line
+    local agent i id
     agent=$(rn_agent anthropic claude-test-model)
     # This runner drives one session a turn while any request is in flight: the
     # sessions put off go first at the next turn, none is left behind.
-    rn_runner_signal TERM
-    DS_SETTINGS="$DS_SETTINGS DSTREAM_RUNNER_DRIVE_BUDGET_US=1" rn_runner_start
-    held=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script '{"hang": true}'
-    rn_say "$held" "hold"
-    ds_poll 10 _count_ge 1
+    budget_start "$agent"
     # Every message in one curl, 24 at a time: their claims come together, and so do
     # their drives at the next turn.
     : >"$T/ids"
@@ -115,13 +134,33 @@ all_replied() {
     rn_requests >"$T/requests.json"
     jq -e --argjson n "$((MANY + 1))" 'length == $n' "$T/requests.json" >/dev/null ||
         { jq length "$T/requests.json" >&2; return 1; }
-    req POST "/v1/sessions/$held/cancel"
-    assert_status 202
-    rn_wait "$held" '.status == "cancelled" and .request == null'
-    rn_runner_signal TERM
-    line=$(grep 'dstream-runner: stopped (' "$DS_DIR/logs/runner.log" | tail -n 1)    # (this one's: the last to stop)
-    [[ "$line" =~ \ ([0-9]+)\ turns\ whose\ drives\ were\ cut ]] || fail "no count in: $line"
-    [ "${BASH_REMATCH[1]}" -gt 0 ] || fail "no turn was cut: $line"
+    budget_end
+}
+
+@test "a drive budget spent after every drive: $MANY workflows started at once while a request is in flight, each asleep until a time of its own (150 ms apart), all wake and complete (a session parked by a drive of the pass that goes first is driven when its timer puts it back alone)" {
+    local agent name i id now
+    agent=$(rn_agent anthropic claude-test-model)
+    budget_start "$agent"
+    name=$(ds_name wf)
+    rn_workflow "$(jq -nc --arg n "$name" '{name: $n, initialState: {},
+        phases: [{name: "go", steps: [{kind: "sleep", until: "{{input.ms}}"}], transitions: [{to: "done"}]},
+                 {name: "done", terminal: true, steps: [{kind: "update", set: {done: true}}]}]}')"
+    # Every session in one curl: their drives come together, most of them in the
+    # pass of those the last turn put off, and each ends parked until its time,
+    # which comes when no other session is driven.
+    : >"$T/post.cfg"
+    now=$(date +%s%3N)
+    for i in $(seq 1 "$MANY"); do
+        [ "$i" = 1 ] || echo next >>"$T/post.cfg"
+        printf 'url = "%s/v1/sessions"\nheader = "Content-Type: application/json"\ndata-binary = "{\\"workflow\\": \\"%s\\", \\"input\\": {\\"ms\\": %s}}"\noutput = "%s/s-%s.json"\n' \
+            "$DS_URL" "$name" "$((now + 2000 + 150 * i))" "$T" "$i" >>"$T/post.cfg"
+    done
+    curl -fsS --parallel --parallel-max "$MANY" -K "$T/post.cfg"
+    for i in $(seq 1 "$MANY"); do
+        id=$(jq -r .id "$T/s-$i.json")
+        rn_wait "$id" '.status == "completed" and .state.done == true' 30
+    done
+    budget_end
 }
 
 # deltas_with SETTINGS...: a runner with these settings answers one session with the

@@ -299,6 +299,8 @@ rn_wait() {
             echo "--- ${l##*/} (last 15 lines)"
             tail -15 "$l"
         done
+        echo "--- what the runners' logs say of session $1"
+        grep -h "$1" "$DS_DIR/logs/runner.log" "$DS_DIR"/logs/runner-*.log 2>/dev/null | tail -30
     } >&2
     return 1
 }
