@@ -9,8 +9,9 @@
 # loop must wake up for it), is retried and acked while sessions stream. And a runner
 # whose drives stop at their budget after every one (DSTREAM_RUNNER_DRIVE_BUDGET_US=1)
 # still answers every session once, and wakes every sleeping session it parked in the
-# pass of those put off (each alone, at a time of its own); and a commit of few sessions' deltas lets the next
-# go at once (DSTREAM_RUNNER_FLUSH_SMALL), whatever DSTREAM_RUNNER_FLUSH_MS says.
+# pass of those put off (each alone, at a time of its own); and a commit of few
+# sessions' deltas lets the next go at once (DSTREAM_RUNNER_FLUSH_SMALL), whatever
+# DSTREAM_RUNNER_FLUSH_MS says.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
 # deadlines; every load is bounded in count.
@@ -146,14 +147,15 @@ budget_end() {
         phases: [{name: "go", steps: [{kind: "sleep", until: "{{input.ms}}"}], transitions: [{to: "done"}]},
                  {name: "done", terminal: true, steps: [{kind: "update", set: {done: true}}]}]}')"
     # Every session in one curl: their drives come together, most of them in the
-    # pass of those the last turn put off, and each ends parked until its time,
-    # which comes when no other session is driven.
+    # pass of those the last turn put off, and each ends parked until its time (3 s
+    # on, after the last is asleep even on a loaded machine), which comes when no
+    # other session is driven.
     : >"$T/post.cfg"
     now=$(date +%s%3N)
     for i in $(seq 1 "$MANY"); do
         [ "$i" = 1 ] || echo next >>"$T/post.cfg"
         printf 'url = "%s/v1/sessions"\nheader = "Content-Type: application/json"\ndata-binary = "{\\"workflow\\": \\"%s\\", \\"input\\": {\\"ms\\": %s}}"\noutput = "%s/s-%s.json"\n' \
-            "$DS_URL" "$name" "$((now + 2000 + 150 * i))" "$T" "$i" >>"$T/post.cfg"
+            "$DS_URL" "$name" "$((now + 3000 + 150 * i))" "$T" "$i" >>"$T/post.cfg"
     done
     curl -fsS --parallel --parallel-max "$MANY" -K "$T/post.cfg"
     for i in $(seq 1 "$MANY"); do
