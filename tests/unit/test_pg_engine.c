@@ -2246,6 +2246,64 @@ static void test_append_many(void)
     PQfinish(pg);
 }
 
+/* Large values (sql/pg/022_lz4.sql): a group commit's row of stream_changes naming
+ * 300 streams (2.4 KiB of ids) stays whole in its row, not compressed; a message of
+ * 32 KiB and a session's snapshot of 60 KiB are compressed with lz4 and read back
+ * whole. */
+static void test_large_values(void)
+{
+    enum { N = 300 };
+    static char path[N][32];
+    static log_append_req r[N];
+    log_msg m = {"ab", 2};
+    for (int i = 0; i < N; i++) {
+        snprintf(path[i], sizeof path[i], "/lz/%03d", i);
+        CHECK_EQ_INT(test_db_create(conn, path[i]), 0);
+    }
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < N; i++) {
+        r[i].path = path[i];
+        r[i].msgs = &m;
+        r[i].nmsgs = 1;
+    }
+    char *big = malloc(32768);
+    if (!CHECK(big != NULL)) return;
+    for (int i = 0; i < 32768; i++) big[i] = "{\"text\":\"the same words again \"}"[i % 32];
+    log_msg bm = {big, 32768};
+    r[7].msgs = &bm;
+    many_arg a = {r, N};
+    CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
+    PGconn *pg = admin();
+    PGresult *q = PQexec(pg, "SELECT cardinality(ids), pg_column_compression(ids) IS NULL,"
+                             " pg_column_size(ids) > 2400 FROM stream_changes"
+                             " WHERE ids IS NOT NULL ORDER BY xid DESC LIMIT 1");
+    if (CHECK(PQresultStatus(q) == PGRES_TUPLES_OK && PQntuples(q) == 1)) {
+        CHECK_EQ_STR(PQgetvalue(q, 0, 0), "300");
+        CHECK_EQ_STR(PQgetvalue(q, 0, 1), "t");
+        CHECK_EQ_STR(PQgetvalue(q, 0, 2), "t");
+    }
+    PQclear(q);
+    q = PQexec(pg, "SELECT pg_column_compression(m.data), length(m.data), m.data = convert_to(repeat("
+                   "'{\"text\":\"the same words again \"}', 1024), 'UTF8')"
+                   " FROM messages m JOIN streams s ON s.id = m.stream WHERE s.path = '/lz/007'");
+    if (CHECK(PQresultStatus(q) == PGRES_TUPLES_OK && PQntuples(q) == 1)) {
+        CHECK_EQ_STR(PQgetvalue(q, 0, 0), "lz4");
+        CHECK_EQ_STR(PQgetvalue(q, 0, 1), "32768");
+        CHECK_EQ_STR(PQgetvalue(q, 0, 2), "t");
+    }
+    PQclear(q);
+    CHECK(sql_ok(pg, "INSERT INTO snapshots VALUES ('lz-session', 64, 100, repeat('{\"t\":\"a reply\"}', 4096))"));
+    q = PQexec(pg, "SELECT pg_column_compression(view), length(view) FROM snapshots WHERE session = 'lz-session'");
+    if (CHECK(PQresultStatus(q) == PGRES_TUPLES_OK && PQntuples(q) == 1)) {
+        CHECK_EQ_STR(PQgetvalue(q, 0, 0), "lz4");
+        CHECK_EQ_STR(PQgetvalue(q, 0, 1), "61440");
+    }
+    PQclear(q);
+    CHECK(sql_ok(pg, "DELETE FROM snapshots WHERE session = 'lz-session'"));
+    PQfinish(pg);
+    free(big);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -2276,6 +2334,7 @@ int main(void)
     test_trial_rerun();
     test_alone();
     test_append_many();
+    test_large_values();
     test_notify();
     test_row_lock();
     test_group_order();
