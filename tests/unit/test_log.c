@@ -1846,6 +1846,74 @@ static void test_append_many_orders(void)
     }
 }
 
+typedef struct own_seen {
+    int n[3];
+    uint64_t tail[3];           /* the last reported for /own/0, 1, 2 */
+} own_seen;
+
+static void on_own(void *ud, int64_t id, const char *path, uint64_t tail)
+{
+    own_seen *o = ud;
+    (void)id;
+    if (strncmp(path, "/own/", 5) != 0 || path[5] < '0' || path[5] > '2' || path[6]) return;
+    o->n[path[5] - '0']++;
+    o->tail[path[5] - '0'] = tail;
+}
+
+/* log_changes_tails on the connection that made the changes (the runner's look
+ * after its commits, which PostgreSQL answers from what the connection's groups
+ * kept): every stream a batch changed, with its tail; a later change by another
+ * connection comes after, with its own tail; a stream closed by the batch, 0. */
+static void test_changes_own(void)
+{
+    log_cursor rev = LOG_CURSOR_START;
+    char err[256];
+    log_conn_t *other = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(other != NULL)) return;
+    char path[3][16];
+    log_msg m[2] = {{"ab", 2}, {"c", 1}};
+    log_append_req r[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path[i], sizeof path[i], "/own/%d", i);
+        CHECK_EQ_INT(create_plain(path[i]), 0);
+    }
+    own_seen o;
+    memset(&o, 0, sizeof o);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_own, &o), 0);   /* from now on */
+    for (int round = 0; round < 3; round++) {
+        memset(r, 0, sizeof r);
+        for (int i = 0; i < 3; i++) {
+            r[i].path = path[i];
+            r[i].msgs = m;
+            r[i].nmsgs = 2;
+            r[i].close = round == 2 && i == 2;
+        }
+        batch_arg a = {r, 3, 0, 0};
+        CHECK_EQ_INT(log_transact(conn, op_batch, &a), 0);
+        if (round == 1) {       /* another connection appends to /own/1 after it */
+            log_msg one = {"z", 1};
+            log_append_req x;
+            memset(&x, 0, sizeof x);
+            x.path = path[1];
+            x.msgs = &one;
+            x.nmsgs = 1;
+            CHECK_EQ_INT(log_append(other, &x), 0);
+        }
+        if (round == 0) continue;   /* two batches before a look */
+        memset(&o, 0, sizeof o);
+        CHECK_EQ_INT(log_changes_tails(conn, &rev, on_own, &o), 0);
+        for (int i = 0; i < 3; i++) CHECK(o.n[i] >= 1);
+        CHECK_EQ_UINT(o.tail[0], round == 1 ? 4 : 6);
+        CHECK_EQ_UINT(o.tail[1], round == 1 ? 5 : 7);
+        CHECK_EQ_UINT(o.tail[2], round == 1 ? 4 : 0);
+    }
+    memset(&o, 0, sizeof o);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_own, &o), 0);      /* nothing since */
+    CHECK_EQ_INT(o.n[0] + o.n[1] + o.n[2], 0);
+    log_conn_close(other);
+    for (int i = 0; i < 3; i++) log_delete(conn, path[i]);
+}
+
 static void engine_cases(void)
 {
     test_create();
@@ -1865,6 +1933,7 @@ static void engine_cases(void)
     test_sweep_batches();
     test_ctype_and_errors();
     test_append_many();
+    test_changes_own();
 }
 
 int main(void)

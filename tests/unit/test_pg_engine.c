@@ -2304,6 +2304,68 @@ static void test_large_values(void)
     free(big);
 }
 
+typedef struct om_seen {
+    int na, nc;
+    uint64_t tail_a;            /* the last reported for /om/a */
+} om_seen;
+
+static void on_om(void *ud, int64_t id, const char *path, uint64_t tail)
+{
+    om_seen *o = ud;
+    (void)id;
+    if (!strcmp(path, "/om/a")) o->na++, o->tail_a = tail;
+    if (!strcmp(path, "/om/c")) o->nc++;
+}
+
+static int op_create_and_many(log_conn_t *c, void *ud)
+{
+    log_create_req cr;
+    memset(&cr, 0, sizeof cr);
+    cr.path = "/om/c";
+    cr.content_type = "text/plain";
+    cr.ttl_s = cr.expires_ms = -1;
+    int rc = log_tx_create(c, &cr);
+    return rc ? rc : op_many(c, ud);
+}
+
+/* The look through the change cursor on the connection that committed (the
+ * runner's after its commits): a group whose every change was to a row it held is
+ * reported from what the connection kept, its rows of stream_changes not read (a
+ * stream row changed behind the engine's back shows which: its tail is not what
+ * the look reports); a group with another change (a stream created) is read from
+ * the database as before. */
+static void test_changes_own_kept(void)
+{
+    log_msg m = {"x", 1};
+    log_append_req r;
+    CHECK_EQ_INT(test_db_create(conn, "/om/a"), 0);
+    log_cursor rev = LOG_CURSOR_START;
+    om_seen o;
+    memset(&o, 0, sizeof o);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);   /* from now on */
+    memset(&r, 0, sizeof r);
+    r.path = "/om/a";
+    r.msgs = &m;
+    r.nmsgs = 1;
+    many_arg a = {&r, 1};
+    CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
+    PGconn *pg = admin();
+    CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 999 WHERE path = '/om/a'"));
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_UINT(o.tail_a, 1);
+    CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 1 WHERE path = '/om/a'"));
+    memset(&o, 0, sizeof o);
+    CHECK_EQ_INT(log_transact(conn, op_create_and_many, &a), 0);
+    CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 999 WHERE path = '/om/a'"));
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_UINT(o.tail_a, 999);
+    CHECK_EQ_INT(o.nc, 1);
+    CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 2 WHERE path = '/om/a'"));
+    PQfinish(pg);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -2335,6 +2397,7 @@ int main(void)
     test_alone();
     test_append_many();
     test_large_values();
+    test_changes_own_kept();
     test_notify();
     test_row_lock();
     test_group_order();

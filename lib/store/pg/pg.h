@@ -26,9 +26,19 @@
 #define PG_TEXT_OID 25
 #define PG_PENDING_MAX 512      /* a trial's statements sent and not read, at most (pg_flight_kept) */
 #define PG_CHANGED_MAX 512      /* stream ids one group's NOTIFY names before it says "*" */
+#define PG_OWN_MAX 4096         /* stream changes of a connection's groups kept for its next look */
+#define PG_OWN_GROUPS 64        /* ... and their transactions */
 #define PG_TRIM_EVERY 1024      /* a connection's groups between two trims of stream_changes */
 #define PG_TRIM_KEEP 10000      /* transactions of stream_changes kept behind the oldest running */
 #define PG_TRIM_LOCK "7265746169"   /* the trim's advisory lock key */
+
+/* A stream a group of the connection changed, as its change feed's look would
+ * report it (pg_conn.own). */
+typedef struct pg_own {
+    int64_t id;
+    uint64_t tail;              /* 0 for a stream closed */
+    size_t path;                /* at pg_conn.own_paths + path */
+} pg_own;
 
 typedef struct pg_prepared {
     uint64_t hash;              /* of the SQL text */
@@ -73,6 +83,18 @@ typedef struct pg_conn {
     /* The streams the current group changed: named by its one NOTIFY. */
     int nchanged, changed_all;
     int64_t changed[PG_CHANGED_MAX];
+    int changed_unkept;         /* one of them not by a row it holds (pg_changed, not
+                                 * pg_changed_kept): the group's changes are the look's */
+    /* The streams this connection's committed groups changed since its last look
+     * through the change cursor (changes_skip), each group's whole when every
+     * change it made was to a row it held: that look reports them from here and
+     * has the server skip their groups' rows of stream_changes (the runner's look
+     * after each of its commits read back every stream the commit wrote). */
+    int nown, own_cap, nown_xids;
+    pg_own *own;
+    int64_t own_xids[PG_OWN_GROUPS];
+    char *own_paths;
+    size_t own_plen, own_pcap;
     unsigned groups;            /* groups that changed streams (pg_engine.c: the trim's) */
     int op_nchanged, op_changed_all;    /* as they were at op_begin: an undone operation's go */
     /* An operation's savepoint (pg_engine.c) is sent with its first statement, in
@@ -307,8 +329,17 @@ int64_t pg_affected(const PGresult *r);
  * write refused by a read-only server (25006) -> LOG_EDOWN. */
 int pg_error(log_conn_t *c, const PGresult *r);
 
-/* Note that the current group changed stream id (named by the group's NOTIFY). */
+/* Note that the current group changed stream id (named by the group's NOTIFY):
+ * pg_changed_kept when by a row it holds, whose info is the stream's as changed. */
 void pg_changed(log_conn_t *c, int64_t id);
+void pg_changed_kept(log_conn_t *c, int64_t id);
+
+/* pg_feed.c: a group of c committed as transaction xid: the streams it changed
+ * kept for c's next look through the change cursor, when every change it made was
+ * to a row it held (and there is room); else that look finds them in the database. */
+void pg_own_keep(pg_conn *c, int64_t xid);
+/* Forget them (the connection closes). */
+void pg_own_forget(pg_conn *c);
 
 /* Connections of this engine (its conn_open and conn_close), for its own files. */
 log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen);

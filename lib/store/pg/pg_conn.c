@@ -121,6 +121,7 @@ void pg_conn_close(log_conn_t *lc)
     pg_conn *c = pgc(lc);
     forget_prepared(c);
     pg_rows_forget(c);
+    pg_own_forget(c);
     pg_ahead_forget(c);
     free(c->ahead);
     free(c->rows);

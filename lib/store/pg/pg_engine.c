@@ -97,6 +97,7 @@ static int pq_group_begin(log_conn_t *c)
     pg_conn *pc = pgc(c);
     pc->nchanged = 0;
     pc->changed_all = 0;
+    pc->changed_unkept = 0;
     pc->savepoint_due = pc->release_due = pc->savepoint_lost = 0;
     pc->nested = 0;
     pc->trial = c->group_trial;
@@ -290,8 +291,11 @@ static int pq_group_end(log_conn_t *c, int rc)
     /* Committed: this process's waiters are told now, not when the NOTIFY comes
      * back to its LISTEN connection (pg_feed.c). */
     if (xid) pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
+    /* And this connection's next look through the change cursor (pg_feed.c). */
+    if (xid && rc == 0) pg_own_keep(pgc(c), xid);
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
+    pgc(c)->changed_unkept = 0;
     pg_rows_forget(pgc(c));     /* the tails kept back went with the COMMIT, or are undone */
     pgc(c)->trial = pgc(c)->bare = 0;
     pgc(c)->xid = 0;

@@ -100,6 +100,94 @@ static int64_t mono_ms(void)
 
 static int skips(store_feed *f, int64_t *hold);
 
+void pg_own_forget(pg_conn *c)
+{
+    free(c->own);
+    free(c->own_paths);
+    c->own = NULL;
+    c->own_paths = NULL;
+    c->nown = c->own_cap = c->nown_xids = 0;
+    c->own_plen = c->own_pcap = 0;
+}
+
+void pg_own_keep(pg_conn *c, int64_t xid)
+{
+    if (c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
+        c->nown + c->nchanged > PG_OWN_MAX)
+        return;
+    /* Every stream it changed is a row it holds, as it changed it. */
+    int rows[PG_CHANGED_MAX];
+    size_t plen = 0;
+    for (int i = 0; i < c->nchanged; i++) {
+        rows[i] = -1;
+        for (int k = 0; k < c->nrows && rows[i] < 0; k++)
+            if (c->rows[k].info.id == c->changed[i] && !c->rows[k].stale && !c->rows[k].deleted) rows[i] = k;
+        if (rows[i] < 0) return;
+        plen += strlen(c->rows[rows[i]].path) + 1;
+    }
+    if (c->nown + c->nchanged > c->own_cap) {
+        int cap = c->own_cap ? c->own_cap : 256;
+        while (cap < c->nown + c->nchanged) cap *= 2;
+        pg_own *o = realloc(c->own, (size_t)cap * sizeof *o);
+        if (!o) return;
+        c->own = o;
+        c->own_cap = cap;
+    }
+    if (c->own_plen + plen > c->own_pcap) {
+        size_t cap = c->own_pcap ? c->own_pcap : 8192;
+        while (cap < c->own_plen + plen) cap *= 2;
+        char *p = realloc(c->own_paths, cap);
+        if (!p) return;
+        c->own_paths = p;
+        c->own_pcap = cap;
+    }
+    for (int i = 0; i < c->nchanged; i++) {
+        const pg_row *r = &c->rows[rows[i]];
+        size_t n = strlen(r->path) + 1;
+        memcpy(c->own_paths + c->own_plen, r->path, n);
+        c->own[c->nown++] = (pg_own){r->info.id, r->info.closed ? 0 : r->info.tail.seq, c->own_plen};
+        c->own_plen += n;
+    }
+    c->own_xids[c->nown_xids++] = xid;
+}
+
+/* A set of stream ids (ids are above 0), open addressing; v NULL: every add is new. */
+typedef struct id_set {
+    int64_t *v;
+    size_t mask;
+} id_set;
+
+static void id_set_init(id_set *s, int n)
+{
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    s->v = calloc(cap, sizeof *s->v);
+    s->mask = cap - 1;
+}
+
+/* 1 if id was not in s (now it is). */
+static int id_set_add(id_set *s, int64_t id)
+{
+    if (!s->v) return 1;
+    size_t h = (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ull >> 20) & s->mask;
+    while (s->v[h] && s->v[h] != id) h = (h + 1) & s->mask;
+    if (s->v[h] == id) return 0;
+    s->v[h] = id;
+    return 1;
+}
+
+/* The transactions of c's groups kept (pg_own_keep) as an xid8[] literal, "{}"
+ * for none. */
+static void own_xids(const pg_conn *c, char *out, size_t cap)
+{
+    size_t k = 0;
+    out[k++] = '{';
+    for (int i = 0; i < c->nown_xids; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%" PRId64, i ? "," : "", c->own_xids[i]);
+    out[k++] = '}';
+    out[k] = '\0';
+}
+
 /* Rows stamped at or above the cursor's xid, but (f not NULL) those whose xid is
  * in f's skip list, made when the rows have come (skips).
  * *ro (may be NULL) is set when the server is read-only. */
@@ -109,19 +197,25 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
 {
     int rc;
     pg_params p;
-    char from[24];
+    char from[24], mine[PG_OWN_GROUPS * 21 + 3];
+    pg_conn *pc = pgc(c);
     pg_params_init(&p);
     /* From LOG_CURSOR_START: only the position (no row has an xid above 2^62). */
     snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
     pg_text(&p, from);
+    own_xids(pc, mine, sizeof mine);
+    pg_text(&p, mine);
     /* The stream rows that stream_changes names from the cursor on, each by its
      * primary key; or, when one of its rows there names none (NULL: any stream,
      * or what a trim deleted), every stream row stamped from the cursor on, a
-     * scan. The two branches behind one-time filters. */
+     * scan. The two branches behind one-time filters. The rows of this
+     * connection's own groups kept (pg_own_keep) are not read: reported from
+     * here. */
     PGresult *r = pg_run(c,
                          "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x,"
                          " current_setting('transaction_read_only') AS ro),"
-                         " ch AS (SELECT ids FROM stream_changes WHERE xid >= $1::xid8),"
+                         " ch AS (SELECT ids FROM stream_changes WHERE xid >= $1::xid8"
+                         "  AND (ids IS NULL OR xid <> ALL ($2::xid8[]))),"
                          " a AS (SELECT EXISTS (SELECT 1 FROM ch WHERE ids IS NULL) AS scan),"
                          " st AS (SELECT id, path, xid, deleted, closed, tail_seq FROM streams"
                          "  WHERE (SELECT scan FROM a) AND xid >= $1::xid8"
@@ -146,6 +240,11 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
     const int64_t *skip = f ? f->skip : NULL;
     int64_t hold = INT64_MAX;
     int nskip = f ? skips(f, &hold) : 0;
+    /* The ids reported, when this connection's own changes are to follow: each
+     * stream once, at the latest tail (a row here, of a change by another after
+     * them, is as new as theirs or newer). */
+    id_set seen_ids = {NULL, 0};
+    if (pc->nown && cur->v >= 0) id_set_init(&seen_ids, PQntuples(r) + pc->nown);
     for (int i = 0; i < PQntuples(r); i++) {
         if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
         if (pg_null_at(r, i, 1) || cur->v < 0) continue;
@@ -156,8 +255,20 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
         const char *path = pg_text_of(r, i, 2);
         if (tail_fn) tail_fn(ud, pg_int_of(r, i, 1), path ? path : "", (uint64_t)pg_int_of(r, i, 5));
         else fn(ud, pg_int_of(r, i, 1), path ? path : "");
+        id_set_add(&seen_ids, pg_int_of(r, i, 1));
     }
     PQclear(r);
+    /* This connection's own, the latest of each stream first (its tail the newest). */
+    for (int i = pc->nown - 1; i >= 0 && cur->v >= 0; i--) {
+        const pg_own *o = &pc->own[i];
+        if (!id_set_add(&seen_ids, o->id)) continue;
+        const char *path = pc->own_paths + o->path;
+        if (tail_fn) tail_fn(ud, o->id, path, o->tail);
+        else fn(ud, o->id, path);
+    }
+    free(seen_ids.v);
+    pc->nown = pc->nown_xids = 0;
+    pc->own_plen = 0;
     cur->v = next < hold ? next : hold;
     return 0;
 }

@@ -808,6 +808,12 @@ int64_t pg_affected(const PGresult *r)
 
 void pg_changed(log_conn_t *lc, int64_t id)
 {
+    pgc(lc)->changed_unkept = 1;
+    pg_changed_kept(lc, id);
+}
+
+void pg_changed_kept(log_conn_t *lc, int64_t id)
+{
     pg_conn *c = pgc(lc);
     if (c->changed_all) return;
     for (int i = 0; i < c->nchanged; i++)

@@ -859,7 +859,7 @@ static void kept_moved(log_conn_t *c, pg_row *row, const log_info *info, int64_t
     pg_conn *pc = pgc(c);
     pc->due_fill = due_fill;
     pc->due_done = due_done;
-    pg_changed(c, info->id);
+    pg_changed_kept(c, info->id);
     undo_take(pc, row);
     row->info = *info;
     row->info.access_ms = now;
