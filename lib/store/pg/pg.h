@@ -90,6 +90,7 @@ typedef struct pg_conn {
      * change it made was to a row it held: that look reports them from here and
      * has the server skip their groups' rows of stream_changes (the runner's look
      * after each of its commits read back every stream the commit wrote). */
+    int looks;                  /* it has looked (kept only on a connection that does) */
     int nown, own_cap, nown_xids;
     pg_own *own;
     int64_t own_xids[PG_OWN_GROUPS];

@@ -112,7 +112,7 @@ void pg_own_forget(pg_conn *c)
 
 void pg_own_keep(pg_conn *c, int64_t xid)
 {
-    if (c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
+    if (!c->looks || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
         c->nown + c->nchanged > PG_OWN_MAX)
         return;
     /* Every stream it changed is a row it holds, as it changed it. */
@@ -267,6 +267,7 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
         else fn(ud, o->id, path);
     }
     free(seen_ids.v);
+    pc->looks = 1;
     pc->nown = pc->nown_xids = 0;
     pc->own_plen = 0;
     cur->v = next < hold ? next : hold;
