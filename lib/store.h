@@ -152,6 +152,13 @@ typedef struct store_feed_ops {
      * track, e.g. its connection was made again): every waiter should look. An
      * engine may report a path of "" where it knows only the id. */
     int (*changes)(store_feed *f, void (*fn)(void *, int64_t, const char *), void *ud);
+    /* Move past every change since the last report without saying which, once
+     * alone(ud), asked after the feed knows where that is, says that nobody wants
+     * them by id (a process whose waiters all watch every stream: the runner):
+     * 1 if any stream changed, 0 if none; -1 when alone said no (nothing moved: the
+     * caller reports them with changes). NULL: the engine has nothing cheaper than
+     * changes. */
+    int (*skip)(store_feed *f, int (*alone)(void *), void *ud);
     /* The same on a connection, from a cursor of the caller's (log_changes). */
     int (*changes_since)(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
                          void *ud);

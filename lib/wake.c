@@ -57,6 +57,8 @@ struct wake {
     void (*sink)(void *, int64_t);  /* wake_sink */
     void *sink_ud;
     int changed;                /* the last check found changes */
+    int nids;                   /* waiters on one stream (wake_watch), under mu */
+    int sink_watch;             /* streams the sink watches (wake_sink_interest), under mu */
     int nwaiting;               /* waiters registered (atomic) */
     wake_stats st;
 };
@@ -117,14 +119,34 @@ static void wake_id(void *ud, int64_t id, const char *path)
     }
 }
 
+/* Whether nobody wants changes by stream (only waiters on every one): asked by the
+ * feed's skip once it knows where the changes end, so that a waiter that comes
+ * meanwhile (and reads its stream after) is told of every later change. */
+static int alone(void *ud)
+{
+    wake_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    int a = w->nids == 0 && w->sink_watch <= 0 && w->sink == NULL;
+    pthread_mutex_unlock(&w->mu);
+    return a;
+}
+
 /* Look for changes; returns 1 if the database moved. */
 static int check(wake_t *w)
 {
+    const store_feed_ops *feed = w->log->engine->feed;
     __atomic_add_fetch(&w->st.looks, 1, __ATOMIC_RELAXED);
-    if (!w->log->engine->feed->moved(w->feed)) return 0;
+    if (!feed->moved(w->feed)) return 0;
     __atomic_add_fetch(&w->st.checks, 1, __ATOMIC_RELAXED);
     w->changed = 0;
-    w->log->engine->feed->changes(w->feed, wake_id, w);
+    /* Only waiters on every stream: which streams changed need not be read. */
+    int k = feed->skip ? feed->skip(w->feed, alone, w) : -1;
+    if (k >= 0) {
+        w->changed = k;
+        __atomic_add_fetch(&w->st.skips, 1, __ATOMIC_RELAXED);
+    } else {
+        feed->changes(w->feed, wake_id, w);
+    }
     if (w->changed) {
         pthread_mutex_lock(&w->mu);
         for (wake_waiter_t *wt = w->any; wt; wt = wt->next) {
@@ -268,6 +290,7 @@ void wake_watch(wake_waiter_t *wt, int64_t id)
     pthread_mutex_lock(&w->mu);
     wake_waiter_t **head = &w->buckets[(uint64_t)id % WAKE_BUCKETS];
     wt->id = id;
+    w->nids++;
     interest(w, 1);
     wt->prev = NULL;
     wt->next = *head;
@@ -301,6 +324,7 @@ void wake_unwatch(wake_waiter_t *wt)
     else w->buckets[(uint64_t)wt->id % WAKE_BUCKETS] = wt->next;
     if (wt->next) wt->next->prev = wt->prev;
     wt->prev = wt->next = NULL;
+    if (wt->id != WAKE_ANY) w->nids--;
     wt->id = 0;
     interest(w, -1);
     pthread_mutex_unlock(&w->mu);
@@ -325,6 +349,9 @@ void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud)
 
 void wake_sink_interest(wake_t *w, int delta)
 {
+    pthread_mutex_lock(&w->mu);
+    w->sink_watch += delta;
+    pthread_mutex_unlock(&w->mu);
     interest(w, delta);
 }
 
@@ -336,6 +363,7 @@ void wake_get_stats(wake_t *w, wake_stats *st)
     st->looks = __atomic_load_n(&w->st.looks, __ATOMIC_RELAXED);
     st->checks = __atomic_load_n(&w->st.checks, __ATOMIC_RELAXED);
     st->wakeups = __atomic_load_n(&w->st.wakeups, __ATOMIC_RELAXED);
+    st->skips = __atomic_load_n(&w->st.skips, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->mu);
 }
 

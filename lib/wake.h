@@ -17,6 +17,8 @@ typedef struct wake_stats {
                           * data_version): one per event, poke or fallback poll */
     uint64_t checks;     /* change queries run */
     uint64_t wakeups;    /* waiters woken */
+    uint64_t skips;      /* checks that moved past what changed without asking which
+                          * (nobody watched a stream by id: the runner's process) */
 } wake_stats;
 
 typedef struct wake_opts {

@@ -113,6 +113,8 @@ void sq_streams_finalize(sq_conn *c);
 
 /* streams.c: the change feed on a connection (store_feed_ops.changes_since). */
 int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud);
+/* The highest revision of the streams (where a change cursor is once it saw all). */
+int sq_max_rev(log_conn_t *c, int64_t *rev);
 /* The same with each stream's tail (store_feed_ops.changes_tails). */
 int sq_changes_tails(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *, uint64_t), void *ud);
 

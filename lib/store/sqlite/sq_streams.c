@@ -597,6 +597,15 @@ static int changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, c
     return 0;
 }
 
+int sq_max_rev(log_conn_t *c, int64_t *rev)
+{
+    sqlite3_stmt *s = stmt(c, S_MAXREV);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : sq_error(c, rc);
+}
+
 int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
 {
     return changes(c, cur, fn, NULL, ud);
