@@ -340,7 +340,15 @@ void pg_changed_kept(log_conn_t *c, int64_t id);
  * to a row it held (and there is room); else that look finds them in the database. */
 void pg_own_keep(pg_conn *c, int64_t xid);
 /* Forget them (the connection closes). */
-void pg_own_forget(pg_conn *c);
+static inline void pg_own_forget(pg_conn *c)
+{
+    free(c->own);
+    free(c->own_paths);
+    c->own = NULL;
+    c->own_paths = NULL;
+    c->nown = c->own_cap = c->nown_xids = 0;
+    c->own_plen = c->own_pcap = 0;
+}
 
 /* Connections of this engine (its conn_open and conn_close), for its own files. */
 log_conn_t *pg_conn_open(log_t *l, char *err, size_t errlen);

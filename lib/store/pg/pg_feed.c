@@ -100,16 +100,6 @@ static int64_t mono_ms(void)
 
 static int skips(store_feed *f, int64_t *hold);
 
-void pg_own_forget(pg_conn *c)
-{
-    free(c->own);
-    free(c->own_paths);
-    c->own = NULL;
-    c->own_paths = NULL;
-    c->nown = c->own_cap = c->nown_xids = 0;
-    c->own_plen = c->own_pcap = 0;
-}
-
 void pg_own_keep(pg_conn *c, int64_t xid)
 {
     if (!c->looks || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
