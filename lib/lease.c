@@ -94,12 +94,12 @@ int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me)
 }
 
 int lease_tx_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
-                       const lease_id *me, int64_t ttl_ms, const char *const *lock, int *held)
+                       const lease_id *me, int64_t ttl_ms, int *held)
 {
     unsigned k = 0;
     memset(held, 0, n * sizeof *held);
     if (n == 0) return 0;
-    int rc = store_of(c)->leases->held_many(c, session, renew, n, me, ttl_ms, lock, held, &k);
+    int rc = store_of(c)->leases->held_many(c, session, renew, n, me, ttl_ms, held, &k);
     __atomic_add_fetch(&tx_statements, k, __ATOMIC_RELAXED);
     return rc;
 }

@@ -50,15 +50,12 @@ int lease_tx_held(log_conn_t *c, const char *session, const lease_id *me);
  * commit of many), with the same meaning as lease_tx_held for each, and
  * lease_tx_renew for each whose renew[i] is set: held[i] gets 1 if me (owner and
  * instance) holds session[i]'s lease (then renewed until now + ttl_ms when
- * renew[i]), else 0. lock (may be NULL, as may each lock[i]): the stream the
- * caller is about to append to for session[i], locked with the leases for the
- * group's appends when the lease is held (PostgreSQL: in the same statement, so
- * that the appends need none; log_tx_append_many). One statement on PostgreSQL;
- * on SQLite one, or two when some are renewed. Returns 0, or LOG_E* on a database
- * error (held says nothing then). */
+ * renew[i]), else 0. One statement on PostgreSQL; on SQLite one, or two when some
+ * are renewed. Returns 0, or LOG_E* on a database error (held says nothing
+ * then). */
 #define LEASE_TX_HELD_MANY 1
 int lease_tx_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
-                       const lease_id *me, int64_t ttl_ms, const char *const *lock, int *held);
+                       const lease_id *me, int64_t ttl_ms, int *held);
 /* The lease statements made inside transactions by this process so far: one per
  * lease_tx_renew and lease_tx_held (PostgreSQL's renew makes one more, of the
  * owner row), the statements it made per lease_tx_held_many. For the tests and

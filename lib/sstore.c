@@ -50,21 +50,13 @@ static void stream_of(const char *id, char *out, size_t cap)
     /* By hand: every append names its stream (snprintf cost more than the copy). */
     static const char pre[] = "sessions/";
     size_t k = sizeof pre - 1, n = strnlen(id, cap > k ? cap - k - 1 : 0);
-    if (cap <= k) {             /* (never: as snprintf would cut it) */
-        if (cap) {
-            memcpy(out, pre, cap - 1);
-            out[cap - 1] = '\0';
-        }
+    if (cap <= k) {
+        snprintf(out, cap, "sessions/%s", id);
         return;
     }
     memcpy(out, pre, k);
     memcpy(out + k, id, n);
     out[k + n] = '\0';
-}
-
-void sstore_stream_path(const char *id, char *out, size_t cap)
-{
-    stream_of(id, out, cap);
 }
 
 /* ---- replay ------------------------------------------------------------------------- */

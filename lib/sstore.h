@@ -113,9 +113,6 @@ typedef struct sstore_batch {
 } sstore_batch;
 #define SSTORE_TX_APPEND_BATCH 1    /* for bench/src/delta-cost.c, built against trees with and without it */
 
-/* The stream of session id ("sessions/<id>"), into out (cap: SSTORE_ID_MAX + 16). */
-void sstore_stream_path(const char *id, char *out, size_t cap);
-
 /* For use inside log_transact: sstore_tx_append_cached for each of b[0..n) (one
  * session each), with every session's events appended together
  * (log_tx_append_many: on PostgreSQL a few statements for the whole batch instead

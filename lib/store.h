@@ -175,9 +175,9 @@ typedef struct store_leases_ops {
     int (*renew)(log_conn_t *c, const char *session, const lease_id *me, int64_t ttl_ms);
     int (*held)(log_conn_t *c, const char *session, const lease_id *me);
     /* lease_tx_held_many; returns 0 or LOG_E*, and adds the statements it ran to
-     * *nstmts. lock (may be NULL) as lease_tx_held_many's. */
+     * *nstmts. */
     int (*held_many)(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
-                     const lease_id *me, int64_t ttl_ms, const char *const *lock, int *held, unsigned *nstmts);
+                     const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts);
     /* acquire for n sessions (lease_acquire_many), inside a group; NULL: acquire
      * one by one (an engine in process, for which a statement costs no trip). */
     int (*acquire_many)(log_conn_t *c, lease_arg *a, size_t n);

@@ -223,22 +223,13 @@ static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, in
     const char **ids = malloc(room * sizeof *ids);
     unsigned char *renew = malloc(room);
     int *held = malloc(room * sizeof *held);
-    /* The streams the sessions with events append to, locked with the leases
-     * (PostgreSQL: the batch's appends then lock nothing, a round trip fewer). */
-    const char **lock = malloc(room * sizeof *lock);
-    char (*path)[SSTORE_ID_MAX + 16] = malloc(room * sizeof *path);
-    if (!ids || !renew || !held || !lock || !path) abort();
+    if (!ids || !renew || !held) abort();
     for (size_t i = 0; i < a->n; i++) {
         commit_item *it = &a->items[i];
         ids[i] = it->s->id;
         renew[i] = it->renewed = now >= it->s->lease.renew_ms;
-        lock[i] = NULL;
-        if (it->s->nout) {
-            sstore_stream_path(it->s->id, path[i], sizeof path[i]);
-            lock[i] = path[i];
-        }
     }
-    int rc = a->n ? lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, lock, held) : 0;
+    int rc = a->n ? lease_tx_held_many(c, ids, renew, a->n, &a->R->me, a->R->lease_ms, held) : 0;
     /* The held sessions' events in one batch (on PostgreSQL a few statements for
      * all of them), then each one's deferred writes. */
     sstore_batch *b = calloc(a->n ? a->n : 1, sizeof *b);
@@ -265,8 +256,6 @@ static int commit_fast(log_conn_t *c, commit_arg *a, const session_trace *tr, in
     free(ids);
     free(renew);
     free(held);
-    free(lock);
-    free(path);
     if (rc) {
         a->retry = 1;
         return rc < 0 ? rc : LOG_EIO;

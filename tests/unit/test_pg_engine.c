@@ -2366,77 +2366,6 @@ static void test_changes_own_kept(void)
     PQfinish(pg);
 }
 
-typedef struct held_arg {
-    const lease_id *me;
-    int held[2];
-    int nowait_a, nowait_b;     /* another connection's NOWAIT lock of each stream row took it */
-    log_append_req r;
-} held_arg;
-
-static int nowait(const char *path)
-{
-    PGconn *pg = admin();
-    char sql[128];
-    snprintf(sql, sizeof sql, "BEGIN; SELECT 1 FROM streams WHERE path = '%s' FOR UPDATE NOWAIT", path);
-    PGresult *r = PQexec(pg, sql);
-    int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-    PQclear(r);
-    PQfinish(pg);
-    return ok;
-}
-
-static int op_held_append(log_conn_t *c, void *ud)
-{
-    held_arg *a = ud;
-    const char *ids[2] = {"rt-held", "rt-other"};
-    const char *lock[2] = {"/rt/a", "/rt/b"};
-    unsigned char renew[2] = {0, 1};
-    int rc = lease_tx_held_many(c, ids, renew, 2, a->me, 60000, lock, a->held);
-    if (rc) return rc;
-    a->nowait_a = nowait("/rt/a");
-    a->nowait_b = nowait("/rt/b");
-    return log_tx_append_many(c, &a->r, 1, NULL);
-}
-
-/* A runner's commit (runner/outbox.c): the leases of its sessions and the rows of
- * the streams it appends to for those held, in one statement; the appends then
- * lock nothing: two round trips (the leases with the BEGIN, then the inserts, the
- * tail, the NOTIFY and the COMMIT), where the streams' lock was a third. A session
- * not held has its stream left unlocked. */
-static void test_held_and_locked(void)
-{
-    lease_id me = {"rt-runner", "rt-inst-1"}, other = {"rt-other-runner", "rt-inst-2"};
-    int64_t exp = 0;
-    CHECK_EQ_INT(test_db_create(conn, "/rt/a"), 0);
-    CHECK_EQ_INT(test_db_create(conn, "/rt/b"), 0);
-    CHECK_EQ_INT(lease_acquire(conn, "rt-held", &me, 60000, &exp), 1);
-    CHECK_EQ_INT(lease_acquire(conn, "rt-other", &other, 60000, &exp), 1);
-    log_msg m = {"x", 1};
-    for (int round = 0; round < 2; round++) {
-        held_arg a;
-        memset(&a, 0, sizeof a);
-        a.me = &me;
-        a.r.path = "/rt/a";
-        a.r.msgs = &m;
-        a.r.nmsgs = 1;
-        tracer t;
-        size_t mark = 0;
-        if (round) trace_on(&t);    /* the first prepared the statements */
-        CHECK_EQ_INT(log_transact(conn, op_held_append, &a), 0);
-        CHECK_EQ_INT(a.held[0], 1);
-        CHECK_EQ_INT(a.held[1], 0);
-        CHECK_EQ_INT(a.nowait_a, 0);
-        CHECK_EQ_INT(a.nowait_b, 1);
-        CHECK_EQ_UINT(a.r.appended.seq, (uint64_t)round);
-        if (!round) continue;
-        CHECK_EQ_INT(round_trips(&t, &mark), 2);
-        trace_off(&t);
-    }
-    PGconn *pg = admin();
-    row_tail(pg, "/rt/a", 2, 2);
-    PQfinish(pg);
-}
-
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -2469,7 +2398,6 @@ int main(void)
     test_append_many();
     test_large_values();
     test_changes_own_kept();
-    test_held_and_locked();
     test_notify();
     test_row_lock();
     test_group_order();

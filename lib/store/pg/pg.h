@@ -377,14 +377,6 @@ int pg_stale(const log_conn_t *c);
 /* pg_streams.c: lock the stream rows of paths[0..n) (a group's: any order,
  * repeats allowed) in id order, and keep them (pg_conn.rows). 0 or LOG_E*. */
 int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n);
-/* The columns of a stream row locked for the group (path first, the transaction's
- * id last), and the rows of result r whose column col (such a path; NULL: none)
- * starts them, kept as pg_streams_lock keeps its own (for a statement that locks
- * them with something else: pg_leases.c). The number kept. */
-#define PG_INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
-                     "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub, digest"
-#define PG_LOCK_COLS "path, " PG_INFO_COLS ", pg_current_xact_id()::text"
-int pg_streams_kept(log_conn_t *c, const PGresult *r, int col);
 /* pg_streams.c: the operation that ran last rolled back (after its ROLLBACK TO):
  * the rows kept and the tails kept back as they were before it; held: whether
  * the rows held when the operation began and before the ROLLBACK TO (they hold

@@ -194,13 +194,13 @@ static held_ix *ids_find(const ids_room *d, size_t n, const char *id)
  * when any lease is (a data-modifying WITH runs whether read or not). The ids
  * returned are matched to their index through a sorted copy. */
 static int pg_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
-                        const lease_id *me, int64_t ttl_ms, const char *const *lock, int *held, unsigned *nstmts)
+                        const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
 {
     int rc = 0;
     char token[33];
     int have = owner_token(me->owner, token);
     ids_room d;
-    char *arr[4] = {NULL, NULL, NULL, NULL};
+    char *arr[2] = {NULL, NULL};
     PGresult *r = NULL;
     if (ids_alloc(&d, n)) {
         rc = LOG_EIO;
@@ -222,42 +222,16 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
         }
     }
     owner_params(&p, me, ttl_ms, have ? token : NULL);
-    /* $8 the sessions whose streams to lock when held, $9 those streams. */
-    size_t nlock = 0;
-    for (size_t i = 0; lock && i < n; i++) nlock += lock[i] != NULL;
-    for (int a = 0; a < 2 && nlock; a++) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (lock[i]) {
-                d.elem[k] = a ? lock[i] : session[i];
-                d.len[k++] = strlen(a ? lock[i] : session[i]);
-            }
-        if (!(arr[2 + a] = pg_array(&p, PG_TEXT_OID, k, d.elem, d.len))) {
-            rc = LOG_EIO;
-            goto out;
-        }
-    }
-#define HELD_SQL                                                                                          \
-    "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"                             \
-    " WHERE owner = $3::text AND instance = $6::text AND cardinality($2::text[]) > 0"                     \
-    " AND expires_ms < " NOW_MS " + $7::bigint / 2),"                                                     \
-    " w AS (UPDATE leases SET expires_ms = " NOW_MS " + $5::bigint"                                        \
-    " WHERE session = ANY($2::text[]) AND owner = $3::text AND instance = $4::text"                        \
-    " RETURNING session),"                                                                                \
-    " h AS (SELECT session FROM w UNION ALL"                                                              \
-    " SELECT session FROM leases WHERE session = ANY($1::text[])"                                          \
-    " AND owner = $3::text AND instance = $4::text)"
-    /* With streams to lock: those of the sessions held, in id order as the group's
-     * lock takes them (pg_streams_lock), kept for the appends that follow (which
-     * then lock nothing: pg_streams.c), each on its session's row of the result. */
-    r = nlock ? pg_run(c, HELD_SQL ", u AS (SELECT * FROM unnest($8::text[], $9::text[]) AS u(sid, p)),"
-                          " s AS MATERIALIZED (SELECT " PG_LOCK_COLS " FROM streams"
-                          "  WHERE path = ANY (ARRAY(SELECT u.p FROM u JOIN h ON h.session = u.sid))"
-                          "  ORDER BY id FOR UPDATE)"
-                          " SELECT h.session, s.* FROM h LEFT JOIN u ON u.sid = h.session LEFT JOIN s ON s.path = u.p",
-                       &p, 0, &rc)
-              : pg_run(c, HELD_SQL " SELECT session FROM h", &p, 0, &rc);
-#undef HELD_SQL
+    r = pg_run(c, "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
+                  " WHERE owner = $3::text AND instance = $6::text AND cardinality($2::text[]) > 0"
+                  " AND expires_ms < " NOW_MS " + $7::bigint / 2),"
+                  " w AS (UPDATE leases SET expires_ms = " NOW_MS " + $5::bigint"
+                  " WHERE session = ANY($2::text[]) AND owner = $3::text AND instance = $4::text"
+                  " RETURNING session)"
+                  " SELECT session FROM w UNION ALL"
+                  " SELECT session FROM leases WHERE session = ANY($1::text[])"
+                  " AND owner = $3::text AND instance = $4::text",
+               &p, 0, &rc);
     (*nstmts)++;
     if (!r) goto out;
     ids_sort(&d, session, n);
@@ -265,10 +239,10 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
         held_ix *f = ids_find(&d, n, pg_text_of(r, k, 0));
         if (f) held[f->i] = 1;
     }
-    if (nlock) pg_streams_kept(c, r, 1);
 out:
     PQclear(r);
-    for (int a = 0; a < 4; a++) free(arr[a]);
+    free(arr[0]);
+    free(arr[1]);
     ids_free(&d);
     return rc;
 }

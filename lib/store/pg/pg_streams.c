@@ -68,7 +68,8 @@
 #include "../../logrule.h"
 #include "../../timefmt.h"
 
-#define INFO_COLS PG_INFO_COLS
+#define INFO_COLS "id, content_type, json, created_ms, access_ms, ttl_s, expires_ms, closed, " \
+                  "tail_seq, tail_pos, stream_seq, parent, fork_seq, fork_pos, forks, deleted, fork_sub, digest"
 
 #define READ_PAGE 4096          /* messages a statement of a read looks at, at most (scan) */
 #define READ_BYTES (4 << 20)    /* bytes a statement of a read fetches, at most (and one message) */
@@ -379,20 +380,6 @@ void pg_streams_op_undone(log_conn_t *c, int held)
     if (held) pc->rows_at = pc->nstmts;
 }
 
-int pg_streams_kept(log_conn_t *c, const PGresult *r, int col)
-{
-    int kept = 0;
-    for (int i = 0; r && i < PQntuples(r); i++) {
-        if (pg_null_at(r, i, col)) continue;
-        log_info info;
-        int deleted;
-        row_info(r, i, col + 1, &info, &deleted);
-        row_keep(c, kept > 0, pg_text_of(r, i, col), &info, deleted);
-        if (!kept++ && pgc(c)->in_group) pgc(c)->xid = pg_int_of(r, i, col + 1 + INFO_NCOLS);
-    }
-    return kept;
-}
-
 int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
 {
     /* The paths go as one text[] literal (every element quoted, " and \ escaped),
@@ -420,10 +407,17 @@ int pg_streams_lock(log_conn_t *c, const char *const *paths, size_t n)
     pg_text(&p, arr);
     /* With the transaction's id (pg_conn.xid): its NOTIFY and COMMIT can then go
      * in one round trip (pg_engine.c). */
-    PGresult *r = pg_run(c, "SELECT " PG_LOCK_COLS " FROM streams WHERE path = ANY($1::text[]) ORDER BY id FOR UPDATE",
+    PGresult *r = pg_run(c, "SELECT path, " INFO_COLS ", pg_current_xact_id()::text FROM streams"
+                            " WHERE path = ANY($1::text[]) ORDER BY id FOR UPDATE",
                          &p, 0, &rc);
     free(arr);
-    pg_streams_kept(c, r, 0);
+    if (r && PQntuples(r) > 0 && pgc(c)->in_group) pgc(c)->xid = pg_int_of(r, 0, PQnfields(r) - 1);
+    for (int i = 0; r && i < PQntuples(r); i++) {
+        log_info info;
+        int deleted;
+        row_info(r, i, 1, &info, &deleted);
+        row_keep(c, i > 0, pg_text_of(r, i, 0), &info, deleted);
+    }
     PQclear(r);
     return rc;
 }
@@ -1268,11 +1262,7 @@ static int op_append_many(log_conn_t *c, log_append_req *r, size_t n, size_t *fa
     int rc = 0;
     memset(&b, 0, sizeof b);
     *failed = 0;
-    /* Every row already held, locked by this group's last statement (the leases'
-     * of a runner's commit: pg_leases.c): no statement. */
-    int held = !pc->nested && rows_held(c);
-    for (size_t i = 0; i < n && held; i++) held = row_of(pc, r[i].path) >= 0;
-    if (!pc->nested && !held) {
+    if (!pc->nested) {
         const char **paths = calloc(n ? n : 1, sizeof *paths);
         if (!paths) return LOG_EIO;
         for (size_t i = 0; i < n; i++) paths[i] = r[i].path;

@@ -98,9 +98,8 @@ static int ids_json(buf_t *b, const char *const *session, const unsigned char *r
  * keeps every other runner out between the two). The sessions are a JSON array
  * read by json_each; key is its index. */
 static int sq_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
-                        const lease_id *me, int64_t ttl_ms, const char *const *lock, int *held, unsigned *nstmts)
+                        const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
 {
-    (void)lock;                 /* one writer: the transaction holds every stream */
     sqlite3_stmt *st = NULL;
     buf_t b;
     int rc = 0, any = 0;
