@@ -58,7 +58,6 @@ struct wake {
     void *sink_ud;
     int changed;                /* the last check found changes */
     int nids;                   /* waiters on one stream (wake_watch), under mu */
-    int sink_watch;             /* streams the sink watches (wake_sink_interest), under mu */
     int nwaiting;               /* waiters registered (atomic) */
     wake_stats st;
 };
@@ -126,7 +125,7 @@ static int alone(void *ud)
 {
     wake_t *w = ud;
     pthread_mutex_lock(&w->mu);
-    int a = w->nids == 0 && w->sink_watch <= 0 && w->sink == NULL;
+    int a = w->nids == 0 && w->sink == NULL;
     pthread_mutex_unlock(&w->mu);
     return a;
 }
@@ -349,9 +348,6 @@ void wake_sink(wake_t *w, void (*fn)(void *ud, int64_t id), void *ud)
 
 void wake_sink_interest(wake_t *w, int delta)
 {
-    pthread_mutex_lock(&w->mu);
-    w->sink_watch += delta;
-    pthread_mutex_unlock(&w->mu);
     interest(w, delta);
 }
 

@@ -100,21 +100,59 @@ static int64_t mono_ms(void)
 
 static int skips(store_feed *f, int64_t *hold);
 
+/* A set of stream ids (ids are above 0), open addressing; v NULL: every add is new. */
+typedef struct id_set {
+    int64_t *v;
+    size_t mask;
+} id_set;
+
+static void id_set_init(id_set *s, int n)
+{
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    s->v = calloc(cap, sizeof *s->v);
+    s->mask = cap - 1;
+}
+
+/* Where id is in s, or the empty slot where it would go. */
+static size_t id_set_slot(const id_set *s, int64_t id)
+{
+    size_t h = (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ull >> 20) & s->mask;
+    while (s->v[h] && s->v[h] != id) h = (h + 1) & s->mask;
+    return h;
+}
+
+/* 1 if id was not in s (now it is). */
+static int id_set_add(id_set *s, int64_t id)
+{
+    if (!s->v) return 1;
+    size_t h = id_set_slot(s, id);
+    if (s->v[h] == id) return 0;
+    s->v[h] = id;
+    return 1;
+}
+
 void pg_own_keep(pg_conn *c, int64_t xid)
 {
     if (!c->looks || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
         c->nown + c->nchanged > PG_OWN_MAX)
         return;
-    /* Every stream it changed is a row it holds, as it changed it. */
-    int rows[PG_CHANGED_MAX];
+    /* Every stream it changed is a row it holds, as it changed it (the rows, one
+     * a stream, found through a set of the ids changed). */
+    int rows[PG_CHANGED_MAX], n = 0;
     size_t plen = 0;
-    for (int i = 0; i < c->nchanged; i++) {
-        rows[i] = -1;
-        for (int k = 0; k < c->nrows && rows[i] < 0; k++)
-            if (c->rows[k].info.id == c->changed[i] && !c->rows[k].stale && !c->rows[k].deleted) rows[i] = k;
-        if (rows[i] < 0) return;
-        plen += strlen(c->rows[rows[i]].path) + 1;
+    id_set changed;
+    id_set_init(&changed, c->nchanged);
+    if (!changed.v) return;
+    for (int i = 0; i < c->nchanged; i++) id_set_add(&changed, c->changed[i]);
+    for (int k = 0; k < c->nrows && n <= c->nchanged; k++) {
+        const pg_row *r = &c->rows[k];
+        if (changed.v[id_set_slot(&changed, r->info.id)] != r->info.id) continue;
+        if (r->stale || r->deleted || n == c->nchanged) n = c->nchanged + 1;   /* not as it changed it */
+        else rows[n++] = k, plen += strlen(r->path) + 1;
     }
+    free(changed.v);
+    if (n != c->nchanged) return;
     if (c->nown + c->nchanged > c->own_cap) {
         int cap = c->own_cap ? c->own_cap : 256;
         while (cap < c->nown + c->nchanged) cap *= 2;
@@ -133,37 +171,12 @@ void pg_own_keep(pg_conn *c, int64_t xid)
     }
     for (int i = 0; i < c->nchanged; i++) {
         const pg_row *r = &c->rows[rows[i]];
-        size_t n = strlen(r->path) + 1;
-        memcpy(c->own_paths + c->own_plen, r->path, n);
+        size_t len = strlen(r->path) + 1;
+        memcpy(c->own_paths + c->own_plen, r->path, len);
         c->own[c->nown++] = (pg_own){r->info.id, r->info.closed ? 0 : r->info.tail.seq, c->own_plen};
-        c->own_plen += n;
+        c->own_plen += len;
     }
     c->own_xids[c->nown_xids++] = xid;
-}
-
-/* A set of stream ids (ids are above 0), open addressing; v NULL: every add is new. */
-typedef struct id_set {
-    int64_t *v;
-    size_t mask;
-} id_set;
-
-static void id_set_init(id_set *s, int n)
-{
-    size_t cap = 16;
-    while (cap < (size_t)n * 2) cap *= 2;
-    s->v = calloc(cap, sizeof *s->v);
-    s->mask = cap - 1;
-}
-
-/* 1 if id was not in s (now it is). */
-static int id_set_add(id_set *s, int64_t id)
-{
-    if (!s->v) return 1;
-    size_t h = (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ull >> 20) & s->mask;
-    while (s->v[h] && s->v[h] != id) h = (h + 1) & s->mask;
-    if (s->v[h] == id) return 0;
-    s->v[h] = id;
-    return 1;
 }
 
 /* The transactions of c's groups kept (pg_own_keep) as an xid8[] literal, "{}"

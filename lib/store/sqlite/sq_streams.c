@@ -557,28 +557,28 @@ static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
     return rc;
 }
 
+int sq_max_rev(log_conn_t *c, int64_t *rev)
+{
+    sqlite3_stmt *s = stmt(c, S_MAXREV);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : sq_error(c, rc);
+}
+
 /* The change feed on a connection: streams whose revision is above the cursor's,
  * fn for each (or, if set, tail_fn with its tail: 0 for one deleted or closed). */
 static int changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
                    void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud)
 {
-    int64_t *rev = &cur->v;
+    int64_t *rev = &cur->v, top;
     int rc;
     sqlite3_stmt *s;
-    if (*rev < 0) {
-        s = stmt(c, S_MAXREV);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-        return rc == SQLITE_ROW ? 0 : sq_error(c, rc);
-    }
+    if (*rev < 0) return sq_max_rev(c, rev);
     /* The counter went back (the last stream was removed): every stream is new
      * to this watcher. */
-    s = stmt(c, S_MAXREV);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) < *rev) *rev = 0;
-    sqlite3_reset(s);
-    if (rc != SQLITE_ROW) return sq_error(c, rc);
+    if ((rc = sq_max_rev(c, &top))) return rc;
+    if (top < *rev) *rev = 0;
     int n = 0;
     do {
         s = stmt(c, S_CHANGES);
@@ -595,15 +595,6 @@ static int changes(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, c
         if (rc != SQLITE_DONE) return sq_error(c, rc);
     } while (n == 1000);
     return 0;
-}
-
-int sq_max_rev(log_conn_t *c, int64_t *rev)
-{
-    sqlite3_stmt *s = stmt(c, S_MAXREV);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) *rev = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : sq_error(c, rc);
 }
 
 int sq_changes_since(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *), void *ud)
