@@ -2366,6 +2366,150 @@ static void test_changes_own_kept(void)
     PQfinish(pg);
 }
 
+static void ignore_reported(void *ud, int64_t id, const char *path)
+{
+    (void)ud, (void)id, (void)path;
+}
+
+typedef struct lk_seen {
+    int na, nb;
+    uint64_t tail_a;
+} lk_seen;
+
+static void on_lk(void *ud, int64_t id, const char *path, uint64_t tail)
+{
+    lk_seen *o = ud;
+    (void)id;
+    if (!strcmp(path, "/lk/a")) o->na++, o->tail_a = tail;
+    if (!strcmp(path, "/lk/b")) o->nb++;
+}
+
+/* One look: how many of its kind so far (answered from memory: kept). */
+static void look_once(pg_conn *pc, log_cursor *rev, lk_seen *o, unsigned *kept)
+{
+    memset(o, 0, sizeof *o);
+    CHECK_EQ_INT(log_changes_tails(conn, rev, on_lk, o), 0);
+    *kept = pc->looks_kept;
+}
+
+/* A look answered from memory alone (pg_feed.c look_kept): while a feed of the
+ * log listens and every change the process noted since the connection's last look
+ * in the database was its own group kept. A change by another connection of the
+ * process, another host's (once its NOTIFY is read), the LISTEN connection lost,
+ * or a second since the last look in the database: the next look is in the
+ * database, and reports it. */
+static void test_look_kept(void)
+{
+    char err[256];
+    log_msg m = {"x", 1};
+    log_append_req r;
+    log_info a, b;
+    CHECK_EQ_INT(test_db_create(conn, "/lk/a"), 0);
+    CHECK_EQ_INT(test_db_create(conn, "/lk/b"), 0);
+    CHECK_EQ_INT(log_head(conn, "/lk/a", &a), 0);
+    CHECK_EQ_INT(log_head(conn, "/lk/b", &b), 0);
+    pg_conn *pc = pgc(conn);
+    memset(&r, 0, sizeof r);
+    r.path = "/lk/a";
+    r.msgs = &m;
+    r.nmsgs = 1;
+    many_arg ma = {&r, 1};
+    log_cursor rev = LOG_CURSOR_START;
+    lk_seen o;
+    unsigned k0, k;
+    look_once(pc, &rev, &o, &k0);
+    /* No feed listens: in the database, each time. */
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_UINT(o.tail_a, a.tail.seq + 1);
+
+    const store_feed_ops *fo = lg->engine->feed;
+    store_feed *f = fo->open(lg, err, sizeof err);
+    log_conn_t *c2 = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(f && c2)) goto out;
+    /* Its LISTEN came after the last look: the next is in the database. */
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_UINT(o.tail_a, a.tail.seq + 2);
+    /* Its own groups since: from memory, each stream once at its newest tail. */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+        CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+        look_once(pc, &rev, &o, &k);
+        CHECK_EQ_UINT(k, k0 + 1 + (unsigned)i);
+        CHECK_EQ_INT(o.na, 1);
+        CHECK_EQ_UINT(o.tail_a, a.tail.seq + 4 + 2 * (uint64_t)i);
+    }
+    look_once(pc, &rev, &o, &k0);       /* nothing since: from memory, nothing */
+    CHECK_EQ_INT(o.na + o.nb, 0);
+    /* Another connection of this process: in the database, once. */
+    CHECK_EQ_INT(test_db_append(c2, "/lk/b", "y"), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK_EQ_INT(o.nb, 1);
+    CHECK_EQ_INT(o.na, 0);
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0 + 1);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_INT(o.nb, 0);
+    k0 = k;
+    /* Another host's (by hand, as its group leaves it): until the feed has read its
+     * NOTIFY, a look is one made before it came; once read, the next look is in
+     * the database and finds it; the groups kept meanwhile are not reported twice. */
+    int64_t xid;
+    PGconn *pg = hand_begin(&xid);
+    char sql[128];
+    snprintf(sql, sizeof sql, "NOTIFY dstream, '%lld:%lld'", (long long)xid, (long long)b.id);
+    CHECK(xid > 0 && hand_change(pg, b.id, 0) && sql_ok(pg, sql) && sql_ok(pg, "COMMIT"));
+    PQfinish(pg);
+    CHECK(readable(fo->fd(f), WAIT_MS));
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0 + 1);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_INT(o.nb, 0);
+    fo->event(f);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0 + 1);
+    CHECK_EQ_INT(o.nb, 1);
+    CHECK_EQ_INT(o.na, 0);
+    k0 = k;
+    /* A second after the last look in the database: there again. */
+    sleep_ms(1100);
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK_EQ_INT(o.na, 1);
+    /* The LISTEN connection lost: in the database until it listens again. */
+    CHECK(kill_others());
+    /* (its server's last words, then the end: read until the feed goes quiet) */
+    for (int i = 0; i < 20 && readable(fo->fd(f), 200); i++) fo->event(f);
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK_EQ_INT(o.na, 1);
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);
+    CHECK(fo->moved(f));
+    CHECK_EQ_INT(fo->changes(f, ignore_reported, NULL), 0);  /* listens again */
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0);               /* (what came while nobody listened) */
+    CHECK_EQ_INT(log_transact(conn, op_many, &ma), 0);
+    look_once(pc, &rev, &o, &k);
+    CHECK_EQ_UINT(k, k0 + 1);
+    CHECK_EQ_INT(o.na, 1);
+out:
+    log_conn_close(c2);
+    if (f) fo->close(f);
+}
+
 static void size_of(void *ud, const char *what, int64_t bytes)
 {
     if (strcmp(what, "db") == 0) *(int64_t *)ud = bytes;
@@ -2398,6 +2542,7 @@ int main(void)
     test_append_many();
     test_large_values();
     test_changes_own_kept();
+    test_look_kept();
     test_notify();
     test_row_lock();
     test_group_order();

@@ -91,6 +91,12 @@ typedef struct pg_conn {
      * has the server skip their groups' rows of stream_changes (the runner's look
      * after each of its commits read back every stream the commit wrote). */
     int looks;                  /* it has looked (kept only on a connection that does) */
+    /* A look answered from here alone (pg_feed.c, look_kept): none while the
+     * process noted a change (pg_changes_note) other than this connection's own
+     * groups kept since its last look in the database, when it was. */
+    uint64_t look_noted, own_noted;
+    int64_t look_ms;
+    unsigned looks_kept;        /* looks answered so (tests) */
     int nown, own_cap, nown_xids;
     pg_own *own;
     int64_t own_xids[PG_OWN_GROUPS];
@@ -337,8 +343,13 @@ void pg_changed_kept(log_conn_t *c, int64_t id);
 
 /* pg_feed.c: a group of c committed as transaction xid: the streams it changed
  * kept for c's next look through the change cursor, when every change it made was
- * to a row it held (and there is room); else that look finds them in the database. */
-void pg_own_keep(pg_conn *c, int64_t xid);
+ * to a row it held (and there is room): 1; else that look finds them in the
+ * database: 0. */
+int pg_own_keep(pg_conn *c, int64_t xid);
+/* A group that changed streams is over (committed or not, kept by c or not): the
+ * process's looks answered from memory stop until each connection has looked in
+ * the database again, but for c's after its own group kept. */
+void pg_changes_note(pg_conn *c, int kept);
 /* Forget them (the connection closes). */
 static inline void pg_own_forget(pg_conn *c)
 {

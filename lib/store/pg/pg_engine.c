@@ -288,11 +288,13 @@ static int pq_group_end(log_conn_t *c, int rc)
     else if (sent) pg_simple(c, "ROLLBACK");
     pgc(c)->begin_due = NULL;
     pgc(c)->in_group = 0;
+    /* This connection's next look through the change cursor (pg_feed.c), and the
+     * others' looks, which this change sends to the database; before anyone is
+     * told of it. */
+    if (xid) pg_changes_note(pgc(c), rc == 0 && pg_own_keep(pgc(c), xid));
     /* Committed: this process's waiters are told now, not when the NOTIFY comes
      * back to its LISTEN connection (pg_feed.c). */
     if (xid) pg_feed_committed(c->log, xid, rc == 0, pgc(c)->changed, pgc(c)->nchanged, pgc(c)->changed_all);
-    /* And this connection's next look through the change cursor (pg_feed.c). */
-    if (xid && rc == 0) pg_own_keep(pgc(c), xid);
     pgc(c)->nchanged = 0;
     pgc(c)->changed_all = 0;
     pgc(c)->changed_unkept = 0;

@@ -35,6 +35,19 @@
  * trip through the server's notification queue and LISTEN connection sooner,
  * and once. Other processes and hosts learn it by the NOTIFY as before.
  *
+ * A connection that looks through the cursor itself (the runner's, after each of
+ * its commits) keeps what its own groups changed when every change was to a row
+ * the group held (pg_own_keep): its next look reports those from memory and has
+ * the server skip their rows. While a feed of the log listens, and every change
+ * the process noted since that connection's last look in the database was such a
+ * group of its own, the look needs no statement at all (look_kept): a change by
+ * anyone else is noted before anyone is told of it (another connection's group at
+ * its end, another host's when its NOTIFY is read, a LISTEN connection lost or
+ * made again), and whoever looks after that looks in the database, from its cursor
+ * (which a look from memory leaves where it was), so that a change committed
+ * before its NOTIFY was read is reported by the look its NOTIFY causes; and at
+ * least once a second.
+ *
  * Switchover: a primary fenced read-only (default_transaction_read_only, before a
  * standby is promoted) keeps its connections but no longer sees the streams'
  * writes. The look through the cursor notices (transaction_read_only is on), and
@@ -85,11 +98,39 @@ struct store_feed {
     int64_t pending[FEED_OWN_MAX];  /* expected, not yet committed: reported by pg_feed_committed */
     int64_t skip[FEED_XIDS_MAX + FEED_LOCAL_MAX + FEED_OWN_MAX];    /* the look's (skips) */
     store_feed *next_feed;          /* in feeds */
+    int up;                         /* listening (atomic: look_kept asks from other threads) */
 };
 
 /* Every open feed of the process (pg_feed_committed finds those of its log). */
 static pthread_mutex_t feeds_mu = PTHREAD_MUTEX_INITIALIZER;
 static store_feed *feeds;
+
+/* Changes to streams the process learned of (atomic): its groups' commits, and
+ * its feeds' NOTIFYs of others' and their LISTEN connections lost and made again
+ * (look_kept). */
+static uint64_t changes_noted;
+
+static void noted(void)
+{
+    __atomic_add_fetch(&changes_noted, 1, __ATOMIC_SEQ_CST);
+}
+
+void pg_changes_note(pg_conn *c, int kept)
+{
+    noted();
+    if (kept) c->own_noted++;
+}
+
+/* Whether a feed of l listens: every change by anyone else reaches it (noted). */
+static int listened(const log_t *l)
+{
+    int up = 0;
+    pthread_mutex_lock(&feeds_mu);
+    for (store_feed *f = feeds; f && !up; f = f->next_feed)
+        up = f->log == l && __atomic_load_n(&f->up, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&feeds_mu);
+    return up;
+}
 
 static int64_t mono_ms(void)
 {
@@ -132,18 +173,18 @@ static int id_set_add(id_set *s, int64_t id)
     return 1;
 }
 
-void pg_own_keep(pg_conn *c, int64_t xid)
+int pg_own_keep(pg_conn *c, int64_t xid)
 {
     if (!c->looks || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
         c->nown + c->nchanged > PG_OWN_MAX)
-        return;
+        return 0;
     /* Every stream it changed is a row it holds, as it changed it (the rows, one
      * a stream, found through a set of the ids changed). */
     int rows[PG_CHANGED_MAX], n = 0;
     size_t plen = 0;
     id_set changed;
     id_set_init(&changed, c->nchanged);
-    if (!changed.v) return;
+    if (!changed.v) return 0;
     for (int i = 0; i < c->nchanged; i++) id_set_add(&changed, c->changed[i]);
     for (int k = 0; k < c->nrows && n <= c->nchanged; k++) {
         const pg_row *r = &c->rows[k];
@@ -152,12 +193,12 @@ void pg_own_keep(pg_conn *c, int64_t xid)
         else rows[n++] = k, plen += strlen(r->path) + 1;
     }
     free(changed.v);
-    if (n != c->nchanged) return;
+    if (n != c->nchanged) return 0;
     if (c->nown + c->nchanged > c->own_cap) {
         int cap = c->own_cap ? c->own_cap : 256;
         while (cap < c->nown + c->nchanged) cap *= 2;
         pg_own *o = realloc(c->own, (size_t)cap * sizeof *o);
-        if (!o) return;
+        if (!o) return 0;
         c->own = o;
         c->own_cap = cap;
     }
@@ -165,7 +206,7 @@ void pg_own_keep(pg_conn *c, int64_t xid)
         size_t cap = c->own_pcap ? c->own_pcap : 8192;
         while (cap < c->own_plen + plen) cap *= 2;
         char *p = realloc(c->own_paths, cap);
-        if (!p) return;
+        if (!p) return 0;
         c->own_paths = p;
         c->own_pcap = cap;
     }
@@ -177,6 +218,7 @@ void pg_own_keep(pg_conn *c, int64_t xid)
         c->own_plen += len;
     }
     c->own_xids[c->nown_xids++] = xid;
+    return 1;
 }
 
 /* The transactions of c's groups kept (pg_own_keep) as an xid8[] literal, "{}"
@@ -191,6 +233,46 @@ static void own_xids(const pg_conn *c, char *out, size_t cap)
     out[k] = '\0';
 }
 
+/* This connection's own changes kept, the latest of each stream first (its tail
+ * the newest), but those of streams in seen (NULL set: none); then forgotten (their
+ * transactions stay, skipped by the next look in the database). */
+static void own_report(pg_conn *pc, id_set *seen, void (*fn)(void *, int64_t, const char *),
+                       void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud)
+{
+    for (int i = pc->nown - 1; i >= 0; i--) {
+        const pg_own *o = &pc->own[i];
+        if (!id_set_add(seen, o->id)) continue;
+        const char *path = pc->own_paths + o->path;
+        if (tail_fn) tail_fn(ud, o->id, path, o->tail);
+        else fn(ud, o->id, path);
+    }
+    pc->nown = 0;
+    pc->own_plen = 0;
+}
+
+/* A look answered from memory alone: the changes the process noted since c's last
+ * look in the database were all c's own groups kept, a feed of its log listened
+ * meanwhile (a change by anyone else, another connection of the process included,
+ * is noted before its waiters are told, and whoever looks after that looks in the
+ * database), and that look is less than the backstop's period old. Its cursor
+ * stays; the next look in the database skips the groups reported here. The
+ * runner's look after each of its commits was a statement that found nothing but
+ * its own writes. 1 if answered. */
+static int look_kept(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t, const char *),
+                     void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud)
+{
+    pg_conn *pc = pgc(c);
+    if (!pc->looks || cur->v < 0 || mono_ms() - pc->look_ms >= FEED_BACKSTOP_MS) return 0;
+    if (__atomic_load_n(&changes_noted, __ATOMIC_SEQ_CST) - pc->look_noted != pc->own_noted) return 0;
+    if (!listened(c->log)) return 0;
+    id_set seen = {NULL, 0};
+    if (pc->nown > 1) id_set_init(&seen, pc->nown);
+    own_report(pc, &seen, fn, tail_fn, ud);
+    free(seen.v);
+    pc->looks_kept++;
+    return 1;
+}
+
 /* Rows stamped at or above the cursor's xid, but (f not NULL) those whose xid is
  * in f's skip list, made when the rows have come (skips).
  * *ro (may be NULL) is set when the server is read-only. */
@@ -202,6 +284,9 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
     pg_params p;
     char from[24], mine[PG_OWN_GROUPS * 21 + 3];
     pg_conn *pc = pgc(c);
+    if (!f && look_kept(c, cur, fn, tail_fn, ud)) return 0;
+    /* What is noted from here on, the statement's snapshot may not have seen. */
+    uint64_t noted_now = __atomic_load_n(&changes_noted, __ATOMIC_SEQ_CST);
     pg_params_init(&p);
     /* From LOG_CURSOR_START: only the position (no row has an xid above 2^62). */
     snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
@@ -261,18 +346,15 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
         id_set_add(&seen_ids, pg_int_of(r, i, 1));
     }
     PQclear(r);
-    /* This connection's own, the latest of each stream first (its tail the newest). */
-    for (int i = pc->nown - 1; i >= 0 && cur->v >= 0; i--) {
-        const pg_own *o = &pc->own[i];
-        if (!id_set_add(&seen_ids, o->id)) continue;
-        const char *path = pc->own_paths + o->path;
-        if (tail_fn) tail_fn(ud, o->id, path, o->tail);
-        else fn(ud, o->id, path);
-    }
+    /* This connection's own (none before a cursor's first position). */
+    if (cur->v < 0) pc->nown = 0;
+    own_report(pc, &seen_ids, fn, tail_fn, ud);
     free(seen_ids.v);
     pc->looks = 1;
-    pc->nown = pc->nown_xids = 0;
-    pc->own_plen = 0;
+    pc->nown_xids = 0;
+    pc->look_noted = noted_now;
+    pc->own_noted = 0;
+    pc->look_ms = mono_ms();
     cur->v = next < hold ? next : hold;
     return 0;
 }
@@ -299,13 +381,28 @@ static int listen_on(store_feed *f)
         PGresult *r = PQexec(f->listen, "LISTEN dstream");
         int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
         PQclear(r);
-        if (ok && PQsetnonblocking(f->listen, 1) == 0 && dup2(PQsocket(f->listen), f->fd) >= 0) return 0;
+        if (ok && PQsetnonblocking(f->listen, 1) == 0 && dup2(PQsocket(f->listen), f->fd) >= 0) {
+            /* What others committed while nobody listened: in the database. */
+            noted();
+            __atomic_store_n(&f->up, 1, __ATOMIC_SEQ_CST);
+            return 0;
+        }
         PQfinish(f->listen);
         f->listen = NULL;
     }
     /* Not connected: the descriptor stays quiet; the backstop tries again. */
     dup2(f->quiet[0], f->fd);
     return -1;
+}
+
+/* The LISTEN connection is lost (or its server fenced): until it listens again,
+ * no look is answered from memory. */
+static void feed_lost(store_feed *f)
+{
+    __atomic_store_n(&f->up, 0, __ATOMIC_SEQ_CST);
+    noted();
+    f->lost = 1;
+    dup2(f->quiet[0], f->fd);
 }
 
 static void feed_close(store_feed *f)
@@ -393,6 +490,7 @@ static void take_payload(store_feed *f, const char *s)
     char *end;
     long long xid = strtoll(s, &end, 10);
     if (end == s || *end != ':') {      /* not ours: look through the cursor */
+        noted();
         f->all = 1;
         return;
     }
@@ -407,6 +505,7 @@ static void take_payload(store_feed *f, const char *s)
         }
     pthread_mutex_unlock(&f->mu);
     if (own) return;
+    noted();            /* another's: every connection's next look is in the database */
     if (!strcmp(s, "*")) {
         f->all = 1;
         return;
@@ -430,8 +529,7 @@ static void take_payload(store_feed *f, const char *s)
 static int drain(store_feed *f)
 {
     if (!f->listen || !PQconsumeInput(f->listen) || PQstatus(f->listen) != CONNECTION_OK) {
-        f->lost = 1;
-        dup2(f->quiet[0], f->fd);   /* a dead socket reads as ready for ever */
+        feed_lost(f);               /* (a dead socket reads as ready for ever: quiet) */
         return 1;
     }
     int got = 0;
@@ -573,8 +671,7 @@ static int feed_changes(store_feed *f, void (*fn)(void *, int64_t, const char *)
         /* Fenced for a switchover: its NOTIFYs have stopped, the new primary's never
          * come here. Listen again (the target's read-write host, when it has one)
          * and wake every waiter then. */
-        f->lost = 1;
-        dup2(f->quiet[0], f->fd);
+        feed_lost(f);
         pg_stale_all();         /* and every connection of the process reads there too */
     }
     return rc;
