@@ -75,6 +75,18 @@ void outbox_defer(sess_t *s, int (*tx)(log_conn_t *c, const char *sid, void *ud)
     *pp = w;
 }
 
+int64_t outbox_gap(const outbox_pace *p, int64_t batch, int failed)
+{
+    if (failed || p->small == 0) return p->max_ms;
+    if (batch < p->small) return 0;
+    /* The commit's own cost is the same for few sessions' deltas as for many
+     * (SQLite's sync, a round trip): a gap as long as the last batch was large
+     * shares it out under load, and is short where the sessions are few. */
+    int64_t us = batch > INT64_MAX / (p->per_session_us + 1) ? INT64_MAX : batch * p->per_session_us;
+    int64_t ms = us / 1000 + (us % 1000 != 0);
+    return ms < p->max_ms ? ms : p->max_ms;
+}
+
 void outbox_clear(sess_t *s)
 {
     for (size_t i = 0; i < s->nout; i++) json_decref(s->out[i].payload);

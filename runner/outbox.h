@@ -40,4 +40,16 @@ void outbox_release_cancel(runner_t *R, const char *id);
 /* Free s's queued events and writes without writing them. */
 void outbox_clear(sess_t *s);
 
+/* The pace of the commits of deltas alone (anything else is committed at once). */
+typedef struct outbox_pace {
+    int64_t small;              /* a commit of fewer sessions' deltas: the next at once (0: never) */
+    int64_t max_ms;             /* the longest gap */
+    int64_t per_session_us;     /* the gap after a commit of n sessions' deltas: n times this */
+} outbox_pace;
+/* The gap (ms) from the start of the last commit, which carried the deltas of
+ * batch sessions (failed: it failed), to the next commit of deltas alone: none
+ * after a small one, else as many times per_session_us as it carried sessions,
+ * rounded up, at most max_ms; max_ms after a failed one, or when small is 0. */
+int64_t outbox_gap(const outbox_pace *p, int64_t batch, int failed);
+
 #endif

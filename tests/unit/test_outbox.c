@@ -219,8 +219,28 @@ static void test_fail_alone(void)
     }
 }
 
+/* The gap before a commit of deltas alone grows with the last commit's sessions. */
+static void test_gap(void)
+{
+    outbox_pace p = {8, 5, 100};
+    CHECK_EQ_INT(outbox_gap(&p, 0, 0), 0);
+    CHECK_EQ_INT(outbox_gap(&p, 7, 0), 0);          /* a light load: at once */
+    CHECK_EQ_INT(outbox_gap(&p, 8, 0), 1);          /* 0.8 ms, rounded up */
+    CHECK_EQ_INT(outbox_gap(&p, 20, 0), 2);
+    CHECK_EQ_INT(outbox_gap(&p, 21, 0), 3);
+    CHECK_EQ_INT(outbox_gap(&p, 50, 0), 5);
+    CHECK_EQ_INT(outbox_gap(&p, 200, 0), 5);        /* at most max_ms */
+    CHECK_EQ_INT(outbox_gap(&p, INT64_MAX, 0), 5);
+    CHECK_EQ_INT(outbox_gap(&p, 0, 1), 5);          /* after a failed commit */
+    p.small = 0;                                    /* the rule off: the longest gap */
+    CHECK_EQ_INT(outbox_gap(&p, 1, 0), 5);
+    p = (outbox_pace){8, 1000, 0};                  /* no gap by the sessions: none under the rule */
+    CHECK_EQ_INT(outbox_gap(&p, 300, 0), 0);
+}
+
 int main(void)
 {
+    test_gap();
     for (int e = 0; test_db_engine(e); e++) {
         memset(&R, 0, sizeof R);
         if (!CHECK_EQ_INT(test_db_open("test-outbox", dir, sizeof dir, &lg, &conn), 0)) continue;
