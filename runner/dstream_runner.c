@@ -39,8 +39,8 @@
 #include "deliver.h"
 #include "driver.h"
 #include "mcp_pool.h"
-#include "outbox.h"
 #include "memtrim.h"
+#include "outbox.h"
 #include "providers.h"
 #include "request.h"
 #include "stats.h"
@@ -394,8 +394,9 @@ int main(int argc, char **argv)
      * after the last one began: none after a commit of fewer sessions' deltas than
      * FLUSH_SMALL (at a light load, 20 sessions, one or two a commit, a gap would
      * only be a wait), else 100 us for each session the last one carried, at most
-     * FLUSH_MS (200 sessions on SQLite: 40 -> 33 us of CPU a delta against a flat
-     * 2 ms, p99 10.5-11.5 -> 11.9-13.0 ms; bench/RESULTS.md). */
+     * FLUSH_MS (200 sessions: the runner's CPU a delta 40-41 -> 34-36 us on SQLite,
+     * 22-23 -> 17-18 on PostgreSQL against a flat 2 ms, p99 the same; 20 sessions
+     * wait at most 2 ms, as before; bench/RESULTS.md). */
     outbox_pace pace = {env_num("DSTREAM_RUNNER_FLUSH_SMALL", 8, 0, LLONG_MAX),
                         env_num("DSTREAM_RUNNER_FLUSH_MS", 5, 0, LLONG_MAX),
                         env_num("DSTREAM_RUNNER_FLUSH_SESSION_US", 100, 0, 1000000)};

@@ -11,7 +11,8 @@
 # still answers every session once, and wakes every sleeping session it parked in the
 # pass of those put off (each alone, at a time of its own); and a commit of few
 # sessions' deltas lets the next go at once (DSTREAM_RUNNER_FLUSH_SMALL), whatever
-# DSTREAM_RUNNER_FLUSH_MS says.
+# DSTREAM_RUNNER_FLUSH_MS says; and a user's message posted the moment the runner
+# committed the last reply is seen and answered, for many sessions at once.
 #
 # One stack and one mock for the file (runner-helpers.bash). Waits are polls with
 # deadlines; every load is bounded in count.
@@ -188,6 +189,43 @@ deltas_with() {
     n=$(deltas_with DSTREAM_RUNNER_FLUSH_MS=1000 DSTREAM_RUNNER_FLUSH_SMALL=0) || return 1
     [ "$n" -le 5 ] || fail "$n delta events with DSTREAM_RUNNER_FLUSH_SMALL=0"
     rn_runner_signal TERM     # (the next test's setup starts the stack's own again)
+}
+
+# turns ID N PREFIX: ask session ID N questions "PREFIX-1".. one after another, each
+# the moment the reply to the last has been committed (a request of its own dir, so
+# that it can run beside others).
+turns() {
+    local k
+    BATS_TEST_TMPDIR=$T/turns-$3
+    mkdir -p "$BATS_TEST_TMPDIR"
+    for k in $(seq "$2"); do
+        rn_say "$1" "$3-$k" || return 1
+        ds_poll 60 rn_holds "$1" "$(printf '.status == "completed" and ([.messages[] | select(.role == "assistant")] | length) == %d' "$k")" || return 1
+    done
+    echo done >"$T/turns-$3.done"
+}
+
+_turns_done() { [ "$(ls "$T"/turns-*.done 2>/dev/null | wc -l)" -eq "$1" ]; }
+
+@test "a user's message posted the moment the runner committed the last reply is seen and answered: 12 sessions of 4 turns each, each turn asked so while the others stream, every turn answered once" {
+    local agent i k ids=() n=12
+    agent=$(rn_agent anthropic claude-test-model)
+    for i in $(seq $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")") || return 1; done
+    for i in $(seq $n); do
+        turns "${ids[i - 1]}" 4 "q$i" &
+        BG_PIDS+=("$!")
+    done
+    ds_poll 120 _turns_done $n ||
+        { ls "$T"; tail -20 "$DS_DIR/logs/runner.log"; fail "not every session's four turns were answered"; }
+    for i in $(seq $n); do
+        rn_get "${ids[i - 1]}" || return 1
+        for k in 1 2 3 4; do
+            jq -e --argjson k "$k" --arg q "q$i-$k" --arg a "$(rn_slow_expected "q$i-$k")" \
+                '.messages[2 * ($k - 1)].content == $q and .messages[2 * $k - 1].content == $a
+                 and ([.messages[] | select(.role == "assistant")] | length) == 4' "$DS_BODY" >/dev/null ||
+                { jq -c '.messages' "$DS_BODY"; fail "session $i, turn $k"; }
+        done
+    done
 }
 
 received() { [ -f "$T/$1/requests.jsonl" ] && wc -l <"$T/$1/requests.jsonl" || echo 0; }
