@@ -393,6 +393,59 @@ static void test_plan(void)
     CHECK(expires > timefmt_now_ms());
 }
 
+/* A takeover cannot come between a commit's check of its lease and that commit's
+ * end: the check holds the lease as it found it until then (on PostgreSQL its row,
+ * on SQLite the one writer), so that the taker, refused or kept waiting meanwhile,
+ * reads the session's log with what that commit wrote. Runner B's claim here with a
+ * short busy timeout (its handle cq); the lease of A ran out before A's commit. */
+static log_conn_t *cq;
+
+typedef struct fence_arg {
+    int held, b_claim;
+} fence_arg;
+
+static int op_fence(log_conn_t *c, void *ud)
+{
+    fence_arg *f = ud;
+    const char *ids[2] = {"f1", "f2"};
+    unsigned char renew[2] = {0, 0};
+    int held[2] = {0, 0};
+    int rc = lease_tx_held_many(c, ids, renew, 2, &ID_A, 60000, held);
+    f->held = held[0] + held[1];
+    f->b_claim = acq(cq, "f1", "B", 60000);
+    /* (and alone, the careful way's check) */
+    if (rc == 0) f->held += lease_tx_held(c, "f2", &ID_A);
+    return rc;
+}
+
+static int op_fence_one(log_conn_t *c, void *ud)
+{
+    fence_arg *f = ud;
+    f->held = lease_tx_held(c, "f3", &ID_A);
+    f->b_claim = acq(cq, "f3", "B", 60000);
+    return 0;
+}
+
+static void test_fence(void)
+{
+    if (!CHECK(cq != NULL)) return;
+    CHECK_EQ_INT(acq(ca, "f1", "A", 50), 1);
+    CHECK_EQ_INT(acq(ca, "f2", "A", 50), 1);
+    CHECK_EQ_INT(acq(ca, "f3", "A", 50), 1);
+    sleep_ms(150);
+    fence_arg f = {0, 0};
+    CHECK_EQ_INT(log_transact(ca, op_fence, &f), 0);
+    CHECK_EQ_INT(f.held, 3);
+    CHECK(f.b_claim != 1);
+    /* Once that commit is over, B takes it (A renewed nothing). */
+    CHECK_EQ_INT(acq(cb, "f1", "B", 60000), 1);
+    memset(&f, 0, sizeof f);
+    CHECK_EQ_INT(log_transact(ca, op_fence_one, &f), 0);
+    CHECK_EQ_INT(f.held, 1);
+    CHECK(f.b_claim != 1);
+    CHECK_EQ_INT(acq(cb, "f3", "B", 60000), 1);
+}
+
 int main(void)
 {
     for (int e = 0; test_db_engine(e); e++) {
@@ -418,6 +471,14 @@ int main(void)
                 test_plan();
             }
         }
+        /* Runner B again, waiting at most 200 ms for a lock (test_fence). */
+        log_opts quick = {0, 200, 1, 0, 0};
+        log_t *lg3 = cb ? log_open(path, &quick, err, sizeof err) : NULL;
+        cq = lg3 ? log_conn_open(lg3, err, sizeof err) : NULL;
+        if (cb) test_fence();
+        log_conn_close(cq);
+        log_close(lg3);
+        cq = NULL;
         log_conn_close(cb);
         log_close(lg2);
         test_db_close(dir, lg, ca);

@@ -117,8 +117,9 @@ static int pg_held(log_conn_t *c, const char *session, const lease_id *me)
     pg_text(&p, session);
     pg_text(&p, me->owner);
     pg_text(&p, me->instance);
+    /* Its row held until the transaction ends (pg_held_many). */
     PGresult *r = pg_run(c, "SELECT 1 FROM leases WHERE session = $1::text AND owner = $2::text"
-                            " AND instance = $3::text", &p, 0, &rc);
+                            " AND instance = $3::text FOR NO KEY UPDATE", &p, 0, &rc);
     if (!r) return rc;
     rc = PQntuples(r) > 0;
     PQclear(r);
@@ -192,7 +193,14 @@ static held_ix *ids_find(const ids_room *d, size_t n, const char *id)
  * key (= ANY of an array: an index scan whatever the plan, where a join with the
  * array could scan the whole table); the owner row renewed as owner_renew does
  * when any lease is (a data-modifying WITH runs whether read or not). The ids
- * returned are matched to their index through a sorted copy. */
+ * returned are matched to their index through a sorted copy.
+ *
+ * Every row is held until the transaction ends, locked first in the ids' order
+ * (l, the claims' order; the renewals' UPDATE after it, through its one-time
+ * filter): a claim of a lease that ran out then waits for the commit that checked
+ * it and reads the session's log with that commit's events. A row only read could
+ * be taken over between the check and the commit, and the taker drive the
+ * session from a log without them (tests/unit/test_lease.c test_fence). */
 static int pg_held_many(log_conn_t *c, const char *const *session, const unsigned char *renew, size_t n,
                         const lease_id *me, int64_t ttl_ms, int *held, unsigned *nstmts)
 {
@@ -225,12 +233,13 @@ static int pg_held_many(log_conn_t *c, const char *const *session, const unsigne
     r = pg_run(c, "WITH o AS (UPDATE runner_owners SET expires_ms = " NOW_MS " + $7::bigint"
                   " WHERE owner = $3::text AND instance = $6::text AND cardinality($2::text[]) > 0"
                   " AND expires_ms < " NOW_MS " + $7::bigint / 2),"
+                  " l AS (SELECT session FROM leases WHERE session = ANY($1::text[] || $2::text[])"
+                  " AND owner = $3::text AND instance = $4::text ORDER BY session FOR NO KEY UPDATE),"
                   " w AS (UPDATE leases SET expires_ms = " NOW_MS " + $5::bigint"
                   " WHERE session = ANY($2::text[]) AND owner = $3::text AND instance = $4::text"
-                  " RETURNING session)"
+                  " AND (SELECT count(*) FROM l) >= 0 RETURNING session)"
                   " SELECT session FROM w UNION ALL"
-                  " SELECT session FROM leases WHERE session = ANY($1::text[])"
-                  " AND owner = $3::text AND instance = $4::text",
+                  " SELECT session FROM l WHERE session = ANY($1::text[])",
                &p, 0, &rc);
     (*nstmts)++;
     if (!r) goto out;
