@@ -2304,17 +2304,26 @@ static void test_large_values(void)
     free(big);
 }
 
-typedef struct om_seen {
-    int na, nc;
-    uint64_t tail_a;            /* the last reported for /om/a */
-} om_seen;
+/* What looks reported of two streams (log_changes_tails): a's count and last
+ * tail, b's count. */
+typedef struct two_seen {
+    const char *a, *b;
+    int na, nb;
+    uint64_t tail_a;
+} two_seen;
 
-static void on_om(void *ud, int64_t id, const char *path, uint64_t tail)
+static void on_two(void *ud, int64_t id, const char *path, uint64_t tail)
 {
-    om_seen *o = ud;
+    two_seen *o = ud;
     (void)id;
-    if (!strcmp(path, "/om/a")) o->na++, o->tail_a = tail;
-    if (!strcmp(path, "/om/c")) o->nc++;
+    if (!strcmp(path, o->a)) o->na++, o->tail_a = tail;
+    if (!strcmp(path, o->b)) o->nb++;
+}
+
+static void two_reset(two_seen *o)
+{
+    o->na = o->nb = 0;
+    o->tail_a = 0;
 }
 
 static int op_create_and_many(log_conn_t *c, void *ud)
@@ -2340,9 +2349,8 @@ static void test_changes_own_kept(void)
     log_append_req r;
     CHECK_EQ_INT(test_db_create(conn, "/om/a"), 0);
     log_cursor rev = LOG_CURSOR_START;
-    om_seen o;
-    memset(&o, 0, sizeof o);
-    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);   /* from now on */
+    two_seen o = {"/om/a", "/om/c", 0, 0, 0};
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_two, &o), 0);   /* from now on */
     memset(&r, 0, sizeof r);
     r.path = "/om/a";
     r.msgs = &m;
@@ -2351,17 +2359,17 @@ static void test_changes_own_kept(void)
     CHECK_EQ_INT(log_transact(conn, op_many, &a), 0);
     PGconn *pg = admin();
     CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 999 WHERE path = '/om/a'"));
-    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_two, &o), 0);
     CHECK_EQ_INT(o.na, 1);
     CHECK_EQ_UINT(o.tail_a, 1);
     CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 1 WHERE path = '/om/a'"));
-    memset(&o, 0, sizeof o);
+    two_reset(&o);
     CHECK_EQ_INT(log_transact(conn, op_create_and_many, &a), 0);
     CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 999 WHERE path = '/om/a'"));
-    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_om, &o), 0);
+    CHECK_EQ_INT(log_changes_tails(conn, &rev, on_two, &o), 0);
     CHECK_EQ_INT(o.na, 1);
     CHECK_EQ_UINT(o.tail_a, 999);
-    CHECK_EQ_INT(o.nc, 1);
+    CHECK_EQ_INT(o.nb, 1);
     CHECK(sql_ok(pg, "UPDATE streams SET tail_seq = 2 WHERE path = '/om/a'"));
     PQfinish(pg);
 }
@@ -2371,24 +2379,11 @@ static void ignore_reported(void *ud, int64_t id, const char *path)
     (void)ud, (void)id, (void)path;
 }
 
-typedef struct lk_seen {
-    int na, nb;
-    uint64_t tail_a;
-} lk_seen;
-
-static void on_lk(void *ud, int64_t id, const char *path, uint64_t tail)
-{
-    lk_seen *o = ud;
-    (void)id;
-    if (!strcmp(path, "/lk/a")) o->na++, o->tail_a = tail;
-    if (!strcmp(path, "/lk/b")) o->nb++;
-}
-
 /* One look: how many of its kind so far (answered from memory: kept). */
-static void look_once(pg_conn *pc, log_cursor *rev, lk_seen *o, unsigned *kept)
+static void look_once(pg_conn *pc, log_cursor *rev, two_seen *o, unsigned *kept)
 {
-    memset(o, 0, sizeof *o);
-    CHECK_EQ_INT(log_changes_tails(conn, rev, on_lk, o), 0);
+    two_reset(o);
+    CHECK_EQ_INT(log_changes_tails(conn, rev, on_two, o), 0);
     *kept = pc->looks_kept;
 }
 
@@ -2415,7 +2410,7 @@ static void test_look_kept(void)
     r.nmsgs = 1;
     many_arg ma = {&r, 1};
     log_cursor rev = LOG_CURSOR_START;
-    lk_seen o;
+    two_seen o = {"/lk/a", "/lk/b", 0, 0, 0};
     unsigned k0, k;
     look_once(pc, &rev, &o, &k0);
     /* No feed listens: in the database, each time. */

@@ -90,10 +90,10 @@ typedef struct pg_conn {
      * change it made was to a row it held: that look reports them from here and
      * has the server skip their groups' rows of stream_changes (the runner's look
      * after each of its commits read back every stream the commit wrote). */
-    int looks;                  /* it has looked (kept only on a connection that does) */
     /* A look answered from here alone (pg_feed.c, look_kept): none while the
      * process noted a change (pg_changes_note) other than this connection's own
-     * groups kept since its last look in the database, when it was. */
+     * groups kept since its last look in the database, when it was (look_ms, 0:
+     * it never looked, and keeps nothing: only a connection that looks does). */
     uint64_t look_noted, own_noted;
     int64_t look_ms;
     unsigned looks_kept;        /* looks answered so (tests) */

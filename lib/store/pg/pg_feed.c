@@ -175,7 +175,7 @@ static int id_set_add(id_set *s, int64_t id)
 
 int pg_own_keep(pg_conn *c, int64_t xid)
 {
-    if (!c->looks || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
+    if (!c->look_ms || c->changed_unkept || c->changed_all || c->nchanged == 0 || c->nown_xids == PG_OWN_GROUPS ||
         c->nown + c->nchanged > PG_OWN_MAX)
         return 0;
     /* Every stream it changed is a row it holds, as it changed it (the rows, one
@@ -262,7 +262,7 @@ static int look_kept(log_conn_t *c, log_cursor *cur, void (*fn)(void *, int64_t,
                      void (*tail_fn)(void *, int64_t, const char *, uint64_t), void *ud)
 {
     pg_conn *pc = pgc(c);
-    if (!pc->looks || cur->v < 0 || mono_ms() - pc->look_ms >= FEED_BACKSTOP_MS) return 0;
+    if (!pc->look_ms || cur->v < 0 || mono_ms() - pc->look_ms >= FEED_BACKSTOP_MS) return 0;
     if (__atomic_load_n(&changes_noted, __ATOMIC_SEQ_CST) - pc->look_noted != pc->own_noted) return 0;
     if (!listened(c->log)) return 0;
     id_set seen = {NULL, 0};
@@ -350,7 +350,6 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
     if (cur->v < 0) pc->nown = 0;
     own_report(pc, &seen_ids, fn, tail_fn, ud);
     free(seen_ids.v);
-    pc->looks = 1;
     pc->nown_xids = 0;
     pc->look_noted = noted_now;
     pc->own_noted = 0;
