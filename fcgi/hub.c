@@ -103,6 +103,7 @@ struct hub {
     int64_t changed[HUB_CHANGED_MAX];
     size_t nchanged;
     int overflow;
+    unsigned notes;             /* changes told (atomic): a turn's snapshot renewed (run_work) */
 
     /* Hub thread only. */
     hconn **all;
@@ -592,9 +593,16 @@ static void sink(void *ud, int64_t id)
 {
     hub_t *h = ud;
     pthread_mutex_lock(&h->mu);
+    /* The thread is told once a batch: a change queued behind others goes with
+     * them (the first one's write wakes it, and its next intake takes them all).
+     * A commit of 200 sessions' deltas was 200 writes of the eventfd, one a delta
+     * delivered: the pool's most frequent system call. */
+    int told = h->nchanged > 0 || h->overflow;
+    __atomic_add_fetch(&h->notes, 1, __ATOMIC_RELAXED);
     if (id >= 0 && h->nchanged < HUB_CHANGED_MAX) h->changed[h->nchanged++] = id;
     else h->overflow = 1;
     pthread_mutex_unlock(&h->mu);
+    if (told) return;
     uint64_t one = 1;
     ssize_t w = write(h->efd, &one, sizeof one);
     (void)w;
@@ -664,7 +672,17 @@ static void run_work(hub_t *h, int64_t now)
 {
     unsigned pass = ++h->pass;
     size_t n = h->nwork, ahead = 0;
+    /* The turn's reads share a snapshot (on SQLite one read transaction: log_read_batch),
+     * taken again once a commit was told meanwhile: the groups read after it see it
+     * (as each read alone did), those read before are queued again by its note. */
+    unsigned seen = __atomic_load_n(&h->notes, __ATOMIC_RELAXED);
+    int batch = n > 1 && log_read_batch(h->conn, 1) == 0;
     for (size_t i = 0; i < n; i++) {
+        if (batch && __atomic_load_n(&h->notes, __ATOMIC_RELAXED) != seen) {
+            seen = __atomic_load_n(&h->notes, __ATOMIC_RELAXED);
+            log_read_batch(h->conn, 0);
+            batch = log_read_batch(h->conn, 1) == 0;
+        }
         if (i == ahead) ahead = read_ahead(h, i, n, pass);
         int64_t id = h->work[i];
         group *g = group_find(h, id);
@@ -673,6 +691,7 @@ static void run_work(hub_t *h, int64_t now)
         if (wake_group(h, id, now)) want_group(h, id);
     }
     log_read_ahead(h->conn, NULL, 0);
+    if (batch) log_read_batch(h->conn, 0);
     /* (memmove from a NULL array, even of 0 bytes, is undefined behaviour.) */
     if (h->nwork > n) memmove(h->work, h->work + n, (h->nwork - n) * sizeof *h->work);
     h->nwork -= n;

@@ -501,6 +501,12 @@ size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n)
     return ops->read_ahead(c, ok, k);
 }
 
+int log_read_batch(log_conn_t *c, int on)
+{
+    const store_streams_ops *ops = store_of(c)->streams;
+    return ops->read_batch ? ops->read_batch(c, on) : 0;
+}
+
 int log_head(log_conn_t *c, const char *path, log_info *info)
 {
     int rc = lookable(c, path);

@@ -203,6 +203,14 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
  * which reads in process, ignores it). */
 #define LOG_READ_AHEAD_MAX 64
 size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n);
+/* Outside a group: on 1, the reads on c until on 0 (log_read, log_head,
+ * log_digest_at) see one snapshot of the log. On SQLite they are then one read
+ * transaction instead of one each: its lock taken once and its page cache kept
+ * from one to the next (each transaction that finds the log moved starts from an
+ * empty cache), which a hub's turn of many streams' reads spends far less on. A
+ * group begun meanwhile ends it first. 0 or LOG_E*; an engine without it reads
+ * each alone. */
+int log_read_batch(log_conn_t *c, int on);
 
 /* Metadata of a live stream (LOG_ENOTFOUND if missing or expired). */
 int log_head(log_conn_t *c, const char *path, log_info *info);

@@ -122,6 +122,9 @@ typedef struct store_streams_ops {
     /* log_read_ahead (optional: an engine without it reads each when asked):
      * how many of r[0..n) it fetched. */
     size_t (*read_ahead)(log_conn_t *c, const log_read_req *r, size_t n);
+    /* log_read_batch (optional: an engine without it reads each in a transaction
+     * of its own): on 1, the reads until on 0 in one read transaction. */
+    int (*read_batch)(log_conn_t *c, int on);
     int (*head)(log_conn_t *c, const char *path, log_info *info);
     /* log_digest_at, in a read transaction of its own (or the group's). */
     int (*digest_at)(log_conn_t *c, const char *path, uint64_t seq, uint8_t out[CHAIN_LEN]);

@@ -1914,6 +1914,61 @@ static void test_changes_own(void)
     for (int i = 0; i < 3; i++) log_delete(conn, path[i]);
 }
 
+/* log_read_batch: on SQLite the reads until its end see one snapshot (one read
+ * transaction), a group begun meanwhile ends it first (and commits), the reads
+ * after its end see what committed since; PostgreSQL has none: each read alone. */
+static void test_read_batch(void)
+{
+    char err[256];
+    log_conn_t *other = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(other != NULL)) return;
+    int one_snapshot = !test_db_is_pg();
+    CHECK_EQ_INT(create_plain("/rb/a"), 0);
+    CHECK_EQ_INT(create_plain("/rb/b"), 0);
+    CHECK_EQ_INT(append1("/rb/a", "1"), 0);
+    CHECK_EQ_INT(append1("/rb/b", "1"), 0);
+    got g = {0};
+    log_info info;
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ_INT(log_read_batch(conn, 1), 0);
+        CHECK_EQ_INT(log_read_batch(conn, 1), 0);      /* once on, on */
+        CHECK_EQ_INT(read_all("/rb/a", &g, NULL), 0);
+        CHECK_EQ_UINT(g.n, 1 + round);
+        got_free(&g);
+        /* Another connection appends to both after the batch's first read. */
+        log_msg m = {"2", 1};
+        log_append_req x[2];
+        memset(x, 0, sizeof x);
+        x[0].path = "/rb/a", x[1].path = "/rb/b";
+        for (int i = 0; i < 2; i++) {
+            x[i].msgs = &m;
+            x[i].nmsgs = 1;
+            CHECK_EQ_INT(log_append(other, &x[i]), 0);
+        }
+        CHECK_EQ_INT(read_all("/rb/b", &g, NULL), 0);
+        CHECK_EQ_UINT(g.n, (one_snapshot ? 1 : 2) + round);
+        got_free(&g);
+        CHECK_EQ_INT(log_head(conn, "/rb/a", &info), 0);
+        CHECK_EQ_UINT(info.tail.seq, (one_snapshot ? 1 : 2) + round);
+        if (round == 0) {
+            CHECK_EQ_INT(log_read_batch(conn, 0), 0);
+        } else {
+            /* A group of this connection ends the batch: its write is made and kept. */
+            CHECK_EQ_INT(append1("/rb/a", "3"), 0);
+        }
+        CHECK_EQ_INT(read_all("/rb/a", &g, NULL), 0);  /* after its end: what committed since */
+        CHECK_EQ_UINT(g.n, round == 0 ? 2 : 4);
+        got_free(&g);
+        CHECK_EQ_INT(log_read_batch(conn, 0), 0);      /* off, or already ended: nothing */
+    }
+    CHECK_EQ_INT(read_all("/rb/b", &g, NULL), 0);
+    CHECK_EQ_UINT(g.n, 3);
+    got_free(&g);
+    log_conn_close(other);
+    log_delete(conn, "/rb/a");
+    log_delete(conn, "/rb/b");
+}
+
 static void engine_cases(void)
 {
     test_create();
@@ -1934,6 +1989,7 @@ static void engine_cases(void)
     test_ctype_and_errors();
     test_append_many();
     test_changes_own();
+    test_read_batch();
 }
 
 int main(void)

@@ -58,6 +58,7 @@ typedef struct sq_conn {
     sqlite3_stmt *st[SQ_STREAM_STMTS];  /* streams.c's, prepared at open */
     int lockfd;                /* the writers' lock file, -1 if unavailable */
     int locked;                /* group_begin took it */
+    int batch;                 /* a read transaction of log_read_batch is open */
     sq_signal sig;             /* its commits' signal and checkpoints (signal.c) */
     uint64_t tick;
     sq_cached_stmt cache[SQ_STMT_CACHE];  /* sq_stmt */
@@ -106,6 +107,8 @@ typedef enum {
     SQ_TX_BEGIN, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE, SQ_TX_ROLLBACK_TO
 } sq_tx_step;
 int sq_tx(log_conn_t *c, sq_tx_step step);
+/* End the read transaction of log_read_batch, if one is open: 0 or LOG_E*. */
+int sq_read_batch_end(log_conn_t *c);
 
 /* streams.c: prepare and finalize its statements on a new connection. */
 int sq_streams_prepare(sq_conn *c, char *err, size_t errlen);

@@ -64,6 +64,7 @@ static int writers_lock(sq_conn *c)
 
 static int sq_group_begin(log_conn_t *c)
 {
+    sq_read_batch_end(c);       /* its snapshot would refuse the group's writes */
     sq(c)->locked = writers_lock(sq(c));
     return sq_tx(c, SQ_TX_BEGIN);
 }

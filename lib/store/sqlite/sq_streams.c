@@ -557,6 +557,25 @@ static int op_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud)
     return rc;
 }
 
+/* log_read_batch: the reads that follow in one read transaction (op_read and
+ * op_digest_at find it open and run in it), until on 0 or a group's begin
+ * (sq_read_batch_end). Inside a group, or with a transaction open, nothing. */
+static int op_read_batch(log_conn_t *c, int on)
+{
+    if (!on) return sq_read_batch_end(c);
+    if (sq(c)->batch || !sqlite3_get_autocommit(sq(c)->db)) return 0;
+    int rc = run_simple(c, S_BEGIN_READ);
+    sq(c)->batch = rc == 0;
+    return rc;
+}
+
+int sq_read_batch_end(log_conn_t *c)
+{
+    if (!sq(c)->batch) return 0;
+    sq(c)->batch = 0;
+    return run_simple(c, S_COMMIT);
+}
+
 int sq_max_rev(log_conn_t *c, int64_t *rev)
 {
     sqlite3_stmt *s = stmt(c, S_MAXREV);
@@ -641,6 +660,7 @@ const store_streams_ops sq_streams_ops = {
     .touch = op_touch,
     .sweep = op_sweep,
     .read = op_read,
+    .read_batch = op_read_batch,
     .head = op_head,
     .digest_at = op_digest_at,
     .list = op_list,
