@@ -40,6 +40,8 @@
 # stime and the postmaster's children that ended, from /proc),
 # TIMELINE_OUT (if set: each delta's provider stamp and latency in µs, a line each, to
 # TIMELINE_OUT.N: when the slow ones were written),
+# POOL_SYSCALLS_OUT (if set: the same of the pool's processes together, to
+# POOL_SYSCALLS_OUT.N: all, write, pread64, fcntl, sendmsg, and their task-clock),
 # SYSCALLS_OUT (if set: perf stat of the runner's system calls during each run, to
 # SYSCALLS_OUT.N: all of them, and poll, epoll_wait and recvfrom, counted by the kernel's
 # tracepoints, which cost the runner little, unlike strace; with the runner's loop turns
@@ -195,6 +197,12 @@ for n in $SESSIONS; do
                 -p "$runner_pid" >/dev/null 2>&1 &
             tpid=$!
         fi
+        qpid=
+        if [ -n "${POOL_SYSCALLS_OUT:-}" ]; then     # the pool's processes, together
+            perf stat -x, -o "$POOL_SYSCALLS_OUT.$n" -e raw_syscalls:sys_enter,syscalls:sys_enter_write,syscalls:sys_enter_pread64,syscalls:sys_enter_fcntl,syscalls:sys_enter_sendmsg,task-clock \
+                -p "$({ cat "$work/stack/fcgi.pid"; pgrep -P "$(cat "$work/stack/fcgi.pid")"; } | paste -sd,)" >/dev/null 2>&1 &
+            qpid=$!
+        fi
         spid=
         if [ -n "${STRACE_OUT:-}" ]; then   # system calls of the runner during the run
             strace -c -f -o "$STRACE_OUT.$n" -p "$runner_pid" 2>/dev/null &
@@ -209,7 +217,7 @@ for n in $SESSIONS; do
         wait "$rpid" || true
         c1=$(cpu_ticks) s1=$(stack_ticks) g1=$(pg_ticks)
         [ -n "$ppid" ] && { kill -INT "$ppid"; wait "$ppid" || true; }
-        for p in $spid $hpids; do kill -INT "$p" 2>/dev/null || true; wait "$p" || true; done
+        for p in $spid $qpid $hpids; do kill -INT "$p" 2>/dev/null || true; wait "$p" || true; done
         if [ -n "$tpid" ]; then
             kill -INT "$tpid"; wait "$tpid" || true
             curl -fsS "$url/metrics" | grep '^dstream_runner_loops_total' | sed 's/^/after: /' >>"$SYSCALLS_OUT.$n.loops" || true
