@@ -468,15 +468,20 @@ static int op_command(log_conn_t *c, void *arg)
     session_view v;
     sstore_event ev[SSTORE_EVENTS_MAX];
     size_t n = 0;
-    offset_t none = {0, 0};
+    offset_t none = {0, 0}, seen;
     sstore_row row;
     int rc;
     if ((rc = sstore_get(c, a->id, &row))) return rc;
     session_view_init(&v);
     memset(ev, 0, sizeof ev);
-    if ((rc = sstore_view(c, a->id, 0, none, &v, NULL))) goto out;
+    if ((rc = sstore_view(c, a->id, 0, none, &v, &seen))) goto out;
     if ((rc = a->decide(a->ud, &v, ev, &n))) goto out;
-    rc = append_events(c, a->id, ev, n, a->trace, &v, a->first, 0, 0);
+    /* Checked where they land: on PostgreSQL nothing is locked until the append, and
+     * a runner's commit between the view and it puts them after events the view has
+     * not folded (the snapshot or the row's status then made from it would not be
+     * the log's); the view is then made again from the log, under the append's lock.
+     * (On SQLite the group holds the writers' lock from its BEGIN: never so.) */
+    rc = append_events(c, a->id, ev, n, a->trace, &v, a->first, 1, seen.seq);
 out:
     session_view_free(&v);
     return rc;
