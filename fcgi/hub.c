@@ -640,11 +640,13 @@ static void intake(hub_t *h, int64_t now)
 /* The groups h->work[i..n) are about to read: ask the database for the first
  * reader's read of each (most groups have one position) ahead, together
  * (log_read_ahead: one round trip for them all on PostgreSQL, instead of one
- * each). Returns the index after the last group asked for. */
+ * each). Returns the index after the last group asked for (n where the engine
+ * reads none ahead: SQLite, whose turn shares a read transaction instead). */
 static size_t read_ahead(hub_t *h, size_t i, size_t n, unsigned pass)
 {
     log_read_req rr[LOG_READ_AHEAD_MAX];
     size_t k = 0;
+    if (!log_reads_ahead(h->conn)) return n;
     for (; i < n && k < LOG_READ_AHEAD_MAX; i++) {
         group *g = group_find(h, h->work[i]);
         if (!g || g->pass == pass) continue;
@@ -678,8 +680,9 @@ static void run_work(hub_t *h, int64_t now)
     unsigned seen = __atomic_load_n(&h->notes, __ATOMIC_RELAXED);
     int batch = n > 1 && log_read_batch(h->conn, 1) == 0;
     for (size_t i = 0; i < n; i++) {
-        if (batch && __atomic_load_n(&h->notes, __ATOMIC_RELAXED) != seen) {
-            seen = __atomic_load_n(&h->notes, __ATOMIC_RELAXED);
+        unsigned notes = __atomic_load_n(&h->notes, __ATOMIC_RELAXED);
+        if (batch && notes != seen) {
+            seen = notes;
             log_read_batch(h->conn, 0);
             batch = log_read_batch(h->conn, 1) == 0;
         }

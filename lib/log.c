@@ -501,6 +501,11 @@ size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n)
     return ops->read_ahead(c, ok, k);
 }
 
+int log_reads_ahead(log_conn_t *c)
+{
+    return store_of(c)->streams->read_ahead != NULL;
+}
+
 int log_read_batch(log_conn_t *c, int on)
 {
     const store_streams_ops *ops = store_of(c)->streams;

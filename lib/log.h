@@ -203,6 +203,9 @@ int log_read(log_conn_t *c, log_read_req *r, log_msg_fn fn, void *ud);
  * which reads in process, ignores it). */
 #define LOG_READ_AHEAD_MAX 64
 size_t log_read_ahead(log_conn_t *c, const log_read_req *r, size_t n);
+/* Whether c's engine fetches reads ahead at all (log_read_ahead): where it does not,
+ * a caller need not gather the reads to ask for. */
+int log_reads_ahead(log_conn_t *c);
 /* Outside a group: on 1, the reads on c until on 0 (log_read, log_head,
  * log_digest_at) see one snapshot of the log. On SQLite they are then one read
  * transaction instead of one each: its lock taken once and its page cache kept

@@ -1923,6 +1923,7 @@ static void test_read_batch(void)
     log_conn_t *other = log_conn_open(lg, err, sizeof err);
     if (!CHECK(other != NULL)) return;
     int one_snapshot = !test_db_is_pg();
+    CHECK_EQ_INT(log_reads_ahead(conn), !one_snapshot);   /* the one or the other */
     CHECK_EQ_INT(create_plain("/rb/a"), 0);
     CHECK_EQ_INT(create_plain("/rb/b"), 0);
     CHECK_EQ_INT(append1("/rb/a", "1"), 0);
