@@ -217,12 +217,14 @@ static void on_change(void *ud, int64_t id, const char *path, uint64_t tail)
 typedef struct look {
     runner_t *R;
     deliver_t *deliver;
+    traces_t *traces;
 } look;
 
 static void on_look(void *ud, int64_t id, const char *path, uint64_t tail)
 {
     look *l = ud;
     if (l->deliver) deliver_note(l->deliver, path);
+    if (l->traces) traces_note(l->traces, path);
     on_change(l->R, id, path, tail);
 }
 
@@ -332,7 +334,7 @@ int main(int argc, char **argv)
     wake_t *wake = NULL;
     wake_waiter_t *waiter = NULL;
     deliver_t *deliver = NULL;
-    look lk = {&R, NULL};  /* the loop's look through the change cursor (on_look) */
+    look lk = {&R, NULL, NULL};  /* the loop's look through the change cursor (on_look) */
     traces_t *traces = NULL;
     curlev_t *cev = NULL;
     if (!(R.conn = log_conn_open(R.log, err, sizeof err))) {
@@ -383,6 +385,7 @@ int main(int argc, char **argv)
         status = 2;
         goto out;
     }
+    lk.traces = traces;
     int64_t watchdog_us = env_num("WATCHDOG_USEC", 0, 0, LLONG_MAX), next_watchdog = 0;
     diag("info", "started (owner %s, instance %s, database %s, %zu providers)", R.me.owner, R.me.instance, db,
                  R.providers->n);

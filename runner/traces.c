@@ -48,7 +48,6 @@ struct traces {
     struct curl_slist *headers; /* the operator's (DSTREAM_OTLP_HEADERS) */
     long batch;
     long timeout_ms;
-    log_cursor rev;
     int started;
     int scan;                   /* look at every session behind its cursor */
     int64_t next_look;
@@ -130,7 +129,6 @@ traces_t *traces_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap)
     }
     X->conn = conn;
     X->multi = multi;
-    X->rev = LOG_CURSOR_START;
     X->scan = 1;
     size_t n = strlen(ep);
     while (n && ep[n - 1] == '/') n--;
@@ -202,11 +200,10 @@ static xsess *sess_get(traces_t *X, const char *id)
     return s;
 }
 
-static void on_change(void *ud, int64_t id, const char *path)
+void traces_note(traces_t *X, const char *path)
 {
-    (void)id;
-    if (!path || strncmp(path, "sessions/", 9) != 0 || !sstore_valid_id(path + 9)) return;
-    xsess *s = sess_get(ud, path + 9);
+    if (!X || !path || strncmp(path, "sessions/", 9) != 0 || !sstore_valid_id(path + 9)) return;
+    xsess *s = sess_get(X, path + 9);
     if (s) s->dirty = 1;
 }
 
@@ -397,12 +394,7 @@ void traces_tick(traces_t *X)
 {
     if (!X) return;
     int64_t now = timefmt_now_ms();
-    if (!X->started) {
-        log_changes(X->conn, &X->rev, on_change, X);    /* from here on, changes are seen */
-        X->started = 1;
-    } else {
-        log_changes(X->conn, &X->rev, on_change, X);
-    }
+    X->started = 1;     /* (the changes come by traces_note; the scan finds what came before) */
     if (now < X->next_look) return;
     X->next_look = now + LOOK_MS;
     if (X->scan) {

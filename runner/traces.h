@@ -27,6 +27,11 @@ traces_t *traces_new(log_conn_t *conn, CURLM *multi, char *err, size_t cap);
 void traces_free(traces_t *X);
 /* wait, shortened to when the exporter has work due. */
 int64_t traces_wait(traces_t *X, int64_t now, int64_t wait);
+/* A stream changed: told by the runner's look through its change cursor (one look
+ * serves the loop, the subscriptions and the exporter; a second cursor on the
+ * runner's connection would be answered apart from what the connection's own
+ * commits kept for the loop's). */
+void traces_note(traces_t *X, const char *path);
 /* Look at the sessions whose logs changed and start the exports due. */
 void traces_tick(traces_t *X);
 /* If msg's transfer is an export: record its outcome and return 1; else 0. */

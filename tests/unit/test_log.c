@@ -19,6 +19,7 @@
 
 #include "errs.h"
 #include "timefmt.h"
+#include "wake.h"
 #include "test.h"
 #include "test_db.h"
 
@@ -1914,6 +1915,85 @@ static void test_changes_own(void)
     for (int i = 0; i < 3; i++) log_delete(conn, path[i]);
 }
 
+/* Two change cursors on the connection that makes the changes (the runner's loop
+ * and its trace exporter once shared one): each reports every stream changed since
+ * its own last look, whichever looked in between and whatever it was told. On
+ * PostgreSQL what the connection's groups kept for its look (pg_own_keep) belongs
+ * to one cursor; the other looks in the database. */
+static void test_changes_two_cursors(void)
+{
+    char err[256];
+    log_conn_t *other = log_conn_open(lg, err, sizeof err);
+    if (!CHECK(other != NULL)) return;
+    /* A feed of the log listens, as in the runner (PostgreSQL's looks from memory
+     * need one); given a moment to. */
+    wake_t *w = wake_start(lg, NULL, err, sizeof err);
+    if (!CHECK(w != NULL)) {
+        log_conn_close(other);
+        return;
+    }
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    char path[3][16];
+    log_msg m = {"ab", 2};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path[i], sizeof path[i], "/own/%d", i);
+        CHECK_EQ_INT(create_plain(path[i]), 0);
+    }
+    log_cursor cur[2] = {LOG_CURSOR_START, LOG_CURSOR_START};
+    own_seen o;
+    uint64_t tail[3] = {0, 0, 0};
+    int owed[2][3];
+    memset(owed, 0, sizeof owed);
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(log_changes_tails(conn, &cur[k], on_own, &o), 0);
+    /* Rounds of: this connection's batch (or another's append) to some streams,
+     * then a look by one cursor or the other, or by both in either order. */
+    for (int round = 0; round < 24; round++) {
+        int which = round % 3, by_other = round % 5 == 4;
+        log_append_req r[3];
+        memset(r, 0, sizeof r);
+        int n = 0;
+        for (int i = 0; i < 3; i++) {
+            if (i == which && round % 2) continue;     /* not every stream every time */
+            r[n].path = path[i];
+            r[n].msgs = &m;
+            r[n++].nmsgs = 1;
+            tail[i]++;
+            owed[0][i] = owed[1][i] = 1;
+        }
+        if (by_other) {
+            for (int i = 0; i < n; i++) CHECK_EQ_INT(log_append(other, &r[i]), 0);
+        } else {
+            batch_arg a = {r, (size_t)n, 0, 0};
+            CHECK_EQ_INT(log_transact(conn, op_batch, &a), 0);
+        }
+        int first = (round / 3) % 2, both = round % 4 == 3;
+        for (int step = 0; step < 1 + both; step++) {
+            int k = step ? !first : first;
+            memset(&o, 0, sizeof o);
+            CHECK_EQ_INT(log_changes_tails(conn, &cur[k], on_own, &o), 0);
+            for (int i = 0; i < 3; i++) {
+                if (owed[k][i] && !CHECK(o.n[i] >= 1))
+                    fprintf(stderr, "  round %d: cursor %d missed %s\n", round, k, path[i]);
+                if (o.n[i]) CHECK_EQ_UINT(o.tail[i], tail[i]);
+                owed[k][i] = 0;
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++) {       /* each reports what it still owes, then nothing */
+        memset(&o, 0, sizeof o);
+        CHECK_EQ_INT(log_changes_tails(conn, &cur[k], on_own, &o), 0);
+        for (int i = 0; i < 3; i++)
+            if (owed[k][i]) CHECK(o.n[i] >= 1);
+        memset(&o, 0, sizeof o);
+        CHECK_EQ_INT(log_changes_tails(conn, &cur[k], on_own, &o), 0);
+        CHECK_EQ_INT(o.n[0] + o.n[1] + o.n[2], 0);
+    }
+    wake_stop(w);
+    log_conn_close(other);
+    for (int i = 0; i < 3; i++) log_delete(conn, path[i]);
+}
+
 /* log_read_batch: on SQLite the reads until its end see one snapshot (one read
  * transaction), a group begun meanwhile ends it first (and commits), the reads
  * after its end see what committed since; PostgreSQL has none: each read alone. */
@@ -1990,6 +2070,7 @@ static void engine_cases(void)
     test_ctype_and_errors();
     test_append_many();
     test_changes_own();
+    test_changes_two_cursors();
     test_read_batch();
 }
 

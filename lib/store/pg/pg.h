@@ -96,6 +96,12 @@ typedef struct pg_conn {
      * it never looked, and keeps nothing: only a connection that looks does). */
     uint64_t look_noted, own_noted;
     int64_t look_ms;
+    /* The one cursor that state serves: the last positioned on the connection. Any
+     * other cursor's look is in the database, skips nothing and leaves the state
+     * alone (were it reported to one cursor, or its groups skipped for it, the
+     * other would never see them: the runner's loop once lost its own commits to
+     * the trace exporter's look so). */
+    const log_cursor *look_cur;
     unsigned looks_kept;        /* looks answered so (tests) */
     int nown, own_cap, nown_xids;
     pg_own *own;

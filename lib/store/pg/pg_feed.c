@@ -38,7 +38,9 @@
  * A connection that looks through the cursor itself (the runner's, after each of
  * its commits) keeps what its own groups changed when every change was to a row
  * the group held (pg_own_keep): its next look reports those from memory and has
- * the server skip their rows. While a feed of the log listens, and every change
+ * the server skip their rows. That is one cursor's (the last positioned on the
+ * connection): another cursor's look there is in the database, skips nothing and
+ * leaves it alone. While a feed of the log listens, and every change
  * the process noted since that connection's last look in the database was such a
  * group of its own, the look needs no statement at all (look_kept): a change by
  * anyone else is noted before anyone is told of it (another connection's group at
@@ -284,14 +286,20 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
     pg_params p;
     char from[24], mine[PG_OWN_GROUPS * 21 + 3];
     pg_conn *pc = pgc(c);
-    if (!f && look_kept(c, cur, fn, tail_fn, ud)) return 0;
+    /* The connection's own groups kept are one cursor's (pg.h, look_cur): the last
+     * to be positioned there. One that lost them finds their rows from its own
+     * position, which a look from memory never moved past them. */
+    if (!f && (!pc->look_cur || cur->v < 0)) pc->look_cur = cur;
+    int owner = f || pc->look_cur == cur;
+    if (!f && owner && look_kept(c, cur, fn, tail_fn, ud)) return 0;
     /* What is noted from here on, the statement's snapshot may not have seen. */
     uint64_t noted_now = __atomic_load_n(&changes_noted, __ATOMIC_SEQ_CST);
     pg_params_init(&p);
     /* From LOG_CURSOR_START: only the position (no row has an xid above 2^62). */
     snprintf(from, sizeof from, "%" PRId64, cur->v < 0 ? INT64_MAX : cur->v);
     pg_text(&p, from);
-    own_xids(pc, mine, sizeof mine);
+    if (owner) own_xids(pc, mine, sizeof mine);
+    else snprintf(mine, sizeof mine, "{}");
     pg_text(&p, mine);
     /* The stream rows that stream_changes names from the cursor on, each by its
      * primary key; or, when one of its rows there names none (NULL: any stream,
@@ -332,7 +340,7 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
      * stream once, at the latest tail (a row here, of a change by another after
      * them, is as new as theirs or newer). */
     id_set seen_ids = {NULL, 0};
-    if (pc->nown && cur->v >= 0) id_set_init(&seen_ids, PQntuples(r) + pc->nown);
+    if (owner && pc->nown && cur->v >= 0) id_set_init(&seen_ids, PQntuples(r) + pc->nown);
     for (int i = 0; i < PQntuples(r); i++) {
         if (i == 0) next = strtoll(pg_text_of(r, 0, 0), NULL, 10);
         if (pg_null_at(r, i, 1) || cur->v < 0) continue;
@@ -346,15 +354,17 @@ static int changes_skip(log_conn_t *c, log_cursor *cur, store_feed *f,
         id_set_add(&seen_ids, pg_int_of(r, i, 1));
     }
     PQclear(r);
+    int first = cur->v < 0;
+    cur->v = next < hold ? next : hold;
+    if (!owner) return 0;
     /* This connection's own (none before a cursor's first position). */
-    if (cur->v < 0) pc->nown = 0;
+    if (first) pc->nown = 0;
     own_report(pc, &seen_ids, fn, tail_fn, ud);
     free(seen_ids.v);
     pc->nown_xids = 0;
     pc->look_noted = noted_now;
     pc->own_noted = 0;
     pc->look_ms = mono_ms();
-    cur->v = next < hold ? next : hold;
     return 0;
 }
 
