@@ -872,7 +872,13 @@ try {
 } catch (e) {
     failed = true;
     console.log(`viewer-details ${which}: FAIL ${e.stack || e}`);
-    if (page) await page.screenshot({ path: `${out}/details-${which}-failed.png`, fullPage: true }).catch(() => {});
+    if (page) {
+        // Where the page was and what it said (a status line, an error), for the log.
+        const at = await page.evaluate(() => `${location.hash}: ` +
+            (document.querySelector("main")?.innerText || "").replace(/\s+/g, " ").slice(0, 800)).catch((x) => `${x}`);
+        console.log(`# the page at the failure: ${at}`);
+        await page.screenshot({ path: `${out}/details-${which}-failed.png`, fullPage: true }).catch(() => {});
+    }
 } finally {
     await browser.close();
 }

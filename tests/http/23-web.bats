@@ -137,10 +137,12 @@ details_here() {
     shift
     run "$DS_ROOT/tests/browser/run.sh" viewer-details.mjs "$case" "$(cat "$DS_DIR/url-direct")" "$(cat "$DS_DIR/admin.token")" "$RN_MOCK" "$BATS_TEST_TMPDIR"
     echo "# ${lines[-1]}" >&3
-    assert_success
-    assert_output --partial "viewer-details $case: PASS"
     out=${DSTREAM_ARTIFACTS:-$DS_ROOT/$DS_B/artifacts}/web
     mkdir -p "$out"
+    # (a failure's screenshot kept with the artifacts)
+    [ ! -s "$BATS_TEST_TMPDIR/details-$case-failed.png" ] || cp "$BATS_TEST_TMPDIR/details-$case-failed.png" "$out/"
+    assert_success
+    assert_output --partial "viewer-details $case: PASS"
     for p in "$@"; do
         [ -s "$BATS_TEST_TMPDIR/$p.png" ] || fail "no screenshot $p.png"
         cp "$BATS_TEST_TMPDIR/$p.png" "$out/details-$p.png"

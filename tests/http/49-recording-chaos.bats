@@ -58,11 +58,18 @@ streaming_or_done() {
         AND id IN ($(printf "'%s'," "${WATCH[@]}")'')")" = 0 ]
 }
 
+# holder: the runner whose leases hold most of WATCH's sessions now (none: empty).
+holder() {
+    sql "SELECT owner FROM leases WHERE session IN ($(printf "'%s'," "${WATCH[@]}")'')
+         GROUP BY owner ORDER BY count(*) DESC, owner LIMIT 1"
+}
+
 # chaos N KILLS TWO: N record sessions of one agent each ask their own question (reply
 # streaming slowly); KILLS times, once the log has grown by one event per session
 # (or every session is done) and a random moment (0 to 1.6 s) later, a runner is SIGKILLed and started again
-# (TWO=1: runner-b runs too, and the two are killed in turn, the first one picked
-# at random). Sets AGENT, IDS, KILLED (the runners killed, in order) and CUT_MARK.
+# (TWO=1: runner-b runs too, and the two are killed in turn, the first one the
+# runner holding most of the sessions at that moment). Sets AGENT, IDS, KILLED (the
+# runners killed, in order) and CUT_MARK.
 chaos() {
     local n=$1 kills=$2 two=$3 i k base victim
     CUT_MARK=$(cut_logged)
@@ -75,7 +82,6 @@ chaos() {
     WATCH=("${IDS[@]}")
     KILLED=""
     victim=a
-    [ "$two" = 1 ] && [ $((RANDOM % 2)) = 1 ] && victim=b
     for k in $(seq 1 "$kills"); do
         # Streaming (the log grew by one event per session), then a random moment
         # up to about a reply's length later: the kill may cut replies anywhere
@@ -84,6 +90,9 @@ chaos() {
         ds_poll 30 streaming_or_done $((base + n)) || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
         sleep "0.$(printf '%03d' $((RANDOM % 1000)))"
         [ $((RANDOM % 2)) = 1 ] && sleep 0.6
+        # Two runners: the first victim is the one holding most of the sessions then
+        # (either may hold them all: one that held none would cut nothing).
+        [ "$two" = 1 ] && [ "$k" = 1 ] && [ "$(holder)" = runner-b ] && victim=b
         if [ "$victim" = a ]; then
             rn_runner_signal KILL
             rn_runner_start
@@ -232,7 +241,8 @@ check_playback() {
 }
 
 # check_playback_killed N LABEL: the same with the mock frozen, in real time (each
-# reply at its recorded pace), while the runner is SIGKILLed and restarted twice:
+# reply at its recorded pace), while the runner (of two, the one holding most of
+# the sessions) is SIGKILLed and restarted twice:
 # a playback request cut off is retried and answered by the same recording again.
 check_playback_killed() {
     local n=$1 label=$2 i k base ok=0 cuts=0
@@ -242,8 +252,14 @@ check_playback_killed() {
         WATCH=("${PLAYS[@]}")
         ds_poll 30 streaming_or_done $((base + n)) || { tail -20 "$DS_DIR/logs/runner.log" >&2; return 1; }
         sleep "0.$(printf '%03d' $((RANDOM % 1000)))"
-        rn_runner_signal KILL
-        rn_runner_start
+        # (with two runners, the one holding most of them)
+        if [ "$(holder)" = runner-b ]; then
+            kill_b
+            rn_runner_b runner-b
+        else
+            rn_runner_signal KILL
+            rn_runner_start
+        fi
     done
     for i in $(seq 1 "$n"); do
         played "$i" "$T/kev-$i.json" || continue
