@@ -2,6 +2,11 @@
 
 #include <string.h>
 
+/* libcrypto's block function (SHA256_Transform: deprecated by OpenSSL 3 for its
+ * EVP interface, which has no block function and allocates a context per digest). */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -91,39 +96,58 @@ static int cpu_has_sha(void)
 #define HAVE_SHA_NI 0
 #endif
 
-/* -1: not looked yet; 0: the portable code; 1: SHA-NI. Looked at once (a race only
- * looks twice and finds the same). */
+/* One block by libcrypto's code: on a CPU without the SHA extensions its vector
+ * code (AVX2, AVX) takes about half the portable code's time (bench/RESULTS.md),
+ * on one with them it uses them too. */
+static void compress_ossl(sha256_ctx *c, const uint8_t *p)
+{
+    SHA256_CTX o;
+    _Static_assert(sizeof o.h == sizeof c->h, "SHA256_CTX's state is eight 32-bit words");
+    memcpy(o.h, c->h, sizeof c->h);
+    SHA256_Transform(&o, p);
+    memcpy(c->h, o.h, sizeof c->h);
+}
+
+/* -1: not chosen yet; else a SHA256_BY_*. Chosen once (a race only chooses twice and
+ * finds the same). */
 static int sha_impl = -1;
+
+static int cpu_sha(void)
+{
+#if HAVE_SHA_NI
+    return cpu_has_sha();
+#else
+    return 0;
+#endif
+}
 
 static void compress(sha256_ctx *c, const uint8_t *p)
 {
-#if HAVE_SHA_NI
     int impl = __atomic_load_n(&sha_impl, __ATOMIC_RELAXED);
     if (impl < 0) {
-        impl = cpu_has_sha();
+        impl = cpu_sha() ? SHA256_BY_CPU : SHA256_BY_OPENSSL;
         __atomic_store_n(&sha_impl, impl, __ATOMIC_RELAXED);
     }
-    if (impl) {
+#if HAVE_SHA_NI
+    if (impl == SHA256_BY_CPU) {
         compress_ni(c, p);
         return;
     }
 #endif
-    compress_c(c, p);
+    if (impl == SHA256_BY_OPENSSL) compress_ossl(c, p);
+    else compress_c(c, p);
 }
 
-int sha256_fast(int on)
+int sha256_impl(int which)
 {
-#if HAVE_SHA_NI
-    if (on < 0) {
+    if (which < 0) {
         int impl = __atomic_load_n(&sha_impl, __ATOMIC_RELAXED);
-        return impl < 0 ? cpu_has_sha() : impl;
+        return impl >= 0 ? impl : cpu_sha() ? SHA256_BY_CPU : SHA256_BY_OPENSSL;
     }
-    __atomic_store_n(&sha_impl, on && cpu_has_sha(), __ATOMIC_RELAXED);
-    return on && cpu_has_sha();
-#else
-    (void)on;
-    return 0;
-#endif
+    if (which == SHA256_BY_CPU && !cpu_sha()) which = SHA256_BY_OPENSSL;
+    if (which != SHA256_BY_CPU && which != SHA256_BY_OPENSSL) which = SHA256_BY_C;
+    __atomic_store_n(&sha_impl, which, __ATOMIC_RELAXED);
+    return which;
 }
 
 void sha256_init(sha256_ctx *c)

@@ -80,9 +80,9 @@ static void test_equal(void)
     CHECK(sha256_equal("", "", 0));
 }
 
-/* The CPU's SHA extensions, where it has them, give what the portable code gives,
- * over every length to a few blocks and bytes of every value. */
-static void test_both_agree(void)
+/* The CPU's SHA extensions (where it has them) and libcrypto's code give what the
+ * portable code gives, over every length to a few blocks and bytes of every value. */
+static void test_all_agree(void)
 {
     uint8_t msg[300], a[SHA256_LEN], b[SHA256_LEN];
     uint32_t x = 2463534242u;
@@ -90,29 +90,36 @@ static void test_both_agree(void)
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         msg[i] = (uint8_t)x;
     }
-    int fast = sha256_fast(1);
-    printf("# SHA-256 by %s\n", fast ? "the CPU's SHA extensions (and the portable code)" : "the portable code only");
-    for (size_t n = 0; n <= sizeof msg; n++) {
-        sha256_fast(0);
-        sha256(msg, n, a);
-        sha256_fast(1);
-        sha256(msg, n, b);
-        if (!CHECK(memcmp(a, b, SHA256_LEN) == 0)) fprintf(stderr, "  differ at %zu bytes\n", n);
+    int def = sha256_impl(-1);
+    printf("# SHA-256 by %s (and the others here)\n", def == SHA256_BY_CPU ? "the CPU's SHA extensions" : "libcrypto");
+    for (int impl = SHA256_BY_CPU; impl <= SHA256_BY_OPENSSL; impl++) {
+        if (sha256_impl(impl) != impl) continue;
+        for (size_t n = 0; n <= sizeof msg; n++) {
+            sha256_impl(SHA256_BY_C);
+            sha256(msg, n, a);
+            sha256_impl(impl);
+            sha256(msg, n, b);
+            if (!CHECK(memcmp(a, b, SHA256_LEN) == 0)) fprintf(stderr, "  %d differs at %zu bytes\n", impl, n);
+        }
     }
-    CHECK_EQ_INT(sha256_fast(-1), fast);
+    sha256_impl(def);
+    CHECK_EQ_INT(sha256_impl(-1), def);
+    /* The CPU's asked of a CPU without them: libcrypto's. */
+    CHECK_EQ_INT(sha256_impl(SHA256_BY_CPU), def == SHA256_BY_CPU ? SHA256_BY_CPU : SHA256_BY_OPENSSL);
+    sha256_impl(def);
 }
 
 int main(void)
 {
-    /* Every test on each implementation this CPU has: the portable code, then the
-     * SHA extensions (when there). */
-    for (int fast = 0; fast <= 1; fast++) {
-        if (sha256_fast(fast) != fast) continue;
+    /* Every test on each implementation this CPU has: the portable code, the SHA
+     * extensions (when there), libcrypto's. */
+    for (int impl = SHA256_BY_C; impl <= SHA256_BY_OPENSSL; impl++) {
+        if (sha256_impl(impl) != impl) continue;
         test_vectors();
         test_million_a_incremental();
         test_hmac();
         test_equal();
     }
-    test_both_agree();
+    test_all_agree();
     return TEST_MAIN_END();
 }
