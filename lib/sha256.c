@@ -121,13 +121,20 @@ static int cpu_sha(void)
 #endif
 }
 
-static void compress(sha256_ctx *c, const uint8_t *p)
+/* The one in use, chosen at the first call: the CPU's where it has them. */
+static int impl_now(void)
 {
     int impl = __atomic_load_n(&sha_impl, __ATOMIC_RELAXED);
     if (impl < 0) {
         impl = cpu_sha() ? SHA256_BY_CPU : SHA256_BY_OPENSSL;
         __atomic_store_n(&sha_impl, impl, __ATOMIC_RELAXED);
     }
+    return impl;
+}
+
+static void compress(sha256_ctx *c, const uint8_t *p)
+{
+    int impl = impl_now();
 #if HAVE_SHA_NI
     if (impl == SHA256_BY_CPU) {
         compress_ni(c, p);
@@ -140,10 +147,7 @@ static void compress(sha256_ctx *c, const uint8_t *p)
 
 int sha256_impl(int which)
 {
-    if (which < 0) {
-        int impl = __atomic_load_n(&sha_impl, __ATOMIC_RELAXED);
-        return impl >= 0 ? impl : cpu_sha() ? SHA256_BY_CPU : SHA256_BY_OPENSSL;
-    }
+    if (which < 0) return impl_now();
     if (which == SHA256_BY_CPU && !cpu_sha()) which = SHA256_BY_OPENSSL;
     if (which != SHA256_BY_CPU && which != SHA256_BY_OPENSSL) which = SHA256_BY_C;
     __atomic_store_n(&sha_impl, which, __ATOMIC_RELAXED);

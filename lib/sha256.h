@@ -36,7 +36,7 @@ enum {
 };
 /* Use which (SHA256_BY_*: the CPU's where it has none gives libcrypto's), or ask
  * (-1). The default: the CPU's where it has them, else libcrypto's. Returns the one
- * in use (asked: that would be). */
+ * in use. */
 int sha256_impl(int which);
 /* Lower-case hex of n bytes into out (2n+1 bytes with the NUL). */
 void sha256_hex(const uint8_t *p, size_t n, char *out);

@@ -48,7 +48,6 @@ struct traces {
     struct curl_slist *headers; /* the operator's (DSTREAM_OTLP_HEADERS) */
     long batch;
     long timeout_ms;
-    int started;
     int scan;                   /* look at every session behind its cursor */
     int64_t next_look;
     xsess *sessions;
@@ -218,7 +217,9 @@ static int on_behind(void *ud, const char *id, uint64_t cursor)
 int64_t traces_wait(traces_t *X, int64_t now, int64_t wait)
 {
     if (!X) return wait;
-    if (!X->started) return 0;
+    /* A scan of the sessions behind (the first tick's, one after an overflow or a
+     * failed one) at the next look, in flight or not. */
+    if (X->scan && X->next_look - now < wait) wait = X->next_look - now < 0 ? 0 : X->next_look - now;
     /* At the ceiling of exports in flight, the end of one wakes the loop. */
     if (X->nflying >= INFLIGHT_MAX) return wait;
     int64_t due = INT64_MAX;
@@ -394,7 +395,6 @@ void traces_tick(traces_t *X)
 {
     if (!X) return;
     int64_t now = timefmt_now_ms();
-    X->started = 1;     /* (the changes come by traces_note; the scan finds what came before) */
     if (now < X->next_look) return;
     X->next_look = now + LOOK_MS;
     if (X->scan) {
