@@ -22,9 +22,10 @@
 // With AISDK_APPROVE=yes|no (AISDK_REASON), send answers the approvals its reply asks
 // for in the same Chat, as a page would.
 //
-// AISDK_LAST_ONLY=1 sends only the new message (below). Prints {status, error,
+// AISDK_LAST_ONLY=1 sends only the new message (below); AISDK_READY=FILE gets each
+// response's status as it arrives. Prints {status, error,
 // resumed, messages} as JSON once the chat is done.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 
 const [api, chatId, command, arg, abortAt, reason] = process.argv.slice(2);
@@ -62,6 +63,15 @@ const chat = new Chat({
     // chats shows (prepareSendMessagesRequest).
     transport: new DefaultChatTransport({
         api,
+        // AISDK_READY=FILE: each response's status is written to FILE as it arrives (a
+        // test holding the reply knows when the client is reading it).
+        ...(process.env.AISDK_READY && {
+            fetch: async (...a) => {
+                const r = await fetch(...a);
+                writeFileSync(process.env.AISDK_READY, `${r.status}\n`);
+                return r;
+            },
+        }),
         ...(process.env.AISDK_LAST_ONLY === "1" && {
             prepareSendMessagesRequest: ({ id, messages, trigger }) => ({ body: { id, trigger, message: messages.at(-1) } }),
         }),

@@ -163,7 +163,9 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
 @test "aisdk: a reload mid-reply resumes from the log and shows each word once; the client's abort stopped nothing" {
     AGENT=$(rn_agent anthropic claude-test-model)
     id=$(ds_name chat)
-    rn_script "$(slow_reply)"
+    # The reply waits after 10 deltas (40 characters) until the readers below are
+    # reading: it is still under way when they come, however slowly node starts.
+    rn_script "$(slow_reply | jq -c '.holdAfter = 10')"
     # The first client goes away (chat.stop(): its fetch is aborted) after 20 characters.
     sdk "$id" send "Count to eighty." 20 >"$T/a.json"
     check "$T/a.json" '(.messages[1] | text | length) >= 20 and (.messages[1] | text) != $all' --arg all "$SLOW"
@@ -171,10 +173,16 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
     # partial reply too) resumes, while the reply still streams.
     jq '.messages[:1]' "$T/a.json" >"$T/kept1.json"
     jq '.messages' "$T/a.json" >"$T/kept2.json"
-    sdk "$id" resume "$T/kept1.json" >"$T/b1.json" &
+    AISDK_READY="$T/r1" sdk "$id" resume "$T/kept1.json" >"$T/b1.json" &
     p1=$!
-    sdk "$id" resume "$T/kept2.json" >"$T/b2.json"
+    AISDK_READY="$T/r2" sdk "$id" resume "$T/kept2.json" >"$T/b2.json" &
+    p2=$!
+    RN_BG_PIDS+=("$p1" "$p2")
+    ds_poll 30 test -s "$T/r1" -a -s "$T/r2"
+    [ "$(cat "$T/r1" "$T/r2")" = "$(printf '200\n200')" ]
+    curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"
     wait "$p1"
+    wait "$p2"
     for f in b1 b2; do
         check "$T/$f.json" '.status == "ready" and .resumed and ([.messages[].role] == ["user", "assistant"])
             and (.messages[1] | text) == $all and (.messages[1].id == $mid)' \

@@ -85,6 +85,16 @@ let defaultReply = DEFAULT_REPLY; // answered when the queue is empty (/__defaul
 // shared one: one format refusing while the other answers (a provider failover).
 const kindDefault = { anthropic: null, openai: null };
 let requests = [];    // provider requests received, headers as received
+// The gate replies with holdAfter wait at (POST /__release opens it; DELETE /__script
+// closes it again, for the next test). Open, it lets every hold through, those reached
+// after the release too.
+let gate = newGate();
+let holding = 0;      // replies waiting at the gate now
+function newGate() {
+    let open;
+    const promise = new Promise((resolve) => { open = resolve; });
+    return { promise, open };
+}
 const live = new Set(); // open sockets, destroyed at shutdown
 
 function redactHeaders(headers) {
@@ -174,6 +184,7 @@ function normalizeReply(r) {
         hang: r.hang === true,
         raw: Array.isArray(r.raw) ? r.raw.map(String) : null,
         stamp: r.stamp === true,
+        holdAfter: nonNegInt(r.holdAfter, null),
         deltas: Number.isInteger(r.deltas) && r.deltas > 0 ? Math.min(r.deltas, 100000) : 50,
     };
 }
@@ -486,6 +497,11 @@ async function stream(req, res, kind, r, body) {
         if (step.textDelta && ++deltas === limit) {
             if (await trigger()) return;
         }
+        if (step.textDelta && deltas === r.holdAfter) {
+            holding++;
+            await Promise.race([gate.promise, gone]);
+            holding--;
+        }
         if (step.toolDelta && r.cutInTool) {
             res.socket?.destroy(); // cut inside a tool call's arguments
             return;
@@ -550,11 +566,19 @@ function handleControl(req, res, path, rawBody) {
     if (path === '/__health' && req.method === 'GET') {
         return sendJson(res, 200, { ok: true, queued: queue.length, requests: requests.length });
     }
+    if (path === '/__release') {
+        if (req.method !== 'POST') return sendJson(res, 405, { error: 'method not allowed' }, { Allow: 'POST' });
+        const held = holding;
+        gate.open();
+        return sendJson(res, 200, { released: held });
+    }
     if (path === '/__script') {
-        if (req.method === 'GET') return sendJson(res, 200, { queued: queue.length, replies: queue });
+        if (req.method === 'GET') return sendJson(res, 200, { queued: queue.length, replies: queue, holding });
         if (req.method === 'DELETE') {
             const n = queue.length;
             queue.length = 0;
+            gate.open(); // a reply still held from the last test goes on
+            gate = newGate();
             return sendJson(res, 200, { cleared: n });
         }
         if (req.method === 'POST') {

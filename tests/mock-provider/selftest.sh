@@ -241,6 +241,28 @@ check "client leaving mid-delay: server still answers" \
     curl -sS -f -o /dev/null "$U/__health"
 check "client leaving mid-delay: server process alive" kill -0 "$pid"
 
+script '{"text":"one two three four","chunkSize":4,"holdAfter":2}'
+anthropic "$dir/g1" >/dev/null 2>&1 &
+gp=$!
+for _ in $(seq 1 100); do
+    [ "$(curl -sS "$U/__script" | jq .holding)" = 1 ] && break
+    sleep 0.05
+done
+check "holdAfter: the reply waits after 2 text deltas" \
+    sh -c "test \$(curl -sS '$U/__script' | jq .holding) = 1 && test \$(grep -c '\"text_delta\"' '$dir/g1') = 2 && ! grep -q message_stop '$dir/g1'"
+check "POST /__release: the held reply goes on to its end" \
+    sh -c "curl -sS -f -X POST '$U/__release' | jq -e '.released == 1' >/dev/null && for _ in \$(seq 1 100); do grep -q message_stop '$dir/g1' && exit 0; sleep 0.05; done; exit 1"
+wait "$gp" 2>/dev/null
+script '{"text":"one two","chunkSize":4,"holdAfter":1}'
+anthropic "$dir/g2" --max-time 5 >/dev/null 2>&1
+check "an open gate lets a later hold through; DELETE /__script closes it" \
+    sh -c "grep -q message_stop '$dir/g2' && curl -sS -f -o /dev/null -X DELETE '$U/__script'"
+script '{"text":"one two","chunkSize":4,"holdAfter":1}'
+anthropic "$dir/g3" --max-time 1 >/dev/null 2>&1; rc=$?
+check "the gate closed again: the next hold waits (curl timed out: exit 28, got $rc)" \
+    sh -c "test $rc = 28 && ! grep -q message_stop '$dir/g3'"
+curl -sS -f -o /dev/null -X DELETE "$U/__script"
+
 # ---- prefill (a reply continued), a cut inside a tool call ------------------------------------
 
 script '{"text":"Hello there, general reader."}'
