@@ -96,7 +96,10 @@ chat_session() {
 
 @test "chat: an interrupted reply exits 1; convo shows roles and markers" {
     id=$(chat_session)
-    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100}, {"text": "The second answer."}]}'
+    # The first reply waits after 3 deltas until the second chat interrupts it (which
+    # ends the transfer and so the hold): it is still under way when that chat comes,
+    # however slowly the CLI starts on a loaded machine.
+    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100, "holdAfter": 3}, {"text": "The second answer."}]}'
     "$D" chat "$id" "one" >"$BATS_TEST_TMPDIR/one.out" 2>"$BATS_TEST_TMPDIR/one.err" &
     pid=$!
     RN_BG_PIDS+=("$pid")
@@ -200,7 +203,9 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
     assert_success
     rn_wait "$id" '.status == "completed" and .state.colour == "blue"'
     id=$(chat_session)
-    rn_script '{"text": "slow slow slow slow slow", "chunkSize": 1, "delayMs": 200}'
+    # The reply waits after 3 deltas until the cancel ends the transfer (and so the
+    # hold): it is still running when the cancel comes.
+    rn_script '{"text": "slow slow slow slow slow", "chunkSize": 1, "delayMs": 200, "holdAfter": 3}'
     rn_say "$id" "talk"
     ds_poll 10 rn_has_event "$id" '.type == "text:delta"'
     run "$D" cancel "$id"
@@ -391,7 +396,9 @@ sys.exit(0 if docs == want else 1)' "$BATS_TEST_TMPDIR/e.yaml" "$BATS_TEST_TMPDI
 
 @test "offline on the database (--db): convo as over HTTP; events --follow sees new events as they are committed" {
     id=$(chat_session)
-    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100}, {"text": "The second answer."}]}'
+    # The first reply waits after 3 deltas until the second chat interrupts it (which
+    # ends the hold): it is still under way when that chat comes.
+    rn_script '{"replies": [{"text": "a slow reply that will be cut", "chunkSize": 1, "delayMs": 100, "holdAfter": 3}, {"text": "The second answer."}]}'
     "$D" chat "$id" "one" >/dev/null 2>&1 &
     RN_BG_PIDS+=("$!")
     ds_poll 10 rn_has_event "$id" '.type == "text:delta"'

@@ -232,7 +232,10 @@ slow_reply() { jq -nc --arg t "$SLOW" '{text: $t, chunkSize: 4, delayMs: 50, usa
 @test "aisdk: the stop route stops the reply under way: the client's stream ends with it, the chat goes on" {
     AGENT=$(rn_agent anthropic claude-test-model)
     id=$(ds_name chat)
-    rn_script "$(slow_reply)"
+    # The reply waits after 10 deltas (40 characters) until the stop, which ends the
+    # transfer and so the hold: it is still under way when the stop comes, however
+    # slowly node starts and the events are polled.
+    rn_script "$(slow_reply | jq -c '.holdAfter = 10')"
     sdk "$id" send "Count slowly." >"$T/a.json" &
     p=$!
     ds_poll 20 rn_has_event "$id" '.type == "text:delta"'

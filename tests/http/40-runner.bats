@@ -24,6 +24,14 @@ teardown() { rn_test_teardown; }
 # A reply slow enough to act on while it streams: 73 deltas, 50 ms apart (~3.6 s).
 SLOW_TEXT=$(seq -s ' ' 1 100)
 slow_reply() { jq -nc --arg t "$SLOW_TEXT" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 60}}'; }
+# The same reply, held by the mock after 20 deltas (80 characters) until release, or
+# until the runner drops the transfer (an interrupt, a cancel, a stop, a kill -9 end
+# the hold by themselves): it is still under way when the message, cancel, stop or
+# kill comes, however slowly a loaded machine polls. The runner may commit the deltas
+# before the hold as one text:delta event, and deltas_are_streaming waits for two:
+# 20 deltas (about 1 s) leave room for that.
+held_reply() { slow_reply | jq -c '.holdAfter = 20'; }
+release() { curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"; }
 quick_reply() { jq -nc --arg t "$1" '{text: $t, usage: {input: 20, output: 5}}'; }
 
 # ev FILE JQ: run a jq program on the events array in FILE (output raw).
@@ -157,7 +165,7 @@ chat_over_sse() {
 @test "interrupt: a message during a slow reply cuts it (interrupted), a new request answers, the partial reply stays" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "Second answer.")]}"
+    rn_script "{\"replies\": [$(held_reply), $(quick_reply "Second answer.")]}"
     rn_say "$id" "First question."
     ds_poll 10 deltas_are_streaming "$id"
     rn_say "$id" "Second question."      # mode interrupt is the default
@@ -191,12 +199,14 @@ chat_over_sse() {
 @test "queue: a queued message waits for the reply in flight, then gets its own; order [u1, a1, u2, a2]" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "Queued answer.")]}"
+    rn_script "{\"replies\": [$(held_reply), $(quick_reply "Queued answer.")]}"
     rn_say "$id" "First question."
     ds_poll 10 deltas_are_streaming "$id"
     rn_say "$id" "Queued question." queue
     rn_get "$id"
     check "$DS_BODY" '[.queued[] | .content] == ["Queued question."] and .request != null'
+    # The reply in flight goes on to its end.
+    release
     rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 4'
 
     rn_events "$id" >"$T/ev.json"
@@ -220,10 +230,12 @@ chat_over_sse() {
 @test "background: a background message joins the history and starts no request" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "Third answer.")]}"
+    rn_script "{\"replies\": [$(held_reply), $(quick_reply "Third answer.")]}"
     rn_say "$id" "First question."
     ds_poll 10 deltas_are_streaming "$id"
     rn_say "$id" "Background note." background
+    # The note came while the reply was held; the reply goes on to its end.
+    release
     rn_wait "$id" '.status == "completed" and .request == null and (.messages | length) == 3'
     # The first reply ran to its end and nothing answers the note.
     check "$DS_BODY" '[.messages[] | {role, content}] == [{role: "user", content: "First question."}, {role: "assistant", content: $t},
@@ -245,7 +257,7 @@ chat_over_sse() {
 @test "cancel: during a slow reply the request is cut (cancelled), the session ends cancelled, no request follows" {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
-    rn_script "$(slow_reply)"
+    rn_script "$(held_reply)"
     rn_say "$id" "A question to cancel."
     ds_poll 10 deltas_are_streaming "$id"
     req POST "/v1/sessions/$id/cancel"
@@ -314,7 +326,7 @@ chat_over_sse() {
     # Nothing under way: nothing to stop, nothing written.
     req POST "/v1/sessions/$id/stop"
     assert_status 202
-    rn_script "$(slow_reply)"
+    rn_script "$(held_reply)"
     rn_say "$id" "A question to stop."
     ds_poll 10 deltas_are_streaming "$id"
     req POST "/v1/sessions/$id/stop"
@@ -410,8 +422,9 @@ retry_after() {
     agent=$(rn_agent anthropic claude-test-model)
     id=$(rn_session "{\"agent\": \"$agent\"}")
     # The retry continues the cut reply (docs/agents.md): the mock goes on from the
-    # text the log holds.
-    rn_script "{\"replies\": [$(slow_reply), $(quick_reply "$SLOW_TEXT")]}"
+    # text the log holds. The kill ends the first reply's hold; the retry's reply does
+    # not hold.
+    rn_script "{\"replies\": [$(held_reply), $(quick_reply "$SLOW_TEXT")]}"
     rn_say "$id" "A question that outlives a crash."
     ds_poll 10 deltas_are_streaming "$id"
     rn_runner_signal KILL

@@ -183,13 +183,16 @@ last_body() { rn_requests | jq -c '.[-1].body'; }
     assert_status 404; assert_json_error not_found
     req GET "/v1/sessions/$id/compact"
     assert_status 405
-    # Busy: a reply under way (the mock hangs), and a compaction already queued.
+    # Busy: a reply under way (the mock holds it after its first delta until released,
+    # so it is still running when the compaction is asked, however loaded the machine),
+    # and a compaction already queued.
     id=$(two_exchanges openai)
-    rn_script '{"text": "slow", "delayMs": 300, "chunkSize": 1}'
+    rn_script '{"text": "slow", "delayMs": 300, "chunkSize": 1, "holdAfter": 1}'
     rn_say "$id" "third"
     rn_wait "$id" '.status == "running"'
     req POST "/v1/sessions/$id/compact"
     assert_status 409; assert_json_error busy
+    curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"
     rn_wait "$id" '.status == "completed"'
     kill -STOP "$(rn_runner_pid)"
     req POST "/v1/sessions/$id/compact"
