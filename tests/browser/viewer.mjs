@@ -86,8 +86,11 @@ try {
     // ---- a chat session: streamed text, thinking, tool-free reply with markup ---------
     const evil = `<img src=x onerror="window.__pwned('img')"><script>window.__pwned('script')</script>`;
     const words = Array.from({ length: 60 }, (_, i) => `word${i}`).join(" ");
+    // The mock holds the reply after 20 of its 85 deltas ("word1 " is in the 18th) until
+    // the release below: it is still streaming when the page is looked at mid-reply,
+    // however slowly a loaded Chromium shows it.
     await script({ thinking: "Let me think about <b>this</b>.", text: `Here: ${evil} ${words} THE-END`, chunkSize: 6,
-                   delayMs: 60, usage: { input: 12, output: 34 } });
+                   delayMs: 60, holdAfter: 20, usage: { input: 12, output: 34 } });
     await page.goto(`${base}/web/#/session/${chatId}`);
     await page.waitForSelector(".conn-live", { timeout: 10000 });
     await page.getByLabel("Message", { exact: true }).fill("Tell me something <b>bold</b>");
@@ -99,6 +102,8 @@ try {
     assert(!mid.includes("THE-END"), "the reply was complete before it was seen streaming");
     await page.screenshot({ path: `${out}/session-streaming.png`, fullPage: true });
     ok("streamed text seen arriving (mid-stream screenshot)");
+    // The reply goes on to its end.
+    assert((await fetch(`${mock}/__release`, { method: "POST" })).ok, "mock: the release failed");
     await page.waitForFunction(() => document.getElementById("chat")?.textContent.includes("THE-END"), null, { timeout: 30000 });
     const chat = await page.evaluate(() => ({
         text: document.getElementById("chat").textContent,

@@ -299,7 +299,10 @@ record_workflow() {
 
 @test "recording: kill -9 of the runner mid-stream leaves an incomplete recording; the retry's is complete and playback uses it" {
     agent=$(rn_agent anthropic claude-test-model)
-    slow=$(jq -nc --arg t "$(seq -s ' ' 1 120)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 60}}')
+    # The slow reply waits after 40 of its 93 deltas (holdAfter: 2 s of streaming, flushed
+    # in several chunks) until the kill below closes its connection: the kill lands
+    # mid-reply, however slowly the two polls before it run.
+    slow=$(jq -nc --arg t "$(seq -s ' ' 1 120)" '{text: $t, chunkSize: 4, delayMs: 50, holdAfter: 40, usage: {input: 40, output: 60}}')
     rn_script "{\"replies\": [$slow, $(chunky_reply "Complete at last.")]}"
     rec=$(rn_session "{\"agent\": \"$agent\", \"mode\": \"record\"}")
     rn_say "$rec" "Count"

@@ -291,7 +291,9 @@ check_playback_killed() {
 @test "recording chaos: a request cut off by a kill, then a 529, then the 200: playback answers the 529 once, then the 200" {
     local rec play slow
     AGENT=$(rn_agent anthropic claude-test-model)
-    slow=$(jq -nc --arg t "$(seq -s ' ' 1 120)" '{text: $t, chunkSize: 4, delayMs: 40, usage: {input: 40, output: 60}}')
+    # The slow reply waits after 5 deltas (holdAfter) until the kill below closes its
+    # connection: the kill lands mid-reply, however slowly the poll before it runs.
+    slow=$(jq -nc --arg t "$(seq -s ' ' 1 120)" '{text: $t, chunkSize: 4, delayMs: 40, holdAfter: 5, usage: {input: 40, output: 60}}')
     rn_script "{\"replies\": [$slow, {\"status\": 529}, $(jq -nc '{text: "After the cut and the storm.", chunkSize: 3, delayMs: 10, usage: {input: 5, output: 7}}')]}"
     rec=$(rn_session "{\"agent\": \"$AGENT\", \"mode\": \"record\"}")
     rn_say "$rec" "Cut, storm, answer"

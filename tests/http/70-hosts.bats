@@ -209,15 +209,23 @@ _h1_has_all() {
             + (SELECT count(*) FROM sessions WHERE status = 'completed' AND deleted = 0)")" -ge "$1" ]
 }
 
+# mock_holding: the replies waiting at the mock's gate now; _mock_holding_ge N: at least N.
+mock_holding() { curl -fsS "$RN_MOCK/__script" | jq .holding; }
+_mock_holding_ge() { [ "$(mock_holding)" -ge "$1" ]; }
+
 @test "host 1's runner is SIGKILLed with many chats streaming: hosts 2 and 3 take them after the lease, each finished exactly once" {
     local n=${HS_CHATS:-50} agent i id exact=0 stuck=0 dup=0 took2 took3 ids=()
     # Host 1's runner alone drives them: the others are stopped until the kill.
     hs_runner_stop 2 TERM
     hs_runner_stop 3 TERM
     agent=$(rn_agent anthropic claude-test-model)
-    # Replies of about 60 deltas 150 ms apart (9 s): every chat is still streaming
-    # when the last one has been asked.
+    # Replies of about 60 deltas 150 ms apart (9 s), each held by the mock after 10
+    # deltas until the release after the kill: every chat is still streaming when the
+    # last one has been asked and when host 1 is killed, however slowly a loaded
+    # machine asks them.
     rn_slow_default 150
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary \
+        "$(curl -fsS "$RN_MOCK/__default" | jq -c '.holdAfter = 10')"
     for i in $(seq 1 "$n"); do
         hs_use $(((i - 1) % HS_HOSTS + 1))
         ids+=("$(rn_session "{\"agent\": \"$agent\"}")")
@@ -228,12 +236,17 @@ _h1_has_all() {
     done
     hs_use 1
     ds_poll 60 _h1_has_all "$n" || fail "host-1 holds $(psql_ -c "SELECT count(*) FROM leases WHERE owner = 'host-1'") of $n leases"
-    # Mid-stream: deltas are arriving for every chat (the log grew by 2n events).
-    base=$(rn_msg_count)
-    ds_poll 60 _rn_msgs_ge $((base + 2 * n)) || { tail -20 "$HOSTS_TMP/h1/logs/runner.log" >&2; return 1; }
+    # Mid-stream: every chat's reply waits at its hold (the mock holds n), its first
+    # deltas in the chat's log.
+    ds_poll 60 _mock_holding_ge "$n" || { tail -20 "$HOSTS_TMP/h1/logs/runner.log" >&2; fail "the mock holds $(mock_holding) of $n replies"; }
+    for id in "${ids[@]}"; do
+        ds_poll 30 rn_has_event "$id" '.type == "text:delta"' || fail "chat $id has no text:delta in its log"
+    done
     hs_runner_start 2
     hs_runner_start 3
     hs_runner_stop 1 KILL
+    # The kill ended the held replies; the retries on hosts 2 and 3 pass the gate.
+    curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"
     for i in $(seq 1 "$n"); do
         id=${ids[$((i - 1))]}
         if ! rn_wait "$id" '.status == "completed" and .request == null' 120; then
