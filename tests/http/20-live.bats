@@ -190,7 +190,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
     # No heartbeat is due for a minute: only noticing the hang-up can free them.
     kill "${pids[@]}"
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    ds_poll 3 pool_readers_none || fail "3 s after the clients left, the pool still holds $(pool_readers) readers"
+    ds_poll 10 pool_readers_none || fail "10 s after the clients left, the pool still holds $(pool_readers) readers"
 
     # 4 long-polls at the tail must all be waiting in the pool (a place still held
     # by a gone client would leave one in a queue or get a 503).
@@ -199,7 +199,7 @@ cli_append() { printf '%s' "$2" | "$DS_BIN/dstream" --db "$DS_DB" append "$1"; }
             "$DS_URL$s?offset=now&live=long-poll"
         pids[i - 1]=$LAST_PID
     done
-    ds_poll 3 pool_readers_atleast 4 || fail "only $(pool_readers) of 4 new long-polls waiting in the pool within 3 s"
+    ds_poll 10 pool_readers_atleast 4 || fail "only $(pool_readers) of 4 new long-polls waiting in the pool within 10 s"
     msg=after-$RANDOM
     cli_append "$name" "$msg" >/dev/null
     for i in 1 2 3 4; do

@@ -162,8 +162,12 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
         (.joined.messages | map(.content)) == ["First?", "Waited for.", "Second?", "Joined."] and .got.status == "success" and
         (.list | length) == 2 and .list[0].run_id == .run.run_id and (.list | map(.status) | unique) == ["success"] and
         (.older | map(.run_id)) == [.list[1].run_id] and .list[1].run_id == (.joined.messages[0].id | ltrimstr("msg_"))'
-    # A slow reply, cancelled once it has begun: it stops where it was.
-    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 80)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 40, output: 80}}')"
+    # A slow reply, cancelled once it has begun: it stops where it was. It waits after 5
+    # deltas (20 characters) until released, which nothing here does: it is still
+    # under way when the cancel comes, however slowly the case gets there, and the
+    # cancel (which closes the provider's connection) ends the wait.
+    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 80)" '{text: $t, chunkSize: 4, delayMs: 50, holdAfter: 5,
+        usage: {input: 40, output: 80}}')"
     sdk cancel "$agent" "Count slowly." >"$T/x.json"
     check "$T/x.json" '.status == "success" and (.joined.messages | length) == 2 and (.joined.messages[1].content | length) < 200'
     id=$(jq -r .thread.thread_id "$T/x.json")
@@ -265,8 +269,12 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     # None of these made the thread.
     req GET "/v1/langgraph/threads/$id/state"
     assert_status 404
-    # reject: a run while a reply is under way is refused; interrupt cuts it.
-    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 60)" '{text: $t, chunkSize: 4, delayMs: 50, usage: {input: 1, output: 1}}')"
+    # reject: a run while a reply is under way is refused; interrupt cuts it. The reply
+    # waits after 5 deltas until released, which nothing here does: it is under way
+    # whenever the runs below come, and the cancel (which closes the provider's
+    # connection) ends the wait.
+    rn_script "$(jq -nc --arg t "$(seq -s ' ' 1 60)" '{text: $t, chunkSize: 4, delayMs: 50, holdAfter: 5,
+        usage: {input: 1, output: 1}}')"
     req POST "/v1/langgraph/threads/$id/runs" "${J[@]}" --data-binary "{\"assistant_id\": \"$agent\", \"input\": $msg}"
     assert_status 200
     run=$(jq -r .run_id "$DS_BODY")
@@ -277,6 +285,8 @@ reply() { jq -nc --arg t "$1" '{text: $t, chunkSize: 4, usage: {input: 10, outpu
     run_post "$id" "{\"assistant_id\": \"$other\", \"input\": $msg}"
     assert_status 409
     assert_json_error assistant_mismatch
+    # The join below needs a text:delta of the reply: the cancel comes after the first.
+    ds_poll 20 rn_has_event "$id" '.type == "text:delta"'
     req POST "/v1/langgraph/threads/$id/runs/$run/cancel"
     assert_status 202
     rn_wait "$id" '.status == "completed"'

@@ -122,7 +122,8 @@ asked() {
 
 @test "ask, then no answer by its expiry: input:expired, session:budget_exceeded (timeout), session:cancelled" {
     local agent id ev
-    agent=$(budget_agent '{"maxRequests": 1, "onExceed": "ask", "askTimeoutMs": 1500}')
+    # Long enough for the poll below to see the checkpoint open on a busy machine.
+    agent=$(budget_agent '{"maxRequests": 1, "onExceed": "ask", "askTimeoutMs": 5000}')
     id=$(rn_session "{\"agent\": \"$agent\"}")
     rn_say "$id" "First question."
     rn_wait "$id" '.status == "completed"'

@@ -177,13 +177,17 @@ failovers_counted() {
 @test "a runner killed -9 while the fallback streams goes on with the fallback after its restart" {
     local agent id ev
     refuse anthropic '{"status": 529}'
-    refuse openai '{"text": "slow fallback answer in many small pieces", "chunkSize": 2, "delayMs": 150}'
+    # The fallback's reply waits after 4 deltas until released: it still streams when
+    # the kill comes, however long the poll below takes. The kill ends that hold; the
+    # retry after the restart gets the same reply, released once the runner is back.
+    refuse openai '{"text": "slow fallback answer in many small pieces", "chunkSize": 2, "delayMs": 150, "holdAfter": 4}'
     agent=$(fo_agent)
     id=$(rn_session "{\"agent\": \"$agent\"}")
     rn_say "$id" "Slowly?"
     ds_poll 20 rn_has_event "$id" '.type == "text:delta"'
     rn_runner_signal KILL
     rn_runner_start
+    curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"
     rn_wait "$id" '.status == "completed"' 60
     jq -e '.messages | map(.role) == ["user", "assistant"] and .[1].content == "slow fallback answer in many small pieces"' "$DS_BODY"
     ev=$(rn_events "$id")

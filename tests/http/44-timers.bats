@@ -143,21 +143,30 @@ BRANCHES='[{name: "yes", terminal: true, steps: [{kind: "update", set: {result: 
 }
 
 @test "wait: a signal sent before the wait step is reached is kept, and the first wait that names it takes it (once)" {
-    w=$(wf '[{kind: "sleep", duration: "500ms"}, {kind: "wait", signals: {go: {update: {first: "$payload"}}}},
+    # The session first waits for the signal start, then sleeps: go is sent while it
+    # waits for start, however late the test gets to send it (a sleep first would end
+    # before it on a busy machine), and is kept across that wait and the sleep's timer
+    # until the wait for go takes it; start lets the session go on.
+    w=$(wf '[{kind: "wait", signals: {start: {}}}, {kind: "sleep", duration: "200ms"},
+             {kind: "wait", signals: {go: {update: {first: "$payload"}}}},
              {kind: "wait", signals: {go: {update: {second: "$payload"}}}}]')
     id=$(rn_session "{\"workflow\": \"$w\"}")
+    rn_wait "$id" '.waitingFor == ["start"]'
     signal "$id" go '1'
     assert_status 202
     rn_get "$id"
-    check "$DS_BODY" '[.signals[] | {name, payload}] == [{name: "go", payload: 1}]'
+    check "$DS_BODY" '[.signals[] | {name, payload}] == [{name: "go", payload: 1}] and .waitingFor == ["start"]'
+    signal "$id" start
+    assert_status 202
     # The first wait takes it; the second waits for the next one.
     rn_wait "$id" '.state.first == 1 and .waitingFor == ["go"] and .signals == []'
     signal "$id" go '"two"'
     assert_status 202
     rn_wait "$id" '.status == "completed" and .state == {first: 1, second: "two", done: true}'
     rn_events "$id" >"$T/ev.json"
+    check "$T/ev.json" '[.[] | select(.type == "signal:received") | .payload.name] == ["go", "start", "go"]'
     check "$T/ev.json" '[.[] | .type] | index("signal:received") < index("timer:fired")'
-    check "$T/ev.json" '[.[] | select(.type == "step:completed" and .payload.phase == "go") | .payload.signal] == [null, "go", "go"]'
+    check "$T/ev.json" '[.[] | select(.type == "step:completed" and .payload.phase == "go") | .payload.signal] == ["start", null, "go", "go"]'
     # A session keeps at most DSTREAM_SIGNALS_PENDING_MAX (3 here) signals not yet taken.
     w2=$(wf '[{kind: "sleep", duration: "1h"}, {kind: "wait", signals: {go: {}}}]')
     id=$(rn_session "{\"workflow\": \"$w2\"}")

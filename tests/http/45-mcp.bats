@@ -8,7 +8,11 @@
 # (@modelcontextprotocol/server-filesystem, installed by tests/mcp/install.sh) on a
 # temporary directory, and tests/mcp/test-server.mjs (crash mid-call, hang, error
 # result, notification, large result, side-effect counter), plus the same test
-# server told to exit at start. Waits are polls with deadlines.
+# server told to exit at start. Server t times a call out after 3 s (the hang test
+# needs it); a call that must still run while a test acts on it (a kill -9, a
+# cancel) goes to server slow, the same server (and state) with a timeout of 2
+# minutes, so a busy machine's slow polls cannot end it first. Waits are polls with
+# deadlines.
 
 load runner-helpers
 
@@ -24,6 +28,7 @@ setup_file() {
         --arg ts "$DS_ROOT/tests/mcp/test-server.mjs" --arg state "$STATE" '{mcpServers: {
             files: {command: $node, args: [$fs, $files]},
             t: {command: $node, args: [$ts, "--state", $state], timeoutMs: 3000},
+            slow: {command: $node, args: [$ts, "--state", $state], timeoutMs: 120000},
             dead: {command: $node, args: [$ts, "--exit-at-start"]},
             m: {command: $node, args: [$ts], timeoutMs: 2000},
             idle: {command: $node, args: [$ts], idleStopMs: 300}}}' >"$MCP_TMP/mcp.json"
@@ -92,7 +97,7 @@ count_file() { cat "$STATE/count" 2>/dev/null || echo 0; }
     [[ "$output" == *"problem: mcpServers.x.command: must be an absolute path"* ]]
     run "$DS_BIN/dstream" mcp "$MCP_TMP/mcp.json"
     [ "$status" = 0 ]
-    [[ "$output" == *"files: $(command -v node) "*"5 MCP servers"* ]]
+    [[ "$output" == *"files: $(command -v node) "*"6 MCP servers"* ]]
     [[ "$output" == *"idle: "*"stopped after 300 ms idle"* ]]
 }
 
@@ -339,9 +344,11 @@ fs_chat() {
 
 @test "kill -9 while a side-effecting call runs: after the restart it is answered as failed, never run twice" {
     local a id before
-    a=$(mcp_agent openai gpt-test-model '["t"]')
+    # On server slow: the call still runs when the kill comes, however long the poll
+    # below takes (on t it would time out after 3 s, and its result be written).
+    a=$(mcp_agent openai gpt-test-model '["slow"]')
     before=$(count_file)
-    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_slow", name: "t__count", arguments: {delayMs: 20000}}]},
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_slow", name: "slow__count", arguments: {delayMs: 60000}}]},
                                     {text: "I could not tell whether it counted."}]}')"
     id=$(rn_session "{\"agent\": \"$a\"}")
     rn_say "$id" "Count slowly."
@@ -393,12 +400,15 @@ fs_chat() {
 
 @test "cancel during a tool call: the call is abandoned (the server is told), the session ends cancelled, no result is written" {
     local a id
-    a=$(mcp_agent anthropic claude-test-model '["t"]')
-    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_cancel", name: "t__count", arguments: {delayMs: 20000}}]}]}')"
+    # On server slow: the call still runs when the cancel comes, however long the polls
+    # below take (on t it would time out after 3 s, its result be written and the
+    # next reply complete the session).
+    a=$(mcp_agent anthropic claude-test-model '["slow"]')
+    rn_script "$(jq -nc '{replies: [{toolCalls: [{id: "c_cancel", name: "slow__count", arguments: {delayMs: 60000}}]}]}')"
     id=$(rn_session "{\"agent\": \"$a\"}")
     rn_say "$id" "Count slowly."
     ds_poll 20 rn_has_event "$id" '.type == "tool:called" and .payload.callId == "c_cancel"'
-    ds_poll 20 grep -q 'tool call c_cancel: count on t' "$DS_DIR/logs/runner.log"
+    ds_poll 20 grep -q 'tool call c_cancel: count on slow' "$DS_DIR/logs/runner.log"
     req POST "/v1/sessions/$id/cancel"
     assert_status 202
     rn_wait "$id" '.status == "cancelled"' 30
