@@ -128,9 +128,13 @@ chat() {
         ds_poll 10 rn_has_event "$p-$k" '.type == "step:started"'
     done
     rn_session "{\"agent\": \"$AGENT\", \"id\": \"$p-run\"}" >/dev/null
-    rn_script '{"text": "slow slow slow slow slow slow slow slow", "chunkSize": 1, "delayMs": 1000}'
+    # The reply waits after its first delta (the mock holds it until the next test):
+    # the session stays running, and no append of it makes its stream young again
+    # between the ageing below and the passes, however slowly they come.
+    rn_script '{"text": "slow slow slow slow slow slow slow slow", "chunkSize": 1, "holdAfter": 1}'
     rn_say "$p-run" talk
     rn_wait "$p-run" '.status == "running"'
+    ds_poll 20 rn_has_event "$p-run" '.type == "text:delta"'
     for s in old par ask run nap sig; do older "sessions/$p-$s" 72; done
     policy "{\"policies\": [{\"prefix\": \"sessions/$p-\", \"maxAge\": \"1d\"}]}"
 
