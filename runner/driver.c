@@ -27,6 +27,7 @@
 #include "driver.h"
 #include "outbox.h"
 #include "request.h"
+#include "stats.h"
 #include "steps.h"
 #include "tools.h"
 #include "turn.h"
@@ -225,10 +226,14 @@ static void drive_workflow(runner_t *R, sess_t *s, const session_view *v)
  * is awake wins, up to 9 sessions in 10 on PostgreSQL. */
 #define FAIR_DEFER_MS 200
 
-static int claim_now(const runner_t *R, const sess_t *s)
+static int claim_now(runner_t *R, const sess_t *s)
 {
-    int64_t live = R->fair_peers + 1, total = R->fair_mine + R->fair_peer_leases + 1;
     if (!R->fair_peers || s->stream_id <= 0) return 1;
+    if (R->fair_stale) {
+        R->fair_mine = runner_stats_leased(R);
+        R->fair_stale = 0;
+    }
+    int64_t live = R->fair_peers + 1, total = R->fair_mine + R->fair_peer_leases + 1;
     if (R->fair_mine * live + live < total) return 1;            /* behind by more than one */
     return s->stream_id % live == R->fair_rank && R->fair_mine < (total + live - 1) / live + 1;
 }

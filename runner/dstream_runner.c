@@ -486,10 +486,7 @@ int main(int argc, char **argv)
         curlev_run(cev, pfd[nfd].revents != 0);
         runner_stats_tick(&R);
         /* After a burst of sessions, what it left free goes back to the system:
-         * the page cache the burst filled, then what glibc keeps. After the
-         * figures' tick, which gives back the entries of the burst's requests in
-         * the tick that finds none in flight: an entry still held pins the page
-         * it is on (2,000 of them kept 6.5 MB of a 2,000-session burst's heap). */
+         * the page cache the burst filled, then what glibc keeps. */
         memtrim_turn(&trim, live, R.conn);
         CURLMsg *msg;
         int left;

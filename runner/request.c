@@ -17,6 +17,7 @@
 #include "request.h"
 #include "outbox.h"
 #include "providers.h"
+#include "stats.h"
 
 static int on_event(void *ud, const provider_event *ev)
 {
@@ -29,12 +30,14 @@ static int on_event(void *ud, const provider_event *ev)
             break;
         }
         buf_append(&q->text, ev->text, ev->len);
+        if (!q->first_ms) q->first_ms = timefmt_now_ms();
         /* A step's output is bounded like the state it goes into: past it the
          * step fails (state_too_large) rather than keep a cut reply. */
         if (q->step_agent && !q->full_over && buf_append(&q->full, ev->text, ev->len)) q->full_over = 1;
         break;
     case PEV_THINKING:
         if (!q->compaction) buf_append(&q->thinking, ev->text, ev->len);
+        if (!q->first_ms) q->first_ms = timefmt_now_ms();
         break;
     case PEV_TOOL_CALL: {
         json_t *args = json_loads(ev->args ? ev->args : "{}", 0, NULL);
@@ -198,11 +201,13 @@ void request_send(runner_t *R, rq_t *q, int live)
 {
     if (live) curl_multi_add_handle(R->multi, q->easy);
     q->s->rq = q;
+    runner_stats_sent(q);
 }
 
 void request_free(runner_t *R, rq_t *q)
 {
     if (!q) return;
+    runner_stats_freed(R, q);
     if (q->easy) {
         curl_multi_remove_handle(R->multi, q->easy);
         curl_easy_cleanup(q->easy);

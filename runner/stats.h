@@ -9,11 +9,21 @@
 /* How often the figures are published (a commit of their runner_stats row). */
 #define RUNNER_STATS_PERIOD_MS 1000
 
-/* Call once per loop iteration, after libcurl's work (curlev_run) and before its finished
- * transfers are handled: looks at the sessions and requests in R (so every
- * provider attempt is seen at least once, with its final HTTP status). The first
- * call counts a start. Publishing is runner_stats_publish's. */
+/* Call once per loop iteration: counts the turn (and the longest), and marks
+ * R->fair_mine to be counted again before the turn's first claim decision (driver.c).
+ * The first call counts a start. Publishing is runner_stats_publish's. */
 void runner_stats_tick(runner_t *R);
+
+/* A provider attempt was sent (request_send): counted as started (a retry if its
+ * attempt number is above 1) and in flight. */
+void runner_stats_sent(rq_t *q);
+/* A request is freed (request_free): if it was sent, it has ended, as a failure if
+ * its last HTTP status was not 200 or its stream reported an error; its model,
+ * tokens, cost, duration and time to first output (q->first_ms) are counted. */
+void runner_stats_freed(runner_t *R, const rq_t *q);
+
+/* The leases this process holds (a walk of its sessions). */
+int64_t runner_stats_leased(const runner_t *R);
 
 /* Call once per loop iteration, after the iteration's commit: publishes the
  * figures (and reads the other runners' rows, for the share) when

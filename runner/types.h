@@ -91,9 +91,8 @@ struct rq {
     char compact_upto[40];      /* the offset of the first message kept */
     int64_t compact_before;     /* tokens estimated of the request before ... */
     int64_t compact_kept;       /* ... and of what stays, without the summary */
-    /* runner/stats.c's: the tick that last saw it, and its place in that tick's set. */
-    uint64_t stats_tick;
-    size_t stats_slot;
+    int64_t first_ms;           /* when its first text or thinking came; 0: not yet */
+    int stats_on;               /* counted as sent (runner/stats.c) */
 };
 
 /* A session the runner is looking after: one with something in flight or
@@ -179,8 +178,10 @@ typedef struct runner {
      * runners and the leases they hold, as their runner_stats rows said at the last
      * read (once a second, stats.c), plus the sessions this process found taken by
      * another since; this runner's rank among the live ones by id; the leases held
-     * here, counted at each loop turn plus those taken since. */
+     * here, counted before a turn's first claim decision (fair_stale: not yet
+     * this turn) plus those taken since. */
     int64_t fair_peers, fair_peer_leases, fair_rank, fair_mine;
+    int fair_stale;
     uint64_t deferred;          /* new claims put off for the share */
     /* Limits (docs/agents.md, "Limits"); 0: none. */
     int64_t message_requests_max;   /* provider requests per user message */
