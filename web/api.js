@@ -20,13 +20,25 @@ export class ApiError extends Error {
     }
 }
 
+// A read the server was too busy for (503, or 429 over a rate limit) is asked again
+// after its Retry-After (at most 5 s), up to this many times: a busy moment does not
+// leave the page with an error. Writes are never repeated.
+const READ_RETRIES = 4;
+
 export async function api(method, path, body) {
     const headers = {};
     const t = token();
     if (t) headers.Authorization = `Bearer ${t}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-                                    cache: "no-store", credentials: "omit" });
+    let res;
+    for (let attempt = 0; ; attempt++) {
+        res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+                                  cache: "no-store", credentials: "omit" });
+        if (method !== "GET" || (res.status !== 503 && res.status !== 429) || attempt === READ_RETRIES) break;
+        const after = Number(res.headers.get("Retry-After"));
+        await res.body?.cancel();
+        await new Promise((r) => setTimeout(r, 1000 * (after > 0 && after <= 5 ? after : 1)));
+    }
     const text = await res.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = null; }
