@@ -49,14 +49,18 @@ content_len() {
 _len_ge() { [ "$(content_len "$1")" -ge "$2" ]; }
 
 @test "a reply cut by kill -9 mid-stream (3 times, at different points) ends as the text kept and its continuation, each word once; the provider saw the prefill" {
-    local agent id at round
+    local agent id at round reply
     agent=$(rn_agent anthropic claude-test-model)
-    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary \
-        "$(jq -nc --arg t "$WORDS" '{text: $t, chunkSize: 4, delayMs: 40, usage: {input: 10, output: 60}}')"
+    reply=$(jq -nc --arg t "$WORDS" '{text: $t, chunkSize: 4, delayMs: 40, usage: {input: 10, output: 60}}')
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "$RN_MOCK/__default" --data-binary "$reply"
     round=0
     for at in 12 80 160; do
         round=$((round + 1))
         curl -fsS -o /dev/null -X DELETE "$RN_MOCK/__requests"
+        # The first attempt waits after AT characters (AT/4 deltas) until the kill
+        # closes its connection: it is still streaming when the runner is killed,
+        # however slowly the poll below comes. The retry gets the default, not held.
+        rn_script "$(jq -c --argjson n $((at / 4)) '.holdAfter = $n' <<<"$reply")"
         id=$(rn_session "{\"agent\": \"$agent\"}")
         rn_say "$id" "Count, round $round."
         # Killed once the log holds at least AT characters of the reply.

@@ -27,6 +27,17 @@ LAST_USER='def last_user: [.body.messages[] | select(.role == "user")] | last | 
 
 sql() { ds_sql "$1"; }
 
+# hold_default N: the mock's default reply (rn_slow_default) waits after N text deltas
+# until release (or until the runner reading it is gone); release: the held replies go
+# on, and those that come to their hold later pass it (until the next test's setup).
+# holding_ge N: at least N replies wait at their hold.
+hold_default() {
+    curl -fsS "$RN_MOCK/__default" | jq -c --argjson n "$1" '.holdAfter = $n' |
+        curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' --data-binary @- "$RN_MOCK/__default"
+}
+release() { curl -fsS -o /dev/null -X POST "$RN_MOCK/__release"; }
+holding_ge() { [ "$(curl -fsS "$RN_MOCK/__script" | jq .holding)" -ge "$1" ]; }
+
 # request_discipline FILE: the session's events (a JSON array) never show a request
 # doing anything after it was closed: every delta, tool call and end belongs to a
 # request in flight (started and not yet ended, cancelled or retried), and no
@@ -143,11 +154,13 @@ request_discipline() {
     local agent i id a_sessions owners b_cuts=0 ids=()
     agent=$(rn_agent anthropic claude-test-model)
     rn_slow_default 80
+    # Every reply waits after 10 deltas until runner-a is killed: runner-a's are still
+    # in flight at the kill, however slowly runner-b and the sessions below come.
+    hold_default 10
     # Four sessions that only runner-a can have, streaming ...
     for i in 1 2 3 4; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     # Every session's holder is noted as it shows (a lease lasts while a reply
-    # streams: on a busy machine the first four may be done before the last four
-    # are made).
+    # streams).
     ds_poll 20 eval 'sql "SELECT session, owner FROM leases" >>"$T/owners"; [ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 4 ]'
     # ... then runner-b, and four more sessions that either may take.
     rn_runner_b runner-b
@@ -157,6 +170,8 @@ request_discipline() {
     # Each session had one holder at a time; runner-a's in flight now are cut by the kill.
     a_sessions=$(sql "SELECT session FROM leases WHERE owner = 'runner-a'")
     rn_runner_signal KILL
+    # The replies go on: runner-b's own, and its retries of runner-a's.
+    release
     for i in $(seq 1 8); do
         id=${ids[$((i - 1))]}
         rn_wait "$id" '.status == "completed" and .request == null' 60
@@ -167,8 +182,7 @@ request_discipline() {
         # One request, and one more for each time a runner found the session's
         # request cut off (by the kill: runner-b, for runner-a's sessions; on a
         # starved machine also runner-a itself, back from a pause past its lease
-        # that nobody used: the request it dropped is closed and retried, and the
-        # session may then end before the kill, its lease row still runner-a's).
+        # that nobody used: the request it dropped is closed and retried).
         local cuts want
         cuts=$(cat "$DS_DIR/logs/runner.log" "$DS_DIR/logs/runner-runner-b.log" |
             grep -c "session $id: request .* was cut off by a restart" || true)
@@ -181,12 +195,16 @@ request_discipline() {
         grep -qx "$id" <<<"$a_sessions" && grep -q "session $id: request .* was cut off by a restart" \
             "$DS_DIR/logs/runner-runner-b.log" && b_cuts=$((b_cuts + 1))
     done
-    # runner-b found runner-a's requests cut off: every one still in flight at the
-    # kill (all of them unless runner-a ended some in the instant before it).
+    # runner-b found runner-a's requests cut off: every one in flight at the kill
+    # (all of them, their replies waiting at the hold, unless runner-a had only just
+    # claimed one and not started its request yet).
     [ -n "$a_sessions" ]
     echo "# two runners: runner-a held $(wc -w <<<"$a_sessions") at the kill; runner-b found $b_cuts of them cut off" >&3
     [ "$b_cuts" -ge 1 ]
 }
+
+# leased ID: a runner holds the session's lease.
+leased() { [ -n "$(sql "SELECT owner FROM leases WHERE session = '$1'")" ]; }
 
 # started_in LOG IDS_FILE: how many of the sessions listed started a provider request
 # in that runner's log.
@@ -205,12 +223,15 @@ started_in() {
     for i in $(seq 1 $n); do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); done
     # Their messages, each while runner-c's loop is busy for a moment (stopped, out
     # of a commit, until 50 ms after the message is in: less than the time runner-a
-    # leaves it, more than runner-a needs to win the race for it).
+    # leaves it, more than runner-a needs to win the race for it). runner-c is not
+    # stopped again for the next one before one of them has taken this one: it has
+    # the rest of the time runner-a leaves it, not the instant before the next stop.
     for i in $(seq 1 $n); do
         stop_between_commits "$B_PID"
         rn_say "${ids[$((i - 1))]}" "question $i" || { kill -CONT "$B_PID"; return 1; }
         sleep 0.05
         kill -CONT "$B_PID"
+        ds_poll 20 leased "${ids[$((i - 1))]}"
     done
     printf '%s\n' "${ids[@]}" | sort >"$T/ids"
     for i in $(seq 1 $n); do
@@ -298,19 +319,25 @@ dropped_metric() {
 }
 
 @test "a runner paused past its lease writes nothing more into the sessions another runner took over (late events dropped)" {
-    local agent i id a_pid base before after mark dropped0 ids=()
+    local agent i id a_pid before after mark dropped0 ids=()
     agent=$(rn_agent anthropic claude-test-model)
     rn_slow_default 50
+    # Every reply waits after 10 deltas until runner-a is stopped: runner-a is still
+    # reading the three then, however slowly runner-b and the metric below come.
+    hold_default 10
     for i in 1 2 3; do ids+=("$(rn_session "{\"agent\": \"$agent\"}")"); rn_say "${ids[$((i - 1))]}" "question $i"; done
     ds_poll 20 eval '[ "$(sql "SELECT count(*) FROM leases WHERE owner = '"'"'runner-a'"'"'")" -ge 3 ]'
-    base=$(rn_msg_count)
-    ds_poll 20 _rn_msgs_ge $((base + 6))
+    # Mid-stream: the three replies are at their hold.
+    ds_poll 20 holding_ge 3
     rn_runner_b runner-b
     a_pid=$(rn_runner_pid)
     ds_poll 10 eval '[ -n "$(dropped_metric)" ]'
     dropped0=$(dropped_metric)
     mark=$(wc -l <"$DS_DIR/logs/runner.log")
     stop_between_commits "$a_pid"
+    # The rest of runner-a's replies comes while it is stopped (it reads them when it
+    # goes on: the late events); runner-b's retries, once it takes over, pass too.
+    release
     for i in 1 2 3; do
         rn_wait "${ids[$((i - 1))]}" '.status == "completed" and .request == null' 60
     done
