@@ -192,7 +192,8 @@ sorted() { printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//'; }
     done
     rn_get "$old2"
     cut=$(( $(jb .createdMs) + 1 ))
-    ds_poll 5 test "$(date +%s%3N)" -gt "$cut"
+    _now_after() { [ "$(date +%s%3N)" -gt "$1" ]; }
+    ds_poll 5 _now_after "$cut"
     young=$(labelled "$agent" "{\"run\": \"$RUN\"}")
     post "/v1/sessions/$young/cancel" '{}'
     rn_wait "$young" '.status == "cancelled"'
