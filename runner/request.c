@@ -36,7 +36,8 @@ static int on_event(void *ud, const provider_event *ev)
         if (q->step_agent && !q->full_over && buf_append(&q->full, ev->text, ev->len)) q->full_over = 1;
         break;
     case PEV_THINKING:
-        if (!q->compaction) buf_append(&q->thinking, ev->text, ev->len);
+        if (q->compaction) break;
+        buf_append(&q->thinking, ev->text, ev->len);
         if (!q->first_ms) q->first_ms = timefmt_now_ms();
         break;
     case PEV_TOOL_CALL: {

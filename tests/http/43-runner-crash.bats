@@ -432,8 +432,9 @@ stop_figure() {
         rn_say "$id" "give it back $i"
     done
     for id in "${ids[@]}"; do rn_wait "$id" '.status == "completed" and .request == null'; done
-    # Released within a commit or two, long before the minute was up.
-    ds_poll 5 eval '[ "$(sql "SELECT count(*) FROM leases")" = 0 ]' || {
+    # Released within a commit or two, long before the minute was up (15 s: a loaded
+    # machine's runner can be that late, which a lease left to run out never is).
+    ds_poll 15 eval '[ "$(sql "SELECT count(*) FROM leases")" = 0 ]' || {
         echo "leases still held: $(sql "SELECT session, owner, expires_ms FROM leases")" >&2
         for id in $(sql "SELECT session FROM leases"); do
             rn_events "$id" | jq -c '.[] | select(.type != "text:delta") | [.offset, .type]' >&2
